@@ -1,0 +1,49 @@
+# vckattn — two commands on a fresh machine with Python 3.11 and pip:
+#   make test   (everything: golden models, host, simulation)
+#   make sim    (only the HDL simulation tests: cocotb + Verilator)
+# Both create .venv and install the pinned dependencies first (`make setup`).
+
+PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.vckattn-installed
+PYTEST_ARGS ?=
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: setup test sim demo lint clean help
+
+help:
+	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
+	@echo "make test    run the whole test suite (includes the simulation tests)"
+	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator)"
+	@echo "make demo    MiniLM end to end on the golden models"
+	@echo "make lint    ruff"
+	@echo "make clean   remove build outputs (keeps $(VENV))"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml requirements.lock
+	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+test: setup
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+sim: setup
+	$(PY) -m pytest -m sim $(PYTEST_ARGS)
+
+demo: setup
+	$(PY) -m vckattn.host.demo
+
+lint: setup
+	$(PY) -m ruff check .
+
+clean:
+	rm -rf build sim_build results .pytest_cache .ruff_cache .hypothesis *.egg-info
+	find . -path ./$(VENV) -prune -o -name __pycache__ -type d -exec rm -rf {} +

@@ -1,0 +1,267 @@
+"""Attention-row normalizers: softmax and its hardware-motivated replacements.
+
+Every normalizer maps attention scores ``z`` of shape ``(..., Sq, Sk)`` (already
+scaled by ``1/sqrt(d)``; real-valued, in natural-log units) and an optional
+boolean ``keep`` mask broadcastable to that shape (``True`` = the key takes part,
+``False`` = masked) to weights ``p`` of the same shape. Masked positions are
+exactly ``0``; a row whose keys are all masked is all zeros (never NaN).
+
+* :func:`softmax` — ``p_ij = exp(z_ij - m_i) / sum_j exp(z_ij - m_i)``.
+* :func:`online_softmax` — Milakov & Gimelshein: one pass over key blocks keeps
+  a running max ``m`` and sum ``l`` (``l' = l*exp(m - m') + sum exp(z - m')``);
+  a final rescale divides by ``l``. Equal to softmax up to rounding.
+* :func:`softermax` — Stevens et al. (DAC 2021): base 2, the running max kept as
+  an integer (``ceil``) so each rescale ``2^(m - m')`` is an exact power of two
+  (a shift in hardware). Equals ``softmax(z * ln 2)`` up to rounding.
+* :class:`SwiftMax` — ConSmax/SwiftMax: ``p = base^clamp(z - beta, -10, 40) / gamma``
+  with learnable ``beta``, ``gamma`` per layer (scalars) or per head. No row
+  reduction: the normalizer is element-wise.
+
+All functions are differentiable and work in any float dtype; the tests run them
+in float64.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+from torch import Tensor, nn
+
+#: Clamp range of the SwiftMax exponent ``z - beta`` (official operator; keeps
+#: ``base^t`` finite in fp16/bf16 under AMP).
+SWIFTMAX_CLAMP = (-10.0, 40.0)
+
+
+def _keep_like(scores: Tensor, keep: Tensor | None) -> Tensor:
+    """Boolean keep mask broadcast to ``scores``' shape (all ``True`` when None)."""
+    if keep is None:
+        return torch.ones_like(scores, dtype=torch.bool)
+    if keep.dtype != torch.bool:
+        raise TypeError(f"keep mask must be bool (True = attend), got {keep.dtype}")
+    return keep.expand_as(scores)
+
+
+def softmax(scores: Tensor, keep: Tensor | None = None) -> Tensor:
+    """Softmax over the last dim with exact zeros at masked positions.
+
+    Args:
+        scores: ``(..., Sq, Sk)`` scores z (natural-log units).
+        keep: optional bool mask broadcastable to ``scores``; ``False`` = masked.
+
+    Returns:
+        Weights of ``scores``' shape; each unmasked row sums to 1, fully masked rows are 0.
+    """
+    keep_b = _keep_like(scores, keep)
+    z = scores.masked_fill(~keep_b, float("-inf"))
+    m = z.amax(dim=-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # fully masked rows
+    e = torch.exp(z - m)  # exp(-inf) = 0 at masked positions
+    s = e.sum(dim=-1, keepdim=True)
+    return e / torch.where(s > 0, s, torch.ones_like(s))
+
+
+def online_softmax(scores: Tensor, keep: Tensor | None = None, block: int = 16) -> Tensor:
+    """Online (one-pass statistics) softmax over key blocks of ``block`` columns.
+
+    Pass 1 walks the key blocks left to right keeping the running max ``m`` and the
+    running sum ``l`` rescaled to the current max; pass 2 (the hardware "second
+    pass") computes ``exp(z - m) / l``. This is the row-buffered baseline that
+    SwiftMax removes.
+    """
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    keep_b = _keep_like(scores, keep)
+    z = scores.masked_fill(~keep_b, float("-inf"))
+    shape = (*z.shape[:-1], 1)
+    m = torch.full(shape, float("-inf"), dtype=z.dtype, device=z.device)
+    l = torch.zeros(shape, dtype=z.dtype, device=z.device)
+    for start in range(0, z.shape[-1], block):
+        zb = z[..., start : start + block]
+        m_new = torch.maximum(m, zb.amax(dim=-1, keepdim=True))
+        m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        # exp(m - m_new): 0 when m = -inf (nothing seen yet); l is 0 then anyway.
+        l = l * torch.exp(m - m_safe) + torch.exp(zb - m_safe).sum(dim=-1, keepdim=True)
+        m = m_new
+    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return torch.exp(z - m_safe) / torch.where(l > 0, l, torch.ones_like(l))
+
+
+def softermax(scores: Tensor, keep: Tensor | None = None, block: int = 16) -> Tensor:
+    """Softermax: base-2 online softmax with an integer running max.
+
+    ``m`` is kept as ``ceil`` of the running maximum, so the rescale factor
+    ``2^(m_old - m_new)`` is an exact power of two (a shift). The result is
+    ``2^z / sum 2^z`` per row, i.e. ``softmax(z * ln 2)``.
+    """
+    if block < 1:
+        raise ValueError(f"block must be >= 1, got {block}")
+    keep_b = _keep_like(scores, keep)
+    z = scores.masked_fill(~keep_b, float("-inf"))
+    shape = (*z.shape[:-1], 1)
+    m = torch.full(shape, float("-inf"), dtype=z.dtype, device=z.device)
+    l = torch.zeros(shape, dtype=z.dtype, device=z.device)
+    for start in range(0, z.shape[-1], block):
+        zb = z[..., start : start + block]
+        m_new = torch.maximum(m, torch.ceil(zb.amax(dim=-1, keepdim=True)))
+        m_safe = torch.where(torch.isfinite(m_new), m_new, torch.zeros_like(m_new))
+        shift = torch.where(torch.isfinite(m), m - m_safe, torch.full_like(m, float("-inf")))
+        l = l * torch.exp2(shift) + torch.exp2(zb - m_safe).sum(dim=-1, keepdim=True)
+        m = m_new
+    m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return torch.exp2(z - m_safe) / torch.where(l > 0, l, torch.ones_like(l))
+
+
+def swiftmax(
+    scores: Tensor,
+    beta: Tensor,
+    gamma: Tensor,
+    keep: Tensor | None = None,
+    base: Literal["e", "2"] = "e",
+    clamp: tuple[float, float] = SWIFTMAX_CLAMP,
+) -> Tensor:
+    """SwiftMax / ConSmax weights ``base^clamp(z - beta, lo, hi) / gamma``; masked → exactly 0.
+
+    Args:
+        scores: ``(B, H, Sq, Sk)`` (or any ``(..., Sq, Sk)``) scores z.
+        beta: scalar (per layer) or ``(H,)`` (per head) shift, in the units of z.
+        gamma: scalar or ``(H,)`` positive divisor.
+        keep: optional bool keep mask.
+        base: ``"e"`` (paper default) or ``"2"`` (hardware-friendly; a distribution shift).
+        clamp: range of the exponent ``z - beta`` (in z units, before the base is applied).
+
+    No reduction over the row: rows do not sum to 1 in general.
+    """
+    beta_b = _per_head(beta, scores)
+    gamma_b = _per_head(gamma, scores)
+    t = torch.clamp(scores - beta_b, clamp[0], clamp[1])
+    e = torch.exp(t) if base == "e" else torch.exp2(t)
+    p = e / gamma_b
+    if keep is None:
+        return p
+    return torch.where(_keep_like(scores, keep), p, torch.zeros_like(p))
+
+
+def _per_head(param: Tensor, scores: Tensor) -> Tensor:
+    """Broadcast a scalar or per-head ``(H,)`` parameter against ``(B, H, Sq, Sk)`` scores."""
+    if param.dim() == 0:
+        return param
+    if param.dim() == 1 and scores.dim() >= 3 and param.shape[0] == scores.shape[-3]:
+        return param.view(-1, 1, 1)
+    raise ValueError(
+        f"SwiftMax parameter of shape {tuple(param.shape)} does not match scores {tuple(scores.shape)}: "
+        "expected a scalar (per layer) or (H,) with H = scores.shape[-3] (per head)"
+    )
+
+
+class Normalizer(nn.Module):
+    """Base class: ``forward(scores, keep) -> weights`` (see module docstring)."""
+
+    #: True when the weights of a row sum to 1 (softmax family).
+    normalizes_rows: bool = True
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class Softmax(Normalizer):
+    """Reference softmax (:func:`softmax`)."""
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        return softmax(scores, keep)
+
+
+class OnlineSoftmax(Normalizer):
+    """Online softmax over key blocks (:func:`online_softmax`)."""
+
+    def __init__(self, block: int = 16) -> None:
+        super().__init__()
+        self.block = block
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        return online_softmax(scores, keep, self.block)
+
+    def extra_repr(self) -> str:
+        return f"block={self.block}"
+
+
+class Softermax(Normalizer):
+    """Base-2 online softmax with integer running max (:func:`softermax`).
+
+    Note: it normalizes ``2^z``, so it is a different distribution from softmax
+    of the same scores unless the model was trained with it (or z is pre-scaled
+    by ``log2(e)``, which is what ``prescale=True`` does).
+    """
+
+    def __init__(self, block: int = 16, prescale: bool = False) -> None:
+        super().__init__()
+        self.block = block
+        self.prescale = prescale
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        z = scores * (1.0 / math.log(2.0)) if self.prescale else scores
+        return softermax(z, keep, self.block)
+
+    def extra_repr(self) -> str:
+        return f"block={self.block}, prescale={self.prescale}"
+
+
+class SwiftMax(Normalizer):
+    """Learnable reduction-free normalizer ``base^clamp(z - beta, -10, 40) / gamma``.
+
+    ``beta`` and ``gamma`` are per layer (scalars, the SwiftMax paper) or per head
+    (``num_heads`` given; the ConSmax paper). Initial values: the SwiftMax recipe
+    takes ``beta`` = mean row max of z and ``gamma`` = mean of
+    ``sum_j exp(z_j - z_max)`` from calibration data; ConSmax's defaults are
+    ``beta = 2.5``, ``gamma = 100``.
+
+    ``gamma`` must stay positive; it is a plain parameter (as in the papers), and
+    :meth:`check` reports a non-positive or non-finite value.
+    """
+
+    normalizes_rows = False
+
+    def __init__(
+        self,
+        beta: float = 2.5,
+        gamma: float = 100.0,
+        num_heads: int | None = None,
+        base: Literal["e", "2"] = "e",
+    ) -> None:
+        super().__init__()
+        if base not in ("e", "2"):
+            raise ValueError(f"base must be 'e' or '2', got {base!r}")
+        if not gamma > 0:
+            raise ValueError(f"gamma must be > 0, got {gamma}")
+        shape = () if num_heads is None else (num_heads,)
+        self.beta = nn.Parameter(torch.full(shape, float(beta)))
+        self.gamma = nn.Parameter(torch.full(shape, float(gamma)))
+        self.base = base
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        return swiftmax(scores, self.beta.to(scores.dtype), self.gamma.to(scores.dtype), keep, self.base)
+
+    def check(self) -> None:
+        """Raise ValueError if beta/gamma are non-finite or gamma <= 0."""
+        if not torch.isfinite(self.beta).all():
+            raise ValueError(f"SwiftMax beta is not finite: {self.beta.detach().tolist()}")
+        if not (torch.isfinite(self.gamma).all() and (self.gamma > 0).all()):
+            raise ValueError(f"SwiftMax gamma must be finite and > 0: {self.gamma.detach().tolist()}")
+
+    def extra_repr(self) -> str:
+        per = "layer" if self.beta.dim() == 0 else f"head (H={self.beta.shape[0]})"
+        return f"per={per}, base={self.base}"
+
+
+def make_normalizer(kind: str, **kwargs: object) -> Normalizer:
+    """Build a normalizer by name: ``softmax``, ``online_softmax``, ``softermax``, ``swiftmax``."""
+    table: dict[str, type[Normalizer]] = {
+        "softmax": Softmax,
+        "online_softmax": OnlineSoftmax,
+        "softermax": Softermax,
+        "swiftmax": SwiftMax,
+    }
+    if kind not in table:
+        raise ValueError(f"unknown normalizer {kind!r}; choose one of {sorted(table)}")
+    return table[kind](**kwargs)  # type: ignore[arg-type]

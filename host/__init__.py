@@ -1,0 +1,1 @@
+"""Host stack: the vckattn CLI, and (later) bundle loading, tiling and device backends."""

@@ -1,0 +1,1 @@
+"""Hardware sources: Amaranth PL components (pl/), HLS C++ (hls/), AIE kernels (aie/)."""

@@ -1,0 +1,1 @@
+"""Amaranth 0.5 PL components. Verilog is generated into build/, never committed."""

@@ -1,0 +1,1 @@
+"""cocotb testbenches and the simulation runner (cocotb_tools.runner on Verilator/Icarus)."""
