@@ -1,0 +1,98 @@
+"""AIE-style int8 tile matmul (QKᵀ and P·V) with shift-round-saturate output.
+
+The AIE1 array multiplies 8-bit operands with wide accumulators (acc48 lanes);
+a kernel processes one ``(m, k, n)`` tile per call (e.g. 32×32×32 or 64×64×64,
+built from ``aie::mmul<4, 8, 8, int8, int8>`` blocks), accumulating over the K
+tiles, and writes its result either as 32-bit accumulators or through ``srs``
+(shift-round-saturate) as 8/16-bit values.
+
+Bit-exactness: integer sums do not depend on the order of accumulation, so the
+tiled result equals the plain product as long as no accumulator overflows
+(checked against ``acc_bits``). For speed the products are computed with float
+BLAS when every partial sum is provably an integer that float32 (|sum| < 2**24)
+or float64 (< 2**53) represents exactly; otherwise with int64.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .fixedpoint import QFormat, Rounding, saturate, shift_round
+
+INT8 = QFormat(8, 0)
+UINT8 = QFormat(8, 0, signed=False)
+
+
+@dataclass(frozen=True)
+class TileShape:
+    """One AIE kernel call: ``(m × k) @ (k × n)``."""
+
+    m: int = 32
+    k: int = 32
+    n: int = 32
+
+    def __post_init__(self) -> None:
+        if min(self.m, self.k, self.n) < 1:
+            raise ValueError(f"tile dimensions must be positive, got {self}")
+
+
+def exact_int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Exact ``a @ b`` of integer arrays (batched over leading dims), as int64.
+
+    Uses float32 BLAS when ``max|a| * max|b| * K < 2**24``, float64 when ``< 2**53``
+    (every partial sum is then an exactly representable integer), int64 otherwise.
+    """
+    a = np.asarray(a)
+    b = np.asarray(b)
+    if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
+        raise TypeError("exact_int_matmul needs integer arrays")
+    k = a.shape[-1]
+    amax = int(np.abs(a.astype(np.int64)).max(initial=0))
+    bmax = int(np.abs(b.astype(np.int64)).max(initial=0))
+    bound = amax * bmax * k
+    if bound < (1 << 24):
+        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.int64)
+    if bound < (1 << 53):
+        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
+    return np.matmul(a.astype(np.int64), b.astype(np.int64))
+
+
+def srs(acc: np.ndarray, shift: int, out: QFormat = INT8, rounding: Rounding = "half_up") -> np.ndarray:
+    """AIE shift-round-saturate: ``saturate(round(acc * 2**-shift))`` into ``out``."""
+    return saturate(shift_round(acc, shift, rounding), out)
+
+
+def tile_matmul(a: np.ndarray, b: np.ndarray, tile: TileShape = TileShape(), acc_bits: int = 48,
+                a_fmt: QFormat = INT8, b_fmt: QFormat = INT8) -> np.ndarray:
+    """``a @ b`` as the AIE array computes it: tiles of ``tile``, 8-bit operands, exact accumulators.
+
+    Args:
+        a: ``(..., M, K)`` integers in ``a_fmt`` (int8, or uint8 for P in P·V).
+        b: ``(..., K, N)`` integers in ``b_fmt``.
+        tile: the kernel's tile shape; M, K, N need not be multiples (edge tiles are
+            zero-padded, as the host's tiler does).
+        acc_bits: accumulator width; an accumulator that would overflow raises.
+
+    Returns the int64 accumulators ``(..., M, N)``.
+    """
+    a = np.asarray(a)
+    b = np.asarray(b)
+    for name, arr, fmt in (("a", a, a_fmt), ("b", b, b_fmt)):
+        if arr.size and not np.all(fmt.fits(arr)):
+            raise ValueError(f"operand {name} has values outside {fmt.name} (raw integers expected)")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")
+    k = a.shape[-1]
+    k_pad = -(-k // tile.k) * tile.k
+    # Worst-case accumulator magnitude over the padded K: every partial sum stays below it.
+    worst = max(abs(a_fmt.min_int), a_fmt.max_int) * max(abs(b_fmt.min_int), b_fmt.max_int) * k_pad
+    if worst >= (1 << (acc_bits - 1)):
+        raise ValueError(f"K={k} may overflow the {acc_bits}-bit accumulator (worst case {worst})")
+    return exact_int_matmul(a, b)
+
+
+def tile_grid(rows: int, cols: int, tile_rows: int, tile_cols: int) -> list[tuple[int, int]]:
+    """Row-major list of tile origins ``(r0, c0)`` covering a ``rows × cols`` matrix."""
+    return [(r, c) for r in range(0, rows, tile_rows) for c in range(0, cols, tile_cols)]

@@ -1,0 +1,159 @@
+"""BHyT units, bit-exact integer model (the PL kernels' numerics).
+
+Input: a token of ``d`` int8 values ``q`` (real ``x = q · s_x``); output: int8
+``γ ⊙ tanh(·)`` with scale ``s_out``. The float operator (METHODS.md §3) is
+``γ ⊙ tanh(λ x / (κ sqrt(s² + ε)))`` with ``s² = mean(x²)``. Writing
+``S = Σ q²`` (exact integer), ``s² + ε = (S + ε d / s_x²) · s_x² / d``, so::
+
+    arg = (λ √d / κ) · (s_in / s_stat) · q / sqrt(S + eps_int)
+
+where the statistic ``S`` is in the scale ``s_stat`` of the tensor it was summed
+over and ``q`` in ``s_in``. Datapath per token (F = ``arg_frac``)::
+
+    v      = max(S + c_int + eps_int, 1)                 site A: c_int = 0 (exact statistic)
+                                                         site M: c_int = c_attn λ_A²/κ² · d/s_stat² (no reduction)
+    r, k   = rsqrt(v)                                     mantissa UQ1.15, v^-1/2 ≈ r·2^-(15+k)
+    c      = round_half_up(r · k_mult >> C_SHIFT)         per-token scale (24-bit)
+    per element:
+    a      = round_half_up(q · c >> (k_shift + 15 - C_SHIFT + k))      arg in Q.F
+    y      = tanh_unit(a)                                 Q1.15, 256-entry table over [0, 8) + PWL
+    out    = saturate8(round_half_up(y · g[i] >> (15 + g_frac)))       g[i] = γ_i / s_out · 2^g_frac
+
+Site A (attention input) computes ``S`` of its own token — the block's only
+reduction — and passes it on beside the stream; site M (MLP input) adds the
+constant ``c_int`` to site A's ``S`` and needs no token buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fixedpoint import QFormat, quantize, saturate, shift_round
+from .funcunits import RecipConfig, TanhConfig, rsqrt, rsqrt_octave_table, tanh_unit
+from .swiftmax_int import fold_multiplier
+
+INT8 = QFormat(8, 0)
+C_SHIFT = 8  # per-token scale c = r·k_mult >> 8 keeps c within 24 bits
+
+
+@dataclass(frozen=True)
+class NormFormat:
+    """Build-time parameters of the BHyT / RMSNorm kernels."""
+
+    stat_bits: int = 40  # width of S (+ constants)
+    k_bits: int = 18  # k_mult register width (signed, positive values)
+    arg_frac: int = 12  # fractional bits of the tanh argument
+    g_bits: int = 16  # per-channel γ register width (signed)
+    out_bits: int = 8
+    rsqrt: RecipConfig = field(default_factory=lambda: RecipConfig(mant_bits=14, lut_bits=6, out_frac=15))
+    tanh: TanhConfig = field(default_factory=lambda: TanhConfig(in_frac=12, range_log2=3, lut_bits=8, out_frac=15))
+
+    @property
+    def out_fmt(self) -> QFormat:
+        return QFormat(self.out_bits, 0)
+
+
+@dataclass(frozen=True)
+class BHyTSiteRegisters:
+    """Runtime constants of one BHyT site.
+
+    k_mult, k_shift: ``λ √d (s_in/s_stat) / κ · 2^arg_frac ≈ k_mult · 2^-k_shift``.
+    eps_int: ``ε d / s_stat²`` rounded.  c_int: the site-M constant (0 at site A).
+    gamma: per-channel ``γ_i / s_out · 2^g_frac`` (on-chip memory, int16).  g_frac: its fraction bits.
+    s_out: the output scale (informational: the host dequantizes with it).
+    """
+
+    k_mult: int
+    k_shift: int
+    eps_int: int
+    c_int: int
+    gamma: np.ndarray
+    g_frac: int
+    s_out: float
+
+    def scalars(self) -> dict[str, int]:
+        return {"k_mult": self.k_mult, "k_shift": self.k_shift, "eps_int": self.eps_int, "c_int": self.c_int,
+                "g_frac": self.g_frac}
+
+
+def sum_of_squares(q: np.ndarray) -> np.ndarray:
+    """``S = Σ_i q_i²`` over the last axis (exact int64), keepdims."""
+    q = np.asarray(q, dtype=np.int64)
+    return (q * q).sum(axis=-1, keepdims=True)
+
+
+def _gamma_register(gamma_over_s_out: np.ndarray, bits: int) -> tuple[np.ndarray, int]:
+    g = np.asarray(gamma_over_s_out, dtype=np.float64)
+    if not np.all(np.isfinite(g)):
+        raise ValueError("gamma / s_out has non-finite values")
+    gmax = float(np.max(np.abs(g))) if g.size else 0.0
+    g_frac = bits - 1 if gmax == 0.0 else int(math.floor(math.log2((2 ** (bits - 1) - 1) / gmax)))
+    return quantize(g, QFormat(bits, g_frac), "half_even", "saturate"), g_frac
+
+
+def bhyt_site_registers(lam: float, kappa: float, gamma: np.ndarray, d: int, s_in: float, s_stat: float,
+                        s_out: float | None = None, c_attn: float = 0.0, lam_attn: float = 0.0,
+                        eps: float = 1e-6, fmt: NormFormat = NormFormat()) -> BHyTSiteRegisters:
+    """Float parameters of one BHyT site -> its register values.
+
+    Args:
+        lam, kappa: the site's λ and κ.  gamma: the γ vector (length d).
+        d: hidden size.  s_in: scale of the site's int8 input.  s_stat: scale of the tensor
+            whose ``S`` the site uses (site A: its own input, so ``s_stat = s_in``).
+        s_out: output scale; default ``max|γ| / 127`` (the output is bounded by |γ|).
+        c_attn, lam_attn: for site M, the block's ``c_attn`` and λ_A (``ŝ² = s² + c_attn λ_A²/κ²``).
+        eps: ε of the float operator.
+    """
+    gamma = np.asarray(gamma, dtype=np.float64)
+    vals = {"lam": lam, "kappa": kappa, "s_in": s_in, "s_stat": s_stat, "c_attn": c_attn, "lam_attn": lam_attn}
+    for name, v in vals.items():
+        if not math.isfinite(v):
+            raise ValueError(f"BHyT {name} is not finite: {v}")
+    if not (lam > 0 and kappa > 0 and s_in > 0 and s_stat > 0 and d >= 1 and c_attn >= 0):
+        raise ValueError(f"BHyT needs lam, kappa, scales > 0, c_attn >= 0 (got {vals})")
+    if gamma.shape != (d,):
+        raise ValueError(f"gamma must have shape ({d},), got {gamma.shape}")
+    if s_out is None:
+        s_out = float(np.max(np.abs(gamma))) / INT8.max_int or 1.0
+    k_mult, k_shift = fold_multiplier(lam * math.sqrt(d) * (s_in / s_stat) / kappa * (1 << fmt.arg_frac), fmt.k_bits)
+    stat = QFormat(fmt.stat_bits, 0, signed=False)
+    eps_int = int(saturate(quantize(eps * d / s_stat**2, QFormat(62, 0), "half_even"), stat)[()])
+    c_real = c_attn * lam_attn**2 / kappa**2 * d / s_stat**2
+    c_int = int(quantize(c_real, QFormat(62, 0), "half_even")[()])
+    if not stat.fits(c_int):
+        raise ValueError(f"BHyT constant c_int = {c_real:g} does not fit {fmt.stat_bits} bits")
+    g, g_frac = _gamma_register(gamma / s_out, fmt.g_bits)
+    return BHyTSiteRegisters(k_mult, k_shift, eps_int, c_int, g, g_frac, float(s_out))
+
+
+def bhyt_site_int(q: np.ndarray, stat: np.ndarray, regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat(),
+                  rsqrt_rom: np.ndarray | None = None, tanh_rom: np.ndarray | None = None) -> np.ndarray:
+    """One BHyT site on int8 tokens ``q`` ``(..., d)`` given the statistic ``stat`` ``(..., 1)``
+    (site A: :func:`sum_of_squares` of ``q`` itself; site M: site A's). Returns int8 ``(..., d)``."""
+    q = np.asarray(q, dtype=np.int64)
+    if not np.all(INT8.fits(q)):
+        raise ValueError("BHyT input must be int8 raw values")
+    v = np.maximum(np.asarray(stat, dtype=np.int64) + regs.c_int + regs.eps_int, 1)
+    r, k = rsqrt(v, fmt.rsqrt, rsqrt_octave_table(fmt.rsqrt) if rsqrt_rom is None else rsqrt_rom)
+    c = shift_round(r * regs.k_mult, C_SHIFT, "half_up")
+    a = shift_round(q * c, regs.k_shift + fmt.rsqrt.out_frac - C_SHIFT + k, "half_up")
+    y = tanh_unit(a, fmt.tanh, tanh_rom)
+    out = shift_round(y * regs.gamma, fmt.tanh.out_frac + regs.g_frac, "half_up")
+    return saturate(out, fmt.out_fmt)
+
+
+def bhyt_block_int(q: np.ndarray, q_mid: np.ndarray, site_a: BHyTSiteRegisters, site_m: BHyTSiteRegisters,
+                   fmt: NormFormat = NormFormat()) -> tuple[np.ndarray, np.ndarray]:
+    """Both sites of a block: ``u`` from the block input ``q`` and ``v`` from ``q_mid = h + Attn(u)``
+    (quantized); the statistic of ``q`` is the only reduction."""
+    s = sum_of_squares(q)
+    return bhyt_site_int(q, s, site_a, fmt), bhyt_site_int(q_mid, s, site_m, fmt)
+
+
+def bhyt_reference(x: np.ndarray, lam: float, kappa: float, gamma: np.ndarray, s2: np.ndarray,
+                   eps: float = 1e-6) -> np.ndarray:
+    """Float64 ``γ ⊙ tanh(λ x / (κ sqrt(s2 + ε)))`` for a given statistic ``s2`` (keepdims)."""
+    return np.asarray(gamma) * np.tanh(lam * x / (kappa * np.sqrt(s2 + eps)))

@@ -1,0 +1,125 @@
+"""Online-softmax normalizer, bit-exact integer model — the baseline SwiftMax replaces.
+
+Softermax-style (Stevens et al. 2021), the way hardware does it: the exponent
+works in base 2 (``log2 e`` is folded into the score multiplier, so the result is
+ordinary softmax of z), the running max is an integer so every rescale is a
+shift, the sum is accumulated in fixed point, and a reciprocal unit plus a second
+pass over a row buffer produce the normalized weights.
+
+Per row of ``Sk`` scores (``F = t_frac``; ``block`` scores arrive per beat)::
+
+    u_j  = round_half_up(acc_j * a_mult >> a_shift)          z_j·log2e in Q.F
+    pass 1, per block b:
+      mb   = ceil(max_j∈b u_j / 2^F)                          integer block max
+      m'   = max(m, mb)
+      l    = (l >> (m' - m)) + Σ_j∈b pow2(u_j - m'·2^F)      l in UQ.sum_frac, shift = rescale
+      m    = m'
+    r    = recip(l)                                           (mantissa, exponent)
+    pass 2 (row buffer): e_j = pow2(u_j - m·2^F) in UQ1.15
+      p_j  = clamp(round_half_up(e_j · r_mant >> (30 - sum_frac - out_frac + r_exp)), 0, 2^out_bits - 1)
+
+Masked keys are skipped (p = 0); a fully masked row gives zeros. Output P is
+unsigned ``out_bits`` with scale ``2^-out_frac`` (UQ0.8 by default).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .fixedpoint import QFormat, saturate, shift_round
+from .funcunits import LOG2E, Pow2Config, RecipConfig, pow2, recip, recip_table
+from .swiftmax_int import fold_multiplier
+
+NEG_SENTINEL = -(1 << 40)  # "minus infinity" for the integer running max
+
+
+@dataclass(frozen=True)
+class OnlineSoftmaxFormat:
+    """Build-time parameters of the online-softmax kernel."""
+
+    acc_bits: int = 24
+    a_bits: int = 24
+    t_frac: int = 12
+    sum_frac: int = 20  # fractional bits of the running sum l
+    sum_bits: int = 34  # width of l (holds up to 2^(sum_bits - sum_frac) keys)
+    out_bits: int = 8
+    out_frac: int = 8  # P in UQ0.8: 1.0 saturates to 255/256
+    block: int = 4  # scores per beat (lanes)
+    pow2: Pow2Config = field(default_factory=lambda: Pow2Config(in_frac=12, lut_bits=6, out_frac=15))
+    recip: RecipConfig = field(default_factory=lambda: RecipConfig(mant_bits=14, lut_bits=7, out_frac=15))
+
+    @property
+    def out_max(self) -> int:
+        return (1 << self.out_bits) - 1
+
+    def max_keys(self) -> int:
+        """Longest row whose sum cannot overflow ``l``."""
+        return 1 << (self.sum_bits - self.sum_frac)
+
+
+@dataclass(frozen=True)
+class OnlineSoftmaxRegisters:
+    """Runtime constants: ``A·2^t_frac ≈ a_mult·2^-a_shift`` with ``A = s_q s_k log2e / sqrt(d)``."""
+
+    a_mult: int
+    a_shift: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def online_softmax_registers(s_q: float, s_k: float, d: int,
+                             fmt: OnlineSoftmaxFormat = OnlineSoftmaxFormat()) -> OnlineSoftmaxRegisters:
+    """Float parameters -> register values (the only place they are computed)."""
+    if not (s_q > 0 and s_k > 0 and d >= 1 and math.isfinite(s_q * s_k)):
+        raise ValueError(f"need finite s_q, s_k > 0 and d >= 1 (got {s_q}, {s_k}, {d})")
+    a_mult, a_shift = fold_multiplier(s_q * s_k * LOG2E / math.sqrt(d) * (1 << fmt.t_frac), fmt.a_bits)
+    return OnlineSoftmaxRegisters(a_mult, a_shift)
+
+
+def online_softmax_int(acc: np.ndarray, regs: OnlineSoftmaxRegisters, keep: np.ndarray | None = None,
+                       fmt: OnlineSoftmaxFormat = OnlineSoftmaxFormat()) -> np.ndarray:
+    """The online-softmax kernel on integer scores ``acc`` ``(..., Sk)``; returns P ``(..., Sk)``."""
+    acc = saturate(np.asarray(acc, dtype=np.int64), QFormat(fmt.acc_bits, 0))
+    sk = acc.shape[-1]
+    if sk > fmt.max_keys():
+        raise ValueError(f"row of {sk} keys exceeds the kernel's maximum {fmt.max_keys()}")
+    keep_b = np.ones(acc.shape, dtype=bool) if keep is None else np.broadcast_to(keep, acc.shape)
+    one = 1 << fmt.t_frac
+    u = shift_round(acc * regs.a_mult, regs.a_shift, "half_up")
+    u_masked = np.where(keep_b, u, NEG_SENTINEL)
+    sum_max = (1 << fmt.sum_frac)
+    m = np.full(acc.shape[:-1] + (1,), NEG_SENTINEL, dtype=np.int64)
+    l = np.zeros_like(m)
+    p2 = fmt.pow2.table()
+    for start in range(0, sk, fmt.block):
+        ub = u_masked[..., start:start + fmt.block]
+        kb = keep_b[..., start:start + fmt.block]
+        mb = (ub.max(axis=-1, keepdims=True) + one - 1) >> fmt.t_frac  # ceil; sentinel stays very negative
+        m_new = np.maximum(m, mb)
+        l = shift_round(l, np.minimum(m_new - m, 62), "floor")
+        e = pow2(ub - (m_new << fmt.t_frac), fmt.t_frac, fmt.sum_frac, sum_max, fmt.pow2, "half_up", p2)
+        l = l + np.where(kb, e, 0).sum(axis=-1, keepdims=True)
+        m = m_new
+    any_key = l > 0
+    r_mant, r_exp = recip(np.where(any_key, l, 1), fmt.recip, recip_table(fmt.recip))
+    e2 = pow2(u - (m << fmt.t_frac), fmt.t_frac, fmt.pow2.out_frac, 1 << fmt.pow2.out_frac, fmt.pow2, "half_up", p2)
+    shift = fmt.pow2.out_frac + fmt.recip.out_frac - fmt.sum_frac - fmt.out_frac + r_exp
+    p = np.clip(shift_round(e2 * r_mant, shift, "half_up"), 0, fmt.out_max)
+    return np.where(keep_b & any_key, p, 0)
+
+
+def softmax_reference(acc: np.ndarray, s_q: float, s_k: float, d: int, keep: np.ndarray | None,
+                      out_frac: int) -> np.ndarray:
+    """Float64 softmax of ``z = s_q s_k acc / sqrt(d)`` times ``2^out_frac`` (masked → 0)."""
+    z = np.asarray(acc, dtype=np.float64) * (s_q * s_k / math.sqrt(d))
+    keep_b = np.ones(z.shape, dtype=bool) if keep is None else np.broadcast_to(keep, z.shape)
+    z = np.where(keep_b, z, -np.inf)
+    mx = z.max(axis=-1, keepdims=True)
+    mx = np.where(np.isfinite(mx), mx, 0.0)
+    e = np.exp(z - mx)
+    s = e.sum(axis=-1, keepdims=True)
+    return e / np.where(s > 0, s, 1.0) * 2.0**out_frac

@@ -1,0 +1,191 @@
+"""SwiftMax normalizer, bit-exact integer model (what the PL kernel computes).
+
+Hardware folding (METHODS.md): with integer scores ``acc = Q_int · K_int`` and
+``z = s_q s_k acc / sqrt(d)``::
+
+    exp(clamp(z - β, -10, 40)) / γ  =  2^(clamp(A·acc - β·log2e, -10·log2e, 40·log2e) - log2 γ)
+    A = s_q s_k log2(e) / sqrt(d)
+
+Per element, with ``t_frac`` = F fractional bits in the log2 domain (all integers)::
+
+    acc   = saturate(acc, acc_bits)                       score accumulator from QKᵀ
+    u     = round_half_up(acc * a_mult >> a_shift)        A·acc in Q.F  (one DSP multiply)
+    u     = clamp(u + b_beta, u_lo, u_hi)                 (z - β)·log2e, clamped as the float op
+    t     = u + c_out                                     + out_frac - log2 γ
+    n, f  = t >> F, t & (2^F - 1)                         integer part = shift, fraction
+    m     = pow2_frac(f)                                  2^f in UQ1.15 (64-entry table + PWL)
+    p     = clamp(round_half_up(m · 2^(n - 15)), 0, 2^out_bits - 1)
+    p     = 0 where masked
+
+The output ``p`` is the unsigned ``out_bits`` integer of ``P`` with scale
+``2^-out_frac`` — the left operand of the P·V matmul (uint8 × int8 on the AIE).
+No row buffer, no reduction: one element in, one out, every cycle per lane.
+
+Register meanings (one bitstream serves every layer; the host writes these per
+layer through AXI4-Lite) are in :class:`SwiftMaxRegisters`; :func:`swiftmax_registers`
+is the only function that computes them from float parameters.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .fixedpoint import QFormat, quantize, saturate, shift_round
+from .funcunits import LOG2E, Pow2Config, pow2
+
+CLAMP_LO, CLAMP_HI = -10.0, 40.0  # range of z - β (natural-log units), as the float operator
+
+
+@dataclass(frozen=True)
+class SwiftMaxFormat:
+    """Build-time parameters of the SwiftMax kernel (fixed in a bitstream)."""
+
+    acc_bits: int = 24  # score accumulator input width (signed, saturated)
+    a_bits: int = 24  # width of the a_mult register (signed)
+    t_frac: int = 12  # fractional bits of the log2-domain exponent
+    reg_bits: int = 24  # width of b_beta, u_lo, u_hi, c_out (signed)
+    out_bits: int = 8  # unsigned P output width
+    pow2: Pow2Config = field(default_factory=lambda: Pow2Config(in_frac=12, lut_bits=6, out_frac=15))
+
+    def __post_init__(self) -> None:
+        if self.pow2.in_frac != self.t_frac:
+            raise ValueError("pow2.in_frac must equal t_frac")
+
+    @property
+    def out_max(self) -> int:
+        return (1 << self.out_bits) - 1
+
+
+@dataclass(frozen=True)
+class SwiftMaxRegisters:
+    """Runtime constants of one layer (AXI4-Lite registers).
+
+    a_mult, a_shift: ``A · 2^t_frac ≈ a_mult · 2^-a_shift``.
+    b_beta: ``-β·log2e`` in Q.t_frac.   u_lo, u_hi: the clamp ``[-10, 40]·log2e`` in Q.t_frac.
+    c_out: ``out_frac - log2 γ`` in Q.t_frac.   out_frac: P's scale is ``2^-out_frac``
+    (informational for the host; already folded into c_out).
+    """
+
+    a_mult: int
+    a_shift: int
+    b_beta: int
+    u_lo: int
+    u_hi: int
+    c_out: int
+    out_frac: int
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def fold_multiplier(value: float, bits: int, max_shift: int = 62) -> tuple[int, int]:
+    """``value ≈ mult · 2^-shift`` with ``mult`` a signed ``bits``-bit integer using its full
+    precision (``2^(bits-2) <= |mult| < 2^(bits-1)``); shift in ``[0, max_shift]``."""
+    if not math.isfinite(value) or value == 0.0:
+        raise ValueError(f"cannot fold multiplier {value!r}")
+    exp = math.floor(math.log2(abs(value)))
+    shift = bits - 2 - exp
+    if shift < 0:
+        raise ValueError(f"multiplier {value:g} too large for a {bits}-bit register with a right shift")
+    shift = min(shift, max_shift)
+    mult = int(round(value * 2.0**shift))
+    if abs(mult) >= 1 << (bits - 1):  # rounding reached the next power of two
+        shift -= 1
+        mult = int(round(value * 2.0**shift))
+    return mult, shift
+
+
+def swiftmax_registers(s_q: float, s_k: float, d: int, beta: float, gamma: float, out_frac: int = 8,
+                       fmt: SwiftMaxFormat = SwiftMaxFormat()) -> SwiftMaxRegisters:
+    """Float parameters -> the exact register values of one layer.
+
+    Args:
+        s_q, s_k: scales of the int8 Q and K (real = int · scale).
+        d: head dimension (scores are divided by sqrt(d)).
+        beta, gamma: the layer's SwiftMax constants (γ > 0).
+        out_frac: P's output scale ``2^-out_frac`` (choose it so that the largest
+            expected P fits ``out_bits``; see :func:`choose_out_frac`).
+    """
+    for name, v in (("s_q", s_q), ("s_k", s_k), ("beta", beta), ("gamma", gamma)):
+        if not math.isfinite(v):
+            raise ValueError(f"{name} is not finite: {v}")
+    if s_q <= 0 or s_k <= 0 or gamma <= 0 or d < 1:
+        raise ValueError(f"need s_q, s_k, gamma > 0 and d >= 1 (got {s_q}, {s_k}, {gamma}, {d})")
+    one = 1 << fmt.t_frac
+    a = s_q * s_k * LOG2E / math.sqrt(d)
+    a_mult, a_shift = fold_multiplier(a * one, fmt.a_bits)
+    reg = QFormat(fmt.reg_bits, 0)
+
+    def q(x: float) -> int:
+        v = int(quantize(x * one, QFormat(62, 0), "half_even")[()])
+        if not reg.fits(v):
+            raise ValueError(f"SwiftMax register value {x:g} does not fit {fmt.reg_bits} bits at t_frac={fmt.t_frac}")
+        return v
+
+    return SwiftMaxRegisters(
+        a_mult=a_mult, a_shift=a_shift,
+        b_beta=q(-beta * LOG2E), u_lo=q(CLAMP_LO * LOG2E), u_hi=q(CLAMP_HI * LOG2E),
+        c_out=q(out_frac - math.log2(gamma)), out_frac=out_frac,
+    )
+
+
+def choose_out_frac(p_max: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> int:
+    """Largest ``out_frac`` such that ``p_max · 2^out_frac`` fits the unsigned output."""
+    if not p_max > 0:
+        raise ValueError("p_max must be > 0")
+    return int(math.floor(math.log2(fmt.out_max / p_max)))
+
+
+def swiftmax_int(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.ndarray | None = None,
+                 fmt: SwiftMaxFormat = SwiftMaxFormat(), table: np.ndarray | None = None) -> np.ndarray:
+    """The SwiftMax kernel on integer scores ``acc`` (any shape); returns P as int64 in
+    ``[0, 2^out_bits - 1]``, exactly 0 where ``keep`` is False."""
+    acc = saturate(np.asarray(acc, dtype=np.int64), QFormat(fmt.acc_bits, 0))
+    u = shift_round(acc * regs.a_mult, regs.a_shift, "half_up") + regs.b_beta
+    u = np.clip(u, regs.u_lo, regs.u_hi)
+    t = u + regs.c_out
+    p = pow2(t, fmt.t_frac, 0, fmt.out_max, fmt.pow2, "half_up", table)
+    if keep is not None:
+        p = np.where(np.broadcast_to(keep, p.shape), p, 0)
+    return p
+
+
+def swiftmax_reference(acc: np.ndarray, s_q: float, s_k: float, d: int, beta: float, gamma: float,
+                       out_frac: int) -> np.ndarray:
+    """Float64 value the kernel approximates: ``exp(clamp(z - β, -10, 40)) / γ · 2^out_frac``."""
+    z = np.asarray(acc, dtype=np.float64) * (s_q * s_k / math.sqrt(d))
+    return np.exp(np.clip(z - beta, CLAMP_LO, CLAMP_HI)) / gamma * 2.0**out_frac
+
+
+def swiftmax_error_budget(acc: np.ndarray, regs: SwiftMaxRegisters, s_q: float, s_k: float, d: int,
+                          beta: float, gamma: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> np.ndarray:
+    """Per-element bound on ``|p_int - min(p_ref, out_max)|`` in output LSBs (the documented budget).
+
+    Sources: the folded multiplier ``a_mult·2^-a_shift`` vs ``A·2^F`` (grows with
+    ``|acc|``); the half-LSB roundings of u, b_beta and c_out (``1.5·2^-F`` in log2
+    units); the 2^f table with interpolation (its exhaustively measured max relative
+    error ``e_tab``); the final half-LSB rounding of p::
+
+        |Δt|  <= |acc|·|a_mult·2^-a_shift - A·2^F|·2^-F + 1.5·2^-F
+        bound  = 0.5 + min(p_ref, out_max + 1)·((2^|Δt| - 1) + e_tab·2^|Δt|)
+    """
+    one = 1 << fmt.t_frac
+    a = s_q * s_k * LOG2E / math.sqrt(d) * one
+    da = abs(regs.a_mult * 2.0**-regs.a_shift - a) / one
+    dt = np.abs(np.asarray(acc, dtype=np.float64)) * da + 1.5 / one
+    e_tab = pow2_table_rel_error(fmt.pow2)
+    p_ref = np.minimum(swiftmax_reference(acc, s_q, s_k, d, beta, gamma, regs.out_frac), fmt.out_max + 1.0)
+    return 0.5 + p_ref * ((np.exp2(dt) - 1.0) + e_tab * np.exp2(dt))
+
+
+def pow2_table_rel_error(cfg: Pow2Config) -> float:
+    """Max relative error of :func:`funcunits.pow2_frac` over all of its inputs (exhaustive)."""
+    from .funcunits import pow2_frac
+
+    f = np.arange(1 << cfg.in_frac, dtype=np.int64)
+    exact = np.exp2(f / float(1 << cfg.in_frac))
+    got = pow2_frac(f, cfg).astype(np.float64) * 2.0**-cfg.out_frac
+    return float(np.max(np.abs(got - exact) / exact))
