@@ -9,7 +9,7 @@ tiles, and writes its result either as 32-bit accumulators or through ``srs``
 Bit-exactness: integer sums do not depend on the order of accumulation, so the
 tiled result equals the plain product as long as no accumulator overflows
 (checked against ``acc_bits``). For speed the products are computed with float
-BLAS when every partial sum is provably an integer that float32 (|sum| < 2**24)
+BLAS (torch.matmul) when every partial sum is provably an integer that float32 (|sum| < 2**24)
 or float64 (< 2**53) represents exactly; otherwise with int64.
 """
 
@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .fixedpoint import QFormat, Rounding, saturate, shift_round
 
@@ -39,7 +40,8 @@ class TileShape:
 
 
 def exact_int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Exact ``a @ b`` of integer arrays (batched over leading dims), as int64.
+    """Exact ``a @ b`` of integer arrays (batched over leading dims), as int32 when every result
+    provably fits, else int64.
 
     Uses float32 BLAS when ``max|a| * max|b| * K < 2**24``, float64 when ``< 2**53``
     (every partial sum is then an exactly representable integer), int64 otherwise.
@@ -49,14 +51,23 @@ def exact_int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
         raise TypeError("exact_int_matmul needs integer arrays")
     k = a.shape[-1]
-    amax = int(np.abs(a.astype(np.int64)).max(initial=0))
-    bmax = int(np.abs(b.astype(np.int64)).max(initial=0))
-    bound = amax * bmax * k
+    bound = _absmax(a) * _absmax(b) * k
     if bound < (1 << 24):
-        return np.matmul(a.astype(np.float32), b.astype(np.float32)).astype(np.int64)
-    if bound < (1 << 53):
-        return np.matmul(a.astype(np.float64), b.astype(np.float64)).astype(np.int64)
-    return np.matmul(a.astype(np.int64), b.astype(np.int64))
+        dtype = torch.float32
+    elif bound < (1 << 53):
+        dtype = torch.float64
+    else:
+        return np.matmul(a.astype(np.int64), b.astype(np.int64))
+    # torch's BLAS matmul (multi-threaded); exact because every partial sum is a representable integer.
+    # Results below 2^31 come back as int32 (half the memory traffic of int64).
+    out = torch.matmul(torch.from_numpy(a).to(dtype), torch.from_numpy(b).to(dtype))
+    return out.to(torch.int32 if bound < (1 << 31) else torch.int64).numpy()
+
+
+def _absmax(x: np.ndarray) -> int:
+    if x.size == 0:
+        return 0
+    return max(abs(int(x.min())), abs(int(x.max())))
 
 
 def srs(acc: np.ndarray, shift: int, out: QFormat = INT8, rounding: Rounding = "half_up") -> np.ndarray:
@@ -75,12 +86,12 @@ def tile_matmul(a: np.ndarray, b: np.ndarray, tile: TileShape = TileShape(), acc
             zero-padded, as the host's tiler does).
         acc_bits: accumulator width; an accumulator that would overflow raises.
 
-    Returns the int64 accumulators ``(..., M, N)``.
+    Returns the accumulators ``(..., M, N)`` (int32 when they provably fit, else int64).
     """
     a = np.asarray(a)
     b = np.asarray(b)
     for name, arr, fmt in (("a", a, a_fmt), ("b", b, b_fmt)):
-        if arr.size and not np.all(fmt.fits(arr)):
+        if arr.size and (int(arr.min()) < fmt.min_int or int(arr.max()) > fmt.max_int):
             raise ValueError(f"operand {name} has values outside {fmt.name} (raw integers expected)")
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"inner dimensions differ: {a.shape} @ {b.shape}")

@@ -118,18 +118,23 @@ def _as_int64(x: np.ndarray | int) -> np.ndarray:
 
 
 def shift_round(x: np.ndarray | int, shift: int | np.ndarray, rounding: Rounding = "floor") -> np.ndarray:
-    """``x * 2**-shift`` rounded to an integer; ``shift <= 0`` is an exact left shift.
+    """``x * 2**-shift`` rounded to an integer; ``shift <= 0`` is an exact left shift
+    (ValueError if the result would leave the 62-bit range).
 
     ``shift`` may be an array (broadcast with ``x``) for per-element shifts.
     """
     if rounding not in ROUNDINGS:
         raise ValueError(f"rounding must be one of {ROUNDINGS}, got {rounding!r}")
     x = _as_int64(x)
+    if np.ndim(shift) == 0:
+        return _shift_round_scalar(x, int(shift), rounding)
     s = np.asarray(shift, dtype=np.int64)
     if np.any(s > MAX_BITS) or np.any(s < -MAX_BITS):
         raise ValueError(f"shift out of range ±{MAX_BITS}")
     right = np.maximum(s, 0)
     left = np.maximum(-s, 0)
+    if rounding == "half_up":  # floor(x / 2^right + 1/2); (1 << right) >> 1 is 0 when right == 0
+        return _exact_left_shift((x + ((np.int64(1) << right) >> 1)) >> right, left)
     q = x >> right  # arithmetic shift: floor
     if rounding != "floor":
         rem = x - (q << right)  # 0 <= rem < 2**right
@@ -141,7 +146,38 @@ def shift_round(x: np.ndarray | int, shift: int | np.ndarray, rounding: Rounding
         else:
             up = up | (tie & ((q & 1) == 1))
         q = q + up.astype(np.int64)
-    return q << left
+    return _exact_left_shift(q, left)
+
+
+def _exact_left_shift(x: np.ndarray, left: np.ndarray | int) -> np.ndarray:
+    """``x << left``, raising instead of silently overflowing int64 (|result| must stay < 2**62)."""
+    if np.ndim(left) == 0:
+        if left == 0:
+            return x
+        if x.size and (int(x.max()) >= (1 << (62 - left)) or int(x.min()) < -(1 << (62 - left))):
+            raise ValueError(f"left shift by {left} overflows the {MAX_BITS}-bit range")
+        return x << left
+    left = np.asarray(left, dtype=np.int64)
+    top = x >> np.minimum(62 - left, 62)
+    if np.any((left > 0) & (top != 0) & (top != -1)):
+        raise ValueError(f"left shift overflows the {MAX_BITS}-bit range")
+    return x << left
+
+
+def _shift_round_scalar(x: np.ndarray, s: int, rounding: Rounding) -> np.ndarray:
+    """:func:`shift_round` with one shift for all elements (the common, fast case)."""
+    if not -MAX_BITS <= s <= MAX_BITS:
+        raise ValueError(f"shift out of range ±{MAX_BITS}")
+    if s <= 0:
+        return _exact_left_shift(x, -s)
+    if rounding == "floor":
+        return x >> s
+    if rounding == "half_up":
+        return (x + (1 << (s - 1))) >> s  # floor(x / 2^s + 1/2)
+    q = x >> s
+    rem = x & ((1 << s) - 1)
+    half = 1 << (s - 1)
+    return q + ((rem > half) | ((rem == half) & ((q & 1) == 1)))
 
 
 def saturate(q: np.ndarray | int, fmt: QFormat) -> np.ndarray:

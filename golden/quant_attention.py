@@ -27,7 +27,13 @@ from .attention import MultiHeadAttention
 from .normalizers import Softmax, SwiftMax
 from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_int, online_softmax_registers
 from .requant import RequantRegisters, quantize_symmetric, requant_registers, requantize, symmetric_scale
-from .swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, choose_out_frac, swiftmax_int, swiftmax_registers
+from .swiftmax_int import (
+    SwiftMaxFormat,
+    SwiftMaxRegisters,
+    choose_out_frac,
+    swiftmax_int_tabulated,
+    swiftmax_registers,
+)
 
 Normalizer = Literal["softmax", "swiftmax"]
 
@@ -156,7 +162,7 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
     s = tile_matmul(qh, kh.transpose(0, 1, 3, 2))
     kb = None if keep is None else np.asarray(keep, bool)[:, None, None, :]
     if layer.normalizer == "swiftmax":
-        p = swiftmax_int(s, layer.swiftmax, kb, layer.sm_fmt)
+        p = swiftmax_int_tabulated(s, layer.swiftmax, kb, layer.sm_fmt)
     else:
         p = online_softmax_int(s, layer.online, kb, layer.os_fmt)
     o = tile_matmul(p, vh, a_fmt=UINT8)

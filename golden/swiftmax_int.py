@@ -153,6 +153,29 @@ def swiftmax_int(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.ndarray | No
     return p
 
 
+def swiftmax_int_tabulated(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.ndarray | None = None,
+                           fmt: SwiftMaxFormat = SwiftMaxFormat(), max_span: int = 1 << 22) -> np.ndarray:
+    """Same result as :func:`swiftmax_int`, computed faster for large tensors.
+
+    The kernel is element-wise, so its output is a function of the (saturated) score
+    alone: evaluate :func:`swiftmax_int` once on every integer in ``[acc.min(), acc.max()]``
+    and gather. Falls back to the direct computation when that span exceeds ``max_span``
+    or is larger than the tensor itself. Returns int16 (P fits: out_bits <= 15).
+    """
+    acc = np.asarray(acc)
+    if acc.size == 0:
+        return np.zeros(acc.shape, dtype=np.int64)
+    lim = QFormat(fmt.acc_bits, 0)
+    lo, hi = max(int(acc.min()), lim.min_int), min(int(acc.max()), lim.max_int)
+    if hi < lo or hi - lo + 1 > min(max_span, acc.size):
+        return swiftmax_int(acc, regs, keep, fmt)
+    table = swiftmax_int(np.arange(lo, hi + 1, dtype=np.int64), regs, None, fmt).astype(np.int16)
+    p = table[np.clip(acc, lo, hi) - lo]  # clip = the input saturation (no-op inside [lo, hi])
+    if keep is not None:
+        p = np.where(np.broadcast_to(keep, p.shape), p, 0)
+    return p
+
+
 def swiftmax_reference(acc: np.ndarray, s_q: float, s_k: float, d: int, beta: float, gamma: float,
                        out_frac: int) -> np.ndarray:
     """Float64 value the kernel approximates: ``exp(clamp(z - β, -10, 40)) / γ · 2^out_frac``."""

@@ -1,0 +1,94 @@
+"""Benchmarks: measured side by side in one run, ratios printed, JSON written.
+
+``vckattn bench emulator``: the bit-exact integer emulation of one attention layer
+(projections, QKᵀ, SwiftMax or online-softmax normalizer, P·V, W_O) against torch
+fp32 attention of the same size (nn.Linear projections + scaled_dot_product_attention),
+both on this machine's CPU threads. The two are run alternately, ``repeats`` times
+each, and the medians are compared, so background load hits both alike.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from vckattn.golden.attention import MultiHeadAttention
+from vckattn.golden.quant_attention import attention_int, calibrate_attention
+
+
+def _float_attention(mha: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
+    b, s, d = x.shape
+    h, hd = mha.n_heads, mha.head_dim
+    q = mha.q_proj(x).view(b, s, h, hd).transpose(1, 2)
+    k = mha.k_proj(x).view(b, s, h, hd).transpose(1, 2)
+    v = mha.v_proj(x).view(b, s, h, hd).transpose(1, 2)
+    o = F.scaled_dot_product_attention(q, k, v)
+    return mha.o_proj(o.transpose(1, 2).reshape(b, s, d))
+
+
+def bench_emulator(seq: int = 512, heads: int = 12, d_head: int = 64, repeats: int = 7, seed: int = 0,
+                   normalizers: tuple[str, ...] = ("swiftmax", "softmax")) -> dict:
+    """Time the integer emulator against torch fp32 attention; returns the JSON report."""
+    torch.manual_seed(seed)
+    d = heads * d_head
+    mha = MultiHeadAttention(d, heads, bias=True)
+    x = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seed))
+    x64 = x.double().numpy()
+    layers = {n: calibrate_attention(mha, x64, None, n, beta=3.0, gamma=float(seq) / 8) for n in normalizers}
+    mha = mha.float()
+    times: dict[str, list[float]] = {"torch_fp32": [], **{f"emulator_{n}": [] for n in normalizers}}
+    with torch.no_grad():
+        _float_attention(mha, x)  # warm-up
+        for n, layer in layers.items():
+            attention_int(layer, x64)
+        for _ in range(repeats):
+            t = time.perf_counter()
+            _float_attention(mha, x)
+            times["torch_fp32"].append(time.perf_counter() - t)
+            for n, layer in layers.items():
+                t = time.perf_counter()
+                attention_int(layer, x64)
+                times[f"emulator_{n}"].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "benchmark": "emulator",
+        "shape": {"seq": seq, "heads": heads, "d_head": d_head, "d_model": d, "batch": 1},
+        "repeats": repeats,
+        "median_seconds": med,
+        "all_seconds": times,
+        "speed_ratio_vs_torch_fp32": {k: med["torch_fp32"] / v for k, v in med.items() if k != "torch_fp32"},
+        "torch_threads": torch.get_num_threads(),
+        "machine": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
+                    "processor": platform.processor() or platform.machine()},
+        "note": "ratio = torch fp32 time / emulator time (1.0 = as fast as float; goal >= 0.5)",
+    }
+
+
+def run(json_out: Path | None, **kwargs: object) -> dict:
+    """Run :func:`bench_emulator`, print a table, write JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
+    report = bench_emulator(**kwargs)  # type: ignore[arg-type]
+    sh = report["shape"]
+    table = Table(title=f"attention layer S={sh['seq']}, {sh['heads']} heads × {sh['d_head']} "
+                        f"(median of {report['repeats']}, {report['torch_threads']} threads)")
+    table.add_column("implementation")
+    table.add_column("median ms", justify="right")
+    table.add_column("speed vs torch fp32", justify="right")
+    for k, v in report["median_seconds"].items():
+        ratio = report["speed_ratio_vs_torch_fp32"].get(k, 1.0)
+        table.add_row(k, f"{v * 1e3:.1f}", f"{ratio:.2f}×")
+    Console().print(table)
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(report, indent=2))
+        Console().print(f"wrote {json_out}")
+    return report
