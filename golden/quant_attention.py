@@ -25,7 +25,12 @@ import torch
 from .aie_matmul import UINT8, exact_int_matmul, tile_matmul
 from .attention import MultiHeadAttention
 from .normalizers import Softmax, SwiftMax
-from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_int, online_softmax_registers
+from .online_softmax_int import (
+    OnlineSoftmaxFormat,
+    OnlineSoftmaxRegisters,
+    online_softmax_int,
+    online_softmax_registers,
+)
 from .requant import RequantRegisters, quantize_symmetric, requant_registers, requantize, symmetric_scale
 from .swiftmax_int import (
     SwiftMaxFormat,
@@ -55,8 +60,15 @@ class QuantLinear:
         return cls(w, s_w, b)
 
     def acc(self, x: np.ndarray) -> np.ndarray:
-        """``x @ wᵀ + b`` exactly (int64)."""
-        y = exact_int_matmul(x, self.w.T)
+        """``x @ wᵀ + b`` exactly (int32/int64)."""
+        k = self.w.shape[1]
+        if x.size and max(abs(int(x.min())), abs(int(x.max()))) * 128 * k < (1 << 24):
+            # float32 BLAS is exact here; the transposed float32 weights are converted once
+            if getattr(self, "_wt32", None) is None:
+                self._wt32 = torch.from_numpy(np.ascontiguousarray(self.w.T, dtype=np.float32))
+            y = torch.matmul(torch.from_numpy(x).to(torch.float32), self._wt32).to(torch.int32).numpy()
+        else:
+            y = exact_int_matmul(x, self.w.T)
         return y if self.b is None else y + self.b
 
 

@@ -170,7 +170,10 @@ def swiftmax_int_tabulated(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.nd
     if hi < lo or hi - lo + 1 > min(max_span, acc.size):
         return swiftmax_int(acc, regs, keep, fmt)
     table = swiftmax_int(np.arange(lo, hi + 1, dtype=np.int64), regs, None, fmt).astype(np.int16)
-    p = table[np.clip(acc, lo, hi) - lo]  # clip = the input saturation (no-op inside [lo, hi])
+    if lo == int(acc.min()) and hi == int(acc.max()):
+        p = table[acc - lo]
+    else:
+        p = table[np.clip(acc, lo, hi) - lo]  # clip = the input saturation to acc_bits
     if keep is not None:
         p = np.where(np.broadcast_to(keep, p.shape), p, 0)
     return p

@@ -46,7 +46,7 @@ def bench_emulator(seq: int = 512, heads: int = 12, d_head: int = 64, repeats: i
     times: dict[str, list[float]] = {"torch_fp32": [], **{f"emulator_{n}": [] for n in normalizers}}
     with torch.no_grad():
         _float_attention(mha, x)  # warm-up
-        for n, layer in layers.items():
+        for layer in layers.values():
             attention_int(layer, x64)
         for _ in range(repeats):
             t = time.perf_counter()

@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import torch
+
 from vckattn.golden import convert
 from vckattn.golden.models import load_minilm
 from vckattn.host.textdata import real_sentences

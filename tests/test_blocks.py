@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 from hf_tiny import F64, right_padding, tiny_bert, tiny_llama, tiny_vit
+
 from vckattn.golden.attention import padding_keep
 from vckattn.golden.blocks import BertLayer, LlamaBlock, ViTBlock
 

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 import vckattn
 from vckattn.host import cli, doctor
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+
 from vckattn.golden.fixedpoint import (
     AP_OVF,
     AP_QUANT,

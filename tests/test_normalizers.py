@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+
 from vckattn.golden.normalizers import (
     SwiftMax,
     make_normalizer,

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+
 from vckattn.golden.bhyt import (
     BHyTBlockNorms,
     BHyTNorm,

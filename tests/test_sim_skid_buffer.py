@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from vckattn.hw.pl.stream import SkidBuffer
 from vckattn.sim.runner import (
     SIM_BUILD_ROOT,

@@ -1,0 +1,143 @@
+"""Accuracy reports of the integer model: ``vckattn report errors`` and ``vckattn report quant``.
+
+* ``errors``: every integer operator against its float64 reference (exhaustive where the
+  input space has at most 2^20 values, else ≥ 10^6 random values plus edge cases), with the
+  documented error budget (:mod:`vckattn.golden.error_budget`).
+* ``quant``: each attention layer of a real checkpoint (default: the shipped MiniLM),
+  quantized end to end (int8 projections, integer QKᵀ, SwiftMax or online-softmax kernel,
+  P·V, W_O) on real text, against the float golden model of the same layer: relative
+  error and cosine similarity per layer.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def run_errors(json_out: Path | None = None) -> list[dict]:
+    """Measure every operator; print a table; optionally write JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from vckattn.golden import error_budget
+
+    console = Console()
+    rows = []
+    table = Table(title="integer operators vs float64 (errors in the unit shown)")
+    for col in ("operator", "inputs", "unit", "max error", "mean error", "budget", "within"):
+        table.add_column(col, justify="left" if col in ("operator", "unit") else "right")
+    with console.status("measuring…"):
+        reports = error_budget.all_reports()
+    for r in reports:
+        rows.append(r.as_dict())
+        table.add_row(r.operator, f"{r.inputs:,}{' (all)' if r.exhaustive else ''}", r.unit, f"{r.max_error:.3g}",
+                      f"{r.mean_error:.3g}", f"{r.budget_max:.3g}",
+                      "[green]yes[/]" if r.violations == 0 else f"[red]{r.violations} over[/]")
+    console.print(table)
+    _write(json_out, {"report": "errors", "operators": rows}, console)
+    return rows
+
+
+def safe_swiftmax_constants(stats: dict) -> tuple[float, float]:
+    """β = the largest row max seen in calibration, γ = mean Σexp: P stays ≤ 1/γ·e^0 on calibration data.
+
+    (Used for the quantization report until β/γ come from replace-and-tune: the untuned mean-z_max
+    initialisation makes P span many orders of magnitude, see ``make demo``.)
+    """
+    return stats["z_max_max"], stats["gamma"]
+
+
+def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None, json_out: Path | None = None,
+              n_calib: int = 32, n_eval: int = 16) -> dict:
+    """Per-layer integer-vs-float figures of a BERT-family checkpoint on real text."""
+    from rich.console import Console
+    from rich.table import Table
+    from transformers import AutoModel, AutoTokenizer
+
+    from vckattn.golden import convert
+    from vckattn.golden.blocks import BertLayer
+    from vckattn.golden.models import minilm_dir
+    from vckattn.golden.quant_attention import attention_int, calibrate_attention, compare, float_attention
+    from vckattn.host.textdata import real_sentences
+
+    console = Console()
+    t0 = time.perf_counter()
+    path = checkpoint or minilm_dir()
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path, dtype=torch.float64).eval()
+    if convert.model_family(model) != "bert":
+        raise ValueError(f"`report quant` handles BERT-family encoders; {path} is {model.config.model_type!r}")
+    if sentences is None:
+        calib, held = real_sentences(n_calib), real_sentences(n_eval, start_topic=60)
+    else:
+        calib, held = sentences[:n_calib], sentences[n_calib:n_calib + n_eval] or sentences[:n_eval]
+    cb = tok(calib, padding=True, return_tensors="pt")
+    hb = tok(held, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        ch = model(**cb, output_hidden_states=True).hidden_states
+        hh = model(**hb, output_hidden_states=True).hidden_states
+    stats = _layer_stats(model, cb)
+    cfg = model.config
+    ck, hk = cb["attention_mask"].numpy().astype(bool), hb["attention_mask"].numpy().astype(bool)
+    layers = []
+    for i, hf_layer in enumerate(convert.decoder_layers(model)):
+        blk = BertLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size).double().load_hf(hf_layer)
+        entry: dict = {"layer": i}
+        for norm in ("softmax", "swiftmax"):
+            beta, gamma = safe_swiftmax_constants(stats[i]) if norm == "swiftmax" else (0.0, 1.0)
+            q_layer = calibrate_attention(blk.attn, ch[i].numpy(), ck, norm, beta, gamma)
+            out, _ = attention_int(q_layer, hh[i].numpy(), hk)
+            ref = float_attention(blk.attn, hh[i].numpy(), hk, norm, beta, gamma)["y"]
+            entry[norm] = compare(out, ref, hk) | {"p_frac": q_layer.p_frac}
+            if norm == "swiftmax":
+                entry[norm] |= {"beta": beta, "gamma": gamma}
+        layers.append(entry)
+    name = Path(path).parent.name if Path(path).name == "model" else Path(path).name
+    table = Table(title=f"quantized attention layers vs float golden ({name}, {len(held)} held-out sentences)")
+    for col in ("layer", "softmax rel.err", "softmax cosine", "SwiftMax rel.err", "SwiftMax cosine", "P scale"):
+        table.add_column(col, justify="right")
+    for e in layers:
+        s, w = e["softmax"], e["swiftmax"]
+        table.add_row(str(e["layer"]), f"{s['rel_error']:.4f}", f"{s['cosine']:.5f}", f"{w['rel_error']:.4f}",
+                      f"{w['cosine']:.5f}", f"2^-{w['p_frac']}")
+    console.print(table)
+    report = {"report": "quant", "checkpoint": str(path), "sentences": {"calibration": len(calib), "eval": len(held)},
+              "int8": "symmetric max-abs per tensor (activations), per output channel (weights)",
+              "swiftmax_constants": "beta = max row z_max on calibration, gamma = mean sum exp(z - z_max)",
+              "layers": layers, "seconds": time.perf_counter() - t0}
+    _write(json_out, report, console)
+    return report
+
+
+def _layer_stats(model: torch.nn.Module, batch: dict) -> list[dict]:
+    from vckattn.golden import convert
+
+    convert.register_attention()
+    model.set_attn_implementation(convert.ATTN_IMPL)
+    with torch.no_grad(), convert.recording(model) as records:
+        model(**batch)
+    out = []
+    for recs in records:
+        zm = torch.cat([r.z_max for r in recs])
+        se = torch.cat([r.sum_exp for r in recs])
+        out.append({"beta": float(zm.mean()), "z_max_max": float(zm.max()), "gamma": float(se.mean())})
+    return out
+
+
+def _write(json_out: Path | None, report: object, console: object) -> None:
+    if json_out is None:
+        return
+    json_out.parent.mkdir(parents=True, exist_ok=True)
+    json_out.write_text(json.dumps(report, indent=2, default=_jsonable))
+    console.print(f"wrote {json_out}")  # type: ignore[attr-defined]
+
+
+def _jsonable(o: object) -> object:
+    if isinstance(o, np.generic):
+        return o.item()
+    raise TypeError(f"not JSON serializable: {type(o)}")

@@ -1,0 +1,69 @@
+"""The quantized attention layer (emulator of the attention block) end to end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vckattn.golden.attention import MultiHeadAttention
+from vckattn.golden.quant_attention import attention_int, calibrate_attention, compare, float_attention
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_int, swiftmax_int_tabulated, swiftmax_registers
+
+
+@pytest.fixture(scope="module")
+def layer_and_data():
+    torch.manual_seed(0)
+    mha = MultiHeadAttention(64, 4, bias=True).double()
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 1, (3, 12, 64))
+    keep = np.ones((3, 12), bool)
+    keep[1, 7:] = False
+    keep[2, 3:] = False
+    return mha, x, keep
+
+
+@pytest.mark.parametrize("normalizer", ["softmax", "swiftmax"])
+def test_padding_invariance_is_bit_exact(layer_and_data, normalizer):
+    # A sequence padded inside a batch and the same sequence alone give identical integers.
+    mha, x, keep = layer_and_data
+    layer = calibrate_attention(mha, x, keep, normalizer, beta=2.0, gamma=3.0)
+    _, batched = attention_int(layer, x, keep)
+    for b, n in ((1, 7), (2, 3)):
+        _, alone = attention_int(layer, x[b:b + 1, :n], keep[b:b + 1, :n])
+        assert np.array_equal(batched["y"][b, :n], alone["y"][0])
+        assert np.all(batched["p"][b][..., n:] == 0)  # masked keys carry exactly zero weight
+
+
+@pytest.mark.parametrize("normalizer", ["softmax", "swiftmax"])
+def test_integer_layer_tracks_float_golden(layer_and_data, normalizer):
+    mha, x, keep = layer_and_data
+    layer = calibrate_attention(mha, x, keep, normalizer, beta=2.0, gamma=3.0)
+    out, tr = attention_int(layer, x, keep)
+    ref = float_attention(mha, x, keep, normalizer, beta=2.0, gamma=3.0)["y"]
+    m = compare(out, ref, keep)
+    assert m["cosine"] > 0.99 and m["rel_error"] < 0.15, m
+    for name in ("q", "k", "v", "a"):
+        assert tr[name].min() >= -128 and tr[name].max() <= 127
+    assert tr["p"].min() >= 0 and tr["p"].max() <= 255
+
+
+def test_tabulated_swiftmax_equals_direct():
+    fmt = SwiftMaxFormat()
+    regs = swiftmax_registers(0.05, 0.04, 64, 1.5, 2.0, 9, fmt)
+    rng = np.random.default_rng(5)
+    for acc in (rng.integers(-40000, 40000, (4, 64, 64)), rng.integers(-(1 << 26), 1 << 26, (3, 50)),
+                np.array([[5, 5, 5]]), np.array([[-(1 << 30), 1 << 30, 0, 17]])):
+        keep = rng.random(acc.shape) > 0.2
+        assert np.array_equal(swiftmax_int_tabulated(acc, regs, keep, fmt), swiftmax_int(acc, regs, keep, fmt))
+
+
+def test_minilm_quantized_layers_report():
+    pytest.importorskip("transformers")
+    from vckattn.host.reports import run_quant
+
+    rep = run_quant(n_calib=16, n_eval=8)
+    assert [e["layer"] for e in rep["layers"]] == list(range(6))
+    for e in rep["layers"]:
+        assert e["softmax"]["cosine"] > 0.98, e
+        assert e["swiftmax"]["cosine"] > 0.99, e
