@@ -43,14 +43,17 @@ def exact_int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Exact ``a @ b`` of integer arrays (batched over leading dims), as int32 when every result
     provably fits, else int64.
 
-    Uses float32 BLAS when ``max|a| * max|b| * K < 2**24``, float64 when ``< 2**53``
-    (every partial sum is then an exactly representable integer), int64 otherwise.
+    Uses torch's int8 GEMM when both operands are int8 values (the AIE's int8 × int8 → int32),
+    else float32 BLAS when ``max|a| * max|b| * K < 2**24``, float64 when ``< 2**53`` (every
+    partial sum is then an exactly representable integer), int64 otherwise.
     """
     a = np.asarray(a)
     b = np.asarray(b)
     if a.dtype.kind not in "iu" or b.dtype.kind not in "iu":
         raise TypeError("exact_int_matmul needs integer arrays")
     k = a.shape[-1]
+    if _INT_MM and k < (1 << 17) and _is_int8(a) and _is_int8(b):
+        return _int8_matmul(a, b)
     bound = _absmax(a) * _absmax(b) * k
     if bound < (1 << 24):
         dtype = torch.float32
@@ -62,6 +65,32 @@ def exact_int_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     # Results below 2^31 come back as int32 (half the memory traffic of int64).
     out = torch.matmul(torch.from_numpy(a).to(dtype), torch.from_numpy(b).to(dtype))
     return out.to(torch.int32 if bound < (1 << 31) else torch.int64).numpy()
+
+
+_INT_MM = hasattr(torch, "_int_mm")
+
+
+def _int8_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """int8 × int8 -> int32 with torch's integer GEMM (VNNI on x86): exact by construction.
+
+    int8 operands and ``K < 2^17`` keep every int32 partial sum in range (|sum| <= 2^14·K). Batched
+    operands are multiplied per batch element (``b`` may be a shared 2-D matrix)."""
+    out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    at = torch.from_numpy(np.asarray(a, dtype=np.int8))
+    bt = torch.from_numpy(np.asarray(b, dtype=np.int8))
+    if bt.dim() == 2:
+        flat = torch._int_mm(at.reshape(-1, at.shape[-1]).contiguous(), bt.contiguous())
+        return flat.reshape(out_shape).numpy()
+    at = at.expand(*out_shape[:-2], *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+    bt = bt.expand(*out_shape[:-2], *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+    out = torch.empty((at.shape[0], a.shape[-2], b.shape[-1]), dtype=torch.int32)
+    for i in range(at.shape[0]):
+        out[i] = torch._int_mm(at[i].contiguous(), bt[i].contiguous())
+    return out.reshape(out_shape).numpy()
+
+
+def _is_int8(x: np.ndarray) -> bool:
+    return x.dtype == np.int8 or (x.size > 0 and int(x.min()) >= -128 and int(x.max()) <= 127)
 
 
 def _absmax(x: np.ndarray) -> int:

@@ -158,6 +158,8 @@ def _exact_left_shift(x: np.ndarray, left: np.ndarray | int) -> np.ndarray:
             raise ValueError(f"left shift by {left} overflows the {MAX_BITS}-bit range")
         return x << left
     left = np.asarray(left, dtype=np.int64)
+    if not np.any(left):
+        return x
     top = x >> np.minimum(62 - left, 62)
     if np.any((left > 0) & (top != 0) & (top != -1)):
         raise ValueError(f"left shift overflows the {MAX_BITS}-bit range")

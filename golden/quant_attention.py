@@ -55,20 +55,15 @@ class QuantLinear:
     @classmethod
     def from_float(cls, weight: np.ndarray, bias: np.ndarray | None, s_in: float) -> QuantLinear:
         s_w = np.asarray(symmetric_scale(weight, axis=1), dtype=np.float64)
-        w = quantize_symmetric(weight, s_w[:, None])
+        w = quantize_symmetric(weight, s_w[:, None]).astype(np.int8)
         b = None if bias is None else np.rint(np.asarray(bias, np.float64) / (s_in * s_w)).astype(np.int64)
         return cls(w, s_w, b)
 
     def acc(self, x: np.ndarray) -> np.ndarray:
         """``x @ wᵀ + b`` exactly (int32/int64)."""
-        k = self.w.shape[1]
-        if x.size and max(abs(int(x.min())), abs(int(x.max()))) * 128 * k < (1 << 24):
-            # float32 BLAS is exact here; the transposed float32 weights are converted once
-            if getattr(self, "_wt32", None) is None:
-                self._wt32 = torch.from_numpy(np.ascontiguousarray(self.w.T, dtype=np.float32))
-            y = torch.matmul(torch.from_numpy(x).to(torch.float32), self._wt32).to(torch.int32).numpy()
-        else:
-            y = exact_int_matmul(x, self.w.T)
+        if getattr(self, "_wt", None) is None:  # contiguous int8 wᵀ, made once
+            self._wt = np.ascontiguousarray(self.w.T, dtype=np.int8)
+        y = exact_int_matmul(x, self._wt)
         return y if self.b is None else y + self.b
 
 
@@ -166,19 +161,25 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
     """Run the integer layer on ``x`` ``(B, S, d)`` (float, quantized with ``s_x``; or raw int8 with
     ``x_is_int``). ``keep`` ``(B, S)`` bool masks padded keys. Returns the dequantized output
     ``(B, S, d)`` and the integer intermediates (``x, q, k, v, s, p, o, a, y``)."""
-    xi = np.asarray(x, np.int64) if x_is_int else quantize_symmetric(x, layer.s_x)
-    q = requantize(layer.q_proj.acc(xi), layer.rq_q)
-    k = requantize(layer.k_proj.acc(xi), layer.rq_k)
-    v = requantize(layer.v_proj.acc(xi), layer.rq_v)
+    if x_is_int:
+        xi = np.asarray(x)
+        if xi.dtype.kind not in "iu" or (xi.size and (int(xi.min()) < -128 or int(xi.max()) > 127)):
+            raise ValueError("x_is_int: the input must hold raw int8 values")
+    else:
+        xi = quantize_symmetric(x, layer.s_x)
+    xi = xi.astype(np.int8)  # raw int8 from here on (saturated by quantize/requantize)
+    q = requantize(layer.q_proj.acc(xi), layer.rq_q).astype(np.int8)
+    k = requantize(layer.k_proj.acc(xi), layer.rq_k).astype(np.int8)
+    v = requantize(layer.v_proj.acc(xi), layer.rq_v).astype(np.int8)
     qh, kh, vh = (_heads(t, layer.n_heads) for t in (q, k, v))
-    s = tile_matmul(qh, kh.transpose(0, 1, 3, 2))
+    s = tile_matmul(qh, np.ascontiguousarray(kh.transpose(0, 1, 3, 2)))
     kb = None if keep is None else np.asarray(keep, bool)[:, None, None, :]
     if layer.normalizer == "swiftmax":
         p = swiftmax_int_tabulated(s, layer.swiftmax, kb, layer.sm_fmt)
     else:
         p = online_softmax_int(s, layer.online, kb, layer.os_fmt)
     o = tile_matmul(p, vh, a_fmt=UINT8)
-    a = requantize(o, layer.rq_a)
+    a = requantize(o, layer.rq_a).astype(np.int8)
     a_flat = a.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[1], -1)
     y = layer.o_proj.acc(a_flat)
     out = y * (layer.s_a * layer.o_proj.s_w)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 
 from .fixedpoint import QFormat, Rounding, saturate, shift_round
 from .swiftmax_int import fold_multiplier
@@ -42,10 +43,22 @@ def requant_registers(ratio: float | np.ndarray, bits: int = 18) -> RequantRegis
 def requantize(acc: np.ndarray, regs: RequantRegisters, out: QFormat = INT8,
                rounding: Rounding = "half_up") -> np.ndarray:
     """Apply the registers to integer accumulators (channels on the last axis)."""
-    acc = np.asarray(acc, dtype=np.int64)
-    if np.any(np.abs(acc) >= (1 << 40)):
+    acc = np.asarray(acc)
+    if acc.size and max(abs(int(acc.min())), abs(int(acc.max()))) >= (1 << 40):
         raise ValueError("accumulator exceeds 40 bits; the product with the multiplier would overflow")
-    return saturate(shift_round(acc * regs.mult, regs.shift, rounding), out)
+    if rounding == "half_up" and acc.size >= (1 << 16) and int(np.min(regs.shift)) >= 1:
+        return _requantize_torch(acc, regs, out)
+    return saturate(shift_round(acc.astype(np.int64) * regs.mult, regs.shift, rounding), out)
+
+
+def _requantize_torch(acc: np.ndarray, regs: RequantRegisters, out: QFormat) -> np.ndarray:
+    """Identical integer arithmetic in torch int64 (multi-threaded) for large tensors:
+    ``(acc·mult + 2^(shift-1)) >> shift`` (arithmetic shift = floor), then saturate."""
+    a = torch.from_numpy(np.ascontiguousarray(acc)).to(torch.int64)
+    mult = torch.as_tensor(np.asarray(regs.mult, dtype=np.int64))
+    shift = torch.as_tensor(np.asarray(regs.shift, dtype=np.int64))
+    y = torch.bitwise_right_shift(a * mult + torch.bitwise_left_shift(torch.ones_like(shift), shift - 1), shift)
+    return y.clamp_(out.min_int, out.max_int).numpy()
 
 
 def quantize_symmetric(x: np.ndarray, scale: float | np.ndarray, bits: int = 8) -> np.ndarray:

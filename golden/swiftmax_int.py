@@ -28,7 +28,10 @@ is the only function that computes them from float parameters.
 
 from __future__ import annotations
 
+import functools
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -160,23 +163,59 @@ def swiftmax_int_tabulated(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.nd
     The kernel is element-wise, so its output is a function of the (saturated) score
     alone: evaluate :func:`swiftmax_int` once on every integer in ``[acc.min(), acc.max()]``
     and gather. Falls back to the direct computation when that span exceeds ``max_span``
-    or is larger than the tensor itself. Returns int16 (P fits: out_bits <= 15).
+    or is larger than the tensor itself. Tables are cached per register set (they are the
+    layer's kernel function, like its weights). Returns uint8 (int32 when out_bits > 8).
     """
     acc = np.asarray(acc)
     if acc.size == 0:
         return np.zeros(acc.shape, dtype=np.int64)
     lim = QFormat(fmt.acc_bits, 0)
-    lo, hi = max(int(acc.min()), lim.min_int), min(int(acc.max()), lim.max_int)
+    a_min, a_max = int(acc.min()), int(acc.max())
+    lo, hi = max(a_min, lim.min_int), min(a_max, lim.max_int)
     if hi < lo or hi - lo + 1 > min(max_span, acc.size):
         return swiftmax_int(acc, regs, keep, fmt)
-    table = swiftmax_int(np.arange(lo, hi + 1, dtype=np.int64), regs, None, fmt).astype(np.int16)
-    if lo == int(acc.min()) and hi == int(acc.max()):
-        p = table[acc - lo]
-    else:
-        p = table[np.clip(acc, lo, hi) - lo]  # clip = the input saturation to acc_bits
+    t_lo, table = _swiftmax_table(regs, fmt, lo - (lo % _TABLE_CHUNK), hi - (hi % _TABLE_CHUNK) + _TABLE_CHUNK - 1)
+    src = acc if (lo, hi) == (a_min, a_max) else np.clip(acc, lo, hi)  # clip = the input saturation
+    p = _gather(table, src, t_lo)
     if keep is not None:
         p = np.where(np.broadcast_to(keep, p.shape), p, 0)
     return p
+
+
+_TABLE_CHUNK = 1 << 12
+
+
+@functools.lru_cache(maxsize=64)
+def _swiftmax_table(regs: SwiftMaxRegisters, fmt: SwiftMaxFormat, lo: int, hi: int) -> tuple[int, np.ndarray]:
+    """The kernel's output for every score in ``[lo, hi]`` (cached per layer's registers)."""
+    table = swiftmax_int(np.arange(lo, hi + 1, dtype=np.int64), regs, None, fmt)
+    table = table.astype(np.uint8 if fmt.out_bits <= 8 else np.int32)
+    table.setflags(write=False)
+    return lo, table
+
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _gather(table: np.ndarray, acc: np.ndarray, offset: int) -> np.ndarray:
+    """``table[acc - offset]``, split over threads for large tensors (numpy releases the GIL)."""
+    flat = np.ascontiguousarray(acc).reshape(-1)
+    out = np.empty(flat.shape, dtype=table.dtype)
+    workers = min(os.cpu_count() or 1, 8)
+    if flat.size < (1 << 20) or workers == 1:
+        np.take(table, flat - offset, out=out)
+        return out.reshape(acc.shape)
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(workers, thread_name_prefix="vckattn-gather")
+    bounds = np.linspace(0, flat.size, workers + 1).astype(int)
+
+    def part(i: int) -> None:
+        sl = slice(bounds[i], bounds[i + 1])
+        np.take(table, flat[sl] - offset, out=out[sl])
+
+    list(_POOL.map(part, range(workers)))
+    return out.reshape(acc.shape)
 
 
 def swiftmax_reference(acc: np.ndarray, s_q: float, s_k: float, d: int, beta: float, gamma: float,

@@ -16,6 +16,7 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from vckattn import __version__
 
@@ -75,9 +76,148 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return doctor.main(json_out=args.json_out, fast=args.fast, yosys_timeout=args.yosys_timeout)
 
 
+def _add_profile(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "profile",
+        help="precision profile of a model against the hardware's fixed-point formats (JSON + PNG plots)",
+        description="Run a Hugging Face checkpoint (BERT or Llama family; offline, float32, CPU) over "
+        "sentences and collect per layer the attention scores, row max z_max, sum_j exp(z_j - z_max), "
+        "the layer inputs, q/k/v and the BHyT tanh arguments. Each is checked against the golden "
+        "integer formats (int8 per-tensor scales, SwiftMax clamp and P output format, score "
+        "accumulator width, online-softmax sum capacity, tanh unit range); values that would "
+        "saturate are flagged. Writes profile.json and PNG box plots/histograms with the format "
+        "limits drawn in.",
+    )
+    p.add_argument("checkpoint", metavar="CHECKPOINT",
+                   help="Hugging Face model folder (config.json, weights, tokenizer), or `minilm` for the "
+                        "shipped all-MiniLM-L6-v2")
+    p.add_argument("--data", metavar="FILE",
+                   help="UTF-8 text file, one sentence per line (blank lines skipped); default: 64 sentences "
+                        "from CPython's reference manual")
+    p.add_argument("--out", metavar="DIR", help="output folder (default: results/profile/<model-name>)")
+    p.add_argument("--json", metavar="OUT", dest="json_out",
+                   help="also write the report as JSON to OUT ('-': JSON on stdout instead of the table)")
+    p.add_argument("--max-sentences", type=int, default=256, metavar="N",
+                   help="use at most the first N sentences of --data (default: %(default)s)")
+    p.add_argument("--seed", type=int, default=0, metavar="S",
+                   help="seed of the value subsampling for percentiles and plots (default: %(default)s)")
+    p.set_defaults(func=_run_profile)
+
+
+def _run_profile(args: argparse.Namespace) -> int:
+    from vckattn.host import profile
+
+    return profile.main(args)
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "report",
+        help="accuracy of the bit-exact integer model (per operator; per layer of a real checkpoint)",
+        description="Accuracy of the integer model. `errors`: every hardware operator against a float64 "
+        "reference, exhaustively where it has at most 2^20 inputs, with its documented error budget. "
+        "`quant`: each attention layer of a real BERT-family checkpoint (default: the shipped MiniLM) "
+        "quantized end to end and run on real text, against the float golden model: relative error and "
+        "cosine per layer, for the online-softmax baseline and for SwiftMax.",
+    )
+    rsub = p.add_subparsers(title="reports", dest="report", metavar="REPORT", parser_class=type(p))
+    e = rsub.add_parser("errors", help="error of every integer operator vs float64, with its budget")
+    e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    e.set_defaults(func=_run_report_errors)
+    q = rsub.add_parser("quant", help="per-layer integer-vs-float error of a real checkpoint on real text")
+    q.add_argument("checkpoint", nargs="?", type=Path, default=None,
+                   help="Hugging Face BERT-family model folder (default: the shipped all-MiniLM-L6-v2)")
+    q.add_argument("--data", type=Path, metavar="FILE",
+                   help="UTF-8 text, one sentence per line: the first 32 calibrate, the next 16 are evaluated "
+                        "(default: sentences from CPython's documentation)")
+    q.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    q.set_defaults(func=_run_report_quant)
+    p.set_defaults(func=lambda args: _missing_subcommand(p))
+
+
+def _run_report_errors(args: argparse.Namespace) -> int:
+    from vckattn.host import reports
+
+    rows = reports.run_errors(args.json_out)
+    return 0 if all(r["violations"] == 0 for r in rows) else 1
+
+
+def _run_report_quant(args: argparse.Namespace) -> int:
+    from vckattn.host import reports
+
+    if args.checkpoint is not None and not (args.checkpoint / "config.json").is_file():
+        raise UserError(f"{args.checkpoint}: not a Hugging Face model folder (no config.json)")
+    sentences = None
+    if args.data is not None:
+        sentences = _read_sentences(args.data)
+    try:
+        reports.run_quant(args.checkpoint, sentences, args.json_out)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
+def _read_sentences(path: Path) -> list[str]:
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read text ({exc})") from None
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        raise UserError(f"{path}: no sentences (the file is empty)")
+    return lines
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks measured side by side in one run (ratios, JSON)",
+        description="Benchmarks. `emulator`: the bit-exact integer emulation of one attention layer "
+        "(int8 projections, QKᵀ, SwiftMax or online-softmax kernel, P·V, W_O) against torch fp32 "
+        "attention of the same size (nn.Linear + scaled_dot_product_attention), run alternately on this "
+        "machine; prints medians and the speed ratio (torch time / emulator time).",
+    )
+    bsub = p.add_subparsers(title="benchmarks", dest="bench", metavar="BENCHMARK", parser_class=type(p))
+    e = bsub.add_parser("emulator", help="integer emulator vs torch fp32 attention (default: BERT-base layer)")
+    e.add_argument("--seq", type=_positive_int, default=512, help="sequence length (default: %(default)s)")
+    e.add_argument("--heads", type=_positive_int, default=12, help="heads (default: %(default)s)")
+    e.add_argument("--d-head", type=_positive_int, default=64, help="head dimension (default: %(default)s)")
+    e.add_argument("--repeats", type=_positive_int, default=7, help="runs of each (default: %(default)s)")
+    e.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    e.set_defaults(func=_run_bench_emulator)
+    p.set_defaults(func=lambda args: _missing_subcommand(p))
+
+
+def _run_bench_emulator(args: argparse.Namespace) -> int:
+    from vckattn.host import bench
+
+    bench.run(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
+              seed=args.seed)
+    return 0
+
+
+def _missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    names = ", ".join(_command_names(parser))
+    raise UserError(f"{parser.prog}: choose one of: {names} (see `{parser.prog} --help`)")
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return value
+
+
 #: The registry: one function per subcommand, in --help order.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_doctor,
+    _add_profile,
+    _add_report,
+    _add_bench,
 ]
 
 

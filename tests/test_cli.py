@@ -49,8 +49,8 @@ def test_help_and_version_via_main(capsys):
     assert capsys.readouterr().out.strip() == f"vckattn {vckattn.__version__}"
 
 
-def test_only_doctor_is_registered():
-    assert cli._command_names(cli.build_parser()) == ["doctor"]
+def test_registered_commands():
+    assert cli._command_names(cli.build_parser()) == ["doctor", "profile", "report", "bench"]
 
 
 def test_unknown_subcommand_via_console_script():

@@ -1,0 +1,742 @@
+"""`vckattn profile`: precision profiling of a model against the hardware's fixed-point formats.
+
+Runs a Hugging Face checkpoint (BERT or Llama family, float32, CPU, offline) over a
+set of sentences with the golden softmax attention (``convert.swap_attention_normalizer``
++ the ``"vckattn"`` attention function) and collects per layer, over valid (unpadded)
+tokens only:
+
+* the attention scores ``z = q·k/√d`` of unmasked entries, the row maxima ``z_max`` and
+  ``S = Σ_j exp(z_j − z_max)`` (rows of padded queries are left out);
+* the activations entering the layer (BERT: the previous layer's LayerNorm output; Llama:
+  the inputs of both RMSNorms) and the q, k, v projection outputs (Llama: before RoPE);
+* the argument of the default BHyT site, ``λ·x/(κ·sqrt(mean(x²) + ε))`` on the layer input.
+
+Each quantity is checked against the formats of the golden integer models (the format
+dataclasses are imported, not copied):
+
+* int8 symmetric per-tensor quantization with a max-abs scale (:func:`requant.symmetric_scale`):
+  the scale and the fraction of values that quantize to 0;
+* SwiftMax (:class:`SwiftMaxFormat`): ``β`` = mean ``z_max``, ``γ`` = mean ``S`` (the SwiftMax
+  init), the exponent clamp ``z − β ∈ [−10, 40]``, ``P = exp(clamp(z − β))/γ`` in
+  ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P`` (:func:`choose_out_frac`):
+  fraction that saturates and that underflows to 0; whether the layer's registers fit;
+* the score accumulator (``acc_bits``): ``|acc| = |z|·√d/(s_q·s_k)`` with the int8 q/k scales;
+* online softmax (:class:`OnlineSoftmaxFormat`): the longest row vs ``max_keys()`` and the
+  softmax output in its fixed ``out_frac`` (saturation at ``255·2^-8``, underflow);
+* the tanh unit of the BHyT kernel (:class:`NormFormat` ``.tanh``): ``|arg| < 2^range_log2``.
+
+Values are streamed: exact count/min/max/mean/std for everything, and a seeded uniform
+sample of at most ``sample_cap`` values per quantity and layer for percentiles and
+fractions (exact when the data is smaller than the cap; the JSON says ``sampled``).
+
+Writes ``profile.json`` and up to six PNG plots to the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from vckattn.golden import convert
+from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
+from vckattn.golden.bhyt_int import NormFormat
+from vckattn.golden.normalizers import Normalizer
+from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
+from vckattn.golden.requant import INT8, quantize_symmetric, symmetric_scale
+from vckattn.golden.swiftmax_int import CLAMP_HI, CLAMP_LO, SwiftMaxFormat, choose_out_frac, swiftmax_registers
+from vckattn.host.cli import UserError
+
+SUPPORTED = ("bert", "llama")
+#: q/k/v projection names inside the attention module of each family
+QKV = {"bert": ("query", "key", "value"), "llama": ("q_proj", "k_proj", "v_proj")}
+PERCENTILES = (0.1, 1.0, 50.0, 99.0, 99.9)
+P_PERCENTILE = 99.99  # P's output format must hold this percentile
+BHYT_EPS = 1e-6
+ZERO_FLAG = 0.10  # flag a tensor when at least this fraction quantizes to 0
+PLOT_SAMPLES = 200_000
+DEFAULT_CAP = 1_000_000
+DEFAULT_SENTENCES = 64
+DEFAULT_MAX_SENTENCES = 256
+MINILM_NAME = "all-MiniLM-L6-v2"
+#: the formats checked (the golden integer models' defaults: what the bitstreams are built with)
+SM_FMT, OS_FMT, NORM_FMT = SwiftMaxFormat(), OnlineSoftmaxFormat(), NormFormat()
+
+
+# ----------------------------------------------------------------------------- streaming statistics
+
+
+class Reservoir:
+    """Exact count, min, max, mean and std of a stream of values, plus a uniform sample of at
+    most ``cap`` of them (bottom-k on seeded random keys: independent of batching)."""
+
+    def __init__(self, cap: int, rng: np.random.Generator) -> None:
+        self.cap, self.rng = cap, rng
+        self.n = 0
+        self.min, self.max = math.inf, -math.inf
+        self._sum = self._sumsq = 0.0
+        self._vals: list[np.ndarray] = []
+        self._keys: list[np.ndarray] = []
+        self._kept = 0
+
+    def add(self, x: Tensor | np.ndarray) -> None:
+        v = (x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)).astype(np.float32).ravel()
+        if v.size == 0:
+            return
+        v64 = v.astype(np.float64)
+        self.n += v.size
+        self.min, self.max = min(self.min, float(v.min())), max(self.max, float(v.max()))
+        self._sum += float(v64.sum())
+        self._sumsq += float((v64 * v64).sum())
+        self._vals.append(v)
+        self._keys.append(self.rng.random(v.size, dtype=np.float32))
+        self._kept += v.size
+        if self._kept > self.cap:
+            vals, keys = np.concatenate(self._vals), np.concatenate(self._keys)
+            idx = np.argpartition(keys, self.cap - 1)[: self.cap]
+            self._vals, self._keys, self._kept = [vals[idx]], [keys[idx]], self.cap
+
+    def values(self) -> np.ndarray:
+        if len(self._vals) > 1:
+            self._vals, self._keys = [np.concatenate(self._vals)], [np.concatenate(self._keys)]
+        return self._vals[0] if self._vals else np.zeros(0, np.float32)
+
+    @property
+    def abs_max(self) -> float:
+        return max(abs(self.min), abs(self.max)) if self.n else 0.0
+
+    @property
+    def mean(self) -> float:
+        return self._sum / self.n if self.n else 0.0
+
+    @property
+    def std(self) -> float:
+        if self.n < 2:
+            return 0.0
+        return math.sqrt(max(self._sumsq / self.n - self.mean**2, 0.0) * self.n / (self.n - 1))
+
+    def summary(self) -> dict[str, float | int | bool]:
+        """The JSON statistics: count, min, percentiles, max, |x| max, mean, std."""
+        v = self.values()
+        out: dict[str, float | int | bool] = {"n": self.n, "sampled": self.n > v.size}
+        if not self.n:
+            return out
+        out["min"] = self.min
+        for p, q in zip(PERCENTILES, np.percentile(v, PERCENTILES), strict=True):
+            out[f"p{p:g}"] = float(q)
+        out.update({"max": self.max, "abs_max": self.abs_max, "mean": self.mean, "std": self.std})
+        return out
+
+
+class LayerStats:
+    """Everything collected for one layer."""
+
+    def __init__(self, cap: int, rng: np.random.Generator, with_mid: bool, softmax_fmt: OnlineSoftmaxFormat) -> None:
+        names = ["scores", "z_max", "sum_exp", "activations", "q", "k", "v", "tanh_arg"]
+        if with_mid:
+            names.append("activations_mid")
+        self.q: dict[str, Reservoir] = {n: Reservoir(cap, rng) for n in names}
+        self.longest_row = 0
+        self.sm_fmt = softmax_fmt
+        self.sm_n = self.sm_sat = self.sm_zero = 0
+
+    @torch.no_grad()
+    def add_scores(self, z: Tensor, keep: Tensor | None, query_valid: Tensor | None) -> None:
+        """Scores ``(B, H, Sq, Sk)`` with the attention function's keep mask and the batch's
+        ``(B, Sq)`` query validity (padded queries are left out)."""
+        b, h, sq, sk = z.shape
+        entries = torch.ones(b, h, sq, sk, dtype=torch.bool) if keep is None else keep.expand(b, h, sq, sk)
+        if query_valid is not None:
+            entries = entries & query_valid[:, None, :, None]
+        z = z.detach().float()
+        self.q["scores"].add(z[entries])
+        zm = z.masked_fill(~entries, float("-inf"))
+        m = zm.amax(dim=-1)
+        rows = torch.isfinite(m)
+        e = torch.exp(zm - torch.where(rows, m, torch.zeros_like(m))[..., None])
+        s = e.sum(dim=-1)
+        self.q["z_max"].add(m[rows])
+        self.q["sum_exp"].add(s[rows])
+        self.longest_row = max(self.longest_row, int(entries.sum(dim=-1).max()))
+        p = (e / torch.where(rows, s, torch.ones_like(s))[..., None])[entries].double()
+        lsb = 2.0**-self.sm_fmt.out_frac
+        self.sm_n += p.numel()
+        self.sm_sat += int((p > self.sm_fmt.out_max * lsb).sum())
+        self.sm_zero += int((p < 0.5 * lsb).sum())
+
+
+class _ScoreTap(Normalizer):
+    """Wraps a layer's golden normalizer: hands the scores to the layer's statistics first."""
+
+    def __init__(self, inner: nn.Module, stats: LayerStats, batch: dict) -> None:
+        super().__init__()
+        self.inner = inner
+        self.stats, self.batch = stats, batch
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        self.stats.add_scores(scores, keep, self.batch.get("query_valid"))
+        return self.inner(scores, keep)
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def resolve_checkpoint(checkpoint: str | Path) -> tuple[Path, str]:
+    """``(folder, display name)``; ``minilm`` is the shipped all-MiniLM-L6-v2. UserError if unusable."""
+    if str(checkpoint) == "minilm":
+        from vckattn.golden.models import minilm_dir
+
+        try:
+            return minilm_dir(), MINILM_NAME
+        except FileNotFoundError as exc:
+            raise UserError(str(exc)) from None
+    path = Path(checkpoint)
+    if not path.exists():
+        raise UserError(f"checkpoint folder {path} does not exist")
+    if not path.is_dir():
+        raise UserError(f"checkpoint {path} is not a folder (expected a Hugging Face model folder)")
+    if not (path / "config.json").is_file():
+        raise UserError(f"{path} has no config.json: not a Hugging Face model folder")
+    return path, path.resolve().name
+
+
+def read_sentences(data: str | Path | None, max_sentences: int) -> tuple[list[str], str]:
+    """Sentences (one per non-blank line, UTF-8) and a description of the source."""
+    if data is None:
+        from vckattn.host.textdata import real_sentences
+
+        n = min(DEFAULT_SENTENCES, max_sentences)
+        return real_sentences(n), f"real_sentences({n}) (CPython reference manual; no --data given)"
+    path = Path(data)
+    if not path.is_file():
+        raise UserError(f"data file {path} does not exist")
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except UnicodeDecodeError as exc:
+        raise UserError(f"data file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        raise UserError(f"data file {path} has no sentences (only blank lines or empty)")
+    used = lines[:max_sentences]
+    return used, f"{path} (first {len(used)} of {len(lines)} sentences)"
+
+
+def load_model(path: Path) -> tuple[object, nn.Module, str]:
+    """``(tokenizer, model, model_type)``: float32, eval, offline."""
+    try:
+        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot read {path / 'config.json'}: {exc}") from None
+    if model_type not in SUPPORTED:
+        raise UserError(f"unsupported model_type {model_type!r} in {path / 'config.json'}: "
+                        f"profile supports {', '.join(SUPPORTED)}")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+    try:
+        model = AutoModel.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load the model from {path}: {str(exc).splitlines()[0]}") from None
+    return tok, model, model_type
+
+
+# ----------------------------------------------------------------------------- collection
+
+
+def _first_tensor(args: tuple, kwargs: dict) -> Tensor:
+    return args[0] if args else kwargs["hidden_states"]
+
+
+@torch.no_grad()
+def collect(model: nn.Module, tok: object, sentences: Sequence[str], model_type: str, cap: int, seed: int,
+            batch_size: int = 16, progress: object | None = None) -> list[LayerStats]:
+    """Run the model over ``sentences`` and return the per-layer statistics."""
+    rng = np.random.default_rng(seed)
+    layers = convert.decoder_layers(model)
+    attns = convert.attention_modules(model)
+    normalizers = convert.swap_attention_normalizer(model, "softmax")
+    stats = [LayerStats(cap, rng, model_type == "llama", OS_FMT) for _ in layers]
+    lam, kappa = DEFAULT_LAM_ATTN, DEFAULT_KAPPA
+    batch: dict[str, Tensor] = {}
+    handles = []
+
+    def tokens(x: Tensor) -> Tensor:
+        return x.detach().float()[batch["token_valid"]]
+
+    def layer_input(st: LayerStats):
+        def hook(_mod: nn.Module, args: tuple, kwargs: dict) -> None:
+            x = tokens(_first_tensor(args, kwargs))
+            st.q["activations"].add(x)
+            st.q["tanh_arg"].add(lam * x / (kappa * torch.sqrt(x.pow(2).mean(-1, keepdim=True) + BHYT_EPS)))
+        return hook
+
+    def into(res: Reservoir, pre: bool):
+        if pre:
+            return lambda _m, args, kwargs: res.add(tokens(_first_tensor(args, kwargs)))
+        return lambda _m, _args, out: res.add(tokens(out))
+
+    for layer, attn, st in zip(layers, attns, stats, strict=True):
+        handles.append(layer.register_forward_pre_hook(layer_input(st), with_kwargs=True))
+        for name, proj in zip(("q", "k", "v"), QKV[model_type], strict=True):
+            handles.append(getattr(attn, proj).register_forward_hook(into(st.q[name], False)))
+        if model_type == "llama":
+            handles.append(layer.post_attention_layernorm.register_forward_pre_hook(
+                into(st.q["activations_mid"], True), with_kwargs=True))
+    for i, attn in enumerate(attns):
+        attn.vckattn_normalizer = _ScoreTap(normalizers[i], stats[i], batch)
+
+    if getattr(tok, "pad_token", None) is None:
+        if getattr(tok, "eos_token", None) is not None:
+            tok.pad_token = tok.eos_token
+        else:
+            batch_size = 1  # nothing to pad with: one sentence per forward pass
+    lengths = (getattr(tok, "model_max_length", None), getattr(model.config, "max_position_embeddings", None))
+    limits = [n for n in lengths if isinstance(n, int) and 0 < n < 100_000]
+    max_len = min(limits + [512])
+    kw = {"use_cache": False} if model_type == "llama" else {}
+    try:
+        for start in range(0, len(sentences), batch_size):
+            enc = tok(list(sentences[start:start + batch_size]), padding=True, truncation=True, max_length=max_len,
+                      return_tensors="pt")
+            valid = enc["attention_mask"].bool()
+            batch["token_valid"], batch["query_valid"] = valid, valid
+            model(**enc, **kw)
+            if progress is not None:
+                progress(min(start + batch_size, len(sentences)))
+    finally:
+        for hdl in handles:
+            hdl.remove()
+        for i, attn in enumerate(attns):
+            attn.vckattn_normalizer = normalizers[i]
+    return stats
+
+
+# ----------------------------------------------------------------------------- analysis
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.3g}%"
+
+
+def _zero_frac(v: np.ndarray, scale: float) -> float:
+    return float(np.mean(quantize_symmetric(v, scale) == 0)) if v.size else 0.0
+
+
+def analyze_layer(i: int, st: LayerStats, head_dim: int, scaling: float, hidden: int,
+                  beta: float | None = None, gamma: float | None = None, out_frac: int | None = None,
+                  sm_fmt: SwiftMaxFormat = SM_FMT, os_fmt: OnlineSoftmaxFormat = OS_FMT,
+                  norm_fmt: NormFormat = NORM_FMT) -> dict:
+    """The per-layer JSON entry (statistics, formats, scales, fractions, flags)."""
+    flags: list[str] = []
+    entry: dict = {"layer": i, "quantities": {n: r.summary() for n, r in st.q.items()}}
+
+    # int8 per-tensor symmetric quantization (max-abs scale)
+    int8 = {}
+    for name in [n for n in ("activations", "activations_mid", "q", "k", "v") if n in st.q]:
+        r = st.q[name]
+        s = float(symmetric_scale(np.array([r.abs_max])))
+        zf = _zero_frac(r.values(), s)
+        int8[name] = {"scale": s, "abs_max": r.abs_max, "zero_frac": zf}
+        if zf >= ZERO_FLAG:
+            flags.append(f"layer {i}: {_pct(zf)} of {name} quantize to 0 in int8 "
+                         f"(scale {s:.3g} = max|x| {r.abs_max:.3g}/{INT8.max_int})")
+    entry["int8"] = int8
+    s_q, s_k = int8["q"]["scale"], int8["k"]["scale"]
+
+    # SwiftMax
+    zs = st.q["scores"].values().astype(np.float64)
+    b = st.q["z_max"].mean if beta is None else float(beta)
+    g = st.q["sum_exp"].mean if gamma is None else float(gamma)
+    t = zs - b
+    p = np.exp(np.clip(t, CLAMP_LO, CLAMP_HI)) / g
+    p_q = float(np.percentile(p, P_PERCENTILE)) if p.size else 1.0
+    of = choose_out_frac(max(p_q, 1e-300), sm_fmt) if out_frac is None else int(out_frac)
+    lsb = 2.0**-of
+    sat, under = float(np.mean(p > sm_fmt.out_max * lsb)), float(np.mean(p < 0.5 * lsb))
+    sw = {"beta": b, "gamma": g, "beta_source": "mean z_max" if beta is None else "given",
+          "gamma_source": "mean sum_exp" if gamma is None else "given",
+          "z_max_std": st.q["z_max"].std, "sum_exp_std": st.q["sum_exp"].std, "rows": st.q["z_max"].n,
+          "p_max": float(p.max()) if p.size else 0.0, f"p_p{P_PERCENTILE:g}": p_q,
+          "out_frac": of, "out_frac_source": f"choose_out_frac(p{P_PERCENTILE:g})" if out_frac is None else "given",
+          "saturation_level": sm_fmt.out_max * lsb, "saturate_frac": sat, "underflow_frac": under,
+          "clamp": [CLAMP_LO, CLAMP_HI], "clamp_low_frac": float(np.mean(t < CLAMP_LO)),
+          "clamp_high_frac": float(np.mean(t > CLAMP_HI))}
+    if sat > 0:
+        flags.append(f"layer {i}: {_pct(sat)} of SwiftMax P saturate at {sm_fmt.out_max}·2^{-of}")
+    if sw["clamp_high_frac"] > 0:
+        flags.append(f"layer {i}: {_pct(sw['clamp_high_frac'])} of z - β exceed the SwiftMax clamp {CLAMP_HI:g}")
+    try:
+        sw["registers"] = swiftmax_registers(s_q, s_k, head_dim, b, g, of, sm_fmt).as_dict()
+    except ValueError as exc:
+        sw["registers"] = None
+        flags.append(f"layer {i}: SwiftMax registers do not fit: {exc}")
+    entry["swiftmax"] = sw
+
+    # score accumulator with the int8 q/k scales
+    per_lsb = scaling * s_q * s_k  # z of one accumulator LSB
+    limit = 2 ** (sm_fmt.acc_bits - 1)
+    acc_max = st.q["scores"].abs_max / per_lsb
+    acc_over = float(np.mean(np.abs(zs) / per_lsb >= limit)) if zs.size else 0.0
+    entry["accumulator"] = {"acc_bits": sm_fmt.acc_bits, "limit": limit, "max_abs_acc": acc_max,
+                            "bits_needed": int(math.ceil(math.log2(acc_max + 1))) + 1 if acc_max > 0 else 1,
+                            "int8_bound": INT8.max_int**2 * head_dim, "overflow_frac": acc_over,
+                            "head_dim": head_dim, "scaling": scaling}
+    if acc_over > 0:
+        flags.append(f"layer {i}: {_pct(acc_over)} of scores overflow the {sm_fmt.acc_bits}-bit score accumulator "
+                     f"(max |acc| {acc_max:.3g} ≥ 2^{sm_fmt.acc_bits - 1})")
+
+    # online softmax baseline
+    lsb8 = 2.0**-os_fmt.out_frac
+    onl = {"max_keys": os_fmt.max_keys(), "longest_row": st.longest_row, "out_frac": os_fmt.out_frac,
+           "saturation_level": os_fmt.out_max * lsb8,
+           "saturate_frac": st.sm_sat / st.sm_n if st.sm_n else 0.0,
+           "underflow_frac": st.sm_zero / st.sm_n if st.sm_n else 0.0}
+    if st.longest_row > os_fmt.max_keys():
+        flags.append(f"layer {i}: longest row {st.longest_row} keys > online-softmax sum capacity {os_fmt.max_keys()}")
+    if onl["saturate_frac"] > 0:
+        flags.append(f"layer {i}: {_pct(onl['saturate_frac'])} of softmax P saturate at "
+                     f"{os_fmt.out_max}·2^{-os_fmt.out_frac} (online-softmax output)")
+    entry["online_softmax"] = onl
+    if under >= ZERO_FLAG:
+        flags.append(f"layer {i}: {_pct(under)} of SwiftMax P underflow to 0 (< 0.5 LSB = 2^{-of - 1}; "
+                     f"softmax in the online-softmax format: {_pct(onl['underflow_frac'])})")
+
+    # tanh unit of the BHyT kernel
+    ta = st.q["tanh_arg"]
+    rng_max = float(2**norm_fmt.tanh.range_log2)
+    tv = ta.values()
+    t_over = float(np.mean(np.abs(tv) >= rng_max)) if tv.size else 0.0
+    entry["tanh"] = {"lam": DEFAULT_LAM_ATTN, "kappa": DEFAULT_KAPPA, "eps": BHYT_EPS, "range": rng_max,
+                     "bound": DEFAULT_LAM_ATTN * math.sqrt(hidden) / DEFAULT_KAPPA, "max_abs_arg": ta.abs_max,
+                     "overflow_frac": t_over}
+    if t_over > 0:
+        flags.append(f"layer {i}: {_pct(t_over)} of BHyT tanh arguments reach the tanh unit's range ±{rng_max:g} "
+                     f"(saturate; max |arg| {ta.abs_max:.3g})")
+    entry["flags"] = flags
+    return entry
+
+
+def _formats() -> dict:
+    return {"swiftmax": asdict(SM_FMT), "online_softmax": asdict(OS_FMT), "norm": asdict(NORM_FMT),
+            "int8": {"bits": INT8.bits, "max_int": INT8.max_int, "scale": "max|x| / max_int per tensor and layer"},
+            "swiftmax_clamp": [CLAMP_LO, CLAMP_HI], "p_percentile": P_PERCENTILE, "percentiles": list(PERCENTILES),
+            "bhyt": {"lam": DEFAULT_LAM_ATTN, "kappa": DEFAULT_KAPPA, "eps": BHYT_EPS},
+            "zero_flag_frac": ZERO_FLAG}
+
+
+# ----------------------------------------------------------------------------- plots
+
+
+def _plot_sample(v: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    if v.size > PLOT_SAMPLES:
+        v = v[rng.choice(v.size, PLOT_SAMPLES, replace=False)]
+    return v
+
+
+def _box(ax, data: list[np.ndarray], limits: list[tuple[str, str, str, Sequence[float]]], ylabel: str,
+         log: bool = False) -> None:
+    """Box plot per layer (whiskers 0.1–99.9th percentile) with per-layer limit segments.
+    ``limits``: (label, color, linestyle, one value per layer); a label starting with ``_`` stays
+    out of the legend. Limits far outside the data are listed in the legend as off scale."""
+    n = len(data)
+    if log:
+        ax.set_yscale("log")
+        data = [d[d > 0] for d in data]
+    ax.boxplot([d if d.size else np.zeros(1) for d in data], positions=list(range(n)), whis=(0.1, 99.9),
+               widths=0.6, flierprops={"marker": ".", "markersize": 1.5, "alpha": 0.3})
+    lo = min(float(d.min()) for d in data if d.size) if any(d.size for d in data) else 0.0
+    hi = max(float(d.max()) for d in data if d.size) if any(d.size for d in data) else 1.0
+
+    def tr(y: float) -> float:
+        return math.log10(y) if log else y
+
+    span = max(tr(hi) - tr(lo), 1e-9) if not (log and lo <= 0) else 1.0
+    y0, y1 = tr(lo) - span, tr(hi) + span
+    for label, color, ls, values in limits:
+        vals = [float(v) for v in values]
+        shown = [(j, v) for j, v in enumerate(vals) if (v > 0 or not log) and y0 <= tr(v) <= y1]
+        if shown:
+            ax.hlines([v for _, v in shown], [j - 0.4 for j, _ in shown], [j + 0.4 for j, _ in shown],
+                      colors=color, linestyles=ls, label=label)
+        if len(shown) < len(vals) and not label.startswith("_"):
+            off = [v for j, v in enumerate(vals) if (j, v) not in shown]
+            ax.plot([], [], color=color, ls=ls, label=f"{label}: {min(off):.3g}..{max(off):.3g} (off scale)"
+                    if len(set(off)) > 1 else f"{label}: {off[0]:.3g} (off scale)")
+    ax.set_xticks(list(range(n)), [str(j) for j in range(n)])
+    ax.set_xlabel("layer")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3, axis="y")
+    if any(not lab.startswith("_") for lab, *_ in limits):
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+
+
+def make_plots(report: dict, stats: list[LayerStats], out_dir: Path, seed: int) -> list[Path]:
+    """The PNGs (at most six)."""
+    from matplotlib.figure import Figure
+
+    rng = np.random.default_rng(seed + 1)
+    name, layers = report["model"]["name"], report["layers"]
+    n_sent = report["data"]["sentences"]
+    L = len(layers)
+    width = max(6.0, 0.55 * L + 3)
+
+    def sample(q: str) -> list[np.ndarray]:
+        return [_plot_sample(st.q[q].values(), rng) for st in stats]
+
+    def save(fig, fname: str) -> Path:
+        path = out_dir / fname
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        paths.append(path)
+        return path
+
+    paths: list[Path] = []
+    beta = [e["swiftmax"]["beta"] for e in layers]
+    gamma = [e["swiftmax"]["gamma"] for e in layers]
+
+    # 1. scores
+    fig = Figure(figsize=(width, 4.2))
+    ax = fig.add_subplot()
+    acc_z = [e["accumulator"]["limit"] * e["accumulator"]["scaling"] * e["int8"]["q"]["scale"]
+             * e["int8"]["k"]["scale"] for e in layers]
+    _box(ax, sample("scores"), [
+        ("SwiftMax clamp β-10", "tab:red", "--", [b + CLAMP_LO for b in beta]),
+        ("SwiftMax clamp β+40", "tab:red", ":", [b + CLAMP_HI for b in beta]),
+        ("β = mean z_max", "tab:green", "-", beta),
+        (f"{layers[0]['accumulator']['acc_bits']}-bit accumulator ±limit", "tab:purple", "-.", acc_z),
+        ("_", "tab:purple", "-.", [-a for a in acc_z]),
+    ], "score z = q·k/√d")
+    ax.set_title(f"{name}: attention scores per layer ({n_sent} sentences)")
+    save(fig, "scores_box.png")
+
+    # 2. SwiftMax P
+    fig = Figure(figsize=(width, 4.2))
+    ax = fig.add_subplot()
+    of = [e["swiftmax"]["out_frac"] for e in layers]
+    p = [np.exp(np.clip(s.astype(np.float64) - b, CLAMP_LO, CLAMP_HI)) / g
+         for s, b, g in zip(sample("scores"), beta, gamma, strict=True)]
+    out_max = SM_FMT.out_max
+    _box(ax, p, [(f"saturation {out_max}·2^-out_frac", "tab:red", "--", [out_max * 2.0**-f for f in of]),
+                 ("underflow 0.5·2^-out_frac", "tab:orange", ":", [0.5 * 2.0**-f for f in of])],
+         "P = exp(clamp(z-β))/γ", log=True)
+    ax.set_title(f"{name}: SwiftMax output P per layer\n"
+                 f"(β = mean z_max, γ = mean Σexp, out_frac from p{P_PERCENTILE:g})")
+    save(fig, "swiftmax_p_box.png")
+
+    # 3. z_max and sum_exp
+    fig = Figure(figsize=(width, 7.0))
+    ax1, ax2 = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
+    _box(ax1, sample("z_max"), [("β = mean z_max", "tab:green", "-", beta)], "row max z_max")
+    ax1.set_title(f"{name}: row statistics per layer")
+    _box(ax2, sample("sum_exp"), [("γ = mean Σexp", "tab:green", "-", gamma),
+                                  ("online-softmax sum capacity", "tab:red", "--",
+                                   [e["online_softmax"]["max_keys"] for e in layers])],
+         "Σ_j exp(z_j - z_max)", log=True)
+    save(fig, "rowstats_box.png")
+
+    # 4. activations and q, k, v
+    names = [n for n in ("activations", "activations_mid", "q", "k", "v") if n in stats[0].q]
+    fig = Figure(figsize=(width, 2.9 * len(names)))
+    for j, q in enumerate(names):
+        ax = fig.add_subplot(len(names), 1, j + 1)
+        sc = [e["int8"][q]["scale"] for e in layers]
+        _box(ax, sample(q), [("int8 range ±127·s", "tab:red", "--", [INT8.max_int * s for s in sc]),
+                             ("_", "tab:red", "--", [-INT8.max_int * s for s in sc]),
+                             ("±0.5 LSB (→ 0)", "tab:orange", ":", [0.5 * s for s in sc]),
+                             ("_", "tab:orange", ":", [-0.5 * s for s in sc])], q)
+        if j == 0:
+            ax.set_title(f"{name}: layer inputs and q/k/v projections\nwith the int8 per-tensor formats")
+    save(fig, "activations_box.png")
+
+    # 5. tanh arguments
+    fig = Figure(figsize=(width, 4.2))
+    ax = fig.add_subplot()
+    t = layers[0]["tanh"]
+    _box(ax, sample("tanh_arg"), [(f"tanh unit range ±{t['range']:g}", "tab:red", "--", [t["range"]] * L),
+                                  ("_", "tab:red", "--", [-t["range"]] * L),
+                                  ("bound ±λ√d/κ", "tab:green", ":", [t["bound"]] * L),
+                                  ("_", "tab:green", ":", [-t["bound"]] * L)],
+         "λ·x / (κ·rms(x))")
+    ax.set_title(f"{name}: BHyT tanh argument on the layer input\n(λ={t['lam']:g}, κ={t['kappa']:g}, "
+                 f"tanh unit of the BHyT kernel)")
+    save(fig, "tanh_args_box.png")
+
+    # 6. histograms of z_max and sum_exp per layer
+    from matplotlib import colormaps
+
+    cmap = colormaps["viridis"]
+    fig = Figure(figsize=(11, 4.2))
+    for j, (q, label) in enumerate((("z_max", "row max z_max"), ("sum_exp", "Σ_j exp(z_j - z_max)"))):
+        ax = fig.add_subplot(1, 2, j + 1)
+        for i, v in enumerate(sample(q)):
+            if v.size:
+                ax.hist(v, bins=60, density=True, histtype="step", color=cmap(i / max(L - 1, 1)), label=f"layer {i}")
+        ax.set_xlabel(label)
+        ax.set_ylabel("density")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, ncol=1 + L // 12)
+    fig.suptitle(f"{name}: per-layer distributions of z_max and Σexp ({n_sent} sentences)")
+    save(fig, "rowstats_hist.png")
+    return paths
+
+
+# ----------------------------------------------------------------------------- entry point
+
+
+def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out_dir: str | Path | None = None, *,
+                name: str | None = None, data_source: str | None = None, seed: int = 0, batch_size: int = 16,
+                sample_cap: int = DEFAULT_CAP, beta: Sequence[float] | None = None,
+                gamma: Sequence[float] | None = None, out_frac: Sequence[int] | int | None = None,
+                plots: bool = True, console: object | None = None) -> dict:
+    """Profile the checkpoint on ``sentences`` (``None``: ``real_sentences(64)``); write
+    ``profile.json`` and the PNGs to ``out_dir`` (default ``results/profile/<name>``); return the report.
+
+    ``beta``, ``gamma`` (one per layer) replace the SwiftMax init (mean ``z_max`` / mean ``S``),
+    e.g. with tuned constants; ``out_frac`` (one per layer or one for all) replaces the
+    percentile choice of P's output format.
+    """
+    t0 = time.perf_counter()
+    path, default_name = resolve_checkpoint(checkpoint_dir)
+    name = name or default_name
+    if sentences is None:
+        sentences, data_source = read_sentences(None, DEFAULT_SENTENCES)
+    sentences = list(sentences)
+    if not sentences:
+        raise UserError("no sentences to profile")
+    out = Path(out_dir) if out_dir is not None else Path("results/profile") / name
+    tok, model, model_type = load_model(path)
+    layers = convert.decoder_layers(model)
+    attns = convert.attention_modules(model)
+    n = len(layers)
+    for label, vals in (("beta", beta), ("gamma", gamma)):
+        if vals is not None and len(vals) != n:
+            raise UserError(f"{label}: got {len(vals)} values for {n} layers")
+    ofs = [out_frac] * n if out_frac is None or isinstance(out_frac, int) else list(out_frac)
+    if len(ofs) != n:
+        raise UserError(f"out_frac: got {len(ofs)} values for {n} layers")
+
+    prog = _progress(console, len(sentences))
+    with prog as advance:
+        stats = collect(model, tok, sentences, model_type, sample_cap, seed, batch_size, advance)
+
+    cfg = model.config
+    hidden = int(cfg.hidden_size)
+    entries = []
+    for i, (attn, st) in enumerate(zip(attns, stats, strict=True)):
+        head_dim = int(getattr(attn, "attention_head_size", None) or getattr(attn, "head_dim", None)
+                       or hidden // int(cfg.num_attention_heads))
+        scaling = float(getattr(attn, "scaling", None) or head_dim**-0.5)
+        entries.append(analyze_layer(i, st, head_dim, scaling, hidden,
+                                     None if beta is None else beta[i], None if gamma is None else gamma[i], ofs[i]))
+    tokens = stats[0].q["activations"].n // hidden if stats else 0
+    report = {
+        "model": {"name": name, "path": str(path), "model_type": model_type, "layers": n, "hidden_size": hidden,
+                  "heads": int(cfg.num_attention_heads),
+                  "kv_heads": int(getattr(cfg, "num_key_value_heads", None) or cfg.num_attention_heads),
+                  "causal": model_type == "llama", "qk_before_rope": model_type == "llama"},
+        "data": {"source": data_source or "given sentences", "sentences": len(sentences), "tokens": tokens,
+                 "seed": seed, "sample_cap": sample_cap},
+        "formats": _formats(),
+        "layers": entries,
+        "flags": [f for e in entries for f in e["flags"]],
+    }
+    out.mkdir(parents=True, exist_ok=True)
+    report["plots"] = [str(p) for p in make_plots(report, stats, out, seed)] if plots else []
+    report["seconds"] = time.perf_counter() - t0
+    json_path = out / "profile.json"
+    report["json"] = str(json_path)
+    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    return report
+
+
+class _progress:
+    """Context manager yielding ``advance(done)`` for a rich progress bar over sentences (stderr)."""
+
+    def __init__(self, console: object | None, total: int) -> None:
+        self.console, self.total = console, total
+        self._p = None
+
+    def __enter__(self):
+        if self.console is None or not getattr(self.console, "is_terminal", False):
+            return None
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._p = Progress(TextColumn("profiling"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"),
+                           TimeElapsedColumn(), console=self.console, transient=True)
+        self._p.__enter__()
+        task = self._p.add_task("profile", total=self.total)
+        return lambda done: self._p.update(task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._p is not None:
+            self._p.__exit__(*exc)
+
+
+def summary_table(report: dict):
+    """The rich table printed by the command."""
+    from rich.table import Table
+
+    t = Table(title=f"{report['model']['name']}: precision profile ({report['data']['sentences']} sentences, "
+                    f"{report['data']['tokens']} tokens)",
+              caption="P = SwiftMax output exp(z-β)/γ in uint8·2^-frac; sat = saturates, →0 = underflows; "
+                      "tanh>rng = BHyT args beyond the tanh unit's range")
+    for col in ("layer", "z_max μ±σ", "Σexp μ±σ", "P frac", "P sat%", "P→0 %", "tanh>rng%"):
+        t.add_column(col, justify="right")
+    for e in report["layers"]:
+        sw, z, s = e["swiftmax"], e["quantities"]["z_max"], e["quantities"]["sum_exp"]
+        t.add_row(str(e["layer"]), f"{z.get('mean', 0):.2f}±{z.get('std', 0):.2f}",
+                  f"{s.get('mean', 0):.2f}±{s.get('std', 0):.2f}", str(sw["out_frac"]),
+                  f"{100 * sw['saturate_frac']:.4f}", f"{100 * sw['underflow_frac']:.1f}",
+                  f"{100 * e['tanh']['overflow_frac']:.3f}")
+    return t
+
+
+def main(args) -> int:
+    """CLI glue for ``vckattn profile`` (``args`` from the argparse namespace)."""
+    from rich.console import Console
+
+    if args.max_sentences < 1:
+        raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
+    json_stdout = args.json_out == "-"
+    out = Console(stderr=json_stdout)
+    err = Console(stderr=True)
+    path, name = resolve_checkpoint(args.checkpoint)
+    sentences, source = read_sentences(args.data, args.max_sentences)
+    if args.data is None:
+        out.print(f"no --data given: using {len(sentences)} sentences from CPython's reference manual "
+                  "(vckattn.host.textdata.real_sentences)")
+    report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed, console=err)
+    if json_stdout:
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+        return 0
+    out.print(summary_table(report))
+    flags = report["flags"]
+    if flags:
+        out.print(f"[bold yellow]{len(flags)} flag(s):[/]")
+        for f in flags:
+            out.print(f"  [yellow]![/] {f}", highlight=False)
+    else:
+        out.print("[green]no flags: every value fits the chosen formats[/]")
+    if args.json_out:
+        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_out).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        out.print(f"JSON also written to {args.json_out}")
+    out.print(f"wrote {report['json']}")
+    for p in report["plots"]:
+        out.print(f"      {p}")
+    out.print(f"({report['seconds']:.1f} s)")
+    return 0
