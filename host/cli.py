@@ -182,7 +182,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seq", type=_positive_int, default=512, help="sequence length (default: %(default)s)")
     e.add_argument("--heads", type=_positive_int, default=12, help="heads (default: %(default)s)")
     e.add_argument("--d-head", type=_positive_int, default=64, help="head dimension (default: %(default)s)")
-    e.add_argument("--repeats", type=_positive_int, default=7, help="runs of each (default: %(default)s)")
+    e.add_argument("--repeats", type=_positive_int, default=15, help="runs of each (default: %(default)s)")
     e.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     e.set_defaults(func=_run_bench_emulator)
