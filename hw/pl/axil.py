@@ -1,0 +1,544 @@
+"""AXI4-Lite register block for PL kernels: runtime constants and host-writable memories.
+
+A kernel declares its control interface as a :class:`RegisterMap` of :class:`Reg` (scalar
+registers) and :class:`Mem` (on-chip tables such as gamma vectors or function tables), builds a
+:class:`RegisterFile` from it and wires the register file's AXI4-Lite slave to its own
+top-level ``s_axil_*`` ports::
+
+    REGMAP = RegisterMap(
+        [Reg("a", 16, signed=True, reset=1, doc="multiplier"), Reg("s", 5, doc="right shift"),
+         Reg("frames", 32, access="ro", doc="frames accepted (kernel-driven)")],
+        [Mem("bias", 8, depth=16, signed=True, read_ports=4, doc="per-column bias")],
+        ident=0x5CA1E001, version=1,
+    )
+
+    class MyKernel(wiring.Component):
+        def __init__(self):
+            self.regfile = RegisterFile(REGMAP)
+            super().__init__({**axil_members("s_axil", REGMAP.addr_width), ...})
+
+        def elaborate(self, platform):
+            m = Module()
+            m.submodules.regs = regs = self.regfile
+            regs.connect_axil(m, self)             # kernel s_axil_* <-> register file
+            a = regs.reg["a"]                      # Signal(signed(16)), driven by the register file
+            m.d.comb += regs.reg["frames"].eq(n)   # "ro" registers are driven by the kernel
+            port = regs.mem_read_port("bias", 0)   # amaranth.lib.memory.ReadPort (sync, 1 cycle)
+            m.d.comb += [port.addr.eq(idx), port.en.eq(stage_enable)]
+            ...  # port.data is valid the cycle after addr/en were presented
+
+Address map (byte offsets relative to the block; the interconnect strips ``base``)
+--------------------------------------------------------------------------------
+
+=========================  ======  ============================================================
+offset                     access  contents
+=========================  ======  ============================================================
+``0x00`` ``ID``            ro      32-bit constant chosen by the kernel (``ident``, a magic)
+``0x04`` ``VERSION``       ro      32-bit constant (``version``)
+``0x08 + 4*i``             rw/ro   the i-th :class:`Reg`, in the order given
+memory windows             rw/wo   each :class:`Mem` in its own window of ``4 * 2**ceil(log2
+                                   depth)`` bytes, aligned to its size, after the registers in
+                                   the order given; entry ``k`` at ``window + 4*k``
+=========================  ======  ============================================================
+
+Semantics (32-bit AXI words; ``araddr/awaddr[1:0]`` are ignored, so every access is to the
+word containing the address):
+
+* **rw register**: reads return the value, zero-extended (unsigned) or sign-extended (signed)
+  to 32 bits. Writes honour WSTRB byte enables: byte lane ``b`` updates register bits
+  ``[8b, 8b+8)`` that exist; WDATA bits at or above the register width are ignored (so a
+  32-bit two's-complement write of a negative value stores its low ``width`` bits). The new
+  value is visible to the kernel from the cycle after the write is performed.
+* **ro register** (``access="ro"``): driven by the kernel (status, counters); reads as above;
+  writes answer SLVERR and change nothing.
+* **ID / VERSION**: constants; writes answer SLVERR.
+* **memory entry**: writes store ``WDATA[width-1:0]`` into entry ``k`` (WSTRB is ignored:
+  write full words); reads return the entry sign/zero-extended. A :class:`Mem` with
+  ``readback=False`` answers reads with SLVERR (saves one read port).
+* **unmapped** (gaps, memory window entries at or beyond ``depth``, beyond the map): writes
+  answer SLVERR (``BRESP=2``) and change nothing; reads answer SLVERR with ``RDATA=0``.
+
+AXI4-Lite protocol behaviour: AW and W are accepted independently, in either order or in the
+same cycle (each has a one-entry holding register; ``AWREADY``/``WREADY`` are flop outputs).
+The write is performed in the cycle after both are held and no B response is pending; BVALID
+then stays high until BREADY. One read at a time: ``ARREADY`` is low from the AR handshake
+until the R handshake. Timing: a write whose AW and W are both held after rising edge n is
+performed at edge n+1 (BVALID high from then on, B handshake at edge n+2 at the earliest); an
+AR accepted at edge n gives RVALID after edge n+1 (memory reads are synchronous), held with
+RDATA/RRESP stable until RREADY. There are no combinational
+paths from any input to any output. AWPROT/ARPROT are not present (cocotbext-axi treats them
+as optional).
+
+Memories and read ports
+-----------------------
+Each :class:`Mem` becomes one ``amaranth.lib.memory.Memory`` with one write port (AXI), one
+read port for AXI readback (unless ``readback=False``) and ``read_ports`` kernel read ports,
+all in the ``sync`` domain, non-transparent. A kernel read port is **synchronous with 1 cycle
+latency**: ``data`` shows the entry addressed by ``addr`` at the last rising edge at which
+``en`` was high (``en`` resets to 1). Drive ``en`` from the pipeline's stage enable so the
+output holds during a stall; then a read port is exactly one pipeline stage. While the host
+writes an entry the kernel may read the old or new value: write tables while the kernel is idle.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from amaranth.hdl import Module, Shape, Signal, signed, unsigned
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = [
+    "AXIL_DATA_WIDTH",
+    "RESP_OKAY",
+    "RESP_SLVERR",
+    "Mem",
+    "Reg",
+    "RegisterFile",
+    "RegisterMap",
+    "axil_members",
+]
+
+#: AXI4-Lite data width used by every register block (bits).
+AXIL_DATA_WIDTH = 32
+RESP_OKAY = 0
+RESP_SLVERR = 2
+_MIN_ADDR_WIDTH = 12  # 4 KiB: the smallest aperture Vivado's address editor assigns
+
+
+@dataclass(frozen=True)
+class Reg:
+    """A scalar register of 1..32 bits.
+
+    Args:
+        name: Register name (unique in the map; ``ID``/``VERSION`` are reserved).
+        width: Width in bits, 1..32.
+        signed: Two's-complement value; reads sign-extend it to 32 bits.
+        reset: Value after reset (in range for ``width``/``signed``).
+        doc: One-line description (goes into the manifest).
+        access: ``"rw"`` (host-written, read by the kernel) or ``"ro"`` (driven by the kernel,
+            e.g. a status counter; host writes answer SLVERR).
+    """
+
+    name: str
+    width: int
+    signed: bool = False
+    reset: int = 0
+    doc: str = ""
+    access: str = "rw"
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not 1 <= self.width <= AXIL_DATA_WIDTH:
+            raise ValueError(f"register {self.name}: width must be 1..32, got {self.width}")
+        if self.access not in ("rw", "ro"):
+            raise ValueError(f"register {self.name}: access must be 'rw' or 'ro', got {self.access!r}")
+        _check_range(self.name, self.reset, self.width, self.signed)
+
+    @property
+    def shape(self) -> Shape:
+        return signed(self.width) if self.signed else unsigned(self.width)
+
+
+@dataclass(frozen=True)
+class Mem:
+    """A host-writable on-chip memory (one 32-bit AXI word per entry).
+
+    Args:
+        name: Memory name (unique in the map).
+        width: Entry width in bits, 1..32.
+        depth: Number of entries (>= 1).
+        signed: Entries are two's complement; reads sign-extend them.
+        doc: One-line description.
+        read_ports: Number of kernel read ports (e.g. one per lane), >= 0.
+        init: Initial contents (after configuration, not re-applied by reset); missing
+            entries are 0.
+        readback: Whether the host can read entries back (costs one more read port).
+    """
+
+    name: str
+    width: int
+    depth: int
+    signed: bool = False
+    doc: str = ""
+    read_ports: int = 1
+    init: tuple[int, ...] = field(default=())
+    readback: bool = True
+
+    def __post_init__(self) -> None:
+        _check_name(self.name)
+        if not 1 <= self.width <= AXIL_DATA_WIDTH:
+            raise ValueError(f"memory {self.name}: width must be 1..32, got {self.width}")
+        if self.depth < 1:
+            raise ValueError(f"memory {self.name}: depth must be >= 1, got {self.depth}")
+        if self.read_ports < 0:
+            raise ValueError(f"memory {self.name}: read_ports must be >= 0")
+        if len(self.init) > self.depth:
+            raise ValueError(f"memory {self.name}: {len(self.init)} init values for depth {self.depth}")
+        object.__setattr__(self, "init", tuple(int(v) for v in self.init))
+        for v in self.init:
+            _check_range(self.name, v, self.width, self.signed)
+
+    @property
+    def shape(self) -> Shape:
+        return signed(self.width) if self.signed else unsigned(self.width)
+
+    @property
+    def index_bits(self) -> int:
+        """Bits of the entry index (``ceil(log2(depth))``, 0 for depth 1)."""
+        return (self.depth - 1).bit_length()
+
+    @property
+    def window_bytes(self) -> int:
+        """Size of the memory's address window: ``4 * 2**index_bits`` bytes."""
+        return 4 << self.index_bits
+
+
+def _check_name(name: str) -> None:
+    if not name.isidentifier():
+        raise ValueError(f"register/memory name must be an identifier, got {name!r}")
+
+
+def _check_range(name: str, value: int, width: int, is_signed: bool) -> None:
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if is_signed else (0, (1 << width) - 1)
+    if not lo <= value <= hi:
+        raise ValueError(f"{name}: value {value} out of range [{lo}, {hi}] for {width}-bit")
+
+
+@dataclass(frozen=True)
+class _Entry:
+    name: str
+    kind: str  # "const", "reg", "mem"
+    offset: int
+    width: int
+    signed: bool
+    access: str
+    doc: str
+    spec: Reg | Mem | None = None
+    value: int | None = None  # constants only
+
+
+class RegisterMap:
+    """Deterministic byte-offset assignment for a kernel's registers and memories.
+
+    See the module docstring for the layout. ``offset()`` values are relative to the register
+    block (what the slave decodes); ``base`` is only added in ``address()`` and in the
+    manifest (the system address of the block; must be aligned to ``2**addr_width``).
+
+    Args:
+        regs: Registers, placed at ``0x08``, ``0x0C``, ... in this order.
+        mems: Memories, each in its own power-of-two aligned window after the registers.
+        base: System base address of the block (documentation/manifest only).
+        ident: Value of the read-only ``ID`` register at ``0x00`` (a 32-bit magic).
+        version: Value of the read-only ``VERSION`` register at ``0x04``.
+        addr_width: AXI4-Lite address width; default the larger of 12 (4 KiB) and what the
+            map needs.
+    """
+
+    def __init__(
+        self,
+        regs: Sequence[Reg],
+        mems: Sequence[Mem] = (),
+        base: int = 0,
+        *,
+        ident: int = 0,
+        version: int = 1,
+        addr_width: int | None = None,
+    ) -> None:
+        self.regs: tuple[Reg, ...] = tuple(regs)
+        self.mems: tuple[Mem, ...] = tuple(mems)
+        for name, v in (("ID", ident), ("VERSION", version)):
+            if not 0 <= v < 1 << 32:
+                raise ValueError(f"{name} must be a 32-bit unsigned constant, got {v:#x}")
+        self.ident = ident
+        self.version = version
+        entries = [
+            _Entry("ID", "const", 0x00, 32, False, "ro", "kernel identification constant", value=ident),
+            _Entry("VERSION", "const", 0x04, 32, False, "ro", "register map / kernel version", value=version),
+        ]
+        offset = 0x08
+        for r in self.regs:
+            entries.append(_Entry(r.name, "reg", offset, r.width, r.signed, r.access, r.doc, spec=r))
+            offset += 4
+        for mem in self.mems:
+            size = mem.window_bytes
+            offset = (offset + size - 1) // size * size
+            access = "rw" if mem.readback else "wo"
+            entries.append(_Entry(mem.name, "mem", offset, mem.width, mem.signed, access, mem.doc, spec=mem))
+            offset += size
+        self.size = offset  # bytes spanned by the map
+        names = [e.name for e in entries]
+        dup = {n for n in names if names.count(n) > 1}
+        if dup:
+            raise ValueError(f"duplicate register/memory names: {sorted(dup)}")
+        self._entries = {e.name: e for e in entries}
+        need = max((self.size - 1).bit_length(), 2)
+        if addr_width is None:
+            addr_width = max(need, _MIN_ADDR_WIDTH)
+        elif addr_width < need:
+            raise ValueError(f"addr_width {addr_width} too small: the map spans {self.size:#x} bytes")
+        self.addr_width = addr_width
+        if base % (1 << addr_width):
+            raise ValueError(f"base {base:#x} must be aligned to the {1 << addr_width:#x}-byte aperture")
+        self.base = base
+
+    def offset(self, name: str) -> int:
+        """Byte offset of a register or of entry 0 of a memory, relative to the block."""
+        return self._entry(name).offset
+
+    def address(self, name: str) -> int:
+        """System address: ``base + offset(name)``."""
+        return self.base + self.offset(name)
+
+    def reg(self, name: str) -> Reg:
+        e = self._entry(name)
+        if e.kind != "reg":
+            raise KeyError(f"{name!r} is not a Reg")
+        assert isinstance(e.spec, Reg)
+        return e.spec
+
+    def mem(self, name: str) -> Mem:
+        e = self._entry(name)
+        if e.kind != "mem":
+            raise KeyError(f"{name!r} is not a Mem")
+        assert isinstance(e.spec, Mem)
+        return e.spec
+
+    def is_signed(self, name: str) -> bool:
+        return self._entry(name).signed
+
+    def width(self, name: str) -> int:
+        return self._entry(name).width
+
+    def _entry(self, name: str) -> _Entry:
+        try:
+            return self._entries[name]
+        except KeyError:
+            raise KeyError(f"no register or memory named {name!r}; have {list(self._entries)}") from None
+
+    def entries(self) -> Iterable[_Entry]:
+        return self._entries.values()
+
+    def describe(self) -> list[dict[str, object]]:
+        """Manifest of the map: one dict per ID/VERSION/register/memory, in address order.
+
+        Keys: ``name, kind ("const"|"reg"|"mem"), offset, address, width, signed, access
+        ("ro"|"rw"|"wo"), doc``; plus ``value`` (constants), ``reset`` (registers),
+        ``depth, window_bytes, read_ports`` (memories).
+        """
+        out: list[dict[str, object]] = []
+        for e in self._entries.values():
+            d: dict[str, object] = {
+                "name": e.name,
+                "kind": e.kind,
+                "offset": e.offset,
+                "address": self.base + e.offset,
+                "width": e.width,
+                "signed": e.signed,
+                "access": e.access,
+                "doc": e.doc,
+            }
+            if e.kind == "const":
+                d["value"] = e.value
+            elif isinstance(e.spec, Reg):
+                d["reset"] = e.spec.reset
+            elif isinstance(e.spec, Mem):
+                d.update(depth=e.spec.depth, window_bytes=e.spec.window_bytes, read_ports=e.spec.read_ports)
+            out.append(d)
+        return out
+
+
+def axil_members(prefix: str = "s_axil", addr_width: int = _MIN_ADDR_WIDTH) -> dict[str, wiring.Member]:
+    """Signature members of a flat AXI4-Lite *slave* port (32-bit data).
+
+    Verilog port names are ``<prefix>_awaddr, _awvalid, _awready, _wdata, _wstrb, _wvalid,
+    _wready, _bresp, _bvalid, _bready, _araddr, _arvalid, _arready, _rdata, _rresp, _rvalid,
+    _rready`` -- the names cocotbext-axi's ``AxiLiteBus.from_prefix(dut, prefix)`` binds
+    (``awprot``/``arprot`` are optional there and not generated here).
+    """
+    p = prefix
+    return {
+        f"{p}_awaddr": In(addr_width),
+        f"{p}_awvalid": In(1),
+        f"{p}_awready": Out(1),
+        f"{p}_wdata": In(AXIL_DATA_WIDTH),
+        f"{p}_wstrb": In(AXIL_DATA_WIDTH // 8),
+        f"{p}_wvalid": In(1),
+        f"{p}_wready": Out(1),
+        f"{p}_bresp": Out(2),
+        f"{p}_bvalid": Out(1),
+        f"{p}_bready": In(1),
+        f"{p}_araddr": In(addr_width),
+        f"{p}_arvalid": In(1),
+        f"{p}_arready": Out(1),
+        f"{p}_rdata": Out(AXIL_DATA_WIDTH),
+        f"{p}_rresp": Out(2),
+        f"{p}_rvalid": Out(1),
+        f"{p}_rready": In(1),
+    }
+
+
+_AXIL_FIELDS = tuple(k.removeprefix("s_axil_") for k in axil_members("s_axil"))
+
+
+class RegisterFile(wiring.Component):
+    """AXI4-Lite slave implementing a :class:`RegisterMap` (semantics: module docstring).
+
+    Ports: the flat ``s_axil_*`` members of :func:`axil_members` (``regmap.addr_width``), in
+    the ``sync`` domain (``clk``/``rst``; all state resets synchronously, memory contents do
+    not).
+
+    Kernel-side attributes:
+
+    * ``reg[name]``: a ``Signal`` of each :class:`Reg`'s shape (signed if declared). ``rw``
+      registers are driven here; ``ro`` registers must be driven by the kernel (an undriven
+      one reads as its ``reset`` value).
+    * ``mem_ports[name]``: list of the memory's ``read_ports`` kernel read ports
+      (``amaranth.lib.memory.ReadPort``: ``addr``, ``en``, ``data``; 1-cycle latency).
+    * ``memories[name]``: the ``amaranth.lib.memory.Memory`` itself.
+
+    Args:
+        regmap: The register map.
+    """
+
+    def __init__(self, regmap: RegisterMap) -> None:
+        self.regmap = regmap
+        self.reg: dict[str, Signal] = {
+            r.name: Signal(r.shape, init=r.reset, name=f"reg_{r.name}") for r in regmap.regs
+        }
+        self.memories: dict[str, memory.Memory] = {}
+        self.mem_ports: dict[str, list[memory.ReadPort]] = {}
+        self._axi_wr: dict[str, memory.WritePort] = {}
+        self._axi_rd: dict[str, memory.ReadPort] = {}
+        for spec in regmap.mems:
+            mem = memory.Memory(shape=spec.shape, depth=spec.depth, init=list(spec.init))
+            self.memories[spec.name] = mem
+            self._axi_wr[spec.name] = mem.write_port()
+            if spec.readback:
+                self._axi_rd[spec.name] = mem.read_port()
+            self.mem_ports[spec.name] = [mem.read_port() for _ in range(spec.read_ports)]
+        super().__init__(axil_members("s_axil", regmap.addr_width))
+
+    def mem_read_port(self, name: str, index: int = 0) -> memory.ReadPort:
+        """Kernel read port ``index`` of memory ``name`` (synchronous, 1-cycle latency)."""
+        ports = self.mem_ports[name]
+        if not 0 <= index < len(ports):
+            raise IndexError(f"memory {name!r} has {len(ports)} kernel read port(s); asked for {index}")
+        return ports[index]
+
+    def connect_axil(self, m: Module, outer: object, prefix: str = "s_axil") -> None:
+        """Wire ``outer``'s flat AXI4-Lite ports ``<prefix>_*`` to this register file.
+
+        ``outer`` is the kernel component whose signature includes
+        ``axil_members(prefix, regmap.addr_width)``.
+        """
+        for f in _AXIL_FIELDS:
+            mine = getattr(self, f"s_axil_{f}")
+            theirs = getattr(outer, f"{prefix}_{f}")
+            if self.signature.members[f"s_axil_{f}"].flow == wiring.In:
+                m.d.comb += mine.eq(theirs)
+            else:
+                m.d.comb += theirs.eq(mine)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        rm = self.regmap
+        wa = rm.addr_width - 2  # word-address bits
+        for name, mem in self.memories.items():
+            m.submodules[f"mem_{name}"] = mem
+
+        def word_pattern(entry: _Entry) -> str | int:
+            """Switch pattern for the entry's word(s): exact word or a memory window."""
+            word = entry.offset >> 2
+            if entry.kind != "mem":
+                return word
+            k = entry.spec.index_bits if isinstance(entry.spec, Mem) else 0
+            if k == 0:
+                return word
+            return format(word >> k, f"0{wa - k}b") + "-" * k
+
+        # ---------------- write path ----------------
+        aw_full = Signal()
+        aw_addr = Signal(wa)
+        w_full = Signal()
+        w_data = Signal(AXIL_DATA_WIDTH)
+        w_strb = Signal(AXIL_DATA_WIDTH // 8)
+        b_valid = Signal()
+        b_resp = Signal(2)
+        do_write = Signal()
+        m.d.comb += [
+            self.s_axil_awready.eq(~aw_full),
+            self.s_axil_wready.eq(~w_full),
+            self.s_axil_bvalid.eq(b_valid),
+            self.s_axil_bresp.eq(b_resp),
+            do_write.eq(aw_full & w_full & ~b_valid),
+        ]
+        with m.If(self.s_axil_awvalid & ~aw_full):
+            m.d.sync += [aw_full.eq(1), aw_addr.eq(self.s_axil_awaddr[2:])]
+        with m.If(self.s_axil_wvalid & ~w_full):
+            m.d.sync += [w_full.eq(1), w_data.eq(self.s_axil_wdata), w_strb.eq(self.s_axil_wstrb)]
+        with m.If(b_valid & self.s_axil_bready):
+            m.d.sync += b_valid.eq(0)
+        for name, wp in self._axi_wr.items():
+            spec = rm.mem(name)
+            m.d.comb += [wp.addr.eq(aw_addr[: spec.index_bits]), wp.data.eq(w_data[: spec.width])]
+
+        with m.If(do_write):
+            m.d.sync += [aw_full.eq(0), w_full.eq(0), b_valid.eq(1), b_resp.eq(RESP_SLVERR)]
+            with m.Switch(aw_addr):
+                for e in rm.entries():
+                    if e.access == "ro":
+                        continue
+                    with m.Case(word_pattern(e)):
+                        if e.kind == "reg":
+                            sig = self.reg[e.name]
+                            for b in range((e.width + 7) // 8):
+                                lo, hi = 8 * b, min(8 * b + 8, e.width)
+                                with m.If(w_strb[b]):
+                                    m.d.sync += sig[lo:hi].eq(w_data[lo:hi])
+                            m.d.sync += b_resp.eq(RESP_OKAY)
+                        else:
+                            spec = rm.mem(e.name)
+                            with m.If(aw_addr[: spec.index_bits] < spec.depth):
+                                m.d.comb += self._axi_wr[e.name].en.eq(1)
+                                m.d.sync += b_resp.eq(RESP_OKAY)
+
+        # ---------------- read path ----------------
+        ar_busy = Signal()  # AR accepted last cycle; memory read data is valid now
+        ar_addr = Signal(wa)
+        r_valid = Signal()
+        r_data = Signal(AXIL_DATA_WIDTH)
+        r_resp = Signal(2)
+        ar_fire = Signal()
+        m.d.comb += [
+            self.s_axil_arready.eq(~ar_busy & ~r_valid),
+            ar_fire.eq(self.s_axil_arvalid & ~ar_busy & ~r_valid),
+            self.s_axil_rvalid.eq(r_valid),
+            self.s_axil_rdata.eq(r_data),
+            self.s_axil_rresp.eq(r_resp),
+        ]
+        for name, rp in self._axi_rd.items():
+            spec = rm.mem(name)
+            m.d.comb += [rp.addr.eq(self.s_axil_araddr[2 : 2 + spec.index_bits]), rp.en.eq(ar_fire)]
+        with m.If(ar_fire):
+            m.d.sync += [ar_busy.eq(1), ar_addr.eq(self.s_axil_araddr[2:])]
+        with m.If(r_valid & self.s_axil_rready):
+            m.d.sync += r_valid.eq(0)
+        with m.If(ar_busy):
+            m.d.sync += [ar_busy.eq(0), r_valid.eq(1), r_data.eq(0), r_resp.eq(RESP_SLVERR)]
+            with m.Switch(ar_addr):
+                for e in rm.entries():
+                    if e.access == "wo":
+                        continue
+                    with m.Case(word_pattern(e)):
+                        if e.kind == "const":
+                            m.d.sync += [r_data.eq(e.value), r_resp.eq(RESP_OKAY)]
+                        elif e.kind == "reg":
+                            # .eq() sign-extends a signed source to the 32-bit r_data.
+                            m.d.sync += [r_data.eq(self.reg[e.name]), r_resp.eq(RESP_OKAY)]
+                        else:
+                            spec = rm.mem(e.name)
+                            with m.If(ar_addr[: spec.index_bits] < spec.depth):
+                                m.d.sync += [r_data.eq(self._axi_rd[e.name].data), r_resp.eq(RESP_OKAY)]
+        return m

@@ -1,0 +1,184 @@
+"""Fixed-latency stream pipeline with a global stall and an output skid buffer (Amaranth 0.5).
+
+The scheme every 1-beat-in/1-beat-out PL kernel uses (II = 1 per beat under backpressure):
+
+::
+
+    s_axis ──► [stage 1] ──► [stage 2] ──► ... ──► [stage L] ──► SkidBuffer ──► m_axis
+                  ▲             ▲                     ▲             │
+                  └──── ce ─────┴──────────  ce  ─────┘◄── s_axis_tready (a flop)
+    s_axis_tready = ce
+
+* ``ce`` ("clock enable", the global stall) is the skid buffer's registered ``s_axis_tready``.
+  When ``ce`` is 1 every stage register loads from the stage before it (the beat in stage L
+  moves into the skid buffer, a new input beat -- if ``s_axis_tvalid`` -- moves into stage 1);
+  when ``ce`` is 0 *all* stages hold. ``s_axis_tready`` is ``ce`` itself.
+* The skid buffer holds two beats, so when the sink stalls, the beat leaving stage L in the
+  same cycle is parked and ``ce`` drops one cycle later without losing anything; the sink
+  never sees bubbles when it is ready. There is no combinational path from
+  ``m_axis_tready`` to ``s_axis_tready`` or to ``ce`` (all are flop outputs): timing closes
+  the same for any L.
+* Invalid beats (bubbles) travel with ``valid = 0`` and stall like valid ones (no bubble
+  collapsing: simple and uniform; it only matters while the sink is stalling anyway).
+* Sideband: ``valid``, ``TLAST`` and ``TUSER`` are delayed alongside the datapath; stage k's
+  sideband describes the beat whose data sits in the kernel's stage-k registers
+  (``pipe.valid[k]``, ``pipe.last[k]``, ``pipe.user[k]``; k = 0 is the input beat).
+
+Latency: a beat accepted at rising edge n is presented on ``m_axis`` after edge n + L and is
+taken at edge n + L + 1 at the earliest, i.e. **L + 1 cycles** from input handshake to output
+handshake (L stage registers + the skid buffer's output register).
+
+Writing a kernel with it::
+
+    pipe = m.submodules.pipe = StallPipeline(latency=3, data_width=lanes * ow, user_width=lanes)
+    pipe.connect(m, self)                     # s_axis_* in, m_axis_* out (flat ports)
+    x = self.s_axis_tdata                     # stage 0 = the input beat
+    p = pipe.reg(m, x * a)                    # stage 1 (loads when ce)
+    q = pipe.reg(m, p >> s)                   # stage 2
+    y = pipe.reg(m, Mux(pipe.user[2][0], q, 0))  # stage 3
+    m.d.comb += pipe.out_data.eq(y)           # the stage-L value goes to m_axis_tdata
+
+Rules: every datapath register is made with :meth:`StallPipeline.reg` (or is otherwise
+enabled by ``pipe.ce``); ``pipe.out_data`` must be driven from stage-L values; a memory read
+port with ``en = pipe.ce`` and ``addr`` computed from stage k-1 values is a stage-k register.
+Stateful logic (counters across beats) updates on ``pipe.in_fire`` (input handshake).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Signal, Value
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .stream import SkidBuffer, axis_members
+
+__all__ = ["StallPipeline", "axis_port"]
+
+
+def axis_port(prefix: str, data_width: int, *, sink: bool, user_width: int = 0) -> dict[str, wiring.Member]:
+    """Flat AXI4-Stream port members (TDATA/TVALID/TREADY/TLAST, plus TUSER if ``user_width``).
+
+    Same naming as :func:`vckattn.hw.pl.stream.axis_members` (``<prefix>_tuser`` binds in
+    cocotbext-axi's ``AxiStreamBus.from_prefix``).
+    """
+    members = axis_members(prefix, data_width, sink=sink)
+    if user_width:
+        members[f"{prefix}_tuser"] = (In if sink else Out)(user_width)
+    return members
+
+
+class StallPipeline(wiring.Component):
+    """Sideband/handshake shell of a fixed-latency, globally stalled stream pipeline.
+
+    See the module docstring for the scheme. The kernel's datapath registers live in the
+    kernel's own module (made with :meth:`reg`); this component holds the valid/TLAST/TUSER
+    delay line and the output :class:`~vckattn.hw.pl.stream.SkidBuffer`.
+
+    Ports (normally wired by :meth:`connect`): ``in_valid``, ``in_last``, ``in_user`` (from
+    the kernel's slave port), ``out_data`` (driven by the kernel from its last stage) and the
+    master-side ``m_axis_*`` (with ``m_axis_tuser`` if ``user_width``). ``ce`` (= the input
+    TREADY) and ``in_fire`` are outputs.
+
+    Attributes (outputs of this component, readable by the kernel):
+        ce: Global stage enable (1 = every stage advances this cycle); also ``s_axis_tready``.
+        in_fire: ``in_valid & ce``: an input beat is accepted this cycle.
+        valid, last, user: Lists of length ``latency + 1``; index k is the sideband of the
+            beat in stage k (index 0 = the input port itself).
+
+    Args:
+        latency: Number of stage registers L (>= 1).
+        data_width: Output TDATA width.
+        user_width: TUSER width (0: no TUSER). The output TUSER is the input TUSER delayed by
+            L stages unless ``user_passthrough=False``, in which case the kernel drives
+            ``out_user`` from stage-L values.
+        user_passthrough: See ``user_width``.
+    """
+
+    def __init__(self, latency: int, data_width: int, user_width: int = 0, *, user_passthrough: bool = True) -> None:
+        if latency < 1:
+            raise ValueError(f"latency must be >= 1, got {latency}")
+        self.latency = latency
+        self.data_width = data_width
+        self.user_width = user_width
+        self.user_passthrough = user_passthrough
+        members: dict[str, wiring.Member] = {
+            "in_valid": In(1),
+            "in_last": In(1),
+            "ce": Out(1),
+            "in_fire": Out(1),
+            "out_data": In(data_width),
+            **axis_port("m_axis", data_width, sink=False, user_width=user_width),
+        }
+        if user_width:
+            members["in_user"] = In(user_width)
+            if not user_passthrough:
+                members["out_user"] = In(user_width)
+        super().__init__(members)
+        self.valid: list[Value] = [self.in_valid] + [Signal(name=f"valid_{k}") for k in range(1, latency + 1)]
+        self.last: list[Value] = [self.in_last] + [Signal(name=f"last_{k}") for k in range(1, latency + 1)]
+        if user_width:
+            self.user: list[Value] = [self.in_user] + [
+                Signal(user_width, name=f"user_{k}") for k in range(1, latency + 1)
+            ]
+        else:
+            self.user = []
+
+    def reg(self, m: Module, value: object, name: str | None = None) -> Signal:
+        """A datapath stage register in module ``m``: loads ``value`` when ``ce`` is high.
+
+        The register has ``value``'s shape and no reset (datapath flops need none; validity
+        travels in ``valid``). Call it from the kernel's ``elaborate``.
+        """
+        v = Value.cast(value)
+        r = Signal(v.shape(), name=name, reset_less=True)
+        with m.If(self.ce):
+            m.d.sync += r.eq(v)
+        return r
+
+    def connect(self, m: Module, kernel: object, in_prefix: str = "s_axis", out_prefix: str = "m_axis") -> None:
+        """Wire the kernel's flat ``<in_prefix>_*`` / ``<out_prefix>_*`` ports to this shell.
+
+        Drives ``<in_prefix>_tready`` from ``ce`` and all ``<out_prefix>_t*`` outputs; reads
+        TVALID/TLAST (and TUSER when ``user_width``) of the input port. The kernel still drives
+        ``out_data`` (and ``out_user`` without passthrough).
+        """
+        g = lambda p, f: getattr(kernel, f"{p}_t{f}")  # noqa: E731
+        m.d.comb += [
+            self.in_valid.eq(g(in_prefix, "valid")),
+            self.in_last.eq(g(in_prefix, "last")),
+            g(in_prefix, "ready").eq(self.ce),
+            g(out_prefix, "data").eq(self.m_axis_tdata),
+            g(out_prefix, "valid").eq(self.m_axis_tvalid),
+            g(out_prefix, "last").eq(self.m_axis_tlast),
+            self.m_axis_tready.eq(g(out_prefix, "ready")),
+        ]
+        if self.user_width:
+            m.d.comb += [self.in_user.eq(g(in_prefix, "user")), g(out_prefix, "user").eq(self.m_axis_tuser)]
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        dw, uw, n = self.data_width, self.user_width, self.latency
+        m.submodules.skid = skid = SkidBuffer(dw + uw)
+        m.d.comb += [self.ce.eq(skid.s_axis_tready), self.in_fire.eq(self.in_valid & skid.s_axis_tready)]
+        with m.If(self.ce):
+            for k in range(1, n + 1):
+                m.d.sync += [self.valid[k].eq(self.valid[k - 1]), self.last[k].eq(self.last[k - 1])]
+                if uw:
+                    m.d.sync += self.user[k].eq(self.user[k - 1])
+        # Skid buffer TDATA = {TUSER, TDATA}; it accepts exactly when ce (its TREADY) is high.
+        if uw:
+            out_user = self.user[n] if self.user_passthrough else self.out_user
+            m.d.comb += skid.s_axis_tdata.eq(Cat(self.out_data, out_user))
+        else:
+            m.d.comb += skid.s_axis_tdata.eq(self.out_data)
+        m.d.comb += [
+            skid.s_axis_tvalid.eq(self.valid[n]),
+            skid.s_axis_tlast.eq(self.last[n]),
+            self.m_axis_tdata.eq(skid.m_axis_tdata[:dw]),
+            self.m_axis_tvalid.eq(skid.m_axis_tvalid),
+            self.m_axis_tlast.eq(skid.m_axis_tlast),
+            skid.m_axis_tready.eq(self.m_axis_tready),
+        ]
+        if uw:
+            m.d.comb += self.m_axis_tuser.eq(skid.m_axis_tdata[dw:])
+        return m

@@ -1,0 +1,131 @@
+"""ScaleKernel: a tiny demonstration kernel for the shared PL infrastructure.
+
+It exercises everything the real kernels (SwiftMax/online-softmax normalizers, BHyT units,
+RMSNorm) use: AXI4-Lite registers and a host-writable memory (:mod:`.axil`), the
+global-stall pipeline with output skid buffer (:mod:`.pipeline`), per-lane keep masks in
+TUSER and TLAST frame passthrough.
+
+Function (per element ``x`` at column ``j`` of its row, i.e. lane ``i`` of beat ``b`` of the
+frame with ``j = b * lanes + i``)::
+
+    y = 0                                                      if keep bit (TUSER[i]) is 0
+    y = saturate_out(((x * a) >> s) + bias[j mod 16])           otherwise
+
+``x``: signed ``in_width``; ``a``: signed 16-bit register; ``s``: unsigned 5-bit register
+(``>>`` is an arithmetic shift, i.e. floor division by ``2**s``); ``bias``: 16-entry signed
+8-bit memory; ``saturate_out`` clamps to signed ``out_width``. The product is exact
+(``in_width + 16`` bits). The column counter restarts after every TLAST.
+
+Stream format (the project's framing contract, see :mod:`vckattn.sim.kernel_tb`): one row per
+frame, ``lanes`` elements per beat, element i in TDATA bits ``[i*W, (i+1)*W)``, TUSER bit i =
+keep flag of element i; output TUSER = input TUSER, output TLAST = input TLAST.
+
+Pipeline (L = 3 stages + skid buffer; latency 4 cycles input→output handshake, II = 1 beat):
+
+1. ``p = x * a``; bias read port (address from the column counter) -- memory latency 1
+2. ``t = (p >> s) + bias``
+3. ``y = keep ? saturate(t) : 0``
+
+Registers (offsets from :attr:`ScaleKernel.regmap`): ``ID`` = 0x5CA1E001, ``VERSION`` = 1,
+``a`` (rw, s16, reset 1), ``s`` (rw, u5, reset 0), ``frames`` (ro, u32: input frames accepted
+since reset), memory ``bias`` (16 x s8, one read port per lane).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+
+from .axil import Mem, Reg, RegisterFile, RegisterMap, axil_members
+from .pipeline import StallPipeline, axis_port
+
+__all__ = ["SCALE_KERNEL_ID", "ScaleKernel", "scale_regmap"]
+
+SCALE_KERNEL_ID = 0x5CA1E001
+BIAS_DEPTH = 16
+
+
+def scale_regmap(lanes: int) -> RegisterMap:
+    """The ScaleKernel register map (the ``bias`` memory has one read port per lane)."""
+    return RegisterMap(
+        [
+            Reg("a", 16, signed=True, reset=1, doc="multiplier a (signed 16-bit)"),
+            Reg("s", 5, doc="arithmetic right shift s (0..31)"),
+            Reg("frames", 32, access="ro", doc="input frames (TLAST handshakes) since reset"),
+        ],
+        [Mem("bias", 8, BIAS_DEPTH, signed=True, read_ports=lanes, doc="bias[j mod 16] added to column j")],
+        ident=SCALE_KERNEL_ID,
+        version=1,
+    )
+
+
+class ScaleKernel(wiring.Component):
+    """Per-lane ``saturate(((x * a) >> s) + bias[col mod 16])`` with keep masks; II = 1 beat.
+
+    Ports: ``s_axis_tdata[lanes*in_width]``, ``s_axis_tuser[lanes]``, ``s_axis_tlast``,
+    ``s_axis_tvalid``, ``s_axis_tready``; ``m_axis_tdata[lanes*out_width]``,
+    ``m_axis_tuser[lanes]``, ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``; the
+    AXI4-Lite slave ``s_axil_*``; ``clk``, ``rst``.
+
+    Args:
+        lanes: Elements per beat (>= 1).
+        in_width: Signed input element width.
+        out_width: Signed output element width (saturated).
+    """
+
+    LATENCY = 3  # stage registers; input-to-output handshake latency is LATENCY + 1
+
+    def __init__(self, lanes: int = 1, in_width: int = 8, out_width: int = 16) -> None:
+        if lanes < 1:
+            raise ValueError("lanes must be >= 1")
+        self.lanes, self.in_width, self.out_width = lanes, in_width, out_width
+        self.regmap = scale_regmap(lanes)
+        self.regfile = RegisterFile(self.regmap)
+        super().__init__({
+            **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes),
+            **axis_port("m_axis", lanes * out_width, sink=False, user_width=lanes),
+            **axil_members("s_axil", self.regmap.addr_width),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, iw, ow = self.lanes, self.in_width, self.out_width
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * ow, user_width=n)
+        pipe.connect(m, self)
+
+        a, s = regs.reg["a"], regs.reg["s"]
+
+        # Status: input frames accepted.
+        frames = Signal(32)
+        with m.If(pipe.in_fire & self.s_axis_tlast):
+            m.d.sync += frames.eq(frames + 1)
+        m.d.comb += regs.reg["frames"].eq(frames)
+
+        # Column counter (mod 16) of lane 0 of the current input beat; restarts after TLAST.
+        col = Signal(range(BIAS_DEPTH))
+        with m.If(pipe.in_fire):
+            m.d.sync += col.eq(Mux(self.s_axis_tlast, 0, (col + n)[: len(col)]))
+
+        hi, lo = (1 << (ow - 1)) - 1, -(1 << (ow - 1))
+        outs = []
+        for i in range(n):
+            x = self.s_axis_tdata[i * iw : (i + 1) * iw].as_signed()
+            # stage 1: product, and the bias entry for column col + i (memory = 1 stage)
+            p = pipe.reg(m, x * a, name=f"p{i}")
+            port = regs.mem_read_port("bias", i)
+            m.d.comb += [port.addr.eq((col + i)[: len(col)]), port.en.eq(pipe.ce)]
+            # stage 2: arithmetic shift (p is signed) and bias
+            t = pipe.reg(m, (p >> s) + port.data, name=f"t{i}")
+            # stage 3: saturate, zero masked elements
+            sat = Signal(signed(ow), name=f"sat{i}")
+            with m.If(t > hi):
+                m.d.comb += sat.eq(hi)
+            with m.Elif(t < lo):
+                m.d.comb += sat.eq(lo)
+            with m.Else():
+                m.d.comb += sat.eq(t)
+            outs.append(pipe.reg(m, Mux(pipe.user[2][i], sat, 0), name=f"y{i}"))
+        m.d.comb += pipe.out_data.eq(Cat(*outs))
+        return m
