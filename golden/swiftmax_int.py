@@ -61,6 +61,11 @@ class SwiftMaxFormat:
     def out_max(self) -> int:
         return (1 << self.out_bits) - 1
 
+    @property
+    def max_a_shift(self) -> int:
+        """Largest valid ``a_shift``: the product ``acc·a_mult`` is ``acc_bits + a_bits`` wide."""
+        return self.acc_bits + self.a_bits - 1
+
 
 @dataclass(frozen=True)
 class SwiftMaxRegisters:
@@ -119,7 +124,9 @@ def swiftmax_registers(s_q: float, s_k: float, d: int, beta: float, gamma: float
         raise ValueError(f"need s_q, s_k, gamma > 0 and d >= 1 (got {s_q}, {s_k}, {gamma}, {d})")
     one = 1 << fmt.t_frac
     a = s_q * s_k * LOG2E / math.sqrt(d)
-    a_mult, a_shift = fold_multiplier(a * one, fmt.a_bits)
+    a_mult, a_shift = fold_multiplier(a * one, fmt.a_bits, fmt.max_a_shift)
+    if a_mult == 0:
+        raise ValueError(f"score scale s_q·s_k/sqrt(d) = {s_q * s_k / math.sqrt(d):g} is too small for the multiplier")
     reg = QFormat(fmt.reg_bits, 0)
 
     def q(x: float) -> int:
@@ -135,6 +142,18 @@ def swiftmax_registers(s_q: float, s_k: float, d: int, beta: float, gamma: float
     )
 
 
+def check_registers(regs: SwiftMaxRegisters, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> None:
+    """ValueError unless every register value is representable in the kernel's register widths."""
+    reg = QFormat(fmt.reg_bits, 0)
+    if not QFormat(fmt.a_bits, 0).fits(regs.a_mult):
+        raise ValueError(f"a_mult {regs.a_mult} does not fit {fmt.a_bits} signed bits")
+    if not 0 <= regs.a_shift <= fmt.max_a_shift:
+        raise ValueError(f"a_shift {regs.a_shift} outside 0..{fmt.max_a_shift}")
+    for name in ("b_beta", "u_lo", "u_hi", "c_out"):
+        if not reg.fits(getattr(regs, name)):
+            raise ValueError(f"{name} {getattr(regs, name)} does not fit {fmt.reg_bits} signed bits")
+
+
 def choose_out_frac(p_max: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> int:
     """Largest ``out_frac`` such that ``p_max · 2^out_frac`` fits the unsigned output."""
     if not p_max > 0:
@@ -146,6 +165,7 @@ def swiftmax_int(acc: np.ndarray, regs: SwiftMaxRegisters, keep: np.ndarray | No
                  fmt: SwiftMaxFormat = SwiftMaxFormat(), table: np.ndarray | None = None) -> np.ndarray:
     """The SwiftMax kernel on integer scores ``acc`` (any shape); returns P as int64 in
     ``[0, 2^out_bits - 1]``, exactly 0 where ``keep`` is False."""
+    check_registers(regs, fmt)
     acc = saturate(np.asarray(acc, dtype=np.int64), QFormat(fmt.acc_bits, 0))
     u = shift_round(acc * regs.a_mult, regs.a_shift, "half_up") + regs.b_beta
     u = np.clip(u, regs.u_lo, regs.u_hi)
