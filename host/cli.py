@@ -212,12 +212,75 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_hw(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "hw",
+        help="hardware figures of the PL kernels (synthesis and simulation)",
+        description="Hardware figures. `report`: for each PL kernel (SwiftMax, online softmax, BHyT exact, "
+        "BHyT approximate variance, RMSNorm) and lane count, LUT/FF/DSP/BRAM from real Yosys synthesis "
+        "(synth_xilinx -family xcup: UltraScale+ as the proxy for the Versal PL), throughput in elements/cycle "
+        "and latency in cycles measured on Verilator (the kernel's throughput test, checked against the golden "
+        "model), and row/token buffer bits. Takes a few minutes per kernel.",
+    )
+    hsub = p.add_subparsers(title="hardware", dest="hw", metavar="ACTION", parser_class=type(p))
+    r = hsub.add_parser("report", help="synthesize and simulate every kernel; print a table, write JSON")
+    r.add_argument("--lanes", type=_lanes_list, default=[4], metavar="N[,N...]",
+                   help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
+    r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
+                   metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
+    r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    r.set_defaults(func=_run_hw_report)
+    p.set_defaults(func=lambda args: _missing_subcommand(p))
+
+
+def _lanes_list(text: str) -> list[int]:
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"lane counts must be >= 1: {text!r}")
+    return values
+
+
+def _run_hw_report(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from vckattn.hw.pl import report
+
+    kernels = args.kernels or list(report.KERNELS)
+    unknown = [k for k in kernels if k not in report.KERNELS]
+    if unknown:
+        raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
+    console = Console()
+    with console.status("starting…") as status:
+        rep = report.hw_report(kernels, args.lanes,
+                               progress=lambda what: status.update(f"synthesis + simulation: {what}"))
+    table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
+    for col in ("kernel", "lanes", "LUT", "FF", "DSP", "BRAM36", "LUTRAM", "elements/cycle", "latency", "buffer bits"):
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    for n, kern in rep["by_lanes"].items():
+        for name, k in kern.items():
+            table.add_row(name, n, str(k["lut"]), str(k["ff"]), str(k["dsp"]), f"{k['bram']:g}", str(k["lutram"]),
+                          f"{k['elements_per_cycle']:.3f}", str(k["latency_cycles"]), f"{k['buffer_bits']:,}")
+    console.print(table)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(rep, indent=2))
+        console.print(f"wrote {args.json_out}")
+    return 0
+
+
 #: The registry: one function per subcommand, in --help order.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_doctor,
     _add_profile,
     _add_report,
     _add_bench,
+    _add_hw,
 ]
 
 
