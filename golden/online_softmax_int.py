@@ -33,7 +33,7 @@ from .fixedpoint import QFormat, saturate, shift_round
 from .funcunits import LOG2E, Pow2Config, RecipConfig, pow2, recip, recip_table
 from .swiftmax_int import fold_multiplier
 
-NEG_SENTINEL = -(1 << 40)  # "minus infinity" for the integer running max
+NEG_SENTINEL = -(1 << 47)  # "minus infinity" for the integer running max: below every u (|u| < 2^46)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,251 @@
+"""BHyT approximate-variance unit (site M, the MLP input): AXI4-Stream in/out, ``lanes`` elements per cycle.
+
+Golden model: :func:`vckattn.golden.bhyt_int.bhyt_site_int` (bit for bit) with the statistic of
+site A and the site-M registers of :func:`vckattn.golden.bhyt_int.bhyt_site_registers`
+(``c_attn``, ``lam_attn`` given); :func:`register_values` turns those into register writes.
+
+Math (METHODS.md §3)
+--------------------
+The float operator is ``γ ⊙ tanh(λ x / (κ sqrt(ŝ² + ε)))``. Site A (attention input) uses the
+exact ``s² = mean(h²)`` of the block input ``h``; site M (MLP input, ``h' = h + Attn(u)``) does
+**not** reduce its own input but uses ``ŝ² = s² + C`` with ``C = c_attn λ_A² / κ²`` — the
+statistic ``S = Σ q_h²`` of the *block input* (computed once, by site A, and forwarded beside
+the stream) plus a constant. In integers (``s_stat`` = scale of ``h``, ``d`` = hidden size)::
+
+    v     = max(S + c_int + eps_int, 1)     c_int = C·d/s_stat²,  eps_int = ε·d/s_stat²
+    r, k  = rsqrt(v)                        v^-1/2 ≈ r·2^-(15+k), r in UQ1.15
+    c     = (r·k_mult + 2^7) >> 8           per-token scale (once per beat: the scale unit)
+    a     = (q·c + 2^(sh-1)) >> sh,  sh = k_shift + 7 + k        tanh argument, Q.12
+    y     = tanh(a)                         Q1.15 (256-entry table + linear interpolation)
+    out   = sat8((y·g[j] + 2^(14+g_frac)) >> (15 + g_frac))    g[j] = γ_j/s_out·2^g_frac
+
+so the unit is purely element-wise: no reduction, no token buffer, no per-token state besides
+the element counter that addresses ``γ``.
+
+Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`)
+---------------------------------------------------------------------
+* ``s_axis``: TDATA = ``lanes`` signed int8 ``h'`` values, element ``j`` of a token in lane
+  ``j % lanes`` (bits ``[8 i, 8 i + 8)``) of beat ``j // lanes``; one token per frame, TLAST on
+  its last beat; a short last beat is padded (padding lanes give don't-care outputs).
+  TUSER = the token's statistic ``S`` (``stat_bits`` = 40 bits, unsigned), **the same value on
+  every beat of the token** (site A's kernel emits it that way on its ``m_axis_tuser``). The
+  unit reads ``S`` on every beat, so nothing is latched per token.
+* ``m_axis``: TDATA = ``lanes`` signed int8 outputs (scale ``s_out``), same lane layout;
+  TLAST = input TLAST (same beats per frame). **No TUSER**: ``S`` is consumed here (the MLP
+  does not need it) and not passed on.
+* Tokens must have ``d <= max_d`` elements (``γ`` has ``max_d`` entries); longer tokens
+  wrap the element counter (unsupported).
+
+Pipeline (:class:`~vckattn.hw.pl.pipeline.StallPipeline`, one global stall ``ce``)
+--------------------------------------------------------------------------------
+L = 10 stage registers + the 2-beat output skid buffer; II = 1 beat/cycle (``lanes``
+elements/cycle) whenever the sink is ready; **latency 11 cycles** from input to output
+handshake.
+
+* stages 1-5: :class:`~vckattn.hw.pl.norm_lanes.BHyTScaleUnit` (``S`` of the beat → ``c``,
+  ``sh``); in parallel the beat's ``q`` is delayed 5 stages and its element index 4 stages;
+  the ``γ`` read ports (one per lane, address = element index ``j = beat·lanes + lane``,
+  counter cleared after TLAST) are stage 5.
+* stages 6-10: one :class:`~vckattn.hw.pl.norm_lanes.BHyTLane` per lane (``q``, ``c``, ``sh``,
+  ``γ[j]`` all of stage 5).
+
+Storage: **0 token/row buffer bits** (:func:`buffer_bits`). Besides the pipeline registers
+the unit holds the ``γ`` memory (``max_d`` × 16 bits: parameters, not data) and the 2-beat
+output skid buffer. Pipeline registers outside the scale unit and the lanes: the ``q`` delay
+line (5 × 8·lanes bits), the element counter and its 4 delayed copies (5 × ⌈log2 max_d⌉), and
+valid/TLAST (2 × 10). Yosys (``synth_xilinx -family xcup``, :mod:`vckattn.hw.pl.synth`) at
+lanes=4, max_d=1024, whole kernel including the AXI4-Lite register file: 1184 FF + 41 SRL16E,
+4490 LUT, 18 DSP, 5 RAMB18 (``γ``: one copy per read port, 4 lanes + AXI readback).
+
+Registers (AXI4-Lite, 32-bit words; offsets from :func:`bhyt_approx_regmap`)
+----------------------------------------------------------------------------
+==========  =======  ===================================================================
+offset      type     name and meaning
+==========  =======  ===================================================================
+0x00        ro       ``ID`` = ``0xB47A0001``
+0x04        ro       ``VERSION`` = 1
+0x08        rw u18   ``k_mult``: ``λ √d (s_in/s_stat)/κ · 2^12 ≈ k_mult · 2^-k_shift``
+0x0C        rw u6    ``k_shift`` (the golden model covers ``k_shift + 7 + k <= 62``)
+0x10        rw u32   ``eps_int_lo``: ``eps_int`` bits [31:0]; ``eps_int = ε d/s_stat²``
+0x14        rw u8    ``eps_int_hi``: ``eps_int`` bits [39:32]
+0x18        rw u32   ``c_int_lo``: ``c_int`` bits [31:0]; ``c_int = c_attn λ_A²/κ² · d/s_stat²``
+0x1C        rw u8    ``c_int_hi``: ``c_int`` bits [39:32]
+0x20        rw u5    ``g_frac``: fraction bits of the ``γ`` entries
+0x24        ro u32   ``tokens``: tokens (input TLAST handshakes) since reset
+0x1000      rw s16   memory ``gamma`` (``max_d`` entries): ``γ_j / s_out · 2^g_frac`` at
+                     ``0x1000 + 4 j`` (this offset for 512 < max_d <= 1024; in general the
+                     first multiple of the window ``4 · 2^⌈log2 max_d⌉`` after 0x28)
+==========  =======  ===================================================================
+
+``eps_int`` and ``c_int`` are ``stat_bits`` = 40 bits wide and AXI4-Lite registers at most 32,
+so each is split into a ``_lo`` (32 bits) and a ``_hi`` word (:func:`register_values` does the
+split); the kernel uses ``{_hi, _lo}``. Write registers and ``γ`` while the unit is idle. All
+registers reset to 0.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import wiring
+
+from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat
+
+from .axil import AXIL_DATA_WIDTH, Mem, Reg, RegisterFile, RegisterMap, axil_members
+from .norm_lanes import BHyTLane, BHyTScaleUnit
+from .pipeline import StallPipeline, axis_port
+
+__all__ = [
+    "BHYT_APPROX_ID",
+    "BHyTApproxKernel",
+    "bhyt_approx_regmap",
+    "buffer_bits",
+    "register_values",
+]
+
+BHYT_APPROX_ID = 0xB47A0001
+IN_WIDTH = 8
+
+
+def _wide_regs(name: str, bits: int, doc: str) -> list[Reg]:
+    """A ``bits``-wide value as one register (<= 32 bits) or ``_lo`` (32 bits) + ``_hi`` words."""
+    if bits <= AXIL_DATA_WIDTH:
+        return [Reg(name, bits, doc=doc)]
+    if bits > 2 * AXIL_DATA_WIDTH:
+        raise ValueError(f"{name}: {bits} bits do not fit two 32-bit registers")
+    return [Reg(f"{name}_lo", AXIL_DATA_WIDTH, doc=f"{doc}, bits [31:0]"),
+            Reg(f"{name}_hi", bits - AXIL_DATA_WIDTH, doc=f"{doc}, bits [{bits - 1}:32]")]
+
+
+def _wide_names(name: str, bits: int) -> list[str]:
+    return [name] if bits <= AXIL_DATA_WIDTH else [f"{name}_lo", f"{name}_hi"]
+
+
+def bhyt_approx_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
+    """The unit's AXI4-Lite register map (``gamma`` has one kernel read port per lane)."""
+    sb = fmt.stat_bits
+    return RegisterMap(
+        [
+            Reg("k_mult", fmt.k_bits, doc="lambda*sqrt(d)*(s_in/s_stat)/kappa*2^arg_frac ~ k_mult*2^-k_shift"),
+            Reg("k_shift", 6, doc="right shift of q*c (round half up), plus 7 + rsqrt exponent"),
+            *_wide_regs("eps_int", sb, "eps*d/s_stat^2 (saturated)"),
+            *_wide_regs("c_int", sb, "site-M constant c_attn*lambda_A^2/kappa^2*d/s_stat^2"),
+            Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
+            Reg("tokens", 32, access="ro", doc="tokens (input TLAST handshakes) since reset"),
+        ],
+        [Mem("gamma", fmt.g_bits, max_d, signed=True, read_ports=lanes, doc="gamma_j/s_out*2^g_frac, int16")],
+        ident=BHYT_APPROX_ID,
+        version=1,
+    )
+
+
+def register_values(regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
+    """Golden site registers -> ``{register name: value}`` writes (wide values split into words)."""
+    out = {"k_mult": regs.k_mult, "k_shift": regs.k_shift, "g_frac": regs.g_frac}
+    for name in ("eps_int", "c_int"):
+        v = int(getattr(regs, name))
+        if not 0 <= v < 1 << fmt.stat_bits:
+            raise ValueError(f"{name} = {v} does not fit {fmt.stat_bits} bits")
+        names = _wide_names(name, fmt.stat_bits)
+        if len(names) == 1:
+            out[name] = v
+        else:
+            out[names[0]], out[names[1]] = v & 0xFFFFFFFF, v >> AXIL_DATA_WIDTH
+    return out
+
+
+def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
+    """Token/row buffer bits of the unit: 0 (element-wise; only pipeline registers and the skid buffer)."""
+    return 0
+
+
+def _index_bits(max_d: int) -> int:
+    return max(1, (max_d - 1).bit_length())
+
+
+class BHyTApproxKernel(wiring.Component):
+    """BHyT site M: ``sat8(γ ⊙ tanh(arg))`` from the forwarded statistic; II = 1 beat, no token buffer.
+
+    Ports: ``s_axis_tdata[lanes*8]``, ``s_axis_tuser[stat_bits]`` (``S`` of the token, on every
+    beat), ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``; ``m_axis_tdata[lanes*8]``,
+    ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``; AXI4-Lite slave ``s_axil_*``;
+    ``clk``, ``rst``. See the module docstring.
+
+    Args:
+        lanes: Elements per beat (>= 1).
+        max_d: Longest token (entries of ``γ``).
+        fmt: Build-time number formats (the golden model's).
+    """
+
+    LATENCY = BHyTScaleUnit.LATENCY + BHyTLane.LATENCY  # stage registers; handshake latency LATENCY + 1
+
+    def __init__(self, lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> None:
+        if lanes < 1 or max_d < 1:
+            raise ValueError(f"lanes and max_d must be >= 1 (got {lanes}, {max_d})")
+        self.lanes, self.max_d, self.fmt = lanes, max_d, fmt
+        self.regmap = bhyt_approx_regmap(lanes, max_d, fmt)
+        self.regfile = RegisterFile(self.regmap)
+        super().__init__({
+            **axis_port("s_axis", lanes * IN_WIDTH, sink=True, user_width=fmt.stat_bits),
+            **axis_port("m_axis", lanes * fmt.out_bits, sink=False),
+            **axil_members("s_axil", self.regmap.addr_width),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, fmt = self.lanes, self.fmt
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * fmt.out_bits)
+        pipe.connect(m, self)
+        reg = regs.reg
+
+        def wide(name: str) -> object:
+            return Cat(*(reg[x] for x in _wide_names(name, fmt.stat_bits)))
+
+        # Status: tokens accepted.
+        tokens = Signal(32)
+        with m.If(pipe.in_fire & self.s_axis_tlast):
+            m.d.sync += tokens.eq(tokens + 1)
+        m.d.comb += reg["tokens"].eq(tokens)
+
+        # Element index of lane 0 of the input beat; cleared after TLAST.
+        col = Signal(unsigned(_index_bits(self.max_d)))
+        with m.If(pipe.in_fire):
+            m.d.sync += col.eq(Mux(self.s_axis_tlast, 0, col + n))
+
+        # Stages 1..5: the token scale from S (TUSER of this very beat).
+        m.submodules.scale = scale = BHyTScaleUnit(fmt)
+        m.d.comb += [
+            scale.en.eq(pipe.ce),
+            scale.stat.eq(self.s_axis_tuser),
+            scale.c_int.eq(wide("c_int")),
+            scale.eps_int.eq(wide("eps_int")),
+            scale.k_mult.eq(reg["k_mult"]),
+            scale.k_shift.eq(reg["k_shift"]),
+        ]
+        s = BHyTScaleUnit.LATENCY
+        q = self.s_axis_tdata
+        for k in range(1, s + 1):
+            q = pipe.reg(m, q, name=f"q{k}")
+        idx = col
+        for k in range(1, s):
+            idx = pipe.reg(m, idx, name=f"idx{k}")
+
+        # Stage 5: gamma read (address from stage 4); stages 6..10: the lanes.
+        outs = []
+        for i in range(n):
+            port = regs.mem_read_port("gamma", i)
+            m.d.comb += [port.addr.eq(idx + i), port.en.eq(pipe.ce)]
+            lane = BHyTLane(fmt, c_width=len(scale.c))
+            m.submodules[f"lane{i}"] = lane
+            m.d.comb += [
+                lane.en.eq(pipe.ce),
+                lane.q.eq(q[i * IN_WIDTH : (i + 1) * IN_WIDTH].as_signed()),
+                lane.c.eq(scale.c),
+                lane.sh.eq(scale.sh),
+                lane.g.eq(port.data),
+                lane.g_frac.eq(reg["g_frac"]),
+            ]
+            outs.append(lane.out)
+        m.d.comb += pipe.out_data.eq(Cat(*outs))
+        return m

@@ -1,0 +1,193 @@
+"""BHyT exact-statistics unit (site A, the attention input): token-buffered, ``lanes`` elements per cycle.
+
+Golden model: ``bhyt_site_int(q, sum_of_squares(q), regs, fmt)`` of
+:mod:`vckattn.golden.bhyt_int`, bit for bit, for the registers of
+:func:`~vckattn.golden.bhyt_int.bhyt_site_registers` (``c_attn = 0`` at site A; any ``c_int``
+works, e.g. a site-M register set). :func:`register_values` turns golden registers into
+register writes.
+
+Math (METHODS.md §3): the block's only reduction, ``S = Σ q²`` over the token, then per
+element (``F = 12`` fraction bits of the tanh argument)::
+
+    v    = max(S + c_int + eps_int, 1)                    (r, k) = rsqrt(v)   r in UQ1.15
+    c    = (r·k_mult + 2^7) >> 8                          sh = k_shift + 7 + k
+    a    = (q·c + 2^(sh-1)) >> sh                         tanh argument, Q.12
+    out  = sat8((tanh(a)·g[j] + 2^(14+g_frac)) >> (15 + g_frac))      g[j] = γ_j/s_out·2^g_frac
+
+Architecture: the shared two-pass engine of :mod:`vckattn.hw.pl.token_engine` (read its
+docstring): pass 1 streams the token into one of two ping-pong token buffers while summing
+``S``; pass 2 reads it back through a :class:`~vckattn.hw.pl.pipeline.StallPipeline` with one
+:class:`~vckattn.hw.pl.norm_lanes.BHyTScaleUnit` (fed ``S`` with every beat; stages 1-5) and
+one :class:`~vckattn.hw.pl.norm_lanes.BHyTLane` per lane (stages 6-10; ``q`` read from the
+token buffer at stage 1 and delayed to stage 5, ``γ`` read ports at stage 5). Pass 1 of token
+t+1 overlaps pass 2 of token t: **throughput ``lanes`` elements/cycle** in steady state.
+
+Streams
+-------
+* ``s_axis``: TDATA = ``lanes`` signed int8, element ``j`` of the token in lane ``j % lanes``
+  (bits ``[8i, 8i+8)``) of beat ``j // lanes``; one token per frame, TLAST on its last beat.
+  No TUSER. ``d`` (token length) is inferred from TLAST; ``1 <= d <= max_d``; a padded last
+  beat must have **zero padding lanes**. Longer tokens are truncated to ``max_d`` (counted in
+  ``overlong``).
+* ``m_axis``: TDATA = ``lanes`` signed int8 outputs (scale ``s_out``), same layout and beats,
+  TLAST on the last beat; **TUSER = the token's statistic ``S``** (``stat_bits`` = 40 bits,
+  unsigned) **on every beat of the token** — what site M
+  (:class:`~vckattn.hw.pl.bhyt_approx.BHyTApproxKernel`) takes on its ``s_axis_tuser``.
+
+Latency: ``LATENCY`` = 10 pass-2 stage registers; a token of ``n = ceil(d/lanes)`` beats
+streamed back to back into an idle kernel leaves its first output beat ``n + 11`` cycles after
+its first input beat (``n`` to fill the buffer, 10 stages, 1 skid buffer); e.g. 267 cycles
+for d = 1024 at lanes = 4.
+
+Storage: :func:`buffer_bits` = ``2 · max_d · 8`` token-buffer bits (16,384 for max_d = 1024),
+plus per buffer ``S`` (25 bits at max_d = 1024) and a beat index; the ``q`` delay line
+(4 × 8·lanes bits), the ``S`` TUSER delay line (10 × 40 bits), the ``γ`` memory
+(``max_d`` × 16 bits of parameters).
+
+Registers (AXI4-Lite, 32-bit words; offsets from :func:`bhyt_exact_regmap`, same layout as
+site M's registers up to ``tokens``)
+-------------------------------------------------------------------------------------------
+==========  ==========  ========  =============================================================
+offset      name        type      meaning
+==========  ==========  ========  =============================================================
+0x00        ID          ro        ``0xB47E0001``
+0x04        VERSION     ro        1
+0x08        k_mult      rw u18    ``λ √d (s_in/s_stat)/κ · 2^12 ≈ k_mult · 2^-k_shift``
+0x0C        k_shift     rw u6     see ``k_mult`` (the golden model needs ``k_shift + 7 + k <= 62``)
+0x10        eps_int_lo  rw u32    ``eps_int`` bits [31:0]; ``eps_int = ε d / s_stat²`` (saturated)
+0x14        eps_int_hi  rw u8     ``eps_int`` bits [39:32]
+0x18        c_int_lo    rw u32    ``c_int`` bits [31:0]; 0 at site A (kept as a register: site-M
+                                  style constant ``c_attn λ_A²/κ² · d/s_stat²`` for ablations)
+0x1C        c_int_hi    rw u8     ``c_int`` bits [39:32]
+0x20        g_frac      rw u5     fraction bits of the ``γ`` entries (golden ``g_frac`` in [0, 31])
+0x24        tokens      ro u32    input tokens (TLAST handshakes) accepted since reset
+0x28        overlong    ro u32    input tokens longer than ``max_d`` (truncated) since reset
+0x1000      gamma       rw s16[]  memory, ``max_d`` entries: ``γ_j/s_out·2^g_frac`` at ``+4j``
+                                  (offset 0x1000 for max_d = 1024, 0x400 for 256: a window of
+                                  ``4·2^ceil(log2 max_d)`` bytes aligned to its size)
+==========  ==========  ========  =============================================================
+
+All registers reset to 0. Write registers and ``γ`` while the kernel is idle.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Value
+
+from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat
+
+from .axil import Reg, RegisterFile, RegisterMap
+from .norm_lanes import BHyTLane, BHyTScaleUnit
+from .pipeline import StallPipeline
+from .token_engine import (
+    IN_WIDTH,
+    TokenNormKernel,
+    check_g_frac,
+    engine_regmap,
+    token_buffer_bits,
+    wide_names,
+    wide_regs,
+    wide_values,
+)
+
+__all__ = ["BHYT_EXACT_ID", "BHyTExactKernel", "bhyt_exact_regmap", "buffer_bits", "gamma_values",
+           "register_values"]
+
+BHYT_EXACT_ID = 0xB47E0001
+
+
+def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
+    """Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (``16 · max_d``)."""
+    return token_buffer_bits(lanes, max_d)
+
+
+def bhyt_exact_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
+    """The kernel's AXI4-Lite register map (``gamma`` has one kernel read port per lane)."""
+    sb = fmt.stat_bits
+    return engine_regmap(
+        [
+            Reg("k_mult", fmt.k_bits, doc="lambda*sqrt(d)*(s_in/s_stat)/kappa*2^arg_frac ~ k_mult*2^-k_shift"),
+            Reg("k_shift", 6, doc="right shift of q*c (round half up), plus 7 + rsqrt exponent"),
+            *wide_regs("eps_int", sb, "eps*d/s_stat^2 (saturated)"),
+            *wide_regs("c_int", sb, "constant added to S (0 at site A; site-M style c_attn*lambda_A^2/kappa^2*d/s^2)"),
+            Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
+        ],
+        lanes, max_d, fmt, BHYT_EXACT_ID,
+    )
+
+
+def register_values(regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
+    """Golden site registers -> ``{register name: value}`` (40-bit values split into words).
+
+    Raises ``ValueError`` if a value does not fit its register (``g_frac`` outside [0, 31],
+    ``k_mult`` not in [0, 2^k_bits), ``k_shift`` not in [0, 63], ``eps_int``/``c_int`` beyond
+    ``stat_bits``)."""
+    if not 0 <= regs.k_mult < 1 << fmt.k_bits:
+        raise ValueError(f"k_mult = {regs.k_mult} does not fit {fmt.k_bits} unsigned bits")
+    if not 0 <= regs.k_shift < 64:
+        raise ValueError(f"k_shift = {regs.k_shift} does not fit 6 bits")
+    out = {"k_mult": int(regs.k_mult), "k_shift": int(regs.k_shift), "g_frac": check_g_frac(regs.g_frac)}
+    out.update(wide_values("eps_int", regs.eps_int, fmt.stat_bits))
+    out.update(wide_values("c_int", regs.c_int, fmt.stat_bits))
+    return out
+
+
+def gamma_values(regs: BHyTSiteRegisters) -> list[int]:
+    """The ``gamma`` memory contents (entry ``j`` = ``regs.gamma[j]``, int16)."""
+    return [int(v) for v in regs.gamma]
+
+
+class BHyTExactKernel(TokenNormKernel):
+    """BHyT site A: exact per-token ``S``, ping-pong token buffers, II = 1 beat; ``S`` out on TUSER.
+
+    Ports: ``s_axis_tdata[lanes*8]``, ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``;
+    ``m_axis_tdata[lanes*8]``, ``m_axis_tuser[stat_bits]`` (``S``), ``m_axis_tlast``,
+    ``m_axis_tvalid``, ``m_axis_tready``; AXI4-Lite slave ``s_axil_*``; ``clk``, ``rst``.
+    See the module docstring.
+
+    Args:
+        lanes: Elements per beat (>= 1).
+        max_d: Longest token; a multiple of ``lanes``.
+        fmt: Build-time number formats (the golden model's).
+    """
+
+    SCALE_LATENCY = BHyTScaleUnit.LATENCY
+    LANE_LATENCY = BHyTLane.LATENCY
+    LATENCY = SCALE_LATENCY + LANE_LATENCY
+
+    def __init__(self, lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> None:
+        super().__init__(lanes, max_d, fmt, user_width=fmt.stat_bits)
+
+    def _make_regmap(self, lanes: int, max_d: int, fmt: NormFormat) -> RegisterMap:
+        return bhyt_exact_regmap(lanes, max_d, fmt)
+
+    def _datapath(self, m: Module, regs: RegisterFile, pipe: StallPipeline, stat: Value, q: Value,
+                  g: list[Value]) -> list[Value]:
+        fmt, reg = self.fmt, regs.reg
+
+        def wide(name: str) -> Value:
+            return Cat(*(reg[x] for x in wide_names(name, fmt.stat_bits)))
+
+        m.submodules.scale = scale = BHyTScaleUnit(fmt)
+        m.d.comb += [
+            scale.en.eq(pipe.ce),
+            scale.stat.eq(stat),
+            scale.c_int.eq(wide("c_int")),
+            scale.eps_int.eq(wide("eps_int")),
+            scale.k_mult.eq(reg["k_mult"]),
+            scale.k_shift.eq(reg["k_shift"]),
+        ]
+        outs = []
+        for i in range(self.lanes):
+            lane = BHyTLane(fmt, c_width=len(scale.c))
+            m.submodules[f"lane{i}"] = lane
+            m.d.comb += [
+                lane.en.eq(pipe.ce),
+                lane.q.eq(q[i * IN_WIDTH:(i + 1) * IN_WIDTH].as_signed()),
+                lane.c.eq(scale.c),
+                lane.sh.eq(scale.sh),
+                lane.g.eq(g[i]),
+                lane.g_frac.eq(reg["g_frac"]),
+            ]
+            outs.append(lane.out)
+        return outs

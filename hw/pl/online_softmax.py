@@ -1,0 +1,651 @@
+"""Online-softmax normalizer kernel (the baseline SwiftMax replaces): two passes over a row buffer.
+
+Golden model: :func:`vckattn.golden.online_softmax_int.online_softmax_int` with
+``fmt.block == lanes``, bit for bit, one AXI4-Stream frame = one row ``(1, Sk)``. Register
+values come from :func:`vckattn.golden.online_softmax_int.online_softmax_registers`.
+
+Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`)
+----------------------------------------------------------------------
+* ``s_axis``: TDATA = ``lanes`` signed ``in_width``-bit scores (QKᵀ accumulators, saturated to
+  ``acc_bits`` = 24 inside), lane i in bits ``[in_width·i, in_width·(i+1))``; TUSER bit i = keep
+  flag of lane i (0 = masked, including the padding of a short last beat); TLAST = last beat
+  of a row. One beat = one golden block of ``lanes`` scores.
+* ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (UQ0.8), masked lanes 0; TUSER = the input
+  keep bits; TLAST on the last beat. Output frame r has as many beats as input frame r.
+
+Architecture (``F`` = t_frac = 12, ``S`` = golden ``NEG_SENTINEL``)
+-------------------------------------------------------------------
+**Pass 1** (13 stages, never stalls; input beats are admitted by ``s_axis_tready``, see below):
+
+====  =======================================================================================
+P1    ``acc`` saturated to 24 bits, ``prod = acc·a_mult`` (one multiply per lane)
+P2    ``u = (prod + 2^(a_shift-1)) >> a_shift`` (round half up, 0 for a_shift >= 48)
+P3    ``mb = max_lanes(keep ? ceil(u/2^F) : ceil(S/2^F))`` -- a masked lane contributes the
+      golden's sentinel, exactly as ``u_masked`` does in the golden model
+P4    running max ``m' = first ? mb : max(m, mb)`` and step ``d = m' - m`` (0 on the first beat)
+P5    ``t = u - m'·2^F`` (<= 0 for every kept lane), clamped to ``[-2^17, 0]`` (pow2 is 0 below);
+      the beat is written to the row buffer; ``t``'s fraction goes to the 2^f table
+P6-7  :class:`~vckattn.hw.pl.funcunits.Pow2FracUnit` (2 stages); shift amounts of ``pow2``
+P8    ``e = keep ? pow2(t) : 0`` with out_frac = sum_frac, golden ``pow2`` exactly (``cap``,
+      left shift by up to 5 bits for ``t > -5·2^F``, clip to 2^sum_frac)
+P9    ``s = Σ_lanes e``
+P10   ``l = (first ? 0 : l >> d) + s`` (floor rescale, ``d`` saturated: l >> 63 = 0)
+P11-  :class:`~vckattn.hw.pl.funcunits.RecipUnit` ``(r_mant, r_exp) = recip(l)`` after the
+P13   row's last beat; the row descriptor ``(r_mant, r_exp, zero, Σd, beats)`` is pushed into
+      a small FIFO (``zero`` = ``l == 0`` or the row overflowed the buffer)
+====  =======================================================================================
+
+A row that starts with fully masked beats gets ``m = ceil(S/2^F)`` from them, like the golden
+model (``max(S, ceil(S/2^F))``); ``l`` stays 0 until a kept key arrives, so the golden's
+``min(m' - m, 62)`` rescale of a zero sum needs no special case.
+
+*Masked keys versus padding*: the kernel cannot tell the padding lanes of a short last beat
+from masked keys (both have TUSER 0), so it computes ``online_softmax_int`` of the row padded
+with masked keys. Because the golden ``NEG_SENTINEL`` (-2^47) lies below every possible ``u``
+(``|u| < 2^46``), that equals the result for the unpadded row; the testbench checks it on every row.
+
+**Row buffer** (what is stored per beat): ``lanes × a`` with ``a = min(-t, 2^17 - 1)`` (17 bits),
+the ``lanes`` keep bits and ``step = min(d, 32)`` (6 bits). Pass 2 needs ``u - m_row·2^F`` where
+``m_row`` is the row's final max; since ``m_row - m'_b = Σ_{k>b} d_k``, it recomputes it as
+``t_row = -(a + min(32, Σ_row step - Σ_{k<=b} step)·2^F)``. This is exact: whenever ``a`` or the
+step sum saturates, ``t_row <= -2^17 + 1`` and ``pow2(t_row)`` (out_frac 15) is 0 in the
+golden model as well (any right shift >= 18 of the UQ1.15 mantissa rounds to 0). Storing
+``u`` itself would need 48 bits per element (the full range of ``acc·a_mult``).
+
+The buffer is one circular buffer of ``2·max_keys/lanes`` beats -- the two ping-pong row
+buffers, shared so that a short row never wastes a whole half: pass 1 of the next row(s)
+writes while pass 2 of the current row reads. ``s_axis_tready`` is low only when (a) the beat
+would be stored and all ``2·max_keys/lanes`` slots are taken (slots are freed as pass 2 reads
+them), or (b) the beat starts a row and ``max_rows`` rows are already between input and
+pass 2 (the descriptor FIFO is full). ``s_axis_tready`` is a function of flops only.
+
+**Pass 2** (8 stages + output skid buffer, :class:`~vckattn.hw.pl.pipeline.StallPipeline`,
+global stall from ``m_axis_tready``): once a row's descriptor is at the head of the FIFO, one
+beat per cycle is read back (S1: buffer read; S2: step prefix sum, ``D = min(32, Σd - prefix)``;
+S3: ``t = -(a + D·2^F)``; S4-5: 2^f table; S6: ``e2 = pow2(t)`` out_frac 15, clip 2^15;
+S7: ``e2·r_mant``; S8: ``p = keep & !zero ? clip(round_half_up(e2·r_mant >> (2 + r_exp)), 0,
+255) : 0`` (the shift is ``15 + 15 - sum_frac - out_frac + r_exp``; a negative shift would be a
+left shift and is supported for other formats). Backpressure stalls pass 2 only; pass 1 feels
+it through the buffer slots.
+
+Rows longer than ``max_keys`` (overflow)
+----------------------------------------
+Such a row is consumed completely, but only its first ``max_keys/lanes`` beats are stored:
+its output frame has the same number of beats as the input, every P is 0, TUSER is the
+stored keep bits for the first ``max_keys/lanes`` beats and 0 after them, and the read-only
+``overflow_rows`` counter (sticky error indication) increments. Other rows are unaffected.
+
+Performance (Verilator, ``test_throughput`` in :mod:`vckattn.sim.tb_online_softmax`)
+-------------------------------------------------------------------------------------
+* Throughput: ``lanes`` elements per cycle (1 beat/cycle) in steady state with no bubbles
+  between rows, for rows of 64 keys up to ``max_keys`` (measured 4.000 at lanes = 4 for
+  1024- and 64-key rows). Rows of a single beat run at about ``max_rows / 15`` beats per cycle
+  (0.53 with ``max_rows = 8``): a row holds a descriptor slot for ~15 cycles.
+* Latency, first input handshake to first output handshake: ``(beats - 1) + 24`` cycles,
+  i.e. 24 cycles after the row's last input beat (13 pass-1 stages, 2 in the descriptor FIFO,
+  1 issue, 8 pass-2 stages incl. the buffer read, 1 skid buffer) -- 279 cycles for a
+  1024-key row at lanes = 4. A softmax needs the whole row before its first output.
+* Storage: :func:`buffer_bits` = ``2·(max_keys/lanes)·(lanes·(17 + 1) + 6)`` bits (39,936 for
+  lanes = 4, max_keys = 1024: 1.5 RAMB36), plus the descriptor FIFO of ``max_rows + 1`` × 69
+  bits (LUTRAM).
+
+Registers (AXI4-Lite, 32-bit words; offsets from :func:`online_softmax_regmap`, checked
+against this table by ``tests/test_sim_online_softmax.py``)
+--------------------------------------------------------------------------------------------
+
+=============  ======  ======  ================================================================
+register       offset  access  meaning
+=============  ======  ======  ================================================================
+ID             0x00    ro      ``0x05F70001``
+VERSION        0x04    ro      1
+a_mult         0x08    rw s24  ``A·2^t_frac ≈ a_mult·2^-a_shift``, A = s_q s_k log2(e)/sqrt(d)
+a_shift        0x0C    rw u6   right shift of the score product (round half up; <= 62)
+rows           0x10    ro u32  rows output (m_axis TLAST handshakes) since reset
+overflow_rows  0x14    ro u32  rows longer than max_keys since reset (outputs zeroed); sticky error
+max_keys       0x18    ro u32  the build's ``max_keys`` (longest row handled exactly)
+=============  ======  ======  ================================================================
+
+Write ``a_mult``/``a_shift`` while the kernel is idle (between rows in flight).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed, unsigned
+from amaranth.lib import data, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+
+from vckattn.golden.funcunits import Pow2Config
+from vckattn.golden.online_softmax_int import NEG_SENTINEL, OnlineSoftmaxFormat
+
+from .axil import Reg, RegisterFile, RegisterMap, axil_members
+from .funcunits import Pow2FracUnit, RecipUnit
+from .pipeline import StallPipeline, axis_port
+
+__all__ = [
+    "ONLINE_SOFTMAX_ID",
+    "OnlineSoftmaxGeometry",
+    "OnlineSoftmaxKernel",
+    "buffer_bits",
+    "online_softmax_regmap",
+]
+
+ONLINE_SOFTMAX_ID = 0x05F70001
+IN_WIDTH = 32
+#: Pass-1 stages from the input handshake to the descriptor push.
+PASS1_LATENCY = 13
+#: Pass-2 stage registers (the output skid buffer adds one more cycle).
+PASS2_LATENCY = 8
+
+
+def _ceil_shift(x: int, f: int) -> int:
+    return -((-x) >> f)
+
+
+@dataclass(frozen=True)
+class OnlineSoftmaxGeometry:
+    """Widths and sizes derived from ``(lanes, max_keys, fmt)`` (all Python ints)."""
+
+    lanes: int
+    max_keys: int
+    fmt: OnlineSoftmaxFormat
+
+    def __post_init__(self) -> None:
+        if self.lanes < 1:
+            raise ValueError("lanes must be >= 1")
+        if self.max_keys < self.lanes or self.max_keys % self.lanes:
+            raise ValueError(f"max_keys ({self.max_keys}) must be a positive multiple of lanes ({self.lanes})")
+        if self.max_keys > self.fmt.max_keys():
+            raise ValueError(f"max_keys {self.max_keys} exceeds the format's {self.fmt.max_keys()} (sum_bits)")
+        if self.fmt.pow2.in_frac != self.fmt.t_frac:
+            raise ValueError("the 2^f unit's in_frac must equal t_frac")
+
+    @property
+    def max_beats(self) -> int:
+        return self.max_keys // self.lanes
+
+    @property
+    def depth(self) -> int:
+        """Row buffer depth in beats (two rows of ``max_keys``)."""
+        return 2 * self.max_beats
+
+    @property
+    def prod_range(self) -> tuple[int, int]:
+        f = self.fmt
+        acc = (-(1 << (f.acc_bits - 1)), (1 << (f.acc_bits - 1)) - 1)
+        mul = (-(1 << (f.a_bits - 1)), (1 << (f.a_bits - 1)) - 1)
+        ps = [x * y for x in acc for y in mul]
+        return min(ps), max(ps)
+
+    @property
+    def u_zero_shift(self) -> int:
+        """Smallest a_shift for which round_half_up(prod >> a_shift) is 0 for every prod."""
+        lo, hi = self.prod_range
+        s = 1
+        while not (-(1 << (s - 1)) <= lo and hi < (1 << (s - 1))):
+            s += 1
+        return s
+
+    @property
+    def sentinel_ceil(self) -> int:
+        return _ceil_shift(NEG_SENTINEL, self.fmt.t_frac)
+
+    @property
+    def m_range(self) -> tuple[int, int]:
+        lo, hi = self.prod_range
+        f = self.fmt.t_frac
+        return min(self.sentinel_ceil, _ceil_shift(lo, f)), max(self.sentinel_ceil, _ceil_shift(hi, f))
+
+    @property
+    def pow2_zero_shift(self) -> int:
+        """Right shift from which golden ``pow2`` rounds the UQ1.out_frac mantissa (<= 2^(cf+1)) to 0."""
+        return self.fmt.pow2.out_frac + 3
+
+    @property
+    def step_max(self) -> int:
+        """Saturation of the per-beat max step / of ``m_row - m'_b`` in pass 2 (a power of two).
+
+        ``t <= -step_max·2^F`` must give pow2 = 0 in pass 2 (out_frac = pow2.out_frac) and in
+        pass 1 (out_frac = sum_frac): right shifts of at least ``pow2.out_frac + 3``.
+        """
+        s = 1
+        while s < max(self.pow2_zero_shift, self.fmt.sum_frac + 3):
+            s *= 2
+        return s
+
+    @property
+    def step_bits(self) -> int:
+        return self.step_max.bit_length()
+
+    @property
+    def a_bits(self) -> int:
+        """Bits of the stored ``a = min(-t, 2^a_bits - 1)``."""
+        return self.fmt.t_frac + self.step_max.bit_length() - 1
+
+    @property
+    def word_bits(self) -> int:
+        """Row buffer word (one beat): lanes × (a + keep) + step."""
+        return self.lanes * (self.a_bits + 1) + self.step_bits
+
+    @property
+    def l_bits(self) -> int:
+        """Width of the running sum: holds ``max_keys · 2^sum_frac``."""
+        return (self.max_keys << self.fmt.sum_frac).bit_length()
+
+    @property
+    def total_bits(self) -> int:
+        return (self.step_max * self.max_beats).bit_length()
+
+
+def buffer_bits(lanes: int, max_keys: int = 1024, fmt: OnlineSoftmaxFormat | None = None) -> int:
+    """Row buffer bits (both halves of the ping-pong/circular buffer) of :class:`OnlineSoftmaxKernel`."""
+    fmt = replace(fmt or OnlineSoftmaxFormat(), block=lanes)
+    g = OnlineSoftmaxGeometry(lanes, max_keys, fmt)
+    return g.depth * g.word_bits
+
+
+def online_softmax_regmap(max_keys: int) -> RegisterMap:
+    """The kernel's register map (see the module docstring)."""
+    return RegisterMap(
+        [
+            Reg("a_mult", 24, signed=True, doc="A·2^t_frac ≈ a_mult·2^-a_shift (s24)"),
+            Reg("a_shift", 6, doc="right shift of acc·a_mult, round half up (0..62)"),
+            Reg("rows", 32, access="ro", doc="rows output (m_axis TLAST handshakes) since reset"),
+            Reg("overflow_rows", 32, access="ro", doc="rows longer than max_keys since reset (their P are 0)"),
+            Reg("max_keys", 32, access="ro", reset=max_keys, doc="longest row handled (build constant)"),
+        ],
+        ident=ONLINE_SOFTMAX_ID,
+        version=1,
+    )
+
+
+def _pow2_shifts(m: Module, n: Value, cfg: Pow2Config, out_frac: int, out_max: int,
+                 name: str) -> tuple[Signal, Signal]:
+    """Golden ``pow2`` shift for integer exponent part ``n`` as (left, right) amounts.
+
+    ``shift = cfg.out_frac - min(n + out_frac, cap)``; shifts >= ``cfg.out_frac + 3`` all give 0
+    (the mantissa is <= 2^(cfg.out_frac + 1)), so the right amount saturates there.
+    """
+    cap = out_max.bit_length() + 1
+    cf = cfg.out_frac
+    zero_s = cf + 3
+    s_lo = cf - cap
+    left = Signal(range(max(-s_lo, 1) + 1), name=f"{name}_sl")
+    right = Signal(range(zero_s + 1), name=f"{name}_sr")
+    nn = Signal(signed(len(n) + 2), name=f"{name}_nn")
+    s = Signal(signed(max((zero_s + 1).bit_length(), (-s_lo).bit_length()) + 2), name=f"{name}_s")
+    m.d.comb += nn.eq(n + out_frac)
+    with m.If(nn >= cap):
+        m.d.comb += s.eq(s_lo)
+    with m.Elif(nn <= cf - zero_s):
+        m.d.comb += s.eq(zero_s)
+    with m.Else():
+        m.d.comb += s.eq(cf - nn)
+    m.d.comb += [left.eq(Mux(s < 0, -s, 0)), right.eq(Mux(s > 0, s, 0))]
+    return left, right
+
+
+def _shift_half_up(x: Value, left: Value, right: Value) -> Value:
+    """``shift_round(x, right - left, "half_up")`` for unsigned x with one of left/right zero."""
+    return ((x << left) + ((1 << right) >> 1)) >> right
+
+
+class OnlineSoftmaxKernel(wiring.Component):
+    """Online-softmax normalizer (Softermax-style two-pass), ``lanes`` scores per beat.
+
+    Ports: ``s_axis_tdata[lanes*in_width]``, ``s_axis_tuser[lanes]``, ``s_axis_tlast``,
+    ``s_axis_tvalid``, ``s_axis_tready``; ``m_axis_tdata[lanes*8]``, ``m_axis_tuser[lanes]``,
+    ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``; AXI4-Lite ``s_axil_*``; ``clk``, ``rst``.
+
+    Args:
+        lanes: Scores per beat (= the golden ``block``).
+        max_keys: Longest row handled exactly (a multiple of ``lanes``); the row buffer holds
+            two such rows.
+        in_width: Input score width (signed; saturated to ``fmt.acc_bits``).
+        max_rows: Rows that may be between the input and pass 2 at once (descriptor FIFO).
+        fmt: Golden format (``block`` is set to ``lanes``).
+    """
+
+    def __init__(self, lanes: int = 4, max_keys: int = 1024, in_width: int = IN_WIDTH, *, max_rows: int = 8,
+                 fmt: OnlineSoftmaxFormat | None = None) -> None:
+        fmt = replace(fmt or OnlineSoftmaxFormat(), block=lanes)
+        self.geom = OnlineSoftmaxGeometry(lanes, max_keys, fmt)  # validates lanes/max_keys/fmt
+        if in_width < 2 or max_rows < 1:
+            raise ValueError("need in_width >= 2 and max_rows >= 1")
+        self.lanes, self.max_keys, self.in_width, self.max_rows = lanes, max_keys, in_width, max_rows
+        self.fmt = fmt
+        self.regmap = online_softmax_regmap(max_keys)
+        self.regfile = RegisterFile(self.regmap)
+        super().__init__({
+            **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes),
+            **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=lanes),
+            **axil_members("s_axil", self.regmap.addr_width),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        g, fmt, n = self.geom, self.fmt, self.lanes
+        F, iw = fmt.t_frac, self.in_width
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        a_mult, a_shift = regs.reg["a_mult"], regs.reg["a_shift"]
+
+        def R(value: object, name: str, *, reset: bool = False) -> Signal:
+            """Free-running pass-1 register (no stall)."""
+            v = Value.cast(value)
+            r = Signal(v.shape(), name=name, reset_less=not reset)
+            m.d.sync += r.eq(v)
+            return r
+
+        def chain(value: object, name: str, stages: int, *, reset: bool = False) -> list[Value]:
+            out = [Value.cast(value)]
+            for k in range(1, stages + 1):
+                out.append(R(out[-1], f"{name}{k}", reset=reset))
+            return out
+
+        # ------------------------------------------------------------------ storage
+        word = data.StructLayout({
+            "a": data.ArrayLayout(unsigned(g.a_bits), n),
+            "keep": unsigned(n),
+            "step": unsigned(g.step_bits),
+        })
+        assert word.size == g.word_bits
+        m.submodules.rowbuf = rowbuf = Memory(shape=word, depth=g.depth, init=[])
+        wport = rowbuf.write_port()
+        rport = rowbuf.read_port(domain="sync")
+        lmax_exp = g.l_bits
+        desc = data.StructLayout({
+            "rmant": unsigned(fmt.recip.out_frac + 2),
+            "rexp": Shape.cast(range(lmax_exp)),
+            "zero": unsigned(1),
+            "total": unsigned(g.total_bits),
+            "beats": unsigned(32),
+        })
+        m.submodules.dfifo = dfifo = SyncFIFOBuffered(width=desc.size, depth=self.max_rows + 1)
+
+        def wrap_inc(p: Signal) -> Value:
+            return Mux(p == g.depth - 1, 0, p + 1)
+
+        # ------------------------------------------------------------------ input admission
+        in_row = Signal()  # a beat of the current row was accepted, its TLAST not yet
+        idx0 = Signal(range(g.max_beats + 1))  # beats of the current row accepted, saturating
+        rif = Signal(range(self.max_rows + 1))  # rows admitted whose descriptor is not yet popped
+        reserved = Signal(range(g.depth + 1))  # row buffer slots taken (admitted beats not yet read)
+        store0 = Signal()
+        first0 = Signal()
+        tready = Signal()
+        in_fire = Signal()
+        m.d.comb += [
+            store0.eq(idx0 < g.max_beats),
+            first0.eq(~in_row),
+            tready.eq((in_row | (rif < self.max_rows)) & (~store0 | (reserved < g.depth))),
+            self.s_axis_tready.eq(tready),
+            in_fire.eq(self.s_axis_tvalid & tready),
+        ]
+        with m.If(in_fire):
+            m.d.sync += [
+                in_row.eq(~self.s_axis_tlast),
+                idx0.eq(Mux(self.s_axis_tlast, 0, Mux(store0, idx0 + 1, idx0))),
+            ]
+
+        # ------------------------------------------------------------------ pass 1
+        v = chain(in_fire, "p1_valid", PASS1_LATENCY, reset=True)
+        first = chain(first0, "p1_first", 9)
+        last = chain(self.s_axis_tlast, "p1_last", 9)
+        store = chain(store0, "p1_store", 5)
+        keep = chain(self.s_axis_tuser, "p1_keep", 8)
+
+        # P1: saturate, multiply
+        amax = (1 << (fmt.acc_bits - 1)) - 1
+        lo, hi = g.prod_range
+        prod_shape = Shape.cast(range(lo, hi + 1))
+        prod1 = []
+        for i in range(n):
+            x = self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed()
+            sat = Signal(signed(fmt.acc_bits), name=f"p1_sat{i}")
+            m.d.comb += sat.eq(Mux(x > amax, amax, Mux(x < -amax - 1, -amax - 1, x)))
+            p = Signal(prod_shape, name=f"p1_prod{i}", reset_less=True)
+            m.d.sync += p.eq(sat * a_mult)
+            prod1.append(p)
+
+        # P2: u = round_half_up(prod >> a_shift)
+        u2 = []
+        for i in range(n):
+            full = Signal(signed(len(prod1[i]) + 2), name=f"p1_usum{i}")
+            m.d.comb += full.eq((prod1[i] + ((1 << a_shift) >> 1)) >> a_shift)
+            u = Signal(prod_shape, name=f"p1_u2_{i}", reset_less=True)
+            m.d.sync += u.eq(Mux(a_shift >= g.u_zero_shift, 0, full))
+            u2.append(u)
+
+        # P3: block max of ceil(u / 2^F) over lanes, masked lanes = ceil(S / 2^F)
+        m_lo, m_hi = g.m_range
+        m_shape = Shape.cast(range(m_lo, m_hi + 1))
+        cands = []
+        for i in range(n):
+            c = Signal(m_shape, name=f"p1_ceil{i}")
+            m.d.comb += c.eq(Mux(keep[2][i], (u2[i] + ((1 << F) - 1)) >> F, g.sentinel_ceil))
+            cands.append(c)
+        while len(cands) > 1:
+            nxt = []
+            for j in range(0, len(cands) - 1, 2):
+                mx = Signal(m_shape, name=f"p1_max{len(cands)}_{j}")
+                m.d.comb += mx.eq(Mux(cands[j] >= cands[j + 1], cands[j], cands[j + 1]))
+                nxt.append(mx)
+            if len(cands) % 2:
+                nxt.append(cands[-1])
+            cands = nxt
+        mb3 = R(cands[0], "p1_mb3")
+        u3 = [R(u2[i], f"p1_u3_{i}") for i in range(n)]
+
+        # P4: running max and step (state: only updated by valid beats)
+        m4 = Signal(m_shape, name="p1_m4")
+        d4 = Signal(range(64), name="p1_d4")
+        diff = Signal(signed(m_shape.width + 2), name="p1_mdiff")
+        m.d.comb += diff.eq(mb3 - m4)
+        with m.If(v[3]):
+            m.d.sync += [
+                m4.eq(Mux(first[3] | (diff > 0), mb3, m4)),
+                d4.eq(Mux(first[3] | (diff <= 0), 0, Mux(diff >= 63, 63, diff))),
+            ]
+        u4 = [R(u3[i], f"p1_u4_{i}") for i in range(n)]
+
+        # P5: t = u - m'·2^F; step prefix sum; row buffer write; 2^f table input
+        # Kept lanes have t <= 0; t <= -2^a_bits gives pow2 = 0 here and in pass 2, so t is
+        # clamped to [-2^a_bits, 0] (masked lanes: don't care).
+        t_min = -(1 << g.a_bits)
+        t5 = []
+        for i in range(n):
+            tf = Signal(signed(len(u4[i]) + m_shape.width + F + 2), name=f"p1_tfull{i}")
+            m.d.comb += tf.eq(u4[i] - (m4 << F))
+            tc = Signal(range(t_min, 1), name=f"p1_tclamp{i}")
+            m.d.comb += tc.eq(Mux(tf < t_min, t_min, Mux(tf > 0, 0, tf)))
+            t5.append(R(tc, f"p1_t5_{i}"))
+        step5 = R(Mux(d4 > g.step_max, g.step_max, d4), "p1_step5")
+        pfx5 = Signal(range(g.step_max * g.max_beats + 1), name="p1_prefix5")
+        with m.If(v[4]):
+            m.d.sync += pfx5.eq(Mux(first[4], 0, pfx5) + Mux(d4 > g.step_max, g.step_max, d4))
+        wr_ptr = Signal(range(g.depth), name="wr_ptr")
+        amax_st = (1 << g.a_bits) - 1
+        for i in range(n):
+            neg = Signal(signed(len(t5[i]) + 1), name=f"p1_negt{i}")
+            m.d.comb += neg.eq(-t5[i])
+            m.d.comb += wport.data.a[i].eq(Mux(neg < 0, 0, Mux(neg > amax_st, amax_st, neg)))
+        m.d.comb += [
+            wport.data.keep.eq(keep[5]),
+            wport.data.step.eq(step5),
+            wport.addr.eq(wr_ptr),
+            wport.en.eq(v[5] & store[5]),
+        ]
+        with m.If(v[5] & store[5]):
+            m.d.sync += wr_ptr.eq(wrap_inc(wr_ptr))
+
+        # P6-P8: 2^f, shift, mask
+        sum_max = 1 << fmt.sum_frac
+        e8 = []
+        for i in range(n):
+            pu = Pow2FracUnit(fmt.pow2)
+            m.submodules[f"p1_pow2_{i}"] = pu
+            m.d.comb += [pu.en.eq(1), pu.f.eq(t5[i][:F])]
+            sl, sr = _pow2_shifts(m, t5[i] >> F, fmt.pow2, fmt.sum_frac, sum_max, f"p1_{i}")
+            sl7 = R(R(sl, f"p1_sl6_{i}"), f"p1_sl7_{i}")
+            sr7 = R(R(sr, f"p1_sr6_{i}"), f"p1_sr7_{i}")
+            q = Signal(unsigned(len(pu.m) + len(sl7) + 2 ** len(sl7)), name=f"p1_q{i}")
+            m.d.comb += q.eq(_shift_half_up(pu.m, sl7, sr7))
+            e = Signal(range(sum_max + 1), name=f"p1_e8_{i}", reset_less=True)
+            m.d.sync += e.eq(Mux(keep[7][i], Mux(q > sum_max, sum_max, q), 0))
+            e8.append(e)
+
+        # P9: lane sum;  P10: l = (l >> d) + s
+        s9 = R(sum(e8[1:], e8[0]), "p1_s9")
+        d = chain(d4, "p1_d", 5)  # d[5] = d9 (d4 is stage 4)
+        d9 = d[5]
+        lsum = Signal(g.l_bits, name="p1_l")
+        cnt = Signal(32, name="p1_beats")
+        with m.If(v[9]):
+            m.d.sync += [
+                lsum.eq(Mux(first[9], 0, lsum >> d9) + s9),
+                cnt.eq(Mux(first[9], 1, cnt + 1)),
+            ]
+        rd10 = R(v[9] & last[9], "p1_rowdone10", reset=True)
+        tot = chain(pfx5, "p1_tot", 8)  # tot[5] = stage 10, tot[8] = stage 13
+
+        # P11-P13: reciprocal, descriptor
+        m.submodules.recip = rcp = RecipUnit(fmt.recip, in_width=g.l_bits)
+        m.d.comb += [rcp.en.eq(1), rcp.x.eq(lsum)]
+        rd = chain(rd10, "p1_rowdone1", 3, reset=True)
+        z11 = R((lsum == 0) | (cnt > g.max_beats), "p1_zero11")
+        z13 = R(R(z11, "p1_zero12"), "p1_zero13")
+        nb13 = R(R(R(cnt, "p1_nb11"), "p1_nb12"), "p1_nb13")
+        wdesc = data.View(desc, dfifo.w_data)
+        m.d.comb += [
+            wdesc.rmant.eq(rcp.mant),
+            wdesc.rexp.eq(rcp.exp),
+            wdesc.zero.eq(z13),
+            wdesc.total.eq(tot[8]),
+            wdesc.beats.eq(nb13),
+            dfifo.w_en.eq(rd[3]),
+        ]
+        overflow_rows = Signal(32)
+        with m.If(rd[3] & (nb13 > g.max_beats)):
+            m.d.sync += overflow_rows.eq(overflow_rows + 1)
+        m.d.comb += regs.reg["overflow_rows"].eq(overflow_rows)
+
+        # ------------------------------------------------------------------ pass 2
+        ob = fmt.out_bits
+        m.submodules.pipe = pipe = StallPipeline(PASS2_LATENCY, n * ob, user_width=n, user_passthrough=False)
+        ce = pipe.ce
+        head = data.View(desc, dfifo.r_data)
+        idx = Signal(32, name="p2_idx")
+        rd_ptr = Signal(range(g.depth), name="rd_ptr")
+        last0 = Signal()
+        stored0 = Signal()
+        m.d.comb += [
+            last0.eq(idx == head.beats - 1),
+            stored0.eq(idx < g.max_beats),
+            pipe.in_valid.eq(dfifo.r_rdy),
+            pipe.in_last.eq(last0),
+            dfifo.r_en.eq(pipe.in_fire & last0),
+            rport.addr.eq(rd_ptr),
+            rport.en.eq(ce),
+            self.m_axis_tdata.eq(pipe.m_axis_tdata),
+            self.m_axis_tuser.eq(pipe.m_axis_tuser),
+            self.m_axis_tvalid.eq(pipe.m_axis_tvalid),
+            self.m_axis_tlast.eq(pipe.m_axis_tlast),
+            pipe.m_axis_tready.eq(self.m_axis_tready),
+        ]
+        with m.If(pipe.in_fire):
+            m.d.sync += idx.eq(Mux(last0, 0, idx + 1))
+        issue_stored = Signal()
+        m.d.comb += issue_stored.eq(pipe.in_fire & stored0)
+        with m.If(issue_stored):
+            m.d.sync += rd_ptr.eq(wrap_inc(rd_ptr))
+
+        # admission bookkeeping (pass 1 and pass 2 both touch the counters)
+        pop = Signal()
+        m.d.comb += pop.eq(dfifo.r_en & dfifo.r_rdy)
+        m.d.sync += [
+            rif.eq(rif + (in_fire & first0) - pop),
+            reserved.eq(reserved + (in_fire & store0) - issue_stored),
+        ]
+
+        # S1: buffer word; row constants ride along
+        stored1 = pipe.reg(m, stored0, "p2_stored1")
+        first1 = pipe.reg(m, idx == 0, "p2_first1")
+        zero1 = pipe.reg(m, head.zero, "p2_zero1")
+        rmant1 = pipe.reg(m, head.rmant, "p2_rmant1")
+        rexp1 = pipe.reg(m, head.rexp, "p2_rexp1")
+        tot1 = pipe.reg(m, head.total, "p2_tot1")
+        keep1 = Signal(n, name="p2_keep1")
+        m.d.comb += keep1.eq(Mux(stored1, rport.data.keep, 0))
+
+        # S2: prefix of steps, D = min(step_max, total - prefix)
+        pfx = Signal(range(g.step_max * g.max_beats + 1), name="p2_prefix")
+        pfx_n = Signal.like(pfx, name="p2_prefix_next")
+        m.d.comb += pfx_n.eq(Mux(first1, 0, pfx) + rport.data.step)
+        with m.If(ce & pipe.valid[1]):
+            m.d.sync += pfx.eq(pfx_n)
+        rem = Signal(signed(len(pfx) + 2), name="p2_rem")
+        m.d.comb += rem.eq(tot1 - pfx_n)
+        dd2 = pipe.reg(m, Mux(rem < 0, 0, Mux(rem > g.step_max, g.step_max, rem)).as_unsigned()[:g.step_bits],
+                       "p2_D2")
+        a2 = [pipe.reg(m, rport.data.a[i], f"p2_a2_{i}") for i in range(n)]
+        keep2 = pipe.reg(m, keep1, "p2_keep2")
+
+        def carry(sig: Value, name: str, frm: int, to: int) -> Value:
+            for k in range(frm + 1, to + 1):
+                sig = pipe.reg(m, sig, f"{name}{k}")
+            return sig
+
+        # S3: t = -(a + D·2^F)
+        t3 = []
+        for i in range(n):
+            t = Signal(signed(g.a_bits + 3), name=f"p2_t3_{i}")
+            m.d.comb += t.eq(-(a2[i] + (dd2 << F)))
+            t3.append(pipe.reg(m, t, f"p2_t3r_{i}"))
+
+        # S4-S5: 2^f table; S6: e2 = pow2(t), out_frac = pow2.out_frac, clip 2^out_frac
+        cf = fmt.pow2.out_frac
+        e6 = []
+        for i in range(n):
+            pu = Pow2FracUnit(fmt.pow2)
+            m.submodules[f"p2_pow2_{i}"] = pu
+            m.d.comb += [pu.en.eq(ce), pu.f.eq(t3[i][:F])]
+            sl, sr = _pow2_shifts(m, t3[i] >> F, fmt.pow2, cf, 1 << cf, f"p2_{i}")
+            sl5 = carry(sl, f"p2_sl{i}_", 3, 5)
+            sr5 = carry(sr, f"p2_sr{i}_", 3, 5)
+            q = Signal(unsigned(len(pu.m) + 2 ** len(sl5) + 1), name=f"p2_q{i}")
+            m.d.comb += q.eq(_shift_half_up(pu.m, sl5, sr5))
+            e6.append(pipe.reg(m, Mux(q > (1 << cf), 1 << cf, q)[:cf + 1], f"p2_e6_{i}"))
+
+        # S7: e2 · r_mant;  S8: round, clip, mask
+        rmant6 = carry(rmant1, "p2_rmant", 1, 6)
+        rexp7 = carry(rexp1, "p2_rexp", 1, 7)
+        zero7 = carry(zero1, "p2_zero", 1, 7)
+        keep7 = carry(keep2, "p2_keep", 2, 7)
+        prod7 = [pipe.reg(m, e6[i] * rmant6, f"p2_prod7_{i}") for i in range(n)]
+        c_shift = fmt.pow2.out_frac + fmt.recip.out_frac - fmt.sum_frac - fmt.out_frac
+        right = Signal(range(max(c_shift, 0) + lmax_exp + 1), name="p2_right")
+        if c_shift >= 0:
+            left: Value = Const(0, 1)
+            m.d.comb += right.eq(rexp7 + c_shift)
+        else:  # only for l < 2^-c_shift (r_exp < -c_shift): general formats
+            left = Signal(range(-c_shift + 1), name="p2_left")
+            m.d.comb += [right.eq(Mux(rexp7 >= -c_shift, rexp7 + c_shift, 0)),
+                         left.eq(Mux(rexp7 < -c_shift, -c_shift - rexp7, 0))]
+        outs = []
+        for i in range(n):
+            q = Signal(unsigned(len(prod7[i]) + 2 ** len(left) + 1), name=f"p2_pq{i}")
+            m.d.comb += q.eq(_shift_half_up(prod7[i], left, right))
+            p = Mux(q > fmt.out_max, fmt.out_max, q)[:ob]
+            outs.append(pipe.reg(m, Mux(keep7[i] & ~zero7, p, 0), f"p2_p8_{i}"))
+        keep8 = pipe.reg(m, keep7, "p2_keep8")
+        m.d.comb += [pipe.out_data.eq(Cat(*outs)), pipe.out_user.eq(keep8)]
+
+        # status
+        rows = Signal(32)
+        with m.If(self.m_axis_tvalid & self.m_axis_tready & self.m_axis_tlast):
+            m.d.sync += rows.eq(rows + 1)
+        m.d.comb += regs.reg["rows"].eq(rows)
+        return m

@@ -1,0 +1,345 @@
+"""Token-buffered two-pass engine shared by the norm kernels that reduce their own input.
+
+:class:`~vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (BHyT site A, exact statistic) and
+:class:`~vckattn.hw.pl.rmsnorm.RMSNormKernel` (the RMSNorm baseline) both need the statistic
+``S = Σ q²`` of a whole token before its first output element can be computed. This module
+holds everything they share; a kernel only supplies its register map and its per-beat
+datapath (a scale unit fed with ``S`` and one lane per element, from
+:mod:`~vckattn.hw.pl.norm_lanes`).
+
+Architecture
+------------
+::
+
+               pass 1 (writer)                                pass 2 (reader)
+    s_axis ──► S += Σ_lanes q²  ──► token memory ──► beat issue ──► StallPipeline ──► m_axis
+               store beat b          2 buffers        (b, S[buf])    scale unit (S)
+               at TLAST: S[buf],     (ping-pong)                     q delay line
+               last[buf], full[buf]                                  γ read ports → lanes
+
+* **Token memory**: one simple dual-port RAM of ``2 · max_d/lanes`` words × ``8·lanes`` bits
+  (one beat per word): buffer 0 at word addresses ``[0, max_d/lanes)``, buffer 1 after it.
+  The writer owns buffer ``wsel``, the reader buffer ``rsel``; ``full[k]`` says buffer ``k``
+  holds a complete token that pass 2 has not finished issuing.
+* **Pass 1** (writer): ``s_axis_tready = ~full[wsel]``. Each accepted beat is written to word
+  ``b`` of buffer ``wsel`` and ``Σ_lanes q²`` is added to the accumulator. At TLAST the
+  token's ``S``, its last beat index and ``full[wsel] = 1`` are stored with that buffer and
+  the writer switches to the other buffer (it waits there while that one is still full).
+* **Pass 2** (reader): while ``full[rsel]``, one beat per cycle of buffer ``rsel`` is issued
+  into a :class:`~vckattn.hw.pl.pipeline.StallPipeline` (its "input beat" is the issue, not
+  ``s_axis``): stage 0 carries the beat index ``b``, ``S[rsel]`` (to the scale unit, with
+  *every* beat, so the scale arrives aligned with each beat) and the token-memory read
+  address; the read data (the beat's ``q``) is stage 1 and is delayed to the stage where the
+  scale unit's output appears (``scale_latency``); the ``γ`` read ports (address
+  ``b·lanes + i`` from the delayed beat index) are that stage too; the lanes follow. Issuing
+  the last beat clears ``full[rsel]`` and switches ``rsel``.
+* Because the token memory is read at issue time (stage 0), a buffer can be refilled from
+  the cycle after its last beat was issued, whatever the stalls downstream.
+* **Overlap / throughput**: pass 1 of token t+1 (into one buffer) runs while pass 2 of token
+  t streams from the other, so with the sink ready and the source never idle the kernel
+  takes and delivers one beat (``lanes`` elements) per cycle in steady state for tokens of
+  one length ``d`` — any ``d``, single-beat tokens included (measured). With two buffers (not
+  a FIFO), when a token of ``n`` beats follows one of ``m > n`` beats the writer finishes it
+  before the reader has freed the other buffer and ``s_axis_tready`` drops for about
+  ``m - n`` cycles. A token's pass 2 can only start after its TLAST, so a single token sees
+  a latency of its own length (below).
+* **Backpressure**: the global stall ``ce`` of the StallPipeline stops the reader and every
+  pass-2 register; the writer stops when both buffers are full. No element is lost,
+  duplicated or reordered: tokens leave in arrival order (the buffers alternate).
+
+Framing and token length
+------------------------
+One token per frame on both streams (:mod:`vckattn.sim.kernel_tb` contract): element ``j``
+in lane ``j % lanes`` of beat ``j // lanes``, TLAST on the last beat; each output frame has
+exactly the beats of its input frame. The token length ``d`` is **inferred from TLAST** (no
+``d`` register), so tokens of different lengths may follow each other. ``d`` need not be a
+multiple of ``lanes``: the last beat is then padded, and **padding lanes must be zero**
+(they are summed into ``S``; the test harness packs zeros there); their outputs are
+don't-care. The input carries no TUSER (no masks).
+
+Tokens longer than ``max_d`` are truncated: beats beyond ``max_d/lanes`` are accepted and
+dropped (not stored, not summed); the output frame then has ``max_d/lanes`` beats and is the
+norm of the first ``max_d`` elements. Such frames are counted in the ``overlong`` status
+register. ``max_d`` must be a multiple of ``lanes``.
+
+Latency
+-------
+With pipeline depth ``L = scale_latency + lane_latency`` stage registers and the output skid
+buffer: a token of ``n = ceil(d/lanes)`` beats whose beats arrive back to back (and finds a
+free buffer and an idle reader) has its first output handshake ``n + L + 1`` cycles after its
+first input handshake (the last beat enters at cycle ``n - 1``; issue starts at ``n``; L
+stages; skid buffer). The kernel's :attr:`TokenNormKernel.LATENCY` is ``L``.
+
+Storage
+-------
+:func:`token_buffer_bits`: ``2 · max_d · 8`` bits of token memory (the ping-pong buffers).
+Besides: per buffer ``S`` (``⌈log2(max_d·2^14 + 1)⌉`` bits) and the last beat index; the
+accumulator; the pipeline's delay lines (``q``: ``(scale_latency - 1) · 8·lanes`` bits); the
+``γ`` memory (``max_d × 16`` bits of parameters, not data); the 2-beat skid buffer.
+
+Status registers every engine kernel has (ro, after its own registers): ``tokens`` — input
+frames (TLAST handshakes) accepted since reset; ``overlong`` — input frames longer than
+``max_d`` (truncated) since reset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, unsigned
+from amaranth.lib import memory, wiring
+
+from vckattn.golden.bhyt_int import NormFormat
+
+from .axil import AXIL_DATA_WIDTH, Mem, Reg, RegisterFile, RegisterMap, axil_members
+from .pipeline import StallPipeline, axis_port
+
+__all__ = ["IN_WIDTH", "TokenNormKernel", "check_g_frac", "engine_regmap", "stat_bits_needed", "token_buffer_bits",
+           "wide_names", "wide_regs", "wide_values"]
+
+IN_WIDTH = 8  # int8 input elements
+
+
+def token_buffer_bits(lanes: int, max_d: int) -> int:
+    """Bits of the ping-pong token memory: two buffers of ``max_d`` int8 elements."""
+    _check_geometry(lanes, max_d)
+    return 2 * max_d * IN_WIDTH
+
+
+def stat_bits_needed(max_d: int) -> int:
+    """Bits of ``S = Σ q²`` over at most ``max_d`` int8 values (``|q| <= 128``)."""
+    return (max_d * (1 << 14)).bit_length()
+
+
+def _check_geometry(lanes: int, max_d: int) -> None:
+    if lanes < 1 or max_d < 1:
+        raise ValueError(f"lanes and max_d must be >= 1 (got {lanes}, {max_d})")
+    if max_d % lanes:
+        raise ValueError(f"max_d ({max_d}) must be a multiple of lanes ({lanes})")
+
+
+def wide_regs(name: str, bits: int, doc: str) -> list[Reg]:
+    """A ``bits``-wide value as one register (<= 32 bits) or ``_lo`` (32 bits) + ``_hi`` words."""
+    if bits <= AXIL_DATA_WIDTH:
+        return [Reg(name, bits, doc=doc)]
+    if bits > 2 * AXIL_DATA_WIDTH:
+        raise ValueError(f"{name}: {bits} bits do not fit two 32-bit registers")
+    return [Reg(f"{name}_lo", AXIL_DATA_WIDTH, doc=f"{doc}, bits [31:0]"),
+            Reg(f"{name}_hi", bits - AXIL_DATA_WIDTH, doc=f"{doc}, bits [{bits - 1}:32]")]
+
+
+def wide_names(name: str, bits: int) -> list[str]:
+    return [name] if bits <= AXIL_DATA_WIDTH else [f"{name}_lo", f"{name}_hi"]
+
+
+def wide_values(name: str, value: int, bits: int) -> dict[str, int]:
+    """``{register word name: value}`` of a ``bits``-wide unsigned value (see :func:`wide_regs`)."""
+    value = int(value)
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{name} = {value} does not fit {bits} unsigned bits")
+    names = wide_names(name, bits)
+    if len(names) == 1:
+        return {name: value}
+    return {names[0]: value & 0xFFFFFFFF, names[1]: value >> AXIL_DATA_WIDTH}
+
+
+def check_g_frac(g_frac: int) -> int:
+    """The kernels' ``g_frac`` register is unsigned 5-bit: the golden register must be in [0, 31]."""
+    if not 0 <= int(g_frac) <= 31:
+        raise ValueError(f"g_frac = {g_frac} outside the 5-bit register range [0, 31] "
+                         "(choose s_out so that max|gamma/s_out| is in [2^-16, 2^15))")
+    return int(g_frac)
+
+
+def engine_regmap(own_regs: Sequence[Reg], lanes: int, max_d: int, fmt: NormFormat, ident: int,
+                  version: int = 1) -> RegisterMap:
+    """Register map of an engine kernel: its own registers, then ``tokens`` and ``overlong``
+    (ro), then the ``gamma`` memory (``max_d`` × int16, one kernel read port per lane)."""
+    _check_geometry(lanes, max_d)
+    return RegisterMap(
+        [
+            *own_regs,
+            Reg("tokens", 32, access="ro", doc="input tokens (TLAST handshakes) accepted since reset"),
+            Reg("overlong", 32, access="ro", doc="input tokens longer than max_d (truncated) since reset"),
+        ],
+        [Mem("gamma", fmt.g_bits, max_d, signed=True, read_ports=lanes, doc="per-element gamma register, int16")],
+        ident=ident,
+        version=version,
+    )
+
+
+class TokenNormKernel(wiring.Component):
+    """Base of the token-buffered norm kernels (see the module docstring).
+
+    A subclass sets ``SCALE_LATENCY`` / ``LANE_LATENCY`` (of its scale unit and lanes), builds
+    its :class:`RegisterMap` (``_make_regmap``) and its datapath (``_datapath``).
+
+    Ports: ``s_axis_tdata[lanes*8]`` (int8 elements), ``s_axis_tlast``, ``s_axis_tvalid``,
+    ``s_axis_tready``; ``m_axis_tdata[lanes*8]`` (int8), ``m_axis_tlast``, ``m_axis_tvalid``,
+    ``m_axis_tready`` and, if ``user_width``, ``m_axis_tuser[user_width]`` (the token's ``S``
+    zero-extended, on every beat); the AXI4-Lite slave ``s_axil_*``; ``clk``, ``rst``.
+
+    Args:
+        lanes: Elements per beat (>= 1).
+        max_d: Longest token (elements); a multiple of ``lanes``. Depth of ``γ`` and of each
+            token buffer (``max_d/lanes`` beats).
+        fmt: Number formats of the golden model.
+        user_width: Width of ``m_axis_tuser`` carrying ``S`` (0: no TUSER).
+    """
+
+    SCALE_LATENCY = 0  # stage of the scale unit's output (= of q and gamma at the lanes' inputs)
+    LANE_LATENCY = 0
+    LATENCY = 0  # SCALE_LATENCY + LANE_LATENCY: pass-2 stage registers (beat issue -> output: LATENCY + 1)
+
+    def __init__(self, lanes: int, max_d: int, fmt: NormFormat, user_width: int = 0) -> None:
+        _check_geometry(lanes, max_d)
+        assert self.LATENCY == self.SCALE_LATENCY + self.LANE_LATENCY and self.SCALE_LATENCY >= 2
+        self.lanes, self.max_d, self.fmt = lanes, max_d, fmt
+        self.max_beats = max_d // lanes
+        self.user_width = user_width
+        self.stat_width = stat_bits_needed(max_d)
+        if self.stat_width > fmt.stat_bits:
+            raise ValueError(f"S of {max_d} int8 values needs {self.stat_width} bits > stat_bits {fmt.stat_bits}")
+        self.regmap = self._make_regmap(lanes, max_d, fmt)
+        self.regfile = RegisterFile(self.regmap)
+        super().__init__({
+            **axis_port("s_axis", lanes * IN_WIDTH, sink=True),
+            **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=user_width),
+            **axil_members("s_axil", self.regmap.addr_width),
+        })
+
+    def token_latency(self, d: int) -> int:
+        """Cycles from a token's first input handshake to its first output handshake when its
+        beats arrive back to back into an idle kernel: ``ceil(d/lanes) + LATENCY + 1``."""
+        return -(-min(d, self.max_d) // self.lanes) + self.LATENCY + 1
+
+    # ---------------- subclass hooks ----------------
+
+    def _make_regmap(self, lanes: int, max_d: int, fmt: NormFormat) -> RegisterMap:
+        raise NotImplementedError
+
+    def _datapath(self, m: Module, regs: RegisterFile, pipe: StallPipeline, stat: Value, q: Value,
+                  g: list[Value]) -> list[Value]:
+        """Build the scale unit and lanes. ``stat``: ``S`` of the stage-0 beat (stat_bits);
+        ``q``: the beat's TDATA at stage ``SCALE_LATENCY``; ``g[i]``: ``γ`` of lane ``i`` at stage
+        ``SCALE_LATENCY``. Returns the lanes' int8 outputs at stage ``LATENCY``; every register
+        must be enabled by ``pipe.ce``."""
+        raise NotImplementedError
+
+    # ---------------- the engine ----------------
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, fmt, nb = self.lanes, self.fmt, self.max_beats
+        sl = self.SCALE_LATENCY
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        reg = regs.reg
+        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * fmt.out_bits, user_width=self.user_width)
+
+        # ---- token memory: 2 buffers x nb beats (buffer 1 at words nb..2nb-1)
+        tokmem = memory.Memory(shape=unsigned(n * IN_WIDTH), depth=2 * nb, init=[])
+        m.submodules.tokmem = tokmem
+        wport = tokmem.write_port()
+        rport = tokmem.read_port()
+
+        sw = self.stat_width
+        full = Signal(2)  # buffer k holds a complete token not yet fully issued
+        stat_buf = [Signal(sw, name=f"stat_buf{k}") for k in range(2)]
+        last_buf = [Signal(range(nb), name=f"last_buf{k}") for k in range(2)]
+
+        # ---------------- pass 1: writer ----------------
+        wsel = Signal()
+        wb = Signal(range(nb + 1))  # beat index in the token; saturates at nb (overlong token)
+        acc = Signal(sw)
+        tokens = Signal(32)
+        overlong = Signal(32)
+        m.d.comb += [reg["tokens"].eq(tokens), reg["overlong"].eq(overlong)]
+
+        in_ready = Signal()
+        in_fire = Signal()
+        m.d.comb += [
+            in_ready.eq(~full.bit_select(wsel, 1)),
+            self.s_axis_tready.eq(in_ready),
+            in_fire.eq(self.s_axis_tvalid & in_ready),
+        ]
+        qs = [self.s_axis_tdata[i * IN_WIDTH:(i + 1) * IN_WIDTH].as_signed() for i in range(n)]
+        beat_sq = Signal(2 * IN_WIDTH + (n - 1).bit_length())
+        m.d.comb += beat_sq.eq(sum((q * q).as_unsigned() for q in qs))
+        in_range = Signal()
+        m.d.comb += in_range.eq(wb < nb)
+        add = Mux(in_range, beat_sq, 0)
+        m.d.comb += [
+            wport.addr.eq(Mux(wsel, wb + nb, wb)),
+            wport.data.eq(self.s_axis_tdata),
+            wport.en.eq(in_fire & in_range),
+        ]
+        tok_end = Signal()  # the TLAST beat is accepted this cycle
+        m.d.comb += tok_end.eq(in_fire & self.s_axis_tlast)
+        with m.If(in_fire):
+            with m.If(self.s_axis_tlast):
+                m.d.sync += [acc.eq(0), wb.eq(0), wsel.eq(~wsel), tokens.eq(tokens + 1)]
+                with m.If(~in_range):
+                    m.d.sync += overlong.eq(overlong + 1)
+                for k in range(2):
+                    with m.If(wsel == k):
+                        m.d.sync += [stat_buf[k].eq(acc + add), last_buf[k].eq(Mux(in_range, wb, nb - 1))]
+            with m.Else():
+                m.d.sync += [acc.eq(acc + add), wb.eq(wb + in_range)]
+
+        # ---------------- pass 2: reader (the pipeline's stage 0) ----------------
+        rsel = Signal()
+        rb = Signal(range(nb))
+        issue_valid = Signal()
+        issue_last = Signal()
+        stat0 = Signal(fmt.stat_bits)
+        m.d.comb += [
+            issue_valid.eq(full.bit_select(rsel, 1)),
+            issue_last.eq(rb == Mux(rsel, last_buf[1], last_buf[0])),
+            stat0.eq(Mux(rsel, stat_buf[1], stat_buf[0])),
+            pipe.in_valid.eq(issue_valid),
+            pipe.in_last.eq(issue_last),
+        ]
+        issue_end = Signal()  # the last beat of buffer rsel is issued this cycle
+        m.d.comb += issue_end.eq(pipe.in_fire & issue_last)
+        with m.If(pipe.in_fire):
+            with m.If(issue_last):
+                m.d.sync += [rb.eq(0), rsel.eq(~rsel)]
+            with m.Else():
+                m.d.sync += rb.eq(rb + 1)
+        for k in range(2):
+            # A buffer is set by the writer only while it is empty and cleared by the reader
+            # only while it is full: the two never hit the same buffer in one cycle.
+            with m.If(tok_end & (wsel == k)):
+                m.d.sync += full[k].eq(1)
+            with m.Elif(issue_end & (rsel == k)):
+                m.d.sync += full[k].eq(0)
+
+        # Token memory read at issue: q is stage 1 (held during stalls: en = ce).
+        m.d.comb += [rport.addr.eq(Mux(rsel, rb + nb, rb)), rport.en.eq(pipe.ce)]
+        q = rport.data
+        for k in range(2, sl + 1):
+            q = pipe.reg(m, q, name=f"q{k}")
+        # Beat index delayed to stage sl-1; the gamma read ports make stage sl.
+        b = rb
+        for k in range(1, sl):
+            b = pipe.reg(m, b, name=f"b{k}")
+        g = []
+        for i in range(n):
+            port = regs.mem_read_port("gamma", i)
+            m.d.comb += [port.addr.eq(b * n + i), port.en.eq(pipe.ce)]
+            g.append(port.data)
+
+        outs = self._datapath(m, regs, pipe, stat0, q, g)
+        m.d.comb += pipe.out_data.eq(Cat(*outs))
+
+        # Output port.
+        m.d.comb += [
+            self.m_axis_tdata.eq(pipe.m_axis_tdata),
+            self.m_axis_tvalid.eq(pipe.m_axis_tvalid),
+            self.m_axis_tlast.eq(pipe.m_axis_tlast),
+            pipe.m_axis_tready.eq(self.m_axis_tready),
+        ]
+        if self.user_width:
+            m.d.comb += [pipe.in_user.eq(stat0), self.m_axis_tuser.eq(pipe.m_axis_tuser)]
+        return m
