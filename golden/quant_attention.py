@@ -130,17 +130,28 @@ def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray
     uint8 output (100 = the maximum; lower values saturate the largest weights).
     """
     f = float_attention(mha, x, keep, normalizer, beta, gamma)
-    s_x = float(symmetric_scale(x))
-    s_q, s_k, s_v, s_a = (float(symmetric_scale(f[n])) for n in ("q", "k", "v", "a"))
-    qp, kp, vp = (QuantLinear.from_float(_np(lin.weight), _np(lin.bias), s_x)
-                  for lin in (mha.q_proj, mha.k_proj, mha.v_proj))
-    sm_fmt, os_fmt = SwiftMaxFormat(), OnlineSoftmaxFormat()
-    sm_regs = os_regs = None
+    scales = {"s_x": float(symmetric_scale(x))}
+    scales |= {f"s_{n}": float(symmetric_scale(f[n])) for n in ("q", "k", "v", "a")}
+    p_max = 1.0
     if normalizer == "swiftmax":
         p = f["p"]
         if keep is not None:
             p = p[np.broadcast_to(np.asarray(keep)[:, None, None, :], p.shape)]
         p_max = float(np.percentile(p, p_percentile)) if p.size else 1.0
+    return build_quant_layer(mha, scales, normalizer, beta, gamma, p_max)
+
+
+def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normalizer: Normalizer,
+                      beta: float = 0.0, gamma: float = 1.0, p_max: float = 1.0) -> QuantAttentionLayer:
+    """The integer layer from its float scales (``s_x, s_q, s_k, s_v, s_a``) and, for SwiftMax, the
+    largest P that must fit the output: int8 weights, requantization and normalizer registers, all
+    from the golden constant functions."""
+    s_x, s_q, s_k, s_v, s_a = (scales[k] for k in ("s_x", "s_q", "s_k", "s_v", "s_a"))
+    qp, kp, vp = (QuantLinear.from_float(_np(lin.weight), _np(lin.bias), s_x)
+                  for lin in (mha.q_proj, mha.k_proj, mha.v_proj))
+    sm_fmt, os_fmt = SwiftMaxFormat(), OnlineSoftmaxFormat()
+    sm_regs = os_regs = None
+    if normalizer == "swiftmax":
         p_frac = choose_out_frac(max(p_max, 1e-30), sm_fmt)
         sm_regs = swiftmax_registers(s_q, s_k, mha.head_dim, beta, gamma, p_frac, sm_fmt)
     else:
@@ -198,5 +209,6 @@ def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -
             "min_cosine": float(cos.min())}
 
 
-__all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "attention_int", "float_attention",
+__all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer", "attention_int",
+           "float_attention",
            "compare"]

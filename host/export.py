@@ -100,11 +100,10 @@ from vckattn.golden.normalizers import Softmax, SwiftMax
 from vckattn.golden.online_softmax_int import (
     OnlineSoftmaxFormat,
     OnlineSoftmaxRegisters,
-    online_softmax_registers,
 )
-from vckattn.golden.quant_attention import QuantAttentionLayer, QuantLinear, float_attention
-from vckattn.golden.requant import RequantRegisters, requant_registers
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, choose_out_frac, swiftmax_registers
+from vckattn.golden.quant_attention import QuantAttentionLayer, QuantLinear, build_quant_layer, float_attention
+from vckattn.golden.requant import RequantRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
 from vckattn.host.cli import UserError
 
 FAMILIES = ("bert", "vit", "llama")
@@ -837,31 +836,8 @@ def _row_stats(z: Tensor, keep4: Tensor) -> tuple[Tensor, Tensor]:
 
 def _build_layer(ly: _Layer, s: dict[str, float], normalizer: str, beta: float, gamma: float,
                  p_max: float) -> QuantAttentionLayer:
-    """The integer layer from its float scales: the tail of golden's calibrate_attention, unchanged."""
-    mha = ly.mha
-
-    def w(t: Tensor | None) -> np.ndarray | None:
-        return None if t is None else t.detach().to(torch.float64).cpu().numpy()
-
-    s_x, s_q, s_k, s_v, s_a = s["s_x"], s["s_q"], s["s_k"], s["s_v"], s["s_a"]
-    qp, kp, vp = (QuantLinear.from_float(w(lin.weight), w(lin.bias), s_x) for lin in (mha.q_proj, mha.k_proj,
-                                                                                      mha.v_proj))
-    sm_fmt, os_fmt = SwiftMaxFormat(), OnlineSoftmaxFormat()
-    sm_regs = os_regs = None
-    if normalizer == "swiftmax":
-        p_frac = choose_out_frac(max(p_max, 1e-30), sm_fmt)
-        sm_regs = swiftmax_registers(s_q, s_k, mha.head_dim, beta, gamma, p_frac, sm_fmt)
-    else:
-        p_frac = os_fmt.out_frac
-        os_regs = online_softmax_registers(s_q, s_k, mha.head_dim, os_fmt)
-    op = QuantLinear.from_float(w(mha.o_proj.weight), w(mha.o_proj.bias), s_a)
-    return QuantAttentionLayer(
-        n_heads=mha.n_heads, head_dim=mha.head_dim, s_x=s_x, s_q=s_q, s_k=s_k, s_v=s_v, s_a=s_a,
-        q_proj=qp, k_proj=kp, v_proj=vp, o_proj=op,
-        rq_q=requant_registers(s_x * qp.s_w / s_q), rq_k=requant_registers(s_x * kp.s_w / s_k),
-        rq_v=requant_registers(s_x * vp.s_w / s_v), rq_a=requant_registers(s_v * 2.0**-p_frac / s_a),
-        normalizer=normalizer, p_frac=p_frac, swiftmax=sm_regs, online=os_regs, sm_fmt=sm_fmt, os_fmt=os_fmt,
-    )
+    """The integer layer from its float scales (golden ``build_quant_layer``, the tail of ``calibrate_attention``)."""
+    return build_quant_layer(ly.mha, s, normalizer, beta, gamma, p_max)
 
 
 @dataclass
