@@ -3,15 +3,26 @@
 Dataflow (int = raw integers; scales in brackets)::
 
     x int8 [s_x] ──W_Q,W_K,W_V int8 [s_w per out-channel] + int32 bias──> acc int32
-        ──requant (per channel)──> Q [s_q], K [s_k], V [s_v] int8
-    per head: S = Q·Kᵀ int32 (AIE tile matmul)
-        ──normalizer──> P uint8 [2^-p_frac]   (SwiftMax kernel, or the online-softmax baseline)
+        ──requant (per channel)──> Q [s_q] (H heads), K [s_k], V [s_v] (KV heads) int8
+    (Llama) Q, K ──RoPE (int16 Q1.14 cos/sin tables, srs)──> Q [s_q], K [s_k] int8   (:mod:`.rope_int`)
+    per query head h (K/V head h // (H / KV)): S = Q·Kᵀ int32 (AIE tile matmul)
+        ──normalizer (keys masked by padding, and j > i when causal)──> P uint8 [2^-p_frac]
+                                          (SwiftMax kernel, or the online-softmax baseline)
     O = P·V int32 [s_v·2^-p_frac] (AIE) ──requant──> A int8 [s_a]
     Y = A·W_Oᵀ + bias, int32 [s_a·s_wo per channel]  ──dequantize──> float (before the residual add)
 
+Grouped-query attention (``n_kv_heads < n_heads``): K/V projections produce ``n_kv_heads`` heads;
+query head ``h`` uses K/V head ``h // (n_heads // n_kv_heads)`` (as :func:`.attention.repeat_kv`).
+RoPE is orthogonal, so the rotated Q/K keep the scales ``s_q``/``s_k``; those must be calibrated to
+cover both the projection outputs and the rotated values (:func:`calibrate_attention` with ``rope``
+does, as the exporter).
+
 :func:`calibrate_attention` picks every scale from float activations (max-abs,
 symmetric) and computes all register values with the golden constant functions;
-:func:`attention_int` runs the integer pipeline.
+:func:`attention_int` runs the integer pipeline, in stages a host tiler can reuse:
+:func:`head_operands` (projections, requantization, RoPE, key mask: the int8 operands the AIE
+sees), :func:`normalizer_int` (the PL normalizer on the score accumulators) and :func:`finish_int`
+(W_O on the int8 head outputs).
 """
 
 from __future__ import annotations
@@ -23,7 +34,7 @@ import numpy as np
 import torch
 
 from .aie_matmul import UINT8, exact_int_matmul, tile_matmul
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, apply_rope, attention
 from .normalizers import Softmax, SwiftMax
 from .online_softmax_int import (
     OnlineSoftmaxFormat,
@@ -32,6 +43,7 @@ from .online_softmax_int import (
     online_softmax_registers,
 )
 from .requant import RequantRegisters, quantize_symmetric, requant_registers, requantize, symmetric_scale
+from .rope_int import ROPE_FRAC, rope_int, rope_tables_int
 from .swiftmax_int import (
     SwiftMaxFormat,
     SwiftMaxRegisters,
@@ -69,7 +81,13 @@ class QuantLinear:
 
 @dataclass
 class QuantAttentionLayer:
-    """Everything the integer attention layer needs (what the export bundle carries per layer)."""
+    """Everything the integer attention layer needs (what the export bundle carries per layer).
+
+    ``n_kv_heads``: K/V heads (grouped-query attention; ``None`` = ``n_heads``, resolved on
+    construction). ``causal``: keys after the query position are masked (decoder layers).
+    RoPE tables are not part of the layer (they depend on the positions): pass them to
+    :func:`attention_int`.
+    """
 
     n_heads: int
     head_dim: int
@@ -92,6 +110,19 @@ class QuantAttentionLayer:
     online: OnlineSoftmaxRegisters | None = None
     sm_fmt: SwiftMaxFormat = field(default_factory=SwiftMaxFormat)
     os_fmt: OnlineSoftmaxFormat = field(default_factory=OnlineSoftmaxFormat)
+    n_kv_heads: int | None = None
+    causal: bool = False
+
+    def __post_init__(self) -> None:
+        if self.n_kv_heads is None:
+            self.n_kv_heads = self.n_heads
+        if self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
+            raise ValueError(f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}")
+
+    @property
+    def n_rep(self) -> int:
+        """Query heads per K/V head (1 without GQA)."""
+        return self.n_heads // int(self.n_kv_heads)
 
 
 def _np(t: torch.Tensor | None) -> np.ndarray | None:
@@ -103,49 +134,111 @@ def _heads(x: np.ndarray, n_heads: int) -> np.ndarray:
     return x.reshape(b, s, n_heads, -1).transpose(0, 2, 1, 3)
 
 
+def _merge_heads(t: np.ndarray) -> np.ndarray:
+    """``(B, H, S, D) -> (B, S, H·D)`` (the inverse of :func:`_heads`)."""
+    b, h, s, d = t.shape
+    return t.transpose(0, 2, 1, 3).reshape(b, s, h * d)
+
+
+RopeTables = tuple[np.ndarray | torch.Tensor, np.ndarray | torch.Tensor]
+
+
+def _rope_tables(rope: RopeTables, batch: int, seq: int, head_dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """Float64 ``(cos, sin)`` shaped to broadcast against ``(B, H, S, D)``: ``(S, D)`` stays; ``(B, S, D)``
+    or ``(1, S, D)`` (Hugging Face's LlamaRotaryEmbedding output) gets a head axis."""
+    if len(rope) != 2:
+        raise ValueError("rope must be a (cos, sin) pair of tables")
+    out = []
+    for name, t in zip(("cos", "sin"), rope, strict=True):
+        if hasattr(t, "detach"):
+            t = t.detach().to("cpu").double().numpy()
+        t = np.asarray(t, dtype=np.float64)
+        if t.ndim == 3 and t.shape[0] in (1, batch):
+            t = t[:, None]
+        elif t.ndim != 2:
+            raise ValueError(f"rope {name} table must be (S, D), (1, S, D) or (B, S, D); got {t.shape}")
+        if t.shape[-2:] != (seq, head_dim):
+            raise ValueError(f"rope {name} table {t.shape} does not match S={seq}, head_dim={head_dim}")
+        out.append(t)
+    return out[0], out[1]
+
+
+def key_mask(keep: np.ndarray | None, batch: int, seq: int, causal: bool) -> np.ndarray:
+    """The keys each query row may attend: ``(B, 1, S)`` bool without ``causal`` (the padding mask
+    ``keep`` ``(B, S)``, all True when ``None``), ``(B, S, S)`` with it (key ``j <= i`` for query ``i``,
+    combined with the padding). Broadcasts against scores ``(B, H, S, S)`` after ``[:, None]``."""
+    if keep is None:
+        m = np.ones((batch, 1, seq), dtype=bool)
+    else:
+        keep = np.asarray(keep, dtype=bool)
+        if keep.shape != (batch, seq):
+            raise ValueError(f"keep must be (B, S) = {(batch, seq)}, got {keep.shape}")
+        m = keep[:, None, :]
+    if causal:
+        m = m & np.tril(np.ones((seq, seq), dtype=bool))[None]
+    return m
+
+
 @torch.no_grad()
 def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None,
-                    normalizer: Normalizer, beta: float = 0.0, gamma: float = 1.0) -> dict[str, np.ndarray]:
-    """Float64 golden of the same layer: returns q, k, v, weights p, head outputs a, output y."""
+                    normalizer: Normalizer, beta: float = 0.0, gamma: float = 1.0, rope: RopeTables | None = None,
+                    causal: bool = False) -> dict[str, np.ndarray]:
+    """Float64 golden of the same layer: returns q, k, v ``(B, S, heads·D)``, weights p ``(B, H, S, S)``,
+    head outputs a ``(B, S, H·D)``, output y. K/V have ``mha.n_kv_heads`` heads (GQA). With ``rope``
+    (float ``(cos, sin)`` tables as :func:`attention_int` takes) q and k are the rotated values and
+    ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query."""
     norm = Softmax() if normalizer == "softmax" else SwiftMax(beta, gamma).double()
     xt = torch.from_numpy(np.asarray(x, np.float64))
     m = mha.double()
     q, k, v = (_np(lin(xt)) for lin in (m.q_proj, m.k_proj, m.v_proj))
-    qh, kh, vh = (torch.from_numpy(_heads(t, m.n_heads)) for t in (q, k, v))
+    qh = torch.from_numpy(_heads(q, m.n_heads))
+    kh, vh = (torch.from_numpy(_heads(t, m.n_kv_heads)) for t in (k, v))
     kt = None if keep is None else torch.from_numpy(np.asarray(keep))[:, None, None, :]
-    from .attention import attention
-
-    a, p = attention(qh, kh, vh, norm, keep=kt)
+    extra = {}
+    if rope is not None:
+        cos, sin = (torch.from_numpy(t) for t in _rope_tables(rope, x.shape[0], x.shape[1], m.head_dim))
+        qh, kh = apply_rope(qh, cos, sin), apply_rope(kh, cos, sin)
+        extra = {"q_pre": q, "k_pre": k}
+        q, k = _merge_heads(qh.numpy()), _merge_heads(kh.numpy())
+    a, p = attention(qh, kh, vh, norm, keep=kt, causal=causal)
     a_flat = a.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
     y = m.o_proj(a_flat)
-    return {"q": q, "k": k, "v": v, "p": p.numpy(), "a": a_flat.numpy(), "y": y.numpy()}
+    return {"q": q, "k": k, "v": v, "p": p.numpy(), "a": a_flat.numpy(), "y": y.numpy()} | extra
 
 
 def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None,
                         normalizer: Normalizer = "softmax", beta: float = 0.0, gamma: float = 1.0,
-                        p_percentile: float = 100.0) -> QuantAttentionLayer:
+                        p_percentile: float = 100.0, rope: RopeTables | None = None,
+                        causal: bool = False) -> QuantAttentionLayer:
     """Choose scales from calibration activations ``x`` ``(B, S, d)`` and build the integer layer.
 
     ``p_percentile`` (SwiftMax only): the percentile of unmasked P values that must fit the
     uint8 output (100 = the maximum; lower values saturate the largest weights).
+    ``rope``: float ``(cos, sin)`` tables of the calibration positions (Llama); ``s_q``/``s_k`` then
+    cover both the projection outputs and the rotated values (the int8 Q/K keep one scale through
+    the integer RoPE). ``causal``: the layer masks future keys (also excluded from P's range).
     """
-    f = float_attention(mha, x, keep, normalizer, beta, gamma)
+    f = float_attention(mha, x, keep, normalizer, beta, gamma, rope=rope, causal=causal)
     scales = {"s_x": float(symmetric_scale(x))}
-    scales |= {f"s_{n}": float(symmetric_scale(f[n])) for n in ("q", "k", "v", "a")}
+    for n in ("q", "k", "v", "a"):
+        vals = f[n] if f"{n}_pre" not in f else np.concatenate((f[n].ravel(), f[f"{n}_pre"].ravel()))
+        scales[f"s_{n}"] = float(symmetric_scale(vals))
     p_max = 1.0
     if normalizer == "swiftmax":
         p = f["p"]
-        if keep is not None:
-            p = p[np.broadcast_to(np.asarray(keep)[:, None, None, :], p.shape)]
+        if keep is not None or causal:
+            mask = key_mask(keep, x.shape[0], x.shape[1], causal)[:, None]
+            p = p[np.broadcast_to(mask, p.shape)]
         p_max = float(np.percentile(p, p_percentile)) if p.size else 1.0
-    return build_quant_layer(mha, scales, normalizer, beta, gamma, p_max)
+    return build_quant_layer(mha, scales, normalizer, beta, gamma, p_max, causal=causal)
 
 
 def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normalizer: Normalizer,
-                      beta: float = 0.0, gamma: float = 1.0, p_max: float = 1.0) -> QuantAttentionLayer:
+                      beta: float = 0.0, gamma: float = 1.0, p_max: float = 1.0,
+                      causal: bool = False) -> QuantAttentionLayer:
     """The integer layer from its float scales (``s_x, s_q, s_k, s_v, s_a``) and, for SwiftMax, the
     largest P that must fit the output: int8 weights, requantization and normalizer registers, all
-    from the golden constant functions."""
+    from the golden constant functions. ``n_kv_heads`` comes from ``mha``; ``causal`` is the caller's."""
     s_x, s_q, s_k, s_v, s_a = (scales[k] for k in ("s_x", "s_q", "s_k", "s_v", "s_a"))
     qp, kp, vp = (QuantLinear.from_float(_np(lin.weight), _np(lin.bias), s_x)
                   for lin in (mha.q_proj, mha.k_proj, mha.v_proj))
@@ -164,37 +257,121 @@ def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normali
         rq_q=requant_registers(s_x * qp.s_w / s_q), rq_k=requant_registers(s_x * kp.s_w / s_k),
         rq_v=requant_registers(s_x * vp.s_w / s_v), rq_a=requant_registers(s_v * 2.0**-p_frac / s_a),
         normalizer=normalizer, p_frac=p_frac, swiftmax=sm_regs, online=os_regs, sm_fmt=sm_fmt, os_fmt=os_fmt,
+        n_kv_heads=mha.n_kv_heads, causal=causal,
     )
 
 
-def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
-                  x_is_int: bool = False) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Run the integer layer on ``x`` ``(B, S, d)`` (float, quantized with ``s_x``; or raw int8 with
-    ``x_is_int``). ``keep`` ``(B, S)`` bool masks padded keys. Returns the dequantized output
-    ``(B, S, d)`` and the integer intermediates (``x, q, k, v, s, p, o, a, y``)."""
+def _input_int8(layer: QuantAttentionLayer, x: np.ndarray, x_is_int: bool) -> np.ndarray:
     if x_is_int:
         xi = np.asarray(x)
         if xi.dtype.kind not in "iu" or (xi.size and (int(xi.min()) < -128 or int(xi.max()) > 127)):
             raise ValueError("x_is_int: the input must hold raw int8 values")
     else:
         xi = quantize_symmetric(x, layer.s_x)
-    xi = xi.astype(np.int8)  # raw int8 from here on (saturated by quantize/requantize)
+    if xi.ndim != 3:
+        raise ValueError(f"x must be (B, S, d), got shape {xi.shape}")
+    return xi.astype(np.int8)  # raw int8 from here on (saturated by quantize/requantize)
+
+
+def head_operands(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None, x_is_int: bool = False,
+                  rope: RopeTables | None = None, rope_frac: int = ROPE_FRAC) -> dict[str, np.ndarray]:
+    """The int8 per-head operands the AIE array sees, from the layer input ``x`` ``(B, S, d)``.
+
+    ``x`` is float (quantized with ``s_x``, round half-even, saturating) or raw int8 with ``x_is_int``.
+    ``keep`` ``(B, S)`` bool masks padded keys. ``rope = (cos, sin)``: float tables ``(S, D)`` (as
+    :func:`.attention.rope_cos_sin` gives, one table for the batch), or ``(1, S, D)`` / ``(B, S, D)`` as
+    Hugging Face's ``LlamaRotaryEmbedding`` returns them; quantized to int16 with ``rope_frac``
+    fractional bits (:func:`.rope_int.rope_tables_int`) and applied to Q and K after their
+    requantization (:func:`.rope_int.rope_int`).
+
+    Returns a dict of:
+
+    * ``x`` ``(B, S, d)`` int8 at ``s_x``;
+    * ``q`` ``(B, H, S, D)`` int8 at ``s_q`` (rotated when ``rope`` is given);
+    * ``k`` ``(B, KV, S, D)`` int8 at ``s_k`` (rotated); ``v`` ``(B, KV, S, D)`` int8 at ``s_v`` —
+      query head ``h`` pairs with K/V head ``h // layer.n_rep``;
+    * ``keep`` ``(B, 1, S)`` (``(B, S, S)`` when ``layer.causal``) bool: the keys each query row may
+      attend (padding, and ``j <= i`` when causal); see :func:`key_mask`;
+    * with ``rope`` only: ``q_pre`` ``(B, H, S, D)``, ``k_pre`` ``(B, KV, S, D)``, the int8 projections
+      before the rotation.
+
+    ``q``/``k``/``v`` may be non-contiguous views.
+    """
+    return _head_operands(layer, x, keep, x_is_int, rope, rope_frac)[0]
+
+
+def _head_operands(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None, x_is_int: bool,
+                   rope: RopeTables | None, rope_frac: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """:func:`head_operands` plus the flat ``(B, S, heads·D)`` q, k, v (q_pre, k_pre) for the trace."""
+    xi = _input_int8(layer, x, x_is_int)
+    b, s, _ = xi.shape
     q = requantize(layer.q_proj.acc(xi), layer.rq_q).astype(np.int8)
     k = requantize(layer.k_proj.acc(xi), layer.rq_k).astype(np.int8)
     v = requantize(layer.v_proj.acc(xi), layer.rq_v).astype(np.int8)
-    qh, kh, vh = (_heads(t, layer.n_heads) for t in (q, k, v))
-    s = tile_matmul(qh, np.ascontiguousarray(kh.transpose(0, 1, 3, 2)))
-    kb = None if keep is None else np.asarray(keep, bool)[:, None, None, :]
+    kv = int(layer.n_kv_heads)
+    for name, t, heads in (("q", q, layer.n_heads), ("k", k, kv), ("v", v, kv)):
+        if t.shape[-1] != heads * layer.head_dim:
+            raise ValueError(f"{name} projection gives {t.shape[-1]} features, expected {heads}·{layer.head_dim}")
+    ops = {"x": xi, "q": _heads(q, layer.n_heads), "k": _heads(k, kv), "v": _heads(v, kv)}
+    flat = {"q": q, "k": k, "v": v}
+    if rope is not None:
+        c, sn = rope_tables_int(*_rope_tables(rope, b, s, layer.head_dim), frac=rope_frac)
+        ops["q_pre"], ops["k_pre"] = ops["q"], ops["k"]
+        ops["q"] = rope_int(ops["q_pre"], c, sn, rope_frac)
+        ops["k"] = rope_int(ops["k_pre"], c, sn, rope_frac)
+        flat |= {"q_pre": q, "k_pre": k, "q": _merge_heads(ops["q"]), "k": _merge_heads(ops["k"])}
+    ops["keep"] = key_mask(keep, b, s, layer.causal)
+    return ops, flat
+
+
+def normalizer_int(layer: QuantAttentionLayer, scores: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+    """The layer's PL normalizer on the score accumulators ``scores`` ``(..., Sq, Sk)`` (int32 Q·Kᵀ):
+    P as unsigned ``out_bits`` integers at scale ``2^-p_frac``, exactly 0 where ``keep`` (broadcastable
+    to ``scores``; ``None`` = every key) is False."""
     if layer.normalizer == "swiftmax":
-        p = swiftmax_int_tabulated(s, layer.swiftmax, kb, layer.sm_fmt)
-    else:
-        p = online_softmax_int(s, layer.online, kb, layer.os_fmt)
+        return swiftmax_int_tabulated(scores, layer.swiftmax, keep, layer.sm_fmt)
+    return online_softmax_int(scores, layer.online, keep, layer.os_fmt)
+
+
+def finish_int(layer: QuantAttentionLayer, a_heads: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """W_O on the int8 head outputs ``a_heads`` ``(B, H, S, D)`` at ``s_a``: returns the dequantized
+    output ``(B, S, d)`` (float64, ``y · s_a · s_wo``) and the accumulators ``y`` ``(B, S, d)``
+    (``A·W_Oᵀ + bias``, int32 at ``s_a·s_wo`` per output channel)."""
+    a = np.asarray(a_heads)
+    if a.ndim != 4 or a.shape[1] != layer.n_heads or a.shape[3] != layer.head_dim:
+        raise ValueError(f"head outputs must be (B, {layer.n_heads}, S, {layer.head_dim}), got {a.shape}")
+    if a.dtype.kind not in "iu" or (a.size and (int(a.min()) < -128 or int(a.max()) > 127)):
+        raise ValueError("head outputs must hold raw int8 values")
+    y = layer.o_proj.acc(_merge_heads(a.astype(np.int8, copy=False)))
+    return y * (layer.s_a * layer.o_proj.s_w), y
+
+
+def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
+                  x_is_int: bool = False, rope: RopeTables | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """Run the integer layer on ``x`` ``(B, S, d)`` (float, quantized with ``s_x``; or raw int8 with
+    ``x_is_int``). ``keep`` ``(B, S)`` bool masks padded keys; ``layer.causal`` adds the causal mask.
+    ``rope``: float ``(cos, sin)`` tables ``(S, D)``, ``(1, S, D)`` or ``(B, S, D)`` (see
+    :func:`head_operands`), applied to the int8 Q/K after requantization.
+
+    :func:`head_operands` → Q·Kᵀ (per query head, its K/V head) → :func:`normalizer_int` → P·V →
+    requantize → :func:`finish_int`. Returns the dequantized output ``(B, S, d)`` and the integer
+    intermediates: ``x`` ``(B, S, d)``; ``q`` ``(B, S, H·D)``, ``k``, ``v`` ``(B, S, KV·D)`` (q, k
+    rotated when ``rope`` is given; then also ``q_pre``, ``k_pre``, the projections before RoPE, in the
+    same layout); ``s`` scores ``(B, H, S, S)``; ``p`` ``(B, H, S, S)``; ``o`` P·V ``(B, H, S, D)``;
+    ``a`` ``(B, S, H·D)``; ``y`` ``(B, S, d)``."""
+    ops, flat = _head_operands(layer, x, keep, x_is_int, rope, ROPE_FRAC)
+    qh, kh, vh = ops["q"], ops["k"], ops["v"]
+    if layer.n_rep > 1:  # GQA: query head h reads K/V head h // n_rep
+        kh, vh = np.repeat(kh, layer.n_rep, axis=1), np.repeat(vh, layer.n_rep, axis=1)
+    s = tile_matmul(qh, np.ascontiguousarray(kh.transpose(0, 1, 3, 2)))
+    kb = None if keep is None and not layer.causal else ops["keep"][:, None]
+    p = normalizer_int(layer, s, kb)
     o = tile_matmul(p, vh, a_fmt=UINT8)
     a = requantize(o, layer.rq_a).astype(np.int8)
-    a_flat = a.transpose(0, 2, 1, 3).reshape(x.shape[0], x.shape[1], -1)
-    y = layer.o_proj.acc(a_flat)
-    out = y * (layer.s_a * layer.o_proj.s_w)
-    return out, {"x": xi, "q": q, "k": k, "v": v, "s": s, "p": p, "o": o, "a": a_flat, "y": y}
+    out, y = finish_int(layer, a)
+    trace = {"x": ops["x"], "q": flat["q"], "k": flat["k"], "v": flat["v"], "s": s, "p": p, "o": o,
+             "a": _merge_heads(a), "y": y}
+    return out, trace | {n: flat[n] for n in ("q_pre", "k_pre") if n in flat}
 
 
 def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -> dict[str, float]:
@@ -210,5 +387,4 @@ def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -
 
 
 __all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer", "attention_int",
-           "float_attention",
-           "compare"]
+           "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "compare"]

@@ -51,8 +51,9 @@ the same weights is run on those inputs and the int8 scales are chosen:
 Llama layers (RoPE, grouped-query attention, causal mask) are calibrated with the same
 rules on the golden float attention with RoPE applied: ``s_q``/``s_k`` cover both the
 projection outputs and the rotated q/k (the operands of QKᵀ), so neither saturates more than the
-rule allows. (The golden integer emulator :func:`attention_int` implements multi-head attention
-without RoPE and GQA; Llama bundles carry the integer layer for the host, which applies RoPE.)
+rule allows. :func:`to_quant_layer` gives Llama layers ``n_kv_heads`` and the causal mask; the
+integer RoPE (:mod:`vckattn.golden.rope_int`) is applied to the int8 Q/K by
+:func:`attention_int` / :func:`head_operands` with the model's RoPE tables.
 
 BHyT layers: site A reads the block input ``h`` (int8 at ``s_in = scale(h)``, its own
 statistic) and writes the attention input at the layer's ``s_x``; site M reads
@@ -982,9 +983,12 @@ def _parse_format(cls: type, d: dict) -> Any:
 def to_quant_layer(bundle: Any, i: int) -> QuantAttentionLayer:
     """Golden's :class:`QuantAttentionLayer` of layer ``i`` (its ``index``) of a loaded bundle.
 
-    ``attention_int(to_quant_layer(bundle, i), x, keep)`` is the bundle's integer attention. The
-    per-channel weight scales are float32 in the bundle (they only dequantize the output; every
-    register is exact), so the dequantized output may differ from the exporter's in the last bits.
+    ``attention_int(to_quant_layer(bundle, i), x, keep)`` is the bundle's integer attention (for a
+    Llama bundle add ``rope=(cos, sin)``, the float tables of the positions). The layer's
+    ``n_kv_heads`` is the model's ``num_kv_heads`` (grouped-query attention) and it is causal for the
+    Llama family. The per-channel weight scales are float32 in the bundle (they only dequantize the
+    output; every register is exact), so the dequantized output may differ from the exporter's in the
+    last bits.
     """
     man, ten = bundle.manifest, bundle.tensors
     entries = [e for e in man["layers"] if int(e["index"]) == int(i)]
@@ -1022,6 +1026,7 @@ def to_quant_layer(bundle: Any, i: int) -> QuantAttentionLayer:
         swiftmax=None if sm is None else SwiftMaxRegisters(**{k: int(v) for k, v in sm["registers"].items()}),
         online=None if on is None else OnlineSoftmaxRegisters(**{k: int(v) for k, v in on["registers"].items()}),
         sm_fmt=sm_fmt, os_fmt=os_fmt,
+        n_kv_heads=int(model["num_kv_heads"]), causal=model["family"] == "llama",
     )
 
 

@@ -6,8 +6,18 @@ import numpy as np
 import pytest
 import torch
 
+from vckattn.golden.aie_matmul import UINT8, tile_matmul
 from vckattn.golden.attention import MultiHeadAttention
-from vckattn.golden.quant_attention import attention_int, calibrate_attention, compare, float_attention
+from vckattn.golden.quant_attention import (
+    attention_int,
+    calibrate_attention,
+    compare,
+    finish_int,
+    float_attention,
+    head_operands,
+    normalizer_int,
+)
+from vckattn.golden.requant import requantize
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_int, swiftmax_int_tabulated, swiftmax_registers
 
 
@@ -46,6 +56,25 @@ def test_integer_layer_tracks_float_golden(layer_and_data, normalizer):
     for name in ("q", "k", "v", "a"):
         assert tr[name].min() >= -128 and tr[name].max() <= 127
     assert tr["p"].min() >= 0 and tr["p"].max() <= 255
+
+
+@pytest.mark.parametrize("normalizer", ["softmax", "swiftmax"])
+def test_stages_compose_to_attention_int(layer_and_data, normalizer):
+    # head_operands -> QKᵀ -> normalizer_int -> P·V -> requant -> finish_int is attention_int (what a host tiler
+    # reuses); a BERT-style layer: no GQA, not causal, no RoPE.
+    mha, x, keep = layer_and_data
+    layer = calibrate_attention(mha, x, keep, normalizer, beta=2.0, gamma=3.0)
+    assert layer.n_kv_heads == layer.n_heads == 4 and not layer.causal
+    out, tr = attention_int(layer, x, keep)
+    ops = head_operands(layer, x, keep)
+    assert set(ops) == {"x", "q", "k", "v", "keep"} and set(tr) == {"x", "q", "k", "v", "s", "p", "o", "a", "y"}
+    assert ops["q"].shape == ops["k"].shape == (3, 4, 12, 16) and ops["keep"].shape == (3, 1, 12)
+    s = tile_matmul(ops["q"], np.swapaxes(ops["k"], -1, -2))
+    p = normalizer_int(layer, s, ops["keep"][:, None])
+    a = requantize(tile_matmul(p, ops["v"], a_fmt=UINT8), layer.rq_a).astype(np.int8)
+    out2, y = finish_int(layer, a)
+    assert np.array_equal(s, tr["s"]) and np.array_equal(p, tr["p"]) and np.array_equal(y, tr["y"])
+    assert np.array_equal(out2, out)
 
 
 def test_tabulated_swiftmax_equals_direct():
