@@ -19,7 +19,7 @@ help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
 	@echo "make test    run the whole test suite (includes the simulation tests)"
 	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator)"
-	@echo "make demo    MiniLM end to end on the golden models"
+	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 

@@ -175,7 +175,9 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         description="Benchmarks. `emulator`: the bit-exact integer emulation of one attention layer "
         "(int8 projections, QKᵀ, SwiftMax or online-softmax kernel, P·V, W_O) against torch fp32 "
         "attention of the same size (nn.Linear + scaled_dot_product_attention), run alternately on this "
-        "machine; prints medians and the speed ratio (torch time / emulator time).",
+        "machine; prints medians and the speed ratio (torch time / emulator time). `host`: the host stack's "
+        "overhead per tile on the emu backend (projections, tiling, tile-id checks, thread hand-off, W_O) against "
+        "the emulator's own per-tile compute, alternated with the monolithic emulator in one run.",
     )
     bsub = p.add_subparsers(title="benchmarks", dest="bench", metavar="BENCHMARK", parser_class=type(p))
     e = bsub.add_parser("emulator", help="integer emulator vs torch fp32 attention (default: BERT-base layer)")
@@ -186,7 +188,25 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     e.set_defaults(func=_run_bench_emulator)
+    h = bsub.add_parser("host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's "
+                        "per-tile compute, on the emu backend")
+    h.add_argument("--seq", type=_positive_int, default=256, help="sequence length (default: %(default)s)")
+    h.add_argument("--heads", type=_positive_int, default=12, help="heads (default: %(default)s)")
+    h.add_argument("--d-head", type=int, choices=(32, 64), default=64, help="head dimension (default: %(default)s)")
+    h.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax")
+    h.add_argument("--repeats", type=_positive_int, default=7, help="runs (default: %(default)s)")
+    h.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    h.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    h.set_defaults(func=_run_bench_host)
     p.set_defaults(func=lambda args: _missing_subcommand(p))
+
+
+def _run_bench_host(args: argparse.Namespace) -> int:
+    from vckattn.host import bench
+
+    bench.run_host(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
+                   seed=args.seed, normalizer=args.normalizer)
+    return 0
 
 
 def _run_bench_emulator(args: argparse.Namespace) -> int:
@@ -436,6 +456,103 @@ def _print_bundle_summary(s: dict) -> None:
         console.print(bt)
 
 
+def _add_run(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a bundle's attention layers on a backend with real inputs; check bit-exactness and error",
+        description="Stream real model inputs through the attention block on a backend and prove the outputs "
+        "right. The host computes the Q/K/V projections (and RoPE) with the bit-exact integer model, splits Q, K, "
+        "V per head into the hardware tiles of the bitstream manifest, streams every tile through QK^T -> "
+        "normalizer -> P.V -> requantization on the device (double-buffered; every tile id checked on return), "
+        "then applies W_O. Each layer's output is compared with the integer golden model (bit_exact: every "
+        "output accumulator equal) and with the float golden of the source checkpoint (max abs / max relative "
+        "error, mean per-token cosine). Backends: emu (the golden fixed-point model, software), rtl (the PL "
+        "normalizer kernel in Verilator via cocotb, the AIE matmuls by the bit-exact AIE model), xrt (a VCK5000 "
+        "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
+        "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
+        "--checkpoint). Exit status 1 if a layer is not bit-exact.",
+    )
+    p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
+    p.add_argument("--backend", choices=("emu", "rtl", "xrt", "pynq"), default="emu",
+                   help="device backend (default: emu)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", metavar="TEXT", help="input text (goes through the model's tokenizer and embeddings)")
+    src.add_argument("--input", type=Path, metavar="X.npz", dest="input_npz",
+                     help="npz with layer{i}_input arrays (tokens, hidden) and optional keep (tokens,) - "
+                     "the format --save writes")
+    p.add_argument("--layers", type=_index_list, metavar="I[,I...]", help="0-based layers to run (default: all)")
+    p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/ (default: "
+                   "vck5000_attention; vck190_attention for pynq)")
+    p.add_argument("--checkpoint", type=Path, metavar="PATH",
+                   help="the source checkpoint, if it moved since export (float reference)")
+    p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
+    p.add_argument("--save", type=Path, metavar="OUT.npz",
+                   help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=_run_run)
+
+
+def _run_run(args: argparse.Namespace) -> int:
+    from vckattn.host import run
+
+    opts: dict = {}
+    if args.backend == "rtl" and args.seed is not None:
+        opts["seed"] = args.seed
+    if args.backend in ("xrt", "pynq"):
+        if args.xclbin is None:
+            raise UserError(f"--backend {args.backend} needs --xclbin")
+        opts["xclbin"] = args.xclbin
+        if args.backend == "xrt":
+            opts["device_index"] = args.device
+    report = run.run(args.bundle, args.backend, text=args.text, input_npz=args.input_npz, layers=args.layers,
+                     manifest_path=args.manifest, checkpoint=args.checkpoint, save=args.save, device_options=opts,
+                     progress=not args.quiet)
+    run.print_report(report)
+    if args.json_out is not None:
+        run.write_json(report, args.json_out)
+    if args.save is not None:
+        print(f"saved {args.save}")
+    return 0 if all(r["bit_exact"] for r in report["layers"]) else 1
+
+
+def _add_deploy(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "deploy",
+        help="check an xclbin against a bundle and load its constants on a VCK5000 (needs XRT and a card)",
+        description="Open a VCK5000 through XRT (pyxrt), load the xclbin, check its UUID and kernel names against "
+        "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
+        "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
+        "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
+        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt only.",
+    )
+    p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")
+    p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
+    p.add_argument("--manifest", type=Path, metavar="M", help="bitstream manifest (default: found by UUID)")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="card index (default 0)")
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
+    p.set_defaults(func=_run_deploy)
+
+
+def _run_deploy(args: argparse.Namespace) -> int:
+    import json
+
+    from vckattn.host.bundle import BundleError
+    from vckattn.host.deploy import deploy
+
+    try:
+        report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
+    except BundleError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(report, indent=2))
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
 #: The registry: one function per subcommand, in --help order.
 COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_doctor,
@@ -445,6 +562,8 @@ COMMANDS: list[Callable[[argparse._SubParsersAction], None]] = [
     _add_hw,
     _add_export,
     _add_inspect,
+    _add_run,
+    _add_deploy,
 ]
 
 

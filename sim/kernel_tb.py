@@ -435,6 +435,7 @@ class KernelHarness:
             self.axil.write_if.log.setLevel(logging.WARNING)
             self.axil.read_if.log.setLevel(logging.WARNING)
         self.monitor = StreamMonitor(dut, in_prefix, out_prefix, clk, rst)
+        self.last_output: list[np.ndarray] = []  # rows received by the last run_rows
 
     # ---------------- pauses ----------------
 
@@ -554,7 +555,8 @@ class KernelHarness:
         ``expected_rows=None`` skips the data comparison (frames/beats are still checked).
 
         Returns:
-            :class:`RunStats` (cycle counts from the :class:`StreamMonitor`).
+            :class:`RunStats` (cycle counts from the :class:`StreamMonitor`). The received rows
+            (decoded output elements, one array per row) are kept in ``self.last_output``.
         """
         rows_l = _as_rows(rows)
         masks_l = None if masks is None else [np.asarray(mk).astype(bool).reshape(-1) for mk in _as_rows(masks)]
@@ -588,6 +590,7 @@ class KernelHarness:
         assert self.sink.empty(), f"{self.sink.count()} unexpected extra output frame(s) after {len(frames)}"
 
         out_rows, out_masks = self.frames_to_rows(received, lengths)
+        self.last_output = out_rows
         errors: list[str] = []
         n_err = 0
         for r, row in enumerate(rows_l):

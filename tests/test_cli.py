@@ -50,7 +50,8 @@ def test_help_and_version_via_main(capsys):
 
 
 def test_registered_commands():
-    assert cli._command_names(cli.build_parser()) == ["doctor", "profile", "report", "bench", "hw", "export", "inspect"]
+    assert cli._command_names(cli.build_parser()) == ["doctor", "profile", "report", "bench", "hw", "export",
+                                                      "inspect", "run", "deploy"]
 
 
 def test_unknown_subcommand_via_console_script():

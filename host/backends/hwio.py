@@ -1,0 +1,267 @@
+"""What the two hardware backends (``xrt``, ``pynq``) share: programming the normalizer registers
+from the manifest's register map, and the double-buffered launch loop.
+
+Registers: the layer's normalizer kernel (``manifest.normalizer_kernel(layer.normalizer)``) gets
+every ``rw`` register of its map written, named like the fields of
+:class:`~vckattn.golden.swiftmax_int.SwiftMaxRegisters` /
+:class:`~vckattn.golden.online_softmax_int.OnlineSoftmaxRegisters` (``out_frac`` is not a
+register: it is folded into ``c_out``). Values go out as 32-bit two's complement; the kernel keeps
+the low ``width`` bits and reads them back sign- (signed) or zero-extended, so a value that fits its
+width reads back as written (:func:`readback_mismatches`).
+
+Launch loop (:class:`BufferedDevice`): the job's tiles are cut into launches of
+``tiles_per_launch``; launch ``c`` uses buffer set ``c % 2``. Order of events::
+
+    pack 0, start 0
+    pack 1            <- while launch 0 runs
+    finish 0, start 1, yield results of 0
+    pack 2            <- while launch 1 runs
+    finish 1, start 2, yield results of 1
+    ...
+
+Launch ``c + 1`` is packed and written before launch ``c`` is waited on; it starts once ``c`` has
+finished (the AIE graph and the ``ap_ctrl_hs`` movers run one launch at a time).
+
+Every launch starts the kernels of :data:`LAUNCHED` (consumers first, :data:`START_ORDER`) with the
+values of :func:`launch_values`: the launch's buffers and tile count, the job's geometry (``head_dim``,
+``keys_pad``, ``n_kv_heads``), the output requantization and ``score_switch``'s ``select``
+(:func:`switch_select`: the configured layer's normalizer).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.host.backends.base import Device, DeviceError
+from vckattn.host.manifest import SCORE_SWITCH_SELECT, Manifest
+from vckattn.host.tiler import LayerJob, Tile, TileResult
+
+#: host-side field that is no register (already folded into ``c_out``)
+NOT_REGISTERS = frozenset({"out_frac"})
+MOVERS = ("mm2s_tiles", "mm2s_kv", "s2mm_out")
+SWITCH = "score_switch"
+#: the ``ap_ctrl_hs`` kernels started (and waited on) every launch
+LAUNCHED = (*MOVERS, SWITCH)
+#: start order: the consumers first, so no stream backs up into a kernel not yet started
+START_ORDER = ("s2mm_out", SWITCH, "mm2s_kv", "mm2s_tiles")
+
+
+def to_u32(value: int) -> int:
+    """``value`` as a 32-bit two's-complement word."""
+    return int(value) & 0xFFFFFFFF
+
+
+def from_u32(word: int, width: int = 32, signed: bool = False) -> int:
+    """The low ``width`` bits of ``word``, sign-extended when ``signed``."""
+    v = int(word) & ((1 << width) - 1)
+    return v - (1 << width) if signed and v >> (width - 1) else v
+
+
+def fits(value: int, width: int, signed: bool) -> bool:
+    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
+    return lo <= value <= hi
+
+
+@dataclass(frozen=True)
+class RegisterWrite:
+    kernel: str
+    name: str
+    offset: int
+    width: int
+    signed: bool
+    value: int  # the register's value (signed where the register is)
+
+    @property
+    def word(self) -> int:
+        return to_u32(self.value)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"kernel": self.kernel, "register": self.name, "offset": self.offset, "value": self.value,
+                "word": f"{self.word:#010x}"}
+
+
+def register_writes(manifest: Manifest, layer: QuantAttentionLayer) -> tuple[dict, list[RegisterWrite]]:
+    """The normalizer kernel entry of ``layer`` and the register writes that configure it.
+
+    Raises :class:`DeviceError` when the manifest's map and the golden register set disagree (a
+    register without a value, a value without a register) or a value does not fit its register.
+    """
+    entry = manifest.normalizer_kernel(layer.normalizer)
+    regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
+    if regs is None:
+        raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
+    values = {k: int(v) for k, v in regs.as_dict().items() if k not in NOT_REGISTERS}
+    table = {r["name"]: r for r in entry["registers"] if r.get("kind") == "reg" and r.get("access") == "rw"}
+    where = f"{manifest.file}: kernels.{entry['name']}"
+    extra = sorted(set(values) - set(table))
+    if extra:
+        raise DeviceError(f"{where}: no writable register for {', '.join(extra)} (the golden {layer.normalizer} "
+                          f"register set and this build's register map differ)")
+    missing = sorted(set(table) - set(values))
+    if missing:
+        raise DeviceError(f"{where}: register(s) {', '.join(missing)} have no value in the layer's "
+                          f"{layer.normalizer} registers")
+    out = []
+    for name, r in table.items():
+        v, width, signed = values[name], int(r["width"]), bool(r["signed"])
+        if not fits(v, width, signed):
+            raise DeviceError(f"{where}: {name} = {v} does not fit the {'signed' if signed else 'unsigned'} "
+                              f"{width}-bit register")
+        out.append(RegisterWrite(entry["name"], name, int(r["offset"]), width, signed, v))
+    return entry, out
+
+
+def readback_mismatches(writes: list[RegisterWrite], read: dict[str, int]) -> list[str]:
+    """Descriptions of the registers whose read-back word differs from what was written."""
+    bad = []
+    for w in writes:
+        got = read.get(w.name)
+        if got is None or to_u32(got) != w.word:
+            shown = "nothing" if got is None else f"{to_u32(got):#010x}"
+            bad.append(f"{w.kernel}.{w.name} at {w.offset:#x}: wrote {w.word:#010x}, read {shown}")
+    return bad
+
+
+def requant_scalars(layer: QuantAttentionLayer) -> tuple[int, int]:
+    """``(rq_mult, rq_shift)`` of the output requantization, the scalars of ``s2mm_out``."""
+    mult, shift = np.asarray(layer.rq_a.mult), np.asarray(layer.rq_a.shift)
+    if mult.size != 1 or shift.size != 1:
+        raise DeviceError(f"s2mm_out takes one output requantization (rq_mult, rq_shift); the layer has "
+                          f"{mult.size} per-channel values")
+    m, s = int(mult.reshape(-1)[0]), int(shift.reshape(-1)[0])
+    if not (fits(m, 32, True) and 0 <= s <= 63):
+        raise DeviceError(f"output requantization mult {m} / shift {s} out of the s2mm_out scalar range")
+    return m, s
+
+
+def switch_select(manifest: Manifest, layer: QuantAttentionLayer) -> int:
+    """``score_switch``'s ``select`` for ``layer``: routes the scores to its normalizer kernel."""
+    name = manifest.normalizer_kernel(layer.normalizer)["name"]
+    if name not in SCORE_SWITCH_SELECT:
+        raise DeviceError(f"{manifest.file}: kernels.{name}: score_switch has no output for this normalizer kernel "
+                          f"(select: {SCORE_SWITCH_SELECT})")
+    return SCORE_SWITCH_SELECT[name]
+
+
+def launch_values(job: LayerJob, n_tiles: int, buffers: dict[str, Any], rq: tuple[int, int],
+                  select: int) -> dict[str, Any]:
+    """Every non-stream argument of the :data:`LAUNCHED` kernels for one launch, by port name.
+
+    ``buffers``: ``desc``, ``q``, ``mask``, ``out`` of the launch's set and the job's ``kv`` (``desc``
+    goes to all three movers)."""
+    return {**buffers, "n_tiles": int(n_tiles), "head_dim": int(job.k.shape[-1]), "keys_pad": int(job.keys_pad),
+            "n_kv_heads": int(job.k.shape[1]), "rq_mult": int(rq[0]), "rq_shift": int(rq[1]), "select": int(select)}
+
+
+def kernel_args(kernel: dict, values: dict[str, Any]) -> list[Any]:
+    """The kernel's call arguments in manifest port order: ``None`` for an AXI4-Stream port (the
+    host never sets those; pyxrt skips an argument it cannot convert, like ``nullptr`` in C++),
+    else ``values[port name]`` (a buffer or a scalar)."""
+    args = []
+    for p in kernel["ports"]:
+        if p["protocol"] == "axis":
+            args.append(None)
+        elif p["name"] in values:
+            args.append(values[p["name"]])
+        else:
+            raise DeviceError(f"kernel {kernel['name']}: this host has no value for its {p['protocol']} "
+                              f"argument {p['name']!r}")
+    return args
+
+
+# ---------------------------------------------------------------------------------- launch loop
+
+
+@dataclass
+class Launch:
+    """One launch: ``index`` in the job, buffer ``slot`` (0 = ping, 1 = pong), its tiles."""
+
+    index: int
+    slot: int
+    tiles: list[Tile]
+
+    @property
+    def n(self) -> int:
+        return len(self.tiles)
+
+    def describe(self) -> str:
+        return f"launch {self.index} (tiles {self.tiles[0].tile_id}..{self.tiles[-1].tile_id})"
+
+
+def timeout_error(timeout_ms: int, kernel: str, launch: Launch) -> DeviceError:
+    return DeviceError(f"device timeout after {timeout_ms} ms in kernel {kernel} on {launch.describe()}")
+
+
+class BufferedDevice(Device):
+    """A device fed through DDR buffers in double-buffered launches (module docstring)."""
+
+    def __init__(self, manifest: Manifest, tiles_per_launch: int = 16, timeout_ms: int | None = None) -> None:
+        super().__init__(manifest)
+        if int(tiles_per_launch) < 1:
+            raise ValueError("tiles_per_launch must be >= 1")
+        self.tiles_per_launch = int(tiles_per_launch)
+        self.timeout_ms = int(timeout_ms if timeout_ms is not None else manifest.data.get("timeout_ms", 10_000))
+        self.launches = 0  # launches completed, over the device's life
+
+    def _check_ready(self) -> QuantAttentionLayer:
+        if self.layer is None:
+            raise RuntimeError("configure() a layer before run()")
+        return self.layer
+
+    def run(self, job: LayerJob) -> Iterator[TileResult]:
+        self._check_ready()
+        per = self.tiles_per_launch
+        launches = [Launch(i, i % 2, job.tiles[s:s + per]) for i, s in enumerate(range(0, len(job.tiles), per))]
+        if not launches:
+            return
+        self._prepare(job)
+        in_flight: Launch | None = None
+        try:
+            self._pack(job, launches[0])
+            self._start(job, launches[0])
+            in_flight = launches[0]
+            for nxt in launches[1:]:
+                self._pack(job, nxt)  # while the previous launch runs
+                done, in_flight = in_flight, None
+                results = self._finish(job, done)
+                self.launches += 1
+                self._start(job, nxt)
+                in_flight = nxt
+                yield from results
+            done, in_flight = in_flight, None
+            results = self._finish(job, done)
+            self.launches += 1
+            yield from results
+        finally:
+            if in_flight is not None:  # the consumer stopped early: let the device finish before reuse
+                try:
+                    self._finish(job, in_flight)
+                except Exception:  # best effort; the consumer's error is the one that matters
+                    pass
+
+    @abstractmethod
+    def _prepare(self, job: LayerJob) -> None:
+        """Allocate (or reuse) both buffer sets for ``job`` and upload its ``kv`` buffer."""
+
+    @abstractmethod
+    def _pack(self, job: LayerJob, launch: Launch) -> None:
+        """Write ``launch``'s desc/q/mask and a blank out into its buffer set and sync them to the device."""
+
+    @abstractmethod
+    def _start(self, job: LayerJob, launch: Launch) -> None:
+        """Start the movers (and the graph) on ``launch``'s buffer set."""
+
+    @abstractmethod
+    def _finish(self, job: LayerJob, launch: Launch) -> list[TileResult]:
+        """Wait for ``launch`` (DeviceError on timeout/failure), sync ``out`` back, unpack it."""
+
+
+__all__ = ["LAUNCHED", "MOVERS", "START_ORDER", "SWITCH", "BufferedDevice", "Launch", "RegisterWrite", "from_u32",
+           "kernel_args", "launch_values", "readback_mismatches", "register_writes", "requant_scalars", "switch_select",
+           "timeout_error", "to_u32"]

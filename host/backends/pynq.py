@@ -1,0 +1,303 @@
+"""``pynq``: the attention build on a VCK190 board through PYNQ 4.0 (run on the board's Arm cores).
+
+PYNQ 4.0 supports Versal on the VCK190 only (no VCK5000). Its embedded flow programs the PL
+through the Linux FPGA manager and talks to IP over ``/dev/mem``; this backend uses only the
+documented surface:
+
+* ``pynq.Overlay(path, download=...)`` with a ``.pdi``/``.bit`` (plus its sibling ``.hwh``) or an
+  ``.xclbin``; ``overlay.ip_dict`` names the IP. A manifest kernel ``k`` matches the ip_dict key
+  ``k``, a hierarchical key ending in ``/k``, or ``k_1`` (Vitis' default compute-unit name); a
+  kernel without a match is refused, naming it.
+* drivers (``DefaultIP``) from the overlay: ``.read(offset)`` / ``.write(offset, value)`` for
+  every register access.
+* ``pynq.allocate(shape, dtype)`` buffers: ``.device_address``, ``.sync_to_device()``,
+  ``.sync_from_device()``, ``.freebuffer()``.
+
+HLS kernels (the movers and ``score_switch``, ``ap_ctrl_hs``; arguments as for ``xrt``,
+:func:`.hwio.launch_values`, the ``desc`` buffer's address going to all three movers): started
+through their ``s_axi_control`` registers, not ``DefaultIP.call``/``.start``: PYNQ's embedded
+devices (Zynq, Versal) report the ``CALLABLE`` capability as False, so ``call``/``start`` have no
+signature there. The host writes each argument at its offset from ``ip_dict[...]["registers"]``
+(64-bit addresses as low/high words: either one 64-bit register ``arg`` or the pair
+``arg_1``/``arg_2`` Vitis HLS exports; an argument named like a C keyword may carry HLS' ``_r``
+suffix), sets ``ap_start`` (bit 0 of ``CTRL`` at 0x00) and polls ``CTRL`` until ``ap_start`` is
+clear and ``ap_done`` (bit 1) or ``ap_idle`` (bit 2) is set, up to ``timeout_ms``.
+
+AIE graph: PYNQ has no AIE graph API. The build for this backend is packaged *without*
+``v++ --package.defer_aie_run``, so the graph starts when the device image loads and runs forever
+(the documented "run forever" deployment); its kernels block on their input streams, so the PL
+movers pace it. The host never starts or waits on the graph; a stalled AIE shows up as a timeout in
+``s2mm_out``, the last mover. ``PynqDevice`` does not check the xclbin UUID (a ``.pdi``/``.hwh``
+overlay has none); it checks the kernel names and the normalizers' ``ID`` registers.
+
+Normalizer registers, buffer layout and the launch loop are shared with ``xrt``
+(:mod:`.hwio`, :mod:`vckattn.host.tile_buffers`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.host import tile_buffers as tb
+from vckattn.host.backends.base import DeviceError
+from vckattn.host.backends.hwio import (
+    LAUNCHED,
+    START_ORDER,
+    BufferedDevice,
+    Launch,
+    RegisterWrite,
+    kernel_args,
+    launch_values,
+    readback_mismatches,
+    register_writes,
+    requant_scalars,
+    switch_select,
+    timeout_error,
+    to_u32,
+)
+from vckattn.host.manifest import BITSTREAMS, Manifest
+from vckattn.host.tiler import LayerJob, TileResult
+
+PYNQ_MISSING = ("PYNQ not found: cannot import pynq (the pynq backend runs on the VCK190's Arm cores "
+                "with PYNQ 4.0 installed)")
+AP_START, AP_DONE, AP_IDLE = 0x1, 0x2, 0x4
+
+
+def import_pynq() -> Any:
+    try:
+        import pynq  # type: ignore[import-not-found]
+    except ImportError:
+        raise DeviceError(PYNQ_MISSING) from None
+    if pynq is None:
+        raise DeviceError(PYNQ_MISSING)
+    return pynq
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def find_ip(ip_dict: dict, kernel: str) -> str | None:
+    """The ip_dict key of manifest kernel ``kernel`` (see the module docstring), or None."""
+    for key in ip_dict:
+        leaf = key.rsplit("/", 1)[-1]
+        if key == kernel or leaf == kernel or leaf == f"{kernel}_1":
+            return key
+    return None
+
+
+def arg_offsets(registers: dict, port: str, pointer: bool) -> list[int]:
+    """Register offsets of argument ``port``: ``[low, high]`` for a 64-bit pointer, ``[offset]`` else."""
+    for name in (port, f"{port}_r"):
+        if name in registers:
+            r = registers[name]
+            off = int(r["address_offset"])
+            return [off, off + 4] if pointer and int(r.get("size", 64)) >= 64 else [off]
+        if f"{name}_1" in registers and f"{name}_2" in registers:
+            return [int(registers[f"{name}_1"]["address_offset"]), int(registers[f"{name}_2"]["address_offset"])]
+    raise KeyError(port)
+
+
+class PynqDevice(BufferedDevice):
+    name = "pynq"
+    where = "hardware: VCK190 through PYNQ 4.0"
+
+    def __init__(self, manifest: Manifest, xclbin: Path | None = None, tiles_per_launch: int = tb.TILES_PER_LAUNCH,
+                 timeout_ms: int | None = None, download: bool = True, poll_s: float = 0.0002) -> None:
+        """``xclbin``: the overlay file PYNQ loads (``.xclbin``, or ``.pdi``/``.bit`` beside its ``.hwh``);
+        default: the manifest's ``xclbin.file`` in ``bitstreams/``."""
+        super().__init__(manifest, tiles_per_launch, timeout_ms)
+        self.bitstream = Path(xclbin) if xclbin is not None else BITSTREAMS / manifest.data["xclbin"]["file"]
+        self.download, self.poll_s = download, float(poll_s)
+        self.kernels_checked: list[dict[str, Any]] = []
+        self.written: list[RegisterWrite] = []
+        self._pynq: Any = None
+        self._overlay: Any = None
+        self._ips: dict[str, Any] = {}
+        self._args: dict[str, dict[str, list[int]]] = {}  # kernel -> port -> register offsets
+        self._ctrl: dict[str, int] = {}
+        self._rq: tuple[int, int] | None = None
+        self._select: int | None = None
+        self._sets: list[dict[str, Any]] = []
+        self._kv: Any = None
+        self._geom: tuple[int, int, int] | None = None
+
+    # ------------------------------------------------------------------------------ open / close
+
+    def open(self) -> None:
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        m = self.manifest
+        pynq = self._pynq = import_pynq()
+        path = self.bitstream
+        if not path.exists():
+            raise DeviceError(f"{path}: bitstream file not found")
+        try:
+            self._overlay = pynq.Overlay(str(path), download=self.download)
+            ip_dict = dict(self._overlay.ip_dict)
+        except Exception as exc:  # PYNQ raises RuntimeError, OSError, ...
+            raise DeviceError(f"{path}: cannot load the overlay: {_reason(exc)}") from None
+        keys = {k["name"]: find_ip(ip_dict, k["name"]) for k in m.data["kernels"]}
+        missing = [k for k, v in keys.items() if v is None]
+        if missing:
+            raise DeviceError(f"{path}: the overlay lacks kernel(s) {', '.join(missing)} listed in {m.file} "
+                              f"(its IP: {', '.join(sorted(ip_dict)) or 'none'})")
+        for k in m.data["kernels"]:
+            key = keys[k["name"]]
+            assert key is not None
+            ip = self._ips[k["name"]] = functools.reduce(getattr, key.split("/"), self._overlay)
+            if k["kind"] == "rtl":
+                off = m.register_offset(k["name"], "ID")
+                got, want = int(ip.read(off)), int(k["id"])
+                if got != want:
+                    raise DeviceError(f"kernel {k['name']}: ID register at {off:#x} reads {got:#010x}, expected "
+                                      f"{want:#010x} ({m.file}): the bitstream holds a different kernel")
+                self.kernels_checked.append({"name": k["name"], "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
+                continue
+            regs = ip_dict[key].get("registers") or {}
+            self._ctrl[k["name"]] = int(regs.get("CTRL", {}).get("address_offset", 0))
+            offs = {}
+            for p in k["ports"]:
+                if p["protocol"] == "axis":
+                    continue
+                try:
+                    offs[p["name"]] = arg_offsets(regs, p["name"], p["protocol"] == "m_axi")
+                except KeyError:
+                    raise DeviceError(f"kernel {k['name']} ({key}): the overlay's register map has no argument "
+                                      f"{p['name']!r} (has {', '.join(sorted(regs)) or 'no registers'})") from None
+            self._args[k["name"]] = offs
+            self.kernels_checked.append({"name": k["name"], "kind": "hls", "ip": key})
+
+    def close(self) -> None:
+        for s in [*self._sets, {"kv": self._kv}]:
+            for buf in s.values():
+                free = getattr(buf, "freebuffer", None)
+                if free is not None:
+                    try:
+                        free()
+                    except Exception:  # releasing
+                        pass
+        self._sets, self._kv, self._geom = [], None, None
+        self._ips, self._args, self._ctrl = {}, {}, {}
+        self._overlay = None
+
+    # ------------------------------------------------------------------------------ configure
+
+    def configure(self, layer: QuantAttentionLayer) -> None:
+        super().configure(layer)
+        entry, writes = register_writes(self.manifest, layer)
+        rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
+        if entry["name"] not in self._ips:
+            raise DeviceError(f"pynq backend: kernel {entry['name']} is not open (call open() first)")
+        ip = self._ips[entry["name"]]
+        for w in writes:
+            ip.write(w.offset, w.word)
+        self.written, self._rq, self._select = writes, rq, select
+
+    def verify_registers(self) -> dict[str, int]:
+        """Read back the registers :meth:`configure` wrote; DeviceError naming every mismatch."""
+        if not self.written:
+            raise DeviceError("pynq backend: no registers written yet (configure a layer first)")
+        ip = self._ips[self.written[0].kernel]
+        read = {w.name: int(ip.read(w.offset)) for w in self.written}
+        bad = readback_mismatches(self.written, read)
+        if bad:
+            raise DeviceError(f"register readback mismatch: {'; '.join(bad)}")
+        return read
+
+    # ------------------------------------------------------------------------------ buffers / runs
+
+    def _alloc(self, nbytes: int) -> Any:
+        return self._pynq.allocate(shape=(max(int(nbytes), 64),), dtype=np.uint8)
+
+    def _prepare(self, job: LayerJob) -> None:
+        if self._overlay is None:
+            raise DeviceError("pynq backend: the overlay is not loaded (use the device as a context manager)")
+        q_rows, hd, kp = job.tile.q_rows, int(job.k.shape[-1]), job.keys_pad
+        cap = min(self.tiles_per_launch, max(1, len(job.tiles)))
+        if self._geom is None or self._geom[0] != hd or self._geom[1] < kp or self._geom[2] < cap:
+            self.close_buffers()
+            sizes = {"desc": tb.desc_nbytes(cap), "q": tb.q_nbytes(cap, q_rows, hd),
+                     "mask": tb.mask_nbytes(cap, q_rows, kp), "out": tb.out_nbytes(cap, q_rows, hd)}
+            self._sets = [{n: self._alloc(s) for n, s in sizes.items()} for _ in range(2)]
+            self._geom = (hd, kp, cap)
+        kv = tb.pack_kv(job)
+        if self._kv is not None:
+            self._kv.freebuffer()
+        self._kv = self._alloc(kv.nbytes)
+        self._write(self._kv, kv)
+
+    def close_buffers(self) -> None:
+        for s in self._sets:
+            for buf in s.values():
+                buf.freebuffer()
+        self._sets = []
+
+    @staticmethod
+    def _write(buf: Any, data: np.ndarray) -> None:
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        buf[: raw.size] = raw
+        buf.sync_to_device()
+
+    def _pack(self, job: LayerJob, launch: Launch) -> None:
+        s = self._sets[launch.slot]
+        for name, arr in tb.pack_tiles(job, launch.tiles).items():
+            self._write(s[name], arr)
+        self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
+
+    def _start(self, job: LayerJob, launch: Launch) -> None:
+        assert self._rq is not None and self._select is not None
+        values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
+        for name in START_ORDER:
+            k = self.manifest.kernel(name)
+            ip, offs = self._ips[name], self._args[name]
+            for p, value in zip(k["ports"], kernel_args(k, values), strict=True):
+                if p["protocol"] == "axis":
+                    continue
+                words = self._words(name, p, value, len(offs[p["name"]]))
+                for off, word in zip(offs[p["name"]], words, strict=True):
+                    ip.write(off, word)
+            ip.write(self._ctrl[name], AP_START)
+
+    @staticmethod
+    def _words(kernel: str, port: dict, value: Any, n: int) -> list[int]:
+        if port["protocol"] != "m_axi":
+            return [to_u32(value)]
+        addr = int(getattr(value, "device_address", None) or value.physical_address)
+        if n == 1 and addr >> 32:
+            raise DeviceError(f"kernel {kernel}: buffer {port['name']} at {addr:#x} does not fit its 32-bit "
+                              f"address register")
+        return [addr & 0xFFFFFFFF, addr >> 32][:n]
+
+    def _wait(self, name: str, launch: Launch) -> None:
+        ip, ctrl = self._ips[name], self._ctrl[name]
+        deadline = time.monotonic() + self.timeout_ms / 1000
+        while True:
+            v = int(ip.read(ctrl))
+            if not v & AP_START and v & (AP_DONE | AP_IDLE):
+                return
+            if time.monotonic() > deadline:
+                raise timeout_error(self.timeout_ms, name, launch)
+            time.sleep(self.poll_s)
+
+    def _finish(self, job: LayerJob, launch: Launch) -> list[TileResult]:
+        for name in LAUNCHED:
+            self._wait(name, launch)
+        q_rows, hd = job.tile.q_rows, int(job.k.shape[-1])
+        out = self._sets[launch.slot]["out"]
+        out.sync_from_device()
+        return tb.unpack_out(np.asarray(out[: tb.out_nbytes(launch.n, q_rows, hd)]), launch.n, q_rows, hd)
+
+
+__all__ = ["PYNQ_MISSING", "PynqDevice", "arg_offsets", "find_ip", "import_pynq"]

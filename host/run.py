@@ -1,0 +1,259 @@
+"""``vckattn run``: real inputs through the attention block on a backend, checked two ways.
+
+For every requested layer the host runs the bundle's integer layer on the device
+(:func:`vckattn.host.scheduler.run_layer`) and compares its output
+
+* with the **bit-exact integer golden** (:func:`vckattn.golden.quant_attention.attention_int` on
+  the same input): ``bit_exact`` is true only if every int32 output accumulator is equal;
+* with the **float golden** (the source checkpoint's attention in float64, SwiftMax with the
+  bundle's β/γ where the layer uses it): ``max_abs_error``, ``max_rel_error`` (= max |out − ref| /
+  max |ref|), ``cosine`` (mean over tokens of the per-token cosine), over valid tokens only.
+
+Inputs: ``text`` goes through the model's tokenizer and the float model (the hidden states entering
+each layer's attention sublayer are recorded), or an npz with ``layer{i}_input`` arrays
+``(tokens, hidden)`` (and optionally ``keep`` ``(tokens,)`` bool) — the format ``--save`` writes.
+Each layer gets the float model's input for that layer, so layers are checked independently.
+
+JSON report::
+
+    {"backend", "device", "manifest", "bundle", "tokens", "tiles",
+     "layers": [{"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "cycles" (rtl only),
+                 "tiles", "device_seconds", "host_seconds"}],
+     "elements_per_second"}
+
+``elements_per_second``: attention-score elements (``heads × tokens × tokens`` per layer and
+sequence) through the device per second of device time (all layers).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from vckattn.host.cli import UserError
+
+BACKEND_CHOICES = ("emu", "rtl", "xrt", "pynq")
+
+
+@dataclass
+class RunInputs:
+    """Per layer: float input (1, S, d), RoPE tables or None; and the (1, S) keep mask."""
+
+    x: dict[int, np.ndarray]
+    rope: dict[int, tuple[np.ndarray, np.ndarray] | None]
+    keep: np.ndarray
+    tokens: list[str] | None
+
+
+def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) -> Any:
+    from vckattn.host import export
+
+    src = bundle.manifest["source"]
+    path = checkpoint if checkpoint is not None else src["path"]
+    try:
+        source = export.resolve_checkpoint(path)
+    except export.ExportError as exc:
+        raise UserError(f"the float reference needs the bundle's source checkpoint: {exc} "
+                        "(pass --checkpoint PATH if it moved)") from None
+    if checkpoint is None and source.sha256() != src["sha256"]:
+        raise UserError(f"{path}: the checkpoint changed since the bundle was exported (sha256 differs); "
+                        "re-export or pass --checkpoint with the original")
+    return export._load(source, progress)
+
+
+def _text_inputs(m: Any, text: str, layers: list[int], progress: bool) -> RunInputs:
+    from vckattn.host import export
+
+    seq_len = int(m.info["max_seq_len"])
+    cap = export._capture(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
+    keep = cap.batches[0].keep
+    tokens = None
+    if m.tokenizer is not None:
+        ids = m.tokenizer(text, truncation=True, max_length=seq_len)["input_ids"]
+        tokens = m.tokenizer.convert_ids_to_tokens(ids)
+    return RunInputs({i: cap.x[i][0].astype(np.float64) for i in layers}, {i: cap.rope[i][0] for i in layers},
+                     keep, tokens)
+
+
+def _npz_inputs(m: Any, path: Path, layers: list[int]) -> RunInputs:
+    try:
+        data = np.load(path)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"{path}: cannot read the input npz: {exc}") from None
+    d = int(m.info["hidden_size"])
+    x, s = {}, None
+    for i in layers:
+        name = f"layer{i}_input"
+        if name not in data.files:
+            raise UserError(f"{path}: no array {name!r} (has {', '.join(data.files) or 'nothing'})")
+        a = np.asarray(data[name], np.float64)
+        if a.ndim != 2 or a.shape[1] != d:
+            raise UserError(f"{path}: {name} has shape {a.shape}, expected (tokens, {d})")
+        if not np.isfinite(a).all():
+            raise UserError(f"{path}: {name} holds NaN or Inf")
+        if s is not None and a.shape[0] != s:
+            raise UserError(f"{path}: {name} has {a.shape[0]} tokens, other layers {s}")
+        s = a.shape[0]
+        x[i] = a[None]
+    keep = np.ones((1, s), bool)
+    if "keep" in data.files:
+        k = np.asarray(data["keep"])
+        if k.shape != (s,):
+            raise UserError(f"{path}: keep has shape {k.shape}, expected ({s},)")
+        keep = k.astype(bool)[None]
+    rope: dict[int, tuple[np.ndarray, np.ndarray] | None] = dict.fromkeys(layers)
+    if m.family == "llama":
+        rot = getattr(getattr(m.model, "model", None), "rotary_emb", None)
+        if rot is None:
+            raise UserError("--input on a Llama model needs a Hugging Face source (for its RoPE tables)")
+        with torch.no_grad():
+            cos, sin = rot(torch.zeros(1, s, d), torch.arange(s)[None])
+        tables = (cos[0].double().numpy(), sin[0].double().numpy())
+        rope = dict.fromkeys(layers, tables)
+    return RunInputs(x, rope, keep, None)
+
+
+def _float_reference(m: Any, i: int, entry: dict, x: np.ndarray, keep: np.ndarray,
+                     rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    from vckattn.host import export
+
+    sm = entry.get("swiftmax")
+    norm, beta, gamma = ("swiftmax", sm["beta"], sm["gamma"]) if sm else ("softmax", 0.0, 1.0)
+    ly = m.layers[i]
+    f = export._float_layer(m, ly, x, keep, rope, norm, beta, gamma)
+    with torch.no_grad():
+        return ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
+
+
+def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:
+    """Float-vs-float comparison over valid tokens (see the module docstring)."""
+    o, r = out[keep], ref[keep]
+    diff = np.abs(o - r)
+    cos = (o * r).sum(-1) / (np.linalg.norm(o, axis=-1) * np.linalg.norm(r, axis=-1) + 1e-300)
+    return {"max_abs_error": float(diff.max()), "max_rel_error": float(diff.max() / max(np.abs(r).max(), 1e-300)),
+            "cosine": float(cos.mean())}
+
+
+def open_device(backend: str, manifest: Any, **options: Any) -> Any:
+    from vckattn.host.backends import device_class
+
+    return device_class(backend)(manifest, **options)
+
+
+def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: Path | None = None,
+        layers: list[int] | None = None, manifest_path: Path | str | None = None, checkpoint: Path | None = None,
+        save: Path | None = None, device_options: dict | None = None, progress: bool = True,
+        arrays: dict | None = None) -> dict:
+    """Run the bundle's attention layers on ``backend`` and return the JSON report (module docstring).
+
+    ``arrays``: if given, filled per layer index with ``{"out", "ref", "keep"}`` (device output, float
+    golden, valid tokens) for plots."""
+    from tqdm import tqdm
+
+    from vckattn.host.bundle import BundleError, load_bundle
+    from vckattn.host.export import to_quant_layer
+    from vckattn.host.manifest import DEFAULT_MANIFEST, load_manifest
+    from vckattn.host.scheduler import run_layer
+
+    if backend not in BACKEND_CHOICES:
+        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
+    if (text is None) == (input_npz is None):
+        raise UserError("give exactly one of --text and --input")
+    try:
+        bundle = load_bundle(bundle_path)
+    except BundleError as exc:
+        raise UserError(str(exc)) from None
+    present = [int(e["index"]) for e in bundle.manifest["layers"]]
+    layers = present if layers is None else layers
+    bad = [i for i in layers if i not in present]
+    if bad:
+        raise UserError(f"{bundle_path}: no layer(s) {bad} in the bundle (it has {present[0]}..{present[-1]})")
+    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+
+    m = _source_model(bundle, checkpoint, progress)
+    inputs = _text_inputs(m, text, layers, progress) if text is not None else _npz_inputs(m, input_npz, layers)
+    seq = int(inputs.keep.shape[1])
+    device = open_device(backend, manifest, **(device_options or {}))
+    device.check_bundle(bundle, layers, seq)
+    report: dict[str, Any] = {"backend": backend, "device": device.where, "manifest": manifest.name,
+                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": []}
+    saved: dict[str, np.ndarray] = {}
+    keep = inputs.keep
+    device_s, elements = 0.0, 0
+    from vckattn.golden.quant_attention import attention_int
+
+    with device:
+        for i in layers:
+            ql = to_quant_layer(bundle, i)
+            entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
+            x = inputs.x[i]
+            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=not progress,
+                       file=sys.stderr, leave=False)
+            try:
+                lr = run_layer(device, ql, x, keep, inputs.rope[i], index=i, progress=bar)
+            finally:
+                bar.close()
+            _, ints = attention_int(ql, x, keep, rope=inputs.rope[i])
+            ref = _float_reference(m, i, entry, x, keep, inputs.rope[i])
+            row = {"layer": i, "bit_exact": bool(np.array_equal(lr.y, ints["y"]) and np.array_equal(lr.a, _heads_of(
+                ints["a"], ql))), **errors(lr.out, ref, keep)}
+            if backend == "rtl":
+                row["cycles"] = lr.cycles
+            row |= {"tiles": len(lr.job.tiles), "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
+            report["layers"].append(row)
+            report["tiles"] += len(lr.job.tiles)
+            device_s += lr.device_seconds
+            elements += ql.n_heads * int(keep.sum(axis=1) @ keep.sum(axis=1))
+            if arrays is not None:
+                arrays[i] = {"out": lr.out, "ref": ref, "keep": keep}
+            if save is not None:
+                saved[f"layer{i}_input"] = (lr.x[keep] * ql.s_x).astype(np.float32)
+                saved[f"layer{i}_output"] = lr.out[keep].astype(np.float32)
+    report["elements_per_second"] = elements / device_s if device_s > 0 else None
+    if save is not None:
+        save.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(save, **saved)
+    return report
+
+
+def _heads_of(a_flat: np.ndarray, layer: Any) -> np.ndarray:
+    """(B, S, H·hd) → (B, H, S, hd)."""
+    b, s, _ = a_flat.shape
+    return a_flat.reshape(b, s, layer.n_heads, -1).transpose(0, 2, 1, 3)
+
+
+def print_report(report: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"vckattn run — backend {report['backend']} ({report['device']})")
+    for col in ("layer", "bit-exact vs integer golden", "max |err| vs float", "max rel err", "cosine", "tiles"):
+        t.add_column(col, justify="right")
+    has_cycles = any("cycles" in r for r in report["layers"])
+    if has_cycles:
+        t.add_column("cycles", justify="right")
+    for r in report["layers"]:
+        cells = [str(r["layer"]), "[green]yes[/]" if r["bit_exact"] else "[red]NO[/]", f"{r['max_abs_error']:.4g}",
+                 f"{r['max_rel_error']:.3g}", f"{r['cosine']:.5f}", str(r["tiles"])]
+        if has_cycles:
+            cells.append(str(r.get("cycles")))
+        t.add_row(*cells)
+    c = Console()
+    c.print(t)
+    eps = report["elements_per_second"]
+    c.print(f"{report['tokens']} tokens, {report['tiles']} tiles; "
+            f"{'n/a' if eps is None else f'{eps:.3g}'} score elements/s of device time")
+
+
+def write_json(report: dict, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+__all__ = ["BACKEND_CHOICES", "errors", "print_report", "run", "write_json"]

@@ -1,0 +1,321 @@
+"""The ``xrt`` backend (host/backends/xrt.py) on a FAKE card behind a FAKE pyxrt and graph shim
+(tests/fakes: they record calls; they are not hardware), and the C++ shim's build path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fakes import fake_pyxrt
+from fakes.card import FakeAttentionCard
+from hw_jobs import (
+    OTHER_UUID,
+    emu_results,
+    make_job,
+    make_layer,
+    manifest_edit,
+    manifest_with_uuid,
+    same_results,
+    write_xclbin,
+)
+
+from vckattn.host.backends import device_class, hwio, xrt_graph
+from vckattn.host.backends import xrt as xrt_mod
+from vckattn.host.backends.base import DeviceError
+from vckattn.host.backends.hwio import register_writes
+from vckattn.host.backends.xrt import XRT_MISSING, XrtDevice
+from vckattn.host.tiler import TileError, collect_results
+
+FAKES = Path(__file__).parent / "fakes"
+MANIFEST = manifest_with_uuid()
+
+
+def _setup(monkeypatch, tmp_path, manifest=MANIFEST, card_manifest=None, per=3, timeout_ms=None, **knobs):
+    card = FakeAttentionCard(card_manifest or manifest, **knobs)
+    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
+    shim = fake_pyxrt.FakeShim(card)
+    dev = XrtDevice(manifest, write_xclbin(tmp_path / "attention.xclbin"), tiles_per_launch=per,
+                    timeout_ms=timeout_ms, graph_factory=shim.graph, ip_factory=shim.ip)
+    return card, dev
+
+
+def _run(dev, layer, job):
+    with dev:
+        dev.configure(layer)
+        return list(dev.run(job))
+
+
+@pytest.mark.parametrize("normalizer", ["swiftmax", "softmax"])
+def test_bit_identical_to_emu(monkeypatch, tmp_path, normalizer):
+    layer, job = make_layer(normalizer), make_job(MANIFEST)
+    card, dev = _setup(monkeypatch, tmp_path)
+    got = _run(dev, layer, job)
+    assert same_results(got, emu_results(MANIFEST, layer, job))
+    assert card.launches == 3 and dev.launches == 3  # 8 tiles in launches of 3, 3, 2
+    assert [e["normalizer"] for e in card.ops("computed")] == [normalizer] * 3
+    assert device_class("xrt") is XrtDevice and dev.where.startswith("hardware")
+
+
+def test_open_checks_and_ids(monkeypatch, tmp_path):
+    card, dev = _setup(monkeypatch, tmp_path)
+    with dev:
+        assert dev.uuid == MANIFEST.uuid
+        assert {k["name"] for k in dev.kernels_checked} == {*MANIFEST.kernel_names, "attention_graph"}
+    first = [e["op"] for e in card.log[:3]]
+    assert first == ["device", "xclbin", "load_xclbin"]  # checked before loading
+    id_reads = [e for e in card.ops("reg.read") if e["offset"] == 0]
+    assert {e["kernel"] for e in id_reads} == {"swiftmax", "online_softmax"}
+    assert card.ops("graph.open")[0]["name"] == "attention_graph"
+
+
+def test_register_writes_land_at_manifest_offsets(monkeypatch, tmp_path):
+    layer = make_layer("swiftmax")
+    card, dev = _setup(monkeypatch, tmp_path)
+    with dev:
+        dev.configure(layer)
+        read = dev.verify_registers()
+    table = {r["name"]: r for r in MANIFEST.kernel("swiftmax")["registers"]}
+    regs = layer.swiftmax.as_dict()
+    want = {(int(table[n]["offset"]), regs[n] & 0xFFFFFFFF) for n in ("a_mult", "a_shift", "b_beta", "u_lo", "u_hi",
+                                                                      "c_out")}
+    writes = {(e["offset"], e["value"]) for e in card.ops("reg.write")}
+    assert writes == want and all(e["kernel"] == "swiftmax" for e in card.ops("reg.write"))
+    assert regs["u_lo"] < 0 and (int(table["u_lo"]["offset"]), regs["u_lo"] + (1 << 32)) in writes  # two's complement
+    assert read["u_lo"] == regs["u_lo"] & 0xFFFFFFFF
+    starts = card.ops("start")
+    assert {e["kernel"] for e in starts} == set()  # configure only: nothing ran
+
+
+def test_wrong_register_offset_gives_wrong_results(monkeypatch, tmp_path):
+    """The fake card decodes registers at the manifest offsets: a host writing a_mult and b_beta at
+    each other's offsets gets results that differ from the golden model."""
+    def swap(data):
+        regs = next(k for k in data["kernels"] if k["name"] == "swiftmax")["registers"]
+        a, s = (next(r for r in regs if r["name"] == n) for n in ("a_mult", "b_beta"))
+        a["offset"], s["offset"] = s["offset"], a["offset"]
+    layer, job = make_layer("swiftmax"), make_job(MANIFEST)
+    _, dev = _setup(monkeypatch, tmp_path, manifest=manifest_edit(MANIFEST, swap), card_manifest=MANIFEST)
+    got = _run(dev, layer, job)
+    assert [r.tile_id for r in got] == list(range(8))
+    assert not same_results(got, emu_results(MANIFEST, layer, job))
+
+
+def test_wrong_switch_select_gives_wrong_results(monkeypatch, tmp_path):
+    """The fake card normalizes with the kernel score_switch's select routes to, not with whichever
+    registers were written last: a host passing the other select gets results that differ from emu."""
+    sm_layer, os_layer, job = make_layer("swiftmax"), make_layer("softmax"), make_job(MANIFEST)
+    card, dev = _setup(monkeypatch, tmp_path)
+    monkeypatch.setattr(xrt_mod, "switch_select", lambda m, layer: 1 - hwio.switch_select(m, layer))
+    with dev:
+        dev.configure(os_layer)  # both register files hold valid constants; swiftmax's written last
+        dev.configure(sm_layer)
+        got = list(dev.run(job))
+    assert {e["args"]["select"] for e in card.ops("start") if e["kernel"] == "score_switch"} == {1}
+    assert [e["normalizer"] for e in card.ops("computed")] == ["softmax"] * 3
+    assert [r.tile_id for r in got] == list(range(8))
+    assert not same_results(got, emu_results(MANIFEST, sm_layer, job))
+
+
+@pytest.mark.parametrize(("head_dim", "heads", "kv_heads"), [(64, 4, 2), (32, 4, 4)])
+def test_geometry_comes_from_the_kernel_arguments(monkeypatch, tmp_path, head_dim, heads, kv_heads):
+    layer = make_layer("swiftmax", heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    job = make_job(MANIFEST, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
+    card, dev = _setup(monkeypatch, tmp_path, per=5)
+    got = _run(dev, layer, job)
+    assert same_results(got, emu_results(MANIFEST, layer, job))
+    geom = {"head_dim": head_dim, "keys_pad": job.keys_pad, "n_kv_heads": kv_heads}
+    assert all(e["geometry"] == geom for e in card.ops("computed"))
+    starts = [e for e in card.ops("start") if e["kernel"] in ("mm2s_tiles", "mm2s_kv", "s2mm_out")]
+    assert all(e["args"]["head_dim"] == head_dim for e in starts)
+    # desc is allocated once, in mm2s_tiles' group, and shared by the three movers
+    first = {e["kernel"]: e["args"] for e in card.ops("start")[:4]}
+    assert first["mm2s_tiles"]["desc"] == first["mm2s_kv"]["desc"] == first["s2mm_out"]["desc"]
+
+
+def test_fake_checks_shared_buffer_groups(monkeypatch, tmp_path):
+    """A buffer shared by several kernels is accepted in the group of any of its users, and only there."""
+    card = FakeAttentionCard(MANIFEST)
+    pyxrt = fake_pyxrt.module_for(card)
+    dev = pyxrt.device(0)
+    xuuid = dev.load_xclbin(pyxrt.xclbin(str(write_xclbin(tmp_path / "a.xclbin"))))
+    tiles, kv = pyxrt.kernel(dev, xuuid, "mm2s_tiles"), pyxrt.kernel(dev, xuuid, "mm2s_kv")
+    desc = pyxrt.bo(dev, 64, pyxrt.bo.flags.normal, tiles.group_id(0))  # mm2s_tiles.desc
+    q = pyxrt.bo(dev, 64, pyxrt.bo.flags.normal, tiles.group_id(1))  # mm2s_tiles.q
+    kvb = pyxrt.bo(dev, 64, pyxrt.bo.flags.normal, kv.group_id(1))
+    with pytest.raises(ValueError, match=r"bo for mm2s_kv\.desc was allocated in group 1, .*mm2s_tiles\.desc"):
+        kv(q, kvb, 1, 1, 32, 32, None, None)
+    kv(desc, kvb, 1, 1, 32, 32, None, None)  # desc from mm2s_tiles' group: one of its users
+    assert card.ops("start")[-1]["kernel"] == "mm2s_kv"
+
+
+def test_double_buffering_call_order(monkeypatch, tmp_path):
+    layer, job = make_layer("swiftmax"), make_job(MANIFEST)
+    card, dev = _setup(monkeypatch, tmp_path)
+    _run(dev, layer, job)
+    log = card.log
+    starts = [i for i, e in enumerate(log) if e["op"] == "start" and e["kernel"] == "mm2s_tiles"]
+    assert len(starts) == 3
+    descs = [log[i]["args"]["desc"] for i in starts]
+    outs = [e["args"]["out"] for e in card.ops("start") if e["kernel"] == "s2mm_out"]
+    assert descs[0] != descs[1] and descs[0] == descs[2] and outs[0] != outs[1] and outs[0] == outs[2]  # ping/pong
+    for c in range(len(starts) - 1):
+        nxt = descs[c + 1]
+        synced = [i for i in range(starts[c + 1]) if log[i]["op"] == "bo.sync" and log[i]["bo"] == nxt
+                  and log[i]["dir"] == "to_device"]
+        first_wait = next(i for i in range(starts[c], len(log)) if log[i]["op"] == "wait")
+        assert starts[c] < synced[-1] < first_wait, f"launch {c + 1} not packed before launch {c} was waited on"
+        # the graph runs one launch at a time: launch c is waited on before c+1 is started
+        assert first_wait < starts[c + 1]
+    runs = [e["iterations"] for e in card.ops("graph.run")]
+    assert runs == [3, 3, 2] and len(card.ops("graph.wait")) == 3
+    kv_syncs = [e for e in card.ops("bo.sync") if e["dir"] == "to_device" and e["bo"] in
+                {s["args"]["kv"] for s in card.ops("start") if s["kernel"] == "mm2s_kv"}]
+    assert len(kv_syncs) == 1  # K/V uploaded once per job
+    outs_back = [e for e in card.ops("bo.sync") if e["dir"] == "from_device"]
+    assert len(outs_back) == 3
+
+
+@pytest.mark.parametrize(("knobs", "message"), [
+    ({"hang": "s2mm_out"}, r"device timeout after 40 ms in kernel s2mm_out on launch 0 \(tiles 0\.\.2\)"),
+    ({"hang": "mm2s_tiles"}, r"device timeout after 40 ms in kernel mm2s_tiles on launch 0 \(tiles 0\.\.2\)"),
+    ({"hang": "attention_graph"}, r"device timeout after 40 ms in kernel attention_graph on launch 0"),
+    ({"fail": {"mm2s_kv": "ERT_CMD_STATE_ERROR"}},
+     r"device error in kernel mm2s_kv on launch 0 \(tiles 0\.\.2\): run state ERT_CMD_STATE_ERROR"),
+    ({"status_tile": 4}, r"the device reported status 0x5 for tile 4 \(out record 1\)"),
+])
+def test_run_errors(monkeypatch, tmp_path, knobs, message):
+    layer, job = make_layer("swiftmax"), make_job(MANIFEST)
+    _, dev = _setup(monkeypatch, tmp_path, timeout_ms=40, **knobs)
+    with pytest.raises(DeviceError, match=message):
+        _run(dev, layer, job)
+
+
+@pytest.mark.parametrize(("fault", "message"), [
+    ("drop", r"tile 1 \(sequence 0, head 0, query rows 32\.\.44\) missing: tile 2 arrived in its place"),
+    ("duplicate", r"tile 0 \(sequence 0, head 0, query rows 0\.\.31\) returned twice"),
+    ("reorder", r"tile 0 \(sequence 0, head 0, query rows 0\.\.31\) out of order: tile 1 arrived before it"),
+])
+def test_out_buffer_faults_reach_the_tile_checker(monkeypatch, tmp_path, fault, message):
+    layer, job = make_layer("swiftmax"), make_job(MANIFEST)
+    card, dev = _setup(monkeypatch, tmp_path, out_fault=fault)
+    with dev:
+        dev.configure(layer)
+        with pytest.raises(TileError, match=message):
+            collect_results(job, dev.run(job))
+    waited = [e["kernel"] for e in card.ops("wait")]
+    assert card.launches == 3 and waited.count("s2mm_out") == 3  # the stream was drained, every launch waited on
+
+
+def test_clean_run_assembles(monkeypatch, tmp_path):
+    layer, job = make_layer("softmax"), make_job(MANIFEST)
+    _, dev = _setup(monkeypatch, tmp_path, per=16)
+    with dev:
+        dev.configure(layer)
+        a = collect_results(job, dev.run(job))
+    ref = collect_results(job, emu_results(MANIFEST, layer, job))
+    assert np.array_equal(a, ref)
+
+
+def test_open_errors(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "pyxrt", None)
+    with pytest.raises(DeviceError) as e:
+        XrtDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin")).open()
+    assert str(e.value) == XRT_MISSING
+    assert "source /opt/xilinx/xrt/setup.sh" in XRT_MISSING
+
+    cases = [
+        ({}, {"device_index": 1}, r"^no card at index 1: Could not open device with index '1'$"),
+        ({"unreadable_xclbin": True}, {}, r"attention\.xclbin: cannot read the xclbin: Invalid xclbin: bad magic"),
+        ({"xclbin_uuid": OTHER_UUID}, {},
+         rf"xclbin UUID {OTHER_UUID} does not match .*vck5000_attention\.json \({MANIFEST.uuid}\)"),
+        ({"missing_kernels": ("online_softmax", "mm2s_kv")}, {},
+         r"the xclbin lacks kernel\(s\) mm2s_kv, online_softmax listed in"),
+        ({"ids": {"online_softmax": 0xDEADBEEF}}, {},
+         rf"kernel online_softmax: ID register at 0x0 reads 0xdeadbeef, expected "
+         rf"{MANIFEST.kernel('online_softmax')['id']:#010x} \(.*\): the bitstream holds a different kernel"),
+    ]
+    for knobs, opts, message in cases:
+        card, dev = _setup(monkeypatch, tmp_path, **knobs)
+        for k, v in opts.items():
+            setattr(dev, k, v)
+        with pytest.raises(DeviceError, match=message):
+            dev.open()
+        assert dev._dev is None and dev._graph is None  # released on failure
+
+    _, dev = _setup(monkeypatch, tmp_path)
+    dev.xclbin = tmp_path / "missing.xclbin"
+    with pytest.raises(DeviceError, match=r"missing\.xclbin: xclbin file not found"):
+        dev.open()
+    _, dev = _setup(monkeypatch, tmp_path, manifest=manifest_with_uuid(uuid=None))
+    with pytest.raises(DeviceError, match=r"xclbin\.uuid: the manifest records no built xclbin"):
+        dev.open()
+
+
+def test_configure_refusals(monkeypatch, tmp_path):
+    layer = make_layer("swiftmax")
+    def drop_reg(data):
+        regs = next(k for k in data["kernels"] if k["name"] == "swiftmax")["registers"]
+        regs[:] = [r for r in regs if r["name"] != "c_out"]
+    with pytest.raises(DeviceError, match=r"no writable register for c_out"):
+        register_writes(manifest_edit(MANIFEST, drop_reg), layer)
+    _, dev = _setup(monkeypatch, tmp_path)
+    with dev, pytest.raises(RuntimeError, match="configure"):
+        list(dev.run(make_job(MANIFEST)))
+
+
+# ------------------------------------------------------------------------------------ C++ shim
+
+
+def test_shim_compiles_against_stub_headers():
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    cmd = ["g++", "-fsyntax-only", "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{FAKES / 'xrt_include'}",
+           str(xrt_graph.SOURCE)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_shim_build_and_cache(monkeypatch, tmp_path):
+    """build_shim against the stub headers and an empty libxrt_coreutil: compiles once, then cached."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    root = tmp_path / "xrt"
+    shutil.copytree(FAKES / "xrt_include", root / "include")
+    (root / "lib").mkdir()
+    src = tmp_path / "empty.c"
+    src.write_text("void vckattn_fake_xrt_coreutil(void) {}\n")
+    subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(root / "lib" / "libxrt_coreutil.so")], check=True)
+    monkeypatch.setenv("XILINX_XRT", str(root))
+    monkeypatch.setenv("VCKATTN_SHIM_DIR", str(tmp_path / "shim"))
+    assert xrt_graph.xrt_root() == root
+    out = xrt_graph.build_shim()
+    assert out.parent == tmp_path / "shim" and out.exists()
+    mtime = out.stat().st_mtime_ns
+    assert xrt_graph.build_shim() == out and out.stat().st_mtime_ns == mtime  # cached by source hash
+    cmd = xrt_graph.compile_command(root, out)
+    for flag in ("-shared", "-fPIC", "-std=c++17", f"-I{root / 'include'}", f"-L{root / 'lib'}", "-lxrt_coreutil"):
+        assert flag in cmd
+
+
+def test_shim_missing_xrt(monkeypatch, tmp_path):
+    monkeypatch.delenv("XILINX_XRT", raising=False)
+    with pytest.raises(DeviceError, match=r"XILINX_XRT is not set \(install XRT 2022\.2"):
+        xrt_graph.load_shim()
+    monkeypatch.setenv("XILINX_XRT", str(tmp_path))
+    with pytest.raises(DeviceError) as e:
+        xrt_graph.load_shim()
+    msg = str(e.value)
+    assert "include/xrt/xrt_device.h" in msg and "experimental/xrt_graph.h" in msg and "libxrt_coreutil.so" in msg
+    assert "\n" not in msg
+    # the backend without factories needs the shim: the same one-line error, after pyxrt opened the card
+    card = FakeAttentionCard(MANIFEST)
+    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
+    dev = XrtDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin"))
+    with pytest.raises(DeviceError, match="XRT graph shim: XILINX_XRT="):
+        dev.open()
+    assert os.environ["XILINX_XRT"] == str(tmp_path)

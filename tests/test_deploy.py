@@ -1,0 +1,153 @@
+"""host/deploy.py: ``deploy()`` on a FAKE card behind a FAKE pyxrt and graph shim (tests/fakes:
+they record calls; they are not hardware), and every one-line refusal."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+from fakes import fake_pyxrt
+from fakes.card import FakeAttentionCard
+from hw_jobs import OTHER_UUID, UUID, bundle_parts, manifest_with_uuid, write_xclbin
+
+from vckattn.host import deploy as deploy_mod
+from vckattn.host.backends import xrt_graph
+from vckattn.host.backends.base import DeviceError
+from vckattn.host.backends.xrt import XRT_MISSING
+from vckattn.host.bundle import BundleError, write_bundle
+from vckattn.host.cli import UserError
+from vckattn.host.deploy import deploy
+from vckattn.host.manifest import ManifestError
+
+MANIFEST = manifest_with_uuid()
+
+
+@pytest.fixture(scope="module")
+def bundles(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundles")
+    out = {}
+    for norm in ("swiftmax", "softmax"):
+        out[norm] = write_bundle(root / norm, *bundle_parts(norm))
+    out["hd16"] = write_bundle(root / "hd16", *bundle_parts("swiftmax", head_dim=16, heads=4))
+    return out
+
+
+@pytest.fixture
+def bitstreams(tmp_path, monkeypatch):
+    """A bitstreams/ folder whose vck5000 manifest records the fake xclbin's UUID."""
+    folder = tmp_path / "bitstreams"
+    folder.mkdir()
+    (folder / "vck5000_attention.json").write_text(json.dumps(MANIFEST.data))
+    (folder / "vck190_attention.json").write_text(json.dumps(manifest_with_uuid("vck190_attention", None).data))
+    monkeypatch.setattr(deploy_mod, "BITSTREAMS", folder)
+    return folder
+
+
+def _card(monkeypatch, **knobs):
+    card = FakeAttentionCard(MANIFEST, **knobs)
+    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
+    monkeypatch.setattr(xrt_graph, "load_shim", lambda: fake_pyxrt.FakeShim(card))  # stands in for the C++ shim
+    return card
+
+
+@pytest.mark.parametrize("norm", ["swiftmax", "softmax"])
+def test_deploy_success(monkeypatch, tmp_path, bundles, bitstreams, norm):
+    card = _card(monkeypatch)
+    xclbin = write_xclbin(tmp_path / "vck5000_attention.xclbin")
+    report = deploy(xclbin, bundles[norm])  # the manifest is found by the xclbin's UUID
+    kernel = "swiftmax" if norm == "swiftmax" else "online_softmax"
+    assert report["uuid"] == UUID and report["manifest"] == "vck5000_attention"
+    assert report["manifest_file"] == str(bitstreams / "vck5000_attention.json")
+    assert report["device"].startswith("hardware: VCK5000") and report["device_index"] == 0
+    assert report["layer"] == 0 and report["normalizer"] == norm and report["xclbin"] == str(xclbin)
+    names = {k["name"] for k in report["kernels_checked"]}
+    assert names == {"mm2s_tiles", "mm2s_kv", "s2mm_out", "score_switch", "swiftmax", "online_softmax",
+                     "attention_graph"}
+    regs = report["registers_written"]
+    assert {r["kernel"] for r in regs} == {kernel}
+    assert all(r["word"] == r["readback"] for r in regs)
+    table = {r["name"]: r["offset"] for r in MANIFEST.kernel(kernel)["registers"]}
+    assert all(r["offset"] == table[r["register"]] for r in regs)
+    assert [(e["offset"], e["value"]) for e in card.ops("reg.write")] == [(r["offset"], int(r["word"], 16))
+                                                                          for r in regs]
+    json.dumps(report)  # JSON-able for --json
+    assert card.ops("start") == []  # deploy runs nothing
+
+
+def test_deploy_with_explicit_manifest_and_options(monkeypatch, tmp_path, bundles):
+    card = _card(monkeypatch)
+    mfile = tmp_path / "m.json"
+    mfile.write_text(json.dumps(MANIFEST.data))
+    shim = fake_pyxrt.FakeShim(card)
+    monkeypatch.setattr(xrt_graph, "load_shim", lambda: pytest.fail("the given factories must be used"))
+    report = deploy(write_xclbin(tmp_path / "a.xclbin"), bundles["swiftmax"], mfile, 0,
+                    device_options={"graph_factory": shim.graph, "ip_factory": shim.ip, "timeout_ms": 5})
+    assert report["manifest_file"] == str(mfile)
+
+
+def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
+    xclbin = write_xclbin(tmp_path / "a.xclbin")
+    b = bundles["swiftmax"]
+    with pytest.raises(BundleError, match="no such bundle folder"):
+        deploy(xclbin, tmp_path / "nobundle")
+
+    monkeypatch.setitem(sys.modules, "pyxrt", None)
+    with pytest.raises(DeviceError) as e:
+        deploy(xclbin, b)
+    assert str(e.value) == XRT_MISSING
+
+    _card(monkeypatch)
+    with pytest.raises(DeviceError, match=r"missing\.xclbin: xclbin file not found"):
+        deploy(tmp_path / "missing.xclbin", b)
+    (tmp_path / "dir.xclbin").mkdir()
+    with pytest.raises(DeviceError, match=r"dir\.xclbin: not a regular file"):
+        deploy(tmp_path / "dir.xclbin", b)
+
+    _card(monkeypatch, unreadable_xclbin=True)
+    with pytest.raises(DeviceError, match=r"a\.xclbin: cannot read the xclbin: Invalid xclbin"):
+        deploy(xclbin, b)
+
+    _card(monkeypatch)
+    with pytest.raises(DeviceError, match=r"^no card at index 3: "):
+        deploy(xclbin, b, device_index=3)
+
+    _card(monkeypatch, xclbin_uuid=OTHER_UUID)
+    with pytest.raises(ManifestError, match=rf"xclbin\.uuid: no manifest records the UUID {OTHER_UUID} of .*a\.xclbin "
+                                            rf"\(pass --manifest\); built manifests: vck5000_attention"):
+        deploy(xclbin, b)
+    given = tmp_path / "given.json"
+    given.write_text(json.dumps(MANIFEST.data))
+    with pytest.raises(DeviceError, match=rf"xclbin UUID {OTHER_UUID} does not match .*given\.json \({UUID}\)"):
+        deploy(xclbin, b, given)
+    null = tmp_path / "null.json"
+    null.write_text(json.dumps(manifest_with_uuid(uuid=None).data))
+    with pytest.raises(DeviceError, match=r"null\.json: xclbin\.uuid: the manifest records no built xclbin"):
+        deploy(xclbin, b, null)
+
+    _card(monkeypatch, missing_kernels=("s2mm_out",))
+    with pytest.raises(DeviceError, match=r"the xclbin lacks kernel\(s\) s2mm_out listed in"):
+        deploy(xclbin, b)
+
+    _card(monkeypatch, ids={"swiftmax": 0})
+    with pytest.raises(DeviceError, match=r"kernel swiftmax: ID register at 0x0 reads 0x00000000, expected"):
+        deploy(xclbin, b)
+
+    off = MANIFEST.register_offset("swiftmax", "c_out")
+    _card(monkeypatch, stuck={("swiftmax", off): 0x1234})
+    with pytest.raises(DeviceError, match=rf"register readback mismatch: swiftmax\.c_out at {off:#x}: "
+                                          r"wrote 0x[0-9a-f]{8}, read 0x00001234"):
+        deploy(xclbin, b)
+
+    _card(monkeypatch)
+    with pytest.raises(ManifestError, match=r"tile\.head_dims: the bundle's head_dim 16 is not supported"):
+        deploy(xclbin, bundles["hd16"])
+
+
+def test_errors_are_one_line_user_errors(monkeypatch, tmp_path, bundles, bitstreams):
+    _card(monkeypatch, xclbin_uuid=OTHER_UUID)
+    for call in (lambda: deploy(write_xclbin(tmp_path / "a.xclbin"), bundles["swiftmax"]),
+                 lambda: deploy(tmp_path / "none.xclbin", bundles["swiftmax"])):
+        with pytest.raises(UserError) as e:
+            call()
+        assert "\n" not in str(e.value)
