@@ -51,6 +51,26 @@ BUILDS: dict[str, tuple[str, str]] = {
 DEFAULT_MANIFEST = {"xrt": "vck5000_attention", "pynq": "vck190_attention"}
 #: ``score_switch``'s ``select`` scalar per normalizer kernel: which normalizer gets the scores
 SCORE_SWITCH_SELECT: dict[str, int] = {"swiftmax": 0, "online_softmax": 1}
+#: AIE graph PLIOs (128 bit each): name, direction seen from the AIE array (hw/aie/graph.h)
+PLIOS: tuple[tuple[str, str], ...] = (("q_in", "in"), ("k_in", "in"), ("v_in", "in"), ("p_in", "in"),
+                                      ("s_out", "out"), ("o_out", "out"))
+#: Stream connections of the build (Vitis ``sc=`` lines): ``kernel.port`` or ``ai_engine_0.<plio>``
+CONNECTIVITY: tuple[tuple[str, str], ...] = (
+    ("mm2s_tiles.q_out", "ai_engine_0.q_in"),
+    ("mm2s_kv.k_out", "ai_engine_0.k_in"),
+    ("mm2s_kv.v_out", "ai_engine_0.v_in"),
+    ("ai_engine_0.s_out", "score_switch.s_in"),
+    ("mm2s_tiles.mask_out", "score_switch.mask_in"),
+    ("score_switch.to_swiftmax", "swiftmax.s_axis"),
+    ("swiftmax.m_axis", "score_switch.from_swiftmax"),
+    ("score_switch.to_online_softmax", "online_softmax.s_axis"),
+    ("online_softmax.m_axis", "score_switch.from_online_softmax"),
+    ("score_switch.p_out", "ai_engine_0.p_in"),
+    ("ai_engine_0.o_out", "s2mm_out.o_in"),
+)
+#: stream formats version (hw/STREAMS.md)
+STREAMS_VERSION = 1
+PL_CLOCK_MHZ, AIE_CLOCK_MHZ = 250, 1250
 
 
 class ManifestError(UserError):
@@ -143,40 +163,45 @@ def build_manifest(name: str) -> dict:
     axis_in = {"name": "s_axis", "protocol": "axis", "direction": "in", "tdata_bits": 32 * lanes, "tuser_bits": lanes}
     axis_out = {"name": "m_axis", "protocol": "axis", "direction": "out", "tdata_bits": 8 * lanes, "tuser_bits": lanes}
     axil = {"name": "s_axil", "protocol": "axi4lite", "direction": "in"}
-    def port(name: str, protocol: str, direction: str | None = None) -> dict:
-        return {"name": name, "protocol": protocol} | ({"direction": direction} if direction else {})
+    def port(name: str, protocol: str, direction: str | None = None, bits: int | None = None,
+             user: int | None = None) -> dict:
+        p = {"name": name, "protocol": protocol} | ({"direction": direction} if direction else {})
+        return p | ({"tdata_bits": bits} if bits else {}) | ({"tuser_bits": user} if user else {})
 
     movers = [
         {"name": "mm2s_tiles", "kind": "hls",
          "doc": "per tile of the launch (desc): the Q tile (q_rows × head_dim int8) -> AIE, the key mask "
                 "(q_rows × keys_pad bits) -> PL",
          "ports": [port("desc", "m_axi"), port("q", "m_axi"), port("mask", "m_axi"), port("n_tiles", "scalar"),
-                   port("head_dim", "scalar"), port("keys_pad", "scalar"), port("q_out", "axis", "out"),
-                   port("mask_out", "axis", "out")],
+                   port("head_dim", "scalar"), port("keys_pad", "scalar"), port("q_out", "axis", "out", 128),
+                   port("mask_out", "axis", "out", 32)],
          "registers": []},
         {"name": "mm2s_kv", "kind": "hls",
          "doc": "per tile of the launch (desc: batch, kv_head): K then V of slab batch·n_kv_heads + kv_head "
                 "(keys_pad × head_dim int8 each) of the kv buffer -> AIE",
          "ports": [port("desc", "m_axi"), port("kv", "m_axi"), port("n_tiles", "scalar"),
                    port("n_kv_heads", "scalar"), port("head_dim", "scalar"), port("keys_pad", "scalar"),
-                   port("k_out", "axis", "out"), port("v_out", "axis", "out")],
+                   port("k_out", "axis", "out", 128), port("v_out", "axis", "out", 128)],
          "registers": []},
         {"name": "s2mm_out", "kind": "hls",
          "doc": "P·V accumulators -> requantize (rq_mult, rq_shift) -> int8 A (q_rows × head_dim) with the "
                 "tile header (tile_id, rows from desc) -> out in DDR",
-         "ports": [port("o_in", "axis", "in"), port("desc", "m_axi"), port("out", "m_axi"),
+         "ports": [port("o_in", "axis", "in", 128), port("desc", "m_axi"), port("out", "m_axi"),
                    port("n_tiles", "scalar"), port("head_dim", "scalar"), port("rq_mult", "scalar"),
                    port("rq_shift", "scalar")],
          "registers": []},
     ]
     select_doc = ", ".join(f"{v} = {k}" for k, v in SCORE_SWITCH_SELECT.items())
     switch = {"name": "score_switch", "kind": "hls",
-              "doc": f"routes the AIE's QKᵀ score stream to the selected normalizer and its P stream back to the "
-                     f"AIE's P·V; select {select_doc}",
-              "ports": [port("s_in", "axis", "in"), port("to_swiftmax", "axis", "out"),
-                        port("to_online_softmax", "axis", "out"), port("from_swiftmax", "axis", "in"),
-                        port("from_online_softmax", "axis", "in"), port("p_out", "axis", "out"),
-                        port("n_tiles", "scalar"), port("select", "scalar")],
+              "doc": f"routes the AIE's QKᵀ score blocks, as row-major rows with the key mask on TUSER, to the "
+                     f"selected normalizer and its P rows back to the AIE's P·V as blocks; select {select_doc}",
+              "ports": [port("s_in", "axis", "in", 128), port("mask_in", "axis", "in", 32),
+                        port("to_swiftmax", "axis", "out", 32 * lanes, lanes),
+                        port("to_online_softmax", "axis", "out", 32 * lanes, lanes),
+                        port("from_swiftmax", "axis", "in", 8 * lanes, lanes),
+                        port("from_online_softmax", "axis", "in", 8 * lanes, lanes),
+                        port("p_out", "axis", "out", 128), port("n_tiles", "scalar"), port("keys_pad", "scalar"),
+                        port("select", "scalar")],
               "registers": []}
     normalizers = [
         {"name": "swiftmax", "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
@@ -192,7 +217,8 @@ def build_manifest(name: str) -> dict:
         "name": name,
         "board": board,
         "platform": platform,
-        "tools": {"vitis": "2022.2", "xrt": "2022.2"},
+        "tools": {"vitis": "2022.2", "vitis_hls": "2022.2", "vivado": "2022.2", "aiecompiler": "2022.2",
+                  "xrt": "2022.2"},
         "xclbin": {"file": f"{name}.xclbin", "uuid": None},
         "tile": {"q_rows": q_rows, "key_block": key_block, "lanes": lanes, "head_dims": [32, 64]},
         "max_seq_len": max_keys,
@@ -200,7 +226,11 @@ def build_manifest(name: str) -> dict:
         "formats": {"swiftmax": asdict(sm_fmt), "online_softmax": asdict(os_fmt)},
         "kernels": movers + normalizers + [switch],
         "graph": {"name": "attention_graph", "kernels": ["qk_matmul", "pv_matmul"],
-                  "aie_tile": {"m": q_rows, "k": key_block, "n": key_block}},
+                  "aie_tile": {"m": q_rows, "k": key_block, "n": key_block},
+                  "plios": [{"name": n, "direction": d, "bits": 128} for n, d in PLIOS]},
+        "clocks_mhz": {"pl": PL_CLOCK_MHZ, "aie": AIE_CLOCK_MHZ},
+        "streams": {"doc": "hw/STREAMS.md", "version": STREAMS_VERSION},
+        "connectivity": [{"from": a, "to": b} for a, b in CONNECTIVITY],
         "timeout_ms": 10_000,
     }
 
@@ -241,6 +271,37 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
     for norm in data["normalizers"]:
         if not any(k.get("normalizer") == norm for k in data["kernels"]):
             raise ManifestError(file, "normalizers", f"{norm!r} has no kernel")
+    _check_connectivity(data, file)
+
+
+def _check_connectivity(data: dict, file: str | Path) -> None:
+    """Every ``connectivity`` link joins an output stream to an input stream of the same TDATA width;
+    ``ai_engine_0.<plio>`` endpoints are the graph's PLIOs (direction seen from the AIE array)."""
+    ends: dict[str, tuple[str, int | None]] = {}
+    for k in data["kernels"]:
+        for p in k["ports"]:
+            if p["protocol"] == "axis":
+                ends[f"{k['name']}.{p['name']}"] = (p.get("direction", ""), p.get("tdata_bits"))
+    for pl in data["graph"]["plios"]:  # an AIE input is where the PL sends to
+        ends[f"ai_engine_0.{pl['name']}"] = ("out" if pl["direction"] == "out" else "in", pl["bits"])
+    used: set[str] = set()
+    for i, link in enumerate(data["connectivity"]):
+        where = f"connectivity.{i}"
+        for role, want in (("from", "out"), ("to", "in")):
+            end = link[role]
+            if end not in ends:
+                raise ManifestError(file, f"{where}.{role}", f"{end!r} is no stream port of a kernel or PLIO")
+            if ends[end][0] != want:
+                raise ManifestError(file, f"{where}.{role}", f"{end!r} is not an {want}put stream")
+            if end in used:
+                raise ManifestError(file, f"{where}.{role}", f"{end!r} is connected twice")
+            used.add(end)
+        wa, wb = ends[link["from"]][1], ends[link["to"]][1]
+        if wa and wb and wa != wb:
+            raise ManifestError(file, where, f"{link['from']} ({wa} bit) and {link['to']} ({wb} bit) differ in width")
+    loose = sorted(set(ends) - used)
+    if loose:
+        raise ManifestError(file, "connectivity", f"stream ports left unconnected: {', '.join(loose)}")
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -308,5 +369,6 @@ def write_manifests(folder: Path = BITSTREAMS) -> list[Path]:
     return out
 
 
-__all__ = ["BITSTREAMS", "BUILDS", "DEFAULT_MANIFEST", "SCORE_SWITCH_SELECT", "Manifest", "ManifestError", "TileShape",
-           "build_manifest", "check_bundle", "load_manifest", "padded_keys", "validate_manifest", "write_manifests"]
+__all__ = ["BITSTREAMS", "BUILDS", "CONNECTIVITY", "DEFAULT_MANIFEST", "PLIOS", "SCORE_SWITCH_SELECT", "Manifest",
+           "ManifestError", "TileShape", "build_manifest", "check_bundle", "load_manifest", "padded_keys",
+           "validate_manifest", "write_manifests"]

@@ -63,7 +63,7 @@ def test_mover_start_protocol(monkeypatch, tmp_path):
     assert starts["s2mm_out"]["desc"] == starts["mm2s_kv"]["desc"] == starts["mm2s_tiles"]["desc"]
     assert {k: starts["mm2s_kv"][k] for k in ("n_tiles", "n_kv_heads", "head_dim", "keys_pad")} == {
         "n_tiles": 3, "n_kv_heads": 1, "head_dim": 32, "keys_pad": job.keys_pad}
-    assert starts["score_switch"] == {"n_tiles": 3, "select": 0}
+    assert starts["score_switch"] == {"n_tiles": 3, "keys_pad": job.keys_pad, "select": 0}
     assert [e["kernel"] for e in card.ops("start")[:4]] == ["s2mm_out", "score_switch", "mm2s_kv", "mm2s_tiles"]
     polls = [e for e in card.log if e["op"] == "mmio.read" and e["offset"] == 0]
     assert {e["kernel"] for e in polls} == {"mm2s_tiles", "mm2s_kv", "s2mm_out", "score_switch"}

@@ -59,3 +59,38 @@ def test_load_manifest_file_errors(tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
     with pytest.raises(ManifestError, match="not valid JSON"):
         load_manifest(tmp_path / "bad.json")
+
+
+def _set_link(m, i, **kw):
+    m["connectivity"][i].update(kw)
+
+
+def _drop_port(m, kernel, port):
+    k = next(k for k in m["kernels"] if k["name"] == kernel)
+    k["ports"] = [p for p in k["ports"] if p["name"] != port]
+
+
+@pytest.mark.parametrize("mutate, field, message", [
+    (lambda m: _set_link(m, 0, to="ai_engine_0.nope"), "connectivity.0.to", "no stream port"),
+    (lambda m: _set_link(m, 0, to="ai_engine_0.s_out"), "connectivity.0.to", "not an input"),
+    (lambda m: _set_link(m, 4, to="score_switch.s_in"), "connectivity.4.to", "connected twice"),
+    (lambda m: _set_link(m, 4, to="ai_engine_0.q_in"), "connectivity.4.to", "connected twice"),
+    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.o_out, s2mm_out.o_in"),
+    (lambda m: m["graph"]["plios"][0].update(bits=64), "connectivity.0", "differ in width"),
+    (lambda m: _drop_port(m, "score_switch", "mask_in"), "connectivity.4.to", "no stream port"),
+])
+def test_broken_connectivity_is_refused(mutate, field, message):
+    """The stream links (Vitis ``sc=``) must join existing output/input streams of equal width, each once."""
+    m = build_manifest("vck5000_attention")
+    mutate(m)
+    with pytest.raises(ManifestError) as exc:
+        validate_manifest(m, "x.json")
+    assert exc.value.field == field and message in exc.value.message
+
+
+def test_every_axis_port_is_linked_in_both_builds():
+    for name in BUILDS:
+        m = build_manifest(name)
+        linked = {e for link in m["connectivity"] for e in (link["from"], link["to"])}
+        axis = {f"{k['name']}.{p['name']}" for k in m["kernels"] for p in k["ports"] if p["protocol"] == "axis"}
+        assert axis <= linked and {f"ai_engine_0.{p['name']}" for p in m["graph"]["plios"]} <= linked

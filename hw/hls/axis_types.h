@@ -1,0 +1,49 @@
+// AXI4-Stream beat types shared by the HLS kernels of the attention build (hw/STREAMS.md).
+//
+// With Vitis HLS, ap_axi_sdata.h provides hls::axis<data, user, id, dest> (TDATA, TKEEP, TSTRB,
+// TUSER, TLAST, TID, TDEST). The open-source ap_types headers this project compiles against for
+// C-simulation (hls4ml wheel) do not ship it, so without it a struct with the same member names
+// stands in; kernels only touch .data, .user and .last, which both have.
+#ifndef VCKATTN_AXIS_TYPES_H
+#define VCKATTN_AXIS_TYPES_H
+
+#include <ap_int.h>
+#include <hls_stream.h>
+
+#if defined(__has_include)
+#if __has_include(<ap_axi_sdata.h>)
+#define VCKATTN_HAVE_AP_AXI_SDATA 1
+#endif
+#endif
+
+#ifdef VCKATTN_HAVE_AP_AXI_SDATA
+#include <ap_axi_sdata.h>
+template <int W, int U>
+using vck_axis = hls::axis<ap_uint<W>, U, 0, 0>;
+#else
+template <int W, int U>
+struct vck_axis {
+    ap_uint<W> data;
+    ap_uint<(W + 7) / 8> keep;
+    ap_uint<(W + 7) / 8> strb;
+    ap_uint<U> user;
+    ap_uint<1> last;
+};
+#endif
+
+namespace vckattn {
+
+constexpr int Q_ROWS = 32;     // query rows per tile
+constexpr int KEY_BLOCK = 32;  // keys per AIE block
+constexpr int LANES = 4;       // scores per PL beat
+constexpr int MAX_KEYS = 1024; // longest padded key count of the build
+constexpr int MAX_HEAD_DIM = 64;
+
+using beat128 = ap_uint<128>;      // PLIO beat (AIE side), 16 int8 / 4 int32
+using word32 = ap_uint<32>;        // mask word / descriptor word
+using score_beat = vck_axis<128, LANES>;  // scores to a normalizer: 4 × int32, keep on TUSER
+using p_beat = vck_axis<32, LANES>;       // P from a normalizer: 4 × uint8, keep on TUSER
+
+}  // namespace vckattn
+
+#endif
