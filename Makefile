@@ -13,13 +13,15 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim demo lint clean help
+.PHONY: setup test sim demo lint clean help xclbin
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
 	@echo "make test    run the whole test suite (includes the simulation tests)"
 	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
+	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
+	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -43,6 +45,10 @@ sim: setup
 
 demo: setup
 	$(PY) -m vckattn.host.demo
+
+# The Versal build (hw/vitis/Makefile): stops at once with what is missing when Vitis is not installed.
+xclbin: setup
+	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV)
 
 lint: setup
 	$(PY) -m ruff check .

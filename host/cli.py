@@ -250,6 +250,22 @@ def _add_hw(sub: argparse._SubParsersAction) -> None:
                    metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
     r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     r.set_defaults(func=_run_hw_report)
+    k = hsub.add_parser(
+        "package",
+        help="write the RTL normalizers as Vitis RTL kernel sources (Verilog, kernel.xml, Vivado Tcl)",
+        description="For each RTL kernel of a bitstream manifest (swiftmax, online_softmax), built with the "
+        "manifest's lane count and formats, write into OUT/<kernel>/: the Amaranth core's Verilog "
+        "(<kernel>_core.v), a wrapper module <kernel> with the ports Vitis expects (ap_clk, ap_rst_n active low, "
+        "the AXI4-Stream ports s_axis/m_axis, the AXI4-Lite control port s_axi_control), kernel.xml (free running, "
+        "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
+        "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
+        "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
+    )
+    k.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
+    k.add_argument("--manifest", default="vck5000_attention", metavar="NAME",
+                   help="bitstream manifest: a name in bitstreams/ or a .json file (default: vck5000_attention)")
+    k.set_defaults(func=_run_hw_package)
     p.set_defaults(func=lambda args: _missing_subcommand(p))
 
 
@@ -291,6 +307,27 @@ def _run_hw_report(args: argparse.Namespace) -> int:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)
         args.json_out.write_text(json.dumps(rep, indent=2))
         console.print(f"wrote {args.json_out}")
+    return 0
+
+
+def _run_hw_package(args: argparse.Namespace) -> int:
+    from vckattn.host.manifest import load_manifest
+    from vckattn.hw.pl import vitis_kernel
+
+    manifest = load_manifest(args.manifest)
+    out = args.out if args.out is not None else vitis_kernel.DEFAULT_OUT
+    try:
+        packaged = vitis_kernel.package_kernels(manifest.data, out, source=str(manifest.file.name))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    for pk in packaged:
+        print(f"{pk.name}: wrote {', '.join(str(f) for f in pk.files)}")
+    vivado = manifest.data["tools"].get("vivado", "")
+    print(f"next, package each kernel into its .xo with AMD Vivado {vivado} (vivado on PATH):")
+    for pk in packaged:
+        print(f"  {vitis_kernel.vivado_command(pk.folder)}")
     return 0
 
 
@@ -467,13 +504,15 @@ def _add_run(sub: argparse._SubParsersAction) -> None:
         "then applies W_O. Each layer's output is compared with the integer golden model (bit_exact: every "
         "output accumulator equal) and with the float golden of the source checkpoint (max abs / max relative "
         "error, mean per-token cosine). Backends: emu (the golden fixed-point model, software), rtl (the PL "
-        "normalizer kernel in Verilator via cocotb, the AIE matmuls by the bit-exact AIE model), xrt (a VCK5000 "
+        "normalizer kernel in Verilator via cocotb, the AIE matmuls by the bit-exact AIE model), csim (the Versal "
+        "build's HLS movers, score_switch and HLS SwiftMax plus the AIE kernels' scalar path, C-simulated with g++; "
+        "SwiftMax layers only), xrt (a VCK5000 "
         "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
         "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
         "--checkpoint). Exit status 1 if a layer is not bit-exact.",
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
-    p.add_argument("--backend", choices=("emu", "rtl", "xrt", "pynq"), default="emu",
+    p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
                    help="device backend (default: emu)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--text", metavar="TEXT", help="input text (goes through the model's tokenizer and embeddings)")

@@ -38,7 +38,7 @@ import torch
 
 from vckattn.host.cli import UserError
 
-BACKEND_CHOICES = ("emu", "rtl", "xrt", "pynq")
+BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
 
 
 @dataclass

@@ -13,6 +13,7 @@ from vckattn.host.cli import main
 from vckattn.host.export import export_checkpoint
 from vckattn.host.manifest import build_manifest
 from vckattn.host.textdata import real_sentences
+from vckattn.sim.hls_csim import csim_available
 from vckattn.sim.runner import verilator_available
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
@@ -136,3 +137,15 @@ def test_run_rtl_minilm_layer0_bit_exact(minilm_bundle, tmp_path, capsys):
     assert r["bit_exact"] is True and set(r) == LAYER_KEYS | {"cycles"}
     # one frame of keys_pad scores per valid query row, lanes per beat: cycles >= beats
     assert r["cycles"] >= 12 * rep["tokens"] * 32 // 4
+
+
+@pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
+    """The real MiniLM layers through the Versal build's C++ (HLS movers/switch/SwiftMax, AIE scalar path)."""
+    js = tmp_path / "r.json"
+    code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "csim", "--text", TEXT,
+                        "--json", str(js), "--quiet")
+    assert code == 0, err
+    rep = json.loads(js.read_text())
+    assert rep["backend"] == "csim" and [r["bit_exact"] for r in rep["layers"]] == [True, True]
+    assert all(r["cosine"] > 0.99 for r in rep["layers"])

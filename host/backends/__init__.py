@@ -3,6 +3,7 @@
 * ``emu``  — the golden fixed-point model in software (:mod:`.emu`);
 * ``rtl``  — the PL normalizer kernels in cocotb + Verilator, the AIE matmuls by the bit-exact
   AIE model (:mod:`.rtl`);
+* ``csim`` — the Versal build's HLS and AIE C++ in g++ C-simulation (:mod:`.csim`);
 * ``xrt``  — a VCK5000 through pyxrt (:mod:`.xrt`);
 * ``pynq`` — a VCK190 through a PYNQ 4.0 Overlay (:mod:`.pynq`).
 """
@@ -15,6 +16,7 @@ from typing import Any
 BACKENDS: dict[str, str] = {
     "emu": "vckattn.host.backends.emu:EmuDevice",
     "rtl": "vckattn.host.backends.rtl:RtlDevice",
+    "csim": "vckattn.host.backends.csim:CsimDevice",
     "xrt": "vckattn.host.backends.xrt:XrtDevice",
     "pynq": "vckattn.host.backends.pynq:PynqDevice",
 }

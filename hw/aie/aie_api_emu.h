@@ -1,0 +1,195 @@
+// NOT the AIE API: a small host (g++) model of the subset of it that the vector path of
+// attention_kernels.h uses, with the semantics documented in the AI Engine API User Guide (UG1529):
+// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add,
+// zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks.
+//
+// Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
+// tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment
+// rules (vector loads/stores aligned to their size, at most 32 bytes) but says nothing about whether
+// the real AIE API compiles the code or behaves the same: that needs aiecompiler.
+#ifndef VCKATTN_AIE_API_EMU_H
+#define VCKATTN_AIE_API_EMU_H
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <limits>
+#include <utility>
+
+using int8 = int8_t;
+using uint8 = uint8_t;
+using int16 = int16_t;
+using int32 = int32_t;
+
+namespace aie {
+
+template <class T, unsigned N>
+struct vector {
+    T v[N];
+
+    static constexpr unsigned size() { return N; }
+    T get(unsigned i) const { return v[i]; }
+    T operator[](unsigned i) const { return v[i]; }
+
+    // Elements [M * idx, M * idx + M).
+    template <unsigned M>
+    vector<T, M> extract(unsigned idx) const {
+        static_assert(N % M == 0, "extract size must divide the vector size");
+        if (idx >= N / M) {
+            std::fprintf(stderr, "aie_api_emu: extract<%u>(%u) out of range\n", M, idx);
+            std::abort();
+        }
+        vector<T, M> r;
+        for (unsigned i = 0; i < M; ++i) r.v[i] = v[M * idx + i];
+        return r;
+    }
+};
+
+namespace emu {
+
+inline void check_aligned(const void* p, unsigned bytes, const char* what) {
+    const unsigned need = bytes < 32 ? bytes : 32;  // AIE1: 128/256-bit accesses, wider ones split
+    if (reinterpret_cast<std::uintptr_t>(p) % need != 0) {
+        std::fprintf(stderr, "aie_api_emu: %s of %u bytes at %p is not %u-byte aligned\n", what, bytes, p, need);
+        std::abort();
+    }
+}
+
+template <class T, unsigned N>
+void append(T* dst, unsigned& pos, const vector<T, N>& x) {
+    for (unsigned i = 0; i < N; ++i) dst[pos++] = x.v[i];
+}
+
+template <class T, unsigned N, class... Rest>
+void append(T* dst, unsigned& pos, const vector<T, N>& x, const Rest&... rest) {
+    append(dst, pos, x);
+    append(dst, pos, rest...);
+}
+
+}  // namespace emu
+
+template <unsigned N, class T>
+vector<T, N> load_v(const T* p) {
+    emu::check_aligned(p, N * sizeof(T), "load_v");
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = p[i];
+    return r;
+}
+
+template <class T, unsigned N>
+void store_v(T* p, const vector<T, N>& x) {
+    emu::check_aligned(p, N * sizeof(T), "store_v");
+    for (unsigned i = 0; i < N; ++i) p[i] = x.v[i];
+}
+
+template <class T, unsigned N, class... Rest>
+vector<T, N * (1 + sizeof...(Rest))> concat(const vector<T, N>& first, const Rest&... rest) {
+    vector<T, N * (1 + sizeof...(Rest))> r;
+    unsigned pos = 0;
+    emu::append(r.v, pos, first, rest...);
+    return r;
+}
+
+// Interleaves chunks of `step` elements of a and b: a[0:step], b[0:step], a[step:2step], ...;
+// .first holds the first N elements of the result, .second the last N.
+template <class T, unsigned N>
+std::pair<vector<T, N>, vector<T, N>> interleave_zip(const vector<T, N>& a, const vector<T, N>& b, unsigned step) {
+    T all[2 * N];
+    unsigned pos = 0;
+    for (unsigned c = 0; c < N; c += step) {
+        for (unsigned i = 0; i < step; ++i) all[pos++] = a.v[c + i];
+        for (unsigned i = 0; i < step; ++i) all[pos++] = b.v[c + i];
+    }
+    std::pair<vector<T, N>, vector<T, N>> r;
+    for (unsigned i = 0; i < N; ++i) {
+        r.first.v[i] = all[i];
+        r.second.v[i] = all[N + i];
+    }
+    return r;
+}
+
+namespace emu {
+template <class T, unsigned N>
+vector<T, N / 2> filter(const vector<T, N>& x, unsigned step, unsigned which) {
+    vector<T, N / 2> r;
+    unsigned pos = 0;
+    for (unsigned c = 0; c < N; c += step)
+        if ((c / step) % 2 == which)
+            for (unsigned i = 0; i < step; ++i) r.v[pos++] = x.v[c + i];
+    return r;
+}
+}  // namespace emu
+
+// Even / odd chunks of `step` elements (half the vector).
+template <class T, unsigned N>
+vector<T, N / 2> filter_even(const vector<T, N>& x, unsigned step = 1) {
+    return emu::filter(x, step, 0);
+}
+
+template <class T, unsigned N>
+vector<T, N / 2> filter_odd(const vector<T, N>& x, unsigned step = 1) {
+    return emu::filter(x, step, 1);
+}
+
+template <class T, unsigned N>
+vector<T, N> add(const vector<T, N>& a, const vector<T, N>& b) {
+    vector<T, N> r;  // int32 lanes wrap like the hardware's; the kernels never overflow
+    for (unsigned i = 0; i < N; ++i)
+        r.v[i] = static_cast<T>(static_cast<int64_t>(a.v[i]) + static_cast<int64_t>(b.v[i]));
+    return r;
+}
+
+template <class T, unsigned N>
+vector<T, N> zeros() {
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = 0;
+    return r;
+}
+
+// C (M x N) = A (M x K) * B (K x N), all row-major inside the vectors; 48-bit accumulators on
+// AIE1 (modelled with int64 and checked against 48 bits).
+template <unsigned M, unsigned K, unsigned N, class TypeA, class TypeB>
+struct mmul {
+    static constexpr unsigned size_A = M * K;
+    static constexpr unsigned size_B = K * N;
+    static constexpr unsigned size_C = M * N;
+
+    int64_t acc[M * N] = {};
+
+    void mul(const vector<TypeA, size_A>& a, const vector<TypeB, size_B>& b) {
+        for (unsigned i = 0; i < size_C; ++i) acc[i] = 0;
+        mac(a, b);
+    }
+
+    void mac(const vector<TypeA, size_A>& a, const vector<TypeB, size_B>& b) {
+        for (unsigned m = 0; m < M; ++m)
+            for (unsigned n = 0; n < N; ++n) {
+                int64_t s = acc[m * N + n];
+                for (unsigned k = 0; k < K; ++k)
+                    s += static_cast<int64_t>(a.v[m * K + k]) * static_cast<int64_t>(b.v[k * N + n]);
+                if (s >= (int64_t(1) << 47) || s < -(int64_t(1) << 47)) {
+                    std::fprintf(stderr, "aie_api_emu: acc48 overflow\n");
+                    std::abort();
+                }
+                acc[m * N + n] = s;
+            }
+    }
+
+    // srs: shift right with rounding (half up), then saturate to T.
+    template <class T>
+    vector<T, size_C> to_vector(int shift = 0) const {
+        vector<T, size_C> r;
+        for (unsigned i = 0; i < size_C; ++i) {
+            int64_t x = acc[i];
+            if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;
+            if (x > std::numeric_limits<T>::max()) x = std::numeric_limits<T>::max();
+            if (x < std::numeric_limits<T>::min()) x = std::numeric_limits<T>::min();
+            r.v[i] = static_cast<T>(x);
+        }
+        return r;
+    }
+};
+
+}  // namespace aie
+
+#endif

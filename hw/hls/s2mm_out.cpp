@@ -1,0 +1,58 @@
+// s2mm_out: P·V accumulators from the AIE -> requantize to int8 -> the tile's out record in DDR
+// (hw/STREAMS.md, host/tile_buffers.py; arithmetic of golden/requant.py::requantize, half_up).
+#include "movers.h"
+
+using namespace vckattn;
+
+// sat_int8((o*mult + 2^(shift-1)) >> shift); shift == 0: sat_int8(o*mult). shift in 0..MAX_RQ_SHIFT.
+// |o*mult| < 2^62 and the rounding term is at most 2^61, so the 64-bit sum cannot overflow.
+static ap_int<8> requant_one(ap_int<32> o, ap_int<32> mult, ap_uint<6> shift) {
+#pragma HLS INLINE
+    const ap_int<64> prod = (ap_int<64>)o * (ap_int<64>)mult;
+    const ap_int<64> half = shift == 0 ? (ap_int<64>)0 : (ap_int<64>)((ap_int<64>)1 << (shift - 1));
+    const ap_int<64> y = (prod + half) >> shift;  // arithmetic shift: floor
+    if (y > 127) return 127;
+    if (y < -128) return -128;
+    return (ap_int<8>)y;
+}
+
+void s2mm_out(hls::stream<beat128>& o_in, const ap_uint<32>* desc, ap_uint<128>* out, unsigned n_tiles,
+              unsigned head_dim, int rq_mult, unsigned rq_shift) {
+#pragma HLS INTERFACE mode=axis port=o_in
+#pragma HLS INTERFACE mode=m_axi port=desc bundle=gmem0 offset=slave depth=128
+#pragma HLS INTERFACE mode=m_axi port=out bundle=gmem1 offset=slave depth=2064
+#pragma HLS INTERFACE mode=s_axilite port=n_tiles
+#pragma HLS INTERFACE mode=s_axilite port=head_dim
+#pragma HLS INTERFACE mode=s_axilite port=rq_mult
+#pragma HLS INTERFACE mode=s_axilite port=rq_shift
+#pragma HLS INTERFACE mode=s_axilite port=return
+    if (!geometry_ok(head_dim, KEY_BLOCK)) return;  // keys_pad plays no part here
+    const ap_uint<6> shift = rq_shift > (unsigned)MAX_RQ_SHIFT ? (unsigned)MAX_RQ_SHIFT : rq_shift;
+    const ap_int<32> mult = rq_mult;
+    const unsigned a_beats = Q_ROWS * head_dim / BEAT_BYTES;  // 128-bit beats of A (16 int8 each)
+tiles:
+    for (unsigned i = 0; i < n_tiles; i++) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = 16
+        const unsigned long long base = (unsigned long long)i * (1 + a_beats);  // record i, in beats
+        beat128 head = 0;
+        head.range(31, 0) = desc[i * DESC_WORDS + DESC_TILE_ID];
+        head.range(63, 32) = desc[i * DESC_WORDS + DESC_ROWS];  // status (bits 64..95) = 0: ok
+        out[base] = head;
+        // One A beat (16 int8) per iteration from 4 O beats (4 int32 each): II = 4 is the o_in rate of
+        // one beat a cycle, and out is written once per iteration at consecutive addresses (burst).
+    a_beats_loop:
+        for (unsigned m = 0; m < a_beats; m++) {
+#pragma HLS PIPELINE II = 4
+#pragma HLS LOOP_TRIPCOUNT min = 64 max = 128
+            beat128 a = 0;
+            for (int k = 0; k < 4; k++) {
+                const beat128 o = o_in.read();
+                for (int l = 0; l < LANES; l++) {
+                    const ap_int<32> v = o.range(32 * l + 31, 32 * l);
+                    a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)requant_one(v, mult, shift);
+                }
+            }
+            out[base + 1 + m] = a;
+        }
+    }
+}

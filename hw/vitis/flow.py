@@ -1,0 +1,281 @@
+"""The Vitis build flow's Python side: tool check, build variables, xclbin UUID recording.
+
+``hw/vitis/Makefile`` calls this module twice:
+
+* ``python -m vckattn.hw.vitis.flow check --manifest NAME --target hw|hw_emu [--mk FILE]`` before any
+  work: :func:`check_tools` (AMD tools on ``PATH``, ``$XILINX_VITIS``, the platform's ``.xpfm``) and
+  :func:`check_sources` (the AIE graph, the HLS kernels). On a problem it prints what is missing and how
+  to get it, and exits 1 within a fraction of a second (it imports nothing heavy and reads the manifest
+  JSON directly). Otherwise it writes ``FILE``, the build's variables for make (platform, ``.xpfm``
+  path, PL clock, kernel lists, linker configuration).
+* ``python -m vckattn.hw.vitis.flow record-uuid --manifest NAME --xclbin X --out FILE`` after ``v++ -p``:
+  :func:`record_uuid` copies the manifest with the xclbin's UUID (from ``xclbinutil --info``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+__all__ = ["DEFAULT_PLATFORM", "PLATFORM_DIRS", "REQUIRED_TOOLS", "FlowError", "check_sources", "check_tools",
+           "find_platform", "flow_variables", "format_problems", "parse_xclbin_info", "read_manifest",
+           "record_uuid"]
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BITSTREAMS = REPO_ROOT / "bitstreams"
+DEFAULT_PLATFORM = "xilinx_vck5000_gen4x8_qdma_2_202220_1"
+#: Tools the flow runs (name -> what it is for), checked on ``PATH``.
+REQUIRED_TOOLS: dict[str, str] = {
+    "v++": "Vitis compiler/linker (HLS kernels, link, package)",
+    "aiecompiler": "AI Engine compiler (the AIE graph)",
+    "vivado": "Vivado (packages the RTL kernels into .xo)",
+    "xclbinutil": "reads the xclbin's UUID after packaging",
+}
+#: Searched for ``<platform>.xpfm`` after the folders of ``$PLATFORM_REPO_PATHS`` (where the platform
+#: packages install).
+PLATFORM_DIRS: tuple[str, ...] = ("/opt/xilinx/platforms",)
+_UUID = re.compile(r"^\s*UUID \(xclbin\):\s*([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-"
+                   r"[0-9a-fA-F]{12})\s*$", re.M)
+_KERNELS = re.compile(r"^\s*Kernels:\s*(.*?)\s*$", re.M)
+
+
+class FlowError(Exception):
+    """A build step that cannot go on (reported on stderr by the command line, exit status 1)."""
+
+
+# ---------------------------------------------------------------------------------------- checks
+
+
+def find_platform(platform: str, env: Mapping[str, str] | None = None) -> Path | None:
+    """The ``<platform>.xpfm`` under ``$PLATFORM_REPO_PATHS`` (colon-separated) or :data:`PLATFORM_DIRS`:
+    ``<dir>/<platform>.xpfm``, ``<dir>/<platform>/<platform>.xpfm`` or one level deeper; else ``None``."""
+    env = os.environ if env is None else env
+    dirs = [d for d in env.get("PLATFORM_REPO_PATHS", "").split(os.pathsep) if d] + list(PLATFORM_DIRS)
+    name = f"{platform}.xpfm"
+    for d in dirs:
+        root = Path(d)
+        for cand in (root / name, root / platform / name):
+            if cand.is_file():
+                return cand
+        if root.is_dir():
+            found = sorted(root.glob(f"*/*/{name}"))
+            if found:
+                return found[0]
+    return None
+
+
+def check_tools(platform: str = DEFAULT_PLATFORM, *, target: str = "hw",
+                env: Mapping[str, str] | None = None) -> list[str]:
+    """Problems that stop the Vitis flow before it starts, one line each (empty: good to go).
+
+    Checks: every tool of :data:`REQUIRED_TOOLS` (and ``emconfigutil`` for ``hw_emu``) on ``env``'s
+    ``PATH``; ``XILINX_VITIS`` set to a folder; the platform's ``.xpfm`` found by :func:`find_platform`.
+
+    Args:
+        platform: Platform name (the manifest's ``platform``).
+        target: ``hw`` or ``hw_emu``.
+        env: Environment to check (default :data:`os.environ`).
+    """
+    env = os.environ if env is None else env
+    path = env.get("PATH", "")
+    problems = []
+    if target not in ("hw", "hw_emu"):
+        problems.append(f"TARGET must be hw or hw_emu, not {target!r}")
+    tools = dict(REQUIRED_TOOLS)
+    if target == "hw_emu":
+        tools["emconfigutil"] = "writes emconfig.json for hardware emulation"
+    for tool, why in tools.items():
+        if shutil.which(tool, path=path) is None:
+            problems.append(f"`{tool}` not found on PATH ({why})")
+    vitis = env.get("XILINX_VITIS", "")
+    if not vitis:
+        problems.append("XILINX_VITIS is not set (set by Vitis' settings64.sh)")
+    elif not Path(vitis).is_dir():
+        problems.append(f"XILINX_VITIS={vitis} is not a folder")
+    if find_platform(platform, env) is None:
+        where = env.get("PLATFORM_REPO_PATHS")
+        searched = f"PLATFORM_REPO_PATHS={where}" if where else "PLATFORM_REPO_PATHS is not set"
+        problems.append(f"platform {platform}.xpfm not found ({searched}; also searched {', '.join(PLATFORM_DIRS)})")
+    return problems
+
+
+def check_sources(manifest: dict, root: Path = REPO_ROOT) -> list[str]:
+    """Missing sources of the build: the AIE graph ``hw/aie/graph.cpp`` and ``hw/hls/<kernel>.cpp`` for
+    every HLS kernel of the manifest (the RTL kernels are generated by ``vckattn hw package``)."""
+    need = [("hw/aie/graph.cpp", "the AIE graph")]
+    need += [(f"hw/hls/{k['name']}.cpp", f"HLS kernel {k['name']}") for k in manifest["kernels"] if k["kind"] == "hls"]
+    return [f"source missing: {rel} ({what})" for rel, what in need if not (root / rel).is_file()]
+
+
+def format_problems(problems: list[str], platform: str = DEFAULT_PLATFORM) -> str:
+    """The multi-line message the flow stops with: what is missing, then how to set the tools up."""
+    lines = ["vckattn Vitis build: cannot start, AMD tools or sources are missing:"]
+    lines += [f"  - {p}" for p in problems]
+    if all(p.startswith("source missing:") for p in problems):
+        return "\n".join(lines + ["  (the sources belong to the repository: hw/aie/, hw/hls/)"])
+    lines += [
+        "How to fix (Vitis 2022.2, the release this build targets; Linux x86-64):",
+        "  1. install Vitis 2022.2 (includes Vivado and the AI Engine tools), then in this shell:",
+        "       source <Vitis install>/Vitis/2022.2/settings64.sh     # v++, aiecompiler, vivado, XILINX_VITIS",
+        "  2. install XRT 2022.2 and source it:",
+        "       source /opt/xilinx/xrt/setup.sh                        # xclbinutil, XILINX_XRT",
+        f"  3. install the platform package {platform} (AMD's deployment + development",
+        "     platform packages for the card; they install under /opt/xilinx/platforms), or point",
+        "       export PLATFORM_REPO_PATHS=<folder holding the platform's .xpfm>",
+        "  The RTL kernel sources need none of this: `vckattn hw package` writes them.",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------- manifest
+
+
+def read_manifest(manifest: str | Path) -> tuple[dict, Path]:
+    """A manifest's JSON object and file, from a name in ``bitstreams/`` or a ``.json`` path (no schema
+    validation: the check must stay fast; :func:`record_uuid` validates)."""
+    p = Path(manifest)
+    if not p.suffix and not p.exists():
+        p = BITSTREAMS / f"{p.name}.json"
+    try:
+        return json.loads(p.read_text(encoding="utf-8")), p
+    except (OSError, ValueError) as exc:
+        raise FlowError(f"{p}: cannot read the manifest ({exc})") from None
+
+
+def flow_variables(manifest: dict, manifest_file: Path, xpfm: Path) -> dict[str, str]:
+    """The make variables of a checked build (written into the ``--mk`` file)."""
+    from vckattn.hw.vitis.system_cfg import cfg_path
+
+    kinds = {kind: " ".join(k["name"] for k in manifest["kernels"] if k["kind"] == kind) for kind in ("hls", "rtl")}
+    mhz = int(manifest["clocks_mhz"]["pl"])
+    return {
+        "PLATFORM": manifest["platform"],
+        "XPFM": str(xpfm),
+        "BOARD": manifest["board"],
+        "MANIFEST_FILE": str(manifest_file.resolve()),
+        "PL_FREQ_MHZ": str(mhz),
+        "PL_FREQ_HZ": str(mhz * 1_000_000),
+        "HLS_KERNELS": kinds["hls"],
+        "RTL_KERNELS": kinds["rtl"],
+        "SYSTEM_CFG": str(cfg_path(manifest).relative_to(REPO_ROOT)),
+    }
+
+
+# ---------------------------------------------------------------------------------------- UUID
+
+
+def parse_xclbin_info(text: str) -> tuple[str, list[str] | None]:
+    """The UUID (lower case) and kernel names (``None`` when not listed) from ``xclbinutil --info`` text.
+
+    Raises:
+        FlowError: no ``UUID (xclbin):`` line.
+    """
+    mo = _UUID.search(text)
+    if mo is None:
+        raise FlowError("no `UUID (xclbin): <uuid>` line in the xclbinutil --info output")
+    km = _KERNELS.search(text)
+    kernels = [k.strip() for k in km.group(1).split(",") if k.strip()] if km else None
+    return mo.group(1).lower(), kernels
+
+
+def _xclbin_info(xclbin: Path) -> str:
+    tool = shutil.which("xclbinutil")
+    if tool is None:
+        raise FlowError("xclbinutil not found on PATH (source /opt/xilinx/xrt/setup.sh)")
+    proc = subprocess.run([tool, "--info", "--input", str(xclbin)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise FlowError(f"xclbinutil --info --input {xclbin} failed: {proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def record_uuid(manifest: str | Path | dict, xclbin: str | Path, *, info: str | None = None,
+                out: str | Path | None = None) -> dict:
+    """The manifest with the xclbin's UUID and file name recorded (``xclbin.uuid``, ``xclbin.file``).
+
+    Args:
+        manifest: A manifest name in ``bitstreams/``, a ``.json`` path, or the JSON object itself
+            (not modified).
+        xclbin: The packaged ``.xclbin``.
+        info: ``xclbinutil --info`` output; default: run ``xclbinutil --info --input <xclbin>``.
+        out: Also write the result there (JSON, indented).
+
+    Raises:
+        FlowError: no UUID in the output, or the xclbin lacks a kernel of the manifest.
+        vckattn.host.manifest.ManifestError: the result is no valid manifest.
+    """
+    from vckattn.host.manifest import validate_manifest
+
+    data = json.loads(json.dumps(manifest)) if isinstance(manifest, dict) else read_manifest(manifest)[0]
+    xclbin = Path(xclbin)
+    uuid, kernels = parse_xclbin_info(_xclbin_info(xclbin) if info is None else info)
+    if kernels is not None:
+        missing = [k["name"] for k in data["kernels"] if k["name"] not in kernels]
+        if missing:
+            raise FlowError(f"{xclbin}: kernels {missing} of manifest {data['name']} are not in the xclbin "
+                            f"(it has {', '.join(kernels)})")
+    data["xclbin"] = {"file": xclbin.name, "uuid": uuid}
+    validate_manifest(data, out or "<recorded manifest>")
+    if out is not None:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    return data
+
+
+# ---------------------------------------------------------------------------------------- command line
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    manifest, file = read_manifest(args.manifest)
+    problems = check_tools(manifest["platform"], target=args.target) + check_sources(manifest)
+    if problems:
+        print(format_problems(problems, manifest["platform"]), file=sys.stderr)
+        return 1
+    if args.mk is not None:
+        xpfm = find_platform(manifest["platform"])
+        assert xpfm is not None  # checked above
+        text = "".join(f"{k} := {v}\n" for k, v in flow_variables(manifest, file, xpfm).items())
+        args.mk.parent.mkdir(parents=True, exist_ok=True)
+        args.mk.write_text(f"# written by vckattn.hw.vitis.flow check for {manifest['name']}\n" + text)
+    return 0
+
+
+def _cmd_record_uuid(args: argparse.Namespace) -> int:
+    info = args.info.read_text() if args.info is not None else None
+    data = record_uuid(args.manifest, args.xclbin, info=info, out=args.out)
+    print(f"{args.out}: {data['name']} with xclbin {data['xclbin']['file']} uuid {data['xclbin']['uuid']}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Command line of ``python -m vckattn.hw.vitis.flow`` (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m vckattn.hw.vitis.flow", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="check the AMD tools, the platform and the sources; write make variables")
+    c.add_argument("--manifest", default="vck5000_attention", help="manifest name in bitstreams/ or .json file")
+    c.add_argument("--target", default="hw", help="hw or hw_emu")
+    c.add_argument("--mk", type=Path, default=None, help="write the build's make variables here")
+    c.set_defaults(func=_cmd_check)
+    r = sub.add_parser("record-uuid", help="copy the manifest with the xclbin's UUID")
+    r.add_argument("--manifest", default="vck5000_attention", help="manifest name in bitstreams/ or .json file")
+    r.add_argument("--xclbin", type=Path, required=True)
+    r.add_argument("--out", type=Path, required=True, help="where to write the manifest copy")
+    r.add_argument("--info", type=Path, default=None, help="saved xclbinutil --info output (default: run it)")
+    r.set_defaults(func=_cmd_record_uuid)
+    args = parser.parse_args(argv)
+    from vckattn.host.cli import UserError  # ManifestError's base; light import
+
+    try:
+        return int(args.func(args))
+    except (FlowError, UserError) as exc:
+        print(f"vckattn Vitis build: {exc}", file=sys.stderr)
+        return 1
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""The committed HLS ROM headers (``hw/hls/generated/``) are exactly what the golden models generate.
+
+``vckattn.hw.hls.tables`` renders the golden tables as C++ integer literals; these tests fail when a
+committed header is stale (golden table or format changed without ``python -m vckattn.hw.hls.tables``)
+and read the literals back to check them against the golden arrays independently of the renderer.
+No compiler needed.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from vckattn.golden.bhyt_int import C_SHIFT, NormFormat
+from vckattn.golden.funcunits import rsqrt_octave_table
+from vckattn.golden.swiftmax_int import SwiftMaxFormat
+from vckattn.hw.hls import tables
+
+SM, NF = SwiftMaxFormat(), NormFormat()
+GOLDEN = {
+    "pow2": SM.pow2.table(),
+    "rsqrt": rsqrt_octave_table(NF.rsqrt),
+    "tanh": NF.tanh.table(),
+}
+
+
+def test_committed_headers_equal_generated() -> None:
+    assert tables.check() == [], "run `python -m vckattn.hw.hls.tables` and commit hw/hls/generated/"
+    names = {p.name for p in tables.GENERATED_DIR.glob("*.h")}
+    assert names == {s.name for s in tables.headers()}, "unexpected or missing files in hw/hls/generated/"
+
+
+def test_main_check_and_generate(tmp_path: Path) -> None:
+    assert tables.main(["--check"]) == 0
+    assert tables.main(["--check", "--out", str(tmp_path)]) == 1  # empty folder: everything stale
+    assert tables.main(["--out", str(tmp_path)]) == 0
+    for spec in tables.headers():
+        assert (tmp_path / spec.name).read_text() == (tables.GENERATED_DIR / spec.name).read_text()
+    (tmp_path / "tanh_table.h").write_text((tmp_path / "tanh_table.h").read_text().replace("32768", "32767", 1))
+    assert tables.check(tmp_path) == ["tanh_table.h"]
+
+
+def _constants(text: str) -> dict[str, int]:
+    return {k: int(v) for k, v in re.findall(r"constexpr int (\w+) = (-?\d+);", text)}
+
+
+@pytest.mark.parametrize("name", sorted(GOLDEN))
+def test_table_literals_equal_golden(name: str) -> None:
+    text = (tables.GENERATED_DIR / f"{name}_table.h").read_text()
+    body = re.search(rf"#define VCKATTN_{name.upper()}_ROM_INIT \{{(.*?)\n\}}", text, re.S)
+    assert body is not None
+    literals = re.sub(r"/\*.*?\*/|\\", " ", body.group(1))
+    values = np.array([int(v) for v in literals.replace(",", " ").split()], dtype=np.int64)
+    np.testing.assert_array_equal(values, GOLDEN[name])
+    consts = _constants(text)
+    assert consts["ENTRIES"] == GOLDEN[name].size
+    width = int(GOLDEN[name].max()).bit_length()
+    assert GOLDEN[name].min() >= 0 and consts["ENTRY_BITS"] == width
+    assert f"typedef ap_uint<{width}> entry_t;" in text
+
+
+def test_table_configs_equal_golden() -> None:
+    p, r, t = SM.pow2, NF.rsqrt, NF.tanh
+    want = {
+        "pow2": {"IN_FRAC": p.in_frac, "LUT_BITS": p.lut_bits, "OUT_FRAC": p.out_frac, "INTERP": int(p.interp)},
+        "rsqrt": {"MANT_BITS": r.mant_bits, "LUT_BITS": r.lut_bits, "OUT_FRAC": r.out_frac, "INTERP": int(r.interp),
+                  "OCTAVE_ENTRIES": (1 << r.lut_bits) + 1},
+        "tanh": {"IN_FRAC": t.in_frac, "RANGE_LOG2": t.range_log2, "LUT_BITS": t.lut_bits, "OUT_FRAC": t.out_frac,
+                 "INTERP": int(t.interp)},
+    }
+    for name, config in want.items():
+        read = _constants((tables.GENERATED_DIR / f"{name}_table.h").read_text())
+        assert {k: read[k] for k in config} == config, name
+
+
+def test_formats_header_equals_golden() -> None:
+    text = (tables.GENERATED_DIR / "formats.h").read_text()
+    sm_part, nf_part = text.split("namespace norm_fmt {", 1)
+    sm, nf = _constants(sm_part), _constants(nf_part)
+    assert sm == {"ACC_BITS": SM.acc_bits, "A_BITS": SM.a_bits, "T_FRAC": SM.t_frac, "REG_BITS": SM.reg_bits,
+                  "OUT_BITS": SM.out_bits, "MAX_A_SHIFT": SM.max_a_shift}
+    assert nf == {"STAT_BITS": NF.stat_bits, "K_BITS": NF.k_bits, "ARG_FRAC": NF.arg_frac, "G_BITS": NF.g_bits,
+                  "OUT_BITS": NF.out_bits, "C_SHIFT": C_SHIFT}
