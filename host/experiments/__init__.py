@@ -1,0 +1,1 @@
+"""Small, reproducible experiments (CPU) behind the README's figures; outputs go to ``results/experiments/``."""
