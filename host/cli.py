@@ -626,6 +626,8 @@ def _add_calibrate(sub: argparse._SubParsersAction) -> None:
             c.add_argument("--epochs-per-stage", type=_positive_int, default=2, metavar="E")
             c.add_argument("--layers-per-stage", type=_positive_int, default=1, metavar="L")
             c.add_argument("--lr", type=float, default=0.05, help="Adam learning rate of beta and log gamma")
+            c.add_argument("--main-lr", type=float, default=0.0, metavar="LR",
+                           help="also train the main weights at this (tiny) learning rate (default 0: frozen)")
             c.add_argument("--init", choices=("mean", "max"), default="mean",
                            help="initial beta/gamma from the statistics: mean (the paper) or max z_max")
             c.add_argument("--per-head", action="store_true",
@@ -661,8 +663,10 @@ def _run_calibrate_swiftmax(args: argparse.Namespace) -> int:
     cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
                                args.batch_size, args.max_length, args.seed, args.init, args.per_head, args.one_shot,
                                args.layers)
+    if args.main_lr < 0:
+        raise UserError("--main-lr must be >= 0")
     rep = calibrate.run_swiftmax(cfg, args.out, args.epochs_per_stage, args.layers_per_stage, args.lr,
-                                 progress=not args.quiet)
+                                 progress=not args.quiet, main_lr=args.main_lr)
     if rep["resumed_stages"]:
         print(f"resumed after {rep['resumed_stages']} completed stage(s) found in {args.out / 'checkpoints'}")
     print(f"{rep['model']} on {rep['data']}, objective {args.objective} ({rep['metric']}):")

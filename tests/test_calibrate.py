@@ -42,12 +42,13 @@ def test_collect_stats_matches_an_independent_computation():
         zmax = z.amax(-1)
         s = torch.exp(z - zmax[..., None]).sum(-1)
         st = stats[i]
-        assert st.z_max.size == 4 * 4 * 12  # every query row (padded queries attend to the valid keys)
-        np.testing.assert_allclose(np.sort(st.z_max), np.sort(zmax.flatten().numpy()), rtol=1e-10)
-        np.testing.assert_allclose(np.sort(st.sum_exp), np.sort(s.flatten().numpy()), rtol=1e-10)
+        real = b["attention_mask"].bool()[:, None, :].expand(4, 4, 12)  # rows of padded queries are left out
+        assert st.z_max.size == 4 * (12 + 9 + 5 + 12)
+        np.testing.assert_allclose(np.sort(st.z_max), np.sort(zmax[real].numpy()), rtol=1e-10)
+        np.testing.assert_allclose(np.sort(st.sum_exp), np.sort(s[real].numpy()), rtol=1e-10)
         assert sorted(np.unique(st.head)) == [0, 1, 2, 3]
         for h in range(4):  # per-head attribution
-            np.testing.assert_allclose(np.sort(st.z_max[st.head == h]), np.sort(zmax[:, h].flatten().numpy()),
+            np.testing.assert_allclose(np.sort(st.z_max[st.head == h]), np.sort(zmax[:, h][real[:, h]].numpy()),
                                        rtol=1e-10)
     torch.set_grad_enabled(True)
 
@@ -168,3 +169,39 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert main(["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--objective", "task", "--out",
                  str(tmp_path)]) == 2
     assert "needs a classification model" in capsys.readouterr().err
+
+
+def test_main_lr_trains_the_weights_and_resume_restores_them(tmp_path):
+    _, train, loss_fn, eval_fn = _distill_setup()
+    m1 = tiny_bert()
+    init = cal.propose_init(cal.collect_stats(m1, [{k: b[k] for k in ("input_ids", "attention_mask")}
+                                                   for b in train]), "mean")
+    w0 = m1.encoder.layer[0].attention.self.query.weight.clone()
+    kw = dict(layers=[0], epochs_per_stage=1, lr=0.1, main_lr=1e-3, ckpt_dir=tmp_path / "ck", config={"r": 1})
+    cal.replace_and_tune(m1, lambda: train, loss_fn, eval_fn, init, **kw)
+    w1 = m1.encoder.layer[0].attention.self.query.weight
+    assert not torch.equal(w0, w1) and (tmp_path / "ck" / "main_stage00.pt").is_file()
+    m2 = tiny_bert()  # a fresh model resumes into the trained one
+    cal.replace_and_tune(m2, lambda: train, loss_fn, eval_fn, init, **kw)
+    assert torch.equal(m2.encoder.layer[0].attention.self.query.weight, w1)
+
+
+def test_cli_task_objective_on_a_vit_with_digits(tmp_path, capsys):
+    """Labeled images: the digits train split trains, its validation split evaluates (accuracy)."""
+    from transformers import ViTConfig, ViTForImageClassification
+
+    from vckattn.host.calibrate import load_data
+
+    d = load_data("digits")
+    assert d.kind == "image" and d.items.shape[1:] == (8, 8) and len(d.held_out) > 100
+    torch.manual_seed(0)
+    cfg = ViTConfig(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, image_size=8,
+                    patch_size=2, num_channels=1, num_labels=10)
+    ViTForImageClassification(cfg).save_pretrained(tmp_path / "vit")
+    run = tmp_path / "tune"
+    assert main(["calibrate", "swiftmax", str(tmp_path / "vit"), "--data", "digits", "--objective", "task",
+                 "--train-samples", "64", "--eval-samples", "64", "--epochs-per-stage", "1", "--out", str(run),
+                 "--quiet"]) == 0, capsys.readouterr().err
+    rep = json.loads((run / "swiftmax.json").read_text())
+    assert rep["metric"] == "accuracy" and "validation split" in rep["held_out"]
+    assert [s["layers"] for s in rep["stages"]] == [[0], [1]] and 0 <= rep["final"] <= 1
