@@ -43,7 +43,8 @@ IMAGE_SOURCES = ("digits", "mnist5k")
 @dataclass
 class Data:
     """Calibration/training data: ``kind`` "text" (``items`` = sentences) or "image" (``items`` = float
-    array (N, H, W) in [0, 1]); ``labels`` int64 (N,) or None; ``source`` describes where it came from."""
+    array (N, H, W) in [0, 1], fed to the model as (x − 0.5) / 0.5); ``labels`` int64 (N,) or None;
+    ``source`` describes where it came from."""
 
     kind: str
     items: Any
@@ -142,6 +143,7 @@ def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length:
             x = torch.from_numpy(part.items)
             if x.shape[-1] != cfg.image_size:
                 raise UserError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
+            x = (x - 0.5) / 0.5  # [0, 1] -> [-1, 1], as ViTImageProcessor (mean = std = 0.5) and `vckattn export`
             b = {"pixel_values": x[:, None].expand(-1, cfg.num_channels, -1, -1).contiguous()}
         if part.labels is not None:
             b["_labels"] = torch.from_numpy(part.labels)
