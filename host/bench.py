@@ -90,8 +90,8 @@ def bench_host(seq: int = 256, heads: int = 12, d_head: int = 64, repeats: int =
     emulator (:func:`attention_int`, no tiling) of the same layer; medians of ``repeats`` runs.
     """
     from vckattn.host.backends.emu import EmuDevice
-    from vckattn.host.manifest import load_manifest
     from vckattn.host.scheduler import run_layer
+    from vckattn.hw.manifest import load_manifest
 
     torch.manual_seed(seed)
     d = heads * d_head

@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from vckattn.host.cli import UserError
+from vckattn.golden.errors import UserError
 
 TEXT_SOURCES = ("pydoc", "rotten-tomatoes")
 IMAGE_SOURCES = ("digits", "mnist5k")

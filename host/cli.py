@@ -19,6 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vckattn import __version__
+from vckattn.golden.errors import UserError
 
 PROG = "vckattn"
 
@@ -35,10 +36,6 @@ card needs AMD's XRT and Vitis; everything else runs on an ordinary machine.
 Start with `vckattn doctor` to see which of these flows this machine supports."""
 
 EPILOG = "Run `vckattn COMMAND --help` for a command's options."
-
-
-class UserError(Exception):
-    """A problem the user can fix; reported as one line on stderr, exit status 2."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -285,7 +282,7 @@ def _run_hw_report(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from vckattn.hw.pl import report
+    from vckattn.sim import hw_report as report
 
     kernels = args.kernels or list(report.KERNELS)
     unknown = [k for k in kernels if k not in report.KERNELS]
@@ -311,7 +308,7 @@ def _run_hw_report(args: argparse.Namespace) -> int:
 
 
 def _run_hw_package(args: argparse.Namespace) -> int:
-    from vckattn.host.manifest import load_manifest
+    from vckattn.hw.manifest import load_manifest
     from vckattn.hw.pl import vitis_kernel
 
     manifest = load_manifest(args.manifest)

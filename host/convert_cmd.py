@@ -24,7 +24,8 @@ import json
 import shutil
 from pathlib import Path
 
-from vckattn.host.cli import UserError, _positive_float, _positive_int
+from vckattn.golden.errors import UserError
+from vckattn.host.cli import _positive_float, _positive_int
 
 # golden.bhyt defaults, repeated so that building the CLI parser imports no torch (a test keeps them equal)
 DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP = 10.0, 2.0, 1.0

@@ -5,7 +5,7 @@ the one in ``bitstreams/`` recording that UUID), checks the bundle against it, o
 through :class:`~vckattn.host.backends.xrt.XrtDevice` (UUID, kernel names, the normalizers' ID
 registers, the AIE graph), writes the first layer's normalizer registers and reads them back.
 It returns a JSON-able report; every failure is one line: a
-:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.host.manifest.ManifestError` or
+:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.hw.manifest.ManifestError` or
 :class:`~vckattn.host.backends.base.DeviceError` (no XRT, no card, xclbin missing or unreadable,
 UUID mismatch, kernel missing, ID register mismatch, register readback mismatch).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.manifest import BITSTREAMS, Manifest, ManifestError, check_bundle, load_manifest
+from vckattn.hw.manifest import BITSTREAMS, Manifest, ManifestError, check_bundle, load_manifest
 
 
 def find_manifest(uuid: str, folder: Path | None = None, xclbin: Path | None = None) -> Manifest:

@@ -941,7 +941,7 @@ def main(json_out: str | None = None, fast: bool = False, yosys_timeout: float =
 
 
 def _check_writable(out: Path) -> None:
-    from vckattn.host.cli import UserError
+    from vckattn.golden.errors import UserError
 
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
@@ -953,7 +953,7 @@ def _check_writable(out: Path) -> None:
 
 
 def write_json(data: dict, out: Path) -> None:
-    from vckattn.host.cli import UserError
+    from vckattn.golden.errors import UserError
 
     _check_writable(out)
     try:

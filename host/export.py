@@ -96,6 +96,7 @@ from vckattn.golden.attention import MultiHeadAttention, apply_rope, attention, 
 from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms, mean_square
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.blocks import BertLayer, LlamaBlock, ViTBlock
+from vckattn.golden.errors import UserError
 from vckattn.golden.funcunits import Pow2Config, RecipConfig, TanhConfig
 from vckattn.golden.normalizers import Softmax, SwiftMax
 from vckattn.golden.online_softmax_int import (
@@ -105,7 +106,6 @@ from vckattn.golden.online_softmax_int import (
 from vckattn.golden.quant_attention import QuantAttentionLayer, QuantLinear, build_quant_layer, float_attention
 from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
-from vckattn.host.cli import UserError
 
 FAMILIES = ("bert", "vit", "llama")
 GOLDEN_KEY = "vckattn_golden"

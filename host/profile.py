@@ -49,11 +49,11 @@ from torch import Tensor, nn
 from vckattn.golden import convert
 from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
 from vckattn.golden.bhyt_int import NormFormat
+from vckattn.golden.errors import UserError
 from vckattn.golden.normalizers import Normalizer
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 from vckattn.golden.requant import INT8, quantize_symmetric, symmetric_scale
 from vckattn.golden.swiftmax_int import CLAMP_HI, CLAMP_LO, SwiftMaxFormat, choose_out_frac, swiftmax_registers
-from vckattn.host.cli import UserError
 
 SUPPORTED = ("bert", "llama")
 #: q/k/v projection names inside the attention module of each family

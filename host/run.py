@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from vckattn.host.cli import UserError
+from vckattn.golden.errors import UserError
 
 BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
 
@@ -158,8 +158,8 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
 
     from vckattn.host.bundle import BundleError, load_bundle
     from vckattn.host.export import to_quant_layer
-    from vckattn.host.manifest import DEFAULT_MANIFEST, load_manifest
     from vckattn.host.scheduler import run_layer
+    from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
 
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from vckattn.host.manifest import TileShape, padded_keys
+from vckattn.hw.manifest import TileShape, padded_keys
 
 
 class TileError(RuntimeError):

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from vckattn.hw.pl.verilog import HW_BUILD_ROOT, generate_verilog
+
 __all__ = [
     "REPO_ROOT",
     "SIM_BUILD_ROOT",
@@ -55,7 +57,7 @@ __all__ = [
 #: Repository root (this file lives in ``<repo>/sim/``).
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 #: Default parent folder of every simulation build (git-ignored).
-SIM_BUILD_ROOT: Path = REPO_ROOT / "build" / "sim"
+SIM_BUILD_ROOT: Path = HW_BUILD_ROOT
 
 _SIMULATORS = ("verilator", "icarus")
 
@@ -201,38 +203,6 @@ def verilator_fst_args() -> list[str] | None:
 def icarus_available() -> bool:
     """Whether Icarus Verilog (``iverilog`` and ``vvp``) is on ``PATH``."""
     return shutil.which("iverilog") is not None and shutil.which("vvp") is not None
-
-
-# --------------------------------------------------------------------------------------------
-# Verilog generation
-# --------------------------------------------------------------------------------------------
-
-
-def generate_verilog(component: object, name: str, out_dir: Path | str | None = None) -> Path:
-    """Convert an Amaranth 0.5 ``wiring.Component`` to a Verilog file.
-
-    The module is named ``name`` and its ports are the component's signature members
-    (flattened, ``__``-joined for nested members) plus ``clk``/``rst`` when it has
-    synchronous logic in the default ``sync`` domain.
-
-    Args:
-        component: The ``wiring.Component`` instance to convert.
-        name: Verilog module name and file stem.
-        out_dir: Output folder; default ``<repo>/build/sim/<name>``.
-
-    Returns:
-        Path of the written ``<out_dir>/<name>.v``. The file is only rewritten when its
-        content changes, so simulator builds stay incremental.
-    """
-    from amaranth.back import verilog
-
-    out = Path(out_dir) if out_dir is not None else SIM_BUILD_ROOT / name
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / f"{name}.v"
-    text = verilog.convert(component, name=name)
-    if not path.is_file() or path.read_text() != text:
-        path.write_text(text)
-    return path
 
 
 # --------------------------------------------------------------------------------------------

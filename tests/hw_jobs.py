@@ -18,8 +18,8 @@ from vckattn.golden.quant_attention import QuantAttentionLayer, build_quant_laye
 from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_registers
 from vckattn.host.backends.emu import EmuDevice
-from vckattn.host.manifest import Manifest, load_manifest
 from vckattn.host.tiler import LayerJob, TileResult, plan_tiles
+from vckattn.hw.manifest import Manifest, load_manifest
 
 UUID = "3f2a9c1e-5b7d-4e21-9a0c-1d2e3f405162"
 OTHER_UUID = "00112233-4455-6677-8899-aabbccddeeff"

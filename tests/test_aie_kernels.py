@@ -10,7 +10,7 @@ The kernels' tile code (``hw/aie/attention_kernels.h``) is compiled with g++ int
   arithmetic; the real AIE API compile is still unverified (needs aiecompiler).
 
 Golden: ``S = tile_matmul(q, kᵀ)``, ``O = tile_matmul(p, v, a_fmt=UINT8)``. The graph test needs no
-compiler: ``hw/aie/graph.h`` must declare exactly the PLIOs of ``vckattn.host.manifest.PLIOS``.
+compiler: ``hw/aie/graph.h`` must declare exactly the PLIOs of ``vckattn.hw.manifest.PLIOS``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from vckattn.golden.aie_matmul import UINT8, tile_matmul
-from vckattn.host.manifest import PLIOS
+from vckattn.hw.manifest import PLIOS
 from vckattn.sim import aie_csim
 from vckattn.sim.aie_csim import (
     AIE_DIR,

@@ -12,8 +12,8 @@ import torch
 
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention
-from vckattn.host.manifest import Manifest, load_manifest
 from vckattn.host.scheduler import run_layer
+from vckattn.hw.manifest import Manifest, load_manifest
 from vckattn.sim.runner import verilator_available
 
 pytestmark = [pytest.mark.sim,

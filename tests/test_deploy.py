@@ -11,14 +11,14 @@ from fakes import fake_pyxrt
 from fakes.card import FakeAttentionCard
 from hw_jobs import OTHER_UUID, UUID, bundle_parts, manifest_with_uuid, write_xclbin
 
+from vckattn.golden.errors import UserError
 from vckattn.host import deploy as deploy_mod
 from vckattn.host.backends import xrt_graph
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.xrt import XRT_MISSING
 from vckattn.host.bundle import BundleError, write_bundle
-from vckattn.host.cli import UserError
 from vckattn.host.deploy import deploy
-from vckattn.host.manifest import ManifestError
+from vckattn.hw.manifest import ManifestError
 
 MANIFEST = manifest_with_uuid()
 

@@ -12,7 +12,6 @@ import pytest
 from hw_jobs import make_job
 
 from vckattn.golden.requant import RequantRegisters, requant_registers, requantize
-from vckattn.host.manifest import SCORE_SWITCH_SELECT, load_manifest
 from vckattn.host.tile_buffers import (
     OUT_HEADER_BYTES,
     UNWRITTEN,
@@ -22,6 +21,7 @@ from vckattn.host.tile_buffers import (
     pack_tiles,
     unpack_out,
 )
+from vckattn.hw.manifest import SCORE_SWITCH_SELECT, load_manifest
 from vckattn.sim import hls_movers_csim as csim
 from vckattn.sim.hls_csim import RunError, csim_available
 

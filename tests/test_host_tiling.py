@@ -14,9 +14,9 @@ from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention
 from vckattn.host.backends.base import Device
 from vckattn.host.backends.emu import EmuDevice
-from vckattn.host.manifest import ManifestError, check_bundle, load_manifest
 from vckattn.host.scheduler import run_layer
 from vckattn.host.tiler import LayerJob, TileError, TileResult, collect_results, plan_tiles
+from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from vckattn.hw.pl.report import KERNELS
 from vckattn.hw.pl.stream import SkidBuffer
 from vckattn.hw.pl.synth import parse_stat, synthesize
+from vckattn.sim.hw_report import KERNELS
 
 STAT = """
 === top ===

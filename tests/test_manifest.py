@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from vckattn.host.manifest import BITSTREAMS, BUILDS, ManifestError, build_manifest, load_manifest, validate_manifest
+from vckattn.hw.manifest import BITSTREAMS, BUILDS, ManifestError, build_manifest, load_manifest, validate_manifest
 
 
 @pytest.mark.parametrize("name", sorted(BUILDS))

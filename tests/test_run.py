@@ -11,8 +11,8 @@ import torch
 
 from vckattn.host.cli import main
 from vckattn.host.export import export_checkpoint
-from vckattn.host.manifest import build_manifest
 from vckattn.host.textdata import real_sentences
+from vckattn.hw.manifest import build_manifest
 from vckattn.sim.hls_csim import csim_available
 from vckattn.sim.runner import verilator_available
 

@@ -12,8 +12,8 @@ import pytest
 from tests.hw_jobs import emu_results, make_job, make_layer, same_results
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.csim import CsimDevice
-from vckattn.host.manifest import load_manifest
 from vckattn.host.tile_buffers import blank_out, pack_kv, pack_tiles
+from vckattn.hw.manifest import load_manifest
 from vckattn.sim.hls_csim import csim_available
 
 pytestmark = pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")

@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.manifest import TileShape
 from vckattn.host.tiler import TileResult, plan_tiles
+from vckattn.hw.manifest import TileShape
 
 TILE = TileShape(q_rows=32, key_block=32, lanes=4, head_dims=(32, 64))
 

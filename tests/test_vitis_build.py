@@ -20,7 +20,7 @@ from xml.etree import ElementTree
 import pytest
 
 from vckattn.host import cli
-from vckattn.host.manifest import BUILDS, load_manifest
+from vckattn.hw.manifest import BUILDS, load_manifest
 from vckattn.hw.pl import vitis_kernel
 from vckattn.hw.vitis import flow, system_cfg
 

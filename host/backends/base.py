@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vckattn.golden.aie_matmul import UINT8, TileShape, tile_matmul
+from vckattn.golden.errors import UserError
 from vckattn.golden.quant_attention import QuantAttentionLayer, normalizer_int
 from vckattn.golden.requant import requantize
-from vckattn.host.cli import UserError
-from vckattn.host.manifest import Manifest, check_bundle
 from vckattn.host.tiler import LayerJob, Tile, TileResult
+from vckattn.hw.manifest import Manifest, check_bundle
 
 
 class DeviceError(UserError):
@@ -55,7 +55,7 @@ class Device(ABC):
         self.close()
 
     def check_bundle(self, bundle: Any, layers: list[int] | None = None, seq_len: int | None = None) -> None:
-        """Refuse a bundle this device's build cannot run (see :func:`vckattn.host.manifest.check_bundle`)."""
+        """Refuse a bundle this device's build cannot run (see :func:`vckattn.hw.manifest.check_bundle`)."""
         check_bundle(self.manifest, bundle, layers, seq_len)
 
     def configure(self, layer: QuantAttentionLayer) -> None:

@@ -39,8 +39,8 @@ import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host.backends.base import Device, DeviceError
-from vckattn.host.manifest import SCORE_SWITCH_SELECT, Manifest
 from vckattn.host.tiler import LayerJob, Tile, TileResult
+from vckattn.hw.manifest import SCORE_SWITCH_SELECT, Manifest
 
 #: host-side field that is no register (already folded into ``c_out``)
 NOT_REGISTERS = frozenset({"out_frac"})

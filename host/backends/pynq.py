@@ -61,8 +61,8 @@ from vckattn.host.backends.hwio import (
     timeout_error,
     to_u32,
 )
-from vckattn.host.manifest import BITSTREAMS, Manifest
 from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.hw.manifest import BITSTREAMS, Manifest
 
 PYNQ_MISSING = ("PYNQ not found: cannot import pynq (the pynq backend runs on the VCK190's Arm cores "
                 "with PYNQ 4.0 installed)")

@@ -73,7 +73,7 @@ class RtlDevice(Device):
         """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""
         from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel
         from vckattn.hw.pl.swiftmax import SwiftMaxKernel
-        from vckattn.sim.runner import generate_verilog
+        from vckattn.hw.pl.verilog import generate_verilog
 
         assert self.layer is not None
         entry = self.manifest.normalizer_kernel(self.layer.normalizer)

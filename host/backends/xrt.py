@@ -56,8 +56,8 @@ from vckattn.host.backends.hwio import (
     switch_select,
     timeout_error,
 )
-from vckattn.host.manifest import BITSTREAMS, Manifest
 from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.hw.manifest import BITSTREAMS, Manifest
 
 XRT_MISSING = "XRT not found: cannot import pyxrt (install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`)"
 #: run states that mean "still going" after a wait: reported as a timeout

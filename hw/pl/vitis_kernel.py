@@ -3,7 +3,7 @@
 For every RTL kernel of a bitstream manifest (``kind: "rtl"``: ``swiftmax``, ``online_softmax``) this
 writes into ``<out>/<name>/`` (default ``build/vitis/rtl/<name>/``):
 
-* ``<name>_core.v``: the Amaranth kernel's Verilog (:func:`vckattn.sim.runner.generate_verilog`), built
+* ``<name>_core.v``: the Amaranth kernel's Verilog (:func:`vckattn.hw.pl.verilog.generate_verilog`), built
   with the manifest's lane count (``tile.lanes``), formats (``formats.<name>``) and, for the online
   softmax, ``max_seq_len`` as its longest row. The kernel's register map and stream widths are checked
   against the manifest's, so a stale manifest is refused instead of packaged.
@@ -119,7 +119,7 @@ def _check_core(manifest: dict, entry: dict, core: wiring.Component) -> None:
     want = [{k: e[k] for k in keep if k in e} for e in entry["registers"]]
     if got != want:
         raise ValueError(f"{where}: the manifest's register map differs from the kernel's Python "
-                         "(regenerate the manifests: vckattn.host.manifest.write_manifests)")
+                         "(regenerate the manifests: vckattn.hw.manifest.write_manifests)")
     members = core.signature.members
     for port in entry["ports"]:
         if port["protocol"] != "axis":
@@ -413,7 +413,7 @@ def package_kernel(manifest: dict, name: str, out: Path | str = DEFAULT_OUT,
         out: Parent folder.
         source: How the generated files name their origin (default: the manifest's name).
     """
-    from vckattn.sim.runner import generate_verilog
+    from vckattn.hw.pl.verilog import generate_verilog
 
     source = source or str(manifest["name"])
     if manifest["board"] not in BOARD_PARTS:

@@ -208,9 +208,9 @@ def record_uuid(manifest: str | Path | dict, xclbin: str | Path, *, info: str | 
 
     Raises:
         FlowError: no UUID in the output, or the xclbin lacks a kernel of the manifest.
-        vckattn.host.manifest.ManifestError: the result is no valid manifest.
+        vckattn.hw.manifest.ManifestError: the result is no valid manifest.
     """
-    from vckattn.host.manifest import validate_manifest
+    from vckattn.hw.manifest import validate_manifest
 
     data = json.loads(json.dumps(manifest)) if isinstance(manifest, dict) else read_manifest(manifest)[0]
     xclbin = Path(xclbin)
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--info", type=Path, default=None, help="saved xclbinutil --info output (default: run it)")
     r.set_defaults(func=_cmd_record_uuid)
     args = parser.parse_args(argv)
-    from vckattn.host.cli import UserError  # ManifestError's base; light import
+    from vckattn.golden.errors import UserError  # ManifestError's base; light import
 
     try:
         return int(args.func(args))

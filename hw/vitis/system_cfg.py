@@ -1,6 +1,6 @@
 """Vitis linker configuration (``v++ -l --config``) of each build, generated from its manifest.
 
-For every build of :data:`vckattn.host.manifest.BUILDS` this writes ``hw/vitis/<board>_system.cfg``
+For every build of :data:`vckattn.hw.manifest.BUILDS` this writes ``hw/vitis/<board>_system.cfg``
 (``vck5000_system.cfg``, ``vck190_system.cfg``) from the committed manifest ``bitstreams/<name>.json``:
 
 * ``[connectivity]``: ``nk=<kernel>:1:<kernel>`` for every kernel (one compute unit, named as the
@@ -53,7 +53,7 @@ def system_cfg(manifest: dict, source: str) -> str:
 
 def generated_cfgs() -> dict[Path, str]:
     """Every build's configuration: path -> text, from the committed manifests."""
-    from vckattn.host.manifest import BITSTREAMS, BUILDS, load_manifest
+    from vckattn.hw.manifest import BITSTREAMS, BUILDS, load_manifest
 
     out: dict[Path, str] = {}
     for name in BUILDS:

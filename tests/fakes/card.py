@@ -41,8 +41,8 @@ from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import compute_tile
-from vckattn.host.manifest import SCORE_SWITCH_SELECT, Manifest
 from vckattn.host.tiler import LayerJob, Tile
+from vckattn.hw.manifest import SCORE_SWITCH_SELECT, Manifest
 
 MOVERS = ("mm2s_tiles", "mm2s_kv", "s2mm_out")
 SWITCH = "score_switch"

@@ -34,9 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from vckattn.golden.errors import UserError
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
-from vckattn.host.cli import UserError
 
 BITSTREAMS = Path(__file__).resolve().parents[1] / "bitstreams"
 SCHEMA_FILE = BITSTREAMS / "manifest_schema.json"

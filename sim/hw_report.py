@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .synth import synthesize
+from vckattn.hw.pl.synth import synthesize
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,8 @@ KERNELS: dict[str, KernelSpec] = {
 
 def measure_kernel(name: str, lanes: int, spec: KernelSpec | None = None) -> dict:
     """Synthesize one kernel and measure its throughput/latency in simulation."""
-    from vckattn.sim.runner import generate_verilog, run_cocotb
+    from vckattn.hw.pl.verilog import generate_verilog
+    from vckattn.sim.runner import run_cocotb
 
     spec = spec or KERNELS[name]
     top = f"{name}_l{lanes}"
