@@ -32,12 +32,13 @@ import functools
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .fixedpoint import QFormat, quantize, saturate, shift_round
 from .funcunits import LOG2E, Pow2Config, pow2
+from .regmap import Reg, RegisterMap, RegisterValues
 
 CLAMP_LO, CLAMP_HI = -10.0, 40.0  # range of z - β (natural-log units), as the float operator
 
@@ -67,26 +68,40 @@ class SwiftMaxFormat:
         return self.acc_bits + self.a_bits - 1
 
 
-@dataclass(frozen=True)
-class SwiftMaxRegisters:
-    """Runtime constants of one layer (AXI4-Lite registers).
+#: Value of the kernel's read-only ID register.
+SWIFTMAX_ID = 0x5F1F7A01
 
-    a_mult, a_shift: ``A · 2^t_frac ≈ a_mult · 2^-a_shift``.
-    b_beta: ``-β·log2e`` in Q.t_frac.   u_lo, u_hi: the clamp ``[-10, 40]·log2e`` in Q.t_frac.
-    c_out: ``out_frac - log2 γ`` in Q.t_frac.   out_frac: P's scale is ``2^-out_frac``
-    (informational for the host; already folded into c_out).
+
+def swiftmax_regmap(fmt: SwiftMaxFormat = SwiftMaxFormat()) -> RegisterMap:
+    """The SwiftMax kernel's AXI4-Lite register map: the one declaration of its registers.
+
+    The Amaranth kernel (``hw/pl/swiftmax.py``), the HLS kernel (``hw/hls/generated/swiftmax_regs.h``),
+    the manifests, the bundle schema, the testbenches and the host backends all derive from it.
     """
+    rb = fmt.reg_bits
+    return RegisterMap(
+        [
+            Reg("a_mult", fmt.a_bits, signed=True, doc="A·2^t_frac ≈ a_mult·2^-a_shift"),
+            Reg("a_shift", 6, doc="right shift of acc·a_mult (round half up)"),
+            Reg("b_beta", rb, signed=True, doc="-beta·log2(e), Q.t_frac"),
+            Reg("u_lo", rb, signed=True, doc="clamp low of (z - beta)·log2(e), Q.t_frac"),
+            Reg("u_hi", rb, signed=True, doc="clamp high of (z - beta)·log2(e), Q.t_frac"),
+            Reg("c_out", rb, signed=True, doc="out_frac - log2(gamma), Q.t_frac"),
+            Reg("elements", 32, access="ro", doc="kept elements processed since reset"),
+            Reg("rows", 32, access="ro", doc="rows (TLAST beats) processed since reset"),
+        ],
+        ident=SWIFTMAX_ID,
+        version=1,
+    )
 
-    a_mult: int
-    a_shift: int
-    b_beta: int
-    u_lo: int
-    u_hi: int
-    c_out: int
-    out_frac: int
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+class SwiftMaxRegisters(RegisterValues):
+    """Runtime constants of one layer: the writable registers of :func:`swiftmax_regmap` (their
+    meanings are its ``doc`` strings), plus ``out_frac``: P's scale is ``2^-out_frac`` (informational
+    for the host; already folded into ``c_out``, so no register)."""
+
+    regmap = swiftmax_regmap()
+    extra = ("out_frac",)
 
 
 def fold_multiplier(value: float, bits: int, max_shift: int = 62) -> tuple[int, int]:
@@ -143,15 +158,13 @@ def swiftmax_registers(s_q: float, s_k: float, d: int, beta: float, gamma: float
 
 
 def check_registers(regs: SwiftMaxRegisters, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> None:
-    """ValueError unless every register value is representable in the kernel's register widths."""
-    reg = QFormat(fmt.reg_bits, 0)
-    if not QFormat(fmt.a_bits, 0).fits(regs.a_mult):
-        raise ValueError(f"a_mult {regs.a_mult} does not fit {fmt.a_bits} signed bits")
+    """ValueError unless every register value is representable in the kernel's register widths
+    (and ``a_shift`` is at most :attr:`SwiftMaxFormat.max_a_shift`)."""
     if not 0 <= regs.a_shift <= fmt.max_a_shift:
         raise ValueError(f"a_shift {regs.a_shift} outside 0..{fmt.max_a_shift}")
-    for name in ("b_beta", "u_lo", "u_hi", "c_out"):
-        if not reg.fits(getattr(regs, name)):
-            raise ValueError(f"{name} {getattr(regs, name)} does not fit {fmt.reg_bits} signed bits")
+    regmap = swiftmax_regmap(fmt)
+    for name, value in regs.registers().items():
+        regmap.word(name, value)
 
 
 def choose_out_frac(p_max: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> int:

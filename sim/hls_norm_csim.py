@@ -115,7 +115,7 @@ def swiftmax_stream(data: np.ndarray, user: np.ndarray, last: np.ndarray, regs: 
     if user.min(initial=0) < 0 or user.max(initial=0) >= 1 << SCORE_LANES or not np.isin(last, (0, 1)).all():
         raise ValueError("user must be 4-bit keep masks and last 0/1")
     beats = np.concatenate([data, user[:, None], last[:, None]], axis=1)
-    job = _job(0, regs.a_mult, regs.a_shift, regs.b_beta, regs.u_lo, regs.u_hi, regs.c_out, n, beats)
+    job = _job(0, *regs.registers().values(), n, beats)  # registers in declaration order
     out = np.frombuffer(run_binary(swiftmax_tb(), job, timeout=_TIMEOUT), dtype="<i8")
     if out.size != 6 * n:
         raise RuntimeError(f"swiftmax_hls_tb returned {out.size} values, expected {6 * n}")

@@ -64,8 +64,8 @@ def run_launch(buffers: dict[str, np.ndarray], kv: np.ndarray, out: np.ndarray, 
         for name, arr in (("desc", buffers["desc"]), ("q", buffers["q"]), ("mask", buffers["mask"]), ("kv", kv),
                           ("out", out)):
             (d / f"{name}.bin").write_bytes(np.ascontiguousarray(arr).tobytes())
-        args = [str(d), n_tiles, head_dim, keys_pad, n_kv_heads, rq[0], rq[1], regs.a_mult, regs.a_shift,
-                regs.b_beta, regs.u_lo, regs.u_hi, regs.c_out]
+        args = [str(d), n_tiles, head_dim, keys_pad, n_kv_heads, rq[0], rq[1],
+                *regs.registers().values()]  # the SwiftMax registers in declaration order
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
         result = np.frombuffer((d / "out_result.bin").read_bytes(), np.uint8).copy()
     beats = {m[1]: int(m[2]) for m in re.finditer(r"^beats (\S+) (\d+)$", text, re.M)}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 
 import numpy as np
@@ -49,7 +48,7 @@ def test_budget_catches_a_wrong_register():
     fmt = SwiftMaxFormat()
     acc = np.arange(-(1 << 19), 1 << 19)
     regs = swiftmax_registers(0.05, 0.05, 64, 2.5, 100.0, 8, fmt)
-    bad = dataclasses.replace(regs, a_mult=int(regs.a_mult * 1.001))
+    bad = regs.replace(a_mult=int(regs.a_mult * 1.001))
     got = swiftmax_int(acc, bad, fmt=fmt)
     ref = np.minimum(swiftmax_reference(acc, 0.05, 0.05, 64, 2.5, 100.0, 8), fmt.out_max)
     assert np.any(np.abs(got - ref) > swiftmax_error_budget(acc, regs, 0.05, 0.05, 64, 2.5, 100.0, fmt))

@@ -66,7 +66,7 @@ def test_a_wrong_register_is_caught():
 
     layer = make_layer("swiftmax")
     job = make_job(MANIFEST)
-    bad = dataclasses.replace(layer, swiftmax=dataclasses.replace(layer.swiftmax, b_beta=layer.swiftmax.b_beta + 700))
+    bad = dataclasses.replace(layer, swiftmax=layer.swiftmax.replace(b_beta=layer.swiftmax.b_beta + 700))
     got, _ = _csim(bad, job)
     assert not same_results(got, emu_results(MANIFEST, layer, job))
 

@@ -1,22 +1,15 @@
 // swiftmax_hls.cpp -- streaming top of the HLS SwiftMax normalizer (see swiftmax_hls.h).
 #include "swiftmax_hls.h"
 
-static_assert(vckattn::swiftmax_fmt::A_BITS == 24 && vckattn::swiftmax_fmt::REG_BITS == 24,
-              "the top's register arguments are ap_int<24>: regenerate the signature with the formats");
 static_assert(vckattn::LANES == 4, "the per-lane ROM initializer below lists 4 copies");
 
 void swiftmax_hls(hls::stream<vckattn::score_beat>& s_axis, hls::stream<vckattn::p_beat>& m_axis, int n_beats,
-                  ap_int<24> a_mult, int a_shift, ap_int<24> b_beta, ap_int<24> u_lo, ap_int<24> u_hi,
-                  ap_int<24> c_out) {
+                  vckattn::swiftmax_regs regs) {
 #pragma HLS INTERFACE mode=axis port=s_axis
 #pragma HLS INTERFACE mode=axis port=m_axis
 #pragma HLS INTERFACE mode=s_axilite port=n_beats bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=a_mult bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=a_shift bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=b_beta bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=u_lo bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=u_hi bundle=control
-#pragma HLS INTERFACE mode=s_axilite port=c_out bundle=control
+#pragma HLS INTERFACE mode=s_axilite port=regs bundle=control
+#pragma HLS AGGREGATE variable=regs
 #pragma HLS INTERFACE mode=s_axilite port=return bundle=control
     using namespace vckattn;
 
@@ -24,14 +17,6 @@ void swiftmax_hls(hls::stream<vckattn::score_beat>& s_axis, hls::stream<vckattn:
     static const pow2_rom::entry_t pow2_roms[LANES][pow2_rom::ENTRIES] = {
         VCKATTN_POW2_ROM_INIT, VCKATTN_POW2_ROM_INIT, VCKATTN_POW2_ROM_INIT, VCKATTN_POW2_ROM_INIT};
 #pragma HLS ARRAY_PARTITION variable=pow2_roms type=complete dim=1
-
-    swiftmax_regs regs;
-    regs.a_mult = a_mult;
-    regs.a_shift = a_shift;  // 0 .. MAX_A_SHIFT (host-checked)
-    regs.b_beta = b_beta;
-    regs.u_lo = u_lo;
-    regs.u_hi = u_hi;
-    regs.c_out = c_out;
 
 beats:
     for (int i = 0; i < n_beats; i++) {

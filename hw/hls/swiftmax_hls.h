@@ -10,12 +10,9 @@
 //   t    = u + c_out                                              Q.12, s25
 //   p    = pow2_unit<0, OUT_BITS>(t)                              clamp(round_half_up(2^t), 0, 255)
 //   p    = 0 where keep == 0
-// Registers (host: golden swiftmax_registers / check_registers):
-//   a_mult  s24   A * 2^12 ~ a_mult * 2^-a_shift, A = s_q s_k log2(e) / sqrt(d)
-//   a_shift u6    0 .. MAX_A_SHIFT (47); larger values are invalid (golden check_registers)
-//   b_beta  s24   -beta * log2(e), Q.12
-//   u_lo    s24   -10 * log2(e), Q.12      u_hi  s24   40 * log2(e), Q.12
-//   c_out   s24   out_frac - log2(gamma), Q.12
+// Registers: struct vckattn::swiftmax_regs from generated/swiftmax_regs.h, generated from their one
+// declaration (golden/swiftmax_int.py swiftmax_regmap; names, widths and meanings there). The host
+// computes the values (golden swiftmax_registers) and checks a_shift <= MAX_A_SHIFT (check_registers).
 //
 // Streams (hw/STREAMS.md "scores" and "P"):
 //   s_axis  score_beat: TDATA 128 = 4 x int32 score (lane l at bits [32l, 32l+32)), TUSER 4 = keep
@@ -31,26 +28,15 @@
 #include "axis_types.h"
 #include "funcunits_hls.h"
 #include "generated/formats.h"
+#include "generated/swiftmax_regs.h"
 
 namespace vckattn {
 
 typedef ap_int<swiftmax_fmt::ACC_BITS> sm_acc_t;   // saturated score, s24
-typedef ap_int<swiftmax_fmt::A_BITS> sm_mult_t;    // a_mult, s24
-typedef ap_uint<6> sm_shift_t;                     // a_shift, u6 (<= MAX_A_SHIFT)
-typedef ap_int<swiftmax_fmt::REG_BITS> sm_reg_t;   // b_beta, u_lo, u_hi, c_out: s24 in Q.12
+typedef ap_int<swiftmax_fmt::REG_BITS> sm_reg_t;   // the Q.12 exponent registers, s24
 typedef ap_uint<swiftmax_fmt::OUT_BITS> sm_p_t;    // P, u8
 
 static_assert(swiftmax_fmt::T_FRAC == pow2_rom::IN_FRAC, "SwiftMax t_frac must equal the pow2 unit's in_frac");
-
-// The per-layer constants (golden SwiftMaxRegisters without out_frac, which is folded into c_out).
-struct swiftmax_regs {
-    sm_mult_t a_mult;
-    sm_shift_t a_shift;
-    sm_reg_t b_beta;
-    sm_reg_t u_lo;
-    sm_reg_t u_hi;
-    sm_reg_t c_out;
-};
 
 // One SwiftMax element: int32 score and keep flag -> P (u8). See the file comment for the steps.
 inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
@@ -76,10 +62,9 @@ inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
 }  // namespace vckattn
 
 // Streaming top (Vitis HLS kernel): n_beats beats of s_axis in, n_beats beats of m_axis out, II = 1
-// (LANES = 4 elements per cycle), TUSER and TLAST passed through. Scalars on s_axilite (bundle
-// control); a_shift in 0 .. 47. See the file comment for the stream formats and the registers.
+// (LANES = 4 elements per cycle), TUSER and TLAST passed through. n_beats and the register struct on
+// s_axilite (bundle control). See the file comment for the stream formats and the registers.
 void swiftmax_hls(hls::stream<vckattn::score_beat>& s_axis, hls::stream<vckattn::p_beat>& m_axis, int n_beats,
-                  ap_int<24> a_mult, int a_shift, ap_int<24> b_beta, ap_int<24> u_lo, ap_int<24> u_hi,
-                  ap_int<24> c_out);
+                  vckattn::swiftmax_regs regs);
 
 #endif  // VCKATTN_SWIFTMAX_HLS_H

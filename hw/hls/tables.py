@@ -12,6 +12,10 @@ header                 contents (golden source)
 ``tanh_table.h``       ``NormFormat().tanh.table()``: ``tanh`` on [0, 8], Q1.15, 257 entries
 ``formats.h``          the build-time widths of :class:`SwiftMaxFormat` and :class:`NormFormat`
                        (``acc_bits``, ``t_frac``, ``stat_bits``, ...) and ``C_SHIFT``
+``<kernel>_regs.h``    a kernel's register map (:func:`render_regs`) from its one declaration in
+                       golden (e.g. :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap`): the
+                       struct ``<kernel>_regs`` of its writable registers, an X-macro listing
+                       them with width, signedness and offset, and the ID/VERSION constants
 =====================  =========================================================================
 
 Each table header defines, in ``namespace vckattn::<name>_rom``, the unit's configuration as
@@ -38,9 +42,11 @@ import numpy as np
 
 from vckattn.golden.bhyt_int import C_SHIFT, NormFormat
 from vckattn.golden.funcunits import rsqrt_octave_table
-from vckattn.golden.swiftmax_int import SwiftMaxFormat
+from vckattn.golden.regmap import RegisterMap
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_regmap
 
-__all__ = ["GENERATED_DIR", "HeaderSpec", "check", "generate", "headers", "main", "render_table"]
+__all__ = ["GENERATED_DIR", "REGISTER_HEADERS", "HeaderSpec", "check", "generate", "headers", "main", "render_regs",
+           "render_table"]
 
 #: Folder of the generated headers (committed).
 GENERATED_DIR: Path = Path(__file__).resolve().parent / "generated"
@@ -158,7 +164,37 @@ def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat()
         {"IN_FRAC": t.in_frac, "RANGE_LOG2": t.range_log2, "LUT_BITS": t.lut_bits, "OUT_FRAC": t.out_frac,
          "INTERP": t.interp})
     return [HeaderSpec("pow2_table.h", pow2), HeaderSpec("rsqrt_table.h", rsqrt), HeaderSpec("tanh_table.h", tanh),
-            HeaderSpec("formats.h", _render_formats(sm, nf))]
+            HeaderSpec("formats.h", _render_formats(sm, nf)),
+            *(HeaderSpec(f"{k}_regs.h", render_regs(k, rm, f"vckattn.golden.{k}_int.{k}_regmap()"))
+              for k, rm in REGISTER_HEADERS.items())]
+
+
+#: Kernels whose HLS code includes a generated register header: kernel name -> its register map.
+REGISTER_HEADERS: dict[str, RegisterMap] = {"swiftmax": swiftmax_regmap()}
+
+
+def render_regs(kernel: str, regmap: RegisterMap, source: str) -> str:
+    """The C++ header of one kernel's register map (``hw/hls/generated/<kernel>_regs.h``).
+
+    Defines ``VCKATTN_<KERNEL>_ID`` / ``_VERSION``, the X-macro ``VCKATTN_<KERNEL>_REGS(X)`` that calls
+    ``X(name, width, is_signed, offset)`` once per writable register in declaration order, and
+    ``struct vckattn::<kernel>_regs`` with one ``ap_int<w>``/``ap_uint<w>`` field per writable register
+    (an HLS top takes it as one ``s_axilite`` argument; a testbench fills it with the X-macro).
+    """
+    up = kernel.upper()
+    guard = f"VCKATTN_GENERATED_{up}_REGS_H"
+    lines = [_BANNER, f"// Register map of the {kernel} kernel. Source: {source}.",
+             "// Writable registers in declaration order: X(name, width, is_signed, byte offset).",
+             f"#ifndef {guard}", f"#define {guard}", "", "#include <ap_int.h>", "",
+             f"#define VCKATTN_{up}_ID 0x{regmap.ident:08X}u", f"#define VCKATTN_{up}_VERSION {regmap.version}", "",
+             f"#define VCKATTN_{up}_REGS(X) \\"]
+    for r in regmap.writable:
+        lines.append(f"    X({r.name}, {r.width}, {int(r.signed)}, 0x{regmap.offset(r.name):02X}) \\")
+    lines += ["", "namespace vckattn {", "", f"struct {kernel}_regs {{"]
+    for r in regmap.writable:
+        lines.append(f"    ap_{'' if r.signed else 'u'}int<{r.width}> {r.name};  // {r.doc}")
+    lines += ["};", "", "}  // namespace vckattn", "", f"#endif  // {guard}", ""]
+    return "\n".join(lines)
 
 
 def generate(out_dir: Path = GENERATED_DIR) -> list[Path]:

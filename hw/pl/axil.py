@@ -82,12 +82,12 @@ writes an entry the kernel may read the old or new value: write tables while the
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-
 from amaranth.hdl import Module, Shape, Signal, signed, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
+
+# The declaration types live in golden/ (the register map is declared once, beside the golden model).
+from vckattn.golden.regmap import _MIN_ADDR_WIDTH, AXIL_DATA_WIDTH, Mem, Reg, RegisterMap, _Entry
 
 __all__ = [
     "AXIL_DATA_WIDTH",
@@ -98,255 +98,16 @@ __all__ = [
     "RegisterFile",
     "RegisterMap",
     "axil_members",
+    "shape_of",
 ]
 
-#: AXI4-Lite data width used by every register block (bits).
-AXIL_DATA_WIDTH = 32
 RESP_OKAY = 0
 RESP_SLVERR = 2
-_MIN_ADDR_WIDTH = 12  # 4 KiB: the smallest aperture Vivado's address editor assigns
 
 
-@dataclass(frozen=True)
-class Reg:
-    """A scalar register of 1..32 bits.
-
-    Args:
-        name: Register name (unique in the map; ``ID``/``VERSION`` are reserved).
-        width: Width in bits, 1..32.
-        signed: Two's-complement value; reads sign-extend it to 32 bits.
-        reset: Value after reset (in range for ``width``/``signed``).
-        doc: One-line description (goes into the manifest).
-        access: ``"rw"`` (host-written, read by the kernel) or ``"ro"`` (driven by the kernel,
-            e.g. a status counter; host writes answer SLVERR).
-    """
-
-    name: str
-    width: int
-    signed: bool = False
-    reset: int = 0
-    doc: str = ""
-    access: str = "rw"
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        if not 1 <= self.width <= AXIL_DATA_WIDTH:
-            raise ValueError(f"register {self.name}: width must be 1..32, got {self.width}")
-        if self.access not in ("rw", "ro"):
-            raise ValueError(f"register {self.name}: access must be 'rw' or 'ro', got {self.access!r}")
-        _check_range(self.name, self.reset, self.width, self.signed)
-
-    @property
-    def shape(self) -> Shape:
-        return signed(self.width) if self.signed else unsigned(self.width)
-
-
-@dataclass(frozen=True)
-class Mem:
-    """A host-writable on-chip memory (one 32-bit AXI word per entry).
-
-    Args:
-        name: Memory name (unique in the map).
-        width: Entry width in bits, 1..32.
-        depth: Number of entries (>= 1).
-        signed: Entries are two's complement; reads sign-extend them.
-        doc: One-line description.
-        read_ports: Number of kernel read ports (e.g. one per lane), >= 0.
-        init: Initial contents (after configuration, not re-applied by reset); missing
-            entries are 0.
-        readback: Whether the host can read entries back (costs one more read port).
-    """
-
-    name: str
-    width: int
-    depth: int
-    signed: bool = False
-    doc: str = ""
-    read_ports: int = 1
-    init: tuple[int, ...] = field(default=())
-    readback: bool = True
-
-    def __post_init__(self) -> None:
-        _check_name(self.name)
-        if not 1 <= self.width <= AXIL_DATA_WIDTH:
-            raise ValueError(f"memory {self.name}: width must be 1..32, got {self.width}")
-        if self.depth < 1:
-            raise ValueError(f"memory {self.name}: depth must be >= 1, got {self.depth}")
-        if self.read_ports < 0:
-            raise ValueError(f"memory {self.name}: read_ports must be >= 0")
-        if len(self.init) > self.depth:
-            raise ValueError(f"memory {self.name}: {len(self.init)} init values for depth {self.depth}")
-        object.__setattr__(self, "init", tuple(int(v) for v in self.init))
-        for v in self.init:
-            _check_range(self.name, v, self.width, self.signed)
-
-    @property
-    def shape(self) -> Shape:
-        return signed(self.width) if self.signed else unsigned(self.width)
-
-    @property
-    def index_bits(self) -> int:
-        """Bits of the entry index (``ceil(log2(depth))``, 0 for depth 1)."""
-        return (self.depth - 1).bit_length()
-
-    @property
-    def window_bytes(self) -> int:
-        """Size of the memory's address window: ``4 * 2**index_bits`` bytes."""
-        return 4 << self.index_bits
-
-
-def _check_name(name: str) -> None:
-    if not name.isidentifier():
-        raise ValueError(f"register/memory name must be an identifier, got {name!r}")
-
-
-def _check_range(name: str, value: int, width: int, is_signed: bool) -> None:
-    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if is_signed else (0, (1 << width) - 1)
-    if not lo <= value <= hi:
-        raise ValueError(f"{name}: value {value} out of range [{lo}, {hi}] for {width}-bit")
-
-
-@dataclass(frozen=True)
-class _Entry:
-    name: str
-    kind: str  # "const", "reg", "mem"
-    offset: int
-    width: int
-    signed: bool
-    access: str
-    doc: str
-    spec: Reg | Mem | None = None
-    value: int | None = None  # constants only
-
-
-class RegisterMap:
-    """Deterministic byte-offset assignment for a kernel's registers and memories.
-
-    See the module docstring for the layout. ``offset()`` values are relative to the register
-    block (what the slave decodes); ``base`` is only added in ``address()`` and in the
-    manifest (the system address of the block; must be aligned to ``2**addr_width``).
-
-    Args:
-        regs: Registers, placed at ``0x08``, ``0x0C``, ... in this order.
-        mems: Memories, each in its own power-of-two aligned window after the registers.
-        base: System base address of the block (documentation/manifest only).
-        ident: Value of the read-only ``ID`` register at ``0x00`` (a 32-bit magic).
-        version: Value of the read-only ``VERSION`` register at ``0x04``.
-        addr_width: AXI4-Lite address width; default the larger of 12 (4 KiB) and what the
-            map needs.
-    """
-
-    def __init__(
-        self,
-        regs: Sequence[Reg],
-        mems: Sequence[Mem] = (),
-        base: int = 0,
-        *,
-        ident: int = 0,
-        version: int = 1,
-        addr_width: int | None = None,
-    ) -> None:
-        self.regs: tuple[Reg, ...] = tuple(regs)
-        self.mems: tuple[Mem, ...] = tuple(mems)
-        for name, v in (("ID", ident), ("VERSION", version)):
-            if not 0 <= v < 1 << 32:
-                raise ValueError(f"{name} must be a 32-bit unsigned constant, got {v:#x}")
-        self.ident = ident
-        self.version = version
-        entries = [
-            _Entry("ID", "const", 0x00, 32, False, "ro", "kernel identification constant", value=ident),
-            _Entry("VERSION", "const", 0x04, 32, False, "ro", "register map / kernel version", value=version),
-        ]
-        offset = 0x08
-        for r in self.regs:
-            entries.append(_Entry(r.name, "reg", offset, r.width, r.signed, r.access, r.doc, spec=r))
-            offset += 4
-        for mem in self.mems:
-            size = mem.window_bytes
-            offset = (offset + size - 1) // size * size
-            access = "rw" if mem.readback else "wo"
-            entries.append(_Entry(mem.name, "mem", offset, mem.width, mem.signed, access, mem.doc, spec=mem))
-            offset += size
-        self.size = offset  # bytes spanned by the map
-        names = [e.name for e in entries]
-        dup = {n for n in names if names.count(n) > 1}
-        if dup:
-            raise ValueError(f"duplicate register/memory names: {sorted(dup)}")
-        self._entries = {e.name: e for e in entries}
-        need = max((self.size - 1).bit_length(), 2)
-        if addr_width is None:
-            addr_width = max(need, _MIN_ADDR_WIDTH)
-        elif addr_width < need:
-            raise ValueError(f"addr_width {addr_width} too small: the map spans {self.size:#x} bytes")
-        self.addr_width = addr_width
-        if base % (1 << addr_width):
-            raise ValueError(f"base {base:#x} must be aligned to the {1 << addr_width:#x}-byte aperture")
-        self.base = base
-
-    def offset(self, name: str) -> int:
-        """Byte offset of a register or of entry 0 of a memory, relative to the block."""
-        return self._entry(name).offset
-
-    def address(self, name: str) -> int:
-        """System address: ``base + offset(name)``."""
-        return self.base + self.offset(name)
-
-    def reg(self, name: str) -> Reg:
-        e = self._entry(name)
-        if e.kind != "reg":
-            raise KeyError(f"{name!r} is not a Reg")
-        assert isinstance(e.spec, Reg)
-        return e.spec
-
-    def mem(self, name: str) -> Mem:
-        e = self._entry(name)
-        if e.kind != "mem":
-            raise KeyError(f"{name!r} is not a Mem")
-        assert isinstance(e.spec, Mem)
-        return e.spec
-
-    def is_signed(self, name: str) -> bool:
-        return self._entry(name).signed
-
-    def width(self, name: str) -> int:
-        return self._entry(name).width
-
-    def _entry(self, name: str) -> _Entry:
-        try:
-            return self._entries[name]
-        except KeyError:
-            raise KeyError(f"no register or memory named {name!r}; have {list(self._entries)}") from None
-
-    def entries(self) -> Iterable[_Entry]:
-        return self._entries.values()
-
-    def describe(self) -> list[dict[str, object]]:
-        """Manifest of the map: one dict per ID/VERSION/register/memory, in address order.
-
-        Keys: ``name, kind ("const"|"reg"|"mem"), offset, address, width, signed, access
-        ("ro"|"rw"|"wo"), doc``; plus ``value`` (constants), ``reset`` (registers),
-        ``depth, window_bytes, read_ports`` (memories).
-        """
-        out: list[dict[str, object]] = []
-        for e in self._entries.values():
-            d: dict[str, object] = {
-                "name": e.name,
-                "kind": e.kind,
-                "offset": e.offset,
-                "address": self.base + e.offset,
-                "width": e.width,
-                "signed": e.signed,
-                "access": e.access,
-                "doc": e.doc,
-            }
-            if e.kind == "const":
-                d["value"] = e.value
-            elif isinstance(e.spec, Reg):
-                d["reset"] = e.spec.reset
-            elif isinstance(e.spec, Mem):
-                d.update(depth=e.spec.depth, window_bytes=e.spec.window_bytes, read_ports=e.spec.read_ports)
-            out.append(d)
-        return out
+def shape_of(spec: Reg | Mem) -> Shape:
+    """The Amaranth shape of a declared register or memory entry."""
+    return signed(spec.width) if spec.signed else unsigned(spec.width)
 
 
 def axil_members(prefix: str = "s_axil", addr_width: int = _MIN_ADDR_WIDTH) -> dict[str, wiring.Member]:
@@ -405,14 +166,14 @@ class RegisterFile(wiring.Component):
     def __init__(self, regmap: RegisterMap) -> None:
         self.regmap = regmap
         self.reg: dict[str, Signal] = {
-            r.name: Signal(r.shape, init=r.reset, name=f"reg_{r.name}") for r in regmap.regs
+            r.name: Signal(shape_of(r), init=r.reset, name=f"reg_{r.name}") for r in regmap.regs
         }
         self.memories: dict[str, memory.Memory] = {}
         self.mem_ports: dict[str, list[memory.ReadPort]] = {}
         self._axi_wr: dict[str, memory.WritePort] = {}
         self._axi_rd: dict[str, memory.ReadPort] = {}
         for spec in regmap.mems:
-            mem = memory.Memory(shape=spec.shape, depth=spec.depth, init=list(spec.init))
+            mem = memory.Memory(shape=shape_of(spec), depth=spec.depth, init=list(spec.init))
             self.memories[spec.name] = mem
             self._axi_wr[spec.name] = mem.write_port()
             if spec.readback:

@@ -18,26 +18,15 @@ Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`):
   length and order (a row is only framing here: nothing is computed across it).
 
 Throughput ``lanes`` elements per cycle (1 beat/cycle) whenever the sink is ready; latency
-7 cycles from input to output handshake (6 stages + skid buffer). Registers (AXI4-Lite,
-32-bit words; offsets from :func:`swiftmax_regmap`, also listed by ``describe()``):
+7 cycles from input to output handshake (6 stages + skid buffer).
 
-=========  ======  ===========================================================
-register   type    meaning (all Q.t_frac values are log2-domain, t_frac = 12)
-=========  ======  ===========================================================
-ID         ro      ``0x5F1F7A01``
-VERSION    ro      1
-a_mult     s24     ``A·2^t_frac ≈ a_mult·2^-a_shift``, A = s_q s_k log2(e)/sqrt(d)
-a_shift    u6      right shift of the score product (round half up)
-b_beta     s24     ``−β·log2e`` in Q.12
-u_lo       s24     clamp low ``−10·log2e`` in Q.12 (the float operator's clamp)
-u_hi       s24     clamp high ``40·log2e`` in Q.12
-c_out      s24     ``out_frac − log2 γ`` in Q.12
-elements   ro u32  kept elements processed since reset (status)
-rows       ro u32  rows (TLAST beats) processed since reset (status)
-=========  ======  ===========================================================
+Registers (AXI4-Lite, 32-bit words): declared once, by
+:func:`vckattn.golden.swiftmax_int.swiftmax_regmap` (names, widths, signedness, offsets, meanings;
+the manifests record the table). Each writable register feeds the lane input of the
+same name; ``elements`` and ``rows`` are read-only status counters.
 
 The 2^f table is a ROM holding :meth:`Pow2Config.table` (a pure function, the same for
-every layer and model); per-layer state is only the six constants above, so one bitstream
+every layer and model); per-layer state is only the writable registers, so one bitstream
 serves every layer of every model.
 """
 
@@ -46,35 +35,15 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Signal
 from amaranth.lib import wiring
 
-from vckattn.golden.swiftmax_int import SwiftMaxFormat
+from vckattn.golden.swiftmax_int import SWIFTMAX_ID, SwiftMaxFormat, swiftmax_regmap
 
-from .axil import Reg, RegisterFile, RegisterMap, axil_members
+from .axil import RegisterFile, axil_members
 from .pipeline import StallPipeline, axis_port
 from .swiftmax_lane import SwiftMaxLane
 
 __all__ = ["SWIFTMAX_ID", "SwiftMaxKernel", "swiftmax_regmap", "buffer_bits"]
 
-SWIFTMAX_ID = 0x5F1F7A01
 IN_WIDTH = 32
-
-
-def swiftmax_regmap(fmt: SwiftMaxFormat = SwiftMaxFormat()) -> RegisterMap:
-    """The kernel's AXI4-Lite register map."""
-    rb = fmt.reg_bits
-    return RegisterMap(
-        [
-            Reg("a_mult", fmt.a_bits, signed=True, doc="A·2^t_frac ≈ a_mult·2^-a_shift"),
-            Reg("a_shift", 6, doc="right shift of acc·a_mult (round half up)"),
-            Reg("b_beta", rb, signed=True, doc="-beta·log2(e), Q.t_frac"),
-            Reg("u_lo", rb, signed=True, doc="clamp low of (z - beta)·log2(e), Q.t_frac"),
-            Reg("u_hi", rb, signed=True, doc="clamp high of (z - beta)·log2(e), Q.t_frac"),
-            Reg("c_out", rb, signed=True, doc="out_frac - log2(gamma), Q.t_frac"),
-            Reg("elements", 32, access="ro", doc="kept elements processed since reset"),
-            Reg("rows", 32, access="ro", doc="rows (TLAST beats) processed since reset"),
-        ],
-        ident=SWIFTMAX_ID,
-        version=1,
-    )
 
 
 def buffer_bits(lanes: int) -> int:
@@ -113,8 +82,8 @@ class SwiftMaxKernel(wiring.Component):
             m.d.comb += [lane.en.eq(pipe.ce),
                          lane.acc.eq(self.s_axis_tdata[i * IN_WIDTH:(i + 1) * IN_WIDTH].as_signed()),
                          lane.keep.eq(self.s_axis_tuser[i] & self.s_axis_tvalid)]
-            for name in ("a_mult", "a_shift", "b_beta", "u_lo", "u_hi", "c_out"):
-                m.d.comb += getattr(lane, name).eq(regs.reg[name])
+            for r in self.regmap.writable:
+                m.d.comb += getattr(lane, r.name).eq(regs.reg[r.name])
             outs.append(lane.p)
         m.d.comb += pipe.out_data.eq(Cat(*outs))
 

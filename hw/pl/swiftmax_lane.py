@@ -21,7 +21,8 @@ from amaranth.hdl import Module, Mux, Signal, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from vckattn.golden.swiftmax_int import SwiftMaxFormat
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_regmap
+from vckattn.hw.pl.axil import shape_of
 from vckattn.hw.pl.funcunits import Pow2FracUnit
 
 __all__ = ["SwiftMaxLane"]
@@ -30,9 +31,9 @@ __all__ = ["SwiftMaxLane"]
 class SwiftMaxLane(wiring.Component):
     """SwiftMax datapath for one element per cycle.
 
-    Ports: ``en``; ``acc`` (signed ``in_width``), ``keep``; registers ``a_mult``, ``a_shift``,
-    ``b_beta``, ``u_lo``, ``u_hi``, ``c_out`` (see :class:`~vckattn.golden.swiftmax_int.SwiftMaxRegisters`);
-    output ``p`` (unsigned ``out_bits``), valid ``LATENCY`` enabled cycles after the input.
+    Ports: ``en``; ``acc`` (signed ``in_width``), ``keep``; one input per writable register of
+    :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap` (same name, width and signedness); output
+    ``p`` (unsigned ``out_bits``), valid ``LATENCY`` enabled cycles after the input.
     """
 
     LATENCY = 6
@@ -44,12 +45,7 @@ class SwiftMaxLane(wiring.Component):
             "en": In(1),
             "acc": In(signed(in_width)),
             "keep": In(1),
-            "a_mult": In(signed(fmt.a_bits)),
-            "a_shift": In(unsigned(6)),
-            "b_beta": In(signed(fmt.reg_bits)),
-            "u_lo": In(signed(fmt.reg_bits)),
-            "u_hi": In(signed(fmt.reg_bits)),
-            "c_out": In(signed(fmt.reg_bits)),
+            **{r.name: In(shape_of(r)) for r in swiftmax_regmap(fmt).writable},
             "p": Out(unsigned(fmt.out_bits)),
         })
 

@@ -3,7 +3,7 @@
 //
 // Binary protocol, every value a little-endian int64, stdin -> stdout:
 //   mode 0 (streaming top):
-//     in : 0, a_mult, a_shift, b_beta, u_lo, u_hi, c_out, n_beats,
+//     in : 0, the writable registers in declaration order (VCKATTN_SWIFTMAX_REGS), n_beats,
 //          then n_beats x [s0, s1, s2, s3, tuser, tlast]   (s_l = int32 score of lane l)
 //     out: n_beats x [p0, p1, p2, p3, tuser, tlast]        (m_axis beats of swiftmax_hls)
 //   mode 1 (pow2 unit alone, pow2_unit<0, OUT_BITS, REG_BITS + 1>):
@@ -42,8 +42,11 @@ static void write_all(const std::vector<int64_t>& v) {
 }
 
 static void run_stream() {
-    const int64_t a_mult = read1(), a_shift = read1(), b_beta = read1(), u_lo = read1(), u_hi = read1(),
-                  c_out = read1(), n = read1();
+    vckattn::swiftmax_regs regs;
+#define VCKATTN_READ_REG(name, width, is_signed, offset) regs.name = read1();
+    VCKATTN_SWIFTMAX_REGS(VCKATTN_READ_REG)
+#undef VCKATTN_READ_REG
+    const int64_t n = read1();
     std::vector<int64_t> in;
     read_n(in, n * 6);
     hls::stream<vckattn::score_beat> s_axis("s_axis");
@@ -59,8 +62,7 @@ static void run_stream() {
         b.last = in[6 * i + 5];
         s_axis.write(b);
     }
-    swiftmax_hls(s_axis, m_axis, static_cast<int>(n), ap_int<24>(a_mult), static_cast<int>(a_shift),
-                 ap_int<24>(b_beta), ap_int<24>(u_lo), ap_int<24>(u_hi), ap_int<24>(c_out));
+    swiftmax_hls(s_axis, m_axis, static_cast<int>(n), regs);
     if (!s_axis.empty()) fail("s_axis not fully consumed");
     if (static_cast<int64_t>(m_axis.size()) != n) fail("m_axis beat count differs from n_beats");
     std::vector<int64_t> out(static_cast<size_t>(n * 6));

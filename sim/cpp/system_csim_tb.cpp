@@ -13,7 +13,7 @@
 // stream interface; the online-softmax normalizer exists only as RTL (tested in cocotb), so select 1 is
 // refused here.
 //
-//   system_csim_tb DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift a_mult a_shift b_beta u_lo u_hi c_out
+//   system_csim_tb DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift SWIFTMAX_REGISTERS (declaration order)
 //
 // reads DIR/desc.bin, q.bin, mask.bin, kv.bin, out.bin (host/tile_buffers.py layouts), writes DIR/out_result.bin
 // (the out buffer after s2mm_out). stdout: "beats NAME N" per stream and "leftover NAME N" for every stream
@@ -100,9 +100,14 @@ vckattn_aie::PvWorkspace<Shape> pv_ws;
 }  // namespace
 
 int main(int argc, char** argv) {
-    if (argc != 14) {
+    // the SwiftMax registers follow in declaration order (VCKATTN_SWIFTMAX_REGS)
+    int n_regs = 0;
+#define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
+    VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
+#undef VCKATTN_COUNT_REG
+    if (argc != 8 + n_regs) {
         std::fprintf(stderr, "usage: %s DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift "
-                             "a_mult a_shift b_beta u_lo u_hi c_out\n", argv[0]);
+                             "SWIFTMAX_REGISTERS... (%d, in declaration order)\n", argv[0], n_regs);
         return 2;
     }
     g_dir = argv[1];
@@ -110,9 +115,11 @@ int main(int argc, char** argv) {
     const unsigned keys_pad = std::strtoul(argv[4], nullptr, 0), n_kv_heads = std::strtoul(argv[5], nullptr, 0);
     const int rq_mult = std::strtol(argv[6], nullptr, 0);
     const unsigned rq_shift = std::strtoul(argv[7], nullptr, 0);
-    const long a_mult = std::strtol(argv[8], nullptr, 0), a_shift = std::strtol(argv[9], nullptr, 0);
-    const long b_beta = std::strtol(argv[10], nullptr, 0), u_lo = std::strtol(argv[11], nullptr, 0);
-    const long u_hi = std::strtol(argv[12], nullptr, 0), c_out = std::strtol(argv[13], nullptr, 0);
+    vckattn::swiftmax_regs sm_regs;
+    int arg = 8;
+#define VCKATTN_PARSE_REG(name, width, is_signed, offset) sm_regs.name = std::strtol(argv[arg++], nullptr, 0);
+    VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
+#undef VCKATTN_PARSE_REG
 
     std::vector<ap_uint<32> > desc = words<32>(read_file("desc.bin"));
     std::vector<ap_uint<128> > q = words<128>(read_file("q.bin"));
@@ -149,7 +156,7 @@ int main(int argc, char** argv) {
     score_switch_route(s_s, mask_s, to_sm, to_os, n_tiles, keys_pad, 0);
     const int n_beats = static_cast<int>(n_tiles * vckattn::Q_ROWS * keys_pad / vckattn::LANES);
     std::printf("beats scores %zu\n", to_sm.size());
-    swiftmax_hls(to_sm, from_sm, n_beats, a_mult, static_cast<int>(a_shift), b_beta, u_lo, u_hi, c_out);
+    swiftmax_hls(to_sm, from_sm, n_beats, sm_regs);
     std::printf("beats P %zu\n", from_sm.size());
     ap_uint<32> framing_errors = 0;
     score_switch_return_checked(from_sm, from_os, p_s, n_tiles, keys_pad, 0, framing_errors);
