@@ -25,12 +25,13 @@ unsigned ``out_bits`` with scale ``2^-out_frac`` (UQ0.8 by default).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from .fixedpoint import QFormat, saturate, shift_round
 from .funcunits import LOG2E, Pow2Config, RecipConfig, pow2, recip, recip_table
+from .regmap import Reg, RegisterMap, RegisterValues
 from .swiftmax_int import fold_multiplier
 
 NEG_SENTINEL = -(1 << 47)  # "minus infinity" for the integer running max: below every u (|u| < 2^46)
@@ -60,15 +61,31 @@ class OnlineSoftmaxFormat:
         return 1 << (self.sum_bits - self.sum_frac)
 
 
-@dataclass(frozen=True)
-class OnlineSoftmaxRegisters:
-    """Runtime constants: ``A·2^t_frac ≈ a_mult·2^-a_shift`` with ``A = s_q s_k log2e / sqrt(d)``."""
+#: Value of the kernel's read-only ID register.
+ONLINE_SOFTMAX_ID = 0x05F70001
 
-    a_mult: int
-    a_shift: int
 
-    def as_dict(self) -> dict[str, int]:
-        return asdict(self)
+def online_softmax_regmap(max_keys: int = 1024) -> RegisterMap:
+    """The online-softmax kernel's AXI4-Lite register map: the one declaration of its registers
+    (``max_keys``, the longest row the build handles, is the reset value of a read-only register)."""
+    return RegisterMap(
+        [
+            Reg("a_mult", 24, signed=True, doc="A·2^t_frac ≈ a_mult·2^-a_shift (s24)"),
+            Reg("a_shift", 6, doc="right shift of acc·a_mult, round half up (0..62)"),
+            Reg("rows", 32, access="ro", doc="rows output (m_axis TLAST handshakes) since reset"),
+            Reg("overflow_rows", 32, access="ro", doc="rows longer than max_keys since reset (their P are 0)"),
+            Reg("max_keys", 32, access="ro", reset=max_keys, doc="longest row handled (build constant)"),
+        ],
+        ident=ONLINE_SOFTMAX_ID,
+        version=1,
+    )
+
+
+class OnlineSoftmaxRegisters(RegisterValues):
+    """Runtime constants: the writable registers of :func:`online_softmax_regmap`
+    (``A·2^t_frac ≈ a_mult·2^-a_shift`` with ``A = s_q s_k log2e / sqrt(d)``)."""
+
+    regmap = online_softmax_regmap()
 
 
 def online_softmax_registers(s_q: float, s_k: float, d: int,

@@ -75,8 +75,9 @@ def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_inde
             "layer": index,
             "normalizer": layer.normalizer,
             "kernels_checked": list(dev.kernels_checked),
-            "registers_written": [{**w.as_dict(), "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"}
-                                  for w in dev.written],
+            "registers_written": [{"kernel": dev.written_kernel, "register": w.name, "offset": w.offset,
+                                   "value": w.value, "word": f"{w.word:#010x}",
+                                   "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"} for w in dev.written],
             "requant": dict(zip(("rq_mult", "rq_shift"), requant_scalars(layer), strict=True)),
         }
     return report

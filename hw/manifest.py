@@ -36,6 +36,7 @@ from typing import Any
 
 from vckattn.golden.errors import UserError
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
+from vckattn.golden.regmap import RegisterMap
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
 
 BITSTREAMS = Path(__file__).resolve().parents[1] / "bitstreams"
@@ -134,6 +135,13 @@ class Manifest:
                 return k
         raise ManifestError(self.file, "kernels", f"this build has no {normalizer} normalizer kernel")
 
+    def regmap(self, kernel: str) -> RegisterMap:
+        """The register map of ``kernel`` as this manifest records it (the kernel's declaration, rebuilt)."""
+        try:
+            return RegisterMap.from_describe(self.kernel(kernel)["registers"])
+        except (ValueError, KeyError) as exc:
+            raise ManifestError(self.file, f"kernels.{kernel}.registers", str(exc)) from None
+
     def register_offset(self, kernel: str, register: str) -> int:
         for r in self.kernel(kernel)["registers"]:
             if r["name"] == register:
@@ -154,8 +162,8 @@ def build_manifest(name: str) -> dict:
 
     The xclbin UUID is ``null``: it is only known once Vitis has linked the build.
     """
-    from vckattn.hw.pl.online_softmax import ONLINE_SOFTMAX_ID, online_softmax_regmap
-    from vckattn.hw.pl.swiftmax import SWIFTMAX_ID, swiftmax_regmap
+    from vckattn.golden.online_softmax_int import ONLINE_SOFTMAX_ID, online_softmax_regmap
+    from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
 
     board, platform = BUILDS[name]
     lanes, q_rows, key_block, max_keys = 4, 32, 32, 1024

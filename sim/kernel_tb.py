@@ -488,13 +488,11 @@ class KernelHarness:
         return int.from_bytes(resp.data, "little"), AxiResp(resp.resp)
 
     async def write_regs(self, regmap: RegisterMap, values: Mapping[str, int]) -> None:
-        """Write registers by name (signed values as two's complement); assert OKAY each.
-
-        Values are range-checked against the register's width/signedness (``ValueError``).
+        """Write registers by name, each as the host does (:meth:`RegisterMap.word`: the value's 32-bit
+        two's complement, range-checked against the declared width, ``ValueError``); assert OKAY each.
         """
         for name, v in values.items():
-            field_bits = _to_field(int(v), regmap.width(name), regmap.is_signed(name))
-            resp = await self.write_word(regmap.offset(name), field_bits)
+            resp = await self.write_word(regmap.offset(name), regmap.word(name, int(v)))
             assert resp == AxiResp.OKAY, f"write of register {name!r} answered {resp.name}"
 
     async def read_reg(self, regmap: RegisterMap, name: str) -> int:
@@ -509,9 +507,8 @@ class KernelHarness:
     async def write_mem(self, regmap: RegisterMap, name: str, values: Sequence[int], start: int = 0) -> None:
         """Write memory entries ``start, start+1, ...`` (one AXI write each); assert OKAY."""
         base = regmap.offset(name)
-        width, sgn = regmap.width(name), regmap.is_signed(name)
         for k, v in enumerate(values):
-            resp = await self.write_word(base + 4 * (start + k), _to_field(int(v), width, sgn))
+            resp = await self.write_word(base + 4 * (start + k), regmap.word(name, int(v)))
             assert resp == AxiResp.OKAY, f"write of {name}[{start + k}] answered {resp.name}"
 
     async def read_mem(self, regmap: RegisterMap, name: str, count: int, start: int = 0) -> list[int]:

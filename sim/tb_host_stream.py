@@ -4,14 +4,15 @@ The host (:mod:`vckattn.host.backends.rtl`) writes a job file (``$VCKATTN_HOST_J
 
 * ``scores`` int32 ``(rows, keys_pad)`` — the AIE model's QKᵀ rows of every tile, in tile order;
 * ``keep`` bool ``(rows, keys_pad)`` — the key masks (padding, causal, padded keys);
-* ``reg_names``, ``reg_offsets``, ``reg_widths``, ``reg_signed``, ``reg_values`` — the runtime
-  constants to write over AXI4-Lite, at the offsets of the *bitstream manifest*;
+* ``reg_names``, ``reg_offsets``, ``reg_words`` — the runtime constants as the 32-bit words to write
+  over AXI4-Lite (:meth:`vckattn.golden.regmap.RegisterMap.writes`), at the offsets of the *bitstream
+  manifest*;
 * ``ident`` — the kernel's ID register value from the manifest; ``lanes``; ``pauses`` (0/1).
 
-This test programs the registers (and reads each back), checks the ID register, streams every
-row as one AXI4-Stream frame (keep bits on TUSER) and writes ``$VCKATTN_HOST_OUT`` (npz): ``p``
-uint8 ``(rows, keys_pad)`` as received, ``cycles`` (first input to last output handshake),
-``row_end_cycle`` (cycle of each row's last output beat, relative to the first input beat).
+This test programs the registers (and reads each back: it must equal the word written), checks the
+ID register, streams every row as one AXI4-Stream frame (keep bits on TUSER) and writes
+``$VCKATTN_HOST_OUT`` (npz): ``p`` uint8 ``(rows, keys_pad)`` as received, ``cycles`` (first input to
+last output handshake), ``row_end_cycle`` (cycle of each row's last output beat, relative to the first input beat).
 The host, not this test, decides whether the result is right (it compares with the golden model).
 """
 
@@ -27,15 +28,6 @@ from cocotb.handle import SimHandleBase
 from vckattn.sim.kernel_tb import KernelHarness, start
 
 
-def _field(v: int, width: int, signed: bool) -> int:
-    """The 32-bit word for a ``width``-bit register value (signed: two's complement, sign-extended,
-    which is also how the register file reads it back)."""
-    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
-    if not lo <= v <= hi:
-        raise ValueError(f"value {v} does not fit a {'signed' if signed else 'unsigned'} {width}-bit register")
-    return v & 0xFFFFFFFF
-
-
 @cocotb.test(timeout_time=60, timeout_unit="sec")
 async def host_job(dut: SimHandleBase) -> None:
     job = np.load(os.environ["VCKATTN_HOST_JOB"])
@@ -46,13 +38,12 @@ async def host_job(dut: SimHandleBase) -> None:
         h.set_random_pauses(random.Random(cocotb.RANDOM_SEED), in_prob=0.2, out_prob=0.3)
     ident, _ = await h.read_word(0)
     assert ident == int(job["ident"]), f"ID register reads {ident:#010x}, manifest says {int(job['ident']):#010x}"
-    regs = list(zip(job["reg_names"], job["reg_offsets"], job["reg_widths"], job["reg_signed"], job["reg_values"],
-                    strict=True))
-    for _name, off, width, sgn, val in regs:
-        await h.write_word(int(off), _field(int(val), int(width), bool(sgn)))
-    for name, off, width, sgn, val in regs:
+    regs = list(zip(job["reg_names"], job["reg_offsets"], job["reg_words"], strict=True))
+    for _name, off, word in regs:
+        await h.write_word(int(off), int(word))
+    for name, off, word in regs:
         raw, _ = await h.read_word(int(off))
-        assert raw == _field(int(val), int(width), bool(sgn)), f"register {name} at {int(off):#x} reads {raw:#x}"
+        assert raw == int(word), f"register {name} at {int(off):#x} reads {raw:#010x}, wrote {int(word):#010x}"
     scores, keep = job["scores"], job["keep"]
     stats = await h.run_rows(list(scores), list(keep), None)
     beats_per_row = scores.shape[1] // lanes

@@ -39,12 +39,14 @@ from cocotb.triggers import ClockCycles, with_timeout
 from cocotbext.axi import AxiResp
 
 from vckattn.golden.online_softmax_int import (
+    ONLINE_SOFTMAX_ID,
     OnlineSoftmaxFormat,
     OnlineSoftmaxRegisters,
     online_softmax_int,
     online_softmax_registers,
+    online_softmax_regmap,
 )
-from vckattn.hw.pl.online_softmax import ONLINE_SOFTMAX_ID, PASS1_LATENCY, buffer_bits, online_softmax_regmap
+from vckattn.hw.pl.online_softmax import PASS1_LATENCY, buffer_bits
 from vckattn.sim.kernel_tb import KernelHarness, start
 
 OUT_BITS = 8

@@ -27,13 +27,19 @@ import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
 
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, swiftmax_int, swiftmax_registers
-from vckattn.hw.pl.swiftmax import SWIFTMAX_ID, buffer_bits, swiftmax_regmap
+from vckattn.golden.swiftmax_int import (
+    SWIFTMAX_ID,
+    SwiftMaxFormat,
+    SwiftMaxRegisters,
+    swiftmax_int,
+    swiftmax_registers,
+    swiftmax_regmap,
+)
+from vckattn.hw.pl.swiftmax import buffer_bits
 from vckattn.sim.kernel_tb import KernelHarness, start
 
 FMT = SwiftMaxFormat()
 RM = swiftmax_regmap(FMT)
-REG_NAMES = ("a_mult", "a_shift", "b_beta", "u_lo", "u_hi", "c_out")
 
 
 def make_harness(dut: SimHandleBase) -> KernelHarness:
@@ -79,7 +85,7 @@ def random_rows(rng: np.random.Generator, n_elements: int, max_len: int) -> tupl
 
 
 async def program(h: KernelHarness, regs: SwiftMaxRegisters) -> None:
-    await h.write_regs(RM, {name: getattr(regs, name) for name in REG_NAMES})
+    await h.write_regs(RM, regs.registers())
 
 
 @cocotb.test(timeout_time=2, timeout_unit="ms")
@@ -90,7 +96,7 @@ async def test_registers(dut: SimHandleBase) -> None:
     assert await h.read_reg(RM, "VERSION") == 1
     for regs in register_sets(np.random.default_rng(cocotb.RANDOM_SEED)):
         await program(h, regs)
-        for name in REG_NAMES:
+        for name in regs.registers():
             assert await h.read_reg(RM, name) == getattr(regs, name), name
     assert await h.read_reg(RM, "rows") == 0
 

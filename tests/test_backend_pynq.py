@@ -12,7 +12,6 @@ from fakes.card import FakeAttentionCard
 from hw_jobs import emu_results, make_job, make_layer, manifest_edit, manifest_with_uuid, same_results, write_xclbin
 
 from vckattn.host.backends import device_class, hwio
-from vckattn.host.backends import pynq as pynq_mod
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.pynq import PYNQ_MISSING, PynqDevice, arg_offsets, find_ip
 from vckattn.host.tiler import TileError, collect_results
@@ -72,7 +71,8 @@ def test_mover_start_protocol(monkeypatch, tmp_path):
 def test_wrong_switch_select_gives_wrong_results(monkeypatch, tmp_path):
     sm_layer, os_layer, job = make_layer("swiftmax"), make_layer("softmax"), make_job(MANIFEST)
     card, dev = _setup(monkeypatch, tmp_path)
-    monkeypatch.setattr(pynq_mod, "switch_select", lambda m, layer: 1 - hwio.switch_select(m, layer))
+    right = hwio.switch_select
+    monkeypatch.setattr(hwio, "switch_select", lambda m, layer: 1 - right(m, layer))
     with dev:
         dev.configure(os_layer)
         dev.configure(sm_layer)  # swiftmax's registers written last ...

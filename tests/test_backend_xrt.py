@@ -25,7 +25,6 @@ from hw_jobs import (
 )
 
 from vckattn.host.backends import device_class, hwio, xrt_graph
-from vckattn.host.backends import xrt as xrt_mod
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.hwio import register_writes
 from vckattn.host.backends.xrt import XRT_MISSING, XrtDevice
@@ -110,7 +109,8 @@ def test_wrong_switch_select_gives_wrong_results(monkeypatch, tmp_path):
     registers were written last: a host passing the other select gets results that differ from emu."""
     sm_layer, os_layer, job = make_layer("swiftmax"), make_layer("softmax"), make_job(MANIFEST)
     card, dev = _setup(monkeypatch, tmp_path)
-    monkeypatch.setattr(xrt_mod, "switch_select", lambda m, layer: 1 - hwio.switch_select(m, layer))
+    right = hwio.switch_select
+    monkeypatch.setattr(hwio, "switch_select", lambda m, layer: 1 - right(m, layer))
     with dev:
         dev.configure(os_layer)  # both register files hold valid constants; swiftmax's written last
         dev.configure(sm_layer)

@@ -24,8 +24,8 @@ def test_committed_manifest_is_generated_and_valid(name):
 
 
 def test_register_maps_match_the_rtl():
-    from vckattn.hw.pl.online_softmax import online_softmax_regmap
-    from vckattn.hw.pl.swiftmax import swiftmax_regmap
+    from vckattn.golden.online_softmax_int import online_softmax_regmap
+    from vckattn.golden.swiftmax_int import swiftmax_regmap
 
     m = load_manifest("vck5000_attention")
     for kernel, rm in (("swiftmax", swiftmax_regmap()), ("online_softmax", online_softmax_regmap(1024))):

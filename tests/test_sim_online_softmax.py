@@ -16,9 +16,10 @@ from vckattn.golden.online_softmax_int import (
     OnlineSoftmaxRegisters,
     online_softmax_int,
     online_softmax_registers,
+    online_softmax_regmap,
 )
 from vckattn.hw.pl import online_softmax as osm
-from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel, buffer_bits, online_softmax_regmap
+from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel, buffer_bits
 from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
 
 TB = "vckattn.sim.tb_online_softmax"

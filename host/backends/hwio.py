@@ -1,13 +1,10 @@
-"""What the two hardware backends (``xrt``, ``pynq``) share: programming the normalizer registers
-from the manifest's register map, and the double-buffered launch loop.
+"""What the two hardware backends (``xrt``, ``pynq``) share: opening, ID-checking and programming the
+normalizer kernels through the one driver (:mod:`vckattn.hw.driver`), and the double-buffered launch loop.
 
-Registers: the layer's normalizer kernel (``manifest.normalizer_kernel(layer.normalizer)``) gets
-every ``rw`` register of its map written, named like the fields of
-:class:`~vckattn.golden.swiftmax_int.SwiftMaxRegisters` /
-:class:`~vckattn.golden.online_softmax_int.OnlineSoftmaxRegisters` (``out_frac`` is not a
-register: it is folded into ``c_out``). Values go out as 32-bit two's complement; the kernel keeps
-the low ``width`` bits and reads them back sign- (signed) or zero-extended, so a value that fits its
-width reads back as written (:func:`readback_mismatches`).
+Registers: the layer's normalizer kernel (``manifest.normalizer_kernel(layer.normalizer)``) gets every
+writable register of the map the manifest records written (:func:`vckattn.hw.driver.program`) from the
+golden register values (:meth:`~vckattn.golden.regmap.RegisterValues.registers`; ``out_frac`` is no
+register: it is folded into ``c_out``) and read back exactly (:func:`vckattn.hw.driver.verify`).
 
 Launch loop (:class:`BufferedDevice`): the job's tiles are cut into launches of
 ``tiles_per_launch``; launch ``c`` uses buffer set ``c % 2``. Order of events::
@@ -38,12 +35,12 @@ from typing import Any
 import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.golden.regmap import RegisterWrite, fits
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.tiler import LayerJob, Tile, TileResult
+from vckattn.hw import driver
 from vckattn.hw.manifest import SCORE_SWITCH_SELECT, Manifest
 
-#: host-side field that is no register (already folded into ``c_out``)
-NOT_REGISTERS = frozenset({"out_frac"})
 MOVERS = ("mm2s_tiles", "mm2s_kv", "s2mm_out")
 SWITCH = "score_switch"
 #: the ``ap_ctrl_hs`` kernels started (and waited on) every launch
@@ -52,80 +49,26 @@ LAUNCHED = (*MOVERS, SWITCH)
 START_ORDER = ("s2mm_out", SWITCH, "mm2s_kv", "mm2s_tiles")
 
 
-def to_u32(value: int) -> int:
-    """``value`` as a 32-bit two's-complement word."""
-    return int(value) & 0xFFFFFFFF
-
-
-def from_u32(word: int, width: int = 32, signed: bool = False) -> int:
-    """The low ``width`` bits of ``word``, sign-extended when ``signed``."""
-    v = int(word) & ((1 << width) - 1)
-    return v - (1 << width) if signed and v >> (width - 1) else v
-
-
-def fits(value: int, width: int, signed: bool) -> bool:
-    lo, hi = (-(1 << (width - 1)), (1 << (width - 1)) - 1) if signed else (0, (1 << width) - 1)
-    return lo <= value <= hi
-
-
-@dataclass(frozen=True)
-class RegisterWrite:
-    kernel: str
-    name: str
-    offset: int
-    width: int
-    signed: bool
-    value: int  # the register's value (signed where the register is)
-
-    @property
-    def word(self) -> int:
-        return to_u32(self.value)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"kernel": self.kernel, "register": self.name, "offset": self.offset, "value": self.value,
-                "word": f"{self.word:#010x}"}
+def _values(layer: QuantAttentionLayer) -> dict[str, int]:
+    regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
+    if regs is None:
+        raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
+    return regs.registers()
 
 
 def register_writes(manifest: Manifest, layer: QuantAttentionLayer) -> tuple[dict, list[RegisterWrite]]:
-    """The normalizer kernel entry of ``layer`` and the register writes that configure it.
+    """The normalizer kernel entry of ``layer`` and the register writes that configure it (not performed).
 
     Raises :class:`DeviceError` when the manifest's map and the golden register set disagree (a
     register without a value, a value without a register) or a value does not fit its register.
     """
     entry = manifest.normalizer_kernel(layer.normalizer)
-    regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
-    if regs is None:
-        raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
-    values = {k: int(v) for k, v in regs.as_dict().items() if k not in NOT_REGISTERS}
-    table = {r["name"]: r for r in entry["registers"] if r.get("kind") == "reg" and r.get("access") == "rw"}
-    where = f"{manifest.file}: kernels.{entry['name']}"
-    extra = sorted(set(values) - set(table))
-    if extra:
-        raise DeviceError(f"{where}: no writable register for {', '.join(extra)} (the golden {layer.normalizer} "
-                          f"register set and this build's register map differ)")
-    missing = sorted(set(table) - set(values))
-    if missing:
-        raise DeviceError(f"{where}: register(s) {', '.join(missing)} have no value in the layer's "
-                          f"{layer.normalizer} registers")
-    out = []
-    for name, r in table.items():
-        v, width, signed = values[name], int(r["width"]), bool(r["signed"])
-        if not fits(v, width, signed):
-            raise DeviceError(f"{where}: {name} = {v} does not fit the {'signed' if signed else 'unsigned'} "
-                              f"{width}-bit register")
-        out.append(RegisterWrite(entry["name"], name, int(r["offset"]), width, signed, v))
-    return entry, out
-
-
-def readback_mismatches(writes: list[RegisterWrite], read: dict[str, int]) -> list[str]:
-    """Descriptions of the registers whose read-back word differs from what was written."""
-    bad = []
-    for w in writes:
-        got = read.get(w.name)
-        if got is None or to_u32(got) != w.word:
-            shown = "nothing" if got is None else f"{to_u32(got):#010x}"
-            bad.append(f"{w.kernel}.{w.name} at {w.offset:#x}: wrote {w.word:#010x}, read {shown}")
-    return bad
+    try:
+        writes = manifest.regmap(entry["name"]).writes(_values(layer))
+    except ValueError as exc:
+        raise DeviceError(f"{manifest.file}: kernels.{entry['name']}: {exc} (the golden {layer.normalizer} "
+                          f"register set and this build's register map differ)") from None
+    return entry, writes
 
 
 def requant_scalars(layer: QuantAttentionLayer) -> tuple[int, int]:
@@ -208,6 +151,43 @@ class BufferedDevice(Device):
         self.tiles_per_launch = int(tiles_per_launch)
         self.timeout_ms = int(timeout_ms if timeout_ms is not None else manifest.data.get("timeout_ms", 10_000))
         self.launches = 0  # launches completed, over the device's life
+        self.written: list[RegisterWrite] = []
+        self.written_kernel = ""
+        self._rq: tuple[int, int] = (0, 0)
+        self._select = 0
+
+    # ------------------------------------------------------------------------------ registers (hw/driver.py)
+
+    @abstractmethod
+    def _register_port(self, kernel: str) -> driver.RegisterPort:
+        """The open AXI4-Lite port of an RTL kernel (DeviceError when it is not open)."""
+
+    def _check_ident(self, kernel: dict, port: driver.RegisterPort) -> int:
+        """The kernel's ID register against the manifest (DeviceError naming both values)."""
+        try:
+            return driver.check_ident(port, self.manifest.regmap(kernel["name"]), kernel["name"],
+                                      str(self.manifest.file))
+        except driver.RegisterError as exc:
+            raise DeviceError(str(exc)) from None
+
+    def configure(self, layer: QuantAttentionLayer) -> None:
+        """Program the layer's normalizer kernel (every writable register) and keep the launch scalars."""
+        super().configure(layer)
+        entry, writes = register_writes(self.manifest, layer)
+        rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
+        port = self._register_port(entry["name"])
+        for w in writes:
+            port.write32(w.offset, w.word)
+        self.written, self.written_kernel, self._rq, self._select = writes, entry["name"], rq, select
+
+    def verify_registers(self) -> dict[str, int]:
+        """Read back the registers :meth:`configure` wrote, exactly; DeviceError naming every mismatch."""
+        if not self.written:
+            raise DeviceError(f"{self.name} backend: no registers written yet (configure a layer first)")
+        try:
+            return driver.verify(self._register_port(self.written_kernel), self.written, self.written_kernel)
+        except driver.RegisterError as exc:
+            raise DeviceError(str(exc)) from None
 
     def _check_ready(self) -> QuantAttentionLayer:
         if self.layer is None:
@@ -262,6 +242,5 @@ class BufferedDevice(Device):
         """Wait for ``launch`` (DeviceError on timeout/failure), sync ``out`` back, unpack it."""
 
 
-__all__ = ["LAUNCHED", "MOVERS", "START_ORDER", "SWITCH", "BufferedDevice", "Launch", "RegisterWrite", "from_u32",
-           "kernel_args", "launch_values", "readback_mismatches", "register_writes", "requant_scalars", "switch_select",
-           "timeout_error", "to_u32"]
+__all__ = ["LAUNCHED", "MOVERS", "START_ORDER", "SWITCH", "BufferedDevice", "Launch", "kernel_args",
+           "launch_values", "register_writes", "requant_scalars", "switch_select", "timeout_error"]

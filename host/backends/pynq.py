@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.golden.regmap import to_word
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.hwio import (
@@ -51,17 +51,12 @@ from vckattn.host.backends.hwio import (
     START_ORDER,
     BufferedDevice,
     Launch,
-    RegisterWrite,
     kernel_args,
     launch_values,
-    readback_mismatches,
-    register_writes,
-    requant_scalars,
-    switch_select,
     timeout_error,
-    to_u32,
 )
 from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.hw.driver import IpPort
 from vckattn.hw.manifest import BITSTREAMS, Manifest
 
 PYNQ_MISSING = ("PYNQ not found: cannot import pynq (the pynq backend runs on the VCK190's Arm cores "
@@ -116,14 +111,11 @@ class PynqDevice(BufferedDevice):
         self.bitstream = Path(xclbin) if xclbin is not None else BITSTREAMS / manifest.data["xclbin"]["file"]
         self.download, self.poll_s = download, float(poll_s)
         self.kernels_checked: list[dict[str, Any]] = []
-        self.written: list[RegisterWrite] = []
         self._pynq: Any = None
         self._overlay: Any = None
         self._ips: dict[str, Any] = {}
         self._args: dict[str, dict[str, list[int]]] = {}  # kernel -> port -> register offsets
         self._ctrl: dict[str, int] = {}
-        self._rq: tuple[int, int] | None = None
-        self._select: int | None = None
         self._sets: list[dict[str, Any]] = []
         self._kv: Any = None
         self._geom: tuple[int, int, int] | None = None
@@ -158,11 +150,7 @@ class PynqDevice(BufferedDevice):
             assert key is not None
             ip = self._ips[k["name"]] = functools.reduce(getattr, key.split("/"), self._overlay)
             if k["kind"] == "rtl":
-                off = m.register_offset(k["name"], "ID")
-                got, want = int(ip.read(off)), int(k["id"])
-                if got != want:
-                    raise DeviceError(f"kernel {k['name']}: ID register at {off:#x} reads {got:#010x}, expected "
-                                      f"{want:#010x} ({m.file}): the bitstream holds a different kernel")
+                got = self._check_ident(k, IpPort(ip))
                 self.kernels_checked.append({"name": k["name"], "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
                 continue
             regs = ip_dict[key].get("registers") or {}
@@ -194,27 +182,10 @@ class PynqDevice(BufferedDevice):
 
     # ------------------------------------------------------------------------------ configure
 
-    def configure(self, layer: QuantAttentionLayer) -> None:
-        super().configure(layer)
-        entry, writes = register_writes(self.manifest, layer)
-        rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
-        if entry["name"] not in self._ips:
-            raise DeviceError(f"pynq backend: kernel {entry['name']} is not open (call open() first)")
-        ip = self._ips[entry["name"]]
-        for w in writes:
-            ip.write(w.offset, w.word)
-        self.written, self._rq, self._select = writes, rq, select
-
-    def verify_registers(self) -> dict[str, int]:
-        """Read back the registers :meth:`configure` wrote; DeviceError naming every mismatch."""
-        if not self.written:
-            raise DeviceError("pynq backend: no registers written yet (configure a layer first)")
-        ip = self._ips[self.written[0].kernel]
-        read = {w.name: int(ip.read(w.offset)) for w in self.written}
-        bad = readback_mismatches(self.written, read)
-        if bad:
-            raise DeviceError(f"register readback mismatch: {'; '.join(bad)}")
-        return read
+    def _register_port(self, kernel: str) -> IpPort:
+        if kernel not in self._ips:
+            raise DeviceError(f"pynq backend: kernel {kernel} is not open (call open() first)")
+        return IpPort(self._ips[kernel])
 
     # ------------------------------------------------------------------------------ buffers / runs
 
@@ -257,7 +228,6 @@ class PynqDevice(BufferedDevice):
         self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
 
     def _start(self, job: LayerJob, launch: Launch) -> None:
-        assert self._rq is not None and self._select is not None
         values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
         for name in START_ORDER:
             k = self.manifest.kernel(name)
@@ -273,7 +243,7 @@ class PynqDevice(BufferedDevice):
     @staticmethod
     def _words(kernel: str, port: dict, value: Any, n: int) -> list[int]:
         if port["protocol"] != "m_axi":
-            return [to_u32(value)]
+            return [to_word(value)]
         addr = int(getattr(value, "device_address", None) or value.physical_address)
         if n == 1 and addr >> 32:
             raise DeviceError(f"kernel {kernel}: buffer {port['name']} at {addr:#x} does not fit its 32-bit "

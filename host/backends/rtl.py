@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
+from vckattn.host.backends.hwio import register_writes
 from vckattn.host.tiler import LayerJob, TileResult
 
 REPO = Path(__file__).resolve().parents[2]
@@ -85,19 +86,6 @@ class RtlDevice(Device):
             self._sources[top] = generate_verilog(comp, top)
         return top, entry, self._sources[top]
 
-    def _registers(self, entry: dict) -> list[tuple[str, int, int, bool, int]]:
-        assert self.layer is not None
-        regs = self.layer.swiftmax if self.layer.normalizer == "swiftmax" else self.layer.online
-        values = {k: v for k, v in regs.as_dict().items() if k != "out_frac"}  # type: ignore[union-attr]
-        table = {r["name"]: r for r in entry["registers"]}
-        out = []
-        for name, v in values.items():
-            if name not in table:
-                raise DeviceError(f"{self.manifest.file}: kernels.{entry['name']}: no register {name!r}")
-            r = table[name]
-            out.append((name, int(r["offset"]), int(r["width"]), bool(r["signed"]), int(v)))
-        return out
-
     def run(self, job: LayerJob) -> Iterator[TileResult]:
         from vckattn.sim.runner import SimulationFailed, run_cocotb
 
@@ -107,15 +95,14 @@ class RtlDevice(Device):
         top, entry, src = self._kernel()
         scores = [tile_scores(job, t)[:t.rows] for t in job.tiles]
         keeps = [t.keep[:t.rows] for t in job.tiles]
-        regs = self._registers(entry)
+        _, writes = register_writes(self.manifest, layer)  # the one encoding (hw/driver.py, golden/regmap.py)
         work = REPO / "build" / "rtl_host"
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             jf, of, log = Path(tmp) / "job.npz", Path(tmp) / "out.npz", work / f"{top}.log"
             np.savez(jf, scores=np.concatenate(scores).astype(np.int32), keep=np.concatenate(keeps),
-                     reg_names=np.array([r[0] for r in regs]), reg_offsets=np.array([r[1] for r in regs]),
-                     reg_widths=np.array([r[2] for r in regs]), reg_signed=np.array([r[3] for r in regs]),
-                     reg_values=np.array([r[4] for r in regs], np.int64), ident=np.int64(entry["id"]),
+                     reg_names=np.array([w.name for w in writes]), reg_offsets=np.array([w.offset for w in writes]),
+                     reg_words=np.array([w.word for w in writes], np.int64), ident=np.int64(entry["id"]),
                      lanes=np.int64(self.manifest.tile.lanes), pauses=np.int64(self.pauses))
             env = {"VCKATTN_HOST_JOB": str(jf), "VCKATTN_HOST_OUT": str(of)}
             ctx = _quiet(log) if self.quiet else contextlib.nullcontext()

@@ -39,7 +39,6 @@ from typing import Any
 
 import numpy as np
 
-from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.hwio import (
@@ -47,16 +46,12 @@ from vckattn.host.backends.hwio import (
     START_ORDER,
     BufferedDevice,
     Launch,
-    RegisterWrite,
     kernel_args,
     launch_values,
-    readback_mismatches,
-    register_writes,
-    requant_scalars,
-    switch_select,
     timeout_error,
 )
 from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.hw.driver import IpPort
 from vckattn.hw.manifest import BITSTREAMS, Manifest
 
 XRT_MISSING = "XRT not found: cannot import pyxrt (install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`)"
@@ -130,7 +125,6 @@ class XrtDevice(BufferedDevice):
         self.graph_factory, self.ip_factory = graph_factory, ip_factory
         self.uuid: str | None = None
         self.kernels_checked: list[dict[str, Any]] = []
-        self.written: list[RegisterWrite] = []
         self._pyxrt: Any = None
         self._dev: Any = None
         self._kernels: dict[str, Any] = {}
@@ -138,8 +132,6 @@ class XrtDevice(BufferedDevice):
         self._graph: Any = None
         self._graph_idle = True
         self._graph_ran = False
-        self._rq: tuple[int, int] | None = None
-        self._select: int | None = None
         self._sets: list[dict[str, Any]] = []
         self._kv: Any = None
         self._geom: tuple[int, int, int] | None = None  # (head_dim, keys_pad, capacity) of the buffers
@@ -200,11 +192,7 @@ class XrtDevice(BufferedDevice):
             if k["kind"] != "rtl":
                 continue
             ip = self._ips[k["name"]] = ip_factory(self.device_index, raw_uuid, k["name"])
-            off = m.register_offset(k["name"], "ID")
-            got_id, want_id = int(ip.read(off)), int(k["id"])
-            if got_id != want_id:
-                raise DeviceError(f"kernel {k['name']}: ID register at {off:#x} reads {got_id:#010x}, expected "
-                                  f"{want_id:#010x} ({m.file}): the bitstream holds a different kernel")
+            got_id = self._check_ident(k, IpPort(ip))
             self.kernels_checked.append({"name": k["name"], "kind": "rtl", "id": f"{got_id:#010x}"})
         gname = m.data["graph"]["name"]
         self._graph = graph_factory(self.device_index, raw_uuid, gname)
@@ -242,34 +230,18 @@ class XrtDevice(BufferedDevice):
 
     # ------------------------------------------------------------------------------ configure
 
-    def configure(self, layer: QuantAttentionLayer) -> None:
-        super().configure(layer)
-        entry, writes = register_writes(self.manifest, layer)
-        rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
-        ip = self._ip(entry["name"])
-        for w in writes:
-            ip.write(w.offset, w.word)
-        self.written, self._rq, self._select = writes, rq, select
-
     def _ip(self, name: str) -> Any:
         if name not in self._ips:
             raise DeviceError(f"xrt backend: kernel {name} is not open (call open() first)")
         return self._ips[name]
 
+    def _register_port(self, kernel: str) -> IpPort:
+        return IpPort(self._ip(kernel))
+
     def read_registers(self, kernel: str) -> dict[str, int]:
         """Every register of ``kernel`` in the manifest, read from the card (32-bit words)."""
-        ip = self._ip(kernel)
-        return {r["name"]: int(ip.read(int(r["offset"]))) for r in self.manifest.kernel(kernel)["registers"]}
-
-    def verify_registers(self) -> dict[str, int]:
-        """Read back the registers :meth:`configure` wrote; DeviceError naming every mismatch."""
-        if not self.written:
-            raise DeviceError("xrt backend: no registers written yet (configure a layer first)")
-        read = self.read_registers(self.written[0].kernel)
-        bad = readback_mismatches(self.written, read)
-        if bad:
-            raise DeviceError(f"register readback mismatch: {'; '.join(bad)}")
-        return read
+        port = self._register_port(kernel)
+        return {r["name"]: port.read32(int(r["offset"])) for r in self.manifest.kernel(kernel)["registers"]}
 
     # ------------------------------------------------------------------------------ buffers / runs
 
@@ -310,7 +282,6 @@ class XrtDevice(BufferedDevice):
         self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
 
     def _start(self, job: LayerJob, launch: Launch) -> None:
-        assert self._rq is not None and self._select is not None
         values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
         self._graph_idle, self._graph_ran = False, True
         self._graph.run(launch.n)

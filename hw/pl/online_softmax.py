@@ -89,7 +89,7 @@ Performance (Verilator, ``test_throughput`` in :mod:`vckattn.sim.tb_online_softm
   lanes = 4, max_keys = 1024: 1.5 RAMB36), plus the descriptor FIFO of ``max_rows + 1`` × 69
   bits (LUTRAM).
 
-Registers (AXI4-Lite, 32-bit words; offsets from :func:`online_softmax_regmap`, checked
+Registers (AXI4-Lite, 32-bit words; declared by :func:`vckattn.golden.online_softmax_int.online_softmax_regmap`, checked
 against this table by ``tests/test_sim_online_softmax.py``)
 --------------------------------------------------------------------------------------------
 
@@ -118,9 +118,14 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
 
 from vckattn.golden.funcunits import Pow2Config
-from vckattn.golden.online_softmax_int import NEG_SENTINEL, OnlineSoftmaxFormat
+from vckattn.golden.online_softmax_int import (
+    NEG_SENTINEL,
+    ONLINE_SOFTMAX_ID,
+    OnlineSoftmaxFormat,
+    online_softmax_regmap,
+)
 
-from .axil import Reg, RegisterFile, RegisterMap, axil_members
+from .axil import RegisterFile, axil_members
 from .funcunits import Pow2FracUnit, RecipUnit
 from .pipeline import StallPipeline, axis_port
 
@@ -132,7 +137,6 @@ __all__ = [
     "online_softmax_regmap",
 ]
 
-ONLINE_SOFTMAX_ID = 0x05F70001
 IN_WIDTH = 32
 #: Pass-1 stages from the input handshake to the descriptor push.
 PASS1_LATENCY = 13
@@ -244,21 +248,6 @@ def buffer_bits(lanes: int, max_keys: int = 1024, fmt: OnlineSoftmaxFormat | Non
     fmt = replace(fmt or OnlineSoftmaxFormat(), block=lanes)
     g = OnlineSoftmaxGeometry(lanes, max_keys, fmt)
     return g.depth * g.word_bits
-
-
-def online_softmax_regmap(max_keys: int) -> RegisterMap:
-    """The kernel's register map (see the module docstring)."""
-    return RegisterMap(
-        [
-            Reg("a_mult", 24, signed=True, doc="A·2^t_frac ≈ a_mult·2^-a_shift (s24)"),
-            Reg("a_shift", 6, doc="right shift of acc·a_mult, round half up (0..62)"),
-            Reg("rows", 32, access="ro", doc="rows output (m_axis TLAST handshakes) since reset"),
-            Reg("overflow_rows", 32, access="ro", doc="rows longer than max_keys since reset (their P are 0)"),
-            Reg("max_keys", 32, access="ro", reset=max_keys, doc="longest row handled (build constant)"),
-        ],
-        ident=ONLINE_SOFTMAX_ID,
-        version=1,
-    )
 
 
 def _pow2_shifts(m: Module, n: Value, cfg: Pow2Config, out_frac: int, out_max: int,

@@ -29,7 +29,6 @@ offset): word}`` returned by register reads), ``n_cards``, ``unreadable_xclbin``
 
 from __future__ import annotations
 
-from dataclasses import fields
 from types import SimpleNamespace
 from typing import Any
 
@@ -146,10 +145,11 @@ class FakeAttentionCard:
         fmts = self.manifest.data["formats"]
         sm = on = None
         if norm == "swiftmax":
-            vals = {f.name: self._value(kernel, f.name) for f in fields(SwiftMaxRegisters) if f.name != "out_frac"}
+            vals = {r.name: self._value(kernel, r.name) for r in SwiftMaxRegisters.regmap.writable}
             sm = SwiftMaxRegisters(**vals, out_frac=0)  # out_frac is folded into c_out; no register
         else:
-            on = OnlineSoftmaxRegisters(**{f.name: self._value(kernel, f.name) for f in fields(OnlineSoftmaxRegisters)})
+            on = OnlineSoftmaxRegisters(**{r.name: self._value(kernel, r.name)
+                                           for r in OnlineSoftmaxRegisters.regmap.writable})
         return SimpleNamespace(normalizer=norm, swiftmax=sm, online=on,
                                sm_fmt=_fmt(SwiftMaxFormat, fmts["swiftmax"]),
                                os_fmt=_fmt(OnlineSoftmaxFormat, fmts["online_softmax"]),
