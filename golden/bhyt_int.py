@@ -33,6 +33,7 @@ import numpy as np
 
 from .fixedpoint import QFormat, quantize, saturate, shift_round
 from .funcunits import RecipConfig, TanhConfig, rsqrt, rsqrt_octave_table, tanh_unit
+from .regmap import Mem, Reg, RegisterMap, wide_regs, wide_values
 from .swiftmax_int import fold_multiplier
 
 INT8 = QFormat(8, 0)
@@ -157,3 +158,105 @@ def bhyt_reference(x: np.ndarray, lam: float, kappa: float, gamma: np.ndarray, s
                    eps: float = 1e-6) -> np.ndarray:
     """Float64 ``γ ⊙ tanh(λ x / (κ sqrt(s2 + ε)))`` for a given statistic ``s2`` (keepdims)."""
     return np.asarray(gamma) * np.tanh(lam * x / (kappa * np.sqrt(s2 + eps)))
+
+
+# ------------------------------------------------------------------------------------------------
+# Register maps of the BHyT kernels (the one declaration; hw/pl/bhyt_exact.py and bhyt_approx.py
+# and their testbenches derive from it) and of the token-engine kernels they share with RMSNorm.
+# ------------------------------------------------------------------------------------------------
+
+#: ID register values of the two BHyT kernels.
+BHYT_EXACT_ID = 0xB47E0001
+BHYT_APPROX_ID = 0xB47A0001
+
+
+def check_token_geometry(lanes: int, max_d: int) -> None:
+    """ValueError unless ``lanes, max_d >= 1`` and ``max_d`` is a multiple of ``lanes``."""
+    if lanes < 1 or max_d < 1:
+        raise ValueError(f"lanes and max_d must be >= 1 (got {lanes}, {max_d})")
+    if max_d % lanes:
+        raise ValueError(f"max_d ({max_d}) must be a multiple of lanes ({lanes})")
+
+
+def gamma_mem(lanes: int, max_d: int, fmt: NormFormat, doc: str) -> Mem:
+    """The per-channel ``gamma`` memory: ``max_d`` × ``g_bits`` signed, one kernel read port per lane."""
+    return Mem("gamma", fmt.g_bits, max_d, signed=True, read_ports=lanes, doc=doc)
+
+
+def token_engine_regmap(own_regs: list[Reg], lanes: int, max_d: int, fmt: NormFormat, ident: int,
+                        version: int = 1) -> RegisterMap:
+    """Register map of a token-buffer kernel (BHyT exact, RMSNorm): its own registers, then ``tokens``
+    and ``overlong`` (ro), then the ``gamma`` memory."""
+    check_token_geometry(lanes, max_d)
+    return RegisterMap(
+        [
+            *own_regs,
+            Reg("tokens", 32, access="ro", doc="input tokens (TLAST handshakes) accepted since reset"),
+            Reg("overlong", 32, access="ro", doc="input tokens longer than max_d (truncated) since reset"),
+        ],
+        [gamma_mem(lanes, max_d, fmt, "per-element gamma register, int16")],
+        ident=ident,
+        version=version,
+    )
+
+
+def _site_regs(fmt: NormFormat, c_doc: str) -> list[Reg]:
+    """The writable registers of a BHyT site (:class:`BHyTSiteRegisters` without γ and s_out)."""
+    sb = fmt.stat_bits
+    return [
+        Reg("k_mult", fmt.k_bits, doc="lambda*sqrt(d)*(s_in/s_stat)/kappa*2^arg_frac ~ k_mult*2^-k_shift"),
+        Reg("k_shift", 6, doc="right shift of q*c (round half up), plus 7 + rsqrt exponent"),
+        *wide_regs("eps_int", sb, "eps*d/s_stat^2 (saturated)"),
+        *wide_regs("c_int", sb, c_doc),
+        Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
+    ]
+
+
+def bhyt_exact_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
+    """The BHyT exact kernel's AXI4-Lite register map (site A or M with its own statistic)."""
+    return token_engine_regmap(
+        _site_regs(fmt, "constant added to S (0 at site A; site-M style c_attn*lambda_A^2/kappa^2*d/s^2)"),
+        lanes, max_d, fmt, BHYT_EXACT_ID)
+
+
+def bhyt_approx_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
+    """The BHyT approximate-variance unit's register map (site M from the forwarded statistic; no token
+    buffer, so no ``overlong`` counter)."""
+    check_token_geometry(lanes, max_d)
+    return RegisterMap(
+        [*_site_regs(fmt, "site-M constant c_attn*lambda_A^2/kappa^2*d/s_stat^2"),
+         Reg("tokens", 32, access="ro", doc="tokens (input TLAST handshakes) since reset")],
+        [gamma_mem(lanes, max_d, fmt, "gamma_j/s_out*2^g_frac, int16")],
+        ident=BHYT_APPROX_ID,
+        version=1,
+    )
+
+
+def check_g_frac(g_frac: int) -> int:
+    """The kernels' ``g_frac`` register is unsigned 5-bit: the golden register must be in [0, 31]."""
+    if not 0 <= int(g_frac) <= 31:
+        raise ValueError(f"g_frac = {g_frac} outside the 5-bit register range [0, 31] "
+                         "(choose s_out so that max|gamma/s_out| is in [2^-16, 2^15))")
+    return int(g_frac)
+
+
+def bhyt_register_values(regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
+    """Golden site registers -> ``{register name: value}`` of either BHyT kernel (40-bit values split
+    into words).
+
+    Raises ``ValueError`` if a value does not fit its register (``g_frac`` outside [0, 31],
+    ``k_mult`` not in [0, 2^k_bits), ``k_shift`` not in [0, 63], ``eps_int``/``c_int`` beyond
+    ``stat_bits``)."""
+    if not 0 <= regs.k_mult < 1 << fmt.k_bits:
+        raise ValueError(f"k_mult = {regs.k_mult} does not fit {fmt.k_bits} unsigned bits")
+    if not 0 <= regs.k_shift < 64:
+        raise ValueError(f"k_shift = {regs.k_shift} does not fit 6 bits")
+    out = {"k_mult": int(regs.k_mult), "k_shift": int(regs.k_shift), "g_frac": check_g_frac(regs.g_frac)}
+    out.update(wide_values("eps_int", regs.eps_int, fmt.stat_bits))
+    out.update(wide_values("c_int", regs.c_int, fmt.stat_bits))
+    return out
+
+
+def gamma_values(regs: BHyTSiteRegisters) -> list[int]:
+    """The ``gamma`` memory contents (entry ``j`` = ``regs.gamma[j]``, int16)."""
+    return [int(v) for v in regs.gamma]

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = ["AXIL_DATA_WIDTH", "Mem", "Reg", "RegisterMap", "RegisterValues", "RegisterWrite", "from_word", "fits",
-           "to_word"]
+           "to_word", "wide_names", "wide_regs", "wide_values"]
 
 #: AXI4-Lite data width used by every register block (bits).
 AXIL_DATA_WIDTH = 32
@@ -51,6 +51,32 @@ def from_word(word: int, width: int = 32, signed: bool = False) -> int:
     """The low ``width`` bits of ``word``, sign-extended when ``signed``."""
     v = int(word) & ((1 << width) - 1)
     return v - (1 << width) if signed and v >> (width - 1) else v
+
+
+def wide_regs(name: str, bits: int, doc: str) -> list[Reg]:
+    """An unsigned ``bits``-wide value as one register (<= 32 bits) or two words, ``<name>_lo`` (bits
+    [31:0]) and ``<name>_hi`` (the rest); :func:`wide_values` splits a value the same way."""
+    if bits <= AXIL_DATA_WIDTH:
+        return [Reg(name, bits, doc=doc)]
+    if bits > 2 * AXIL_DATA_WIDTH:
+        raise ValueError(f"{name}: {bits} bits do not fit two 32-bit registers")
+    return [Reg(f"{name}_lo", AXIL_DATA_WIDTH, doc=f"{doc}, bits [31:0]"),
+            Reg(f"{name}_hi", bits - AXIL_DATA_WIDTH, doc=f"{doc}, bits [{bits - 1}:32]")]
+
+
+def wide_names(name: str, bits: int) -> list[str]:
+    """The register names that hold an unsigned ``bits``-wide value, low word first (:func:`wide_regs`)."""
+    return [r.name for r in wide_regs(name, bits, "")]
+
+
+def wide_values(name: str, value: int, bits: int) -> dict[str, int]:
+    """``{register name: value}`` of an unsigned ``bits``-wide value, split as :func:`wide_regs` declares it."""
+    value = int(value)
+    if not 0 <= value < 1 << bits:
+        raise ValueError(f"{name} = {value} does not fit {bits} unsigned bits")
+    if bits <= AXIL_DATA_WIDTH:
+        return {name: value}
+    return {f"{name}_lo": value & 0xFFFFFFFF, f"{name}_hi": value >> AXIL_DATA_WIDTH}
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .bhyt_int import INT8, NormFormat, _gamma_register, sum_of_squares
+from .bhyt_int import INT8, NormFormat, _gamma_register, check_g_frac, sum_of_squares, token_engine_regmap
 from .fixedpoint import QFormat, quantize, saturate, shift_round
 from .funcunits import rsqrt, rsqrt_octave_table
+from .regmap import Reg, RegisterMap, wide_regs, wide_values
 
 
 @dataclass(frozen=True)
@@ -61,3 +62,22 @@ def rmsnorm_int(q: np.ndarray, regs: RMSNormRegisters, fmt: NormFormat = NormFor
 def rmsnorm_reference(x: np.ndarray, gamma: np.ndarray, eps: float = 1e-6) -> np.ndarray:
     """Float64 RMSNorm."""
     return np.asarray(gamma) * x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + eps)
+
+
+#: ID register value of the RMSNorm kernel.
+RMSNORM_ID = 0x2A5E0001
+
+
+def rmsnorm_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
+    """The RMSNorm kernel's AXI4-Lite register map (the one declaration; ``gamma`` has one read port per lane)."""
+    return token_engine_regmap(
+        [*wide_regs("eps_int", fmt.stat_bits, "eps*d/s_x^2 (saturated)"),
+         Reg("g_frac", 5, doc="fraction bits of the gamma entries")],
+        lanes, max_d, fmt, RMSNORM_ID)
+
+
+def rmsnorm_register_values(regs: RMSNormRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
+    """Golden registers -> ``{register name: value}`` (``eps_int`` split into words).
+
+    Raises ``ValueError`` if ``g_frac`` is outside [0, 31] or ``eps_int`` exceeds ``stat_bits``."""
+    return {**wide_values("eps_int", regs.eps_int, fmt.stat_bits), "g_frac": check_g_frac(regs.g_frac)}

@@ -43,20 +43,17 @@ from cocotb.handle import SimHandleBase
 from cocotbext.axi import AxiResp, AxiStreamFrame
 
 from vckattn.golden.bhyt_int import (
+    BHYT_APPROX_ID,
     BHyTSiteRegisters,
     NormFormat,
+    bhyt_approx_regmap,
+    bhyt_register_values,
     bhyt_site_int,
     bhyt_site_registers,
     sum_of_squares,
 )
 from vckattn.golden.error_budget import norm_cases
-from vckattn.hw.pl.bhyt_approx import (
-    BHYT_APPROX_ID,
-    BHyTApproxKernel,
-    bhyt_approx_regmap,
-    buffer_bits,
-    register_values,
-)
+from vckattn.hw.pl.bhyt_approx import BHyTApproxKernel, buffer_bits
 from vckattn.sim.kernel_tb import KernelHarness, RunStats, ThroughputStats, pack, start
 
 FMT = NormFormat()
@@ -118,7 +115,7 @@ def expected_tokens(tokens: Sequence[np.ndarray], stats: Sequence[int], regs: BH
 async def load(h: StatHarness, regs: BHyTSiteRegisters, lanes: int, max_d: int) -> None:
     """Write the registers, and ``γ`` unless it is what was written last (AXI writes are slow)."""
     rm = bhyt_approx_regmap(lanes, max_d, FMT)
-    await h.write_regs(rm, register_values(regs, FMT))
+    await h.write_regs(rm, bhyt_register_values(regs, FMT))
     gamma = [int(g) for g in regs.gamma]
     if gamma != h.gamma_loaded:
         await h.write_mem(rm, "gamma", gamma)
@@ -265,7 +262,7 @@ async def test_registers(dut: SimHandleBase) -> None:
     # a real site-M configuration round-trips through register_values
     _, _, regs = site_m_case(np.random.default_rng(cocotb.RANDOM_SEED), max_d, 4)
     await load(h, regs, lanes, max_d)
-    for name, v in register_values(regs, FMT).items():
+    for name, v in bhyt_register_values(regs, FMT).items():
         assert await h.read_reg(rm, name) == v, name
     for k in sorted({0, 1, max_d // 2, max_d - 1}):
         assert (await h.read_mem(rm, "gamma", 1, start=k))[0] == int(regs.gamma[k]), k

@@ -35,16 +35,18 @@ import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
 
-from vckattn.golden.bhyt_int import BHyTSiteRegisters, bhyt_site_int, bhyt_site_registers, sum_of_squares
-from vckattn.golden.swiftmax_int import fold_multiplier
-from vckattn.hw.pl.bhyt_exact import (
+from vckattn.golden.bhyt_int import (
     BHYT_EXACT_ID,
-    BHyTExactKernel,
+    BHyTSiteRegisters,
     bhyt_exact_regmap,
-    buffer_bits,
+    bhyt_register_values,
+    bhyt_site_int,
+    bhyt_site_registers,
     gamma_values,
-    register_values,
+    sum_of_squares,
 )
+from vckattn.golden.swiftmax_int import fold_multiplier
+from vckattn.hw.pl.bhyt_exact import BHyTExactKernel, buffer_bits
 from vckattn.sim.norm_tb import (
     FMT,
     NormConfig,
@@ -116,7 +118,7 @@ SPEC = NormSpec(
     regmap=lambda lanes, max_d: bhyt_exact_regmap(lanes, max_d, FMT),
     ident=BHYT_EXACT_ID,
     golden=lambda q, regs: bhyt_site_int(q, sum_of_squares(q), regs, FMT),
-    register_values=lambda regs: register_values(regs, FMT),
+    register_values=lambda regs: bhyt_register_values(regs, FMT),
     gamma_values=gamma_values,
     configs=configs,
     typical=typical,

@@ -30,15 +30,16 @@ import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
 
-from vckattn.golden.rmsnorm_int import RMSNormRegisters, rmsnorm_int, rmsnorm_registers
-from vckattn.hw.pl.rmsnorm import (
+from vckattn.golden.bhyt_int import gamma_values
+from vckattn.golden.rmsnorm_int import (
     RMSNORM_ID,
-    RMSNormKernel,
-    buffer_bits,
-    gamma_values,
-    register_values,
+    RMSNormRegisters,
+    rmsnorm_int,
+    rmsnorm_register_values,
+    rmsnorm_registers,
     rmsnorm_regmap,
 )
+from vckattn.hw.pl.rmsnorm import RMSNormKernel, buffer_bits
 from vckattn.sim.norm_tb import (
     FMT,
     NormConfig,
@@ -101,7 +102,7 @@ SPEC = NormSpec(
     regmap=lambda lanes, max_d: rmsnorm_regmap(lanes, max_d, FMT),
     ident=RMSNORM_ID,
     golden=lambda q, regs: rmsnorm_int(q, regs, FMT),
-    register_values=lambda regs: register_values(regs, FMT),
+    register_values=lambda regs: rmsnorm_register_values(regs, FMT),
     gamma_values=gamma_values,
     configs=configs,
     typical=typical,

@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
-from vckattn.hw.pl.bhyt_approx import (
+from vckattn.golden.bhyt_int import (
     BHYT_APPROX_ID,
-    BHyTApproxKernel,
+    NormFormat,
     bhyt_approx_regmap,
-    buffer_bits,
-    register_values,
+    bhyt_register_values,
+    bhyt_site_registers,
 )
+from vckattn.hw.pl.bhyt_approx import BHyTApproxKernel, buffer_bits
 from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
 
 TB = "vckattn.sim.tb_bhyt_approx"
@@ -42,7 +42,7 @@ def test_regmap_and_register_values() -> None:
     assert rm.width("eps_int_hi") == NormFormat().stat_bits - 32
     d = 16
     regs = bhyt_site_registers(1.0, 10.0, np.linspace(-1, 1, d), d, 5e-6, 5e-6, c_attn=0.4, lam_attn=2.0)
-    vals = register_values(regs)
+    vals = bhyt_register_values(regs)
     assert regs.c_int >= 1 << 32, "pick scales so that c_int needs the high word"
     assert vals["c_int_lo"] | vals["c_int_hi"] << 32 == regs.c_int
     assert vals["eps_int_lo"] | vals["eps_int_hi"] << 32 == regs.eps_int

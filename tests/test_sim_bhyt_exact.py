@@ -10,15 +10,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat, bhyt_site_registers
-from vckattn.hw.pl.bhyt_exact import (
+from vckattn.golden.bhyt_int import (
     BHYT_EXACT_ID,
-    BHyTExactKernel,
+    BHyTSiteRegisters,
+    NormFormat,
     bhyt_exact_regmap,
-    buffer_bits,
+    bhyt_register_values,
+    bhyt_site_registers,
     gamma_values,
-    register_values,
 )
+from vckattn.hw.pl.bhyt_exact import BHyTExactKernel, buffer_bits
 from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
 
 TB = "vckattn.sim.tb_bhyt_exact"
@@ -48,14 +49,14 @@ def test_regmap_and_register_values() -> None:
     assert bhyt_exact_regmap(4, 256).offset("gamma") == 0x400
     d = 16
     regs = bhyt_site_registers(1.0, 10.0, np.linspace(-1, 1, d), d, 2e-4, 5e-6, c_attn=0.4, lam_attn=2.0)
-    vals = register_values(regs)
+    vals = bhyt_register_values(regs)
     assert regs.c_int >= 1 << 32
     assert vals["c_int_lo"] | vals["c_int_hi"] << 32 == regs.c_int
     assert vals["eps_int_lo"] | vals["eps_int_hi"] << 32 == regs.eps_int
     assert gamma_values(regs) == [int(g) for g in regs.gamma]
     bad = BHyTSiteRegisters(1, 0, 0, 0, np.zeros(d, dtype=np.int64), -1, 1.0)
     with pytest.raises(ValueError):
-        register_values(bad)
+        bhyt_register_values(bad)
     assert buffer_bits(4, 1024) == 16384 and buffer_bits(1, 64) == 1024
     assert BHyTExactKernel.LATENCY == 10
     k = BHyTExactKernel(4, 1024)

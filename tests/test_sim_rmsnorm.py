@@ -10,15 +10,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from vckattn.golden.rmsnorm_int import RMSNormRegisters, rmsnorm_registers
-from vckattn.hw.pl.rmsnorm import (
+from vckattn.golden.bhyt_int import gamma_values
+from vckattn.golden.rmsnorm_int import (
     RMSNORM_ID,
-    RMSNormKernel,
-    buffer_bits,
-    gamma_values,
-    register_values,
+    RMSNormRegisters,
+    rmsnorm_register_values,
+    rmsnorm_registers,
     rmsnorm_regmap,
 )
+from vckattn.hw.pl.rmsnorm import RMSNormKernel, buffer_bits
 from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
 
 TB = "vckattn.sim.tb_rmsnorm"
@@ -46,11 +46,11 @@ def test_regmap_and_register_values() -> None:
     assert rm.ident == RMSNORM_ID and rm.mem("gamma").read_ports == 4 and rm.mem("gamma").depth == 1024
     d = 16
     regs = rmsnorm_registers(np.linspace(0.2, 1.8, d), d, 1e-9, 0.05)
-    vals = register_values(regs)
+    vals = rmsnorm_register_values(regs)
     assert regs.eps_int == (1 << 40) - 1 and vals == {"eps_int_lo": 0xFFFFFFFF, "eps_int_hi": 0xFF,
                                                       "g_frac": regs.g_frac}
     assert gamma_values(regs) == [int(g) for g in regs.gamma]
     with pytest.raises(ValueError):
-        register_values(RMSNormRegisters(0, np.zeros(d, dtype=np.int64), 32, 1.0))
+        rmsnorm_register_values(RMSNormRegisters(0, np.zeros(d, dtype=np.int64), 32, 1.0))
     assert buffer_bits(4, 1024) == 16384
     assert RMSNormKernel.LATENCY == 6 and RMSNormKernel(4, 1024).token_latency(1024) == 256 + 7

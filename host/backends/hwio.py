@@ -171,13 +171,17 @@ class BufferedDevice(Device):
             raise DeviceError(str(exc)) from None
 
     def configure(self, layer: QuantAttentionLayer) -> None:
-        """Program the layer's normalizer kernel (every writable register) and keep the launch scalars."""
+        """Program the layer's normalizer kernel (:func:`vckattn.hw.driver.program`: every writable
+        register, checked before the first write) and keep the launch scalars."""
         super().configure(layer)
-        entry, writes = register_writes(self.manifest, layer)
+        entry = self.manifest.normalizer_kernel(layer.normalizer)
         rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
-        port = self._register_port(entry["name"])
-        for w in writes:
-            port.write32(w.offset, w.word)
+        regmap, port = self.manifest.regmap(entry["name"]), self._register_port(entry["name"])
+        try:
+            writes = driver.program(port, regmap, _values(layer), entry["name"])
+        except driver.RegisterError as exc:
+            raise DeviceError(f"{self.manifest.file}: {exc} (the golden {layer.normalizer} register set and this "
+                              f"build's register map differ)") from None
         self.written, self.written_kernel, self._rq, self._select = writes, entry["name"], rq, select
 
     def verify_registers(self) -> dict[str, int]:

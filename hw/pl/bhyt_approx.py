@@ -88,69 +88,16 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 
-from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat
+from vckattn.golden.bhyt_int import NormFormat, bhyt_approx_regmap
+from vckattn.golden.regmap import wide_names
 
-from .axil import AXIL_DATA_WIDTH, Mem, Reg, RegisterFile, RegisterMap, axil_members
+from .axil import RegisterFile, axil_members
 from .norm_lanes import BHyTLane, BHyTScaleUnit
 from .pipeline import StallPipeline, axis_port
 
-__all__ = [
-    "BHYT_APPROX_ID",
-    "BHyTApproxKernel",
-    "bhyt_approx_regmap",
-    "buffer_bits",
-    "register_values",
-]
+__all__ = ["BHyTApproxKernel", "buffer_bits"]
 
-BHYT_APPROX_ID = 0xB47A0001
 IN_WIDTH = 8
-
-
-def _wide_regs(name: str, bits: int, doc: str) -> list[Reg]:
-    """A ``bits``-wide value as one register (<= 32 bits) or ``_lo`` (32 bits) + ``_hi`` words."""
-    if bits <= AXIL_DATA_WIDTH:
-        return [Reg(name, bits, doc=doc)]
-    if bits > 2 * AXIL_DATA_WIDTH:
-        raise ValueError(f"{name}: {bits} bits do not fit two 32-bit registers")
-    return [Reg(f"{name}_lo", AXIL_DATA_WIDTH, doc=f"{doc}, bits [31:0]"),
-            Reg(f"{name}_hi", bits - AXIL_DATA_WIDTH, doc=f"{doc}, bits [{bits - 1}:32]")]
-
-
-def _wide_names(name: str, bits: int) -> list[str]:
-    return [name] if bits <= AXIL_DATA_WIDTH else [f"{name}_lo", f"{name}_hi"]
-
-
-def bhyt_approx_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
-    """The unit's AXI4-Lite register map (``gamma`` has one kernel read port per lane)."""
-    sb = fmt.stat_bits
-    return RegisterMap(
-        [
-            Reg("k_mult", fmt.k_bits, doc="lambda*sqrt(d)*(s_in/s_stat)/kappa*2^arg_frac ~ k_mult*2^-k_shift"),
-            Reg("k_shift", 6, doc="right shift of q*c (round half up), plus 7 + rsqrt exponent"),
-            *_wide_regs("eps_int", sb, "eps*d/s_stat^2 (saturated)"),
-            *_wide_regs("c_int", sb, "site-M constant c_attn*lambda_A^2/kappa^2*d/s_stat^2"),
-            Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
-            Reg("tokens", 32, access="ro", doc="tokens (input TLAST handshakes) since reset"),
-        ],
-        [Mem("gamma", fmt.g_bits, max_d, signed=True, read_ports=lanes, doc="gamma_j/s_out*2^g_frac, int16")],
-        ident=BHYT_APPROX_ID,
-        version=1,
-    )
-
-
-def register_values(regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
-    """Golden site registers -> ``{register name: value}`` writes (wide values split into words)."""
-    out = {"k_mult": regs.k_mult, "k_shift": regs.k_shift, "g_frac": regs.g_frac}
-    for name in ("eps_int", "c_int"):
-        v = int(getattr(regs, name))
-        if not 0 <= v < 1 << fmt.stat_bits:
-            raise ValueError(f"{name} = {v} does not fit {fmt.stat_bits} bits")
-        names = _wide_names(name, fmt.stat_bits)
-        if len(names) == 1:
-            out[name] = v
-        else:
-            out[names[0]], out[names[1]] = v & 0xFFFFFFFF, v >> AXIL_DATA_WIDTH
-    return out
 
 
 def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
@@ -200,7 +147,7 @@ class BHyTApproxKernel(wiring.Component):
         reg = regs.reg
 
         def wide(name: str) -> object:
-            return Cat(*(reg[x] for x in _wide_names(name, fmt.stat_bits)))
+            return Cat(*(reg[x] for x in wide_names(name, fmt.stat_bits)))
 
         # Status: tokens accepted.
         tokens = Signal(32)

@@ -74,67 +74,21 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Module, Value
 
-from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat
+from vckattn.golden.bhyt_int import NormFormat, bhyt_exact_regmap
+from vckattn.golden.regmap import wide_names
 
-from .axil import Reg, RegisterFile, RegisterMap
+from .axil import RegisterFile, RegisterMap
 from .norm_lanes import BHyTLane, BHyTScaleUnit
 from .pipeline import StallPipeline
-from .token_engine import (
-    IN_WIDTH,
-    TokenNormKernel,
-    check_g_frac,
-    engine_regmap,
-    token_buffer_bits,
-    wide_names,
-    wide_regs,
-    wide_values,
-)
+from .token_engine import IN_WIDTH, TokenNormKernel, token_buffer_bits
 
-__all__ = ["BHYT_EXACT_ID", "BHyTExactKernel", "bhyt_exact_regmap", "buffer_bits", "gamma_values",
-           "register_values"]
+__all__ = ["BHyTExactKernel", "buffer_bits"]
 
-BHYT_EXACT_ID = 0xB47E0001
 
 
 def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
     """Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (``16 · max_d``)."""
     return token_buffer_bits(lanes, max_d)
-
-
-def bhyt_exact_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
-    """The kernel's AXI4-Lite register map (``gamma`` has one kernel read port per lane)."""
-    sb = fmt.stat_bits
-    return engine_regmap(
-        [
-            Reg("k_mult", fmt.k_bits, doc="lambda*sqrt(d)*(s_in/s_stat)/kappa*2^arg_frac ~ k_mult*2^-k_shift"),
-            Reg("k_shift", 6, doc="right shift of q*c (round half up), plus 7 + rsqrt exponent"),
-            *wide_regs("eps_int", sb, "eps*d/s_stat^2 (saturated)"),
-            *wide_regs("c_int", sb, "constant added to S (0 at site A; site-M style c_attn*lambda_A^2/kappa^2*d/s^2)"),
-            Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
-        ],
-        lanes, max_d, fmt, BHYT_EXACT_ID,
-    )
-
-
-def register_values(regs: BHyTSiteRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
-    """Golden site registers -> ``{register name: value}`` (40-bit values split into words).
-
-    Raises ``ValueError`` if a value does not fit its register (``g_frac`` outside [0, 31],
-    ``k_mult`` not in [0, 2^k_bits), ``k_shift`` not in [0, 63], ``eps_int``/``c_int`` beyond
-    ``stat_bits``)."""
-    if not 0 <= regs.k_mult < 1 << fmt.k_bits:
-        raise ValueError(f"k_mult = {regs.k_mult} does not fit {fmt.k_bits} unsigned bits")
-    if not 0 <= regs.k_shift < 64:
-        raise ValueError(f"k_shift = {regs.k_shift} does not fit 6 bits")
-    out = {"k_mult": int(regs.k_mult), "k_shift": int(regs.k_shift), "g_frac": check_g_frac(regs.g_frac)}
-    out.update(wide_values("eps_int", regs.eps_int, fmt.stat_bits))
-    out.update(wide_values("c_int", regs.c_int, fmt.stat_bits))
-    return out
-
-
-def gamma_values(regs: BHyTSiteRegisters) -> list[int]:
-    """The ``gamma`` memory contents (entry ``j`` = ``regs.gamma[j]``, int16)."""
-    return [int(v) for v in regs.gamma]
 
 
 class BHyTExactKernel(TokenNormKernel):

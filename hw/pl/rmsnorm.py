@@ -64,53 +64,21 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Value
 
 from vckattn.golden.bhyt_int import NormFormat
-from vckattn.golden.rmsnorm_int import RMSNormRegisters
+from vckattn.golden.regmap import wide_names
+from vckattn.golden.rmsnorm_int import rmsnorm_regmap
 
-from .axil import Reg, RegisterFile, RegisterMap
+from .axil import RegisterFile, RegisterMap
 from .norm_lanes import RMSNormLane, RMSNormScaleUnit
 from .pipeline import StallPipeline
-from .token_engine import (
-    IN_WIDTH,
-    TokenNormKernel,
-    check_g_frac,
-    engine_regmap,
-    token_buffer_bits,
-    wide_names,
-    wide_regs,
-    wide_values,
-)
+from .token_engine import IN_WIDTH, TokenNormKernel, token_buffer_bits
 
-__all__ = ["RMSNORM_ID", "RMSNormKernel", "buffer_bits", "gamma_values", "register_values", "rmsnorm_regmap"]
+__all__ = ["RMSNormKernel", "buffer_bits"]
 
-RMSNORM_ID = 0x2A5E0001
 
 
 def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
     """Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (``16 · max_d``)."""
     return token_buffer_bits(lanes, max_d)
-
-
-def rmsnorm_regmap(lanes: int = 4, max_d: int = 1024, fmt: NormFormat = NormFormat()) -> RegisterMap:
-    """The kernel's AXI4-Lite register map (``gamma`` has one kernel read port per lane)."""
-    return engine_regmap(
-        [
-            *wide_regs("eps_int", fmt.stat_bits, "eps*d/s_x^2 (saturated)"),
-            Reg("g_frac", 5, doc="fraction bits of the gamma entries"),
-        ],
-        lanes, max_d, fmt, RMSNORM_ID,
-    )
-
-
-def register_values(regs: RMSNormRegisters, fmt: NormFormat = NormFormat()) -> dict[str, int]:
-    """Golden registers -> ``{register name: value}`` (``eps_int`` split into words).
-
-    Raises ``ValueError`` if ``g_frac`` is outside [0, 31] or ``eps_int`` exceeds ``stat_bits``."""
-    return {**wide_values("eps_int", regs.eps_int, fmt.stat_bits), "g_frac": check_g_frac(regs.g_frac)}
-
-
-def gamma_values(regs: RMSNormRegisters) -> list[int]:
-    """The ``gamma`` memory contents (entry ``j`` = ``regs.gamma[j]``, int16)."""
-    return [int(v) for v in regs.gamma]
 
 
 class RMSNormKernel(TokenNormKernel):

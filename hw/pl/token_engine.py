@@ -84,88 +84,28 @@ frames (TLAST handshakes) accepted since reset; ``overlong`` — input frames lo
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from amaranth.hdl import Cat, Module, Mux, Signal, Value, unsigned
 from amaranth.lib import memory, wiring
 
-from vckattn.golden.bhyt_int import NormFormat
+from vckattn.golden.bhyt_int import NormFormat, check_token_geometry
 
-from .axil import AXIL_DATA_WIDTH, Mem, Reg, RegisterFile, RegisterMap, axil_members
+from .axil import RegisterFile, RegisterMap, axil_members
 from .pipeline import StallPipeline, axis_port
 
-__all__ = ["IN_WIDTH", "TokenNormKernel", "check_g_frac", "engine_regmap", "stat_bits_needed", "token_buffer_bits",
-           "wide_names", "wide_regs", "wide_values"]
+__all__ = ["IN_WIDTH", "TokenNormKernel", "stat_bits_needed", "token_buffer_bits"]
 
 IN_WIDTH = 8  # int8 input elements
 
 
 def token_buffer_bits(lanes: int, max_d: int) -> int:
     """Bits of the ping-pong token memory: two buffers of ``max_d`` int8 elements."""
-    _check_geometry(lanes, max_d)
+    check_token_geometry(lanes, max_d)
     return 2 * max_d * IN_WIDTH
 
 
 def stat_bits_needed(max_d: int) -> int:
     """Bits of ``S = Σ q²`` over at most ``max_d`` int8 values (``|q| <= 128``)."""
     return (max_d * (1 << 14)).bit_length()
-
-
-def _check_geometry(lanes: int, max_d: int) -> None:
-    if lanes < 1 or max_d < 1:
-        raise ValueError(f"lanes and max_d must be >= 1 (got {lanes}, {max_d})")
-    if max_d % lanes:
-        raise ValueError(f"max_d ({max_d}) must be a multiple of lanes ({lanes})")
-
-
-def wide_regs(name: str, bits: int, doc: str) -> list[Reg]:
-    """A ``bits``-wide value as one register (<= 32 bits) or ``_lo`` (32 bits) + ``_hi`` words."""
-    if bits <= AXIL_DATA_WIDTH:
-        return [Reg(name, bits, doc=doc)]
-    if bits > 2 * AXIL_DATA_WIDTH:
-        raise ValueError(f"{name}: {bits} bits do not fit two 32-bit registers")
-    return [Reg(f"{name}_lo", AXIL_DATA_WIDTH, doc=f"{doc}, bits [31:0]"),
-            Reg(f"{name}_hi", bits - AXIL_DATA_WIDTH, doc=f"{doc}, bits [{bits - 1}:32]")]
-
-
-def wide_names(name: str, bits: int) -> list[str]:
-    return [name] if bits <= AXIL_DATA_WIDTH else [f"{name}_lo", f"{name}_hi"]
-
-
-def wide_values(name: str, value: int, bits: int) -> dict[str, int]:
-    """``{register word name: value}`` of a ``bits``-wide unsigned value (see :func:`wide_regs`)."""
-    value = int(value)
-    if not 0 <= value < 1 << bits:
-        raise ValueError(f"{name} = {value} does not fit {bits} unsigned bits")
-    names = wide_names(name, bits)
-    if len(names) == 1:
-        return {name: value}
-    return {names[0]: value & 0xFFFFFFFF, names[1]: value >> AXIL_DATA_WIDTH}
-
-
-def check_g_frac(g_frac: int) -> int:
-    """The kernels' ``g_frac`` register is unsigned 5-bit: the golden register must be in [0, 31]."""
-    if not 0 <= int(g_frac) <= 31:
-        raise ValueError(f"g_frac = {g_frac} outside the 5-bit register range [0, 31] "
-                         "(choose s_out so that max|gamma/s_out| is in [2^-16, 2^15))")
-    return int(g_frac)
-
-
-def engine_regmap(own_regs: Sequence[Reg], lanes: int, max_d: int, fmt: NormFormat, ident: int,
-                  version: int = 1) -> RegisterMap:
-    """Register map of an engine kernel: its own registers, then ``tokens`` and ``overlong``
-    (ro), then the ``gamma`` memory (``max_d`` × int16, one kernel read port per lane)."""
-    _check_geometry(lanes, max_d)
-    return RegisterMap(
-        [
-            *own_regs,
-            Reg("tokens", 32, access="ro", doc="input tokens (TLAST handshakes) accepted since reset"),
-            Reg("overlong", 32, access="ro", doc="input tokens longer than max_d (truncated) since reset"),
-        ],
-        [Mem("gamma", fmt.g_bits, max_d, signed=True, read_ports=lanes, doc="per-element gamma register, int16")],
-        ident=ident,
-        version=version,
-    )
 
 
 class TokenNormKernel(wiring.Component):
@@ -192,7 +132,7 @@ class TokenNormKernel(wiring.Component):
     LATENCY = 0  # SCALE_LATENCY + LANE_LATENCY: pass-2 stage registers (beat issue -> output: LATENCY + 1)
 
     def __init__(self, lanes: int, max_d: int, fmt: NormFormat, user_width: int = 0) -> None:
-        _check_geometry(lanes, max_d)
+        check_token_geometry(lanes, max_d)
         assert self.LATENCY == self.SCALE_LATENCY + self.LANE_LATENCY and self.SCALE_LATENCY >= 2
         self.lanes, self.max_d, self.fmt = lanes, max_d, fmt
         self.max_beats = max_d // lanes
