@@ -20,41 +20,41 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from vckattn.golden.kernels import KERNELS as CONTRACTS
+from vckattn.golden.kernels import KernelContract
 from vckattn.hw.pl.synth import synthesize
+
+
+def _resolve(path: str) -> object:
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True)
 class KernelSpec:
-    """Where a kernel, its testbench and its buffer-size function live."""
+    """What the report needs of a kernel's contract (:class:`vckattn.golden.kernels.KernelContract`)."""
 
-    module: str
-    cls: str
-    tb: str
-    kwargs: dict = field(default_factory=dict)  # constructor arguments besides lanes
-    buffer_kwargs: dict = field(default_factory=dict)  # buffer_bits arguments besides lanes
+    contract: KernelContract
+
+    @property
+    def tb(self) -> str:
+        return self.contract.testbench
 
     def build(self, lanes: int) -> object:
-        return getattr(importlib.import_module(self.module), self.cls)(lanes, **self.kwargs)
+        assert self.contract.pl is not None
+        return _resolve(self.contract.pl)(lanes, **self.contract.pl_kwargs)  # type: ignore[operator]
 
     def buffer_bits(self, lanes: int) -> int:
-        return int(importlib.import_module(self.module).buffer_bits(lanes, **self.buffer_kwargs))
+        assert self.contract.pl is not None
+        module = importlib.import_module(self.contract.pl.partition(":")[0])
+        return int(module.buffer_bits(lanes, **self.contract.pl_kwargs))
 
 
-#: The five normalizer/norm kernels of the attention block, in report order.
-KERNELS: dict[str, KernelSpec] = {
-    "swiftmax": KernelSpec("vckattn.hw.pl.swiftmax", "SwiftMaxKernel", "vckattn.sim.tb_swiftmax"),
-    "online_softmax": KernelSpec("vckattn.hw.pl.online_softmax", "OnlineSoftmaxKernel",
-                                 "vckattn.sim.tb_online_softmax", {"max_keys": 1024}, {"max_keys": 1024}),
-    "bhyt_exact": KernelSpec("vckattn.hw.pl.bhyt_exact", "BHyTExactKernel", "vckattn.sim.tb_bhyt_exact",
-                             {"max_d": 1024}, {"max_d": 1024}),
-    "bhyt_approx": KernelSpec("vckattn.hw.pl.bhyt_approx", "BHyTApproxKernel", "vckattn.sim.tb_bhyt_approx",
-                              {"max_d": 1024}, {"max_d": 1024}),
-    "rmsnorm": KernelSpec("vckattn.hw.pl.rmsnorm", "RMSNormKernel", "vckattn.sim.tb_rmsnorm",
-                          {"max_d": 1024}, {"max_d": 1024}),
-}
+#: The normalizer/norm kernels of the attention block, in report order (from the kernel registry).
+KERNELS: dict[str, KernelSpec] = {name: KernelSpec(c) for name, c in CONTRACTS.items() if c.report}
 
 
 def measure_kernel(name: str, lanes: int, spec: KernelSpec | None = None) -> dict:

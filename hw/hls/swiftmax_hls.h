@@ -2,14 +2,11 @@
 // vckattn.golden.swiftmax_int.swiftmax_int (golden/swiftmax_int.py) and the RTL kernel
 // hw/pl/swiftmax.py (same AXI4-Stream interface, so it can stand in for it).
 //
-// Per element (F = T_FRAC = 12 fraction bits in the log2 domain; widths from SwiftMaxFormat,
-// generated/formats.h):
-//   acc  = saturate(score, ACC_BITS = 24)                         int32 lane -> s24
-//   u    = (acc * a_mult + 2^(a_shift-1)) >> a_shift              round half up; s48 product (one DSP)
-//   u    = min(max(u + b_beta, u_lo), u_hi)                       Q.12, as golden np.clip
-//   t    = u + c_out                                              Q.12, s25
-//   p    = pow2_unit<0, OUT_BITS>(t)                              clamp(round_half_up(2^t), 0, 255)
-//   p    = 0 where keep == 0
+// Per element: the steps of golden swiftmax_int (golden/swiftmax_int.py, module docstring), with the
+// widths of SwiftMaxFormat (generated/formats.h): the int32 score saturates to s24; the s24 x s24
+// product (one DSP) is shifted right rounding half up; the clamp is np.clip's min(max()); the exponent
+// t is s25 in Q.12 (F = T_FRAC = 12); pow2_unit<0, OUT_BITS>(t) = clamp(round_half_up(2^t), 0, 255);
+// p = 0 where keep == 0.
 // Registers: struct vckattn::swiftmax_regs from generated/swiftmax_regs.h, generated from their one
 // declaration (golden/swiftmax_int.py swiftmax_regmap; names, widths and meanings there). The host
 // computes the values (golden swiftmax_registers) and checks a_shift <= MAX_A_SHIFT (check_registers).

@@ -114,7 +114,7 @@ def _render_formats(sm: SwiftMaxFormat, nf: NormFormat) -> str:
         ("ACC_BITS", sm.acc_bits, "score accumulator input width (signed, saturated)"),
         ("A_BITS", sm.a_bits, "a_mult register width (signed)"),
         ("T_FRAC", sm.t_frac, "fraction bits of the log2-domain exponent"),
-        ("REG_BITS", sm.reg_bits, "width of b_beta, u_lo, u_hi, c_out (signed)"),
+        ("REG_BITS", sm.reg_bits, "width of the Q.t_frac exponent registers (signed; swiftmax_regmap)"),
         ("OUT_BITS", sm.out_bits, "unsigned P output width"),
         ("MAX_A_SHIFT", sm.max_a_shift, "largest valid a_shift (acc_bits + a_bits - 1)"),
     ]

@@ -4,9 +4,9 @@ Element-wise, initiation interval 1, no row state. With ``en`` as the global clo
 enable (stall) of the kernel pipeline, the stages are (F = ``t_frac``):
 
 ====  ======================================================================
-S1    ``acc`` saturated to ``acc_bits``; ``prod = acc · a_mult`` (one DSP multiply)
-S2    ``u = (prod + (2^a_shift >> 1)) >> a_shift`` (round half up) ``+ b_beta``
-S3    ``t = clamp(u, u_lo, u_hi) + c_out``; ``n = t >> F`` and the fraction go to the 2^f unit
+S1    ``acc`` saturated to ``acc_bits``, times the score multiplier (one DSP multiply)
+S2    round-half-up right shift of the product, plus the β term (golden steps 2-3)
+S3    clamp, plus the output offset: ``t`` in Q.F; ``n = t >> F`` and the fraction go to the 2^f unit
 S4-5  :class:`~vckattn.hw.pl.funcunits.Pow2FracUnit` ``m = 2^f`` (UQ1.15), n and keep delayed
 S6    ``p = min((m + 2^(s-1)) >> s, 2^out_bits - 1)`` with ``s = 15 - min(n, cap)``; 0 if masked
 ====  ======================================================================

@@ -10,7 +10,7 @@ namespace swiftmax_fmt {
 constexpr int ACC_BITS = 24;  // score accumulator input width (signed, saturated)
 constexpr int A_BITS = 24;  // a_mult register width (signed)
 constexpr int T_FRAC = 12;  // fraction bits of the log2-domain exponent
-constexpr int REG_BITS = 24;  // width of b_beta, u_lo, u_hi, c_out (signed)
+constexpr int REG_BITS = 24;  // width of the Q.t_frac exponent registers (signed; swiftmax_regmap)
 constexpr int OUT_BITS = 8;  // unsigned P output width
 constexpr int MAX_A_SHIFT = 47;  // largest valid a_shift (acc_bits + a_bits - 1)
 }  // namespace swiftmax_fmt

@@ -26,9 +26,8 @@ Pipeline (L = 3 stages + skid buffer; latency 4 cycles input→output handshake,
 2. ``t = (p >> s) + bias``
 3. ``y = keep ? saturate(t) : 0``
 
-Registers (offsets from :attr:`ScaleKernel.regmap`): ``ID`` = 0x5CA1E001, ``VERSION`` = 1,
-``a`` (rw, s16, reset 1), ``s`` (rw, u5, reset 0), ``frames`` (ro, u32: input frames accepted
-since reset), memory ``bias`` (16 x s8, one read port per lane).
+Registers: declared once by :func:`vckattn.golden.scale_int.scale_regmap` (golden model
+:func:`vckattn.golden.scale_int.scale_int`).
 """
 
 from __future__ import annotations
@@ -36,28 +35,12 @@ from __future__ import annotations
 from amaranth.hdl import Cat, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 
-from .axil import Mem, Reg, RegisterFile, RegisterMap, axil_members
+from vckattn.golden.scale_int import BIAS_DEPTH, scale_regmap
+
+from .axil import RegisterFile, axil_members
 from .pipeline import StallPipeline, axis_port
 
-__all__ = ["SCALE_KERNEL_ID", "ScaleKernel", "scale_regmap"]
-
-SCALE_KERNEL_ID = 0x5CA1E001
-BIAS_DEPTH = 16
-
-
-def scale_regmap(lanes: int) -> RegisterMap:
-    """The ScaleKernel register map (the ``bias`` memory has one read port per lane)."""
-    return RegisterMap(
-        [
-            Reg("a", 16, signed=True, reset=1, doc="multiplier a (signed 16-bit)"),
-            Reg("s", 5, doc="arithmetic right shift s (0..31)"),
-            Reg("frames", 32, access="ro", doc="input frames (TLAST handshakes) since reset"),
-        ],
-        [Mem("bias", 8, BIAS_DEPTH, signed=True, read_ports=lanes, doc="bias[j mod 16] added to column j")],
-        ident=SCALE_KERNEL_ID,
-        version=1,
-    )
-
+__all__ = ["ScaleKernel"]
 
 class ScaleKernel(wiring.Component):
     """Per-lane ``saturate(((x * a) >> s) + bias[col mod 16])`` with keep masks; II = 1 beat.

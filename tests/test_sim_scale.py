@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from vckattn.golden.scale_int import SCALE_ID, scale_regmap
 from vckattn.hw.pl.axil import Mem, Reg, RegisterMap
-from vckattn.hw.pl.scale_kernel import SCALE_KERNEL_ID, ScaleKernel, scale_regmap
+from vckattn.hw.pl.scale import ScaleKernel
 from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
 
-TB = "vckattn.sim.tb_scale_kernel"
+TB = "vckattn.sim.tb_scale"
 # Amaranth/Yosys Verilog is width-correct by Verilog's extension rules, but Verilator lints
 # mixed-width signed operators (WIDTHEXPAND) and casez without default (CASEINCOMPLETE).
 
@@ -99,7 +100,7 @@ def test_scale_kernel_amaranth_sim() -> None:
 
     async def bench(ctx: SimulatorContext) -> None:
         await ctx.tick().repeat(2)
-        assert await axil_read(ctx, 0) == (SCALE_KERNEL_ID, 0)
+        assert await axil_read(ctx, 0) == (SCALE_ID, 0)
         assert await axil_write(ctx, rm.offset("a"), -300) == 0
         assert await axil_write(ctx, rm.offset("s"), 2) == 0
         for k in range(4):

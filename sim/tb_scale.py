@@ -1,6 +1,6 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.scale_kernel.ScaleKernel` (harness demo).
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.scale.ScaleKernel` (harness demo).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_scale_kernel.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_scale.py``).
 Lanes and widths are read from the DUT's port widths. Uses :mod:`vckattn.sim.kernel_tb`.
 
 Tests:
@@ -14,7 +14,7 @@ Tests:
 * ``test_memory``: ``bias`` write/readback (sign-extended), partial rewrites.
 * ``test_random_traffic``: >= 20,000 elements in rows of random length (padding), random keep
   masks, random source idles and sink backpressure, two register/memory configurations
-  (second one saturating); exact comparison with :func:`scale_golden`; ``frames`` counter.
+  (second one saturating); exact comparison with :func:`~vckattn.golden.scale_int.scale_int`; ``frames`` counter.
 * ``test_throughput``: no idles/backpressure: ``lanes`` elements per cycle, latency 4.
 """
 
@@ -29,7 +29,8 @@ from cocotb.handle import SimHandleBase
 from cocotb.triggers import ReadOnly, RisingEdge
 from cocotbext.axi import AxiResp
 
-from vckattn.hw.pl.scale_kernel import BIAS_DEPTH, SCALE_KERNEL_ID, ScaleKernel, scale_regmap
+from vckattn.golden.scale_int import BIAS_DEPTH, SCALE_ID, scale_int, scale_regmap
+from vckattn.hw.pl.scale import ScaleKernel
 from vckattn.sim.kernel_tb import KernelHarness, start
 
 OUT_SIGNED = True
@@ -44,20 +45,6 @@ def dut_shape(dut: SimHandleBase) -> tuple[int, int, int]:
 def make_harness(dut: SimHandleBase) -> KernelHarness:
     lanes, iw, ow = dut_shape(dut)
     return KernelHarness(dut, lanes=lanes, in_width=iw, out_width=ow, in_signed=True, out_signed=OUT_SIGNED)
-
-
-def scale_golden(
-    rows: list[np.ndarray], masks: list[np.ndarray], a: int, s: int, bias: list[int], out_width: int
-) -> list[np.ndarray]:
-    """Reference: ``keep ? clamp(((x * a) >> s) + bias[j % 16]) : 0`` per element (j = column)."""
-    lo, hi = -(1 << (out_width - 1)), (1 << (out_width - 1)) - 1
-    b = np.asarray(bias, dtype=np.int64)
-    out = []
-    for row, keep in zip(rows, masks, strict=True):
-        j = np.arange(len(row))
-        y = np.clip(((row.astype(np.int64) * a) >> s) + b[j % BIAS_DEPTH], lo, hi)
-        out.append(np.where(keep, y, 0))
-    return out
 
 
 def random_rows(
@@ -89,7 +76,7 @@ async def test_axil_registers(dut: SimHandleBase) -> None:
     await start(dut)
     h = make_harness(dut)
 
-    assert await h.read_reg(rm, "ID") == SCALE_KERNEL_ID
+    assert await h.read_reg(rm, "ID") == SCALE_ID
     assert await h.read_reg(rm, "VERSION") == 1
     assert await h.read_reg(rm, "a") == 1, "reset value of a"
     assert await h.read_reg(rm, "s") == 0, "reset value of s"
@@ -115,7 +102,7 @@ async def test_axil_registers(dut: SimHandleBase) -> None:
     # Read-only words: SLVERR, no effect.
     for name in ("ID", "VERSION", "frames"):
         assert await h.write_word(rm.offset(name), 0xDEADBEEF) == AxiResp.SLVERR, name
-    assert await h.read_reg(rm, "ID") == SCALE_KERNEL_ID
+    assert await h.read_reg(rm, "ID") == SCALE_ID
     assert await h.read_reg(rm, "frames") == 0
 
     # Unmapped words: gap after the registers, past the memory window, end of the aperture.
@@ -243,7 +230,7 @@ async def test_axil_handshake_orders(dut: SimHandleBase) -> None:
     assert await _raw_write(dut, b_off + 4 * 3, (-5) & 0xFFFFFFFF, 0xF, 3, 0, 2) == 0
     assert await _raw_read(dut, b_off + 4 * 3, 0, 2) == ((-5) & 0xFFFFFFFF, 0)
     assert await _raw_write(dut, rm.offset("ID"), 0, 0xF, 1, 0, 0) == 2
-    assert await _raw_read(dut, rm.offset("ID"), 0, 0) == (SCALE_KERNEL_ID, 0)
+    assert await _raw_read(dut, rm.offset("ID"), 0, 0) == (SCALE_ID, 0)
     # unaligned address: the low two bits are ignored
     assert await _raw_read(dut, a_off + 2, 0, 0) == (value, 0)
 
@@ -295,7 +282,7 @@ async def test_random_traffic(dut: SimHandleBase) -> None:
         await h.write_regs(rm, {"a": a, "s": s})
         await h.write_mem(rm, "bias", bias)
         rows, masks = random_rows(rng, total // len(configs), iw, max_len=48, p_masked=0.2)
-        expected = scale_golden(rows, masks, a, s, bias, ow)
+        expected = scale_int(rows, masks, a, s, bias, ow)
         n_sat += sum(int(np.sum(np.abs(e) >= (1 << (ow - 1)) - 1)) for e in expected)
         stats = await h.run_rows(rows, masks, expected)
         n_rows += stats.rows
@@ -324,7 +311,7 @@ async def test_throughput(dut: SimHandleBase) -> None:
     row_len = 16 * lanes
     rows = [rng.integers(-(1 << (iw - 1)), 1 << (iw - 1), size=row_len) for _ in range(max(64, 2048 // row_len))]
     masks = [rng.random(row_len) >= 0.1 for _ in rows]
-    t = await h.measure_throughput(rows, scale_golden(rows, masks, a, s, bias, ow), masks)
+    t = await h.measure_throughput(rows, scale_int(rows, masks, a, s, bias, ow), masks)
     dut._log.info(
         "throughput: %d elements, %.4f elements/cycle (%.4f beats/cycle), latency %d cycles",
         t.elements, t.elements_per_cycle, t.beats_per_cycle, t.latency,
