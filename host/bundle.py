@@ -50,7 +50,8 @@ import numpy as np
 
 from vckattn import __version__
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
-from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softmax_registers
+from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from vckattn.golden.regmap import RegisterValues
 from vckattn.golden.swiftmax_int import (
     SwiftMaxFormat,
     SwiftMaxRegisters,
@@ -200,9 +201,21 @@ def _manifest_digest(manifest: dict) -> str:
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 
 
+def register_schema(values: type[RegisterValues]) -> dict:
+    """The JSON Schema of a layer's register set, derived from the kernel's one declaration: every
+    writable register of its map (an integer) and its host-side extras (``out_frac``: a shift)."""
+    props: dict[str, dict] = {name: {"$ref": "#/$defs/register"} for name in values.names()}
+    props.update({name: {"type": "integer", "minimum": -62, "maximum": 62} for name in values.extra})
+    return {"type": "object", "additionalProperties": False, "required": list(values.names()), "properties": props}
+
+
 @functools.lru_cache(maxsize=1)
 def _schema() -> dict:
-    return json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    """``bundle_schema.json`` with the register sets filled in from their declarations."""
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    schema["$defs"]["swiftmax_registers"] = register_schema(SwiftMaxRegisters)
+    schema["$defs"]["online_softmax_registers"] = register_schema(OnlineSoftmaxRegisters)
+    return schema
 
 
 @functools.lru_cache(maxsize=1)

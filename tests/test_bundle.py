@@ -898,3 +898,16 @@ def test_seal_is_what_protects_unchecked_fields(good, tmp_path):
         load_bundle(unsealed)
     write_raw(tmp_path / "resealed", m, good.tensors)
     assert load_bundle(tmp_path / "resealed").manifest == m
+
+
+def test_schema_register_fields_come_from_the_declarations():
+    """The bundle's register fields are the kernels' writable registers (declared once in golden) plus
+    SwiftMax's out_frac: the schema file names none of them itself."""
+    from vckattn.golden.online_softmax_int import online_softmax_regmap
+    from vckattn.golden.swiftmax_int import swiftmax_regmap
+
+    schema = B._schema()
+    sm, osm = schema["$defs"]["swiftmax_registers"], schema["$defs"]["online_softmax_registers"]
+    assert sm["required"] == [r.name for r in swiftmax_regmap().writable] + ["out_frac"]
+    assert osm["required"] == [r.name for r in online_softmax_regmap().writable]
+    assert "a_mult" not in B.SCHEMA_PATH.read_text()
