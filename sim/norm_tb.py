@@ -34,8 +34,8 @@ from vckattn.sim.kernel_tb import KernelHarness, pack, start
 
 FMT = NormFormat()
 
-__all__ = ["FMT", "NormConfig", "NormSpec", "TuserRecorder", "edge_tokens", "random_tokens", "run_overlong",
-           "run_random_traffic", "run_registers", "run_throughput"]
+__all__ = ["FMT", "NormConfig", "NormSpec", "TuserRecorder", "edge_tokens", "norm_tests", "random_tokens",
+           "run_overlong", "run_random_traffic", "run_registers", "run_throughput"]
 
 
 @dataclass
@@ -370,3 +370,19 @@ async def run_throughput(dut: SimHandleBase, spec: NormSpec) -> None:
         with open(path, "w") as f:
             json.dump(metrics, f, indent=2)
         dut._log.info("metrics written to %s: %s", path, metrics)
+
+
+def norm_tests(spec: NormSpec) -> dict[str, object]:
+    """The four cocotb tests of a token-norm kernel testbench, bound to ``spec``, by test name. A
+    testbench module adds them to its namespace (``globals().update(norm_tests(SPEC))``), where cocotb
+    finds them: ``test_registers``, ``test_random_traffic`` (≥ 100k elements under backpressure),
+    ``test_overlong`` and ``test_throughput``."""
+    timeouts = {"test_registers": 50, "test_random_traffic": 500, "test_overlong": 50, "test_throughput": 50}
+    runners = {"test_registers": run_registers, "test_random_traffic": run_random_traffic,
+               "test_overlong": run_overlong, "test_throughput": run_throughput}
+    tests: dict[str, object] = {}
+    for name, run in runners.items():
+        async def body(dut: SimHandleBase, run=run) -> None:  # run=run binds this loop iteration's runner
+            await run(dut, spec)
+        tests[name] = cocotb.test(timeout_time=timeouts[name], timeout_unit="ms", name=name)(body)
+    return tests

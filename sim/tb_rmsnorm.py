@@ -26,9 +26,7 @@ Tests:
 
 from __future__ import annotations
 
-import cocotb
 import numpy as np
-from cocotb.handle import SimHandleBase
 
 from vckattn.golden.bhyt_int import gamma_values
 from vckattn.golden.rmsnorm_int import (
@@ -44,10 +42,7 @@ from vckattn.sim.norm_tb import (
     FMT,
     NormConfig,
     NormSpec,
-    run_overlong,
-    run_random_traffic,
-    run_registers,
-    run_throughput,
+    norm_tests,
 )
 
 MAX_SHIFT = 62  # the golden model's shift_round works on int64: 15 + k + g_frac <= 62
@@ -112,21 +107,5 @@ SPEC = NormSpec(
 )
 
 
-@cocotb.test(timeout_time=50, timeout_unit="ms")
-async def test_registers(dut: SimHandleBase) -> None:
-    await run_registers(dut, SPEC)
-
-
-@cocotb.test(timeout_time=500, timeout_unit="ms")
-async def test_random_traffic(dut: SimHandleBase) -> None:
-    await run_random_traffic(dut, SPEC)
-
-
-@cocotb.test(timeout_time=50, timeout_unit="ms")
-async def test_overlong(dut: SimHandleBase) -> None:
-    await run_overlong(dut, SPEC)
-
-
-@cocotb.test(timeout_time=50, timeout_unit="ms")
-async def test_throughput(dut: SimHandleBase) -> None:
-    await run_throughput(dut, SPEC)
+#: test_registers, test_random_traffic, test_overlong, test_throughput (sim/norm_tb.py)
+globals().update(norm_tests(SPEC))

@@ -83,7 +83,8 @@ def register_lists(text: str, names: list[str]) -> list[tuple[int, str]]:
     ``Reg(...)`` rows, an X-macro, a documentation table, pragmas, member assignments)."""
     alt = "|".join(map(re.escape, names))
     inline = re.compile(rf"\b(?:{alt})\b(?:{_SEP}\b(?:{alt})\b){{2,}}")
-    row = re.compile(rf"""^\s*(?://+|#+|\*)?\s*(?:\#pragma[^=]*port=|\w+\.|X\(|Reg\(|["'`]*)?{_TYPE}["'`]*\b({alt})\b""")
+    row = re.compile(rf"""^\s*(?://+|#+|\*)?\s*(?:0x[0-9A-Fa-f]+\s+(?:r[ow]\S*\s+(?:[su]\d+\S*\s+)?)?)?"""
+                     rf"""(?:\#pragma[^=]*port=|\w+\.|X\(|Reg\(|["'`]*)?{_TYPE}["'`]*\b({alt})\b""")
     found, run = [], []
     for i, line in enumerate(text.splitlines(), 1):
         if inline.search(line):
@@ -137,6 +138,7 @@ NAMES = ["x_mult", "x_shift", "x_beta", "x_lo", "x_hi", "x_out"]
     "struct r {\n    ap_int<24> x_mult;\n    ap_uint<6> x_shift;\n    ap_int<24> x_beta;\n};",
     "class R:\n    x_mult: int\n    x_shift: int\n    x_lo: int\n",
     "x_mult     s24     scale\nx_shift    u6      shift\nx_beta     s24     beta\n",
+    "0x08        x_mult      rw s24   scale\n0x0C        x_shift     rw u6    shift\n0x10  rw s24  ``x_beta``: β\n",
     "#pragma HLS INTERFACE s_axilite port=x_mult\n#pragma HLS INTERFACE s_axilite port=x_shift\n"
     "#pragma HLS INTERFACE s_axilite port=x_hi\n",
     "    regs.x_mult = x_mult;\n    regs.x_shift = x_shift;\n    regs.x_out = x_out;\n",

@@ -36,6 +36,7 @@ import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.golden.regmap import RegisterWrite, fits
+from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.tiler import LayerJob, Tile, TileResult
 from vckattn.hw import driver
@@ -151,10 +152,23 @@ class BufferedDevice(Device):
         self.tiles_per_launch = int(tiles_per_launch)
         self.timeout_ms = int(timeout_ms if timeout_ms is not None else manifest.data.get("timeout_ms", 10_000))
         self.launches = 0  # launches completed, over the device's life
+        self._sets: list[dict[str, Any]] = []  # the two buffer sets (ping, pong), by port name
         self.written: list[RegisterWrite] = []
         self.written_kernel = ""
         self._rq: tuple[int, int] = (0, 0)
         self._select = 0
+
+    def open(self) -> None:
+        """Open the device (:meth:`_open`); on any failure release what was opened, then re-raise."""
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    @abstractmethod
+    def _open(self) -> None:
+        """Load the bitstream, open every kernel and check the RTL kernels' ID registers."""
 
     # ------------------------------------------------------------------------------ registers (hw/driver.py)
 
@@ -234,8 +248,15 @@ class BufferedDevice(Device):
         """Allocate (or reuse) both buffer sets for ``job`` and upload its ``kv`` buffer."""
 
     @abstractmethod
+    def _write(self, buf: Any, data: np.ndarray) -> None:
+        """Copy ``data``'s bytes to the start of device buffer ``buf`` and sync it to the device."""
+
     def _pack(self, job: LayerJob, launch: Launch) -> None:
         """Write ``launch``'s desc/q/mask and a blank out into its buffer set and sync them to the device."""
+        s = self._sets[launch.slot]
+        for name, arr in tb.pack_tiles(job, launch.tiles).items():
+            self._write(s[name], arr)
+        self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
 
     @abstractmethod
     def _start(self, job: LayerJob, launch: Launch) -> None:

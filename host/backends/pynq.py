@@ -116,18 +116,10 @@ class PynqDevice(BufferedDevice):
         self._ips: dict[str, Any] = {}
         self._args: dict[str, dict[str, list[int]]] = {}  # kernel -> port -> register offsets
         self._ctrl: dict[str, int] = {}
-        self._sets: list[dict[str, Any]] = []
         self._kv: Any = None
         self._geom: tuple[int, int, int] | None = None
 
     # ------------------------------------------------------------------------------ open / close
-
-    def open(self) -> None:
-        try:
-            self._open()
-        except BaseException:
-            self.close()
-            raise
 
     def _open(self) -> None:
         m = self.manifest
@@ -220,12 +212,6 @@ class PynqDevice(BufferedDevice):
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         buf[: raw.size] = raw
         buf.sync_to_device()
-
-    def _pack(self, job: LayerJob, launch: Launch) -> None:
-        s = self._sets[launch.slot]
-        for name, arr in tb.pack_tiles(job, launch.tiles).items():
-            self._write(s[name], arr)
-        self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
 
     def _start(self, job: LayerJob, launch: Launch) -> None:
         values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)

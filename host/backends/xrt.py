@@ -132,19 +132,11 @@ class XrtDevice(BufferedDevice):
         self._graph: Any = None
         self._graph_idle = True
         self._graph_ran = False
-        self._sets: list[dict[str, Any]] = []
         self._kv: Any = None
         self._geom: tuple[int, int, int] | None = None  # (head_dim, keys_pad, capacity) of the buffers
         self._runs: dict[int, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------------------ open / close
-
-    def open(self) -> None:
-        try:
-            self._open()
-        except BaseException:
-            self.close()
-            raise
 
     def _open(self) -> None:
         m = self.manifest
@@ -274,12 +266,6 @@ class XrtDevice(BufferedDevice):
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         bo.write(raw, 0)
         bo.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, raw.nbytes, 0)
-
-    def _pack(self, job: LayerJob, launch: Launch) -> None:
-        s = self._sets[launch.slot]
-        for name, arr in tb.pack_tiles(job, launch.tiles).items():
-            self._write(s[name], arr)
-        self._write(s["out"], tb.blank_out(launch.n, job.tile.q_rows, int(job.k.shape[-1])))
 
     def _start(self, job: LayerJob, launch: Launch) -> None:
         values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)

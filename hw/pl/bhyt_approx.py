@@ -2,7 +2,8 @@
 
 Golden model: :func:`vckattn.golden.bhyt_int.bhyt_site_int` (bit for bit) with the statistic of
 site A and the site-M registers of :func:`vckattn.golden.bhyt_int.bhyt_site_registers`
-(``c_attn``, ``lam_attn`` given); :func:`register_values` turns those into register writes.
+(``c_attn``, ``lam_attn`` given); :func:`~vckattn.golden.bhyt_int.bhyt_register_values` turns those
+into register writes.
 
 Math (METHODS.md §3)
 --------------------
@@ -57,30 +58,15 @@ valid/TLAST (2 × 10). Yosys (``synth_xilinx -family xcup``, :mod:`vckattn.hw.pl
 lanes=4, max_d=1024, whole kernel including the AXI4-Lite register file: 1184 FF + 41 SRL16E,
 4490 LUT, 18 DSP, 5 RAMB18 (``γ``: one copy per read port, 4 lanes + AXI readback).
 
-Registers (AXI4-Lite, 32-bit words; offsets from :func:`bhyt_approx_regmap`)
-----------------------------------------------------------------------------
-==========  =======  ===================================================================
-offset      type     name and meaning
-==========  =======  ===================================================================
-0x00        ro       ``ID`` = ``0xB47A0001``
-0x04        ro       ``VERSION`` = 1
-0x08        rw u18   ``k_mult``: ``λ √d (s_in/s_stat)/κ · 2^12 ≈ k_mult · 2^-k_shift``
-0x0C        rw u6    ``k_shift`` (the golden model covers ``k_shift + 7 + k <= 62``)
-0x10        rw u32   ``eps_int_lo``: ``eps_int`` bits [31:0]; ``eps_int = ε d/s_stat²``
-0x14        rw u8    ``eps_int_hi``: ``eps_int`` bits [39:32]
-0x18        rw u32   ``c_int_lo``: ``c_int`` bits [31:0]; ``c_int = c_attn λ_A²/κ² · d/s_stat²``
-0x1C        rw u8    ``c_int_hi``: ``c_int`` bits [39:32]
-0x20        rw u5    ``g_frac``: fraction bits of the ``γ`` entries
-0x24        ro u32   ``tokens``: tokens (input TLAST handshakes) since reset
-0x1000      rw s16   memory ``gamma`` (``max_d`` entries): ``γ_j / s_out · 2^g_frac`` at
-                     ``0x1000 + 4 j`` (this offset for 512 < max_d <= 1024; in general the
-                     first multiple of the window ``4 · 2^⌈log2 max_d⌉`` after 0x28)
-==========  =======  ===================================================================
+Registers (AXI4-Lite, 32-bit words): declared once by
+:func:`vckattn.golden.bhyt_int.bhyt_approx_regmap` (names, widths, signedness, offsets and meanings;
+the manifests and ``RegisterMap.describe()`` list them). Same layout as the exact kernel's up to
+``tokens`` (no ``overlong``: there is no token buffer).
 
 ``eps_int`` and ``c_int`` are ``stat_bits`` = 40 bits wide and AXI4-Lite registers at most 32,
-so each is split into a ``_lo`` (32 bits) and a ``_hi`` word (:func:`register_values` does the
-split); the kernel uses ``{_hi, _lo}``. Write registers and ``γ`` while the unit is idle. All
-registers reset to 0.
+so each is split into a ``_lo`` (32 bits) and a ``_hi`` word
+(:func:`~vckattn.golden.bhyt_int.bhyt_register_values` does the split); the kernel uses ``{_hi, _lo}``.
+Write registers and ``γ`` while the unit is idle. All registers reset to 0.
 """
 
 from __future__ import annotations

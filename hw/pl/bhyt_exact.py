@@ -3,7 +3,7 @@
 Golden model: ``bhyt_site_int(q, sum_of_squares(q), regs, fmt)`` of
 :mod:`vckattn.golden.bhyt_int`, bit for bit, for the registers of
 :func:`~vckattn.golden.bhyt_int.bhyt_site_registers` (``c_attn = 0`` at site A; any ``c_int``
-works, e.g. a site-M register set). :func:`register_values` turns golden registers into
+works, e.g. a site-M register set). :func:`~vckattn.golden.bhyt_int.bhyt_register_values` turns golden registers into
 register writes.
 
 Math (METHODS.md §3): the block's only reduction, ``S = Σ q²`` over the token, then per
@@ -44,28 +44,11 @@ plus per buffer ``S`` (25 bits at max_d = 1024) and a beat index; the ``q`` dela
 (4 × 8·lanes bits), the ``S`` TUSER delay line (10 × 40 bits), the ``γ`` memory
 (``max_d`` × 16 bits of parameters).
 
-Registers (AXI4-Lite, 32-bit words; offsets from :func:`bhyt_exact_regmap`, same layout as
-site M's registers up to ``tokens``)
--------------------------------------------------------------------------------------------
-==========  ==========  ========  =============================================================
-offset      name        type      meaning
-==========  ==========  ========  =============================================================
-0x00        ID          ro        ``0xB47E0001``
-0x04        VERSION     ro        1
-0x08        k_mult      rw u18    ``λ √d (s_in/s_stat)/κ · 2^12 ≈ k_mult · 2^-k_shift``
-0x0C        k_shift     rw u6     see ``k_mult`` (the golden model needs ``k_shift + 7 + k <= 62``)
-0x10        eps_int_lo  rw u32    ``eps_int`` bits [31:0]; ``eps_int = ε d / s_stat²`` (saturated)
-0x14        eps_int_hi  rw u8     ``eps_int`` bits [39:32]
-0x18        c_int_lo    rw u32    ``c_int`` bits [31:0]; 0 at site A (kept as a register: site-M
-                                  style constant ``c_attn λ_A²/κ² · d/s_stat²`` for ablations)
-0x1C        c_int_hi    rw u8     ``c_int`` bits [39:32]
-0x20        g_frac      rw u5     fraction bits of the ``γ`` entries (golden ``g_frac`` in [0, 31])
-0x24        tokens      ro u32    input tokens (TLAST handshakes) accepted since reset
-0x28        overlong    ro u32    input tokens longer than ``max_d`` (truncated) since reset
-0x1000      gamma       rw s16[]  memory, ``max_d`` entries: ``γ_j/s_out·2^g_frac`` at ``+4j``
-                                  (offset 0x1000 for max_d = 1024, 0x400 for 256: a window of
-                                  ``4·2^ceil(log2 max_d)`` bytes aligned to its size)
-==========  ==========  ========  =============================================================
+Registers (AXI4-Lite, 32-bit words): declared once by :func:`vckattn.golden.bhyt_int.bhyt_exact_regmap` (names, widths,
+signedness, offsets and meanings; the manifests and ``RegisterMap.describe()`` list them).
+The 40-bit statistic constants are split into ``_lo``/``_hi`` words (:func:`vckattn.golden.regmap.wide_regs`);
+the golden model needs ``k_shift + 7 + k <= 62``; the ``gamma`` memory sits in its own aligned window
+(0x1000 for ``max_d`` = 1024).
 
 All registers reset to 0. Write registers and ``γ`` while the kernel is idle.
 """
@@ -84,11 +67,8 @@ from .token_engine import IN_WIDTH, TokenNormKernel, token_buffer_bits
 
 __all__ = ["BHyTExactKernel", "buffer_bits"]
 
-
-
-def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
-    """Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (``16 · max_d``)."""
-    return token_buffer_bits(lanes, max_d)
+#: Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (the token engine's).
+buffer_bits = token_buffer_bits
 
 
 class BHyTExactKernel(TokenNormKernel):

@@ -2,7 +2,7 @@
 
 Golden model: ``rmsnorm_int(q, regs, fmt)`` of :mod:`vckattn.golden.rmsnorm_int`, bit for bit,
 for the registers of :func:`~vckattn.golden.rmsnorm_int.rmsnorm_registers`;
-:func:`register_values` turns those into register writes.
+:func:`~vckattn.golden.rmsnorm_int.rmsnorm_register_values` turns those into register writes.
 
 Math::
 
@@ -40,21 +40,10 @@ Storage: :func:`buffer_bits` = ``2 · max_d · 8`` token-buffer bits (16,384 for
 plus per buffer ``S`` and a beat index, the ``q`` delay line (3 × 8·lanes bits) and the ``γ``
 memory (``max_d`` × 16 bits of parameters).
 
-Registers (AXI4-Lite, 32-bit words; offsets from :func:`rmsnorm_regmap`)
-----------------------------------------------------------------------
-==========  ==========  ========  =============================================================
-offset      name        type      meaning
-==========  ==========  ========  =============================================================
-0x00        ID          ro        ``0x2A5E0001``
-0x04        VERSION     ro        1
-0x08        eps_int_lo  rw u32    ``eps_int`` bits [31:0]; ``eps_int = ε d / s_x²`` (saturated)
-0x0C        eps_int_hi  rw u8     ``eps_int`` bits [39:32]
-0x10        g_frac      rw u5     fraction bits of the ``γ`` entries (golden ``g_frac`` in [0, 31])
-0x14        tokens      ro u32    input tokens (TLAST handshakes) accepted since reset
-0x18        overlong    ro u32    input tokens longer than ``max_d`` (truncated) since reset
-0x1000      gamma       rw s16[]  memory, ``max_d`` entries: ``γ_j √d/s_out·2^g_frac`` at ``+4j``
-                                  (0x1000 for max_d = 1024, 0x400 for 256)
-==========  ==========  ========  =============================================================
+Registers (AXI4-Lite, 32-bit words): declared once by :func:`vckattn.golden.rmsnorm_int.rmsnorm_regmap` (names, widths,
+signedness, offsets and meanings; the manifests and ``RegisterMap.describe()`` list them).
+The 40-bit ``eps_int`` is split into ``_lo``/``_hi`` words; the ``gamma`` memory sits in its own
+aligned window.
 
 All registers reset to 0. Write registers and ``γ`` while the kernel is idle.
 """
@@ -74,11 +63,8 @@ from .token_engine import IN_WIDTH, TokenNormKernel, token_buffer_bits
 
 __all__ = ["RMSNormKernel", "buffer_bits"]
 
-
-
-def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
-    """Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (``16 · max_d``)."""
-    return token_buffer_bits(lanes, max_d)
+#: Token-buffer bits: two ping-pong buffers of ``max_d`` int8 elements (the token engine's).
+buffer_bits = token_buffer_bits
 
 
 class RMSNormKernel(TokenNormKernel):

@@ -97,7 +97,7 @@ __all__ = ["IN_WIDTH", "TokenNormKernel", "stat_bits_needed", "token_buffer_bits
 IN_WIDTH = 8  # int8 input elements
 
 
-def token_buffer_bits(lanes: int, max_d: int) -> int:
+def token_buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
     """Bits of the ping-pong token memory: two buffers of ``max_d`` int8 elements."""
     check_token_geometry(lanes, max_d)
     return 2 * max_d * IN_WIDTH
