@@ -45,9 +45,9 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def _check_llama_config(folder: Path, model: str) -> None:
-    from vckattn.host.export import _read_config_json
+    from vckattn.host.export import read_config_json
 
-    mt = _read_config_json(folder).get("model_type")
+    mt = read_config_json(folder).get("model_type")
     if mt != "llama":
         raise UserError(f"{model}: model_type {mt!r} is not a Llama decoder; BHyT conversion needs model_type 'llama'")
 
@@ -74,9 +74,9 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from vckattn.golden import convert
-    from vckattn.host.export import _first_line, _quiet_transformers
+    from vckattn.host.export import first_line, quiet_transformers
 
-    _quiet_transformers()
+    quiet_transformers()
     kw = {"gguf_file": src.gguf_file} if src.kind == "gguf" else {}
     folder = src.path if src.kind != "safetensors" else src.path.parent
     try:
@@ -87,7 +87,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
             cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel
             model = cls.from_pretrained(folder, dtype=torch.float32)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise UserError(f"cannot load {src.path}: {_first_line(exc)}") from None
+        raise UserError(f"cannot load {src.path}: {first_line(exc)}") from None
     if getattr(model, "hf_quantizer", None) is not None:  # GGUF: dequantized already, but flagged unsaveable
         model = _plain_copy(model)
     try:
@@ -97,7 +97,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     try:
         model.save_pretrained(out)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot save the converted model to {out}: {_first_line(exc)}") from None
+        raise UserError(f"cannot save the converted model to {out}: {first_line(exc)}") from None
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     cfg["vckattn_bhyt"] = {"kappa": kappa, "seq_len": seq_len}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
@@ -114,16 +114,16 @@ def _convert_golden(path: Path, out: Path, seq_len: int, lam_attn: float, lam_ml
     import torch
 
     from vckattn.golden.bhyt import c_attn_from_weights
-    from vckattn.host.export import GOLDEN_KEY, _check_golden_config, _first_line, save_golden_checkpoint
+    from vckattn.host.export import GOLDEN_KEY, check_golden_config, first_line, save_golden_checkpoint
 
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling problem is a user-input problem here
-        raise UserError(f"{path}: cannot read as a PyTorch file ({_first_line(exc)})") from None
+        raise UserError(f"{path}: cannot read as a PyTorch file ({first_line(exc)})") from None
     if not isinstance(ck, dict) or GOLDEN_KEY not in ck:
         raise UserError(f"{path}: not a vckattn golden checkpoint (no {GOLDEN_KEY!r} key)")
     config, state = ck.get("config"), ck.get("state_dict")
-    _check_golden_config(config)
+    check_golden_config(config)
     if config["family"] != "llama":
         raise UserError(f"{path}: a golden {config['family']!r} stack is not a Llama decoder; BHyT conversion needs "
                         "family 'llama'")
