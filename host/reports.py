@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
@@ -25,6 +26,7 @@ def run_errors(json_out: Path | None = None) -> list[dict]:
     """Measure every operator; print a table; optionally write JSON."""
     from rich.console import Console
     from rich.table import Table
+    from tqdm import tqdm
 
     from vckattn.golden import error_budget
 
@@ -33,8 +35,9 @@ def run_errors(json_out: Path | None = None) -> list[dict]:
     table = Table(title="integer operators vs float64 (errors in the unit shown)")
     for col in ("operator", "inputs", "unit", "max error", "mean error", "budget", "within"):
         table.add_column(col, justify="left" if col in ("operator", "unit") else "right")
-    with console.status("measuring…"):
+    with tqdm(total=1, desc="measuring integer operators", file=sys.stderr, disable=None, leave=False) as bar:
         reports = error_budget.all_reports()
+        bar.update(1)
     for r in reports:
         rows.append(r.as_dict())
         table.add_row(r.operator, f"{r.inputs:,}{' (all)' if r.exhaustive else ''}", r.unit, f"{r.max_error:.3g}",

@@ -64,6 +64,7 @@ def run_hw_report(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from vckattn.host.progress import announced_steps
     from vckattn.sim import hw_report as report
 
     kernels = args.kernels or list(report.KERNELS)
@@ -71,9 +72,9 @@ def run_hw_report(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
     console = Console()
-    with console.status("starting…") as status:
-        rep = report.hw_report(kernels, args.lanes,
-                               progress=lambda what: status.update(f"synthesis + simulation: {what}"))
+    # one step per (kernel, lane count); hw_report announces each before measuring it
+    with announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel") as announce:
+        rep = report.hw_report(kernels, args.lanes, progress=announce)
     table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
     for col in ("kernel", "lanes", "LUT", "FF", "DSP", "BRAM36", "LUTRAM", "elements/cycle", "latency", "buffer bits"):
         table.add_column(col, justify="left" if col == "kernel" else "right")
