@@ -5,7 +5,9 @@ The SwiftMax recipe, for a pretrained (ideally task-fine-tuned) model with softm
 1. :func:`collect_stats` — run calibration data through the softmax model and record, per layer and
    per head, the row maximum ``z_max`` of the scaled scores and ``S = Σ_j exp(z_j − z_max)`` over the
    unmasked keys; :func:`propose_init` turns them into initial ``β_l`` (mean ``z_max``) and ``γ_l``
-   (mean ``S``), or, with ``mode="max"``, a conservative ``β_l = max z_max`` (no overflow of P).
+   (mean ``S``), or, with ``mode="max"``, a conservative ``β_l = max z_max`` with the same ``γ_l`` (every
+   ``P ≤ 1/γ_l ≤ 1`` on the calibration data). :func:`init_beta_gamma` is that rule, the one place every
+   β/γ initialisation of the project (export, reports, profile, experiments) comes from.
 2. :func:`replace_and_tune` — for stages of ``layers_per_stage`` layers, shallow to deep: replace the
    stage's softmax by SwiftMax (initialized from the statistics), train the SwiftMax β/γ of the layers
    replaced so far (main weights frozen unless ``train_main``) for ``epochs_per_stage`` epochs on an
@@ -89,20 +91,54 @@ def collect_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]],
 
 Init = tuple[list[float | list[float]], list[float | list[float]]]
 
+#: The β/γ initialisations from softmax statistics (:func:`init_beta_gamma`), with their descriptions.
+INIT_MODES: dict[str, str] = {"mean": "beta = mean z_max, gamma = mean sum exp(z - z_max)",
+                              "max": "beta = max z_max, gamma = mean sum exp(z - z_max)"}
+
+
+@dataclass(frozen=True)
+class RowSummary:
+    """What a β/γ initialisation needs of a set of softmax rows (a layer, or one head of it): the mean and
+    the largest row maximum ``z_max`` and the mean ``S = Σ_j exp(z_j − z_max)``."""
+
+    z_max_mean: float
+    z_max_max: float
+    sum_exp_mean: float
+
+    @classmethod
+    def of(cls, z_max: np.ndarray | Tensor | Sequence[float], sum_exp: np.ndarray | Tensor | Sequence[float]
+           ) -> RowSummary:
+        """The summary of per-row statistics (numpy arrays or torch tensors, each reduced in its own library;
+        no rows: NaN)."""
+        z = z_max if isinstance(z_max, Tensor | np.ndarray) else np.asarray(z_max, np.float64)
+        s = sum_exp if isinstance(sum_exp, Tensor | np.ndarray) else np.asarray(sum_exp, np.float64)
+        if (z.numel() if isinstance(z, Tensor) else z.size) == 0:
+            return cls(math.nan, math.nan, math.nan)
+        return cls(float(z.mean()), float(z.max()), float(s.mean()))
+
+
+def init_beta_gamma(rows: RowSummary, mode: str = "mean") -> tuple[float, float]:
+    """SwiftMax ``(β, γ)`` from softmax statistics (METHODS.md §1): the project's only β/γ initialisation.
+
+    ``mean`` is the paper's: β = mean ``z_max``, γ = mean ``S``. ``max`` takes the largest row maximum
+    instead, β = max ``z_max``, with the same γ = mean ``S``: then ``P = exp(z − β)/γ ≤ 1/γ ≤ 1`` on the
+    calibration data (``S ≥ 1``), so P's fixed-point format needs no integer bits and keeps its fraction
+    bits (the conservative, usable-untuned choice; rows below the largest maximum are scaled down by
+    ``exp(z_max − β)``, which tuning then corrects).
+    """
+    if mode not in INIT_MODES:
+        raise ValueError(f"mode must be 'mean' or 'max', got {mode!r}")
+    return (rows.z_max_mean if mode == "mean" else rows.z_max_max), rows.sum_exp_mean
+
 
 def propose_init(stats: Sequence[LayerStats], mode: str = "mean", per_head: bool = False) -> Init:
     """Initial ``(betas, gammas)``, one per layer (floats) or, with ``per_head``, one list per layer with a
-    value per head (ConSmax's granularity). ``mean`` = the paper's (mean z_max, mean S); ``max`` = max
-    z_max (every P ≤ 1/γ, no overflow) with γ = mean S · exp(mean z_max − max z_max) (same mean scale)."""
-    if mode not in ("mean", "max"):
+    value per head (ConSmax's granularity), by :func:`init_beta_gamma` (``mode`` ``mean`` or ``max``)."""
+    if mode not in INIT_MODES:
         raise ValueError(f"mode must be 'mean' or 'max', got {mode!r}")
 
     def one(zmax: np.ndarray, s: np.ndarray) -> tuple[float, float]:
-        zm, sm = float(zmax.mean()), float(s.mean())
-        if mode == "mean":
-            return zm, sm
-        top = float(zmax.max())
-        return top, max(sm * math.exp(zm - top), 1e-6)
+        return init_beta_gamma(RowSummary.of(zmax, s), mode)
 
     betas: list = []
     gammas: list = []
@@ -346,6 +382,6 @@ def embedding_distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
     return (1.0 - torch.nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
 
 
-__all__ = ["CHECKPOINT_NAME", "Init", "LayerStats", "StageLog", "apply_swiftmax", "collect_stats",
-           "embedding_distillation_loss", "load_checkpoints", "mean_pool", "propose_init", "replace_and_tune",
-           "swiftmax_layers"]
+__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "apply_swiftmax",
+           "collect_stats", "embedding_distillation_loss", "init_beta_gamma", "load_checkpoints", "mean_pool",
+           "propose_init", "replace_and_tune", "swiftmax_layers"]

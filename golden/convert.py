@@ -347,11 +347,14 @@ def recording(model: nn.Module) -> Iterator[list[list[RowStats]]]:
 @torch.no_grad()
 def collect_softmax_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> list[dict[str, float]]:
     """Run ``model(**batch)`` for each batch and return per layer the mean ``z_max``
-    (proposed β), mean ``S`` (proposed γ), their standard deviations and the row count.
+    (proposed β), mean ``S`` (proposed γ; :func:`calibrate.init_beta_gamma`, ``mean``), their standard
+    deviations and the row count.
 
     The model's normalizers are left as they are (statistics are of the scores, which
     do not depend on the normalizer of the same layer).
     """
+    from .calibrate import RowSummary, init_beta_gamma  # calibrate imports this module
+
     register_attention()
     model.set_attn_implementation(ATTN_IMPL)
     with recording(model) as records:
@@ -361,6 +364,7 @@ def collect_softmax_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]]
     for layer_recs in records:
         zm = torch.cat([r.z_max for r in layer_recs])
         se = torch.cat([r.sum_exp for r in layer_recs])
-        out.append({"beta": float(zm.mean()), "gamma": float(se.mean()), "z_max_std": float(zm.std()),
+        beta, gamma = init_beta_gamma(RowSummary.of(zm, se), "mean")
+        out.append({"beta": beta, "gamma": gamma, "z_max_std": float(zm.std()),
                     "sum_exp_std": float(se.std()), "rows": int(zm.numel())})
     return out

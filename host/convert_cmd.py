@@ -14,18 +14,17 @@ norm stays RMSNorm. The result is what ``vckattn export`` reads:
   -> ``DIR/model.pt``, the same stack with ``norm: "bhyt"``: ``vckattn export DIR/model.pt``.
 
 Both write ``DIR/bhyt_convert.json`` (per layer c_attn, λ_A, λ_M and the variance increment
-``c_attn λ_A²/κ²``) and print the same table. The module exposes :func:`add_parser` for ``host/cli.py``.
+``c_attn λ_A²/κ²``) and print the same table (:func:`format_table`). The command line is
+:mod:`vckattn.host.cli.convert`.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
 
 from vckattn.golden.errors import UserError
-from vckattn.host.cli import _positive_float, _positive_int
 
 # golden.bhyt defaults, repeated so that building the CLI parser imports no torch (a test keeps them equal)
 DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP = 10.0, 2.0, 1.0
@@ -45,9 +44,9 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def _check_llama_config(folder: Path, model: str) -> None:
-    from vckattn.host.export import _read_config_json
+    from vckattn.host.export import read_config_json
 
-    mt = _read_config_json(folder).get("model_type")
+    mt = read_config_json(folder).get("model_type")
     if mt != "llama":
         raise UserError(f"{model}: model_type {mt!r} is not a Llama decoder; BHyT conversion needs model_type 'llama'")
 
@@ -74,9 +73,9 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from vckattn.golden import convert
-    from vckattn.host.export import _first_line, _quiet_transformers
+    from vckattn.host.export import first_line, quiet_transformers
 
-    _quiet_transformers()
+    quiet_transformers()
     kw = {"gguf_file": src.gguf_file} if src.kind == "gguf" else {}
     folder = src.path if src.kind != "safetensors" else src.path.parent
     try:
@@ -87,7 +86,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
             cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel
             model = cls.from_pretrained(folder, dtype=torch.float32)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
-        raise UserError(f"cannot load {src.path}: {_first_line(exc)}") from None
+        raise UserError(f"cannot load {src.path}: {first_line(exc)}") from None
     if getattr(model, "hf_quantizer", None) is not None:  # GGUF: dequantized already, but flagged unsaveable
         model = _plain_copy(model)
     try:
@@ -97,7 +96,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     try:
         model.save_pretrained(out)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot save the converted model to {out}: {_first_line(exc)}") from None
+        raise UserError(f"cannot save the converted model to {out}: {first_line(exc)}") from None
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     cfg["vckattn_bhyt"] = {"kappa": kappa, "seq_len": seq_len}
     (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
@@ -114,16 +113,16 @@ def _convert_golden(path: Path, out: Path, seq_len: int, lam_attn: float, lam_ml
     import torch
 
     from vckattn.golden.bhyt import c_attn_from_weights
-    from vckattn.host.export import GOLDEN_KEY, _check_golden_config, _first_line, save_golden_checkpoint
+    from vckattn.host.export import GOLDEN_KEY, check_golden_config, first_line, save_golden_checkpoint
 
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling problem is a user-input problem here
-        raise UserError(f"{path}: cannot read as a PyTorch file ({_first_line(exc)})") from None
+        raise UserError(f"{path}: cannot read as a PyTorch file ({first_line(exc)})") from None
     if not isinstance(ck, dict) or GOLDEN_KEY not in ck:
         raise UserError(f"{path}: not a vckattn golden checkpoint (no {GOLDEN_KEY!r} key)")
     config, state = ck.get("config"), ck.get("state_dict")
-    _check_golden_config(config)
+    check_golden_config(config)
     if config["family"] != "llama":
         raise UserError(f"{path}: a golden {config['family']!r} stack is not a Llama decoder; BHyT conversion needs "
                         "family 'llama'")
@@ -197,38 +196,5 @@ def format_table(report: dict) -> str:
     return "\n".join(lines)
 
 
-def _run(args: argparse.Namespace) -> int:
-    if args.what != "bhyt":  # argparse restricts choices; kept for a clear message if called directly
-        raise UserError(f"convert: unknown conversion {args.what!r}; choose bhyt")
-    report = convert_bhyt(args.model, args.out, args.seq_len, args.lam_attn, args.lam_mlp, args.kappa, args.overwrite)
-    print(f"BHyT conversion of {report['source']} (kappa={report['kappa']}, T={report['seq_len']}):")
-    print(format_table(report))
-    print(f"wrote {report['checkpoint']} and {Path(args.out) / REPORT_NAME}")
-    print(f"next: vckattn export {report['checkpoint']} --out BUNDLE")
-    return 0
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Register ``convert`` (``convert bhyt MODEL --out DIR …``) on the CLI's subparsers."""
-    p = sub.add_parser(
-        "convert",
-        help="convert a model's norms: `convert bhyt` replaces a Llama model's RMSNorms by BHyT",
-        description="Replace every decoder layer's two RMSNorms by BHyT (one reduction per block; the second site "
-        "uses s_hat^2 = s^2 + c_attn lam_A^2/kappa^2). c_attn = ||W_V W_O||_F^2/(T d) is computed per layer from "
-        "the real weights (GQA-expanded), gamma is copied from the RMSNorms. MODEL: a Hugging Face Llama folder, a "
-        "Llama .gguf, `smollm2`, or a golden decoder .pt. Writes a checkpoint `vckattn export` reads (a model folder, "
-        "or DIR/model.pt for a golden input), DIR/bhyt_convert.json, and prints the per-layer table.",
-    )
-    p.add_argument("what", choices=("bhyt",), help="the conversion (bhyt)")
-    p.add_argument("model", metavar="MODEL", help="Llama folder, .gguf, smollm2, or golden .pt")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
-    p.add_argument("--seq-len", type=_positive_int, default=DEFAULT_T, metavar="T",
-                   help="T of c_attn, the (maximum) sequence length (default: %(default)s)")
-    p.add_argument("--lam-attn", type=_positive_float, default=DEFAULT_LAM_ATTN, metavar="L",
-                   help="initial lambda of the attention site (default: %(default)s)")
-    p.add_argument("--lam-mlp", type=_positive_float, default=DEFAULT_LAM_MLP, metavar="L",
-                   help="initial lambda of the MLP site (default: %(default)s)")
-    p.add_argument("--kappa", type=_positive_float, default=DEFAULT_KAPPA, metavar="K",
-                   help="Chebyshev factor kappa (default: %(default)s)")
-    p.add_argument("--overwrite", action="store_true", help="replace a non-empty --out folder")
-    p.set_defaults(func=_run)
+__all__ = ["DEFAULT_KAPPA", "DEFAULT_LAM_ATTN", "DEFAULT_LAM_MLP", "DEFAULT_T", "GOLDEN_OUT", "REPORT_NAME",
+           "convert_bhyt", "format_table"]

@@ -906,27 +906,24 @@ def render(results: dict[str, list[Check]], summary: Summary, file=None) -> None
         console.print(line, style=style, markup=False)
 
 
+def _run_checks_with_bar(opts: Options) -> dict[str, list[Check]]:
+    """:func:`run_checks` with a tqdm bar over the items on stderr (the item being checked after it)."""
+    from vckattn.host.progress import announced_steps
+
+    with announced_steps(sum(len(items) for items in flows(opts).values()), "checking", "item") as announce:
+        return run_checks(opts, lambda msg: announce(
+            msg + (" (first Yosys run compiles WebAssembly, ~40-60 s)" if msg.endswith("Yosys") else "")))
+
+
 def main(json_out: str | None = None, fast: bool = False, yosys_timeout: float = 120.0) -> int:
     """Run every check, print the table (and write JSON); 0 when the core flow is complete."""
     opts = Options(fast=fast, yosys_timeout=yosys_timeout)
     if json_out and json_out != "-":
         _check_writable(Path(json_out))  # fail before spending seconds on the checks
-    status = None
-    progress = None
-    if sys.stderr.isatty() and json_out != "-":
-        from rich.console import Console
-
-        status = Console(stderr=True).status("checking…")
-        status.start()
-
-        def progress(msg: str) -> None:
-            status.update(f"checking {msg}" + (" (first Yosys run compiles WebAssembly, ~40-60 s)"
-                                               if msg.endswith("Yosys") else ""))
-    try:
-        results = run_checks(opts, progress)
-    finally:
-        if status is not None:
-            status.stop()
+    if not (sys.stderr.isatty() and json_out != "-"):
+        results = run_checks(opts, None)
+    else:
+        results = _run_checks_with_bar(opts)
     summary = summarize(results)
     data = to_json(results, summary)
     if json_out == "-":

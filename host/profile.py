@@ -17,9 +17,9 @@ dataclasses are imported, not copied):
 * int8 symmetric per-tensor quantization with a max-abs scale (:func:`requant.symmetric_scale`):
   the scale and the fraction of values that quantize to 0;
 * SwiftMax (:class:`SwiftMaxFormat`): ``β`` = mean ``z_max``, ``γ`` = mean ``S`` (the SwiftMax
-  init), the exponent clamp ``z − β ∈ [−10, 40]``, ``P = exp(clamp(z − β))/γ`` in
-  ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P`` (:func:`choose_out_frac`):
-  fraction that saturates and that underflows to 0; whether the layer's registers fit;
+  init, :func:`vckattn.golden.calibrate.init_beta_gamma`), the exponent clamp ``z − β ∈ [−10, 40]``,
+  ``P = exp(clamp(z − β))/γ`` in ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P``
+  (:func:`choose_out_frac`): fraction that saturates and that underflows to 0; whether the layer's registers fit;
 * the score accumulator (``acc_bits``): ``|acc| = |z|·√d/(s_q·s_k)`` with the int8 q/k scales;
 * online softmax (:class:`OnlineSoftmaxFormat`): the longest row vs ``max_keys()`` and the
   softmax output in its fixed ``out_frac`` (saturation at ``255·2^-8``, underflow);
@@ -37,8 +37,9 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from pathlib import Path
 
@@ -49,6 +50,7 @@ from torch import Tensor, nn
 from vckattn.golden import convert
 from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
 from vckattn.golden.bhyt_int import NormFormat
+from vckattn.golden.calibrate import RowSummary, init_beta_gamma
 from vckattn.golden.errors import UserError
 from vckattn.golden.normalizers import Normalizer
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
@@ -264,8 +266,9 @@ def _first_tensor(args: tuple, kwargs: dict) -> Tensor:
 
 @torch.no_grad()
 def collect(model: nn.Module, tok: object, sentences: Sequence[str], model_type: str, cap: int, seed: int,
-            batch_size: int = 16, progress: object | None = None) -> list[LayerStats]:
-    """Run the model over ``sentences`` and return the per-layer statistics."""
+            batch_size: int = 16, progress: Callable[[int], None] | None = None) -> list[LayerStats]:
+    """Run the model over ``sentences`` and return the per-layer statistics (``progress`` is called with the
+    number of sentences done after each batch)."""
     rng = np.random.default_rng(seed)
     layers = convert.decoder_layers(model)
     attns = convert.attention_modules(model)
@@ -360,8 +363,10 @@ def analyze_layer(i: int, st: LayerStats, head_dim: int, scaling: float, hidden:
 
     # SwiftMax
     zs = st.q["scores"].values().astype(np.float64)
-    b = st.q["z_max"].mean if beta is None else float(beta)
-    g = st.q["sum_exp"].mean if gamma is None else float(gamma)
+    z_max = st.q["z_max"]
+    b0, g0 = init_beta_gamma(RowSummary(z_max.mean, z_max.max, st.q["sum_exp"].mean), "mean")
+    b = b0 if beta is None else float(beta)
+    g = g0 if gamma is None else float(gamma)
     t = zs - b
     p = np.exp(np.clip(t, CLAMP_LO, CLAMP_HI)) / g
     p_q = float(np.percentile(p, P_PERCENTILE)) if p.size else 1.0
@@ -601,13 +606,13 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
                 name: str | None = None, data_source: str | None = None, seed: int = 0, batch_size: int = 16,
                 sample_cap: int = DEFAULT_CAP, beta: Sequence[float] | None = None,
                 gamma: Sequence[float] | None = None, out_frac: Sequence[int] | int | None = None,
-                plots: bool = True, console: object | None = None) -> dict:
+                plots: bool = True, progress: bool = False) -> dict:
     """Profile the checkpoint on ``sentences`` (``None``: ``real_sentences(64)``); write
     ``profile.json`` and the PNGs to ``out_dir`` (default ``results/profile/<name>``); return the report.
 
     ``beta``, ``gamma`` (one per layer) replace the SwiftMax init (mean ``z_max`` / mean ``S``),
     e.g. with tuned constants; ``out_frac`` (one per layer or one for all) replaces the
-    percentile choice of P's output format.
+    percentile choice of P's output format. ``progress``: a tqdm bar over the sentences on stderr.
     """
     t0 = time.perf_counter()
     path, default_name = resolve_checkpoint(checkpoint_dir)
@@ -629,9 +634,12 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
     if len(ofs) != n:
         raise UserError(f"out_frac: got {len(ofs)} values for {n} layers")
 
-    prog = _progress(console, len(sentences))
-    with prog as advance:
-        stats = collect(model, tok, sentences, model_type, sample_cap, seed, batch_size, advance)
+    from tqdm import tqdm
+
+    with tqdm(total=len(sentences), desc="profiling", unit="sentence", file=sys.stderr, disable=not progress,
+              leave=False) as bar:
+        stats = collect(model, tok, sentences, model_type, sample_cap, seed, batch_size,
+                        lambda done: bar.update(done - bar.n))
 
     cfg = model.config
     hidden = int(cfg.hidden_size)
@@ -663,29 +671,6 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
     return report
 
 
-class _progress:
-    """Context manager yielding ``advance(done)`` for a rich progress bar over sentences (stderr)."""
-
-    def __init__(self, console: object | None, total: int) -> None:
-        self.console, self.total = console, total
-        self._p = None
-
-    def __enter__(self):
-        if self.console is None or not getattr(self.console, "is_terminal", False):
-            return None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self._p = Progress(TextColumn("profiling"), BarColumn(), MofNCompleteColumn(), TextColumn("sentences"),
-                           TimeElapsedColumn(), console=self.console, transient=True)
-        self._p.__enter__()
-        task = self._p.add_task("profile", total=self.total)
-        return lambda done: self._p.update(task, completed=done)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._p is not None:
-            self._p.__exit__(*exc)
-
-
 def summary_table(report: dict):
     """The rich table printed by the command."""
     from rich.table import Table
@@ -713,13 +698,13 @@ def main(args) -> int:
         raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
     json_stdout = args.json_out == "-"
     out = Console(stderr=json_stdout)
-    err = Console(stderr=True)
     path, name = resolve_checkpoint(args.checkpoint)
     sentences, source = read_sentences(args.data, args.max_sentences)
     if args.data is None:
         out.print(f"no --data given: using {len(sentences)} sentences from CPython's reference manual "
                   "(vckattn.host.textdata.real_sentences)")
-    report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed, console=err)
+    report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed,
+                         progress=sys.stderr.isatty())
     if json_stdout:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0

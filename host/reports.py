@@ -12,17 +12,21 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from vckattn.golden.calibrate import RowSummary, init_beta_gamma
+
 
 def run_errors(json_out: Path | None = None) -> list[dict]:
     """Measure every operator; print a table; optionally write JSON."""
     from rich.console import Console
     from rich.table import Table
+    from tqdm import tqdm
 
     from vckattn.golden import error_budget
 
@@ -31,8 +35,9 @@ def run_errors(json_out: Path | None = None) -> list[dict]:
     table = Table(title="integer operators vs float64 (errors in the unit shown)")
     for col in ("operator", "inputs", "unit", "max error", "mean error", "budget", "within"):
         table.add_column(col, justify="left" if col in ("operator", "unit") else "right")
-    with console.status("measuring…"):
+    with tqdm(total=1, desc="measuring integer operators", file=sys.stderr, disable=None, leave=False) as bar:
         reports = error_budget.all_reports()
+        bar.update(1)
     for r in reports:
         rows.append(r.as_dict())
         table.add_row(r.operator, f"{r.inputs:,}{' (all)' if r.exhaustive else ''}", r.unit, f"{r.max_error:.3g}",
@@ -43,13 +48,14 @@ def run_errors(json_out: Path | None = None) -> list[dict]:
     return rows
 
 
-def safe_swiftmax_constants(stats: dict) -> tuple[float, float]:
-    """β = the largest row max seen in calibration, γ = mean Σexp: P stays ≤ 1/γ·e^0 on calibration data.
+def safe_swiftmax_constants(rows: RowSummary) -> tuple[float, float]:
+    """β = the largest row max seen in calibration, γ = mean Σexp: P stays ≤ 1/γ·e^0 on calibration data
+    (:func:`vckattn.golden.calibrate.init_beta_gamma`, ``max``, on a layer's calibration rows).
 
     (Used for the quantization report until β/γ come from replace-and-tune: the untuned mean-z_max
     initialisation makes P span many orders of magnitude, see ``make demo``.)
     """
-    return stats["z_max_max"], stats["gamma"]
+    return init_beta_gamma(rows, "max")
 
 
 def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None, json_out: Path | None = None,
@@ -114,7 +120,8 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     return report
 
 
-def _layer_stats(model: torch.nn.Module, batch: dict) -> list[dict]:
+def _layer_stats(model: torch.nn.Module, batch: dict) -> list[RowSummary]:
+    """Per layer, the summary of the softmax rows of ``batch``."""
     from vckattn.golden import convert
 
     convert.register_attention()
@@ -123,9 +130,7 @@ def _layer_stats(model: torch.nn.Module, batch: dict) -> list[dict]:
         model(**batch)
     out = []
     for recs in records:
-        zm = torch.cat([r.z_max for r in recs])
-        se = torch.cat([r.sum_exp for r in recs])
-        out.append({"beta": float(zm.mean()), "z_max_max": float(zm.max()), "gamma": float(se.mean())})
+        out.append(RowSummary.of(torch.cat([r.z_max for r in recs]), torch.cat([r.sum_exp for r in recs])))
     return out
 
 

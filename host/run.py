@@ -31,12 +31,15 @@ import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from vckattn.golden.errors import UserError
+
+if TYPE_CHECKING:
+    from vckattn.host.export import LoadedModel
 
 BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
 
@@ -51,7 +54,7 @@ class RunInputs:
     tokens: list[str] | None
 
 
-def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) -> Any:
+def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) -> LoadedModel:
     from vckattn.host import export
 
     src = bundle.manifest["source"]
@@ -64,14 +67,14 @@ def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) ->
     if checkpoint is None and source.sha256() != src["sha256"]:
         raise UserError(f"{path}: the checkpoint changed since the bundle was exported (sha256 differs); "
                         "re-export or pass --checkpoint with the original")
-    return export._load(source, progress)
+    return export.load_model(source, progress)
 
 
-def _text_inputs(m: Any, text: str, layers: list[int], progress: bool) -> RunInputs:
+def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:
     from vckattn.host import export
 
     seq_len = int(m.info["max_seq_len"])
-    cap = export._capture(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
+    cap = export.capture_activations(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
     keep = cap.batches[0].keep
     tokens = None
     if m.tokenizer is not None:
@@ -81,7 +84,7 @@ def _text_inputs(m: Any, text: str, layers: list[int], progress: bool) -> RunInp
                      keep, tokens)
 
 
-def _npz_inputs(m: Any, path: Path, layers: list[int]) -> RunInputs:
+def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
     try:
         data = np.load(path)
     except (OSError, ValueError) as exc:
@@ -119,16 +122,13 @@ def _npz_inputs(m: Any, path: Path, layers: list[int]) -> RunInputs:
     return RunInputs(x, rope, keep, None)
 
 
-def _float_reference(m: Any, i: int, entry: dict, x: np.ndarray, keep: np.ndarray,
+def _float_reference(m: LoadedModel, i: int, entry: dict, x: np.ndarray, keep: np.ndarray,
                      rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-    from vckattn.host import export
+    from vckattn.host.export import layer_output
 
     sm = entry.get("swiftmax")
     norm, beta, gamma = ("swiftmax", sm["beta"], sm["gamma"]) if sm else ("softmax", 0.0, 1.0)
-    ly = m.layers[i]
-    f = export._float_layer(m, ly, x, keep, rope, norm, beta, gamma)
-    with torch.no_grad():
-        return ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
+    return layer_output(m, i, x, keep, rope, norm, beta, gamma)
 
 
 def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:

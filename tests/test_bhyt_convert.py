@@ -165,8 +165,8 @@ def test_callback_on_converted_hf_llama_and_trainer_adapter():
 
 def _cli(monkeypatch, argv):
     """``vckattn ARGV`` with the convert command registered (whether or not cli.COMMANDS has it yet)."""
-    if "convert" not in cli._command_names(cli.build_parser()):
-        monkeypatch.setattr(cli, "COMMANDS", [*cli.COMMANDS, convert_cmd.add_parser])
+    if "convert" not in cli.command_names(cli.build_parser()):
+        monkeypatch.setattr(cli, "COMMANDS", [*cli.COMMANDS, cli.convert.add_convert])
     return cli.main(argv)
 
 

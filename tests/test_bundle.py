@@ -200,7 +200,7 @@ def test_describe_and_inspect(good, capsys, monkeypatch):
 
 
 def test_inspect_is_registered():
-    assert "inspect" in cli._command_names(cli.build_parser())
+    assert "inspect" in cli.command_names(cli.build_parser())
 
 
 def test_schema_file_matches_golden_formats():

@@ -50,8 +50,8 @@ def test_help_and_version_via_main(capsys):
 
 
 def test_registered_commands():
-    assert cli._command_names(cli.build_parser()) == ["doctor", "profile", "calibrate", "convert", "report",
-                                                      "bench", "hw", "export", "inspect", "run", "deploy"]
+    assert cli.command_names(cli.build_parser()) == ["doctor", "profile", "calibrate", "convert", "report",
+                                                     "bench", "hw", "export", "inspect", "run", "deploy"]
 
 
 def test_unknown_subcommand_via_console_script():

@@ -80,8 +80,8 @@ def _check_results(res: dict, out, n_stages: int) -> None:
     # the SwiftMax folder is what `vckattn export` reads: it finds the tuned beta/gamma of the replaced layers
     from vckattn.host import export
 
-    raw = export._vckattn_tensors(export._hf_weight_files(out / "swiftmax_model"))
-    sm = export._swiftmax_from_state(raw, 99)
+    raw = export.vckattn_tensors(export.hf_weight_files(out / "swiftmax_model"))
+    sm = export.swiftmax_from_state(raw, 99)
     assert sorted(sm) == list(range(n_stages))
     assert sm[0][0] == pytest.approx(data["betas"]["0"]) and sm[0][1] == pytest.approx(data["gammas"]["0"])
     assert res["swiftmax_test_accuracy"] == data["swiftmax_test_accuracy"]

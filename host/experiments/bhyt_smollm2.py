@@ -104,9 +104,9 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     from transformers import AutoModel, AutoTokenizer
 
-    from vckattn.host.export import _quiet_transformers, resolve_checkpoint
+    from vckattn.host.export import quiet_transformers, resolve_checkpoint
 
-    _quiet_transformers()
+    quiet_transformers()
     from transformers.utils import logging as hf_logging
 
     hf_logging.disable_progress_bar()

@@ -1,0 +1,57 @@
+"""``vckattn bench emulator|host``: benchmarks measured side by side in one run."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .common import Subparsers, missing_subcommand, positive_int
+
+
+def add_bench(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "bench",
+        help="benchmarks measured side by side in one run (ratios, JSON)",
+        description="Benchmarks. `emulator`: the bit-exact integer emulation of one attention layer "
+        "(int8 projections, QKᵀ, SwiftMax or online-softmax kernel, P·V, W_O) against torch fp32 "
+        "attention of the same size (nn.Linear + scaled_dot_product_attention), run alternately on this "
+        "machine; prints medians and the speed ratio (torch time / emulator time). `host`: the host stack's "
+        "overhead per tile on the emu backend (projections, tiling, tile-id checks, thread hand-off, W_O) against "
+        "the emulator's own per-tile compute, alternated with the monolithic emulator in one run.",
+    )
+    bsub = p.add_subparsers(title="benchmarks", dest="bench", metavar="BENCHMARK", parser_class=type(p))
+    e = bsub.add_parser("emulator", help="integer emulator vs torch fp32 attention (default: BERT-base layer)")
+    e.add_argument("--seq", type=positive_int, default=512, help="sequence length (default: %(default)s)")
+    e.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
+    e.add_argument("--d-head", type=positive_int, default=64, help="head dimension (default: %(default)s)")
+    e.add_argument("--repeats", type=positive_int, default=15, help="runs of each (default: %(default)s)")
+    e.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    e.set_defaults(func=run_bench_emulator)
+    h = bsub.add_parser("host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's "
+                        "per-tile compute, on the emu backend")
+    h.add_argument("--seq", type=positive_int, default=256, help="sequence length (default: %(default)s)")
+    h.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
+    h.add_argument("--d-head", type=int, choices=(32, 64), default=64, help="head dimension (default: %(default)s)")
+    h.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax")
+    h.add_argument("--repeats", type=positive_int, default=7, help="runs (default: %(default)s)")
+    h.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
+    h.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    h.set_defaults(func=run_bench_host)
+    p.set_defaults(func=lambda args: missing_subcommand(p))
+
+
+def run_bench_host(args: argparse.Namespace) -> int:
+    from vckattn.host import bench
+
+    bench.run_host(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
+                   seed=args.seed, normalizer=args.normalizer)
+    return 0
+
+
+def run_bench_emulator(args: argparse.Namespace) -> int:
+    from vckattn.host import bench
+
+    bench.run(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
+              seed=args.seed)
+    return 0

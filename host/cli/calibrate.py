@@ -1,0 +1,95 @@
+"""``vckattn calibrate stats|swiftmax``: SwiftMax statistics and layer-wise replace-and-tune."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, index_list, missing_subcommand, positive_int
+
+
+def add_calibrate(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "calibrate",
+        help="SwiftMax: softmax statistics and layer-wise replace-and-tune (Algorithm 1) on a real model",
+        description="SwiftMax calibration (METHODS.md section 1). `stats`: per layer and head the row maxima z_max "
+        "of the attention scores and S = sum_j exp(z_j - z_max) on calibration data; histograms (PNG), JSON, "
+        "proposed initial beta/gamma. `swiftmax`: Algorithm 1 - shallow to deep, replace L layers' softmax per "
+        "stage by SwiftMax and train their beta/gamma (main weights frozen) for E epochs on an objective, "
+        "evaluating each epoch; a checkpoint per stage in OUT/checkpoints (the same command resumes after an "
+        "interruption); the tuned model in OUT/model, which `vckattn export OUT/model` reads. MODEL: `minilm` or a "
+        "Hugging Face folder. --data: a text file (one sentence a line), pydoc, rotten-tomatoes, digits, mnist5k.",
+    )
+    csub = p.add_subparsers(title="steps", dest="calibrate", metavar="STEP", parser_class=type(p))
+    for name, helptext in (("stats", "collect z_max / S statistics: histograms, JSON, proposed beta/gamma"),
+                           ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume")):
+        c = csub.add_parser(name, help=helptext, description=helptext)
+        c.add_argument("model", metavar="MODEL", help="`minilm` or a Hugging Face model folder")
+        c.add_argument("--data", required=True, metavar="D",
+                       help="text file, pydoc, rotten-tomatoes, digits or mnist5k")
+        c.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
+        c.add_argument("--batch-size", type=positive_int, default=16, metavar="N")
+        c.add_argument("--max-length", type=positive_int, default=128, metavar="T", help="tokens per text sample")
+        c.add_argument("--seed", type=int, default=0, metavar="S", help="data shuffle and torch seed (default 0)")
+        c.add_argument("--quiet", action="store_true", help="no progress bars")
+        if name == "stats":
+            c.add_argument("--samples", type=positive_int, default=256, metavar="N", help="calibration samples")
+            c.set_defaults(func=run_calibrate_stats)
+        else:
+            c.add_argument("--objective", choices=("distill", "task"), default="distill",
+                           help="distill: keep the softmax model's outputs; task: the labels' cross-entropy")
+            c.add_argument("--epochs-per-stage", type=positive_int, default=2, metavar="E")
+            c.add_argument("--layers-per-stage", type=positive_int, default=1, metavar="L")
+            c.add_argument("--lr", type=float, default=0.05, help="Adam learning rate of beta and log gamma")
+            c.add_argument("--main-lr", type=float, default=0.0, metavar="LR",
+                           help="also train the main weights at this (tiny) learning rate (default 0: frozen)")
+            c.add_argument("--init", choices=("mean", "max"), default="mean",
+                           help="initial beta/gamma from the statistics: mean (the paper) or max z_max")
+            c.add_argument("--per-head", action="store_true",
+                           help="one beta/gamma per head (ConSmax granularity; not exportable: the kernel holds one "
+                           "register set per layer)")
+            c.add_argument("--one-shot", action="store_true",
+                           help="replace all layers at once and tune them together (the ablation)")
+            c.add_argument("--layers", type=index_list, metavar="I[,I...]", help="layers to replace (default all)")
+            c.add_argument("--train-samples", type=positive_int, default=256, metavar="N")
+            c.add_argument("--eval-samples", type=positive_int, default=128, metavar="N")
+            c.set_defaults(func=run_calibrate_swiftmax)
+    p.set_defaults(func=lambda args: missing_subcommand(p))
+
+
+def run_calibrate_stats(args: argparse.Namespace) -> int:
+    from vckattn.host import calibrate
+
+    rep = calibrate.run_stats(args.model, args.data, args.out, args.samples, args.batch_size, args.max_length,
+                              args.seed, progress=not args.quiet)
+    print(f"{rep['model']}: {rep['samples']} samples of {rep['data']} in {rep['seconds']:.1f} s")
+    for lay in rep["layers"]:
+        print(f"  layer {lay['layer']}: z_max mean {lay['z_max']['mean']:.3f} (p99 {lay['z_max']['p99']:.2f}), "
+              f"S mean {lay['sum_exp']['mean']:.3f}")
+    print(f"wrote {args.out / 'stats.json'} and {args.out / 'stats_hist.png'}")
+    return 0
+
+
+def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
+    from vckattn.host import calibrate
+
+    if not (args.lr > 0):
+        raise UserError("--lr must be > 0")
+    cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
+                               args.batch_size, args.max_length, args.seed, args.init, args.per_head, args.one_shot,
+                               args.layers)
+    if args.main_lr < 0:
+        raise UserError("--main-lr must be >= 0")
+    rep = calibrate.run_swiftmax(cfg, args.out, args.epochs_per_stage, args.layers_per_stage, args.lr,
+                                 progress=not args.quiet, main_lr=args.main_lr)
+    if rep["resumed_stages"]:
+        print(f"resumed after {rep['resumed_stages']} completed stage(s) found in {args.out / 'checkpoints'}")
+    print(f"{rep['model']} on {rep['data']}, objective {args.objective} ({rep['metric']}):")
+    print(f"  softmax {rep['softmax_baseline']:.4f}  untuned statistical beta/gamma {rep['untuned_statistical']:.4f}")
+    for st in rep["stages"]:
+        print(f"  stage {st['stage']} layers {st['layers']}: {rep['metric']} per epoch "
+              f"{', '.join(f'{v:.4f}' for v in st['metrics'])}  ({st['seconds']:.1f} s)")
+    print(f"  final {rep['final']:.4f}; tuning {rep['tune_seconds']:.1f} s; model in {rep['model_dir']}")
+    return 0

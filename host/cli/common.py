@@ -1,0 +1,85 @@
+"""What the command modules share: the parser class and the argument helpers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+PROG = "vckattn"
+
+#: the type of ``parser.add_subparsers()``, which every ``add_<command>(sub)`` function receives
+Subparsers = argparse._SubParsersAction
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, but errors are one line on stderr (no usage dump) with a pointer to --help."""
+
+    def error(self, message: str):  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+def command_names(parser: argparse.ArgumentParser) -> list[str]:
+    """The subcommands of ``parser``, in registration (--help) order."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return list(action.choices)
+    return []
+
+
+def missing_subcommand(parser: argparse.ArgumentParser) -> int:
+    """The ``func`` of a command group called without its subcommand: a UserError listing them."""
+    names = ", ".join(command_names(parser))
+    raise UserError(f"{parser.prog}: choose one of: {names} (see `{parser.prog} --help`)")
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1: {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """argparse type: a number > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0: {text!r}")
+    return value
+
+
+def index_list(text: str) -> list[int]:
+    """argparse type: comma-separated 0-based layer indices (at least one)."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of layer indices: {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError(f"no layer indices in {text!r}")
+    if any(v < 0 for v in values):
+        raise argparse.ArgumentTypeError(f"layer indices must be >= 0: {text!r}")
+    return values
+
+
+def read_sentences(path: Path) -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped; UserError if unreadable or empty."""
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read text ({exc})") from None
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        raise UserError(f"{path}: no sentences (the file is empty)")
+    return lines
+
+
+__all__ = ["PROG", "Parser", "Subparsers", "command_names", "index_list", "missing_subcommand", "positive_float",
+           "positive_int", "read_sentences"]

@@ -1,0 +1,160 @@
+"""``vckattn export`` and ``vckattn inspect``: a checkpoint -> a deployment bundle, and a bundle's summary."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, index_list, positive_float, positive_int, read_sentences
+
+
+def add_export(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "export",
+        help="quantize a checkpoint's attention layers into a deployment bundle (calibrated on text)",
+        description="Load a float checkpoint, run it on calibration text and write a bundle (manifest.json + "
+        "tensors) with every layer's integer attention: int8 weights with per-channel scales, int32 biases, "
+        "activation scales (max-abs or a percentile), requantization registers, the SwiftMax registers "
+        "(beta/gamma from the checkpoint when it was converted/tuned, else the mean-z_max / mean-sum-exp "
+        "initialisation) or the online-softmax baseline's, and BHyT site registers for BHyT models. All "
+        "register values come from the golden constant functions. CHECKPOINT: a Hugging Face model folder "
+        "(BERT, ViT, Llama), a .safetensors file with config.json beside it, a .gguf file (or a folder with "
+        "one), a golden checkpoint .pt (vckattn.host.export.save_golden_checkpoint), or the shortcuts "
+        "`minilm` (all-MiniLM-L6-v2) and `smollm2` (SmolLM2-135M-Instruct GGUF).",
+    )
+    p.add_argument("checkpoint", metavar="CHECKPOINT", help="model folder, file, or `minilm` / `smollm2`")
+    p.add_argument("--out", required=True, type=Path, metavar="BUNDLE", help="bundle to write")
+    p.add_argument("--calib", type=Path, metavar="FILE",
+                   help="UTF-8 text, one sentence per line (blank lines skipped); default: 32 sentences from "
+                        "CPython's reference manual")
+    p.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax",
+                   help="normalizer of the selected layers; the others use the online-softmax baseline "
+                        "(default: %(default)s)")
+    p.add_argument("--layers", type=index_list, metavar="I[,I...]",
+                   help="0-based layers that get --normalizer (default: all)")
+    p.add_argument("--calib-method", choices=("minmax", "percentile"), default="minmax",
+                   help="activation scales: max-abs, or a percentile of |x| (default: %(default)s)")
+    p.add_argument("--percentile", type=positive_float, default=None, metavar="P",
+                   help="percentile for --calib-method percentile (default: 99.99)")
+    p.add_argument("--swiftmax-init", choices=("mean", "max"), default="mean",
+                   help="beta/gamma of SwiftMax layers the checkpoint has none for: mean (the SwiftMax recipe, "
+                        "beta = mean z_max, gamma = mean sum exp; to be tuned) or max (beta = largest z_max seen: "
+                        "usable untuned) (default: %(default)s)")
+    p.add_argument("--seq-len", type=positive_int, default=128, metavar="N",
+                   help="truncate calibration sentences to N tokens (default: %(default)s)")
+    p.add_argument("--max-layers", type=positive_int, default=None, metavar="N",
+                   help="export only the first N layers (default: all)")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing bundle")
+    p.add_argument("--quiet", action="store_true", help="no progress bars or summary line")
+    p.set_defaults(func=run_export)
+
+
+def run_export(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from vckattn.host import export
+
+    if args.percentile is not None and args.calib_method != "percentile":
+        raise UserError("--percentile needs --calib-method percentile")
+    sentences = name = digest = None
+    if args.calib is not None:
+        if not args.calib.is_file():
+            raise UserError(f"calibration file {args.calib} does not exist")
+        sentences = read_sentences(args.calib)
+        name = f"{args.calib} ({len(sentences)} sentences)"
+        digest = hashlib.sha256(args.calib.read_bytes()).hexdigest()
+    export.export_checkpoint(
+        args.checkpoint, args.out, sentences, normalizer=args.normalizer, layers=args.layers,
+        method=args.calib_method, percentile=args.percentile if args.percentile is not None else 99.99,
+        seq_len=args.seq_len, progress=not args.quiet, overwrite=args.overwrite, max_layers=args.max_layers,
+        calib_name=name, calib_sha256=digest, swiftmax_init=args.swiftmax_init,
+    )
+    return 0
+
+
+def add_inspect(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "inspect",
+        help="check a deployment bundle and summarize it (model, calibration, per-layer constants)",
+        description="Load a deployment bundle (a folder with manifest.json and tensors.safetensors, written by "
+        "the exporter), check all of it (manifest schema, hardware formats, register ranges and consistency, "
+        "tensor dtypes, shapes and sha256, the manifest seal) and print a summary: model, source and its hash, "
+        "calibration provenance, and per layer the normalizer (SwiftMax beta/gamma or online softmax), P's scale "
+        "2^-p_frac, the int8 scales s_x..s_a, BHyT constants and tensor bytes. A bundle that fails a check is "
+        "reported in one line (file: field: problem), exit status 2.",
+    )
+    p.add_argument("bundle", type=Path, metavar="BUNDLE", help="bundle folder")
+    p.add_argument("--json", action="store_true", dest="as_json",
+                   help="print the summary as JSON on stdout instead of tables")
+    p.set_defaults(func=run_inspect)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    import json
+
+    from vckattn.host import bundle
+
+    try:
+        summary = bundle.describe(bundle.load_bundle(args.bundle))
+    except bundle.BundleError as exc:
+        raise UserError(str(exc)) from None
+    if args.as_json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print_bundle_summary(summary)
+    return 0
+
+
+def print_bundle_summary(s: dict) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.4g}"
+
+    console = Console()
+    m, src, cal, t = s["model"], s["source"], s["calibration"], s["tensors"]
+    console.print(f"[bold]bundle[/]       {escape(s['path'])}  (schema {s['schema_version']}, "
+                  f"vckattn {escape(s['tool']['version'])}, created {s['created']})")
+    console.print(f"[bold]model[/]        {m['family']}: {m['num_layers']} layers, hidden {m['hidden_size']}, "
+                  f"{m['num_heads']} heads ({m['num_kv_heads']} kv) x {m['head_dim']}, intermediate "
+                  f"{m['intermediate_size']}, max seq {m['max_seq_len']}, vocab {m['vocab_size'] or '-'}")
+    console.print(f"[bold]normalizer[/]   {s['normalizer']}; norm {s['norm']}")
+    console.print(f"[bold]source[/]       {src['kind']} {escape(src['path'])} ({src['model_type']}), "
+                  f"sha256 {src['sha256'][:12]}…")
+    pct = f" (percentile {cal['percentile']:g})" if cal["percentile"] is not None else ""
+    data_hash = f", sha256 {cal['data_sha256'][:12]}…" if cal["data_sha256"] else ""
+    console.print(f"[bold]calibration[/]  {cal['method']}{pct}: {cal['samples']} samples, {cal['tokens']} tokens "
+                  f"from {escape(cal['data'])}{data_hash}")
+    dtypes = ", ".join(f"{k} {v['count']} ({v['bytes']:,} B)" for k, v in t["by_dtype"].items())
+    console.print(f"[bold]tensors[/]      {t['count']}, {t['bytes']:,} bytes: {dtypes}")
+
+    table = Table(title="layers: normalizer and P scale")
+    for col in ("layer", "normalizer", "β", "γ", "P scale", "tensors", "bytes"):
+        table.add_column(col, justify="left" if col == "normalizer" else "right", no_wrap=True)
+    scales = Table(title="layers: int8 scales (real = int · s)")
+    for col in ("layer", "s_x", "s_q", "s_k", "s_v", "s_a"):
+        scales.add_column(col, justify="right", no_wrap=True)
+    for layer in s["layers"]:
+        if layer["normalizer"] == "swiftmax":
+            norm, beta, gamma = "SwiftMax", num(layer["beta"]), num(layer["gamma"])
+        else:
+            norm, beta, gamma = "online softmax", "", ""
+        table.add_row(str(layer["index"]), norm, beta, gamma, f"2^{-layer['p_frac']}",
+                      str(layer["tensor_count"]), f"{layer['tensor_bytes']:,}")
+        scales.add_row(str(layer["index"]), *(num(layer["scales"][k]) for k in ("s_x", "s_q", "s_k", "s_v", "s_a")))
+    console.print(table)
+    console.print(scales)
+    if any(layer["bhyt"] for layer in s["layers"]):
+        bt = Table(title="BHyT blocks")
+        for col in ("layer", "λ_attn", "λ_mlp", "κ", "c_attn", "seq_len"):
+            bt.add_column(col, justify="right")
+        for layer in s["layers"]:
+            b = layer["bhyt"]
+            if b is not None:
+                bt.add_row(str(layer["index"]), num(b["lam_attn"]), num(b["lam_mlp"]), num(b["kappa"]),
+                           num(b["c_attn"]), str(b["seq_len"]))
+        console.print(bt)

@@ -1,0 +1,111 @@
+"""``vckattn hw report|package``: hardware figures of the PL kernels and their Vitis packaging."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, missing_subcommand
+
+
+def add_hw(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "hw",
+        help="hardware figures of the PL kernels (synthesis and simulation)",
+        description="Hardware figures. `report`: for each PL kernel (SwiftMax, online softmax, BHyT exact, "
+        "BHyT approximate variance, RMSNorm) and lane count, LUT/FF/DSP/BRAM from real Yosys synthesis "
+        "(synth_xilinx -family xcup: UltraScale+ as the proxy for the Versal PL), throughput in elements/cycle "
+        "and latency in cycles measured on Verilator (the kernel's throughput test, checked against the golden "
+        "model), and row/token buffer bits. Takes a few minutes per kernel.",
+    )
+    hsub = p.add_subparsers(title="hardware", dest="hw", metavar="ACTION", parser_class=type(p))
+    r = hsub.add_parser("report", help="synthesize and simulate every kernel; print a table, write JSON")
+    r.add_argument("--lanes", type=lanes_list, default=[4], metavar="N[,N...]",
+                   help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
+    r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
+                   metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
+    r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    r.set_defaults(func=run_hw_report)
+    k = hsub.add_parser(
+        "package",
+        help="write the RTL normalizers as Vitis RTL kernel sources (Verilog, kernel.xml, Vivado Tcl)",
+        description="For each RTL kernel of a bitstream manifest (swiftmax, online_softmax), built with the "
+        "manifest's lane count and formats, write into OUT/<kernel>/: the Amaranth core's Verilog "
+        "(<kernel>_core.v), a wrapper module <kernel> with the ports Vitis expects (ap_clk, ap_rst_n active low, "
+        "the AXI4-Stream ports s_axis/m_axis, the AXI4-Lite control port s_axi_control), kernel.xml (free running, "
+        "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
+        "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
+        "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
+    )
+    k.add_argument("--out", type=Path, default=None, metavar="DIR",
+                   help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
+    k.add_argument("--manifest", default="vck5000_attention", metavar="NAME",
+                   help="bitstream manifest: a name in bitstreams/ or a .json file (default: vck5000_attention)")
+    k.set_defaults(func=run_hw_package)
+    p.set_defaults(func=lambda args: missing_subcommand(p))
+
+
+def lanes_list(text: str) -> list[int]:
+    """argparse type: comma-separated lane counts, each >= 1."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"lane counts must be >= 1: {text!r}")
+    return values
+
+
+def run_hw_report(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from vckattn.host.progress import announced_steps
+    from vckattn.sim import hw_report as report
+
+    kernels = args.kernels or list(report.KERNELS)
+    unknown = [k for k in kernels if k not in report.KERNELS]
+    if unknown:
+        raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
+    console = Console()
+    # one step per (kernel, lane count); hw_report announces each before measuring it
+    with announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel") as announce:
+        rep = report.hw_report(kernels, args.lanes, progress=announce)
+    table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
+    for col in ("kernel", "lanes", "LUT", "FF", "DSP", "BRAM36", "LUTRAM", "elements/cycle", "latency", "buffer bits"):
+        table.add_column(col, justify="left" if col == "kernel" else "right")
+    for n, kern in rep["by_lanes"].items():
+        for name, k in kern.items():
+            table.add_row(name, n, str(k["lut"]), str(k["ff"]), str(k["dsp"]), f"{k['bram']:g}", str(k["lutram"]),
+                          f"{k['elements_per_cycle']:.3f}", str(k["latency_cycles"]), f"{k['buffer_bits']:,}")
+    console.print(table)
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(rep, indent=2))
+        console.print(f"wrote {args.json_out}")
+    return 0
+
+
+def run_hw_package(args: argparse.Namespace) -> int:
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.pl import vitis_kernel
+
+    manifest = load_manifest(args.manifest)
+    out = args.out if args.out is not None else vitis_kernel.DEFAULT_OUT
+    try:
+        packaged = vitis_kernel.package_kernels(manifest.data, out, source=str(manifest.file.name))
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    for pk in packaged:
+        print(f"{pk.name}: wrote {', '.join(str(f) for f in pk.files)}")
+    vivado = manifest.data["tools"].get("vivado", "")
+    print(f"next, package each kernel into its .xo with AMD Vivado {vivado} (vivado on PATH):")
+    for pk in packaged:
+        print(f"  {vitis_kernel.vivado_command(pk.folder)}")
+    return 0

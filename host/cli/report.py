@@ -1,0 +1,57 @@
+"""``vckattn report errors|quant``: accuracy of the bit-exact integer model."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, missing_subcommand, read_sentences
+
+
+def add_report(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "report",
+        help="accuracy of the bit-exact integer model (per operator; per layer of a real checkpoint)",
+        description="Accuracy of the integer model. `errors`: every hardware operator against a float64 "
+        "reference, exhaustively where it has at most 2^20 inputs, with its documented error budget. "
+        "`quant`: each attention layer of a real BERT-family checkpoint (default: the shipped MiniLM) "
+        "quantized end to end and run on real text, against the float golden model: relative error and "
+        "cosine per layer, for the online-softmax baseline and for SwiftMax.",
+    )
+    rsub = p.add_subparsers(title="reports", dest="report", metavar="REPORT", parser_class=type(p))
+    e = rsub.add_parser("errors", help="error of every integer operator vs float64, with its budget")
+    e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    e.set_defaults(func=run_report_errors)
+    q = rsub.add_parser("quant", help="per-layer integer-vs-float error of a real checkpoint on real text")
+    q.add_argument("checkpoint", nargs="?", type=Path, default=None,
+                   help="Hugging Face BERT-family model folder (default: the shipped all-MiniLM-L6-v2)")
+    q.add_argument("--data", type=Path, metavar="FILE",
+                   help="UTF-8 text, one sentence per line: the first 32 calibrate, the next 16 are evaluated "
+                        "(default: sentences from CPython's documentation)")
+    q.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    q.set_defaults(func=run_report_quant)
+    p.set_defaults(func=lambda args: missing_subcommand(p))
+
+
+def run_report_errors(args: argparse.Namespace) -> int:
+    from vckattn.host import reports
+
+    rows = reports.run_errors(args.json_out)
+    return 0 if all(r["violations"] == 0 for r in rows) else 1
+
+
+def run_report_quant(args: argparse.Namespace) -> int:
+    from vckattn.host import reports
+
+    if args.checkpoint is not None and not (args.checkpoint / "config.json").is_file():
+        raise UserError(f"{args.checkpoint}: not a Hugging Face model folder (no config.json)")
+    sentences = None
+    if args.data is not None:
+        sentences = read_sentences(args.data)
+    try:
+        reports.run_quant(args.checkpoint, sentences, args.json_out)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    return 0

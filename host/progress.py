@@ -1,0 +1,34 @@
+"""Progress bars: tqdm on stderr, the project's one progress library (rich is for tables only)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from collections.abc import Callable, Iterator
+
+
+@contextlib.contextmanager
+def announced_steps(total: int, desc: str, unit: str = "step",
+                    disable: bool | None = None) -> Iterator[Callable[[str], None]]:
+    """A tqdm bar over ``total`` steps for work that announces each step before doing it.
+
+    Yields ``announce(what)``: the previous step is done, ``what`` starts (shown after the bar). On leaving
+    the block every step counts as done. ``disable``: tqdm's (``None``: no bar unless stderr is a terminal).
+    """
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable, leave=False) as bar:
+        started = 0
+
+        def announce(what: str) -> None:
+            nonlocal started
+            if started:
+                bar.update(1)
+            started += 1
+            bar.set_postfix_str(what)
+
+        yield announce
+        bar.update(bar.total - bar.n)
+
+
+__all__ = ["announced_steps"]
