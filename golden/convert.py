@@ -80,7 +80,7 @@ def vckattn_attention_forward(
     keep = mask_to_keep(attention_mask, key.shape[-2])
     record = getattr(module, "vckattn_record", None)
     if record is not None:
-        record.append(_row_stats(attention_scores(query, key, scaling).detach(), keep))
+        record.append(row_stats(attention_scores(query, key, scaling).detach(), keep))
     if dropout > 0.0 and module.training:
         z = attention_scores(query, key, scaling)
         w = F.dropout(normalizer(z, keep), p=dropout, training=True)
@@ -312,7 +312,7 @@ class RowStats:
     head: Tensor  # head index of each row (int64)
 
 
-def _row_stats(z: Tensor, keep: Tensor | None) -> RowStats:
+def row_stats(z: Tensor, keep: Tensor | None) -> RowStats:
     """Statistics of scores ``z`` ``(B, H, Sq, Sk)`` (keep broadcastable to it). Rows of padded queries are
     left out: in self-attention (``Sq == Sk``) a query is a real token iff it may attend to itself, so rows
     whose diagonal key is masked (padding) do not bias the statistics."""

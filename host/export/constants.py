@@ -24,7 +24,7 @@ import torch
 from vckattn.golden.bhyt import mean_square
 from vckattn.golden.bhyt_int import bhyt_site_registers
 from vckattn.golden.calibrate import INIT_MODES, RowSummary, init_beta_gamma
-from vckattn.golden.convert import _row_stats as golden_row_stats
+from vckattn.golden.convert import row_stats
 
 from .capture import Captured
 from .quantize import Range
@@ -42,7 +42,7 @@ def calibration_rows(m: LoadedModel, i: int, cap: Captured) -> RowSummary:
     zm, se = [], []
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         f = float_layer(m, ly, x.astype(np.float64), b.keep, rope, "softmax", 0.0, 1.0)
-        st = golden_row_stats(f["z"], f["keep4"])
+        st = row_stats(f["z"], f["keep4"])
         zm.append(st.z_max)
         se.append(st.sum_exp)
     return RowSummary.of(torch.cat(zm), torch.cat(se))
