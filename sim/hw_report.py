@@ -15,7 +15,6 @@ JSON (``--json``): ``{"kernels": {name: {"lanes", "lut", "ff", "dsp", "bram", "l
 
 from __future__ import annotations
 
-import importlib
 import json
 import tempfile
 import time
@@ -25,12 +24,8 @@ from pathlib import Path
 
 from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.golden.kernels import KernelContract
+from vckattn.hw.kernels import buffer_bits, build_component
 from vckattn.hw.pl.synth import synthesize
-
-
-def _resolve(path: str) -> object:
-    module, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 @dataclass(frozen=True)
@@ -44,13 +39,10 @@ class KernelSpec:
         return self.contract.testbench
 
     def build(self, lanes: int) -> object:
-        assert self.contract.pl is not None
-        return _resolve(self.contract.pl)(lanes, **self.contract.pl_kwargs)  # type: ignore[operator]
+        return build_component(self.contract.name, lanes)
 
     def buffer_bits(self, lanes: int) -> int:
-        assert self.contract.pl is not None
-        module = importlib.import_module(self.contract.pl.partition(":")[0])
-        return int(module.buffer_bits(lanes, **self.contract.pl_kwargs))
+        return buffer_bits(self.contract.name, lanes)
 
 
 #: The normalizer/norm kernels of the attention block, in report order (from the kernel registry).

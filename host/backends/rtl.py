@@ -72,8 +72,7 @@ class RtlDevice(Device):
 
     def _kernel(self) -> tuple[str, dict, Path]:
         """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""
-        from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel
-        from vckattn.hw.pl.swiftmax import SwiftMaxKernel
+        from vckattn.hw.kernels import build_component
         from vckattn.hw.pl.verilog import generate_verilog
 
         assert self.layer is not None
@@ -81,9 +80,8 @@ class RtlDevice(Device):
         lanes = self.manifest.tile.lanes
         top = f"host_{entry['name']}_l{lanes}"
         if top not in self._sources:
-            comp = SwiftMaxKernel(lanes) if self.layer.normalizer == "swiftmax" else \
-                OnlineSoftmaxKernel(lanes, max_keys=self.manifest.max_seq_len)
-            self._sources[top] = generate_verilog(comp, top)
+            params = {"max_keys": self.manifest.max_seq_len} if entry["name"] == "online_softmax" else {}
+            self._sources[top] = generate_verilog(build_component(entry["name"], lanes, **params), top)
         return top, entry, self._sources[top]
 
     def run(self, job: LayerJob) -> Iterator[TileResult]:
