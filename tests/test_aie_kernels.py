@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 import pytest
+from conftest import require_tools
 
 from vckattn.golden.aie_matmul import UINT8, tile_matmul
 from vckattn.hw.manifest import PLIOS
@@ -40,9 +41,9 @@ from vckattn.sim.aie_csim import (
     run_tb,
     run_tb_raw,
 )
-from vckattn.sim.hls_csim import csim_available, run_binary
+from vckattn.sim.hls_csim import run_binary
 
-needs_csim = pytest.mark.skipif(not csim_available(), reason="needs g++ and hls4ml (vckattn[hls])")
+needs_csim = pytest.mark.tool("g++", "hls4ml")
 
 Q_ROWS, KEY_BLOCK = 32, 32
 SEED = 20260601
@@ -51,16 +52,14 @@ SEED = 20260601
 @pytest.fixture(scope="module", params=["scalar", "vector_emu"])
 def exe(request: pytest.FixtureRequest):
     """The test bench, built for the scalar reference or the emulated vector path."""
-    if not csim_available():
-        pytest.skip("needs g++ and hls4ml (vckattn[hls])")
+    require_tools("g++", "hls4ml")
     return build(vector_emu=request.param == "vector_emu")
 
 
 @pytest.fixture(scope="module")
 def tb():
     """The scalar-path test bench (protocol and error checks do not depend on the compute path)."""
-    if not csim_available():
-        pytest.skip("needs g++ and hls4ml (vckattn[hls])")
+    require_tools("g++", "hls4ml")
     return build()
 
 

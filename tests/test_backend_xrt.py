@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import require_tool
 from fakes import fake_pyxrt
 from fakes.card import FakeAttentionCard
 from hw_jobs import (
@@ -272,8 +273,7 @@ def test_configure_refusals(monkeypatch, tmp_path):
 
 
 def test_shim_compiles_against_stub_headers():
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
+    require_tool("g++", shutil.which("g++") is not None, "g++ is not installed")
     cmd = ["g++", "-fsyntax-only", "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{FAKES / 'xrt_include'}",
            str(xrt_graph.SOURCE)]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -282,8 +282,7 @@ def test_shim_compiles_against_stub_headers():
 
 def test_shim_build_and_cache(monkeypatch, tmp_path):
     """build_shim against the stub headers and an empty libxrt_coreutil: compiles once, then cached."""
-    if shutil.which("g++") is None:
-        pytest.skip("g++ is not installed")
+    require_tool("g++", shutil.which("g++") is not None, "g++ is not installed")
     root = tmp_path / "xrt"
     shutil.copytree(FAKES / "xrt_include", root / "include")
     (root / "lib").mkdir()

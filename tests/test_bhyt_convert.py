@@ -7,6 +7,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import require_module
 from hf_tiny import F64, tiny_bert, tiny_llama
 
 from vckattn.golden.bhyt import c_attn_from_weights, c_attn_refresh_interval
@@ -15,7 +16,7 @@ from vckattn.golden.blocks import LlamaBlock
 from vckattn.host import cli, convert_cmd
 from vckattn.host.export import GoldenStack, save_golden_checkpoint
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 
 def _c_attn_by_hand(w_v, w_o, n_heads, n_kv, seq_len):

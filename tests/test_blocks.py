@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import require_module
 from hf_tiny import F64, right_padding, tiny_bert, tiny_llama, tiny_vit
 
 from vckattn.golden.attention import padding_keep
 from vckattn.golden.blocks import BertLayer, LlamaBlock, ViTBlock
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 
 def test_bert_layers_match_hf(gen):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import require_module
 from hf_tiny import F64, right_padding, tiny_bert, tiny_llama, tiny_vit
 
 from vckattn.golden import convert
@@ -13,7 +14,7 @@ from vckattn.golden.blocks import LlamaBlock
 from vckattn.golden.normalizers import SwiftMax
 from vckattn.host.textdata import real_sentences
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ import time
 import numpy as np
 import pytest
 import torch
+from conftest import require_module
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 from vckattn.golden.bhyt import mean_square  # noqa: E402
 from vckattn.golden.bhyt_int import bhyt_site_registers  # noqa: E402
@@ -186,7 +187,7 @@ def test_minilm_export_is_fast(minilm):
 
 @pytest.mark.slow
 def test_smollm2_gguf_export(tmp_path):
-    pytest.importorskip("gguf")
+    require_module("gguf")
     from vckattn.host.export import resolve_checkpoint
 
     resolve_checkpoint("smollm2")  # installed by `make setup`: a missing checkpoint is a failure, not a skip

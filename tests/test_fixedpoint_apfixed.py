@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from conftest import require_tools
 
 from vckattn.golden.fixedpoint import (
     AP_OVF,
@@ -41,7 +42,7 @@ from vckattn.golden.fixedpoint import (
     shift_round,
     wrap,
 )
-from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, csim_available, run_binary
+from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
 
 PROBE_CPP = REPO_ROOT / "sim" / "cpp" / "apfixed_probe.cpp"
 N_RANDOM = 256  # random inputs per probed conversion (plus the hand-picked edge cases)
@@ -243,8 +244,7 @@ def sign_extend(u: np.ndarray, bits: int, signed: bool) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def probe():
-    if not csim_available():
-        pytest.skip("needs g++ and the hls4ml ap_types headers (pip install 'vckattn[hls]')")
+    require_tools("g++", "hls4ml")
     cases = all_cases()
     t0 = time.perf_counter()
     exe = compile_cpp(probe_source(cases), "apfixed_probe")
@@ -253,8 +253,7 @@ def probe():
 
 def test_probe_source_compiles_standalone():
     """The checked-in probe builds on its own (its demonstration case list)."""
-    if not csim_available():
-        pytest.skip("needs g++ and the hls4ml ap_types headers")
+    require_tools("g++", "hls4ml")
     exe = compile_cpp([PROBE_CPP], "apfixed_probe_demo")
     x = np.float64(2.53125).view(np.int64)  # 40.5 LSB of Q4.4 -> 40 (ties to even)
     assert run_binary(exe, f"0 {x} 0\n2 300 0\n".encode(), timeout=30).split() == [b"40", b"19"]

@@ -24,7 +24,6 @@ from vckattn.golden.bhyt_int import (
     sum_of_squares,
 )
 from vckattn.golden.funcunits import rsqrt, tanh_unit
-from vckattn.sim.hls_csim import csim_available
 from vckattn.sim.hls_norm_csim import (
     BHYT_ARG_BITS,
     BHYT_LANES,
@@ -36,7 +35,7 @@ from vckattn.sim.hls_norm_csim import (
     norm_units,
 )
 
-pytestmark = pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+pytestmark = pytest.mark.tool("g++", "hls4ml")
 
 FMT = NormFormat()
 SEED = 20260524

@@ -23,9 +23,9 @@ from vckattn.host.tile_buffers import (
 )
 from vckattn.hw.manifest import SCORE_SWITCH_SELECT, load_manifest
 from vckattn.sim import hls_movers_csim as csim
-from vckattn.sim.hls_csim import RunError, csim_available
+from vckattn.sim.hls_csim import RunError
 
-pytestmark = pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+pytestmark = pytest.mark.tool("g++", "hls4ml")
 
 Q_ROWS = 32
 SM, OS = SCORE_SWITCH_SELECT["swiftmax"], SCORE_SWITCH_SELECT["online_softmax"]
@@ -352,7 +352,7 @@ def test_framing_errors_count_rows_not_beats():
 # ------------------------------------------------------------------------------------ the harness
 
 
-@pytest.mark.skipif(not csim.asan_available(), reason="g++ without AddressSanitizer")
+@pytest.mark.tool("asan")
 def test_reading_past_a_ddr_buffer_fails_the_run(manifest):
     """The test bench passes DDR buffers of exactly their size: a launch longer than its buffers
     (3 tiles claimed, 2 packed) must fail the run, not read stale memory."""

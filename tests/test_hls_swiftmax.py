@@ -19,11 +19,10 @@ import pytest
 from vckattn.golden.fixedpoint import QFormat, saturate, shift_round
 from vckattn.golden.funcunits import pow2, pow2_frac
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, swiftmax_int, swiftmax_registers
-from vckattn.sim.hls_csim import csim_available
 from vckattn.sim.hls_norm_csim import POW2_T_BITS, pow2_frac_unit, score_beats, swiftmax_stream, swiftmax_tb
 from vckattn.sim.hls_norm_csim import pow2_unit as hls_pow2_unit
 
-pytestmark = pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+pytestmark = pytest.mark.tool("g++", "hls4ml")
 
 FMT = SwiftMaxFormat()
 SEED = 20260523

@@ -11,8 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import require_module
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 from vckattn.golden import convert  # noqa: E402
 from vckattn.golden.models import minilm_dir  # noqa: E402

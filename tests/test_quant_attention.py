@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from conftest import require_module
 
 from vckattn.golden.aie_matmul import UINT8, tile_matmul
 from vckattn.golden.attention import MultiHeadAttention
@@ -88,7 +89,7 @@ def test_tabulated_swiftmax_equals_direct():
 
 
 def test_minilm_quantized_layers_report():
-    pytest.importorskip("transformers")
+    require_module("transformers")
     from vckattn.host.reports import run_quant
 
     rep = run_quant(n_calib=16, n_eval=8)

@@ -7,6 +7,7 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
+from conftest import require_module
 
 from vckattn.golden.attention import MultiHeadAttention, apply_rope, rope_cos_sin
 from vckattn.golden.quant_attention import (
@@ -244,7 +245,7 @@ def test_to_quant_layer_defaults():
 
 def test_llama_export_round_trip(tmp_path):
     """Export a tiny HF Llama (GQA 6/2) and run each bundle layer on held-out inputs captured from the HF model."""
-    pytest.importorskip("transformers")
+    require_module("transformers")
     from hf_tiny import tiny_llama
     from transformers import AutoTokenizer
 

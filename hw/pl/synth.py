@@ -6,12 +6,14 @@ with each other, which is what these figures are for; absolute numbers on a VCK5
 come from Vivado.
 
 :func:`synthesize` writes the component's Verilog under ``build/synth/<name>/``,
-runs Yosys there (the WebAssembly build only sees its working folder) and parses
-``stat`` into LUT, LUTRAM, FF, DSP, BRAM (36 Kb equivalents) and CARRY counts.
+runs Yosys there (the WebAssembly build only sees its working folder) and reads the
+cell counts from Yosys' ``stat -json`` (``stat.json``; ``stat.txt`` is the same table for
+people) into LUT, LUTRAM, FF, DSP, BRAM (36 Kb equivalents) and CARRY counts.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -52,11 +54,23 @@ def yosys_binary() -> str:
     return found
 
 
-def parse_stat(text: str) -> Resources:
-    """Parse the flattened ``stat`` output of ``synth_xilinx`` (the last cell table)."""
-    cells: dict[str, int] = {}
-    for mo in re.finditer(r"^\s+(\d+)\s+([A-Z][A-Z0-9_]+)\s*$", text, re.M):
-        cells[mo.group(2)] = int(mo.group(1))  # later tables (the totals) overwrite earlier ones
+def parse_stat(stat: str | dict) -> Resources:
+    """Resources from Yosys' ``stat -json`` output (its text, or the parsed object).
+
+    The cell counts are the design's totals (``design.num_cells_by_type``; after ``synth_xilinx
+    -flatten`` that is the one top module, whose entry is used when ``design`` is absent). Only
+    primitive cell types (``LUT6``, ``FDRE``, ...) are kept: Yosys-internal ``$``-cells are no
+    resources.
+    """
+    data = json.loads(stat) if isinstance(stat, str) else stat
+    totals = data.get("design")
+    if totals is None:
+        modules = list(data.get("modules", {}).values())
+        if len(modules) != 1:
+            raise ValueError(f"stat -json: no design totals and {len(modules)} modules (want one flattened top)")
+        totals = modules[0]
+    by_type = totals.get("num_cells_by_type", {})
+    cells = {k: int(v) for k, v in by_type.items() if re.fullmatch(r"[A-Z][A-Z0-9_]+", k)}
     lut = sum(v for k, v in cells.items() if re.fullmatch(r"LUT[1-6]", k))
     lutram = sum(v for k, v in cells.items() if k.startswith(("RAM16", "RAM32", "RAM64", "RAM128", "RAM256", "SRL")))
     ff = sum(v for k, v in cells.items() if k in ("FDRE", "FDSE", "FDCE", "FDPE"))
@@ -71,9 +85,10 @@ def synthesize(component: object, name: str, timeout: float = 900.0) -> Resource
     out = SYNTH_ROOT / name
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.v").write_text(verilog.convert(component, name=name))
-    script = f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}; tee -o stat.txt stat"
+    script = (f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}; "
+              "tee -o stat.txt stat; tee -q -o stat.json stat -json")
     proc = subprocess.run([yosys_binary(), "-q", "-p", script], cwd=out, capture_output=True, text=True,
                           timeout=timeout)
     if proc.returncode != 0:
         raise RuntimeError(f"yosys failed for {name} (see {out}):\n{proc.stderr[-3000:]}")
-    return parse_stat((out / "stat.txt").read_text())
+    return parse_stat((out / "stat.json").read_text())

@@ -10,7 +10,8 @@ writes into ``<out>/<name>/`` (default ``build/vitis/rtl/<name>/``):
 * ``<name>.v``: a wrapper module ``<name>`` with the ports a Vitis RTL kernel needs: ``ap_clk``;
   ``ap_rst_n`` (active low; inverted and registered into the core's synchronous active-high ``rst``);
   the manifest's AXI4-Stream ports under their own names (``s_axis_t*``, ``m_axis_t*``); the AXI4-Lite
-  port ``s_axil_*`` renamed ``s_axi_control_*`` (Vitis' one control port).
+  port ``s_axil_*`` renamed ``s_axi_control_*`` (Vitis' one control port). The wrapper is an Amaranth
+  component (:class:`VitisWrapper`) that instantiates ``<name>_core`` and is emitted by Amaranth too.
 * ``kernel.xml``: the kernel description for ``package_xo``: ``hwControlProtocol="ap_ctrl_none"``
   (free running; the host reaches the registers through ``xrt::ip``), the control port with a range
   covering the register map, one stream port and one ``addressQualifier="4"`` argument per stream,
@@ -23,25 +24,25 @@ writes into ``<out>/<name>/`` (default ``build/vitis/rtl/<name>/``):
       cd build/vitis/rtl/swiftmax && vivado -mode batch -nojournal -log vivado.log -source package_kernel.tcl
 
 Everything is derived from the manifest and the kernels' Python: port names and widths come from the
-Amaranth component's signature, registers from the manifest's register map.
+Amaranth component's signature (flattened and named as Amaranth names a module's ports), registers from
+the manifest's register map; no Verilog is parsed back.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from amaranth.hdl import Shape
+from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, Shape, Signal
 from amaranth.lib import wiring
 
-__all__ = ["BOARD_PARTS", "DEFAULT_OUT", "CONTROL_PORT", "PackagedKernel", "VitisPort", "build_core",
-           "kernel_xml", "module_ports", "package_kernel", "package_kernels", "package_tcl", "vivado_command",
-           "wrapper_ports", "wrapper_verilog"]
+__all__ = ["BOARD_PARTS", "DEFAULT_OUT", "CONTROL_PORT", "PackagedKernel", "VitisPort", "VitisWrapper",
+           "build_core", "core_ports", "kernel_xml", "package_kernel", "package_kernels", "package_tcl",
+           "vivado_command", "wrapper_ports", "wrapper_verilog"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 #: Default output folder of :func:`package_kernels` (one subfolder per kernel).
@@ -147,6 +148,17 @@ class VitisPort:
     bus: str  # "clock", "reset", an AXI4-Stream port name, or CONTROL_PORT
 
 
+def core_ports(core: wiring.Component) -> dict[str, tuple[str, int]]:
+    """The ports the core's Verilog module has for its signature: name -> (direction, width), in
+    signature order. Named as :func:`amaranth.back.verilog.convert` names them (the member path joined
+    with ``__``); the core's ``clk``/``rst`` (its ``sync`` domain) come on top of these."""
+    ports = {}
+    for path, member, _ in core.signature.flatten(core):
+        direction = "input" if member.flow == wiring.In else "output"
+        ports["__".join(map(str, path))] = (direction, Shape.cast(member.shape).width)
+    return ports
+
+
 def wrapper_ports(manifest: dict, name: str, core: wiring.Component) -> list[VitisPort]:
     """The wrapper's ports, in order: ``ap_clk``, ``ap_rst_n``, then every manifest port's signals in
     the component's signature order, the ``axi4lite`` port renamed :data:`CONTROL_PORT`.
@@ -156,7 +168,7 @@ def wrapper_ports(manifest: dict, name: str, core: wiring.Component) -> list[Vit
     """
     entry = _rtl_entry(manifest, name)
     ports = [VitisPort("ap_clk", "input", 1, None, "clock"), VitisPort("ap_rst_n", "input", 1, None, "reset")]
-    members = dict(core.signature.members)
+    members = core_ports(core)
     for port in entry["ports"]:
         prefix = f"{port['name']}_"
         outer = f"{CONTROL_PORT}_" if port["protocol"] == "axi4lite" else prefix
@@ -165,68 +177,70 @@ def wrapper_ports(manifest: dict, name: str, core: wiring.Component) -> list[Vit
         if not mine:
             raise ValueError(f"kernel {name}: manifest port {port['name']!r} has no signals in the component")
         for m in mine:
-            member = members.pop(m)
-            direction = "input" if member.flow == wiring.In else "output"
-            ports.append(VitisPort(outer + m[len(prefix):], direction, Shape.cast(member.shape).width, m, bus))
+            direction, width = members.pop(m)
+            ports.append(VitisPort(outer + m[len(prefix):], direction, width, m, bus))
     if members:
         raise ValueError(f"kernel {name}: component signals {sorted(members)} belong to no manifest port")
     return ports
 
 
-_DECL = re.compile(r"\b(input|output|inout)\b\s+(?:wire\s+|reg\s+|logic\s+)?(?:signed\s+)?"
-                   r"(?:\[\s*(\d+)\s*:\s*(\d+)\s*\]\s*)?([A-Za-z_][A-Za-z0-9_$]*)")
+# ---------------------------------------------------------------------------------------- wrapper
 
 
-def module_ports(verilog: str, module: str) -> dict[str, tuple[str, int]]:
-    """Ports of ``module`` in Verilog text: name -> (direction, width), in header order.
+class VitisWrapper(wiring.Component):
+    """The Vitis RTL kernel around the core module ``core_module`` (an Amaranth kernel's Verilog).
 
-    Handles both ANSI headers (``input wire [7:0] a,``) and Amaranth's non-ANSI style (name list in the
-    header, ``input [7:0] a;`` in the body). Only plain ``[msb:lsb]`` ranges are understood.
+    Its signature is ``ports`` (:func:`wrapper_ports`), under their Vitis names. ``ap_clk`` clocks a
+    local domain; ``ap_rst_n`` (active low) is inverted and registered (one flop that powers up set, as
+    the FPGA configures it) into the core's synchronous active-high ``rst``. Every other port connects to
+    the core port it was derived from.
     """
-    mo = re.search(rf"^\s*module\s+{re.escape(module)}\s*\((.*?)\)\s*;(.*?)^\s*endmodule", verilog, re.S | re.M)
-    if mo is None:
-        raise ValueError(f"no module {module!r} in the Verilog text")
-    header, body = mo.group(1), mo.group(2)
-    decls = {d.group(4): (d.group(1), abs(int(d.group(2)) - int(d.group(3))) + 1 if d.group(2) else 1)
-             for d in _DECL.finditer(header + ";" + body)}
-    names = [d.group(4) for d in _DECL.finditer(header)] or [n.strip() for n in header.split(",") if n.strip()]
-    missing = [n for n in names if n not in decls]
-    if missing:
-        raise ValueError(f"module {module}: ports without a declaration: {missing}")
-    return {n: decls[n] for n in names}
 
+    def __init__(self, core_module: str, ports: list[VitisPort]):
+        specials = [(p.name, p.direction, p.width) for p in ports if p.core is None]
+        if specials != [("ap_clk", "input", 1), ("ap_rst_n", "input", 1)]:
+            raise ValueError("ap_clk and ap_rst_n (1-bit inputs, in this order) must be the only ports without a "
+                             f"core port, have {specials}")
+        self.core_module = core_module
+        self.ports = list(ports)
+        super().__init__(wiring.Signature({
+            p.name: (wiring.In if p.direction == "input" else wiring.Out)(p.width) for p in ports}))
 
-# ---------------------------------------------------------------------------------------- files
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        ap = ClockDomain("ap", reset_less=True, local=True)
+        ap.clk = self.ap_clk  # clocked by the port itself (no second clock net in the Verilog)
+        m.domains.ap = ap
+        # Reset pipeline: one flop, so the shell's ap_rst_n reaches the core through a register.
+        # Starts in reset (FPGA power-up value).
+        rst_q = Signal(init=1)
+        m.d.ap += rst_q.eq(~self.ap_rst_n)
+        conns: dict[str, object] = {"i_clk": ClockSignal("ap"), "i_rst": rst_q}
+        for p in self.ports:
+            if p.core is not None:
+                conns[("i_" if p.direction == "input" else "o_") + p.core] = getattr(self, p.name)
+        m.submodules.core = Instance(self.core_module, **conns)
+        return m
 
 
 def wrapper_verilog(name: str, core_module: str, ports: list[VitisPort], source: str) -> str:
-    """Verilog of the wrapper module ``name`` around ``core_module`` (see the module docstring)."""
-    def rng(width: int) -> str:
-        return f"[{width - 1}:0]" if width > 1 else ""
+    """Verilog of the wrapper module ``name`` around ``core_module`` (see the module docstring), written
+    by Amaranth from :class:`VitisWrapper`."""
+    from amaranth.back import verilog
 
-    decls = ",\n".join(f"    {p.direction:<6} wire {rng(p.width):<9} {p.name}" for p in ports)
-    conns = [("clk", "ap_clk"), ("rst", "rst_q")] + [(p.core, p.name) for p in ports if p.core is not None]
-    body = ",\n".join(f"        .{inner}({outer})" for inner, outer in conns)
+    text = verilog.convert(VitisWrapper(core_module, ports), name=name, emit_src=False, strip_internal_attrs=True)
     return f"""// {_GENERATED.format(source=source)}
 // Vitis RTL kernel `{name}`: ap_clk, ap_rst_n (active low, registered into the core's synchronous
 // active-high rst), AXI4-Stream ports as in the manifest, AXI4-Lite control port s_axi_control
 // (the core's s_axil). Free running (ap_ctrl_none): no ap_start/ap_done.
+// Amaranth gives a flop its power-up value as a declaration initializer (`reg rst_q = 1'h1;`, the value
+// the FPGA configures), which Verilator's -Wall calls PROCASSINIT: waived for this file only.
 `default_nettype none
+/* verilator lint_off PROCASSINIT */
 
-module {name} (
-{decls}
-);
-    // Reset pipeline: one flop, so the shell's ap_rst_n reaches the core through a register.
-    // Starts in reset (FPGA power-up value).
-    reg rst_q;
-    initial rst_q = 1'b1;
-    always @(posedge ap_clk) rst_q <= ~ap_rst_n;
+{text.strip()}
 
-    {core_module} core (
-{body}
-    );
-endmodule
-
+/* verilator lint_on PROCASSINIT */
 `default_nettype wire
 """
 
@@ -423,11 +437,6 @@ def package_kernel(manifest: dict, name: str, out: Path | str = DEFAULT_OUT,
     core_module = f"{name}_core"
     core_v = generate_verilog(core, core_module, folder)
     ports = wrapper_ports(manifest, name, core)
-    have = module_ports(core_v.read_text(), core_module)
-    want = {"clk": ("input", 1), "rst": ("input", 1)} | {p.core: (p.direction, p.width) for p in ports if p.core}
-    if have != want:
-        raise ValueError(f"kernel {name}: the generated core's ports differ from its signature: "
-                         f"{sorted(set(have.items()) ^ set(want.items()))}")
     wrapper = folder / f"{name}.v"
     wrapper.write_text(wrapper_verilog(name, core_module, ports, source))
     xml = folder / "kernel.xml"
