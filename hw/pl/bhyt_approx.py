@@ -75,10 +75,9 @@ from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import wiring
 
 from vckattn.golden.bhyt_int import NormFormat, bhyt_approx_regmap
-from vckattn.golden.regmap import wide_names
 
 from .axil import RegisterFile, axil_members
-from .norm_lanes import BHyTLane, BHyTScaleUnit
+from .norm_lanes import BHyTLane, BHyTScaleUnit, bhyt_lanes, bhyt_scale
 from .pipeline import StallPipeline, axis_port
 
 __all__ = ["BHyTApproxKernel", "buffer_bits"]
@@ -132,9 +131,6 @@ class BHyTApproxKernel(wiring.Component):
         pipe.connect(m, self)
         reg = regs.reg
 
-        def wide(name: str) -> object:
-            return Cat(*(reg[x] for x in wide_names(name, fmt.stat_bits)))
-
         # Status: tokens accepted.
         tokens = Signal(32)
         with m.If(pipe.in_fire & self.s_axis_tlast):
@@ -147,15 +143,7 @@ class BHyTApproxKernel(wiring.Component):
             m.d.sync += col.eq(Mux(self.s_axis_tlast, 0, col + n))
 
         # Stages 1..5: the token scale from S (TUSER of this very beat).
-        m.submodules.scale = scale = BHyTScaleUnit(fmt)
-        m.d.comb += [
-            scale.en.eq(pipe.ce),
-            scale.stat.eq(self.s_axis_tuser),
-            scale.c_int.eq(wide("c_int")),
-            scale.eps_int.eq(wide("eps_int")),
-            scale.k_mult.eq(reg["k_mult"]),
-            scale.k_shift.eq(reg["k_shift"]),
-        ]
+        scale = bhyt_scale(m, reg, pipe.ce, self.s_axis_tuser, fmt)
         s = BHyTScaleUnit.LATENCY
         q = self.s_axis_tdata
         for k in range(1, s + 1):
@@ -165,20 +153,11 @@ class BHyTApproxKernel(wiring.Component):
             idx = pipe.reg(m, idx, name=f"idx{k}")
 
         # Stage 5: gamma read (address from stage 4); stages 6..10: the lanes.
-        outs = []
+        g = []
         for i in range(n):
             port = regs.mem_read_port("gamma", i)
             m.d.comb += [port.addr.eq(idx + i), port.en.eq(pipe.ce)]
-            lane = BHyTLane(fmt, c_width=len(scale.c))
-            m.submodules[f"lane{i}"] = lane
-            m.d.comb += [
-                lane.en.eq(pipe.ce),
-                lane.q.eq(q[i * IN_WIDTH : (i + 1) * IN_WIDTH].as_signed()),
-                lane.c.eq(scale.c),
-                lane.sh.eq(scale.sh),
-                lane.g.eq(port.data),
-                lane.g_frac.eq(reg["g_frac"]),
-            ]
-            outs.append(lane.out)
+            g.append(port.data)
+        outs = bhyt_lanes(m, reg, pipe.ce, scale, q, g, fmt, IN_WIDTH)
         m.d.comb += pipe.out_data.eq(Cat(*outs))
         return m

@@ -55,13 +55,12 @@ All registers reset to 0. Write registers and ``γ`` while the kernel is idle.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Value
+from amaranth.hdl import Module, Value
 
 from vckattn.golden.bhyt_int import NormFormat, bhyt_exact_regmap
-from vckattn.golden.regmap import wide_names
 
 from .axil import RegisterFile, RegisterMap
-from .norm_lanes import BHyTLane, BHyTScaleUnit
+from .norm_lanes import BHyTLane, BHyTScaleUnit, bhyt_lanes, bhyt_scale
 from .pipeline import StallPipeline
 from .token_engine import IN_WIDTH, TokenNormKernel, token_buffer_bits
 
@@ -97,31 +96,5 @@ class BHyTExactKernel(TokenNormKernel):
 
     def _datapath(self, m: Module, regs: RegisterFile, pipe: StallPipeline, stat: Value, q: Value,
                   g: list[Value]) -> list[Value]:
-        fmt, reg = self.fmt, regs.reg
-
-        def wide(name: str) -> Value:
-            return Cat(*(reg[x] for x in wide_names(name, fmt.stat_bits)))
-
-        m.submodules.scale = scale = BHyTScaleUnit(fmt)
-        m.d.comb += [
-            scale.en.eq(pipe.ce),
-            scale.stat.eq(stat),
-            scale.c_int.eq(wide("c_int")),
-            scale.eps_int.eq(wide("eps_int")),
-            scale.k_mult.eq(reg["k_mult"]),
-            scale.k_shift.eq(reg["k_shift"]),
-        ]
-        outs = []
-        for i in range(self.lanes):
-            lane = BHyTLane(fmt, c_width=len(scale.c))
-            m.submodules[f"lane{i}"] = lane
-            m.d.comb += [
-                lane.en.eq(pipe.ce),
-                lane.q.eq(q[i * IN_WIDTH:(i + 1) * IN_WIDTH].as_signed()),
-                lane.c.eq(scale.c),
-                lane.sh.eq(scale.sh),
-                lane.g.eq(g[i]),
-                lane.g_frac.eq(reg["g_frac"]),
-            ]
-            outs.append(lane.out)
-        return outs
+        scale = bhyt_scale(m, regs.reg, pipe.ce, stat, self.fmt)
+        return bhyt_lanes(m, regs.reg, pipe.ce, scale, q, g, self.fmt, IN_WIDTH)

@@ -22,14 +22,17 @@ bookkeeping inside the pipeline); lanes get the delayed scale of their beat.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Signal, signed, unsigned
+from collections.abc import Mapping, Sequence
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed, unsigned
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.bhyt_int import C_SHIFT, NormFormat
+from vckattn.golden.regmap import wide_names
 from vckattn.hw.pl.funcunits import RsqrtUnit, TanhUnit
 
-__all__ = ["BHyTScaleUnit", "BHyTLane", "RMSNormScaleUnit", "RMSNormLane"]
+__all__ = ["BHyTLane", "BHyTScaleUnit", "RMSNormLane", "RMSNormScaleUnit", "bhyt_lanes", "bhyt_scale"]
 
 SH_BITS = 7  # right-shift amounts up to 127
 
@@ -155,3 +158,35 @@ class RMSNormLane(wiring.Component):
             m.d.sync += [qr.eq(self.q * self.r), g1.eq(self.g), sh1.eq(self.sh)]
             m.d.sync += self.out.eq(_sat(_round_shift(qr * g1, sh1), self.fmt.out_bits))
         return m
+
+
+# ------------------------------------------------------------------ the BHyT datapath, wired to its registers
+# (shared by both BHyT kernels: the exact site with its token buffer, and the approximate-variance unit)
+
+
+def bhyt_scale(m: Module, reg: Mapping[str, Value], en: Value, stat: Value, fmt: NormFormat) -> BHyTScaleUnit:
+    """A :class:`BHyTScaleUnit` (``m.submodules.scale``) on the token statistic ``stat``, its constants
+    from the BHyT registers ``reg`` (:func:`vckattn.golden.bhyt_int.bhyt_exact_regmap`; the 40-bit ones
+    reassembled from their words)."""
+
+    def wide(name: str) -> Value:
+        return Cat(*(reg[x] for x in wide_names(name, fmt.stat_bits)))
+
+    m.submodules.scale = scale = BHyTScaleUnit(fmt)
+    m.d.comb += [scale.en.eq(en), scale.stat.eq(stat), scale.c_int.eq(wide("c_int")),
+                 scale.eps_int.eq(wide("eps_int")), scale.k_mult.eq(reg["k_mult"]), scale.k_shift.eq(reg["k_shift"])]
+    return scale
+
+
+def bhyt_lanes(m: Module, reg: Mapping[str, Value], en: Value, scale: BHyTScaleUnit, q: Value,
+               g: Sequence[Value], fmt: NormFormat, in_width: int = 8) -> list[Value]:
+    """One :class:`BHyTLane` per element of the beat ``q`` (``len(g)`` lanes of ``in_width`` bits),
+    fed the scale unit's ``c``/``sh`` and lane ``i``'s ``γ`` entry ``g[i]``; returns the lane outputs."""
+    outs = []
+    for i, gi in enumerate(g):
+        lane = BHyTLane(fmt, c_width=len(scale.c))
+        m.submodules[f"lane{i}"] = lane
+        m.d.comb += [lane.en.eq(en), lane.q.eq(q[i * in_width:(i + 1) * in_width].as_signed()),
+                     lane.c.eq(scale.c), lane.sh.eq(scale.sh), lane.g.eq(gi), lane.g_frac.eq(reg["g_frac"])]
+        outs.append(lane.out)
+    return outs
