@@ -153,6 +153,8 @@ class BufferedDevice(Device):
         self.timeout_ms = int(timeout_ms if timeout_ms is not None else manifest.data.get("timeout_ms", 10_000))
         self.launches = 0  # launches completed, over the device's life
         self._sets: list[dict[str, Any]] = []  # the two buffer sets (ping, pong), by port name
+        self._kv: Any = None  # the job's K/V buffer
+        self._geom: tuple[int, int, int] | None = None  # (head_dim, keys_pad, capacity) of the buffer sets
         self.written: list[RegisterWrite] = []
         self.written_kernel = ""
         self._rq: tuple[int, int] = (0, 0)
@@ -244,8 +246,36 @@ class BufferedDevice(Device):
                     pass
 
     @abstractmethod
+    def _is_open(self) -> bool:
+        """Whether the device (card or overlay) is open."""
+
+    @abstractmethod
+    def _alloc(self, port: str, nbytes: int) -> Any:
+        """A device buffer of at least ``nbytes`` for the ``m_axi`` argument ``port``."""
+
+    def _release(self, buf: Any) -> None:
+        """Give a device buffer back (default: nothing; the runtime frees it with its last reference)."""
+
     def _prepare(self, job: LayerJob) -> None:
-        """Allocate (or reuse) both buffer sets for ``job`` and upload its ``kv`` buffer."""
+        """Allocate (or reuse) both buffer sets for ``job`` and upload its ``kv`` buffer. The sets are
+        reallocated only when the head size changes or the job needs more keys or tiles per launch."""
+        if not self._is_open():
+            raise DeviceError(f"{self.name} backend: the device is not open (use it as a context manager)")
+        q_rows, hd, kp = job.tile.q_rows, int(job.k.shape[-1]), job.keys_pad
+        cap = min(self.tiles_per_launch, max(1, len(job.tiles)))
+        if self._geom is None or self._geom[0] != hd or self._geom[1] < kp or self._geom[2] < cap:
+            for old in self._sets:
+                for buf in old.values():
+                    self._release(buf)
+            sizes = {"desc": tb.desc_nbytes(cap), "q": tb.q_nbytes(cap, q_rows, hd),
+                     "mask": tb.mask_nbytes(cap, q_rows, kp), "out": tb.out_nbytes(cap, q_rows, hd)}
+            self._sets = [{n: self._alloc(n, size) for n, size in sizes.items()} for _ in range(2)]
+            self._geom = (hd, kp, cap)
+        kv = tb.pack_kv(job)
+        if self._kv is not None:
+            self._release(self._kv)
+        self._kv = self._alloc("kv", kv.nbytes)
+        self._write(self._kv, kv)
 
     @abstractmethod
     def _write(self, buf: Any, data: np.ndarray) -> None:

@@ -45,16 +45,8 @@ import numpy as np
 
 from vckattn.golden.regmap import to_word
 from vckattn.host import tile_buffers as tb
+from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.hwio import (
-    LAUNCHED,
-    START_ORDER,
-    BufferedDevice,
-    Launch,
-    kernel_args,
-    launch_values,
-    timeout_error,
-)
 from vckattn.host.tiler import LayerJob, TileResult
 from vckattn.hw.driver import IpPort
 from vckattn.hw.manifest import BITSTREAMS, Manifest
@@ -99,7 +91,7 @@ def arg_offsets(registers: dict, port: str, pointer: bool) -> list[int]:
     raise KeyError(port)
 
 
-class PynqDevice(BufferedDevice):
+class PynqDevice(hwio.BufferedDevice):
     name = "pynq"
     where = "hardware: VCK190 through PYNQ 4.0"
 
@@ -116,8 +108,6 @@ class PynqDevice(BufferedDevice):
         self._ips: dict[str, Any] = {}
         self._args: dict[str, dict[str, list[int]]] = {}  # kernel -> port -> register offsets
         self._ctrl: dict[str, int] = {}
-        self._kv: Any = None
-        self._geom: tuple[int, int, int] | None = None
 
     # ------------------------------------------------------------------------------ open / close
 
@@ -181,31 +171,14 @@ class PynqDevice(BufferedDevice):
 
     # ------------------------------------------------------------------------------ buffers / runs
 
-    def _alloc(self, nbytes: int) -> Any:
+    def _is_open(self) -> bool:
+        return self._overlay is not None
+
+    def _alloc(self, port: str, nbytes: int) -> Any:
         return self._pynq.allocate(shape=(max(int(nbytes), 64),), dtype=np.uint8)
 
-    def _prepare(self, job: LayerJob) -> None:
-        if self._overlay is None:
-            raise DeviceError("pynq backend: the overlay is not loaded (use the device as a context manager)")
-        q_rows, hd, kp = job.tile.q_rows, int(job.k.shape[-1]), job.keys_pad
-        cap = min(self.tiles_per_launch, max(1, len(job.tiles)))
-        if self._geom is None or self._geom[0] != hd or self._geom[1] < kp or self._geom[2] < cap:
-            self.close_buffers()
-            sizes = {"desc": tb.desc_nbytes(cap), "q": tb.q_nbytes(cap, q_rows, hd),
-                     "mask": tb.mask_nbytes(cap, q_rows, kp), "out": tb.out_nbytes(cap, q_rows, hd)}
-            self._sets = [{n: self._alloc(s) for n, s in sizes.items()} for _ in range(2)]
-            self._geom = (hd, kp, cap)
-        kv = tb.pack_kv(job)
-        if self._kv is not None:
-            self._kv.freebuffer()
-        self._kv = self._alloc(kv.nbytes)
-        self._write(self._kv, kv)
-
-    def close_buffers(self) -> None:
-        for s in self._sets:
-            for buf in s.values():
-                buf.freebuffer()
-        self._sets = []
+    def _release(self, buf: Any) -> None:
+        buf.freebuffer()
 
     @staticmethod
     def _write(buf: Any, data: np.ndarray) -> None:
@@ -213,12 +186,12 @@ class PynqDevice(BufferedDevice):
         buf[: raw.size] = raw
         buf.sync_to_device()
 
-    def _start(self, job: LayerJob, launch: Launch) -> None:
-        values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
-        for name in START_ORDER:
+    def _start(self, job: LayerJob, launch: hwio.Launch) -> None:
+        values = hwio.launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
+        for name in hwio.START_ORDER:
             k = self.manifest.kernel(name)
             ip, offs = self._ips[name], self._args[name]
-            for p, value in zip(k["ports"], kernel_args(k, values), strict=True):
+            for p, value in zip(k["ports"], hwio.kernel_args(k, values), strict=True):
                 if p["protocol"] == "axis":
                     continue
                 words = self._words(name, p, value, len(offs[p["name"]]))
@@ -236,7 +209,7 @@ class PynqDevice(BufferedDevice):
                               f"address register")
         return [addr & 0xFFFFFFFF, addr >> 32][:n]
 
-    def _wait(self, name: str, launch: Launch) -> None:
+    def _wait(self, name: str, launch: hwio.Launch) -> None:
         ip, ctrl = self._ips[name], self._ctrl[name]
         deadline = time.monotonic() + self.timeout_ms / 1000
         while True:
@@ -244,11 +217,11 @@ class PynqDevice(BufferedDevice):
             if not v & AP_START and v & (AP_DONE | AP_IDLE):
                 return
             if time.monotonic() > deadline:
-                raise timeout_error(self.timeout_ms, name, launch)
+                raise hwio.timeout_error(self.timeout_ms, name, launch)
             time.sleep(self.poll_s)
 
-    def _finish(self, job: LayerJob, launch: Launch) -> list[TileResult]:
-        for name in LAUNCHED:
+    def _finish(self, job: LayerJob, launch: hwio.Launch) -> list[TileResult]:
+        for name in hwio.LAUNCHED:
             self._wait(name, launch)
         q_rows, hd = job.tile.q_rows, int(job.k.shape[-1])
         out = self._sets[launch.slot]["out"]

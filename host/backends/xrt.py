@@ -40,16 +40,8 @@ from typing import Any
 import numpy as np
 
 from vckattn.host import tile_buffers as tb
+from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.hwio import (
-    LAUNCHED,
-    START_ORDER,
-    BufferedDevice,
-    Launch,
-    kernel_args,
-    launch_values,
-    timeout_error,
-)
 from vckattn.host.tiler import LayerJob, TileResult
 from vckattn.hw.driver import IpPort
 from vckattn.hw.manifest import BITSTREAMS, Manifest
@@ -111,7 +103,7 @@ def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
 
-class XrtDevice(BufferedDevice):
+class XrtDevice(hwio.BufferedDevice):
     name = "xrt"
     where = "hardware: VCK5000 through XRT (pyxrt)"
 
@@ -132,8 +124,6 @@ class XrtDevice(BufferedDevice):
         self._graph: Any = None
         self._graph_idle = True
         self._graph_ran = False
-        self._kv: Any = None
-        self._geom: tuple[int, int, int] | None = None  # (head_dim, keys_pad, capacity) of the buffers
         self._runs: dict[int, dict[str, Any]] = {}
 
     # ------------------------------------------------------------------------------ open / close
@@ -237,7 +227,7 @@ class XrtDevice(BufferedDevice):
 
     # ------------------------------------------------------------------------------ buffers / runs
 
-    def _bo(self, port: str, nbytes: int) -> Any:
+    def _alloc(self, port: str, nbytes: int) -> Any:
         """A buffer for ``m_axi`` argument ``port``, in the memory group of its first user (module docstring)."""
         pyxrt = self._pyxrt
         for k in self.manifest.data["kernels"]:
@@ -248,50 +238,39 @@ class XrtDevice(BufferedDevice):
                 return pyxrt.bo(self._dev, max(int(nbytes), 64), pyxrt.bo.flags.normal, group)
         raise DeviceError(f"{self.manifest.file}: no kernel has a buffer argument {port!r}")
 
-    def _prepare(self, job: LayerJob) -> None:
-        if self._dev is None:
-            raise DeviceError("xrt backend: the device is not open (use it as a context manager)")
-        q_rows, hd, kp = job.tile.q_rows, int(job.k.shape[-1]), job.keys_pad
-        cap = min(self.tiles_per_launch, max(1, len(job.tiles)))
-        if self._geom is None or self._geom[0] != hd or self._geom[1] < kp or self._geom[2] < cap:
-            sizes = {"desc": tb.desc_nbytes(cap), "q": tb.q_nbytes(cap, q_rows, hd),
-                     "mask": tb.mask_nbytes(cap, q_rows, kp), "out": tb.out_nbytes(cap, q_rows, hd)}
-            self._sets = [{n: self._bo(n, s) for n, s in sizes.items()} for _ in range(2)]
-            self._geom = (hd, kp, cap)
-        kv = tb.pack_kv(job)
-        self._kv = self._bo("kv", kv.nbytes)
-        self._write(self._kv, kv)
+    def _is_open(self) -> bool:
+        return self._dev is not None
 
     def _write(self, bo: Any, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         bo.write(raw, 0)
         bo.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, raw.nbytes, 0)
 
-    def _start(self, job: LayerJob, launch: Launch) -> None:
-        values = launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
+    def _start(self, job: LayerJob, launch: hwio.Launch) -> None:
+        values = hwio.launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
         self._graph_idle, self._graph_ran = False, True
         self._graph.run(launch.n)
         runs = {}
-        for name in START_ORDER:
-            args = kernel_args(self.manifest.kernel(name), values)
+        for name in hwio.START_ORDER:
+            args = hwio.kernel_args(self.manifest.kernel(name), values)
             try:
                 runs[name] = self._kernels[name](*args)
             except Exception as exc:
                 raise DeviceError(f"kernel {name}: cannot start {launch.describe()}: {reason(exc)}") from None
         self._runs[launch.index] = runs
 
-    def _finish(self, job: LayerJob, launch: Launch) -> list[TileResult]:
+    def _finish(self, job: LayerJob, launch: hwio.Launch) -> list[TileResult]:
         runs = self._runs.pop(launch.index)
-        for name in LAUNCHED:
+        for name in hwio.LAUNCHED:
             state = runs[name].wait(self.timeout_ms)
             sname = _state_name(state)
             if sname == "ERT_CMD_STATE_COMPLETED":
                 continue
             if sname in _PENDING:
-                raise timeout_error(self.timeout_ms, name, launch)
+                raise hwio.timeout_error(self.timeout_ms, name, launch)
             raise DeviceError(f"device error in kernel {name} on {launch.describe()}: run state {sname}")
         if not self._graph.wait(self.timeout_ms):
-            raise timeout_error(self.timeout_ms, self.manifest.data["graph"]["name"], launch)
+            raise hwio.timeout_error(self.timeout_ms, self.manifest.data["graph"]["name"], launch)
         self._graph_idle = True
         q_rows, hd = job.tile.q_rows, int(job.k.shape[-1])
         n = tb.out_nbytes(launch.n, q_rows, hd)
