@@ -157,3 +157,15 @@ def test_generated_base_design(capsys):
     assert d["kv_resident"] and not d["score_switch"] and d["pipelines"] == 3 and d["score_bits"] == 8
     code, _, err = _run(capsys, "perf", "--generated", "--design-from-manifest", "vck5000_attention")
     assert code == 2 and "one of" in err
+
+
+def test_validate_lists_the_published_designs(capsys):
+    from vckattn.hw.perf import published
+
+    code, out, err = _run(capsys, "perf", "validate", "--json", "-")
+    assert code == 0, err
+    rows = json.loads(out)["designs"]
+    assert [r["name"] for r in rows] == [g.name for g in published.DESIGNS]
+    for r, g in zip(rows, published.DESIGNS, strict=True):
+        assert r["published"] == g.published and r["error"] == pytest.approx(r["modeled"] / r["published"] - 1)
+    assert "MaxEVA" in err and "CHARM" in err

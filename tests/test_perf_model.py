@@ -12,13 +12,14 @@ import math
 import random
 import time
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vckattn.hw.manifest import load_manifest
-from vckattn.hw.perf import explore, model, published
+from vckattn.hw.perf import explore, model, published, report
 from vckattn.hw.perf.model import Design, Workload, evaluate, load_device
 
 DEV = load_device("vck5000")
@@ -318,3 +319,15 @@ def test_published_model_uses_the_attention_cost_path():
         assert math.isfinite(r["modeled"]) and r["modeled"] > 0
         peak = DEV.peak_ops(r["dtype"]) * r["aie_cores"] / DEV.aie_tiles
         assert r["modeled"] <= peak  # never above the peak of the cores it uses
+
+
+# -------------------------------------------------------------------------------------------- README
+
+
+def test_readme_tables_are_what_the_model_says():
+    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert report.current_block(text) == report.readme_block(), (
+        "README's perf tables are stale: run `python -m vckattn.hw.perf.report --write README.md`")
+    assert report.replace_block("a\n" + report.BEGIN + "old" + report.END + "\nb", "NEW") == "a\nNEW\nb"
+    with pytest.raises(ValueError):
+        report.replace_block("no block", "x")

@@ -121,6 +121,15 @@ def add_perf(sub: Subparsers) -> None:
     e.add_argument("--no-cpu", action="store_true", help="with --plots: no CPU timing in Fig. 5")
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=run_explore)
+    v = psub.add_parser("validate", help="published AIE GEMM designs (MaxEVA, CHARM) predicted with the model's cost "
+                        "path: published vs modeled", description="Validation of the model against published "
+                        "measurements: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
+                        "clocks, DDR traffic; sources in hw/perf/published.py) through the same AIE cost path the "
+                        "attention model uses. Prints published vs modeled throughput and the error.\n\nexample:\n"
+                        "  vckattn perf validate --json validate.json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the rows as JSON ('-': stdout)")
+    v.set_defaults(func=run_validate)
 
 
 # -------------------------------------------------------------------------------------------- helpers
@@ -382,4 +391,30 @@ def run_explore(args: argparse.Namespace) -> int:
             console.print(f"wrote {p}")
     if args.json_out is not None:
         _write_json(report, args.json_out)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- validate
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vckattn.hw.perf import published
+
+    rows = published.validate()
+    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")
+    for col in ("design", "board", "published", "modeled", "error", "modeled bound"):
+        t.add_column(col, justify="left" if col in ("design", "board", "modeled bound") else "right")
+    for r in rows:
+        unit = "TOPS" if r["dtype"] == "int8" else "TFLOPS"
+        t.add_row(r["name"], r["board"], f"{r['published'] / 1e12:.2f} {unit}", f"{r['modeled'] / 1e12:.2f} {unit}",
+                  f"{r['error']:+.1%}", r["bound_by"])
+    console.print(t)
+    for r in rows:
+        console.print(f"{r['name']}: {r['citation']}; parameters: {r['parameters_from']}")
+    if args.json_out is not None:
+        _write_json({"modeled": True, "designs": rows}, args.json_out)
     return 0

@@ -166,7 +166,7 @@ class Fig5Case:
 
 
 def fig5_data(cases: Sequence[Fig5Case], heads: int = 12, d_head: int = 64, layers: int = 12,
-              batches: Sequence[int] = BATCHES, layer_batch: int = 8, cpu: bool = True, cpu_repeats: int = 3,
+              batches: Sequence[int] = BATCHES, layer_batch: int = 8, cpu: bool = True, cpu_repeats: int = 5,
               dev: Device | None = None, progress: Callable[[str], None] | None = None) -> dict:
     """The numbers of Fig. 5: per sequence length, modeled board seconds of ``layers`` layers for every
     batch (all SwiftMax vs all online softmax, each on its design) and for 0..``layers`` layers
