@@ -51,7 +51,7 @@ def test_help_and_version_via_main(capsys):
 
 def test_registered_commands():
     assert cli.command_names(cli.build_parser()) == ["doctor", "profile", "calibrate", "convert", "report",
-                                                     "bench", "hw", "export", "inspect", "run", "deploy"]
+                                                     "bench", "hw", "perf", "export", "inspect", "run", "deploy"]
 
 
 def test_unknown_subcommand_via_console_script():

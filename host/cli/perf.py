@@ -1,0 +1,420 @@
+"""``vckattn perf`` and ``vckattn perf explore``: the modeled performance of the attention block."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, positive_float, positive_int
+
+DESCRIPTION = """\
+The modeled performance of the attention block (QKᵀ on the AI Engines, the normalizer in the PL,
+P·V on the AI Engines) on the XCVC1902 of a VCK5000 (or VCK190). Every figure is MODELED, not
+measured on a board: device limits come from hw/perf/device.json (each with its source), AIE kernel
+cycles from the kernels' instrumented vector path and a documented cost table, PL resources, lanes
+and latencies from Yosys synthesis and Verilator. For a workload (flags, --bundle or --config) on a
+design point (--design-from-manifest for today's committed build, --design FILE, or the design
+flags) it prints the time each stage is busy per layer (DDR -> AIE, AIE QKᵀ, AIE -> PL, PL
+normalizer, PL -> AIE, AIE P·V, back to DDR, host overhead; the stages overlap, a layer takes the
+busiest one plus fill/drain), the bottleneck, TOPS and % of the 128 int8 TOPS peak, and resources
+used vs available. `perf explore` searches the design space for the fastest design per normalizer
+and compares SwiftMax with online softmax.
+
+example:
+  vckattn perf --design-from-manifest vck5000_attention --seq 512 --batch 8
+  vckattn perf --heads 12 --d-head 64 --seq 512 --batch 8 --layers 12 --generated --pipelines 15 \\
+      --qk-kernels 8 --pv-kernels 8 --score-bits 8 --score-plios 2 --lanes 16 --json perf.json
+  vckattn perf explore --seq 512 --batch 8 --json explore.json --plots results/perf"""
+
+EXPLORE_DESCRIPTION = """\
+Search the design space that issue #16 builds (pipelines of QKᵀ/P·V AIE kernels owning key slices,
+int8/int16 scores through the AIE's shift-round-saturate, 128-bit PLIOs, normalizer lanes per
+score PLIO) under the device's limits, keeping --lut-headroom of the LUTs free, for the fastest
+design with SwiftMax and with online softmax (all MODELED). Reports SwiftMax against online softmax
+at equal resources (speedup: online softmax restricted to the SwiftMax design's AIE tiles, PLIOs,
+LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots also writes the
+roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup vs batch 1..64
+and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the same run
+(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute).
+
+example:
+  vckattn perf explore --seq 512 --batch 8 --layers 12 --json explore.json --plots results/perf"""
+
+
+def _workload_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("workload (default: BERT-base attention, 12 heads x 64, S = 512, batch 8, 12 layers)")
+    g.add_argument("--heads", type=positive_int, default=None, help="query heads (default 12)")
+    g.add_argument("--d-head", type=positive_int, default=None, help="head size (default 64)")
+    g.add_argument("--seq", type=positive_int, default=None, help="sequence length (default 512)")
+    g.add_argument("--batch", type=positive_int, default=8, help="batch size (default 8)")
+    g.add_argument("--layers", type=positive_int, default=None, help="attention layers (default 12)")
+    g.add_argument("--kv-heads", type=positive_int, default=None, help="K/V heads (grouped-query attention)")
+    g.add_argument("--normalizer", default=None, metavar="N[,N...]",
+                   help="swiftmax or softmax (online softmax), one for all layers or one per layer "
+                   "(default swiftmax; a bundle's own per layer)")
+    g.add_argument("--norm-site", choices=("none", "bhyt_approx", "rmsnorm", "layernorm"), default=None,
+                   help="pre-norm site before attention (LayerNorm is modeled as an RMSNorm-like unit); default: "
+                   "none, or from the bundle/config")
+    g.add_argument("--operands", choices=("ddr", "host", "on_chip"), default="ddr",
+                   help="where Q, K, V come from: card DDR (default), the host over PCIe (this toolkit's flow "
+                   "today), or on chip (a fused projection engine: the attention engine's ceiling)")
+    g.add_argument("--bundle", type=Path, metavar="B", help="take the model's shape and per-layer normalizers "
+                   "from a bundle (vckattn export)")
+    g.add_argument("--config", type=Path, metavar="config.json", help="take the model's shape from a Hugging "
+                   "Face config.json")
+    g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="device limits (default "
+                   "vck5000)")
+
+
+def _design_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("design point (default: today's committed build, bitstreams/vck5000_attention.json; "
+                             "each flag overrides one field)")
+    g.add_argument("--design-from-manifest", metavar="NAME", default=None,
+                   help="a bitstream manifest (name in bitstreams/ or .json file) as the design")
+    g.add_argument("--design", type=Path, metavar="FILE", help="a design point as JSON (the `design` object of "
+                   "`perf --json` or of `perf explore --json`'s best designs)")
+    g.add_argument("--generated", action="store_true", help="start from a generated design of issue #16 (K/V "
+                   "resident, no score_switch tile buffer, bulk host launches) instead of today's build")
+    for flag, typ, what in (
+        ("--pipelines", positive_int, "identical pipelines"),
+        ("--qk-kernels", positive_int, "QKᵀ AIE kernels per pipeline (each owns a key slice)"),
+        ("--pv-kernels", positive_int, "P·V AIE kernels per pipeline"),
+        ("--q-rows", positive_int, "query rows per tile"),
+        ("--key-block", positive_int, "keys per AIE block"),
+        ("--score-plios", positive_int, "AIE->PL score PLIOs per pipeline (as many P PLIOs back)"),
+        ("--in-plios", positive_int, "Q/K/V PLIOs per pipeline"),
+        ("--out-plios", positive_int, "O PLIOs per pipeline"),
+        ("--lanes", positive_int, "lanes per normalizer instance (both normalizers)"),
+        ("--norm-lanes", positive_int, "lanes of the pre-norm site unit"),
+        ("--pl-clock", positive_float, "PL clock in MHz"),
+    ):
+        g.add_argument(flag, type=typ, default=None, help=what)
+    g.add_argument("--score-bits", type=int, choices=(8, 16, 32), default=None, help="score width leaving the AIE")
+    g.add_argument("--plio-bits", type=int, choices=(32, 64, 128), default=None, help="PLIO width")
+    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (today's build) instead "
+                   "of keeping them resident in the kernels")
+
+
+def add_perf(sub: Subparsers) -> None:
+    p = sub.add_parser("perf", help="modeled performance of the attention block on a VCK5000 (stages, bottleneck, "
+                       "TOPS, resources); `perf explore` finds the fastest design",
+                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workload_args(p)
+    _design_args(p)
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the result as JSON ('-': stdout)")
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png and stages.png")
+    p.set_defaults(func=run_perf)
+    psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
+    e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
+                        description=EXPLORE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _workload_args(e)
+    e.add_argument("--pl-clock", type=positive_float, default=None, help="PL clock of the designs in MHz (default: "
+                   "the device file's model default, 250)")
+    e.add_argument("--lut-headroom", type=float, default=0.20, help="fraction of the LUTs kept free (default 0.20)")
+    e.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON ('-': stdout)")
+    e.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png, stages.png, fig5_batch.png, "
+                   "fig5_layers.png (+ fig5.json)")
+    e.add_argument("--no-cpu", action="store_true", help="with --plots: no CPU timing in Fig. 5")
+    e.add_argument("--quiet", action="store_true", help="no progress bar")
+    e.set_defaults(func=run_explore)
+    v = psub.add_parser("validate", help="published AIE GEMM designs (MaxEVA, CHARM) predicted with the model's cost "
+                        "path: published vs modeled", description="Validation of the model against published "
+                        "measurements: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
+                        "clocks, DDR traffic; sources in hw/perf/published.py) through the same AIE cost path the "
+                        "attention model uses. Prints published vs modeled throughput and the error.\n\nexample:\n"
+                        "  vckattn perf validate --json validate.json",
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    v.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the rows as JSON ('-': stdout)")
+    v.set_defaults(func=run_validate)
+
+
+# -------------------------------------------------------------------------------------------- helpers
+
+
+def _normalizers(text: str | None, layers: int) -> list[str] | None:
+    if text is None:
+        return None
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    if len(names) == 1:
+        names = names * layers
+    if len(names) != layers:
+        raise UserError(f"--normalizer: {len(names)} normalizers for {layers} layers")
+    return names
+
+
+def build_workload(args: argparse.Namespace) -> Any:
+    """The :class:`Workload` of the command's flags, bundle or config (flags override them)."""
+    from dataclasses import replace
+
+    from vckattn.hw.perf import model
+
+    norm_site = None if args.norm_site in (None, "none") else args.norm_site
+    try:
+        if args.bundle is not None and args.config is not None:
+            raise UserError("give --bundle or --config, not both")
+        if args.bundle is not None:
+            from vckattn.host.bundle import BundleError, load_bundle
+
+            try:
+                b = load_bundle(args.bundle)
+            except BundleError as exc:
+                raise UserError(str(exc)) from None
+            m = b.manifest
+            norms = ["swiftmax" if layer["swiftmax"] is not None else "softmax" for layer in m["layers"]]
+            w = model.workload_from_bundle_info(m["model"], norms, m["norm"], seq=args.seq, batch=args.batch,
+                                                operands=args.operands)
+        elif args.config is not None:
+            try:
+                cfg = json.loads(args.config.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{args.config}: cannot read a config.json ({exc})") from None
+            w = model.workload_from_hf_config(cfg, seq=args.seq, batch=args.batch, layers=args.layers,
+                                              operands=args.operands)
+        else:
+            layers = args.layers or 12
+            w = model.Workload(heads=args.heads or 12, d_head=args.d_head or 64, seq=args.seq or 512,
+                               batch=args.batch, layers=("swiftmax",) * layers, kv_heads=args.kv_heads,
+                               operands=args.operands, name="flags")
+        changes: dict[str, Any] = {}
+        for flag, fieldname in (("heads", "heads"), ("d_head", "d_head"), ("kv_heads", "kv_heads")):
+            if getattr(args, flag) is not None and (args.bundle or args.config):
+                changes[fieldname] = getattr(args, flag)
+        if args.layers is not None and args.bundle is not None:
+            changes["layers"] = (w.layers * args.layers)[: args.layers]
+        norms = _normalizers(args.normalizer, len(changes.get("layers", w.layers)))
+        if norms is not None:
+            changes["layers"] = tuple(norms)
+        if args.norm_site is not None:
+            changes["norm_site"] = norm_site
+        return replace(w, **changes) if changes else w
+    except (ValueError, KeyError) as exc:
+        raise UserError(f"workload: {exc}") from None
+
+
+def build_design(args: argparse.Namespace) -> Any:
+    """The :class:`Design` of --design-from-manifest / --design / the defaults, with the flags applied."""
+    from dataclasses import replace
+
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.perf import model
+
+    if sum(x is not None and x is not False for x in (args.design, args.design_from_manifest, args.generated)) > 1:
+        raise UserError("give one of --design, --design-from-manifest, --generated")
+    try:
+        if args.generated:
+            d = model.Design(name="generated (issue #16)", host_seconds_per_tile=0.0)
+        elif args.design is not None:
+            try:
+                data = json.loads(args.design.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise UserError(f"{args.design}: cannot read a design ({exc})") from None
+            d = model.design_from_json(data.get("design", data) if isinstance(data, dict) else data)
+        else:
+            d = model.design_from_manifest(load_manifest(args.design_from_manifest or "vck5000_attention").data)
+        changes: dict[str, Any] = {}
+        for flag, name in (("pipelines", "pipelines"), ("qk_kernels", "qk_kernels"), ("pv_kernels", "pv_kernels"),
+                           ("q_rows", "q_rows"), ("key_block", "key_block"), ("score_plios", "score_plios"),
+                           ("in_plios", "in_plios"), ("out_plios", "out_plios"), ("norm_lanes", "norm_lanes"),
+                           ("pl_clock", "pl_clock_mhz"), ("score_bits", "score_bits"), ("plio_bits", "plio_bits")):
+            if getattr(args, flag) is not None:
+                changes[name] = getattr(args, flag)
+        if args.lanes is not None:
+            changes["lanes_swiftmax"] = changes["lanes_online_softmax"] = args.lanes
+        if args.kv_streamed:
+            changes["kv_resident"] = False
+        if changes:
+            d = replace(d, **changes, name=d.name + " (modified)" if d.name else "")
+        return d
+    except (ValueError, TypeError) as exc:
+        raise UserError(f"design: {exc}") from None
+
+
+def _write_json(obj: dict, out: Path) -> None:
+    text = json.dumps(obj, indent=2) + "\n"
+    if str(out) == "-":
+        print(text, end="")
+        return
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+
+
+def _fmt_s(s: float) -> str:
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    return f"{s * 1e6:.3g} µs"
+
+
+def print_perf(perf: Any, title: str, console: Any) -> None:
+    """Rich tables of one :class:`Perf`: stages, summary, resources."""
+    from rich.table import Table
+
+    from vckattn.hw.perf.model import STAGES
+
+    w, d = perf.workload, perf.design
+    t = Table(title=f"{title} — MODELED (not measured on a board)")
+    for col in ("stage", "busy per layer", "share of layer", "bound by"):
+        t.add_column(col, justify="left" if col in ("stage", "bound by") else "right")
+    for s in perf.stages:
+        mark = " ◀ bottleneck" if s.name == perf.bottleneck else ""
+        t.add_row(STAGES[s.name] + mark, _fmt_s(s.seconds), f"{s.seconds / perf.seconds_per_layer:.0%}", s.bound_by)
+    console.print(t)
+    console.print(f"workload: {w.batch} x {w.heads} heads x {w.d_head}, S = {w.seq}, {len(w.layers)} layers "
+                  f"({', '.join(w.normalizers)}), operands in {w.operands}"
+                  + (f", norm site {w.norm_site}" if w.norm_site else ""))
+    console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels), tile "
+                  f"{d.q_rows} x {d.key_block}, int{d.score_bits} scores over {d.score_plios} x {d.plio_bits}-bit "
+                  f"PLIO(s)/pipeline, lanes swiftmax {d.lanes_swiftmax} / online softmax {d.lanes_online_softmax} "
+                  f"per instance, PL {d.pl_clock_mhz:g} MHz, K/V {'resident' if d.kv_resident else 're-streamed'}")
+    console.print(f"[bold]{_fmt_s(perf.seconds_per_layer)} per layer[/bold] ({_fmt_s(perf.seconds_total)} for "
+                  f"{len(w.layers)}), [bold]{perf.tops:.3g} TOPS = {perf.fraction_of_peak:.2%} of "
+                  f"{perf.device.peak_int8_ops / 1e12:.0f} int8 TOPS[/bold]; bottleneck: {STAGES[perf.bottleneck]}; "
+                  f"on-chip ceiling {perf.tops_on_chip:.3g} TOPS "
+                  f"({perf.tops_on_chip * 1e12 / perf.device.peak_int8_ops:.1%})")
+    r = Table(title="resources (modeled)")
+    for col in ("resource", "used", "available", "use"):
+        r.add_column(col, justify="left" if col == "resource" else "right")
+    for k, v in perf.used.items():
+        avail = perf.available.get(k)
+        if avail is None:
+            continue
+        style = "red" if v > avail else ""
+        r.add_row(k, f"{v:,.1f}" if v % 1 else f"{v:,.0f}", f"{avail:,.0f}", f"[{style}]{v / avail:.1%}[/{style}]"
+                  if style else f"{v / avail:.1%}")
+    console.print(r)
+    console.print("fits the device" if perf.fits else f"[red]does NOT fit: {', '.join(perf.over)}[/red]")
+
+
+# ----------------------------------------------------------------------------------------------- perf
+
+
+def run_perf(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from vckattn.hw.perf import figures, model
+
+    w = build_workload(args)
+    d = build_design(args)
+    try:
+        dev = model.load_device(args.board)
+        perf = model.evaluate(w, d, dev)
+    except ValueError as exc:
+        raise UserError(str(exc)) from None
+    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    print_perf(perf, d.name or "design", console)
+    if args.json_out is not None:
+        _write_json(perf.to_json(), args.json_out)
+    if args.plots is not None:
+        label = d.name or "design"
+        paths = [figures.roofline([(label, perf)], args.plots / "roofline.png", dev),
+                 figures.stage_bars([(label, perf)], args.plots / "stages.png")]
+        for p in paths:
+            console.print(f"wrote {p}")
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- explore
+
+
+def run_explore(args: argparse.Namespace) -> int:
+    import time
+    from dataclasses import replace
+
+    from rich.console import Console
+    from tqdm import tqdm
+
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.perf import explore, figures, model
+
+    if not 0 <= args.lut_headroom < 1:
+        raise UserError("--lut-headroom must be in [0, 1)")
+    w = build_workload(args)
+    dev = model.load_device(args.board)
+    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    per_search = explore.candidate_count(w, dev, args.pl_clock)
+    t0 = time.perf_counter()
+    with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
+              leave=False) as bar:
+        try:
+            ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, lut_headroom=args.lut_headroom,
+                                 progress=bar.update)
+        except ValueError as exc:
+            raise UserError(str(exc)) from None
+    elapsed = time.perf_counter() - t0
+    print_perf(ex.swiftmax, "best SwiftMax design", console)
+    print_perf(ex.online_softmax, "best online-softmax design", console)
+    if ex.online_equal_resources is not None:
+        print_perf(ex.online_equal_resources, "online softmax at the SwiftMax design's resources", console)
+    sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
+    console.print(f"[bold]SwiftMax vs online softmax (modeled): speedup at equal resources "
+                  f"{'n/a' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at equal throughput "
+                  f"{'n/a' if lr is None else f'{lr:.1%}'}[/bold] (search: {elapsed:.1f} s)")
+    report = ex.to_json()
+    report["search_seconds"] = elapsed
+    if args.plots is not None:
+        today = model.design_from_manifest(load_manifest("vck5000_attention").data)
+        points = []
+        try:
+            points.append(("today's build", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
+                                                           today, dev)))
+        except ValueError:
+            pass
+        points += [("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax)]
+        if ex.online_equal_resources is not None:
+            points.append(("online softmax, equal resources", ex.online_equal_resources))
+        paths = [figures.roofline(points, args.plots / "roofline.png", dev),
+                 figures.stage_bars(points, args.plots / "stages.png")]
+        cases = []
+        for seq in (128, 512):
+            wf = replace(w, seq=seq, batch=8, heads=12, d_head=64, kv_heads=None, norm_site=None,
+                         layers=("swiftmax",) * 12)
+            exf = ex if (w.seq, w.batch, w.heads, w.d_head, len(w.layers)) == (seq, 8, 12, 64, 12) and \
+                w.norm_site is None else explore.explore(wf, dev, pl_clock_mhz=args.pl_clock,
+                                                          lut_headroom=args.lut_headroom)
+            other = exf.online_equal_resources.design if exf.online_equal_resources else exf.online_softmax.design
+            cases.append(figures.Fig5Case(seq, exf.swiftmax.design, other))
+        with tqdm(desc="Fig. 5 CPU timing", disable=args.quiet or args.no_cpu, leave=False) as bar:
+            data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
+                                     progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
+        _write_json(data, args.plots / "fig5.json")
+        paths += figures.fig5_plots(data, args.plots)
+        report["fig5"] = data
+        for p in paths:
+            console.print(f"wrote {p}")
+    if args.json_out is not None:
+        _write_json(report, args.json_out)
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- validate
+
+
+def run_validate(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from vckattn.hw.perf import published
+
+    rows = published.validate()
+    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")
+    for col in ("design", "board", "published", "modeled", "error", "modeled bound"):
+        t.add_column(col, justify="left" if col in ("design", "board", "modeled bound") else "right")
+    for r in rows:
+        unit = "TOPS" if r["dtype"] == "int8" else "TFLOPS"
+        t.add_row(r["name"], r["board"], f"{r['published'] / 1e12:.2f} {unit}", f"{r['modeled'] / 1e12:.2f} {unit}",
+                  f"{r['error']:+.1%}", r["bound_by"])
+    console.print(t)
+    for r in rows:
+        console.print(f"{r['name']}: {r['citation']}; parameters: {r['parameters_from']}")
+    if args.json_out is not None:
+        _write_json({"modeled": True, "designs": rows}, args.json_out)
+    return 0

@@ -1,0 +1,797 @@
+"""Block-level performance model of the attention block on the XCVC1902 (VCK5000 / VCK190).
+
+Every figure this module returns is **modeled**, not measured on a board: it combines the device
+limits of ``device.json`` (each with its source), the AIE kernels' tile cycles from the instrumented
+vector path (:mod:`.aie`) and the PL kernels' resources, lanes and latencies from Yosys/Verilator
+(:mod:`.pl`) with the structure of a design point described below.
+
+The block (one attention layer, :class:`Workload`: ``batch`` x ``heads`` x ``seq`` queries against
+``seq`` keys of size ``d_head``; int8 Q, K, V; int8 output A) runs as a stream of **tiles**: ``q_rows``
+query rows of one (batch, head) against all keys. A design point (:class:`Design`) has ``pipelines``
+identical pipelines; the host deals tiles round-robin, whole (batch, head) groups to one pipeline
+where possible. In one pipeline:
+
+* ``qk_kernels`` QKᵀ AIE kernels each own a **key slice** (``ceil(key blocks / qk_kernels)`` blocks
+  of ``key_block`` keys). The Q tile is broadcast to all of them; with ``kv_resident`` each kernel
+  keeps its K slice in its data memory for all tiles of a (batch, head) group (double-buffered, so
+  the next group's slice loads while this one computes); without it (today's build) K is
+  re-streamed for every tile.
+* The scores leave each kernel through its 32-bit output stream as ``score_bits``-bit words (int32
+  today; int8/int16 from the AIE's shift-round-saturate in issue #16), merged onto ``score_plios``
+  AIE→PL PLIOs of ``plio_bits``.
+* Each score PLIO feeds one **normalizer instance** of ``lanes_<normalizer>`` lanes. SwiftMax is
+  element-wise, so its P leaves in the order the scores came and goes straight back to the P·V
+  kernel that owns the same key slice; online softmax needs whole rows, so each pipeline has a
+  row-assembly buffer (a tile of scores, and a tile of P to re-slice them), double-buffered in URAM
+  (today's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
+* P returns over ``score_plios`` PL→AIE PLIOs (uint8) to ``pv_kernels`` P·V kernels, each owning a
+  key slice of V (resident like K); their partial O (int32) add up along the cascade, the last one
+  sends O (``o_bits``) over ``out_plios`` PLIOs to the PL, which requantizes to int8 and writes DDR.
+
+**Pipelining**: the stages of the tile stream overlap (double-buffered AIE windows, FIFOs and
+ping-pong buffers in the PL): each stage works on a different tile. A layer takes the busiest
+stage's busy time (its seconds in :attr:`Perf.stages`) plus fill/drain: the time the first tile
+needs to reach the busiest stage and the last tile to leave it, i.e. the first-unit latency of every
+other stage (a key block for streaming stages, a whole tile where a stage needs it whole: QKᵀ before
+a row-assembling normalizer, P·V before O leaves), plus the PL kernels' pipeline latencies. The
+DDR (one bank shared by reads and writes and by all pipelines) and the host are stages too: DDR
+time counts every byte read and written; the host's per-tile work overlaps the device (double
+buffering), its per-launch start/wait does not. A pre-norm site (BHyT approximate variance,
+RMSNorm; LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted) runs on the
+token stream before the projections (done on the host), so it adds its own time to the layer.
+
+Operands (``Workload.operands``): ``"ddr"`` — Q, K, V are in card DDR and A goes back there (the
+block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow today:
+the host computes the projections); ``"on_chip"`` — Q, K, V arrive from the PL at PLIO rate and A
+leaves there (a fused projection engine that neither this toolkit nor issue #16 builds): the
+attention engine's own ceiling.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+from . import aie, pl
+
+DEVICE_FILE = Path(__file__).with_name("device.json")
+NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
+#: aliases accepted for a layer's normalizer (bundles and manifests say "softmax")
+NORMALIZER_ALIASES = {"softmax": "online_softmax", "online-softmax": "online_softmax"}
+NORM_SITES: tuple[str, ...] = ("bhyt_approx", "rmsnorm", "layernorm")
+#: the PL kernel that models each norm site (LayerNorm: an RMSNorm-like unit; its mean pass is not modeled)
+NORM_SITE_KERNEL = {"bhyt_approx": "bhyt_approx", "rmsnorm": "rmsnorm", "layernorm": "rmsnorm"}
+OPERANDS: tuple[str, ...] = ("ddr", "host", "on_chip")
+SCORE_BITS: tuple[int, ...] = (8, 16, 32)
+PLIO_BITS: tuple[int, ...] = (32, 64, 128)
+#: stage name -> label, in stream order
+STAGES: dict[str, str] = {
+    "host_link": "host <-> card (PCIe)",
+    "norm_site": "PL norm site",
+    "ddr_to_aie": "DDR -> AIE",
+    "aie_qk": "AIE QK^T",
+    "aie_to_pl": "AIE -> PL",
+    "pl_normalizer": "PL normalizer",
+    "pl_to_aie": "PL -> AIE",
+    "aie_pv": "AIE P.V",
+    "to_ddr": "back to DDR",
+    "host": "host overhead",
+}
+#: PL cost of one PLIO stream endpoint (data mover / width adapter / FIFO) -- an ASSUMPTION: no mover
+#: of the scaled design is synthesized in this toolkit; the order of a Vitis HLS AXI4-Stream mover.
+MOVER_PER_PLIO = {"lut": 1000.0, "ff": 1500.0, "dsp": 0.0, "bram": 1.0, "uram": 0.0}
+#: tile header beat on the Q stream (hw/STREAMS.md)
+HEADER_BYTES = 16
+OPS_PER_MAC = 2
+
+
+# ---------------------------------------------------------------------------------------------- device
+
+
+@dataclass(frozen=True)
+class Device:
+    """The limits the model uses (units in the field names; sources in ``device.json``)."""
+
+    name: str
+    board: str
+    aie_tiles: int
+    aie_clock_hz: float
+    macs_per_cycle: dict[str, int]
+    tile_memory_bytes: int
+    tile_memory_reserve_bytes: int
+    stream_bytes_per_cycle: int
+    cascade_bytes_per_cycle: int
+    plio_usable_128: dict[str, int]
+    plio_max_pl_clock_fraction: float
+    pl: dict[str, float]
+    uram_bits: int
+    uram_width_bits: int
+    pl_clock_mhz: dict[str, float]
+    ddr_bytes_per_s: float
+    pcie_bytes_per_s: float | None
+    host_seconds_per_tile: float
+    host_seconds_per_launch: float
+
+    @property
+    def peak_int8_ops(self) -> float:
+        """Peak int8 ops/s of the whole array (2 ops per MAC)."""
+        return self.aie_tiles * self.macs_per_cycle["int8"] * OPS_PER_MAC * self.aie_clock_hz
+
+    def peak_ops(self, dtype: str) -> float:
+        return self.aie_tiles * self.macs_per_cycle[dtype] * OPS_PER_MAC * self.aie_clock_hz
+
+    def plio_available(self, plio_bits: int) -> dict[str, int]:
+        """Usable PLIOs of ``plio_bits`` per direction (128-bit counts scaled; two 64-bit ports make a 128-bit one)."""
+        return {k: int(v * 128 // plio_bits) for k, v in self.plio_usable_128.items()}
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "board": self.board, "aie_tiles": self.aie_tiles,
+                "aie_clock_mhz": self.aie_clock_hz / 1e6, "peak_int8_tops": self.peak_int8_ops / 1e12,
+                "ddr_gbps": self.ddr_bytes_per_s / 1e9,
+                "pcie_gbps": None if self.pcie_bytes_per_s is None else self.pcie_bytes_per_s / 1e9,
+                "source": str(DEVICE_FILE.name)}
+
+
+def _v(entry: dict) -> Any:
+    return entry["value"]
+
+
+@functools.cache
+def device_data() -> dict:
+    """The parsed ``device.json``."""
+    return json.loads(DEVICE_FILE.read_text(encoding="utf-8"))
+
+
+@functools.cache
+def load_device(board: str = "vck5000") -> Device:
+    """The :class:`Device` of ``board`` ("vck5000" or "vck190")."""
+    boards = device_data()["devices"]
+    if board not in boards:
+        raise ValueError(f"unknown board {board!r}; choose from {', '.join(boards)}")
+    d = boards[board]
+    pcie = _v(d["pcie_gbps"])
+    return Device(
+        name=d["name"], board=board, aie_tiles=int(_v(d["aie_tiles"])),
+        aie_clock_hz=float(_v(d["aie_clock_mhz"])) * 1e6, macs_per_cycle=dict(_v(d["macs_per_cycle"])),
+        tile_memory_bytes=int(_v(d["tile_data_memory_bytes"])),
+        tile_memory_reserve_bytes=int(_v(d["tile_memory_reserve_bytes"])),
+        stream_bytes_per_cycle=int(_v(d["core_stream_bytes_per_cycle"])),
+        cascade_bytes_per_cycle=int(_v(d["cascade_bytes_per_cycle"])),
+        plio_usable_128=dict(_v(d["plio_usable_128bit"])),
+        plio_max_pl_clock_fraction=float(_v(d["plio_max_pl_clock_fraction"])),
+        pl={k: float(_v(v)) for k, v in d["pl"].items()}, uram_bits=int(_v(d["uram_bits"])),
+        uram_width_bits=int(_v(d["uram_width_bits"])), pl_clock_mhz=dict(_v(d["pl_clock_mhz"])),
+        ddr_bytes_per_s=float(_v(d["ddr_gbps"])) * 1e9,
+        pcie_bytes_per_s=None if pcie is None else float(pcie) * 1e9,
+        host_seconds_per_tile=float(_v(d["host_seconds_per_tile_measured"])),
+        host_seconds_per_launch=float(_v(d["host_seconds_per_launch"])),
+    )
+
+
+# -------------------------------------------------------------------------------------------- workload
+
+
+def normalizer_name(name: str) -> str:
+    """The PL kernel name of a layer's normalizer ("softmax" -> "online_softmax")."""
+    n = NORMALIZER_ALIASES.get(name, name)
+    if n not in NORMALIZERS:
+        raise ValueError(f"unknown normalizer {name!r}; choose from swiftmax, online_softmax (softmax)")
+    return n
+
+
+@dataclass(frozen=True)
+class Workload:
+    """The attention block's work: ``batch`` sequences of ``seq`` tokens, ``heads`` query heads of
+    ``d_head`` (``kv_heads`` K/V heads, grouped-query attention when fewer), one entry of ``layers``
+    (the normalizer) per layer, an optional pre-norm site before attention, and where the operands
+    live (``operands``: "ddr", "host" or "on_chip"; see the module docstring)."""
+
+    heads: int
+    d_head: int
+    seq: int
+    batch: int = 1
+    layers: tuple[str, ...] = ("swiftmax",)
+    kv_heads: int | None = None
+    norm_site: str | None = None
+    hidden: int | None = None
+    operands: str = "ddr"
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("heads", "d_head", "seq", "batch"):
+            if int(getattr(self, f)) < 1:
+                raise ValueError(f"{f} must be >= 1")
+        if not self.layers:
+            raise ValueError("a workload needs at least one layer")
+        object.__setattr__(self, "layers", tuple(normalizer_name(n) for n in self.layers))
+        if self.kv_heads is not None and (self.kv_heads < 1 or self.heads % self.kv_heads):
+            raise ValueError("kv_heads must divide heads")
+        if self.norm_site is not None and self.norm_site not in NORM_SITES:
+            raise ValueError(f"unknown norm site {self.norm_site!r}; choose from {', '.join(NORM_SITES)}")
+        if self.operands not in OPERANDS:
+            raise ValueError(f"operands must be one of {', '.join(OPERANDS)}")
+
+    @property
+    def n_kv_heads(self) -> int:
+        return self.kv_heads or self.heads
+
+    @property
+    def hidden_size(self) -> int:
+        return self.hidden or self.heads * self.d_head
+
+    @property
+    def ops_per_layer(self) -> float:
+        """Useful int8 ops of QKᵀ + P·V in one layer: 2 matmuls x 2 ops/MAC x batch·heads·seq²·d_head."""
+        return 2.0 * OPS_PER_MAC * self.batch * self.heads * self.seq * self.seq * self.d_head
+
+    @property
+    def normalizers(self) -> tuple[str, ...]:
+        """The distinct normalizers of the layers, in first-use order."""
+        return tuple(dict.fromkeys(self.layers))
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "heads": self.heads, "kv_heads": self.n_kv_heads, "d_head": self.d_head,
+                "seq": self.seq, "batch": self.batch, "layers": len(self.layers),
+                "normalizers": list(self.layers), "norm_site": self.norm_site, "hidden": self.hidden_size,
+                "operands": self.operands, "ops_per_layer": self.ops_per_layer}
+
+
+def workload_from_flags(heads: int, d_head: int, seq: int, batch: int = 1, layers: int = 1,
+                        normalizer: str | list[str] = "swiftmax", **kw: Any) -> Workload:
+    """A workload of ``layers`` layers, all with ``normalizer`` (or one normalizer per layer)."""
+    norms = [normalizer] * layers if isinstance(normalizer, str) else list(normalizer)
+    if len(norms) != layers:
+        raise ValueError(f"{len(norms)} normalizers for {layers} layers")
+    return Workload(heads=heads, d_head=d_head, seq=seq, batch=batch, layers=tuple(norms), **kw)
+
+
+def workload_from_hf_config(config: dict, seq: int | None = None, batch: int = 1,
+                            normalizer: str = "swiftmax", layers: int | None = None, **kw: Any) -> Workload:
+    """A workload from a Hugging Face ``config.json`` (BERT/ViT: post-norm, no pre-norm site;
+    Llama-style (``rms_norm_eps``): an RMSNorm site before attention)."""
+    heads = int(config["num_attention_heads"])
+    hidden = int(config["hidden_size"])
+    d_head = int(config.get("head_dim") or hidden // heads)
+    n_layers = int(layers or config["num_hidden_layers"])
+    seq = int(seq or config.get("max_position_embeddings") or 512)
+    norm_site = kw.pop("norm_site", "rmsnorm" if "rms_norm_eps" in config else None)
+    return Workload(heads=heads, d_head=d_head, seq=seq, batch=batch, layers=(normalizer,) * n_layers,
+                    kv_heads=config.get("num_key_value_heads"), norm_site=norm_site, hidden=hidden,
+                    name=str(config.get("model_type", "")), **kw)
+
+
+def workload_from_bundle_info(model: dict, layer_normalizers: list[str], norm: str | None, seq: int | None = None,
+                              batch: int = 1, **kw: Any) -> Workload:
+    """A workload from a bundle's plain numbers (the host reads the bundle): its ``model`` dimensions,
+    each layer's normalizer and its norm ("bhyt" -> the BHyT approximate-variance site, "rmsnorm" ->
+    RMSNorm, "layernorm" of a pre-norm (Llama) family -> LayerNorm; BERT/ViT are post-norm: none)."""
+    family = model.get("family")
+    site = None
+    if family == "llama":
+        site = {"bhyt": "bhyt_approx", "rmsnorm": "rmsnorm", "layernorm": "layernorm"}.get(norm or "", None)
+    elif norm == "bhyt":
+        site = "bhyt_approx"
+    return Workload(heads=int(model["num_heads"]), d_head=int(model["head_dim"]),
+                    seq=int(seq or model["max_seq_len"]), batch=batch, layers=tuple(layer_normalizers),
+                    kv_heads=int(model["num_kv_heads"]), norm_site=kw.pop("norm_site", site),
+                    hidden=int(model["hidden_size"]), name=str(family or ""), **kw)
+
+
+BERT_BASE = {"heads": 12, "d_head": 64, "layers": 12}
+
+
+# ---------------------------------------------------------------------------------------------- design
+
+
+@dataclass(frozen=True)
+class Design:
+    """A design point of the attention block (see the module docstring for the structure).
+
+    ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
+    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of O leaving
+    the P·V kernel (int32 accumulators today). ``host_seconds_per_tile``: host work per tile that
+    overlaps the device (None: the device file's measured figure when ``score_switch`` (today's host
+    path), else 0: issue #16's bulk launches); ``host_launches_per_layer``: serial launch overheads.
+    """
+
+    pipelines: int = 1
+    qk_kernels: int = 1
+    pv_kernels: int = 1
+    q_rows: int = 32
+    key_block: int = 32
+    score_bits: int = 32
+    plio_bits: int = 128
+    score_plios: int = 1
+    in_plios: int = 3
+    out_plios: int = 1
+    lanes_swiftmax: int = 4
+    lanes_online_softmax: int = 4
+    norm_lanes: int = 4
+    pl_clock_mhz: float = 250.0
+    kv_resident: bool = True
+    score_switch: bool = False
+    o_bits: int = 32
+    host_seconds_per_tile: float | None = None
+    host_launches_per_layer: int = 1
+    max_seq: int | None = None
+    name: str = ""
+
+    def __post_init__(self) -> None:
+        for f in ("pipelines", "qk_kernels", "pv_kernels", "q_rows", "key_block", "score_plios", "in_plios",
+                  "out_plios", "norm_lanes"):
+            if int(getattr(self, f)) < 1:
+                raise ValueError(f"{f} must be >= 1")
+        if self.score_bits not in SCORE_BITS:
+            raise ValueError(f"score_bits must be one of {SCORE_BITS}")
+        if self.plio_bits not in PLIO_BITS:
+            raise ValueError(f"plio_bits must be one of {PLIO_BITS}")
+        if self.score_plios > self.qk_kernels:
+            raise ValueError("score_plios must be <= qk_kernels (every score PLIO needs a QK^T kernel feeding it)")
+        if self.lanes_swiftmax < 0 or self.lanes_online_softmax < 0:
+            raise ValueError("lanes must be >= 0")
+        if not self.pl_clock_mhz > 0:
+            raise ValueError("pl_clock_mhz must be > 0")
+        if self.o_bits not in (8, 16, 32):
+            raise ValueError("o_bits must be 8, 16 or 32")
+
+    def lanes(self, normalizer: str) -> int:
+        return self.lanes_swiftmax if normalizer_name(normalizer) == "swiftmax" else self.lanes_online_softmax
+
+    @property
+    def aie_kernels(self) -> int:
+        return self.pipelines * (self.qk_kernels + self.pv_kernels)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def design_from_json(data: dict) -> Design:
+    """A :class:`Design` from its JSON (unknown keys are an error)."""
+    names = {f.name for f in fields(Design)}
+    extra = set(data) - names
+    if extra:
+        raise ValueError(f"unknown design fields: {', '.join(sorted(extra))}")
+    return Design(**data)
+
+
+def design_from_manifest(manifest: dict) -> Design:
+    """Today's committed build (a bitstream manifest, e.g. ``bitstreams/vck5000_attention.json``) as a
+    design point: its AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile
+    shape, lanes and PL clock. Scores are int32 (stream contract v1, ``hw/STREAMS.md``); K and V are
+    re-streamed for every tile (``mm2s_kv``); ``score_switch`` holds a tile of scores and of P."""
+    graph = manifest["graph"]
+    kernels = list(graph["kernels"])
+    plios = graph["plios"]
+    ins = [p for p in plios if p["direction"] == "in"]
+    outs = [p for p in plios if p["direction"] == "out"]
+    bits = {int(p["bits"]) for p in plios}
+    if len(bits) != 1:
+        raise ValueError("manifest PLIOs of mixed widths are not modeled")
+    tile = manifest["tile"]
+    lanes = int(tile["lanes"])
+    norms = {normalizer_name(n) for n in manifest["normalizers"]}
+    # the s_out/p_in pair carries the scores and P; everything else is Q/K/V in and O out
+    score_out = [p for p in outs if p["name"].startswith("s")]
+    return Design(
+        pipelines=1, qk_kernels=sum(k.startswith("qk") for k in kernels),
+        pv_kernels=sum(k.startswith("pv") for k in kernels), q_rows=int(tile["q_rows"]),
+        key_block=int(tile["key_block"]), score_bits=32, plio_bits=bits.pop(), score_plios=len(score_out),
+        in_plios=len(ins) - len(score_out), out_plios=len(outs) - len(score_out),
+        lanes_swiftmax=lanes if "swiftmax" in norms else 0,
+        lanes_online_softmax=lanes if "online_softmax" in norms else 0,
+        pl_clock_mhz=float(manifest["clocks_mhz"]["pl"]), kv_resident=False, score_switch=True, o_bits=32,
+        max_seq=int(manifest["max_seq_len"]), name=str(manifest["name"]),
+    )
+
+
+# ------------------------------------------------------------------------------------ sub-model caches
+
+
+@functools.lru_cache(maxsize=65536)
+def _tile_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
+    return float(aie.tile_cycles(kernel, q_rows, keys, d))
+
+
+@functools.lru_cache(maxsize=4096)
+def _pl_resources(kernel: str, lanes: int, score_bits: int) -> tuple[float, float, float, float, float]:
+    if kernel in NORMALIZERS:
+        r = pl.resources(kernel, lanes, score_bits)
+    else:
+        r = pl.resources(kernel, lanes)
+    return (float(r["lut"]), float(r["ff"]), float(r["dsp"]), float(r["bram"]), float(r.get("uram", 0.0)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _epc(kernel: str, lanes: int) -> float:
+    return float(pl.elements_per_cycle(kernel, lanes))
+
+
+@functools.lru_cache(maxsize=4096)
+def _latency(kernel: str, lanes: int) -> int:
+    return int(pl.latency_cycles(kernel, lanes))
+
+
+RESOURCE_KEYS = ("lut", "ff", "dsp", "bram", "uram")
+
+
+# ---------------------------------------------------------------------------------------------- result
+
+
+@dataclass
+class Stage:
+    """One stage: ``seconds`` it is busy per layer, what bounds it, and its first-unit latency."""
+
+    name: str
+    seconds: float
+    bound_by: str
+    latency_s: float = 0.0
+    on_chip: bool = True
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "label": STAGES[self.name], "seconds": self.seconds, "bound_by": self.bound_by,
+                "first_unit_latency_s": self.latency_s}
+
+
+@dataclass
+class Perf:
+    """The model's answer for one workload on one design (all times modeled, in seconds)."""
+
+    device: Device
+    workload: Workload
+    design: Design
+    stages: list[Stage]
+    seconds_per_layer: float
+    layer_seconds: list[dict]
+    tops: float
+    fraction_of_peak: float
+    tops_on_chip: float
+    bottleneck: str
+    used: dict[str, float]
+    available: dict[str, float]
+    traffic: dict[str, float] = field(default_factory=dict)
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def over(self) -> list[str]:
+        """The resources used beyond what is available."""
+        return [k for k, v in self.used.items() if v > self.available.get(k, math.inf) * (1 + 1e-12)]
+
+    @property
+    def fits(self) -> bool:
+        return not self.over
+
+    @property
+    def lut_headroom(self) -> float:
+        """1 - LUT used / LUT available."""
+        return 1.0 - self.used["lut"] / self.available["lut"]
+
+    @property
+    def seconds_total(self) -> float:
+        return self.seconds_per_layer * len(self.workload.layers)
+
+    def stage(self, name: str) -> Stage:
+        return next(s for s in self.stages if s.name == name)
+
+    def to_json(self) -> dict:
+        return {
+            "modeled": True,
+            "device": self.device.to_json(),
+            "workload": self.workload.to_json(),
+            "design": self.design.to_json(),
+            "stages": [s.to_json() for s in self.stages],
+            "pipelining": PIPELINING,
+            "seconds_per_layer": self.seconds_per_layer,
+            "seconds_total": self.seconds_total,
+            "layers": self.layer_seconds,
+            "tops": self.tops,
+            "fraction_of_peak": self.fraction_of_peak,
+            "tops_on_chip": self.tops_on_chip,
+            "fraction_of_peak_on_chip": self.tops_on_chip * 1e12 / self.device.peak_int8_ops,
+            "bottleneck": self.bottleneck,
+            "resources": {"used": self.used, "available": self.available, "fits": self.fits, "over": self.over,
+                          "lut_headroom": self.lut_headroom},
+            "traffic_bytes_per_layer": self.traffic,
+            "assumptions": self.assumptions,
+        }
+
+
+PIPELINING = ("tiles stream through the stages, each stage busy on a different tile; layer time = the busiest "
+              "stage's seconds + the first-unit latencies of the other stages (fill/drain) + serial host launch "
+              "overheads + a pre-norm site's own time; DDR is one bank shared by reads, writes and all pipelines")
+
+ASSUMPTIONS = [
+    "modeled, not measured on a board: device limits from hw/perf/device.json (sources there)",
+    "AIE kernel cycles: hw/perf/aie.py tile_cycles (instrumented vector path x cost table); kernels overlap "
+    "compute with their DMA streams (32-bit per port at the AIE clock)",
+    "PL normalizers: hw/perf/pl.py (Yosys resources fitted over lane counts, Verilator cycles)",
+    "PLIO: min(plio_bits/8 x PL clock, one 32-bit AIE stream x AIE clock) per PLIO",
+    "data movers: an assumed 1,000 LUT / 1,500 FF / 1 BRAM36 per PLIO stream endpoint (not synthesized)",
+    "one normalizer instance per score PLIO; online softmax (and today's score_switch) needs a row-assembly "
+    "tile buffer of scores and of P per pipeline in URAM",
+    "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
+]
+
+
+# --------------------------------------------------------------------------------------------- the core
+
+
+@dataclass
+class _Geometry:
+    keys_pad: int
+    slice_q: int
+    slice_p: int
+    kq_per_plio: int
+    kp_per_plio: int
+    tiles: int
+    tiles_per_pipe: int
+    groups: int
+    kv_loads: int
+
+
+def _geometry(w: Workload, d: Design) -> _Geometry:
+    nb = -(-w.seq // d.key_block)
+    keys_pad = nb * d.key_block
+    slice_q = -(-nb // d.qk_kernels) * d.key_block
+    slice_p = -(-nb // d.pv_kernels) * d.key_block
+    tiles = w.batch * w.heads * -(-w.seq // d.q_rows)
+    groups = w.batch * w.heads
+    # each pipeline that works on a (batch, head) group loads its K/V once (resident); a group is
+    # split over pipelines only when there are more pipelines than groups
+    kv_loads = max(groups, min(d.pipelines, tiles)) if d.kv_resident else tiles
+    return _Geometry(keys_pad, slice_q, slice_p, -(-d.qk_kernels // d.score_plios),
+                     -(-d.pv_kernels // d.score_plios), tiles, -(-tiles // d.pipelines), groups, kv_loads)
+
+
+def _plio_bytes_per_s(d: Design, dev: Device) -> float:
+    return min(d.plio_bits / 8 * d.pl_clock_mhz * 1e6, dev.stream_bytes_per_cycle * dev.aie_clock_hz)
+
+
+def _bound(parts: dict[str, float]) -> tuple[float, str]:
+    key = max(parts, key=lambda k: parts[k])
+    return parts[key], key
+
+
+def _check(w: Workload, d: Design, dev: Device) -> None:
+    if d.pl_clock_mhz * 1e6 > dev.plio_max_pl_clock_fraction * dev.aie_clock_hz * (1 + 1e-9):
+        raise ValueError(f"PL clock {d.pl_clock_mhz} MHz is above the PLIO limit "
+                         f"({dev.plio_max_pl_clock_fraction:g} x AIE clock)")
+    for n in w.normalizers:
+        if d.lanes(n) < 1:
+            raise ValueError(f"the design has no {n} lanes but the workload has {n} layers")
+    if d.max_seq is not None and w.seq > d.max_seq:
+        raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
+
+
+def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
+    """The stages of one layer with ``normalizer`` and the layer's modeled seconds and bottleneck."""
+    g = _geometry(w, d)
+    f_aie, f_pl = dev.aie_clock_hz, d.pl_clock_mhz * 1e6
+    plio = _plio_bytes_per_s(d, dev)
+    sb = d.score_bits / 8
+    sbpc = dev.stream_bytes_per_cycle
+    dh, qr, kb = w.d_head, d.q_rows, d.key_block
+    tp = g.tiles_per_pipe
+    rows_assembled = d.score_switch or normalizer == "online_softmax"
+    stages: list[Stage] = []
+    serial = 0.0
+
+    # host <-> card (PCIe): Q, K, V up and A down, full duplex
+    if w.operands == "host":
+        if dev.pcie_bytes_per_s is None:
+            raise ValueError(f"{dev.board} has no PCIe host link; use operands 'ddr'")
+        up = w.batch * w.seq * dh * (w.heads + 2 * w.n_kv_heads)
+        down = w.batch * w.seq * dh * w.heads
+        stages.append(Stage("host_link", max(up, down) / dev.pcie_bytes_per_s, "PCIe (per direction)",
+                            (qr * dh * 3) / dev.pcie_bytes_per_s, on_chip=False))
+
+    # DDR -> AIE: Q (+ header) per tile, K/V per group (resident) or per tile, over the in-PLIOs; DDR shared
+    kv_pipe = (-(-g.kv_loads // d.pipelines)) * 2 * g.keys_pad * dh
+    in_bytes_pipe = tp * (qr * dh + HEADER_BYTES) + kv_pipe
+    parts = {"PLIO in (Q/K/V)": in_bytes_pipe / (d.in_plios * plio)}
+    if w.operands != "on_chip":
+        kv_rows = (g.kv_loads if d.kv_resident else g.tiles) * 2 * w.seq * dh
+        kv_rows = kv_rows * w.n_kv_heads // w.heads if d.kv_resident else kv_rows
+        reads = w.batch * w.heads * w.seq * dh + kv_rows
+        writes = w.batch * w.heads * w.seq * dh
+        parts["DDR (reads + writes, one bank)"] = (reads + writes) / dev.ddr_bytes_per_s
+    first_kv = (2 * g.slice_q * dh) if d.kv_resident else 2 * kb * dh
+    sec, why = _bound(parts)
+    stages.append(Stage("ddr_to_aie", sec, why, (qr * dh + first_kv) / (d.in_plios * plio)))
+
+    # AIE QK^T: each kernel computes q_rows x slice_q scores per tile
+    core = _tile_cycles("qk_matmul", qr, g.slice_q, dh)
+    k_in = 0 if d.kv_resident else g.slice_q * dh
+    cyc = {"AIE vector core (QK^T)": core,
+           "AIE stream out (scores, 32-bit port)": qr * g.slice_q * sb / sbpc,
+           "AIE stream in (Q, K)": (qr * dh + k_in) / sbpc}
+    c, why = _bound(cyc)
+    t_qk = c / f_aie
+    lat = t_qk if rows_assembled else t_qk * kb / g.slice_q
+    stages.append(Stage("aie_qk", tp * t_qk, why, lat))
+
+    # AIE -> PL: the busiest score PLIO carries kq_per_plio slices
+    bytes_plio = qr * g.slice_q * g.kq_per_plio * sb
+    stages.append(Stage("aie_to_pl", tp * bytes_plio / plio, f"PLIO out (scores, {d.score_bits}-bit, "
+                        f"{d.score_plios}/pipeline)", qr * kb * sb / plio))
+
+    # PL normalizer: one instance per score PLIO
+    lanes = d.lanes(normalizer)
+    if rows_assembled:
+        elems = -(-qr // d.score_plios) * g.keys_pad
+    else:
+        elems = qr * g.slice_q * g.kq_per_plio
+    epc = _epc(normalizer, lanes)
+    t_norm = elems / epc / f_pl
+    lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
+    stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
+                        f"x {d.score_plios}/pipeline)", lat))
+
+    # PL -> AIE: P (uint8) back over as many PLIOs as carry the scores
+    bytes_p = qr * g.slice_p * g.kp_per_plio
+    stages.append(Stage("pl_to_aie", tp * bytes_p / plio, "PLIO in (P, 8-bit)", qr * kb / plio))
+
+    # AIE P.V: each kernel accumulates q_rows x d over its slice; partial O along the cascade
+    core = _tile_cycles("pv_matmul", qr, g.slice_p, dh)
+    v_in = 0 if d.kv_resident else g.slice_p * dh
+    cyc = {"AIE vector core (P.V)": core, "AIE stream in (P, V)": (qr * g.slice_p + v_in) / sbpc,
+           "AIE stream out (O)": qr * dh * d.o_bits / 8 / sbpc}
+    if d.pv_kernels > 1:
+        cyc["AIE cascade (partial O)"] = qr * dh * 4 / dev.cascade_bytes_per_cycle
+    c, why = _bound(cyc)
+    t_pv = c / f_aie
+    stages.append(Stage("aie_pv", tp * t_pv, why, t_pv))
+
+    # back to DDR: O over the out-PLIOs, requantized to int8 in the PL, written to DDR
+    o_bytes = qr * dh * d.o_bits / 8
+    parts = {"PLIO out (O)": tp * o_bytes / (d.out_plios * plio)}
+    if w.operands != "on_chip":
+        parts["DDR writes"] = w.batch * w.heads * w.seq * dh / dev.ddr_bytes_per_s
+    sec, why = _bound(parts)
+    stages.append(Stage("to_ddr", sec, why, o_bytes / (d.out_plios * plio)))
+
+    # host: per-tile work overlapping the device, per-launch start/wait in series
+    h_tile = d.host_seconds_per_tile
+    if h_tile is None:
+        h_tile = dev.host_seconds_per_tile if d.score_switch else 0.0
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch
+    stages.append(Stage("host", g.tiles * h_tile + serial,
+                        "host per-tile path (measured, emu backend)" if h_tile else "host launch (assumed)",
+                        h_tile, on_chip=False))
+
+    # pipelined layer time: busiest overlapping stage + the other stages' first-unit latencies
+    piped = [s for s in stages if s.name != "host"] + [Stage("host", g.tiles * h_tile, "", h_tile, False)]
+    # on a tie the stage feeding the normalizer is the bound (lanes that keep pace are not the limit)
+    top = max(s.seconds for s in piped)
+    tied = [s for s in piped if s.seconds >= top * (1 - 1e-9)]
+    busiest = next((s for s in tied if s.name != "pl_normalizer"), tied[0])
+    fill = sum(s.latency_s for s in piped if s is not busiest)
+    seconds = busiest.seconds + fill + serial
+    bottleneck = busiest.name
+
+    # a pre-norm site runs on the token stream before the (host) projections: its own time
+    if w.norm_site is not None:
+        kern = NORM_SITE_KERNEL[w.norm_site]
+        elems = w.batch * w.seq * w.hidden_size
+        nparts = {"PL lanes (norm site)": elems / _epc(kern, d.norm_lanes) / f_pl}
+        if w.operands != "on_chip":
+            nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
+        nsec, nwhy = _bound(nparts)
+        nlat = _latency(kern, d.norm_lanes) / f_pl
+        stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
+        seconds += nsec + nlat
+    return stages, seconds, bottleneck
+
+
+def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
+    """URAMs for a buffer of ``bits`` read and written ``width_bits`` at a time."""
+    return float(max(math.ceil(bits / dev.uram_bits), math.ceil(width_bits / dev.uram_width_bits)))
+
+
+def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
+    """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL)."""
+    g = _geometry(w, d)
+    dh, qr, kb = w.d_head, d.q_rows, d.key_block
+    sb = d.score_bits / 8
+    qk_k = 2 * g.slice_q * dh if d.kv_resident else 2 * kb * dh
+    qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
+    pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
+    pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
+    plios_per_pipe_in = d.in_plios + d.score_plios
+    plios_per_pipe_out = d.score_plios + d.out_plios
+    used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
+            "plio_in": float(d.pipelines * plios_per_pipe_in), "plio_out": float(d.pipelines * plios_per_pipe_out)}
+    pl_used = dict.fromkeys(RESOURCE_KEYS, 0.0)
+    insts = d.pipelines * d.score_plios
+    norm_lut = 0.0
+    for n in NORMALIZERS:
+        lanes = d.lanes(n)
+        if lanes < 1 or (n not in w.normalizers and not d.score_switch):
+            continue
+        for k, v in zip(RESOURCE_KEYS, _pl_resources(n, lanes, d.score_bits), strict=True):
+            pl_used[k] += insts * v
+        norm_lut += insts * _pl_resources(n, lanes, d.score_bits)[0]
+    if d.score_switch or "online_softmax" in w.normalizers:
+        keys = max(g.keys_pad, d.max_seq or 0)
+        copies = 1 if d.score_switch else 2  # today's switch holds one tile; the scaled design double-buffers
+        s_bits = copies * qr * keys * d.score_bits
+        p_bits = copies * qr * keys * 8
+        pl_used["uram"] += d.pipelines * (_buffer_urams(s_bits, d.plio_bits, dev) + _buffer_urams(p_bits, d.plio_bits,
+                                                                                                  dev))
+    n_plio = d.pipelines * (plios_per_pipe_in + plios_per_pipe_out)
+    for k in RESOURCE_KEYS:
+        pl_used[k] += n_plio * MOVER_PER_PLIO[k]
+    if w.norm_site is not None:
+        for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
+            pl_used[k] += v
+    used.update(pl_used)
+    used["lut_normalizers"] = norm_lut  # part of "lut": the normalizer instances alone
+    return used
+
+
+def resources_available(d: Design, dev: Device) -> dict[str, float]:
+    plio = dev.plio_available(d.plio_bits)
+    return {"aie_tiles": float(dev.aie_tiles), "aie_kernel_memory_bytes": float(dev.tile_memory_bytes),
+            "plio_in": float(plio["in"]), "plio_out": float(plio["out"]), **{k: dev.pl[k] for k in RESOURCE_KEYS}}
+
+
+def traffic(w: Workload, d: Design, dev: Device) -> dict[str, float]:
+    """Bytes one layer moves: over DDR (reads + writes), over all PLIOs (both directions) and over PCIe."""
+    g = _geometry(w, d)
+    dh, qr = w.d_head, d.q_rows
+    kv = (g.kv_loads if d.kv_resident else g.tiles) * 2 * g.keys_pad * dh
+    plio = (g.tiles * (qr * dh + HEADER_BYTES) + kv + g.tiles * qr * g.keys_pad * (d.score_bits / 8 + 1)
+            + g.tiles * qr * dh * d.o_bits / 8)
+    act = w.batch * w.heads * w.seq * dh
+    kv_ddr = (g.kv_loads * w.n_kv_heads // w.heads if d.kv_resident else g.tiles) * 2 * w.seq * dh
+    ddr = 0.0 if w.operands == "on_chip" else float(act + kv_ddr + act)
+    pcie = float(w.batch * w.seq * dh * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
+    return {"ddr_bytes": ddr, "plio_bytes": float(plio), "pcie_bytes": pcie}
+
+
+def layer_seconds(w: Workload, d: Design, dev: Device) -> float:
+    """Modeled seconds per layer averaged over the workload's layers (the explorer's fast path)."""
+    _check(w, d, dev)
+    per = {n: layer_stages(w, d, dev, n)[1] for n in w.normalizers}
+    return sum(per[n] for n in w.layers) / len(w.layers)
+
+
+def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
+    """The modeled performance of workload ``w`` on design ``d`` (see the module docstring)."""
+    dev = dev or load_device()
+    _check(w, d, dev)
+    per = {n: layer_stages(w, d, dev, n) for n in w.normalizers}
+    n_layers = len(w.layers)
+    counts = {n: w.layers.count(n) for n in per}
+    # stage seconds averaged over the layers (exact when all layers share a normalizer)
+    names = [s.name for s in per[w.layers[0]][0]]
+    stages = []
+    for i, name in enumerate(names):
+        secs = sum(per[n][0][i].seconds * counts[n] for n in per) / n_layers
+        first = per[w.layers[0]][0][i]
+        stages.append(Stage(name, secs, first.bound_by, first.latency_s, first.on_chip))
+    seconds = sum(per[n][1] * counts[n] for n in per) / n_layers
+    bottleneck = per[w.layers[0]][2]
+    # the on-chip ceiling: the same stages without DDR/PCIe/host (operands on chip)
+    oc = replace(w, operands="on_chip", norm_site=None)
+    oc_per = {n: layer_stages(oc, d, dev, n) for n in oc.normalizers}
+    oc_busy = sum(max(s.seconds for s in oc_per[n][0] if s.on_chip) * counts[n] for n in oc_per) / n_layers
+    ops = w.ops_per_layer
+    tops = ops / seconds / 1e12
+    return Perf(
+        device=dev, workload=w, design=d, stages=stages, seconds_per_layer=seconds,
+        layer_seconds=[{"index": i, "normalizer": n, "seconds": per[n][1], "bottleneck": per[n][2]}
+                       for i, n in enumerate(w.layers)],
+        tops=tops, fraction_of_peak=ops / seconds / dev.peak_int8_ops, tops_on_chip=ops / oc_busy / 1e12,
+        bottleneck=bottleneck, used=resources_used(w, d, dev), available=resources_available(d, dev),
+        traffic=traffic(w, d, dev), assumptions=list(ASSUMPTIONS),
+    )
+
+
+__all__ = ["ASSUMPTIONS", "BERT_BASE", "DEVICE_FILE", "Design", "Device", "NORMALIZERS", "NORM_SITES", "OPERANDS",
+           "PIPELINING", "Perf", "STAGES", "Stage", "Workload", "design_from_json", "design_from_manifest",
+           "evaluate", "layer_seconds", "layer_stages", "load_device", "normalizer_name", "resources_available",
+           "resources_used", "traffic", "workload_from_bundle_info", "workload_from_flags", "workload_from_hf_config"]

@@ -1,0 +1,171 @@
+"""``vckattn perf`` and ``vckattn perf explore`` (host/cli/perf.py) against the model's own API."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hw_jobs import bundle_parts
+
+from vckattn.host.bundle import write_bundle
+from vckattn.host.cli import main
+from vckattn.hw.manifest import load_manifest
+from vckattn.hw.perf import figures, model
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_help_has_a_description_and_an_example(capsys):
+    code, out, _ = _run(capsys, "--help")
+    assert code == 0 and " perf " in out
+    for argv in (("perf", "--help"), ("perf", "explore", "--help")):
+        code, out, _ = _run(capsys, *argv)
+        assert code == 0
+        assert "MODELED" in out and "example:" in out and "vckattn perf" in out
+
+
+def test_perf_json_equals_the_model(capsys):
+    code, out, err = _run(capsys, "perf", "--design-from-manifest", "vck5000_attention", "--seq", "256", "--batch",
+                          "2", "--layers", "3", "--json", "-")
+    assert code == 0, err
+    got = json.loads(out)
+    d = model.design_from_manifest(load_manifest("vck5000_attention").data)
+    w = model.Workload(heads=12, d_head=64, seq=256, batch=2, layers=("swiftmax",) * 3)
+    want = model.evaluate(w, d, model.load_device())
+    assert got["seconds_per_layer"] == pytest.approx(want.seconds_per_layer)
+    assert got["bottleneck"] == want.bottleneck and got["tops"] == pytest.approx(want.tops)
+    assert got["design"]["name"] == "vck5000_attention" and got["workload"]["layers"] == 3
+    assert "MODELED" in err  # the tables go to stderr when the JSON goes to stdout
+
+
+def test_design_flags_and_plots(capsys, tmp_path):
+    out_json = tmp_path / "p.json"
+    code, out, err = _run(capsys, "perf", "--pipelines", "4", "--qk-kernels", "4", "--pv-kernels", "4",
+                          "--score-bits", "8", "--score-plios", "2", "--lanes", "16", "--normalizer", "softmax",
+                          "--json", str(out_json), "--plots", str(tmp_path / "plots"))
+    assert code == 0, err
+    got = json.loads(out_json.read_text())
+    assert got["design"]["pipelines"] == 4 and got["design"]["score_bits"] == 8
+    assert got["design"]["lanes_online_softmax"] == 16 and got["workload"]["normalizers"] == ["online_softmax"] * 12
+    assert "bottleneck" in out and "resources" in out
+    for name in ("roofline.png", "stages.png"):
+        assert (tmp_path / "plots" / name).read_bytes().startswith(PNG)
+
+
+def test_design_file_round_trip(capsys, tmp_path):
+    code, out, _ = _run(capsys, "perf", "--pipelines", "2", "--json", "-")
+    assert code == 0
+    first = json.loads(out)
+    (tmp_path / "d.json").write_text(json.dumps(first))
+    code, out, _ = _run(capsys, "perf", "--design", str(tmp_path / "d.json"), "--json", "-")
+    assert code == 0 and json.loads(out)["seconds_per_layer"] == pytest.approx(first["seconds_per_layer"])
+
+
+def test_workload_from_config_and_bundle(capsys, tmp_path):
+    cfg = {"model_type": "llama", "num_attention_heads": 8, "num_key_value_heads": 2, "hidden_size": 512,
+           "num_hidden_layers": 4, "max_position_embeddings": 2048, "rms_norm_eps": 1e-5}
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    code, out, err = _run(capsys, "perf", "--config", str(tmp_path / "config.json"), "--seq", "128", "--json", "-")
+    assert code == 0, err
+    w = json.loads(out)["workload"]
+    assert (w["heads"], w["kv_heads"], w["d_head"], w["seq"], w["layers"], w["norm_site"]) == (8, 2, 64, 128, 4,
+                                                                                                "rmsnorm")
+    b = write_bundle(tmp_path / "b", *bundle_parts("softmax", head_dim=32, heads=2))
+    code, out, err = _run(capsys, "perf", "--bundle", str(b), "--json", "-")
+    assert code == 0, err
+    w = json.loads(out)["workload"]
+    assert (w["heads"], w["d_head"], w["seq"], w["normalizers"]) == (2, 32, 64, ["online_softmax"])
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("--normalizer", "swiftmax,softmax", "--layers", "3"), "2 normalizers for 3 layers"),
+    (("--bundle", "x", "--config", "y"), "not both"),
+    (("--design-from-manifest", "no_such_build"), "no_such_build"),
+    (("--normalizer", "relu"), "unknown normalizer"),
+    (("--seq", "4096", "--design-from-manifest", "vck5000_attention"), "max_seq"),
+    (("--pl-clock", "900"), "PLIO limit"),
+])
+def test_user_errors_are_one_line(capsys, argv, message):
+    code, out, err = _run(capsys, "perf", *argv)
+    assert code == 2 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_explore_json(capsys, tmp_path):
+    code, out, err = _run(capsys, "perf", "explore", "--seq", "256", "--batch", "4", "--layers", "2", "--quiet",
+                          "--json", "-")
+    assert code == 0, err
+    r = json.loads(out)
+    assert set(r["best"]) == {"swiftmax", "online_softmax"}
+    assert r["speedup_equal_resources"] > 0 and r["lut_ratio_equal_throughput"] > 0
+    best = r["best"]["swiftmax"]
+    assert best["resources"]["fits"] and best["workload"]["seq"] == 256
+    d = model.design_from_json(best["design"])
+    w = model.Workload(heads=12, d_head=64, seq=256, batch=4, layers=("swiftmax",) * 2)
+    assert model.evaluate(w, d).seconds_per_layer == pytest.approx(best["seconds_per_layer"])
+    assert r["search_seconds"] < 60
+
+
+def test_explore_plots_fig5_without_cpu(capsys, tmp_path):
+    code, out, err = _run(capsys, "perf", "explore", "--quiet", "--plots", str(tmp_path), "--no-cpu")
+    assert code == 0, err
+    for name in ("roofline.png", "stages.png", "fig5_batch.png", "fig5_layers.png"):
+        assert (tmp_path / name).read_bytes().startswith(PNG), name
+    data = json.loads((tmp_path / "fig5.json").read_text())
+    assert [c["seq"] for c in data["cases"]] == [128, 512]
+    for case in data["cases"]:
+        assert [r["batch"] for r in case["by_batch"]] == list(figures.BATCHES)
+        assert [r["replaced"] for r in case["by_layers_replaced"]] == list(range(13))
+        assert case["by_layers_replaced"][0]["board_speedup"] == pytest.approx(1.0)
+        # the modeled times come from the model for the designs written beside them
+        d = model.design_from_json(case["swiftmax_design"])
+        w = model.Workload(heads=12, d_head=64, seq=case["seq"], batch=2, layers=("swiftmax",) * 12)
+        row = next(r for r in case["by_batch"] if r["batch"] == 2)
+        assert row["board_swiftmax_s"] == pytest.approx(model.evaluate(w, d).seconds_total)
+
+
+def test_fig5_cpu_timing_is_measured_and_labeled(tmp_path):
+    d = model.Design(pipelines=2, qk_kernels=2, pv_kernels=2, score_bits=8, lanes_swiftmax=8, lanes_online_softmax=8)
+    data = figures.fig5_data([figures.Fig5Case(32, d, d)], heads=2, d_head=16, layers=2, batches=(1, 3),
+                             layer_batch=2, cpu=True, cpu_repeats=1)
+    rows = data["cases"][0]["by_batch"]
+    assert all(r["cpu_softmax_s"] > 0 and r["cpu_swiftmax_s"] > 0 for r in rows)
+    assert "measured" in data["modeled"] and "modeled" in data["modeled"]
+    paths = figures.fig5_plots(data, tmp_path)
+    assert all(p.read_bytes().startswith(PNG) for p in paths)
+    # chunked timing covers the whole batch: 3 entries in chunks of 2 = one chunk of 2 + one of 1
+    assert figures.cpu_layer_seconds(3, 2, 32, 16, "swiftmax", repeats=1, chunk=2) > 0
+
+
+def test_bert_workload_default_matches_the_issue(capsys):
+    code, out, _ = _run(capsys, "perf", "--json", "-")
+    assert code == 0
+    w = json.loads(out)["workload"]
+    assert (w["heads"], w["d_head"], w["seq"], w["batch"], w["layers"]) == (12, 64, 512, 8, 12)
+
+
+def test_generated_base_design(capsys):
+    code, out, err = _run(capsys, "perf", "--generated", "--pipelines", "3", "--score-bits", "8", "--json", "-")
+    assert code == 0, err
+    d = json.loads(out)["design"]
+    assert d["kv_resident"] and not d["score_switch"] and d["pipelines"] == 3 and d["score_bits"] == 8
+    code, _, err = _run(capsys, "perf", "--generated", "--design-from-manifest", "vck5000_attention")
+    assert code == 2 and "one of" in err
+
+
+def test_validate_lists_the_published_designs(capsys):
+    from vckattn.hw.perf import published
+
+    code, out, err = _run(capsys, "perf", "validate", "--json", "-")
+    assert code == 0, err
+    rows = json.loads(out)["designs"]
+    assert [r["name"] for r in rows] == [g.name for g in published.DESIGNS]
+    for r, g in zip(rows, published.DESIGNS, strict=True):
+        assert r["published"] == g.published and r["error"] == pytest.approx(r["modeled"] / r["published"] - 1)
+    assert "MaxEVA" in err and "CHARM" in err
