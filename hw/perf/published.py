@@ -4,11 +4,11 @@ A published design is fed in as its own parameters (kernels, tile sizes, PLIO co
 clocks, DDR traffic) and modeled like every attention stage: one **iteration** is every matmul
 kernel computing one ``M x K x N`` tile; the iteration takes the longest of
 
-* the kernel's core cycles — for int8 from :func:`aie.tile_cycles` of the QKᵀ kernel (an
-  ``M x K x N`` GEMM tile is a QKᵀ tile of ``M`` query rows, ``N`` keys, ``d = K``), i.e. the same
-  instrumented vector path and cost table the attention model uses; fp32 has no kernel in this
-  toolkit, so an fp32 tile takes the int8 tile's cycles scaled by the MAC rates (128 int8 vs 8 fp32
-  MACs/cycle, UG1079): the same fraction of its peak as the int8 kernel;
+* the kernel's core cycles — the published kernels' operations (:func:`gemm_kernel_counts`: a
+  window-fed ``mmul<4,16,8>`` loop) costed with the same cost table, slot model and loop fills the
+  attention kernels use (:mod:`.aie`); fp32 has no kernel in this toolkit, so an fp32 tile takes the
+  int8 tile's cycles scaled by the MAC rates (128 int8 vs 8 fp32 MACs/cycle, UG1079): the same
+  fraction of its peak as the int8 kernel;
 * the kernel's input and output DMA streams (32 bits per AIE cycle per channel, AM009);
 * the adder-tree cores where the design has them (8 lanes of int32/fp32 adds per cycle, AM009's
   256-bit vector unit);
@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .model import OPS_PER_MAC, Device, _tile_cycles, load_device
+from . import aie
+from .model import OPS_PER_MAC, Device, load_device
 
 INT8_MACS, FP32_MACS = 128, 8
 VECTOR_ADD_LANES = 8  # int32 / fp32 lanes of one AIE1 vector add per cycle (256-bit, AM009)
@@ -54,17 +55,35 @@ class GemmDesign:
     parameters_from: str = ""
 
 
+def gemm_kernel_counts(m: int, k: int, n: int) -> dict[str, int]:
+    """AIE API operations of one ``m x k x n`` int8 GEMM tile as the published designs' kernels compute
+    it (MaxEVA's and CHARM's structure: operands in local-memory windows filled by the tile DMA, so the
+    core reads no stream): for every ``4 x 8`` block of C, a loop over K in steps of 16 loads a ``4 x 16``
+    block of A (four 128-bit loads) and a ``16 x 8`` block of B (one 1024-bit load) and issues one
+    ``aie::mmul<4,16,8,int8,int8>`` mul/mac; then C is converted (SRS) and stored as four 256-bit stores.
+    Counter names are those of :data:`vckattn.hw.perf.aie.COST_TABLE`, so the costs are the attention
+    kernels' own."""
+    if m % 4 or k % 16 or n % 8:
+        raise ValueError(f"GEMM tile {m}x{k}x{n}: M must be a multiple of 4, K of 16, N of 8 (mmul<4,16,8>)")
+    blocks, steps = (m // 4) * (n // 8), k // 16
+    return {"mmul<4,16,8,int8,int8>.mul": blocks, "mmul<4,16,8,int8,int8>.mac": blocks * (steps - 1),
+            "load_v<16,int8>": 4 * blocks * steps, "load_v<128,int8>": blocks * steps,
+            "mmul<4,16,8,int8,int8>.to_vector<int32>": blocks, "store_v<8,int32>": 4 * blocks}
+
+
 def gemm_tile_cycles(dtype: str, m: int, k: int, n: int) -> float:
-    """AIE core cycles of one ``m x k x n`` GEMM tile from the attention model's cost path."""
-    try:
-        cyc = _tile_cycles("qk_matmul", m, n, k)
-    except (ValueError, AssertionError, KeyError):  # head size the kernel model refuses: K in 64-wide chunks
-        chunks = -(-k // 64)
-        cyc = chunks * _tile_cycles("qk_matmul", m, n, 64)
+    """AIE core cycles of one ``m x k x n`` GEMM tile from the attention model's cost path: the
+    bottleneck VLIW slot of :func:`gemm_kernel_counts` under :data:`aie.COST_TABLE` /
+    :data:`aie.SLOTS` (:func:`aie.phase_cycles`), plus one :data:`aie.LOOP_FILL_CYCLES` per invocation
+    of the K loop (as the attention kernels' inner loops are charged). fp32 has no kernel in this
+    toolkit: an fp32 tile takes the int8 tile's cycles scaled by the MAC rates (128 int8 vs 8 fp32
+    MACs/cycle, UG1079), i.e. the same fraction of its peak."""
+    counts = gemm_kernel_counts(m, k, n)
+    cyc = max(aie.phase_cycles(counts).values()) + aie.LOOP_FILL_CYCLES * (m // 4) * (n // 8)
     if dtype == "int8":
-        return cyc
+        return float(cyc)
     if dtype == "fp32":
-        return cyc * INT8_MACS / FP32_MACS
+        return float(cyc) * INT8_MACS / FP32_MACS
     raise ValueError(f"dtype {dtype!r} not modeled")
 
 
@@ -149,4 +168,4 @@ def validate(designs: tuple[GemmDesign, ...] = DESIGNS) -> list[dict]:
     return [predict(g) for g in designs]
 
 
-__all__ = ["DESIGNS", "GemmDesign", "gemm_tile_cycles", "predict", "validate"]
+__all__ = ["DESIGNS", "GemmDesign", "gemm_kernel_counts", "gemm_tile_cycles", "predict", "validate"]
