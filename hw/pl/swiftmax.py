@@ -10,8 +10,10 @@ with one multiply, adds/clamps, a 64-entry 2^f table with linear interpolation a
 
 Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`):
 
-* ``s_axis``: TDATA = ``lanes`` signed 32-bit scores (QKᵀ accumulators from the AIE), lane i
-  in bits ``[32 i, 32 i + 32)``; TUSER bit i = keep flag of lane i (0 = masked: padding,
+* ``s_axis``: TDATA = ``lanes`` signed ``in_width``-bit scores (QKᵀ accumulators from the AIE;
+  ``in_width`` = 32 by default, narrower builds for int8/int16 scores), lane i in bits
+  ``[in_width·i, in_width·(i + 1))``; the lane saturates them to ``acc_bits`` = 24 (a score of
+  at most 24 bits never saturates); TUSER bit i = keep flag of lane i (0 = masked: padding,
   causal mask, or the padding of a short last beat); TLAST = last beat of a score row.
 * ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (scale ``2^-out_frac``), masked lanes exactly 0;
   TUSER = the input keep bits; TLAST = the input TLAST. Rows pass through unchanged in
@@ -54,22 +56,24 @@ def buffer_bits(lanes: int) -> int:
 class SwiftMaxKernel(wiring.Component):
     """``lanes`` SwiftMax lanes behind one stall pipeline; see the module docstring."""
 
-    def __init__(self, lanes: int = 4, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> None:
+    def __init__(self, lanes: int = 4, fmt: SwiftMaxFormat = SwiftMaxFormat(), in_width: int = IN_WIDTH) -> None:
         if lanes < 1:
             raise ValueError("lanes must be >= 1")
-        self.lanes, self.fmt = lanes, fmt
+        if in_width < 2:
+            raise ValueError("in_width must be >= 2")
+        self.lanes, self.fmt, self.in_width = lanes, fmt, in_width
         self.regmap = swiftmax_regmap(fmt)
         self.regfile = RegisterFile(self.regmap)
         self.LATENCY = SwiftMaxLane.LATENCY
         super().__init__({
-            **axis_port("s_axis", lanes * IN_WIDTH, sink=True, user_width=lanes),
+            **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes),
             **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=lanes),
             **axil_members("s_axil", self.regmap.addr_width),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        n = self.lanes
+        n, iw = self.lanes, self.in_width
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
         m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * self.fmt.out_bits, user_width=n)
@@ -77,10 +81,10 @@ class SwiftMaxKernel(wiring.Component):
 
         outs = []
         for i in range(n):
-            lane = SwiftMaxLane(self.fmt, IN_WIDTH)
+            lane = SwiftMaxLane(self.fmt, iw)
             m.submodules[f"lane{i}"] = lane
             m.d.comb += [lane.en.eq(pipe.ce),
-                         lane.acc.eq(self.s_axis_tdata[i * IN_WIDTH:(i + 1) * IN_WIDTH].as_signed()),
+                         lane.acc.eq(self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed()),
                          lane.keep.eq(self.s_axis_tuser[i] & self.s_axis_tvalid)]
             for r in self.regmap.writable:
                 m.d.comb += getattr(lane, r.name).eq(regs.reg[r.name])
