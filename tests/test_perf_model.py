@@ -202,7 +202,11 @@ def test_norm_site_bhyt_has_no_buffer_and_shorter_latency_than_rmsnorm():
     b = evaluate(replace(w, norm_site="bhyt_approx"), BASE, DEV)
     r = evaluate(replace(w, norm_site="rmsnorm"), BASE, DEV)
     assert b.stage("norm_site").latency_s < r.stage("norm_site").latency_s
-    assert pl.latency_cycles("bhyt_approx", 4) < pl.latency_cycles("rmsnorm", 4)
+    # the first output of a 1024-element token: BHyT's unit streams it through, RMSNorm holds the whole token
+    beats = 1024 // 4
+    first_out = {k: pl.stream_cycles(k, 1, 1024, 4) - beats for k in ("bhyt_approx", "rmsnorm")}
+    assert first_out["bhyt_approx"] == pl.latency_cycles("bhyt_approx", 4)  # no buffer: the pipeline alone
+    assert first_out["rmsnorm"] >= pl.latency_cycles("rmsnorm", 4) + beats - 1 > first_out["bhyt_approx"]
     plain = evaluate(w, BASE, DEV)
     assert b.seconds_per_layer > plain.seconds_per_layer and r.seconds_per_layer > plain.seconds_per_layer
 

@@ -680,7 +680,10 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
         if w.operands != "on_chip":
             nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
         nsec, nwhy = _bound(nparts)
-        nlat = _latency(kern, d.norm_lanes) / f_pl
+        # first input to first output of one token (a token-buffering unit holds the whole token first):
+        # the PL model's one-token stream time (both end beats counted) less the token's own output beats
+        beats = -(-w.hidden_size // d.norm_lanes)
+        nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
         stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
         seconds += nsec + nlat
     return stages, seconds, bottleneck
