@@ -347,3 +347,17 @@ def test_readme_tables_are_what_the_model_says():
     assert report.replace_block("a\n" + report.BEGIN + "old" + report.END + "\nb", "NEW") == "a\nNEW\nb"
     with pytest.raises(ValueError):
         report.replace_block("no block", "x")
+
+
+@pytest.mark.parametrize(("kernel", "keys"),
+                         [("qk_matmul", 32), ("qk_matmul", 512), ("pv_matmul", 128), ("pv_matmul", 512)])
+def test_todays_kernel_costs_its_instrumented_cycles(kernel, keys):
+    """With K/V re-streamed and int32 scores (today's kernels) the model's core cycles per tile are the
+    instrumented tile cycles exactly; K resident and int8 scores only remove stream words."""
+    from vckattn.hw.perf import aie
+    from vckattn.hw.perf.model import _tile_compute_cycles
+
+    q, d = 32, 64
+    words = (q * d + keys * d + q * keys * 4) if kernel == "qk_matmul" else (q * keys + keys * d + q * d * 4)
+    words += aie.BEAT_BYTES  # the tile's header beat
+    assert _tile_compute_cycles(kernel, q, keys, d) + words / 4 == aie.tile_cycles(kernel, q, keys, d)

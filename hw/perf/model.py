@@ -392,8 +392,13 @@ def design_from_manifest(manifest: dict) -> Design:
 
 
 @functools.lru_cache(maxsize=65536)
-def _tile_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
-    return float(aie.tile_cycles(kernel, q_rows, keys, d))
+def _tile_compute_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
+    """A tile's core cycles without its stream words: the compute term (vector loops with their fills)
+    and the stream loops' fills (:func:`aie.tile_breakdown`). The model adds this design's stream words
+    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for today's kernel (K re-streamed,
+    int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
+    bd = aie.tile_breakdown(kernel, q_rows, keys, d)
+    return float(bd["compute"] + bd["stream_in.loop_fill"] + bd["stream_out.loop_fill"])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -603,8 +608,12 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     stages.append(Stage("ddr_to_aie", sec, why, (qr * dh + first_kv) / (d.in_plios * plio)))
 
     # AIE QK^T: each kernel computes q_rows x slice_q scores per tile
-    core = _tile_cycles("qk_matmul", qr, g.slice_q, dh)
+    # the kernel code reads its streams, computes and writes on the one core, one after the other
+    # (hw/perf/aie.py): the instrumented compute term plus this design's own stream traffic (no K with
+    # K resident; the score words at the design's width)
     k_in = 0 if d.kv_resident else g.slice_q * dh
+    core = (_tile_compute_cycles("qk_matmul", qr, g.slice_q, dh) + (aie.BEAT_BYTES + qr * dh + k_in) / sbpc
+            + qr * g.slice_q * sb / sbpc)
     cyc = {"AIE vector core (QK^T)": core,
            "AIE stream out (scores, 32-bit port)": qr * g.slice_q * sb / sbpc,
            "AIE stream in (Q, K)": (qr * dh + k_in) / sbpc}
@@ -635,8 +644,9 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     stages.append(Stage("pl_to_aie", tp * bytes_p / plio, "PLIO in (P, 8-bit)", qr * kb / plio))
 
     # AIE P.V: each kernel accumulates q_rows x d over its slice; partial O along the cascade
-    core = _tile_cycles("pv_matmul", qr, g.slice_p, dh)
     v_in = 0 if d.kv_resident else g.slice_p * dh
+    core = (_tile_compute_cycles("pv_matmul", qr, g.slice_p, dh) + (aie.BEAT_BYTES + qr * g.slice_p + v_in) / sbpc
+            + qr * dh * d.o_bits / 8 / sbpc)
     cyc = {"AIE vector core (P.V)": core, "AIE stream in (P, V)": (qr * g.slice_p + v_in) / sbpc,
            "AIE stream out (O)": qr * dh * d.o_bits / 8 / sbpc}
     if d.pv_kernels > 1:
