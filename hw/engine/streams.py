@@ -1,0 +1,179 @@
+"""Stream contract v2 of the scalable engine: the one declaration of its header words (``hw/ENGINE.md``).
+
+Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
+``(word, low bit, width)``. The AIE kernels (``hw/aie/engine_kernels.h``, through the generated
+``hw/aie/generated/engine_streams.h``), the PL top (``hw/pl/engine.py``), the C-simulation
+(``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
+a bit position.
+
+Regenerate the C++ header with ``python -m vckattn.hw.engine.streams`` (``--check``: exit 1 if stale).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BEAT_BYTES = 16
+
+#: command opcodes on the qk_in / v_in streams
+OP_LOAD_K = 1
+OP_TILE = 2
+OP_LOAD_V = 3
+OPS = {"LOAD_K": OP_LOAD_K, "TILE": OP_TILE, "LOAD_V": OP_LOAD_V}
+
+
+@dataclass(frozen=True)
+class Field:
+    """One header field: ``width`` bits from bit ``lo`` of word ``word`` (unsigned)."""
+
+    name: str
+    word: int
+    lo: int
+    width: int
+    doc: str
+
+    @property
+    def max(self) -> int:
+        return (1 << self.width) - 1
+
+
+#: command header on qk_in / v_in (LOAD_K, TILE, LOAD_V)
+COMMAND = (
+    Field("op", 0, 0, 4, "1 LOAD_K, 2 TILE, 3 LOAD_V"),
+    Field("causal", 0, 4, 1, "TILE: key j is masked for query row i when j > q0 + i"),
+    Field("score_shift", 0, 8, 8, "TILE: right shift of the int32 accumulator before rounding to score_bits"),
+    Field("n_kb", 0, 16, 16, "key blocks of the (batch, head) group: keys_pad / KEY_BLOCK"),
+    Field("d", 1, 0, 16, "head size D"),
+    Field("valid_keys", 1, 16, 16, "keys >= valid_keys are masked (padding at the end)"),
+    Field("rows", 2, 0, 16, "TILE: valid query rows (rows >= rows are masked)"),
+    Field("q0", 2, 16, 16, "TILE: position of the tile's first query row (for the causal mask)"),
+    Field("tag", 3, 0, 32, "TILE: the host's tile id; LOAD_*: the group id"),
+)
+
+#: packet header on the score stream (AIE -> PL) and the P stream (PL -> AIE)
+PACKET = (
+    Field("packet_id", 0, 0, 5, "AIE packet-switching id = slice index j (the hardware's other header bits are "
+                                "not interpreted)"),
+    Field("tile_id", 1, 0, 32, "the host's tile id"),
+    Field("slice", 2, 0, 8, "key slice index j"),
+    Field("elem_bits", 2, 8, 8, "bits per payload element: score_bits on the score stream, 8 on the P stream"),
+    Field("rows", 2, 16, 16, "valid query rows of the tile"),
+    Field("count", 3, 0, 32, "payload elements: Q_ROWS x slice keys"),
+)
+
+#: header of an O record (AIE -> PL, int32 payload) and of an A record (PL -> DDR, int8 payload)
+RESULT = (
+    Field("tile_id", 0, 0, 32, "the host's tile id"),
+    Field("rows", 1, 0, 16, "valid query rows"),
+    Field("pipeline", 2, 0, 16, "A record only: the pipeline that computed it (the PL mover's build parameter)"),
+    Field("d", 3, 0, 16, "head size D"),
+)
+
+HEADERS = {"command": COMMAND, "packet": PACKET, "result": RESULT}
+
+
+def _fields(kind: str) -> dict[str, Field]:
+    return {f.name: f for f in HEADERS[kind]}
+
+
+def encode(kind: str, **values: int) -> np.ndarray:
+    """One header beat as 16 uint8 (little endian). Missing fields are 0; a value that does not fit raises."""
+    fields = _fields(kind)
+    words = [0, 0, 0, 0]
+    for name, value in values.items():
+        if name not in fields:
+            raise ValueError(f"{kind} header has no field {name!r}")
+        f = fields[name]
+        v = int(value)
+        if not 0 <= v <= f.max:
+            raise ValueError(f"{kind} header field {name} = {v} does not fit {f.width} bits")
+        words[f.word] |= v << f.lo
+    return np.array(words, dtype="<u4").view(np.uint8)
+
+
+def encode_many(kind: str, n: int, **values: np.ndarray | int) -> np.ndarray:
+    """``n`` header beats ``(n, 16)`` uint8 at once (vectorized: arrays of length ``n`` or scalars)."""
+    fields = _fields(kind)
+    words = np.zeros((n, 4), dtype=np.uint64)
+    for name, value in values.items():
+        if name not in fields:
+            raise ValueError(f"{kind} header has no field {name!r}")
+        f = fields[name]
+        v = np.broadcast_to(np.asarray(value, dtype=np.int64), (n,))
+        if v.size and (int(v.min()) < 0 or int(v.max()) > f.max):
+            raise ValueError(f"{kind} header field {name} out of range 0..{f.max}")
+        words[:, f.word] |= v.astype(np.uint64) << np.uint64(f.lo)
+    return words.astype("<u4").view(np.uint8).reshape(n, BEAT_BYTES)
+
+
+def decode(kind: str, beat: np.ndarray) -> dict[str, int]:
+    """The fields of one header beat (16 bytes)."""
+    words = np.asarray(beat, dtype=np.uint8).reshape(BEAT_BYTES).view("<u4")
+    return {f.name: (int(words[f.word]) >> f.lo) & f.max for f in HEADERS[kind]}
+
+
+def decode_many(kind: str, beats: np.ndarray) -> dict[str, np.ndarray]:
+    """Fields of ``(n, 16)`` uint8 header beats, each an int64 array of length ``n``."""
+    words = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, BEAT_BYTES).view("<u4").astype(np.int64)
+    return {f.name: (words[:, f.word] >> f.lo) & f.max for f in HEADERS[kind]}
+
+
+# ------------------------------------------------------------------------------------------- C++ header
+
+GENERATED = Path(__file__).resolve().parents[1] / "aie" / "generated" / "engine_streams.h"
+_BANNER = "// GENERATED by `python -m vckattn.hw.engine.streams` from hw/engine/streams.py -- do not edit."
+
+
+def render_header() -> str:
+    """The C++ header: per header kind, ``constexpr`` word/shift/mask per field and get/put helpers."""
+    lines = [_BANNER, "// Stream contract v2 of the scalable engine (hw/ENGINE.md): header words of one 128-bit beat.",
+             "#ifndef VCKATTN_ENGINE_STREAMS_H", "#define VCKATTN_ENGINE_STREAMS_H", "", "#include <cstdint>", "",
+             "namespace vckattn_engine {", "", f"constexpr int BEAT_BYTES = {BEAT_BYTES};"]
+    for name, code in OPS.items():
+        lines.append(f"constexpr uint32_t OP_{name} = {code};")
+    lines.append("")
+    for kind, fields in HEADERS.items():
+        lines.append(f"// {kind} header")
+        for f in fields:
+            p = f"{kind.upper()}_{f.name.upper()}"
+            lines.append(f"constexpr int {p}_WORD = {f.word};  // {f.doc}")
+            lines.append(f"constexpr int {p}_LO = {f.lo};")
+            lines.append(f"constexpr uint32_t {p}_MASK = 0x{f.max:X}u;")
+        lines.append("")
+    lines += [
+        "// Field value from the four header words.",
+        "inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {",
+        "    return (w[word] >> lo) & mask;",
+        "}",
+        "// Sets a field (value must fit its mask).",
+        "inline void put_field(uint32_t* w, int word, int lo, uint32_t mask, uint32_t value) {",
+        "    w[word] = (w[word] & ~(mask << lo)) | ((value & mask) << lo);",
+        "}",
+        "#define VCKATTN_GET(w, F) ::vckattn_engine::get_field((w), F##_WORD, F##_LO, F##_MASK)",
+        "#define VCKATTN_PUT(w, F, v) ::vckattn_engine::put_field((w), F##_WORD, F##_LO, F##_MASK, (v))",
+        "", "}  // namespace vckattn_engine", "", "#endif", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Write hw/aie/generated/engine_streams.h from the stream declaration.")
+    ap.add_argument("--check", action="store_true", help="exit 1 if the committed header is stale")
+    args = ap.parse_args(argv)
+    text = render_header()
+    if args.check:
+        ok = GENERATED.exists() and GENERATED.read_text() == text
+        print(f"{GENERATED}: {'up to date' if ok else 'STALE (run python -m vckattn.hw.engine.streams)'}")
+        return 0 if ok else 1
+    GENERATED.parent.mkdir(parents=True, exist_ok=True)
+    GENERATED.write_text(text)
+    print(f"wrote {GENERATED}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
