@@ -97,10 +97,10 @@ def slice_blocks(n_kb: int, kernels: int) -> list[tuple[int, int]]:
 
 
 def engine_format(bits: int, fmt: SwiftMaxFormat | None = None) -> SwiftMaxFormat:
-    """The SwiftMax build format on ``bits``-bit scores (``acc_bits = bits``)."""
+    """The SwiftMax build format on ``bits``-bit scores (``acc_bits = bits``; 32: ``fmt`` unchanged)."""
     _check_bits(bits)
-    return replace(fmt or SwiftMaxFormat(), acc_bits=min(bits, (fmt or SwiftMaxFormat()).acc_bits)
-                   if bits == 32 else bits)
+    base = fmt or SwiftMaxFormat()
+    return base if bits == 32 else replace(base, acc_bits=bits)
 
 
 def engine_registers(regs: SwiftMaxRegisters, s_q: float, s_k: float, d: int, shift: int,

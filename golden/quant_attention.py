@@ -35,6 +35,7 @@ import torch
 
 from .aie_matmul import UINT8, exact_int_matmul, tile_matmul
 from .attention import MultiHeadAttention, apply_rope, attention
+from .engine import engine_format, engine_online_registers, engine_registers, narrow_scores, score_shift_for
 from .normalizers import Softmax, SwiftMax
 from .online_softmax_int import (
     OnlineSoftmaxFormat,
@@ -112,6 +113,14 @@ class QuantAttentionLayer:
     os_fmt: OnlineSoftmaxFormat = field(default_factory=OnlineSoftmaxFormat)
     n_kv_heads: int | None = None
     causal: bool = False
+    #: width of the scores the normalizer sees: 32 = the int32 accumulators (contract v1); 8 / 16 = the
+    #: engine's narrow scores ``narrow_scores(acc, score_shift, score_bits)`` (``golden/engine.py``), with the
+    #: normalizer registers folded for the scale ``s_q·s_k·2^score_shift`` (:func:`narrow_layer`)
+    score_bits: int = 32
+    score_shift: int = 0
+    #: the largest |Q·Kᵀ| accumulator over the calibration data (kept elements): what chooses
+    #: ``score_shift`` for narrow scores (None: not measured, e.g. an older bundle)
+    score_absmax: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_kv_heads is None:
@@ -230,7 +239,9 @@ def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray
             mask = key_mask(keep, x.shape[0], x.shape[1], causal)[:, None]
             p = p[np.broadcast_to(mask, p.shape)]
         p_max = float(np.percentile(p, p_percentile)) if p.size else 1.0
-    return build_quant_layer(mha, scales, normalizer, beta, gamma, p_max, causal=causal)
+    layer = build_quant_layer(mha, scales, normalizer, beta, gamma, p_max, causal=causal)
+    layer.score_absmax = score_absmax(layer, x, keep, rope)
+    return layer
 
 
 def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normalizer: Normalizer,
@@ -327,7 +338,10 @@ def _head_operands(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray |
 def normalizer_int(layer: QuantAttentionLayer, scores: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
     """The layer's PL normalizer on the score accumulators ``scores`` ``(..., Sq, Sk)`` (int32 Q·Kᵀ):
     P as unsigned ``out_bits`` integers at scale ``2^-p_frac``, exactly 0 where ``keep`` (broadcastable
-    to ``scores``; ``None`` = every key) is False."""
+    to ``scores``; ``None`` = every key) is False. A narrow-score layer (``score_bits`` 8/16) first
+    shift-rounds-saturates the accumulators as the engine's AIE kernel does."""
+    if layer.score_bits != 32:
+        scores = narrow_scores(scores, layer.score_shift, layer.score_bits)
     if layer.normalizer == "swiftmax":
         return swiftmax_int_tabulated(scores, layer.swiftmax, keep, layer.sm_fmt)
     return online_softmax_int(scores, layer.online, keep, layer.os_fmt)
@@ -374,6 +388,43 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
     return out, trace | {n: flat[n] for n in ("q_pre", "k_pre") if n in flat}
 
 
+def score_absmax(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
+                 rope: RopeTables | None = None) -> int:
+    """The largest |Q·Kᵀ| int32 accumulator of ``layer`` on input ``x`` ``(B, S, d)`` over the kept
+    elements (padding and, for causal layers, the causal mask): what :func:`narrow_layer` needs."""
+    ops = head_operands(layer, x, keep, rope=rope)
+    kh = np.repeat(ops["k"], layer.n_rep, axis=1) if layer.n_rep > 1 else ops["k"]
+    s = exact_int_matmul(ops["q"], np.ascontiguousarray(kh.transpose(0, 1, 3, 2)))
+    kb = np.broadcast_to(ops["keep"][:, None], s.shape)
+    a = np.abs(s[kb])
+    return int(a.max()) if a.size else 0
+
+
+def narrow_layer(layer: QuantAttentionLayer, score_bits: int, absmax: int | None = None) -> QuantAttentionLayer:
+    """``layer`` with ``score_bits``-bit scores (the engine's AIE shift-round-saturate): ``score_shift`` is
+    the smallest shift that keeps ``absmax`` (default ``layer.score_absmax``) unsaturated, and the
+    normalizer's registers are refolded for the score scale ``s_q·s_k·2^score_shift``. 32 returns the int32
+    layer. Raises ValueError when the layer has no measured ``score_absmax``."""
+    from dataclasses import replace
+
+    if score_bits == layer.score_bits and absmax is None:
+        return layer
+    if score_bits == 32:
+        shift = 0
+    else:
+        m = layer.score_absmax if absmax is None else absmax
+        if m is None:
+            raise ValueError("narrow scores need the layer's calibration |Q·Kᵀ| maximum (score_absmax); "
+                             "re-export the bundle with this version")
+        shift = score_shift_for(int(m), score_bits)
+    if layer.normalizer == "swiftmax":
+        fmt = engine_format(score_bits, replace(layer.sm_fmt, acc_bits=SwiftMaxFormat().acc_bits))
+        regs = engine_registers(layer.swiftmax, layer.s_q, layer.s_k, layer.head_dim, shift, fmt)
+        return replace(layer, score_bits=score_bits, score_shift=shift, swiftmax=regs, sm_fmt=fmt)
+    regs = engine_online_registers(layer.s_q, layer.s_k, layer.head_dim, shift, layer.os_fmt)
+    return replace(layer, score_bits=score_bits, score_shift=shift, online=regs)
+
+
 def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -> dict[str, float]:
     """Relative error ‖out − ref‖/‖ref‖, max abs error and mean per-token cosine over valid tokens."""
     if valid is not None:
@@ -387,4 +438,5 @@ def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -
 
 
 __all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer", "attention_int",
-           "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "compare"]
+           "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "compare", "narrow_layer",
+           "score_absmax"]

@@ -110,7 +110,7 @@ def bench_host(seq: int = 256, heads: int = 12, d_head: int = 64, repeats: int =
         t = time.perf_counter()
         lr = run_layer(dev, layer, x64)
         wall = time.perf_counter() - t
-        n_tiles = len(lr.job.tiles)
+        n_tiles = lr.tiles
         rows["wall"].append(wall)
         rows["compute"].append(dev.compute_seconds)
         rows["projections"].append(lr.seconds["projections"] + lr.seconds["output_projection"])

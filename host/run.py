@@ -141,8 +141,17 @@ def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, floa
 
 
 def open_device(backend: str, manifest: Any, **options: Any) -> Any:
+    """The backend's device for ``manifest`` (an engine build's backends for a manifest with an ``engine``
+    section)."""
     from vckattn.host.backends import device_class
 
+    if manifest.data.get("engine"):
+        from vckattn.host.backends.engine import ENGINE_BACKENDS
+
+        if backend not in ENGINE_BACKENDS:
+            raise UserError(f"{manifest.name}: no {backend} backend for engine builds "
+                            f"(choose {', '.join(ENGINE_BACKENDS)})")
+        return ENGINE_BACKENDS[backend](manifest, **options)
     return device_class(backend)(manifest, **options)
 
 
@@ -186,11 +195,16 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     saved: dict[str, np.ndarray] = {}
     keep = inputs.keep
     device_s, elements = 0.0, 0
-    from vckattn.golden.quant_attention import attention_int
+    from vckattn.golden.quant_attention import attention_int, narrow_layer
 
     with device:
         for i in layers:
             ql = to_quant_layer(bundle, i)
+            if manifest.data.get("engine"):  # the engine's narrow scores: golden's layer of the same width
+                try:
+                    ql = narrow_layer(ql, int(manifest.data["engine"]["score_bits"]))
+                except ValueError as exc:
+                    raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
             entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
             x = inputs.x[i]
             bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=not progress,
@@ -205,9 +219,9 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                 ints["a"], ql))), **errors(lr.out, ref, keep)}
             if backend == "rtl":
                 row["cycles"] = lr.cycles
-            row |= {"tiles": len(lr.job.tiles), "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
+            row |= {"tiles": lr.tiles, "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
             report["layers"].append(row)
-            report["tiles"] += len(lr.job.tiles)
+            report["tiles"] += lr.tiles
             device_s += lr.device_seconds
             elements += ql.n_heads * int(keep.sum(axis=1) @ keep.sum(axis=1))
             if arrays is not None:

@@ -35,9 +35,15 @@ class LayerRun:
     y: np.ndarray
     a: np.ndarray
     x: np.ndarray
-    job: LayerJob
+    job: LayerJob | None  # None on an engine build (one launch, no tile jobs)
     seconds: dict[str, float]  # wall time of: projections, tiling, stream (device), output_projection
     cycles: int | None  # RTL only
+    n_tiles: int | None = None  # tiles of the layer (engine builds; else len(job.tiles))
+
+    @property
+    def tiles(self) -> int:
+        """Tiles the device computed."""
+        return self.n_tiles if self.n_tiles is not None else len(self.job.tiles)  # type: ignore[union-attr]
 
     @property
     def device_seconds(self) -> float:
@@ -58,6 +64,18 @@ def run_layer(device: Device, layer: QuantAttentionLayer, x: np.ndarray, keep: n
     t0 = time.perf_counter()
     ops = head_operands(layer, x, keep, rope=rope)
     t1 = time.perf_counter()
+    if hasattr(device, "run_heads"):  # an engine build: the whole layer in one launch
+        device.configure(layer)
+        t2 = time.perf_counter()
+        a = device.run_heads(ops)
+        if progress is not None and hasattr(progress, "update"):
+            progress.update(1)  # type: ignore[attr-defined]
+        t3 = time.perf_counter()
+        out, y = finish_int(layer, a)
+        t4 = time.perf_counter()
+        seconds = {"projections": t1 - t0, "tiling": 0.0, "stream": t3 - t1, "output_projection": t4 - t3}
+        cmds = device.last_launch.cmds  # type: ignore[attr-defined]
+        return LayerRun(out, y, a, ops["x"], None, seconds, device.last_cycles, n_tiles=cmds.n_tiles)
     job = plan_tiles(ops["q"], ops["k"], ops["v"], ops["keep"], device.manifest.tile, layer=index)
     if progress is not None and hasattr(progress, "total"):
         progress.total = len(job.tiles)  # type: ignore[attr-defined]
@@ -68,7 +86,7 @@ def run_layer(device: Device, layer: QuantAttentionLayer, x: np.ndarray, keep: n
     out, y = finish_int(layer, a)
     t4 = time.perf_counter()
     seconds = {"projections": t1 - t0, "tiling": t2 - t1, "stream": t3 - t2, "output_projection": t4 - t3}
-    return LayerRun(out, y, a, ops["x"], job, seconds, device.last_cycles)
+    return LayerRun(out, y, a, ops["x"], job, seconds, device.last_cycles, n_tiles=len(job.tiles))
 
 
 __all__ = ["LayerRun", "run_layer"]

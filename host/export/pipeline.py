@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from vckattn.golden.quant_attention import score_absmax
+
 from .capture import Captured, capture_activations
 from .common import (
     DEFAULT_BATCH,
@@ -34,6 +36,8 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
         beta, gamma, source = swiftmax_beta_gamma(m, i, cap, swiftmax_init)
     scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, beta or 0.0, gamma or 1.0)
     layer = build_layer(ly, scales, normalizer, beta or 0.0, gamma or 1.0, p_max)
+    layer.score_absmax = max((score_absmax(layer, x.astype(np.float64), b.keep, rope)
+                              for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True)), default=0)
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
                                                                            percentile)
     return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma)

@@ -83,6 +83,7 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
         "index": i,
         "scales": {"s_x": L.s_x, "s_q": L.s_q, "s_k": L.s_k, "s_v": L.s_v, "s_a": L.s_a},
         "p_frac": int(L.p_frac),
+        "score_absmax": None if L.score_absmax is None else int(L.score_absmax),
         "swiftmax": None if L.swiftmax is None else {
             "beta": ex.beta, "gamma": ex.gamma, "registers": L.swiftmax.as_dict()},
         "online_softmax": None if L.online is None else {"registers": L.online.as_dict()},
@@ -182,6 +183,7 @@ def to_quant_layer(bundle: Any, i: int) -> QuantAttentionLayer:
         online=None if on is None else OnlineSoftmaxRegisters(**{k: int(v) for k, v in on["registers"].items()}),
         sm_fmt=sm_fmt, os_fmt=os_fmt,
         n_kv_heads=int(model["num_kv_heads"]), causal=model["family"] == "llama",
+        score_absmax=None if e.get("score_absmax") is None else int(e["score_absmax"]),
     )
 
 

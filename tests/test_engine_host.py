@@ -1,0 +1,216 @@
+"""The engine's host side (host/engine.py) and functional model (hw/engine/model.py) against golden.
+
+The reference is golden's integer layer with narrow scores (``narrow_layer`` + ``attention_int``), computed
+without any engine code; the engine path goes through the command lists, the movers' streams, the model's
+kernels and the done/A buffers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from vckattn.golden.attention import MultiHeadAttention
+from vckattn.golden.engine import (
+    engine_p,
+    narrow_scores,
+    score_max,
+    score_shift_for,
+    sentinel,
+    slice_blocks,
+)
+from vckattn.golden.quant_attention import (
+    attention_int,
+    calibrate_attention,
+    head_operands,
+    narrow_layer,
+    score_absmax,
+)
+from vckattn.host.engine import (
+    EngineMaskError,
+    check_done,
+    commands,
+    heads_from_a,
+    plan_launch,
+    streams_of,
+    valid_keys,
+)
+from vckattn.host.tiler import TileError
+from vckattn.hw.engine import streams
+from vckattn.hw.engine.model import EngineParams, EngineStreamError, run_launch_model
+
+
+def _layer(d_model=128, heads=4, kv=None, causal=False, seq=70, batch=3, bits=8, seed=0, pad=20):
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(d_model, heads, n_kv_heads=kv).double()
+    x = np.random.default_rng(seed).normal(size=(batch, seq, d_model))
+    keep = np.ones((batch, seq), bool)
+    if pad:
+        keep[min(1, batch - 1), seq - pad:] = False
+    layer = calibrate_attention(mha, x, keep, "swiftmax", beta=3.0, gamma=5.0, causal=causal)
+    return narrow_layer(layer, bits), x, keep
+
+
+def _engine(layer, x, keep, params):
+    ops = head_operands(layer, x, keep)
+    launch = plan_launch(params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift)
+    qk, vv = streams_of(launch)
+    a, done = run_launch_model(params, qk, vv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt)
+    check_done(launch.cmds, np.concatenate(done))
+    return heads_from_a(launch.cmds, a), launch, np.concatenate(done)
+
+
+def _golden_heads(layer, x, keep):
+    _, tr = attention_int(layer, x, keep)
+    b, s, _ = x.shape
+    return tr["a"].reshape(b, s, layer.n_heads, layer.head_dim).transpose(0, 2, 1, 3)
+
+
+@pytest.mark.parametrize("pipelines,kernels,bits,causal,kv", [
+    (1, 1, 8, False, None), (2, 4, 8, False, None), (3, 2, 16, False, None), (2, 4, 8, True, None),
+    (2, 3, 8, False, 2), (4, 8, 16, True, 1),
+])
+def test_engine_launch_bit_exact_with_golden(pipelines, kernels, bits, causal, kv):
+    layer, x, keep = _layer(kv=kv, causal=causal, bits=bits, seed=pipelines * 10 + kernels)
+    p = EngineParams(pipelines=pipelines, kernels=kernels, q_rows=16, key_block=32, max_keys=128, score_bits=bits)
+    got, launch, _ = _engine(layer, x, keep, p)
+    want = _golden_heads(layer, x, keep)
+    assert got.shape == want.shape
+    assert np.array_equal(got, want)
+    # every (batch, head) group went to exactly one pipeline, round-robin
+    owners = np.concatenate([np.full(len(t), i) for i, t in enumerate(launch.cmds.tiles)])
+    assert sorted(np.concatenate(launch.cmds.tiles).tolist()) == list(range(launch.cmds.n_tiles))
+    assert len(set(owners)) == min(pipelines, 3 * layer.n_heads)
+
+
+def test_engine_head_size_64_and_short_sequence():
+    layer, x, keep = _layer(d_model=128, heads=2, seq=9, batch=2, pad=3)
+    p = EngineParams(pipelines=2, kernels=4, q_rows=16, key_block=32, max_keys=64, score_bits=8)
+    got, _, _ = _engine(layer, x, keep, p)  # one key block: three of four slices empty
+    assert np.array_equal(got, _golden_heads(layer, x, keep))
+
+
+def test_check_done_names_the_broken_tile():
+    layer, x, keep = _layer()
+    p = EngineParams(pipelines=2, kernels=2, q_rows=16, key_block=32, max_keys=128, score_bits=8)
+    _, launch, done = _engine(layer, x, keep, p)
+    c = launch.cmds
+
+    def broken(fn):
+        d = done.copy()
+        fn(d)
+        with pytest.raises(TileError) as e:
+            check_done(c, d)
+        return str(e.value)
+
+    def set_field(buf, row, **kw):
+        f = streams.decode("result", buf[row])
+        f.update(kw)
+        buf[row] = streams.encode("result", **f)
+
+    assert "misrouted" in broken(lambda d: set_field(d, 2, pipeline=1))
+    assert "duplicate" in broken(lambda d: d.__setitem__(3, d[2]))
+    start1 = int(c.done_start[1])
+    msg = broken(lambda d: set_field(d, 0, tile_id=int(c.tiles[1][0])))  # pipeline 1's tile in pipeline 0's log
+    assert "not sent to this pipeline" in msg or "duplicate" in msg
+    assert "out of order" in broken(lambda d: d.__setitem__([start1, start1 + 1], d[[start1 + 1, start1]]))
+    assert "head size" in broken(lambda d: set_field(d, 5, d=16))
+    with pytest.raises(TileError, match="records"):
+        check_done(c, done[:-1])
+
+
+def test_dropped_tile_is_named():
+    layer, x, keep = _layer()
+    p = EngineParams(pipelines=2, kernels=2, q_rows=16, key_block=32, max_keys=128, score_bits=8)
+    _, launch, done = _engine(layer, x, keep, p)
+    d = done.copy()
+    f = streams.decode("result", d[4])
+    d[4] = streams.encode("result", **(f | {"tile_id": int(streams.decode("result", d[6])["tile_id"])}))
+    with pytest.raises(TileError, match="duplicate|dropped"):
+        check_done(launch.cmds, d)
+
+
+def test_left_padding_is_refused_with_the_sequence_named():
+    keep = np.ones((2, 1, 8), bool)
+    keep[1, 0, :3] = False  # left padding
+    with pytest.raises(EngineMaskError, match="sequence 1"):
+        valid_keys(keep, causal=False)
+    assert valid_keys(np.tril(np.ones((1, 8, 8), bool)), causal=True) == (8,)
+
+
+def test_commands_are_cached_per_geometry():
+    p = EngineParams(pipelines=2, kernels=2, q_rows=16, key_block=32, max_keys=128)
+    q = np.zeros((1, 2, 40, 32), np.int8)
+    k = np.zeros((1, 2, 40, 32), np.int8)
+    keep = np.ones((1, 1, 40), bool)
+    a = plan_launch(p, q, k, k, keep, False, 3).cmds
+    assert plan_launch(p, q, k, k, keep, False, 3).cmds is a
+    b = plan_launch(p, q, k, k, keep, False, 4).cmds
+    assert b is not a
+    hdr = streams.decode("command", b.qk[0][1, :16])
+    assert hdr["op"] == streams.OP_TILE and hdr["score_shift"] == 4
+    assert commands.cache_info().hits >= 1
+
+
+def test_model_rejects_a_tile_whose_geometry_differs_from_its_load():
+    layer, x, keep = _layer()
+    p = EngineParams(pipelines=1, kernels=2, q_rows=16, key_block=32, max_keys=128)
+    ops = head_operands(layer, x, keep)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    qk, vv = streams_of(launch)
+    bad = qk[0].copy()
+    load = 16 + launch.cmds.keys_pad * layer.head_dim
+    f = streams.decode("command", bad[load:load + 16])
+    bad[load:load + 16] = streams.encode("command", **(f | {"n_kb": f["n_kb"] - 1}))
+    with pytest.raises(EngineStreamError, match="differ from the last LOAD_K"):
+        run_launch_model(p, [bad], vv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt)
+    with pytest.raises(EngineStreamError, match="cut short"):
+        run_launch_model(p, [qk[0][:-5]], vv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt)
+
+
+# ------------------------------------------------------------------------------------------ golden/engine.py
+
+
+@pytest.mark.parametrize("bits", [8, 16])
+def test_score_shift_is_the_smallest_that_does_not_saturate(bits):
+    rng = np.random.default_rng(bits)
+    for m in [0, 1, score_max(bits), score_max(bits) + 1, *rng.integers(1, 1 << 30, 200).tolist()]:
+        s = score_shift_for(m, bits)
+        assert abs(int(narrow_scores(np.array([m, -m]), s, bits)[0])) <= score_max(bits)
+        if s:
+            assert int(narrow_scores(np.array([m]), s - 1, bits)[0]) == score_max(bits)  # one less saturates
+            assert int(np.round(m / 2.0 ** (s - 1) + 1e-9)) > score_max(bits) or m >> (s - 1) >= score_max(bits)
+
+
+def test_narrow_scores_never_produce_the_sentinel_and_p_is_zero_there():
+    acc = np.array([-(1 << 40), -1000, -1, 0, 1, 1000, 1 << 40])
+    for bits in (8, 16):
+        s = narrow_scores(acc, 2, bits)
+        assert s.min() == -score_max(bits) and s.max() == score_max(bits)
+        assert (s != sentinel(bits)).all()
+    layer, _, _ = _layer()
+    p = engine_p(np.array([sentinel(8), -127, 0, 127]), layer.swiftmax, 8)
+    assert p[0] == 0 and p[3] > 0
+
+
+def test_slices_cover_the_blocks_once():
+    for n_kb in range(1, 40):
+        for k in range(1, 9):
+            sl = slice_blocks(n_kb, k)
+            covered = [b for b0, b1 in sl for b in range(b0, b1)]
+            assert covered == list(range(n_kb))
+            assert all(b1 - b0 <= -(-n_kb // k) for b0, b1 in sl)
+
+
+def test_narrow_layer_keeps_the_calibration_maximum_unsaturated():
+    layer, x, keep = _layer(bits=8)
+    m = score_absmax(layer, x, keep)
+    assert m == layer.score_absmax > 0
+    assert layer.score_shift == score_shift_for(m, 8) > 0
+    wide = narrow_layer(layer, 32)
+    assert wide.score_bits == 32 and wide.score_shift == 0 and wide.sm_fmt.acc_bits == 24
+    assert narrow_layer(wide, 8).swiftmax == layer.swiftmax
+    with pytest.raises(ValueError, match="score_absmax"):
+        from dataclasses import replace
+        narrow_layer(replace(wide, score_absmax=None), 8)
