@@ -187,3 +187,114 @@ def run(json_out: Path | None, **kwargs: object) -> dict:
         json_out.write_text(json.dumps(report, indent=2))
         Console().print(f"wrote {json_out}")
     return report
+
+
+# ------------------------------------------------------------------------------------ engine host overhead
+
+
+def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, heads: int = 12, d_head: int = 64,
+                      batch: int = 8, repeats: int = 21, seed: int = 0) -> dict:
+    """Host time per launch of an engine build (one launch per layer) against the modeled device time of that
+    launch (:mod:`vckattn.hw.perf.model` on the build's design point, BERT-style workload from the flags).
+
+    Measured per launch, medians of ``repeats``:
+
+    * ``host_launch`` — what the host does for every launch: :func:`~vckattn.host.engine.plan_launch` (the
+      command lists from the per-geometry cache, the key-mask check, the operand buffers as views) plus
+      :func:`~vckattn.host.engine.check_done` on the done buffer a correct launch leaves and the A buffer as head
+      outputs. This is the figure held against the device time (goal: < 5%).
+    * ``host_launch_cold`` — the same with the command cache cleared (the first launch of a geometry).
+    * ``operand_copy`` — placing Q, K, V from the projections' (B, S, H·d) layout into the head-major buffers:
+      the host side of the operand transfer, which the model counts as its own stage (PCIe / DDR).
+
+    The device itself is not run (nothing here can); the launch's done buffer is the expected one.
+    """
+    from vckattn.host.engine import check_done, commands, heads_from_a, params_from_manifest, place, plan_launch
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.perf.model import design_from_json, evaluate, load_device, workload_from_flags
+
+    manifest = load_manifest(manifest_name)
+    params = params_from_manifest(manifest)
+    eng = manifest.data["engine"]
+    design = design_from_json(eng["design"])
+    dev = load_device(manifest.data["board"])
+    perf = evaluate(workload_from_flags(heads, d_head, seq, batch), design, dev)
+    launch_s = design.host_launches_per_layer * dev.host_seconds_per_launch
+    device_s = perf.seconds_per_layer - launch_s  # the block's pipelined stages, without the assumed XRT launch
+    rng = np.random.default_rng(seed)
+    flat = {n: rng.integers(-128, 128, (batch, seq, heads * d_head), dtype=np.int8) for n in "qkv"}
+    heads_view = {n: a.reshape(batch, seq, heads, d_head).transpose(0, 2, 1, 3) for n, a in flat.items()}
+    keep = np.ones((batch, 1, seq), bool)
+    keep[-1, 0, seq - seq // 8:] = False  # one padded sequence
+    shift = 7
+    rows: dict[str, list[float]] = {"host_launch": [], "host_launch_cold": [], "operand_copy": []}
+    t = time.perf_counter()
+    ops = {n: place(np.ascontiguousarray(v), v.shape[2]) for n, v in heads_view.items()}
+    launch = plan_launch(params, ops["q"], ops["k"], ops["v"], keep, False, shift)  # warm the cache
+    a_buf = np.zeros((launch.cmds.n_tiles, params.q_rows, d_head), np.int8)
+    for _ in range(repeats):
+        t = time.perf_counter()
+        placed = {n: np.ascontiguousarray(v) for n, v in heads_view.items()}
+        rows["operand_copy"].append(time.perf_counter() - t)
+        done = launch.cmds.done_expected.copy()  # what the output movers leave (a correct launch)
+        t = time.perf_counter()
+        la = plan_launch(params, placed["q"], placed["k"], placed["v"], keep, False, shift)
+        check_done(la.cmds, done)
+        heads_from_a(la.cmds, a_buf)
+        rows["host_launch"].append(time.perf_counter() - t)
+        commands.cache_clear()
+        t = time.perf_counter()
+        la = plan_launch(params, placed["q"], placed["k"], placed["v"], keep, False, shift)
+        check_done(la.cmds, done)
+        heads_from_a(la.cmds, a_buf)
+        rows["host_launch_cold"].append(time.perf_counter() - t)
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    return {
+        "benchmark": "engine_host",
+        "manifest": manifest.name,
+        "engine": {"pipelines": params.pipelines, "kernels_per_pipeline": params.kernels, "q_rows": params.q_rows,
+                   "score_bits": params.score_bits, "lanes": params.lanes},
+        "shape": {"batch": batch, "seq": seq, "heads": heads, "d_head": d_head, "tiles": int(launch.cmds.n_tiles),
+                  "commands": int(sum(len(c) for c in launch.cmds.qk) + sum(len(c) for c in launch.cmds.v))},
+        "repeats": repeats,
+        "median_seconds": med,
+        "all_seconds": rows,
+        "modeled_device_seconds": device_s,
+        "modeled_device_note": (f"MODELED (hw/perf/model.py, {dev.board}, design of {manifest.name}): one layer's "
+                                "pipelined stages, without the assumed per-launch XRT start/wait "
+                                f"({launch_s * 1e6:.0f} µs, an assumption in device.json)"),
+        "host_over_device": med["host_launch"] / device_s,
+        "host_over_device_cold": med["host_launch_cold"] / device_s,
+        "operand_copy_over_device": med["operand_copy"] / device_s,
+        "goal": "host_over_device < 0.05",
+        "machine": {"python": platform.python_version(), "numpy": np.__version__,
+                    "processor": platform.processor() or platform.machine()},
+    }
+
+
+def run_engine_host(json_out: Path | None, **kwargs: object) -> dict:
+    """Run :func:`bench_engine_host`, print a table, write JSON."""
+    from rich.console import Console
+    from rich.table import Table
+
+    r = bench_engine_host(**kwargs)  # type: ignore[arg-type]
+    sh, e = r["shape"], r["engine"]
+    t = Table(title=f"host time per launch, {r['manifest']} ({e['pipelines']} pipelines × {e['kernels_per_pipeline']} "
+                    f"kernels): batch {sh['batch']} × {sh['heads']} heads × S={sh['seq']}, {sh['tiles']} tiles, "
+                    f"{sh['commands']} commands (median of {r['repeats']})")
+    t.add_column("quantity")
+    t.add_column("µs per launch", justify="right")
+    t.add_column("/ modeled device time", justify="right")
+    dev = r["modeled_device_seconds"]
+    for k, label in (("host_launch", "host per launch (commands cached)"),
+                     ("host_launch_cold", "host per launch, first of a geometry"),
+                     ("operand_copy", "operand copy into the Q/K/V buffers (transfer stage)")):
+        t.add_row(label, f"{r['median_seconds'][k] * 1e6:.1f}", f"{r['median_seconds'][k] / dev:.1%}")
+    t.add_row("modeled device time of the launch (MODELED)", f"{dev * 1e6:.1f}", "100%")
+    Console().print(t)
+    Console().print(f"host / device = {r['host_over_device']:.1%} (goal < 5%)")
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(r, indent=2))
+        Console().print(f"wrote {json_out}")
+    return r

@@ -214,3 +214,41 @@ def test_narrow_layer_keeps_the_calibration_maximum_unsaturated():
     with pytest.raises(ValueError, match="score_absmax"):
         from dataclasses import replace
         narrow_layer(replace(wide, score_absmax=None), 8)
+
+
+def test_merge_order_does_not_change_the_launch_and_packets_round_trip():
+    from vckattn.hw.engine.model import merge, parse_packets, qk_stage
+
+    layer, x, keep = _layer(bits=16)
+    p = EngineParams(pipelines=2, kernels=4, q_rows=16, key_block=32, max_keys=128, score_bits=16)
+    ops = head_operands(layer, x, keep)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    qk, vv = streams_of(launch)
+    runs = [run_launch_model(p, qk, vv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt, seed=s)
+            for s in (None, 1, 2)]
+    for a, done in runs[1:]:
+        assert np.array_equal(a, runs[0][0])
+        assert all(np.array_equal(x, y) for x, y in zip(done, runs[0][1], strict=True))
+    pk = merge(qk_stage(p, qk[0]), np.random.default_rng(3))
+    assert [q.header["packet_id"] for q in pk] != sorted(q.header["packet_id"] for q in pk)  # really interleaved
+    beats = np.concatenate([q.beats(signed=True) for q in pk])
+    back = parse_packets(beats, p.q_rows, signed=True, where="s")
+    assert [b.header for b in back] == [q.header for q in pk]
+    assert all(np.array_equal(b.values, q.values) for b, q in zip(back, pk, strict=True))
+    assert (np.concatenate([q.values.ravel() for q in pk]) == -(1 << 15)).any()  # the sentinel travels
+
+
+def test_pv_stage_names_a_misrouted_p_packet():
+    from vckattn.hw.engine.model import merge, pl_stage, pv_stage, qk_stage, tile_list
+
+    layer, x, keep = _layer()
+    p = EngineParams(pipelines=1, kernels=2, q_rows=16, key_block=32, max_keys=128)
+    ops = head_operands(layer, x, keep)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    qk, vv = streams_of(launch)
+    pp = pl_stage(merge(qk_stage(p, qk[0])), layer.swiftmax, 8)
+    first = [i for i, q in enumerate(pp) if q.header["packet_id"] == 0][:2]
+    pp[first[0]], pp[first[1]] = pp[first[1]], pp[first[0]]  # kernel 0 gets tile 1's packet first
+    a = np.zeros((launch.cmds.n_tiles, 16, layer.head_dim), np.int8)
+    with pytest.raises(EngineStreamError, match="misrouted"):
+        pv_stage(p, 0, vv[0], pp, tile_list(p, qk[0]), a, layer.rq_a)

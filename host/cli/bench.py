@@ -30,13 +30,19 @@ def add_bench(sub: Subparsers) -> None:
     e.set_defaults(func=run_bench_emulator)
     h = bsub.add_parser("host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's "
                         "per-tile compute, on the emu backend")
-    h.add_argument("--seq", type=positive_int, default=256, help="sequence length (default: %(default)s)")
+    h.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: 256; 512 with --engine)")
     h.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
     h.add_argument("--d-head", type=int, choices=(32, 64), default=64, help="head dimension (default: %(default)s)")
     h.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax")
     h.add_argument("--repeats", type=positive_int, default=7, help="runs (default: %(default)s)")
     h.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     h.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    h.add_argument("--engine", metavar="MANIFEST", help="measure an engine build instead (e.g. vck5000_engine): host "
+                   "time per launch (one launch per layer: cached command lists, key-mask check, done-buffer "
+                   "check) against the MODELED device time of that launch; --seq/--heads/--d-head/--batch give "
+                   "the workload (defaults for --engine: S=512, batch 8)")
+    h.add_argument("--batch", type=positive_int, default=8, help="sequences per launch with --engine "
+                   "(default: %(default)s)")
     h.set_defaults(func=run_bench_host)
     p.set_defaults(func=lambda args: missing_subcommand(p))
 
@@ -44,7 +50,11 @@ def add_bench(sub: Subparsers) -> None:
 def run_bench_host(args: argparse.Namespace) -> int:
     from vckattn.host import bench
 
-    bench.run_host(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
+    if args.engine:
+        bench.run_engine_host(args.json_out, manifest_name=args.engine, seq=args.seq or 512, heads=args.heads,
+                              d_head=args.d_head, batch=args.batch, repeats=max(args.repeats, 21), seed=args.seed)
+        return 0
+    bench.run_host(args.json_out, seq=args.seq or 256, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
                    seed=args.seed, normalizer=args.normalizer)
     return 0
 
