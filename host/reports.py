@@ -68,7 +68,13 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     from vckattn.golden import convert
     from vckattn.golden.blocks import BertLayer
     from vckattn.golden.models import minilm_dir
-    from vckattn.golden.quant_attention import attention_int, calibrate_attention, compare, float_attention
+    from vckattn.golden.quant_attention import (
+        attention_int,
+        calibrate_attention,
+        compare,
+        float_attention,
+        narrow_layer,
+    )
     from vckattn.host.textdata import real_sentences
 
     console = Console()
@@ -100,21 +106,29 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
             out, _ = attention_int(q_layer, hh[i].numpy(), hk)
             ref = float_attention(blk.attn, hh[i].numpy(), hk, norm, beta, gamma)["y"]
             entry[norm] = compare(out, ref, hk) | {"p_frac": q_layer.p_frac}
+            for bits in (8, 16):  # the engine's narrow scores (AIE shift-round-saturate), shift from calibration
+                narrow = narrow_layer(q_layer, bits)
+                out_n, _ = attention_int(narrow, hh[i].numpy(), hk)
+                entry[norm][f"int{bits}_scores"] = compare(out_n, ref, hk) | {"score_shift": narrow.score_shift}
             if norm == "swiftmax":
                 entry[norm] |= {"beta": beta, "gamma": gamma}
         layers.append(entry)
     name = Path(path).parent.name if Path(path).name == "model" else Path(path).name
     table = Table(title=f"quantized attention layers vs float golden ({name}, {len(held)} held-out sentences)")
-    for col in ("layer", "softmax rel.err", "softmax cosine", "SwiftMax rel.err", "SwiftMax cosine", "P scale"):
+    for col in ("layer", "softmax rel.err", "softmax cosine", "softmax cos. int8 scores", "SwiftMax rel.err",
+                "SwiftMax cosine", "SwiftMax cos. int8 scores", "P scale", "int8 score shift"):
         table.add_column(col, justify="right")
     for e in layers:
         s, w = e["softmax"], e["swiftmax"]
-        table.add_row(str(e["layer"]), f"{s['rel_error']:.4f}", f"{s['cosine']:.5f}", f"{w['rel_error']:.4f}",
-                      f"{w['cosine']:.5f}", f"2^-{w['p_frac']}")
+        table.add_row(str(e["layer"]), f"{s['rel_error']:.4f}", f"{s['cosine']:.5f}",
+                      f"{s['int8_scores']['cosine']:.5f}", f"{w['rel_error']:.4f}", f"{w['cosine']:.5f}",
+                      f"{w['int8_scores']['cosine']:.5f}", f"2^-{w['p_frac']}", str(w["int8_scores"]["score_shift"]))
     console.print(table)
     report = {"report": "quant", "checkpoint": str(path), "sentences": {"calibration": len(calib), "eval": len(held)},
               "int8": "symmetric max-abs per tensor (activations), per output channel (weights)",
               "swiftmax_constants": "beta = max row z_max on calibration, gamma = mean sum exp(z - z_max)",
+              "narrow_scores": "int8/int16 scores = the engine's AIE shift-round-saturate of the int32 Q·Kᵀ, the "
+                               "shift the smallest that keeps the calibration maximum unsaturated (narrow_layer)",
               "layers": layers, "seconds": time.perf_counter() - t0}
     _write(json_out, report, console)
     return report
