@@ -612,8 +612,10 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     # (hw/perf/aie.py): the instrumented compute term plus this design's own stream traffic (no K with
     # K resident; the score words at the design's width)
     k_in = 0 if d.kv_resident else g.slice_q * dh
+    # the engine (stream contract v2, hw/ENGINE.md) frames every score/P packet and O record with a header beat
+    pkt = 0 if d.score_switch else HEADER_BYTES
     core = (_tile_compute_cycles("qk_matmul", qr, g.slice_q, dh) + (aie.BEAT_BYTES + qr * dh + k_in) / sbpc
-            + qr * g.slice_q * sb / sbpc)
+            + (qr * g.slice_q * sb + pkt) / sbpc)
     cyc = {"AIE vector core (QK^T)": core,
            "AIE stream out (scores, 32-bit port)": qr * g.slice_q * sb / sbpc,
            "AIE stream in (Q, K)": (qr * dh + k_in) / sbpc}
@@ -623,7 +625,7 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     stages.append(Stage("aie_qk", tp * t_qk, why, lat))
 
     # AIE -> PL: the busiest score PLIO carries kq_per_plio slices
-    bytes_plio = qr * g.slice_q * g.kq_per_plio * sb
+    bytes_plio = (qr * g.slice_q * sb + pkt) * g.kq_per_plio
     stages.append(Stage("aie_to_pl", tp * bytes_plio / plio, f"PLIO out (scores, {d.score_bits}-bit, "
                         f"{d.score_plios}/pipeline)", qr * kb * sb / plio))
 
@@ -634,19 +636,20 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     else:
         elems = qr * g.slice_q * g.kq_per_plio
     epc = _epc(normalizer, lanes)
-    t_norm = elems / epc / f_pl
+    # one cycle per packet header beat (the engine's PL top passes it through: hw/pl/engine.py)
+    t_norm = (elems / epc + (0 if rows_assembled or not pkt else g.kq_per_plio)) / f_pl
     lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
     stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
                         f"x {d.score_plios}/pipeline)", lat))
 
     # PL -> AIE: P (uint8) back over as many PLIOs as carry the scores
-    bytes_p = qr * g.slice_p * g.kp_per_plio
+    bytes_p = (qr * g.slice_p + pkt) * g.kp_per_plio
     stages.append(Stage("pl_to_aie", tp * bytes_p / plio, "PLIO in (P, 8-bit)", qr * kb / plio))
 
     # AIE P.V: each kernel accumulates q_rows x d over its slice; partial O along the cascade
     v_in = 0 if d.kv_resident else g.slice_p * dh
     core = (_tile_compute_cycles("pv_matmul", qr, g.slice_p, dh) + (aie.BEAT_BYTES + qr * g.slice_p + v_in) / sbpc
-            + qr * dh * d.o_bits / 8 / sbpc)
+            + (qr * dh * d.o_bits / 8 + pkt) / sbpc)
     cyc = {"AIE vector core (P.V)": core, "AIE stream in (P, V)": (qr * g.slice_p + v_in) / sbpc,
            "AIE stream out (O)": qr * dh * d.o_bits / 8 / sbpc}
     if d.pv_kernels > 1:
@@ -656,7 +659,7 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     stages.append(Stage("aie_pv", tp * t_pv, why, t_pv))
 
     # back to DDR: O over the out-PLIOs, requantized to int8 in the PL, written to DDR
-    o_bytes = qr * dh * d.o_bits / 8
+    o_bytes = qr * dh * d.o_bits / 8 + pkt
     parts = {"PLIO out (O)": tp * o_bytes / (d.out_plios * plio)}
     if w.operands != "on_chip":
         parts["DDR writes"] = w.batch * w.heads * w.seq * dh / dev.ddr_bytes_per_s
