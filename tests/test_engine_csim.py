@@ -174,10 +174,10 @@ def assert_bit_exact(launch: Launch, res) -> None:
 
 
 @TOOLS
-@pytest.mark.parametrize("kernels, bits, d", [(2, 8, 32), (4, 16, 64), (4, 8, 64)])
+@pytest.mark.parametrize("kernels, bits, d", [(1, 16, 32), (2, 8, 32), (4, 16, 64), (4, 8, 64)])
 def test_engine_csim_is_bit_exact_with_golden(kernels, bits, d):
     launch = make_launch(kernels, bits, d)
-    assert any(g.n_kb < kernels for gs in launch.groups for g in gs)  # some slices are empty
+    assert kernels == 1 or any(g.n_kb < kernels for gs in launch.groups for g in gs)  # some slices are empty
     assert_bit_exact(launch, launch.run(seed=0))
 
 
