@@ -35,17 +35,20 @@ typedef ap_uint<swiftmax_fmt::OUT_BITS> sm_p_t;    // P, u8
 
 static_assert(swiftmax_fmt::T_FRAC == pow2_rom::IN_FRAC, "SwiftMax t_frac must equal the pow2 unit's in_frac");
 
-// One SwiftMax element: int32 score and keep flag -> P (u8). See the file comment for the steps.
-inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
-                            const pow2_rom::entry_t rom[pow2_rom::ENTRIES] = pow2_rom::TABLE) {
+// One SwiftMax element with an AB-bit score input (SwiftMaxFormat.acc_bits = AB; the v1 kernel uses
+// ACC_BITS = 24, the engine's normalizer SCORE_BITS): int32 score and keep flag -> P (u8). See the file
+// comment for the steps; the saturation, the product and the shift are AB-dependent widths only.
+template <int AB>
+inline sm_p_t swiftmax_elem_acc(ap_int<32> score, bool keep, const swiftmax_regs& r,
+                                const pow2_rom::entry_t rom[pow2_rom::ENTRIES] = pow2_rom::TABLE) {
 #pragma HLS INLINE
-    constexpr int AB = swiftmax_fmt::ACC_BITS;
-    constexpr int PW = swiftmax_fmt::ACC_BITS + swiftmax_fmt::A_BITS;  // product width (48)
+    static_assert(AB >= 2 && AB <= 32, "score input width must be 2..32 bits");
+    constexpr int PW = AB + swiftmax_fmt::A_BITS;  // product width (48 for AB = 24)
     constexpr int RB = swiftmax_fmt::REG_BITS;
-    const ap_int<32> amax = (1 << (AB - 1)) - 1, amin = -(1 << (AB - 1));
+    const ap_int<33> amax = (ap_int<33>(1) << (AB - 1)) - 1, amin = -(ap_int<33>(1) << (AB - 1));
 
-    sm_acc_t acc = score > amax ? amax : (score < amin ? amin : score);  // saturate to s24
-    ap_int<PW> prod = acc * r.a_mult;                                     // |prod| <= 2^46
+    ap_int<AB> acc = score > amax ? ap_int<AB>(amax) : (score < amin ? ap_int<AB>(amin) : ap_int<AB>(score));
+    ap_int<PW> prod = acc * r.a_mult;                                     // |prod| <= 2^(PW-2)
     ap_int<PW + 2> half = (ap_int<PW + 2>(1) << r.a_shift) >> 1;          // 2^(a_shift-1), 0 for a_shift = 0
     ap_int<PW + 2> u0 = (ap_int<PW + 2>(prod) + half) >> r.a_shift;      // round half up (floor of + half)
     ap_int<PW + 3> u = u0 + r.b_beta;
@@ -54,6 +57,13 @@ inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
     ap_int<RB + 1> t = uc + r.c_out;                                      // Q.12 exponent, s25
     sm_p_t p = pow2_unit<0, swiftmax_fmt::OUT_BITS, RB + 1>(t, rom);
     return keep ? p : sm_p_t(0);
+}
+
+// One SwiftMax element of the v1 kernel (24-bit score input, swiftmax_fmt::ACC_BITS).
+inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
+                            const pow2_rom::entry_t rom[pow2_rom::ENTRIES] = pow2_rom::TABLE) {
+#pragma HLS INLINE
+    return swiftmax_elem_acc<swiftmax_fmt::ACC_BITS>(score, keep, r, rom);
 }
 
 }  // namespace vckattn

@@ -1,0 +1,65 @@
+// s2mm_engine: the engine's PL output mover for one pipeline (hw/ENGINE.md "P.V, the cascade, O and A";
+// see swiftmax_engine_hls.h). O records from the last pv_slice -> requantize to int8 (golden
+// requant.requantize, half up: sat_int8((o*rq_mult + 2^(rq_shift-1)) >> rq_shift)) -> A records in DDR,
+// in arrival order: a header beat (streams.RESULT: tile_id, rows, pipeline, d) and Q_ROWS x d int8.
+#include "swiftmax_engine_hls.h"
+
+using namespace vckattn_engine_pl;
+
+// sat_int8((o*mult + 2^(shift-1)) >> shift); shift == 0: sat_int8(o*mult) (as s2mm_out.cpp's requant_one).
+// |o*mult| < 2^62 and the rounding term is at most 2^61, so the 64-bit sum cannot overflow.
+static ap_int<8> requant_one(ap_int<32> o, ap_int<32> mult, ap_uint<6> shift) {
+#pragma HLS INLINE
+    const ap_int<64> prod = (ap_int<64>)o * (ap_int<64>)mult;
+    const ap_int<64> half = shift == 0 ? (ap_int<64>)0 : (ap_int<64>)((ap_int<64>)1 << (shift - 1));
+    const ap_int<64> y = (prod + half) >> shift;  // arithmetic shift: floor
+    if (y > 127) return 127;
+    if (y < -128) return -128;
+    return (ap_int<8>)y;
+}
+
+int s2mm_engine(hls::stream<beat128>& o_in, ap_uint<128>* out, unsigned n_records, unsigned pipeline, int rq_mult,
+                unsigned rq_shift) {
+#pragma HLS INTERFACE mode=axis port=o_in
+#pragma HLS INTERFACE mode=m_axi port=out bundle=gmem0 offset=slave depth=2064
+#pragma HLS INTERFACE mode=s_axilite port=n_records
+#pragma HLS INTERFACE mode=s_axilite port=pipeline
+#pragma HLS INTERFACE mode=s_axilite port=rq_mult
+#pragma HLS INTERFACE mode=s_axilite port=rq_shift
+#pragma HLS INTERFACE mode=s_axilite port=return
+    using namespace vckattn_engine;
+    const ap_uint<6> shift = rq_shift > (unsigned)MAX_RQ_SHIFT ? (unsigned)MAX_RQ_SHIFT : rq_shift;
+    const ap_int<32> mult = rq_mult;
+    unsigned long long base = 0;  // next record's first beat
+records:
+    for (unsigned i = 0; i < n_records; i++) {
+#pragma HLS LOOP_TRIPCOUNT min = 1 max = 4096
+        uint32_t w[4];
+        beat_words(o_in.read(), w);
+        const uint32_t d = VCKATTN_GET(w, RESULT_D);
+        if (d < 16 || d > (uint32_t)MAX_D || d % 16 != 0) return PL_BAD_D;
+        uint32_t h[4] = {0, 0, 0, 0};
+        VCKATTN_PUT(h, RESULT_TILE_ID, VCKATTN_GET(w, RESULT_TILE_ID));
+        VCKATTN_PUT(h, RESULT_ROWS, VCKATTN_GET(w, RESULT_ROWS));
+        VCKATTN_PUT(h, RESULT_PIPELINE, pipeline);
+        VCKATTN_PUT(h, RESULT_D, d);
+        out[base] = words_beat(h);
+        const unsigned a_beats = Q_ROWS * d / 16;  // 16 int8 a beat, from 4 O beats of 4 int32
+    a_beats_loop:
+        for (unsigned m = 0; m < a_beats; m++) {
+#pragma HLS PIPELINE II = 4
+#pragma HLS LOOP_TRIPCOUNT min = 64 max = 128
+            beat128 a = 0;
+            for (int k = 0; k < 4; k++) {
+                const beat128 o = o_in.read();
+                for (int l = 0; l < 4; l++) {
+                    const ap_int<32> v = o.range(32 * l + 31, 32 * l);
+                    a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)requant_one(v, mult, shift);
+                }
+            }
+            out[base + 1 + m] = a;
+        }
+        base += 1 + a_beats;
+    }
+    return PL_OK;
+}

@@ -1,0 +1,100 @@
+// swiftmax_engine_hls.h -- the scalable engine's PL pieces for one pipeline (stream contract v2,
+// hw/ENGINE.md), in Vitis HLS C++; bit-exact with golden/engine.py (engine_p) and golden/requant.py.
+//
+//   swiftmax_engine_hls  score packets (AIE, through pktmerge) -> P packets (AIE, through pktsplit):
+//                        the header beat passes with elem_bits rewritten to 8; every score s (signed
+//                        SCORE_BITS) maps to P = swiftmax_int(s, regs, keep = s != sentinel,
+//                        SwiftMaxFormat(acc_bits = SCORE_BITS)) through swiftmax_elem_acc<SCORE_BITS>
+//                        (swiftmax_hls.h); P uint8, 16 a beat, TLAST on a packet's last beat.
+//   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x d int32, 4 a beat)
+//                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A records
+//                        (streams.RESULT header with pipeline = the kernel argument, then Q_ROWS x d int8,
+//                        16 a beat) written to out in arrival order.
+//
+// Streams: 128-bit AXI4-Stream beats (TDATA little endian; header words w0..w3 at bits [32i, 32i+32)).
+// Header fields only through ../aie/generated/engine_streams.h (generated from hw/engine/streams.py).
+// Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_MAX_D
+// (the design's engine_config.h, or -D in the C-simulation).
+//
+// Both tops return a status (s_axilite return): 0 ok; otherwise the first header they refused, after
+// which they stop (the stream position is lost; the host reports the status and times out the launch).
+#ifndef VCKATTN_SWIFTMAX_ENGINE_HLS_H
+#define VCKATTN_SWIFTMAX_ENGINE_HLS_H
+
+#if !defined(VCKATTN_ENGINE_SCORE_BITS) && defined(__has_include)
+#if __has_include("engine_config.h")
+#include "engine_config.h"
+#endif
+#endif
+#ifndef VCKATTN_ENGINE_SCORE_BITS
+#error "VCKATTN_ENGINE_SCORE_BITS is not defined: include the design's generated engine_config.h or pass -D"
+#endif
+#ifndef VCKATTN_ENGINE_Q_ROWS
+#error "VCKATTN_ENGINE_Q_ROWS is not defined: include the design's generated engine_config.h or pass -D"
+#endif
+#ifndef VCKATTN_ENGINE_MAX_D
+#error "VCKATTN_ENGINE_MAX_D is not defined: include the design's generated engine_config.h or pass -D"
+#endif
+
+#include <ap_int.h>
+#include <hls_stream.h>
+
+#include "../aie/generated/engine_streams.h"
+#include "axis_types.h"
+#include "swiftmax_hls.h"
+
+namespace vckattn_engine_pl {
+
+constexpr int SCORE_BITS = VCKATTN_ENGINE_SCORE_BITS;
+constexpr int SCORES_PER_BEAT = 128 / SCORE_BITS;  // score lanes of an input beat
+constexpr int P_PER_BEAT = 16;                      // P lanes of an output beat (= SwiftMax lanes)
+constexpr int IN_PER_OUT = P_PER_BEAT / SCORES_PER_BEAT;  // input beats per output beat
+constexpr int Q_ROWS = VCKATTN_ENGINE_Q_ROWS;
+constexpr int MAX_D = VCKATTN_ENGINE_MAX_D;
+constexpr int MAX_RQ_SHIFT = 62;  // largest requantization shift (golden fixedpoint.MAX_BITS)
+static_assert(SCORE_BITS == 8 || SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
+
+using pkt_beat = vck_axis<128, 1>;  // a packet beat (TDATA, TLAST; TUSER unused)
+using beat128 = ap_uint<128>;       // an O / A beat
+
+enum PlStatus : int {
+    PL_OK = 0,
+    PL_BAD_ELEM_BITS = 1,  // score packet with elem_bits != SCORE_BITS
+    PL_BAD_COUNT = 2,      // score packet with count 0 or not a multiple of 16
+    PL_BAD_D = 3,          // O record with d not a multiple of 16 or outside 16..MAX_D
+};
+
+inline const char* pl_status_text(int st) {
+    switch (st) {
+        case PL_OK: return "ok";
+        case PL_BAD_ELEM_BITS: return "score packet elem_bits differs from SCORE_BITS";
+        case PL_BAD_COUNT: return "score packet count is 0 or not a multiple of 16";
+        case PL_BAD_D: return "O record head size d not a multiple of 16 in 16..MAX_D";
+        default: return "unknown status";
+    }
+}
+
+// A 128-bit beat <-> its four little-endian uint32 header words.
+inline void beat_words(const beat128& b, uint32_t w[4]) {
+#pragma HLS INLINE
+    for (int i = 0; i < 4; i++) w[i] = (uint32_t)b.range(32 * i + 31, 32 * i);
+}
+inline beat128 words_beat(const uint32_t w[4]) {
+#pragma HLS INLINE
+    beat128 b = 0;
+    for (int i = 0; i < 4; i++) b.range(32 * i + 31, 32 * i) = w[i];
+    return b;
+}
+
+}  // namespace vckattn_engine_pl
+
+// n_packets score packets in, n_packets P packets out (see the file comment); regs on s_axilite.
+int swiftmax_engine_hls(hls::stream<vckattn_engine_pl::pkt_beat>& s_axis,
+                        hls::stream<vckattn_engine_pl::pkt_beat>& m_axis, unsigned n_packets,
+                        vckattn::swiftmax_regs regs);
+
+// n_records O records in, n_records A records out to out[] (128-bit words, arrival order).
+int s2mm_engine(hls::stream<vckattn_engine_pl::beat128>& o_in, ap_uint<128>* out, unsigned n_records,
+                unsigned pipeline, int rq_mult, unsigned rq_shift);
+
+#endif  // VCKATTN_SWIFTMAX_ENGINE_HLS_H

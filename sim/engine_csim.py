@@ -1,0 +1,184 @@
+"""C-simulation of one launch of the scalable engine (stream contract v2, ``hw/ENGINE.md``):
+``sim/cpp/engine_csim_tb.cpp`` chains, per pipeline, the ``k`` ``qk_slice`` AIE kernels (broadcast
+``qk_in``), a ``pktmerge`` emulated as a seeded random interleaving of whole packets, the HLS normalizer
+``swiftmax_engine_hls``, ``pktsplit`` by packet id, the ``k`` ``pv_slice`` AIE kernels (broadcast ``v_in``,
+cascade FIFOs) and the HLS output mover ``s2mm_engine``.
+
+Inputs are the bytes the host would put in DDR (``qk_in``, ``v_in`` per pipeline: commands back to back,
+headers by :mod:`vckattn.hw.engine.streams`); the result is the ``out`` bytes (A records in arrival order),
+every kernel's status and the stream accounting. Builds are cached per build parameter set by
+:func:`vckattn.sim.hls_csim.compile_cpp` (``build/hls/engine_csim_<params>/``); a missing g++ or ap_types
+raises :class:`~vckattn.sim.hls_csim.HlsToolsMissing`.
+
+What this verifies: the kernels' stream formats, routing and numerics against golden (bit for bit); the
+AIE vector path's tiling over ``hw/aie/aie_api_emu.h`` (``vector=True``). What it cannot: the
+concurrency and FIFO depths of the real dataflow (the kernels run one after the other with unbounded
+FIFOs), the ADF graph and the real AIE API (need aiecompiler), HLS timing (needs Vitis HLS).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+
+from vckattn.golden.swiftmax_int import SwiftMaxRegisters
+from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
+
+AIE_DIR = REPO_ROOT / "hw" / "aie"
+ENGINE_DIR = AIE_DIR / "engine"
+HLS_DIR = REPO_ROOT / "hw" / "hls"
+TB_CPP = REPO_ROOT / "sim" / "cpp" / "engine_csim_tb.cpp"
+SOURCES = (TB_CPP, HLS_DIR / "swiftmax_engine_hls.cpp", HLS_DIR / "s2mm_engine.cpp")
+
+#: the test bench's CORRUPT hooks (a broken pktsplit of pipeline 0): swap the packet ids of the first P packets of
+#: slices 0 and 1, or swap the first two P packets delivered to the last slice
+CORRUPTIONS = {None: 0, "swap_ids": 1, "swap_order": 2}
+
+
+@dataclass(frozen=True)
+class EngineParams:
+    """Build parameters of an engine (``hw/ENGINE.md``): ``pipelines`` identical pipelines of ``kernels``
+    QKᵀ and P·V kernels; tiles of ``q_rows`` query rows; ``key_block`` keys a block; head size at most
+    ``max_d``; at most ``max_keys`` padded keys a group; ``score_bits``-bit scores on the score stream."""
+
+    pipelines: int
+    kernels: int
+    q_rows: int = 32
+    key_block: int = 32
+    max_d: int = 64
+    max_keys: int = 1024
+    score_bits: int = 8
+
+    def __post_init__(self) -> None:
+        if self.pipelines < 1:
+            raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
+        if not 1 <= self.kernels <= 32:
+            raise ValueError(f"kernels must be 1..32 (5-bit packet ids), got {self.kernels}")
+        if self.q_rows < 8 or self.q_rows % 8:
+            raise ValueError(f"q_rows must be a positive multiple of 8, got {self.q_rows}")
+        if self.key_block < 16 or self.key_block % 16:
+            raise ValueError(f"key_block must be a positive multiple of 16, got {self.key_block}")
+        if self.max_d < 16 or self.max_d % 16:
+            raise ValueError(f"max_d must be a positive multiple of 16, got {self.max_d}")
+        if self.max_keys < self.key_block or self.max_keys % self.key_block:
+            raise ValueError(f"max_keys must be a positive multiple of key_block, got {self.max_keys}")
+        if self.score_bits not in (8, 16):
+            raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
+
+    def defines(self) -> tuple[str, ...]:
+        """The ``-D`` flags of the build parameters (what a design's ``engine_config.h`` defines)."""
+        return (f"-DVCKATTN_ENGINE_KERNELS={self.kernels}", f"-DVCKATTN_ENGINE_Q_ROWS={self.q_rows}",
+                f"-DVCKATTN_ENGINE_KEY_BLOCK={self.key_block}", f"-DVCKATTN_ENGINE_MAX_D={self.max_d}",
+                f"-DVCKATTN_ENGINE_MAX_KEYS={self.max_keys}", f"-DVCKATTN_ENGINE_SCORE_BITS={self.score_bits}")
+
+    def build_name(self, vector: bool = False) -> str:
+        """The cache folder name under ``build/hls/`` (pipelines are a run-time argument)."""
+        return (f"engine_csim_k{self.kernels}_q{self.q_rows}_kb{self.key_block}_d{self.max_d}_keys{self.max_keys}"
+                f"_s{self.score_bits}{'_vec' if vector else ''}")
+
+
+class KernelStatus(NamedTuple):
+    """A kernel's status: ``code`` 0 = ok, with the kernel's text for it."""
+
+    code: int
+    text: str
+
+
+@dataclass
+class EngineLaunch:
+    """The result of one launch.
+
+    ``out[p]``: pipeline ``p``'s A records as uint8 bytes, in arrival order (each a 16-byte
+    ``streams.RESULT`` header and ``q_rows × d`` int8, d from its header); ``status``: every kernel's
+    status by name (``p<p>.qk<j>``, ``p<p>.norm``, ``p<p>.pv<j>``, ``p<p>.s2mm``); ``leftover`` / ``missing``:
+    unconsumed beats of a stream / beats read past its end (cascades: 8-int32 words), only non-zero ones;
+    ``packets[p]``: score packets through pipeline ``p``'s merge; ``records[p]``: A records written."""
+
+    out: list[np.ndarray]
+    status: dict[str, KernelStatus]
+    leftover: dict[str, int] = field(default_factory=dict)
+    missing: dict[str, int] = field(default_factory=dict)
+    packets: list[int] = field(default_factory=list)
+    records: list[int] = field(default_factory=list)
+
+    @property
+    def failed(self) -> dict[str, KernelStatus]:
+        """The kernels whose status is not ok."""
+        return {k: s for k, s in self.status.items() if s.code != 0}
+
+    @property
+    def ok(self) -> bool:
+        """Every kernel ok and every stream consumed exactly."""
+        return not self.failed and not self.leftover and not self.missing
+
+
+def _headers() -> list[Path]:
+    return sorted([*ENGINE_DIR.glob("*.h"), *AIE_DIR.glob("*.h"), *(AIE_DIR / "generated").glob("*.h"),
+                   *HLS_DIR.glob("*.h"), *(HLS_DIR / "generated").glob("*.h")])
+
+
+def build(params: EngineParams, vector: bool = False) -> Path:
+    """Build (or reuse) the test bench for ``params``; ``vector`` selects the AIE kernels' vector path
+    (over ``hw/aie/aie_api_emu.h``). Returns the executable."""
+    flags = ["-O1", f"-I{ENGINE_DIR}", *params.defines()]
+    if vector:
+        flags.append("-DVCKATTN_AIE_VECTOR_EMU")
+    return compile_cpp(list(SOURCES), params.build_name(vector), extra_flags=tuple(flags), depends=_headers())
+
+
+def _check_buffer(name: str, p: int, buf: np.ndarray) -> np.ndarray:
+    a = np.asarray(buf)
+    if a.dtype != np.uint8 or a.ndim != 1:
+        raise ValueError(f"{name}[{p}] must be a 1-D uint8 array, got {a.dtype} with shape {a.shape}")
+    if a.size % 16:
+        raise ValueError(f"{name}[{p}] is {a.size} bytes, not a whole number of 16-byte beats")
+    return np.ascontiguousarray(a)
+
+
+def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[np.ndarray], n_tiles: list[int],
+                      regs: SwiftMaxRegisters, rq_mult: int, rq_shift: int, seed: int = 0, vector: bool = False,
+                      *, corrupt: str | None = None, timeout: float = 120.0) -> EngineLaunch:
+    """Run one launch of a ``params.pipelines``-pipeline engine.
+
+    ``qk_in[p]`` / ``v_in[p]``: pipeline ``p``'s command streams (uint8 bytes); ``n_tiles[p]``: its TILE
+    commands (the A records its output mover writes); ``regs``: the SwiftMax registers for the scores
+    (:func:`vckattn.golden.engine.engine_registers`); ``rq_mult`` / ``rq_shift``: the output
+    requantization (:func:`vckattn.golden.requant.requantize`, scalar); ``seed``: the packet merge's
+    interleaving; ``corrupt``: a test hook breaking pktsplit (:data:`CORRUPTIONS`).
+    """
+    n = params.pipelines
+    if not len(qk_in) == len(v_in) == len(n_tiles) == n:
+        raise ValueError(f"need {n} qk_in, v_in and n_tiles entries (one per pipeline), got "
+                         f"{len(qk_in)}, {len(v_in)}, {len(n_tiles)}")
+    if corrupt not in CORRUPTIONS:
+        raise ValueError(f"corrupt must be one of {list(CORRUPTIONS)}, got {corrupt!r}")
+    if seed < 0 or any(t < 0 for t in n_tiles):
+        raise ValueError("seed and n_tiles must be >= 0")
+    exe = build(params, vector)
+    with tempfile.TemporaryDirectory(prefix="engine_csim_") as tmp:
+        d = Path(tmp)
+        for p in range(n):
+            (d / f"qk_in_{p}.bin").write_bytes(_check_buffer("qk_in", p, qk_in[p]).tobytes())
+            (d / f"v_in_{p}.bin").write_bytes(_check_buffer("v_in", p, v_in[p]).tobytes())
+        args = [str(d), n, seed, CORRUPTIONS[corrupt], int(rq_mult), int(rq_shift), *(int(t) for t in n_tiles),
+                *(int(v) for v in regs.registers().values())]
+        text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
+        out = [np.frombuffer((d / f"out_{p}.bin").read_bytes(), np.uint8).copy() for p in range(n)]
+    status = {m[1]: KernelStatus(int(m[2]), m[3].strip()) for m in re.finditer(r"^status (\S+) (-?\d+) (.*)$", text,
+                                                                                  re.M)}
+    left = {m[1]: int(m[2]) for m in re.finditer(r"^leftover (\S+) (\d+)$", text, re.M)}
+    missing = {m[1]: int(m[2]) for m in re.finditer(r"^missing (\S+) (\d+)$", text, re.M)}
+    empty_reads = len(re.findall(r"is read while empty", text))
+    if empty_reads:
+        missing["hls_streams"] = empty_reads
+    packets = [int(m[1]) for m in re.finditer(r"^packets p\d+ (\d+)$", text, re.M)]
+    records = [int(m[1]) for m in re.finditer(r"^records p\d+ (\d+)$", text, re.M)]
+    return EngineLaunch(out, status, left, missing, packets, records)
+
+
+__all__ = ["CORRUPTIONS", "EngineLaunch", "EngineParams", "KernelStatus", "build", "run_engine_launch"]

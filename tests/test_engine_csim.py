@@ -1,0 +1,237 @@
+"""C-simulation of the scalable engine (hw/ENGINE.md): the AIE kernels qk_slice / pv_slice
+(hw/aie/engine/engine_kernels.h), the PL normalizer swiftmax_engine_hls and the output mover s2mm_engine,
+chained per pipeline through a randomly interleaving pktmerge and pktsplit, against A records computed
+from golden only (golden.engine, exact_int_matmul, requantize), bit for bit.
+
+The command buffers are packed here with hw.engine.streams.encode (not the host's packer). LOAD_V carries
+the group's tile count in its `rows` field (the contract gap documented in engine_kernels.h)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from vckattn.golden.aie_matmul import exact_int_matmul
+from vckattn.golden.engine import (
+    engine_format,
+    engine_p,
+    engine_registers,
+    engine_scores,
+    score_shift_for,
+    slice_blocks,
+    tile_keep,
+)
+from vckattn.golden.requant import RequantRegisters, requant_registers, requantize
+from vckattn.golden.swiftmax_int import swiftmax_registers
+from vckattn.hw.engine import streams
+from vckattn.sim.engine_csim import EngineParams, run_engine_launch
+
+TOOLS = pytest.mark.tool("g++", "hls4ml")
+
+S_Q, S_K = 0.02, 0.02
+OK, TILE_MISMATCH, MISROUTE = 0, 7, 10  # engine_kernels.h Status
+
+
+@dataclass
+class Tile:
+    tile_id: int
+    rows: int
+    q0: int
+    causal: bool
+    q: np.ndarray  # (q_rows, d) int8
+
+
+@dataclass
+class Group:
+    group_id: int
+    n_kb: int
+    valid_keys: int
+    k: np.ndarray  # (keys_pad, d) int8
+    v: np.ndarray
+    tiles: list[Tile]
+
+
+def _i8(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.integers(-90, 91, size=shape).astype(np.int8)
+
+
+def make_groups(rng: np.random.Generator, params: EngineParams, d: int, pipeline: int,
+                specs: list[tuple[int, int, list[tuple[int, int, bool]]]]) -> list[Group]:
+    """Groups from specs ``(n_kb, valid_keys, [(rows, q0, causal), ...])``; tile ids unique per launch."""
+    groups = []
+    for g, (n_kb, valid, tiles) in enumerate(specs):
+        keys = n_kb * params.key_block
+        ts = [Tile(1000 * pipeline + 10 * g + t, rows, q0, causal, _i8(rng, params.q_rows, d))
+              for t, (rows, q0, causal) in enumerate(tiles)]
+        groups.append(Group(100 * pipeline + g, n_kb, valid, _i8(rng, keys, d), _i8(rng, keys, d), ts))
+    return groups
+
+
+def pack(groups: list[Group], d: int, shift: int, *, tile_n_kb_delta: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """qk_in and v_in bytes of one pipeline (LOAD_K, TILEs on qk_in; LOAD_V on v_in)."""
+    qk, v = [], []
+    for g in groups:
+        qk.append(streams.encode("command", op=streams.OP_LOAD_K, n_kb=g.n_kb, d=d, valid_keys=g.valid_keys,
+                                 tag=g.group_id))
+        qk.append(g.k.view(np.uint8).reshape(-1))
+        v.append(streams.encode("command", op=streams.OP_LOAD_V, n_kb=g.n_kb, d=d, valid_keys=g.valid_keys,
+                                rows=len(g.tiles), tag=g.group_id))
+        v.append(g.v.view(np.uint8).reshape(-1))
+        n = len(g.tiles)
+        qk_heads = streams.encode_many(
+            "command", n, op=streams.OP_TILE, n_kb=g.n_kb + tile_n_kb_delta, d=d, valid_keys=g.valid_keys,
+            rows=[t.rows for t in g.tiles], q0=[t.q0 for t in g.tiles], causal=[int(t.causal) for t in g.tiles],
+            score_shift=shift, tag=[t.tile_id for t in g.tiles])
+        for h, t in zip(qk_heads, g.tiles, strict=True):
+            qk += [h, t.q.view(np.uint8).reshape(-1)]
+    return np.concatenate(qk), np.concatenate(v)
+
+
+def golden_o(params: EngineParams, g: Group, t: Tile, regs, shift: int) -> np.ndarray:
+    keys = g.n_kb * params.key_block
+    acc = exact_int_matmul(t.q, g.k.T)
+    keep = tile_keep(params.q_rows, keys, t.rows, t.q0, g.valid_keys, t.causal)
+    p = engine_p(engine_scores(acc, keep, shift, params.score_bits), regs, params.score_bits)
+    return np.asarray(exact_int_matmul(p.astype(np.int64), g.v.astype(np.int64)), dtype=np.int64)
+
+
+@dataclass
+class Launch:
+    params: EngineParams
+    d: int
+    shift: int
+    regs: object
+    rq: RequantRegisters
+    groups: list[list[Group]]  # per pipeline
+
+    def buffers(self, **kw) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        packed = [pack(gs, self.d, self.shift, **kw) for gs in self.groups]
+        return [q for q, _ in packed], [v for _, v in packed]
+
+    def n_tiles(self) -> list[int]:
+        return [sum(len(g.tiles) for g in gs) for gs in self.groups]
+
+    def expected(self) -> list[np.ndarray]:
+        """A records per pipeline, in command order, from golden."""
+        out = []
+        for p, gs in enumerate(self.groups):
+            recs = []
+            for g in gs:
+                for t in g.tiles:
+                    a = requantize(golden_o(self.params, g, t, self.regs, self.shift), self.rq)
+                    head = streams.encode("result", tile_id=t.tile_id, rows=t.rows, pipeline=p, d=self.d)
+                    recs += [head, a.astype(np.int8).view(np.uint8).reshape(-1)]
+            out.append(np.concatenate(recs))
+        return out
+
+    def run(self, seed: int = 0, vector: bool = False, corrupt: str | None = None, **kw):
+        qk, v = self.buffers(**kw)
+        return run_engine_launch(self.params, qk, v, self.n_tiles(), self.regs, int(self.rq.mult),
+                                 int(self.rq.shift), seed=seed, vector=vector, corrupt=corrupt)
+
+
+# Per pipeline: groups (n_kb, valid_keys, tiles (rows, q0, causal)). Covers padding (valid < keys), causal
+# tiles, partial tiles (rows < q_rows), n_kb below the kernel count (empty slices), several groups.
+SPECS = [
+    [(3, 90, [(32, 0, False), (20, 32, False)]),
+     (1, 25, [(32, 0, True)]),
+     (5, 160, [(32, 96, True), (32, 128, True), (7, 0, False)])],
+    [(2, 64, [(32, 32, True), (32, 0, False)]),
+     (4, 100, [(32, 68, True)])],
+]
+
+
+def make_launch(kernels: int, bits: int, d: int, seed: int = 7, specs=SPECS) -> Launch:
+    params = EngineParams(pipelines=len(specs), kernels=kernels, max_d=64, max_keys=256, score_bits=bits)
+    rng = np.random.default_rng(seed)
+    groups = [make_groups(rng, params, d, p, s) for p, s in enumerate(specs)]
+    absmax = max(int(np.abs(exact_int_matmul(t.q, g.k.T)).max()) for gs in groups for g in gs for t in g.tiles)
+    shift = max(0, score_shift_for(absmax, bits) - 1)  # one bit short: the largest scores saturate
+    fmt = engine_format(bits)
+    base = swiftmax_registers(S_Q, S_K, d, beta=4.0, gamma=24.0, out_frac=8, fmt=fmt)
+    regs = engine_registers(base, S_Q, S_K, d, shift, fmt)
+    launch = Launch(params, d, shift, regs, RequantRegisters(np.int64(1), np.int64(0)), groups)
+    o_max = max(int(np.abs(golden_o(params, g, t, regs, shift)).max()) for gs in groups for g in gs for t in g.tiles)
+    launch.rq = requant_registers(110.0 / max(o_max, 1))
+    return launch
+
+
+def assert_bit_exact(launch: Launch, res) -> None:
+    assert res.failed == {} and res.leftover == {} and res.missing == {}, (res.failed, res.leftover, res.missing)
+    want = launch.expected()
+    for p, (got, exp) in enumerate(zip(res.out, want, strict=True)):
+        assert got.shape == exp.shape, f"pipeline {p}: {got.size} bytes, expected {exp.size}"
+        bad = np.flatnonzero(got != exp)
+        assert bad.size == 0, f"pipeline {p}: {bad.size} bytes differ, first at {bad[:8]}"
+    assert res.records == launch.n_tiles()
+    k = launch.params.kernels
+    assert res.packets == [sum(sum(b0 < b1 for b0, b1 in slice_blocks(g.n_kb, k)) * len(g.tiles) for g in gs)
+                           for gs in launch.groups]
+    a = np.concatenate([o for o in want])
+    assert np.count_nonzero(a) > a.size // 4  # the layer produces signal, not all-zero tiles
+
+
+@TOOLS
+@pytest.mark.parametrize("kernels, bits, d", [(1, 16, 32), (2, 8, 32), (4, 16, 64), (4, 8, 64)])
+def test_engine_csim_is_bit_exact_with_golden(kernels, bits, d):
+    launch = make_launch(kernels, bits, d)
+    assert kernels == 1 or any(g.n_kb < kernels for gs in launch.groups for g in gs)  # some slices are empty
+    assert_bit_exact(launch, launch.run(seed=0))
+
+
+@TOOLS
+def test_engine_csim_merge_order_does_not_change_the_result():
+    launch = make_launch(4, 8, 64, seed=11)
+    results = [launch.run(seed=s) for s in (1, 2, 3)]
+    for res in results:
+        assert_bit_exact(launch, res)
+
+
+@TOOLS
+@pytest.mark.parametrize("kernels, bits, d", [(4, 8, 32), (2, 16, 64)])
+def test_engine_csim_vector_path_is_bit_exact(kernels, bits, d):
+    launch = make_launch(kernels, bits, d, seed=3)
+    assert_bit_exact(launch, launch.run(seed=5, vector=True))
+
+
+@TOOLS
+def test_engine_csim_tile_n_kb_mismatch_stops_qk_kernels():
+    launch = make_launch(2, 8, 32)
+    res = launch.run(tile_n_kb_delta=1)
+    qk = {k: s for k, s in res.status.items() if ".qk" in k}
+    assert qk and all(s.code == TILE_MISMATCH for s in qk.values()), qk
+    assert "LOAD_K" in next(iter(qk.values())).text
+    assert res.leftover  # the stream position is lost: the TILE's payload and the rest stay unread
+
+
+@TOOLS
+@pytest.mark.parametrize("corrupt, kernel", [("swap_ids", None), ("swap_order", "p0.pv1")])
+def test_engine_csim_misrouted_packet_is_refused(corrupt, kernel):
+    launch = make_launch(2, 8, 32)
+    res = launch.run(corrupt=corrupt)
+    pv = {k: s for k, s in res.status.items() if k.startswith("p0.pv")}
+    bad = {k: s for k, s in pv.items() if s.code == MISROUTE}
+    assert bad, pv
+    if kernel:
+        assert kernel in bad
+    assert "misrouted" in next(iter(bad.values())).text
+    assert res.records[0] < launch.n_tiles()[0]
+    assert res.status["p1.pv0"].code == OK and res.records[1] == launch.n_tiles()[1]  # only pipeline 0 corrupted
+
+
+def test_engine_csim_missing_compiler_raises(monkeypatch):
+    from vckattn.sim.hls_csim import HlsToolsMissing
+
+    monkeypatch.setenv("CXX", "no-such-compiler-vckattn")
+    launch = make_launch(2, 8, 32)
+    with pytest.raises(HlsToolsMissing, match="no-such-compiler"):
+        launch.run()
+
+
+def test_engine_params_are_checked():
+    with pytest.raises(ValueError, match="score_bits"):
+        EngineParams(pipelines=1, kernels=2, score_bits=12)
+    with pytest.raises(ValueError, match="max_keys"):
+        EngineParams(pipelines=1, kernels=2, max_keys=40)
