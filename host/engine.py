@@ -130,7 +130,7 @@ def commands(params: EngineParams, g: Geometry) -> Commands:
         ng = len(grp)
         gb, gh = grp // g.heads, grp % g.heads
         kv_off = (gb * g.kv_heads + gh // rep) * kp * g.d
-        load = dict(n_kb=n_kb, d=g.d, valid_keys=vk[gb], tag=grp)
+        load = dict(n_kb=n_kb, d=g.d, valid_keys=vk[gb], tiles=t_per, tag=grp)
         tid = (grp[:, None] * t_per + r[None, :]).reshape(-1)
         tile_hdr = streams.encode_many(
             "command", ng * t_per, op=streams.OP_TILE, causal=int(g.causal), score_shift=g.score_shift, n_kb=n_kb,

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 
 from vckattn.golden.swiftmax_int import SwiftMaxRegisters
+from vckattn.hw.engine.model import EngineParams
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"
@@ -40,46 +41,10 @@ SOURCES = (TB_CPP, HLS_DIR / "swiftmax_engine_hls.cpp", HLS_DIR / "s2mm_engine.c
 CORRUPTIONS = {None: 0, "swap_ids": 1, "swap_order": 2}
 
 
-@dataclass(frozen=True)
-class EngineParams:
-    """Build parameters of an engine (``hw/ENGINE.md``): ``pipelines`` identical pipelines of ``kernels``
-    QKᵀ and P·V kernels; tiles of ``q_rows`` query rows; ``key_block`` keys a block; head size at most
-    ``max_d``; at most ``max_keys`` padded keys a group; ``score_bits``-bit scores on the score stream."""
-
-    pipelines: int
-    kernels: int
-    q_rows: int = 32
-    key_block: int = 32
-    max_d: int = 64
-    max_keys: int = 1024
-    score_bits: int = 8
-
-    def __post_init__(self) -> None:
-        if self.pipelines < 1:
-            raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
-        if not 1 <= self.kernels <= 32:
-            raise ValueError(f"kernels must be 1..32 (5-bit packet ids), got {self.kernels}")
-        if self.q_rows < 8 or self.q_rows % 8:
-            raise ValueError(f"q_rows must be a positive multiple of 8, got {self.q_rows}")
-        if self.key_block < 16 or self.key_block % 16:
-            raise ValueError(f"key_block must be a positive multiple of 16, got {self.key_block}")
-        if self.max_d < 16 or self.max_d % 16:
-            raise ValueError(f"max_d must be a positive multiple of 16, got {self.max_d}")
-        if self.max_keys < self.key_block or self.max_keys % self.key_block:
-            raise ValueError(f"max_keys must be a positive multiple of key_block, got {self.max_keys}")
-        if self.score_bits not in (8, 16):
-            raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
-
-    def defines(self) -> tuple[str, ...]:
-        """The ``-D`` flags of the build parameters (what a design's ``engine_config.h`` defines)."""
-        return (f"-DVCKATTN_ENGINE_KERNELS={self.kernels}", f"-DVCKATTN_ENGINE_Q_ROWS={self.q_rows}",
-                f"-DVCKATTN_ENGINE_KEY_BLOCK={self.key_block}", f"-DVCKATTN_ENGINE_MAX_D={self.max_d}",
-                f"-DVCKATTN_ENGINE_MAX_KEYS={self.max_keys}", f"-DVCKATTN_ENGINE_SCORE_BITS={self.score_bits}")
-
-    def build_name(self, vector: bool = False) -> str:
-        """The cache folder name under ``build/hls/`` (pipelines are a run-time argument)."""
-        return (f"engine_csim_k{self.kernels}_q{self.q_rows}_kb{self.key_block}_d{self.max_d}_keys{self.max_keys}"
-                f"_s{self.score_bits}{'_vec' if vector else ''}")
+def build_name(params: EngineParams, vector: bool = False) -> str:
+    """The cache folder name under ``build/hls/`` (pipelines are a run-time argument)."""
+    return (f"engine_csim_k{params.kernels}_q{params.q_rows}_kb{params.key_block}_d{params.max_d}"
+            f"_keys{params.max_keys}_s{params.score_bits}{'_vec' if vector else ''}")
 
 
 class KernelStatus(NamedTuple):
@@ -93,13 +58,15 @@ class KernelStatus(NamedTuple):
 class EngineLaunch:
     """The result of one launch.
 
-    ``out[p]``: pipeline ``p``'s A records as uint8 bytes, in arrival order (each a 16-byte
-    ``streams.RESULT`` header and ``q_rows × d`` int8, d from its header); ``status``: every kernel's
+    ``a``: the launch's shared A buffer ``(n_slots, q_rows, d)`` int8 (tile ``t`` in slot ``t``; zero where no
+    tile was written); ``done[p]``: pipeline ``p``'s ``streams.RESULT`` headers ``(records, 16)`` uint8 in
+    arrival order; ``status``: every kernel's
     status by name (``p<p>.qk<j>``, ``p<p>.norm``, ``p<p>.pv<j>``, ``p<p>.s2mm``); ``leftover`` / ``missing``:
     unconsumed beats of a stream / beats read past its end (cascades: 8-int32 words), only non-zero ones;
     ``packets[p]``: score packets through pipeline ``p``'s merge; ``records[p]``: A records written."""
 
-    out: list[np.ndarray]
+    a: np.ndarray
+    done: list[np.ndarray]
     status: dict[str, KernelStatus]
     leftover: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
@@ -128,7 +95,7 @@ def build(params: EngineParams, vector: bool = False) -> Path:
     flags = ["-O1", f"-I{ENGINE_DIR}", *params.defines()]
     if vector:
         flags.append("-DVCKATTN_AIE_VECTOR_EMU")
-    return compile_cpp(list(SOURCES), params.build_name(vector), extra_flags=tuple(flags), depends=_headers())
+    return compile_cpp(list(SOURCES), build_name(params, vector), extra_flags=tuple(flags), depends=_headers())
 
 
 def _check_buffer(name: str, p: int, buf: np.ndarray) -> np.ndarray:
@@ -142,14 +109,16 @@ def _check_buffer(name: str, p: int, buf: np.ndarray) -> np.ndarray:
 
 def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[np.ndarray], n_tiles: list[int],
                       regs: SwiftMaxRegisters, rq_mult: int, rq_shift: int, seed: int = 0, vector: bool = False,
-                      *, corrupt: str | None = None, timeout: float = 120.0) -> EngineLaunch:
+                      *, n_slots: int | None = None, d: int | None = None, corrupt: str | None = None,
+                      timeout: float = 120.0) -> EngineLaunch:
     """Run one launch of a ``params.pipelines``-pipeline engine.
 
     ``qk_in[p]`` / ``v_in[p]``: pipeline ``p``'s command streams (uint8 bytes); ``n_tiles[p]``: its TILE
     commands (the A records its output mover writes); ``regs``: the SwiftMax registers for the scores
     (:func:`vckattn.golden.engine.engine_registers`); ``rq_mult`` / ``rq_shift``: the output
     requantization (:func:`vckattn.golden.requant.requantize`, scalar); ``seed``: the packet merge's
-    interleaving; ``corrupt``: a test hook breaking pktsplit (:data:`CORRUPTIONS`).
+    interleaving; ``n_slots``: slots of the A buffer (default: the launch's tiles); ``d``: the head size of
+    the launch (default ``params.max_d``); ``corrupt``: a test hook breaking pktsplit (:data:`CORRUPTIONS`).
     """
     n = params.pipelines
     if not len(qk_in) == len(v_in) == len(n_tiles) == n:
@@ -159,16 +128,20 @@ def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[
         raise ValueError(f"corrupt must be one of {list(CORRUPTIONS)}, got {corrupt!r}")
     if seed < 0 or any(t < 0 for t in n_tiles):
         raise ValueError("seed and n_tiles must be >= 0")
+    n_slots = sum(n_tiles) if n_slots is None else int(n_slots)
+    d_head = params.max_d if d is None else int(d)
     exe = build(params, vector)
     with tempfile.TemporaryDirectory(prefix="engine_csim_") as tmp:
         d = Path(tmp)
         for p in range(n):
             (d / f"qk_in_{p}.bin").write_bytes(_check_buffer("qk_in", p, qk_in[p]).tobytes())
             (d / f"v_in_{p}.bin").write_bytes(_check_buffer("v_in", p, v_in[p]).tobytes())
-        args = [str(d), n, seed, CORRUPTIONS[corrupt], int(rq_mult), int(rq_shift), *(int(t) for t in n_tiles),
+        args = [str(d), n, seed, CORRUPTIONS[corrupt], int(rq_mult), int(rq_shift), n_slots, d_head,
+                *(int(t) for t in n_tiles),
                 *(int(v) for v in regs.registers().values())]
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
-        out = [np.frombuffer((d / f"out_{p}.bin").read_bytes(), np.uint8).copy() for p in range(n)]
+        a = np.frombuffer((d / "a.bin").read_bytes(), np.int8).reshape(n_slots, params.q_rows, d_head).copy()
+        done = [np.frombuffer((d / f"done_{p}.bin").read_bytes(), np.uint8).reshape(-1, 16).copy() for p in range(n)]
     status = {m[1]: KernelStatus(int(m[2]), m[3].strip()) for m in re.finditer(r"^status (\S+) (-?\d+) (.*)$", text,
                                                                                   re.M)}
     left = {m[1]: int(m[2]) for m in re.finditer(r"^leftover (\S+) (\d+)$", text, re.M)}
@@ -178,7 +151,7 @@ def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[
         missing["hls_streams"] = empty_reads
     packets = [int(m[1]) for m in re.finditer(r"^packets p\d+ (\d+)$", text, re.M)]
     records = [int(m[1]) for m in re.finditer(r"^records p\d+ (\d+)$", text, re.M)]
-    return EngineLaunch(out, status, left, missing, packets, records)
+    return EngineLaunch(a, done, status, left, missing, packets, records)
 
 
-__all__ = ["CORRUPTIONS", "EngineLaunch", "EngineParams", "KernelStatus", "build", "run_engine_launch"]
+__all__ = ["CORRUPTIONS", "EngineLaunch", "EngineParams", "KernelStatus", "build", "build_name", "run_engine_launch"]

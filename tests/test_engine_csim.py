@@ -3,8 +3,8 @@
 chained per pipeline through a randomly interleaving pktmerge and pktsplit, against A records computed
 from golden only (golden.engine, exact_int_matmul, requantize), bit for bit.
 
-The command buffers are packed here with hw.engine.streams.encode (not the host's packer). LOAD_V carries
-the group's tile count in its `rows` field (the contract gap documented in engine_kernels.h)."""
+The command buffers are packed here with hw.engine.streams.encode (not the host's packer). The output mover
+writes A of tile t into slot t of one shared buffer and each pipeline's RESULT headers into its done log."""
 
 from __future__ import annotations
 
@@ -58,13 +58,16 @@ def _i8(rng: np.random.Generator, *shape: int) -> np.ndarray:
 
 
 def make_groups(rng: np.random.Generator, params: EngineParams, d: int, pipeline: int,
-                specs: list[tuple[int, int, list[tuple[int, int, bool]]]]) -> list[Group]:
-    """Groups from specs ``(n_kb, valid_keys, [(rows, q0, causal), ...])``; tile ids unique per launch."""
+                specs: list[tuple[int, int, list[tuple[int, int, bool]]]], first_id: int = 0) -> list[Group]:
+    """Groups from specs ``(n_kb, valid_keys, [(rows, q0, causal), ...])``; tile ids (A slots) from ``first_id``."""
     groups = []
+    tid = first_id
     for g, (n_kb, valid, tiles) in enumerate(specs):
         keys = n_kb * params.key_block
-        ts = [Tile(1000 * pipeline + 10 * g + t, rows, q0, causal, _i8(rng, params.q_rows, d))
-              for t, (rows, q0, causal) in enumerate(tiles)]
+        ts = []
+        for rows, q0, causal in tiles:
+            ts.append(Tile(tid, rows, q0, causal, _i8(rng, params.q_rows, d)))
+            tid += 1
         groups.append(Group(100 * pipeline + g, n_kb, valid, _i8(rng, keys, d), _i8(rng, keys, d), ts))
     return groups
 
@@ -77,7 +80,7 @@ def pack(groups: list[Group], d: int, shift: int, *, tile_n_kb_delta: int = 0) -
                                  tag=g.group_id))
         qk.append(g.k.view(np.uint8).reshape(-1))
         v.append(streams.encode("command", op=streams.OP_LOAD_V, n_kb=g.n_kb, d=d, valid_keys=g.valid_keys,
-                                rows=len(g.tiles), tag=g.group_id))
+                                tiles=len(g.tiles), tag=g.group_id))
         v.append(g.v.view(np.uint8).reshape(-1))
         n = len(g.tiles)
         qk_heads = streams.encode_many(
@@ -113,23 +116,23 @@ class Launch:
     def n_tiles(self) -> list[int]:
         return [sum(len(g.tiles) for g in gs) for gs in self.groups]
 
-    def expected(self) -> list[np.ndarray]:
-        """A records per pipeline, in command order, from golden."""
-        out = []
+    def expected(self) -> tuple[np.ndarray, list[np.ndarray]]:
+        """The A buffer (tile t in slot t) and each pipeline's done log (command order), from golden."""
+        a = np.zeros((sum(self.n_tiles()), self.params.q_rows, self.d), np.int8)
+        done = []
         for p, gs in enumerate(self.groups):
             recs = []
             for g in gs:
                 for t in g.tiles:
-                    a = requantize(golden_o(self.params, g, t, self.regs, self.shift), self.rq)
-                    head = streams.encode("result", tile_id=t.tile_id, rows=t.rows, pipeline=p, d=self.d)
-                    recs += [head, a.astype(np.int8).view(np.uint8).reshape(-1)]
-            out.append(np.concatenate(recs))
-        return out
+                    a[t.tile_id] = requantize(golden_o(self.params, g, t, self.regs, self.shift), self.rq)
+                    recs.append(streams.encode("result", tile_id=t.tile_id, rows=t.rows, pipeline=p, d=self.d))
+            done.append(np.array(recs, np.uint8).reshape(-1, 16))
+        return a, done
 
     def run(self, seed: int = 0, vector: bool = False, corrupt: str | None = None, **kw):
         qk, v = self.buffers(**kw)
         return run_engine_launch(self.params, qk, v, self.n_tiles(), self.regs, int(self.rq.mult),
-                                 int(self.rq.shift), seed=seed, vector=vector, corrupt=corrupt)
+                                 int(self.rq.shift), seed=seed, vector=vector, d=self.d, corrupt=corrupt)
 
 
 # Per pipeline: groups (n_kb, valid_keys, tiles (rows, q0, causal)). Covers padding (valid < keys), causal
@@ -146,7 +149,10 @@ SPECS = [
 def make_launch(kernels: int, bits: int, d: int, seed: int = 7, specs=SPECS) -> Launch:
     params = EngineParams(pipelines=len(specs), kernels=kernels, max_d=64, max_keys=256, score_bits=bits)
     rng = np.random.default_rng(seed)
-    groups = [make_groups(rng, params, d, p, s) for p, s in enumerate(specs)]
+    groups, first = [], 0
+    for p, s in enumerate(specs):
+        groups.append(make_groups(rng, params, d, p, s, first))
+        first += sum(len(t) for _, _, t in s)
     absmax = max(int(np.abs(exact_int_matmul(t.q, g.k.T)).max()) for gs in groups for g in gs for t in g.tiles)
     shift = max(0, score_shift_for(absmax, bits) - 1)  # one bit short: the largest scores saturate
     fmt = engine_format(bits)
@@ -160,17 +166,17 @@ def make_launch(kernels: int, bits: int, d: int, seed: int = 7, specs=SPECS) -> 
 
 def assert_bit_exact(launch: Launch, res) -> None:
     assert res.failed == {} and res.leftover == {} and res.missing == {}, (res.failed, res.leftover, res.missing)
-    want = launch.expected()
-    for p, (got, exp) in enumerate(zip(res.out, want, strict=True)):
-        assert got.shape == exp.shape, f"pipeline {p}: {got.size} bytes, expected {exp.size}"
-        bad = np.flatnonzero(got != exp)
-        assert bad.size == 0, f"pipeline {p}: {bad.size} bytes differ, first at {bad[:8]}"
+    want_a, want_done = launch.expected()
+    assert res.a.shape == want_a.shape
+    bad = np.flatnonzero(res.a != want_a)
+    assert bad.size == 0, f"{bad.size} A bytes differ, first at {bad[:8]}"
+    for p, (got, exp) in enumerate(zip(res.done, want_done, strict=True)):
+        assert np.array_equal(got, exp), f"pipeline {p}: done log differs"
     assert res.records == launch.n_tiles()
     k = launch.params.kernels
     assert res.packets == [sum(sum(b0 < b1 for b0, b1 in slice_blocks(g.n_kb, k)) * len(g.tiles) for g in gs)
                            for gs in launch.groups]
-    a = np.concatenate([o for o in want])
-    assert np.count_nonzero(a) > a.size // 4  # the layer produces signal, not all-zero tiles
+    assert np.count_nonzero(want_a) > want_a.size // 4  # the layer produces signal, not all-zero tiles
 
 
 @TOOLS

@@ -90,6 +90,37 @@ class EngineEmuDevice(EngineDevice):
         return a, np.concatenate(done)
 
 
+class EngineCsimDevice(EngineDevice):
+    name = "csim"
+    where = ("C-simulation (g++ + AMD ap_types): the engine's AIE kernels qk_slice/pv_slice (scalar path), a "
+             "random-order pktmerge, the HLS SwiftMax and output mover, per pipeline")
+
+    def open(self) -> None:
+        from vckattn.sim.engine_csim import build
+        from vckattn.sim.hls_csim import HlsToolsMissing
+
+        try:
+            build(self.params)
+        except HlsToolsMissing as exc:
+            raise DeviceError(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
+
+    def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
+        from vckattn.host.backends.hwio import requant_scalars
+        from vckattn.sim.engine_csim import run_engine_launch
+
+        qk, vv = streams_of(launch)
+        rq_mult, rq_shift = requant_scalars(layer)
+        c = launch.cmds
+        res = run_engine_launch(self.params, qk, vv, [len(t) for t in c.tiles], layer.swiftmax, rq_mult, rq_shift,
+                                seed=self.seed + self.launches, n_slots=c.n_tiles, d=c.geometry.d)
+        if not res.ok:
+            what = [f"{k}: {s.text}" for k, s in res.failed.items()] + \
+                   [f"{k}: {n} beats left unread" for k, n in res.leftover.items()] + \
+                   [f"{k}: {n} beats read past the end" for k, n in res.missing.items()]
+            raise DeviceError(f"C-simulation of launch {self.launches}: {'; '.join(what[:4])}")
+        return res.a, np.concatenate(res.done)
+
+
 class _Unavailable(EngineDevice):
     def open(self) -> None:
         raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
@@ -107,8 +138,8 @@ class EnginePynqDevice(_Unavailable):
     where = "hardware (not available for engine builds)"
 
 
-ENGINE_BACKENDS: dict[str, type[EngineDevice]] = {"emu": EngineEmuDevice, "xrt": EngineXrtDevice,
-                                                  "pynq": EnginePynqDevice}
+ENGINE_BACKENDS: dict[str, type[EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
+                                                  "xrt": EngineXrtDevice, "pynq": EnginePynqDevice}
 
 
 __all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice"]

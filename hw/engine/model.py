@@ -31,27 +31,46 @@ from . import streams
 @dataclass(frozen=True)
 class EngineParams:
     """Build parameters of an engine (``hw/ENGINE.md``): ``pipelines`` identical pipelines of ``kernels``
-    QKᵀ and ``kernels`` P·V AIE kernels; tiles of ``q_rows`` query rows; keys in blocks of ``key_block``;
-    head size up to ``max_d``; up to ``max_keys`` keys; ``score_bits``-bit scores; ``lanes`` SwiftMax lanes
-    per pipeline."""
+    QKᵀ and ``kernels`` P·V AIE kernels; tiles of ``q_rows`` query rows; ``key_block`` keys a block; head
+    size at most ``max_d``; at most ``max_keys`` padded keys a group; ``score_bits``-bit scores on the score
+    stream; ``lanes`` SwiftMax lanes per pipeline (PL only)."""
 
     pipelines: int
     kernels: int
-    q_rows: int
-    key_block: int
+    q_rows: int = 32
+    key_block: int = 32
     max_d: int = 64
-    max_keys: int = 512
+    max_keys: int = 1024
     score_bits: int = 8
     lanes: int = 16
 
     def __post_init__(self) -> None:
-        for f in ("pipelines", "kernels", "q_rows", "key_block", "max_d", "max_keys", "lanes"):
-            if int(getattr(self, f)) < 1:
-                raise ValueError(f"engine parameter {f} must be >= 1")
+        if self.pipelines < 1:
+            raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
+        if not 1 <= self.kernels <= 32:
+            raise ValueError(f"kernels must be 1..32 (5-bit packet ids), got {self.kernels}")
+        if self.q_rows < 8 or self.q_rows % 8:
+            raise ValueError(f"q_rows must be a positive multiple of 8, got {self.q_rows}")
+        if self.key_block < 16 or self.key_block % 16:
+            raise ValueError(f"key_block must be a positive multiple of 16, got {self.key_block}")
+        if self.max_d < 16 or self.max_d % 16:
+            raise ValueError(f"max_d must be a positive multiple of 16, got {self.max_d}")
+        if self.max_keys < self.key_block or self.max_keys % self.key_block:
+            raise ValueError(f"max_keys must be a positive multiple of key_block, got {self.max_keys}")
         if self.score_bits not in (8, 16):
-            raise ValueError("engine scores are 8 or 16 bits")
-        if self.max_keys % self.key_block:
-            raise ValueError("max_keys must be a multiple of key_block")
+            raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
+        if self.lanes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"lanes must be 1, 2, 4, 8 or 16, got {self.lanes}")
+
+    def defines(self) -> tuple[str, ...]:
+        """The kernels' build parameters as ``-D`` flags (what a design's ``engine_config.h`` defines)."""
+        return tuple(f"-D{k}={v}" for k, v in self.macros().items())
+
+    def macros(self) -> dict[str, int]:
+        """``VCKATTN_ENGINE_*`` macro -> value: the AIE kernels' build parameters."""
+        return {"VCKATTN_ENGINE_KERNELS": self.kernels, "VCKATTN_ENGINE_Q_ROWS": self.q_rows,
+                "VCKATTN_ENGINE_KEY_BLOCK": self.key_block, "VCKATTN_ENGINE_MAX_D": self.max_d,
+                "VCKATTN_ENGINE_MAX_KEYS": self.max_keys, "VCKATTN_ENGINE_SCORE_BITS": self.score_bits}
 
 
 class EngineStreamError(RuntimeError):
@@ -171,14 +190,13 @@ def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters, bits: int, fmt: Swi
     return [Packet(pk.header | {"elem_bits": 8}, engine_p(pk.values, regs, bits, f)) for pk in packets]
 
 
-def pv_stage(p: EngineParams, pipeline: int, v_in: np.ndarray, p_packets: list[Packet], tiles: list[dict[str, int]],
-             a: np.ndarray, rq: RequantRegisters, where: str = "v_in") -> np.ndarray:
-    """The ``pv_slice`` kernels, the cascade and the output mover of one pipeline: for each tile of ``tiles``
-    (the TILE headers in issue order, with the LOAD_V each follows), P packets split by packet id, partial O per
-    slice summed along the cascade, A requantized into ``a[tile_id]``; returns the ``done`` log ``(n, 16)``."""
+def pv_stage(p: EngineParams, pipeline: int, v_in: np.ndarray, p_packets: list[Packet], a: np.ndarray,
+             rq: RequantRegisters, where: str = "v_in") -> np.ndarray:
+    """The ``pv_slice`` kernels, the cascade and the output mover of one pipeline: each LOAD_V on ``v_in``
+    announces its group's ``tiles``; per tile, kernel ``j`` of a non-empty slice takes its next P packet
+    (``pktsplit`` by packet id), partial O per slice summed along the cascade, A requantized into
+    ``a[tile_id]``. Returns the ``done`` log ``(tiles, 16)``."""
     loads = _walk(np.asarray(v_in, np.uint8), p, where)
-    if any(h["op"] != streams.OP_LOAD_V for h, _ in loads):
-        raise EngineStreamError(f"{where}: only LOAD_V commands belong on v_in")
     by_kernel: list[list[Packet]] = [[] for _ in range(p.kernels)]
     for pk in p_packets:
         j = pk.header["packet_id"]
@@ -187,35 +205,35 @@ def pv_stage(p: EngineParams, pipeline: int, v_in: np.ndarray, p_packets: list[P
         by_kernel[j].append(pk)
     nxt = [0] * p.kernels
     done = []
-    li = -1
-    v_cur = None
-    for t in tiles:
-        if t["load"] != li:
-            li = t["load"]
-            if li >= len(loads):
-                raise EngineStreamError(f"pipeline {pipeline}: tile {t['tag']} needs LOAD_V {li}; "
-                                        f"v_in has {len(loads)}")
-            hv, pv = loads[li]
-            v_cur = (hv, pv.view(np.int8).reshape(hv["n_kb"] * p.key_block, hv["d"]))
-        hv, v = v_cur
-        if hv["n_kb"] != t["n_kb"] or hv["d"] != t["d"]:
-            raise EngineStreamError(f"pipeline {pipeline}: tile {t['tag']}: n_kb/d differ from the last LOAD_V")
-        o = np.zeros((p.q_rows, t["d"]), np.int64)
-        for j, (b0, b1) in enumerate(slice_blocks(t["n_kb"], p.kernels)):
-            if b1 == b0:
-                continue  # an empty slice forwards the cascade
-            if nxt[j] >= len(by_kernel[j]):
-                raise EngineStreamError(f"pipeline {pipeline}: kernel {j} waits for the P packet of tile {t['tag']}")
-            pk = by_kernel[j][nxt[j]]
-            nxt[j] += 1
-            if pk.header["tile_id"] != t["tag"]:
-                raise EngineStreamError(f"pipeline {pipeline}: kernel {j} got the P packet of tile "
-                                        f"{pk.header['tile_id']} while the cascade carries tile {t['tag']} (misrouted)")
-            o += exact_int_matmul(pk.values, v[b0 * p.key_block:b1 * p.key_block].astype(np.int64))
-        if t["tag"] >= len(a):
-            raise EngineStreamError(f"pipeline {pipeline}: tile id {t['tag']} outside the A buffer ({len(a)} slots)")
-        a[t["tag"], :, :t["d"]] = requantize(o, rq).astype(np.int8)
-        done.append(streams.encode("result", tile_id=t["tag"], rows=t["rows"], pipeline=pipeline, d=t["d"]))
+    for hv, pv in loads:
+        if hv["op"] != streams.OP_LOAD_V:
+            raise EngineStreamError(f"{where}: only LOAD_V commands belong on v_in")
+        if hv["tiles"] == 0:
+            raise EngineStreamError(f"{where}: LOAD_V of group {hv['tag']} announces no tiles")
+        v = pv.view(np.int8).reshape(hv["n_kb"] * p.key_block, hv["d"])
+        for _ in range(hv["tiles"]):
+            o = np.zeros((p.q_rows, hv["d"]), np.int64)
+            tile = rows = None
+            for j, (b0, b1) in enumerate(slice_blocks(hv["n_kb"], p.kernels)):
+                if b1 == b0:
+                    continue  # an empty slice forwards the cascade
+                if nxt[j] >= len(by_kernel[j]):
+                    raise EngineStreamError(f"pipeline {pipeline}: kernel {j} waits for a P packet that never comes "
+                                            f"(group {hv['tag']})")
+                pk = by_kernel[j][nxt[j]]
+                nxt[j] += 1
+                if tile is not None and (pk.header["tile_id"], pk.header["rows"]) != (tile, rows):
+                    raise EngineStreamError(f"pipeline {pipeline}: kernel {j} got the P packet of tile "
+                                            f"{pk.header['tile_id']} while the cascade carries tile {tile} (misrouted)")
+                tile, rows = pk.header["tile_id"], pk.header["rows"]
+                if pk.values.shape != (p.q_rows, (b1 - b0) * p.key_block):
+                    raise EngineStreamError(f"pipeline {pipeline}: P packet of tile {tile} for kernel {j} has "
+                                            f"{pk.values.size} elements, not {p.q_rows * (b1 - b0) * p.key_block}")
+                o += exact_int_matmul(pk.values, v[b0 * p.key_block:b1 * p.key_block].astype(np.int64))
+            if tile >= len(a):
+                raise EngineStreamError(f"pipeline {pipeline}: tile id {tile} outside the A buffer ({len(a)} slots)")
+            a[tile, :, :hv["d"]] = requantize(o, rq).astype(np.int8)
+            done.append(streams.encode("result", tile_id=tile, rows=rows, pipeline=pipeline, d=hv["d"]))
     left = [len(q) - n for q, n in zip(by_kernel, nxt, strict=True)]
     if any(left):
         raise EngineStreamError(f"pipeline {pipeline}: P packets left over per kernel: {left}")
@@ -247,7 +265,7 @@ def run_launch_model(p: EngineParams, qk_in: list[np.ndarray], v_in: list[np.nda
         tiles = tile_list(p, qk_in[pipe], f"pipeline {pipe} qk_in")
         scores = merge(qk_stage(p, qk_in[pipe], f"pipeline {pipe} qk_in"), rng)
         pp = pl_stage(scores, regs, p.score_bits, fmt)
-        done.append(pv_stage(p, pipe, v_in[pipe], pp, tiles, a, rq, f"pipeline {pipe} v_in"))
+        done.append(pv_stage(p, pipe, v_in[pipe], pp, a, rq, f"pipeline {pipe} v_in"))
         d_used = max([d_used] + [t["d"] for t in tiles])
     return a[:, :, :d_used or d], done
 

@@ -1,7 +1,8 @@
 """Stream contract v2 of the scalable engine: the one declaration of its header words (``hw/ENGINE.md``).
 
 Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
-``(word, low bit, width)``. The AIE kernels (``hw/aie/engine_kernels.h``, through the generated
+``(word, low bit, width)``; ``rows`` (TILE) and ``tiles`` (LOAD_*) share their bits. The AIE kernels
+(``hw/aie/engine/engine_kernels.h``, through the generated
 ``hw/aie/generated/engine_streams.h``), the PL top (``hw/pl/engine.py``), the C-simulation
 (``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
 a bit position.
@@ -51,6 +52,8 @@ COMMAND = (
     Field("d", 1, 0, 16, "head size D"),
     Field("valid_keys", 1, 16, 16, "keys >= valid_keys are masked (padding at the end)"),
     Field("rows", 2, 0, 16, "TILE: valid query rows (rows >= rows are masked)"),
+    Field("tiles", 2, 0, 16, "LOAD_K / LOAD_V: TILE commands of the group that follow (the same bits as rows, "
+                             "which only TILE uses): how a pv_slice knows when to read the next LOAD_V"),
     Field("q0", 2, 16, 16, "TILE: position of the tile's first query row (for the causal mask)"),
     Field("tag", 3, 0, 32, "TILE: the host's tile id; LOAD_*: the group id"),
 )
@@ -81,9 +84,22 @@ def _fields(kind: str) -> dict[str, Field]:
     return {f.name: f for f in HEADERS[kind]}
 
 
+def _no_overlap(kind: str, values: dict) -> None:
+    """Fields that share bits (``rows``/``tiles``) may both be given only with equal values (as :func:`decode`
+    returns them)."""
+    fields = _fields(kind)
+    given = [fields[n] for n in values if n in fields]
+    for i, a in enumerate(given):
+        for b in given[i + 1:]:
+            if a.word == b.word and a.lo < b.lo + b.width and b.lo < a.lo + a.width and \
+                    not np.array_equal(np.asarray(values[a.name]), np.asarray(values[b.name])):
+                raise ValueError(f"{kind} header fields {a.name} and {b.name} share bits; give one")
+
+
 def encode(kind: str, **values: int) -> np.ndarray:
     """One header beat as 16 uint8 (little endian). Missing fields are 0; a value that does not fit raises."""
     fields = _fields(kind)
+    _no_overlap(kind, values)
     words = [0, 0, 0, 0]
     for name, value in values.items():
         if name not in fields:
@@ -99,6 +115,7 @@ def encode(kind: str, **values: int) -> np.ndarray:
 def encode_many(kind: str, n: int, **values: np.ndarray | int) -> np.ndarray:
     """``n`` header beats ``(n, 16)`` uint8 at once (vectorized: arrays of length ``n`` or scalars)."""
     fields = _fields(kind)
+    _no_overlap(kind, values)
     words = np.zeros((n, 4), dtype=np.uint64)
     for name, value in values.items():
         if name not in fields:

@@ -1,7 +1,9 @@
 // s2mm_engine: the engine's PL output mover for one pipeline (hw/ENGINE.md "P.V, the cascade, O and A";
 // see swiftmax_engine_hls.h). O records from the last pv_slice -> requantize to int8 (golden
-// requant.requantize, half up: sat_int8((o*rq_mult + 2^(rq_shift-1)) >> rq_shift)) -> A records in DDR,
-// in arrival order: a header beat (streams.RESULT: tile_id, rows, pipeline, d) and Q_ROWS x d int8.
+// requant.requantize, half up: sat_int8((o*rq_mult + 2^(rq_shift-1)) >> rq_shift)) -> DDR: A of tile t
+// (Q_ROWS x d int8) into slot t of the launch's shared A buffer `a_out` (so the buffer is the head outputs,
+// host/engine.py), and the record's header beat (streams.RESULT: tile_id, rows, pipeline, d) into this
+// pipeline's done log `done` in arrival order (the host points `done` at the pipeline's region).
 #include "swiftmax_engine_hls.h"
 
 using namespace vckattn_engine_pl;
@@ -18,10 +20,12 @@ static ap_int<8> requant_one(ap_int<32> o, ap_int<32> mult, ap_uint<6> shift) {
     return (ap_int<8>)y;
 }
 
-int s2mm_engine(hls::stream<beat128>& o_in, ap_uint<128>* out, unsigned n_records, unsigned pipeline, int rq_mult,
-                unsigned rq_shift) {
+int s2mm_engine(hls::stream<beat128>& o_in, ap_uint<128>* a_out, ap_uint<128>* done, unsigned n_records,
+                unsigned n_slots, unsigned pipeline, int rq_mult, unsigned rq_shift) {
 #pragma HLS INTERFACE mode=axis port=o_in
-#pragma HLS INTERFACE mode=m_axi port=out bundle=gmem0 offset=slave depth=2064
+#pragma HLS INTERFACE mode=m_axi port=a_out bundle=gmem0 offset=slave depth=65536
+#pragma HLS INTERFACE mode=m_axi port=done bundle=gmem1 offset=slave depth=4096
+#pragma HLS INTERFACE mode=s_axilite port=n_slots
 #pragma HLS INTERFACE mode=s_axilite port=n_records
 #pragma HLS INTERFACE mode=s_axilite port=pipeline
 #pragma HLS INTERFACE mode=s_axilite port=rq_mult
@@ -30,7 +34,6 @@ int s2mm_engine(hls::stream<beat128>& o_in, ap_uint<128>* out, unsigned n_record
     using namespace vckattn_engine;
     const ap_uint<6> shift = rq_shift > (unsigned)MAX_RQ_SHIFT ? (unsigned)MAX_RQ_SHIFT : rq_shift;
     const ap_int<32> mult = rq_mult;
-    unsigned long long base = 0;  // next record's first beat
 records:
     for (unsigned i = 0; i < n_records; i++) {
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = 4096
@@ -43,8 +46,11 @@ records:
         VCKATTN_PUT(h, RESULT_ROWS, VCKATTN_GET(w, RESULT_ROWS));
         VCKATTN_PUT(h, RESULT_PIPELINE, pipeline);
         VCKATTN_PUT(h, RESULT_D, d);
-        out[base] = words_beat(h);
+        const uint32_t tile = VCKATTN_GET(w, RESULT_TILE_ID);
+        if (tile >= n_slots) return PL_BAD_SLOT;
+        done[i] = words_beat(h);
         const unsigned a_beats = Q_ROWS * d / 16;  // 16 int8 a beat, from 4 O beats of 4 int32
+        const unsigned long long base = (unsigned long long)tile * a_beats;
     a_beats_loop:
         for (unsigned m = 0; m < a_beats; m++) {
 #pragma HLS PIPELINE II = 4
@@ -57,9 +63,8 @@ records:
                     a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)requant_one(v, mult, shift);
                 }
             }
-            out[base + 1 + m] = a;
+            a_out[base + m] = a;
         }
-        base += 1 + a_beats;
     }
     return PL_OK;
 }

@@ -7,9 +7,10 @@
 //                        SwiftMaxFormat(acc_bits = SCORE_BITS)) through swiftmax_elem_acc<SCORE_BITS>
 //                        (swiftmax_hls.h); P uint8, 16 a beat, TLAST on a packet's last beat.
 //   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x d int32, 4 a beat)
-//                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A records
-//                        (streams.RESULT header with pipeline = the kernel argument, then Q_ROWS x d int8,
-//                        16 a beat) written to out in arrival order.
+//                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A of tile t
+//                        (Q_ROWS x d int8, 16 a beat) into slot t of the shared A buffer a_out; the
+//                        streams.RESULT header (pipeline = the kernel argument) into the done log, in
+//                        arrival order.
 //
 // Streams: 128-bit AXI4-Stream beats (TDATA little endian; header words w0..w3 at bits [32i, 32i+32)).
 // Header fields only through ../aie/generated/engine_streams.h (generated from hw/engine/streams.py).
@@ -62,6 +63,7 @@ enum PlStatus : int {
     PL_BAD_ELEM_BITS = 1,  // score packet with elem_bits != SCORE_BITS
     PL_BAD_COUNT = 2,      // score packet with count 0 or not a multiple of 16
     PL_BAD_D = 3,          // O record with d not a multiple of 16 or outside 16..MAX_D
+    PL_BAD_SLOT = 4,       // O record whose tile id is outside the A buffer
 };
 
 inline const char* pl_status_text(int st) {
@@ -70,6 +72,7 @@ inline const char* pl_status_text(int st) {
         case PL_BAD_ELEM_BITS: return "score packet elem_bits differs from SCORE_BITS";
         case PL_BAD_COUNT: return "score packet count is 0 or not a multiple of 16";
         case PL_BAD_D: return "O record head size d not a multiple of 16 in 16..MAX_D";
+        case PL_BAD_SLOT: return "O record tile id outside the A buffer";
         default: return "unknown status";
     }
 }
@@ -94,7 +97,7 @@ int swiftmax_engine_hls(hls::stream<vckattn_engine_pl::pkt_beat>& s_axis,
                         vckattn::swiftmax_regs regs);
 
 // n_records O records in, n_records A records out to out[] (128-bit words, arrival order).
-int s2mm_engine(hls::stream<vckattn_engine_pl::beat128>& o_in, ap_uint<128>* out, unsigned n_records,
-                unsigned pipeline, int rq_mult, unsigned rq_shift);
+int s2mm_engine(hls::stream<vckattn_engine_pl::beat128>& o_in, ap_uint<128>* a_out, ap_uint<128>* done,
+                unsigned n_records, unsigned n_slots, unsigned pipeline, int rq_mult, unsigned rq_shift);
 
 #endif  // VCKATTN_SWIFTMAX_ENGINE_HLS_H

@@ -3,7 +3,7 @@
 //   qk_in bytes --broadcast--> qk_slice 0..k-1 (AIE, hw/aie/engine/engine_kernels.h qk_command)
 //            --pktmerge: a seeded random interleaving of whole packets (per-source order kept)-->
 //            swiftmax_engine_hls (HLS) --pktsplit by packet id--> pv_slice 0..k-1 (AIE pv_step; v_in bytes
-//            broadcast; cascade FIFOs between them) --O records--> s2mm_engine (HLS) --> A records (bytes)
+//            broadcast; cascade FIFOs between them) --O records--> s2mm_engine (HLS) --> A slots + done log
 //
 // The kernels run one after the other, each to the end of its input (unbounded FIFOs between them): this
 // checks the stream formats, the routing and the numerics, not the concurrency or FIFO depths of the
@@ -11,9 +11,11 @@
 // -DVCKATTN_AIE_VECTOR_EMU the vector path over hw/aie/aie_api_emu.h); a kernel whose status is not ok
 // stops there (its status is printed; what it did not consume is counted as leftover).
 //
-//   engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_TILES_0 .. N_TILES_{P-1} SWIFTMAX_REGISTERS
+//   engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES_0 .. N_TILES_{P-1} SWIFTMAX_REGISTERS
 //
-// reads DIR/qk_in_<p>.bin and DIR/v_in_<p>.bin, writes DIR/out_<p>.bin (the A records in arrival order).
+// reads DIR/qk_in_<p>.bin and DIR/v_in_<p>.bin; writes DIR/a.bin (the launch's shared A buffer: N_SLOTS slots of
+// Q_ROWS x D int8, tile t in slot t, zero where no tile was written) and DIR/done_<p>.bin (pipeline p's RESULT
+// headers in arrival order).
 // CORRUPT (test hook, a broken pktsplit of pipeline 0 only): 0 none; 1 swap the packet ids of the first P
 // packets of slices 0 and 1 before pktsplit; 2 swap the first two P packets delivered to slice k-1. The merge of pipeline p
 // is seeded with SEED * 1000003 + p. stdout, one line each:
@@ -37,6 +39,9 @@
 #include "swiftmax_engine_hls.h"
 
 namespace {
+
+std::vector<ap_uint<128> > g_a;  // the launch's shared A buffer (s2mm_engine writes tile t into slot t)
+unsigned g_slots = 0;
 
 using vckattn_aie::Beat;
 using vckattn_aie::HostIn;
@@ -309,13 +314,15 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
         o_in.write(v);
     }
     count("leftover", p + ".o", ob.size() - pos);
-    std::vector<ap_uint<128> > out(a_bytes / 16 + 1);
-    const int sst = s2mm_engine(o_in, out.data(), present, pl, rq_mult, rq_shift);
+    (void)a_bytes;
+    std::vector<ap_uint<128> > done(present + 1);
+    const int sst = s2mm_engine(o_in, g_a.data(), done.data(), present, g_slots, pl, rq_mult, rq_shift);
     status(p + ".s2mm", sst, vckattn_engine_pl::pl_status_text(sst));
     std::printf("records %s %u\n", p.c_str(), sst == 0 ? present : 0u);
-    std::vector<uint8_t> bytes(sst == 0 ? a_bytes : 0);
-    for (size_t i = 0; i < bytes.size(); i++) bytes[i] = (uint8_t)(unsigned)out[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));
-    write_file("out_" + std::to_string(pl) + ".bin", bytes);
+    std::vector<uint8_t> bytes(sst == 0 ? 16 * (size_t)present : 0);
+    for (size_t i = 0; i < bytes.size(); i++)
+        bytes[i] = (uint8_t)(unsigned)done[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));
+    write_file("done_" + std::to_string(pl) + ".bin", bytes);
 }
 
 }  // namespace
@@ -325,23 +332,31 @@ int main(int argc, char** argv) {
 #define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
     VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
 #undef VCKATTN_COUNT_REG
-    if (argc < 7) fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_TILES... REGISTERS...");
+    if (argc < 9)
+        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES... REGISTERS...");
     g_dir = argv[1];
     const unsigned pipelines = std::strtoul(argv[2], nullptr, 0);
     const unsigned seed = std::strtoul(argv[3], nullptr, 0);
     const int corrupt = std::atoi(argv[4]);
     const int rq_mult = std::strtol(argv[5], nullptr, 0);
     const unsigned rq_shift = std::strtoul(argv[6], nullptr, 0);
-    if (pipelines < 1 || argc != 7 + (int)pipelines + n_regs)
+    g_slots = std::strtoul(argv[7], nullptr, 0);
+    const unsigned d = std::strtoul(argv[8], nullptr, 0);
+    if (d < 16 || d > (unsigned)EngineShape::MAX_D || d % 16) fail("D must be a multiple of 16 in 16..MAX_D");
+    g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * d / 16 + 1, 0);
+    if (pipelines < 1 || argc != 9 + (int)pipelines + n_regs)
         fail("expected " + std::to_string(pipelines) + " tile counts and " + std::to_string(n_regs) +
              " SwiftMax registers (declaration order)");
     std::vector<unsigned> n_tiles;
-    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[7 + i], nullptr, 0));
+    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[9 + i], nullptr, 0));
     vckattn::swiftmax_regs regs;
-    int arg = 7 + (int)pipelines;
+    int arg = 9 + (int)pipelines;
 #define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
     for (unsigned pl = 0; pl < pipelines; pl++) run_pipeline(pl, seed, corrupt, rq_mult, rq_shift, n_tiles[pl], regs);
+    std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * d);
+    for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(unsigned)g_a[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));
+    write_file("a.bin", a);
     return 0;
 }

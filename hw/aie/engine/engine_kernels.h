@@ -20,12 +20,9 @@
 // header beat was read and before writing anything for it. Nothing can recover the stream position
 // after that on the AI Engine; the C-simulation reports it and stops that kernel.
 //
-// CONTRACT GAP (reported to the contract's owner): hw/ENGINE.md gives a pv_slice kernel no way to know
-// how many tiles follow a LOAD_V (P packets and the cascade carry no group id, and v_in carries no
-// per-tile command), so it could never tell when to read the next LOAD_V. Until hw/engine/streams.py
-// declares a field for it, these kernels read the group's tile count from the LOAD_V header's `rows`
-// field (TILE-only in the declaration; COMMAND_TILES_* below aliases it). A LOAD_V with 0 tiles is
-// refused (ENGINE_BAD_TILES), so a host that does not set it fails loudly.
+// A LOAD_V announces its group's tile count (`tiles`, hw/engine/streams.py): how a pv_slice knows when
+// to read the next LOAD_V (P packets and the cascade carry no group id). A LOAD_V announcing 0 tiles is
+// refused (ENGINE_BAD_TILES).
 //
 // Stream adapter concept (template parameters):
 //   In      void read16(void* dst)                   one 128-bit beat into 16 bytes (16-byte aligned)
@@ -121,11 +118,6 @@ using score_t = ScoreType<EngineShape::SCORE_BITS>::type;  // one score on the s
 constexpr int32_t SCORE_MAX = (1 << (EngineShape::SCORE_BITS - 1)) - 1;  // symmetric saturation
 constexpr int32_t SCORE_SENTINEL = -(1 << (EngineShape::SCORE_BITS - 1));  // the mask sentinel
 constexpr int MAX_SCORE_SHIFT = 40;                                         // golden narrow_scores' limit
-
-// The group's tile count in a LOAD_V header (see CONTRACT GAP above): aliases the `rows` field.
-constexpr int COMMAND_TILES_WORD = COMMAND_ROWS_WORD;
-constexpr int COMMAND_TILES_LO = COMMAND_ROWS_LO;
-constexpr uint32_t COMMAND_TILES_MASK = COMMAND_ROWS_MASK;
 
 // QK^T kernel state (32-byte aligned for 256-bit vector accesses). k is resident between LOAD_Ks.
 struct QkWorkspace {

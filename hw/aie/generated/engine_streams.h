@@ -34,6 +34,9 @@ constexpr uint32_t COMMAND_VALID_KEYS_MASK = 0xFFFFu;
 constexpr int COMMAND_ROWS_WORD = 2;  // TILE: valid query rows (rows >= rows are masked)
 constexpr int COMMAND_ROWS_LO = 0;
 constexpr uint32_t COMMAND_ROWS_MASK = 0xFFFFu;
+constexpr int COMMAND_TILES_WORD = 2;  // LOAD_K / LOAD_V: TILE commands of the group that follow (the same bits as rows, which only TILE uses): how a pv_slice knows when to read the next LOAD_V
+constexpr int COMMAND_TILES_LO = 0;
+constexpr uint32_t COMMAND_TILES_MASK = 0xFFFFu;
 constexpr int COMMAND_Q0_WORD = 2;  // TILE: position of the tile's first query row (for the causal mask)
 constexpr int COMMAND_Q0_LO = 16;
 constexpr uint32_t COMMAND_Q0_MASK = 0xFFFFu;
