@@ -23,7 +23,7 @@ The generated graph names two constants of ``hw/aie/engine/engine_kernels.h``:
 per-instance workspaces, which the compiler places on the heap). Nothing here is compiled (no AMD
 tools); ``tests/test_engine_generate.py`` checks the sources' structure.
 
-The committed engine manifests (``bitstreams/<name>.json`` and ``<name>.design.json`` for
+The committed engine manifests (``bitstreams/<name>.json`` and ``bitstreams/engine_designs/<name>.design.json`` for
 :data:`ENGINE_BUILDS`) are regenerated with ``python -m vckattn.hw.engine.generate --write-bitstreams``
 (``--check``: exit 1 when stale).
 """
@@ -43,7 +43,8 @@ from . import layout as lay
 from .layout import Layout, plio_name, pv_name, qk_name
 
 BITSTREAMS = Path(__file__).resolve().parents[2] / "bitstreams"
-ENGINE_KERNEL_DIR = "hw/aie/engine"
+#: the committed design points, beside the manifests but out of ``bitstreams/*.json`` (read as manifests)
+DESIGNS_DIR = "engine_designs"
 #: the graph instance's name (the host opens it by this name)
 GRAPH_NAME = "engine_graph"
 PL_TOP = "engine_pl"
@@ -506,7 +507,8 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
         _write(out / "aie" / "engine_config.h", render_config(design, max_seq, head_dims), written)
         _write(out / "aie" / "graph.h", render_graph_h(design, placed), written)
         _write(out / "aie" / "graph.cpp", render_graph_cpp(design), written)
-        _write(out / "system.cfg", system_cfg(manifest, f"{out.name}/manifest.json", "vckattn hw generate (this folder's design.json)"), written)
+        cfg = system_cfg(manifest, f"{out.name}/manifest.json", "vckattn hw generate (this folder's design.json)")
+        _write(out / "system.cfg", cfg, written)
         _write(out / "manifest.json", json.dumps(manifest, indent=2) + "\n", written)
         _write(out / "design.json", json.dumps(replace(design, max_seq=max_seq).to_json(), indent=2) + "\n", written)
         _write(out / "modeled.json", json.dumps(perf, indent=2) + "\n", written)
@@ -558,14 +560,16 @@ def build_design(name: str) -> Any:
 
 
 def committed_bitstreams(folder: Path = BITSTREAMS) -> dict[Path, str]:
-    """Every committed engine file: ``<name>.json`` (manifest) and ``<name>.design.json`` -> its text."""
+    """Every committed engine file: ``<name>.json`` (manifest) and ``engine_designs/<name>.design.json`` -> its
+    text."""
     out: dict[Path, str] = {}
     for name, (board, _) in ENGINE_BUILDS.items():
         d = build_design(name)
         max_seq = d.max_seq or BERT_SEQ
         m = engine_manifest(d, board, name, max_seq)
         out[folder / f"{name}.json"] = json.dumps(m, indent=2) + "\n"
-        out[folder / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(), indent=2) + "\n"
+        out[folder / DESIGNS_DIR / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(),
+                                                                       indent=2) + "\n"
     return out
 
 
@@ -573,6 +577,7 @@ def write_bitstreams(folder: Path = BITSTREAMS) -> list[Path]:
     """(Re)write the committed engine manifests and design points; returns the files written."""
     written = []
     for path, text in committed_bitstreams(folder).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
     return written
@@ -583,7 +588,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.hw.engine.generate",
                                  description="Regenerate the committed engine manifests (bitstreams/*engine*).")
     g = ap.add_mutually_exclusive_group(required=True)
-    g.add_argument("--write-bitstreams", action="store_true", help="write bitstreams/<engine>.json, .design.json")
+    g.add_argument("--write-bitstreams", action="store_true", help="write bitstreams/<engine>.json and its design")
     g.add_argument("--check", action="store_true", help="exit 1 if a committed file is stale")
     args = ap.parse_args(argv)
     if args.check:
