@@ -314,9 +314,9 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
     for norm in data["normalizers"]:
         if not any(k.get("normalizer") == norm for k in data["kernels"]):
             raise ManifestError(file, "normalizers", f"{norm!r} has no kernel")
-    _check_connectivity(data, file)
     if "engine" in data:
         _check_engine(data, file)
+    _check_connectivity(data, file)
 
 
 def compute_units(kernel: dict) -> list[str]:
