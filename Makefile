@@ -22,6 +22,8 @@ help:
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
+	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"
+	@echo "             (vckattn hw generate, then the same Vitis flow)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -51,7 +53,7 @@ demo: setup
 
 # The Versal build (hw/vitis/Makefile): stops at once with what is missing when Vitis is not installed.
 xclbin: setup
-	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV)
+	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) $(if $(DESIGN),DESIGN=$(DESIGN) BOARD=$(or $(BOARD),vck5000))
 
 lint: setup
 	$(PY) -m ruff check .

@@ -94,3 +94,12 @@ def test_every_axis_port_is_linked_in_both_builds():
         linked = {e for link in m["connectivity"] for e in (link["from"], link["to"])}
         axis = {f"{k['name']}.{p['name']}" for k in m["kernels"] for p in k["ports"] if p["protocol"] == "axis"}
         assert axis <= linked and {f"ai_engine_0.{p['name']}" for p in m["graph"]["plios"]} <= linked
+
+
+def test_every_committed_manifest_validates():
+    """bitstreams/*.json are all manifests (the deploy command reads them all): v1 builds and engines alike."""
+    names = sorted(p.stem for p in BITSTREAMS.glob("*.json") if p.name != "manifest_schema.json")
+    assert {"vck5000_attention", "vck190_attention", "vck5000_engine", "vck190_engine", "engine_small"} <= set(names)
+    for name in names:
+        m = load_manifest(BITSTREAMS / f"{name}.json")
+        assert (m.engine is None) == name.endswith("_attention")

@@ -1,4 +1,5 @@
-"""``vckattn hw report|package``: hardware figures of the PL kernels and their Vitis packaging."""
+"""``vckattn hw report|package|generate``: hardware figures of the PL kernels, their Vitis packaging, and the
+scalable engine's build sources from a design point."""
 
 from __future__ import annotations
 
@@ -44,6 +45,28 @@ def add_hw(sub: Subparsers) -> None:
     k.add_argument("--manifest", default="vck5000_attention", metavar="NAME",
                    help="bitstream manifest: a name in bitstreams/ or a .json file (default: vck5000_attention)")
     k.set_defaults(func=run_hw_package)
+    g = hsub.add_parser(
+        "generate",
+        help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point",
+        description="Turn a design point of the performance model into the engine's build sources (stream contract "
+        "v2, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
+        "pv_slice kernels, pktmerge/pktsplit, the P.V cascade, placement constraints), OUT/system.cfg (Vitis link "
+        "configuration), OUT/pl/ (the PL top engine_pl.v, kernel.xml, package_kernel.tcl), OUT/manifest.json (the "
+        "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
+        "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
+        "or `best`: the explorer's best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board. Needs "
+        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.\n\nexample:\n"
+        "  vckattn hw generate best --out build/engine --board vck5000\n"
+        "  vckattn hw generate bitstreams/engine_designs/engine_small.design.json --out build/engine_small",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
+    g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
+    g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="board (default vck5000)")
+    g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts "
+                   "(a multiple of the design's key_block; default: the design's max_seq, else 512)")
+    g.add_argument("--name", default=None, help="manifest name (default <board>_engine)")
+    g.set_defaults(func=run_hw_generate)
     p.set_defaults(func=lambda args: missing_subcommand(p))
 
 
@@ -108,4 +131,28 @@ def run_hw_package(args: argparse.Namespace) -> int:
     print(f"next, package each kernel into its .xo with AMD Vivado {vivado} (vivado on PATH):")
     for pk in packaged:
         print(f"  {vitis_kernel.vivado_command(pk.folder)}")
+    return 0
+
+
+def run_hw_generate(args: argparse.Namespace) -> int:
+    import re
+
+    from vckattn.hw.engine import generate as gen
+
+    if args.name is not None and not re.fullmatch(r"[a-z0-9_]+", args.name):
+        raise UserError(f"--name {args.name!r}: use lower-case letters, digits and _")
+    if args.design == "best":
+        design = gen.best_design(args.board)
+    else:
+        path = Path(args.design)
+        if not path.is_file():
+            raise UserError(f"{path}: no such design file (give a design JSON or `best`)")
+        design = gen.design_from_file(path)
+    max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or gen.BERT_SEQ)
+    written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
+    print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels), "
+          f"q_rows {design.q_rows}, key_block {design.key_block}, int{design.score_bits} scores, "
+          f"{design.lanes_swiftmax} lanes, max_seq {max_seq}, board {args.board}")
+    for f in written:
+        print(f"wrote {f}")
     return 0

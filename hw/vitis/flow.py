@@ -8,6 +8,10 @@
   to get it, and exits 1 within a fraction of a second (it imports nothing heavy and reads the manifest
   JSON directly). Otherwise it writes ``FILE``, the build's variables for make (platform, ``.xpfm``
   path, PL clock, kernel lists, linker configuration).
+* ``python -m vckattn.hw.vitis.flow engine --design FILE --board B --name N --target T --out DIR --mk FILE``
+  (``make xclbin DESIGN=FILE``): the same checks for the scalable engine (:func:`check_engine_sources`:
+  the engine's AIE kernels and HLS movers), then ``vckattn hw generate`` into ``DIR`` and the make
+  variables of that build (its graph, its ``system.cfg``, its RTL top).
 * ``python -m vckattn.hw.vitis.flow record-uuid --manifest NAME --xclbin X --out FILE`` after ``v++ -p``:
   :func:`record_uuid` copies the manifest with the xclbin's UUID (from ``xclbinutil --info``).
 """
@@ -24,7 +28,8 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-__all__ = ["DEFAULT_PLATFORM", "PLATFORM_DIRS", "REQUIRED_TOOLS", "FlowError", "check_sources", "check_tools",
+__all__ = ["DEFAULT_PLATFORM", "ENGINE_HLS", "ENGINE_SOURCES", "PLATFORM_DIRS", "REQUIRED_TOOLS", "FlowError",
+           "check_engine_sources", "check_sources", "check_tools",
            "find_platform", "flow_variables", "format_problems", "parse_xclbin_info", "read_manifest",
            "record_uuid"]
 
@@ -114,6 +119,24 @@ def check_sources(manifest: dict, root: Path = REPO_ROOT) -> list[str]:
     return [f"source missing: {rel} ({what})" for rel, what in need if not (root / rel).is_file()]
 
 
+#: the engine's sources in the repository (relative path, what it is); its graph is generated
+ENGINE_SOURCES: tuple[tuple[str, str], ...] = (
+    ("hw/aie/engine/kernels.h", "the engine's ADF kernel declarations"),
+    ("hw/aie/engine/engine_kernels.h", "the engine's kernel logic"),
+    ("hw/aie/engine/qk_slice.cc", "AIE kernel qk_slice"),
+    ("hw/aie/engine/pv_slice.cc", "AIE kernel pv_slice"),
+    ("hw/aie/generated/engine_streams.h", "the stream contract v2 header"),
+)
+#: the engine's HLS movers (hw/hls/<name>.cpp)
+ENGINE_HLS: tuple[str, ...] = ("mm2s_engine", "s2mm_engine")
+
+
+def check_engine_sources(root: Path = REPO_ROOT) -> list[str]:
+    """Missing sources of an engine build: :data:`ENGINE_SOURCES` and ``hw/hls/<k>.cpp`` for :data:`ENGINE_HLS`."""
+    need = list(ENGINE_SOURCES) + [(f"hw/hls/{k}.cpp", f"HLS kernel {k}") for k in ENGINE_HLS]
+    return [f"source missing: {rel} ({what})" for rel, what in need if not (root / rel).is_file()]
+
+
 def format_problems(problems: list[str], platform: str = DEFAULT_PLATFORM) -> str:
     """The multi-line message the flow stops with: what is missing, then how to set the tools up."""
     lines = ["vckattn Vitis build: cannot start, AMD tools or sources are missing:"]
@@ -149,8 +172,9 @@ def read_manifest(manifest: str | Path) -> tuple[dict, Path]:
         raise FlowError(f"{p}: cannot read the manifest ({exc})") from None
 
 
-def flow_variables(manifest: dict, manifest_file: Path, xpfm: Path) -> dict[str, str]:
-    """The make variables of a checked build (written into the ``--mk`` file)."""
+def flow_variables(manifest: dict, manifest_file: Path, xpfm: Path, system_cfg: Path | None = None) -> dict[str, str]:
+    """The make variables of a checked build (written into the ``--mk`` file); ``system_cfg``: the linker
+    configuration (default: the committed one of the manifest's board)."""
     from vckattn.hw.vitis.system_cfg import cfg_path
 
     kinds = {kind: " ".join(k["name"] for k in manifest["kernels"] if k["kind"] == kind) for kind in ("hls", "rtl")}
@@ -164,7 +188,7 @@ def flow_variables(manifest: dict, manifest_file: Path, xpfm: Path) -> dict[str,
         "PL_FREQ_HZ": str(mhz * 1_000_000),
         "HLS_KERNELS": kinds["hls"],
         "RTL_KERNELS": kinds["rtl"],
-        "SYSTEM_CFG": str(cfg_path(manifest).relative_to(REPO_ROOT)),
+        "SYSTEM_CFG": str(system_cfg) if system_cfg is not None else str(cfg_path(manifest).relative_to(REPO_ROOT)),
     }
 
 
@@ -246,6 +270,39 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_engine(args: argparse.Namespace) -> int:
+    from vckattn.hw.engine.generate import platform_of
+
+    if not args.design.is_file():
+        raise FlowError(f"DESIGN={args.design}: no such design file")
+    platform = platform_of(args.board)
+    problems = check_tools(platform, target=args.target) + check_engine_sources()
+    if problems:
+        print(format_problems(problems, platform), file=sys.stderr)
+        return 1
+    from vckattn.hw.engine import generate as gen
+
+    design = gen.design_from_file(args.design)
+    gen.generate(design, args.board, args.out, max_seq=design.max_seq or gen.BERT_SEQ, name=args.name)
+    manifest, file = read_manifest(args.out / "manifest.json")
+    xpfm = find_platform(platform)
+    assert xpfm is not None  # checked above
+    out = args.out.resolve()
+    variables = flow_variables(manifest, file, xpfm, system_cfg=out / "system.cfg")
+    variables.update({
+        "AIE_GRAPH": str(out / "aie" / "graph.cpp"),
+        "AIE_INCLUDES": " ".join(f"--include={d}" for d in (out / "aie", REPO_ROOT / "hw/aie/engine",
+                                                             REPO_ROOT / "hw/aie", REPO_ROOT / "hw/aie/generated")),
+        "AIE_DEPS": " ".join(str(p) for p in sorted((out / "aie").glob("*"))),
+        "HLS_INCLUDES": f"-I{out / 'aie'} -I{REPO_ROOT / 'hw/aie/generated'}",
+        "ENGINE_PL": str(out / "pl"),
+    })
+    args.mk.parent.mkdir(parents=True, exist_ok=True)
+    args.mk.write_text(f"# written by vckattn.hw.vitis.flow engine for {manifest['name']}\n"
+                       + "".join(f"{k} := {v}\n" for k, v in variables.items()))
+    return 0
+
+
 def _cmd_record_uuid(args: argparse.Namespace) -> int:
     info = args.info.read_text() if args.info is not None else None
     data = record_uuid(args.manifest, args.xclbin, info=info, out=args.out)
@@ -262,6 +319,14 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--target", default="hw", help="hw or hw_emu")
     c.add_argument("--mk", type=Path, default=None, help="write the build's make variables here")
     c.set_defaults(func=_cmd_check)
+    e = sub.add_parser("engine", help="check tools and engine sources, generate the engine, write make variables")
+    e.add_argument("--design", type=Path, required=True, help="design JSON (vckattn hw generate's DESIGN)")
+    e.add_argument("--board", default="vck5000", help="vck5000 or vck190")
+    e.add_argument("--name", required=True, help="the build's manifest name")
+    e.add_argument("--target", default="hw", help="hw or hw_emu")
+    e.add_argument("--out", type=Path, required=True, help="folder for the generated sources")
+    e.add_argument("--mk", type=Path, required=True, help="write the build's make variables here")
+    e.set_defaults(func=_cmd_engine)
     r = sub.add_parser("record-uuid", help="copy the manifest with the xclbin's UUID")
     r.add_argument("--manifest", default="vck5000_attention", help="manifest name in bitstreams/ or .json file")
     r.add_argument("--xclbin", type=Path, required=True)

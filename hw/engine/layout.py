@@ -1,0 +1,113 @@
+"""Where the engine's AIE kernels and PLIOs go on the XCVC1902 array (50 columns x 8 rows).
+
+Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/ENGINE.md``):
+
+* kernels ``p{i}_qk{j}`` (``qk_slice<j>``) and ``p{i}_pv{j}`` (the P·V chain); PLIOs ``p{i}_qk_in``,
+  ``p{i}_v_in``, ``p{i}_p_in`` (PL -> AIE) and ``p{i}_s_out``, ``p{i}_o_out`` (AIE -> PL).
+* A pipeline takes a block of ``k`` columns in a pair of rows: the P·V chain on the pair's lower
+  (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column counted in
+  the row's cascade direction, so consecutive P·V kernels are cascade neighbours.
+* Blocks fill a row pair left to right (centred), then the next row pair up.
+* PLIOs go to the PL interface column nearest their block that has a free stream of that direction.
+
+Assumptions (AIE1, AM009; not checked by an AMD tool here): the cascade runs east on even rows and
+west on odd rows; 39 of the 50 interface tiles reach the PL (:data:`PL_COLUMNS` is a guess of which:
+the middle 39) with 8 PL->AIE and 6 AIE->PL 64-bit streams each, i.e. 4 and 3 128-bit PLIOs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ARRAY_COLUMNS = 50
+ARRAY_ROWS = 8
+#: interface columns assumed to reach the PL (AM009: 39 of 50 on the VC1902; which ones is not stated there)
+PL_COLUMNS: tuple[int, ...] = tuple(range(6, 45))
+#: 128-bit PLIOs per interface column and direction (8 PL->AIE and 6 AIE->PL 64-bit streams, two a PLIO)
+PLIOS_PER_COLUMN = {"in": 4, "out": 3}
+#: the PLIOs of one pipeline: name suffix -> direction seen from the AIE array
+PIPELINE_PLIOS: tuple[tuple[str, str], ...] = (("qk_in", "in"), ("v_in", "in"), ("p_in", "in"),
+                                                ("s_out", "out"), ("o_out", "out"))
+
+
+class LayoutError(ValueError):
+    """A design that does not fit the array with this layout."""
+
+
+def cascade_step(row: int) -> int:
+    """+1 (east) on even rows, -1 (west) on odd rows: the column step from a kernel to its cascade successor."""
+    return 1 if row % 2 == 0 else -1
+
+
+def plio_name(pipeline: int, suffix: str) -> str:
+    return f"p{pipeline}_{suffix}"
+
+
+def qk_name(pipeline: int, j: int) -> str:
+    return f"p{pipeline}_qk{j}"
+
+
+def pv_name(pipeline: int, j: int) -> str:
+    return f"p{pipeline}_pv{j}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Tile ``(column, row)`` of every kernel and interface column of every PLIO."""
+
+    pipelines: int
+    kernels: int
+    tiles: dict[str, tuple[int, int]]
+    plio_columns: dict[str, int]
+
+    def plios(self) -> list[tuple[str, str]]:
+        """Every PLIO ``(name, direction)``, pipeline by pipeline."""
+        return [(plio_name(i, s), d) for i in range(self.pipelines) for s, d in PIPELINE_PLIOS]
+
+
+def max_pipelines(kernels: int) -> int:
+    """The most pipelines of ``kernels`` kernels a kind this layout places."""
+    return (ARRAY_COLUMNS // kernels) * (ARRAY_ROWS // 2) if kernels <= ARRAY_COLUMNS else 0
+
+
+def layout(pipelines: int, kernels: int) -> Layout:
+    """The placement of ``pipelines`` pipelines of ``kernels`` QKᵀ and ``kernels`` P·V kernels.
+
+    Raises:
+        LayoutError: more pipelines than :func:`max_pipelines`, or more PLIOs than the PL columns offer.
+    """
+    if pipelines < 1 or kernels < 1:
+        raise LayoutError("pipelines and kernels must be >= 1")
+    cap = max_pipelines(kernels)
+    if pipelines > cap:
+        raise LayoutError(f"{pipelines} pipelines of {kernels}+{kernels} kernels do not fit the {ARRAY_COLUMNS}x"
+                          f"{ARRAY_ROWS} array in blocks of {kernels} columns x 2 rows (at most {cap})")
+    per_pair = ARRAY_COLUMNS // kernels
+    used_cols = min(pipelines, per_pair) * kernels
+    left = (ARRAY_COLUMNS - used_cols) // 2
+    tiles: dict[str, tuple[int, int]] = {}
+    centres: list[float] = []
+    for i in range(pipelines):
+        pair, block = divmod(i, per_pair)
+        c0 = left + block * kernels
+        pv_row, qk_row = 2 * pair, 2 * pair + 1
+        for j in range(kernels):
+            pv_col = c0 + j if cascade_step(pv_row) > 0 else c0 + kernels - 1 - j
+            tiles[pv_name(i, j)] = (pv_col, pv_row)
+            tiles[qk_name(i, j)] = (c0 + j, qk_row)
+        centres.append(c0 + (kernels - 1) / 2)
+    free = {c: dict(PLIOS_PER_COLUMN) for c in PL_COLUMNS}
+    columns: dict[str, int] = {}
+    for i in range(pipelines):
+        for suffix, direction in PIPELINE_PLIOS:
+            options = [c for c in PL_COLUMNS if free[c][direction] > 0]
+            if not options:
+                raise LayoutError(f"no PL interface column has a free {direction}put PLIO for {plio_name(i, suffix)}")
+            col = min(options, key=lambda c: (abs(c - centres[i]), c))
+            free[col][direction] -= 1
+            columns[plio_name(i, suffix)] = col
+    return Layout(pipelines, kernels, tiles, columns)
+
+
+__all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "PIPELINE_PLIOS", "PLIOS_PER_COLUMN", "PL_COLUMNS",
+           "cascade_step", "layout", "max_pipelines", "plio_name", "pv_name", "qk_name"]

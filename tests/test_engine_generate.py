@@ -1,0 +1,398 @@
+"""The engine generator (hw/engine/generate.py): design checks, the ADF graph's structure (every kernel
+connected, ports used once, cascade neighbours adjacent, placements unique and in the array), system.cfg
+and manifest agreeing on the PLIOs, the committed engine manifests, `vckattn hw generate`, and
+`make xclbin DESIGN=...` without AMD tools. Nothing is compiled: no aiecompiler here."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import types
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from vckattn.host import cli
+from vckattn.hw.engine import generate as gen
+from vckattn.hw.engine import layout as lay
+from vckattn.hw.manifest import BITSTREAMS, ManifestError, load_manifest, validate_manifest
+from vckattn.hw.perf import explore, model
+
+REPO = Path(__file__).resolve().parents[1]
+SMALL = model.design_from_json(dict(gen.SMALL_DESIGN))
+HAVE_PL_ENGINE = importlib.util.find_spec("vckattn.hw.pl.engine") is not None
+PENDING_PL = pytest.mark.xfail(not HAVE_PL_ENGINE, raises=gen.GenerateError, strict=True,
+                               reason="PENDING: vckattn.hw.pl.engine.generate_engine_verilog is not in this branch yet")
+
+
+# ---------------------------------------------------------------------------------------------- graph parsing
+
+
+def parse_graph(text: str) -> dict:
+    """Kernels (name -> function), placements, PLIO creations and locations, and connections of graph.h."""
+    kernels = dict(re.findall(r"^\s*(\w+) = adf::kernel::create\(([\w<>]+)\);", text, re.M))
+    tiles = {k: (int(c), int(r)) for k, c, r in re.findall(r"adf::location<adf::kernel>\((\w+)\) = adf::tile\((\d+), "
+                                                            r"(\d+)\);", text)}
+    created = re.findall(r'(\w+) = adf::(input|output)_plio::create\("(\w+)"', text)
+    plios = {var: ("in" if kind == "input" else "out", name) for var, kind, name in created}
+    plio_cols = {p: int(c) for p, c in re.findall(r"adf::location<adf::PLIO>\((\w+)\) = adf::shim\((\d+)\);", text)}
+    conns = re.findall(r"adf::connect<(\w*:*\w*)>\((\w+)\.(in|out)\[(\d+)\], (\w+)\.(in|out)\[(\d+)\]\);", text)
+    return {"kernels": kernels, "tiles": tiles, "plios": plios, "plio_cols": plio_cols, "conns": conns}
+
+
+def kernel_ports(function: str) -> tuple[int, int]:
+    """(inputs, outputs) of a kernel function per hw/aie/engine/kernels.h."""
+    base = function.split("<")[0]
+    return {"qk_slice": (1, 1), "pv_slice_first": (2, 1), "pv_slice_mid": (3, 1), "pv_slice_last": (3, 1),
+            "pv_slice_only": (2, 1)}[base]
+
+
+@pytest.fixture(scope="module", params=["small", "k1", "vck5000"])
+def built(request, tmp_path_factory):
+    design = {"small": SMALL, "k1": replace(SMALL, qk_kernels=1, pv_kernels=1, pipelines=3),
+              "vck5000": gen.build_design("vck5000_engine")}[request.param]
+    out = tmp_path_factory.mktemp(request.param)
+    files = gen.generate(design, "vck5000", out, max_seq=512, with_pl=False, with_diagram=request.param == "small")
+    return design, out, files
+
+
+def test_generate_writes_the_build_folder(built):
+    design, out, files = built
+    names = {str(f.relative_to(out)) for f in files}
+    assert {"aie/engine_config.h", "aie/graph.h", "aie/graph.cpp", "system.cfg", "manifest.json", "design.json",
+            "modeled.json"} <= names
+    cfg = (out / "aie" / "engine_config.h").read_text()
+    want = {"KERNELS": design.qk_kernels, "Q_ROWS": design.q_rows, "KEY_BLOCK": design.key_block, "MAX_D": 64,
+            "MAX_KEYS": 512, "SCORE_BITS": design.score_bits}
+    for key, value in want.items():
+        assert f"#define VCKATTN_ENGINE_{key} {value}\n" in cfg
+    assert json.loads((out / "design.json").read_text()) == replace(design, max_seq=512).to_json()
+    perf = json.loads((out / "modeled.json").read_text())
+    expect = model.evaluate(gen.bert_workload(), replace(design, max_seq=512), model.load_device("vck5000"))
+    assert perf["modeled"] is True and perf["tops"] == pytest.approx(expect.tops)
+    assert perf["resources"]["used"]["aie_tiles"] == 2 * design.pipelines * design.qk_kernels
+    if (out / "diagram.png").exists():
+        assert (out / "diagram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_graph_every_kernel_connected_and_ports_used_once(built):
+    design, out, _ = built
+    g = parse_graph((out / "aie" / "graph.h").read_text())
+    n, k = design.pipelines, design.qk_kernels
+    assert len(g["kernels"]) == 2 * n * k
+    for i in range(n):
+        for j in range(k):
+            assert g["kernels"][f"p{i}_qk{j}"] == f"qk_slice<{j}>"
+        pv = [g["kernels"][f"p{i}_pv{j}"] for j in range(k)]
+        chain = ["pv_slice_first<0>"] + [f"pv_slice_mid<{j}>" for j in range(1, k - 1)] + [f"pv_slice_last<{k - 1}>"]
+        assert pv == (["pv_slice_only"] if k == 1 else chain)
+    # every kernel input is fed exactly once and every kernel output feeds exactly once (PLIO inputs broadcast)
+    ins, outs = {}, {}
+    for _, src, sd, si, dst, dd, di in g["conns"]:
+        assert sd == "out" and dd == "in"
+        outs.setdefault((src, int(si)), []).append(dst)
+        key = (dst, int(di))
+        assert key not in ins, f"{dst}.in[{di}] connected twice"
+        ins[key] = src
+    for name, fn in g["kernels"].items():
+        n_in, n_out = kernel_ports(fn)
+        assert all((name, p) in ins for p in range(n_in)), name
+        assert all(len(outs.get((name, p), [])) == 1 for p in range(n_out)), name
+        assert not any(kk[0] == name and kk[1] >= n_in for kk in ins), name
+    for i in range(n):
+        assert sorted(outs[(f"p{i}_qk_in", 0)]) == sorted(f"p{i}_qk{j}" for j in range(k))
+        assert sorted(outs[(f"p{i}_v_in", 0)]) == sorted(f"p{i}_pv{j}" for j in range(k))
+        assert outs[(f"p{i}_p_in", 0)] == [f"p{i}_split"]
+        assert ins[(f"p{i}_s_out", 0)] == f"p{i}_merge"
+        assert ins[(f"p{i}_o_out", 0)] == f"p{i}_pv{k - 1}"
+        for j in range(k):
+            assert ins[(f"p{i}_merge", j)] == f"p{i}_qk{j}" and ins[(f"p{i}_pv{j}", 1)] == f"p{i}_split"
+            assert outs[(f"p{i}_split", j)] == [f"p{i}_pv{j}"]
+        assert f"adf::pktmerge<{k}> p{i}_merge;" in (out / "aie" / "graph.h").read_text()
+    cascades = [(s, d) for kind, s, _, _, d, _, _ in g["conns"] if kind == "adf::cascade"]
+    assert sorted(cascades) == sorted((f"p{i}_pv{j}", f"p{i}_pv{j + 1}") for i in range(n) for j in range(k - 1))
+
+
+def test_graph_placement_is_legal(built):
+    design, out, _ = built
+    g = parse_graph((out / "aie" / "graph.h").read_text())
+    tiles = g["tiles"]
+    assert set(tiles) == set(g["kernels"]), "every kernel is placed"
+    assert len(set(tiles.values())) == len(tiles), "two kernels on one tile"
+    assert all(0 <= c < lay.ARRAY_COLUMNS and 0 <= r < lay.ARRAY_ROWS for c, r in tiles.values())
+    for i in range(design.pipelines):
+        for j in range(design.qk_kernels - 1):
+            (c0, r0), (c1, r1) = tiles[f"p{i}_pv{j}"], tiles[f"p{i}_pv{j + 1}"]
+            assert r0 == r1 and c1 - c0 == lay.cascade_step(r0), f"p{i}_pv{j} -> pv{j + 1} is no cascade neighbour"
+    cols = g["plio_cols"]
+    assert set(cols) == set(g["plios"]) and set(cols.values()) <= set(lay.PL_COLUMNS)
+    for direction in ("in", "out"):
+        per = {}
+        for var, (d, _) in g["plios"].items():
+            if d == direction:
+                per[cols[var]] = per.get(cols[var], 0) + 1
+        assert max(per.values()) <= lay.PLIOS_PER_COLUMN[direction]
+
+
+def test_plio_names_agree_across_graph_cfg_and_manifest(built):
+    design, out, _ = built
+    g = parse_graph((out / "aie" / "graph.h").read_text())
+    m = load_manifest(out / "manifest.json")
+    assert m.engine is not None and m.engine.pipelines == design.pipelines
+    graph_plios = {name: d for var, (d, name) in g["plios"].items() if var == name}
+    assert len(graph_plios) == len(g["plios"])
+    assert graph_plios == {p["name"]: p["direction"] for p in m.data["graph"]["plios"]}
+    cfg = (out / "system.cfg").read_text()
+    sc = re.findall(r"^sc=(\S+):(\S+)$", cfg, re.M)
+    assert sorted(sc) == sorted((c["from"], c["to"]) for c in m.data["connectivity"])
+    aie = {e.split(".", 1)[1] for link in sc for e in link if e.startswith("ai_engine_0.")}
+    assert aie == set(graph_plios)
+    n = design.pipelines
+    nk = dict(re.findall(r"^nk=(\w+):(.*)$", cfg, re.M))
+    assert nk["mm2s_engine"] == f"{n}:" + ".".join(f"mm2s_engine_{i}" for i in range(n))
+    assert nk["engine_pl"] == "1:engine_pl" and nk["s2mm_engine"].startswith(f"{n}:")
+    assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 2 * n + 1
+    assert m.data["graph"]["kernels"] == sorted(g["kernels"], key=m.data["graph"]["kernels"].index)
+
+
+def test_graph_cpp_and_heap_constants(built):
+    _, out, _ = built
+    h = (out / "aie" / "graph.h").read_text()
+    assert h.count("vckattn_engine::QK_WORKSPACE_BYTES") == h.count("qk_slice<")
+    assert h.count("vckattn_engine::PV_WORKSPACE_BYTES") == h.count('"pv_slice.cc"')
+    assert h.count("{") == h.count("}") and h.count("(") == h.count(")")
+    assert "EngineGraph engine_graph;" in (out / "aie" / "graph.cpp").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- design checks
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"pv_kernels": 3}, "must equal pv_kernels"),
+    ({"in_plios": 1}, "in_plios must be 2"),
+    ({"score_plios": 2, "qk_kernels": 2}, "score_plios must be 1"),
+    ({"score_bits": 32}, "score_bits must be 8 or 16"),
+    ({"kv_resident": False}, "kv_resident"),
+    ({"score_switch": True}, "score_switch"),
+    ({"lanes_online_softmax": 4}, "SwiftMax only"),
+    ({"score_bits": 16, "lanes_swiftmax": 16}, "scores a 128-bit beat"),
+    ({"max_seq": 256}, "differs from 512"),
+])
+def test_unbuildable_designs_are_refused(change, message, tmp_path):
+    d = replace(SMALL, **change)
+    with pytest.raises(gen.GenerateError, match=re.escape(message)):
+        gen.generate(d, "vck5000", tmp_path, with_pl=False)
+    assert not any(tmp_path.iterdir()), "nothing is written for a refused design"
+
+
+def test_layout_limits():
+    assert lay.max_pipelines(4) == 48 and lay.max_pipelines(8) == 24
+    with pytest.raises(lay.LayoutError, match="do not fit"):
+        lay.layout(49, 4)
+    with pytest.raises(gen.GenerateError, match="do not fit"):
+        gen.generate(replace(SMALL, pipelines=49, qk_kernels=4, pv_kernels=4), "vck5000", Path("/nonexistent"),
+                     with_pl=False)
+    assert [lay.cascade_step(r) for r in range(4)] == [1, -1, 1, -1]
+
+
+def test_best_design_is_the_explorers_on_the_vck5000():
+    w = gen.bert_workload()
+    ex = explore.search(w, model.load_device("vck5000"))
+    best = gen.best_design("vck5000")
+    assert replace(best, name="") == replace(ex.design, name="")
+    assert (best.pipelines, best.qk_kernels, best.q_rows, best.key_block, best.score_bits, best.lanes_swiftmax,
+            best.in_plios) == (41, 4, 16, 32, 8, 16, 2)
+    v190 = gen.best_design("vck190")
+    assert gen.buildable(v190) and v190.in_plios == 2
+
+
+# ---------------------------------------------------------------------------------------------- manifests
+
+
+@pytest.mark.parametrize("name", sorted(gen.ENGINE_BUILDS))
+def test_committed_engine_manifests_are_generated(name):
+    texts = gen.committed_bitstreams()
+    for path in (BITSTREAMS / f"{name}.json", BITSTREAMS / gen.DESIGNS_DIR / f"{name}.design.json"):
+        assert path.is_file(), f"{path} missing: python -m vckattn.hw.engine.generate --write-bitstreams"
+        committed = json.loads(path.read_text())
+        if "xclbin" in committed:
+            committed["xclbin"]["uuid"] = None  # recorded by a build
+        assert committed == json.loads(texts[path]), f"{path} is stale: python -m vckattn.hw.engine.generate " \
+                                                     "--write-bitstreams"
+    m = load_manifest(name)
+    e = m.engine
+    assert e is not None and e.streams_version == 2 and m.data["streams"] == {"doc": "hw/ENGINE.md", "version": 2}
+    d = e.design_point()
+    assert (e.pipelines, e.kernels_per_pipeline, e.score_bits, e.lanes) == (d.pipelines, d.qk_kernels, d.score_bits,
+                                                                           d.lanes_swiftmax)
+    assert m.data["normalizers"] == ["swiftmax"] and m.max_seq_len == 512
+    from vckattn.golden.engine import engine_format
+    from vckattn.golden.swiftmax_int import swiftmax_regmap
+
+    for r in swiftmax_regmap(engine_format(e.score_bits)).describe():
+        assert m.register_offset("engine_pl", r["name"]) == r["offset"]
+    if name == "engine_small":
+        assert (e.pipelines, e.kernels_per_pipeline, e.lanes, e.score_bits, m.tile.q_rows, m.tile.key_block) == \
+            (2, 2, 2, 8, 16, 32)
+
+
+def test_v1_manifests_have_no_engine():
+    for name in ("vck5000_attention", "vck190_attention"):
+        assert load_manifest(name).engine is None
+
+
+@pytest.mark.parametrize("mutate, field, message", [
+    (lambda m: m["engine"].update(pipelines=3), "engine.design.pipelines", "differs from engine.pipelines"),
+    (lambda m: m["engine"]["streams"].update(version=1), "engine.streams.version", "2 was expected"),
+    (lambda m: m["graph"]["plios"].pop(), "graph.plios", "not the engine's PLIOs"),
+    (lambda m: m["tile"].update(q_rows=32), "engine.design.q_rows", "differs from tile.q_rows"),
+    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.p1_o_out, s2mm_engine_1.o_in"),
+    (lambda m: m["formats"].pop("swiftmax"), "formats", "'swiftmax' is a required property"),
+])
+def test_broken_engine_manifests_are_refused(mutate, field, message):
+    m = gen.engine_manifest(SMALL, "vck5000", "engine_small")
+    mutate(m)
+    with pytest.raises(ManifestError) as exc:
+        validate_manifest(m, "e.json")
+    assert exc.value.field == field and message in exc.value.message, str(exc.value)
+
+
+def test_v1_manifest_still_needs_the_online_softmax_format():
+    m = json.loads((BITSTREAMS / "vck5000_attention.json").read_text())
+    m["formats"].pop("online_softmax")
+    with pytest.raises(ManifestError, match="online_softmax"):
+        validate_manifest(m, "v1.json")
+
+
+# ---------------------------------------------------------------------------------------------- PL top
+
+
+@PENDING_PL
+def test_pl_top_is_generated_with_the_manifest_ports(tmp_path):
+    files = gen.generate(SMALL, "vck5000", tmp_path, with_diagram=False)
+    top = tmp_path / "pl" / "engine_pl.v"
+    assert top in files and (tmp_path / "pl" / "kernel.xml").is_file()
+    text = top.read_text()
+    assert re.search(r"\bmodule\s+engine_pl\b", text)
+    for i in range(SMALL.pipelines):
+        assert f"s_axis_{i}" in text and f"m_axis_{i}" in text
+    assert "set sources  [list engine_pl.v" in (tmp_path / "pl" / "package_kernel.tcl").read_text()
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+
+
+def _run_cli(argv, capsys):
+    code = cli.main(argv)
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+@pytest.fixture
+def fake_pl_engine(monkeypatch):
+    """A stand-in for vckattn.hw.pl.engine recording the call (the CLI's wiring, not the Verilog)."""
+    calls = []
+
+    def generate_engine_verilog(out_dir, pipelines, lanes, score_bits, name="engine_pl"):
+        calls.append((Path(out_dir), pipelines, lanes, score_bits, name))
+        path = Path(out_dir) / f"{name}.v"
+        path.write_text(f"module {name}();\nendmodule\n")
+        return [path]
+
+    mod = types.ModuleType("vckattn.hw.pl.engine")
+    mod.generate_engine_verilog = generate_engine_verilog
+    monkeypatch.setitem(sys.modules, "vckattn.hw.pl.engine", mod)
+    return calls
+
+
+def test_cli_generate_from_a_design_file(tmp_path, capsys, fake_pl_engine):
+    design = BITSTREAMS / gen.DESIGNS_DIR / "engine_small.design.json"
+    code, out, err = _run_cli(["hw", "generate", str(design), "--out", str(tmp_path / "b"), "--board", "vck190"],
+                              capsys)
+    assert code == 0, err
+    assert fake_pl_engine == [(tmp_path / "b" / "pl", 2, 2, 8, "engine_pl")]
+    m = load_manifest(tmp_path / "b" / "manifest.json")
+    assert m.name == "vck190_engine" and m.data["board"] == "vck190" and m.max_seq_len == 512
+    assert "2 pipelines x (2 QK^T + 2 P.V kernels)" in out and "wrote " in out
+    xml = (tmp_path / "b" / "pl" / "kernel.xml").read_text()
+    assert 'name="s_axis_1"' in xml and 'name="m_axis_1"' in xml
+
+
+def test_cli_generate_best_with_max_seq(tmp_path, capsys, fake_pl_engine):
+    code, _, err = _run_cli(["hw", "generate", "best", "--out", str(tmp_path), "--max-seq", "1024"], capsys)
+    assert code == 0, err
+    e = load_manifest(tmp_path / "manifest.json")
+    assert e.engine.pipelines == 41 and e.max_seq_len == 1024
+    assert "#define VCKATTN_ENGINE_MAX_KEYS 1024" in (tmp_path / "aie" / "engine_config.h").read_text()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such design file"),
+    ("{not json", "not valid JSON"),
+    ('{"pipelines": 2, "bogus": 1}', "unknown design fields: bogus"),
+    ('[1, 2]', "not a design point"),
+    (json.dumps(gen.SMALL_DESIGN | {"in_plios": 3}), "in_plios must be 2"),
+])
+def test_cli_generate_errors_are_one_line(tmp_path, capsys, content, message):
+    f = tmp_path / "d.json"
+    if content is not None:
+        f.write_text(content)
+    code, _, err = _run_cli(["hw", "generate", str(f), "--out", str(tmp_path / "o")], capsys)
+    assert code != 0 and message in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_cli_generate_help(capsys):
+    code, out, _ = _run_cli(["hw", "generate", "--help"], capsys)
+    assert code == 0
+    assert "example:" in out and "vckattn hw generate best --out" in out and "--max-seq" in out
+
+
+# ---------------------------------------------------------------------------------------------- make xclbin
+
+
+def _env(tmp_path: Path, path: str) -> dict[str, str]:
+    env = {"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
+
+
+def test_make_xclbin_design_without_vitis_stops_at_once(tmp_path):
+    build = tmp_path / "build"
+    design = BITSTREAMS / gen.DESIGNS_DIR / "engine_small.design.json"
+    t0 = time.monotonic()
+    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={build}", f"DESIGN={design}"], cwd=REPO,
+                       env=_env(tmp_path, "/usr/bin:/bin"), capture_output=True, text=True, timeout=60)
+    elapsed = time.monotonic() - t0
+    assert r.returncode != 0
+    assert elapsed < 10, f"the check took {elapsed:.1f} s"
+    for word in ("`v++` not found", "`aiecompiler` not found", "XILINX_VITIS is not set", "PLATFORM_REPO_PATHS",
+                 "settings64.sh"):
+        assert word in r.stderr, word
+    assert "Traceback" not in r.stderr
+    assert not (build / "engine_small" / "src").exists(), "the check must stop before generating"
+
+
+def test_make_xclbin_design_names_a_missing_design(tmp_path):
+    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={tmp_path}",
+                        f"DESIGN={tmp_path / 'nope.design.json'}"], cwd=REPO, env=_env(tmp_path, "/usr/bin:/bin"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "nope.design.json: no such design file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_engine_sources_check_names_what_is_missing(tmp_path):
+    from vckattn.hw.vitis import flow
+
+    problems = flow.check_engine_sources(tmp_path)
+    assert "source missing: hw/aie/engine/qk_slice.cc (AIE kernel qk_slice)" in problems
+    assert "source missing: hw/hls/mm2s_engine.cpp (HLS kernel mm2s_engine)" in problems
+    (tmp_path / "hw" / "hls").mkdir(parents=True)
+    (tmp_path / "hw" / "hls" / "mm2s_engine.cpp").write_text("")
+    assert not any("mm2s_engine" in p for p in flow.check_engine_sources(tmp_path))
