@@ -155,9 +155,9 @@ def test_plio_names_agree_across_graph_cfg_and_manifest(built):
     assert aie == set(graph_plios)
     n = design.pipelines
     nk = dict(re.findall(r"^nk=(\w+):(.*)$", cfg, re.M))
-    assert nk["mm2s_engine"] == f"{n}:" + ".".join(f"mm2s_engine_{i}" for i in range(n))
+    assert nk["mm2s_engine"] == f"{2 * n}:" + ".".join(f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("qk", "v"))
     assert nk["engine_pl"] == "1:engine_pl" and nk["s2mm_engine"].startswith(f"{n}:")
-    assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 2 * n + 1
+    assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 3 * n + 1
     assert m.data["graph"]["kernels"] == sorted(g["kernels"], key=m.data["graph"]["kernels"].index)
 
 

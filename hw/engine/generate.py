@@ -346,13 +346,16 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     n, k, bits, lanes = design.pipelines, design.qk_kernels, design.score_bits, design.lanes_swiftmax
     placed = lay.layout(n, k)
     fmt = engine_format(bits)
-    cus = {kern: [f"{kern}_{i}" for i in range(n)] for kern in ("mm2s_engine", "s2mm_engine")}
+    cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("qk", "v")],
+           "s2mm_engine": [f"s2mm_engine_{i}" for i in range(n)]}
     kernels = [
         {"name": "mm2s_engine", "kind": "hls", "compute_units": cus["mm2s_engine"],
-         "doc": "per pipeline: the launch's qk_in commands (LOAD_K, TILE) and v_in commands (LOAD_V) from DDR to "
-                "the AIE (hw/ENGINE.md)",
-         "ports": [_port("qk", "m_axi"), _port("v", "m_axi"), _port("qk_beats", "scalar"), _port("v_beats", "scalar"),
-                   _port("qk_out", "axis", "out", 128), _port("v_out", "axis", "out", 128)],
+         "doc": "two per pipeline (qk, v): a command list from DDR to the AIE, each header beat followed by its payload "
+                "gathered from Q (TILE) or K/V (LOAD_*) at the descriptor's offset (hw/hls/mm2s_engine.cpp, "
+                "hw/ENGINE.md)",
+         "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("tile_src", "m_axi"),
+                   _port("load_src", "m_axi"), _port("q_rows", "scalar"), _port("key_block", "scalar"),
+                   _port("out", "axis", "out", 128)],
          "registers": []},
         {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
          "doc": f"SwiftMax on the score packets of every pipeline ({lanes} lanes each, int{bits} scores, the mask "
@@ -363,16 +366,18 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          + [_port("s_axi_control", "axi4lite", "in")],
          "registers": mf._regs(swiftmax_regmap(fmt))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
-         "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A records (header with "
-                "the pipeline index) to DDR",
-         "ports": [_port("o_in", "axis", "in", 128), _port("out", "m_axi"), _port("n_records", "scalar"),
-                   _port("pipeline", "scalar"), _port("rq_mult", "scalar"), _port("rq_shift", "scalar")],
+         "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A of tile t into slot t "
+                "of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done log "
+                "(hw/hls/s2mm_engine.cpp)",
+         "ports": [_port("o_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
+                   _port("n_records", "scalar"), _port("n_slots", "scalar"), _port("pipeline", "scalar"),
+                   _port("rq_mult", "scalar"), _port("rq_shift", "scalar")],
          "registers": []},
     ]
     links = []
     for i in range(n):
-        links += [(f"mm2s_engine_{i}.qk_out", f"ai_engine_0.{plio_name(i, 'qk_in')}"),
-                  (f"mm2s_engine_{i}.v_out", f"ai_engine_0.{plio_name(i, 'v_in')}"),
+        links += [(f"mm2s_engine_qk_{i}.out", f"ai_engine_0.{plio_name(i, 'qk_in')}"),
+                  (f"mm2s_engine_v_{i}.out", f"ai_engine_0.{plio_name(i, 'v_in')}"),
                   (f"ai_engine_0.{plio_name(i, 's_out')}", f"{PL_TOP}.s_axis_{i}"),
                   (f"{PL_TOP}.m_axis_{i}", f"ai_engine_0.{plio_name(i, 'p_in')}"),
                   (f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.o_in")]
