@@ -402,7 +402,8 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
 
     Checks: head size among the tile's ``head_dims``; every requested layer's normalizer built in;
     the bundle's SwiftMax / online-softmax formats equal to the build's (else the kernels would compute
-    something else than the golden model the bundle was exported for); ``seq_len`` within
+    something else than the golden model the bundle was exported for; an engine build's SwiftMax input
+    width is its score width, and each layer needs its ``score_absmax``); ``seq_len`` within
     ``max_seq_len``.
     """
     m = bundle.manifest
@@ -412,8 +413,14 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
         raise ManifestError(where, "tile.head_dims",
                             f"the bundle's head_dim {hd} is not supported by this build "
                             f"(supports {manifest.tile.head_dims})")
-    for fmt_name in ("swiftmax", "online_softmax"):
-        got, want = m["formats"][fmt_name], manifest.data["formats"][fmt_name]
+    eng = manifest.data.get("engine")
+    for fmt_name in manifest.data["formats"]:  # the formats this build's kernels have
+        got, want = dict(m["formats"][fmt_name]), dict(manifest.data["formats"][fmt_name])
+        if eng and fmt_name == "swiftmax":
+            # an engine's SwiftMax takes the narrow scores (acc_bits = score_bits, golden/engine.py: engine_format);
+            # the host narrows the bundle's int32-score layer (narrow_layer), every other field must match
+            got.pop("acc_bits", None)
+            want.pop("acc_bits", None)
         if got != want:
             diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             raise ManifestError(where, f"formats.{fmt_name}",
@@ -425,6 +432,11 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
         norm = "swiftmax" if e.get("swiftmax") is not None else "softmax"
         if norm not in manifest.data["normalizers"]:
             raise ManifestError(where, "normalizers", f"layer {e['index']} needs {norm}, which this build lacks")
+        if eng and e.get("score_absmax") is None:
+            raise ManifestError(where, "engine.score_bits",
+                                f"layer {e['index']} of the bundle has no score_absmax (the calibration |Q·Kᵀ| maximum "
+                                f"that sets the engine's {eng['score_bits']}-bit score shift): re-export it with "
+                                "this version of vckattn")
     if seq_len is not None and seq_len > manifest.max_seq_len:
         raise ManifestError(where, "max_seq_len",
                             f"sequence of {seq_len} tokens is longer than this build's maximum {manifest.max_seq_len}")

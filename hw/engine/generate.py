@@ -350,8 +350,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
            "s2mm_engine": [f"s2mm_engine_{i}" for i in range(n)]}
     kernels = [
         {"name": "mm2s_engine", "kind": "hls", "compute_units": cus["mm2s_engine"],
-         "doc": "two per pipeline (qk, v): a command list from DDR to the AIE, each header beat followed by its payload "
-                "gathered from Q (TILE) or K/V (LOAD_*) at the descriptor's offset (hw/hls/mm2s_engine.cpp, "
+         "doc": "two per pipeline (qk, v): a command list from DDR to the AIE, each header beat followed by its "
+                "payload gathered from Q (TILE) or K/V (LOAD_*) at the descriptor's offset (hw/hls/mm2s_engine.cpp, "
                 "hw/ENGINE.md)",
          "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("tile_src", "m_axi"),
                    _port("load_src", "m_axi"), _port("q_rows", "scalar"), _port("key_block", "scalar"),
