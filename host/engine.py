@@ -21,7 +21,7 @@ a dictionary lookup, the launch and one comparison (``vckattn bench host --engin
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -81,11 +81,31 @@ class Commands:
     seq_pad: int  # Sp
     keys_pad: int  # Kp
 
+    @functools.cached_property
+    def done_bytes(self) -> bytes:
+        """``done_expected`` as bytes (one memcmp per launch)."""
+        return self.done_expected.tobytes()
+
+
+_VALID_KEYS: dict[tuple, tuple[int, ...]] = {}
+
 
 def valid_keys(keep: np.ndarray, causal: bool) -> tuple[int, ...]:
     """Per sequence, the count of valid keys such that ``keep`` ``(B, 1 or S, S)`` is exactly the engine's
-    rule (keys below it, and ``j <= i`` when causal); EngineMaskError naming the sequence otherwise."""
+    rule (keys below it, and ``j <= i`` when causal); EngineMaskError naming the sequence otherwise.
+    Remembered per mask (a model's layers share one)."""
     keep = np.asarray(keep, bool)
+    key = (keep.shape, bool(causal), keep.tobytes())
+    hit = _VALID_KEYS.get(key)
+    if hit is None:
+        hit = _valid_keys(keep, causal)
+        if len(_VALID_KEYS) >= 64:
+            _VALID_KEYS.clear()
+        _VALID_KEYS[key] = hit
+    return hit
+
+
+def _valid_keys(keep: np.ndarray, causal: bool) -> tuple[int, ...]:
     b, rows, s = keep.shape
     vk = keep.any(axis=1).sum(axis=1)
     j = np.arange(s)
@@ -109,7 +129,59 @@ def _descriptors(n: int, header: np.ndarray, offset: np.ndarray) -> np.ndarray:
 
 @functools.lru_cache(maxsize=64)
 def commands(params: EngineParams, g: Geometry) -> Commands:
-    """The command lists and the expected ``done`` buffer of geometry ``g`` (cached)."""
+    """The command lists and the expected ``done`` buffer of geometry ``g`` (cached). Built from the cached
+    template of its shape (every key valid, shift 0) by patching the ``valid_keys`` and ``score_shift`` fields
+    in one vectorized pass, so a new batch (new padding) or a new layer (new shift) costs tens of µs."""
+    base = replace(g, valid_keys=(g.seq,) * g.batch, score_shift=0)
+    t = _template(params, base)
+    if g == base:
+        return t.commands
+    vk = np.asarray(g.valid_keys, np.int64)
+    qk, vv = t.qk.copy(), t.v.copy()
+    streams.patch_many("command", qk[:, :16], "valid_keys", vk[t.qk_seq])
+    streams.patch_many("command", vv[:, :16], "valid_keys", vk[t.v_seq])
+    if g.score_shift:
+        streams.patch_many("command", qk[:, :16], "score_shift", g.score_shift, where=t.qk_tile)
+    qk.flags.writeable = False
+    vv.flags.writeable = False
+    return replace(t.commands, geometry=g, qk=[qk[a:b] for a, b in t.qk_bounds],
+                   v=[vv[a:b] for a, b in t.v_bounds])
+
+
+@dataclass(frozen=True)
+class _Template:
+    """The commands of a shape (every key valid, shift 0), all pipelines' rows in one array each, with each
+    row's sequence and which qk rows are TILEs (what :func:`commands` patches)."""
+
+    commands: Commands
+    qk: np.ndarray
+    v: np.ndarray
+    qk_bounds: list[tuple[int, int]]
+    v_bounds: list[tuple[int, int]]
+    qk_seq: np.ndarray
+    v_seq: np.ndarray
+    qk_tile: np.ndarray
+
+
+@functools.lru_cache(maxsize=16)
+def _template(params: EngineParams, g: Geometry) -> _Template:
+    c = _build(params, g)
+    qk, vv = np.concatenate(c.qk), np.concatenate(c.v)
+    f = streams.decode_many("command", qk[:, :16])
+    # a LOAD's tag is its (batch, head) group, a TILE's its tile id = group * t_per + r
+    qk_group = np.where(f["op"] == streams.OP_TILE, f["tag"] // c.t_per, f["tag"])
+    vf = streams.decode_many("command", vv[:, :16])
+
+    def bounds(parts: list[np.ndarray]) -> list[tuple[int, int]]:
+        ends = np.cumsum([len(a) for a in parts]).tolist()
+        return list(zip([0, *ends[:-1]], ends, strict=True))
+
+    return _Template(c, qk, vv, bounds(c.qk), bounds(c.v), qk_group // g.heads, vf["tag"] // g.heads,
+                     f["op"] == streams.OP_TILE)
+
+
+def _build(params: EngineParams, g: Geometry) -> Commands:
+    """The command lists of geometry ``g``, from scratch."""
     p = params
     if g.d % 16 or not 16 <= g.d <= p.max_d:
         raise UserError(f"head size {g.d} is not one this engine takes (multiples of 16 up to {p.max_d})")
@@ -229,7 +301,7 @@ def check_done(cmds: Commands, done: np.ndarray) -> None:
     """TileError unless the ``done`` buffer is exactly what a correct launch leaves (module docstring); on a
     difference, names the first misrouted, dropped, duplicated or malformed tile."""
     done = np.asarray(done, np.uint8).reshape(-1, streams.BEAT_BYTES)
-    if done.shape == cmds.done_expected.shape and np.array_equal(done, cmds.done_expected):
+    if done.shape == cmds.done_expected.shape and done.tobytes() == cmds.done_bytes:
         return
     g = cmds.geometry
 

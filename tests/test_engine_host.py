@@ -252,3 +252,19 @@ def test_pv_stage_names_a_misrouted_p_packet():
     a = np.zeros((launch.cmds.n_tiles, 16, layer.head_dim), np.int8)
     with pytest.raises(EngineStreamError, match="misrouted"):
         pv_stage(p, 0, vv[0], pp, tile_list(p, qk[0]), a, layer.rq_a)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_patched_command_lists_equal_lists_built_from_scratch(causal):
+    from vckattn.host.engine import Geometry, _build
+
+    p = EngineParams(pipelines=3, kernels=2, q_rows=16, key_block=32, max_keys=128)
+    rng = np.random.default_rng(int(causal))
+    for _ in range(4):
+        g = Geometry(3, 4, 2, 70, 32, tuple(int(x) for x in rng.integers(1, 71, 3)), causal, int(rng.integers(0, 20)))
+        fast, slow = commands(p, g), _build(p, g)
+        assert fast.geometry == slow.geometry == g
+        for a, b in zip(fast.qk + fast.v, slow.qk + slow.v, strict=True):
+            assert np.array_equal(a, b)
+        assert np.array_equal(fast.done_expected, slow.done_expected)
+        assert not fast.qk[0].flags.writeable

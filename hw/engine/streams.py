@@ -128,6 +128,21 @@ def encode_many(kind: str, n: int, **values: np.ndarray | int) -> np.ndarray:
     return words.astype("<u4").view(np.uint8).reshape(n, BEAT_BYTES)
 
 
+def patch_many(kind: str, beats: np.ndarray, name: str, values: np.ndarray | int,
+               where: np.ndarray | None = None) -> None:
+    """Set field ``name`` of header beats in place: ``beats`` ``(n, 16)`` uint8 (a view into a larger array is
+    fine as long as each row's 16 bytes are contiguous); ``values`` of length ``n`` or a scalar; ``where``: only
+    the rows where this bool ``(n,)`` mask is True."""
+    f = _fields(kind)[name]
+    v = np.asarray(values, dtype=np.int64)
+    if v.size and (int(v.min()) < 0 or int(v.max()) > f.max):
+        raise ValueError(f"{kind} header field {name} out of range 0..{f.max}")
+    words = beats.view("<u4")
+    mask = np.uint32(~(f.max << f.lo) & 0xFFFFFFFF)
+    new = (words[:, f.word] & mask) | (v.astype(np.uint32) << np.uint32(f.lo))
+    words[:, f.word] = new if where is None else np.where(where, new, words[:, f.word])
+
+
 def decode(kind: str, beat: np.ndarray) -> dict[str, int]:
     """The fields of one header beat (16 bytes)."""
     words = np.asarray(beat, dtype=np.uint8).reshape(BEAT_BYTES).view("<u4")
