@@ -79,7 +79,7 @@ def test_engine_pl(pipelines: int, lanes: int, score_bits: int, tmp_path: Path) 
     top = engine_top_name(pipelines, lanes, score_bits)
     src = generate_engine_verilog(SIM_BUILD_ROOT / top, pipelines, lanes, score_bits, top)
     metrics = tmp_path / "metrics.json"
-    packets = 6 if lanes == 1 else 12
+    packets = 10 if lanes == 1 else 40
     res = run_cocotb(top, [src], TB, extra_env={
         "TB_ENGINE_PIPELINES": str(pipelines), "TB_ENGINE_LANES": str(lanes), "TB_ENGINE_SCORE_BITS": str(score_bits),
         "TB_ENGINE_PACKETS": str(packets), "VCKATTN_METRICS_OUT": str(metrics)})
@@ -88,3 +88,46 @@ def test_engine_pl(pipelines: int, lanes: int, score_bits: int, tmp_path: Path) 
     print(f"engine p{pipelines} l{lanes} b{score_bits}: {m['in_beats']} beats in, {m['out_beats']} out, "
           f"{m['cycles']} cycles (model {m['modeled_cycles']})")
     assert m["cycles"] == m["modeled_cycles"] == engine_stream_cycles(m["counts"], lanes, score_bits)
+
+
+def _host_job(pipelines: int, score_bits: int, seed: int) -> tuple[list[np.ndarray], list[tuple[int, int]], object]:
+    from vckattn.sim.tb_engine import random_stream
+
+    fmt = engine_format(score_bits)
+    regs = engine_registers(swiftmax_registers(0.04, 0.06, 64, 1.5, 3.0, 8, fmt), 0.04, 0.06, 64, 3, fmt)
+    writes = [(w.offset, w.word) for w in swiftmax_regmap(fmt).writes(regs.registers())]
+    rng = np.random.default_rng(seed)
+    streams = [random_stream(rng, 5, score_bits)[0] for _ in range(pipelines)]
+    return streams, writes, regs
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+@pytest.mark.parametrize("backpressure", [True, False])
+def test_run_engine_rtl(backpressure: bool, tmp_path: Path) -> None:
+    """The host-facing runner: one simulator run for all pipelines (one of them idle), P streams bit-exact
+    against golden; without backpressure the cycles are the model's."""
+    from vckattn.sim.engine_rtl import run_engine_rtl
+
+    streams, writes, regs = _host_job(3, 8, 11)
+    streams[1] = np.zeros((0, BEAT_BYTES), np.uint8)
+    res = run_engine_rtl(3, 4, 8, streams, writes, SWIFTMAX_ID, seed=5, backpressure=backpressure,
+                         log=tmp_path / "sim.log")
+    assert len(res.p) == 3 and res.ident == SWIFTMAX_ID
+    for s, p in zip(streams, res.p, strict=True):
+        assert p.dtype == np.uint8 and np.array_equal(p, engine_pl_reference(s, regs, 8))
+    counts = [[decode("packet", h)["count"] for h, _ in split_packets(s, 8)] for s in streams]
+    model = engine_stream_cycles(counts, 4, 8)
+    assert res.cycles == model if not backpressure else res.cycles > model
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_run_engine_rtl_checks_the_id(tmp_path: Path) -> None:
+    from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
+
+    streams, writes, _ = _host_job(1, 16, 3)
+    with pytest.raises(EngineRtlError, match="ID register reads 0x5f1f7a01, expected 0x12345678"):
+        run_engine_rtl(1, 8, 16, streams, writes, 0x12345678, seed=1, log=tmp_path / "sim.log")
+    with pytest.raises(ValueError, match="2 pipelines but 1"):
+        run_engine_rtl(2, 8, 16, streams, writes, SWIFTMAX_ID)

@@ -135,8 +135,9 @@ class EnginePipeline(wiring.Component):
         # ---------------- issue (stage 0) ----------------
         in_payload = Signal()
         rem = Signal(signed(cw))
-        sub = Signal(range(subs))
-        grp = Signal(range(groups))
+        # group within the input beat / within the P beat (a constant 0 when there is one group)
+        sub = Signal(range(subs)) if subs > 1 else Const(0, 1)
+        grp = Signal(range(groups)) if groups > 1 else Const(0, 1)
         data = self.s_axis_tdata
         count = data[_bit(_COUNT):_bit(_COUNT) + _COUNT.width]
 
@@ -155,10 +156,14 @@ class EnginePipeline(wiring.Component):
 
         with m.If(ce):
             with m.If(hdr_slot):
-                m.d.sync += [in_payload.eq(count != 0), rem.eq(count), sub.eq(0), grp.eq(0)]
+                m.d.sync += [in_payload.eq(count != 0), rem.eq(count)]
+                m.d.sync += [s.eq(0) for s in (sub, grp) if isinstance(s, Signal)]
             with m.Elif(pay_slot):
-                m.d.sync += [rem.eq(rem - n), sub.eq(Mux(last_of_beat, 0, sub + 1)),
-                             grp.eq(Mux(grp == groups - 1, 0, grp + 1))]
+                m.d.sync += rem.eq(rem - n)
+                if subs > 1:
+                    m.d.sync += sub.eq(Mux(last_of_beat, 0, sub + 1))
+                if groups > 1:
+                    m.d.sync += grp.eq(Mux(grp == groups - 1, 0, grp + 1))
                 with m.If(last_group):
                     m.d.sync += in_payload.eq(0)
 
