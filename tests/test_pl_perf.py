@@ -218,3 +218,35 @@ def test_token_norm_streams(kernel: str, tmp_path: Path) -> None:
     cycle, and short padded tokens (d = 6: 2 beats) at full rate."""
     _layer_stream(kernel, 4, 128, 768, "1,1/3", tmp_path)
     _layer_stream(kernel, 4, 200, 6, "1", tmp_path)
+
+
+# ------------------------------------------------------------------------------------------ engine PL top
+
+
+def test_engine_constants_are_the_rtl_ones() -> None:
+    from vckattn.hw.pl.engine import EnginePipeline, EnginePL, issue_slots
+    from vckattn.hw.pl.swiftmax_lane import SwiftMaxLane
+
+    assert pl.ENGINE_OUT_DELAY == EnginePipeline.LATENCY == EnginePL.LATENCY == SwiftMaxLane.LATENCY + 1
+    for lanes in (1, 2, 4, 8, 16):
+        for count in (0, 1, 15, 16, 17, 100, 4096):
+            assert pl.engine_packet_slots(count, lanes) == issue_slots(count, lanes)
+
+
+def test_engine_stream_cycles_shape() -> None:
+    from vckattn.hw.perf.pl import engine_packet_slots, engine_stream_cycles
+
+    # full rate at lanes = scores per beat: one input beat per cycle (int8: 16 lanes; int16: 8 lanes, 2 beats a P beat)
+    assert engine_stream_cycles([[256] * 10], 16, 8) == 10 * (1 + 16) + 7
+    assert engine_stream_cycles([[256] * 10], 8, 16) == 10 * (1 + 32) + 7
+    # fewer lanes: proportionally more cycles for the payload; a header still takes one
+    assert engine_packet_slots(256, 4) == 1 + 64 and engine_packet_slots(256, 1) == 1 + 256
+    # ragged counts round up to whole P beats; an empty packet is its header
+    assert engine_packet_slots(17, 16) == 3 and engine_packet_slots(0, 2) == 1
+    # pipelines run in parallel: the longest one counts; none busy is 0 cycles
+    assert engine_stream_cycles([[16], [512], []], 16, 8) == engine_stream_cycles([[512]], 16, 8)
+    assert engine_stream_cycles([[], []], 4, 8) == 0
+    for bad in (lambda: engine_stream_cycles([[16]], 16, 16), lambda: engine_stream_cycles([[16]], 3, 8),
+                lambda: engine_stream_cycles([[16]], 4, 32), lambda: engine_packet_slots(-1, 4)):
+        with pytest.raises(ValueError):
+            bad()

@@ -58,10 +58,13 @@ from pathlib import Path
 
 __all__ = [
     "DATA_FILE",
+    "ENGINE_OUT_DELAY",
     "KERNELS",
     "TIMING",
     "KernelTiming",
     "elements_per_cycle",
+    "engine_packet_slots",
+    "engine_stream_cycles",
     "latency_cycles",
     "load_data",
     "resources",
@@ -240,3 +243,46 @@ def _row_recurrence(t: KernelTiming, rows: int, n: int, r: Fraction) -> int:
         pops.append(s + n - 1)
         e_prev, s_prev = e, s
     return s + n - 1 + t.out_delay + 1
+
+
+# ------------------------------------------------------------------------------------------ engine PL top
+
+#: The engine PL top's cycles from a slot's issue to its output handshake (``EnginePipeline.LATENCY``:
+#: SwiftMaxLane.LATENCY 6 + the output skid buffer 1); tests/test_pl_perf.py checks it against the RTL.
+ENGINE_OUT_DELAY = 7
+#: P bytes per output beat of the engine PL top.
+ENGINE_P_PER_BEAT = 16
+
+
+def engine_packet_slots(count: int, lanes: int) -> int:
+    """Cycles one packet of ``count`` scores occupies a pipeline of the engine PL top at full rate:
+    the header beat plus ``16 / lanes`` lane groups per P beat, ``ceil(count / 16)`` P beats."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    return 1 + (ENGINE_P_PER_BEAT // lanes) * -(-count // ENGINE_P_PER_BEAT)
+
+
+def engine_stream_cycles(packets_elems: list[list[int]], lanes: int, score_bits: int) -> int:
+    """PL cycles of the engine's PL top (``hw/pl/engine.py``) from the first input beat to the last output
+    beat (both counted), all pipelines starting together, sources that never idle and ready sinks.
+
+    Each pipeline issues one slot per cycle: a packet is :func:`engine_packet_slots` slots (header, then the
+    lane groups; an int16 input beat is consumed after ``8 / lanes`` groups, an int8 one after ``16 / lanes``),
+    packets back to back without bubbles; the last slot leaves :data:`ENGINE_OUT_DELAY` cycles after its
+    issue. So a pipeline takes ``Σ slots + ENGINE_OUT_DELAY`` cycles and the engine the longest pipeline.
+
+    Args:
+        packets_elems: Per pipeline, the ``count`` of each of its packets (in scores).
+        lanes: SwiftMax lanes per pipeline (1, 2, 4, 8, 16; at most ``128 / score_bits``).
+        score_bits: Score width, 8 or 16.
+
+    Returns:
+        Cycles; 0 when no pipeline has a packet.
+    """
+    if score_bits not in (8, 16):
+        raise ValueError(f"score_bits must be 8 or 16, got {score_bits}")
+    if lanes not in (1, 2, 4, 8, 16) or lanes > 128 // score_bits:
+        raise ValueError(f"lanes must be one of 1, 2, 4, 8, 16 and at most {128 // score_bits}, got {lanes}")
+    per_pipe = [sum(engine_packet_slots(int(c), lanes) for c in counts) for counts in packets_elems]
+    busy = [s for s in per_pipe if s]
+    return max(busy) + ENGINE_OUT_DELAY if busy else 0

@@ -1,0 +1,281 @@
+"""The scalable engine's PL top (stream contract v2, ``hw/ENGINE.md``): ``P`` SwiftMax packet pipelines.
+
+Golden model: :func:`vckattn.golden.engine.engine_p` on each packet's payload (bit for bit); the
+stream-level reference (header rewrite, packing, padding) is
+:func:`vckattn.sim.engine_rtl.engine_pl_reference`.
+
+Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
+
+* ``s{i}_tdata[127:0]``, ``s{i}_tvalid``, ``s{i}_tready``, ``s{i}_tlast`` (pipeline ``i`` in): score
+  packets. A packet is a header beat (:data:`vckattn.hw.engine.streams.PACKET`) and ``count`` signed
+  ``score_bits``-bit scores, ``E = 128 / score_bits`` a beat (element ``k`` of a beat in bits
+  ``[k·score_bits, (k+1)·score_bits)``), ``ceil(count / E)`` payload beats; elements of the last beat at
+  or beyond ``count`` are padding and ignored. The header's ``count`` alone frames the packet: input
+  TLAST is not interpreted.
+* ``p{i}_tdata[127:0]``, ``p{i}_tvalid``, ``p{i}_tready``, ``p{i}_tlast`` (pipeline ``i`` out): P packets:
+  the header beat with ``elem_bits`` rewritten to 8 (every other bit unchanged), then
+  ``ceil(count / 16)`` beats of 16 uint8 P (element ``k`` of a beat in bits ``[8k, 8k+8)``),
+  ``P = swiftmax_int(s, regs, keep = s != sentinel)`` and 0 for the padding of a short last beat.
+  TLAST on the packet's last beat (on the header when ``count = 0``).
+* ``s_axil_*``: one AXI4-Lite register file from ``swiftmax_regmap(engine_format(score_bits))``
+  (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every pipeline. Status:
+  ``elements`` = kept scores (within ``count`` and not the sentinel), ``rows`` = packets (header beats),
+  both summed over the pipelines since reset.
+
+Per pipeline (:class:`EnginePipeline`), one *slot* issues per enabled cycle: either the header beat or a
+group of ``lanes`` scores, which goes through ``lanes`` :class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`
+(6 stages) while the header bits ride a delay line beside them; behind the lanes a shift register
+assembles ``16 / lanes`` groups into one P beat and a 2-beat :class:`~vckattn.hw.pl.stream.SkidBuffer`
+drives the output. Like :class:`~vckattn.hw.pl.pipeline.StallPipeline`, the skid buffer's registered
+TREADY is the global stage enable, so no combinational path runs from ``p{i}_tready`` to anything.
+
+Timing with a ready sink and a source that never idles: a packet of ``count`` scores takes
+``1 + (16 / lanes)·ceil(count / 16)`` slots (cycles), packets back to back without bubbles; the last
+slot's beat leaves :attr:`EnginePipeline.LATENCY` = 7 cycles after its issue. At ``lanes = E`` that is
+one input beat per cycle (int8: one P beat per cycle; int16: one P beat per two input beats).
+``vckattn.hw.perf.pl.engine_stream_cycles`` is this closed form.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from vckattn.golden.engine import engine_format, sentinel
+from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
+from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
+
+from .axil import RegisterFile, axil_members, shape_of
+from .stream import SkidBuffer, axis_members
+from .swiftmax_lane import SwiftMaxLane
+from .verilog import generate_verilog
+
+__all__ = ["BEAT_BITS", "LANES", "SWIFTMAX_ID", "EnginePL", "EnginePipeline", "generate_engine_verilog",
+           "issue_slots"]
+
+#: Bits of one stream beat.
+BEAT_BITS = 8 * BEAT_BYTES
+#: Bits of one P element on the output stream.
+P_BITS = 8
+#: Supported lane counts (at most the scores of one input beat).
+LANES: tuple[int, ...] = (1, 2, 4, 8, 16)
+#: Score widths the engine's PL top is built for.
+ENGINE_SCORE_BITS: tuple[int, ...] = (8, 16)
+
+_COUNT: Field = next(f for f in PACKET if f.name == "count")
+_ELEM_BITS: Field = next(f for f in PACKET if f.name == "elem_bits")
+
+
+def _bit(f: Field) -> int:
+    """First bit of field ``f`` within the 128-bit beat (little-endian words)."""
+    return 32 * f.word + f.lo
+
+
+def check_params(lanes: int, score_bits: int) -> None:
+    """ValueError unless ``score_bits`` is 8 or 16 and ``lanes`` is in :data:`LANES` and at most
+    ``128 / score_bits`` (the scores of one input beat)."""
+    if score_bits not in ENGINE_SCORE_BITS:
+        raise ValueError(f"score_bits must be one of {ENGINE_SCORE_BITS}, got {score_bits}")
+    if lanes not in LANES or lanes > BEAT_BITS // score_bits:
+        raise ValueError(f"lanes must be one of {LANES} and at most {BEAT_BITS // score_bits} for "
+                         f"{score_bits}-bit scores, got {lanes}")
+
+
+def issue_slots(count: int, lanes: int) -> int:
+    """Slots (cycles at full rate) one packet of ``count`` scores takes in a pipeline of ``lanes`` lanes:
+    the header plus ``16 / lanes`` groups per P beat, ``ceil(count / 16)`` P beats."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0, got {count}")
+    return 1 + (BEAT_BYTES // lanes) * -(-count // BEAT_BYTES)
+
+
+class EnginePipeline(wiring.Component):
+    """One packet pipeline: ``s_axis`` score packets in, ``m_axis`` P packets out (see the module docstring).
+
+    Ports: ``s_axis_*`` / ``m_axis_*`` (128-bit TDATA, TLAST); one input per writable register of the
+    SwiftMax register map (same name and shape); status outputs ``kept`` (kept scores issued this cycle)
+    and ``packet`` (a header beat accepted this cycle).
+
+    Args:
+        lanes: SwiftMax lanes (:data:`LANES`, at most ``128 / score_bits``).
+        score_bits: Input score width, 8 or 16.
+    """
+
+    #: Cycles from a slot's issue (its input handshake) to its output handshake: lanes (6) + skid buffer (1).
+    LATENCY = SwiftMaxLane.LATENCY + 1
+
+    def __init__(self, lanes: int, score_bits: int = 8) -> None:
+        check_params(lanes, score_bits)
+        self.lanes, self.score_bits = lanes, score_bits
+        self.fmt = engine_format(score_bits)
+        self.regmap = swiftmax_regmap(self.fmt)
+        super().__init__({
+            **axis_members("s_axis", BEAT_BITS, sink=True),
+            **axis_members("m_axis", BEAT_BITS, sink=False),
+            **{r.name: In(shape_of(r)) for r in self.regmap.writable},
+            "kept": Out(range(lanes + 1)),
+            "packet": Out(1),
+        })
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, b = self.lanes, self.score_bits
+        per_beat = BEAT_BITS // b  # scores per input beat (E)
+        subs = per_beat // n  # groups per input beat
+        groups = BEAT_BYTES // n  # groups per P beat (G)
+        cw = _COUNT.width + 2  # rem = count - (first element of the group), signed
+
+        m.submodules.skid = skid = SkidBuffer(BEAT_BITS)
+        ce = Signal()
+        m.d.comb += ce.eq(skid.s_axis_tready)
+
+        # ---------------- issue (stage 0) ----------------
+        in_payload = Signal()
+        rem = Signal(signed(cw))
+        # group within the input beat / within the P beat (a constant 0 when there is one group)
+        sub = Signal(range(subs)) if subs > 1 else Const(0, 1)
+        grp = Signal(range(groups)) if groups > 1 else Const(0, 1)
+        data = self.s_axis_tdata
+        count = data[_bit(_COUNT):_bit(_COUNT) + _COUNT.width]
+
+        beat_exists = Signal()  # the current group's input beat is part of the payload (else: padding beat)
+        m.d.comb += beat_exists.eq((rem + sub * n) > 0)
+        last_of_beat = sub == subs - 1
+        hdr_slot = Signal()
+        pay_slot = Signal()
+        m.d.comb += [
+            hdr_slot.eq(~in_payload & self.s_axis_tvalid),
+            pay_slot.eq(in_payload & (~beat_exists | self.s_axis_tvalid)),
+            self.s_axis_tready.eq(ce & (~in_payload | (beat_exists & last_of_beat))),
+        ]
+        last_group = Signal()
+        m.d.comb += last_group.eq((grp == groups - 1) & (rem <= n))
+
+        with m.If(ce):
+            with m.If(hdr_slot):
+                m.d.sync += [in_payload.eq(count != 0), rem.eq(count)]
+                m.d.sync += [s.eq(0) for s in (sub, grp) if isinstance(s, Signal)]
+            with m.Elif(pay_slot):
+                m.d.sync += rem.eq(rem - n)
+                if subs > 1:
+                    m.d.sync += sub.eq(Mux(last_of_beat, 0, sub + 1))
+                if groups > 1:
+                    m.d.sync += grp.eq(Mux(grp == groups - 1, 0, grp + 1))
+                with m.If(last_group):
+                    m.d.sync += in_payload.eq(0)
+
+        # the group's scores and keep flags (payload slots only)
+        group = data.word_select(sub, n * b) if subs > 1 else data[:n * b]
+        keep = []
+        for j in range(n):
+            k = Signal(name=f"keep_in{j}")
+            m.d.comb += k.eq(pay_slot & (group[j * b:(j + 1) * b] != Const(sentinel(b) & ((1 << b) - 1), b))
+                             & (rem > j))
+            keep.append(k)
+        m.d.comb += [self.kept.eq(Mux(ce, sum(keep), 0)), self.packet.eq(ce & hdr_slot)]
+
+        # header with elem_bits = 8
+        lo, hi = _bit(_ELEM_BITS), _bit(_ELEM_BITS) + _ELEM_BITS.width
+        header = Cat(data[:lo], Const(P_BITS, _ELEM_BITS.width), data[hi:])
+
+        # ---------------- lanes (stages 1..6) and the sideband beside them ----------------
+        outs = []
+        for j in range(n):
+            lane = SwiftMaxLane(self.fmt, b)
+            m.submodules[f"lane{j}"] = lane
+            m.d.comb += [lane.en.eq(ce), lane.acc.eq(group[j * b:(j + 1) * b].as_signed()), lane.keep.eq(keep[j])]
+            for r in self.regmap.writable:
+                m.d.comb += getattr(lane, r.name).eq(getattr(self, r.name))
+            outs.append(lane.p)
+        p = Cat(*outs)
+
+        valid, is_hdr = hdr_slot | pay_slot, hdr_slot
+        emit = hdr_slot | (grp == groups - 1)
+        last = Mux(hdr_slot, count == 0, last_group)
+        hdat = header
+        for k in range(1, SwiftMaxLane.LATENCY + 1):
+            sv = [Signal(name=f"valid_{k}"), Signal(name=f"hdr_{k}"), Signal(name=f"emit_{k}"),
+                  Signal(name=f"last_{k}")]
+            sd = Signal(BEAT_BITS, name=f"hdat_{k}", reset_less=True)
+            with m.If(ce):
+                m.d.sync += [sv[0].eq(valid), sv[1].eq(is_hdr), sv[2].eq(emit), sv[3].eq(last), sd.eq(hdat)]
+            valid, is_hdr, emit, last = sv
+            hdat = sd
+
+        # ---------------- P beat assembly -> skid buffer ----------------
+        if groups > 1:
+            acc = Signal(P_BITS * (BEAT_BYTES - n), reset_less=True)  # earlier groups of the beat, oldest lowest
+            with m.If(ce & valid & ~is_hdr):
+                m.d.sync += acc.eq(Cat(acc[P_BITS * n:], p))
+            beat = Cat(acc, p)
+        else:
+            beat = p
+        m.d.comb += [
+            skid.s_axis_tvalid.eq(valid & emit),
+            skid.s_axis_tdata.eq(Mux(is_hdr, hdat, beat)),
+            skid.s_axis_tlast.eq(last),
+            self.m_axis_tdata.eq(skid.m_axis_tdata),
+            self.m_axis_tvalid.eq(skid.m_axis_tvalid),
+            self.m_axis_tlast.eq(skid.m_axis_tlast),
+            skid.m_axis_tready.eq(self.m_axis_tready),
+        ]
+        return m
+
+
+class EnginePL(wiring.Component):
+    """``pipelines`` :class:`EnginePipeline` s behind one AXI4-Lite register file (see the module docstring).
+
+    Args:
+        pipelines: Pipelines ``P`` (>= 1): stream ports ``s0..s{P-1}`` and ``p0..p{P-1}``.
+        lanes: SwiftMax lanes per pipeline (:data:`LANES`, at most ``128 / score_bits``).
+        score_bits: Input score width, 8 or 16.
+    """
+
+    LATENCY = EnginePipeline.LATENCY
+
+    def __init__(self, pipelines: int, lanes: int, score_bits: int = 8) -> None:
+        if pipelines < 1:
+            raise ValueError(f"pipelines must be >= 1, got {pipelines}")
+        check_params(lanes, score_bits)
+        self.pipelines, self.lanes, self.score_bits = pipelines, lanes, score_bits
+        self.fmt = engine_format(score_bits)
+        self.regmap = swiftmax_regmap(self.fmt)
+        self.regfile = RegisterFile(self.regmap)
+        members: dict[str, wiring.Member] = {}
+        for i in range(pipelines):
+            members.update(axis_members(f"s{i}", BEAT_BITS, sink=True))
+            members.update(axis_members(f"p{i}", BEAT_BITS, sink=False))
+        members.update(axil_members("s_axil", self.regmap.addr_width))
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        kept, packets = [], []
+        for i in range(self.pipelines):
+            pipe = EnginePipeline(self.lanes, self.score_bits)
+            m.submodules[f"pipe{i}"] = pipe
+            for f in ("data", "valid", "last"):
+                m.d.comb += [getattr(pipe, f"s_axis_t{f}").eq(getattr(self, f"s{i}_t{f}")),
+                             getattr(self, f"p{i}_t{f}").eq(getattr(pipe, f"m_axis_t{f}"))]
+            m.d.comb += [getattr(self, f"s{i}_tready").eq(pipe.s_axis_tready),
+                         pipe.m_axis_tready.eq(getattr(self, f"p{i}_tready"))]
+            for r in self.regmap.writable:
+                m.d.comb += getattr(pipe, r.name).eq(regs.reg[r.name])
+            kept.append(pipe.kept)
+            packets.append(pipe.packet)
+        elements, rows = Signal(32), Signal(32)
+        m.d.sync += [elements.eq(elements + sum(kept)), rows.eq(rows + sum(packets))]
+        m.d.comb += [regs.reg["elements"].eq(elements), regs.reg["rows"].eq(rows)]
+        return m
+
+
+def generate_engine_verilog(out_dir: Path, pipelines: int, lanes: int, score_bits: int,
+                            name: str = "engine_pl") -> Path:
+    """Write the Verilog of :class:`EnginePL` ``(pipelines, lanes, score_bits)`` as ``<out_dir>/<name>.v``
+    (module ``name``; rewritten only when its text changes) and return its path."""
+    return generate_verilog(EnginePL(pipelines, lanes, score_bits), name, out_dir)
