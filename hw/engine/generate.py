@@ -359,11 +359,11 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          "registers": []},
         {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
          "doc": f"SwiftMax on the score packets of every pipeline ({lanes} lanes each, int{bits} scores, the mask "
-                "sentinel in-band): s_axis_<i> from p<i>_s_out, P packets on m_axis_<i> to p<i>_p_in; one register "
-                "set shared by the pipelines",
-         "ports": [p for i in range(n) for p in (_port(f"s_axis_{i}", "axis", "in", 128),
-                                                 _port(f"m_axis_{i}", "axis", "out", 128))]
-         + [_port("s_axi_control", "axi4lite", "in")],
+                "sentinel in-band): s<i> from p<i>_s_out, P packets on p<i> to p<i>_p_in; one register set shared by "
+                "the pipelines (s_axil, s_axi_control in the Vitis wrapper)",
+         "ports": [p for i in range(n) for p in (_port(f"s{i}", "axis", "in", 128),
+                                                 _port(f"p{i}", "axis", "out", 128))]
+         + [_port("s_axil", "axi4lite", "in")],
          "registers": mf._regs(swiftmax_regmap(fmt))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
          "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A of tile t into slot t "
@@ -378,8 +378,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     for i in range(n):
         links += [(f"mm2s_engine_qk_{i}.out", f"ai_engine_0.{plio_name(i, 'qk_in')}"),
                   (f"mm2s_engine_v_{i}.out", f"ai_engine_0.{plio_name(i, 'v_in')}"),
-                  (f"ai_engine_0.{plio_name(i, 's_out')}", f"{PL_TOP}.s_axis_{i}"),
-                  (f"{PL_TOP}.m_axis_{i}", f"ai_engine_0.{plio_name(i, 'p_in')}"),
+                  (f"ai_engine_0.{plio_name(i, 's_out')}", f"{PL_TOP}.s{i}"),
+                  (f"{PL_TOP}.p{i}", f"ai_engine_0.{plio_name(i, 'p_in')}"),
                   (f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.o_in")]
     streams = {"doc": "hw/ENGINE.md", "version": 2}
     dj = replace(design, max_seq=max_seq).to_json()
@@ -535,16 +535,17 @@ def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
         raise GenerateError(f"cannot write the PL top: vckattn.hw.pl.engine.generate_engine_verilog is not "
                             f"available ({exc})") from None
     from vckattn.hw.pl import vitis_kernel
+    from vckattn.hw.pl.engine import EnginePL
 
     folder.mkdir(parents=True, exist_ok=True)
-    made = generate_engine_verilog(folder, design.pipelines, design.lanes_swiftmax, design.score_bits, name=PL_TOP)
-    files = sorted({Path(p) for p in made}) if isinstance(made, (list, tuple)) else []
+    core_name = f"{PL_TOP}_core"
+    core = generate_engine_verilog(folder, design.pipelines, design.lanes_swiftmax, design.score_bits, name=core_name)
+    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP,
+                                       EnginePL(design.pipelines, design.lanes_swiftmax, design.score_bits))
     top = folder / f"{PL_TOP}.v"
-    if not top.is_file():
-        raise GenerateError(f"the PL generator did not write {top}")
-    if top not in files:
-        files.append(top)
-    verilog = [p.name for p in files if p.suffix in (".v", ".sv")]
+    top.write_text(vitis_kernel.wrapper_verilog(PL_TOP, core_name, ports, "vckattn hw generate"), encoding="utf-8")
+    files = [top, Path(core)]
+    verilog = [p.name for p in files]
     xml = folder / "kernel.xml"
     xml.write_text(vitis_kernel.kernel_xml(manifest, PL_TOP), encoding="utf-8")
     tcl = folder / "package_kernel.tcl"
