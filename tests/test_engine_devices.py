@@ -65,3 +65,26 @@ def test_engine_refuses_what_it_cannot_run():
         run_layer(dev, narrow_layer(layer, 8), x, left)
     with pytest.raises(DeviceError, match="no driver for engine builds"):
         ENGINE_BACKENDS["xrt"](engine_manifest()).open()
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+@pytest.mark.parametrize("seq", [22, 100])
+def test_rtl_engine_cycles_match_the_performance_model(seq):
+    """The model's PL cycles of a layer on the small generated instance (2 pipelines x 2 lanes) against the
+    Verilator run of the same layer without backpressure (issue #16: within 5%)."""
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.perf.model import design_from_json, engine_pl_cycles, workload_from_flags
+
+    manifest = load_manifest("engine_small")
+    torch.manual_seed(seq)
+    mha = MultiHeadAttention(384, 12).double()
+    x = np.random.default_rng(seq).normal(size=(1, seq, 384))
+    layer = narrow_layer(calibrate_attention(mha, x, None, "swiftmax", beta=3.0, gamma=5.0), 8)
+    with ENGINE_BACKENDS["rtl"](manifest, pauses=False) as dev:
+        lr = run_layer(dev, layer, x)
+    assert np.array_equal(lr.y, attention_int(layer, x)[1]["y"])
+    design = design_from_json(manifest.data["engine"]["design"])
+    modeled = engine_pl_cycles(workload_from_flags(12, 32, seq), design)
+    print(f"seq {seq}: modeled {modeled} PL cycles, Verilator {dev.last_cycles}")
+    assert abs(modeled - dev.last_cycles) <= 0.05 * dev.last_cycles, (modeled, dev.last_cycles)

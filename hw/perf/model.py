@@ -571,6 +571,25 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
 
 
+def engine_tile_slots(w: Workload, d: Design) -> int:
+    """PL cycles one tile occupies an engine pipeline's SwiftMax (``hw/pl/engine.py``): per non-empty key slice
+    on the busiest score PLIO, its packet's header and lane groups (:func:`pl.engine_packet_slots`)."""
+    nb = -(-w.seq // d.key_block)
+    sb = -(-nb // d.qk_kernels)
+    sizes = [min(sb, nb - j * sb) for j in range(d.qk_kernels) if j * sb < nb]
+    per_plio = [sizes[i::d.score_plios] for i in range(d.score_plios)]
+    return max(sum(pl.engine_packet_slots(d.q_rows * n * d.key_block, d.lanes_swiftmax) for n in part)
+               for part in per_plio if part)
+
+
+def engine_pl_cycles(w: Workload, d: Design) -> int:
+    """Modeled PL cycles of one layer on an engine design (the busiest pipeline: its tiles' packets back to back,
+    then the PL top's output delay), as the ``rtl`` backend measures them without backpressure."""
+    # whole (batch, head) groups go round-robin to the pipelines (host/engine.py)
+    per_pipe = -(-(w.batch * w.heads) // d.pipelines) * -(-w.seq // d.q_rows)
+    return per_pipe * engine_tile_slots(w, d) + pl.ENGINE_OUT_DELAY
+
+
 def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
     """The stages of one layer with ``normalizer`` and the layer's modeled seconds and bottleneck."""
     g = _geometry(w, d)
@@ -636,9 +655,13 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     else:
         elems = qr * g.slice_q * g.kq_per_plio
     epc = _epc(normalizer, lanes)
-    # one cycle per packet header beat (the engine's PL top passes it through: hw/pl/engine.py)
-    t_norm = (elems / epc + (0 if rows_assembled or not pkt else g.kq_per_plio)) / f_pl
+    t_norm = elems / epc / f_pl
     lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
+    if not d.score_switch and normalizer == "swiftmax":
+        # the engine's PL top (hw/pl/engine.py): per tile one packet per non-empty key slice, each its header
+        # beat plus its lane groups (pl.engine_packet_slots, equal to Verilator's cycles)
+        t_norm = engine_tile_slots(w, d) / f_pl
+        lat = (pl.ENGINE_OUT_DELAY + pl.engine_packet_slots(qr * kb, lanes)) / f_pl
     stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
                         f"x {d.score_plios}/pipeline)", lat))
 
