@@ -241,3 +241,26 @@ def test_engine_params_are_checked():
         EngineParams(pipelines=1, kernels=2, score_bits=12)
     with pytest.raises(ValueError, match="max_keys"):
         EngineParams(pipelines=1, kernels=2, max_keys=40)
+
+
+@TOOLS
+@pytest.mark.parametrize("kernels, q_rows, max_keys, bits", [(4, 16, 512, 8), (4, 32, 1024, 8), (2, 16, 512, 16),
+                                                             (8, 16, 512, 8), (1, 32, 1024, 16)])
+def test_workspace_bytes_equal_the_kernels_sizeof(tmp_path, kernels, q_rows, max_keys, bits):
+    """hw/engine/model.py: workspace_bytes (the generator's memory check, the model's kernel memory) is sizeof of
+    the kernels' workspace structs, compiled."""
+    import subprocess
+
+    from vckattn.hw.engine.model import workspace_bytes
+    from vckattn.sim.engine_csim import ENGINE_DIR
+    from vckattn.sim.hls_csim import REPO_ROOT, ap_types_include
+
+    src = tmp_path / "ws.cpp"
+    src.write_text('#include <cstdio>\n#include "engine_kernels.h"\nint main() { std::printf("%d %d\\n", '
+                   "vckattn_engine::QK_WORKSPACE_BYTES, vckattn_engine::PV_WORKSPACE_BYTES); }\n")
+    p = EngineParams(pipelines=1, kernels=kernels, q_rows=q_rows, max_keys=max_keys, score_bits=bits)
+    exe = tmp_path / "ws"
+    subprocess.run(["g++", "-std=c++17", f"-I{ENGINE_DIR}", f"-I{REPO_ROOT / 'hw' / 'aie'}",
+                    f"-I{ap_types_include()}", *p.defines(), str(src), "-o", str(exe)], check=True, timeout=120)
+    qk, pv = (int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split())
+    assert workspace_bytes(p) == {"qk_slice": qk, "pv_slice": pv}

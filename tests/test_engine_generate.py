@@ -51,10 +51,12 @@ def kernel_ports(function: str) -> tuple[int, int]:
 
 @pytest.fixture(scope="module", params=["small", "k1", "vck5000"])
 def built(request, tmp_path_factory):
-    design = {"small": SMALL, "k1": replace(SMALL, qk_kernels=1, pv_kernels=1, pipelines=3),
+    design = {"small": SMALL, "k1": replace(SMALL, qk_kernels=1, pv_kernels=1, pipelines=3, max_seq=128),
               "vck5000": gen.build_design("vck5000_engine")}[request.param]
     out = tmp_path_factory.mktemp(request.param)
-    files = gen.generate(design, "vck5000", out, max_seq=512, with_pl=False, with_diagram=request.param == "small")
+    max_seq = 128 if request.param == "k1" else 512  # one kernel holds every key: a short max_seq fits its memory
+    files = gen.generate(design, "vck5000", out, max_seq=max_seq, with_pl=False,
+                         with_diagram=request.param == "small")
     return design, out, files
 
 
@@ -65,12 +67,14 @@ def test_generate_writes_the_build_folder(built):
             "modeled.json"} <= names
     cfg = (out / "aie" / "engine_config.h").read_text()
     want = {"KERNELS": design.qk_kernels, "Q_ROWS": design.q_rows, "KEY_BLOCK": design.key_block, "MAX_D": 64,
-            "MAX_KEYS": 512, "SCORE_BITS": design.score_bits}
+            "MAX_KEYS": design.max_seq or 512, "SCORE_BITS": design.score_bits}
     for key, value in want.items():
         assert f"#define VCKATTN_ENGINE_{key} {value}\n" in cfg
-    assert json.loads((out / "design.json").read_text()) == replace(design, max_seq=512).to_json()
+    max_seq = design.max_seq or 512
+    assert json.loads((out / "design.json").read_text()) == replace(design, max_seq=max_seq).to_json()
     perf = json.loads((out / "modeled.json").read_text())
-    expect = model.evaluate(gen.bert_workload(), replace(design, max_seq=512), model.load_device("vck5000"))
+    expect = model.evaluate(gen.bert_workload(min(512, max_seq)), replace(design, max_seq=max_seq),
+                            model.load_device("vck5000"))
     assert perf["modeled"] is True and perf["tops"] == pytest.approx(expect.tops)
     assert perf["resources"]["used"]["aie_tiles"] == 2 * design.pipelines * design.qk_kernels
     if (out / "diagram.png").exists():
@@ -320,11 +324,20 @@ def test_cli_generate_from_a_design_file(tmp_path, capsys):
 
 
 def test_cli_generate_best_with_max_seq(tmp_path, capsys):
-    code, _, err = _run_cli(["hw", "generate", "best", "--out", str(tmp_path), "--max-seq", "1024"], capsys)
+    code, _, err = _run_cli(["hw", "generate", "best", "--out", str(tmp_path), "--max-seq", "256"], capsys)
     assert code == 0, err
     e = load_manifest(tmp_path / "manifest.json")
-    assert e.engine.pipelines == 41 and e.max_seq_len == 1024
-    assert "#define VCKATTN_ENGINE_MAX_KEYS 1024" in (tmp_path / "aie" / "engine_config.h").read_text()
+    assert e.engine.pipelines == 41 and e.max_seq_len == 256
+    assert "#define VCKATTN_ENGINE_MAX_KEYS 256" in (tmp_path / "aie" / "engine_config.h").read_text()
+    # at 2048 keys the VCK5000 engine's 4-kernel slices no longer fit an AIE tile's 32 KiB: refused, naming it
+    data = json.loads((BITSTREAMS / gen.DESIGNS_DIR / "vck5000_engine.design.json").read_text())
+    design = tmp_path / "d.json"
+    design.write_text(json.dumps(data | {"max_seq": None}))
+    code, _, err = _run_cli(["hw", "generate", str(design), "--out", str(tmp_path / "x"), "--max-seq", "2048"], capsys)
+    from vckattn.hw.engine.model import EngineParams, workspace_bytes
+
+    qk = workspace_bytes(EngineParams(1, 4, q_rows=16, max_keys=2048))["qk_slice"]
+    assert code != 0 and f"qk_slice's workspace ({qk} B)" in err and "32768 B" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("content, message", [

@@ -119,6 +119,25 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
     for ok, message in rules:
         if not ok:
             raise GenerateError(f"design: {message}")
+    _check_memory(d, max_seq, head_dims)
+
+
+def _check_memory(d: Any, max_seq: int, head_dims: tuple[int, ...]) -> None:
+    """The kernels' workspaces (hw/engine/model.py: workspace_bytes, = sizeof in engine_kernels.h) plus the
+    heap slack and the runtime's reserve must fit an AIE tile's data memory."""
+    from vckattn.hw.engine.model import EngineParams, workspace_bytes
+    from vckattn.hw.perf.model import load_device
+
+    dev = load_device("vck5000")
+    p = EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=d.q_rows, key_block=d.key_block,
+                     max_d=max(head_dims), max_keys=max_seq, score_bits=d.score_bits)
+    for kernel, size in workspace_bytes(p).items():
+        need = size + HEAP_SLACK_BYTES + dev.tile_memory_reserve_bytes
+        if need > dev.tile_memory_bytes:
+            raise GenerateError(f"design: {kernel}'s workspace ({size} B) + heap slack ({HEAP_SLACK_BYTES} B) + "
+                                f"runtime reserve ({dev.tile_memory_reserve_bytes} B) = {need} B does not fit the "
+                                f"{dev.tile_memory_bytes} B of an AIE tile at max_seq {max_seq}: use more kernels per "
+                                "pipeline or a shorter max_seq")
 
 
 def design_from_file(path: Path) -> Any:
@@ -144,11 +163,12 @@ def design_from_file(path: Path) -> Any:
         raise GenerateError(f"{path}: {exc}") from None
 
 
-def bert_workload() -> Any:
-    """BERT-base attention (12 heads x 64, 12 SwiftMax layers), S = 512, batch 8: the engines' workload."""
+def bert_workload(seq: int = BERT_SEQ) -> Any:
+    """BERT-base attention (12 heads x 64, 12 SwiftMax layers), S = 512 (or ``seq``), batch 8: the engines'
+    workload."""
     from vckattn.hw.perf.model import BERT_BASE, workload_from_flags
 
-    return workload_from_flags(heads=BERT_BASE["heads"], d_head=BERT_BASE["d_head"], seq=BERT_SEQ, batch=BERT_BATCH,
+    return workload_from_flags(heads=BERT_BASE["heads"], d_head=BERT_BASE["d_head"], seq=seq, batch=BERT_BATCH,
                                layers=BERT_BASE["layers"], normalizer="swiftmax", name="bert-base")
 
 
@@ -418,11 +438,12 @@ def modeled(design: Any, board: str) -> dict:
     """:func:`~vckattn.hw.perf.model.evaluate` of ``design`` on :func:`bert_workload` (JSON; resources included)."""
     from vckattn.hw.perf import model
 
+    seq = min(BERT_SEQ, design.max_seq or BERT_SEQ)  # a build for shorter sequences: modeled at its longest
     try:
-        perf = model.evaluate(bert_workload(), design, model.load_device(board))
+        perf = model.evaluate(bert_workload(seq), design, model.load_device(board))
     except ValueError as exc:
         raise GenerateError(f"design: the model refuses it ({exc})") from None
-    return {"modeled": True, "workload": "BERT-base attention, S = 512, batch 8, 12 SwiftMax layers",
+    return {"modeled": True, "workload": f"BERT-base attention, S = {seq}, batch {BERT_BATCH}, 12 SwiftMax layers",
             **perf.to_json()}
 
 

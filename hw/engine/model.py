@@ -73,6 +73,28 @@ class EngineParams:
                 "VCKATTN_ENGINE_MAX_KEYS": self.max_keys, "VCKATTN_ENGINE_SCORE_BITS": self.score_bits}
 
 
+def _fields_size(fields: list[tuple[int, int]]) -> int:
+    """sizeof of a C struct of ``(alignment, bytes)`` members in order (struct alignment = the largest)."""
+    off = 0
+    for align, size in fields:
+        off = -(-off // align) * align + size
+    top = max(a for a, _ in fields)
+    return -(-off // top) * top
+
+
+def workspace_bytes(p: EngineParams) -> dict[str, int]:
+    """Data memory of each kernel's workspace (bytes): ``sizeof(QkWorkspace)`` / ``sizeof(PvWorkspace)`` of
+    ``hw/aie/engine/engine_kernels.h`` for these parameters (the graph's heap sizes; a test compiles the
+    structs and compares)."""
+    slice_keys = -(-(p.max_keys // p.key_block) // p.kernels) * p.key_block
+    sb = p.score_bits // 8
+    qk = _fields_size([(32, slice_keys * p.max_d), (32, p.q_rows * p.max_d), (32, p.q_rows * p.max_d),
+                       (32, p.q_rows * p.key_block * 4), (32, p.q_rows * slice_keys * sb), (16, 16), (4, 4), (4, 4)])
+    pv = _fields_size([(32, slice_keys * p.max_d), (32, p.key_block * p.max_d), (32, p.q_rows * slice_keys),
+                       (32, p.q_rows * p.max_d * 4), (32, 32), (16, 16), (4, 4), (4, 4), (4, 4)])
+    return {"qk_slice": qk, "pv_slice": pv}
+
+
 class EngineStreamError(RuntimeError):
     """A stream the kernels would reject (bad header, payload cut short, misrouted packet)."""
 
@@ -270,5 +292,5 @@ def run_launch_model(p: EngineParams, qk_in: list[np.ndarray], v_in: list[np.nda
     return a[:, :, :d_used or d], done
 
 
-__all__ = ["EngineParams", "EngineStreamError", "Packet", "merge", "parse_packets", "pl_stage", "pv_stage",
-           "qk_stage", "run_launch_model", "tile_list"]
+__all__ = ["EngineParams", "EngineStreamError", "Packet", "merge", "parse_packets", "pl_stage", "pv_stage", "qk_stage",
+           "run_launch_model", "tile_list", "workspace_bytes"]

@@ -40,7 +40,8 @@ TIE = 0.005
 Q_ROWS = (16, 32, 64)
 KEY_BLOCKS = (32, 64)
 SCORE_BITS = (8, 16)
-IN_PLIOS = (1, 2, 3)
+#: Q/K/V PLIOs per pipeline: the engine streams qk_in and v_in (hw/ENGINE.md), so only 2 is buildable
+IN_PLIOS = (2,)
 PLIO_BITS = 128
 #: LUT headroom the explorer keeps free by default (the issue's goal: >= 20%)
 LUT_HEADROOM = 0.20

@@ -571,6 +571,16 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
 
 
+#: heap bytes the generated graph gives each engine kernel beyond its workspace (hw/engine/generate.py)
+ENGINE_HEAP_SLACK = 1024
+
+
+def _is_engine(d: Design) -> bool:
+    """A design of stream contract v2 (the engine: K/V resident in key slices, packets, no score switch, SwiftMax)."""
+    return d.kv_resident and not d.score_switch and d.score_bits in (8, 16) and d.lanes_swiftmax > 0 \
+        and d.lanes_online_softmax == 0
+
+
 def engine_tile_slots(w: Workload, d: Design) -> int:
     """PL cycles one tile occupies an engine pipeline's SwiftMax (``hw/pl/engine.py``): per non-empty key slice
     on the busiest score PLIO, its packet's header and lane groups (:func:`pl.engine_packet_slots`)."""
@@ -641,7 +651,11 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     c, why = _bound(cyc)
     t_qk = c / f_aie
     lat = t_qk if rows_assembled else t_qk * kb / g.slice_q
-    stages.append(Stage("aie_qk", tp * t_qk, why, lat))
+    # resident K is loaded per (batch, head) group: on the engine every slice kernel reads the group's whole K
+    # (a broadcast LOAD_K, hw/ENGINE.md) through its 32-bit stream port and keeps its slice
+    kv_groups_pipe = -(-g.kv_loads // d.pipelines) if d.kv_resident else 0
+    load_s = kv_groups_pipe * (HEADER_BYTES + g.keys_pad * dh) / sbpc / f_aie if d.kv_resident else 0.0
+    stages.append(Stage("aie_qk", tp * t_qk + load_s, why, lat))
 
     # AIE -> PL: the busiest score PLIO carries kq_per_plio slices
     bytes_plio = (qr * g.slice_q * sb + pkt) * g.kq_per_plio
@@ -679,7 +693,7 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
         cyc["AIE cascade (partial O)"] = qr * dh * 4 / dev.cascade_bytes_per_cycle
     c, why = _bound(cyc)
     t_pv = c / f_aie
-    stages.append(Stage("aie_pv", tp * t_pv, why, t_pv))
+    stages.append(Stage("aie_pv", tp * t_pv + load_s, why, t_pv))  # + the broadcast LOAD_V, as LOAD_K
 
     # back to DDR: O over the out-PLIOs, requantized to int8 in the PL, written to DDR
     o_bytes = qr * dh * d.o_bits / 8 + pkt
@@ -739,6 +753,14 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
     pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
     pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
+    if _is_engine(d):  # the built kernels' workspaces (= sizeof in hw/aie/engine/engine_kernels.h) + heap slack
+        from vckattn.hw.engine.model import EngineParams, workspace_bytes
+
+        ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr, key_block=kb,
+                                          max_d=max(64, -(-dh // 16) * 16), max_keys=max(g.keys_pad, d.max_seq or 0),
+                                          score_bits=d.score_bits))
+        qk_mem = ws["qk_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
+        pv_mem = ws["pv_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
     plios_per_pipe_in = d.in_plios + d.score_plios
     plios_per_pipe_out = d.score_plios + d.out_plios
     used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
