@@ -340,8 +340,9 @@ def normalizer_int(layer: QuantAttentionLayer, scores: np.ndarray, keep: np.ndar
     P as unsigned ``out_bits`` integers at scale ``2^-p_frac``, exactly 0 where ``keep`` (broadcastable
     to ``scores``; ``None`` = every key) is False. A narrow-score layer (``score_bits`` 8/16) first
     shift-rounds-saturates the accumulators as the engine's AIE kernel does."""
-    if layer.score_bits != 32:
-        scores = narrow_scores(scores, layer.score_shift, layer.score_bits)
+    bits = getattr(layer, "score_bits", 32)  # duck-typed layers (the backends' fakes) have int32 scores
+    if bits != 32:
+        scores = narrow_scores(scores, layer.score_shift, bits)
     if layer.normalizer == "swiftmax":
         return swiftmax_int_tabulated(scores, layer.swiftmax, keep, layer.sm_fmt)
     return online_softmax_int(scores, layer.online, keep, layer.os_fmt)

@@ -1,0 +1,62 @@
+"""`vckattn run` on an engine build (issue #16): the real MiniLM layers through the small generated instance
+(2 pipelines x 2 QKᵀ/P·V kernels x 2 SwiftMax lanes, int8 scores), bit-exact with golden's narrow-score layer on
+the emu, csim (the engine's C++) and rtl (the generated PL top in Verilator, random backpressure) backends."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vckattn.host.cli import main
+from vckattn.host.export import export_checkpoint
+from vckattn.host.textdata import real_sentences
+
+TEXT = ("The quick brown fox jumps over the lazy dog, and the attention block must get every bit right, "
+        "across two pipelines and their key slices.")
+
+
+@pytest.fixture(scope="module")
+def minilm_bundle(tmp_path_factory):
+    out = tmp_path_factory.mktemp("engine_run") / "minilm"
+    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
+                             max_layers=2, progress=False)
+
+
+@pytest.mark.parametrize("backend", [
+    "emu",
+    pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml")),
+    pytest.param("rtl", marks=[pytest.mark.sim, pytest.mark.tool("verilator")]),
+])
+def test_minilm_on_the_small_engine_is_bit_exact(minilm_bundle, tmp_path, capsys, backend):
+    js = tmp_path / "r.json"
+    code = main(["run", "--bundle", str(minilm_bundle), "--manifest", "engine_small", "--backend", backend,
+                 "--text", TEXT, "--json", str(js), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 0, err
+    rep = json.loads(js.read_text())
+    assert rep["manifest"] == "engine_small" and [r["layer"] for r in rep["layers"]] == [0, 1]
+    for r in rep["layers"]:
+        assert r["bit_exact"] is True, r
+        assert r["cosine"] > 0.99, r
+        assert r["tiles"] == 12 * -(-rep["tokens"] // 16)
+        if backend == "rtl":
+            assert r["cycles"] > 0
+
+
+def test_engine_refuses_a_bundle_without_score_absmax(minilm_bundle, tmp_path, capsys):
+    """A bundle written before narrow scores existed cannot run on an engine: one line, the fix named."""
+    import copy
+
+    from vckattn.host.bundle import load_bundle, write_bundle
+
+    b = load_bundle(minilm_bundle)
+    man = copy.deepcopy(b.manifest)
+    for e in man["layers"]:
+        e.pop("score_absmax")
+    old = tmp_path / "old"
+    write_bundle(old, man, b.tensors)
+    code = main(["run", "--bundle", str(old), "--manifest", "engine_small", "--backend", "emu", "--text", TEXT,
+                 "--quiet"])
+    err = capsys.readouterr().err
+    assert code != 0 and "score_absmax" in err and "re-export" in err and len(err.strip().splitlines()) == 1
