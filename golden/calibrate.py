@@ -22,6 +22,7 @@ dimensionless (> 0).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import time
@@ -83,9 +84,9 @@ def collect_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]],
     for recs in records:
         if not recs:
             raise ValueError("a layer recorded no attention call: is the model's attention implementation vckattn?")
-        out.append(LayerStats(np.concatenate([r.z_max.numpy() for r in recs]),
-                              np.concatenate([r.sum_exp.numpy() for r in recs]),
-                              np.concatenate([r.head.numpy() for r in recs])))
+        out.append(LayerStats(np.concatenate([r.z_max.cpu().numpy() for r in recs]),  # .cpu(): GPU runs
+                              np.concatenate([r.sum_exp.cpu().numpy() for r in recs]),
+                              np.concatenate([r.head.cpu().numpy() for r in recs])))
     return out
 
 
@@ -235,6 +236,30 @@ def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gamm
     return out  # type: ignore[return-value]
 
 
+@dataclass
+class TrainHooks:
+    """How :func:`replace_and_tune` runs its steps, for data-parallel or mixed-precision training driven from
+    outside the numerics layer (``vckattn.host.calibrate`` builds these from an ``accelerate.Accelerator``).
+    The defaults are one process in full precision.
+
+    * ``autocast``: a context manager entered around each forward pass and loss (mixed precision).
+    * ``reduce_loss``: the batch loss averaged over all processes (for the log and the finiteness check,
+      so that every process raises together); not differentiated through.
+    * ``backward``: ``loss.backward()`` (or a loss-scaled one).
+    * ``sync_grads``: average the gradients of the trainable parameters over all processes, in place
+      (data parallel: each process's loss is its shard's, weighted so that the mean is the global batch's).
+    * ``step``: ``opt.step()`` (or a loss scaler's step and update).
+    * ``is_main``: only the main process writes checkpoints.
+    """
+
+    autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
+    reduce_loss: Callable[[Tensor], Tensor] = lambda loss: loss  # noqa: E731
+    backward: Callable[[Tensor], None] = lambda loss: loss.backward()  # noqa: E731
+    sync_grads: Callable[[list[Tensor]], None] = lambda params: None  # noqa: E731
+    step: Callable[[torch.optim.Optimizer], None] = lambda opt: opt.step()  # noqa: E731
+    is_main: bool = True
+
+
 def replace_and_tune(
     model: nn.Module,
     train_batches: Callable[[], Iterable[dict[str, Tensor]]],
@@ -253,6 +278,7 @@ def replace_and_tune(
     seed: int = 0,
     on_epoch: Callable[[int, int, float, float], None] | None = None,
     on_step: Callable[[], None] | None = None,
+    hooks: TrainHooks | None = None,
 ) -> list[StageLog]:
     """Algorithm 1 (layer-wise replace-and-tune), in place on ``model``.
 
@@ -274,9 +300,12 @@ def replace_and_tune(
         on_step: after each optimizer step (progress bars).
         seed: torch's RNG (dropout) is seeded with ``seed + stage`` at the start of each stage, so a resumed
             run computes exactly what an uninterrupted one does.
+        hooks: mixed precision and data parallelism (:class:`TrainHooks`); default one process, float32.
+            Every process reads the checkpoints (resume); only ``hooks.is_main`` writes them.
 
     Returns the stage logs, including those loaded from checkpoints.
     """
+    hooks = hooks or TrainHooks()
     attns = attention_modules(model)
     stages = _stages(len(attns), layers, layers_per_stage)
     betas0, gammas0 = (list(init[0]), list(init[1]))
@@ -289,7 +318,7 @@ def replace_and_tune(
         apply_swiftmax(model, done[-1].betas, done[-1].gammas, base)
         if main_lr > 0 and ckpt_dir is not None:
             state = ckpt_dir / f"main_stage{done[-1].stage:02d}.pt"
-            model.load_state_dict(torch.load(state, weights_only=True))
+            model.load_state_dict(torch.load(state, weights_only=True, map_location="cpu"))
     logs = list(done)
     for si in range(len(done), len(stages)):
         t0 = time.perf_counter()
@@ -308,6 +337,7 @@ def replace_and_tune(
             sm_ids = {id(n.beta) for n in sm.values()} | {id(n.gamma) for n in sm.values()}
             params.append({"params": [p for p in model.parameters() if id(p) not in sm_ids], "lr": main_lr})
         opt = torch.optim.Adam(params)
+        trainable = [p for g in params for p in g["params"]]
         metrics, losses = [], []
         for epoch in range(epochs_per_stage):
             model.train()
@@ -317,21 +347,23 @@ def replace_and_tune(
                     n.gamma.data = torch.exp(log_gamma[i].detach()).to(n.gamma.dtype)
                 opt.zero_grad(set_to_none=True)
                 gammas = {i: torch.exp(log_gamma[i]) for i in sm}
-                with _gamma_override(sm, gammas):
+                with _gamma_override(sm, gammas), hooks.autocast():
                     loss = loss_fn(model, batch)
-                if not torch.isfinite(loss):
-                    raise FloatingPointError(f"stage {si} (layers {stage}): loss became {float(loss)}; "
+                mean_loss = hooks.reduce_loss(loss.detach().float())
+                if not torch.isfinite(mean_loss):
+                    raise FloatingPointError(f"stage {si} (layers {stage}): loss became {float(mean_loss)}; "
                                              f"lower --lr or use --init max")
-                loss.backward()
-                opt.step()
-                total += float(loss.detach())
+                hooks.backward(loss)
+                hooks.sync_grads(trainable)
+                hooks.step(opt)
+                total += float(mean_loss)
                 count += 1
                 if on_step is not None:
                     on_step()
             for i, n in sm.items():
                 n.gamma.data = torch.exp(log_gamma[i].detach()).to(n.gamma.dtype)
             model.eval()
-            with torch.no_grad():
+            with torch.no_grad(), hooks.autocast():
                 metric = float(eval_fn(model))
             metrics.append(metric)
             losses.append(total / max(count, 1))
@@ -342,7 +374,7 @@ def replace_and_tune(
         log = StageLog(si, stage, metrics, losses, {i: _value(n.beta) for i, n in sm.items()},
                        {i: _value(n.gamma) for i, n in sm.items()}, time.perf_counter() - t0)
         logs.append(log)
-        if ckpt_dir is not None:
+        if ckpt_dir is not None and hooks.is_main:
             ckpt_dir.mkdir(parents=True, exist_ok=True)
             if main_lr > 0:
                 torch.save(model.state_dict(), ckpt_dir / f"main_stage{si:02d}.pt")
@@ -382,6 +414,6 @@ def embedding_distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
     return (1.0 - torch.nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
 
 
-__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "apply_swiftmax",
-           "collect_stats", "embedding_distillation_loss", "init_beta_gamma", "load_checkpoints", "mean_pool",
-           "propose_init", "replace_and_tune", "swiftmax_layers"]
+__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
+           "apply_swiftmax", "collect_stats", "embedding_distillation_loss", "init_beta_gamma", "load_checkpoints",
+           "mean_pool", "propose_init", "replace_and_tune", "swiftmax_layers"]

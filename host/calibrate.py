@@ -13,6 +13,16 @@ Models: ``minilm`` (the shipped all-MiniLM-L6-v2) or a Hugging Face folder (BERT
 a UTF-8 text file (one sentence a line), ``pydoc`` (English text shipped with CPython),
 ``rotten-tomatoes`` (labeled movie-review snippets), ``digits`` or ``mnist5k`` (labeled images).
 
+Scaling: both steps run under Hugging Face ``accelerate`` (:func:`make_runtime`): ``--device cpu|cuda|auto``,
+``--mixed-precision no|fp16|bf16`` (autocast of the forward passes; fp16 with a loss scaler, CUDA only), and
+data parallel over the processes of ``accelerate launch`` (one node or several): every global batch of
+``--batch-size`` samples is split over the processes, each process's loss is weighted by its share so that
+the averaged gradients are the global batch's, held-out metrics and statistics are reduced over all
+processes, and only the main process writes outputs and shows progress bars (several nodes need ``--out``
+on a shared file system for resume). Without dropout, a data-parallel run computes what one process does on
+the same global batches up to float32 reduction order (``tests/test_calibrate_accelerate.py``); with dropout
+the masks differ (each process draws its shard's).
+
 Objectives: ``distill`` keeps the softmax model's outputs — the cosine of mean-pooled sentence
 embeddings (text) or the KL divergence of the logits (classifiers); ``task`` trains on the labels
 (cross-entropy) and reports accuracy.
@@ -34,6 +44,7 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from vckattn.golden.calibrate import TrainHooks
 from vckattn.golden.errors import UserError
 
 TEXT_SOURCES = ("pydoc", "rotten-tomatoes")
@@ -127,11 +138,22 @@ def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
     return tok, model, f"{name} ({type(model).__name__})"
 
 
-def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length: int) -> list[dict[str, Tensor]]:
-    """Model inputs in batches (each with ``labels`` kept aside as ``_labels`` when the data has labels)."""
+def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length: int,
+            shard: tuple[int, int] = (0, 1)) -> list[dict[str, Any]]:
+    """Model inputs in batches (each with ``labels`` kept aside as ``_labels`` when the data has labels).
+
+    ``shard = (rank, world)``: this process's part of each global batch of ``batch_size`` samples (consecutive
+    nearly equal parts, ``np.array_split``), with ``_weight`` = its share × world, so that the mean over the
+    processes of the weighted mean losses is the global batch's mean loss (1.0 for one process)."""
+    rank, world = shard
     out = []
     for i in range(0, len(data), batch_size):
-        part = data.subset(np.arange(i, min(i + batch_size, len(data))))
+        whole = np.arange(i, min(i + batch_size, len(data)))
+        idx = np.array_split(whole, world)[rank]
+        if idx.size == 0:
+            raise UserError(f"a batch of {whole.size} samples cannot be split over {world} processes; use a "
+                            f"--batch-size and sample counts of at least {world} per batch")
+        part = data.subset(idx)
         if data.kind == "text":
             if tok is None:
                 raise UserError("text data needs a text model (this one has no tokenizer)")
@@ -147,41 +169,144 @@ def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length:
             b = {"pixel_values": x[:, None].expand(-1, cfg.num_channels, -1, -1).contiguous()}
         if part.labels is not None:
             b["_labels"] = torch.from_numpy(part.labels)
+        b["_weight"] = idx.size * world / whole.size
         out.append(b)
     return out
 
 
-def _inputs(b: dict[str, Tensor]) -> dict[str, Tensor]:
+def _inputs(b: dict[str, Any]) -> dict[str, Tensor]:
     return {k: v for k, v in b.items() if not k.startswith("_")}
+
+
+def _to(b: dict[str, Any], device: torch.device) -> dict[str, Any]:
+    return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in b.items()}
+
+
+# ----------------------------------------------------------------------------- accelerate
+
+
+DEVICES = ("cpu", "cuda", "auto")
+MIXED_PRECISION = ("no", "fp16", "bf16")
+
+
+@dataclass
+class Runtime:
+    """Where and how a calibration runs: an ``accelerate.Accelerator`` (device, mixed precision, the
+    processes of ``accelerate launch``) and what the calibration loop needs of it."""
+
+    accelerator: Any
+    device: torch.device
+    rank: int
+    world: int
+    is_main: bool
+    mixed_precision: str
+
+    def all_sum(self, t: Tensor) -> Tensor:
+        """``t`` summed over all processes (``t`` itself for one process)."""
+        return t if self.world == 1 else self.accelerator.reduce(t, "sum")
+
+    def gather(self, obj: Any) -> list[Any]:
+        """Every process's ``obj``, in rank order (picklable objects)."""
+        if self.world == 1:
+            return [obj]
+        from accelerate.utils import gather_object
+
+        return gather_object([obj])
+
+    def hooks(self) -> TrainHooks:
+        """The replace-and-tune step hooks: autocast, loss and gradient averaging, fp16 loss scaling."""
+        acc, world = self.accelerator, self.world
+        scaler = getattr(acc, "scaler", None)
+
+        def sync_grads(params: list[Tensor]) -> None:
+            if world == 1:
+                return
+            grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in params]
+            flat = acc.reduce(torch.cat([g.reshape(-1) for g in grads]), "mean")  # one all-reduce per step
+            k = 0
+            for p, g in zip(params, grads, strict=True):
+                p.grad = flat[k:k + g.numel()].view_as(p).clone()
+                k += g.numel()
+
+        def step(opt: torch.optim.Optimizer) -> None:
+            if scaler is None:
+                opt.step()
+            else:
+                scaler.step(opt)
+                scaler.update()
+
+        return TrainHooks(autocast=acc.autocast,
+                          reduce_loss=(lambda t: t) if world == 1 else (lambda t: acc.reduce(t, "mean")),
+                          backward=(lambda loss: loss.backward()) if scaler is None
+                          else (lambda loss: scaler.scale(loss).backward()),
+                          sync_grads=sync_grads, step=step, is_main=self.is_main)
+
+    def done(self) -> None:
+        """Wait for every process (before the outputs are complete)."""
+        self.accelerator.wait_for_everyone()
+
+
+def make_runtime(device: str = "auto", mixed_precision: str = "no") -> Runtime:
+    """The :class:`Runtime` for ``--device`` (``auto``: CUDA when available) and ``--mixed-precision``.
+    Under ``accelerate launch`` the processes and their devices are the launcher's."""
+    if device not in DEVICES:
+        raise UserError(f"--device {device}: use one of {', '.join(DEVICES)}")
+    if mixed_precision not in MIXED_PRECISION:
+        raise UserError(f"--mixed-precision {mixed_precision}: use one of {', '.join(MIXED_PRECISION)}")
+    cuda = torch.cuda.is_available()
+    if device == "cuda" and not cuda:
+        raise UserError("--device cuda: no CUDA device here (torch.cuda.is_available() is False); "
+                        "use --device cpu or auto")
+    cpu = device == "cpu" or not cuda
+    if mixed_precision == "fp16" and cpu:
+        raise UserError("--mixed-precision fp16 needs CUDA (no fp16 autocast on the CPU); use bf16 or no")
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+
+    state = AcceleratorState._shared_state  # a second run in one process (tests) may ask for other settings
+    if state.get("_mixed_precision", mixed_precision) != mixed_precision:
+        AcceleratorState._reset_state(reset_partial_state=False)
+    acc = Accelerator(cpu=cpu, mixed_precision=mixed_precision)
+    return Runtime(acc, acc.device, acc.process_index, acc.num_processes, acc.is_main_process, mixed_precision)
 
 
 # ----------------------------------------------------------------------------- stats
 
 
 def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, batch_size: int = 16,
-              max_length: int = 128, seed: int = 0, progress: bool = True) -> dict:
-    """``vckattn calibrate stats``: statistics, histograms, proposed β/γ. Returns the JSON report."""
+              max_length: int = 128, seed: int = 0, progress: bool = True, runtime: Runtime | None = None) -> dict:
+    """``vckattn calibrate stats``: statistics, histograms, proposed β/γ. Returns the JSON report (written by
+    the main process only; each process collects its shard of every batch, gathered before the summary)."""
     from tqdm import tqdm
 
-    from vckattn.golden.calibrate import collect_stats, propose_init
+    from vckattn.golden.calibrate import LayerStats, collect_stats, propose_init
 
+    rt = runtime or make_runtime("cpu")
     torch.manual_seed(seed)
     tok, model, desc = load_model(model_spec, "distill")
+    model.to(rt.device)
     data = load_data(data_spec, seed)
     data = data.subset(np.arange(min(samples, len(data))))
-    bs = batches(model, tok, data, batch_size, max_length)
+    bs = batches(model, tok, data, batch_size, max_length, (rt.rank, rt.world))
     t0 = time.perf_counter()
-    with tqdm(total=len(bs), desc="calibration batches", unit="batch", disable=not progress, file=sys.stderr) as bar:
-        stats = collect_stats(model, [_inputs(b) for b in bs], progress=lambda n: bar.update(1))
+    with tqdm(total=len(bs), desc="calibration batches", unit="batch", disable=not (progress and rt.is_main),
+              file=sys.stderr) as bar, rt.accelerator.autocast():
+        stats = collect_stats(model, [_inputs(_to(b, rt.device)) for b in bs], progress=lambda n: bar.update(1))
+    parts = rt.gather(stats)  # per process, per layer
+    stats = [LayerStats(*(np.concatenate([getattr(p[i], f) for p in parts]) for f in ("z_max", "sum_exp", "head")))
+             for i in range(len(stats))]
     seconds = time.perf_counter() - t0
     inits = {f"{mode}{'_per_head' if ph else ''}": dict(zip(("beta", "gamma"), propose_init(stats, mode, ph),
                                                             strict=True))
              for mode in ("mean", "max") for ph in (False, True)}
     report = {"model": desc, "data": data.source, "samples": len(data), "seed": seed, "seconds": seconds,
+              "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision,
               "layers": [s.summary() | {"layer": i} for i, s in enumerate(stats)], "proposed": inits}
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "stats.json").write_text(json.dumps(report, indent=1))
-    plot_stats(stats, out / "stats_hist.png", desc)
+    if rt.is_main:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "stats.json").write_text(json.dumps(report, indent=1))
+        plot_stats(stats, out / "stats_hist.png", desc)
+    rt.done()
     return report
 
 
@@ -230,9 +355,19 @@ class TuneConfig:
     layers: list[int] | None
 
 
-def make_objective(model: nn.Module, objective: str, train: list[dict], held: list[dict]) -> tuple[Any, Any, str]:
-    """``(loss_fn, eval_fn, metric name)``: teacher outputs are computed once from the softmax model."""
+def make_objective(model: nn.Module, objective: str, train: list[dict], held: list[dict],
+                   all_sum: Any = None) -> tuple[Any, Any, str]:
+    """``(loss_fn, eval_fn, metric name)``: teacher outputs are computed once from the softmax model. Each
+    loss is weighted by its batch's ``_weight`` (data parallel, :func:`batches`); ``all_sum`` sums the held-out
+    metric's numerator and count over the processes (default: one process)."""
     from vckattn.golden.calibrate import embedding_distillation_loss, mean_pool
+
+    all_sum = all_sum or (lambda t: t)
+
+    def ratio(num: Tensor, count: int) -> float:
+        both = all_sum(torch.stack([num.double().cpu(), torch.tensor(float(count), dtype=torch.float64)])
+                       .to(num.device))
+        return float(both[0] / both[1])
 
     def out_of(m: nn.Module, b: dict) -> Tensor:
         o = m(**_inputs(b))
@@ -245,11 +380,11 @@ def make_objective(model: nn.Module, objective: str, train: list[dict], held: li
             raise UserError("the task objective needs labeled data (rotten-tomatoes, digits, mnist5k)")
 
         def loss_fn(m: nn.Module, b: dict) -> Tensor:
-            return nn.functional.cross_entropy(out_of(m, b), b["_labels"])
+            return nn.functional.cross_entropy(out_of(m, b).float(), b["_labels"]) * b.get("_weight", 1.0)
 
         def eval_fn(m: nn.Module) -> float:
-            hit = sum(int((out_of(m, b).argmax(-1) == b["_labels"]).sum()) for b in held)
-            return hit / sum(len(b["_labels"]) for b in held)
+            hit = sum((out_of(m, b).argmax(-1) == b["_labels"]).sum() for b in held)
+            return ratio(torch.as_tensor(hit), sum(len(b["_labels"]) for b in held))
 
         return loss_fn, eval_fn, "accuracy"
 
@@ -259,31 +394,38 @@ def make_objective(model: nn.Module, objective: str, train: list[dict], held: li
     is_logits = hasattr(model(**_inputs(held[0])), "logits")
 
     def loss_fn(m: nn.Module, b: dict) -> Tensor:  # type: ignore[no-redef]
-        y = out_of(m, b)
+        y = out_of(m, b).float()
         if is_logits:
-            return nn.functional.kl_div(y.log_softmax(-1), b["_teacher"].log_softmax(-1), log_target=True,
+            loss = nn.functional.kl_div(y.log_softmax(-1), b["_teacher"].log_softmax(-1), log_target=True,
                                         reduction="batchmean")
-        return embedding_distillation_loss(y, b["_teacher"])
+        else:
+            loss = embedding_distillation_loss(y, b["_teacher"])
+        return loss * b.get("_weight", 1.0)
 
     def eval_fn(m: nn.Module) -> float:  # type: ignore[no-redef]
-        cos = [nn.functional.cosine_similarity(out_of(m, b), b["_teacher"], dim=-1) for b in held]
-        return float(torch.cat(cos).mean())
+        cos = torch.cat([nn.functional.cosine_similarity(out_of(m, b).float(), b["_teacher"], dim=-1) for b in held])
+        return ratio(cos.sum(), cos.numel())
 
     return loss_fn, eval_fn, "cosine to the softmax model" if not is_logits else "output cosine"
 
 
 def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_per_stage: int = 1, lr: float = 0.05,
-                 progress: bool = True, main_lr: float = 0.0) -> dict:
+                 progress: bool = True, main_lr: float = 0.0, runtime: Runtime | None = None) -> dict:
     """``vckattn calibrate swiftmax``: Algorithm 1 with checkpoints in ``out/checkpoints``; the tuned model in
     ``out/model``; the report (per stage: layers, metric per epoch, loss, β/γ, seconds) in ``out/swiftmax.json``.
-    ``main_lr`` > 0 also trains the main weights at that learning rate (the paper's "tiny lr" option)."""
+    ``main_lr`` > 0 also trains the main weights at that learning rate (the paper's "tiny lr" option).
+    ``runtime``: device, mixed precision and data-parallel processes (default one process on the CPU); only its
+    main process writes checkpoints and outputs and shows the progress bar."""
     from tqdm import tqdm
 
     from vckattn.golden import calibrate as cal
 
+    rt = runtime or make_runtime("cpu")
+    progress = progress and rt.is_main
     random.seed(cfg.seed)
     torch.manual_seed(cfg.seed)
     tok, model, desc = load_model(cfg.model, cfg.objective)
+    model.to(rt.device)
     data = load_data(cfg.data, cfg.seed)
     if data.held_out is not None:  # a labeled set: train on its train split, evaluate on its validation split
         pool, held_pool = data, data.held_out
@@ -294,13 +436,20 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     need = cfg.train_samples + (0 if data.held_out is not None else cfg.eval_samples)
     if len(pool) < need:
         raise UserError(f"--data {cfg.data} has {len(pool)} samples; --train-samples (+ --eval-samples) need {need}")
-    train = batches(model, tok, pool.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)
-    held = batches(model, tok, held_pool.subset(held_idx), cfg.batch_size, cfg.max_length)
-    loss_fn, eval_fn, metric = make_objective(model, cfg.objective, train, held)
+    shard = (rt.rank, rt.world)
+    train = [_to(b, rt.device) for b in batches(model, tok, pool.subset(np.arange(cfg.train_samples)),
+                                                  cfg.batch_size, cfg.max_length, shard)]
+    held = [_to(b, rt.device) for b in batches(model, tok, held_pool.subset(held_idx), cfg.batch_size,
+                                                 cfg.max_length, shard)]
+    loss_fn, eval_fn, metric = make_objective(model, cfg.objective, train, held, rt.all_sum)
     t0 = time.perf_counter()
     with torch.no_grad():
         baseline = eval_fn(model) if cfg.objective == "task" else 1.0
     stats = cal.collect_stats(model, [_inputs(b) for b in train])
+    parts = rt.gather(stats)  # every process's rows: the initial β/γ are the whole training set's
+    stats = [cal.LayerStats(*(np.concatenate([getattr(p[i], f) for p in parts]) for f in ("z_max", "sum_exp",
+                                                                                           "head")))
+             for i in range(len(stats))]
     init = cal.propose_init(stats, cfg.init, cfg.per_head)
     stats_s = time.perf_counter() - t0
     n_layers = len(stats)
@@ -329,7 +478,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
         logs = cal.replace_and_tune(model, lambda: train, loss_fn, eval_fn, init, layers=layers,
                                     layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, main_lr=main_lr,
                                     ckpt_dir=ckpt, seed=cfg.seed,
-                                    config=asdict(cfg), on_epoch=on_epoch, on_step=lambda: bar.update(1))
+                                    config=asdict(cfg), on_epoch=on_epoch, on_step=lambda: bar.update(1),
+                                    hooks=rt.hooks())
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except FloatingPointError as exc:
@@ -337,17 +487,20 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     finally:
         bar.close()
     model_dir = out / "model"
-    model.save_pretrained(model_dir)
-    if tok is not None:
-        tok.save_pretrained(model_dir)
     report = {"model": desc, "data": data.source, "held_out": held_pool.source, "config": asdict(cfg), "metric": metric,
               "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr, "main_lr": main_lr,
               "softmax_baseline": baseline, "untuned_statistical": fixed, "final": logs[-1].metrics[-1],
               "stats_seconds": stats_s, "tune_seconds": sum(lg.seconds for lg in logs),
-              "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir)}
-    (out / "swiftmax.json").write_text(json.dumps(report, indent=1))
+              "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir),
+              "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision}
+    if rt.is_main:
+        model.save_pretrained(model_dir)
+        if tok is not None:
+            tok.save_pretrained(model_dir)
+        (out / "swiftmax.json").write_text(json.dumps(report, indent=1))
+    rt.done()
     return report
 
 
-__all__ = ["Data", "TuneConfig", "batches", "load_data", "load_model", "make_objective", "plot_stats", "run_stats",
-           "run_swiftmax"]
+__all__ = ["DEVICES", "MIXED_PRECISION", "Data", "Runtime", "TuneConfig", "batches", "load_data", "load_model",
+           "make_objective", "make_runtime", "plot_stats", "run_stats", "run_swiftmax"]

@@ -9,6 +9,18 @@ from vckattn.golden.errors import UserError
 
 from .common import Subparsers, index_list, missing_subcommand, positive_int
 
+#: The data-parallel command line (this package's CLI is the module ``vckattn.host.cli``). accelerate's ``--cpu
+#: --num_processes 2`` starts one process unless it is given an MPI hostfile; ``--multi_gpu`` (torchrun) starts N
+#: processes, which use gloo on the CPU when there is no GPU or with ``--device cpu``.
+LAUNCH = ("accelerate launch --multi_gpu --num_processes 2 -m vckattn.host.cli calibrate swiftmax MODEL --data D "
+          "--out DIR --device cpu")
+EPILOG = (f"data parallel (two CPU processes; `accelerate launch --cpu --num_processes 2` starts only one without an "
+          f"MPI hostfile):\n  {LAUNCH}\n"
+          "on N GPUs:\n  accelerate launch --multi_gpu --num_processes N -m vckattn.host.cli calibrate ... "
+          "--device cuda\nseveral nodes: add --num_machines, --machine_rank, --main_process_ip and an --out on a "
+          "shared file system.\nEach global batch of --batch-size samples is split over the processes; only the "
+          "main process writes outputs.")
+
 
 def add_calibrate(sub: Subparsers) -> None:
     p = sub.add_parser(
@@ -20,12 +32,15 @@ def add_calibrate(sub: Subparsers) -> None:
         "stage by SwiftMax and train their beta/gamma (main weights frozen) for E epochs on an objective, "
         "evaluating each epoch; a checkpoint per stage in OUT/checkpoints (the same command resumes after an "
         "interruption); the tuned model in OUT/model, which `vckattn export OUT/model` reads. MODEL: `minilm` or a "
-        "Hugging Face folder. --data: a text file (one sentence a line), pydoc, rotten-tomatoes, digits, mnist5k.",
+        "Hugging Face folder. --data: a text file (one sentence a line), pydoc, rotten-tomatoes, digits, mnist5k. "
+        "Both steps run under Hugging Face accelerate: --device, --mixed-precision, and data parallel over the "
+        f"processes of `accelerate launch` ({LAUNCH}); only the main process writes outputs.",
     )
     csub = p.add_subparsers(title="steps", dest="calibrate", metavar="STEP", parser_class=type(p))
     for name, helptext in (("stats", "collect z_max / S statistics: histograms, JSON, proposed beta/gamma"),
                            ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume")):
-        c = csub.add_parser(name, help=helptext, description=helptext)
+        c = csub.add_parser(name, help=helptext, description=helptext, epilog=EPILOG,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
         c.add_argument("model", metavar="MODEL", help="`minilm` or a Hugging Face model folder")
         c.add_argument("--data", required=True, metavar="D",
                        help="text file, pydoc, rotten-tomatoes, digits or mnist5k")
@@ -34,6 +49,10 @@ def add_calibrate(sub: Subparsers) -> None:
         c.add_argument("--max-length", type=positive_int, default=128, metavar="T", help="tokens per text sample")
         c.add_argument("--seed", type=int, default=0, metavar="S", help="data shuffle and torch seed (default 0)")
         c.add_argument("--quiet", action="store_true", help="no progress bars")
+        c.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
+                       help="where to run (auto: cuda when available; under `accelerate launch --cpu`: the CPU)")
+        c.add_argument("--mixed-precision", choices=("no", "fp16", "bf16"), default="no",
+                       help="autocast the forward passes (fp16: CUDA only, with a loss scaler; default no)")
         if name == "stats":
             c.add_argument("--samples", type=positive_int, default=256, metavar="N", help="calibration samples")
             c.set_defaults(func=run_calibrate_stats)
@@ -62,8 +81,11 @@ def add_calibrate(sub: Subparsers) -> None:
 def run_calibrate_stats(args: argparse.Namespace) -> int:
     from vckattn.host import calibrate
 
+    rt = calibrate.make_runtime(args.device, args.mixed_precision)
     rep = calibrate.run_stats(args.model, args.data, args.out, args.samples, args.batch_size, args.max_length,
-                              args.seed, progress=not args.quiet)
+                              args.seed, progress=not args.quiet, runtime=rt)
+    if not rt.is_main:
+        return 0
     print(f"{rep['model']}: {rep['samples']} samples of {rep['data']} in {rep['seconds']:.1f} s")
     for lay in rep["layers"]:
         print(f"  layer {lay['layer']}: z_max mean {lay['z_max']['mean']:.3f} (p99 {lay['z_max']['p99']:.2f}), "
@@ -82,8 +104,13 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
                                args.layers)
     if args.main_lr < 0:
         raise UserError("--main-lr must be >= 0")
+    rt = calibrate.make_runtime(args.device, args.mixed_precision)
     rep = calibrate.run_swiftmax(cfg, args.out, args.epochs_per_stage, args.layers_per_stage, args.lr,
-                                 progress=not args.quiet, main_lr=args.main_lr)
+                                 progress=not args.quiet, main_lr=args.main_lr, runtime=rt)
+    if not rt.is_main:
+        return 0
+    if rep["processes"] > 1:
+        print(f"data parallel over {rep['processes']} processes ({rep['device']})")
     if rep["resumed_stages"]:
         print(f"resumed after {rep['resumed_stages']} completed stage(s) found in {args.out / 'checkpoints'}")
     print(f"{rep['model']} on {rep['data']}, objective {args.objective} ({rep['metric']}):")
