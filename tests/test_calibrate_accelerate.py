@@ -59,14 +59,14 @@ def _free_port() -> int:
 
 
 def _launch(args: list[str], processes: int = 2) -> subprocess.CompletedProcess:
-    """``accelerate launch --multi_gpu --num_processes N -m vckattn.host.cli ARGS`` with this interpreter and
+    """``accelerate launch --multi_gpu --num_processes N -m vckattn ARGS`` with this interpreter and
     this checkout's package (torchrun under the hood; on a machine without GPUs the processes use gloo)."""
     root = str(Path(vckattn.__file__).parent.parent)  # the folder that holds the `vckattn` package
     env = os.environ | {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p),
                         "CUDA_VISIBLE_DEVICES": ""}
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
            "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no",
-           "--main_process_port", str(_free_port()), "-m", "vckattn.host.cli", *args]
+           "--main_process_port", str(_free_port()), "-m", "vckattn", *args]
     return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -119,4 +119,4 @@ def test_help_documents_the_flags_and_the_launch_command(capsys):
         assert main(["calibrate", step, "--help"]) == 0
         out = " ".join(capsys.readouterr().out.split())
         assert "--device {cpu,cuda,auto}" in out and "--mixed-precision {no,fp16,bf16}" in out
-        assert "accelerate launch --multi_gpu --num_processes 2 -m vckattn.host.cli calibrate swiftmax" in out
+        assert "accelerate launch --multi_gpu --num_processes 2 -m vckattn calibrate swiftmax" in out

@@ -12,11 +12,11 @@ from .common import Subparsers, index_list, missing_subcommand, positive_int
 #: The data-parallel command line (this package's CLI is the module ``vckattn.host.cli``). accelerate's ``--cpu
 #: --num_processes 2`` starts one process unless it is given an MPI hostfile; ``--multi_gpu`` (torchrun) starts N
 #: processes, which use gloo on the CPU when there is no GPU or with ``--device cpu``.
-LAUNCH = ("accelerate launch --multi_gpu --num_processes 2 -m vckattn.host.cli calibrate swiftmax MODEL --data D "
+LAUNCH = ("accelerate launch --multi_gpu --num_processes 2 -m vckattn calibrate swiftmax MODEL --data D "
           "--out DIR --device cpu")
 EPILOG = (f"data parallel (two CPU processes; `accelerate launch --cpu --num_processes 2` starts only one without an "
           f"MPI hostfile):\n  {LAUNCH}\n"
-          "on N GPUs:\n  accelerate launch --multi_gpu --num_processes N -m vckattn.host.cli calibrate ... "
+          "on N GPUs:\n  accelerate launch --multi_gpu --num_processes N -m vckattn calibrate ... "
           "--device cuda\nseveral nodes: add --num_machines, --machine_rank, --main_process_ip and an --out on a "
           "shared file system.\nEach global batch of --batch-size samples is split over the processes; only the "
           "main process writes outputs.")
