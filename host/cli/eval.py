@@ -1,0 +1,71 @@
+"""``vckattn eval``: a whole model with a bundle's attention layers on a backend, scored end to end."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from vckattn.golden.errors import UserError
+
+from .common import Subparsers, index_list, positive_int
+
+
+def add_eval(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "eval",
+        help="score a model end to end with a bundle's attention layers on a backend (sentence-embedding cosine)",
+        description="Run the bundle's source checkpoint in float with every attention layer of the bundle (or "
+        "--layers) replaced by the bundle's integer layer on a backend (the same per-layer device call as "
+        "`vckattn run`; residuals, norms, MLPs and other layers stay float), on held-out sentences (Python "
+        "reference-manual text from a topic disjoint from the export's calibration sentences). Reports the "
+        "mean-pooled sentence-embedding cosine to the float softmax model for: the float softmax model (1.0), "
+        "the float SwiftMax model (the bundle's beta/gamma in float) and the bundle on the backend; and per "
+        "layer the cosine of the attention output against the float layer on the same input and against the "
+        "softmax model.",
+        epilog="example: vckattn export minilm --out B --swiftmax-init max && "
+        "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
+    )
+    p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
+    p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
+                   help="device backend (default: emu)")
+    p.add_argument("--layers", type=index_list, metavar="I[,I...]",
+                   help="0-based layers to put on the backend (default: all of the bundle's)")
+    p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/, e.g. "
+                   "engine_small (default: vck5000_attention; vck190_attention for pynq)")
+    p.add_argument("--checkpoint", type=Path, metavar="PATH", help="the source checkpoint, if it moved since export")
+    p.add_argument("--sentences", type=positive_int, default=32, metavar="N",
+                   help="held-out sentences (default 32)")
+    p.add_argument("--max-tokens", type=positive_int, default=128, metavar="T",
+                   help="truncate sentences to T tokens (default 128)")
+    p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
+    p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
+    p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
+    p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write layers.png and end_to_end.png to DIR")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_eval)
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    from vckattn.host import eval as ev
+
+    opts: dict = {}
+    if args.backend == "rtl" and args.seed is not None:
+        opts["seed"] = args.seed
+    if args.backend in ("xrt", "pynq"):
+        if args.xclbin is None:
+            raise UserError(f"--backend {args.backend} needs --xclbin")
+        opts["xclbin"] = args.xclbin
+        if args.backend == "xrt":
+            opts["device_index"] = args.device
+    report = ev.evaluate(args.bundle, args.backend, layers=args.layers, manifest_path=args.manifest,
+                         checkpoint=args.checkpoint, n_sentences=args.sentences, max_tokens=args.max_tokens,
+                         device_options=opts, progress=not args.quiet)
+    ev.print_report(report)
+    if args.json_out is not None:
+        ev.write_json(report, args.json_out)
+        print(f"wrote {args.json_out}")
+    if args.plots is not None:
+        for path in ev.write_plots(report, args.plots):
+            print(f"wrote {path}")
+    return 0

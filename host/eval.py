@@ -1,0 +1,382 @@
+"""``vckattn eval``: a whole model with its attention layers on a backend, scored end to end.
+
+The source checkpoint of a bundle runs in float (float32, as exported); for every evaluated layer the
+attention sublayer — Q/K/V projections, scores, normalizer, P·V and W_O — is replaced by the bundle's
+integer layer on a device (:func:`vckattn.host.scheduler.run_layer`, the same call ``vckattn run``
+makes, with :func:`~vckattn.golden.quant_attention.narrow_layer` on engine builds). The replacement is
+two hooks per layer (:func:`attention_on`): one records the float hidden states entering the attention,
+the other replaces the output of the attention's output projection W_O (before the residual add) by the
+device's dequantized output. Residuals, norms and MLPs stay float; so do layers that are not evaluated.
+
+The metric is the one a sentence-embedding model (MiniLM) is used for: the **mean-pooled sentence
+embedding** (:func:`vckattn.golden.calibrate.mean_pool` of the last hidden state) of held-out sentences
+(:func:`vckattn.host.textdata.real_sentences` from ``start_topic`` 60, disjoint from the export's
+calibration sentences), compared by cosine with the **float softmax model** (the checkpoint as it is
+loaded). Three models are scored:
+
+* ``float_softmax`` — the checkpoint itself (1.0 by definition; a check of the harness);
+* ``float_swiftmax`` — the checkpoint with the bundle's SwiftMax β/γ in float on the evaluated layers
+  (:func:`vckattn.golden.calibrate.apply_swiftmax`);
+* ``backend`` — the bundle's integer layers on the backend.
+
+JSON report::
+
+    {"report": "eval", "bundle", "backend", "device", "manifest", "checkpoint", "layers",
+     "sentences": {"count", "start_topic", "tokens", "max_tokens"},
+     "metric": "...",
+     "end_to_end": {"float_softmax" | "float_swiftmax" | "backend": {"mean_cosine", "min_cosine"}},
+     "per_layer": [{"layer", "normalizer", "beta", "gamma",
+                    "backend_vs_float_layer": {"max_abs_error", "max_rel_error", "cosine"},
+                    "backend_vs_softmax_model": {...}, "float_swiftmax_vs_softmax_model": {...},
+                    "tiles", "device_seconds"}],
+     "device_seconds", "seconds"}
+
+``backend_vs_float_layer``: the device's attention output against the float golden of the same layer
+(the bundle's normalizer, float64) on the same input — the layer's own integer error;
+``*_vs_softmax_model``: the attention output against the float softmax model's at that layer — the error
+accumulated up to and including the layer. Errors as in :func:`vckattn.host.run.errors` (cosine = mean
+per-token cosine over valid tokens).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from vckattn.golden.errors import UserError
+
+if TYPE_CHECKING:
+    from vckattn.golden.quant_attention import QuantAttentionLayer
+    from vckattn.host.export import LoadedModel
+
+#: ``runner(i, layer, x, keep, rope) -> out``: layer ``i``'s attention output (B, S, d) float64 after W_O
+#: for the float input ``x`` (B, S, d) float64 and valid tokens ``keep`` (B, S).
+Runner = Callable[[int, "QuantAttentionLayer", np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"],
+                  np.ndarray]
+
+BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
+DEFAULT_SENTENCES = 32
+DEFAULT_START_TOPIC = 60
+DEFAULT_MAX_TOKENS = 128
+METRIC = "mean-pooled sentence-embedding cosine to the float softmax model (mean and min over sentences)"
+
+
+@dataclass
+class EvalData:
+    """Held-out sentences as one padded batch: the model's keyword arguments and ``keep`` (B, S) bool."""
+
+    sentences: list[str]
+    inputs: dict[str, torch.Tensor]
+    keep: np.ndarray
+
+
+def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
+             max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalData:
+    """``n`` sentences of :func:`~vckattn.host.textdata.real_sentences` from ``start_topic``, tokenized."""
+    from vckattn.host.textdata import real_sentences
+
+    if m.tokenizer is None:
+        raise UserError(f"vckattn eval scores text models; this checkpoint ({m.family}) has no tokenizer")
+    sentences = real_sentences(n, start_topic=start_topic)
+    if not sentences:
+        raise UserError(f"no held-out sentences from topic {start_topic}")
+    enc = m.tokenizer(sentences, padding=True, truncation=True, return_tensors="pt",
+                      max_length=min(max_tokens, int(m.info["max_seq_len"])))
+    inputs = dict(enc) | ({"use_cache": False} if m.family == "llama" else {})
+    return EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool))
+
+
+def output_projection(m: LoadedModel, i: int) -> nn.Module:
+    """Layer ``i``'s W_O module in the float model (its output is the attention output before the residual)."""
+    ly = m.layers[i]
+    if m.family == "bert" and not m.golden:
+        return ly.block_module.attention.output.dense
+    if m.family == "llama" and not m.golden:
+        return ly.attn_module.o_proj
+    raise UserError(f"vckattn eval handles Hugging Face BERT and Llama models; not a {m.family} "
+                    f"{'golden stack' if m.golden else 'model'}")
+
+
+@contextlib.contextmanager
+def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: np.ndarray,
+                 runner: Runner | None, record: dict[int, dict[str, np.ndarray]]) -> Iterator[None]:
+    """Within the block, the attention output of each layer in ``layers`` is ``runner``'s (cast to the model's
+    dtype); ``record[i]`` gets ``{"x", "out"}`` (float64 attention input and output). With ``runner`` None the
+    model runs unchanged and is only recorded."""
+    handles = []
+
+    def pre(i: int) -> Callable[..., None]:
+        def hook(_mod: nn.Module, args: tuple, kwargs: dict) -> None:
+            x = args[0] if args else kwargs["hidden_states"]
+            rope = kwargs.get("position_embeddings")
+            record[i] = {"x": x.detach().double().cpu().numpy(),
+                         "rope": None if rope is None else tuple(r[0].detach().double().cpu().numpy() for r in rope)}
+        return hook
+
+    def post(i: int) -> Callable[..., torch.Tensor | None]:
+        def hook(_mod: nn.Module, _args: tuple, out: torch.Tensor) -> torch.Tensor | None:
+            rec = record[i]
+            if runner is None:
+                rec["out"] = out.detach().double().cpu().numpy()
+                return None
+            rec["out"] = runner(i, layers[i], rec["x"], keep, rec["rope"])
+            return torch.from_numpy(rec["out"]).to(dtype=out.dtype, device=out.device)
+        return hook
+
+    try:
+        for i in layers:
+            handles.append(m.layers[i].attn_module.register_forward_pre_hook(pre(i), with_kwargs=True))
+            handles.append(output_projection(m, i).register_forward_hook(post(i)))
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+@torch.no_grad()
+def embeddings(m: LoadedModel, data: EvalData) -> np.ndarray:
+    """Mean-pooled last hidden states (B, d) float64 of the model as it is now (hooks included)."""
+    from vckattn.golden.calibrate import mean_pool
+
+    out = m.model(**data.inputs)
+    return mean_pool(out.last_hidden_state.double(), data.inputs["attention_mask"]).numpy()
+
+
+def cosine_to(emb: np.ndarray, ref: np.ndarray) -> dict[str, float]:
+    """Per-sentence cosine of ``emb`` to ``ref``: mean and min."""
+    cos = (emb * ref).sum(-1) / (np.linalg.norm(emb, axis=-1) * np.linalg.norm(ref, axis=-1) + 1e-300)
+    return {"mean_cosine": float(cos.mean()), "min_cosine": float(cos.min())}
+
+
+def golden_runner() -> Runner:
+    """The bit-exact integer golden model as the runner (:func:`~vckattn.golden.quant_attention.attention_int`)."""
+    from vckattn.golden.quant_attention import attention_int
+
+    def run(_i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
+            rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        return attention_int(layer, x, keep, rope=rope)[0]
+    return run
+
+
+def device_runner(device: Any, stats: dict[int, dict], progress: bool = False) -> Runner:
+    """A runner that calls :func:`~vckattn.host.scheduler.run_layer` on ``device``; per layer ``stats[i]`` gets
+    ``{"tiles", "device_seconds"}``."""
+    from tqdm import tqdm
+
+    from vckattn.host.scheduler import run_layer
+
+    def run(i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
+            rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=not progress, file=sys.stderr, leave=False)
+        try:
+            lr = run_layer(device, layer, x, keep, rope, index=i, progress=bar)
+        finally:
+            bar.close()
+        stats[i] = {"tiles": lr.tiles, "device_seconds": lr.device_seconds}
+        return lr.out
+    return run
+
+
+def quant_layers(bundle: Any, bundle_path: Path, layers: list[int], manifest: Any) -> dict[int, QuantAttentionLayer]:
+    """The bundle's integer layers (narrowed to the engine's score width on an engine manifest, as
+    ``vckattn run`` does)."""
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.host.export import to_quant_layer
+
+    out = {}
+    for i in layers:
+        ql = to_quant_layer(bundle, i)
+        if manifest is not None and manifest.data.get("engine"):
+            try:
+                ql = narrow_layer(ql, int(manifest.data["engine"]["score_bits"]))
+            except ValueError as exc:
+                raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
+        out[i] = ql
+    return out
+
+
+def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float, float]]:
+    """β, γ of the evaluated SwiftMax layers of the bundle."""
+    out = {}
+    for e in bundle.manifest["layers"]:
+        i = int(e["index"])
+        if i in layers and e.get("swiftmax"):
+            out[i] = (float(e["swiftmax"]["beta"]), float(e["swiftmax"]["gamma"]))
+    return out
+
+
+def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | None,
+                progress: bool) -> tuple[Any, list[int], LoadedModel]:
+    """The bundle, the layers to evaluate (default: all of the bundle's; UserError for others) and the source
+    model."""
+    from vckattn.host.bundle import BundleError, load_bundle
+    from vckattn.host.run import _source_model
+
+    try:
+        bundle = load_bundle(bundle_path)
+    except BundleError as exc:
+        raise UserError(str(exc)) from None
+    present = [int(e["index"]) for e in bundle.manifest["layers"]]
+    chosen = present if layers is None else sorted(set(layers))
+    bad = [i for i in chosen if i not in present]
+    if bad:
+        raise UserError(f"{bundle_path}: --layers: no layer(s) {bad} in the bundle "
+                        f"(it has {present[0]}..{present[-1]})")
+    return bundle, chosen, _source_model(bundle, checkpoint, progress)
+
+
+def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | None = None,
+             manifest_path: Path | str | None = None, checkpoint: Path | None = None,
+             n_sentences: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
+             max_tokens: int = DEFAULT_MAX_TOKENS, device_options: dict | None = None,
+             progress: bool = True) -> dict:
+    """Score the model with the bundle's layers on ``backend``; the JSON report of the module docstring."""
+    from vckattn.golden.calibrate import apply_swiftmax
+    from vckattn.host.export import layer_output
+    from vckattn.host.run import errors, open_device
+    from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
+
+    t0 = time.perf_counter()
+    if backend not in BACKEND_CHOICES:
+        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
+    bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress)
+    output_projection(m, chosen[0])  # refuses unsupported models before any work
+    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    qls = quant_layers(bundle, bundle_path, chosen, manifest)
+    data = held_out(m, n_sentences, start_topic, max_tokens)
+    keep = data.keep
+
+    ref_rec: dict[int, dict] = {}
+    with attention_on(m, qls, keep, None, ref_rec):
+        ref = embeddings(m, data)
+
+    device = open_device(backend, manifest, **(device_options or {}))
+    device.check_bundle(bundle, chosen, int(keep.shape[1]))
+    stats: dict[int, dict] = {}
+    dev_rec: dict[int, dict] = {}
+    with device, attention_on(m, qls, keep, device_runner(device, stats, progress), dev_rec):
+        dev = embeddings(m, data)
+
+    sm = swiftmax_constants(bundle, chosen)
+    sm_rec: dict[int, dict] = {}
+    if sm:
+        apply_swiftmax(m.model, {i: b for i, (b, _) in sm.items()}, {i: g for i, (_, g) in sm.items()})
+    with attention_on(m, qls, keep, None, sm_rec):
+        swift = embeddings(m, data)
+
+    per_layer = []
+    for i in chosen:
+        beta, gamma = sm.get(i, (None, None))
+        norm = "swiftmax" if i in sm else "softmax"
+        x = dev_rec[i]["x"]
+        f = layer_output(m, i, x, keep, dev_rec[i]["rope"], norm, beta if beta is not None else 0.0,
+                         gamma if gamma is not None else 1.0)
+        per_layer.append({"layer": i, "normalizer": norm, "beta": beta, "gamma": gamma,
+                          "backend_vs_float_layer": errors(dev_rec[i]["out"], f, keep),
+                          "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
+                          "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
+                          **stats[i]})
+    return {"report": "eval", "bundle": str(bundle_path), "backend": backend, "device": device.where,
+            "manifest": manifest.name, "checkpoint": str(bundle.manifest["source"]["path"] if checkpoint is None
+                                                         else checkpoint),
+            "layers": chosen,
+            "sentences": {"count": len(data.sentences), "start_topic": start_topic, "tokens": int(keep.sum()),
+                          "max_tokens": max_tokens},
+            "metric": METRIC,
+            "end_to_end": {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
+                           "backend": cosine_to(dev, ref)},
+            "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
+            "seconds": time.perf_counter() - t0}
+
+
+def print_report(report: dict) -> None:
+    """The per-layer and end-to-end tables (rich)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    b = report["backend"]
+    t = Table(title=f"vckattn eval — attention output per layer, backend {b} ({report['device']})")
+    for col in ("layer", "normalizer", f"{b} cos vs float layer", f"{b} max rel err", f"{b} cos vs softmax model",
+                "float SwiftMax cos vs softmax model", "tiles"):
+        t.add_column(col, justify="right")
+    for r in report["per_layer"]:
+        t.add_row(str(r["layer"]), r["normalizer"], f"{r['backend_vs_float_layer']['cosine']:.6f}",
+                  f"{r['backend_vs_float_layer']['max_rel_error']:.3g}",
+                  f"{r['backend_vs_softmax_model']['cosine']:.6f}",
+                  f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r["tiles"]))
+    s = report["sentences"]
+    e = Table(title=f"end to end: {report['metric']}; {s['count']} held-out sentences, {s['tokens']} tokens")
+    for col in ("model", "mean cosine", "min cosine"):
+        e.add_column(col, justify="left" if col == "model" else "right")
+    names = {"float_softmax": "float softmax (checkpoint)", "float_swiftmax": "float SwiftMax (bundle's β/γ)",
+             "backend": f"bundle on {b}"}
+    for k, label in names.items():
+        v = report["end_to_end"][k]
+        e.add_row(label, f"{v['mean_cosine']:.6f}", f"{v['min_cosine']:.6f}")
+    c = Console()
+    c.print(t)
+    c.print(e)
+
+
+def write_json(report: dict, path: Path) -> None:
+    """Write the report (folders created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def write_plots(report: dict, out_dir: Path) -> list[Path]:
+    """``layers.png`` (per-layer 1 − cosine of the attention output) and ``end_to_end.png`` (the metric)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    b = report["backend"]
+    rows = report["per_layer"]
+    ly = [r["layer"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 3.6))
+    for key, label, style in (("backend_vs_float_layer", f"{b} vs float layer (same input)", "o-"),
+                              ("backend_vs_softmax_model", f"{b} vs softmax model", "s-"),
+                              ("float_swiftmax_vs_softmax_model", "float SwiftMax vs softmax model", "^--")):
+        ax.plot(ly, [max(1.0 - r[key]["cosine"], 1e-12) for r in rows], style, label=label)
+    ax.set_yscale("log")
+    ax.set_xticks(ly)
+    ax.set_xlabel("layer")
+    ax.set_ylabel("1 − cosine of the attention output")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p1 = out_dir / "layers.png"
+    fig.savefig(p1, dpi=120)
+    plt.close(fig)
+
+    e2e = report["end_to_end"]
+    keys = ("float_softmax", "float_swiftmax", "backend")
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    ax.bar(["float softmax", "float SwiftMax", f"bundle on {b}"], [e2e[k]["mean_cosine"] for k in keys],
+           color=["tab:gray", "tab:blue", "tab:orange"], label="mean")
+    ax.plot(range(3), [e2e[k]["min_cosine"] for k in keys], "k_", ms=20, label="min")
+    lo = min(e2e[k]["min_cosine"] for k in keys)
+    ax.set_ylim(max(0.0, lo - 0.1 * (1 - lo) - 1e-4), 1.0 + 1e-4)
+    ax.set_ylabel("sentence-embedding cosine to softmax")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    p2 = out_dir / "end_to_end.png"
+    fig.savefig(p2, dpi=120)
+    plt.close(fig)
+    return [p1, p2]
+
+
+__all__ = ["BACKEND_CHOICES", "EvalData", "Runner", "attention_on", "cosine_to", "device_runner", "embeddings",
+           "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection", "print_report",
+           "quant_layers", "swiftmax_constants", "write_json", "write_plots"]

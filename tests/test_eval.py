@@ -1,0 +1,122 @@
+"""``vckattn eval``: a whole MiniLM with a 2-layer bundle's attention on the emu backend, scored end to end."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+
+from vckattn.host import eval as ev
+from vckattn.host.cli import main
+
+N_SENTENCES = 8
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    from vckattn.host.export import export_checkpoint
+    from vckattn.host.textdata import real_sentences
+
+    out = tmp_path_factory.mktemp("eval") / "b"
+    export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max", max_layers=2,
+                      progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def softmax_bundle(tmp_path_factory) -> Path:
+    from vckattn.host.export import export_checkpoint
+    from vckattn.host.textdata import real_sentences
+
+    out = tmp_path_factory.mktemp("eval-softmax") / "b"
+    export_checkpoint("minilm", out, real_sentences(12), normalizer="softmax", max_layers=2, progress=False)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cli_report(bundle, tmp_path_factory) -> tuple[dict, Path]:
+    out = tmp_path_factory.mktemp("eval-out")
+    rc = main(["eval", "--bundle", str(bundle), "--backend", "emu", "--sentences", str(N_SENTENCES), "--quiet",
+               "--json", str(out / "r.json"), "--plots", str(out / "plots")])
+    assert rc == 0
+    return json.loads((out / "r.json").read_text()), out / "plots"
+
+
+def _metric_with(bundle: Path, runner_of, corrupt: bool = False) -> float:
+    """The backend metric recomputed here: a fresh model, the given runner in eval's wrapper."""
+    from vckattn.hw.manifest import load_manifest
+
+    b, layers, m = ev.load_inputs(bundle, None, None, False)
+    qls = ev.quant_layers(b, bundle, layers, load_manifest("vck5000_attention"))
+    if corrupt:  # layer 1's output requantization multiplier with the wrong sign
+        rq = qls[1].rq_a
+        qls[1] = dataclasses.replace(qls[1], rq_a=dataclasses.replace(rq, mult=-rq.mult))
+    data = ev.held_out(m, N_SENTENCES)
+    with ev.attention_on(m, qls, data.keep, None, {}):
+        ref = ev.embeddings(m, data)
+    with ev.attention_on(m, qls, data.keep, runner_of(), {}):
+        got = ev.embeddings(m, data)
+    return ev.cosine_to(got, ref)["mean_cosine"]
+
+
+def test_json_shape_and_plots(cli_report):
+    r, plots = cli_report
+    assert r["report"] == "eval" and r["backend"] == "emu" and r["layers"] == [0, 1]
+    assert r["sentences"]["count"] == N_SENTENCES and r["sentences"]["tokens"] > N_SENTENCES
+    assert set(r["end_to_end"]) == {"float_softmax", "float_swiftmax", "backend"}
+    for v in r["end_to_end"].values():
+        assert set(v) == {"mean_cosine", "min_cosine"} and -1.0 <= v["min_cosine"] <= v["mean_cosine"] <= 1.0 + 1e-12
+    assert r["end_to_end"]["float_softmax"]["mean_cosine"] == pytest.approx(1.0, abs=1e-12)
+    # max-init SwiftMax is far from softmax; the integer path tracks the float SwiftMax model
+    sm, be = r["end_to_end"]["float_swiftmax"]["mean_cosine"], r["end_to_end"]["backend"]["mean_cosine"]
+    assert sm < 0.99 and abs(be - sm) < 0.02
+    assert [p["layer"] for p in r["per_layer"]] == [0, 1]
+    for p in r["per_layer"]:
+        assert p["normalizer"] == "swiftmax" and p["beta"] is not None and p["tiles"] > 0
+        for k in ("backend_vs_float_layer", "backend_vs_softmax_model", "float_swiftmax_vs_softmax_model"):
+            assert set(p[k]) == {"max_abs_error", "max_rel_error", "cosine"}
+        assert p["backend_vs_float_layer"]["cosine"] > 0.99
+    for name in ("layers.png", "end_to_end.png"):
+        assert (plots / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_backend_metric_equals_golden_integer_model(bundle, cli_report):
+    r, _ = cli_report
+    golden = _metric_with(bundle, ev.golden_runner)
+    assert r["end_to_end"]["backend"]["mean_cosine"] == pytest.approx(golden, abs=1e-12)
+
+
+def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
+    """A softmax bundle: no SwiftMax layer, so the float SwiftMax model is the softmax model; the integer
+    softmax layers on emu keep the embeddings; one register wrong on the device path and the metric falls."""
+    from vckattn.host.run import open_device
+    from vckattn.hw.manifest import load_manifest
+
+    r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False)
+    assert r["end_to_end"]["float_swiftmax"]["mean_cosine"] == pytest.approx(1.0, abs=1e-12)
+    good = r["end_to_end"]["backend"]["mean_cosine"]
+    assert good > 0.999
+    assert all(p["normalizer"] == "softmax" and p["beta"] is None for p in r["per_layer"])
+    device = open_device("emu", load_manifest("vck5000_attention"))
+    with device:
+        broken = _metric_with(softmax_bundle, lambda: ev.device_runner(device, {}), corrupt=True)
+    assert broken < good - 0.1
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["--layers", "5"], "--layers: no layer(s) [5]"),
+    (["--bundle", "/nonexistent/bundle"], "/nonexistent/bundle"),
+])
+def test_user_errors_are_one_line(bundle, capsys, argv, needle):
+    args = ["eval", "--bundle", str(bundle), "--quiet", *argv]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_help_has_an_example(capsys):
+    assert main(["eval", "--help"]) == 0
+    out = capsys.readouterr().out
+    assert "example: vckattn export minilm" in out and "--manifest" in out
