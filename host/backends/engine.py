@@ -15,6 +15,7 @@ The layer must be a narrow-score layer of the build's width (:func:`vckattn.gold
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, ClassVar
 
 import numpy as np
@@ -72,8 +73,9 @@ class EngineDevice(Device):
             raise DeviceError(f"{self.name} launch {self.launches - 1}: {exc}") from None
         return heads_from_a(launch.cmds, a)
 
+    @abstractmethod
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        raise NotImplementedError
+        """Run one launch: the A buffer ``(tiles, Q_ROWS, d)`` int8 and the done logs ``(tiles, 16)`` uint8."""
 
 
 class EngineEmuDevice(EngineDevice):
@@ -179,6 +181,10 @@ class _Unavailable(EngineDevice):
         raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
                           "run the engine on emu, csim or rtl, or the reference build vck5000_attention on "
                           f"{self.name}")
+
+    def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
+        self.open()  # refuses, naming what to use instead
+        raise AssertionError("unreachable")
 
 
 class EngineXrtDevice(_Unavailable):
