@@ -15,11 +15,7 @@ packets as the PL writes them (header with ``elem_bits = 8``, ``ceil(count / 16)
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -142,29 +138,6 @@ def engine_top_name(pipelines: int, lanes: int, score_bits: int) -> str:
     return f"engine_pl_p{pipelines}_l{lanes}_b{score_bits}"
 
 
-@contextlib.contextmanager
-def _to_log(log: Path | None) -> Iterator[None]:
-    """Send this process's stdout/stderr (and the simulator's) to ``log`` (``None``: unchanged)."""
-    if log is None:
-        yield
-        return
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log, "wb") as f:
-        os.dup2(f.fileno(), 1)
-        os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
-
-
 def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np.ndarray],
                    reg_writes: list[tuple[int, int]], ident: int, seed: int | None = None,
                    backpressure: bool = True, log: Path | None = None) -> EngineRtlResult:
@@ -189,7 +162,7 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         ValueError: Wrong number of streams or a stream that is not whole packets.
     """
     from vckattn.hw.pl.engine import generate_engine_verilog
-    from vckattn.sim.runner import SIM_BUILD_ROOT, SimulationFailed, run_cocotb
+    from vckattn.sim.runner import SIM_BUILD_ROOT, SimulationFailed, redirect_output, run_cocotb
 
     if len(packets) != pipelines:
         raise ValueError(f"{pipelines} pipelines but {len(packets)} packet streams")
@@ -212,7 +185,7 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
                  **{f"s{i}": s for i, s in enumerate(streams)})
         env = {"VCKATTN_ENGINE_JOB": str(jf), "VCKATTN_ENGINE_OUT": str(of)}
         try:
-            with _to_log(log):
+            with redirect_output(log):
                 run_cocotb(top, [src], "vckattn.sim.tb_engine_host", seed=seed, extra_env=env,
                            rerun_with_waves=False)
         except (SimulationFailed, RuntimeError) as exc:

@@ -40,7 +40,7 @@ from vckattn.sim.hls_csim import REPO_ROOT, CompileError, compile_cpp, run_binar
 HLS_DIR = REPO_ROOT / "hw" / "hls"
 TB_CPP = REPO_ROOT / "sim" / "cpp" / "movers_tb.cpp"
 KERNEL_SOURCES = tuple(HLS_DIR / f for f in ("mm2s_tiles.cpp", "mm2s_kv.cpp", "s2mm_out.cpp", "score_switch.cpp"))
-HEADERS = (HLS_DIR / "movers.h", HLS_DIR / "axis_types.h")
+HEADERS = (HLS_DIR / "movers.h", HLS_DIR / "axis_types.h", HLS_DIR / "requant.h")
 #: -O1 builds faster than the default -O2 and is plenty for these streams
 FLAGS = ("-O1",)
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")

@@ -287,6 +287,30 @@ def parse_results(results_xml: Path) -> list[TestResult]:
 
 
 @contextlib.contextmanager
+def redirect_output(log: Path | None) -> Iterator[None]:
+    """Send this process's stdout/stderr (and a simulator's, which inherits the file descriptors) to ``log``
+    for the duration (``None``: unchanged)."""
+    if log is None:
+        yield
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with open(log, "wb") as f:
+        os.dup2(f.fileno(), 1)
+        os.dup2(f.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            os.close(saved[0])
+            os.close(saved[1])
+
+
+@contextlib.contextmanager
 def _environ(overrides: Mapping[str, str | None]) -> Iterator[None]:
     """Temporarily set (or, for ``None``, remove) variables in :data:`os.environ`.
 

@@ -18,9 +18,6 @@ nominal); per tile, the cycles from the previous tile's last output beat to its 
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,26 +29,6 @@ from vckattn.host.backends.hwio import register_writes
 from vckattn.host.tiler import LayerJob, TileResult
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@contextlib.contextmanager
-def _quiet(log: Path) -> Iterator[None]:
-    """Send this process's stdout/stderr (and the simulator's, which inherits them) to ``log``."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
-    with open(log, "wb") as f:
-        os.dup2(f.fileno(), 1)
-        os.dup2(f.fileno(), 2)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os.dup2(saved[0], 1)
-            os.dup2(saved[1], 2)
-            os.close(saved[0])
-            os.close(saved[1])
 
 
 class RtlDevice(Device):
@@ -85,7 +62,7 @@ class RtlDevice(Device):
         return top, entry, self._sources[top]
 
     def run(self, job: LayerJob) -> Iterator[TileResult]:
-        from vckattn.sim.runner import SimulationFailed, run_cocotb
+        from vckattn.sim.runner import SimulationFailed, redirect_output, run_cocotb
 
         layer = self.layer
         if layer is None:
@@ -103,7 +80,7 @@ class RtlDevice(Device):
                      reg_words=np.array([w.word for w in writes], np.int64), ident=np.int64(entry["id"]),
                      lanes=np.int64(self.manifest.tile.lanes), pauses=np.int64(self.pauses))
             env = {"VCKATTN_HOST_JOB": str(jf), "VCKATTN_HOST_OUT": str(of)}
-            ctx = _quiet(log) if self.quiet else contextlib.nullcontext()
+            ctx = redirect_output(log if self.quiet else None)
             try:
                 with ctx:
                     run_cocotb(top, [src], "vckattn.sim.tb_host_stream", seed=self.seed, extra_env=env,

@@ -4,21 +4,10 @@
 // (Q_ROWS x d int8) into slot t of the launch's shared A buffer `a_out` (so the buffer is the head outputs,
 // host/engine.py), and the record's header beat (streams.RESULT: tile_id, rows, pipeline, d) into this
 // pipeline's done log `done` in arrival order (the host points `done` at the pipeline's region).
+#include "requant.h"
 #include "swiftmax_engine_hls.h"
 
 using namespace vckattn_engine_pl;
-
-// sat_int8((o*mult + 2^(shift-1)) >> shift); shift == 0: sat_int8(o*mult) (as s2mm_out.cpp's requant_one).
-// |o*mult| < 2^62 and the rounding term is at most 2^61, so the 64-bit sum cannot overflow.
-static ap_int<8> requant_one(ap_int<32> o, ap_int<32> mult, ap_uint<6> shift) {
-#pragma HLS INLINE
-    const ap_int<64> prod = (ap_int<64>)o * (ap_int<64>)mult;
-    const ap_int<64> half = shift == 0 ? (ap_int<64>)0 : (ap_int<64>)((ap_int<64>)1 << (shift - 1));
-    const ap_int<64> y = (prod + half) >> shift;  // arithmetic shift: floor
-    if (y > 127) return 127;
-    if (y < -128) return -128;
-    return (ap_int<8>)y;
-}
 
 int s2mm_engine(hls::stream<beat128>& o_in, ap_uint<128>* a_out, ap_uint<128>* done, unsigned n_records,
                 unsigned n_slots, unsigned pipeline, int rq_mult, unsigned rq_shift) {
@@ -60,7 +49,7 @@ records:
                 const beat128 o = o_in.read();
                 for (int l = 0; l < 4; l++) {
                     const ap_int<32> v = o.range(32 * l + 31, 32 * l);
-                    a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)requant_one(v, mult, shift);
+                    a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)vckattn::requant_one(v, mult, shift);
                 }
             }
             a_out[base + m] = a;

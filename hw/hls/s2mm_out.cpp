@@ -1,20 +1,9 @@
 // s2mm_out: P·V accumulators from the AIE -> requantize to int8 -> the tile's out record in DDR
 // (hw/STREAMS.md, host/tile_buffers.py; arithmetic of golden/requant.py::requantize, half_up).
 #include "movers.h"
+#include "requant.h"
 
 using namespace vckattn;
-
-// sat_int8((o*mult + 2^(shift-1)) >> shift); shift == 0: sat_int8(o*mult). shift in 0..MAX_RQ_SHIFT.
-// |o*mult| < 2^62 and the rounding term is at most 2^61, so the 64-bit sum cannot overflow.
-static ap_int<8> requant_one(ap_int<32> o, ap_int<32> mult, ap_uint<6> shift) {
-#pragma HLS INLINE
-    const ap_int<64> prod = (ap_int<64>)o * (ap_int<64>)mult;
-    const ap_int<64> half = shift == 0 ? (ap_int<64>)0 : (ap_int<64>)((ap_int<64>)1 << (shift - 1));
-    const ap_int<64> y = (prod + half) >> shift;  // arithmetic shift: floor
-    if (y > 127) return 127;
-    if (y < -128) return -128;
-    return (ap_int<8>)y;
-}
 
 void s2mm_out(hls::stream<beat128>& o_in, const ap_uint<32>* desc, ap_uint<128>* out, unsigned n_tiles,
               unsigned head_dim, int rq_mult, unsigned rq_shift) {
