@@ -83,3 +83,18 @@ def read_sentences(path: Path) -> list[str]:
 
 __all__ = ["PROG", "Parser", "Subparsers", "command_names", "index_list", "missing_subcommand", "positive_float",
            "positive_int", "read_sentences"]
+
+
+def device_options(args: argparse.Namespace) -> dict:
+    """The backend options of ``run``/``eval`` from their flags: ``--seed`` (rtl), ``--xclbin`` (xrt/pynq, required),
+    ``--device`` (xrt card index)."""
+    opts: dict = {}
+    if args.backend == "rtl" and args.seed is not None:
+        opts["seed"] = args.seed
+    if args.backend in ("xrt", "pynq"):
+        if args.xclbin is None:
+            raise UserError(f"--backend {args.backend} needs --xclbin")
+        opts["xclbin"] = args.xclbin
+        if args.backend == "xrt":
+            opts["device_index"] = args.device
+    return opts

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vckattn.golden.errors import UserError
-
-from .common import Subparsers, index_list, positive_int
+from .common import Subparsers, device_options, index_list, positive_int
 
 
 def add_eval(sub: Subparsers) -> None:
@@ -49,15 +47,7 @@ def add_eval(sub: Subparsers) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from vckattn.host import eval as ev
 
-    opts: dict = {}
-    if args.backend == "rtl" and args.seed is not None:
-        opts["seed"] = args.seed
-    if args.backend in ("xrt", "pynq"):
-        if args.xclbin is None:
-            raise UserError(f"--backend {args.backend} needs --xclbin")
-        opts["xclbin"] = args.xclbin
-        if args.backend == "xrt":
-            opts["device_index"] = args.device
+    opts = device_options(args)
     report = ev.evaluate(args.bundle, args.backend, layers=args.layers, manifest_path=args.manifest,
                          checkpoint=args.checkpoint, n_sentences=args.sentences, max_tokens=args.max_tokens,
                          device_options=opts, progress=not args.quiet)

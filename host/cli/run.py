@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, index_list
+from .common import Subparsers, device_options, index_list
 
 
 def add_run(sub: Subparsers) -> None:
@@ -54,15 +54,7 @@ def add_run(sub: Subparsers) -> None:
 def run_run(args: argparse.Namespace) -> int:
     from vckattn.host import run
 
-    opts: dict = {}
-    if args.backend == "rtl" and args.seed is not None:
-        opts["seed"] = args.seed
-    if args.backend in ("xrt", "pynq"):
-        if args.xclbin is None:
-            raise UserError(f"--backend {args.backend} needs --xclbin")
-        opts["xclbin"] = args.xclbin
-        if args.backend == "xrt":
-            opts["device_index"] = args.device
+    opts = device_options(args)
     report = run.run(args.bundle, args.backend, text=args.text, input_npz=args.input_npz, layers=args.layers,
                      manifest_path=args.manifest, checkpoint=args.checkpoint, save=args.save, device_options=opts,
                      progress=not args.quiet)
