@@ -147,3 +147,21 @@ def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
     rep = json.loads(js.read_text())
     assert rep["backend"] == "csim" and [r["bit_exact"] for r in rep["layers"]] == [True, True]
     assert all(r["cosine"] > 0.99 for r in rep["layers"])
+
+
+def test_run_min_cosine_refuses_a_bundle_whose_layers_do_not_follow_the_float_model(tmp_path, capsys):
+    """A default-init (untuned) SwiftMax export of MiniLM runs bit-exact but its layers do not follow the float
+    model: `run` says so in one line and exits 3 (1 stays "not bit-exact"); --min-cosine -1 accepts it."""
+    bundle = export_checkpoint("minilm", tmp_path / "mean", real_sentences(12), normalizer="swiftmax",
+                               swiftmax_init="mean", max_layers=1, progress=False)
+    js = tmp_path / "r.json"
+    code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--json", str(js), "--quiet")
+    rep = json.loads(js.read_text())  # the report is written either way
+    (r,) = rep["layers"]
+    assert r["bit_exact"] is True and r["cosine"] < 0.95, r
+    assert code == 3 and len(err.strip().splitlines()) == 1
+    assert f"layer 0: cosine {r['cosine']:.4f}" in err and "--min-cosine 0.95" in err and "calibrate swiftmax" in err
+    code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "-1", "--quiet")
+    assert code == 0, err
+    code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "1.5", "--quiet")
+    assert code == 2 and "-1..1" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from vckattn.golden.errors import UserError
@@ -26,7 +27,9 @@ def add_run(sub: Subparsers) -> None:
         "SwiftMax layers only), xrt (a VCK5000 "
         "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
         "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
-        "--checkpoint). Exit status 1 if a layer is not bit-exact.",
+        "--checkpoint). Exit status 1 if a layer is not bit-exact (the device is wrong), 3 if a bit-exact layer's "
+        "cosine vs the float golden is below --min-cosine (the bundle's constants do not fit this input). "
+        "Example: vckattn run --bundle B --backend rtl --text \"Attention on the Versal array.\" --json run.json",
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
     p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
@@ -41,6 +44,9 @@ def add_run(sub: Subparsers) -> None:
                    "vck5000_attention; vck190_attention for pynq)")
     p.add_argument("--checkpoint", type=Path, metavar="PATH",
                    help="the source checkpoint, if it moved since export (float reference)")
+    p.add_argument("--min-cosine", type=_cosine, default=MIN_COSINE, metavar="C",
+                   help="fail (exit status 3) when a layer's mean per-token cosine vs the float golden is below C "
+                   f"(default: {MIN_COSINE}; -1 accepts any)")
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
@@ -63,7 +69,34 @@ def run_run(args: argparse.Namespace) -> int:
         run.write_json(report, args.json_out)
     if args.save is not None:
         print(f"saved {args.save}")
-    return 0 if all(r["bit_exact"] for r in report["layers"]) else 1
+    if not all(r["bit_exact"] for r in report["layers"]):
+        return 1
+    low = [r for r in report["layers"] if r["cosine"] < args.min_cosine]
+    if low:
+        r = min(low, key=lambda x: x["cosine"])
+        others = f" (and {len(low) - 1} more)" if len(low) > 1 else ""
+        print(f"vckattn: error: layer {r['layer']}{others}: cosine {r['cosine']:.4f} vs the float golden is below "
+              f"--min-cosine {args.min_cosine:g}: the bundle's constants do not fit this input (tune beta/gamma with "
+              "`vckattn calibrate swiftmax`, or export with --swiftmax-init max); --min-cosine -1 accepts it",
+              file=sys.stderr)
+        return FIDELITY_EXIT
+    return 0
+
+
+#: the default of ``run --min-cosine``: below it a layer's integer attention no longer follows the float model
+MIN_COSINE = 0.95
+#: exit status of ``run`` when a bit-exact layer falls below ``--min-cosine``
+FIDELITY_EXIT = 3
+
+
+def _cosine(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not -1.0 <= v <= 1.0:
+        raise argparse.ArgumentTypeError(f"a cosine is in -1..1, got {v:g}")
+    return v
 
 
 def add_deploy(sub: Subparsers) -> None:
