@@ -33,15 +33,7 @@ tiles:
         for (unsigned m = 0; m < a_beats; m++) {
 #pragma HLS PIPELINE II = 4
 #pragma HLS LOOP_TRIPCOUNT min = 64 max = 128
-            beat128 a = 0;
-            for (int k = 0; k < 4; k++) {
-                const beat128 o = o_in.read();
-                for (int l = 0; l < LANES; l++) {
-                    const ap_int<32> v = o.range(32 * l + 31, 32 * l);
-                    a.range(32 * k + 8 * l + 7, 32 * k + 8 * l) = (ap_uint<8>)requant_one(v, mult, shift);
-                }
-            }
-            out[base + 1 + m] = a;
+            out[base + 1 + m] = requant_a_beat(o_in, mult, shift);
         }
     }
 }
