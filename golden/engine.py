@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import replace
+from typing import TypeVar
 
 import numpy as np
 
 from .fixedpoint import shift_round
 from .funcunits import LOG2E
 from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
-from .swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, fold_multiplier, swiftmax_int
+from .swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, fold_multiplier, swiftmax_int
+
+RegsT = TypeVar("RegsT", SwiftMaxRegisters, SwiftMaxHeads)
 
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
 
@@ -103,14 +106,15 @@ def engine_format(bits: int, fmt: SwiftMaxFormat | None = None) -> SwiftMaxForma
     return base if bits == 32 else replace(base, acc_bits=bits)
 
 
-def engine_registers(regs: SwiftMaxRegisters, s_q: float, s_k: float, d: int, shift: int,
-                     fmt: SwiftMaxFormat) -> SwiftMaxRegisters:
-    """``regs`` (a layer's SwiftMax registers for int32 scores at ``s_q·s_k``) for scores shifted right by
-    ``shift``: only ``a_mult``/``a_shift`` change (``A·2^shift·2^t_frac``, folded as
+def engine_registers(regs: RegsT, s_q: float, s_k: float, d: int, shift: int, fmt: SwiftMaxFormat) -> RegsT:
+    """``regs`` (a head's or a layer's SwiftMax registers for int32 scores at ``s_q·s_k``) for scores shifted
+    right by ``shift``: only ``a_mult``/``a_shift`` change (``A·2^shift·2^t_frac``, folded as
     :func:`~vckattn.golden.swiftmax_int.swiftmax_registers` does); β, the clamps and γ are unchanged."""
     a = s_q * s_k * LOG2E / math.sqrt(d) * 2.0**shift
     a_mult, a_shift = fold_multiplier(a * (1 << fmt.t_frac), fmt.a_bits, fmt.max_a_shift)
-    return regs.replace(a_mult=a_mult, a_shift=a_shift)
+    if isinstance(regs, SwiftMaxHeads):
+        return regs.map(lambda r: r.replace(a_mult=a_mult, a_shift=a_shift))  # type: ignore[return-value]
+    return regs.replace(a_mult=a_mult, a_shift=a_shift)  # type: ignore[return-value]
 
 
 def engine_online_registers(s_q: float, s_k: float, d: int, shift: int,
@@ -119,11 +123,13 @@ def engine_online_registers(s_q: float, s_k: float, d: int, shift: int,
     return online_softmax_registers(s_q * 2.0**shift, s_k, d, fmt)
 
 
-def engine_p(s: np.ndarray, regs: SwiftMaxRegisters, bits: int, fmt: SwiftMaxFormat | None = None) -> np.ndarray:
-    """The engine's PL SwiftMax on stream scores ``s``: P uint8-valued int64, 0 where ``s`` is the sentinel."""
+def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, fmt: SwiftMaxFormat | None = None,
+             head: np.ndarray | int | None = None) -> np.ndarray:
+    """The engine's PL SwiftMax on stream scores ``s``: P uint8-valued int64, 0 where ``s`` is the sentinel.
+    Per-head constants (:class:`SwiftMaxHeads`) need ``head``, the packet header's head index of the scores."""
     f = fmt or engine_format(bits)
     s = np.asarray(s, dtype=np.int64)
-    return swiftmax_int(s, regs, s != sentinel(bits), f)
+    return swiftmax_int(s, regs, s != sentinel(bits), f, head=head)
 
 
 __all__ = ["SCORE_BITS", "engine_format", "engine_online_registers", "engine_p", "engine_registers", "engine_scores",

@@ -47,10 +47,10 @@ from .requant import RequantRegisters, quantize_symmetric, requant_registers, re
 from .rope_int import ROPE_FRAC, rope_int, rope_tables_int
 from .swiftmax_int import (
     SwiftMaxFormat,
-    SwiftMaxRegisters,
+    SwiftMaxHeads,
     choose_out_frac,
+    swiftmax_head_registers,
     swiftmax_int_tabulated,
-    swiftmax_registers,
 )
 
 Normalizer = Literal["softmax", "swiftmax"]
@@ -107,7 +107,8 @@ class QuantAttentionLayer:
     rq_a: RequantRegisters
     normalizer: Normalizer
     p_frac: int
-    swiftmax: SwiftMaxRegisters | None = None
+    #: SwiftMax constants, one register set per query head (per-layer constants: equal heads)
+    swiftmax: SwiftMaxHeads | None = None
     online: OnlineSoftmaxRegisters | None = None
     sm_fmt: SwiftMaxFormat = field(default_factory=SwiftMaxFormat)
     os_fmt: OnlineSoftmaxFormat = field(default_factory=OnlineSoftmaxFormat)
@@ -127,6 +128,8 @@ class QuantAttentionLayer:
             self.n_kv_heads = self.n_heads
         if self.n_kv_heads < 1 or self.n_heads % self.n_kv_heads:
             raise ValueError(f"n_heads={self.n_heads} must be a multiple of n_kv_heads={self.n_kv_heads}")
+        if self.swiftmax is not None and self.swiftmax.n_heads != self.n_heads:
+            raise ValueError(f"SwiftMax constants for {self.swiftmax.n_heads} heads in a layer of {self.n_heads}")
 
     @property
     def n_rep(self) -> int:
@@ -188,15 +191,28 @@ def key_mask(keep: np.ndarray | None, batch: int, seq: int, causal: bool) -> np.
     return m
 
 
+def _float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray) -> SwiftMax:
+    """The float SwiftMax of per-layer (scalars) or per-head (one value per head) constants, float64."""
+    b, g = np.atleast_1d(np.asarray(beta, np.float64)), np.atleast_1d(np.asarray(gamma, np.float64))
+    if b.size == 1 and g.size == 1 and np.ndim(beta) == 0 and np.ndim(gamma) == 0:
+        return SwiftMax(float(b[0]), float(g[0])).double()
+    n = max(b.size, g.size)
+    norm = SwiftMax(1.0, 1.0, num_heads=n).double()
+    with torch.no_grad():
+        norm.beta.copy_(torch.from_numpy(np.broadcast_to(b, (n,)).copy()))
+        norm.gamma.copy_(torch.from_numpy(np.broadcast_to(g, (n,)).copy()))
+    return norm
+
+
 @torch.no_grad()
 def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None,
-                    normalizer: Normalizer, beta: float = 0.0, gamma: float = 1.0, rope: RopeTables | None = None,
-                    causal: bool = False) -> dict[str, np.ndarray]:
+                    normalizer: Normalizer, beta: float | np.ndarray = 0.0, gamma: float | np.ndarray = 1.0,
+                    rope: RopeTables | None = None, causal: bool = False) -> dict[str, np.ndarray]:
     """Float64 golden of the same layer: returns q, k, v ``(B, S, heads·D)``, weights p ``(B, H, S, S)``,
     head outputs a ``(B, S, H·D)``, output y. K/V have ``mha.n_kv_heads`` heads (GQA). With ``rope``
     (float ``(cos, sin)`` tables as :func:`attention_int` takes) q and k are the rotated values and
     ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query."""
-    norm = Softmax() if normalizer == "softmax" else SwiftMax(beta, gamma).double()
+    norm = Softmax() if normalizer == "softmax" else _float_swiftmax(beta, gamma)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     m = mha.double()
     q, k, v = (_np(lin(xt)) for lin in (m.q_proj, m.k_proj, m.v_proj))
@@ -216,10 +232,13 @@ def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | N
 
 
 def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None,
-                        normalizer: Normalizer = "softmax", beta: float = 0.0, gamma: float = 1.0,
+                        normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
+                        gamma: float | np.ndarray = 1.0,
                         p_percentile: float = 100.0, rope: RopeTables | None = None,
                         causal: bool = False) -> QuantAttentionLayer:
     """Choose scales from calibration activations ``x`` ``(B, S, d)`` and build the integer layer.
+
+    ``beta``/``gamma``: SwiftMax constants per layer (scalars) or per head (one value per head).
 
     ``p_percentile`` (SwiftMax only): the percentile of unmasked P values that must fit the
     uint8 output (100 = the maximum; lower values saturate the largest weights).
@@ -245,7 +264,7 @@ def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray
 
 
 def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normalizer: Normalizer,
-                      beta: float = 0.0, gamma: float = 1.0, p_max: float = 1.0,
+                      beta: float | np.ndarray = 0.0, gamma: float | np.ndarray = 1.0, p_max: float = 1.0,
                       causal: bool = False) -> QuantAttentionLayer:
     """The integer layer from its float scales (``s_x, s_q, s_k, s_v, s_a``) and, for SwiftMax, the
     largest P that must fit the output: int8 weights, requantization and normalizer registers, all
@@ -257,7 +276,7 @@ def build_quant_layer(mha: MultiHeadAttention, scales: dict[str, float], normali
     sm_regs = os_regs = None
     if normalizer == "swiftmax":
         p_frac = choose_out_frac(max(p_max, 1e-30), sm_fmt)
-        sm_regs = swiftmax_registers(s_q, s_k, mha.head_dim, beta, gamma, p_frac, sm_fmt)
+        sm_regs = swiftmax_head_registers(s_q, s_k, mha.head_dim, beta, gamma, p_frac, mha.n_heads, sm_fmt)
     else:
         p_frac = os_fmt.out_frac
         os_regs = online_softmax_registers(s_q, s_k, mha.head_dim, os_fmt)
@@ -335,16 +354,27 @@ def _head_operands(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray |
     return ops, flat
 
 
-def normalizer_int(layer: QuantAttentionLayer, scores: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+def normalizer_int(layer: QuantAttentionLayer, scores: np.ndarray, keep: np.ndarray | None = None,
+                   head: np.ndarray | int | None = None) -> np.ndarray:
     """The layer's PL normalizer on the score accumulators ``scores`` ``(..., Sq, Sk)`` (int32 Q·Kᵀ):
     P as unsigned ``out_bits`` integers at scale ``2^-p_frac``, exactly 0 where ``keep`` (broadcastable
     to ``scores``; ``None`` = every key) is False. A narrow-score layer (``score_bits`` 8/16) first
-    shift-rounds-saturates the accumulators as the engine's AIE kernel does."""
+    shift-rounds-saturates the accumulators as the engine's AIE kernel does.
+
+    ``head``: the query head of the scores (an int, or an int array broadcastable to ``scores``), which
+    selects the SwiftMax register set; ``None`` = ``scores`` are ``(B, H, Sq, Sk)`` with the layer's heads
+    on axis -3 (or the layer's constants are the same for every head)."""
     bits = getattr(layer, "score_bits", 32)  # duck-typed layers (the backends' fakes) have int32 scores
     if bits != 32:
         scores = narrow_scores(scores, layer.score_shift, bits)
     if layer.normalizer == "swiftmax":
-        return swiftmax_int_tabulated(scores, layer.swiftmax, keep, layer.sm_fmt)
+        regs = layer.swiftmax
+        if head is None and isinstance(regs, SwiftMaxHeads) and not regs.uniform:
+            if np.ndim(scores) < 3 or np.shape(scores)[-3] != regs.n_heads:
+                raise ValueError(f"per-head SwiftMax: scores {np.shape(scores)} have no head axis of "
+                                 f"{regs.n_heads} at -3; pass head=")
+            head = np.arange(regs.n_heads)[:, None, None]
+        return swiftmax_int_tabulated(scores, regs, keep, layer.sm_fmt, head=head)
     return online_softmax_int(scores, layer.online, keep, layer.os_fmt)
 
 

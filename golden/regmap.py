@@ -28,6 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 __all__ = ["AXIL_DATA_WIDTH", "Mem", "Reg", "RegisterMap", "RegisterValues", "RegisterWrite", "from_word", "fits",
            "to_word", "wide_names", "wide_regs", "wide_values"]
 
@@ -347,24 +349,44 @@ class RegisterMap:
         e = self._entry(name)
         return from_word(word, e.width, e.signed)
 
-    def writes(self, values: Mapping[str, int]) -> list[RegisterWrite]:
-        """The writes that program every ``rw`` register, in declaration (address) order.
+    def writes(self, values: Mapping[str, int | Sequence[int]]) -> list[RegisterWrite]:
+        """The writes that program every ``rw`` register, in declaration (address) order, then the
+        memories ``values`` names (a sequence of entries each, written from entry 0 at its window's
+        offset; the write of entry ``i`` is named ``<mem>[i]``).
 
-        ``values`` must name exactly the writable registers: a missing or unknown name, or a value
-        that does not fit its register, is a ValueError naming it.
+        ``values`` must name exactly the writable registers plus any memories: a missing or unknown name,
+        a memory with more entries than its depth, or a value that does not fit is a ValueError naming it.
         """
         names = [r.name for r in self.writable]
-        extra = sorted(set(values) - set(names))
+        mems = [m.name for m in self.mems]
+        extra = sorted(set(values) - set(names) - set(mems))
         if extra:
-            raise ValueError(f"no writable register for {', '.join(extra)} (the map has {', '.join(names)})")
+            raise ValueError(f"no writable register for {', '.join(extra)} (the map has {', '.join(names + mems)})")
         missing = [n for n in names if n not in values]
         if missing:
             raise ValueError(f"no value for register(s) {', '.join(missing)}")
         out = []
         for r in self.writable:
-            v = int(values[r.name])
+            v = values[r.name]
+            if not isinstance(v, (int, np.integer)):
+                raise ValueError(f"register {r.name} takes one value, got {type(v).__name__}")
+            v = int(v)
             self.word(r.name, v)
             out.append(RegisterWrite(r.name, self.offset(r.name), r.width, r.signed, v))
+        for m in self.mems:
+            if m.name not in values:
+                continue
+            entries = values[m.name]
+            if isinstance(entries, (int, np.integer)):
+                raise ValueError(f"memory {m.name} takes a sequence of entries, got one value")
+            entries = [int(e) for e in entries]
+            if len(entries) > m.depth:
+                raise ValueError(f"memory {m.name}: {len(entries)} entries for depth {m.depth}")
+            for i, v in enumerate(entries):
+                if not fits(v, m.width, m.signed):
+                    raise ValueError(f"{m.name}[{i}] {v} does not fit {m.width} {'signed' if m.signed else 'unsigned'} "
+                                     "bits")
+                out.append(RegisterWrite(f"{m.name}[{i}]", self.offset(m.name) + 4 * i, m.width, m.signed, v))
         return out
 
     @classmethod

@@ -49,7 +49,9 @@ COMMAND = (
     Field("causal", 0, 4, 1, "TILE: key j is masked for query row i when j > q0 + i"),
     Field("score_shift", 0, 8, 8, "TILE: right shift of the int32 accumulator before rounding to score_bits"),
     Field("n_kb", 0, 16, 16, "key blocks of the (batch, head) group: keys_pad / KEY_BLOCK"),
-    Field("d", 1, 0, 16, "head size D"),
+    Field("d", 1, 0, 8, "head size D"),
+    Field("head", 1, 8, 8, "TILE: the query head h of the tile (selects the normalizer's register set h); "
+                           "the qk_slice kernels copy it into the score packets"),
     Field("valid_keys", 1, 16, 16, "keys >= valid_keys are masked (padding at the end)"),
     Field("rows", 2, 0, 16, "TILE: valid query rows (rows >= rows are masked)"),
     Field("tiles", 2, 0, 16, "LOAD_K / LOAD_V: TILE commands of the group that follow (the same bits as rows, "
@@ -66,7 +68,9 @@ PACKET = (
     Field("slice", 2, 0, 8, "key slice index j"),
     Field("elem_bits", 2, 8, 8, "bits per payload element: score_bits on the score stream, 8 on the P stream"),
     Field("rows", 2, 16, 16, "valid query rows of the tile"),
-    Field("count", 3, 0, 32, "payload elements: Q_ROWS x slice keys"),
+    Field("count", 3, 0, 16, "payload elements: Q_ROWS x slice keys"),
+    Field("head", 3, 16, 8, "the tile's query head (from the TILE command): the PL normalizer uses register set "
+                            "head"),
 )
 
 #: header of an O record (AIE -> PL, int32 payload) and of an A record (PL -> DDR, int8 payload)

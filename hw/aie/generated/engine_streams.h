@@ -27,7 +27,10 @@ constexpr int COMMAND_N_KB_LO = 16;
 constexpr uint32_t COMMAND_N_KB_MASK = 0xFFFFu;
 constexpr int COMMAND_D_WORD = 1;  // head size D
 constexpr int COMMAND_D_LO = 0;
-constexpr uint32_t COMMAND_D_MASK = 0xFFFFu;
+constexpr uint32_t COMMAND_D_MASK = 0xFFu;
+constexpr int COMMAND_HEAD_WORD = 1;  // TILE: the query head h of the tile (selects the normalizer's register set h); the qk_slice kernels copy it into the score packets
+constexpr int COMMAND_HEAD_LO = 8;
+constexpr uint32_t COMMAND_HEAD_MASK = 0xFFu;
 constexpr int COMMAND_VALID_KEYS_WORD = 1;  // keys >= valid_keys are masked (padding at the end)
 constexpr int COMMAND_VALID_KEYS_LO = 16;
 constexpr uint32_t COMMAND_VALID_KEYS_MASK = 0xFFFFu;
@@ -62,7 +65,10 @@ constexpr int PACKET_ROWS_LO = 16;
 constexpr uint32_t PACKET_ROWS_MASK = 0xFFFFu;
 constexpr int PACKET_COUNT_WORD = 3;  // payload elements: Q_ROWS x slice keys
 constexpr int PACKET_COUNT_LO = 0;
-constexpr uint32_t PACKET_COUNT_MASK = 0xFFFFFFFFu;
+constexpr uint32_t PACKET_COUNT_MASK = 0xFFFFu;
+constexpr int PACKET_HEAD_WORD = 3;  // the tile's query head (from the TILE command): the PL normalizer uses register set head
+constexpr int PACKET_HEAD_LO = 16;
+constexpr uint32_t PACKET_HEAD_MASK = 0xFFu;
 
 // result header
 constexpr int RESULT_TILE_ID_WORD = 0;  // the host's tile id

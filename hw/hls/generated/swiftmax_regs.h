@@ -7,25 +7,21 @@
 #include <ap_int.h>
 
 #define VCKATTN_SWIFTMAX_ID 0x5F1F7A01u
-#define VCKATTN_SWIFTMAX_VERSION 1
+#define VCKATTN_SWIFTMAX_VERSION 2
 
 #define VCKATTN_SWIFTMAX_REGS(X) \
     X(a_mult, 24, 1, 0x08) \
     X(a_shift, 6, 0, 0x0C) \
-    X(b_beta, 24, 1, 0x10) \
-    X(u_lo, 24, 1, 0x14) \
-    X(u_hi, 24, 1, 0x18) \
-    X(c_out, 24, 1, 0x1C) \
+    X(u_lo, 24, 1, 0x10) \
+    X(u_hi, 24, 1, 0x14) \
 
 namespace vckattn {
 
 struct swiftmax_regs {
     ap_int<24> a_mult;  // A·2^t_frac ≈ a_mult·2^-a_shift
     ap_uint<6> a_shift;  // right shift of acc·a_mult (round half up)
-    ap_int<24> b_beta;  // -beta·log2(e), Q.t_frac
     ap_int<24> u_lo;  // clamp low of (z - beta)·log2(e), Q.t_frac
     ap_int<24> u_hi;  // clamp high of (z - beta)·log2(e), Q.t_frac
-    ap_int<24> c_out;  // out_frac - log2(gamma), Q.t_frac
 };
 
 }  // namespace vckattn
