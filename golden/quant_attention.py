@@ -191,7 +191,7 @@ def key_mask(keep: np.ndarray | None, batch: int, seq: int, causal: bool) -> np.
     return m
 
 
-def _float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray) -> SwiftMax:
+def float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray) -> SwiftMax:
     """The float SwiftMax of per-layer (scalars) or per-head (one value per head) constants, float64."""
     b, g = np.atleast_1d(np.asarray(beta, np.float64)), np.atleast_1d(np.asarray(gamma, np.float64))
     if b.size == 1 and g.size == 1 and np.ndim(beta) == 0 and np.ndim(gamma) == 0:
@@ -212,7 +212,7 @@ def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | N
     head outputs a ``(B, S, H·D)``, output y. K/V have ``mha.n_kv_heads`` heads (GQA). With ``rope``
     (float ``(cos, sin)`` tables as :func:`attention_int` takes) q and k are the rotated values and
     ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query."""
-    norm = Softmax() if normalizer == "softmax" else _float_swiftmax(beta, gamma)
+    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     m = mha.double()
     q, k, v = (_np(lin(xt)) for lin in (m.q_proj, m.k_proj, m.v_proj))
@@ -254,8 +254,10 @@ def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray
     p_max = 1.0
     if normalizer == "swiftmax":
         p = f["p"]
-        if keep is not None or causal:
+        if keep is not None or causal:  # kept keys of real query rows (padded query rows are dropped)
             mask = key_mask(keep, x.shape[0], x.shape[1], causal)[:, None]
+            if keep is not None:
+                mask = mask & np.asarray(keep, bool)[:, None, :, None]
             p = p[np.broadcast_to(mask, p.shape)]
         p_max = float(np.percentile(p, p_percentile)) if p.size else 1.0
     layer = build_quant_layer(mha, scales, normalizer, beta, gamma, p_max, causal=causal)
@@ -469,5 +471,6 @@ def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -
 
 
 __all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer", "attention_int",
-           "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "compare", "narrow_layer",
+           "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "float_swiftmax", "compare",
+           "narrow_layer",
            "score_absmax"]

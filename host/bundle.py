@@ -53,16 +53,20 @@ from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
 from vckattn.golden.regmap import RegisterValues
 from vckattn.golden.swiftmax_int import (
+    HEAD_FIELDS,
     SwiftMaxFormat,
+    SwiftMaxHeads,
     SwiftMaxRegisters,
     check_registers,
     fold_multiplier,
-    swiftmax_registers,
+    swiftmax_head_registers,
 )
 
 SCHEMA_NAME = "vckattn.bundle"
-SCHEMA_VERSION = 1
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1,)
+#: 2: per-head SwiftMax constants (β, γ and the b_beta/c_out registers one per query head), export warnings and
+#: the per-layer fidelity check; 1 (still read): one β/γ per layer, which means the same constants for every head
+SCHEMA_VERSION = 2
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
 SCHEMA_PATH = Path(__file__).with_name("bundle_schema.json")
 MANIFEST_FILE = "manifest.json"
 TENSORS_FILE = "tensors.safetensors"
@@ -213,7 +217,11 @@ def register_schema(values: type[RegisterValues]) -> dict:
 def _schema() -> dict:
     """``bundle_schema.json`` with the register sets filled in from their declarations."""
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
-    schema["$defs"]["swiftmax_registers"] = register_schema(SwiftMaxRegisters)
+    sm = register_schema(SwiftMaxRegisters)
+    for n in HEAD_FIELDS:  # schema 2: one entry per query head (schema 1: one value for every head)
+        sm["properties"][n] = {"anyOf": [{"$ref": "#/$defs/register"}, {
+            "type": "array", "minItems": 1, "maxItems": 4096, "items": {"$ref": "#/$defs/register"}}]}
+    schema["$defs"]["swiftmax_registers"] = sm
     schema["$defs"]["online_softmax_registers"] = register_schema(OnlineSoftmaxRegisters)
     return schema
 
@@ -231,8 +239,11 @@ def _validator():
 
 
 def _hardware_formats() -> dict[str, dict]:
-    return {"swiftmax": asdict(SwiftMaxFormat()), "online_softmax": asdict(OnlineSoftmaxFormat()),
-            "norm": asdict(NormFormat())}
+    """The numeric formats a bundle must match (SwiftMax's ``max_heads`` is a build parameter the bitstream
+    manifest records, not a numeric format)."""
+    sm = asdict(SwiftMaxFormat())
+    sm.pop("max_heads")
+    return {"swiftmax": sm, "online_softmax": asdict(OnlineSoftmaxFormat()), "norm": asdict(NormFormat())}
 
 
 # --------------------------------------------------------------------------- manifest checks
@@ -462,22 +473,35 @@ def _check_layer(m: dict, i: int, layer: dict, file: Path) -> None:
         if m["normalizer"] == "softmax":
             _fail(file, _field(base + ("swiftmax",)), 'the model\'s normalizer is "softmax": its layers have no '
                                                       "SwiftMax constants (use online_softmax)")
-        fmt = SwiftMaxFormat()
+        n_heads = model["num_heads"]
+        fmt = SwiftMaxFormat(max_heads=1 << max(n_heads - 1, 0).bit_length())  # the build's count: check_bundle
         regs = sm["registers"]
         rbase = base + ("swiftmax", "registers")
+        version = m["schema_version"]
+        for name, where in (("beta", base + ("swiftmax", "beta")), ("gamma", base + ("swiftmax", "gamma")),
+                            *((n, rbase + (n,)) for n in HEAD_FIELDS)):
+            v = sm[name] if name in ("beta", "gamma") else regs[name]
+            if version == 1 and isinstance(v, list):
+                _fail(file, _field(where), "per-head values need schema_version 2 (schema 1 has one value per layer)")
+            if version >= 2 and (not isinstance(v, list) or len(v) != n_heads):
+                _fail(file, _field(where), f"schema_version 2 needs one value per query head ({n_heads}, "
+                                           f"model.num_heads); got {_short(v)}")
         try:
-            check_registers(SwiftMaxRegisters(**regs), fmt)
+            heads = SwiftMaxHeads.from_dict(regs, n_heads)
+            check_registers(heads, fmt)
         except ValueError as exc:
-            name = str(exc).split()[0]
+            words = str(exc).split()
+            name = words[2].rstrip(":") if words[:1] == ["head"] and len(words) > 2 else words[0]
             _fail(file, _field(rbase + ((name,) if name in regs else ())), str(exc))
         if regs["out_frac"] != p_frac:
             _fail(file, _field(rbase + ("out_frac",)),
                   f"= {regs['out_frac']}, but p_frac = {p_frac} (P's scale 2^-p_frac is the kernel's output scale)")
         try:
-            want = swiftmax_registers(s_q, s_k, d, sm["beta"], sm["gamma"], p_frac, fmt).as_dict()
+            want = swiftmax_head_registers(s_q, s_k, d, sm["beta"], sm["gamma"], p_frac, n_heads, fmt).as_dict()
         except ValueError as exc:
             _fail(file, _field(base + ("swiftmax",)), f"beta/gamma/s_q/s_k give no representable registers: {exc}")
-        _reg_mismatch(file, rbase, regs, want, "swiftmax_registers(s_q, s_k, model.head_dim, beta, gamma, p_frac)")
+        _reg_mismatch(file, rbase, heads.as_dict(), want,
+                      "swiftmax_head_registers(s_q, s_k, model.head_dim, beta, gamma, p_frac)")
     else:
         fmt = OnlineSoftmaxFormat()
         regs = osm["registers"]
@@ -940,6 +964,8 @@ def describe(bundle: Bundle) -> dict:
             "normalizer": "swiftmax" if sm is not None else "softmax",
             "beta": None if sm is None else sm["beta"],
             "gamma": None if sm is None else sm["gamma"],
+            "per_head": sm is not None and isinstance(sm["beta"], list) and len(set(sm["beta"])) > 1,
+            "fidelity": layer.get("fidelity"),
             "registers": dict((sm or osm)["registers"]),
             "p_frac": layer["p_frac"],
             "p_scale": 2.0 ** -layer["p_frac"],
@@ -952,6 +978,7 @@ def describe(bundle: Bundle) -> dict:
     return {
         "path": os.fspath(bundle.path),
         "schema_version": m["schema_version"],
+        "warnings": list(m.get("warnings", [])),
         "tool": dict(m["tool"]),
         "created": m["created"],
         "source": dict(m["source"]),

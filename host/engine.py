@@ -207,7 +207,7 @@ def _build(params: EngineParams, g: Geometry) -> Commands:
         tile_hdr = streams.encode_many(
             "command", ng * t_per, op=streams.OP_TILE, causal=int(g.causal), score_shift=g.score_shift, n_kb=n_kb,
             d=g.d, valid_keys=np.repeat(vk[gb], t_per), rows=np.tile(np.minimum(p.q_rows, g.seq - r * p.q_rows), ng),
-            q0=np.tile(r * p.q_rows, ng), tag=tid)
+            q0=np.tile(r * p.q_rows, ng), head=np.repeat(gh, t_per), tag=tid)
         cmd = np.empty((ng, 1 + t_per, CMD_BYTES), np.uint8)
         cmd[:, 0] = _descriptors(ng, streams.encode_many("command", ng, op=streams.OP_LOAD_K, **load), kv_off)
         cmd[:, 1:] = _descriptors(ng * t_per, tile_hdr, tid * p.q_rows * g.d).reshape(ng, t_per, CMD_BYTES)

@@ -25,7 +25,8 @@ import vckattn
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softmax_registers
 from vckattn.golden.requant import requant_registers
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_registers
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_head_registers
+from vckattn.host.export.writer import numeric_formats
 from vckattn.host import bundle as B
 from vckattn.host import cli
 from vckattn.host.bundle import Bundle, BundleError, describe, load_bundle, write_bundle
@@ -62,11 +63,11 @@ def make_parts(seed: int = 0) -> tuple[dict, dict[str, np.ndarray], dict[str, di
             tensors[pre + f"requant.{which}.shift"] = r.shift.astype(np.int8)
             meta[pre + f"requant.{which}.mult"] = {"format": "Q18.0"}
             requant[which] = {"mult": pre + f"requant.{which}.mult", "shift": pre + f"requant.{which}.shift"}
-        if normalizer == "swiftmax":
-            beta, gamma = 1.25, 3.5
+        if normalizer == "swiftmax":  # schema 2: per-head constants
+            beta, gamma = [1.25 + 0.5 * h for h in range(HEADS)], [3.5 + h for h in range(HEADS)]
             p_frac = choose_out_frac(1.7)
             sm = {"beta": beta, "gamma": gamma,
-                  "registers": swiftmax_registers(s_q, s_k, HEAD_DIM, beta, gamma, p_frac).as_dict()}
+                  "registers": swiftmax_head_registers(s_q, s_k, HEAD_DIM, beta, gamma, p_frac, HEADS).as_dict()}
             osm = None
         else:
             p_frac = OnlineSoftmaxFormat().out_frac
@@ -94,8 +95,7 @@ def make_parts(seed: int = 0) -> tuple[dict, dict[str, np.ndarray], dict[str, di
         "normalizer": "swiftmax", "norm": "bhyt",
         "calibration": {"method": "minmax", "percentile": None, "samples": 16, "tokens": 200,
                         "data": "builtin:cpython-docs", "data_sha256": "cd" * 32},
-        "formats": {"swiftmax": asdict(SwiftMaxFormat()), "online_softmax": asdict(OnlineSoftmaxFormat()),
-                    "norm": asdict(NormFormat())},
+        "formats": numeric_formats(),
         "layers": layers,
     }
     return manifest, tensors, meta
@@ -148,7 +148,7 @@ def test_round_trip(tmp_path):
     for name, a in tensors.items():
         assert b.tensor(name).dtype == a.dtype and np.array_equal(b.tensor(name), a), name
     m = b.manifest
-    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 1
+    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 2
     assert m["tool"] == {"name": "vckattn", "version": vckattn.__version__}
     assert m["created"].endswith("Z")
     for key in ("source", "model", "normalizer", "norm", "calibration", "formats"):
@@ -178,7 +178,8 @@ def test_describe_and_inspect(good, capsys, monkeypatch):
     d = describe(good)
     assert d["model"]["num_layers"] == 2 and d["normalizer"] == "swiftmax" and d["norm"] == "bhyt"
     l0, l1 = d["layers"]
-    assert l0["normalizer"] == "swiftmax" and l0["beta"] == 1.25 and l0["gamma"] == 3.5
+    assert l0["normalizer"] == "swiftmax" and l0["beta"] == [1.25, 1.75] and l0["gamma"] == [3.5, 4.5]
+    assert l0["per_head"] and d["warnings"] == [] and l0["fidelity"] is None
     assert l0["p_scale"] == 2.0 ** -l0["p_frac"]
     assert l1["normalizer"] == "softmax" and l1["beta"] is None and l1["p_frac"] == 8
     assert l1["bhyt"]["lam_attn"] == 3.0 and l1["scales"]["s_a"] == 0.011
@@ -223,7 +224,9 @@ def test_schema_file_matches_golden_formats():
                 same_fields(p[f.name], getattr(obj, f.name))
 
     fmts = schema["properties"]["formats"]["properties"]
-    same_fields(fmts["swiftmax"], SwiftMaxFormat())
+    # max_heads is a build parameter (the bitstream manifest's), not a numeric format of the bundle
+    assert set(props(fmts["swiftmax"])) == {f.name for f in fields(SwiftMaxFormat())} - {"max_heads"}
+    assert set(numeric_formats()["swiftmax"]) == set(props(fmts["swiftmax"]))
     same_fields(fmts["online_softmax"], OnlineSoftmaxFormat())
     same_fields(fmts["norm"], NormFormat())
 
@@ -343,11 +346,17 @@ def _both_normalizers(m):
 
 MANIFEST_CASES = [
     _manifest_case(_set(("schema",), "acme.bundle"), "schema", 'unknown schema "acme.bundle": not a vckattn bundle'),
-    _manifest_case(_set(("schema_version",), 2), "schema_version",
-                   "unsupported schema_version 2: this vckattn 0.1.0 reads schema_version 1; it was written by a "
+    _manifest_case(_set(("schema_version",), 3), "schema_version",
+                   "unsupported schema_version 3: this vckattn 0.1.0 reads schema_version 1, 2; it was written by a "
                    "newer vckattn: upgrade vckattn"),
     _manifest_case(_delete(("schema_version",)), "schema_version",
-                   "missing (this vckattn 0.1.0 reads schema_version 1)"),
+                   "missing (this vckattn 0.1.0 reads schema_version 1, 2)"),
+    _manifest_case(_set(("schema_version",), 1), "layers[0].swiftmax.beta",
+                   "per-head values need schema_version 2"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "gamma"), [3.5]), "layers[0].swiftmax.gamma",
+                   "schema_version 2 needs one value per query head (2, model.num_heads)"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "registers", "b_beta"), -1000),
+                   "layers[0].swiftmax.registers.b_beta", "schema_version 2 needs one value per query head"),
     _manifest_case(_delete(("layers", 1, "scales", "s_v")), "layers[1].scales.s_v", "missing (required field)"),
     _manifest_case(_set(("model", "hidden_size"), "8"), "model.hidden_size", 'must be integer, got string "8"'),
     _manifest_case(_set(("model", "hidden_size"), 8.0), "model.hidden_size", "must be integer, got number 8.0"),
@@ -360,9 +369,10 @@ MANIFEST_CASES = [
     _manifest_case(_set(("calibration", "percentile"), 99.9), "calibration.percentile", "must be null"),
     _manifest_case(_set(("layers", 0, "scales", "s_x"), math.nan), "layers[0].scales.s_x",
                    "must be a finite number, got nan"),
-    _manifest_case(_set(("layers", 0, "swiftmax", "beta"), math.inf), "layers[0].swiftmax.beta",
+    _manifest_case(_set(("layers", 0, "swiftmax", "beta", 1), math.inf), "layers[0].swiftmax.beta[1]",
                    "must be a finite number, got inf"),
-    _manifest_case(_set(("layers", 0, "swiftmax", "gamma"), -3.5), "layers[0].swiftmax.gamma", "must be > 0; got -3.5"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "gamma", 0), -3.5), "layers[0].swiftmax.gamma[0]",
+                   "must be > 0; got -3.5"),
     _manifest_case(_set(("layers", 1, "scales", "s_q"), 0.0), "layers[1].scales.s_q", "must be > 0; got 0.0"),
     _manifest_case(_set(("layers", 1, "bhyt", "kappa"), 0), "layers[1].bhyt.kappa", "must be > 0; got 0"),
     _manifest_case(_set(("layers", 1, "bhyt", "c_attn"), -math.inf), "layers[1].bhyt.c_attn", "finite"),
@@ -371,11 +381,12 @@ MANIFEST_CASES = [
                    "layers[0].swiftmax.registers.a_shift", "a_shift 99 outside 0..47"),
     _manifest_case(_set(("layers", 0, "swiftmax", "registers", "a_mult"), 1 << 30),
                    "layers[0].swiftmax.registers.a_mult", "does not fit 24 signed bits"),
-    _manifest_case(_set(("layers", 0, "swiftmax", "registers", "c_out"), -(1 << 23) - 1),
-                   "layers[0].swiftmax.registers.c_out", "does not fit 24 signed bits"),
-    _manifest_case(_add(("layers", 0, "swiftmax", "registers", "b_beta"), 100), "layers[0].swiftmax.registers.b_beta",
-                   "but swiftmax_registers(s_q, s_k, model.head_dim, beta, gamma, p_frac) gives"),
-    _manifest_case(_set(("layers", 0, "swiftmax", "beta"), 1e9), "layers[0].swiftmax",
+    _manifest_case(_set(("layers", 0, "swiftmax", "registers", "c_out", 1), -(1 << 23) - 1),
+                   "layers[0].swiftmax.registers.c_out", "head 1: c_out"),
+    _manifest_case(_add(("layers", 0, "swiftmax", "registers", "b_beta", 1), 100),
+                   "layers[0].swiftmax.registers.b_beta",
+                   "but swiftmax_head_registers(s_q, s_k, model.head_dim, beta, gamma, p_frac) gives"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "beta", 0), 1e9), "layers[0].swiftmax",
                    "beta/gamma/s_q/s_k give no representable registers"),
     _manifest_case(_add(("layers", 0, "swiftmax", "registers", "out_frac"), 1),
                    "layers[0].swiftmax.registers.out_frac", "but p_frac = 7"),
@@ -908,6 +919,28 @@ def test_schema_register_fields_come_from_the_declarations():
 
     schema = B._schema()
     sm, osm = schema["$defs"]["swiftmax_registers"], schema["$defs"]["online_softmax_registers"]
-    assert sm["required"] == [r.name for r in swiftmax_regmap().writable] + ["out_frac"]
+    rm = swiftmax_regmap()  # the writable registers and the per-head memories (b_beta, c_out), plus out_frac
+    assert set(sm["required"]) == {r.name for r in rm.writable} | {m.name for m in rm.mems} | {"out_frac"}
     assert osm["required"] == [r.name for r in online_softmax_regmap().writable]
     assert "a_mult" not in B.SCHEMA_PATH.read_text()
+
+
+def test_schema_1_bundle_loads_with_the_same_constants_for_every_head(tmp_path):
+    """A schema-1 bundle (one β/γ and one b_beta/c_out per layer) still loads: its constants mean every head."""
+    from vckattn.golden.swiftmax_int import swiftmax_registers
+    from vckattn.host.export import to_quant_layer
+
+    manifest, tensors, meta = make_parts()
+    sm = manifest["layers"][0]["swiftmax"]
+    s = manifest["layers"][0]["scales"]
+    p_frac = manifest["layers"][0]["p_frac"]
+    sm["beta"], sm["gamma"] = 1.25, 3.5
+    sm["registers"] = swiftmax_registers(s["s_q"], s["s_k"], HEAD_DIM, 1.25, 3.5, p_frac).as_dict()
+    manifest["schema_version"] = 1
+    b = load_bundle(write_bundle(tmp_path / "v1", manifest, tensors, meta))
+    assert b.manifest["schema_version"] == 1
+    layer = to_quant_layer(b, 0)
+    assert layer.swiftmax.n_heads == HEADS and layer.swiftmax.uniform
+    assert layer.swiftmax[1] == swiftmax_registers(s["s_q"], s["s_k"], HEAD_DIM, 1.25, 3.5, p_frac)
+    summary = describe(b)["layers"][0]
+    assert summary["beta"] == 1.25 and not summary["per_head"]

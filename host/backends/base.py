@@ -82,9 +82,10 @@ def tile_scores(job: LayerJob, tile: Tile) -> np.ndarray:
     return tile_matmul(tile.q, np.ascontiguousarray(k.T), _aie_tile(job)).astype(np.int32)
 
 
-def tile_normalize(layer: QuantAttentionLayer, s: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """The PL normalizer on a tile's scores, row by row: uint8 P ``(q_rows, keys_pad)``."""
-    return np.asarray(normalizer_int(layer, s, keep)).astype(np.uint8)
+def tile_normalize(layer: QuantAttentionLayer, s: np.ndarray, keep: np.ndarray, head: int = 0) -> np.ndarray:
+    """The PL normalizer on a tile's scores, row by row, with query head ``head``'s register set: uint8 P
+    ``(q_rows, keys_pad)``."""
+    return np.asarray(normalizer_int(layer, s, keep, head=head)).astype(np.uint8)
 
 
 def tile_output(layer: QuantAttentionLayer, job: LayerJob, tile: Tile, p: np.ndarray) -> np.ndarray:
@@ -96,7 +97,7 @@ def tile_output(layer: QuantAttentionLayer, job: LayerJob, tile: Tile, p: np.nda
 
 def compute_tile(layer: QuantAttentionLayer, job: LayerJob, tile: Tile) -> np.ndarray:
     """The whole tile in the bit-exact model: int8 ``A`` ``(q_rows, head_dim)``."""
-    return tile_output(layer, job, tile, tile_normalize(layer, tile_scores(job, tile), tile.keep))
+    return tile_output(layer, job, tile, tile_normalize(layer, tile_scores(job, tile), tile.keep, tile.head))
 
 
 __all__ = ["Device", "DeviceError", "compute_tile", "tile_normalize", "tile_output", "tile_scores"]

@@ -29,13 +29,13 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
-from vckattn.golden.regmap import RegisterWrite, fits
+from vckattn.golden.regmap import RegisterMap, RegisterWrite, fits
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.tiler import LayerJob, Tile, TileResult
@@ -50,11 +50,22 @@ LAUNCHED = (*MOVERS, SWITCH)
 START_ORDER = ("s2mm_out", SWITCH, "mm2s_kv", "mm2s_tiles")
 
 
-def _values(layer: QuantAttentionLayer) -> dict[str, int]:
+def _values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
+    """The layer's normalizer register values for ``regmap`` (the build's map): SwiftMax's per-head
+    ``b_beta``/``c_out`` as one entry per register set the build holds (its memories' depth)."""
     regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
     if regs is None:
         raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
-    return regs.registers()
+    if layer.normalizer != "swiftmax":
+        return regs.registers()
+    if "b_beta" not in {m.name for m in regmap.mems}:
+        raise DeviceError("this build's SwiftMax kernel has one register set per layer (register map version 1); "
+                          "per-head constants need a build of this version (regenerate the manifest)")
+    depth = regmap.mem("b_beta").depth
+    if layer.swiftmax.n_heads > depth:
+        raise DeviceError(f"the layer has {layer.swiftmax.n_heads} heads; this build's SwiftMax kernel holds "
+                          f"{depth} register sets (max_heads)")
+    return layer.swiftmax.register_values(replace(layer.sm_fmt, max_heads=depth))
 
 
 def register_writes(manifest: Manifest, layer: QuantAttentionLayer) -> tuple[dict, list[RegisterWrite]]:
@@ -65,7 +76,8 @@ def register_writes(manifest: Manifest, layer: QuantAttentionLayer) -> tuple[dic
     """
     entry = manifest.normalizer_kernel(layer.normalizer)
     try:
-        writes = manifest.regmap(entry["name"]).writes(_values(layer))
+        regmap = manifest.regmap(entry["name"])
+        writes = regmap.writes(_values(layer, regmap))
     except ValueError as exc:
         raise DeviceError(f"{manifest.file}: kernels.{entry['name']}: {exc} (the golden {layer.normalizer} "
                           f"register set and this build's register map differ)") from None
@@ -194,7 +206,7 @@ class BufferedDevice(Device):
         rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
         regmap, port = self.manifest.regmap(entry["name"]), self._register_port(entry["name"])
         try:
-            writes = driver.program(port, regmap, _values(layer), entry["name"])
+            writes = driver.program(port, regmap, _values(layer, regmap), entry["name"])
         except driver.RegisterError as exc:
             raise DeviceError(f"{self.manifest.file}: {exc} (the golden {layer.normalizer} register set and this "
                               f"build's register map differ)") from None

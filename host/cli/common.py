@@ -8,6 +8,9 @@ from pathlib import Path
 from vckattn.golden.errors import UserError
 
 PROG = "vckattn"
+#: exit status when a layer's integer attention does not follow its float model (``run --min-cosine``, the
+#: export check); 1 = not bit-exact, 2 = a user error
+EXIT_FIDELITY = 3
 
 #: the type of ``parser.add_subparsers()``, which every ``add_<command>(sub)`` function receives
 Subparsers = argparse._SubParsersAction

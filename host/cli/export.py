@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Any
 
 from vckattn.golden.errors import UserError
+from vckattn.host.export.common import DEFAULT_SWIFTMAX_INIT
+from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY
 
-from .common import Subparsers, index_list, positive_float, positive_int, read_sentences
+from .common import EXIT_FIDELITY, Subparsers, index_list, positive_float, positive_int, read_sentences
 
 
 def add_export(sub: Subparsers) -> None:
@@ -17,9 +21,13 @@ def add_export(sub: Subparsers) -> None:
         description="Load a float checkpoint, run it on calibration text and write a bundle (manifest.json + "
         "tensors) with every layer's integer attention: int8 weights with per-channel scales, int32 biases, "
         "activation scales (max-abs or a percentile), requantization registers, the SwiftMax registers "
-        "(beta/gamma from the checkpoint when it was converted/tuned, else the mean-z_max / mean-sum-exp "
-        "initialisation) or the online-softmax baseline's, and BHyT site registers for BHyT models. All "
-        "register values come from the golden constant functions. CHECKPOINT: a Hugging Face model folder "
+        "(beta/gamma per head: from the checkpoint when it was converted/tuned, else initialised from each head's "
+        "calibration statistics) or the online-softmax baseline's, and BHyT site registers for BHyT models. All "
+        "register values come from the golden constant functions. Before writing, every layer's integer output is "
+        "compared with its float layer (same model, normalizer and constants) on the calibration data, per layer "
+        "and per head: a figure below --min-fidelity refuses the export in one line naming the layer, the head, "
+        "the figure and the fix (exit status 3), unless --allow-low-fidelity, which writes the bundle with the "
+        "warning recorded (`vckattn inspect` shows it). CHECKPOINT: a Hugging Face model folder "
         "(BERT, ViT, Llama), a .safetensors file with config.json beside it, a .gguf file (or a folder with "
         "one), a golden checkpoint .pt (vckattn.host.export.save_golden_checkpoint), or the shortcuts "
         "`minilm` (all-MiniLM-L6-v2) and `smollm2` (SmolLM2-135M-Instruct GGUF).",
@@ -38,10 +46,20 @@ def add_export(sub: Subparsers) -> None:
                    help="activation scales: max-abs, or a percentile of |x| (default: %(default)s)")
     p.add_argument("--percentile", type=positive_float, default=None, metavar="P",
                    help="percentile for --calib-method percentile (default: 99.99)")
-    p.add_argument("--swiftmax-init", choices=("mean", "max"), default="mean",
-                   help="beta/gamma of SwiftMax layers the checkpoint has none for: mean (the SwiftMax recipe, "
-                        "beta = mean z_max, gamma = mean sum exp; to be tuned) or max (beta = largest z_max seen: "
-                        "usable untuned) (default: %(default)s)")
+    p.add_argument("--swiftmax-init", choices=("mean", "max"), default=DEFAULT_SWIFTMAX_INIT,
+                   help="beta/gamma of SwiftMax layers the checkpoint has none for: max (beta = the largest z_max "
+                        "seen, gamma = mean sum exp: P <= 1/gamma on the calibration data, usable untuned) or mean "
+                        "(the SwiftMax paper's recipe, beta = mean z_max; a start for tuning, the integer layer "
+                        "loses most of P) (default: %(default)s)")
+    p.add_argument("--swiftmax-per-layer", action="store_true",
+                   help="one beta/gamma per layer (the SwiftMax paper) instead of per head (the kernel holds a "
+                        "register set per head; the default is per-head statistics)")
+    p.add_argument("--min-fidelity", type=float, default=DEFAULT_MIN_FIDELITY, metavar="C",
+                   help="refuse the export when a layer's or head's mean cosine against its float layer is below "
+                        "C (default: %(default)s; -1 accepts anything)")
+    p.add_argument("--allow-low-fidelity", action="store_true",
+                   help="write the bundle even when a layer fails the fidelity check; the bundle records the "
+                        "warning")
     p.add_argument("--seq-len", type=positive_int, default=128, metavar="N",
                    help="truncate calibration sentences to N tokens (default: %(default)s)")
     p.add_argument("--max-layers", type=positive_int, default=None, metavar="N",
@@ -65,11 +83,23 @@ def run_export(args: argparse.Namespace) -> int:
         sentences = read_sentences(args.calib)
         name = f"{args.calib} ({len(sentences)} sentences)"
         digest = hashlib.sha256(args.calib.read_bytes()).hexdigest()
+    try:
+        _export(args, export, sentences, name, digest)
+    except export.LowFidelityError as exc:
+        print(f"vckattn export: {exc}", file=sys.stderr)
+        return EXIT_FIDELITY
+    return 0
+
+
+def _export(args: argparse.Namespace, export: Any, sentences: list[str] | None, name: str | None,
+            digest: str | None) -> int:
     export.export_checkpoint(
         args.checkpoint, args.out, sentences, normalizer=args.normalizer, layers=args.layers,
         method=args.calib_method, percentile=args.percentile if args.percentile is not None else 99.99,
         seq_len=args.seq_len, progress=not args.quiet, overwrite=args.overwrite, max_layers=args.max_layers,
         calib_name=name, calib_sha256=digest, swiftmax_init=args.swiftmax_init,
+        swiftmax_per_head=not args.swiftmax_per_layer, min_fidelity=args.min_fidelity,
+        allow_low_fidelity=args.allow_low_fidelity,
     )
     return 0
 
@@ -133,21 +163,35 @@ def print_bundle_summary(s: dict) -> None:
     console.print(f"[bold]tensors[/]      {t['count']}, {t['bytes']:,} bytes: {dtypes}")
 
     table = Table(title="layers: normalizer and P scale")
-    for col in ("layer", "normalizer", "β", "γ", "P scale", "tensors", "bytes"):
+    for col in ("layer", "normalizer", "β", "γ", "P scale", "fidelity (layer / worst head)", "tensors", "bytes"):
         table.add_column(col, justify="left" if col == "normalizer" else "right", no_wrap=True)
     scales = Table(title="layers: int8 scales (real = int · s)")
     for col in ("layer", "s_x", "s_q", "s_k", "s_v", "s_a"):
         scales.add_column(col, justify="right", no_wrap=True)
+    def span(x: float | list[float] | None) -> str:
+        if not isinstance(x, list):
+            return num(x)
+        return num(x[0]) if len(set(x)) == 1 else f"{num(min(x))}…{num(max(x))} ({len(x)} heads)"
+
+    def fid(f: dict | None) -> str:
+        if f is None:
+            return "-"
+        bad = "" if min(f["cosine"], *f["head_cosine"]) >= f["threshold"] else " [red]below[/]"
+        return f"{f['cosine']:.4f} / {min(f['head_cosine']):.4f}{bad}"
+
     for layer in s["layers"]:
         if layer["normalizer"] == "swiftmax":
-            norm, beta, gamma = "SwiftMax", num(layer["beta"]), num(layer["gamma"])
+            norm, beta, gamma = "SwiftMax" + (" per head" if layer["per_head"] else ""), span(layer["beta"]), \
+                span(layer["gamma"])
         else:
             norm, beta, gamma = "online softmax", "", ""
-        table.add_row(str(layer["index"]), norm, beta, gamma, f"2^{-layer['p_frac']}",
+        table.add_row(str(layer["index"]), norm, beta, gamma, f"2^{-layer['p_frac']}", fid(layer["fidelity"]),
                       str(layer["tensor_count"]), f"{layer['tensor_bytes']:,}")
         scales.add_row(str(layer["index"]), *(num(layer["scales"][k]) for k in ("s_x", "s_q", "s_k", "s_v", "s_a")))
     console.print(table)
     console.print(scales)
+    for w in s["warnings"]:
+        console.print(f"[bold red]warning[/]      {escape(w)} (written with --allow-low-fidelity)")
     if any(layer["bhyt"] for layer in s["layers"]):
         bt = Table(title="BHyT blocks")
         for col in ("layer", "λ_attn", "λ_mlp", "κ", "c_attn", "seq_len"):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, device_options, index_list
+from .common import EXIT_FIDELITY, Subparsers, device_options, index_list
 
 
 def add_run(sub: Subparsers) -> None:
@@ -86,7 +86,7 @@ def run_run(args: argparse.Namespace) -> int:
 #: the default of ``run --min-cosine``: below it a layer's integer attention no longer follows the float model
 MIN_COSINE = 0.95
 #: exit status of ``run`` when a bit-exact layer falls below ``--min-cosine``
-FIDELITY_EXIT = 3
+FIDELITY_EXIT = EXIT_FIDELITY
 
 
 def _cosine(text: str) -> float:

@@ -36,6 +36,7 @@ from .common import (
     DEFAULT_SEQ_LEN,
     FAMILIES,
     ExportError,
+    LowFidelityError,
     first_line,
 )
 from .constants import SWIFTMAX_INITS, bhyt_registers, calibration_rows, swiftmax_beta_gamma
@@ -68,7 +69,8 @@ from .writer import ExportedLayer, build_manifest, layer_contents, tensor_name, 
 __all__ = [
     "DEFAULT_BATCH", "DEFAULT_BHYT_SEQ_LEN", "DEFAULT_CALIB_SENTENCES", "DEFAULT_MAX_SENTENCES",
     "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "FAMILIES", "GOLDEN_KEY", "GOLDEN_VERSION", "SWIFTMAX_INITS",
-    "Batch", "Captured", "ExportError", "ExportedLayer", "GoldenStack", "LoadedLayer", "LoadedModel", "PRange",
+    "Batch", "Captured", "ExportError", "ExportedLayer", "GoldenStack", "LowFidelityError", "LoadedLayer",
+    "LoadedModel", "PRange",
     "Range", "Source", "activation_scales", "bhyt_registers", "build_golden_stack", "build_layer",
     "build_manifest", "bundle_contents", "calibrate_layer", "calibration_batches", "calibration_rows",
     "capture_activations", "check_golden_config", "check_layers", "check_model_type", "export_checkpoint",

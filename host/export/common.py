@@ -16,10 +16,17 @@ DEFAULT_BHYT_SEQ_LEN = 1024
 #: at most this many values per tensor and batch enter a percentile (seeded subsample beyond)
 PERCENTILE_SAMPLE = 1 << 21
 INT8_MAX = 127
+#: the SwiftMax β/γ initialisation of layers whose checkpoint has none (per head; README "Export")
+DEFAULT_SWIFTMAX_INIT = "max"
 
 
 class ExportError(UserError):
     """A problem with the export's inputs (one line for the CLI; a ValueError-like user error)."""
+
+
+class LowFidelityError(ExportError):
+    """The export check found a layer or head whose integer output does not follow its float layer
+    (``vckattn export`` exits with the fidelity status)."""
 
 
 def first_line(exc: BaseException) -> str:
@@ -29,5 +36,5 @@ def first_line(exc: BaseException) -> str:
 
 
 __all__ = ["DEFAULT_BATCH", "DEFAULT_BHYT_SEQ_LEN", "DEFAULT_CALIB_SENTENCES", "DEFAULT_MAX_SENTENCES",
-           "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "FAMILIES", "INT8_MAX", "PERCENTILE_SAMPLE", "ExportError",
-           "first_line"]
+           "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "DEFAULT_SWIFTMAX_INIT", "FAMILIES", "INT8_MAX",
+           "PERCENTILE_SAMPLE", "ExportError", "LowFidelityError", "first_line"]

@@ -36,30 +36,43 @@ SWIFTMAX_INITS = INIT_MODES
 
 
 @torch.no_grad()
-def calibration_rows(m: LoadedModel, i: int, cap: Captured) -> RowSummary:
-    """The softmax rows of layer ``i``'s calibration scores (row max ``z_max``, ``S``; rows with a key only)."""
+def calibration_rows(m: LoadedModel, i: int, cap: Captured) -> tuple[RowSummary, list[RowSummary]]:
+    """The softmax rows of layer ``i``'s calibration scores (row max ``z_max``, ``S``; rows with a key only):
+    the layer's summary and one per query head."""
     ly = m.layers[i]
-    zm, se = [], []
+    zm, se, hd = [], [], []
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         f = float_layer(m, ly, x.astype(np.float64), b.keep, rope, "softmax", 0.0, 1.0)
         st = row_stats(f["z"], f["keep4"])
         zm.append(st.z_max)
         se.append(st.sum_exp)
-    return RowSummary.of(torch.cat(zm), torch.cat(se))
+        hd.append(st.head)
+    z, s, h = torch.cat(zm), torch.cat(se), torch.cat(hd)
+    heads = [RowSummary.of(z[h == j], s[h == j]) for j in range(ly.mha.n_heads)]
+    return RowSummary.of(z, s), heads
 
 
-def swiftmax_beta_gamma(m: LoadedModel, i: int, cap: Captured, swiftmax_init: str = "mean"
-                        ) -> tuple[float, float, str]:
-    """``(β, γ, source)`` of SwiftMax layer ``i``: the checkpoint's (``source="checkpoint"``), else
-    :func:`init_beta_gamma` of its calibration rows with ``swiftmax_init`` (``source="calibration"``)."""
+def swiftmax_beta_gamma(m: LoadedModel, i: int, cap: Captured, swiftmax_init: str = "max", per_head: bool = True
+                        ) -> tuple[np.ndarray, np.ndarray, str]:
+    """``(β, γ, source)`` of SwiftMax layer ``i``, one value per query head: the checkpoint's
+    (``source="checkpoint"``; per-layer constants repeated for every head), else :func:`init_beta_gamma` of
+    its calibration rows with ``swiftmax_init``, per head (``per_head``) or one for the layer
+    (``source="calibration"``). A head with no calibration row takes the layer's values."""
     ly = m.layers[i]
+    n = ly.mha.n_heads
     if ly.swiftmax is not None:
-        return ly.swiftmax[0], ly.swiftmax[1], "checkpoint"
-    beta, gamma = init_beta_gamma(calibration_rows(m, i, cap), swiftmax_init)
-    return beta, gamma, "calibration"
+        b, g = (np.broadcast_to(np.asarray(v, np.float64), (n,)).copy() for v in ly.swiftmax)
+        return b, g, "checkpoint"
+    layer, heads = calibration_rows(m, i, cap)
+    lb, lg = init_beta_gamma(layer, swiftmax_init)
+    if not per_head:
+        return np.full(n, lb), np.full(n, lg), "calibration"
+    pairs = [init_beta_gamma(h, swiftmax_init) for h in heads]
+    b = np.array([pb if np.isfinite(pb) else lb for pb, _ in pairs])
+    g = np.array([pg if np.isfinite(pg) else lg for _, pg in pairs])
+    return b, g, "calibration"
 
 
-@torch.no_grad()
 def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: str,
                    percentile: float) -> tuple[dict, tuple[np.ndarray, np.ndarray]]:
     """Site A/M registers of BHyT layer ``i`` (golden bhyt_site_registers) from calibrated scales: the manifest's

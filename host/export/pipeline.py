@@ -17,50 +17,69 @@ from .common import (
     DEFAULT_MAX_SENTENCES,
     DEFAULT_PERCENTILE,
     DEFAULT_SEQ_LEN,
+    DEFAULT_SWIFTMAX_INIT,
     ExportError,
+    LowFidelityError,
 )
 from .constants import SWIFTMAX_INITS, bhyt_registers, swiftmax_beta_gamma
+from .fidelity import DEFAULT_MIN_FIDELITY, fidelity_problem, layer_fidelity
 from .quantize import activation_scales, build_layer
 from .sources import LoadedModel, Source, load_model, resolve_checkpoint
 from .writer import ExportedLayer, build_manifest, layer_contents, text_sha256, write
 
 
 def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, method: str,
-                    percentile: float, swiftmax_init: str = "mean") -> ExportedLayer:
-    """Layer ``i`` through the per-layer steps: SwiftMax β/γ (checkpoint or calibration), int8 scales and P
-    format, the integer layer, and BHyT site constants for BHyT layers."""
+                    percentile: float, swiftmax_init: str = DEFAULT_SWIFTMAX_INIT, per_head: bool = True,
+                    min_fidelity: float = DEFAULT_MIN_FIDELITY) -> ExportedLayer:
+    """Layer ``i`` through the per-layer steps: SwiftMax β/γ per head (checkpoint or calibration), int8 scales
+    and P format, the integer layer, BHyT site constants for BHyT layers, and the fidelity check of the
+    integer layer against its float layer (:mod:`.fidelity`)."""
     ly = m.layers[i]
     beta = gamma = None
     source = None
     if normalizer == "swiftmax":
-        beta, gamma, source = swiftmax_beta_gamma(m, i, cap, swiftmax_init)
-    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, beta or 0.0, gamma or 1.0)
-    layer = build_layer(ly, scales, normalizer, beta or 0.0, gamma or 1.0, p_max)
+        beta, gamma, source = swiftmax_beta_gamma(m, i, cap, swiftmax_init, per_head)
+    b_, g_ = (0.0, 1.0) if beta is None else (beta, gamma)
+    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, b_, g_)
+    layer = build_layer(ly, scales, normalizer, b_, g_, p_max)
+    layer.causal = m.family == "llama"  # as the bundle's reader builds it (writer.to_quant_layer)
     layer.score_absmax = max((score_absmax(layer, x.astype(np.float64), b.keep, rope)
                               for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True)), default=0)
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
                                                                            percentile)
-    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma)
+    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity)
+    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid)
 
 
 def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normalizer: str, chosen: set[int],
                     n_export: int, method: str, percentile: float, seq_len: int, batch_size: int, progress: bool,
-                    data: str, calib_sha256: str | None, swiftmax_init: str = "mean"
-                    ) -> tuple[dict, dict[str, np.ndarray], dict[str, dict]]:
-    """Capture, calibrate every exported layer and build the manifest, tensors and tensor metadata of the bundle."""
+                    data: str, calib_sha256: str | None, swiftmax_init: str = DEFAULT_SWIFTMAX_INIT,
+                    per_head: bool = True, min_fidelity: float = DEFAULT_MIN_FIDELITY,
+                    allow_low_fidelity: bool = False) -> tuple[dict, dict[str, np.ndarray], dict[str, dict]]:
+    """Capture, calibrate every exported layer and build the manifest, tensors and tensor metadata of the bundle.
+    A layer that fails the fidelity check stops the export (ExportError, one line) unless ``allow_low_fidelity``;
+    then the manifest's ``warnings`` record it."""
     from tqdm import tqdm
 
     cap = capture_activations(m, sentences, seq_len, batch_size, data, progress, n_export)
     entries, tensors, meta = [], {}, {}
     sources: dict[str, list[int]] = {"checkpoint": [], "calibration": []}
+    warnings: list[str] = []
     for i in tqdm(range(n_export), desc="export layers", unit="layer", disable=not progress, file=sys.stderr):
         norm_i = normalizer if i in chosen else "softmax"
         try:
-            ex = calibrate_layer(m, i, cap, norm_i, method, percentile, swiftmax_init)
+            ex = calibrate_layer(m, i, cap, norm_i, method, percentile, swiftmax_init, per_head, min_fidelity)
         except ValueError as exc:
             if isinstance(exc, ExportError):
                 raise
             raise ExportError(f"layer {i}: {exc}") from None
+        assert ex.fidelity is not None
+        problem = fidelity_problem(i, ex.fidelity, norm_i)
+        if problem is not None:
+            if not allow_low_fidelity:
+                raise LowFidelityError(f"refusing to write the bundle: {problem} (or pass --allow-low-fidelity to "
+                                       "write it anyway, with the warning recorded)")
+            warnings.append(problem)
         if ex.beta_source:
             sources[ex.beta_source].append(i)
         entry, t, mt = layer_contents(i, ex)
@@ -72,12 +91,16 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
         data += "; SwiftMax beta/gamma: " + ", ".join(
             f"{what} for layers {idx}" for what, idx in (
                 ("from the checkpoint", sources["checkpoint"]),
-                (f"initialised from calibration ({SWIFTMAX_INITS[swiftmax_init]})", sources["calibration"]))
+                (f"initialised from calibration ({SWIFTMAX_INITS[swiftmax_init]}, "
+                 f"{'per head' if per_head else 'per layer'})", sources["calibration"]))
             if idx)
     calibration = {"method": method, "percentile": percentile if method == "percentile" else None,
                    "samples": cap.samples, "tokens": cap.tokens, "data": data,
                    "data_sha256": calib_sha256 or text_sha256(sentences)}
-    return build_manifest(m, source, entries, n_export, normalizer, calibration), tensors, meta
+    manifest = build_manifest(m, source, entries, n_export, normalizer, calibration)
+    if warnings:
+        manifest["warnings"] = warnings
+    return manifest, tensors, meta
 
 
 def check_layers(layers: list[int] | None, n: int) -> None:
@@ -106,9 +129,12 @@ def export_checkpoint(
     max_layers: int | None = None,
     calib_name: str | None = None,
     calib_sha256: str | None = None,
-    swiftmax_init: str = "mean",
+    swiftmax_init: str = DEFAULT_SWIFTMAX_INIT,
     batch_size: int = DEFAULT_BATCH,
     max_sentences: int = DEFAULT_MAX_SENTENCES,
+    swiftmax_per_head: bool = True,
+    min_fidelity: float = DEFAULT_MIN_FIDELITY,
+    allow_low_fidelity: bool = False,
 ) -> Path:
     """Export ``checkpoint`` to the bundle ``out``; returns the bundle's path.
 
@@ -122,7 +148,11 @@ def export_checkpoint(
         max_layers: export only the first N layers (all by default); the manifest's model.num_layers is then N.
         swiftmax_init: β, γ of SwiftMax layers without them in the checkpoint: ``mean`` (the SwiftMax recipe:
             β = mean z_max, γ = mean Σexp(z − z_max); meant to be tuned afterwards) or ``max`` (β = the largest
-            z_max seen, γ = mean Σexp: P ≤ 1/γ on the calibration data; usable without tuning).
+            z_max seen, γ = mean Σexp: P ≤ 1/γ on the calibration data; usable without tuning), from each
+            head's rows (``swiftmax_per_head``, the default) or the layer's.
+        min_fidelity: the fidelity check's threshold (:mod:`.fidelity`): every layer's and head's mean cosine
+            against its float layer; below it the export fails (:class:`LowFidelityError`) unless
+            ``allow_low_fidelity``, which writes the bundle with the warnings recorded.
         calib_name, calib_sha256: description and hash of the calibration source (e.g. the --calib file);
             default: a description of the sentences and the sha256 of their newline-joined UTF-8 text.
         batch_size, max_sentences: calibration batching; at most ``max_sentences`` sentences are used.
@@ -173,7 +203,8 @@ def export_checkpoint(
         data += " as UTF-8 bytes (golden stack byte embedding)"
     t_load = time.perf_counter()
     manifest, tensors, meta = bundle_contents(m, source, sentences, normalizer, chosen, n_export, method, percentile,
-                                              seq_len, batch_size, progress, data, calib_sha256, swiftmax_init)
+                                              seq_len, batch_size, progress, data, calib_sha256, swiftmax_init,
+                                              swiftmax_per_head, min_fidelity, allow_low_fidelity)
     path = write(out, manifest, tensors, meta, overwrite=overwrite)
     if progress:
         entries, cal = manifest["layers"], manifest["calibration"]
@@ -186,4 +217,4 @@ def export_checkpoint(
     return path
 
 
-__all__ = ["bundle_contents", "calibrate_layer", "check_layers", "export_checkpoint"]
+__all__ = ["LowFidelityError", "bundle_contents", "calibrate_layer", "check_layers", "export_checkpoint"]

@@ -94,10 +94,10 @@ class PRange:
 
 
 def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, method: str, percentile: float,
-                      beta: float, gamma: float) -> tuple[dict[str, float], float]:
+                      beta: float | np.ndarray, gamma: float | np.ndarray) -> tuple[dict[str, float], float]:
     """Layer ``i``'s int8 scales ``{"s_x", "s_q", "s_k", "s_v", "s_a"}`` and the P value its format must hold
-    (max, or the percentile with ``method="percentile"``; SwiftMax layers only, else 1), from the float golden
-    attention with ``normalizer`` (β, γ for SwiftMax) on the captured inputs."""
+    (max, or the percentile with ``method="percentile"``, over the kept keys of real query rows; SwiftMax layers only,
+    else 1), from the float golden attention with ``normalizer`` (β, γ for SwiftMax) on the captured inputs."""
     ly = m.layers[i]
     rng = {n: Range(method, percentile, seed=j) for j, n in enumerate(SCALED)}
     p_rng = PRange(percentile if method == "percentile" else 100.0)
@@ -110,13 +110,15 @@ def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, me
         if "q_pre" in f:  # Llama: the projection output (pre-RoPE) must fit the same int8 scale
             rng["q"].add(f["q_pre"])
             rng["k"].add(f["k_pre"])
-        if normalizer == "swiftmax":
+        if normalizer == "swiftmax":  # kept keys of real query rows (padded rows' P is computed, then dropped)
             p = f["p"]
-            p_rng.add(p[np.broadcast_to(f["keep4"].numpy(), p.shape)])
+            rows = np.asarray(b.keep, bool)[:, None, :, None]
+            p_rng.add(p[np.broadcast_to(f["keep4"].numpy(), p.shape) & np.broadcast_to(rows, p.shape)])
     return {f"s_{n}": rng[n].scale() for n in SCALED}, p_rng.value()
 
 
-def build_layer(ly: LoadedLayer, scales: dict[str, float], normalizer: str, beta: float, gamma: float,
+def build_layer(ly: LoadedLayer, scales: dict[str, float], normalizer: str, beta: float | np.ndarray,
+                gamma: float | np.ndarray,
                 p_max: float) -> QuantAttentionLayer:
     """The integer layer from its float scales (golden ``build_quant_layer``, the tail of ``calibrate_attention``)."""
     return build_quant_layer(ly.mha, scales, normalizer, beta, gamma, p_max)

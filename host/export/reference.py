@@ -12,8 +12,8 @@ import torch
 from torch import Tensor
 
 from vckattn.golden.attention import apply_rope, attention, attention_scores, causal_keep
-from vckattn.golden.normalizers import Softmax, SwiftMax
-from vckattn.golden.quant_attention import float_attention
+from vckattn.golden.normalizers import Softmax
+from vckattn.golden.quant_attention import float_attention, float_swiftmax
 
 from .sources import LoadedLayer, LoadedModel
 
@@ -29,9 +29,10 @@ def keep4(keep: np.ndarray, causal: bool) -> Tensor:
 
 @torch.no_grad()
 def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray,
-                rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float,
-                gamma: float) -> dict[str, np.ndarray]:
-    """Float64 golden attention of one layer on one batch: q, k, v (+ pre-RoPE q/k), p, a, scores z, keep4."""
+                rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float | np.ndarray,
+                gamma: float | np.ndarray) -> dict[str, np.ndarray]:
+    """Float64 golden attention of one layer on one batch: q, k, v (+ pre-RoPE q/k), p, a, scores z, keep4.
+    SwiftMax ``beta``/``gamma``: per layer (floats) or one value per query head."""
     if m.family != "llama":  # BERT / ViT: exactly golden's float_attention (what calibrate_attention uses)
         f = float_attention(ly.mha, x, keep, normalizer, beta, gamma)
         b, s, _ = x.shape
@@ -41,7 +42,7 @@ def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray
         f["keep4"] = keep4(keep, False)
         return f
     mha = ly.mha
-    norm = Softmax() if normalizer == "softmax" else SwiftMax(beta, gamma).double()
+    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     b, s, _ = x.shape
     q = mha.q_proj(xt).view(b, s, mha.n_heads, mha.head_dim).transpose(1, 2)
@@ -60,8 +61,8 @@ def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray
 
 @torch.no_grad()
 def layer_output(m: LoadedModel, i: int, x: np.ndarray, keep: np.ndarray,
-                 rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float,
-                 gamma: float) -> np.ndarray:
+                 rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float | np.ndarray,
+                 gamma: float | np.ndarray) -> np.ndarray:
     """Layer ``i``'s float64 attention output after W_O (before the residual add) on ``x`` ``(B, S, d)``."""
     ly = m.layers[i]
     f = float_layer(m, ly, x, keep, rope, normalizer, beta, gamma)

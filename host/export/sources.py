@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -163,7 +162,7 @@ class LoadedLayer:
     attn_module: nn.Module  # hooked for the attention input (and output)
     block_module: nn.Module  # hooked for the block input (BHyT)
     bhyt: BHyTBlockNorms | None = None  # float64 copy
-    swiftmax: tuple[float, float] | None = None  # β, γ from the checkpoint
+    swiftmax: tuple[float | list[float], float | list[float]] | None = None  # checkpoint β, γ (per head: lists)
 
 
 @dataclass
@@ -279,24 +278,28 @@ def vckattn_tensors(files: list[Path]) -> dict[str, Tensor]:
     return out
 
 
-def swiftmax_from_state(state: dict[str, Tensor], n_layers: int) -> dict[int, tuple[float, float]]:
-    """Per layer index below ``n_layers``: the (β, γ) of its SwiftMax module in ``state`` (per-layer scalars only)."""
+def swiftmax_from_state(state: dict[str, Tensor], n_layers: int
+                        ) -> dict[int, tuple[float | list[float], float | list[float]]]:
+    """Per layer index below ``n_layers``: the (β, γ) of its SwiftMax module in ``state``: floats (per layer) or
+    lists with one value per head (per-head constants, ConSmax's granularity; the kernel holds a register set
+    per head)."""
     found: dict[int, dict[str, Tensor]] = {}
     for k, v in state.items():
         m = _SWIFTMAX_KEY.search(k)
         if m:
             found.setdefault(int(m.group(1)), {})[m.group(2)] = v
-    out = {}
+    out: dict[int, tuple[float | list[float], float | list[float]]] = {}
     for i, d in sorted(found.items()):
         if i >= n_layers or set(d) != {"beta", "gamma"}:
             continue
-        if d["beta"].dim() != 0 or d["gamma"].dim() != 0:
-            raise ExportError(f"layer {i}: SwiftMax β/γ are per head {tuple(d['beta'].shape)}; the kernel holds one "
-                              "register set per layer (per-layer β, γ only)")
-        beta, gamma = float(d["beta"]), float(d["gamma"])
-        if not (math.isfinite(beta) and math.isfinite(gamma) and gamma > 0):
-            raise ExportError(f"layer {i}: SwiftMax β={beta}, γ={gamma} from the checkpoint are not usable (γ > 0)")
-        out[i] = (beta, gamma)
+        b, g = d["beta"].detach().double(), d["gamma"].detach().double()
+        if b.dim() > 1 or g.dim() > 1 or b.shape != g.shape:
+            raise ExportError(f"layer {i}: SwiftMax β {tuple(b.shape)} / γ {tuple(g.shape)} must be scalars or one "
+                              "value per head each")
+        if not (torch.isfinite(b).all() and torch.isfinite(g).all() and (g > 0).all()):
+            raise ExportError(f"layer {i}: SwiftMax β={b.tolist()}, γ={g.tolist()} from the checkpoint are not usable "
+                              "(finite, γ > 0)")
+        out[i] = (float(b), float(g)) if b.dim() == 0 else (b.tolist(), g.tolist())
     return out
 
 
@@ -313,8 +316,12 @@ def _wrap_hf(model: nn.Module, tok: Any, raw: dict[str, Tensor], bhyt_cfg: dict)
     n = len(blocks)
     sm = swiftmax_from_state(raw, n)
     if sm:  # the float model runs with the checkpoint's normalizers during calibration
-        idx = sorted(sm)
-        convert.swap_attention_normalizer(model, "swiftmax", idx, [sm[i][0] for i in idx], [sm[i][1] for i in idx])
+        from vckattn.golden.calibrate import apply_swiftmax
+
+        for ph in (False, True):
+            idx = [i for i in sorted(sm) if isinstance(sm[i][0], list) == ph]
+            if idx:
+                apply_swiftmax(model, {i: sm[i][0] for i in idx}, {i: sm[i][1] for i in idx})
     kappa = float(bhyt_cfg.get("kappa", DEFAULT_KAPPA))
     t_len = int(bhyt_cfg.get("seq_len", DEFAULT_BHYT_SEQ_LEN))
     bhyt_state: dict[int, dict[str, Tensor]] = {}

@@ -23,7 +23,7 @@ from vckattn.golden.funcunits import Pow2Config, RecipConfig, TanhConfig
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters
 from vckattn.golden.quant_attention import QuantAttentionLayer, QuantLinear
 from vckattn.golden.requant import RequantRegisters
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads
 
 from .common import ExportError
 from .sources import LoadedModel, Source
@@ -34,11 +34,12 @@ class ExportedLayer:
     """One calibrated layer, as the writer needs it."""
 
     layer: QuantAttentionLayer
-    beta: float | None
-    gamma: float | None
+    beta: np.ndarray | None  # one value per query head (SwiftMax layers)
+    gamma: np.ndarray | None
     beta_source: str | None  # "checkpoint" | "calibration" for SwiftMax layers
     bhyt: dict | None  # the manifest's bhyt entry
     bhyt_gamma: tuple[np.ndarray, np.ndarray] | None  # integer γ of sites A and M
+    fidelity: dict | None = None  # the export check: the integer layer against its float layer (export.fidelity)
 
 
 def tensor_name(i: int, what: str) -> str:
@@ -85,12 +86,15 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
         "p_frac": int(L.p_frac),
         "score_absmax": None if L.score_absmax is None else int(L.score_absmax),
         "swiftmax": None if L.swiftmax is None else {
-            "beta": ex.beta, "gamma": ex.gamma, "registers": L.swiftmax.as_dict()},
+            "beta": [float(b) for b in np.atleast_1d(ex.beta)], "gamma": [float(g) for g in np.atleast_1d(ex.gamma)],
+            "registers": L.swiftmax.as_dict()},
         "online_softmax": None if L.online is None else {"registers": L.online.as_dict()},
         "requant": requant,
         "bhyt": bhyt,
         "tensors": list(tensors),
     }
+    if ex.fidelity is not None:
+        entry["fidelity"] = ex.fidelity
     return entry, tensors, meta
 
 
@@ -114,10 +118,17 @@ def build_manifest(m: LoadedModel, source: Source, entries: list[dict], n_export
         "normalizer": normalizer,
         "norm": m.norm,
         "calibration": calibration,
-        "formats": {"swiftmax": asdict(SwiftMaxFormat()), "online_softmax": asdict(OnlineSoftmaxFormat()),
-                    "norm": asdict(NormFormat())},
+        "formats": numeric_formats(),
         "layers": entries,
     }
+
+
+def numeric_formats() -> dict[str, dict]:
+    """The kernels' numeric formats a bundle records (and must match): SwiftMax's without ``max_heads`` (how
+    many register sets a build holds is the bitstream manifest's business; the bundle has ``num_heads``)."""
+    sm = asdict(SwiftMaxFormat())
+    sm.pop("max_heads")
+    return {"swiftmax": sm, "online_softmax": asdict(OnlineSoftmaxFormat()), "norm": asdict(NormFormat())}
 
 
 def write(out: Path, manifest: dict, tensors: dict[str, np.ndarray], meta: dict[str, dict],
@@ -179,7 +190,7 @@ def to_quant_layer(bundle: Any, i: int) -> QuantAttentionLayer:
         q_proj=lin("q_proj"), k_proj=lin("k_proj"), v_proj=lin("v_proj"), o_proj=lin("o_proj"),
         rq_q=rq("q"), rq_k=rq("k"), rq_v=rq("v"), rq_a=rq("a"),
         normalizer="swiftmax" if sm is not None else "softmax", p_frac=int(e["p_frac"]),
-        swiftmax=None if sm is None else SwiftMaxRegisters(**{k: int(v) for k, v in sm["registers"].items()}),
+        swiftmax=None if sm is None else SwiftMaxHeads.from_dict(sm["registers"], int(man["model"]["num_heads"])),
         online=None if on is None else OnlineSoftmaxRegisters(**{k: int(v) for k, v in on["registers"].items()}),
         sm_fmt=sm_fmt, os_fmt=os_fmt,
         n_kv_heads=int(model["num_kv_heads"]), causal=model["family"] == "llama",

@@ -23,7 +23,7 @@ import numpy as np
 from vckattn.golden.aie_matmul import exact_int_matmul
 from vckattn.golden.engine import engine_format, engine_p, engine_scores, slice_blocks, tile_keep
 from vckattn.golden.requant import RequantRegisters, requantize
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 
 from . import streams
 
@@ -186,7 +186,7 @@ def qk_stage(p: EngineParams, qk_in: np.ndarray, where: str = "qk_in") -> list[l
             if b1 > b0:
                 vals = s[:, b0 * p.key_block:b1 * p.key_block]
                 out[j].append(Packet({"packet_id": j, "tile_id": h["tag"], "slice": j, "elem_bits": p.score_bits,
-                                      "rows": h["rows"], "count": vals.size}, vals))
+                                      "rows": h["rows"], "count": vals.size, "head": h["head"]}, vals))
     return out
 
 
@@ -205,11 +205,17 @@ def merge(per_kernel: list[list[Packet]], rng: np.random.Generator | None = None
             pos[j] += 1
 
 
-def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters, bits: int, fmt: SwiftMaxFormat | None = None
-             ) -> list[Packet]:
-    """The PL SwiftMax on a pipeline's merged score packets: P packets, headers kept (``elem_bits`` = 8)."""
+def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int,
+             fmt: SwiftMaxFormat | None = None) -> list[Packet]:
+    """The PL SwiftMax on a pipeline's merged score packets: P packets, headers kept (``elem_bits`` = 8); each
+    packet's scores use the register set of its header's ``head``."""
     f = fmt or engine_format(bits)
-    return [Packet(pk.header | {"elem_bits": 8}, engine_p(pk.values, regs, bits, f)) for pk in packets]
+    if isinstance(regs, SwiftMaxHeads):
+        bad = [pk.header["tile_id"] for pk in packets if pk.header.get("head", 0) >= regs.n_heads]
+        if bad:
+            raise EngineStreamError(f"packet of tile {bad[0]}: head beyond the layer's {regs.n_heads} register sets")
+    return [Packet(pk.header | {"elem_bits": 8}, engine_p(pk.values, regs, bits, f, head=pk.header.get("head", 0)))
+            for pk in packets]
 
 
 def pv_stage(p: EngineParams, pipeline: int, v_in: np.ndarray, p_packets: list[Packet], a: np.ndarray,
@@ -274,7 +280,7 @@ def tile_list(p: EngineParams, qk_in: np.ndarray, where: str = "qk_in") -> list[
 
 
 def run_launch_model(p: EngineParams, qk_in: list[np.ndarray], v_in: list[np.ndarray], n_tiles: int,
-                     regs: SwiftMaxRegisters, rq: RequantRegisters, fmt: SwiftMaxFormat | None = None,
+                     regs: SwiftMaxRegisters | SwiftMaxHeads, rq: RequantRegisters, fmt: SwiftMaxFormat | None = None,
                      seed: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """One launch: ``(a, done)`` (module docstring). ``n_tiles``: slots of the A buffer; ``seed``: merge the
     score packets in a random order (None: round-robin) — the result must not depend on it."""

@@ -1,0 +1,78 @@
+"""The export check: does the integer layer follow its float layer? (the exporter never writes a bundle it can
+tell is unusable).
+
+For each exported layer, on the calibration data, the bit-exact integer layer (golden
+:func:`~vckattn.golden.quant_attention.attention_int`) is compared with the float64 layer of the same model,
+normalizer and constants (:func:`.reference.float_layer`): for the layer, the mean per-token cosine of the
+attention output (after W_O, real tokens); for each query head ``h``, the same cosine with only that head's
+output taken from the integer layer (``y_float + (a_int,h − a_float,h)·W_O,hᵀ``): the head's share of the
+layer's error, in the units of the layer's output (a head's own output before W_O is int8 at the layer's
+scale, too coarse for a small head to be judged alone). This measures only what quantization loses — not what replacing softmax by untuned SwiftMax costs the model (``vckattn eval``
+measures that). A layer or head below ``threshold`` fails the export unless the user allows it
+(``vckattn export --allow-low-fidelity``), in which case the bundle records the warning.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from vckattn.golden.quant_attention import QuantAttentionLayer, attention_int
+
+from .capture import Captured
+from .reference import float_layer
+from .sources import LoadedModel
+
+#: the default threshold on both the layer's and every head's mean cosine (``--min-fidelity``)
+DEFAULT_MIN_FIDELITY = 0.95
+
+
+def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cosine of ``(N, F)`` arrays (rows where both are zero count as 1)."""
+    na, nb = np.linalg.norm(a, axis=-1), np.linalg.norm(b, axis=-1)
+    dot = (a * b).sum(-1)
+    both_zero = (na == 0) & (nb == 0)
+    return np.where(both_zero, 1.0, dot / np.maximum(na * nb, 1e-300))
+
+
+@torch.no_grad()
+def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionLayer, normalizer: str,
+                   beta: float | np.ndarray, gamma: float | np.ndarray, threshold: float = DEFAULT_MIN_FIDELITY
+                   ) -> dict:
+    """``{"cosine", "head_cosine", "threshold"}`` of layer ``i`` (module docstring), as the manifest records it."""
+    ly = m.layers[i]
+    h, d = layer.n_heads, layer.head_dim
+    w_o = ly.mha.o_proj.weight.detach().double().numpy().reshape(-1, h, d)  # (out, H, D)
+    cos_y, cos_h = [], []
+    for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
+        x64 = x.astype(np.float64)
+        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma)
+        y_f = ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
+        y_i, tr = attention_int(layer, x64, b.keep, rope=rope)
+        real = np.asarray(b.keep, bool)
+        yf = y_f[real]
+        cos_y.append(_cos(y_i[real], yf))
+        da = (tr["a"].astype(np.float64) * layer.s_a - f["a"])[real].reshape(-1, h, d)  # (tokens, H, D)
+        delta = np.einsum("thd,ohd->tho", da, w_o)  # each head's error after W_O
+        cos_h.append(np.stack([_cos(yf + delta[:, j], yf) for j in range(h)], axis=1))
+    return {"cosine": float(np.concatenate(cos_y).mean()),
+            "head_cosine": [float(c) for c in np.concatenate(cos_h).mean(axis=0)], "threshold": float(threshold)}
+
+
+def fidelity_problem(i: int, fid: dict, normalizer: str) -> str | None:
+    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix, or
+    None when the layer and every head reach the threshold."""
+    t = fid["threshold"]
+    heads = np.asarray(fid["head_cosine"])
+    worst = int(np.argmin(heads))
+    if fid["cosine"] >= t and heads[worst] >= t:
+        return None
+    what = (f"layer {i} output cosine {fid['cosine']:.3f} (worst head {worst}: {heads[worst]:.3f} alone)"
+            if fid["cosine"] < t else f"layer {i} head {worst} output cosine {heads[worst]:.3f}")
+    fix = ("export with --swiftmax-init max (per-head statistics), or tune β/γ with `vckattn calibrate swiftmax` "
+           "and export the tuned model" if normalizer == "swiftmax"
+           else "use more or longer calibration text, or --calib-method percentile")
+    return f"{what} against the float layer is below {t:g}: {fix}"
+
+
+__all__ = ["DEFAULT_MIN_FIDELITY", "fidelity_problem", "layer_fidelity"]
