@@ -7,7 +7,7 @@ packets as the PL writes them (header with ``elem_bits = 8``, ``ceil(count / 16)
 
 * :func:`score_packet` builds one score packet; :func:`split_packets` frames a stream by the headers'
   ``count``; :func:`engine_pl_reference` is the golden P stream (:func:`vckattn.golden.engine.engine_p`
-  per packet; padding of a short last beat is 0).
+  per packet with the register set of the header's ``head``; padding of a short last beat is 0).
 * :func:`run_engine_rtl` writes a job (npz), runs ``vckattn.sim.tb_engine_host`` on the generated
   Verilog (build cached in ``build/sim/<top>/verilator``) and reads the P streams and the cycle count
   back; the ID register is checked against ``ident`` (:class:`EngineRtlError` on a mismatch).
@@ -22,11 +22,12 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.golden.engine import engine_format, engine_p
-from vckattn.golden.swiftmax_int import SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters, swiftmax_regmap
 from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, decode, encode
 
-__all__ = ["EngineRtlError", "EngineRtlResult", "engine_pl_reference", "engine_top_name", "p_header",
-           "pack_scores", "run_engine_rtl", "score_packet", "split_packets", "unpack_scores"]
+__all__ = ["EngineRtlError", "EngineRtlResult", "as_heads", "engine_pl_reference", "engine_reg_writes",
+           "engine_top_name", "p_header", "pack_scores", "run_engine_rtl", "score_packet", "split_packets",
+           "unpack_scores"]
 
 REPO = Path(__file__).resolve().parents[1]
 _ELEM_BITS = next(f for f in PACKET if f.name == "elem_bits")
@@ -78,13 +79,14 @@ def unpack_scores(beats: np.ndarray, count: int, score_bits: int) -> np.ndarray:
 
 
 def score_packet(scores: np.ndarray, score_bits: int, *, packet_id: int = 0, tile_id: int = 0, slice: int = 0,
-                 rows: int = 0, pad: int = 0, extra_bits: int = 0) -> np.ndarray:
-    """One score packet: header beat (``elem_bits = score_bits``, ``count = len(scores)``) and payload.
+                 rows: int = 0, pad: int = 0, extra_bits: int = 0, head: int = 0) -> np.ndarray:
+    """One score packet: header beat (``elem_bits = score_bits``, ``count = len(scores)``, ``head``: the
+    register set of its scores) and payload.
 
     ``extra_bits`` is OR-ed into header word 0 above ``packet_id`` (bits the PL must pass unchanged)."""
     s = np.asarray(scores, dtype=np.int64).reshape(-1)
     hdr = encode("packet", packet_id=packet_id, tile_id=tile_id, slice=slice, elem_bits=score_bits, rows=rows,
-                 count=s.size)
+                 count=s.size, head=head)
     if extra_bits:
         pid = next(f for f in PACKET if f.name == "packet_id")
         w = hdr.view("<u4").copy()
@@ -117,16 +119,33 @@ def p_header(header: np.ndarray) -> np.ndarray:
     return w.view(np.uint8)
 
 
-def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters, score_bits: int) -> np.ndarray:
-    """The golden P stream of a score stream: per packet :func:`p_header` and
-    ``engine_p(scores, regs, score_bits)`` as uint8, 16 a beat, the last beat zero-padded."""
+def as_heads(regs: SwiftMaxRegisters | SwiftMaxHeads) -> SwiftMaxHeads:
+    """A layer's per-head constants; a plain register set is one head (``SwiftMaxHeads.broadcast(regs, 1)``:
+    what the PL holds when only entry 0 of the memories is that set)."""
+    return regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1)
+
+
+def engine_reg_writes(regs: SwiftMaxRegisters | SwiftMaxHeads, score_bits: int) -> list[tuple[int, int]]:
+    """``(byte offset, 32-bit word)`` AXI4-Lite writes that program ``regs`` into the engine's PL top: the
+    shared registers and every entry of the per-head memories (:meth:`SwiftMaxHeads.register_values`)."""
     fmt = engine_format(score_bits)
+    return [(w.offset, w.word) for w in swiftmax_regmap(fmt).writes(as_heads(regs).register_values(fmt))]
+
+
+def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, score_bits: int) -> np.ndarray:
+    """The golden P stream of a score stream: per packet :func:`p_header` and
+    ``engine_p(scores, regs, score_bits, head=<the header's head>)`` as uint8, 16 a beat, the last beat
+    zero-padded. ``regs``: the layer's per-head constants (a plain set: :func:`as_heads`)."""
+    fmt = engine_format(score_bits)
+    heads = as_heads(regs)
     parts = []
     for hdr, payload in split_packets(beats, score_bits):
-        count = decode("packet", hdr)["count"]
+        fields = decode("packet", hdr)
+        count = fields["count"]
         parts.append(p_header(hdr).reshape(1, BEAT_BYTES))
         if count:
-            p = engine_p(unpack_scores(payload, count, score_bits), regs, score_bits, fmt).astype(np.uint8)
+            p = engine_p(unpack_scores(payload, count, score_bits), heads, score_bits, fmt,
+                         head=fields["head"]).astype(np.uint8)
             pad = np.zeros(-(-count // BEAT_BYTES) * BEAT_BYTES, np.uint8)
             pad[:count] = p
             parts.append(pad.reshape(-1, BEAT_BYTES))
@@ -139,7 +158,8 @@ def engine_top_name(pipelines: int, lanes: int, score_bits: int) -> str:
 
 
 def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np.ndarray],
-                   reg_writes: list[tuple[int, int]], ident: int, seed: int | None = None,
+                   reg_writes: list[tuple[int, int]] | SwiftMaxRegisters | SwiftMaxHeads, ident: int,
+                   seed: int | None = None,
                    backpressure: bool = True, log: Path | None = None) -> EngineRtlResult:
     """Stream every pipeline's score packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
 
@@ -148,7 +168,9 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         packets: ``packets[i]``: pipeline ``i``'s score stream, uint8 ``(n_beats, 16)``, whole packets back
             to back (may be empty).
         reg_writes: ``(byte offset, 32-bit word)`` AXI4-Lite writes, performed in order before streaming
-            (each read back: it must read as written).
+            (each read back: it must read as written) -- the shared registers and the per-head memory
+            entries; or the layer's constants (:class:`SwiftMaxHeads`, or a plain set: :func:`as_heads`),
+            encoded by :func:`engine_reg_writes`. The packet headers' ``head`` selects the set.
         ident: Expected value of the ID register (offset 0).
         seed: ``COCOTB_RANDOM_SEED`` (source idles / sink backpressure pattern).
         backpressure: Random source idles and sink stalls (else a source that never idles and a ready sink).
@@ -166,6 +188,8 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
 
     if len(packets) != pipelines:
         raise ValueError(f"{pipelines} pipelines but {len(packets)} packet streams")
+    if isinstance(reg_writes, (SwiftMaxRegisters, SwiftMaxHeads)):
+        reg_writes = engine_reg_writes(reg_writes, score_bits)
     streams = [np.asarray(p, dtype=np.uint8).reshape(-1, BEAT_BYTES) for p in packets]
     for i, s in enumerate(streams):
         try:

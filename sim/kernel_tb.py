@@ -22,6 +22,9 @@ Framing contract (input and output stream of every kernel)
 * TUSER (``lanes`` bits, when ``user=True``) is a per-element keep mask: bit ``i`` = 1 keeps
   lane ``i``, 0 masks it. A masked element is still transferred; what the kernel computes
   for it is the kernel's contract (the golden model's expected value is compared exactly).
+  A kernel may take more input TUSER bits above the mask (per-beat sideband, e.g. SwiftMax's head
+  index at bits ``[lanes, lanes + head_bits)``): ``run_rows(..., user_hi=...)`` gives their value
+  per row or per beat.
 * A row whose length is not a multiple of ``lanes`` is padded in its last beat with masked
   (TUSER bit 0) zero elements. The checker ignores padded output lanes (data and TUSER);
   all real elements -- kept or masked -- must equal the expected array.
@@ -159,6 +162,7 @@ def rows_to_frames(
     width: int,
     signed: bool = True,
     user: bool = True,
+    user_hi: Sequence[int | Sequence[int]] | None = None,
 ) -> list[AxiStreamFrame]:
     """Turn rows (2-D array or list of 1-D int arrays) into AXI4-Stream frames (see contract).
 
@@ -169,6 +173,8 @@ def rows_to_frames(
         width: Element width in bits.
         signed: Elements are signed (range-checked and two's complement packed).
         user: Put keep masks into TUSER (with ``user=False`` masks must be all-keep).
+        user_hi: Per row, the value of the TUSER bits above the ``lanes`` keep bits: one int for
+            every beat of the row, or one int per beat (``None``: 0).
 
     Returns:
         One ``AxiStreamFrame`` per row (``tdata`` = beat words, ``tuser`` = per-beat masks).
@@ -187,11 +193,20 @@ def rows_to_frames(
             raise ValueError(f"row {r}: {len(row)} elements but {len(mk)} mask bits")
         if not user and not mk.all():
             raise ValueError("masked elements need TUSER (user=True)")
+        n_beats = -(-len(row) // lanes)
+        hi = [0] * n_beats
+        if user_hi is not None:
+            if not user:
+                raise ValueError("user_hi needs TUSER (user=True)")
+            u = user_hi[r]
+            hi = [int(u)] * n_beats if isinstance(u, (int, np.integer)) else [int(x) for x in u]  # type: ignore[union-attr]
+            if len(hi) != n_beats:
+                raise ValueError(f"row {r}: {len(hi)} user_hi values for {n_beats} beats")
         tdata, tuser = [], []
         for b in range(0, len(row), lanes):
             vals = row[b : b + lanes]
             tdata.append(pack([int(v) for v in vals], width, lanes, signed))
-            tuser.append(sum(1 << i for i, k in enumerate(mk[b : b + lanes]) if k))
+            tuser.append(sum(1 << i for i, k in enumerate(mk[b : b + lanes]) if k) | (hi[b // lanes] << lanes))
         frames.append(AxiStreamFrame(tdata, tuser=tuser if user else None))
     return frames
 
@@ -487,11 +502,15 @@ class KernelHarness:
         resp = await self._master().read(offset, 4)
         return int.from_bytes(resp.data, "little"), AxiResp(resp.resp)
 
-    async def write_regs(self, regmap: RegisterMap, values: Mapping[str, int]) -> None:
+    async def write_regs(self, regmap: RegisterMap, values: Mapping[str, int | Sequence[int]]) -> None:
         """Write registers by name, each as the host does (:meth:`RegisterMap.word`: the value's 32-bit
         two's complement, range-checked against the declared width, ``ValueError``); assert OKAY each.
+        A value that is a sequence names a memory: its entries are written from entry 0 (:meth:`write_mem`).
         """
         for name, v in values.items():
+            if not isinstance(v, (int, np.integer)):
+                await self.write_mem(regmap, name, list(v))
+                continue
             resp = await self.write_word(regmap.offset(name), regmap.word(name, int(v)))
             assert resp == AxiResp.OKAY, f"write of register {name!r} answered {resp.name}"
 
@@ -524,8 +543,9 @@ class KernelHarness:
 
     # ---------------- streams ----------------
 
-    def rows_to_frames(self, rows: object, masks: object | None = None) -> list[AxiStreamFrame]:
-        return rows_to_frames(rows, masks, self.lanes, self.in_width, self.in_signed, self.user)
+    def rows_to_frames(self, rows: object, masks: object | None = None,
+                       user_hi: Sequence[int | Sequence[int]] | None = None) -> list[AxiStreamFrame]:
+        return rows_to_frames(rows, masks, self.lanes, self.in_width, self.in_signed, self.user, user_hi)
 
     def frames_to_rows(
         self, frames: Sequence[AxiStreamFrame], lengths: Sequence[int]
@@ -541,6 +561,7 @@ class KernelHarness:
         check_out_mask: bool = True,
         max_mismatches: int = 10,
         timeout_cycles: int | None = None,
+        user_hi: Sequence[int | Sequence[int]] | None = None,
     ) -> RunStats:
         """Send every row as a frame, receive as many frames, and check them exactly.
 
@@ -550,6 +571,7 @@ class KernelHarness:
         beat, lane, input value, keep bit, expected and got), and -- if ``check_out_mask`` and
         the output has TUSER -- that output TUSER equals the input keep mask on real lanes.
         ``expected_rows=None`` skips the data comparison (frames/beats are still checked).
+        ``user_hi``: input TUSER bits above the keep mask, per row (:func:`rows_to_frames`).
 
         Returns:
             :class:`RunStats` (cycle counts from the :class:`StreamMonitor`). The received rows
@@ -560,7 +582,7 @@ class KernelHarness:
         exp_l = None if expected_rows is None else _as_rows(expected_rows)
         if exp_l is not None and len(exp_l) != len(rows_l):
             raise ValueError(f"{len(rows_l)} rows but {len(exp_l)} expected rows")
-        frames = self.rows_to_frames(rows_l, masks_l)
+        frames = self.rows_to_frames(rows_l, masks_l, user_hi)
         lengths = [len(r) for r in rows_l]
         mon = self.monitor
         i0, o0, low0 = len(mon.in_beats), len(mon.out_beats), mon.in_ready_low

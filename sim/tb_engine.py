@@ -9,11 +9,14 @@ The build is read from ``TB_ENGINE_PIPELINES`` / ``TB_ENGINE_LANES`` / ``TB_ENGI
 
 Tests:
 
-* ``test_registers``: ID/VERSION, signed write/read-back of every register for several sets, status 0.
+* ``test_registers``: ID/VERSION (2), signed write/read-back of every register and of every entry of the
+  per-head memories ``b_beta``/``c_out`` for several layers' sets, status 0.
 * ``test_random_packets``: all pipelines driven concurrently with random packets (counts 0, multiples
   of 16, ragged; scores realistic, at the saturation extremes ``±(2^(b−1)−1)``, the sentinel, fully
-  masked packets; random padding; header bits outside the fields set) for several register sets, random
-  TVALID gaps and TREADY backpressure; then the ``elements``/``rows`` status counters.
+  masked packets; random padding; header bits outside the fields set; a random ``head`` per packet, so
+  packets of different heads interleave across the pipelines and follow each other back to back) for
+  several layers' per-head register sets (random β/γ per head, raw values at the limits), random TVALID
+  gaps and TREADY backpressure; then the ``elements``/``rows`` status counters.
 * ``test_throughput``: no gaps, no backpressure: the measured cycles (first input beat to last output
   beat) equal :func:`vckattn.hw.perf.pl.engine_stream_cycles`; writes ``{"cycles", "modeled_cycles",
   "in_beats", "out_beats", ...}`` to ``$VCKATTN_METRICS_OUT`` if set.
@@ -33,7 +36,13 @@ from cocotb.triggers import ClockCycles, SimTimeoutError, with_timeout
 from cocotbext.axi import AxiStreamFrame
 
 from vckattn.golden.engine import engine_format, engine_p, engine_registers, score_max, sentinel
-from vckattn.golden.swiftmax_int import SWIFTMAX_ID, SwiftMaxRegisters, swiftmax_registers, swiftmax_regmap
+from vckattn.golden.swiftmax_int import (
+    SWIFTMAX_ID,
+    SwiftMaxHeads,
+    SwiftMaxRegisters,
+    swiftmax_head_registers,
+    swiftmax_regmap,
+)
 from vckattn.hw.engine.streams import BEAT_BYTES, decode
 from vckattn.hw.perf.pl import engine_stream_cycles
 from vckattn.sim.engine_rtl import engine_pl_reference, score_packet, split_packets, unpack_scores
@@ -169,25 +178,32 @@ def build_params(dut: SimHandleBase) -> tuple[int, int, int]:
     return pipes, lanes, bits
 
 
-def register_sets(rng: np.random.Generator, bits: int) -> list[SwiftMaxRegisters]:
-    """Layer sets folded for narrow scores (:func:`engine_registers`), then raw values at the limits."""
+def register_sets(rng: np.random.Generator, bits: int) -> list[SwiftMaxHeads]:
+    """Layers' per-head sets folded for narrow scores (:func:`engine_registers`; random β/γ per head), then
+    raw values at the limits, different per head."""
     fmt = engine_format(bits)
     sets = []
-    for s_q, s_k, d, beta, gamma, out_frac, shift in [
-        (0.05, 0.05, 64, 2.5, 100.0, 8, 6 if bits == 8 else 0),
-        (0.02, 0.03, 32, 4.4, 2.9, 8, 9 if bits == 8 else 2),
+    for s_q, s_k, d, out_frac, shift, n in [
+        (0.05, 0.05, 64, 8, 6 if bits == 8 else 0, 10),
+        (0.02, 0.03, 32, 8, 9 if bits == 8 else 2, fmt.max_heads),
         (float(rng.uniform(0.01, 0.2)), float(rng.uniform(0.01, 0.2)), int(rng.choice([16, 64])),
-         float(rng.uniform(-3, 10)), float(rng.uniform(0.1, 50)), int(rng.integers(4, 9)), int(rng.integers(0, 12))),
+         int(rng.integers(4, 9)), int(rng.integers(0, 12)), 5),
     ]:
-        base = swiftmax_registers(s_q, s_k, d, beta, gamma, out_frac, fmt)
+        base = swiftmax_head_registers(s_q, s_k, d, rng.uniform(-3, 10, n), rng.uniform(0.1, 50, n), out_frac,
+                                       fmt=fmt)
         sets.append(engine_registers(base, s_q, s_k, d, shift, fmt))
     lo, hi = -(1 << (fmt.reg_bits - 1)), (1 << (fmt.reg_bits - 1)) - 1
     amax = (1 << (fmt.a_bits - 1)) - 1
-    sets.append(SwiftMaxRegisters(a_mult=amax, a_shift=min(fmt.max_a_shift, 63), b_beta=hi, u_lo=lo, u_hi=hi,
-                                  c_out=lo, out_frac=0))
-    sets.append(SwiftMaxRegisters(a_mult=-amax - 1, a_shift=0, b_beta=lo, u_lo=lo, u_hi=hi, c_out=hi, out_frac=0))
-    sets.append(SwiftMaxRegisters(a_mult=amax, a_shift=20, b_beta=0, u_lo=-40000, u_hi=40000, c_out=30000,
-                                  out_frac=0))
+
+    def edge(a_mult: int, a_shift: int, u_lo: int, u_hi: int, bc: list[tuple[int, int]]) -> SwiftMaxHeads:
+        return SwiftMaxHeads([SwiftMaxRegisters(a_mult=a_mult, a_shift=a_shift, b_beta=b, u_lo=u_lo, u_hi=u_hi,
+                                                c_out=c, out_frac=0) for b, c in bc])
+
+    rand = [(int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) for _ in range(2)]
+    sets.append(edge(amax, min(fmt.max_a_shift, 63), lo, hi, [(hi, lo), (lo, hi), (0, 0), (hi, hi), *rand]))
+    sets.append(edge(-amax - 1, 0, lo, hi, [(lo, hi), (hi, lo), (lo, lo), (0, 30000), *rand]))
+    sets.append(edge(amax, 20, -40000, 40000, [(0, 30000), (0, -30000), (20000, 0), (-20000, 60000), (5000, 45000),
+                                               (-5000, 20000)]))
     return sets
 
 
@@ -204,8 +220,10 @@ def random_scores(rng: np.random.Generator, count: int, bits: int) -> np.ndarray
     return s
 
 
-def random_stream(rng: np.random.Generator, n_packets: int, bits: int, max_count: int = 160) -> tuple[np.ndarray, int]:
-    """``n_packets`` random score packets back to back and the number of kept scores in them."""
+def random_stream(rng: np.random.Generator, n_packets: int, bits: int, max_count: int = 160,
+                  n_heads: int = 1) -> tuple[np.ndarray, int]:
+    """``n_packets`` random score packets back to back (each of a random head ``< n_heads``) and the number of
+    kept scores in them."""
     parts, kept = [], 0
     for _ in range(n_packets):
         kind = rng.random()
@@ -220,12 +238,13 @@ def random_stream(rng: np.random.Generator, n_packets: int, bits: int, max_count
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1))
         parts.append(score_packet(s, bits, packet_id=int(rng.integers(0, 32)), tile_id=int(rng.integers(0, 1 << 32)),
                                   slice=int(rng.integers(0, 256)), rows=int(rng.integers(0, 1 << 16)),
-                                  pad=int(rng.integers(lo, hi)), extra_bits=int(rng.integers(0, 1 << 27))))
+                                  pad=int(rng.integers(lo, hi)), extra_bits=int(rng.integers(0, 1 << 27)),
+                                  head=int(rng.integers(0, n_heads))))
     return (np.concatenate(parts) if parts else np.zeros((0, BEAT_BYTES), np.uint8)), kept
 
 
-async def program(eh: EngineHarness, regs: SwiftMaxRegisters, rm: object) -> None:
-    await eh.regs.write_regs(rm, regs.registers())  # type: ignore[arg-type]
+async def program(eh: EngineHarness, regs: SwiftMaxHeads, rm: object, fmt: object) -> None:
+    await eh.regs.write_regs(rm, regs.register_values(fmt))  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------------------------ tests
@@ -236,13 +255,17 @@ async def test_registers(dut: SimHandleBase) -> None:
     pipes, _, bits = build_params(dut)
     await start(dut)
     eh = EngineHarness(dut, pipes, bits)
-    rm = swiftmax_regmap(engine_format(bits))
+    fmt = engine_format(bits)
+    rm = swiftmax_regmap(fmt, read_ports=pipes)
     assert await eh.regs.read_reg(rm, "ID") == SWIFTMAX_ID
-    assert await eh.regs.read_reg(rm, "VERSION") == 1
+    assert await eh.regs.read_reg(rm, "VERSION") == 2
     for regs in register_sets(np.random.default_rng(cocotb.RANDOM_SEED), bits):
-        await program(eh, regs, rm)
-        for name in regs.registers():
-            assert await eh.regs.read_reg(rm, name) == getattr(regs, name), name
+        await program(eh, regs, rm, fmt)
+        for name, v in regs.register_values(fmt).items():
+            if isinstance(v, list):
+                assert await eh.regs.read_mem(rm, name, fmt.max_heads) == v, name
+            else:
+                assert await eh.regs.read_reg(rm, name) == v, name
     assert await eh.regs.read_reg(rm, "rows") == 0
     assert await eh.regs.read_reg(rm, "elements") == 0
 
@@ -252,28 +275,33 @@ async def test_random_packets(dut: SimHandleBase) -> None:
     pipes, _, bits = build_params(dut)
     await start(dut)
     eh = EngineHarness(dut, pipes, bits)
-    rm = swiftmax_regmap(engine_format(bits))
+    fmt = engine_format(bits)
+    rm = swiftmax_regmap(fmt, read_ports=pipes)
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     eh.set_random_pauses(random.Random(cocotb.RANDOM_SEED), in_prob=0.3, out_prob=0.4)
     n_packets = int(os.environ.get("TB_ENGINE_PACKETS", "12"))
-    total_packets = total_kept = n_sat = n_mid = 0
+    total_packets = total_kept = n_sat = n_mid = n_switch = 0
     for regs in register_sets(rng, bits):
-        await program(eh, regs, rm)
+        await program(eh, regs, rm, fmt)
         streams, exps = [], []
         for _ in range(pipes):
-            s, kept = random_stream(rng, n_packets, bits)
+            s, kept = random_stream(rng, n_packets, bits, n_heads=regs.n_heads)
             streams.append(s)
             exps.append(engine_pl_reference(s, regs, bits))
             total_kept += kept
             total_packets += n_packets
         for s in streams:
+            heads = [decode("packet", hdr)["head"] for hdr, _ in split_packets(s, bits)]
+            n_switch += sum(a != b for a, b in zip(heads[:-1], heads[1:], strict=True))
             for hdr, payload in split_packets(s, bits):
-                p = engine_p(unpack_scores(payload, decode("packet", hdr)["count"], bits), regs, bits)
+                f = decode("packet", hdr)
+                p = engine_p(unpack_scores(payload, f["count"], bits), regs, bits, head=f["head"])
                 n_sat += int(np.sum(p == engine_format(bits).out_max))
                 n_mid += int(np.sum((p > 0) & (p < engine_format(bits).out_max)))
         res = await eh.run(streams, exps)
         dut._log.info("%d pipelines: %d beats in, %d out, %d cycles", pipes, res.in_beats, res.out_beats, res.cycles)
     assert n_sat > 0 and n_mid > 0, (n_sat, n_mid)
+    assert n_switch > 0, "no back-to-back packets of different heads"
     assert await eh.regs.read_reg(rm, "rows") == total_packets
     assert await eh.regs.read_reg(rm, "elements") == total_kept
 
@@ -284,17 +312,19 @@ async def test_throughput(dut: SimHandleBase) -> None:
     await start(dut)
     eh = EngineHarness(dut, pipes, bits)
     fmt = engine_format(bits)
-    rm = swiftmax_regmap(fmt)
+    rm = swiftmax_regmap(fmt, read_ports=pipes)
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    regs = engine_registers(swiftmax_registers(0.05, 0.05, 64, 2.5, 2.0, 8, fmt), 0.05, 0.05, 64, 4, fmt)
-    await program(eh, regs, rm)
+    regs = engine_registers(swiftmax_head_registers(0.05, 0.05, 64, rng.uniform(1, 4, 6), rng.uniform(1, 4, 6), 8,
+                                                    fmt=fmt), 0.05, 0.05, 64, 4, fmt)
+    await program(eh, regs, rm, fmt)
     eh.clear_pauses()
     await ClockCycles(eh.clk, 2)
     counts = [[int(c) for c in rng.choice([16, 64, 128, 256], 6 + i)] + [int(rng.integers(1, 60)), 0]
               for i in range(pipes)]
     streams, exps = [], []
     for cs in counts:
-        s = np.concatenate([score_packet(random_scores(rng, c, bits), bits, tile_id=k) for k, c in enumerate(cs)])
+        s = np.concatenate([score_packet(random_scores(rng, c, bits), bits, tile_id=k, head=int(rng.integers(0, 6)))
+                            for k, c in enumerate(cs)])
         streams.append(s)
         exps.append(engine_pl_reference(s, regs, bits))
     res = await eh.run(streams, exps)

@@ -4,9 +4,11 @@ The host (:mod:`vckattn.host.backends.rtl`) writes a job file (``$VCKATTN_HOST_J
 
 * ``scores`` int32 ``(rows, keys_pad)`` — the AIE model's QKᵀ rows of every tile, in tile order;
 * ``keep`` bool ``(rows, keys_pad)`` — the key masks (padding, causal, padded keys);
+* ``heads`` int ``(rows,)`` (optional, default 0) — each row's query head: streamed on the TUSER bits above
+  the keep mask when the kernel has them (SwiftMax: selects the per-head register set);
 * ``reg_names``, ``reg_offsets``, ``reg_words`` — the runtime constants as the 32-bit words to write
-  over AXI4-Lite (:meth:`vckattn.golden.regmap.RegisterMap.writes`), at the offsets of the *bitstream
-  manifest*;
+  over AXI4-Lite (:meth:`vckattn.golden.regmap.RegisterMap.writes`: registers and memory entries), at the
+  offsets of the *bitstream manifest*;
 * ``ident`` — the kernel's ID register value from the manifest; ``lanes``; ``pauses`` (0/1).
 
 This test programs the registers (and reads each back: it must equal the word written), checks the
@@ -45,7 +47,11 @@ async def host_job(dut: SimHandleBase) -> None:
         raw, _ = await h.read_word(int(off))
         assert raw == int(word), f"register {name} at {int(off):#x} reads {raw:#010x}, wrote {int(word):#010x}"
     scores, keep = job["scores"], job["keep"]
-    stats = await h.run_rows(list(scores), list(keep), None)
+    head_bits = len(dut.s_axis_tuser) - lanes
+    heads = [int(x) for x in job["heads"]] if "heads" in job.files else [0] * len(scores)
+    if head_bits:  # (a kernel without head bits, e.g. online softmax, has no per-head state: heads unused)
+        assert max(heads, default=0) < 1 << head_bits, f"head {max(heads)} does not fit {head_bits} TUSER bits"
+    stats = await h.run_rows(list(scores), list(keep), None, user_hi=heads if head_bits else None)
     beats_per_row = scores.shape[1] // lanes
     ends = np.asarray(stats.out_cycles, np.int64)[beats_per_row - 1::beats_per_row]
     first_in = stats.out_cycles[-1] - stats.cycles + 1

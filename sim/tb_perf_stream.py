@@ -51,7 +51,13 @@ from vckattn.golden.online_softmax_int import (
     online_softmax_registers,
     online_softmax_regmap,
 )
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_int, swiftmax_registers, swiftmax_regmap
+from vckattn.golden.swiftmax_int import (
+    SwiftMaxFormat,
+    SwiftMaxHeads,
+    swiftmax_int,
+    swiftmax_registers,
+    swiftmax_regmap,
+)
 from vckattn.hw.perf.pl import stream_cycles
 from vckattn.sim.kernel_tb import start
 from vckattn.sim.norm_tb import NormSpec, random_token
@@ -137,7 +143,12 @@ async def setup_case(dut: SimHandleBase, axil: AxiLiteMaster, kernel: str, lanes
         if kernel == "swiftmax":
             fmt = SwiftMaxFormat()
             regs = swiftmax_registers(sc, sc, 64, 2.5, 2.0, 8, fmt)
-            await write_regs(axil, swiftmax_regmap(fmt), regs.registers())
+            values = SwiftMaxHeads.broadcast(regs, 1).register_values(fmt)  # one head: TUSER head bits stay 0
+            srm = swiftmax_regmap(fmt)
+            await write_regs(axil, srm, {k: v for k, v in values.items() if isinstance(v, int)})
+            for k, v in values.items():
+                if not isinstance(v, int):
+                    await write_mem(axil, srm, k, v)
 
             def golden(x: np.ndarray, k: np.ndarray) -> np.ndarray:
                 return swiftmax_int(x, regs, k, fmt)
@@ -222,7 +233,9 @@ async def test_layer_stream(dut: SimHandleBase) -> None:
     rates = [Fraction(s) for s in os.environ.get("TB_PERF_RATES", "1").split(",")]
     tol = float(os.environ.get("TB_PERF_TOLERANCE", "0.05"))
     normalizer = kernel in ("swiftmax", "online_softmax")
-    lanes = len(dut.s_axis_tuser) if normalizer else len(dut.s_axis_tdata) // 8
+    # SwiftMax's TUSER also carries the head index above the keep bits
+    head_bits = SwiftMaxFormat().head_bits if kernel == "swiftmax" else 0
+    lanes = len(dut.s_axis_tuser) - head_bits if normalizer else len(dut.s_axis_tdata) // 8
     width = len(dut.s_axis_tdata) // lanes
     dut.s_axis_tvalid.value = 0
     dut.m_axis_tready.value = 1

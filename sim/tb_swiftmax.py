@@ -7,12 +7,15 @@ DUT. Seeds come from ``cocotb.RANDOM_SEED`` (printed by the runner).
 
 Tests:
 
-* ``test_registers``: ID/VERSION, signed write/readback of every constant, status counters.
+* ``test_registers``: ID/VERSION (2), signed write/readback of every shared register and of every
+  entry of the per-head memories ``b_beta``/``c_out`` (in order and scattered), status counters.
 * ``test_random_traffic``: ≥ 100,000 elements (``TB_SWIFTMAX_ELEMENTS``) in rows of random
   length (1 .. 1024, not multiples of the lane count too), random keep masks with fully
   masked rows, scores from realistic to saturating (beyond 24 bits, int32 extremes), with
-  random source idles and sink backpressure, for several register sets from
-  :func:`swiftmax_registers` and raw register values at their limits.
+  random source idles and sink backpressure, for several layers' per-head register sets
+  (:class:`SwiftMaxHeads`: random β/γ per head, 12 and ``max_heads`` heads; per-layer sets; raw values at
+  the registers' limits, different per head). Each row is of one head (TUSER head bits), or switches
+  head on random beats inside the row; golden: ``swiftmax_int(acc, heads, keep, head=per-element head)``.
 * ``test_throughput``: no pauses: ``lanes`` elements/cycle, latency 7 cycles; writes
   ``{"elements_per_cycle", "latency_cycles", "buffer_bits"}`` to ``$VCKATTN_METRICS_OUT`` if set.
 """
@@ -26,44 +29,59 @@ import random
 import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
+from cocotb.triggers import ClockCycles
 
 from vckattn.golden.swiftmax_int import (
     SWIFTMAX_ID,
     SwiftMaxFormat,
+    SwiftMaxHeads,
     SwiftMaxRegisters,
+    swiftmax_head_registers,
     swiftmax_int,
     swiftmax_registers,
     swiftmax_regmap,
 )
 from vckattn.hw.pl.swiftmax import buffer_bits
-from vckattn.sim.kernel_tb import KernelHarness, start
+from vckattn.sim.kernel_tb import KernelHarness, ThroughputStats, start
 
 FMT = SwiftMaxFormat()
 RM = swiftmax_regmap(FMT)
 
 
 def make_harness(dut: SimHandleBase) -> KernelHarness:
-    lanes = len(dut.s_axis_tuser)
+    lanes = len(dut.s_axis_tdata) // 32
+    assert len(dut.s_axis_tuser) == lanes + FMT.head_bits, "TUSER = keep bits + head index"
     return KernelHarness(dut, lanes=lanes, in_width=32, out_width=FMT.out_bits, in_signed=True, out_signed=False)
 
 
-def register_sets(rng: np.random.Generator) -> list[SwiftMaxRegisters]:
-    """Realistic sets from the constant function, then raw values at the registers' limits."""
+def register_sets(rng: np.random.Generator) -> list[SwiftMaxHeads]:
+    """Layers' per-head sets: realistic ones from the constant function (random β/γ per head, 12 heads and
+    ``max_heads`` heads; per-layer sets as one head), then raw values at the registers' limits, different
+    per head."""
     sets = [
-        swiftmax_registers(0.05, 0.05, 64, 2.5, 100.0, 8, FMT),  # ConSmax init
-        swiftmax_registers(0.02, 0.03, 32, 4.4, 2.9, 8, FMT),  # MiniLM-like statistics
-        swiftmax_registers(0.1, 0.1, 64, -1.0, 0.5, 4, FMT),
-        swiftmax_registers(float(rng.uniform(0.001, 0.2)), float(rng.uniform(0.001, 0.2)),
-                           int(rng.choice([16, 64, 128])), float(rng.uniform(-5, 30)), float(rng.uniform(0.01, 500)),
-                           int(rng.integers(-20, 12)), FMT),
+        swiftmax_head_registers(0.05, 0.05, 64, rng.uniform(-2, 12, 12), rng.uniform(0.05, 400, 12), 8, fmt=FMT),
+        swiftmax_head_registers(0.02, 0.03, 32, rng.uniform(0, 9, FMT.max_heads), rng.uniform(0.5, 20, FMT.max_heads),
+                                8, fmt=FMT),
+        SwiftMaxHeads.broadcast(swiftmax_registers(0.05, 0.05, 64, 2.5, 100.0, 8, FMT), 1),  # ConSmax init
+        SwiftMaxHeads.broadcast(swiftmax_registers(0.02, 0.03, 32, 4.4, 2.9, 8, FMT), 3),  # MiniLM-like statistics
+        SwiftMaxHeads.broadcast(swiftmax_registers(0.1, 0.1, 64, -1.0, 0.5, 4, FMT), 2),
+        swiftmax_head_registers(float(rng.uniform(0.001, 0.2)), float(rng.uniform(0.001, 0.2)),
+                                int(rng.choice([16, 64, 128])), rng.uniform(-5, 30, 9), rng.uniform(0.01, 500, 9),
+                                int(rng.integers(-20, 12)), fmt=FMT),
     ]
     lo, hi = -(1 << (FMT.reg_bits - 1)), (1 << (FMT.reg_bits - 1)) - 1
     amax = (1 << (FMT.a_bits - 1)) - 1
-    sets.append(SwiftMaxRegisters(a_mult=amax, a_shift=FMT.max_a_shift, b_beta=hi, u_lo=lo, u_hi=hi, c_out=lo,
-                                  out_frac=0))
-    sets.append(SwiftMaxRegisters(a_mult=-amax - 1, a_shift=0, b_beta=lo, u_lo=lo, u_hi=hi, c_out=hi, out_frac=0))
-    sets.append(SwiftMaxRegisters(a_mult=amax, a_shift=30, b_beta=0, u_lo=-40000, u_hi=40000, c_out=30000,
-                                  out_frac=0))
+
+    def edge(a_mult: int, a_shift: int, u_lo: int, u_hi: int, bc: list[tuple[int, int]]) -> SwiftMaxHeads:
+        return SwiftMaxHeads([SwiftMaxRegisters(a_mult=a_mult, a_shift=a_shift, b_beta=b, u_lo=u_lo, u_hi=u_hi,
+                                                c_out=c, out_frac=0) for b, c in bc])
+
+    rand = [(int(rng.integers(lo, hi + 1)), int(rng.integers(lo, hi + 1))) for _ in range(3)]
+    sets.append(edge(amax, FMT.max_a_shift, lo, hi, [(hi, lo), (lo, hi), (0, 0), (hi, hi), (lo, lo), *rand,
+                                                     (-40000, 30000)]))
+    sets.append(edge(-amax - 1, 0, lo, hi, [(lo, hi), (hi, lo), (lo, lo), (hi, hi), (0, 30000), *rand]))
+    sets.append(edge(amax, 30, -40000, 40000, [(0, 30000), (0, -30000), (20000, 0), (-20000, 60000), (hi, lo),
+                                               (lo, hi), (5000, 45000), (-5000, 20000)]))
     return sets
 
 
@@ -84,8 +102,29 @@ def random_rows(rng: np.random.Generator, n_elements: int, max_len: int) -> tupl
     return rows, masks
 
 
-async def program(h: KernelHarness, regs: SwiftMaxRegisters) -> None:
-    await h.write_regs(RM, regs.registers())
+def random_heads(rng: np.random.Generator, rows: list[np.ndarray], lanes: int,
+                 n_heads: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per row, the head of each beat (one head for most rows; a head switch on random beats for some, on
+    every beat for others) and the per-element head array the golden model takes."""
+    beat_heads, elem_heads = [], []
+    for row in rows:
+        nb = -(-len(row) // lanes)
+        kind = rng.random()
+        if kind < 0.6 or n_heads == 1:
+            bh = np.full(nb, int(rng.integers(0, n_heads)), np.int64)
+        elif kind < 0.85:  # a few switches inside the row
+            bh = np.full(nb, int(rng.integers(0, n_heads)), np.int64)
+            for at in rng.integers(0, nb, int(rng.integers(1, 4))):
+                bh[at:] = int(rng.integers(0, n_heads))
+        else:  # a new head on every beat
+            bh = rng.integers(0, n_heads, nb)
+        beat_heads.append(bh)
+        elem_heads.append(np.repeat(bh, lanes)[:len(row)])
+    return beat_heads, elem_heads
+
+
+async def program(h: KernelHarness, regs: SwiftMaxHeads) -> None:
+    await h.write_regs(RM, regs.register_values(FMT))
 
 
 @cocotb.test(timeout_time=2, timeout_unit="ms")
@@ -93,11 +132,28 @@ async def test_registers(dut: SimHandleBase) -> None:
     await start(dut)
     h = make_harness(dut)
     assert await h.read_reg(RM, "ID") == SWIFTMAX_ID
-    assert await h.read_reg(RM, "VERSION") == 1
-    for regs in register_sets(np.random.default_rng(cocotb.RANDOM_SEED)):
+    assert await h.read_reg(RM, "VERSION") == 2
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    for regs in register_sets(rng):
         await program(h, regs)
-        for name in regs.registers():
-            assert await h.read_reg(RM, name) == getattr(regs, name), name
+        values = regs.register_values(FMT)
+        for name, v in values.items():
+            if isinstance(v, list):
+                assert await h.read_mem(RM, name, FMT.max_heads) == v, name
+            else:
+                assert await h.read_reg(RM, name) == v, name
+    # scattered single-entry writes, then every entry read back (other entries unchanged)
+    lo, hi = -(1 << (FMT.reg_bits - 1)), (1 << (FMT.reg_bits - 1)) - 1
+    shadow = {name: await h.read_mem(RM, name, FMT.max_heads) for name in ("b_beta", "c_out")}
+    for _ in range(24):
+        name = str(rng.choice(["b_beta", "c_out"]))
+        i = int(rng.integers(0, FMT.max_heads))
+        v = int(rng.choice([lo, hi, 0, -1, int(rng.integers(lo, hi + 1))]))
+        await h.write_mem(RM, name, [v], start=i)
+        shadow[name][i] = v
+        assert await h.read_mem(RM, name, 1, start=i) == [v], (name, i)
+    for name, vals in shadow.items():
+        assert await h.read_mem(RM, name, FMT.max_heads) == vals, name
     assert await h.read_reg(RM, "rows") == 0
 
 
@@ -109,15 +165,17 @@ async def test_random_traffic(dut: SimHandleBase) -> None:
     h.set_random_pauses(random.Random(cocotb.RANDOM_SEED), in_prob=0.3, out_prob=0.4)
     total = int(os.environ.get("TB_SWIFTMAX_ELEMENTS", "100000"))
     sets = register_sets(rng)
-    n_elems = n_rows = n_kept = n_sat = n_mid = 0
+    n_elems = n_rows = n_kept = n_sat = n_mid = n_switch = 0
     for i, regs in enumerate(sets):
         await program(h, regs)
         share = total // 2 if i == 0 else total // (2 * (len(sets) - 1)) + 1
         rows, masks = random_rows(rng, share, max_len=1024)
-        expected = [swiftmax_int(r, regs, k, FMT) for r, k in zip(rows, masks, strict=True)]
+        beat_heads, elem_heads = random_heads(rng, rows, h.lanes, regs.n_heads)
+        expected = [swiftmax_int(r, regs, k, FMT, head=hd) for r, k, hd in zip(rows, masks, elem_heads, strict=True)]
         n_sat += sum(int(np.sum(e == FMT.out_max)) for e in expected)
         n_mid += sum(int(np.sum((e > 0) & (e < FMT.out_max))) for e in expected)
-        stats = await h.run_rows(rows, masks, expected)
+        stats = await h.run_rows(rows, masks, expected, user_hi=beat_heads)
+        n_switch += sum(int(np.any(bh != bh[0])) for bh in beat_heads)
         n_elems += stats.elements
         n_rows += stats.rows
         n_kept += int(sum(k.sum() for k in masks))
@@ -125,6 +183,7 @@ async def test_random_traffic(dut: SimHandleBase) -> None:
                       i, stats.elements, stats.rows, stats.cycles, stats.in_ready_low)
     assert n_elems >= total, n_elems
     assert n_sat > 0 and n_mid > 0, (n_sat, n_mid)  # saturated and in-range outputs both exercised
+    assert n_switch > 0, "no row switched head inside it"
     assert await h.read_reg(RM, "rows") == n_rows
     assert await h.read_reg(RM, "elements") == n_kept
 
@@ -135,13 +194,19 @@ async def test_throughput(dut: SimHandleBase) -> None:
     h = make_harness(dut)
     lanes = h.lanes
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    regs = swiftmax_registers(0.05, 0.05, 64, 2.5, 2.0, 8, FMT)
+    regs = swiftmax_head_registers(0.05, 0.05, 64, rng.uniform(0, 6, 8), rng.uniform(0.5, 8, 8), 8, fmt=FMT)
     await program(h, regs)
     row_len = 32 * lanes
     rows = [rng.integers(-20000, 20000, row_len) for _ in range(64)]
     masks = [rng.random(row_len) > 0.1 for _ in rows]
-    t = await h.measure_throughput(rows, [swiftmax_int(r, regs, k, FMT) for r, k in zip(rows, masks, strict=True)],
-                                   masks)
+    beat_heads, elem_heads = random_heads(rng, rows, lanes, regs.n_heads)  # head switches cost no cycle
+    expected = [swiftmax_int(r, regs, k, FMT, head=hd) for r, k, hd in zip(rows, masks, elem_heads, strict=True)]
+    h.clear_pauses()
+    await ClockCycles(h.clk, 2)
+    run = await h.run_rows(rows, masks, expected, user_hi=beat_heads)
+    span = run.out_cycles[-1] - run.out_cycles[0] + 1
+    t = ThroughputStats(elements_per_cycle=run.elements / span, beats_per_cycle=run.out_beats / span,
+                        latency=run.latency, elements=run.elements, span_cycles=span, run=run)
     dut._log.info("throughput %.3f elements/cycle (%.3f beats/cycle), latency %d cycles",
                   t.elements_per_cycle, t.beats_per_cycle, t.latency)
     assert t.beats_per_cycle == 1.0 and t.elements_per_cycle == lanes, t

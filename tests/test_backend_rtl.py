@@ -18,14 +18,17 @@ from vckattn.hw.manifest import Manifest, load_manifest
 pytestmark = [pytest.mark.sim, pytest.mark.tool("verilator")]
 
 
-def _layer(normalizer: str, kv: int | None = None, causal: bool = False):
+def _layer(normalizer: str, kv: int | None = None, causal: bool = False, heads: int = 2,
+           beta: float | list[float] = 2.5, gamma: float | list[float] = 4.0):
     torch.manual_seed(1)
-    mha = MultiHeadAttention(64, 2, n_kv_heads=kv, bias=True).double()
+    d = 32 * heads  # head_dim 32 (a hardware tile size)
+    mha = MultiHeadAttention(d, heads, n_kv_heads=kv, bias=True).double()
     rng = np.random.default_rng(1)
-    x = rng.normal(0, 1, (1, 40, 64))
+    x = rng.normal(0, 1, (1, 40, d))
     keep = np.ones((1, 40), bool)
     keep[0, 35:] = False
-    return calibrate_attention(mha, x, keep, normalizer, beta=2.5, gamma=4.0, causal=causal), x, keep
+    return calibrate_attention(mha, x, keep, normalizer, beta=np.asarray(beta), gamma=np.asarray(gamma),
+                               causal=causal), x, keep
 
 
 @pytest.mark.parametrize("normalizer,kv,causal", [("swiftmax", None, False), ("softmax", None, False),
@@ -54,3 +57,19 @@ def test_rtl_backend_catches_a_manifest_that_disagrees_with_the_rtl():
         lr = run_layer(dev, layer, x, keep)
     _, ints = attention_int(layer, x, keep)
     assert not np.array_equal(lr.y, ints["y"])  # run reports bit_exact false for this
+
+
+def test_rtl_backend_per_head_constants_bit_exact():
+    """Per-head β/γ (4 heads, GQA, causal): each tile's rows stream with its head on TUSER and the per-head
+    memories are programmed, so the layer is bit-exact; a manifest from the current kernel sources (map v2)."""
+    from vckattn.host.backends.rtl import RtlDevice
+    from vckattn.hw.manifest import build_manifest
+
+    layer, x, keep = _layer("swiftmax", kv=2, causal=True, heads=4, beta=[0.5, 2.5, 5.0, 1.0],
+                            gamma=[1.0, 6.0, 30.0, 2.0])
+    assert not layer.swiftmax.uniform
+    with RtlDevice(Manifest(build_manifest("vck5000_attention"), "vck5000_attention.json"), pauses=True) as dev:
+        lr = run_layer(dev, layer, x, keep)
+    _, ints = attention_int(layer, x, keep)
+    assert {t.head for t in lr.job.tiles} == {0, 1, 2, 3}
+    assert np.array_equal(lr.y, ints["y"])

@@ -10,12 +10,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from vckattn.golden.engine import engine_format, engine_registers, sentinel
-from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_registers, swiftmax_regmap
+from vckattn.golden.engine import engine_format, engine_p, engine_registers, sentinel
+from vckattn.golden.swiftmax_int import (
+    SWIFTMAX_ID,
+    SwiftMaxHeads,
+    swiftmax_head_registers,
+    swiftmax_registers,
+    swiftmax_regmap,
+)
 from vckattn.hw.engine.streams import BEAT_BYTES, decode, encode
 from vckattn.hw.perf.pl import engine_stream_cycles
 from vckattn.sim.engine_rtl import (
     engine_pl_reference,
+    engine_reg_writes,
     p_header,
     pack_scores,
     score_packet,
@@ -60,6 +67,28 @@ def test_reference_stream() -> None:
     p = ref[1:].reshape(-1)
     assert np.all(p[1:20:4] == 0) and np.all(p[20:] == 0) and p[2] > p[0] > p[3]
     assert encode("packet", elem_bits=8)[9] == 8
+    # a plain register set is head 0's: the same as its one-head broadcast
+    assert np.array_equal(ref, engine_pl_reference(pk, SwiftMaxHeads.broadcast(regs, 1), 8))
+
+
+def test_reference_stream_per_head() -> None:
+    """Each packet's P uses the register set of its header's head; the head passes through to the P header."""
+    fmt = engine_format(8)
+    heads = engine_registers(swiftmax_head_registers(0.05, 0.05, 64, [0.5, 2.5, 6.0], [1.0, 3.0, 20.0], 8, fmt=fmt),
+                             0.05, 0.05, 64, 4, fmt)
+    s = np.arange(-60, 60, 3)
+    stream = np.concatenate([score_packet(s, 8, head=h, tile_id=h) for h in (2, 0, 1, 1, 2)])
+    ref = engine_pl_reference(stream, heads, 8)
+    parts = split_packets(ref, 8)  # P stream: 16 uint8 a beat, framed like 8-bit scores
+    assert [decode("packet", h)["head"] for h, _ in parts] == [2, 0, 1, 1, 2]
+    outs = [unpack_scores(p, s.size, 8).astype(np.uint8) for _, p in parts]
+    for (h, _), o in zip(parts, outs, strict=True):
+        assert np.array_equal(o, engine_p(s, heads, 8, head=decode("packet", h)["head"]).astype(np.uint8))
+    assert not np.array_equal(outs[0], outs[1]) and not np.array_equal(outs[1], outs[2])
+    writes = engine_reg_writes(heads, 8)
+    rm = swiftmax_regmap(fmt)
+    assert (rm.offset("b_beta") + 4 * 2, heads[2].b_beta & 0xFFFFFFFF) in writes
+    assert len(writes) == len(rm.writable) + 2 * fmt.max_heads
 
 
 # ------------------------------------------------------------------------------------------ Verilator
@@ -94,10 +123,11 @@ def _host_job(pipelines: int, score_bits: int, seed: int) -> tuple[list[np.ndarr
     from vckattn.sim.tb_engine import random_stream
 
     fmt = engine_format(score_bits)
-    regs = engine_registers(swiftmax_registers(0.04, 0.06, 64, 1.5, 3.0, 8, fmt), 0.04, 0.06, 64, 3, fmt)
-    writes = [(w.offset, w.word) for w in swiftmax_regmap(fmt).writes(regs.registers())]
     rng = np.random.default_rng(seed)
-    streams = [random_stream(rng, 5, score_bits)[0] for _ in range(pipelines)]
+    regs = engine_registers(swiftmax_head_registers(0.04, 0.06, 64, rng.uniform(0, 4, 7), rng.uniform(1, 9, 7), 8,
+                                                    fmt=fmt), 0.04, 0.06, 64, 3, fmt)
+    writes = [(w.offset, w.word) for w in swiftmax_regmap(fmt).writes(regs.register_values(fmt))]
+    streams = [random_stream(rng, 5, score_bits, n_heads=regs.n_heads)[0] for _ in range(pipelines)]
     return streams, writes, regs
 
 
@@ -105,14 +135,16 @@ def _host_job(pipelines: int, score_bits: int, seed: int) -> tuple[list[np.ndarr
 @pytest.mark.tool("verilator")
 @pytest.mark.parametrize("backpressure", [True, False])
 def test_run_engine_rtl(backpressure: bool, tmp_path: Path) -> None:
-    """The host-facing runner: one simulator run for all pipelines (one of them idle), P streams bit-exact
-    against golden; without backpressure the cycles are the model's."""
+    """The host-facing runner: one simulator run for all pipelines (one of them idle), packets of several heads
+    (per-head register sets in the memories), P streams bit-exact against golden; without backpressure the
+    cycles are the model's."""
     from vckattn.sim.engine_rtl import run_engine_rtl
 
     streams, writes, regs = _host_job(3, 8, 11)
     streams[1] = np.zeros((0, BEAT_BYTES), np.uint8)
-    res = run_engine_rtl(3, 4, 8, streams, writes, SWIFTMAX_ID, seed=5, backpressure=backpressure,
-                         log=tmp_path / "sim.log")
+    assert len({decode("packet", h)["head"] for s in streams for h, _ in split_packets(s, 8)}) > 1
+    res = run_engine_rtl(3, 4, 8, streams, writes if backpressure else regs, SWIFTMAX_ID, seed=5,
+                         backpressure=backpressure, log=tmp_path / "sim.log")
     assert len(res.p) == 3 and res.ident == SWIFTMAX_ID
     for s, p in zip(streams, res.p, strict=True):
         assert p.dtype == np.uint8 and np.array_equal(p, engine_pl_reference(s, regs, 8))

@@ -3,10 +3,13 @@
 The AIE array cannot be simulated here, so its two tile matmuls are computed by the bit-exact AIE
 model (:func:`vckattn.golden.aie_matmul.tile_matmul`) and their results streamed into the PL
 kernel as the AIE would stream them: per tile, each query row's QKᵀ scores as one AXI4-Stream frame
-of ``keys_pad`` int32 scores, ``lanes`` per beat, with the key mask on TUSER. The kernel's P rows
+of ``keys_pad`` int32 scores, ``lanes`` per beat, with the key mask on TUSER and, for a kernel whose TUSER
+is wider than the mask (SwiftMax: per-head register sets), the tile's query head above it. The kernel's P rows
 come back over AXI4-Stream; P·V (AIE model) and the output requantization follow on the host.
 
-The runtime constants are written over AXI4-Lite at the offsets the bitstream manifest records,
+The runtime constants (registers, and memory entries such as SwiftMax's per-head ``b_beta[h]``/``c_out[h]``:
+every write :func:`~vckattn.host.backends.hwio.register_writes` lists) are written over AXI4-Lite at the
+offsets the bitstream manifest records,
 and the kernel's ID register is checked against the manifest, so a manifest that disagrees with
 the RTL is caught here. One simulator run per layer (:mod:`vckattn.sim.tb_host_stream`); the
 Verilator build is cached in ``build/sim/host_<kernel>_l<lanes>/``. Padded query rows of a tile are
@@ -70,12 +73,14 @@ class RtlDevice(Device):
         top, entry, src = self._kernel()
         scores = [tile_scores(job, t)[:t.rows] for t in job.tiles]
         keeps = [t.keep[:t.rows] for t in job.tiles]
+        heads = [np.full(t.rows, t.head, np.int64) for t in job.tiles]  # the head index each row streams with
         _, writes = register_writes(self.manifest, layer)  # the one encoding (hw/driver.py, golden/regmap.py)
         work = REPO / "build" / "rtl_host"
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             jf, of, log = Path(tmp) / "job.npz", Path(tmp) / "out.npz", work / f"{top}.log"
             np.savez(jf, scores=np.concatenate(scores).astype(np.int32), keep=np.concatenate(keeps),
+                     heads=np.concatenate(heads),
                      reg_names=np.array([w.name for w in writes]), reg_offsets=np.array([w.offset for w in writes]),
                      reg_words=np.array([w.word for w in writes], np.int64), ident=np.int64(entry["id"]),
                      lanes=np.int64(self.manifest.tile.lanes), pauses=np.int64(self.pauses))

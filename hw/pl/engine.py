@@ -17,10 +17,18 @@ Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
   ``ceil(count / 16)`` beats of 16 uint8 P (element ``k`` of a beat in bits ``[8k, 8k+8)``),
   ``P = swiftmax_int(s, regs, keep = s != sentinel)`` and 0 for the padding of a short last beat.
   TLAST on the packet's last beat (on the header when ``count = 0``).
-* ``s_axil_*``: one AXI4-Lite register file from ``swiftmax_regmap(engine_format(score_bits))``
-  (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every pipeline. Status:
-  ``elements`` = kept scores (within ``count`` and not the sentinel), ``rows`` = packets (header beats),
-  both summed over the pipelines since reset.
+* ``s_axil_*``: one AXI4-Lite register file from ``swiftmax_regmap(engine_format(score_bits),
+  read_ports=pipelines)`` (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every
+  pipeline: the shared registers feed every lane, and each pipeline has its own read port of each per-head
+  memory (``b_beta``, ``c_out``). Status: ``elements`` = kept scores (within ``count`` and not the
+  sentinel), ``rows`` = packets (header beats), both summed over the pipelines since reset.
+
+Per-head constants: the score header's ``head`` field (:data:`vckattn.hw.engine.streams.PACKET`; its low
+``head_bits`` bits) selects entry ``head`` of ``b_beta``/``c_out`` for that packet's scores. A pipeline
+latches the head at the header beat; each group of scores addresses the pipeline's ``b_beta`` read port
+with it at issue (data arrives with the lanes' stage-1 product, for stage 2), and the head, delayed one
+enabled stage, addresses the ``c_out`` port (data for stage 3); both ports are enabled by the pipeline's
+stage enable. So every score uses its own packet's head however packets follow each other.
 
 Per pipeline (:class:`EnginePipeline`), one *slot* issues per enabled cycle: either the header beat or a
 group of ``lanes`` scores, which goes through ``lanes`` :class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`
@@ -67,6 +75,7 @@ ENGINE_SCORE_BITS: tuple[int, ...] = (8, 16)
 
 _COUNT: Field = next(f for f in PACKET if f.name == "count")
 _ELEM_BITS: Field = next(f for f in PACKET if f.name == "elem_bits")
+_HEAD: Field = next(f for f in PACKET if f.name == "head")
 
 
 def _bit(f: Field) -> int:
@@ -96,7 +105,10 @@ class EnginePipeline(wiring.Component):
     """One packet pipeline: ``s_axis`` score packets in, ``m_axis`` P packets out (see the module docstring).
 
     Ports: ``s_axis_*`` / ``m_axis_*`` (128-bit TDATA, TLAST); one input per writable register of the
-    SwiftMax register map (same name and shape); status outputs ``kept`` (kept scores issued this cycle)
+    SwiftMax register map (same name and shape); per-head constants: outputs ``ce`` (the stage enable),
+    ``b_beta_addr`` (head of the group issuing now) and ``c_out_addr`` (that head one enabled stage later),
+    to address synchronous read ports (enabled by ``ce``) of the ``b_beta``/``c_out`` memories whose data
+    come back on the inputs ``b_beta``/``c_out``; status outputs ``kept`` (kept scores issued this cycle)
     and ``packet`` (a header beat accepted this cycle).
 
     Args:
@@ -116,6 +128,10 @@ class EnginePipeline(wiring.Component):
             **axis_members("s_axis", BEAT_BITS, sink=True),
             **axis_members("m_axis", BEAT_BITS, sink=False),
             **{r.name: In(shape_of(r)) for r in self.regmap.writable},
+            **{mem.name: In(shape_of(mem)) for mem in self.regmap.mems},
+            "ce": Out(1),
+            "b_beta_addr": Out(max(self.fmt.head_bits, 1)),
+            "c_out_addr": Out(max(self.fmt.head_bits, 1)),
             "kept": Out(range(lanes + 1)),
             "packet": Out(1),
         })
@@ -130,7 +146,7 @@ class EnginePipeline(wiring.Component):
 
         m.submodules.skid = skid = SkidBuffer(BEAT_BITS)
         ce = Signal()
-        m.d.comb += ce.eq(skid.s_axis_tready)
+        m.d.comb += [ce.eq(skid.s_axis_tready), self.ce.eq(ce)]
 
         # ---------------- issue (stage 0) ----------------
         in_payload = Signal()
@@ -140,6 +156,9 @@ class EnginePipeline(wiring.Component):
         grp = Signal(range(groups)) if groups > 1 else Const(0, 1)
         data = self.s_axis_tdata
         count = data[_bit(_COUNT):_bit(_COUNT) + _COUNT.width]
+        hb = self.fmt.head_bits
+        head = Signal(max(hb, 1))  # the head of the packet whose payload is issuing (latched at its header)
+        head_1 = Signal(max(hb, 1))  # the head of the slot in stage 1
 
         beat_exists = Signal()  # the current group's input beat is part of the payload (else: padding beat)
         m.d.comb += beat_exists.eq((rem + sub * n) > 0)
@@ -155,8 +174,11 @@ class EnginePipeline(wiring.Component):
         m.d.comb += last_group.eq((grp == groups - 1) & (rem <= n))
 
         with m.If(ce):
+            m.d.sync += head_1.eq(head)
             with m.If(hdr_slot):
                 m.d.sync += [in_payload.eq(count != 0), rem.eq(count)]
+                if hb:
+                    m.d.sync += head.eq(data[_bit(_HEAD):_bit(_HEAD) + hb])
                 m.d.sync += [s.eq(0) for s in (sub, grp) if isinstance(s, Signal)]
             with m.Elif(pay_slot):
                 m.d.sync += rem.eq(rem - n)
@@ -189,7 +211,9 @@ class EnginePipeline(wiring.Component):
             m.d.comb += [lane.en.eq(ce), lane.acc.eq(group[j * b:(j + 1) * b].as_signed()), lane.keep.eq(keep[j])]
             for r in self.regmap.writable:
                 m.d.comb += getattr(lane, r.name).eq(getattr(self, r.name))
+            m.d.comb += [lane.b_beta.eq(self.b_beta), lane.c_out.eq(self.c_out)]
             outs.append(lane.p)
+        m.d.comb += [self.b_beta_addr.eq(head), self.c_out_addr.eq(head_1)]
         p = Cat(*outs)
 
         valid, is_hdr = hdr_slot | pay_slot, hdr_slot
@@ -242,7 +266,7 @@ class EnginePL(wiring.Component):
         check_params(lanes, score_bits)
         self.pipelines, self.lanes, self.score_bits = pipelines, lanes, score_bits
         self.fmt = engine_format(score_bits)
-        self.regmap = swiftmax_regmap(self.fmt)
+        self.regmap = swiftmax_regmap(self.fmt, read_ports=pipelines)
         self.regfile = RegisterFile(self.regmap)
         members: dict[str, wiring.Member] = {}
         for i in range(pipelines):
@@ -266,6 +290,11 @@ class EnginePL(wiring.Component):
                          pipe.m_axis_tready.eq(getattr(self, f"p{i}_tready"))]
             for r in self.regmap.writable:
                 m.d.comb += getattr(pipe, r.name).eq(regs.reg[r.name])
+            for mem in self.regmap.mems:  # read port i of each per-head memory, addressed by pipeline i
+                port = regs.mem_read_port(mem.name, i)
+                m.d.comb += [port.en.eq(pipe.ce), getattr(pipe, mem.name).eq(port.data)]
+                if self.fmt.head_bits:
+                    m.d.comb += port.addr.eq(getattr(pipe, f"{mem.name}_addr"))
             kept.append(pipe.kept)
             packets.append(pipe.packet)
         elements, rows = Signal(32), Signal(32)

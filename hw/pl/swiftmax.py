@@ -13,10 +13,12 @@ Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`):
 * ``s_axis``: TDATA = ``lanes`` signed ``in_width``-bit scores (QKᵀ accumulators from the AIE;
   ``in_width`` = 32 by default, narrower builds for int8/int16 scores), lane i in bits
   ``[in_width·i, in_width·(i + 1))``; the lane saturates them to ``acc_bits`` = 24 (a score of
-  at most 24 bits never saturates); TUSER bit i = keep flag of lane i (0 = masked: padding,
-  causal mask, or the padding of a short last beat); TLAST = last beat of a score row.
+  at most 24 bits never saturates); TUSER (``lanes + fmt.head_bits`` bits): bit i = keep flag of lane i
+  (0 = masked: padding, causal mask, or the padding of a short last beat), bits
+  ``[lanes, lanes + head_bits)`` = the head index ``h`` of the beat's scores (every lane of a beat belongs
+  to one head; the head may change on any beat, also inside a row); TLAST = last beat of a score row.
 * ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (scale ``2^-out_frac``), masked lanes exactly 0;
-  TUSER = the input keep bits; TLAST = the input TLAST. Rows pass through unchanged in
+  TUSER = the input keep bits (``lanes`` bits, no head); TLAST = the input TLAST. Rows pass through unchanged in
   length and order (a row is only framing here: nothing is computed across it).
 
 Throughput ``lanes`` elements per cycle (1 beat/cycle) whenever the sink is ready; latency
@@ -24,12 +26,20 @@ Throughput ``lanes`` elements per cycle (1 beat/cycle) whenever the sink is read
 
 Registers (AXI4-Lite, 32-bit words): declared once, by
 :func:`vckattn.golden.swiftmax_int.swiftmax_regmap` (names, widths, signedness, offsets, meanings;
-the manifests record the table). Each writable register feeds the lane input of the
-same name; ``elements`` and ``rows`` are read-only status counters.
+the manifests record the table). Each writable register (``a_mult``, ``a_shift``, ``u_lo``,
+``u_hi``: shared by every head) feeds the lane input of the same name; ``elements`` and ``rows`` are
+read-only status counters. The per-head constants are the memories ``b_beta`` and ``c_out``
+(``fmt.max_heads`` entries each, entry ``h`` for the scores of head ``h``), one kernel read port each,
+shared by the lanes (a beat has one head): the ``b_beta`` port is addressed with the input beat's head in
+the cycle the beat enters the pipeline (enabled by the pipeline's clock enable), so its data arrives with
+the stage-1 product and feeds every lane's stage 2; the head is delayed one enabled stage and addresses
+the ``c_out`` port, whose data feeds stage 3. Both read ports are enabled only by the clock enable, so
+their data holds through stalls. A memory entry written while scores of its head are in flight may
+affect them (write the constants between layers, as every register).
 
 The 2^f table is a ROM holding :meth:`Pow2Config.table` (a pure function, the same for
-every layer and model); per-layer state is only the writable registers, so one bitstream
-serves every layer of every model.
+every layer and model); per-layer state is only the registers and the two memories, so one
+bitstream serves every layer of every model.
 """
 
 from __future__ import annotations
@@ -66,7 +76,7 @@ class SwiftMaxKernel(wiring.Component):
         self.regfile = RegisterFile(self.regmap)
         self.LATENCY = SwiftMaxLane.LATENCY
         super().__init__({
-            **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes),
+            **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes + fmt.head_bits),
             **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=lanes),
             **axil_members("s_axil", self.regmap.addr_width),
         })
@@ -79,6 +89,18 @@ class SwiftMaxKernel(wiring.Component):
         m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * self.fmt.out_bits, user_width=n)
         pipe.connect(m, self)
 
+        # per-head constants: one read port per memory for every lane (one head per beat)
+        hb = self.fmt.head_bits
+        head_in = self.s_axis_tuser[n:n + hb]
+        head_1 = Signal(max(hb, 1), name="head_1")  # the head of the beat in stage 1
+        rp_b = regs.mem_read_port("b_beta", 0)
+        rp_c = regs.mem_read_port("c_out", 0)
+        m.d.comb += [rp_b.en.eq(pipe.ce), rp_c.en.eq(pipe.ce)]
+        if hb:
+            with m.If(pipe.ce):
+                m.d.sync += head_1.eq(head_in)
+            m.d.comb += [rp_b.addr.eq(head_in), rp_c.addr.eq(head_1[:hb])]
+
         outs = []
         for i in range(n):
             lane = SwiftMaxLane(self.fmt, iw)
@@ -88,6 +110,7 @@ class SwiftMaxKernel(wiring.Component):
                          lane.keep.eq(self.s_axis_tuser[i] & self.s_axis_tvalid)]
             for r in self.regmap.writable:
                 m.d.comb += getattr(lane, r.name).eq(regs.reg[r.name])
+            m.d.comb += [lane.b_beta.eq(rp_b.data), lane.c_out.eq(rp_c.data)]
             outs.append(lane.p)
         m.d.comb += pipe.out_data.eq(Cat(*outs))
 

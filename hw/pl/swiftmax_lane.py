@@ -11,8 +11,14 @@ S4-5  :class:`~vckattn.hw.pl.funcunits.Pow2FracUnit` ``m = 2^f`` (UQ1.15), n and
 S6    ``p = min((m + 2^(s-1)) >> s, 2^out_bits - 1)`` with ``s = 15 - min(n, cap)``; 0 if masked
 ====  ======================================================================
 
-``LATENCY = 6`` enabled cycles from ``acc``/``keep`` to ``p``. Register inputs are
-held constant while the kernel runs (they come from the AXI4-Lite register block).
+``LATENCY = 6`` enabled cycles from ``acc``/``keep`` to ``p``. The shared register inputs
+(``a_mult``, ``a_shift``, ``u_lo``, ``u_hi``) are held constant while the kernel runs (they come from the
+AXI4-Lite register block). ``b_beta`` and ``c_out`` are per-element values (the entries of the
+``b_beta``/``c_out`` memories for the element's head): ``b_beta`` is sampled in the enabled cycle that
+computes S2 of an element (one enabled cycle after its ``acc``), ``c_out`` in the one that computes S3 (two
+enabled cycles after ``acc``) -- what a synchronous memory read port gives when it is addressed with the
+element's head at issue (``b_beta``) and with that head delayed one enabled stage (``c_out``), both enabled
+by ``en``.
 """
 
 from __future__ import annotations
@@ -31,9 +37,10 @@ __all__ = ["SwiftMaxLane"]
 class SwiftMaxLane(wiring.Component):
     """SwiftMax datapath for one element per cycle.
 
-    Ports: ``en``; ``acc`` (signed ``in_width``), ``keep``; one input per writable register of
-    :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap` (same name, width and signedness); output
-    ``p`` (unsigned ``out_bits``), valid ``LATENCY`` enabled cycles after the input.
+    Ports: ``en``; ``acc`` (signed ``in_width``), ``keep``; one input per writable register and per memory
+    of :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap` (same name, width and signedness; the memory
+    inputs ``b_beta``/``c_out`` are the element's entries, aligned with stages 2 / 3: module docstring);
+    output ``p`` (unsigned ``out_bits``), valid ``LATENCY`` enabled cycles after the input.
     """
 
     LATENCY = 6
@@ -46,6 +53,7 @@ class SwiftMaxLane(wiring.Component):
             "acc": In(signed(in_width)),
             "keep": In(1),
             **{r.name: In(shape_of(r)) for r in swiftmax_regmap(fmt).writable},
+            **{mem.name: In(shape_of(mem)) for mem in swiftmax_regmap(fmt).mems},
             "p": Out(unsigned(fmt.out_bits)),
         })
 
