@@ -188,7 +188,7 @@ class Manifest:
 
 
 def _regs(regmap: Any) -> list[dict]:
-    keep = ("name", "kind", "offset", "width", "signed", "access", "doc", "value", "reset")
+    keep = ("name", "kind", "offset", "width", "signed", "access", "doc", "value", "reset", "depth", "read_ports")
     return [{k: e[k] for k in keep if k in e} for e in regmap.describe()]
 
 
@@ -204,6 +204,8 @@ def build_manifest(name: str) -> dict:
     lanes, q_rows, key_block, max_keys = 4, 32, 32, 1024
     sm_fmt, os_fmt = SwiftMaxFormat(), OnlineSoftmaxFormat(block=lanes)
     axis_in = {"name": "s_axis", "protocol": "axis", "direction": "in", "tdata_bits": 32 * lanes, "tuser_bits": lanes}
+    # SwiftMax's score stream also carries the head index (TUSER bits [lanes, lanes + head_bits)): register set
+    sm_in = axis_in | {"tuser_bits": lanes + sm_fmt.head_bits}
     axis_out = {"name": "m_axis", "protocol": "axis", "direction": "out", "tdata_bits": 8 * lanes, "tuser_bits": lanes}
     axil = {"name": "s_axil", "protocol": "axi4lite", "direction": "in"}
     def port(name: str, protocol: str, direction: str | None = None, bits: int | None = None,
@@ -239,7 +241,7 @@ def build_manifest(name: str) -> dict:
               "doc": f"routes the AIE's QKᵀ score blocks, as row-major rows with the key mask on TUSER, to the "
                      f"selected normalizer and its P rows back to the AIE's P·V as blocks; select {select_doc}",
               "ports": [port("s_in", "axis", "in", 128), port("mask_in", "axis", "in", 32),
-                        port("to_swiftmax", "axis", "out", 32 * lanes, lanes),
+                        port("to_swiftmax", "axis", "out", 32 * lanes, lanes + sm_fmt.head_bits),
                         port("to_online_softmax", "axis", "out", 32 * lanes, lanes),
                         port("from_swiftmax", "axis", "in", 8 * lanes, lanes),
                         port("from_online_softmax", "axis", "in", 8 * lanes, lanes),
@@ -249,7 +251,7 @@ def build_manifest(name: str) -> dict:
     normalizers = [
         {"name": "swiftmax", "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
          "doc": "SwiftMax normalizer: P = 2^((z - beta)·log2 e) / gamma, element-wise",
-         "ports": [axis_in, axis_out, axil], "registers": _regs(swiftmax_regmap(sm_fmt))},
+         "ports": [sm_in, axis_out, axil], "registers": _regs(swiftmax_regmap(sm_fmt))},
         {"name": "online_softmax", "kind": "rtl", "normalizer": "softmax", "id": ONLINE_SOFTMAX_ID,
          "doc": "online-softmax baseline (two-pass over a buffered row)",
          "ports": [axis_in, axis_out, axil], "registers": _regs(online_softmax_regmap(max_keys))},

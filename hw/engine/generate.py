@@ -379,12 +379,13 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          "registers": []},
         {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
          "doc": f"SwiftMax on the score packets of every pipeline ({lanes} lanes each, int{bits} scores, the mask "
-                "sentinel in-band): s<i> from p<i>_s_out, P packets on p<i> to p<i>_p_in; one register set shared by "
-                "the pipelines (s_axil, s_axi_control in the Vitis wrapper)",
+                "sentinel in-band): s<i> from p<i>_s_out, P packets on p<i> to p<i>_p_in; one register file shared by "
+                "the pipelines, b_beta/c_out per head (the packet header's head) with a read port per pipeline "
+                "(s_axil, s_axi_control in the Vitis wrapper)",
          "ports": [p for i in range(n) for p in (_port(f"s{i}", "axis", "in", 128),
                                                  _port(f"p{i}", "axis", "out", 128))]
          + [_port("s_axil", "axi4lite", "in")],
-         "registers": mf._regs(swiftmax_regmap(fmt))},
+         "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
          "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A of tile t into slot t "
                 "of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done log "
