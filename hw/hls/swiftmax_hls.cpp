@@ -10,6 +10,8 @@ void swiftmax_hls(hls::stream<vckattn::score_beat>& s_axis, hls::stream<vckattn:
 #pragma HLS INTERFACE mode=s_axilite port=n_beats bundle=control
 #pragma HLS INTERFACE mode=s_axilite port=regs bundle=control
 #pragma HLS AGGREGATE variable=regs
+#pragma HLS ARRAY_PARTITION variable=regs.b_beta type=complete
+#pragma HLS ARRAY_PARTITION variable=regs.c_out type=complete
 #pragma HLS INTERFACE mode=s_axilite port=return bundle=control
     using namespace vckattn;
 
@@ -23,17 +25,18 @@ beats:
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT min=8 max=8192
         score_beat in = s_axis.read();
+        const sm_head_t head = in.user.range(LANES + SM_HEAD_BITS - 1, LANES);  // the beat's query head
         p_beat out;
     lanes:
         for (int l = 0; l < LANES; l++) {
 #pragma HLS UNROLL
             ap_int<32> score = in.data.range(32 * l + 31, 32 * l);
             bool keep = in.user[l];
-            out.data.range(8 * l + 7, 8 * l) = swiftmax_elem(score, keep, regs, pow2_roms[l]);
+            out.data.range(8 * l + 7, 8 * l) = swiftmax_elem(score, keep, regs, head, pow2_roms[l]);
         }
         out.keep = -1;
         out.strb = -1;
-        out.user = in.user;
+        out.user = in.user.range(LANES - 1, 0);
         out.last = in.last;
         m_axis.write(out);
     }
