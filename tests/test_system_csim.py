@@ -77,18 +77,10 @@ def test_csim_refuses_online_softmax():
 
 
 def _per_head_layer(heads: int, kv_heads: int, head_dim: int, seed: int):
-    """A layer with a different beta / gamma per head (SwiftMax register map v2), from make_layer's."""
-    import dataclasses
-
-    from vckattn.golden.swiftmax_int import swiftmax_head_registers
-
-    base = make_layer("swiftmax", heads=heads, kv_heads=kv_heads, head_dim=head_dim, seed=seed)
-    betas = np.linspace(-1.0, 2.5, heads)
-    gammas = np.geomspace(0.5, 8.0, heads)[::-1]
-    sm = swiftmax_head_registers(base.s_q, base.s_k, head_dim, betas, gammas, base.swiftmax.out_frac, heads,
-                                 base.sm_fmt)
-    assert not sm.uniform and len({(r.b_beta, r.c_out) for r in sm}) == heads
-    return dataclasses.replace(base, swiftmax=sm)
+    """A layer with a different beta / gamma per head (SwiftMax register map v2)."""
+    layer = make_layer("swiftmax", heads=heads, kv_heads=kv_heads, head_dim=head_dim, seed=seed, per_head=True)
+    assert not layer.swiftmax.uniform and len({(r.b_beta, r.c_out) for r in layer.swiftmax}) == heads
+    return layer
 
 
 @pytest.mark.parametrize("head_dim, heads, kv_heads, seq, per_launch", [
