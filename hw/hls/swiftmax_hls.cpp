@@ -10,8 +10,6 @@ void swiftmax_hls(hls::stream<vckattn::score_beat>& s_axis, hls::stream<vckattn:
 #pragma HLS INTERFACE mode=s_axilite port=n_beats bundle=control
 #pragma HLS INTERFACE mode=s_axilite port=regs bundle=control
 #pragma HLS AGGREGATE variable=regs
-#pragma HLS ARRAY_PARTITION variable=regs.b_beta type=complete
-#pragma HLS ARRAY_PARTITION variable=regs.c_out type=complete
 #pragma HLS INTERFACE mode=s_axilite port=return bundle=control
     using namespace vckattn;
 
@@ -25,7 +23,8 @@ beats:
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT min=8 max=8192
         score_beat in = s_axis.read();
-        const sm_head_t head = in.user.range(LANES + SM_HEAD_BITS - 1, LANES);  // the beat's query head
+        // the beat's query head: every lane reads the same entry of b_beta / c_out (one read of each a cycle)
+        const sm_head_t head = in.user.range(LANES + SM_HEAD_BITS - 1, LANES);
         p_beat out;
     lanes:
         for (int l = 0; l < LANES; l++) {
