@@ -11,7 +11,11 @@ whole number of 32-bit words), ``B`` sequences and ``KV`` key/value heads.
 buffer   dtype, shape                 contents
 ======== ============================ =============================================================
 ``desc`` uint32 ``(n, 8)``            per tile ``[tile_id, batch, head, kv_head, q0, rows,
-                                      seq_len, keys_pad]`` (:data:`DESC_FIELDS`), 32 bytes a tile
+                                      seq_len, keys_pad]`` (:data:`DESC_FIELDS`), 32 bytes a tile;
+                                      ``head`` (``Tile.head``, the query head) selects the SwiftMax
+                                      register set: ``mm2s_tiles`` sends it as the first word of the
+                                      tile's ``mask`` stream and ``score_switch`` puts it on the score
+                                      TUSER (hw/STREAMS.md); it must be below ``max_heads`` (32)
 ``q``    int8 ``(n, R, D)``           the tile's queries, rows ``>= rows`` zero
 ``mask`` uint8 ``(n, R, KP / 8)``     key ``j`` of row ``i`` kept: bit ``j % 8`` of byte ``j // 8``
                                       (``np.packbits(keep, axis=-1, bitorder="little")``)

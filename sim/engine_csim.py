@@ -26,9 +26,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from vckattn.golden.swiftmax_int import SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.hw.engine.model import EngineParams
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
+from vckattn.sim.hls_norm_csim import swiftmax_register_words
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"
 ENGINE_DIR = AIE_DIR / "engine"
@@ -108,14 +109,19 @@ def _check_buffer(name: str, p: int, buf: np.ndarray) -> np.ndarray:
 
 
 def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[np.ndarray], n_tiles: list[int],
-                      regs: SwiftMaxRegisters, rq_mult: int, rq_shift: int, seed: int = 0, vector: bool = False,
+                      regs: SwiftMaxHeads | SwiftMaxRegisters, rq_mult: int, rq_shift: int, seed: int = 0,
+                      vector: bool = False,
                       *, n_slots: int | None = None, d: int | None = None, corrupt: str | None = None,
                       timeout: float = 120.0) -> EngineLaunch:
     """Run one launch of a ``params.pipelines``-pipeline engine.
 
     ``qk_in[p]`` / ``v_in[p]``: pipeline ``p``'s command streams (uint8 bytes); ``n_tiles[p]``: its TILE
-    commands (the A records its output mover writes); ``regs``: the SwiftMax registers for the scores
-    (:func:`vckattn.golden.engine.engine_registers`); ``rq_mult`` / ``rq_shift``: the output
+    commands (the A records its output mover writes); ``regs``: the layer's SwiftMax constants for the scores
+    (:func:`vckattn.golden.engine.engine_registers`): a :class:`SwiftMaxHeads` (register set ``h`` for the
+    score packets whose header says ``head = h``, copied from the TILE command), or one
+    :class:`SwiftMaxRegisters` (``SwiftMaxHeads.broadcast(regs, 1)``: every TILE must be of head 0); every
+    register set goes to the C++ (the shared registers, then the ``b_beta``/``c_out`` memories' ``max_heads``
+    entries); ``rq_mult`` / ``rq_shift``: the output
     requantization (:func:`vckattn.golden.requant.requantize`, scalar); ``seed``: the packet merge's
     interleaving; ``n_slots``: slots of the A buffer (default: the launch's tiles); ``d``: the head size of
     the launch (default ``params.max_d``); ``corrupt``: a test hook breaking pktsplit (:data:`CORRUPTIONS`).
@@ -138,7 +144,7 @@ def run_engine_launch(params: EngineParams, qk_in: list[np.ndarray], v_in: list[
             (d / f"v_in_{p}.bin").write_bytes(_check_buffer("v_in", p, v_in[p]).tobytes())
         args = [str(d), n, seed, CORRUPTIONS[corrupt], int(rq_mult), int(rq_shift), n_slots, d_head,
                 *(int(t) for t in n_tiles),
-                *(int(v) for v in regs.registers().values())]
+                *swiftmax_register_words(regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1))]
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
         a = np.frombuffer((d / "a.bin").read_bytes(), np.int8).reshape(n_slots, params.q_rows, d_head).copy()
         done = [np.frombuffer((d / f"done_{p}.bin").read_bytes(), np.uint8).reshape(-1, 16).copy() for p in range(n)]

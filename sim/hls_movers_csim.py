@@ -13,10 +13,11 @@ Formats (little endian everywhere):
 * 128-bit streams (``q_out``, ``k_out``, ``v_out``, ``s_in``, ``o_in``, ``p_out``): returned as
   uint8 ``(beats, 16)``; given as any array whose bytes are the beats back to back (e.g. int32 S
   or O in stream order).
-* 32-bit streams (``mask_out``, ``mask_in``): uint32 ``(words,)``.
+* 32-bit streams (``mask_out``, ``mask_in``): uint32 ``(words,)``; per tile the query head word, then
+  the tile's ``keys_pad`` mask words (hw/STREAMS.md ``mask``).
 * score streams (``to_swiftmax``, ``to_online_softmax``): structured :data:`SCORE_BEAT` records
-  ``data`` int32 ``(4,)`` (lane ``l``), ``keep`` uint16 (TKEEP), ``user`` uint8 (TUSER: bit ``l`` =
-  keep of lane ``l``), ``last`` uint8 (TLAST).
+  ``data`` int32 ``(4,)`` (lane ``l``), ``keep`` uint16 (TKEEP), ``user`` uint16 (TUSER: bit ``l`` =
+  keep of lane ``l``, bits ``[4, 4 + HEAD_BITS)`` = the tile's query head), ``last`` uint8 (TLAST).
 * P streams (``from_swiftmax``, ``from_online_softmax``): structured :data:`P_BEAT` records ``data``
   uint8 ``(4,)``, ``user`` uint8, ``last`` uint8 (build them with :func:`p_beats`).
 
@@ -35,18 +36,22 @@ from typing import Any
 
 import numpy as np
 
+from vckattn.golden.swiftmax_int import SwiftMaxFormat
 from vckattn.sim.hls_csim import REPO_ROOT, CompileError, compile_cpp, run_binary
 
 HLS_DIR = REPO_ROOT / "hw" / "hls"
 TB_CPP = REPO_ROOT / "sim" / "cpp" / "movers_tb.cpp"
 KERNEL_SOURCES = tuple(HLS_DIR / f for f in ("mm2s_tiles.cpp", "mm2s_kv.cpp", "s2mm_out.cpp", "score_switch.cpp"))
-HEADERS = (HLS_DIR / "movers.h", HLS_DIR / "axis_types.h", HLS_DIR / "requant.h")
+HEADERS = (HLS_DIR / "movers.h", HLS_DIR / "axis_types.h", HLS_DIR / "requant.h",
+           HLS_DIR / "generated" / "swiftmax_regs.h")
 #: -O1 builds faster than the default -O2 and is plenty for these streams
 FLAGS = ("-O1",)
 ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
 
-#: one score beat to a normalizer (TDATA 4 x int32, TKEEP, TUSER 4 bits, TLAST)
-SCORE_BEAT = np.dtype([("data", "<i4", (4,)), ("keep", "<u2"), ("user", "u1"), ("last", "u1")])
+#: one score beat to a normalizer (TDATA 4 x int32, TKEEP, TUSER 4 keep bits + HEAD_BITS head bits, TLAST)
+SCORE_BEAT = np.dtype([("data", "<i4", (4,)), ("keep", "<u2"), ("user", "<u2"), ("last", "u1")])
+#: bits of the query head on the score TUSER, above the 4 keep bits (SwiftMaxFormat.head_bits)
+HEAD_BITS = SwiftMaxFormat().head_bits
 #: one P beat from a normalizer (TDATA 4 x uint8, TUSER 4 bits, TLAST)
 P_BEAT = np.dtype([("data", "u1", (4,)), ("user", "u1"), ("last", "u1")])
 
@@ -172,5 +177,5 @@ def score_switch(s_in: Any, mask_in: Any, from_swiftmax: np.ndarray | None, from
                            "from_online_softmax": from_online_softmax}, (n_tiles, keys_pad, select))
 
 
-__all__ = ["P_BEAT", "SCORE_BEAT", "CsimResult", "StreamUnderflow", "asan_available", "build", "mm2s_kv",
+__all__ = ["HEAD_BITS", "P_BEAT", "SCORE_BEAT", "CsimResult", "StreamUnderflow", "asan_available", "build", "mm2s_kv",
            "mm2s_tiles", "p_beats", "s2mm_out", "score_switch", "score_switch_return", "score_switch_route"]

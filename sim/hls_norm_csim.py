@@ -6,8 +6,9 @@ little-endian int64). The functions here build the test benches with :func:`vcka
 (cached under ``build/hls/``), pack numpy arrays into jobs and unpack the results, so tests can
 compare them with the golden models bit for bit:
 
-* :func:`swiftmax_stream` — ``swiftmax_hls`` on score beats (4 int32 lanes, TUSER keep bits,
-  TLAST); :func:`score_beats` turns score rows and a keep mask into such beats.
+* :func:`swiftmax_stream` — ``swiftmax_hls`` on score beats (4 int32 lanes, TUSER keep bits and the
+  beat's head index, TLAST); :func:`score_beats` turns score rows, a keep mask and the rows' heads into
+  such beats. :func:`swiftmax_register_words` is how every C++ test bench takes the SwiftMax registers.
 * :func:`pow2_unit`, :func:`pow2_frac_unit` — the 2^t unit (``pow2_unit<0, 8, 25>``) and its 2^f table
   unit (``pow2_frac``) alone.
 * :func:`bhyt_block` — ``bhyt_site_a`` → ``bhyt_site_m`` (chained through site A's TUSER), site M with
@@ -23,14 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.golden.bhyt_int import BHyTSiteRegisters, NormFormat
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, check_registers
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, check_registers
 
 from .hls_csim import REPO_ROOT, compile_cpp, run_binary
 
 __all__ = [
     "BHYT_ARG_BITS", "BHYT_LANES", "BHYT_MAX_D", "BHyTBlockOut", "HLS_DIR", "SCORE_LANES", "SwiftMaxStreamOut",
-    "bhyt_block", "bhyt_tb", "norm_units", "pow2_frac_unit", "pow2_unit", "score_beats", "swiftmax_stream",
-    "swiftmax_tb",
+    "bhyt_block", "bhyt_tb", "norm_units", "pow2_frac_unit", "pow2_unit", "score_beats", "swiftmax_heads",
+    "swiftmax_register_words", "swiftmax_stream", "swiftmax_tb",
 ]
 
 HLS_DIR: Path = REPO_ROOT / "hw" / "hls"
@@ -88,9 +89,37 @@ class SwiftMaxStreamOut:
     last: np.ndarray
 
 
-def score_beats(acc: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Score rows ``(rows, kp)`` (``kp`` a multiple of 4) and a keep mask -> beats per hw/STREAMS.md:
-    ``data`` ``(rows·kp/4, 4)``, ``user`` (keep of lane l at bit l), ``last`` (1 on a row's last beat)."""
+def swiftmax_heads(regs: SwiftMaxRegisters | SwiftMaxHeads) -> SwiftMaxHeads:
+    """``regs`` as a layer's per-head constants (one register set: every head uses it, as head 0)."""
+    return regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1)
+
+
+def swiftmax_register_words(regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat = SM_FMT) -> list[int]:
+    """The SwiftMax register values as the C++ test benches read them (after ``check_registers``): the
+    writable registers in declaration order (``VCKATTN_SWIFTMAX_REGS``), then every memory
+    (``VCKATTN_SWIFTMAX_MEMS``: ``b_beta``, ``c_out``) as its ``max_heads`` entries, entry ``h`` = head ``h``
+    (entries past the layer's heads 0, as the host writes them: ``SwiftMaxHeads.register_values``)."""
+    heads = swiftmax_heads(regs)
+    check_registers(heads, fmt)
+    words: list[int] = []
+    for v in heads.register_values(fmt).values():
+        words.extend(v if isinstance(v, list) else [v])
+    return words
+
+
+def _user_head(head: np.ndarray | int | None, n: int) -> np.ndarray:
+    """Per-beat head index (``n`` beats) checked to fit HEAD_BITS, shifted to its TUSER position."""
+    h = np.broadcast_to(np.asarray(0 if head is None else head, dtype=np.int64), (n,))
+    if h.size and (h.min() < 0 or h.max() >= SM_FMT.max_heads):
+        raise ValueError(f"head index outside 0..{SM_FMT.max_heads - 1}")
+    return h << SCORE_LANES
+
+
+def score_beats(acc: np.ndarray, keep: np.ndarray | None = None,
+                head: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Score rows ``(rows, kp)`` (``kp`` a multiple of 4), a keep mask and the rows' query heads (``(rows,)``
+    or one int; default 0) -> beats per hw/STREAMS.md: ``data`` ``(rows·kp/4, 4)``, ``user`` (keep of lane l
+    at bit l, the row's head at bits [4, 4 + head_bits)), ``last`` (1 on a row's last beat)."""
     acc = np.asarray(acc, dtype=np.int64)
     if acc.ndim != 2 or acc.shape[1] % SCORE_LANES:
         raise ValueError(f"scores must be (rows, kp) with kp a multiple of {SCORE_LANES}, got {acc.shape}")
@@ -98,24 +127,34 @@ def score_beats(acc: np.ndarray, keep: np.ndarray | None = None) -> tuple[np.nda
     data = acc.reshape(-1, SCORE_LANES)
     user = (keep.reshape(-1, SCORE_LANES) * (1 << np.arange(SCORE_LANES))).sum(axis=1)
     per_row = acc.shape[1] // SCORE_LANES
+    row_head = np.broadcast_to(np.asarray(0 if head is None else head, dtype=np.int64), (acc.shape[0],))
+    user = user + _user_head(np.repeat(row_head, per_row), user.size)
     last = np.zeros((acc.shape[0], per_row), dtype=np.int64)
     last[:, -1] = 1
     return data, user, last.reshape(-1)
 
 
-def swiftmax_stream(data: np.ndarray, user: np.ndarray, last: np.ndarray, regs: SwiftMaxRegisters) -> SwiftMaxStreamOut:
-    """Run ``swiftmax_hls`` on ``n`` beats: ``data`` ``(n, 4)`` int32 scores, ``user`` ``(n,)`` 4-bit keep
-    masks, ``last`` ``(n,)`` TLAST flags; returns its ``n`` output beats."""
-    check_registers(regs, SM_FMT)
+def swiftmax_stream(data: np.ndarray, user: np.ndarray, last: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads,
+                    head: np.ndarray | int | None = None) -> SwiftMaxStreamOut:
+    """Run ``swiftmax_hls`` on ``n`` beats: ``data`` ``(n, 4)`` int32 scores, ``user`` ``(n,)`` TUSER (4 keep
+    bits, and the beat's head at bits [4, 4 + head_bits)), ``last`` ``(n,)`` TLAST flags; ``head`` (``(n,)``
+    or one int), when given, is added to ``user``'s head field (which must then be 0). ``regs``: one
+    register set (written as head 0) or a layer's :class:`SwiftMaxHeads`. Returns its ``n`` output beats."""
+    words = swiftmax_register_words(regs)
     data = np.asarray(data, dtype=np.int64).reshape(-1, SCORE_LANES)
     n = data.shape[0]
     user, last = np.asarray(user, dtype=np.int64).reshape(n), np.asarray(last, dtype=np.int64).reshape(n)
     if data.min(initial=0) < -(1 << 31) or data.max(initial=0) >= 1 << 31:
         raise ValueError("scores must be int32")
-    if user.min(initial=0) < 0 or user.max(initial=0) >= 1 << SCORE_LANES or not np.isin(last, (0, 1)).all():
-        raise ValueError("user must be 4-bit keep masks and last 0/1")
+    user_bits = SCORE_LANES + SM_FMT.head_bits
+    if user.min(initial=0) < 0 or user.max(initial=0) >= 1 << user_bits or not np.isin(last, (0, 1)).all():
+        raise ValueError(f"user must be {user_bits}-bit (keep, head) and last 0/1")
+    if head is not None:
+        if (user >> SCORE_LANES).any():
+            raise ValueError("head given twice: in user and as head=")
+        user = user + _user_head(head, n)
     beats = np.concatenate([data, user[:, None], last[:, None]], axis=1)
-    job = _job(0, *regs.registers().values(), n, beats)  # registers in declaration order
+    job = _job(0, words, n, beats)
     out = np.frombuffer(run_binary(swiftmax_tb(), job, timeout=_TIMEOUT), dtype="<i8")
     if out.size != 6 * n:
         raise RuntimeError(f"swiftmax_hls_tb returned {out.size} values, expected {6 * n}")

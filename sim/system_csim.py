@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.golden.swiftmax_int import SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
+from vckattn.sim.hls_norm_csim import swiftmax_register_words
 
 HLS_DIR = REPO_ROOT / "hw" / "hls"
 AIE_DIR = REPO_ROOT / "hw" / "aie"
@@ -53,11 +54,13 @@ class LaunchResult:
 
 
 def run_launch(buffers: dict[str, np.ndarray], kv: np.ndarray, out: np.ndarray, n_tiles: int, head_dim: int,
-               keys_pad: int, n_kv_heads: int, rq: tuple[int, int], regs: SwiftMaxRegisters,
+               keys_pad: int, n_kv_heads: int, rq: tuple[int, int], regs: SwiftMaxRegisters | SwiftMaxHeads,
                timeout: float = 300.0) -> LaunchResult:
     """Run one launch: ``buffers`` = ``desc``, ``q``, ``mask`` (:func:`~vckattn.host.tile_buffers.pack_tiles`),
     ``kv`` (:func:`~vckattn.host.tile_buffers.pack_kv`), ``out`` the blank out buffer; ``rq`` = (rq_mult,
-    rq_shift) of ``s2mm_out``; ``regs`` the SwiftMax registers."""
+    rq_shift) of ``s2mm_out``; ``regs`` the layer's SwiftMax constants (:class:`SwiftMaxHeads`: register set
+    ``h`` for the tiles of query head ``h``, the descriptor's ``head``; one :class:`SwiftMaxRegisters` is a
+    one-head layer, so every tile must then be of head 0)."""
     exe = build()
     with tempfile.TemporaryDirectory(prefix="system_csim_") as tmp:
         d = Path(tmp)
@@ -65,7 +68,7 @@ def run_launch(buffers: dict[str, np.ndarray], kv: np.ndarray, out: np.ndarray, 
                           ("out", out)):
             (d / f"{name}.bin").write_bytes(np.ascontiguousarray(arr).tobytes())
         args = [str(d), n_tiles, head_dim, keys_pad, n_kv_heads, rq[0], rq[1],
-                *regs.registers().values()]  # the SwiftMax registers in declaration order
+                *swiftmax_register_words(regs)]  # the registers in declaration order, then the memories' entries
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
         result = np.frombuffer((d / "out_result.bin").read_bytes(), np.uint8).copy()
     beats = {m[1]: int(m[2]) for m in re.finditer(r"^beats (\S+) (\d+)$", text, re.M)}

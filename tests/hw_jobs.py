@@ -41,10 +41,14 @@ def manifest_edit(m: Manifest, edit) -> Manifest:  # type: ignore[no-untyped-def
 
 
 def make_layer(normalizer: str = "swiftmax", heads: int = 2, kv_heads: int = 1, head_dim: int = 32,
-               seed: int = 0) -> QuantAttentionLayer:
+               seed: int = 0, per_head: bool = False) -> QuantAttentionLayer:
+    """A small quantized layer; ``per_head``: SwiftMax with a different beta / gamma per head (register map
+    v2: the b_beta / c_out memories hold one entry per head), else beta 0.5, gamma 2 for every head."""
     torch.manual_seed(seed)
     mha = MultiHeadAttention(heads * head_dim, heads, kv_heads, head_dim).double()
-    return build_quant_layer(mha, SCALES, normalizer, beta=0.5, gamma=2.0, p_max=1.0)  # type: ignore[arg-type]
+    beta, gamma = ((np.linspace(-1.0, 2.5, heads), np.geomspace(0.5, 8.0, heads)[::-1]) if per_head
+                   else (0.5, 2.0))
+    return build_quant_layer(mha, SCALES, normalizer, beta=beta, gamma=gamma, p_max=1.0)  # type: ignore[arg-type]
 
 
 def make_job(manifest: Manifest, batch: int = 2, heads: int = 2, kv_heads: int = 1, seq: int = 45,

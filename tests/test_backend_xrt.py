@@ -318,3 +318,38 @@ def test_shim_missing_xrt(monkeypatch, tmp_path):
     with pytest.raises(DeviceError, match="XRT graph shim: XILINX_XRT="):
         dev.open()
     assert os.environ["XILINX_XRT"] == str(tmp_path)
+
+
+def test_fake_card_per_head_swiftmax_memories():
+    """The fake card decodes register map v2: b_beta / c_out memory entries written at the map's offsets
+    (RegisterMap.writes, entry i named ``b_beta[i]``) become one register set per head, and a tile uses
+    its descriptor's head's set."""
+    from types import SimpleNamespace
+
+    from hw_jobs import manifest_edit
+
+    from vckattn.golden.swiftmax_int import SwiftMaxHeads, swiftmax_head_registers, swiftmax_regmap
+    from vckattn.host.tiler import Tile
+
+    rm = swiftmax_regmap()
+
+    def v2(data):  # the swiftmax kernel's registers as the v2 map describes them (memories with their depth)
+        k = next(k for k in data["kernels"] if k["name"] == "swiftmax")
+        k["registers"] = rm.describe()
+
+    card = FakeAttentionCard(manifest_edit(MANIFEST, v2))
+    heads = swiftmax_head_registers(0.05, 0.045, 32, [0.0, 1.5, -2.0], [1.0, 4.0, 0.25], 7)
+    writes = rm.writes(heads.register_values())
+    assert {w.name for w in writes} >= {"b_beta[0]", "b_beta[31]", "c_out[2]"}
+    for w in writes:
+        card.reg_write("swiftmax", w.offset, w.word)
+    for w in writes:  # read back exactly, memory entries included
+        assert rm.value(w.name.split("[")[0], card.reg_read("swiftmax", w.offset)) == w.value
+    got = card._swiftmax("swiftmax")
+    assert isinstance(got, SwiftMaxHeads) and got.n_heads == rm.mem("b_beta").depth
+    for h in range(3):
+        assert (got[h].b_beta, got[h].c_out, got[h].a_mult) == (heads[h].b_beta, heads[h].c_out, heads[h].a_mult)
+    assert got[3].b_beta == 0 and got[31].c_out == 0  # entries past the layer's heads are written 0
+    layer = SimpleNamespace(swiftmax=got)
+    tile = Tile(5, 0, 2, 0, 0, 32, np.zeros((32, 32), np.int8), np.ones((32, 32), bool))
+    assert FakeAttentionCard._tile_layer(layer, tile).swiftmax == got[2]

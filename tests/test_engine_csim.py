@@ -24,7 +24,7 @@ from vckattn.golden.engine import (
     tile_keep,
 )
 from vckattn.golden.requant import RequantRegisters, requant_registers, requantize
-from vckattn.golden.swiftmax_int import swiftmax_registers
+from vckattn.golden.swiftmax_int import SwiftMaxHeads, swiftmax_head_registers, swiftmax_registers
 from vckattn.hw.engine import streams
 from vckattn.sim.engine_csim import EngineParams, run_engine_launch
 
@@ -41,6 +41,7 @@ class Tile:
     q0: int
     causal: bool
     q: np.ndarray  # (q_rows, d) int8
+    head: int = 0  # query head: selects the normalizer's register set (TILE header -> score packet header)
 
 
 @dataclass
@@ -86,7 +87,7 @@ def pack(groups: list[Group], d: int, shift: int, *, tile_n_kb_delta: int = 0) -
         qk_heads = streams.encode_many(
             "command", n, op=streams.OP_TILE, n_kb=g.n_kb + tile_n_kb_delta, d=d, valid_keys=g.valid_keys,
             rows=[t.rows for t in g.tiles], q0=[t.q0 for t in g.tiles], causal=[int(t.causal) for t in g.tiles],
-            score_shift=shift, tag=[t.tile_id for t in g.tiles])
+            score_shift=shift, tag=[t.tile_id for t in g.tiles], head=[t.head for t in g.tiles])
         for h, t in zip(qk_heads, g.tiles, strict=True):
             qk += [h, t.q.view(np.uint8).reshape(-1)]
     return np.concatenate(qk), np.concatenate(v)
@@ -96,7 +97,8 @@ def golden_o(params: EngineParams, g: Group, t: Tile, regs, shift: int) -> np.nd
     keys = g.n_kb * params.key_block
     acc = exact_int_matmul(t.q, g.k.T)
     keep = tile_keep(params.q_rows, keys, t.rows, t.q0, g.valid_keys, t.causal)
-    p = engine_p(engine_scores(acc, keep, shift, params.score_bits), regs, params.score_bits)
+    p = engine_p(engine_scores(acc, keep, shift, params.score_bits), regs, params.score_bits,
+                 head=t.head if isinstance(regs, SwiftMaxHeads) else None)
     return np.asarray(exact_int_matmul(p.astype(np.int64), g.v.astype(np.int64)), dtype=np.int64)
 
 
@@ -146,17 +148,26 @@ SPECS = [
 ]
 
 
-def make_launch(kernels: int, bits: int, d: int, seed: int = 7, specs=SPECS) -> Launch:
+def make_launch(kernels: int, bits: int, d: int, seed: int = 7, specs=SPECS, n_heads: int | None = None) -> Launch:
+    """A launch of ``specs``; ``n_heads``: per-head SwiftMax constants (a different beta / gamma per head) and
+    the tiles' query heads spread over them (neighbouring tiles of a group of different heads)."""
     params = EngineParams(pipelines=len(specs), kernels=kernels, max_d=64, max_keys=256, score_bits=bits)
     rng = np.random.default_rng(seed)
     groups, first = [], 0
     for p, s in enumerate(specs):
         groups.append(make_groups(rng, params, d, p, s, first))
         first += sum(len(t) for _, _, t in s)
+    if n_heads is not None:
+        for gs in groups:
+            for g in gs:
+                for t in g.tiles:
+                    t.head = (7 * t.tile_id + 3) % n_heads
     absmax = max(int(np.abs(exact_int_matmul(t.q, g.k.T)).max()) for gs in groups for g in gs for t in g.tiles)
     shift = max(0, score_shift_for(absmax, bits) - 1)  # one bit short: the largest scores saturate
     fmt = engine_format(bits)
-    base = swiftmax_registers(S_Q, S_K, d, beta=4.0, gamma=24.0, out_frac=8, fmt=fmt)
+    base = (swiftmax_registers(S_Q, S_K, d, beta=4.0, gamma=24.0, out_frac=8, fmt=fmt) if n_heads is None else
+            swiftmax_head_registers(S_Q, S_K, d, np.linspace(2.5, 5.5, n_heads), np.geomspace(8.0, 64.0, n_heads),
+                                    8, n_heads, fmt))
     regs = engine_registers(base, S_Q, S_K, d, shift, fmt)
     launch = Launch(params, d, shift, regs, RequantRegisters(np.int64(1), np.int64(0)), groups)
     o_max = max(int(np.abs(golden_o(params, g, t, regs, shift)).max()) for gs in groups for g in gs for t in g.tiles)
@@ -185,6 +196,46 @@ def test_engine_csim_is_bit_exact_with_golden(kernels, bits, d):
     launch = make_launch(kernels, bits, d)
     assert kernels == 1 or any(g.n_kb < kernels for gs in launch.groups for g in gs)  # some slices are empty
     assert_bit_exact(launch, launch.run(seed=0))
+
+
+@TOOLS
+@pytest.mark.parametrize("kernels, bits, d, n_heads, vector", [(2, 8, 32, 3, False), (4, 16, 64, 32, False),
+                                                                (1, 16, 32, 5, False), (4, 8, 64, 6, True)])
+def test_engine_csim_per_head_is_bit_exact_with_golden(kernels, bits, d, n_heads, vector):
+    """Per-head SwiftMax constants (register map v2): each TILE command carries its query head, qk_slice copies it
+    into its score packets' headers and swiftmax_engine_hls uses b_beta[head] / c_out[head]."""
+    launch = make_launch(kernels, bits, d, seed=5, n_heads=n_heads)
+    heads = {t.head for gs in launch.groups for g in gs for t in g.tiles}
+    assert len(heads) > 2 and isinstance(launch.regs, SwiftMaxHeads) and not launch.regs.uniform
+    # the heads are in the TILE headers of the command streams (walked: LOAD_K + K, then per tile TILE + Q)
+    p = launch.params
+    for gs, qk in zip(launch.groups, launch.buffers()[0], strict=True):
+        beats, i, got = qk.reshape(-1, 16), 0, []
+        for g in gs:
+            assert streams.decode("command", beats[i])["op"] == streams.OP_LOAD_K
+            i += 1 + g.n_kb * p.key_block * d // 16
+            for t in g.tiles:
+                h = streams.decode("command", beats[i])
+                assert h["op"] == streams.OP_TILE and h["tag"] == t.tile_id
+                got.append(h["head"])
+                i += 1 + p.q_rows * d // 16
+        assert i == len(beats) and got == [t.head for g in gs for t in g.tiles]
+    assert_bit_exact(launch, launch.run(seed=3, vector=vector))
+    # with head 0's constants for every tile the result differs: the per-head selection is exercised
+    flat = make_launch(kernels, bits, d, seed=5, n_heads=n_heads)
+    flat.regs = SwiftMaxHeads.broadcast(launch.regs[0], n_heads)
+    assert not np.array_equal(flat.expected()[0], launch.expected()[0])
+
+
+@TOOLS
+def test_engine_csim_one_register_set_is_broadcast():
+    """run_engine_launch takes a plain SwiftMaxRegisters as a one-head layer (head 0 in every TILE)."""
+    launch = make_launch(2, 8, 32)
+    assert not isinstance(launch.regs, SwiftMaxHeads)
+    res = launch.run(seed=1)
+    assert_bit_exact(launch, res)
+    launch.regs = SwiftMaxHeads.broadcast(launch.regs, 1)
+    np.testing.assert_array_equal(launch.run(seed=1).a, res.a)
 
 
 @TOOLS

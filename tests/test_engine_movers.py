@@ -56,3 +56,33 @@ def test_mover_stops_at_a_bad_command():
     cm[1, 16:24] = np.array([8], "<u8").view(np.uint8)  # an offset that is not a whole beat
     assert mm2s_engine(cm, la.q, la.k, p.q_rows, p.key_block)[1] == 1
     assert CMD_BYTES == 32
+
+
+def test_mover_passes_the_tile_heads_through():
+    """The TILE commands' query head (streams.COMMAND head, word 1 bits 8..15, beside the 8-bit d) reaches
+    the AIE unchanged: the mover copies the header beat as the host wrote it."""
+    from vckattn.sim.engine_movers_csim import mm2s_engine
+
+    p, la = _launch(d=64)
+    cm = la.cmds.qk[0].copy()
+    tiles = [i for i in range(len(cm)) if streams.decode("command", cm[i, :16])["op"] == streams.OP_TILE]
+    assert len(tiles) > 2
+    want = {}
+    for n, i in enumerate(tiles):  # heads 31, 16, 1, ...: every bit of the field, next to d = 64
+        f = streams.decode("command", cm[i, :16])
+        cm[i, :16] = streams.encode("command", **(f | {"head": (31 + 17 * n) % 32}))
+        want[n] = cm[i, :16].copy()
+    qk, _ = streams_of(la)  # the unpatched streams
+    got, sent = mm2s_engine(cm, la.q, la.k, p.q_rows, p.key_block)
+    assert sent == len(cm)
+    expect = qk[0].reshape(-1, 16).copy()
+    pos = 0
+    for n, i in enumerate(tiles):  # the n-th TILE header of the stream: the original header, replaced
+        orig = la.cmds.qk[0][i, :16]
+        pos = next(j for j in range(pos, len(expect)) if np.array_equal(expect[j], orig))
+        expect[pos] = want[n]
+        pos += 1
+    beats = got.reshape(-1, 16)
+    assert np.array_equal(beats, expect)
+    heads = [streams.decode("command", w)["head"] for w in want.values()]
+    assert heads[:3] == [31, 16, 1] and len(set(heads)) == len(heads[:32])

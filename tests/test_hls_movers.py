@@ -64,6 +64,14 @@ def mask_words(keep: np.ndarray) -> np.ndarray:
     return (bits << np.arange(32, dtype=np.uint64)).sum(-1).astype(np.uint32).reshape(-1)
 
 
+def mask_stream(keep: np.ndarray, heads) -> np.ndarray:
+    """The ``mask`` stream (hw/STREAMS.md) of tiles ``keep`` ``(n, rows, keys)``: per tile its query head word,
+    then its mask words."""
+    keep = np.asarray(keep).reshape(len(heads), -1, keep.shape[-1])
+    return np.concatenate([np.concatenate([[np.uint32(h)], mask_words(k)]).astype(np.uint32)
+                           for h, k in zip(heads, keep, strict=True)])
+
+
 def beats(a: np.ndarray) -> np.ndarray:
     """The bytes of an array as 16-byte beats."""
     return np.ascontiguousarray(a).reshape(-1).view(np.uint8).reshape(-1, 16)
@@ -83,9 +91,11 @@ def test_mm2s_tiles(manifest, head_dim, seq):
                              for t in tiles])
     assert r["q_out"].shape == (len(tiles) * (1 + Q_ROWS * head_dim // 16), 16)
     np.testing.assert_array_equal(r["q_out"], want_q)
-    want_mask = np.concatenate([mask_words(t.keep) for t in tiles])
-    assert r["mask_out"].shape == (len(tiles) * kp,)
+    assert len({t.head for t in tiles}) > 1
+    want_mask = np.concatenate([np.concatenate([[t.head], mask_words(t.keep)]).astype(np.uint32) for t in tiles])
+    assert r["mask_out"].shape == (len(tiles) * (1 + kp),)  # per tile: the head word, then the mask words
     np.testing.assert_array_equal(r["mask_out"], want_mask)
+    np.testing.assert_array_equal(r["mask_out"].reshape(len(tiles), 1 + kp)[:, 0], [t.head for t in tiles])
 
 
 def test_mm2s_tiles_bad_geometry_moves_nothing(manifest):
@@ -191,13 +201,16 @@ def s_stream(s: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(s.reshape(n, rows, kp // 32, 32).transpose(0, 2, 1, 3)).reshape(-1)
 
 
-def want_scores(s: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """:data:`SCORE_BEAT` records of the row-major score rows with the keep bits on TUSER."""
+def want_scores(s: np.ndarray, keep: np.ndarray, heads) -> np.ndarray:
+    """:data:`SCORE_BEAT` records of the row-major score rows with the keep bits and the tile's head
+    (low HEAD_BITS bits of its head word) on TUSER."""
     n, rows, kp = s.shape
     rec = np.zeros(n * rows * kp // 4, csim.SCORE_BEAT)
     rec["data"] = s.reshape(-1, 4)
     rec["keep"] = 0xFFFF
-    rec["user"] = (keep.reshape(-1, 4).astype(np.uint8) << np.arange(4, dtype=np.uint8)).sum(-1)
+    keep_bits = (keep.reshape(-1, 4).astype(np.uint16) << np.arange(4, dtype=np.uint16)).sum(-1)
+    head = np.repeat(np.asarray(heads, np.uint16) & ((1 << csim.HEAD_BITS) - 1), rows * kp // 4)
+    rec["user"] = keep_bits | (head << 4)
     last = np.zeros((n, rows, kp // 4), np.uint8)
     last[..., -1] = 1
     rec["last"] = last.reshape(-1)
@@ -231,11 +244,12 @@ def test_route_rows_and_sidebands(kp, select):
     rng = np.random.default_rng(kp + select)
     n = 3 if kp < 1024 else 2
     s, keep = random_tiles(rng, n, kp)
-    r = csim.score_switch_route(s_stream(s), mask_words(keep.reshape(-1, kp)), n, kp, select)
+    heads = [31, 0, 17][:n]  # a different head per tile, the largest one included
+    r = csim.score_switch_route(s_stream(s), mask_stream(keep, heads), n, kp, select)
     assert r.leftover == {"s_in": 0, "mask_in": 0}
     used, other = ("to_swiftmax", "to_online_softmax") if select == SM else ("to_online_softmax", "to_swiftmax")
     assert r[other].size == 0
-    want = want_scores(s, keep)
+    want = want_scores(s, keep, heads)
     got = r[used]
     assert got.shape == want.shape
     for f in ("data", "user", "last", "keep"):
@@ -243,15 +257,20 @@ def test_route_rows_and_sidebands(kp, select):
 
 
 def test_route_with_a_real_job_mask(manifest):
-    """The mask words as mm2s_tiles reads them from a packed launch (causal + padding) end up on TUSER."""
+    """The mask stream as mm2s_tiles sends it from a packed launch (causal + padding, the tiles' query heads)
+    ends up on TUSER: keep bits and the tile's head."""
     job = gqa_job(manifest, 64, 70)
     tiles = launch_tiles(job, 4)
     kp = job.keys_pad
     buf = pack_tiles(job, tiles)
+    mask = csim.mm2s_tiles(buf["desc"], buf["q"], buf["mask"], len(tiles), 64, kp)["mask_out"]
     keep = np.stack([t.keep for t in tiles])
     s = np.random.default_rng(3).integers(-1000, 1000, keep.shape).astype(np.int32)
-    r = csim.score_switch_route(s_stream(s), buf["mask"], len(tiles), kp, OS)
-    np.testing.assert_array_equal(r["to_online_softmax"]["user"], want_scores(s, keep)["user"])
+    for select, name in ((OS, "to_online_softmax"), (SM, "to_swiftmax")):
+        r = csim.score_switch_route(s_stream(s), mask, len(tiles), kp, select)
+        assert r.leftover == {"s_in": 0, "mask_in": 0}
+        np.testing.assert_array_equal(r[name]["user"], want_scores(s, keep, [t.head for t in tiles])["user"])
+    assert len({t.head for t in tiles}) > 1
 
 
 @pytest.mark.parametrize("kp", [32, 96, 1024])
@@ -272,7 +291,7 @@ def test_return_block_major(kp, select):
 
 def test_select_other_than_0_means_online_softmax():
     s, keep = random_tiles(np.random.default_rng(9), 1, 64)
-    r = csim.score_switch_route(s_stream(s), mask_words(keep.reshape(-1, 64)), 1, 64, 7)
+    r = csim.score_switch_route(s_stream(s), mask_stream(keep, [3]), 1, 64, 7)
     assert r["to_swiftmax"].size == 0 and r["to_online_softmax"].size == Q_ROWS * 16
 
 
@@ -286,9 +305,9 @@ def test_switch_through_a_normalizer(select):
     kp, n = 96, 3
     rng = np.random.default_rng(11 + select)
     s, keep = random_tiles(rng, n, kp)
-    routed = csim.score_switch_route(s_stream(s), mask_words(keep.reshape(-1, kp)), n, kp, select)
+    routed = csim.score_switch_route(s_stream(s), mask_stream(keep, [2, 9, 30]), n, kp, select)
     beats_ = routed["to_swiftmax" if select == SM else "to_online_softmax"]
-    user_bits = (beats_["user"][:, None] >> np.arange(4)) & 1
+    user_bits = (beats_["user"][:, None] >> np.arange(4)) & 1  # the keep bits (the head above them)
     p_data = np.where(user_bits == 1, beats_["data"] & 0xFF, 0).astype(np.uint8)
     back = csim.p_beats(p_data, beats_["last"])
     sm, os_ = (back, None) if select == SM else (None, back)
@@ -297,7 +316,7 @@ def test_switch_through_a_normalizer(select):
     np.testing.assert_array_equal(r["p_out"], want_p_out(want_p))
 
     # the kernel's top level (route then return in C-simulation) gives the same streams
-    top = csim.score_switch(s_stream(s), mask_words(keep.reshape(-1, kp)), sm, os_, n, kp, select)
+    top = csim.score_switch(s_stream(s), mask_stream(keep, [2, 9, 30]), sm, os_, n, kp, select)
     np.testing.assert_array_equal(top["p_out"], r["p_out"])
     for name in ("to_swiftmax", "to_online_softmax"):
         np.testing.assert_array_equal(top[name], routed[name])
@@ -307,7 +326,7 @@ def test_switch_through_a_normalizer(select):
 def test_switch_bad_geometry_moves_nothing():
     s, keep = random_tiles(np.random.default_rng(2), 1, 64)
     back = p_rows(np.zeros((1, Q_ROWS, 64), np.uint8))
-    top = csim.score_switch(s_stream(s), mask_words(keep.reshape(-1, 64)), back, None, 1, 48, SM)
+    top = csim.score_switch(s_stream(s), mask_stream(keep, [0]), back, None, 1, 48, SM)
     assert top["p_out"].size == 0 and top["to_swiftmax"].size == 0
     assert top.leftover["s_in"] == s.size // 4 and top.leftover["from_swiftmax"] == len(back)
 

@@ -6,7 +6,9 @@ register set: every integer in a window around each score where the datapath cha
 24-bit accumulator range, and int32 scores beyond it (input saturation), with a random keep mask
 and random TUSER/TLAST through the streaming top. Hand-made register sets (A = 1 and 3/8 score
 units per Q.12 LSB, c_out placed on a step of P) make a one-LSB error at the input saturation and at
-the clamps visible in P; the 2^f and 2^t units are also checked alone (exhaustively).
+the clamps visible in P; the 2^f and 2^t units are also checked alone (exhaustively). Per-head constants
+(register map v2): the head index on TUSER bits [4, 9) selects b_beta[h] / c_out[h], with different sets per
+head, heads switching between and inside rows, every one of the 32 entries, and the output TUSER = keep only.
 """
 
 from __future__ import annotations
@@ -18,7 +20,14 @@ import pytest
 
 from vckattn.golden.fixedpoint import QFormat, saturate, shift_round
 from vckattn.golden.funcunits import pow2, pow2_frac
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters, swiftmax_int, swiftmax_registers
+from vckattn.golden.swiftmax_int import (
+    SwiftMaxFormat,
+    SwiftMaxHeads,
+    SwiftMaxRegisters,
+    swiftmax_head_registers,
+    swiftmax_int,
+    swiftmax_registers,
+)
 from vckattn.sim.hls_norm_csim import POW2_T_BITS, pow2_frac_unit, score_beats, swiftmax_stream, swiftmax_tb
 from vckattn.sim.hls_norm_csim import pow2_unit as hls_pow2_unit
 
@@ -179,3 +188,79 @@ def test_edges_one_lsb(probe: tuple) -> None:
         # the step is just inside the edge: P at the edge differs from its inner neighbour
         p_edge, p_in = swiftmax_int(np.array([edge_acc, edge_acc + inside]), r, None, FMT)
         assert p_edge != p_in
+
+
+# ------------------------------------------------------------------------------------------- per head
+
+
+def _layer(n_heads: int, seed: int) -> SwiftMaxHeads:
+    """Per-head constants: one score scale, a different beta / gamma per head (some equal, some far apart)."""
+    rng = np.random.default_rng(seed)
+    betas = rng.uniform(-2.0, 3.0, n_heads)
+    gammas = np.exp2(rng.uniform(-1.0, 4.0, n_heads))
+    betas[:2], gammas[:2] = 0.0, 1.0  # two equal heads
+    heads = swiftmax_head_registers(0.04, 0.05, 64, betas, gammas, 7, n_heads, FMT)
+    assert len({(r.b_beta, r.c_out) for r in heads}) >= n_heads - 1
+    return heads
+
+
+@pytest.mark.parametrize("n_heads", [3, 12, 32])
+def test_stream_per_head_bit_exact(n_heads: int) -> None:
+    """Random scores, keep and a random head per beat (switches inside rows and between them)."""
+    heads = _layer(n_heads, SEED + n_heads)
+    rng = np.random.default_rng(SEED + 100 + n_heads)
+    n = 6000
+    acc = np.concatenate([rng.normal(0.0, 6000.0, 4 * n - 800).astype(np.int64),  # P spread over 0..255
+                          rng.integers(-(1 << 23), 1 << 23, 400), rng.integers(I32_MIN, I32_MAX, 400, endpoint=True)])
+    rng.shuffle(acc)
+    keep = rng.random(acc.size) < 0.9
+    head = rng.integers(0, n_heads, n)
+    keep_bits = (keep.reshape(n, 4) * (1 << np.arange(4))).sum(axis=1)
+    last = (rng.random(n) < 0.1).astype(np.int64)
+
+    out = swiftmax_stream(acc.reshape(n, 4), keep_bits + (head << 4), last, heads)
+
+    want = swiftmax_int(acc, heads, keep, FMT, head=np.repeat(head, 4)).reshape(n, 4)
+    np.testing.assert_array_equal(out.p, want)
+    np.testing.assert_array_equal(out.user, keep_bits)  # the head bits do not pass through
+    np.testing.assert_array_equal(out.last, last)
+    # the heads really differ: with head 0's constants everywhere most beats of the other heads would change
+    other = head != 0
+    assert (swiftmax_int(acc, heads[0], keep, FMT).reshape(n, 4)[other] != want[other]).mean() > 0.3
+    # same via head= (TUSER head field added by the driver)
+    np.testing.assert_array_equal(swiftmax_stream(acc.reshape(n, 4), keep_bits, last, heads, head=head).p, want)
+
+
+def test_rows_of_several_heads() -> None:
+    """Tiles of rows, each row of its own head (as score_switch sends them), heads switching row to row; the
+    same scores under every one of the 32 entries (the whole memory is addressed)."""
+    heads = _layer(FMT.max_heads, SEED + 7)
+    rng = np.random.default_rng(SEED + 8)
+    rows, kp = 64, 48
+    acc = rng.normal(0.0, 6000.0, (rows, kp)).astype(np.int64)
+    keep = np.tril(np.ones((rows, kp), dtype=bool), k=kp - rows // 2)
+    row_head = np.arange(rows) % FMT.max_heads
+    data, user, last = score_beats(acc, keep, head=row_head)
+    out = swiftmax_stream(data, user, last, heads)
+    want = swiftmax_int(acc, heads, keep, FMT, head=row_head[:, None])
+    np.testing.assert_array_equal(out.p.reshape(rows, kp), want)
+    assert out.last.sum() == rows
+    np.testing.assert_array_equal(out.user, user & 0xF)
+    for h in (0, 5, 31):  # rows of head h equal the per-layer kernel with head h's registers
+        sel = row_head == h
+        np.testing.assert_array_equal(out.p.reshape(rows, kp)[sel], swiftmax_int(acc[sel], heads[h], keep[sel], FMT))
+
+
+def test_unused_entries_and_one_set() -> None:
+    """A single SwiftMaxRegisters is head 0 of a one-head layer (entries 1.. written 0); a layer of one head
+    with head 0 on TUSER equals the per-layer kernel."""
+    r = swiftmax_registers(0.03, 0.04, 64, 1.5, 2.0, 8, FMT)
+    rng = np.random.default_rng(SEED + 9)
+    acc = rng.integers(-(1 << 20), 1 << 20, (8, 32))
+    data, user, last = score_beats(acc)
+    a = swiftmax_stream(data, user, last, r)
+    b = swiftmax_stream(data, user, last, SwiftMaxHeads.broadcast(r, 1))
+    np.testing.assert_array_equal(a.p, b.p)
+    np.testing.assert_array_equal(a.p.reshape(8, 32), swiftmax_int(acc, r, None, FMT))
+    with pytest.raises(ValueError, match="head index"):
+        score_beats(acc, head=FMT.max_heads)

@@ -84,3 +84,24 @@ def test_formats_header_equals_golden() -> None:
                   "OUT_BITS": SM.out_bits, "MAX_A_SHIFT": SM.max_a_shift}
     assert nf == {"STAT_BITS": NF.stat_bits, "K_BITS": NF.k_bits, "ARG_FRAC": NF.arg_frac, "G_BITS": NF.g_bits,
                   "OUT_BITS": NF.out_bits, "C_SHIFT": C_SHIFT}
+
+
+def test_swiftmax_regs_header_equals_regmap() -> None:
+    """The register header lists the v2 map: the shared registers, then the per-head memories b_beta / c_out
+    (depth max_heads, at the map's offsets), with MAX_HEADS / HEAD_BITS."""
+    from vckattn.golden.swiftmax_int import swiftmax_regmap
+
+    rm = swiftmax_regmap(SM)
+    text = (tables.GENERATED_DIR / "swiftmax_regs.h").read_text()
+    regs = re.findall(r"X\((\w+), (\d+), ([01]), 0x([0-9A-F]+)\) \\", text)
+    assert [(n, int(w), bool(int(s)), int(o, 16)) for n, w, s, o in regs] == [
+        (r.name, r.width, r.signed, rm.offset(r.name)) for r in rm.writable]
+    mems = re.findall(r"X\((\w+), (\d+), ([01]), 0x([0-9A-F]+), (\d+)\) \\", text)
+    assert [(n, int(w), bool(int(s)), int(o, 16), int(d)) for n, w, s, o, d in mems] == [
+        (m.name, m.width, m.signed, rm.offset(m.name), m.depth) for m in rm.mems]
+    assert [m.name for m in rm.mems] == ["b_beta", "c_out"] and all(m.depth == SM.max_heads for m in rm.mems)
+    assert f"#define VCKATTN_SWIFTMAX_VERSION {rm.version}" in text and rm.version == 2
+    assert f"#define VCKATTN_SWIFTMAX_MAX_HEADS {SM.max_heads} " in text
+    assert f"#define VCKATTN_SWIFTMAX_HEAD_BITS {SM.head_bits} " in text
+    for m in rm.mems:
+        assert f"    ap_int<{m.width}> {m.name}[{m.depth}];" in text

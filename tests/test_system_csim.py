@@ -65,7 +65,7 @@ def test_a_wrong_register_is_caught():
 
     layer = make_layer("swiftmax")
     job = make_job(MANIFEST)
-    bad = dataclasses.replace(layer, swiftmax=layer.swiftmax.replace(b_beta=layer.swiftmax.b_beta + 700))
+    bad = dataclasses.replace(layer, swiftmax=layer.swiftmax.map(lambda r: r.replace(b_beta=r.b_beta + 700)))
     got, _ = _csim(bad, job)
     assert not same_results(got, emu_results(MANIFEST, layer, job))
 
@@ -74,3 +74,42 @@ def test_csim_refuses_online_softmax():
     dev = CsimDevice(MANIFEST)
     with pytest.raises(DeviceError, match="use --backend rtl"):
         dev.configure(make_layer("softmax"))
+
+
+def _per_head_layer(heads: int, kv_heads: int, head_dim: int, seed: int):
+    """A layer with a different beta / gamma per head (SwiftMax register map v2)."""
+    layer = make_layer("swiftmax", heads=heads, kv_heads=kv_heads, head_dim=head_dim, seed=seed, per_head=True)
+    assert not layer.swiftmax.uniform and len({(r.b_beta, r.c_out) for r in layer.swiftmax}) == heads
+    return layer
+
+
+@pytest.mark.parametrize("head_dim, heads, kv_heads, seq, per_launch", [
+    (32, 4, 2, 45, 16),  # every launch mixes the heads' tiles
+    (64, 4, 1, 40, 3),   # several launches, tiles of different heads in one launch
+])
+def test_system_csim_per_head_layer_is_bit_exact_with_attention_int(head_dim, heads, kv_heads, seq, per_launch):
+    """Per-head SwiftMax constants end to end: the host packs each tile's head into its descriptor, mm2s_tiles
+    sends it on the mask stream, score_switch puts it on TUSER and the HLS SwiftMax selects b_beta[h] /
+    c_out[h]; the layer equals golden attention_int."""
+    from vckattn.golden.quant_attention import attention_int
+    from vckattn.host.scheduler import run_layer
+
+    layer = _per_head_layer(heads, kv_heads, head_dim, seed=head_dim + heads)
+    rng = np.random.default_rng(seq)
+    x = rng.normal(0.0, 1.0, (2, seq, heads * head_dim))
+    keep = np.ones((2, seq), bool)
+    keep[1, seq - 9:] = False
+    dev = CsimDevice(MANIFEST, tiles_per_launch=per_launch)
+    with dev:
+        run = run_layer(dev, layer, x, keep)
+    out, trace = attention_int(layer, x, keep)
+    np.testing.assert_array_equal(run.y, trace["y"])
+    np.testing.assert_array_equal(run.out, out)
+    assert np.any(trace["a"] != 0)
+    # the per-head constants matter: the same layer with head 0's constants everywhere differs
+    import dataclasses
+
+    from vckattn.golden.swiftmax_int import SwiftMaxHeads
+
+    flat = dataclasses.replace(layer, swiftmax=SwiftMaxHeads.broadcast(layer.swiftmax[0], heads))
+    assert not np.array_equal(attention_int(flat, x, keep)[1]["y"], trace["y"])

@@ -6,7 +6,10 @@ reference path — chained launch by launch through the DDR buffers the ``xrt`` 
 It exercises exactly the buffer packing and unpacking of the hardware backends
 (:mod:`vckattn.host.tile_buffers`), so a layout or stream-format disagreement between host, movers,
 AIE kernels and normalizer shows up here as a non-bit-exact layer. Only SwiftMax layers: the online
-softmax normalizer exists only as RTL (use ``--backend rtl`` for it).
+softmax normalizer exists only as RTL (use ``--backend rtl`` for it). The SwiftMax constants are per head
+(register map v2): every launch programs the shared registers and all ``max_heads`` entries of the
+``b_beta`` / ``c_out`` memories from ``layer.swiftmax`` (a :class:`~vckattn.golden.swiftmax_int.SwiftMaxHeads`),
+and each tile's query head (its descriptor's ``head``) selects its entry.
 """
 
 from __future__ import annotations

@@ -10,6 +10,8 @@
 #include <ap_int.h>
 #include <hls_stream.h>
 
+#include "generated/swiftmax_regs.h"
+
 #if defined(__has_include)
 #if __has_include(<ap_axi_sdata.h>)
 #define VCKATTN_HAVE_AP_AXI_SDATA 1
@@ -41,7 +43,9 @@ constexpr int MAX_HEAD_DIM = 64;
 
 using beat128 = ap_uint<128>;      // PLIO beat (AIE side), 16 int8 / 4 int32
 using word32 = ap_uint<32>;        // mask word / descriptor word
-using score_beat = vck_axis<128, LANES>;  // scores to a normalizer: 4 × int32, keep on TUSER
+constexpr int SM_HEAD_BITS = VCKATTN_SWIFTMAX_HEAD_BITS;  // head index bits on the score TUSER
+constexpr int SCORE_USER_BITS = LANES + SM_HEAD_BITS;        // score TUSER: keep bits [0, 4), head [4, 9)
+using score_beat = vck_axis<128, SCORE_USER_BITS>;  // scores to a normalizer: 4 × int32, keep + head on TUSER
 using p_beat = vck_axis<32, LANES>;       // P from a normalizer: 4 × uint8, keep on TUSER
 
 }  // namespace vckattn

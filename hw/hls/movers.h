@@ -3,7 +3,8 @@
 // Kernels (top-level functions; parameters in exactly the order of host/manifest.py::build_manifest,
 // since XRT argument indices follow it):
 //
-//   mm2s_tiles   DDR desc/q/mask  -> q_out (AIE q_in), mask_out (score_switch.mask_in)
+//   mm2s_tiles   DDR desc/q/mask  -> q_out (AIE q_in), mask_out (score_switch.mask_in: per tile the
+//                query head, desc word 2, then the mask words)
 //   mm2s_kv      DDR desc/kv      -> k_out (AIE k_in), v_out (AIE v_in)
 //   s2mm_out     o_in (AIE o_out) -> requantize -> DDR out records
 //   score_switch s_in + mask_in   -> to_<normalizer>;  from_<normalizer> -> p_out (AIE p_in)
@@ -32,6 +33,7 @@ namespace vckattn {
 constexpr int DESC_WORDS = 8;       // uint32 words per tile descriptor
 constexpr int DESC_TILE_ID = 0;     // descriptor word indices (host/tile_buffers.DESC_FIELDS)
 constexpr int DESC_BATCH = 1;
+constexpr int DESC_HEAD = 2;
 constexpr int DESC_KV_HEAD = 3;
 constexpr int DESC_ROWS = 5;
 constexpr int BEAT_BYTES = 16;      // bytes of a 128-bit beat
@@ -52,7 +54,9 @@ inline bool geometry_ok(unsigned head_dim, unsigned keys_pad) {
 
 // Per tile i < n_tiles: q_out gets the header beat uint32 [keys_pad/32, head_dim, rows (desc word 5),
 // tile_id (desc word 0)] and then the tile's Q (Q_ROWS*head_dim/16 beats); mask_out gets the tile's
-// keys_pad mask words (Q_ROWS rows x keys_pad/32 words). The two streams run independently (dataflow).
+// query head (desc word 2, one word) and then its keys_pad mask words (Q_ROWS rows x keys_pad/32 words).
+// The two streams run independently (dataflow; the head words pass from the desc reader to the mask
+// sender through an internal FIFO of 16).
 void mm2s_tiles(const ap_uint<32>* desc, const ap_uint<128>* q, const ap_uint<32>* mask, unsigned n_tiles,
                 unsigned head_dim, unsigned keys_pad, hls::stream<vckattn::beat128>& q_out,
                 hls::stream<vckattn::word32>& mask_out);
@@ -84,10 +88,11 @@ void s2mm_out(hls::stream<vckattn::beat128>& o_in, const ap_uint<32>* desc, ap_u
 // pv_matmul stays in step), and score_switch_return_checked reports the number of bad rows. TUSER
 // of the P beats is not used.
 
-// Per tile: reads keys_pad/32 S blocks (Q_ROWS x KEY_BLOCK int32 row-major, 4 a beat) from s_in and
-// the tile's keys_pad mask words from mask_in, and sends Q_ROWS rows of keys_pad/4 score beats
-// (lane l = int32 at bits 32l, TUSER bit l = keep of that key, TLAST on a row's last beat, TKEEP and
-// TSTRB all ones) to to_swiftmax (select 0) or to_online_softmax (otherwise).
+// Per tile: reads keys_pad/32 S blocks (Q_ROWS x KEY_BLOCK int32 row-major, 4 a beat) from s_in, the
+// tile's query head word and then its keys_pad mask words from mask_in, and sends Q_ROWS rows of
+// keys_pad/4 score beats (lane l = int32 at bits 32l, TUSER bit l = keep of that key, TUSER bits
+// [4, 4 + SM_HEAD_BITS) = the low SM_HEAD_BITS bits of the head word, TLAST on a row's last beat, TKEEP
+// and TSTRB all ones) to to_swiftmax (select 0) or to_online_softmax (otherwise).
 void score_switch_route(hls::stream<vckattn::beat128>& s_in, hls::stream<vckattn::word32>& mask_in,
                         hls::stream<vckattn::score_beat>& to_swiftmax,
                         hls::stream<vckattn::score_beat>& to_online_softmax, unsigned n_tiles, unsigned keys_pad,

@@ -1,4 +1,4 @@
-// score_switch: the AIE's block-major QK^T scores -> row-major score rows (key mask on TUSER) to the
+// score_switch: the AIE's block-major QK^T scores -> row-major score rows (key mask and query head on TUSER) to the
 // selected normalizer, and its P rows -> block-major P to the AIE's P·V (hw/STREAMS.md; framing
 // rules and select values in movers.h).
 #include "movers.h"
@@ -31,6 +31,7 @@ tiles:
         }
         // Rows out, the mask words read alongside (one word per 8 beats: 32 keys).
         // row, b: counters instead of n / row_beats, n % row_beats (no divider for a runtime divisor)
+        const ap_uint<SM_HEAD_BITS> head = mask_in.read().range(SM_HEAD_BITS - 1, 0);  // the tile's query head
         word32 keep = 0;
         unsigned row = 0, b = 0;
     s_send:
@@ -40,7 +41,7 @@ tiles:
             if (b % 8 == 0) keep = mask_in.read();
             score_beat sb;
             sb.data = sbuf[row][b];
-            sb.user = keep.range(4 * (b % 8) + 3, 4 * (b % 8));
+            sb.user = (head, ap_uint<LANES>(keep.range(4 * (b % 8) + 3, 4 * (b % 8))));  // head above the keep bits
             sb.last = b == row_beats - 1;
             sb.keep = -1;
             sb.strb = -1;

@@ -30,6 +30,9 @@ packets:
         if (VCKATTN_GET(w, PACKET_ELEM_BITS) != (uint32_t)SCORE_BITS) return PL_BAD_ELEM_BITS;
         const uint32_t count = VCKATTN_GET(w, PACKET_COUNT);
         if (count == 0 || count % P_PER_BEAT != 0) return PL_BAD_COUNT;
+        const uint32_t head_idx = VCKATTN_GET(w, PACKET_HEAD);  // the tile's query head: register set head_idx
+        if (head_idx >= (uint32_t)VCKATTN_SWIFTMAX_MAX_HEADS) return PL_BAD_HEAD;
+        const vckattn::sm_reg_t b_beta = regs.b_beta[head_idx], c_out = regs.c_out[head_idx];
         VCKATTN_PUT(w, PACKET_ELEM_BITS, 8u);
         pkt_beat oh;
         oh.data = words_beat(w);
@@ -53,7 +56,7 @@ packets:
                     const ap_int<32> s = ap_int<SCORE_BITS>(in.data.range(SCORE_BITS * l + SCORE_BITS - 1, SCORE_BITS * l));
                     const int lane = r * SCORES_PER_BEAT + l;
                     out.data.range(8 * lane + 7, 8 * lane) =
-                        vckattn::swiftmax_elem_acc<SCORE_BITS>(s, s != sentinel, regs, pow2_roms[lane]);
+                        vckattn::swiftmax_elem_acc<SCORE_BITS>(s, s != sentinel, regs, b_beta, c_out, pow2_roms[lane]);
                 }
             }
             out.keep = -1;

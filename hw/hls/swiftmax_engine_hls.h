@@ -3,9 +3,11 @@
 //
 //   swiftmax_engine_hls  score packets (AIE, through pktmerge) -> P packets (AIE, through pktsplit):
 //                        the header beat passes with elem_bits rewritten to 8; every score s (signed
-//                        SCORE_BITS) maps to P = swiftmax_int(s, regs, keep = s != sentinel,
-//                        SwiftMaxFormat(acc_bits = SCORE_BITS)) through swiftmax_elem_acc<SCORE_BITS>
-//                        (swiftmax_hls.h); P uint8, 16 a beat, TLAST on a packet's last beat.
+//                        SCORE_BITS) maps to P = swiftmax_int(s, heads, keep = s != sentinel,
+//                        SwiftMaxFormat(acc_bits = SCORE_BITS), head = header.head) through
+//                        swiftmax_elem_acc<SCORE_BITS> (swiftmax_hls.h) with the shared registers and
+//                        b_beta[head], c_out[head] of the packet header's head (streams.PACKET head);
+//                        P uint8, 16 a beat, TLAST on a packet's last beat.
 //   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x d int32, 4 a beat)
 //                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A of tile t
 //                        (Q_ROWS x d int8, 16 a beat) into slot t of the shared A buffer a_out; the
@@ -64,6 +66,7 @@ enum PlStatus : int {
     PL_BAD_COUNT = 2,      // score packet with count 0 or not a multiple of 16
     PL_BAD_D = 3,          // O record with d not a multiple of 16 or outside 16..MAX_D
     PL_BAD_SLOT = 4,       // O record whose tile id is outside the A buffer
+    PL_BAD_HEAD = 5,       // score packet whose head is outside the register sets (>= MAX_HEADS)
 };
 
 inline const char* pl_status_text(int st) {
@@ -73,6 +76,7 @@ inline const char* pl_status_text(int st) {
         case PL_BAD_COUNT: return "score packet count is 0 or not a multiple of 16";
         case PL_BAD_D: return "O record head size d not a multiple of 16 in 16..MAX_D";
         case PL_BAD_SLOT: return "O record tile id outside the A buffer";
+        case PL_BAD_HEAD: return "score packet head outside the SwiftMax register sets (>= MAX_HEADS)";
         default: return "unknown status";
     }
 }

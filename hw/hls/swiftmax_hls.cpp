@@ -23,17 +23,19 @@ beats:
 #pragma HLS PIPELINE II=1
 #pragma HLS LOOP_TRIPCOUNT min=8 max=8192
         score_beat in = s_axis.read();
+        // the beat's query head: every lane reads the same entry of b_beta / c_out (one read of each a cycle)
+        const sm_head_t head = in.user.range(LANES + SM_HEAD_BITS - 1, LANES);
         p_beat out;
     lanes:
         for (int l = 0; l < LANES; l++) {
 #pragma HLS UNROLL
             ap_int<32> score = in.data.range(32 * l + 31, 32 * l);
             bool keep = in.user[l];
-            out.data.range(8 * l + 7, 8 * l) = swiftmax_elem(score, keep, regs, pow2_roms[l]);
+            out.data.range(8 * l + 7, 8 * l) = swiftmax_elem(score, keep, regs, head, pow2_roms[l]);
         }
         out.keep = -1;
         out.strb = -1;
-        out.user = in.user;
+        out.user = in.user.range(LANES - 1, 0);
         out.last = in.last;
         m_axis.write(out);
     }

@@ -8,14 +8,18 @@
 // t is s25 in Q.12 (F = T_FRAC = 12); pow2_unit<0, OUT_BITS>(t) = clamp(round_half_up(2^t), 0, 255);
 // p = 0 where keep == 0.
 // Registers: struct vckattn::swiftmax_regs from generated/swiftmax_regs.h, generated from their one
-// declaration (golden/swiftmax_int.py swiftmax_regmap; names, widths and meanings there). The host
-// computes the values (golden swiftmax_registers) and checks a_shift <= MAX_A_SHIFT (check_registers).
+// declaration (golden/swiftmax_int.py swiftmax_regmap v2; names, widths and meanings there): a_mult,
+// a_shift, u_lo, u_hi shared by every head; b_beta[h], c_out[h] (memories of MAX_HEADS = 32 entries) for
+// the scores of head h. The host computes the values (golden swiftmax_head_registers / SwiftMaxHeads) and
+// checks a_shift <= MAX_A_SHIFT (check_registers).
 //
 // Streams (hw/STREAMS.md "scores" and "P"):
-//   s_axis  score_beat: TDATA 128 = 4 x int32 score (lane l at bits [32l, 32l+32)), TUSER 4 = keep
-//           of lane l at bit l, TLAST = last beat of a score row.
+//   s_axis  score_beat: TDATA 128 = 4 x int32 score (lane l at bits [32l, 32l+32)), TUSER 4 + HEAD_BITS
+//           = keep of lane l at bit l, the beat's query head h at bits [4, 4 + HEAD_BITS) (every lane of
+//           the beat uses b_beta[h], c_out[h]), TLAST = last beat of a score row.
 //   m_axis  p_beat: TDATA 32 = 4 x uint8 P (lane l at bits [8l, 8l+8), scale 2^-out_frac), masked
-//           lanes exactly 0; TUSER = the input TUSER; TLAST = the input TLAST. TKEEP/TSTRB all ones.
+//           lanes exactly 0; TUSER = the input's keep bits (bits [0, 4)); TLAST = the input TLAST.
+//           TKEEP/TSTRB all ones.
 #ifndef VCKATTN_SWIFTMAX_HLS_H
 #define VCKATTN_SWIFTMAX_HLS_H
 
@@ -32,14 +36,17 @@ namespace vckattn {
 typedef ap_int<swiftmax_fmt::ACC_BITS> sm_acc_t;   // saturated score, s24
 typedef ap_int<swiftmax_fmt::REG_BITS> sm_reg_t;   // the Q.12 exponent registers, s24
 typedef ap_uint<swiftmax_fmt::OUT_BITS> sm_p_t;    // P, u8
+typedef ap_uint<SM_HEAD_BITS> sm_head_t;           // head index: selects entry head of b_beta / c_out
+static_assert(VCKATTN_SWIFTMAX_MAX_HEADS == (1 << SM_HEAD_BITS), "MAX_HEADS must be 2^HEAD_BITS");
 
 static_assert(swiftmax_fmt::T_FRAC == pow2_rom::IN_FRAC, "SwiftMax t_frac must equal the pow2 unit's in_frac");
 
 // One SwiftMax element with an AB-bit score input (SwiftMaxFormat.acc_bits = AB; the v1 kernel uses
-// ACC_BITS = 24, the engine's normalizer SCORE_BITS): int32 score and keep flag -> P (u8). See the file
-// comment for the steps; the saturation, the product and the shift are AB-dependent widths only.
+// ACC_BITS = 24, the engine's normalizer SCORE_BITS): int32 score and keep flag -> P (u8), with the shared
+// registers of r and the score's head's b_beta / c_out (the caller reads entry head of r's memories). See
+// the file comment for the steps; the saturation, the product and the shift are AB-dependent widths only.
 template <int AB>
-inline sm_p_t swiftmax_elem_acc(ap_int<32> score, bool keep, const swiftmax_regs& r,
+inline sm_p_t swiftmax_elem_acc(ap_int<32> score, bool keep, const swiftmax_regs& r, sm_reg_t b_beta, sm_reg_t c_out,
                                 const pow2_rom::entry_t rom[pow2_rom::ENTRIES] = pow2_rom::TABLE) {
 #pragma HLS INLINE
     static_assert(AB >= 2 && AB <= 32, "score input width must be 2..32 bits");
@@ -51,19 +58,20 @@ inline sm_p_t swiftmax_elem_acc(ap_int<32> score, bool keep, const swiftmax_regs
     ap_int<PW> prod = acc * r.a_mult;                                     // |prod| <= 2^(PW-2)
     ap_int<PW + 2> half = (ap_int<PW + 2>(1) << r.a_shift) >> 1;          // 2^(a_shift-1), 0 for a_shift = 0
     ap_int<PW + 2> u0 = (ap_int<PW + 2>(prod) + half) >> r.a_shift;      // round half up (floor of + half)
-    ap_int<PW + 3> u = u0 + r.b_beta;
+    ap_int<PW + 3> u = u0 + b_beta;
     ap_int<PW + 3> ul = u < r.u_lo ? ap_int<PW + 3>(r.u_lo) : u;          // np.clip = min(max(u, lo), hi)
     sm_reg_t uc = ul > r.u_hi ? ap_int<PW + 3>(r.u_hi) : ul;
-    ap_int<RB + 1> t = uc + r.c_out;                                      // Q.12 exponent, s25
+    ap_int<RB + 1> t = uc + c_out;                                        // Q.12 exponent, s25
     sm_p_t p = pow2_unit<0, swiftmax_fmt::OUT_BITS, RB + 1>(t, rom);
     return keep ? p : sm_p_t(0);
 }
 
-// One SwiftMax element of the v1 kernel (24-bit score input, swiftmax_fmt::ACC_BITS).
-inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r,
+// One SwiftMax element of the v1 kernel (24-bit score input, swiftmax_fmt::ACC_BITS) of head `head`:
+// the shared registers of r and entry `head` of its b_beta / c_out memories.
+inline sm_p_t swiftmax_elem(ap_int<32> score, bool keep, const swiftmax_regs& r, sm_head_t head,
                             const pow2_rom::entry_t rom[pow2_rom::ENTRIES] = pow2_rom::TABLE) {
 #pragma HLS INLINE
-    return swiftmax_elem_acc<swiftmax_fmt::ACC_BITS>(score, keep, r, rom);
+    return swiftmax_elem_acc<swiftmax_fmt::ACC_BITS>(score, keep, r, r.b_beta[head], r.c_out[head], rom);
 }
 
 }  // namespace vckattn

@@ -14,8 +14,9 @@ header                 contents (golden source)
                        (``acc_bits``, ``t_frac``, ``stat_bits``, ...) and ``C_SHIFT``
 ``<kernel>_regs.h``    a kernel's register map (:func:`render_regs`) from its one declaration in
                        golden (e.g. :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap`): the
-                       struct ``<kernel>_regs`` of its writable registers, an X-macro listing
-                       them with width, signedness and offset, and the ID/VERSION constants
+                       struct ``<kernel>_regs`` of its writable registers and memories (arrays),
+                       X-macros listing them with width, signedness, offset (and depth), the
+                       ID/VERSION constants (SwiftMax: also MAX_HEADS / HEAD_BITS)
 =====================  =========================================================================
 
 Each table header defines, in ``namespace vckattn::<name>_rom``, the unit's configuration as
@@ -165,7 +166,8 @@ def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat()
          "INTERP": t.interp})
     return [HeaderSpec("pow2_table.h", pow2), HeaderSpec("rsqrt_table.h", rsqrt), HeaderSpec("tanh_table.h", tanh),
             HeaderSpec("formats.h", _render_formats(sm, nf)),
-            *(HeaderSpec(f"{k}_regs.h", render_regs(k, rm, f"vckattn.golden.{k}_int.{k}_regmap()"))
+            *(HeaderSpec(f"{k}_regs.h",
+                         render_regs(k, rm, f"vckattn.golden.{k}_int.{k}_regmap()", _register_defines(k)))
               for k, rm in REGISTER_HEADERS.items())]
 
 
@@ -173,26 +175,52 @@ def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat()
 REGISTER_HEADERS: dict[str, RegisterMap] = {"swiftmax": swiftmax_regmap()}
 
 
-def render_regs(kernel: str, regmap: RegisterMap, source: str) -> str:
+def _register_defines(kernel: str) -> dict[str, tuple[int, str]]:
+    """Kernel-specific build constants a register header defines besides the map (name -> value, doc)."""
+    if kernel == "swiftmax":
+        sm = SwiftMaxFormat()
+        return {"MAX_HEADS": (sm.max_heads, "register sets (entries of b_beta / c_out): SwiftMaxFormat.max_heads"),
+                "HEAD_BITS": (sm.head_bits, "bits of the head index that selects one (log2 MAX_HEADS)")}
+    return {}
+
+
+def render_regs(kernel: str, regmap: RegisterMap, source: str,
+                defines: dict[str, tuple[int, str]] | None = None) -> str:
     """The C++ header of one kernel's register map (``hw/hls/generated/<kernel>_regs.h``).
 
     Defines ``VCKATTN_<KERNEL>_ID`` / ``_VERSION``, the X-macro ``VCKATTN_<KERNEL>_REGS(X)`` that calls
-    ``X(name, width, is_signed, offset)`` once per writable register in declaration order, and
-    ``struct vckattn::<kernel>_regs`` with one ``ap_int<w>``/``ap_uint<w>`` field per writable register
-    (an HLS top takes it as one ``s_axilite`` argument; a testbench fills it with the X-macro).
+    ``X(name, width, is_signed, offset)`` once per writable register in declaration order, the X-macro
+    ``VCKATTN_<KERNEL>_MEMS(X)`` that calls ``X(name, width, is_signed, offset, depth)`` once per memory
+    (entry ``i`` at ``offset + 4 i``) with ``VCKATTN_<KERNEL>_<MEM>_DEPTH``/``_OFFSET`` per memory,
+    ``VCKATTN_<KERNEL>_<NAME>`` for each of ``defines`` (name -> (value, doc)), and
+    ``struct vckattn::<kernel>_regs`` with one ``ap_int<w>``/``ap_uint<w>`` field per writable register and
+    one array ``ap_int<w> name[depth]`` per memory (an HLS top takes it as one ``s_axilite`` argument; a
+    testbench fills it with the X-macros).
     """
     up = kernel.upper()
     guard = f"VCKATTN_GENERATED_{up}_REGS_H"
     lines = [_BANNER, f"// Register map of the {kernel} kernel. Source: {source}.",
-             "// Writable registers in declaration order: X(name, width, is_signed, byte offset).",
+             "// Writable registers in declaration order: X(name, width, is_signed, byte offset);",
+             "// memories: X(name, width, is_signed, byte offset of entry 0, depth), entry i at offset + 4 i.",
              f"#ifndef {guard}", f"#define {guard}", "", "#include <ap_int.h>", "",
-             f"#define VCKATTN_{up}_ID 0x{regmap.ident:08X}u", f"#define VCKATTN_{up}_VERSION {regmap.version}", "",
-             f"#define VCKATTN_{up}_REGS(X) \\"]
+             f"#define VCKATTN_{up}_ID 0x{regmap.ident:08X}u", f"#define VCKATTN_{up}_VERSION {regmap.version}"]
+    for name, (value, doc) in (defines or {}).items():
+        lines.append(f"#define VCKATTN_{up}_{name} {int(value)}  // {doc}")
+    lines += ["", f"#define VCKATTN_{up}_REGS(X) \\"]
     for r in regmap.writable:
         lines.append(f"    X({r.name}, {r.width}, {int(r.signed)}, 0x{regmap.offset(r.name):02X}) \\")
+    lines += ["", f"#define VCKATTN_{up}_MEMS(X) \\"]
+    for m in regmap.mems:
+        lines.append(f"    X({m.name}, {m.width}, {int(m.signed)}, 0x{regmap.offset(m.name):02X}, {m.depth}) \\")
+    lines.append("")
+    for m in regmap.mems:
+        lines += [f"#define VCKATTN_{up}_{m.name.upper()}_OFFSET 0x{regmap.offset(m.name):02X}",
+                  f"#define VCKATTN_{up}_{m.name.upper()}_DEPTH {m.depth}"]
     lines += ["", "namespace vckattn {", "", f"struct {kernel}_regs {{"]
     for r in regmap.writable:
         lines.append(f"    ap_{'' if r.signed else 'u'}int<{r.width}> {r.name};  // {r.doc}")
+    for m in regmap.mems:
+        lines.append(f"    ap_{'' if m.signed else 'u'}int<{m.width}> {m.name}[{m.depth}];  // {m.doc}")
     lines += ["};", "", "}  // namespace vckattn", "", f"#endif  // {guard}", ""]
     return "\n".join(lines)
 

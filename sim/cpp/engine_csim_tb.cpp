@@ -332,6 +332,9 @@ int main(int argc, char** argv) {
 #define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
     VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
 #undef VCKATTN_COUNT_REG
+#define VCKATTN_COUNT_MEM(name, width, is_signed, offset, depth) n_regs += depth;
+    VCKATTN_SWIFTMAX_MEMS(VCKATTN_COUNT_MEM)
+#undef VCKATTN_COUNT_MEM
     if (argc < 9)
         fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES... REGISTERS...");
     g_dir = argv[1];
@@ -354,6 +357,10 @@ int main(int argc, char** argv) {
 #define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
+#define VCKATTN_PARSE_MEM(name, width, is_signed, offset, depth) \
+    for (int e = 0; e < depth; e++) regs.name[e] = std::strtol(argv[arg++], nullptr, 0);
+    VCKATTN_SWIFTMAX_MEMS(VCKATTN_PARSE_MEM)
+#undef VCKATTN_PARSE_MEM
     for (unsigned pl = 0; pl < pipelines; pl++) run_pipeline(pl, seed, corrupt, rq_mult, rq_shift, n_tiles[pl], regs);
     std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * d);
     for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(unsigned)g_a[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));

@@ -16,7 +16,8 @@
 //     written back after the kernel (slots it did not write keep their bytes).
 //   128-bit streams (q_out, k_out, v_out, s_in, o_in, p_out): 16 bytes a beat.
 //   32-bit streams (mask_out, mask_in): 4 bytes a beat.
-//   score streams (to_swiftmax, to_online_softmax): 20 bytes a beat: TDATA 16, TKEEP 2, TUSER 1, TLAST 1.
+//   score streams (to_swiftmax, to_online_softmax): 21 bytes a beat: TDATA 16, TKEEP 2, TUSER 2 (keep bits
+//   [0, 4), head [4, 4 + HEAD_BITS)), TLAST 1.
 //   P streams (from_swiftmax, from_online_softmax): 6 bytes a beat: TDATA 4, TUSER 1, TLAST 1.
 // stdout: one line "leftover NAME COUNT" per input stream (beats the kernel did not read) and, for
 // return, "framing_errors N". An hls::stream read while empty prints the C-sim model's WARNING line.
@@ -109,7 +110,7 @@ static void dump_score_stream(const char* name, hls::stream<score_beat>& s) {
         const score_beat sb = s.read();
         store_le<128>(sb.data, out);
         store_le<16>(ap_uint<16>(sb.keep), out);
-        out.push_back((uint8_t)(unsigned)sb.user);
+        store_le<16>(ap_uint<16>(sb.user), out);
         out.push_back((uint8_t)(unsigned)sb.last);
     }
     write_file(name, out);

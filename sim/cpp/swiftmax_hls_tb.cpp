@@ -3,9 +3,11 @@
 //
 // Binary protocol, every value a little-endian int64, stdin -> stdout:
 //   mode 0 (streaming top):
-//     in : 0, the writable registers in declaration order (VCKATTN_SWIFTMAX_REGS), n_beats,
-//          then n_beats x [s0, s1, s2, s3, tuser, tlast]   (s_l = int32 score of lane l)
-//     out: n_beats x [p0, p1, p2, p3, tuser, tlast]        (m_axis beats of swiftmax_hls)
+//     in : 0, the writable registers in declaration order (VCKATTN_SWIFTMAX_REGS), every memory's
+//          entries (VCKATTN_SWIFTMAX_MEMS: b_beta[0..MAX_HEADS), c_out[0..MAX_HEADS)), n_beats,
+//          then n_beats x [s0, s1, s2, s3, tuser, tlast]   (s_l = int32 score of lane l; tuser = keep
+//          bits [0, 4) | head << 4)
+//     out: n_beats x [p0, p1, p2, p3, tuser, tlast]        (m_axis beats of swiftmax_hls; tuser = keep)
 //   mode 1 (pow2 unit alone, pow2_unit<0, OUT_BITS, REG_BITS + 1>):
 //     in : 1, n, then n x t (Q.12 exponent, must fit REG_BITS + 1 signed bits)
 //     out: n x p
@@ -46,6 +48,10 @@ static void run_stream() {
 #define VCKATTN_READ_REG(name, width, is_signed, offset) regs.name = read1();
     VCKATTN_SWIFTMAX_REGS(VCKATTN_READ_REG)
 #undef VCKATTN_READ_REG
+#define VCKATTN_READ_MEM(name, width, is_signed, offset, depth) \
+    for (int i = 0; i < depth; i++) regs.name[i] = read1();
+    VCKATTN_SWIFTMAX_MEMS(VCKATTN_READ_MEM)
+#undef VCKATTN_READ_MEM
     const int64_t n = read1();
     std::vector<int64_t> in;
     read_n(in, n * 6);

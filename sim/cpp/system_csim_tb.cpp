@@ -4,6 +4,8 @@
 //   DDR desc/q/mask --mm2s_tiles--> q, mask     DDR kv --mm2s_kv--> k, v
 //   q, k   --qk_matmul (AIE kernel, scalar reference path of hw/aie/attention_kernels.h)--> s
 //   s, mask --score_switch_route--> scores --swiftmax_hls--> P --score_switch_return--> p
+//            (mask: per tile the query head word, then the mask words; the head rides on the score TUSER
+//            and selects the SwiftMax register set)
 //   v, p   --pv_matmul (AIE kernel, scalar reference path)--> o
 //   o      --s2mm_out--> DDR out
 //
@@ -13,7 +15,8 @@
 // stream interface; the online-softmax normalizer exists only as RTL (tested in cocotb), so select 1 is
 // refused here.
 //
-//   system_csim_tb DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift SWIFTMAX_REGISTERS (declaration order)
+//   system_csim_tb DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift SWIFTMAX_REGISTERS (declaration order,
+//                  then the b_beta and c_out memories' MAX_HEADS entries each; entry h for the tiles of head h)
 //
 // reads DIR/desc.bin, q.bin, mask.bin, kv.bin, out.bin (host/tile_buffers.py layouts), writes DIR/out_result.bin
 // (the out buffer after s2mm_out). stdout: "beats NAME N" per stream and "leftover NAME N" for every stream
@@ -100,14 +103,19 @@ vckattn_aie::PvWorkspace<Shape> pv_ws;
 }  // namespace
 
 int main(int argc, char** argv) {
-    // the SwiftMax registers follow in declaration order (VCKATTN_SWIFTMAX_REGS)
+    // the SwiftMax registers follow in declaration order (VCKATTN_SWIFTMAX_REGS), then every memory's
+    // entries (VCKATTN_SWIFTMAX_MEMS: b_beta[0..MAX_HEADS), c_out[0..MAX_HEADS), entry h = head h)
     int n_regs = 0;
 #define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
     VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
 #undef VCKATTN_COUNT_REG
+#define VCKATTN_COUNT_MEM(name, width, is_signed, offset, depth) n_regs += depth;
+    VCKATTN_SWIFTMAX_MEMS(VCKATTN_COUNT_MEM)
+#undef VCKATTN_COUNT_MEM
     if (argc != 8 + n_regs) {
         std::fprintf(stderr, "usage: %s DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift "
-                             "SWIFTMAX_REGISTERS... (%d, in declaration order)\n", argv[0], n_regs);
+                             "SWIFTMAX_REGISTERS... (%d: registers in declaration order, then the memories' "
+                             "entries)\n", argv[0], n_regs);
         return 2;
     }
     g_dir = argv[1];
@@ -120,6 +128,10 @@ int main(int argc, char** argv) {
 #define VCKATTN_PARSE_REG(name, width, is_signed, offset) sm_regs.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
+#define VCKATTN_PARSE_MEM(name, width, is_signed, offset, depth) \
+    for (int i = 0; i < depth; i++) sm_regs.name[i] = std::strtol(argv[arg++], nullptr, 0);
+    VCKATTN_SWIFTMAX_MEMS(VCKATTN_PARSE_MEM)
+#undef VCKATTN_PARSE_MEM
 
     std::vector<ap_uint<32> > desc = words<32>(read_file("desc.bin"));
     std::vector<ap_uint<128> > q = words<128>(read_file("q.bin"));

@@ -6,7 +6,8 @@ It models only what the host can observe:
 
 * the normalizers' AXI4-Lite register files, from the manifest's register maps: ``ID``/``VERSION``
   constants, ``rw`` registers keep the low ``width`` bits of a write and read back sign/zero-extended,
-  ``ro`` registers and unmapped offsets ignore writes (SLVERR) and unmapped reads return 0;
+  ``ro`` registers and unmapped offsets ignore writes (SLVERR) and unmapped reads return 0; memories
+  (SwiftMax v2: ``b_beta``/``c_out``) hold one such word per entry, entry ``i`` at ``offset + 4 i``;
 * a launch: once ``mm2s_tiles``, ``mm2s_kv``, ``s2mm_out`` and ``score_switch`` have been started
   (and, on the XRT card, the graph run for at least ``n_tiles`` iterations) the card decodes the
   *device-side* bytes of the input buffers with :mod:`vckattn.host.tile_buffers`, each mover with its
@@ -16,7 +17,8 @@ It models only what the host can observe:
   ``head_dim``). Movers that disagree on ``n_tiles``, ``head_dim`` or ``keys_pad`` are an error. The
   normalizer is the one ``score_switch``'s ``select`` routes to (``SCORE_SWITCH_SELECT``), its
   constants rebuilt from the register writes that kernel received at the manifest offsets (so a
-  write at a wrong offset, or a wrong ``select``, gives wrong results). Every tile is computed with
+  write at a wrong offset, or a wrong ``select``, gives wrong results); per-head SwiftMax constants: a
+  tile uses the memory entries of its descriptor's ``head``. Every tile is computed with
   :func:`vckattn.host.backends.base.compute_tile` and the device-side ``out`` buffer written (the
   host sees it only after syncing it back).
 
@@ -37,7 +39,7 @@ import numpy as np
 from vckattn.golden.funcunits import Pow2Config, RecipConfig
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters
 from vckattn.golden.requant import RequantRegisters
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxRegisters
+from vckattn.golden.swiftmax_int import HEAD_FIELDS, SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import compute_tile
 from vckattn.host.tiler import LayerJob, Tile
@@ -88,7 +90,11 @@ class FakeAttentionCard:
         for k in manifest.data["kernels"]:
             if k["kind"] == "rtl":
                 self.regs[k["name"]] = {int(r["offset"]): int(r.get("value", r.get("reset", 0))) & 0xFFFFFFFF
-                                        for r in k["registers"]}
+                                        for r in k["registers"] if r["kind"] != "mem"}
+                for r in k["registers"]:  # memories: one word per entry, entry i at offset + 4 i, 0 initially
+                    if r["kind"] == "mem":
+                        base, depth = int(r["offset"]), int(r.get("depth", 1))
+                        self.regs[k["name"]].update({base + 4 * i: 0 for i in range(depth)})
 
     # ---------------------------------------------------------------------------- bookkeeping
 
@@ -101,15 +107,18 @@ class FakeAttentionCard:
     # ---------------------------------------------------------------------------- registers
 
     def _reg(self, kernel: str, offset: int) -> dict | None:
+        """The register at ``offset``, or the memory one of whose entries it is."""
         for r in self.manifest.kernel(kernel)["registers"]:
             if int(r["offset"]) == offset:
+                return r
+            if r["kind"] == "mem" and 0 <= offset - int(r["offset"]) < 4 * int(r.get("depth", 1)) and offset % 4 == 0:
                 return r
         return None
 
     def reg_write(self, kernel: str, offset: int, word: int) -> None:
         self.record("reg.write", kernel=kernel, offset=int(offset), value=int(word))
         r = self._reg(kernel, int(offset))
-        if r is None or r["kind"] != "reg" or r["access"] != "rw":
+        if r is None or r["kind"] == "const" or r["access"] not in (("rw",) if r["kind"] == "reg" else ("rw", "wo")):
             return  # SLVERR: nothing changes
         self.regs[kernel][int(offset)] = int(word) & ((1 << int(r["width"])) - 1)
 
@@ -122,17 +131,33 @@ class FakeAttentionCard:
             return 0
         if r["name"] == "ID":
             return self.ids[kernel] & 0xFFFFFFFF
+        if r["kind"] == "mem" and r["access"] == "wo":
+            return 0  # no read-back port
         v, w = self.regs[kernel][int(offset)], int(r["width"])
         if r.get("signed") and v >> (w - 1):
             v -= 1 << w
         return v & 0xFFFFFFFF
 
-    def _value(self, kernel: str, name: str) -> int:
-        off = self.manifest.register_offset(kernel, name)
+    def _value(self, kernel: str, name: str, entry: int = 0) -> int:
+        """Register ``name`` (or entry ``entry`` of memory ``name``) as the kernel reads it."""
+        off = self.manifest.register_offset(kernel, name) + 4 * entry
         r = self._reg(kernel, off)
         assert r is not None
         v, w = self.regs[kernel][off], int(r["width"])
         return v - (1 << w) if r["signed"] and v >> (w - 1) else v
+
+    def _swiftmax(self, kernel: str) -> SwiftMaxRegisters | SwiftMaxHeads:
+        """The SwiftMax constants as written: register map v2 (``b_beta``/``c_out`` memories) gives one set per
+        memory entry (:class:`SwiftMaxHeads` of ``depth`` heads; a tile of head ``h`` uses set ``h``), a v1 map
+        (all scalar registers) one set."""
+        entries = {r["name"]: r for r in self.manifest.kernel(kernel)["registers"]}
+        shared = {r.name: self._value(kernel, r.name) for r in SwiftMaxRegisters.regmap.writable}
+        if all(entries.get(n, {}).get("kind") == "mem" for n in HEAD_FIELDS):
+            depth = min(int(entries[n].get("depth", 1)) for n in HEAD_FIELDS)
+            return SwiftMaxHeads([SwiftMaxRegisters(**shared, **{n: self._value(kernel, n, h) for n in HEAD_FIELDS},
+                                                    out_frac=0) for h in range(depth)])
+        vals = {n: self._value(kernel, n) for n in HEAD_FIELDS}
+        return SwiftMaxRegisters(**shared, **vals, out_frac=0)  # out_frac is folded into c_out; no register
 
     def layer_from_registers(self, select: int, rq_mult: int, rq_shift: int) -> SimpleNamespace:
         """The layer constants as the hardware sees them: the normalizer ``score_switch``'s ``select``
@@ -145,8 +170,7 @@ class FakeAttentionCard:
         fmts = self.manifest.data["formats"]
         sm = on = None
         if norm == "swiftmax":
-            vals = {r.name: self._value(kernel, r.name) for r in SwiftMaxRegisters.regmap.writable}
-            sm = SwiftMaxRegisters(**vals, out_frac=0)  # out_frac is folded into c_out; no register
+            sm = self._swiftmax(kernel)
         else:
             on = OnlineSoftmaxRegisters(**{r.name: self._value(kernel, r.name)
                                            for r in OnlineSoftmaxRegisters.regmap.writable})
@@ -156,6 +180,17 @@ class FakeAttentionCard:
                                rq_a=RequantRegisters(np.int64(rq_mult), np.int64(rq_shift)))
 
     # ---------------------------------------------------------------------------- launches
+
+    @staticmethod
+    def _tile_layer(layer: SimpleNamespace, tile: Tile) -> SimpleNamespace:
+        """``layer`` with the SwiftMax register set of the tile's query head (its descriptor's ``head``, which
+        the hardware carries to the normalizer: mask stream -> score TUSER)."""
+        if not isinstance(layer.swiftmax, SwiftMaxHeads):
+            return layer
+        if not 0 <= tile.head < layer.swiftmax.n_heads:
+            raise ValueError(f"tile {tile.tile_id}: head {tile.head} outside the {layer.swiftmax.n_heads} "
+                             "register sets")
+        return SimpleNamespace(**{**vars(layer), "swiftmax": layer.swiftmax[tile.head]})
 
     def start(self, kernel: str, args: dict[str, Any]) -> FakeRun:
         run = FakeRun(self, kernel, args)
@@ -225,7 +260,8 @@ class FakeAttentionCard:
         out_desc = tb.desc_fields(out_run.args["desc"].device_bytes(), n)
         try:
             records = [(od["tile_id"], od["rows"], BAD_STATUS if od["tile_id"] == self.status_tile else tb.STATUS_OK,
-                        compute_tile(layer, job, t)) for t, od in zip(tiles, out_desc, strict=True)]  # type: ignore[arg-type]
+                        compute_tile(self._tile_layer(layer, t), job, t))  # type: ignore[arg-type]
+                       for t, od in zip(tiles, out_desc, strict=True)]
         except ValueError as exc:
             raise RuntimeError(f"FAKE: the card's registers hold values the golden model refuses: {exc}") from exc
         if self.out_fault and self.launches == self.fault_launch and len(records) > 1:

@@ -328,6 +328,7 @@ Status qk_command(In& cmd, PktOut& s, QkWorkspace& ws, uint32_t* hdr = nullptr) 
     VCKATTN_PUT(h, PACKET_ELEM_BITS, static_cast<uint32_t>(S::SCORE_BITS));
     VCKATTN_PUT(h, PACKET_ROWS, rows);
     VCKATTN_PUT(h, PACKET_COUNT, count);
+    VCKATTN_PUT(h, PACKET_HEAD, VCKATTN_GET(w, COMMAND_HEAD));  // the tile's query head: the PL's register set
     s.write16(h, false);
     const int beats = static_cast<int>(count) / S::SCORES_PER_BEAT;
     const uint8_t* payload = reinterpret_cast<const uint8_t*>(ws.sc);  // little endian, like the stream
