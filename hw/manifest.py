@@ -402,7 +402,8 @@ def load_manifest(path: str | Path) -> Manifest:
 def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = None, seq_len: int | None = None) -> None:
     """Refuse a bundle (and a sequence length) this build cannot run, naming the mismatch.
 
-    Checks: head size among the tile's ``head_dims``; every requested layer's normalizer built in;
+    Checks: head size among the tile's ``head_dims``; the model's heads within the SwiftMax kernel's register
+    sets (``max_heads``); every requested layer's normalizer built in;
     the bundle's SwiftMax / online-softmax formats equal to the build's (else the kernels would compute
     something else than the golden model the bundle was exported for; an engine build's SwiftMax input
     width is its score width, and each layer needs its ``score_absmax``); ``seq_len`` within
@@ -423,6 +424,13 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
             # the host narrows the bundle's int32-score layer (narrow_layer), every other field must match
             got.pop("acc_bits", None)
             want.pop("acc_bits", None)
+        if fmt_name == "swiftmax":  # register sets the build holds (a build parameter, not a numeric format)
+            heads, max_heads = int(m["model"]["num_heads"]), want.pop("max_heads", 1)
+            got.pop("max_heads", None)
+            if "swiftmax" in manifest.data["normalizers"] and heads > max_heads:
+                raise ManifestError(where, "formats.swiftmax.max_heads",
+                                    f"the bundle's model has {heads} heads; this build's SwiftMax kernel holds "
+                                    f"{max_heads} register sets (one per head)")
         if got != want:
             diff = sorted(k for k in set(got) | set(want) if got.get(k) != want.get(k))
             raise ManifestError(where, f"formats.{fmt_name}",

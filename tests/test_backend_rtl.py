@@ -52,7 +52,7 @@ def test_rtl_backend_catches_a_manifest_that_disagrees_with_the_rtl():
     data = copy.deepcopy(good.data)
     regs = next(k for k in data["kernels"] if k["name"] == "swiftmax")["registers"]
     by_name = {r["name"]: r for r in regs}
-    by_name["u_hi"]["offset"], by_name["c_out"]["offset"] = by_name["c_out"]["offset"], by_name["u_hi"]["offset"]
+    by_name["u_hi"]["offset"], by_name["u_lo"]["offset"] = by_name["u_lo"]["offset"], by_name["u_hi"]["offset"]
     with RtlDevice(Manifest(data, good.file)) as dev:
         lr = run_layer(dev, layer, x, keep)
     _, ints = attention_int(layer, x, keep)

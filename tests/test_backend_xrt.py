@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -80,9 +81,12 @@ def test_register_writes_land_at_manifest_offsets(monkeypatch, tmp_path):
         dev.configure(layer)
         read = dev.verify_registers()
     table = {r["name"]: r for r in MANIFEST.kernel("swiftmax")["registers"]}
-    regs = layer.swiftmax.registers()  # every writable register (out_frac is none)
-    want = {(int(table[n]["offset"]), v & 0xFFFFFFFF) for n, v in regs.items()}
-    assert len(want) == len([r for r in table.values() if r["access"] == "rw"])
+    depth = int(table["b_beta"]["depth"])
+    regs = layer.swiftmax.register_values(replace(layer.sm_fmt, max_heads=depth))  # shared ints, per-head lists
+    want = {(int(table[n]["offset"]) + 4 * i, e & 0xFFFFFFFF)
+            for n, v in regs.items() for i, e in enumerate(v if isinstance(v, list) else [v])}
+    scalars = [r for r in table.values() if r["access"] == "rw" and r["kind"] == "reg"]
+    assert len(want) == len(scalars) + 2 * depth  # every shared register, every entry of b_beta and c_out
     writes = {(e["offset"], e["value"]) for e in card.ops("reg.write")}
     assert writes == want and all(e["kernel"] == "swiftmax" for e in card.ops("reg.write"))
     assert regs["u_lo"] < 0 and (int(table["u_lo"]["offset"]), regs["u_lo"] + (1 << 32)) in writes  # two's complement
@@ -92,11 +96,11 @@ def test_register_writes_land_at_manifest_offsets(monkeypatch, tmp_path):
 
 
 def test_wrong_register_offset_gives_wrong_results(monkeypatch, tmp_path):
-    """The fake card decodes registers at the manifest offsets: a host writing a_mult and b_beta at
+    """The fake card decodes registers at the manifest offsets: a host writing u_lo and u_hi at
     each other's offsets gets results that differ from the golden model."""
     def swap(data):
         regs = next(k for k in data["kernels"] if k["name"] == "swiftmax")["registers"]
-        a, s = (next(r for r in regs if r["name"] == n) for n in ("a_mult", "b_beta"))
+        a, s = (next(r for r in regs if r["name"] == n) for n in ("u_lo", "u_hi"))
         a["offset"], s["offset"] = s["offset"], a["offset"]
     layer, job = make_layer("swiftmax"), make_job(MANIFEST)
     _, dev = _setup(monkeypatch, tmp_path, manifest=manifest_edit(MANIFEST, swap), card_manifest=MANIFEST)

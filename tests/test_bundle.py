@@ -12,7 +12,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import numpy as np
@@ -26,10 +26,10 @@ from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softmax_registers
 from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_head_registers
-from vckattn.host.export.writer import numeric_formats
 from vckattn.host import bundle as B
 from vckattn.host import cli
 from vckattn.host.bundle import Bundle, BundleError, describe, load_bundle, write_bundle
+from vckattn.host.export.writer import numeric_formats
 
 D, HEADS, HEAD_DIM, VOCAB = 8, 2, 4, 32
 S_H = 0.05  # scale of the block input h (BHyT statistic)

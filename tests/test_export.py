@@ -34,15 +34,18 @@ HELD_OUT = 12  # held-out sentences the integer layers run on
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory):
     """Bundles of MiniLM + the float model's hidden states on real text. Bundles: ``softmax`` and ``swiftmax``
-    (max-abs scales; SwiftMax β, γ = the mean-statistics init), ``percentile`` (SwiftMax with the max-z_max init,
-    99.99th-percentile scales)."""
+    (max-abs scales; SwiftMax β, γ per layer = the mean-statistics init, written despite the export check),
+    ``percentile`` (SwiftMax with the per-layer max-z_max init, 99.99th-percentile scales)."""
     from vckattn.golden.blocks import BertLayer
     from vckattn.golden.models import load_minilm
 
     out = tmp_path_factory.mktemp("minilm")
     seconds, bundles = {}, {}
-    for name, kw in (("softmax", {"normalizer": "softmax"}), ("swiftmax", {"normalizer": "swiftmax"}),
-                     ("percentile", {"normalizer": "swiftmax", "method": "percentile", "swiftmax_init": "max"})):
+    for name, kw in (("softmax", {"normalizer": "softmax"}),
+                     ("swiftmax", {"normalizer": "swiftmax", "swiftmax_init": "mean", "swiftmax_per_head": False,
+                                   "allow_low_fidelity": True}),  # the paper's init fails the export check
+                     ("percentile", {"normalizer": "swiftmax", "method": "percentile", "swiftmax_init": "max",
+                                     "swiftmax_per_head": False})):
         t0 = time.perf_counter()
         path = export_checkpoint("minilm", out / name, progress=False, **kw)
         seconds[name] = time.perf_counter() - t0
@@ -156,9 +159,9 @@ def test_minilm_float_vs_quantized_error(minilm):
 def test_minilm_swiftmax_init_matches_collect_softmax_stats(minilm):
     b = minilm["bundles"]["swiftmax"]
     assert "initialised from calibration" in b.manifest["calibration"]["data"]
-    for entry, st in zip(b.manifest["layers"], minilm["stats"], strict=True):
-        assert entry["swiftmax"]["beta"] == pytest.approx(st["beta"], rel=1e-4)
-        assert entry["swiftmax"]["gamma"] == pytest.approx(st["gamma"], rel=1e-4)
+    for entry, st in zip(b.manifest["layers"], minilm["stats"], strict=True):  # per layer: one value, every head
+        assert entry["swiftmax"]["beta"] == pytest.approx([st["beta"]] * 12, rel=1e-4)
+        assert entry["swiftmax"]["gamma"] == pytest.approx([st["gamma"]] * 12, rel=1e-4)
         check_registers(to_quant_layer(b, entry["index"]).swiftmax)
 
 
@@ -173,7 +176,7 @@ def test_minilm_percentile_scales(minilm):
         for s in ("s_x", "s_q", "s_k", "s_v"):  # s_a depends on the normalizer
             assert 0 < ep["scales"][s] <= em["scales"][s]
         assert ep["scales"]["s_x"] == pytest.approx(np.percentile(np.abs(cx[i]), 99.99) / 127, rel=1e-12)
-        assert ep["swiftmax"]["beta"] > minilm["stats"][i]["beta"]  # the largest z_max, not the mean
+        assert min(ep["swiftmax"]["beta"]) > minilm["stats"][i]["beta"]  # the largest z_max, not the mean
     # weights do not depend on the activation calibration
     assert np.array_equal(pct.tensors["layers.0.q_proj.weight"], mm.tensors["layers.0.q_proj.weight"])
 
@@ -277,7 +280,9 @@ def test_golden_bhyt_model_export(tmp_path):
     man = b.manifest
     assert man["source"]["kind"] == "state-dict" and man["norm"] == "bhyt"
     assert man["model"]["num_kv_heads"] == 2 and man["model"]["vocab_size"] == 256
-    assert man["layers"][1]["swiftmax"]["beta"] == 1.5 and man["layers"][1]["swiftmax"]["gamma"] == 4.0
+    heads = man["model"]["num_heads"]  # the checkpoint's per-layer β, γ: the same for every head
+    sm = man["layers"][1]["swiftmax"]
+    assert sm["beta"] == [1.5] * heads and sm["gamma"] == [4.0] * heads
     assert "from the checkpoint for layers [1]" in man["calibration"]["data"]
     expect = _independent_bhyt_calibration(_tiny_bhyt_stack(), sentences)
     for i, (entry, exp) in enumerate(zip(man["layers"], expect, strict=True)):
@@ -323,7 +328,8 @@ def test_hf_converted_llama_vit_and_bare_safetensors(tmp_path):
     b = load_bundle(export_checkpoint(tmp_path / "llama", tmp_path / "llama.b", sentences, progress=False))
     man = b.manifest
     assert man["norm"] == "bhyt" and man["source"]["kind"] == "hf-folder"
-    assert (man["layers"][1]["swiftmax"]["beta"], man["layers"][1]["swiftmax"]["gamma"]) == (2.0, 5.0)
+    # the checkpoint's per-layer β, γ: the same for each of the 6 query heads
+    assert (man["layers"][1]["swiftmax"]["beta"], man["layers"][1]["swiftmax"]["gamma"]) == ([2.0] * 6, [5.0] * 6)
     for e in man["layers"]:
         assert e["bhyt"]["lam_attn"] == 1.5 and e["bhyt"]["seq_len"] == 512
         assert e["bhyt"]["c_attn"] == pytest.approx(float(norms[e["index"]].c_attn), rel=1e-6)
@@ -426,3 +432,36 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     assert not (tmp_path / "never").exists()
     rc, _, err = _cli(capsys, "minilm", "--out", out, "--normalizer", "consmax")
     assert rc == 2 and "consmax" in err
+
+
+def test_export_refuses_a_layer_that_does_not_follow_its_float_layer(tmp_path, capsys):
+    """The export check: mean-initialised (untuned) SwiftMax puts MiniLM layer 0's P far outside its 8-bit format,
+    so the integer layer does not follow its float layer. `export` refuses in one line (the layer, the worst head,
+    the figures, the fix), exit 3, and writes nothing; --allow-low-fidelity writes it with the warning recorded,
+    which `inspect` shows. The default (per-head `max`) passes the check with every figure recorded."""
+    out = tmp_path / "b"
+    args = ["export", "minilm", "--out", str(out), "--swiftmax-init", "mean", "--max-layers", "1", "--quiet"]
+    code = cli.main(args)
+    err = capsys.readouterr().err
+    assert code == 3 and len(err.strip().splitlines()) == 1, err
+    assert "layer 0 output cosine" in err and "worst head" in err and "below 0.9:" in err and "--swiftmax-init max" \
+        in err and "Traceback" not in err
+    assert not out.exists()
+    code = cli.main([*args, "--allow-low-fidelity"])
+    assert code == 0, capsys.readouterr().err
+    b = load_bundle(out)
+    (warning,) = b.manifest["warnings"]
+    assert warning.startswith("layer 0 output cosine")
+    fid = b.manifest["layers"][0]["fidelity"]
+    assert fid["cosine"] < 0.9 and len(fid["head_cosine"]) == 12 and fid["threshold"] == 0.9
+    capsys.readouterr()
+    assert cli.main(["inspect", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "warning" in shown and "layer 0 output cosine" in shown
+    good = tmp_path / "good"
+    assert cli.main(["export", "minilm", "--out", str(good), "--max-layers", "2", "--quiet"]) == 0
+    gb = load_bundle(good)
+    assert "warnings" not in gb.manifest
+    for e in gb.manifest["layers"]:
+        f = e["fidelity"]
+        assert min(f["cosine"], *f["head_cosine"]) >= 0.9 and len(set(e["swiftmax"]["beta"])) == 12, f

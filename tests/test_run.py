@@ -23,6 +23,14 @@ LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", 
 def minilm_bundle(tmp_path_factory):
     out = tmp_path_factory.mktemp("run") / "minilm"
     return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
+                             max_layers=2, progress=False, swiftmax_per_head=False)
+
+
+@pytest.fixture(scope="module")
+def minilm_heads_bundle(tmp_path_factory):
+    """The export default: per-head β/γ (a register set per head)."""
+    out = tmp_path_factory.mktemp("run") / "minilm_heads"
+    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
                              max_layers=2, progress=False)
 
 
@@ -125,9 +133,10 @@ def test_run_llama_rope_gqa_causal_on_emu(tmp_path, capsys):
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-def test_run_rtl_minilm_layer0_bit_exact(minilm_bundle, tmp_path, capsys):
+def test_run_rtl_minilm_layer0_bit_exact(minilm_heads_bundle, tmp_path, capsys):
+    """Per-head constants: each tile's rows carry its head on TUSER; the kernel's per-head memories select."""
     js = tmp_path / "r.json"
-    code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "rtl", "--layers", "0",
+    code, _, err = _cli(capsys, "run", "--bundle", str(minilm_heads_bundle), "--backend", "rtl", "--layers", "0",
                         "--text", "Attention on the Versal array.", "--json", str(js), "--quiet", "--seed", "7")
     assert code == 0, err
     rep = json.loads(js.read_text())
@@ -149,11 +158,24 @@ def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
     assert all(r["cosine"] > 0.99 for r in rep["layers"])
 
 
+@pytest.mark.tool("g++", "hls4ml")
+def test_run_csim_minilm_per_head_bit_exact(minilm_heads_bundle, tmp_path, capsys):
+    """Per-head constants through the Versal build's C++: the head rides the descriptor, the mask stream and
+    the score TUSER to the HLS SwiftMax's per-head registers."""
+    js = tmp_path / "r.json"
+    code, _, err = _cli(capsys, "run", "--bundle", str(minilm_heads_bundle), "--backend", "csim", "--layers", "0",
+                        "--text", TEXT, "--json", str(js), "--quiet")
+    assert code == 0, err
+    (r,) = json.loads(js.read_text())["layers"]
+    assert r["bit_exact"] is True and r["cosine"] > 0.95, r
+
+
 def test_run_min_cosine_refuses_a_bundle_whose_layers_do_not_follow_the_float_model(tmp_path, capsys):
-    """A default-init (untuned) SwiftMax export of MiniLM runs bit-exact but its layers do not follow the float
-    model: `run` says so in one line and exits 3 (1 stays "not bit-exact"); --min-cosine -1 accepts it."""
+    """A mean-init (untuned) SwiftMax export of MiniLM, written despite the export check, runs bit-exact but its
+    layers do not follow the float model: `run` says so in one line and exits 3 (1 stays "not bit-exact");
+    --min-cosine -1 accepts it."""
     bundle = export_checkpoint("minilm", tmp_path / "mean", real_sentences(12), normalizer="swiftmax",
-                               swiftmax_init="mean", max_layers=1, progress=False)
+                               swiftmax_init="mean", max_layers=1, progress=False, allow_low_fidelity=True)
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--json", str(js), "--quiet")
     rep = json.loads(js.read_text())  # the report is written either way

@@ -73,6 +73,7 @@ def swiftmax_beta_gamma(m: LoadedModel, i: int, cap: Captured, swiftmax_init: st
     return b, g, "calibration"
 
 
+@torch.no_grad()
 def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: str,
                    percentile: float) -> tuple[dict, tuple[np.ndarray, np.ndarray]]:
     """Site A/M registers of BHyT layer ``i`` (golden bhyt_site_registers) from calibrated scales: the manifest's

@@ -7,9 +7,10 @@ normalizer and constants (:func:`.reference.float_layer`): for the layer, the me
 attention output (after W_O, real tokens); for each query head ``h``, the same cosine with only that head's
 output taken from the integer layer (``y_float + (a_int,h − a_float,h)·W_O,hᵀ``): the head's share of the
 layer's error, in the units of the layer's output (a head's own output before W_O is int8 at the layer's
-scale, too coarse for a small head to be judged alone). This measures only what quantization loses — not what replacing softmax by untuned SwiftMax costs the model (``vckattn eval``
-measures that). A layer or head below ``threshold`` fails the export unless the user allows it
-(``vckattn export --allow-low-fidelity``), in which case the bundle records the warning.
+scale, too coarse for a small head to be judged alone). This measures only what quantization loses — not
+what replacing softmax by untuned SwiftMax costs the model (``vckattn eval`` measures that). A layer or head
+below ``threshold`` fails the export unless the user allows it (``vckattn export --allow-low-fidelity``), in
+which case the bundle records the warning.
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from .capture import Captured
 from .reference import float_layer
 from .sources import LoadedModel
 
-#: the default threshold on both the layer's and every head's mean cosine (``--min-fidelity``)
-DEFAULT_MIN_FIDELITY = 0.95
+#: the default threshold on both the layer's and every head's mean cosine (``--min-fidelity``): every layer of the
+#: online-softmax baseline of MiniLM, SmolLM2 and ViT passes it (lowest measured: SmolLM2 layer 14, 0.949), and
+#: the untuned mean-init SwiftMax MiniLM fails it in five of six layers (README "Export")
+DEFAULT_MIN_FIDELITY = 0.9
 
 
 def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:

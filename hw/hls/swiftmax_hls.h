@@ -8,9 +8,9 @@
 // t is s25 in Q.12 (F = T_FRAC = 12); pow2_unit<0, OUT_BITS>(t) = clamp(round_half_up(2^t), 0, 255);
 // p = 0 where keep == 0.
 // Registers: struct vckattn::swiftmax_regs from generated/swiftmax_regs.h, generated from their one
-// declaration (golden/swiftmax_int.py swiftmax_regmap v2; names, widths and meanings there): a_mult,
-// a_shift, u_lo, u_hi shared by every head; b_beta[h], c_out[h] (memories of MAX_HEADS = 32 entries) for
-// the scores of head h. The host computes the values (golden swiftmax_head_registers / SwiftMaxHeads) and
+// declaration (golden/swiftmax_int.py swiftmax_regmap v2; names, widths and meanings there): the scalar
+// registers are shared by every head; the two memories (MAX_HEADS = 32 entries each) hold head h's entry
+// for the scores of head h. The host computes the values (golden swiftmax_head_registers / SwiftMaxHeads) and
 // checks a_shift <= MAX_A_SHIFT (check_registers).
 //
 // Streams (hw/STREAMS.md "scores" and "P"):

@@ -26,8 +26,8 @@ Throughput ``lanes`` elements per cycle (1 beat/cycle) whenever the sink is read
 
 Registers (AXI4-Lite, 32-bit words): declared once, by
 :func:`vckattn.golden.swiftmax_int.swiftmax_regmap` (names, widths, signedness, offsets, meanings;
-the manifests record the table). Each writable register (``a_mult``, ``a_shift``, ``u_lo``,
-``u_hi``: shared by every head) feeds the lane input of the same name; ``elements`` and ``rows`` are
+the manifests record the table). Each writable register (shared by every head) feeds the lane input of
+the same name; ``elements`` and ``rows`` are
 read-only status counters. The per-head constants are the memories ``b_beta`` and ``c_out``
 (``fmt.max_heads`` entries each, entry ``h`` for the scores of head ``h``), one kernel read port each,
 shared by the lanes (a beat has one head): the ``b_beta`` port is addressed with the input beat's head in

@@ -12,7 +12,7 @@ S6    ``p = min((m + 2^(s-1)) >> s, 2^out_bits - 1)`` with ``s = 15 - min(n, cap
 ====  ======================================================================
 
 ``LATENCY = 6`` enabled cycles from ``acc``/``keep`` to ``p``. The shared register inputs
-(``a_mult``, ``a_shift``, ``u_lo``, ``u_hi``) are held constant while the kernel runs (they come from the
+(the map's writable registers) are held constant while the kernel runs (they come from the
 AXI4-Lite register block). ``b_beta`` and ``c_out`` are per-element values (the entries of the
 ``b_beta``/``c_out`` memories for the element's head): ``b_beta`` is sampled in the enabled cycle that
 computes S2 of an element (one enabled cycle after its ``acc``), ``c_out`` in the one that computes S3 (two
