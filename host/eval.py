@@ -8,13 +8,22 @@ two hooks per layer (:func:`attention_on`): one records the float hidden states 
 the other replaces the output of the attention's output projection W_O (before the residual add) by the
 device's dequantized output. Residuals, norms and MLPs stay float; so do layers that are not evaluated.
 
-The metric is the one a sentence-embedding model (MiniLM) is used for: the **mean-pooled sentence
-embedding** (:func:`vckattn.golden.calibrate.mean_pool` of the last hidden state) of held-out sentences
+Two metrics. Without ``task``, the one a sentence-embedding model (MiniLM) is used for: the **mean-pooled
+sentence embedding** (:func:`vckattn.golden.calibrate.mean_pool` of the last hidden state) of held-out sentences
 (:func:`vckattn.host.textdata.real_sentences` from ``start_topic`` 60, disjoint from the export's
-calibration sentences), compared by cosine with the **float softmax model** (the checkpoint as it is
-loaded). Three models are scored:
+calibration sentences), compared by cosine with the **float softmax model**. With ``task="rotten-tomatoes"``
+(a checkpoint with a sequence-classification head, e.g. the sentiment classifier of
+``host/experiments/swiftmax_sentiment.py``): the **accuracy** on the data set's test split
+(:func:`vckattn.host.datasets.rotten_tomatoes`, seed 0; disjoint from the train split that tuning uses and
+the validation split it evaluates on) and the agreement of each model's predictions with the softmax
+model's — the analogue of the SwiftMax paper's "SST-2 93.5 → 92.6".
 
-* ``float_softmax`` — the checkpoint itself (1.0 by definition; a check of the harness);
+The softmax model is ``reference`` (a checkpoint: the original model when the bundle's source was tuned with
+``vckattn calibrate swiftmax`` — its SwiftMax layers, and with ``--main-lr`` its weights, are not the original's)
+or, by default, the bundle's source checkpoint with every SwiftMax normalizer put back to softmax. Three models
+are scored:
+
+* ``float_softmax`` — the softmax model (cosine 1.0 by definition: a check of the harness);
 * ``float_swiftmax`` — the checkpoint with the bundle's SwiftMax β/γ in float on the evaluated layers
   (:func:`vckattn.golden.calibrate.apply_swiftmax`);
 * ``backend`` — the bundle's integer layers on the backend.
@@ -24,7 +33,9 @@ JSON report::
     {"report": "eval", "bundle", "backend", "device", "manifest", "checkpoint", "layers",
      "sentences": {"count", "start_topic", "tokens", "max_tokens"},
      "metric": "...",
-     "end_to_end": {"float_softmax" | "float_swiftmax" | "backend": {"mean_cosine", "min_cosine"}},
+     "task": null | "rotten-tomatoes", "reference": "...",
+     "end_to_end": {"float_softmax" | "float_swiftmax" | "backend": {"mean_cosine", "min_cosine"}
+                    (task: {"accuracy", "agreement"})},
      "per_layer": [{"layer", "normalizer", "beta", "gamma",
                     "backend_vs_float_layer": {"max_abs_error", "max_rel_error", "cosine"},
                     "backend_vs_softmax_model": {...}, "float_swiftmax_vs_softmax_model": {...},
@@ -69,6 +80,9 @@ DEFAULT_SENTENCES = 32
 DEFAULT_START_TOPIC = 60
 DEFAULT_MAX_TOKENS = 128
 METRIC = "mean-pooled sentence-embedding cosine to the float softmax model (mean and min over sentences)"
+TASKS = ("rotten-tomatoes",)
+TASK_METRIC = "accuracy on the test split (and agreement with the softmax model's predictions)"
+DEFAULT_TASK_SAMPLES = 256
 
 
 @dataclass
@@ -78,6 +92,7 @@ class EvalData:
     sentences: list[str]
     inputs: dict[str, torch.Tensor]
     keep: np.ndarray
+    labels: np.ndarray | None = None  # a task's labels (int64), None for the embedding metric
 
 
 def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
@@ -94,6 +109,23 @@ def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFA
                       max_length=min(max_tokens, int(m.info["max_seq_len"])))
     inputs = dict(enc) | ({"use_cache": False} if m.family == "llama" else {})
     return EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool))
+
+
+def task_data(m: LoadedModel, task: str, n: int = DEFAULT_TASK_SAMPLES, max_tokens: int = DEFAULT_MAX_TOKENS
+              ) -> EvalData:
+    """The first ``n`` snippets of ``task``'s test split, tokenized, with their labels."""
+    from vckattn.host import datasets
+
+    if task not in TASKS:
+        raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if m.tokenizer is None or m.classifier is None:
+        raise UserError(f"--task {task} scores a text classifier; this checkpoint has no sequence-classification "
+                        "head (config.json architectures)")
+    test = datasets.rotten_tomatoes(0).test
+    texts, labels = list(test.x)[:n], np.asarray(test.y[:n], np.int64)
+    enc = m.tokenizer(texts, padding=True, truncation=True, return_tensors="pt",
+                      max_length=min(max_tokens, int(m.info["max_seq_len"])))
+    return EvalData(texts, dict(enc), enc["attention_mask"].numpy().astype(bool), labels)
 
 
 def output_projection(m: LoadedModel, i: int) -> nn.Module:
@@ -145,11 +177,34 @@ def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: n
 
 @torch.no_grad()
 def embeddings(m: LoadedModel, data: EvalData) -> np.ndarray:
-    """Mean-pooled last hidden states (B, d) float64 of the model as it is now (hooks included)."""
+    """The model's outputs as it is now (hooks included): the classifier's logits (B, classes) for a task
+    (``data.labels`` set), else the mean-pooled last hidden states (B, d); float64."""
     from vckattn.golden.calibrate import mean_pool
 
+    if data.labels is not None:
+        assert m.classifier is not None
+        return m.classifier(**data.inputs).logits.double().numpy()
     out = m.model(**data.inputs)
     return mean_pool(out.last_hidden_state.double(), data.inputs["attention_mask"]).numpy()
+
+
+def accuracy(logits: np.ndarray, labels: np.ndarray, ref: np.ndarray) -> dict[str, float]:
+    """Accuracy of ``logits``' predictions and their agreement with the reference logits' predictions."""
+    pred = logits.argmax(-1)
+    return {"accuracy": float((pred == labels).mean()), "agreement": float((pred == ref.argmax(-1)).mean())}
+
+
+def softmax_everywhere(m: LoadedModel) -> LoadedModel:
+    """``m`` with every SwiftMax attention normalizer put back to softmax (the golden softmax; a checkpoint tuned
+    by ``vckattn calibrate swiftmax`` loads with its SwiftMax layers)."""
+    from vckattn.golden import convert
+    from vckattn.golden.normalizers import SwiftMax
+
+    attns = convert.attention_modules(m.model)
+    idx = [i for i, a in enumerate(attns) if isinstance(getattr(a, "vckattn_normalizer", None), SwiftMax)]
+    if idx:
+        convert.swap_attention_normalizer(m.model, "softmax", idx)
+    return m
 
 
 def cosine_to(emb: np.ndarray, ref: np.ndarray) -> dict[str, float]:
@@ -205,20 +260,21 @@ def quant_layers(bundle: Any, bundle_path: Path, layers: list[int], manifest: An
     return out
 
 
-def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float, float]]:
-    """β, γ of the evaluated SwiftMax layers of the bundle."""
-    out = {}
+def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float | list[float], float | list[float]]]:
+    """β, γ of the evaluated SwiftMax layers of the bundle: floats (schema 1) or one value per head."""
+    out: dict[int, tuple[float | list[float], float | list[float]]] = {}
     for e in bundle.manifest["layers"]:
         i = int(e["index"])
         if i in layers and e.get("swiftmax"):
-            out[i] = (float(e["swiftmax"]["beta"]), float(e["swiftmax"]["gamma"]))
+            b, g = e["swiftmax"]["beta"], e["swiftmax"]["gamma"]
+            out[i] = ([float(v) for v in b], [float(v) for v in g]) if isinstance(b, list) else (float(b), float(g))
     return out
 
 
 def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | None,
-                progress: bool) -> tuple[Any, list[int], LoadedModel]:
+                progress: bool, classifier: bool = False) -> tuple[Any, list[int], LoadedModel]:
     """The bundle, the layers to evaluate (default: all of the bundle's; UserError for others) and the source
-    model."""
+    model (with its classification head when ``classifier``)."""
     from vckattn.host.bundle import BundleError, load_bundle
     from vckattn.host.run import _source_model
 
@@ -232,14 +288,37 @@ def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | 
     if bad:
         raise UserError(f"{bundle_path}: --layers: no layer(s) {bad} in the bundle "
                         f"(it has {present[0]}..{present[-1]})")
-    return bundle, chosen, _source_model(bundle, checkpoint, progress)
+    return bundle, chosen, _source_model(bundle, checkpoint, progress, classifier)
+
+
+def reference_model(m: LoadedModel, reference: Path | str | None, progress: bool, classifier: bool) -> LoadedModel:
+    """The softmax model the scores compare with: ``reference`` loaded (softmax everywhere), or a second copy of
+    the bundle's source model with softmax everywhere (``m`` keeps its normalizers)."""
+    from vckattn.host import export
+
+    if reference is None:
+        import copy
+
+        return softmax_everywhere(copy.deepcopy(m))
+    try:
+        ref = export.load_model(export.resolve_checkpoint(reference), progress, classifier)
+    except export.ExportError as exc:
+        raise UserError(f"--reference: {exc}") from None
+    if ref.family != m.family or len(ref.layers) != len(m.layers) or ref.info["hidden_size"] != m.info["hidden_size"]:
+        raise UserError(f"--reference {reference}: a {ref.family} model of {len(ref.layers)} layers, hidden "
+                        f"{ref.info['hidden_size']}; the bundle's source is a {m.family} model of {len(m.layers)} "
+                        f"layers, hidden {m.info['hidden_size']}")
+    if classifier and ref.classifier is None:
+        raise UserError(f"--reference {reference}: no sequence-classification head")
+    return softmax_everywhere(ref)
 
 
 def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | None = None,
              manifest_path: Path | str | None = None, checkpoint: Path | None = None,
              n_sentences: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
              max_tokens: int = DEFAULT_MAX_TOKENS, device_options: dict | None = None,
-             progress: bool = True) -> dict:
+             progress: bool = True, task: str | None = None, reference: Path | str | None = None,
+             n_samples: int = DEFAULT_TASK_SAMPLES) -> dict:
     """Score the model with the bundle's layers on ``backend``; the JSON report of the module docstring."""
     from vckattn.golden.calibrate import apply_swiftmax
     from vckattn.host.export import layer_output
@@ -249,16 +328,20 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     t0 = time.perf_counter()
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
-    bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress)
+    if task is not None and task not in TASKS:
+        raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
     output_projection(m, chosen[0])  # refuses unsupported models before any work
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
     qls = quant_layers(bundle, bundle_path, chosen, manifest)
-    data = held_out(m, n_sentences, start_topic, max_tokens)
+    data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
+                                                                                           max_tokens)
     keep = data.keep
+    ref_m = reference_model(m, reference, progress, task is not None)
 
     ref_rec: dict[int, dict] = {}
-    with attention_on(m, qls, keep, None, ref_rec):
-        ref = embeddings(m, data)
+    with attention_on(ref_m, qls, keep, None, ref_rec):
+        ref = embeddings(ref_m, data)
 
     device = open_device(backend, manifest, **(device_options or {}))
     device.check_bundle(bundle, chosen, int(keep.shape[1]))
@@ -279,22 +362,29 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
         beta, gamma = sm.get(i, (None, None))
         norm = "swiftmax" if i in sm else "softmax"
         x = dev_rec[i]["x"]
-        f = layer_output(m, i, x, keep, dev_rec[i]["rope"], norm, beta if beta is not None else 0.0,
-                         gamma if gamma is not None else 1.0)
+        f = layer_output(m, i, x, keep, dev_rec[i]["rope"], norm, np.asarray(beta) if beta is not None else 0.0,
+                         np.asarray(gamma) if gamma is not None else 1.0)
         per_layer.append({"layer": i, "normalizer": norm, "beta": beta, "gamma": gamma,
                           "backend_vs_float_layer": errors(dev_rec[i]["out"], f, keep),
                           "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
                           "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
                           **stats[i]})
+    if task is None:
+        e2e = {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
+               "backend": cosine_to(dev, ref)}
+    else:
+        assert data.labels is not None
+        e2e = {"float_softmax": accuracy(ref, data.labels, ref), "float_swiftmax": accuracy(swift, data.labels, ref),
+               "backend": accuracy(dev, data.labels, ref)}
     return {"report": "eval", "bundle": str(bundle_path), "backend": backend, "device": device.where,
             "manifest": manifest.name, "checkpoint": str(bundle.manifest["source"]["path"] if checkpoint is None
                                                          else checkpoint),
-            "layers": chosen,
-            "sentences": {"count": len(data.sentences), "start_topic": start_topic, "tokens": int(keep.sum()),
-                          "max_tokens": max_tokens},
-            "metric": METRIC,
-            "end_to_end": {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
-                           "backend": cosine_to(dev, ref)},
+            "reference": str(reference) if reference is not None else "the source checkpoint with softmax",
+            "task": task, "layers": chosen,
+            "sentences": {"count": len(data.sentences), "start_topic": start_topic if task is None else None,
+                          "tokens": int(keep.sum()), "max_tokens": max_tokens},
+            "metric": METRIC if task is None else f"{task}: {TASK_METRIC}",
+            "end_to_end": e2e,
             "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
             "seconds": time.perf_counter() - t0}
 
@@ -315,14 +405,20 @@ def print_report(report: dict) -> None:
                   f"{r['backend_vs_softmax_model']['cosine']:.6f}",
                   f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r["tiles"]))
     s = report["sentences"]
-    e = Table(title=f"end to end: {report['metric']}; {s['count']} held-out sentences, {s['tokens']} tokens")
-    for col in ("model", "mean cosine", "min cosine"):
+    what = "held-out sentences" if report.get("task") is None else f"{report['task']} test snippets"
+    e = Table(title=f"end to end: {report['metric']}; {s['count']} {what}, {s['tokens']} tokens")
+    task = report.get("task")
+    cols = ("model", "mean cosine", "min cosine") if task is None else ("model", "accuracy", "agreement with softmax")
+    for col in cols:
         e.add_column(col, justify="left" if col == "model" else "right")
-    names = {"float_softmax": "float softmax (checkpoint)", "float_swiftmax": "float SwiftMax (bundle's β/γ)",
-             "backend": f"bundle on {b}"}
+    names = {"float_softmax": f"float softmax ({report['reference']})",
+             "float_swiftmax": "float SwiftMax (bundle's β/γ)", "backend": f"bundle on {b}"}
     for k, label in names.items():
         v = report["end_to_end"][k]
-        e.add_row(label, f"{v['mean_cosine']:.6f}", f"{v['min_cosine']:.6f}")
+        if task is None:
+            e.add_row(label, f"{v['mean_cosine']:.6f}", f"{v['min_cosine']:.6f}")
+        else:
+            e.add_row(label, f"{v['accuracy']:.4f}", f"{v['agreement']:.4f}")
     c = Console()
     c.print(t)
     c.print(e)
@@ -363,12 +459,14 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
     e2e = report["end_to_end"]
     keys = ("float_softmax", "float_swiftmax", "backend")
     fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    ax.bar(["float softmax", "float SwiftMax", f"bundle on {b}"], [e2e[k]["mean_cosine"] for k in keys],
-           color=["tab:gray", "tab:blue", "tab:orange"], label="mean")
-    ax.plot(range(3), [e2e[k]["min_cosine"] for k in keys], "k_", ms=20, label="min")
-    lo = min(e2e[k]["min_cosine"] for k in keys)
+    main, low, label = (("mean_cosine", "min_cosine", "sentence-embedding cosine to softmax")
+                        if report.get("task") is None else ("accuracy", "agreement", f"{report['task']} accuracy"))
+    ax.bar(["float softmax", "float SwiftMax", f"bundle on {b}"], [e2e[k][main] for k in keys],
+           color=["tab:gray", "tab:blue", "tab:orange"], label=main.replace("_", " "))
+    ax.plot(range(3), [e2e[k][low] for k in keys], "k_", ms=20, label=low.replace("_", " "))
+    lo = min(min(e2e[k][low], e2e[k][main]) for k in keys)
     ax.set_ylim(max(0.0, lo - 0.1 * (1 - lo) - 1e-4), 1.0 + 1e-4)
-    ax.set_ylabel("sentence-embedding cosine to softmax")
+    ax.set_ylabel(label)
     ax.legend(fontsize=8)
     fig.tight_layout()
     p2 = out_dir / "end_to_end.png"
@@ -377,6 +475,7 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
     return [p1, p2]
 
 
-__all__ = ["BACKEND_CHOICES", "EvalData", "Runner", "attention_on", "cosine_to", "device_runner", "embeddings",
-           "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection", "print_report",
-           "quant_layers", "swiftmax_constants", "write_json", "write_plots"]
+__all__ = ["BACKEND_CHOICES", "TASKS", "EvalData", "Runner", "accuracy", "attention_on", "cosine_to", "device_runner",
+           "embeddings", "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection", "print_report",
+           "quant_layers", "reference_model", "softmax_everywhere", "swiftmax_constants", "task_data", "write_json",
+           "write_plots"]

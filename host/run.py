@@ -54,7 +54,7 @@ class RunInputs:
     tokens: list[str] | None
 
 
-def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) -> LoadedModel:
+def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
     from vckattn.host import export
 
     src = bundle.manifest["source"]
@@ -67,7 +67,7 @@ def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool) ->
     if checkpoint is None and source.sha256() != src["sha256"]:
         raise UserError(f"{path}: the checkpoint changed since the bundle was exported (sha256 differs); "
                         "re-export or pass --checkpoint with the original")
-    return export.load_model(source, progress)
+    return export.load_model(source, progress, classifier)
 
 
 def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:

@@ -21,7 +21,7 @@ def bundle(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("eval") / "b"
     export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max", max_layers=2,
-                      progress=False)
+                      progress=False, swiftmax_per_head=False)
     return out
 
 
@@ -120,3 +120,92 @@ def test_help_has_an_example(capsys):
     assert main(["eval", "--help"]) == 0
     out = capsys.readouterr().out
     assert "example: vckattn export minilm" in out and "--manifest" in out
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> tuple[Path, Path]:
+    """A MiniLM sentiment-classifier checkpoint (BertForSequenceClassification; its head fitted for a few steps
+    on rotten-tomatoes train snippets so that its predictions mean something) and its 2-layer softmax bundle."""
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from vckattn.golden.models import minilm_dir
+    from vckattn.host import datasets
+    from vckattn.host.export import export_checkpoint
+    from vckattn.host.textdata import real_sentences
+
+    folder = tmp_path_factory.mktemp("clf") / "model"
+    tok = AutoTokenizer.from_pretrained(minilm_dir())
+    torch.manual_seed(0)
+    model = BertForSequenceClassification.from_pretrained(minilm_dir(), num_labels=2)
+    train = datasets.rotten_tomatoes(0).train
+    enc = tok(list(train.x)[:64], padding=True, truncation=True, max_length=48, return_tensors="pt")
+    opt = torch.optim.Adam(model.classifier.parameters(), lr=1e-2)
+    for _ in range(5):
+        loss = model(**enc, labels=torch.as_tensor(train.y[:64])).loss
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    model.eval().save_pretrained(folder)
+    tok.save_pretrained(folder)
+    bundle = folder.parent / "b"
+    export_checkpoint(folder, bundle, real_sentences(12), normalizer="softmax", max_layers=2, progress=False)
+    return folder, bundle
+
+
+def test_task_accuracy_of_a_classifier(classifier, tmp_path, capsys):
+    """--task rotten-tomatoes: accuracy of the softmax model (computed here independently), of the float
+    SwiftMax model and of the bundle on the backend, with agreement with the softmax model's predictions."""
+    import numpy as np
+    import torch
+    from transformers import AutoTokenizer, BertForSequenceClassification
+
+    from vckattn.host import datasets
+
+    folder, bundle = classifier
+    js = tmp_path / "t.json"
+    rc = main(["eval", "--bundle", str(bundle), "--task", "rotten-tomatoes", "--samples", "48", "--quiet",
+               "--json", str(js), "--plots", str(tmp_path / "plots")])
+    assert rc == 0, capsys.readouterr().err
+    r = json.loads(js.read_text())
+    assert r["task"] == "rotten-tomatoes" and r["sentences"]["count"] == 48
+    e = r["end_to_end"]
+    assert set(e["backend"]) == {"accuracy", "agreement"} and e["float_softmax"]["agreement"] == 1.0
+    test = datasets.rotten_tomatoes(0).test
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = BertForSequenceClassification.from_pretrained(folder).eval()
+    enc = tok(list(test.x)[:48], padding=True, truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        pred = model(**enc).logits.argmax(-1).numpy()
+    assert e["float_softmax"]["accuracy"] == pytest.approx(float(np.mean(pred == test.y[:48])), abs=1e-12)
+    assert e["float_swiftmax"] == e["float_softmax"]  # a softmax bundle: no SwiftMax layer
+    assert e["backend"]["agreement"] >= 0.9  # the integer softmax layers keep the predictions
+    assert (tmp_path / "plots" / "end_to_end.png").stat().st_size > 1000
+    assert "accuracy" in capsys.readouterr().out
+
+
+def test_task_needs_a_classifier_and_reference_must_match(bundle, tmp_path, capsys):
+    from hf_tiny import tiny_bert
+    from transformers import AutoTokenizer
+
+    from vckattn.golden.models import minilm_dir
+
+    assert main(["eval", "--bundle", str(bundle), "--task", "rotten-tomatoes", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "no sequence-classification head" in err and err.count("\n") == 1
+    other = tmp_path / "tiny"
+    tiny_bert().float().save_pretrained(other)
+    AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(other)
+    capsys.readouterr()
+    assert main(["eval", "--bundle", str(bundle), "--reference", str(other), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert f"--reference {other}" in err and "2 layers" in err and "6 layers" in err and err.count("\n") == 1
+
+
+def test_reference_checkpoint_is_the_softmax_model(bundle):
+    """--reference minilm (the bundle's own source) scores the same as the default reference."""
+    a = ev.evaluate(bundle, "emu", n_sentences=N_SENTENCES, progress=False)
+    b = ev.evaluate(bundle, "emu", n_sentences=N_SENTENCES, progress=False, reference="minilm")
+    for k, v in a["end_to_end"].items():
+        assert b["end_to_end"][k] == pytest.approx(v, abs=1e-9), k
+    assert b["reference"] == "minilm"

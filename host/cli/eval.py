@@ -11,7 +11,7 @@ from .common import Subparsers, device_options, index_list, positive_int
 def add_eval(sub: Subparsers) -> None:
     p = sub.add_parser(
         "eval",
-        help="score a model end to end with a bundle's attention layers on a backend (sentence-embedding cosine)",
+        help="score a model end to end with a bundle's attention layers on a backend (embedding cosine, accuracy)",
         description="Run the bundle's source checkpoint in float with every attention layer of the bundle (or "
         "--layers) replaced by the bundle's integer layer on a backend (the same per-layer device call as "
         "`vckattn run`; residuals, norms, MLPs and other layers stay float), on held-out sentences (Python "
@@ -19,7 +19,7 @@ def add_eval(sub: Subparsers) -> None:
         "mean-pooled sentence-embedding cosine to the float softmax model for: the float softmax model (1.0), "
         "the float SwiftMax model (the bundle's beta/gamma in float) and the bundle on the backend; and per "
         "layer the cosine of the attention output against the float layer on the same input and against the "
-        "softmax model.",
+        "softmax model. --task rotten-tomatoes scores a sentiment classifier by its test accuracy instead.",
         epilog="example: vckattn export minilm --out B --swiftmax-init max && "
         "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
     )
@@ -35,6 +35,14 @@ def add_eval(sub: Subparsers) -> None:
                    help="held-out sentences (default 32)")
     p.add_argument("--max-tokens", type=positive_int, default=128, metavar="T",
                    help="truncate sentences to T tokens (default 128)")
+    p.add_argument("--task", choices=("rotten-tomatoes",),
+                   help="score a sentiment classifier (a checkpoint with a sequence-classification head) by its "
+                        "accuracy on the data set's test split instead of the sentence-embedding cosine")
+    p.add_argument("--samples", type=positive_int, default=256, metavar="N",
+                   help="--task: test snippets (default 256)")
+    p.add_argument("--reference", metavar="CHECKPOINT",
+                   help="the softmax model to compare with (default: the bundle's source checkpoint with softmax "
+                        "in every layer; pass the original, e.g. `minilm`, when the source was tuned)")
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
@@ -50,7 +58,8 @@ def run_eval(args: argparse.Namespace) -> int:
     opts = device_options(args)
     report = ev.evaluate(args.bundle, args.backend, layers=args.layers, manifest_path=args.manifest,
                          checkpoint=args.checkpoint, n_sentences=args.sentences, max_tokens=args.max_tokens,
-                         device_options=opts, progress=not args.quiet)
+                         device_options=opts, progress=not args.quiet, task=args.task, reference=args.reference,
+                         n_samples=args.samples)
     ev.print_report(report)
     if args.json_out is not None:
         ev.write_json(report, args.json_out)

@@ -179,10 +179,15 @@ class LoadedModel:
     kappa: float = DEFAULT_KAPPA
     bhyt_seq_len: int = DEFAULT_BHYT_SEQ_LEN
     notes: list[str] = field(default_factory=list)
+    #: the whole classifier (base model + head) when loaded with ``classifier=True`` and the checkpoint has a
+    #: sequence-classification head; ``model`` is its base model (the same modules)
+    classifier: nn.Module | None = None
 
 
-def load_model(source: Source, progress: bool) -> LoadedModel:
-    """Load a resolved checkpoint (transformers' own progress bars only with ``progress``); ExportError if unusable."""
+def load_model(source: Source, progress: bool, classifier: bool = False) -> LoadedModel:
+    """Load a resolved checkpoint (transformers' own progress bars only with ``progress``); ExportError if unusable.
+    ``classifier``: a Hugging Face folder whose ``config.json`` names a ``*ForSequenceClassification`` architecture
+    is loaded with its head (``LoadedModel.classifier``)."""
     if source.kind == "state-dict":
         return _load_golden(source.path)
     quiet_transformers()
@@ -192,17 +197,18 @@ def load_model(source: Source, progress: bool) -> LoadedModel:
     if not progress:
         hf_logging.disable_progress_bar()
     try:
-        return _load_hf(source)
+        return _load_hf(source, classifier)
     finally:
         if bars and not progress:
             hf_logging.enable_progress_bar()
 
 
-def _load_hf(source: Source) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
+    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
 
     raw: dict[str, Tensor] = {}
     cfg_json: dict = {}
+    clf: nn.Module | None = None
     try:
         if source.kind == "gguf":
             tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
@@ -212,7 +218,12 @@ def _load_hf(source: Source) -> LoadedModel:
             cfg_json = read_config_json(source.path)
             family = check_model_type(cfg_json.get("model_type"), source.path / "config.json")
             tok = None if family == "vit" else _tokenizer(source.path)
-            model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
+            arch = " ".join(cfg_json.get("architectures") or [])
+            if classifier and "ForSequenceClassification" in arch:
+                clf = AutoModelForSequenceClassification.from_pretrained(source.path, dtype=torch.float32).eval()
+                model = clf.base_model
+            else:
+                model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
             raw = vckattn_tensors(source.files)
         else:  # bare safetensors + config.json
             folder = source.path.parent
@@ -227,7 +238,9 @@ def _load_hf(source: Source) -> LoadedModel:
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ExportError(f"cannot load {source.path}: {first_line(exc)}") from None
     model = model.eval()
-    return _wrap_hf(model, tok, raw, cfg_json.get("vckattn_bhyt") or {})
+    lm = _wrap_hf(model, tok, raw, cfg_json.get("vckattn_bhyt") or {})
+    lm.classifier = clf
+    return lm
 
 
 def _tokenizer(folder: Path) -> Any:
