@@ -75,10 +75,11 @@ def load_data(spec: str, seed: int = 0) -> Data:
     """Resolve ``--data`` (see the module docstring), shuffled with ``seed``."""
     rng = np.random.default_rng(seed)
     if spec == "pydoc":
-        from vckattn.host.textdata import real_sentences
+        from vckattn.host.textdata import EVAL_MAX_SENTENCES, tuning_pool
 
-        items = real_sentences(4000)
-        data = Data("text", items, None, "pydoc_data.topics (CPython reference manual)")
+        items = tuning_pool(4000)
+        data = Data("text", items, None, f"pydoc_data.topics (CPython reference manual; without the "
+                                         f"{EVAL_MAX_SENTENCES} sentences vckattn eval holds out)")
     elif spec == "rotten-tomatoes" or spec in IMAGE_SOURCES:  # labeled: train split; held out = validation split
         from vckattn.host import datasets
 

@@ -65,6 +65,7 @@ import torch
 from torch import nn
 
 from vckattn.golden.errors import UserError
+from vckattn.host.textdata import EVAL_START_TOPIC
 
 if TYPE_CHECKING:
     from vckattn.golden.quant_attention import QuantAttentionLayer
@@ -77,7 +78,7 @@ Runner = Callable[[int, "QuantAttentionLayer", np.ndarray, np.ndarray, "tuple[np
 
 BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
 DEFAULT_SENTENCES = 32
-DEFAULT_START_TOPIC = 60
+DEFAULT_START_TOPIC = EVAL_START_TOPIC
 DEFAULT_MAX_TOKENS = 128
 METRIC = "mean-pooled sentence-embedding cosine to the float softmax model (mean and min over sentences)"
 TASKS = ("rotten-tomatoes",)
@@ -97,11 +98,16 @@ class EvalData:
 
 def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
              max_tokens: int = DEFAULT_MAX_TOKENS) -> EvalData:
-    """``n`` sentences of :func:`~vckattn.host.textdata.real_sentences` from ``start_topic``, tokenized."""
-    from vckattn.host.textdata import real_sentences
+    """``n`` sentences of :func:`~vckattn.host.textdata.real_sentences` from ``start_topic``, tokenized (the
+    default topic: the evaluation set, :func:`~vckattn.host.textdata.eval_sentences`, which no tuning pool
+    contains)."""
+    from vckattn.host.textdata import EVAL_MAX_SENTENCES, real_sentences
 
     if m.tokenizer is None:
         raise UserError(f"vckattn eval scores text models; this checkpoint ({m.family}) has no tokenizer")
+    if start_topic == EVAL_START_TOPIC and n > EVAL_MAX_SENTENCES:
+        raise UserError(f"--sentences {n}: the evaluation set has {EVAL_MAX_SENTENCES} sentences (more would overlap "
+                        "the tuning pool of `vckattn calibrate --data pydoc`)")
     sentences = real_sentences(n, start_topic=start_topic)
     if not sentences:
         raise UserError(f"no held-out sentences from topic {start_topic}")

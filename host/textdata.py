@@ -4,6 +4,24 @@ from __future__ import annotations
 
 import re
 
+#: ``vckattn eval`` scores held-out sentences from this topic on (at most :data:`EVAL_MAX_SENTENCES` of them); the
+#: tuning pool of ``vckattn calibrate --data pydoc`` leaves exactly those out (:func:`tuning_pool`)
+EVAL_START_TOPIC = 60
+EVAL_MAX_SENTENCES = 256
+
+
+def eval_sentences(n: int) -> list[str]:
+    """The first ``n`` (at most :data:`EVAL_MAX_SENTENCES`) held-out evaluation sentences."""
+    if not 1 <= n <= EVAL_MAX_SENTENCES:
+        raise ValueError(f"the evaluation set has {EVAL_MAX_SENTENCES} sentences; asked for {n}")
+    return real_sentences(n, start_topic=EVAL_START_TOPIC)
+
+
+def tuning_pool(n: int = 4000) -> list[str]:
+    """Up to ``n`` sentences for tuning (``calibrate --data pydoc``), none of them an evaluation sentence."""
+    held = set(real_sentences(EVAL_MAX_SENTENCES, start_topic=EVAL_START_TOPIC))
+    return [s for s in real_sentences(n) if s not in held]
+
 
 def real_sentences(n: int = 8, start_topic: int = 0, min_chars: int = 40, max_chars: int = 200) -> list[str]:
     """Up to ``n`` sentences of ``min_chars``..``max_chars`` characters from the Python

@@ -75,8 +75,10 @@ class StatHarness(KernelHarness):
         self._stats: list[int] | None = None
         self.gamma_loaded: list[int] | None = None  # what load() wrote last
 
-    def rows_to_frames(self, rows: object, masks: object | None = None) -> list[AxiStreamFrame]:
+    def rows_to_frames(self, rows: object, masks: object | None = None,
+                       user_hi: object | None = None) -> list[AxiStreamFrame]:
         assert self._stats is not None, "use run_tokens / throughput_tokens"
+        assert user_hi is None, "TUSER carries the statistic here"
         frames = []
         for row, s in zip(rows, self._stats, strict=True):  # type: ignore[call-overload]
             tdata = [pack([int(v) for v in row[b : b + self.lanes]], 8, self.lanes, True)

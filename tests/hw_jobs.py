@@ -16,7 +16,7 @@ from vckattn.golden.bhyt_int import NormFormat
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softmax_registers
 from vckattn.golden.quant_attention import QuantAttentionLayer, build_quant_layer
 from vckattn.golden.requant import requant_registers
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_registers
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_head_registers
 from vckattn.host.backends.emu import EmuDevice
 from vckattn.host.tiler import LayerJob, TileResult, plan_tiles
 from vckattn.hw.manifest import Manifest, load_manifest
@@ -103,10 +103,10 @@ def bundle_parts(normalizer: str = "swiftmax", head_dim: int = 32, heads: int = 
         meta[pre + f"requant.{which}.mult"] = {"format": "Q18.0"}
         requant[which] = {"mult": pre + f"requant.{which}.mult", "shift": pre + f"requant.{which}.shift"}
     if normalizer == "swiftmax":
-        beta, gamma = 0.5, 2.0
+        beta, gamma = [0.5 + 0.25 * h for h in range(heads)], [2.0 + h for h in range(heads)]  # per head (schema 2)
         p_frac = choose_out_frac(1.0)
         sm = {"beta": beta, "gamma": gamma,
-              "registers": swiftmax_registers(s_q, s_k, head_dim, beta, gamma, p_frac).as_dict()}
+              "registers": swiftmax_head_registers(s_q, s_k, head_dim, beta, gamma, p_frac, heads).as_dict()}
         osm = None
     else:
         p_frac = OnlineSoftmaxFormat().out_frac
@@ -123,7 +123,8 @@ def bundle_parts(normalizer: str = "swiftmax", head_dim: int = 32, heads: int = 
         "normalizer": normalizer, "norm": "layernorm",
         "calibration": {"method": "minmax", "percentile": None, "samples": 4, "tokens": 64,
                         "data": "builtin:test", "data_sha256": "cd" * 32},
-        "formats": {"swiftmax": asdict(SwiftMaxFormat()), "online_softmax": asdict(OnlineSoftmaxFormat()),
+        "formats": {"swiftmax": {k: v for k, v in asdict(SwiftMaxFormat()).items() if k != "max_heads"},
+                    "online_softmax": asdict(OnlineSoftmaxFormat()),
                     "norm": asdict(NormFormat())},
         "layers": [layer],
     }

@@ -68,7 +68,11 @@ def test_deploy_success(monkeypatch, tmp_path, bundles, bitstreams, norm):
     assert {r["kernel"] for r in regs} == {kernel}
     assert all(r["word"] == r["readback"] for r in regs)
     table = {r["name"]: r["offset"] for r in MANIFEST.kernel(kernel)["registers"]}
-    assert all(r["offset"] == table[r["register"]] for r in regs)
+
+    def offset(name: str) -> int:  # a register, or entry i of a memory: "b_beta[3]" at b_beta + 4·3
+        base, _, i = name.partition("[")
+        return table[base] + 4 * int(i.rstrip("]") or 0)
+    assert all(r["offset"] == offset(r["register"]) for r in regs)
     assert [(e["offset"], e["value"]) for e in card.ops("reg.write")] == [(r["offset"], int(r["word"], 16))
                                                                           for r in regs]
     json.dumps(report)  # JSON-able for --json
@@ -135,7 +139,7 @@ def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
 
     off = MANIFEST.register_offset("swiftmax", "c_out")
     _card(monkeypatch, stuck={("swiftmax", off): 0x1234})
-    with pytest.raises(DeviceError, match=rf"register readback mismatch: swiftmax\.c_out at {off:#x}: "
+    with pytest.raises(DeviceError, match=rf"register readback mismatch: swiftmax\.c_out\[0\] at {off:#x}: "
                                           r"wrote 0x[0-9a-f]{8}, read 0x00001234"):
         deploy(xclbin, b)
 

@@ -141,7 +141,8 @@ def test_emu_propagates_worker_errors(manifest):
 
 def test_check_bundle_refuses_mismatches(manifest):
     # the bits of a bundle check_bundle reads
-    b = SimpleNamespace(manifest={"model": {"head_dim": 48}, "formats": dict(manifest.data["formats"]), "layers": []})
+    b = SimpleNamespace(manifest={"model": {"head_dim": 48, "num_heads": 12}, "formats": dict(manifest.data["formats"]),
+                                  "layers": []})
     with pytest.raises(ManifestError, match="head_dim 48 is not supported"):
         check_bundle(manifest, b)
     b.manifest["model"]["head_dim"] = 32
@@ -151,4 +152,8 @@ def test_check_bundle_refuses_mismatches(manifest):
     b.manifest["formats"] = {"swiftmax": dict(manifest.data["formats"]["swiftmax"], t_frac=9),
                              "online_softmax": manifest.data["formats"]["online_softmax"]}
     with pytest.raises(ManifestError, match=r"different swiftmax format \(fields \['t_frac'\] differ\)"):
+        check_bundle(manifest, b)
+    b.manifest["formats"] = dict(manifest.data["formats"])
+    b.manifest["model"]["num_heads"] = 33  # one more head than the kernel's register sets
+    with pytest.raises(ManifestError, match="33 heads; this build's SwiftMax kernel holds 32 register sets"):
         check_bundle(manifest, b)
