@@ -212,3 +212,26 @@ def test_cli_task_objective_on_a_vit_with_digits(tmp_path, capsys):
     rep = json.loads((run / "swiftmax.json").read_text())
     assert rep["metric"] == "accuracy" and "validation split" in rep["held_out"]
     assert [s["layers"] for s in rep["stages"]] == [[0], [1]] and 0 <= rep["final"] <= 1
+
+
+def test_per_head_tuned_model_exports_and_runs(tmp_path, capsys):
+    """Per-head β/γ from replace-and-tune reach the bundle head by head (a register set per head; the exporter
+    refused them before the kernels had per-head registers) and the layer runs bit-exact."""
+    run = tmp_path / "tune"
+    assert main(["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--train-samples", "16", "--eval-samples", "8",
+                 "--batch-size", "8", "--max-length", "32", "--layers", "0", "--epochs-per-stage", "1", "--per-head",
+                 "--out", str(run), "--quiet"]) == 0
+    rep = json.loads((run / "swiftmax.json").read_text())
+    tuned_b, tuned_g = rep["stages"][0]["betas"]["0"], rep["stages"][0]["gammas"]["0"]
+    assert len(tuned_b) == 12 and len(set(tuned_b)) == 12
+    bundle = tmp_path / "bundle"
+    assert main(["export", str(run / "model"), "--out", str(bundle), "--layers", "0", "--max-layers", "1",
+                 "--min-fidelity", "-1", "--quiet"]) == 0
+    sm = json.loads((bundle / "manifest.json").read_text())["layers"][0]["swiftmax"]
+    assert sm["beta"] == pytest.approx(tuned_b, rel=1e-6) and sm["gamma"] == pytest.approx(tuned_g, rel=1e-6)
+    assert len(set(sm["registers"]["b_beta"])) == 12
+    js = tmp_path / "r.json"
+    capsys.readouterr()
+    assert main(["run", "--bundle", str(bundle), "--backend", "emu", "--text", "Per-head constants on the device.",
+                 "--json", str(js), "--min-cosine", "-1", "--quiet"]) == 0, capsys.readouterr().err
+    assert json.loads(js.read_text())["layers"][0]["bit_exact"] is True

@@ -67,8 +67,8 @@ def add_calibrate(sub: Subparsers) -> None:
             c.add_argument("--init", choices=("mean", "max"), default="mean",
                            help="initial beta/gamma from the statistics: mean (the paper) or max z_max")
             c.add_argument("--per-head", action="store_true",
-                           help="one beta/gamma per head (ConSmax granularity; not exportable: the kernel holds one "
-                           "register set per layer)")
+                           help="one beta/gamma per head (ConSmax granularity; the kernels hold a register set per "
+                           "head, so the tuned model exports as it is)")
             c.add_argument("--one-shot", action="store_true",
                            help="replace all layers at once and tune them together (the ablation)")
             c.add_argument("--layers", type=index_list, metavar="I[,I...]", help="layers to replace (default all)")

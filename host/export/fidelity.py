@@ -63,9 +63,10 @@ def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionL
             "head_cosine": [float(c) for c in np.concatenate(cos_h).mean(axis=0)], "threshold": float(threshold)}
 
 
-def fidelity_problem(i: int, fid: dict, normalizer: str) -> str | None:
-    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix, or
-    None when the layer and every head reach the threshold."""
+def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool = False) -> str | None:
+    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix (for
+    β/γ ``from_checkpoint``, tuned ones: percentile scales; else a better initialisation), or None when the layer
+    and every head reach the threshold."""
     t = fid["threshold"]
     heads = np.asarray(fid["head_cosine"])
     worst = int(np.argmin(heads))
@@ -73,9 +74,14 @@ def fidelity_problem(i: int, fid: dict, normalizer: str) -> str | None:
         return None
     what = (f"layer {i} output cosine {fid['cosine']:.3f} (worst head {worst}: {heads[worst]:.3f} alone)"
             if fid["cosine"] < t else f"layer {i} head {worst} output cosine {heads[worst]:.3f}")
-    fix = ("export with --swiftmax-init max (per-head statistics), or tune β/γ with `vckattn calibrate swiftmax` "
-           "and export the tuned model" if normalizer == "swiftmax"
-           else "use more or longer calibration text, or --calib-method percentile")
+    if normalizer != "swiftmax":
+        fix = "use more or longer calibration text, or --calib-method percentile"
+    elif from_checkpoint:
+        fix = ("export with --calib-method percentile --percentile 99.9 (rare outliers of P and of the head outputs "
+               "set the int8 scales)")
+    else:
+        fix = ("export with --swiftmax-init max (per-head statistics), or tune β/γ with `vckattn calibrate swiftmax` "
+               "and export the tuned model")
     return f"{what} against the float layer is below {t:g}: {fix}"
 
 

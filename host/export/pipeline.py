@@ -74,7 +74,7 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
                 raise
             raise ExportError(f"layer {i}: {exc}") from None
         assert ex.fidelity is not None
-        problem = fidelity_problem(i, ex.fidelity, norm_i)
+        problem = fidelity_problem(i, ex.fidelity, norm_i, ex.beta_source == "checkpoint")
         if problem is not None:
             if not allow_low_fidelity:
                 raise LowFidelityError(f"refusing to write the bundle: {problem} (or pass --allow-low-fidelity to "
