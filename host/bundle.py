@@ -50,6 +50,7 @@ import numpy as np
 
 from vckattn import __version__
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
+from vckattn.golden.errors import EXIT_BUNDLE, UserError
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
 from vckattn.golden.regmap import RegisterValues
 from vckattn.golden.swiftmax_int import (
@@ -88,7 +89,7 @@ _INT_BITS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64}
 # --------------------------------------------------------------------------- errors and the bundle
 
 
-class BundleError(Exception):
+class BundleError(UserError):
     """A bundle (or a bundle being written) is unusable. ``str(e)`` is one line:
     ``"<file>: <field>: <message>"`` (``"<file>: <message>"`` when no single field is at fault).
 
@@ -98,6 +99,8 @@ class BundleError(Exception):
             ``tensors["layers.0.q_proj.weight"].shape``, or a tensor name; ``""`` for the whole file.
         message: what is wrong, and where it helps, what would be right.
     """
+
+    exit_code = EXIT_BUNDLE
 
     def __init__(self, file: str | os.PathLike, field: str, message: str) -> None:
         self.file = _one_line(os.fspath(file))

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_INPUT, UserError
 from vckattn.host.tiler import TileError
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams
@@ -35,6 +35,8 @@ CMD_BYTES = 32
 
 
 class EngineMaskError(UserError):
+    exit_code = EXIT_INPUT
+
     """A key mask the engine's in-band mask cannot express (only right padding and causal masks can)."""
 
 

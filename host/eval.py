@@ -281,13 +281,10 @@ def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | 
                 progress: bool, classifier: bool = False) -> tuple[Any, list[int], LoadedModel]:
     """The bundle, the layers to evaluate (default: all of the bundle's; UserError for others) and the source
     model (with its classification head when ``classifier``)."""
-    from vckattn.host.bundle import BundleError, load_bundle
+    from vckattn.host.bundle import load_bundle
     from vckattn.host.run import _source_model
 
-    try:
-        bundle = load_bundle(bundle_path)
-    except BundleError as exc:
-        raise UserError(str(exc)) from None
+    bundle = load_bundle(bundle_path)
     present = [int(e["index"]) for e in bundle.manifest["layers"]]
     chosen = present if layers is None else sorted(set(layers))
     bad = [i for i in chosen if i not in present]

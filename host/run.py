@@ -165,7 +165,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
-    from vckattn.host.bundle import BundleError, load_bundle
+    from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
     from vckattn.host.scheduler import run_layer
     from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
@@ -174,10 +174,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
     if (text is None) == (input_npz is None):
         raise UserError("give exactly one of --text and --input")
-    try:
-        bundle = load_bundle(bundle_path)
-    except BundleError as exc:
-        raise UserError(str(exc)) from None
+    bundle = load_bundle(bundle_path)
     present = [int(e["index"]) for e in bundle.manifest["layers"]]
     layers = present if layers is None else layers
     bad = [i for i in layers if i not in present]

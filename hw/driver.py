@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_DEVICE, UserError
 from vckattn.golden.regmap import RegisterMap, RegisterWrite, to_word
 
 __all__ = ["IpPort", "RegisterError", "RegisterPort", "check_ident", "program", "verify"]
@@ -29,6 +29,8 @@ __all__ = ["IpPort", "RegisterError", "RegisterPort", "check_ident", "program", 
 
 class RegisterError(UserError):
     """A kernel's registers cannot be programmed as declared (wrong kernel, bad value, read-back mismatch)."""
+
+    exit_code = EXIT_DEVICE
 
 
 class RegisterPort(Protocol):

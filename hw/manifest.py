@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_BUNDLE, UserError
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 from vckattn.golden.regmap import RegisterMap
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
@@ -82,6 +82,8 @@ PL_CLOCK_MHZ, AIE_CLOCK_MHZ = 250, 1250
 class ManifestError(UserError):
     """A manifest that cannot be used, or a bundle/xclbin that does not match it:
     ``"<file>: <field>: <message>"``."""
+
+    exit_code = EXIT_BUNDLE
 
     def __init__(self, file: str | Path, field: str, message: str) -> None:
         super().__init__(f"{file}: {field}: {message}")

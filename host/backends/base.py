@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from vckattn.golden.aie_matmul import UINT8, TileShape, tile_matmul
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_DEVICE, UserError
 from vckattn.golden.quant_attention import QuantAttentionLayer, normalizer_int
 from vckattn.golden.requant import requantize
 from vckattn.host.tiler import LayerJob, Tile, TileResult
@@ -26,7 +26,10 @@ from vckattn.hw.manifest import Manifest, check_bundle
 
 
 class DeviceError(UserError):
-    """The device cannot be used or failed: runtime missing, no card, interface mismatch, timeout."""
+    """The device cannot be used or failed: no card, interface mismatch, timeout, a failed simulation (a missing
+    runtime or tool is :class:`~vckattn.golden.errors.ToolMissing`)."""
+
+    exit_code = EXIT_DEVICE
 
 
 class Device(ABC):

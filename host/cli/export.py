@@ -126,10 +126,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
     from vckattn.host import bundle
 
-    try:
-        summary = bundle.describe(bundle.load_bundle(args.bundle))
-    except bundle.BundleError as exc:
-        raise UserError(str(exc)) from None
+    summary = bundle.describe(bundle.load_bundle(args.bundle))
     if args.as_json:
         print(json.dumps(summary, indent=2))
     else:

@@ -157,12 +157,9 @@ def build_workload(args: argparse.Namespace) -> Any:
         if args.bundle is not None and args.config is not None:
             raise UserError("give --bundle or --config, not both")
         if args.bundle is not None:
-            from vckattn.host.bundle import BundleError, load_bundle
+            from vckattn.host.bundle import load_bundle
 
-            try:
-                b = load_bundle(args.bundle)
-            except BundleError as exc:
-                raise UserError(str(exc)) from None
+            b = load_bundle(args.bundle)
             m = b.manifest
             norms = ["swiftmax" if layer["swiftmax"] is not None else "softmax" for layer in m["layers"]]
             w = model.workload_from_bundle_info(m["model"], norms, m["norm"], seq=args.seq, batch=args.batch,

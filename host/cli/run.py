@@ -6,8 +6,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from vckattn.golden.errors import UserError
-
 from .common import EXIT_FIDELITY, Subparsers, device_options, index_list
 
 
@@ -120,13 +118,9 @@ def add_deploy(sub: Subparsers) -> None:
 def run_deploy(args: argparse.Namespace) -> int:
     import json
 
-    from vckattn.host.bundle import BundleError
     from vckattn.host.deploy import deploy
 
-    try:
-        report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
-    except BundleError as exc:
-        raise UserError(str(exc)) from None
+    report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
     print(json.dumps(report, indent=2))
     if args.json_out is not None:
         args.json_out.parent.mkdir(parents=True, exist_ok=True)

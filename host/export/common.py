@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_FIDELITY, EXIT_INPUT, UserError
 
 #: model families the exporter reads (config.json ``model_type``)
 FAMILIES = ("bert", "vit", "llama")
@@ -23,10 +23,14 @@ DEFAULT_SWIFTMAX_INIT = "max"
 class ExportError(UserError):
     """A problem with the export's inputs (one line for the CLI; a ValueError-like user error)."""
 
+    exit_code = EXIT_INPUT
+
 
 class LowFidelityError(ExportError):
     """The export check found a layer or head whose integer output does not follow its float layer
     (``vckattn export`` exits with the fidelity status)."""
+
+    exit_code = EXIT_FIDELITY
 
 
 def first_line(exc: BaseException) -> str:
