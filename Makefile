@@ -13,7 +13,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim demo lint clean help xclbin
+.PHONY: setup test sim demo lint clean help xclbin figures
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
@@ -24,6 +24,7 @@ help:
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"
 	@echo "             (vckattn hw generate, then the same Vitis flow)"
+	@echo "make figures regenerate the README's generated tables (SLOW=1: also the export/eval ones, ~5 min)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -54,6 +55,10 @@ demo: setup
 # The Versal build (hw/vitis/Makefile): stops at once with what is missing when Vitis is not installed.
 xclbin: setup
 	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) $(if $(DESIGN),DESIGN=$(DESIGN) BOARD=$(or $(BOARD),vck5000))
+
+figures: setup
+	$(PY) -m vckattn.host.figures --write README.md $(if $(SLOW),--slow)
+	$(PY) -m vckattn.hw.perf.report --write README.md
 
 lint: setup
 	$(PY) -m ruff check .

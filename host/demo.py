@@ -5,9 +5,9 @@ first Verilator build):
 
 1. check the golden float model: MiniLM with the golden softmax attention against Hugging
    Face's own output on real sentences (relative error bound 1e-5);
-2. calibrate and export: SwiftMax in every layer (β = the largest calibration z_max, γ = the mean
-   Σexp(z − z_max), i.e. ``--swiftmax-init max``), int8 weights and activations, all registers
-   from the golden constant functions → a bundle (``vckattn export``);
+2. calibrate and export: SwiftMax in every layer with per-head constants (per head, β = the largest
+   calibration z_max, γ = the mean Σexp(z − z_max): the export default), int8 weights and activations,
+   all registers from the golden constant functions, the export check → a bundle (``vckattn export``);
 3. run layer 0 on the ``rtl`` backend: the SwiftMax RTL kernel in Verilator (cocotb), the AIE
    matmuls by the bit-exact AIE model, a few tiles (``vckattn run --backend rtl``);
 4. run all 6 layers on the ``emu`` backend (``vckattn run --backend emu``);
