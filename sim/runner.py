@@ -38,17 +38,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from vckattn.hw.pl.verilog import HW_BUILD_ROOT, generate_verilog
+from vckattn.hw.pl.verilog import generate_verilog, hw_build_root
 
 __all__ = [
     "REPO_ROOT",
-    "SIM_BUILD_ROOT",
     "SimulationFailed",
     "SimResults",
     "TestResult",
     "generate_verilog",
     "icarus_available",
     "run_cocotb",
+    "sim_build_root",
     "verilator_available",
     "verilator_env",
     "verilator_fst_args",
@@ -56,8 +56,19 @@ __all__ = [
 
 #: Repository root (this file lives in ``<repo>/sim/``).
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
-#: Default parent folder of every simulation build (git-ignored).
-SIM_BUILD_ROOT: Path = HW_BUILD_ROOT
+
+
+def sim_build_root() -> Path:
+    """Default parent folder of every simulation build: ``build_root()/sim`` (read at call time)."""
+    return hw_build_root()
+
+
+def __getattr__(name: str) -> Path:
+    # SIM_BUILD_ROOT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
+    if name == "SIM_BUILD_ROOT":
+        return sim_build_root()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SIMULATORS = ("verilator", "icarus")
 
@@ -188,7 +199,7 @@ def verilator_fst_args() -> list[str] | None:
     runtime = _find_shared_lib("liblz4.so.1")
     if runtime is None:
         return None
-    shim = SIM_BUILD_ROOT / "_lz4_shim"
+    shim = sim_build_root() / "_lz4_shim"
     shim.mkdir(parents=True, exist_ok=True)
     header = shim / "lz4.h"
     if not header.is_file() or header.read_text() != _LZ4_SHIM_HEADER:
@@ -520,7 +531,7 @@ def run_cocotb(
         raise ValueError(f"simulator must be one of {_SIMULATORS}, got {simulator!r}")
     seed = _default_seed() if seed is None else int(seed)
     waves = waves or os.environ.get("WAVES", "0") not in ("", "0")
-    base = Path(build_dir) if build_dir is not None else SIM_BUILD_ROOT / toplevel / simulator
+    base = Path(build_dir) if build_dir is not None else sim_build_root() / toplevel / simulator
     sources = [Path(s).resolve() for s in verilog_sources]
     waves_dir = base.with_name(base.name + "_waves")
     run = functools.partial(

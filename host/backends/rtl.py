@@ -28,11 +28,10 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.golden.errors import ToolMissing
+from vckattn.golden.paths import build_root
 from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
 from vckattn.host.backends.hwio import register_writes
 from vckattn.host.tiler import LayerJob, TileResult
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class RtlDevice(Device):
@@ -77,7 +76,7 @@ class RtlDevice(Device):
         keeps = [t.keep[:t.rows] for t in job.tiles]
         heads = [np.full(t.rows, t.head, np.int64) for t in job.tiles]  # the head index each row streams with
         _, writes = register_writes(self.manifest, layer)  # the one encoding (hw/driver.py, golden/regmap.py)
-        work = REPO / "build" / "rtl_host"
+        work = build_root() / "rtl_host"
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             jf, of, log = Path(tmp) / "job.npz", Path(tmp) / "out.npz", work / f"{top}.log"
