@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from vckattn.golden.extras import missing_extra, require
 from vckattn.hw.pl.verilog import generate_verilog, hw_build_root
 
 __all__ = [
@@ -48,6 +49,7 @@ __all__ = [
     "generate_verilog",
     "icarus_available",
     "run_cocotb",
+    "make_safe_dir",
     "sim_build_root",
     "verilator_available",
     "verilator_env",
@@ -130,6 +132,30 @@ def verilator_env() -> dict[str, str]:
     changes = {"VERILATOR_ROOT": str(root), "PATH": os.pathsep.join(path_entries)}
     os.environ.update(changes)
     return changes
+
+
+def make_safe_dir(folder: Path) -> Path:
+    """``folder``, or a stand-in without spaces when it has one: GNU Make (Verilator's ``verilated.mk``, the
+    cocotb makefiles) cannot build in a folder whose path holds a space. The stand-in is
+    ``<tmp>/vckattn-sim-<hash of folder>/<folder's name>`` (same folder each time, so builds stay
+    incremental); a ``BUILT_HERE`` note inside it names the folder it stands for."""
+    import hashlib
+    import tempfile
+
+    folder = Path(folder).absolute()
+    if " " not in str(folder):
+        return folder
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    for tmp in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if " " not in tmp and Path(tmp).is_dir():
+            safe = Path(tmp) / f"vckattn-sim-{key}" / folder.name.replace(" ", "_")
+            safe.mkdir(parents=True, exist_ok=True)
+            (safe.parent / "BUILT_HERE").write_text(f"simulation build of {folder} (its path holds a space)\n")
+            return safe
+    from vckattn.golden.errors import InputError
+
+    raise InputError(f"cannot build a simulation under {folder} (GNU Make cannot build in a path with spaces) "
+                     f"and no temporary folder without spaces was found: set VCKATTN_BUILD_DIR or --build-dir")
 
 
 def verilator_available() -> bool:
@@ -529,9 +555,13 @@ def run_cocotb(
     """
     if simulator not in _SIMULATORS:
         raise ValueError(f"simulator must be one of {_SIMULATORS}, got {simulator!r}")
+    require("RTL simulation", "cocotb", "cocotb_tools", "cocotbext.axi")
+    if simulator == "verilator" and not verilator_available():
+        raise missing_extra("RTL simulation", "verilator")
     seed = _default_seed() if seed is None else int(seed)
     waves = waves or os.environ.get("WAVES", "0") not in ("", "0")
     base = Path(build_dir) if build_dir is not None else sim_build_root() / toplevel / simulator
+    base = make_safe_dir(base)
     sources = [Path(s).resolve() for s in verilog_sources]
     waves_dir = base.with_name(base.name + "_waves")
     run = functools.partial(

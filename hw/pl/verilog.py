@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vckattn.golden.extras import require
 from vckattn.golden.paths import build_root
 
 __all__ = ["generate_verilog", "hw_build_root"]  # and HW_BUILD_ROOT (module __getattr__)
@@ -37,6 +38,7 @@ def generate_verilog(component: object, name: str, out_dir: Path | str | None = 
         Path of the written ``<out_dir>/<name>.v``. The file is only rewritten when its
         content changes, so simulator builds stay incremental.
     """
+    require("Verilog generation", "amaranth")
     from amaranth.back import verilog
 
     out = Path(out_dir) if out_dir is not None else hw_build_root() / name

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from vckattn.golden.extras import require
+
+require("packaging RTL kernels", "amaranth")
 from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, Shape, Signal
 from amaranth.lib import wiring
 
