@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from vckattn.golden.extras import require
 from vckattn.golden.kernels import KERNELS, KernelContract
 
 __all__ = ["build_component", "buffer_bits", "resolve"]
@@ -21,6 +22,7 @@ def _pl(name: str) -> KernelContract:
     c = KERNELS[name]
     if c.pl is None:
         raise ValueError(f"kernel {name} has no PL component")
+    require(f"the PL kernel {name}", "amaranth")
     return c
 
 

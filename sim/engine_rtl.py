@@ -29,7 +29,6 @@ __all__ = ["EngineRtlError", "EngineRtlResult", "as_heads", "engine_pl_reference
            "engine_top_name", "p_header", "pack_scores", "run_engine_rtl", "score_packet", "split_packets",
            "unpack_scores"]
 
-REPO = Path(__file__).resolve().parents[1]
 _ELEM_BITS = next(f for f in PACKET if f.name == "elem_bits")
 
 
@@ -183,8 +182,9 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         EngineRtlError: The ID register is not ``ident``, or the simulation failed.
         ValueError: Wrong number of streams or a stream that is not whole packets.
     """
+    from vckattn.golden.paths import build_root
     from vckattn.hw.pl.engine import generate_engine_verilog
-    from vckattn.sim.runner import SIM_BUILD_ROOT, SimulationFailed, redirect_output, run_cocotb
+    from vckattn.sim.runner import SimulationFailed, redirect_output, run_cocotb, sim_build_root
 
     if len(packets) != pipelines:
         raise ValueError(f"{pipelines} pipelines but {len(packets)} packet streams")
@@ -197,8 +197,8 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         except ValueError as exc:
             raise ValueError(f"pipeline {i}: {exc}") from None
     top = engine_top_name(pipelines, lanes, score_bits)
-    src = generate_engine_verilog(SIM_BUILD_ROOT / top, pipelines, lanes, score_bits, top)
-    work = REPO / "build" / "engine_rtl"
+    src = generate_engine_verilog(sim_build_root() / top, pipelines, lanes, score_bits, top)
+    work = build_root() / "engine_rtl"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jf, of = Path(tmp) / "job.npz", Path(tmp) / "out.npz"

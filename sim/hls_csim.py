@@ -19,7 +19,8 @@ What it takes care of:
 
 * The include folder is found inside the installed ``hls4ml`` package
   (:func:`ap_types_include`); ``hls4ml`` is only located, never imported.
-* Binaries go under ``<repo>/build/hls/<name>/`` (git-ignored). A build is skipped when the
+* Binaries go under ``build_root()/hls/<name>/`` (:mod:`vckattn.golden.paths`: ``<repo>/build`` in a
+  checkout). A build is skipped when the
   same source text, flags, include folder and compiler were already built there (SHA-256 of
   all of them, stored next to the binary); the binary is replaced atomically.
 * g++ runs with ``-std=c++14 -O2 -w``. ``-w`` is deliberate: g++ 12 reports dozens of
@@ -44,12 +45,12 @@ from pathlib import Path
 
 __all__ = [
     "BASE_FLAGS",
-    "HLS_BUILD_ROOT",
     "REPO_ROOT",
     "CompileError",
     "HlsToolsMissing",
     "RunError",
     "ap_types_include",
+    "hls_build_root",
     "compile_cpp",
     "csim_available",
     "run_binary",
@@ -57,8 +58,21 @@ __all__ = [
 
 #: Repository root (this file lives in ``<repo>/sim/``).
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
-#: Parent folder of every C-simulation build (git-ignored).
-HLS_BUILD_ROOT: Path = REPO_ROOT / "build" / "hls"
+
+
+def hls_build_root() -> Path:
+    """Parent folder of every C-simulation build: ``build_root()/hls`` (read at call time)."""
+    from vckattn.golden.paths import build_root
+
+    return build_root() / "hls"
+
+
+def __getattr__(name: str) -> Path:
+    # HLS_BUILD_ROOT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
+    if name == "HLS_BUILD_ROOT":
+        return hls_build_root()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: Flags used for every build, before ``extra_flags`` (see the module docstring for ``-w``).
 BASE_FLAGS: tuple[str, ...] = ("-std=c++14", "-O2", "-w")
 
@@ -116,7 +130,7 @@ def csim_available() -> bool:
 
 def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Sequence[str] = (),
                 depends: Sequence[Path | str] = ()) -> Path:
-    """Compile C++ into ``<repo>/build/hls/<name>/<name>`` and return the executable's path.
+    """Compile C++ into ``build_root()/hls/<name>/<name>`` and return the executable's path.
 
     ``sources`` is either the source text of one translation unit (a ``str``; written to
     ``<name>.cpp`` in the build folder) or a list of source files. Each source file's folder is
@@ -128,7 +142,7 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
         raise ValueError(f"invalid build name {name!r}")
     cxx = _cxx()
     inc = ap_types_include()
-    out_dir = HLS_BUILD_ROOT / name
+    out_dir = hls_build_root() / name
     out_dir.mkdir(parents=True, exist_ok=True)
 
     if isinstance(sources, str):

@@ -22,8 +22,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from vckattn.golden.extras import require
 from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.golden.kernels import KernelContract
+
+require("`vckattn hw report`", "amaranth", "cocotb", "cocotb_tools", "cocotbext.axi")
 from vckattn.hw.kernels import buffer_bits, build_component
 from vckattn.hw.pl.synth import synthesize
 

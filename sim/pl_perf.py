@@ -31,12 +31,19 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.golden.kernels import KERNELS as CONTRACTS
+from vckattn.golden.paths import build_root
 from vckattn.hw.kernels import build_component
-from vckattn.hw.pl.synth import REPO_ROOT, SYNTH_ROOT, synthesize, yosys_binary
+from vckattn.hw.pl.synth import REPO_ROOT, synth_root, synthesize, yosys_binary
 
 __all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "run_sweep"]
 
-CACHE_ROOT = REPO_ROOT / "build" / "pl_perf"
+
+
+def cache_root() -> Path:
+    """Cache of synthesis and cycle-count results: ``build_root()/pl_perf`` (read at call time)."""
+    return build_root() / "pl_perf"
+
+
 SYNTH_SCRIPT = "synth_xilinx -family xcup -flatten"
 COMMAND = "python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json"
 METRICS = ("lut", "ff", "dsp", "bram", "uram", "lutram", "carry")
@@ -100,7 +107,7 @@ def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0) ->
     name = f"pp_{kernel}_w{width}_l{lanes}"
     text = verilog.convert(_build(kernel, lanes, width), name=name)
     key = _digest(text, SYNTH_SCRIPT, yosys_version())
-    cache = CACHE_ROOT / "synth" / f"{name}.json"
+    cache = cache_root() / "synth" / f"{name}.json"
     if cache.is_file():
         hit = json.loads(cache.read_text())
         if hit.get("key") == key:
@@ -118,7 +125,7 @@ def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0) ->
 def _failing_pass(name: str) -> str:
     """Re-run a failed synthesis verbosely (in its ``build/synth/<name>`` folder); the last pass it started."""
     script = f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}"
-    proc = subprocess.run([yosys_binary(), "-p", script], cwd=SYNTH_ROOT / name, capture_output=True, text=True)
+    proc = subprocess.run([yosys_binary(), "-p", script], cwd=synth_root() / name, capture_output=True, text=True)
     passes = re.findall(r"^[\d.]+ Executing (\S+) pass", proc.stdout, re.M)
     return f"the {passes[-1]} pass" if passes else "an unknown pass"
 
@@ -141,7 +148,7 @@ def cycle_point(kernel: str, lanes: int) -> dict:
     tb_file = Path(importlib.import_module(contract.testbench).__file__ or "")
     helpers = [REPO_ROOT / "sim" / "kernel_tb.py", REPO_ROOT / "sim" / "norm_tb.py"]
     key = _digest(src.read_text(), tb_file.read_text(), *(h.read_text() for h in helpers if h.is_file()))
-    cache = CACHE_ROOT / "cycles" / f"{top}.json"
+    cache = cache_root() / "cycles" / f"{top}.json"
     if cache.is_file():
         hit = json.loads(cache.read_text())
         if hit.get("key") == key:

@@ -38,17 +38,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
-from vckattn.hw.pl.verilog import HW_BUILD_ROOT, generate_verilog
+from vckattn.golden.extras import missing_extra, require
+from vckattn.hw.pl.verilog import generate_verilog, hw_build_root
 
 __all__ = [
     "REPO_ROOT",
-    "SIM_BUILD_ROOT",
     "SimulationFailed",
     "SimResults",
     "TestResult",
     "generate_verilog",
     "icarus_available",
     "run_cocotb",
+    "make_safe_dir",
+    "sim_build_root",
     "verilator_available",
     "verilator_env",
     "verilator_fst_args",
@@ -56,8 +58,19 @@ __all__ = [
 
 #: Repository root (this file lives in ``<repo>/sim/``).
 REPO_ROOT: Path = Path(__file__).resolve().parent.parent
-#: Default parent folder of every simulation build (git-ignored).
-SIM_BUILD_ROOT: Path = HW_BUILD_ROOT
+
+
+def sim_build_root() -> Path:
+    """Default parent folder of every simulation build: ``build_root()/sim`` (read at call time)."""
+    return hw_build_root()
+
+
+def __getattr__(name: str) -> Path:
+    # SIM_BUILD_ROOT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
+    if name == "SIM_BUILD_ROOT":
+        return sim_build_root()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 _SIMULATORS = ("verilator", "icarus")
 
@@ -119,6 +132,30 @@ def verilator_env() -> dict[str, str]:
     changes = {"VERILATOR_ROOT": str(root), "PATH": os.pathsep.join(path_entries)}
     os.environ.update(changes)
     return changes
+
+
+def make_safe_dir(folder: Path) -> Path:
+    """``folder``, or a stand-in without spaces when it has one: GNU Make (Verilator's ``verilated.mk``, the
+    cocotb makefiles) cannot build in a folder whose path holds a space. The stand-in is
+    ``<tmp>/vckattn-sim-<hash of folder>/<folder's name>`` (same folder each time, so builds stay
+    incremental); a ``BUILT_HERE`` note inside it names the folder it stands for."""
+    import hashlib
+    import tempfile
+
+    folder = Path(folder).absolute()
+    if " " not in str(folder):
+        return folder
+    key = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    for tmp in (tempfile.gettempdir(), "/tmp", "/var/tmp"):
+        if " " not in tmp and Path(tmp).is_dir():
+            safe = Path(tmp) / f"vckattn-sim-{key}" / folder.name.replace(" ", "_")
+            safe.mkdir(parents=True, exist_ok=True)
+            (safe.parent / "BUILT_HERE").write_text(f"simulation build of {folder} (its path holds a space)\n")
+            return safe
+    from vckattn.golden.errors import InputError
+
+    raise InputError(f"cannot build a simulation under {folder} (GNU Make cannot build in a path with spaces) "
+                     f"and no temporary folder without spaces was found: set VCKATTN_BUILD_DIR or --build-dir")
 
 
 def verilator_available() -> bool:
@@ -188,7 +225,7 @@ def verilator_fst_args() -> list[str] | None:
     runtime = _find_shared_lib("liblz4.so.1")
     if runtime is None:
         return None
-    shim = SIM_BUILD_ROOT / "_lz4_shim"
+    shim = sim_build_root() / "_lz4_shim"
     shim.mkdir(parents=True, exist_ok=True)
     header = shim / "lz4.h"
     if not header.is_file() or header.read_text() != _LZ4_SHIM_HEADER:
@@ -518,9 +555,13 @@ def run_cocotb(
     """
     if simulator not in _SIMULATORS:
         raise ValueError(f"simulator must be one of {_SIMULATORS}, got {simulator!r}")
+    require("RTL simulation", "cocotb", "cocotb_tools", "cocotbext.axi")
+    if simulator == "verilator" and not verilator_available():
+        raise missing_extra("RTL simulation", "verilator")
     seed = _default_seed() if seed is None else int(seed)
     waves = waves or os.environ.get("WAVES", "0") not in ("", "0")
-    base = Path(build_dir) if build_dir is not None else SIM_BUILD_ROOT / toplevel / simulator
+    base = Path(build_dir) if build_dir is not None else sim_build_root() / toplevel / simulator
+    base = make_safe_dir(base)
     sources = [Path(s).resolve() for s in verilog_sources]
     waves_dir = base.with_name(base.name + "_waves")
     run = functools.partial(

