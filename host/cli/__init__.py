@@ -125,14 +125,29 @@ def main(argv: list[str] | None = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())  # no second error when Python flushes stdout at exit
         return 0
+    except ModuleNotFoundError as exc:  # an optional extra that is not installed (golden/extras.py)
+        from vckattn.golden.extras import EXTRA_OF, missing_extra
+
+        if debug:
+            raise
+        if (exc.name or "").split(".")[0] not in EXTRA_OF:
+            return _internal(exc, argv)
+        err = missing_extra(f"`vckattn {args.command}`", exc.name or "")
+        print(f"{PROG}: error: {err}", file=sys.stderr)
+        return err.exit_code
     except Exception as exc:  # a bug: say so in one line, keep the trace for the report
         if debug:
             raise
-        where = _write_trace(argv)
-        print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]} -- this is a bug in "
-              f"vckattn; please report it with the full trace, written to {where} (or rerun with --debug)",
-              file=sys.stderr)
-        return EXIT_INTERNAL
+        return _internal(exc, argv)
+
+
+def _internal(exc: BaseException, argv: list[str]) -> int:
+    """Report an unexpected exception (a bug) in one line; the trace goes to a file."""
+    where = _write_trace(argv)
+    print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]} -- this is a bug in "
+          f"vckattn; please report it with the full trace, written to {where} (or rerun with --debug)",
+          file=sys.stderr)
+    return EXIT_INTERNAL
 
 
 def _one_line(text: str) -> str:
