@@ -8,7 +8,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, missing_subcommand
+from .common import Subparsers, examples, missing_subcommand
 
 
 def add_hw(sub: Subparsers) -> None:
@@ -19,10 +19,23 @@ def add_hw(sub: Subparsers) -> None:
         "BHyT approximate variance, RMSNorm) and lane count, LUT/FF/DSP/BRAM from real Yosys synthesis "
         "(synth_xilinx -family xcup: UltraScale+ as the proxy for the Versal PL), throughput in elements/cycle "
         "and latency in cycles measured on Verilator (the kernel's throughput test, checked against the golden "
-        "model), and row/token buffer bits. Takes a few minutes per kernel.",
+        "model), and row/token buffer bits. Takes a few minutes per kernel. `package`: the RTL normalizers as "
+        "Vitis RTL kernel sources. `generate`: the scalable engine's build sources from a design point.",
+        epilog=examples("vckattn hw report --kernels swiftmax --lanes 4 --json results/hw.json",
+                        "vckattn hw package --out build/vitis/rtl",
+                        "vckattn hw generate best --out build/engine"),
     )
     hsub = p.add_subparsers(title="hardware", dest="hw", metavar="ACTION", parser_class=type(p))
-    r = hsub.add_parser("report", help="synthesize and simulate every kernel; print a table, write JSON")
+    r = hsub.add_parser(
+        "report", help="synthesize and simulate every kernel; print a table, write JSON",
+        description="For each PL kernel (swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm) and lane "
+        "count: LUT/FF/DSP/BRAM from Yosys synth_xilinx -family xcup (UltraScale+ as the proxy for the Versal PL), "
+        "throughput (elements/cycle) and latency (cycles) measured in Verilator by the kernel's cocotb throughput "
+        "test (checked against the golden model), and the row/token buffer bits. Takes a few minutes per kernel. "
+        "The simulator's output goes to a log file under the build folder (its path is printed); -v shows it.",
+        epilog=examples("vckattn hw report --kernels swiftmax --lanes 4",
+                        "vckattn hw report --lanes 4,8 --json results/hw_report.json"),
+    )
     r.add_argument("--lanes", type=lanes_list, default=[4], metavar="N[,N...]",
                    help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
     r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
@@ -39,6 +52,7 @@ def add_hw(sub: Subparsers) -> None:
         "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
         "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
         "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
+        epilog=examples("vckattn hw package", "vckattn hw package --manifest vck190_attention --out build/vitis190"),
     )
     k.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
@@ -55,10 +69,10 @@ def add_hw(sub: Subparsers) -> None:
         "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
         "or `best`: the explorer's best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board. Needs "
-        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.\n\nexample:\n"
-        "  vckattn hw generate best --out build/engine --board vck5000\n"
-        "  vckattn hw generate bitstreams/engine_designs/engine_small.design.json --out build/engine_small",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.",
+        epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
+                        "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "
+                        "--out build/engine_small"),
     )
     g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")

@@ -22,8 +22,9 @@ flags) it prints the time each stage is busy per layer (DDR -> AIE, AIE QKᵀ, A
 normalizer, PL -> AIE, AIE P·V, back to DDR, host overhead; the stages overlap, a layer takes the
 busiest one plus fill/drain), the bottleneck, TOPS and % of the 128 int8 TOPS peak, and resources
 used vs available. `perf explore` searches the design space for the fastest design per normalizer
-and compares SwiftMax with online softmax.
+and compares SwiftMax with online softmax."""
 
+EPILOG = """\
 example:
   vckattn perf --design-from-manifest vck5000_attention --seq 512 --batch 8
   vckattn perf --heads 12 --d-head 64 --seq 512 --batch 8 --layers 12 --generated --pipelines 15 \\
@@ -39,8 +40,9 @@ at equal resources (speedup: online softmax restricted to the SwiftMax design's 
 LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots also writes the
 roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup vs batch 1..64
 and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the same run
-(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute).
+(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute)."""
 
+EXPLORE_EPILOG = """\
 example:
   vckattn perf explore --seq 512 --batch 8 --layers 12 --json explore.json --plots results/perf"""
 
@@ -102,7 +104,7 @@ def _design_args(p: argparse.ArgumentParser) -> None:
 def add_perf(sub: Subparsers) -> None:
     p = sub.add_parser("perf", help="modeled performance of the attention block on a VCK5000 (stages, bottleneck, "
                        "TOPS, resources); `perf explore` finds the fastest design",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, epilog=EPILOG)
     _workload_args(p)
     _design_args(p)
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the result as JSON ('-': stdout)")
@@ -110,7 +112,7 @@ def add_perf(sub: Subparsers) -> None:
     p.set_defaults(func=run_perf)
     psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
     e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
-                        description=EXPLORE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        description=EXPLORE_DESCRIPTION, epilog=EXPLORE_EPILOG)
     _workload_args(e)
     e.add_argument("--pl-clock", type=positive_float, default=None, help="PL clock of the designs in MHz (default: "
                    "the device file's model default, 250)")
@@ -125,9 +127,8 @@ def add_perf(sub: Subparsers) -> None:
                         "path: published vs modeled", description="Validation of the model against published "
                         "measurements: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
                         "clocks, DDR traffic; sources in hw/perf/published.py) through the same AIE cost path the "
-                        "attention model uses. Prints published vs modeled throughput and the error.\n\nexample:\n"
-                        "  vckattn perf validate --json validate.json",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        "attention model uses. Prints published vs modeled throughput and the error.",
+                        epilog="example:\n  vckattn perf validate --json validate.json")
     v.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the rows as JSON ('-': stdout)")
     v.set_defaults(func=run_validate)
 
