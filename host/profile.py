@@ -692,12 +692,12 @@ def summary_table(report: dict):
 
 def main(args) -> int:
     """CLI glue for ``vckattn profile`` (``args`` from the argparse namespace)."""
-    from rich.console import Console
+    from vckattn.host.cli.common import make_console
 
     if args.max_sentences < 1:
         raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
     json_stdout = args.json_out == "-"
-    out = Console(stderr=json_stdout)
+    out = make_console(stderr=json_stdout)
     path, name = resolve_checkpoint(args.checkpoint)
     sentences, source = read_sentences(args.data, args.max_sentences)
     if args.data is None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import sys
 import textwrap
 from pathlib import Path
 
@@ -60,6 +62,29 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+#: the width of tables written to a pipe or a file (no terminal to fit): wide enough that no cell is cut
+PIPE_WIDTH = 10_000
+
+
+def make_console(file=None, *, stderr: bool = False, **kwargs):
+    """The project's one way to make a rich ``Console`` for tables and reports.
+
+    On a terminal: rich's defaults (the terminal's width, colour). When the output is not a terminal (piped,
+    redirected, captured): ``$COLUMNS`` if set, else :data:`PIPE_WIDTH` columns, so that tables render in full
+    (no cell cut with "…" or folded), and no highlighting of numbers. ``file``/``stderr``/``kwargs``: as for
+    ``rich.console.Console``."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    isatty = getattr(stream, "isatty", None)
+    tty = bool(isatty and isatty())
+    if not tty and "width" not in kwargs:
+        columns = os.environ.get("COLUMNS", "")
+        kwargs["width"] = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+        kwargs.setdefault("highlight", False)
+    return Console(file=file, stderr=stderr, **kwargs)
 
 
 def command_names(parser: argparse.ArgumentParser) -> list[str]:
@@ -124,7 +149,7 @@ def read_sentences(path: Path) -> list[str]:
 
 
 __all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "command_names", "examples", "index_list",
-           "missing_subcommand", "positive_float", "positive_int", "read_sentences"]
+           "make_console", "missing_subcommand", "positive_float", "positive_int", "read_sentences"]
 
 
 def device_options(args: argparse.Namespace) -> dict:

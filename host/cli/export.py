@@ -139,14 +139,15 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def print_bundle_summary(s: dict) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     def num(x: float | None) -> str:
         return "-" if x is None else f"{x:.4g}"
 
-    console = Console()
+    console = make_console()
     m, src, cal, t = s["model"], s["source"], s["calibration"], s["tensors"]
     console.print(f"[bold]bundle[/]       {escape(s['path'])}  (schema {s['schema_version']}, "
                   f"vckattn {escape(s['tool']['version'])}, created {s['created']})")

@@ -98,9 +98,9 @@ def lanes_list(text: str) -> list[int]:
 def run_hw_report(args: argparse.Namespace) -> int:
     import json
 
-    from rich.console import Console
     from rich.table import Table
 
+    from vckattn.host.cli.common import make_console
     from vckattn.host.progress import announced_steps
     from vckattn.sim import hw_report as report
 
@@ -108,7 +108,7 @@ def run_hw_report(args: argparse.Namespace) -> int:
     unknown = [k for k in kernels if k not in report.KERNELS]
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
-    console = Console()
+    console = make_console()
     # one step per (kernel, lane count); hw_report announces each before measuring it
     with announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel") as announce:
         rep = report.hw_report(kernels, args.lanes, progress=announce)

@@ -295,8 +295,7 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
 
 
 def run_perf(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import figures, model
 
     w = build_workload(args)
@@ -306,7 +305,7 @@ def run_perf(args: argparse.Namespace) -> int:
         perf = model.evaluate(w, d, dev)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     print_perf(perf, d.name or "design", console)
     if args.json_out is not None:
         _write_json(perf.to_json(), args.json_out)
@@ -326,9 +325,9 @@ def run_explore(args: argparse.Namespace) -> int:
     import time
     from dataclasses import replace
 
-    from rich.console import Console
     from tqdm import tqdm
 
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf import explore, figures, model
 
@@ -336,7 +335,7 @@ def run_explore(args: argparse.Namespace) -> int:
         raise UserError("--lut-headroom must be in [0, 1)")
     w = build_workload(args)
     dev = model.load_device(args.board)
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     per_search = explore.candidate_count(w, dev, args.pl_clock)
     t0 = time.perf_counter()
     with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
@@ -396,13 +395,13 @@ def run_explore(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import published
 
     rows = published.validate()
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")
     for col in ("design", "board", "published", "modeled", "error", "modeled bound"):
         t.add_column(col, justify="left" if col in ("design", "board", "modeled bound") else "right")
