@@ -4,7 +4,12 @@ scalable engine's build sources from a design point."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from vckattn.golden.errors import UserError
 
@@ -41,6 +46,9 @@ def add_hw(sub: Subparsers) -> None:
     r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
                    metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
     r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="show the synthesis and simulator output (Yosys, Verilator, cocotb) instead of writing it to "
+                        "<build>/logs/hw_report.log")
     r.set_defaults(func=run_hw_report)
     k = hsub.add_parser(
         "package",
@@ -95,6 +103,44 @@ def lanes_list(text: str) -> list[int]:
     return values
 
 
+def _log_file(name: str) -> Path:
+    """``<build>/logs/NAME`` (:func:`vckattn.golden.paths.build_root`), its folder created."""
+    from vckattn.golden.paths import build_root
+
+    folder = build_root() / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v") from None
+    return folder / name
+
+
+@contextlib.contextmanager
+def _tool_output(log: Path | None) -> Iterator[TextIO]:
+    """While inside: stdout/stderr (this process's and its children's) go to ``log`` (``None``: unchanged).
+    Yields a stream on the original stderr for progress bars. A failure inside names the log on stderr."""
+    from vckattn.sim.runner import redirect_output
+
+    if log is None:
+        yield sys.stderr
+        return
+    sys.stderr.flush()
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no real stderr (captured): the bar is off anyway
+        fd = None
+    bar_file = os.fdopen(fd, "w", buffering=1) if fd is not None else sys.stderr
+    try:
+        with redirect_output(log):
+            yield bar_file
+    except BaseException:
+        print(f"(simulator and synthesis output: {log})", file=sys.stderr)
+        raise
+    finally:
+        if fd is not None:
+            bar_file.close()
+
+
 def run_hw_report(args: argparse.Namespace) -> int:
     import json
 
@@ -109,9 +155,15 @@ def run_hw_report(args: argparse.Namespace) -> int:
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
     console = make_console()
-    # one step per (kernel, lane count); hw_report announces each before measuring it
-    with announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel") as announce:
+    log = None if args.verbose else _log_file("hw_report.log")
+    # one step per (kernel, lane count); hw_report announces each before measuring it. The tools' output goes to
+    # the log (redirect_output: this process's and the simulators' stdout/stderr); the bar to the real stderr.
+    with _tool_output(log) as bar_file, \
+            announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel",
+                            file=bar_file) as announce:
         rep = report.hw_report(kernels, args.lanes, progress=announce)
+    if log is not None:
+        print(f"simulator and synthesis log: {log} (-v shows it)", file=sys.stderr)
     table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
     for col in ("kernel", "lanes", "LUT", "FF", "DSP", "BRAM36", "LUTRAM", "elements/cycle", "latency", "buffer bits"):
         table.add_column(col, justify="left" if col == "kernel" else "right")
