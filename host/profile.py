@@ -714,7 +714,7 @@ def main(args) -> int:
         out.print(f"no --data given: using {len(sentences)} sentences from CPython's reference manual "
                   "(vckattn.host.textdata.real_sentences)")
     report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed,
-                         progress=sys.stderr.isatty())
+                         progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
     if json_stdout:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -339,7 +340,7 @@ def run_explore(args: argparse.Namespace) -> int:
     per_search = explore.candidate_count(w, dev, args.pl_clock)
     t0 = time.perf_counter()
     with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
-              leave=False) as bar:
+              leave=False, file=sys.stderr) as bar:
         try:
             ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, lut_headroom=args.lut_headroom,
                                  progress=bar.update)
@@ -378,7 +379,9 @@ def run_explore(args: argparse.Namespace) -> int:
                                                           lut_headroom=args.lut_headroom)
             other = exf.online_equal_resources.design if exf.online_equal_resources else exf.online_softmax.design
             cases.append(figures.Fig5Case(seq, exf.swiftmax.design, other))
-        with tqdm(desc="Fig. 5 CPU timing", disable=args.quiet or args.no_cpu, leave=False) as bar:
+        # one step per (sequence length, batch) timed on the CPU
+        with tqdm(total=len(cases) * len(figures.BATCHES), desc="Fig. 5 CPU timing", unit="case",
+                  disable=args.quiet or args.no_cpu, leave=False, file=sys.stderr) as bar:
             data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
                                      progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
         _write_json(data, args.plots / "fig5.json")

@@ -34,6 +34,7 @@ def add_profile(sub: Subparsers) -> None:
                    help="use at most the first N sentences of --data (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the value subsampling for percentiles and plots (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_profile)
 
 
