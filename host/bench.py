@@ -141,8 +141,9 @@ def bench_host(seq: int = 256, heads: int = 12, d_head: int = 64, repeats: int =
 
 def run_host(json_out: Path | None, **kwargs: object) -> dict:
     """Run :func:`bench_host`, print a table, write JSON."""
-    from rich.console import Console
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     r = bench_host(**kwargs)  # type: ignore[arg-type]
     sh = r["shape"]
@@ -156,18 +157,19 @@ def run_host(json_out: Path | None, **kwargs: object) -> dict:
     t.add_row("host overhead per tile (µs)", f"{r['per_tile_us']['overhead']:.0f}")
     t.add_row("overhead / compute", f"{r['overhead_over_compute']:.2f}")
     t.add_row("tiled path / monolithic emulator", f"{r['tiled_over_monolithic']:.2f}")
-    Console().print(t)
+    make_console().print(t)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(r, indent=2))
-        Console().print(f"wrote {json_out}")
+        make_console().print(f"wrote {json_out}")
     return r
 
 
 def run(json_out: Path | None, **kwargs: object) -> dict:
     """Run :func:`bench_emulator`, print a table, write JSON."""
-    from rich.console import Console
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     report = bench_emulator(**kwargs)  # type: ignore[arg-type]
     sh = report["shape"]
@@ -181,11 +183,11 @@ def run(json_out: Path | None, **kwargs: object) -> dict:
         ratio = report["speed_ratio_vs_torch_fp32"].get(k, 1.0)
         pair = report["median_pairwise_ratio"].get(k, 1.0)
         table.add_row(k, f"{v * 1e3:.1f}", f"{ratio:.2f}×", f"{pair:.2f}×")
-    Console().print(table)
+    make_console().print(table)
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(report, indent=2))
-        Console().print(f"wrote {json_out}")
+        make_console().print(f"wrote {json_out}")
     return report
 
 
@@ -303,8 +305,9 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
 
 def run_engine_host(json_out: Path | None, **kwargs: object) -> dict:
     """Run :func:`bench_engine_host`, print a table, write JSON."""
-    from rich.console import Console
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     r = bench_engine_host(**kwargs)  # type: ignore[arg-type]
     sh, e = r["shape"], r["engine"]
@@ -322,10 +325,10 @@ def run_engine_host(json_out: Path | None, **kwargs: object) -> dict:
                      ("operand_copy", "operand copy into the Q/K/V buffers (transfer stage)")):
         t.add_row(label, f"{r['median_seconds'][k] * 1e6:.1f}", f"{r['median_seconds'][k] / dev:.1%}")
     t.add_row("modeled device time of the launch (MODELED)", f"{dev * 1e6:.1f}", "100%")
-    Console().print(t)
-    Console().print(f"host / device = {r['host_over_device']:.1%} (goal < 5%)")
+    make_console().print(t)
+    make_console().print(f"host / device = {r['host_over_device']:.1%} (goal < 5%)")
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(r, indent=2))
-        Console().print(f"wrote {json_out}")
+        make_console().print(f"wrote {json_out}")
     return r

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import copy
 import json
-import math
 import random
 import sys
 import time
@@ -312,24 +311,31 @@ def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, ba
 
 
 def plot_stats(stats: list, path: Path, title: str) -> Path:
-    """Per layer histograms of z_max and log S (the SwiftMax paper's Fig. 3)."""
+    """Per layer histograms of z_max and S on a log axis (the SwiftMax paper's Fig. 3)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     n = len(stats)
-    fig, axes = plt.subplots(2, n, figsize=(2.6 * n, 4.6), squeeze=False)
+    fig, axes = plt.subplots(2, n, figsize=(2.6 * n, 4.8), squeeze=False, layout="constrained")
     for i, st in enumerate(stats):
-        axes[0][i].hist(st.z_max, bins=40, color="tab:blue")
+        axes[0][i].hist(st.z_max, bins=40, color="#1f5fa8", edgecolor="#123a66", linewidth=0.4)
         axes[0][i].axvline(st.z_max.mean(), color="k", lw=1)
         axes[0][i].set_title(f"layer {i}", fontsize=9)
-        axes[1][i].hist(np.log(st.sum_exp), bins=40, color="tab:orange")
-        axes[1][i].axvline(math.log(st.sum_exp.mean()), color="k", lw=1)
+        s = np.asarray(st.sum_exp, dtype=np.float64)
+        s = s[s > 0]
+        lo, hi = (float(s.min()), float(s.max())) if s.size else (1.0, 2.0)
+        bins = np.geomspace(lo, max(hi, lo * 1.01), 41)  # S >= 1, heavy-tailed: log-spaced bins on a log axis
+        axes[1][i].hist(s, bins=bins, color="#d1580f", edgecolor="#7a3309", linewidth=0.4)
+        axes[1][i].set_xscale("log")
+        axes[1][i].axvline(float(np.mean(s)) if s.size else 1.0, color="k", lw=1)
+        for ax in axes[:, i]:
+            ax.tick_params(axis="x", labelsize=7, labelrotation=30)
     axes[0][0].set_ylabel("rows: z_max")
-    axes[1][0].set_ylabel("rows: ln S")
-    fig.suptitle(f"{title}: row max z_max and ln Σexp(z−z_max) per layer (line: mean = proposed β, γ)", fontsize=10)
-    fig.tight_layout()
+    axes[1][0].set_ylabel("rows: S (log axis)")
+    fig.suptitle(f"{title}: row max z_max and S = Σexp(z−z_max) per layer (line: mean = proposed β, γ)",
+                 fontsize=10)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

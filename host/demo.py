@@ -56,12 +56,11 @@ def _golden_check(console: object) -> float:
 
 def run(out_dir: Path, seed: int = 0) -> dict:
     """Run the demo; returns the report written to ``out_dir/report.json``."""
-    from rich.console import Console
-
     from vckattn.host import run as host_run
+    from vckattn.host.cli.common import make_console
     from vckattn.host.export import export_checkpoint
 
-    console = Console()
+    console = make_console()
     torch.manual_seed(seed)
     out_dir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()

@@ -860,7 +860,7 @@ def render(results: dict[str, list[Check]], summary: Summary, file=None) -> None
     file = file or sys.stdout
     lines = summary_lines(results, summary)
     try:
-        from rich.console import Console
+        import rich.console  # noqa: F401  (rich is a core dependency; without it, plain text)
         from rich.table import Table
         from rich.text import Text
     except ImportError:  # rich is a core dependency, but the doctor must still report
@@ -875,9 +875,10 @@ def render(results: dict[str, list[Check]], summary: Summary, file=None) -> None
     def short(text: str) -> str:
         return text.replace(site, "<site>") if site else text
 
-    interactive = file.isatty() if hasattr(file, "isatty") else False
-    width = None if interactive or "COLUMNS" in os.environ else 220
-    console = Console(file=file, width=width, highlight=False, soft_wrap=False)
+    from vckattn.host.cli.common import make_console
+
+    # full width when piped (no cell cut or folded); the terminal's width on a terminal
+    console = make_console(file=file, highlight=False, soft_wrap=False)
     from vckattn import __version__
 
     console.print(f"vckattn {__version__} doctor — {sys.executable}", markup=False, style="bold")

@@ -394,8 +394,9 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
 
 def print_report(report: dict) -> None:
     """The per-layer and end-to-end tables (rich)."""
-    from rich.console import Console
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     b = report["backend"]
     t = Table(title=f"vckattn eval — attention output per layer, backend {b} ({report['device']})")
@@ -422,7 +423,7 @@ def print_report(report: dict) -> None:
             e.add_row(label, f"{v['mean_cosine']:.6f}", f"{v['min_cosine']:.6f}")
         else:
             e.add_row(label, f"{v['accuracy']:.4f}", f"{v['agreement']:.4f}")
-    c = Console()
+    c = make_console()
     c.print(t)
     c.print(e)
 

@@ -482,7 +482,8 @@ def _box(ax, data: list[np.ndarray], limits: list[tuple[str, str, str, Sequence[
             off = [v for j, v in enumerate(vals) if (j, v) not in shown]
             ax.plot([], [], color=color, ls=ls, label=f"{label}: {min(off):.3g}..{max(off):.3g} (off scale)"
                     if len(set(off)) > 1 else f"{label}: {off[0]:.3g} (off scale)")
-    ax.set_xticks(list(range(n)), [str(j) for j in range(n)])
+    step = max(1, math.ceil(n / 40))  # at most ~40 tick labels: no overlap on deep models
+    ax.set_xticks(list(range(0, n, step)), [str(j) for j in range(0, n, step)], fontsize=8 if n > 24 else None)
     ax.set_xlabel("layer")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3, axis="y")
@@ -543,7 +544,7 @@ def make_plots(report: dict, stats: list[LayerStats], out_dir: Path, seed: int) 
     save(fig, "swiftmax_p_box.png")
 
     # 3. z_max and sum_exp
-    fig = Figure(figsize=(width, 7.0))
+    fig = Figure(figsize=(width, 7.0), layout="constrained")
     ax1, ax2 = fig.add_subplot(2, 1, 1), fig.add_subplot(2, 1, 2)
     _box(ax1, sample("z_max"), [("β = mean z_max", "tab:green", "-", beta)], "row max z_max")
     ax1.set_title(f"{name}: row statistics per layer")
@@ -555,7 +556,8 @@ def make_plots(report: dict, stats: list[LayerStats], out_dir: Path, seed: int) 
 
     # 4. activations and q, k, v
     names = [n for n in ("activations", "activations_mid", "q", "k", "v") if n in stats[0].q]
-    fig = Figure(figsize=(width, 2.9 * len(names)))
+    # constrained layout: each panel's title, y label and outside legend get their own room (no overlap)
+    fig = Figure(figsize=(width, 3.1 * len(names)), layout="constrained")
     for j, q in enumerate(names):
         ax = fig.add_subplot(len(names), 1, j + 1)
         sc = [e["int8"][q]["scale"] for e in layers]
@@ -583,13 +585,21 @@ def make_plots(report: dict, stats: list[LayerStats], out_dir: Path, seed: int) 
     # 6. histograms of z_max and sum_exp per layer
     from matplotlib import colormaps
 
-    cmap = colormaps["viridis"]
-    fig = Figure(figsize=(11, 4.2))
-    for j, (q, label) in enumerate((("z_max", "row max z_max"), ("sum_exp", "Σ_j exp(z_j - z_max)"))):
+    # solid, saturated colours (tab10/tab20), thick enough to see; Σexp (>= 1, heavy-tailed) on a log axis
+    cmap = colormaps["tab10" if L <= 10 else "tab20"]
+    fig = Figure(figsize=(11, 4.2), layout="constrained")
+    for j, (q, label) in enumerate((("z_max", "row max z_max"), ("sum_exp", "Σ_j exp(z_j - z_max) (log axis)"))):
         ax = fig.add_subplot(1, 2, j + 1)
         for i, v in enumerate(sample(q)):
+            if q == "sum_exp":
+                v = v[v > 0]
             if v.size:
-                ax.hist(v, bins=60, density=True, histtype="step", color=cmap(i / max(L - 1, 1)), label=f"layer {i}")
+                bins = (np.geomspace(v.min(), v.max() * 1.0001 + 1e-12, 61)
+                        if q == "sum_exp" and v.max() > v.min() else 60)
+                ax.hist(v, bins=bins, density=True, histtype="step", lw=1.5, color=cmap(i % cmap.N),
+                        label=f"layer {i}")
+        if q == "sum_exp":
+            ax.set_xscale("log")
         ax.set_xlabel(label)
         ax.set_ylabel("density")
         ax.grid(alpha=0.3)
@@ -692,19 +702,19 @@ def summary_table(report: dict):
 
 def main(args) -> int:
     """CLI glue for ``vckattn profile`` (``args`` from the argparse namespace)."""
-    from rich.console import Console
+    from vckattn.host.cli.common import make_console
 
     if args.max_sentences < 1:
         raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
     json_stdout = args.json_out == "-"
-    out = Console(stderr=json_stdout)
+    out = make_console(stderr=json_stdout)
     path, name = resolve_checkpoint(args.checkpoint)
     sentences, source = read_sentences(args.data, args.max_sentences)
     if args.data is None:
         out.print(f"no --data given: using {len(sentences)} sentences from CPython's reference manual "
                   "(vckattn.host.textdata.real_sentences)")
     report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed,
-                         progress=sys.stderr.isatty())
+                         progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
     if json_stdout:
         print(json.dumps(report, indent=2, ensure_ascii=False))
         return 0

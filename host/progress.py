@@ -5,19 +5,22 @@ from __future__ import annotations
 import contextlib
 import sys
 from collections.abc import Callable, Iterator
+from typing import TextIO
 
 
 @contextlib.contextmanager
-def announced_steps(total: int, desc: str, unit: str = "step",
-                    disable: bool | None = None) -> Iterator[Callable[[str], None]]:
+def announced_steps(total: int, desc: str, unit: str = "step", disable: bool | None = None,
+                    file: TextIO | None = None) -> Iterator[Callable[[str], None]]:
     """A tqdm bar over ``total`` steps for work that announces each step before doing it.
 
     Yields ``announce(what)``: the previous step is done, ``what`` starts (shown after the bar). On leaving
-    the block every step counts as done. ``disable``: tqdm's (``None``: no bar unless stderr is a terminal).
+    the block every step counts as done. ``disable``: tqdm's (``None``: no bar unless the bar's stream is a
+    terminal). ``file``: the bar's stream (default ``sys.stderr``; e.g. a copy of the terminal's stderr while the
+    process's own stderr goes to a log file).
     """
     from tqdm import tqdm
 
-    with tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, disable=disable, leave=False) as bar:
+    with tqdm(total=total, desc=desc, unit=unit, file=file or sys.stderr, disable=disable, leave=False) as bar:
         started = 0
 
         def announce(what: str) -> None:

@@ -24,13 +24,13 @@ from vckattn.golden.calibrate import RowSummary, init_beta_gamma
 
 def run_errors(json_out: Path | None = None) -> list[dict]:
     """Measure every operator; print a table; optionally write JSON."""
-    from rich.console import Console
     from rich.table import Table
     from tqdm import tqdm
 
     from vckattn.golden import error_budget
+    from vckattn.host.cli.common import make_console
 
-    console = Console()
+    console = make_console()
     rows = []
     table = Table(title="integer operators vs float64 (errors in the unit shown)")
     for col in ("operator", "inputs", "unit", "max error", "mean error", "budget", "within"):
@@ -61,7 +61,6 @@ def safe_swiftmax_constants(rows: RowSummary) -> tuple[float, float]:
 def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None, json_out: Path | None = None,
               n_calib: int = 32, n_eval: int = 16) -> dict:
     """Per-layer integer-vs-float figures of a BERT-family checkpoint on real text."""
-    from rich.console import Console
     from rich.table import Table
     from transformers import AutoModel, AutoTokenizer
 
@@ -75,9 +74,10 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
         float_attention,
         narrow_layer,
     )
+    from vckattn.host.cli.common import make_console
     from vckattn.host.textdata import real_sentences
 
-    console = Console()
+    console = make_console()
     t0 = time.perf_counter()
     path = checkpoint or minilm_dir()
     tok = AutoTokenizer.from_pretrained(path)

@@ -240,8 +240,9 @@ def _heads_of(a_flat: np.ndarray, layer: Any) -> np.ndarray:
 
 
 def print_report(report: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     t = Table(title=f"vckattn run — backend {report['backend']} ({report['device']})")
     for col in ("layer", "bit-exact vs integer golden", "max |err| vs float", "max rel err", "cosine", "tiles"):
@@ -255,7 +256,7 @@ def print_report(report: dict) -> None:
         if has_cycles:
             cells.append(str(r.get("cycles")))
         t.add_row(*cells)
-    c = Console()
+    c = make_console()
     c.print(t)
     eps = report["elements_per_second"]
     c.print(f"{report['tokens']} tokens, {report['tiles']} tiles; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import Subparsers, missing_subcommand, positive_int
+from .common import Subparsers, examples, missing_subcommand, positive_int
 
 
 def add_bench(sub: Subparsers) -> None:
@@ -18,9 +18,17 @@ def add_bench(sub: Subparsers) -> None:
         "machine; prints medians and the speed ratio (torch time / emulator time). `host`: the host stack's "
         "overhead per tile on the emu backend (projections, tiling, tile-id checks, thread hand-off, W_O) against "
         "the emulator's own per-tile compute, alternated with the monolithic emulator in one run.",
+        epilog=examples("vckattn bench emulator --seq 128 --repeats 5", "vckattn bench host --seq 128 --repeats 3"),
     )
     bsub = p.add_subparsers(title="benchmarks", dest="bench", metavar="BENCHMARK", parser_class=type(p))
-    e = bsub.add_parser("emulator", help="integer emulator vs torch fp32 attention (default: BERT-base layer)")
+    e = bsub.add_parser(
+        "emulator", help="integer emulator vs torch fp32 attention (default: BERT-base layer)",
+        description="Time the bit-exact integer emulation of one attention layer (int8 projections, QKᵀ, SwiftMax "
+        "or online-softmax kernel, P·V, W_O) against torch fp32 attention of the same size, run alternately on "
+        "this machine; prints the medians and the speed ratio (torch time / emulator time).",
+        epilog=examples("vckattn bench emulator --seq 128 --repeats 5",
+                        "vckattn bench emulator --json results/bench_emulator.json"),
+    )
     e.add_argument("--seq", type=positive_int, default=512, help="sequence length (default: %(default)s)")
     e.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
     e.add_argument("--d-head", type=positive_int, default=64, help="head dimension (default: %(default)s)")
@@ -28,8 +36,15 @@ def add_bench(sub: Subparsers) -> None:
     e.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     e.set_defaults(func=run_bench_emulator)
-    h = bsub.add_parser("host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's "
-                        "per-tile compute, on the emu backend")
+    h = bsub.add_parser(
+        "host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's per-tile compute, on "
+        "the emu backend",
+        description="Measure the host stack's overhead per tile on the emu backend (projections, tiling, tile-id "
+        "checks, thread hand-off, W_O) against the emulator's own per-tile compute, alternated with the monolithic "
+        "emulator in one run; --engine measures an engine build's host path instead.",
+        epilog=examples("vckattn bench host --seq 128 --repeats 3",
+                        "vckattn bench host --engine vck5000_engine --json results/bench_host.json"),
+    )
     h.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: 256; 512 with --engine)")
     h.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
     h.add_argument("--d-head", type=int, choices=(32, 64), default=64, help="head dimension (default: %(default)s)")

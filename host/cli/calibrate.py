@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, index_list, missing_subcommand, positive_int
+from .common import Subparsers, examples, index_list, missing_subcommand, positive_int
 
 #: The data-parallel command line (this package's CLI is the module ``vckattn.host.cli``). accelerate's ``--cpu
 #: --num_processes 2`` starts one process unless it is given an MPI hostfile; ``--multi_gpu`` (torchrun) starts N
@@ -20,6 +20,19 @@ EPILOG = (f"data parallel (two CPU processes; `accelerate launch --cpu --num_pro
           "--device cuda\nseveral nodes: add --num_machines, --machine_rank, --main_process_ip and an --out on a "
           "shared file system.\nEach global batch of --batch-size samples is split over the processes; only the "
           "main process writes outputs.")
+
+STATS_EXAMPLE = "vckattn calibrate stats minilm --data pydoc --out results/calib/minilm --samples 64"
+TUNE_EXAMPLE = ("vckattn calibrate swiftmax minilm --data pydoc --out results/tune/minilm --epochs-per-stage 1 "
+                "--train-samples 64 --eval-samples 32")
+STATS_DESCRIPTION = ("Run MODEL with softmax on --samples calibration samples of --data and collect, per layer and "
+                     "head, the row maxima z_max of the attention scores and S = sum_j exp(z_j - z_max). Writes "
+                     "OUT/stats.json (summaries and the proposed initial SwiftMax beta/gamma) and OUT/stats_hist.png "
+                     "(histograms; S on a log axis).")
+TUNE_DESCRIPTION = ("Algorithm 1 (METHODS.md section 1): shallow to deep, replace --layers-per-stage layers' softmax "
+                    "by SwiftMax and train their beta/gamma (main weights frozen unless --main-lr) for "
+                    "--epochs-per-stage epochs on --objective, evaluating each epoch. A checkpoint per stage goes to "
+                    "OUT/checkpoints (rerunning the same command resumes after an interruption); the tuned model to "
+                    "OUT/model, which `vckattn export OUT/model` reads.")
 
 
 def add_calibrate(sub: Subparsers) -> None:
@@ -35,12 +48,14 @@ def add_calibrate(sub: Subparsers) -> None:
         "Hugging Face folder. --data: a text file (one sentence a line), pydoc, rotten-tomatoes, digits, mnist5k. "
         "Both steps run under Hugging Face accelerate: --device, --mixed-precision, and data parallel over the "
         f"processes of `accelerate launch` ({LAUNCH}); only the main process writes outputs.",
+        epilog=examples(STATS_EXAMPLE, TUNE_EXAMPLE, "vckattn export results/tune/minilm/model --out build/minilm"),
     )
     csub = p.add_subparsers(title="steps", dest="calibrate", metavar="STEP", parser_class=type(p))
-    for name, helptext in (("stats", "collect z_max / S statistics: histograms, JSON, proposed beta/gamma"),
-                           ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume")):
-        c = csub.add_parser(name, help=helptext, description=helptext, epilog=EPILOG,
-                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    for name, helptext, description, example in (
+            ("stats", "collect z_max / S statistics: histograms, JSON, proposed beta/gamma", STATS_DESCRIPTION,
+             STATS_EXAMPLE),
+            ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume", TUNE_DESCRIPTION, TUNE_EXAMPLE)):
+        c = csub.add_parser(name, help=helptext, description=description, epilog=examples(example, note=EPILOG))
         c.add_argument("model", metavar="MODEL", help="`minilm` or a Hugging Face model folder")
         c.add_argument("--data", required=True, metavar="D",
                        help="text file, pydoc, rotten-tomatoes, digits or mnist5k")

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import re
+import sys
+import textwrap
 from pathlib import Path
 
 from vckattn.golden.errors import UserError
@@ -16,11 +20,71 @@ EXIT_FIDELITY = 3
 Subparsers = argparse._SubParsersAction
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Descriptions and epilogs: runs of unindented lines are refilled to the terminal's width as paragraphs;
+    blank lines and indented lines (example command lines) are kept as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        out: list[str] = []
+        para: list[str] = []
+
+        def flush() -> None:
+            if para:
+                out.extend(textwrap.wrap(" ".join(para), width, initial_indent=indent, subsequent_indent=indent,
+                                         break_on_hyphens=False, break_long_words=False))
+                para.clear()
+
+        for line in text.splitlines():
+            if not line.strip() or line[:1].isspace():
+                flush()
+                out.append(indent + line if line.strip() else "")
+            else:
+                para.append(re.sub(r"\s+", " ", line.strip()))
+        flush()
+        return "\n".join(out)
+
+
+def examples(*lines: str, note: str = "") -> str:
+    """An ``epilog``: ``example:`` / ``examples:`` and the command lines, indented (kept as written by
+    :class:`HelpFormatter`), then an optional note paragraph."""
+    head = "example:" if len(lines) == 1 else "examples:"
+    text = head + "\n" + "\n".join(f"  {ln}" for ln in lines)
+    return f"{text}\n\n{note}" if note else text
+
+
 class Parser(argparse.ArgumentParser):
-    """argparse, but errors are one line on stderr (no usage dump) with a pointer to --help."""
+    """argparse, but errors are one line on stderr (no usage dump) with a pointer to --help. Its default
+    ``formatter_class`` is :class:`HelpFormatter` (refilled paragraphs, example lines kept)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # type: ignore[override]
         self.exit(2, f"{self.prog}: error: {message} (see `{self.prog} --help`)\n")
+
+
+#: the width of tables written to a pipe or a file (no terminal to fit): wide enough that no cell is cut
+PIPE_WIDTH = 10_000
+
+
+def make_console(file=None, *, stderr: bool = False, **kwargs):
+    """The project's one way to make a rich ``Console`` for tables and reports.
+
+    On a terminal: rich's defaults (the terminal's width, colour). When the output is not a terminal (piped,
+    redirected, captured): ``$COLUMNS`` if set, else :data:`PIPE_WIDTH` columns, so that tables render in full
+    (no cell cut with "…" or folded), and no highlighting of numbers. ``file``/``stderr``/``kwargs``: as for
+    ``rich.console.Console``."""
+    from rich.console import Console
+
+    stream = file if file is not None else (sys.stderr if stderr else sys.stdout)
+    isatty = getattr(stream, "isatty", None)
+    tty = bool(isatty and isatty())
+    if not tty and "width" not in kwargs:
+        columns = os.environ.get("COLUMNS", "")
+        kwargs["width"] = int(columns) if columns.isdigit() and int(columns) > 0 else PIPE_WIDTH
+        kwargs.setdefault("highlight", False)
+    return Console(file=file, stderr=stderr, **kwargs)
 
 
 def command_names(parser: argparse.ArgumentParser) -> list[str]:
@@ -84,8 +148,8 @@ def read_sentences(path: Path) -> list[str]:
     return lines
 
 
-__all__ = ["PROG", "Parser", "Subparsers", "command_names", "index_list", "missing_subcommand", "positive_float",
-           "positive_int", "read_sentences"]
+__all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "command_names", "examples", "index_list",
+           "make_console", "missing_subcommand", "positive_float", "positive_int", "read_sentences"]
 
 
 def device_options(args: argparse.Namespace) -> dict:

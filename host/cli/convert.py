@@ -9,7 +9,7 @@ from vckattn.golden.errors import UserError
 from vckattn.host import convert_cmd
 from vckattn.host.convert_cmd import DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP, DEFAULT_T, REPORT_NAME
 
-from .common import Subparsers, positive_float, positive_int
+from .common import Subparsers, examples, positive_float, positive_int
 
 
 def add_convert(sub: Subparsers) -> None:
@@ -22,6 +22,8 @@ def add_convert(sub: Subparsers) -> None:
         "the real weights (GQA-expanded), gamma is copied from the RMSNorms. MODEL: a Hugging Face Llama folder, a "
         "Llama .gguf, `smollm2`, or a golden decoder .pt. Writes a checkpoint `vckattn export` reads (a model folder, "
         "or DIR/model.pt for a golden input), DIR/bhyt_convert.json, and prints the per-layer table.",
+        epilog=examples("vckattn convert bhyt smollm2 --out build/smollm2_bhyt",
+                        "vckattn export build/smollm2_bhyt --out build/bundles/smollm2_bhyt"),
     )
     p.add_argument("what", choices=("bhyt",), help="the conversion (bhyt)")
     p.add_argument("model", metavar="MODEL", help="Llama folder, .gguf, smollm2, or golden .pt")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Subparsers, positive_float
+from .common import Subparsers, examples, positive_float
 
 
 def add_doctor(sub: Subparsers) -> None:
@@ -15,6 +15,8 @@ def add_doctor(sub: Subparsers) -> None:
         "(found/missing, version or path, and how to get what is missing). Every item is really "
         "imported or run. Exits 0 when the core flow (Python, numpy, torch) is complete; the other "
         "flows are informational. The last lines say which `make` targets can run here.",
+        epilog=examples("vckattn doctor --fast", "vckattn doctor --json doctor.json",
+                        "vckattn doctor --fast --json - | python -m json.tool"),
     )
     p.add_argument("--json", metavar="OUT", dest="json_out",
                    help="also write the report as JSON to OUT ('-': JSON on stdout instead of the table)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import Subparsers, device_options, index_list, positive_int
+from .common import Subparsers, device_options, examples, index_list, positive_int
 
 
 def add_eval(sub: Subparsers) -> None:
@@ -20,8 +20,9 @@ def add_eval(sub: Subparsers) -> None:
         "the float SwiftMax model (the bundle's beta/gamma in float) and the bundle on the backend; and per "
         "layer the cosine of the attention output against the float layer on the same input and against the "
         "softmax model. --task rotten-tomatoes scores a sentiment classifier by its test accuracy instead.",
-        epilog="example: vckattn export minilm --out B --swiftmax-init max && "
-        "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
+        epilog=examples("vckattn export minilm --out B --swiftmax-init max",
+                        "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
+                        "vckattn eval --bundle B --backend emu --sentences 8 --layers 0,1"),
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
     p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",

@@ -11,7 +11,7 @@ from vckattn.golden.errors import UserError
 from vckattn.host.export.common import DEFAULT_SWIFTMAX_INIT
 from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY
 
-from .common import EXIT_FIDELITY, Subparsers, index_list, positive_float, positive_int, read_sentences
+from .common import EXIT_FIDELITY, Subparsers, examples, index_list, positive_float, positive_int, read_sentences
 
 
 def add_export(sub: Subparsers) -> None:
@@ -31,6 +31,9 @@ def add_export(sub: Subparsers) -> None:
         "(BERT, ViT, Llama), a .safetensors file with config.json beside it, a .gguf file (or a folder with "
         "one), a golden checkpoint .pt (vckattn.host.export.save_golden_checkpoint), or the shortcuts "
         "`minilm` (all-MiniLM-L6-v2) and `smollm2` (SmolLM2-135M-Instruct GGUF).",
+        epilog=examples("vckattn export minilm --out build/bundles/minilm",
+                        "vckattn export minilm --out build/bundles/minilm_softmax --normalizer softmax",
+                        "vckattn inspect build/bundles/minilm"),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="model folder, file, or `minilm` / `smollm2`")
     p.add_argument("--out", required=True, type=Path, metavar="BUNDLE", help="bundle to write")
@@ -114,6 +117,7 @@ def add_inspect(sub: Subparsers) -> None:
         "calibration provenance, and per layer the normalizer (SwiftMax beta/gamma or online softmax), P's scale "
         "2^-p_frac, the int8 scales s_x..s_a, BHyT constants and tensor bytes. A bundle that fails a check is "
         "reported in one line (file: field: problem), exit status 2.",
+        epilog=examples("vckattn inspect build/bundles/minilm", "vckattn inspect build/bundles/minilm --json"),
     )
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="bundle folder")
     p.add_argument("--json", action="store_true", dest="as_json",
@@ -135,14 +139,15 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def print_bundle_summary(s: dict) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
 
     def num(x: float | None) -> str:
         return "-" if x is None else f"{x:.4g}"
 
-    console = Console()
+    console = make_console()
     m, src, cal, t = s["model"], s["source"], s["calibration"], s["tensors"]
     console.print(f"[bold]bundle[/]       {escape(s['path'])}  (schema {s['schema_version']}, "
                   f"vckattn {escape(s['tool']['version'])}, created {s['created']})")

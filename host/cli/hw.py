@@ -4,11 +4,16 @@ scalable engine's build sources from a design point."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, missing_subcommand
+from .common import Subparsers, examples, missing_subcommand
 
 
 def add_hw(sub: Subparsers) -> None:
@@ -19,15 +24,31 @@ def add_hw(sub: Subparsers) -> None:
         "BHyT approximate variance, RMSNorm) and lane count, LUT/FF/DSP/BRAM from real Yosys synthesis "
         "(synth_xilinx -family xcup: UltraScale+ as the proxy for the Versal PL), throughput in elements/cycle "
         "and latency in cycles measured on Verilator (the kernel's throughput test, checked against the golden "
-        "model), and row/token buffer bits. Takes a few minutes per kernel.",
+        "model), and row/token buffer bits. Takes a few minutes per kernel. `package`: the RTL normalizers as "
+        "Vitis RTL kernel sources. `generate`: the scalable engine's build sources from a design point.",
+        epilog=examples("vckattn hw report --kernels swiftmax --lanes 4 --json results/hw.json",
+                        "vckattn hw package --out build/vitis/rtl",
+                        "vckattn hw generate best --out build/engine"),
     )
     hsub = p.add_subparsers(title="hardware", dest="hw", metavar="ACTION", parser_class=type(p))
-    r = hsub.add_parser("report", help="synthesize and simulate every kernel; print a table, write JSON")
+    r = hsub.add_parser(
+        "report", help="synthesize and simulate every kernel; print a table, write JSON",
+        description="For each PL kernel (swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm) and lane "
+        "count: LUT/FF/DSP/BRAM from Yosys synth_xilinx -family xcup (UltraScale+ as the proxy for the Versal PL), "
+        "throughput (elements/cycle) and latency (cycles) measured in Verilator by the kernel's cocotb throughput "
+        "test (checked against the golden model), and the row/token buffer bits. Takes a few minutes per kernel. "
+        "The simulator's output goes to a log file under the build folder (its path is printed); -v shows it.",
+        epilog=examples("vckattn hw report --kernels swiftmax --lanes 4",
+                        "vckattn hw report --lanes 4,8 --json results/hw_report.json"),
+    )
     r.add_argument("--lanes", type=lanes_list, default=[4], metavar="N[,N...]",
                    help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
     r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
                    metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
     r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
+    r.add_argument("-v", "--verbose", action="store_true",
+                   help="show the synthesis and simulator output (Yosys, Verilator, cocotb) instead of writing it to "
+                        "<build>/logs/hw_report.log")
     r.set_defaults(func=run_hw_report)
     k = hsub.add_parser(
         "package",
@@ -39,6 +60,7 @@ def add_hw(sub: Subparsers) -> None:
         "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
         "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
         "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
+        epilog=examples("vckattn hw package", "vckattn hw package --manifest vck190_attention --out build/vitis190"),
     )
     k.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
@@ -55,10 +77,10 @@ def add_hw(sub: Subparsers) -> None:
         "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
         "or `best`: the explorer's best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board. Needs "
-        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.\n\nexample:\n"
-        "  vckattn hw generate best --out build/engine --board vck5000\n"
-        "  vckattn hw generate bitstreams/engine_designs/engine_small.design.json --out build/engine_small",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.",
+        epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
+                        "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "
+                        "--out build/engine_small"),
     )
     g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
@@ -81,12 +103,50 @@ def lanes_list(text: str) -> list[int]:
     return values
 
 
+def _log_file(name: str) -> Path:
+    """``<build>/logs/NAME`` (:func:`vckattn.golden.paths.build_root`), its folder created."""
+    from vckattn.golden.paths import build_root
+
+    folder = build_root() / "logs"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v") from None
+    return folder / name
+
+
+@contextlib.contextmanager
+def _tool_output(log: Path | None) -> Iterator[TextIO]:
+    """While inside: stdout/stderr (this process's and its children's) go to ``log`` (``None``: unchanged).
+    Yields a stream on the original stderr for progress bars. A failure inside names the log on stderr."""
+    from vckattn.sim.runner import redirect_output
+
+    if log is None:
+        yield sys.stderr
+        return
+    sys.stderr.flush()
+    try:
+        fd = os.dup(sys.stderr.fileno())
+    except (AttributeError, OSError, ValueError):  # no real stderr (captured): the bar is off anyway
+        fd = None
+    bar_file = os.fdopen(fd, "w", buffering=1) if fd is not None else sys.stderr
+    try:
+        with redirect_output(log):
+            yield bar_file
+    except BaseException:
+        print(f"(simulator and synthesis output: {log})", file=sys.stderr)
+        raise
+    finally:
+        if fd is not None:
+            bar_file.close()
+
+
 def run_hw_report(args: argparse.Namespace) -> int:
     import json
 
-    from rich.console import Console
     from rich.table import Table
 
+    from vckattn.host.cli.common import make_console
     from vckattn.host.progress import announced_steps
     from vckattn.sim import hw_report as report
 
@@ -94,10 +154,16 @@ def run_hw_report(args: argparse.Namespace) -> int:
     unknown = [k for k in kernels if k not in report.KERNELS]
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
-    console = Console()
-    # one step per (kernel, lane count); hw_report announces each before measuring it
-    with announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel") as announce:
+    console = make_console()
+    log = None if args.verbose else _log_file("hw_report.log")
+    # one step per (kernel, lane count); hw_report announces each before measuring it. The tools' output goes to
+    # the log (redirect_output: this process's and the simulators' stdout/stderr); the bar to the real stderr.
+    with _tool_output(log) as bar_file, \
+            announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel",
+                            file=bar_file) as announce:
         rep = report.hw_report(kernels, args.lanes, progress=announce)
+    if log is not None:
+        print(f"simulator and synthesis log: {log} (-v shows it)", file=sys.stderr)
     table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
     for col in ("kernel", "lanes", "LUT", "FF", "DSP", "BRAM36", "LUTRAM", "elements/cycle", "latency", "buffer bits"):
         table.add_column(col, justify="left" if col == "kernel" else "right")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +23,9 @@ flags) it prints the time each stage is busy per layer (DDR -> AIE, AIE QKᵀ, A
 normalizer, PL -> AIE, AIE P·V, back to DDR, host overhead; the stages overlap, a layer takes the
 busiest one plus fill/drain), the bottleneck, TOPS and % of the 128 int8 TOPS peak, and resources
 used vs available. `perf explore` searches the design space for the fastest design per normalizer
-and compares SwiftMax with online softmax.
+and compares SwiftMax with online softmax."""
 
+EPILOG = """\
 example:
   vckattn perf --design-from-manifest vck5000_attention --seq 512 --batch 8
   vckattn perf --heads 12 --d-head 64 --seq 512 --batch 8 --layers 12 --generated --pipelines 15 \\
@@ -39,8 +41,9 @@ at equal resources (speedup: online softmax restricted to the SwiftMax design's 
 LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots also writes the
 roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup vs batch 1..64
 and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the same run
-(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute).
+(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute)."""
 
+EXPLORE_EPILOG = """\
 example:
   vckattn perf explore --seq 512 --batch 8 --layers 12 --json explore.json --plots results/perf"""
 
@@ -102,7 +105,7 @@ def _design_args(p: argparse.ArgumentParser) -> None:
 def add_perf(sub: Subparsers) -> None:
     p = sub.add_parser("perf", help="modeled performance of the attention block on a VCK5000 (stages, bottleneck, "
                        "TOPS, resources); `perf explore` finds the fastest design",
-                       description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=DESCRIPTION, epilog=EPILOG)
     _workload_args(p)
     _design_args(p)
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the result as JSON ('-': stdout)")
@@ -110,7 +113,7 @@ def add_perf(sub: Subparsers) -> None:
     p.set_defaults(func=run_perf)
     psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
     e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
-                        description=EXPLORE_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+                        description=EXPLORE_DESCRIPTION, epilog=EXPLORE_EPILOG)
     _workload_args(e)
     e.add_argument("--pl-clock", type=positive_float, default=None, help="PL clock of the designs in MHz (default: "
                    "the device file's model default, 250)")
@@ -125,9 +128,8 @@ def add_perf(sub: Subparsers) -> None:
                         "path: published vs modeled", description="Validation of the model against published "
                         "measurements: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
                         "clocks, DDR traffic; sources in hw/perf/published.py) through the same AIE cost path the "
-                        "attention model uses. Prints published vs modeled throughput and the error.\n\nexample:\n"
-                        "  vckattn perf validate --json validate.json",
-                        formatter_class=argparse.RawDescriptionHelpFormatter)
+                        "attention model uses. Prints published vs modeled throughput and the error.",
+                        epilog="example:\n  vckattn perf validate --json validate.json")
     v.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the rows as JSON ('-': stdout)")
     v.set_defaults(func=run_validate)
 
@@ -294,8 +296,7 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
 
 
 def run_perf(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import figures, model
 
     w = build_workload(args)
@@ -305,7 +306,7 @@ def run_perf(args: argparse.Namespace) -> int:
         perf = model.evaluate(w, d, dev)
     except ValueError as exc:
         raise UserError(str(exc)) from None
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     print_perf(perf, d.name or "design", console)
     if args.json_out is not None:
         _write_json(perf.to_json(), args.json_out)
@@ -325,9 +326,9 @@ def run_explore(args: argparse.Namespace) -> int:
     import time
     from dataclasses import replace
 
-    from rich.console import Console
     from tqdm import tqdm
 
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf import explore, figures, model
 
@@ -335,11 +336,11 @@ def run_explore(args: argparse.Namespace) -> int:
         raise UserError("--lut-headroom must be in [0, 1)")
     w = build_workload(args)
     dev = model.load_device(args.board)
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     per_search = explore.candidate_count(w, dev, args.pl_clock)
     t0 = time.perf_counter()
     with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
-              leave=False) as bar:
+              leave=False, file=sys.stderr) as bar:
         try:
             ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, lut_headroom=args.lut_headroom,
                                  progress=bar.update)
@@ -378,7 +379,9 @@ def run_explore(args: argparse.Namespace) -> int:
                                                           lut_headroom=args.lut_headroom)
             other = exf.online_equal_resources.design if exf.online_equal_resources else exf.online_softmax.design
             cases.append(figures.Fig5Case(seq, exf.swiftmax.design, other))
-        with tqdm(desc="Fig. 5 CPU timing", disable=args.quiet or args.no_cpu, leave=False) as bar:
+        # one step per (sequence length, batch) timed on the CPU
+        with tqdm(total=len(cases) * len(figures.BATCHES), desc="Fig. 5 CPU timing", unit="case",
+                  disable=args.quiet or args.no_cpu, leave=False, file=sys.stderr) as bar:
             data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
                                      progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
         _write_json(data, args.plots / "fig5.json")
@@ -395,13 +398,13 @@ def run_explore(args: argparse.Namespace) -> int:
 
 
 def run_validate(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
+    from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import published
 
     rows = published.validate()
-    console = Console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")
     for col in ("design", "board", "published", "modeled", "error", "modeled bound"):
         t.add_column(col, justify="left" if col in ("design", "board", "modeled bound") else "right")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .common import Subparsers
+from .common import Subparsers, examples
 
 
 def add_profile(sub: Subparsers) -> None:
@@ -18,6 +18,8 @@ def add_profile(sub: Subparsers) -> None:
         "accumulator width, online-softmax sum capacity, tanh unit range); values that would "
         "saturate are flagged. Writes profile.json and PNG box plots/histograms with the format "
         "limits drawn in.",
+        epilog=examples("vckattn profile minilm --max-sentences 16 --out results/profile/minilm",
+                        "vckattn profile path/to/hf-model --data sentences.txt --json profile.json"),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT",
                    help="Hugging Face model folder (config.json, weights, tokenizer), or `minilm` for the "
@@ -32,6 +34,7 @@ def add_profile(sub: Subparsers) -> None:
                    help="use at most the first N sentences of --data (default: %(default)s)")
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the value subsampling for percentiles and plots (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_profile)
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, missing_subcommand, read_sentences
+from .common import Subparsers, examples, missing_subcommand, read_sentences
 
 
 def add_report(sub: Subparsers) -> None:
@@ -19,12 +19,28 @@ def add_report(sub: Subparsers) -> None:
         "`quant`: each attention layer of a real BERT-family checkpoint (default: the shipped MiniLM) "
         "quantized end to end and run on real text, against the float golden model: relative error and "
         "cosine per layer, for the online-softmax baseline and for SwiftMax.",
+        epilog=examples("vckattn report errors --json results/errors.json",
+                        "vckattn report quant --json results/quant.json"),
     )
     rsub = p.add_subparsers(title="reports", dest="report", metavar="REPORT", parser_class=type(p))
-    e = rsub.add_parser("errors", help="error of every integer operator vs float64, with its budget")
+    e = rsub.add_parser(
+        "errors", help="error of every integer operator vs float64, with its budget",
+        description="Measure every integer hardware operator (exp2, reciprocal, rsqrt, tanh, requantization, ...) "
+        "against a float64 reference, exhaustively where it has at most 2^20 inputs, and print its maximum error "
+        "next to its documented budget. Exit status 1 when an operator exceeds its budget.",
+        epilog=examples("vckattn report errors", "vckattn report errors --json results/errors.json"),
+    )
     e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     e.set_defaults(func=run_report_errors)
-    q = rsub.add_parser("quant", help="per-layer integer-vs-float error of a real checkpoint on real text")
+    q = rsub.add_parser(
+        "quant", help="per-layer integer-vs-float error of a real checkpoint on real text",
+        description="Quantize each attention layer of a BERT-family checkpoint (default: the shipped "
+        "all-MiniLM-L6-v2) end to end, calibrate it on the first 32 sentences and run it on the next 16 against "
+        "the float golden model: relative error and cosine per layer, for the online-softmax baseline and for "
+        "SwiftMax.",
+        epilog=examples("vckattn report quant", "vckattn report quant path/to/bert-model --data sentences.txt "
+                        "--json results/quant.json"),
+    )
     q.add_argument("checkpoint", nargs="?", type=Path, default=None,
                    help="Hugging Face BERT-family model folder (default: the shipped all-MiniLM-L6-v2)")
     q.add_argument("--data", type=Path, metavar="FILE",

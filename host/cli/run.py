@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import EXIT_FIDELITY, Subparsers, device_options, index_list
+from .common import EXIT_FIDELITY, Subparsers, device_options, examples, index_list
 
 
 def add_run(sub: Subparsers) -> None:
@@ -26,8 +26,11 @@ def add_run(sub: Subparsers) -> None:
         "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
         "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
         "--checkpoint). Exit status 1 if a layer is not bit-exact (the device is wrong), 3 if a bit-exact layer's "
-        "cosine vs the float golden is below --min-cosine (the bundle's constants do not fit this input). "
-        "Example: vckattn run --bundle B --backend rtl --text \"Attention on the Versal array.\" --json run.json",
+        "cosine vs the float golden is below --min-cosine (the bundle's constants do not fit this input).",
+        epilog=examples("vckattn export minilm --out B",
+                        "vckattn run --bundle B --backend emu --text \"Attention on the Versal array.\"",
+                        "vckattn run --bundle B --backend rtl --text \"Attention on the Versal array.\" "
+                        "--json run.json"),
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
     p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
@@ -106,6 +109,8 @@ def add_deploy(sub: Subparsers) -> None:
         "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
         "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
         "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt only.",
+        epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_attention.xclbin --bundle build/bundles/minilm "
+                        "--json deploy.json"),
     )
     p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
