@@ -72,15 +72,19 @@ def _files(tmp: Path, bundle: Path) -> None:
 
 
 def _nan_weights(folder: Path) -> None:
-    """Put a NaN into the float tensor of the bundle (its sha256 updated, so only the value check can catch it)."""
-    from safetensors.numpy import load_file, save_file
+    """Put a NaN into a float tensor of the bundle, with its sha256 and the manifest seal updated, so that only the
+    value check can catch it."""
+    from safetensors.numpy import load_file
 
-    path = folder / "tensors.safetensors"
-    t = load_file(str(path))
+    from vckattn.host.bundle import _write_files, tensor_sha256
+
+    m = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
+    t = load_file(str(folder / "tensors.safetensors"))
     name = next(k for k, v in t.items() if v.dtype.kind == "f")
     t[name] = t[name].copy()
     t[name].flat[0] = np.nan
-    save_file(t, str(path))
+    m["tensors"][name]["sha256"] = tensor_sha256(t[name])
+    _write_files(folder, m, t)
 
 
 LONG = " ".join(["attention"] * 700)  # > 512 tokens
@@ -127,7 +131,8 @@ CASES = [
      "manifest.json", []),
     ("run truncated tensors", ["run", "--bundle", "{tmp}/trunc_tensors", "--text", TEXT], EXIT_BUNDLE,
      "tensors", []),
-    ("run NaN weights", ["run", "--bundle", "{tmp}/nan_weights", "--text", TEXT], EXIT_BUNDLE, "", []),
+    ("run NaN weights", ["run", "--bundle", "{tmp}/nan_weights", "--text", TEXT], EXIT_BUNDLE, "must be finite", []),
+    ("inspect NaN weights", ["inspect", "{tmp}/nan_weights"], EXIT_BUNDLE, "must be finite", []),
     ("run unknown --manifest", [*RUN, "--text", TEXT, "--manifest", "no_such_build"], EXIT_BUNDLE,
      "no_such_build", []),
     ("run --manifest head size 64 only", [*RUN, "--text", TEXT, "--manifest", "{tmp}/hd64.json"], EXIT_BUNDLE,
@@ -206,7 +211,9 @@ CASES = [
     ("hw package unknown manifest", ["hw", "package", "--manifest", "no_such_build", "--out", "{tmp}/pkg"],
      EXIT_BUNDLE, "no_such_build", ["pkg"]),
     # ---- perf
-    ("perf impossible design", ["perf", "--pipelines", "0"], EXIT_USAGE, "pipelines", []),
+    ("perf --pipelines 0", ["perf", "--pipelines", "0"], EXIT_USAGE, "pipelines", []),
+    ("perf impossible design", ["perf", "--score-plios", "64"], EXIT_USAGE, "score_plios must be <=", []),
+    ("perf sequence beyond the design", ["perf", "--seq", "100000"], EXIT_USAGE, "max_seq", []),
     ("perf --json dir", ["perf", "--json", "{tmp}/adir"], EXIT_INPUT, "is a folder", []),
     ("perf --plots file", ["perf", "--plots", "{tmp}/file.txt"], EXIT_INPUT, "is a file", []),
     ("perf --design not JSON", ["perf", "--design", "{tmp}/notjson.json"], EXIT_INPUT, "notjson.json", []),
@@ -306,8 +313,9 @@ def test_output_validators(tmp_path):
 def test_run_truncate_runs_a_long_text(bundle, tmp_path, capsys):
     """--truncate: the text is cut to the model's 512 positions (said on stderr) and the run goes on."""
     js = tmp_path / "r.json"
-    code = main(["run", "--bundle", str(bundle), "--quiet", "--text", LONG, "--truncate", "--manifest",
-                 "engine_small" if False else "vck5000_attention", "--json", str(js)])
+    code = main(["run", "--bundle", str(bundle), "--quiet", "--text", LONG, "--truncate", "--json", str(js)])
     cap = capsys.readouterr()
     assert code in (0, 3), cap.err
+    assert "--truncate keeps the first 512" in cap.err
     assert json.loads(js.read_text())["tokens"] == 512
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temporary file left behind
