@@ -44,7 +44,7 @@ import torch
 from torch import Tensor, nn
 
 from vckattn.golden.calibrate import TrainHooks
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
 TEXT_SOURCES = ("pydoc", "rotten-tomatoes")
 IMAGE_SOURCES = ("digits", "mnist5k")
@@ -99,9 +99,9 @@ def load_data(spec: str, seed: int = 0) -> Data:
         try:
             lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
         except UnicodeDecodeError as exc:
-            raise UserError(f"--data {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+            raise InputError(f"--data {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
         if not lines:
-            raise UserError(f"--data {path}: no sentences")
+            raise InputError(f"--data {path}: no sentences (empty or only blank lines)")
         data = Data("text", lines, None, str(path))
     return data.subset(rng.permutation(len(data)))
 
@@ -303,9 +303,12 @@ def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, ba
               "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision,
               "layers": [s.summary() | {"layer": i} for i, s in enumerate(stats)], "proposed": inits}
     if rt.is_main:
+        from vckattn.host.cli.common import atomic_path, write_text_atomic
+
         out.mkdir(parents=True, exist_ok=True)
-        (out / "stats.json").write_text(json.dumps(report, indent=1))
-        plot_stats(stats, out / "stats_hist.png", desc)
+        with atomic_path(out / "stats_hist.png") as tmp:
+            plot_stats(stats, tmp, desc)
+        write_text_atomic(out / "stats.json", json.dumps(report, indent=1))
     rt.done()
     return report
 

@@ -171,7 +171,7 @@ def dist_version(dist: str) -> str | None:
 
 # --------------------------------------------------------------------------- how to get
 
-SETUP = "make setup (installs requirements.lock into .venv)"
+SETUP = "make setup (installs requirements.lock into .venv; or: pip install -r requirements.lock && pip install -e .)"
 
 
 def _extra(extra: str, pin: str) -> str:
@@ -194,7 +194,7 @@ def check_python(minimum: tuple[int, int] = (3, 11)) -> Check:
         status="found" if ok else "too old",
         detail=sys.executable + ("" if ok else f" (needs >= {minimum[0]}.{minimum[1]})"),
         how_to_get="" if ok else "install Python 3.11 (apt-get install python3.11-venv, or pyenv), "
-                                 "then make setup",
+                                 "then make setup (or: pip install -r requirements.lock)",
     )
 
 

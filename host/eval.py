@@ -277,6 +277,32 @@ def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float 
     return out
 
 
+def precheck(bundle_path: Path, layers: list[int] | None, manifest: Any, n_sentences: int | None,
+             max_tokens: int) -> None:
+    """Everything that can be refused before the model is loaded: the bundle (BundleError), ``layers`` in it, the
+    bundle against the build (ManifestError), ``n_sentences`` within the held-out set, ``max_tokens`` within the
+    model's positions (InputError)."""
+    from vckattn.golden.errors import InputError
+    from vckattn.host.bundle import load_bundle
+    from vckattn.host.textdata import EVAL_MAX_SENTENCES
+    from vckattn.hw.manifest import check_bundle
+
+    bundle = load_bundle(bundle_path)
+    present = [int(e["index"]) for e in bundle.manifest["layers"]]
+    bad = [i for i in (layers or []) if i not in present]
+    if bad:
+        raise UserError(f"{bundle_path}: --layers: no layer(s) {bad} in the bundle "
+                        f"(it has {present[0]}..{present[-1]})")
+    check_bundle(manifest, bundle, sorted(set(layers)) if layers else present)
+    if n_sentences is not None and not 1 <= n_sentences <= EVAL_MAX_SENTENCES:
+        raise UserError(f"--sentences {n_sentences}: the held-out set has {EVAL_MAX_SENTENCES} sentences "
+                        f"(give 1..{EVAL_MAX_SENTENCES})")
+    limit = int(bundle.manifest["model"]["max_seq_len"])
+    if max_tokens > limit:
+        raise InputError(f"--max-tokens {max_tokens} is more than the model's {limit} positions (give at most "
+                         f"{limit})")
+
+
 def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | None,
                 progress: bool, classifier: bool = False) -> tuple[Any, list[int], LoadedModel]:
     """The bundle, the layers to evaluate (default: all of the bundle's; UserError for others) and the source
@@ -333,9 +359,10 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens)
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
     output_projection(m, chosen[0])  # refuses unsupported models before any work
-    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
     qls = quant_layers(bundle, bundle_path, chosen, manifest)
     data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
                                                                                            max_tokens)
@@ -429,9 +456,11 @@ def print_report(report: dict) -> None:
 
 
 def write_json(report: dict, path: Path) -> None:
-    """Write the report (folders created)."""
+    """Write the report (folders created; atomically: never half-written)."""
+    from vckattn.host.cli.common import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
 def write_plots(report: dict, out_dir: Path) -> list[Path]:

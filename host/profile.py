@@ -223,7 +223,9 @@ def read_sentences(data: str | Path | None, max_sentences: int) -> tuple[list[st
     try:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
     except UnicodeDecodeError as exc:
-        raise UserError(f"data file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        from vckattn.golden.errors import InputError
+
+        raise InputError(f"data file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     lines = [ln for ln in lines if ln]
     if not lines:
         raise UserError(f"data file {path} has no sentences (only blank lines or empty)")
@@ -677,7 +679,9 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
     report["seconds"] = time.perf_counter() - t0
     json_path = out / "profile.json"
     report["json"] = str(json_path)
-    json_path.write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+    from vckattn.host.cli.common import write_text_atomic
+
+    write_text_atomic(json_path, json.dumps(report, indent=2, ensure_ascii=False))
     return report
 
 
@@ -700,16 +704,49 @@ def summary_table(report: dict):
     return t
 
 
+def check_lengths(folder: Path, sentences: list[str], truncate: bool) -> list[str]:
+    """Refuse a sentence longer than the model's positions (its tokenizer's and config's limit, at most 512)
+    before the model is loaded, unless ``truncate`` (the forward pass then keeps the first tokens; said on
+    stderr)."""
+    from vckattn.golden.errors import InputError
+
+    try:
+        from transformers import AutoConfig, AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(folder)
+        cfg = AutoConfig.from_pretrained(folder)
+    except Exception:  # noqa: BLE001 - the model load reports an unusable folder
+        return sentences
+    lengths = (getattr(tok, "model_max_length", None), getattr(cfg, "max_position_embeddings", None))
+    limit = min([n for n in lengths if isinstance(n, int) and 0 < n < 100_000] + [512])
+    counts = [len(ids) for ids in tok(list(sentences), truncation=False)["input_ids"]]
+    worst = max(range(len(counts)), key=counts.__getitem__)
+    if counts[worst] > limit:
+        if not truncate:
+            raise InputError(f"--data line {worst + 1} is {counts[worst]} tokens, longer than the model's {limit} "
+                             f"positions; shorten it or pass --truncate to use its first {limit} tokens")
+        n_long = sum(c > limit for c in counts)
+        print(f"vckattn: note: {n_long} sentence(s) longer than {limit} tokens; --truncate keeps their first {limit}",
+              file=sys.stderr)
+    return sentences
+
+
 def main(args) -> int:
     """CLI glue for ``vckattn profile`` (``args`` from the argparse namespace)."""
     from vckattn.host.cli.common import make_console
 
     if args.max_sentences < 1:
         raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
+    from vckattn.host.cli.common import output_dir, output_file, write_text_atomic
+
     json_stdout = args.json_out == "-"
+    output_dir(args.out, what="--out")
+    output_file(args.json_out, what="--json")
     out = make_console(stderr=json_stdout)
     path, name = resolve_checkpoint(args.checkpoint)
     sentences, source = read_sentences(args.data, args.max_sentences)
+    if args.data is not None:
+        sentences = check_lengths(path, sentences, getattr(args, "truncate", False))
     if args.data is None:
         out.print(f"no --data given: using {len(sentences)} sentences from CPython's reference manual "
                   "(vckattn.host.textdata.real_sentences)")
@@ -727,8 +764,7 @@ def main(args) -> int:
     else:
         out.print("[green]no flags: every value fits the chosen formats[/]")
     if args.json_out:
-        Path(args.json_out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_out).write_text(json.dumps(report, indent=2, ensure_ascii=False), encoding="utf-8")
+        write_text_atomic(Path(args.json_out), json.dumps(report, indent=2, ensure_ascii=False))
         out.print(f"JSON also written to {args.json_out}")
     out.print(f"wrote {report['json']}")
     for p in report["plots"]:

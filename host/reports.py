@@ -152,7 +152,9 @@ def _write(json_out: Path | None, report: object, console: object) -> None:
     if json_out is None:
         return
     json_out.parent.mkdir(parents=True, exist_ok=True)
-    json_out.write_text(json.dumps(report, indent=2, default=_jsonable))
+    from vckattn.host.cli.common import write_text_atomic
+
+    write_text_atomic(json_out, json.dumps(report, indent=2, default=_jsonable))
     console.print(f"wrote {json_out}")  # type: ignore[attr-defined]
 
 

@@ -158,7 +158,7 @@ def open_device(backend: str, manifest: Any, **options: Any) -> Any:
 def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: Path | None = None,
         layers: list[int] | None = None, manifest_path: Path | str | None = None, checkpoint: Path | None = None,
         save: Path | None = None, device_options: dict | None = None, progress: bool = True,
-        arrays: dict | None = None) -> dict:
+        arrays: dict | None = None, truncate: bool = False) -> dict:
     """Run the bundle's attention layers on ``backend`` and return the JSON report (module docstring).
 
     ``arrays``: if given, filled per layer index with ``{"out", "ref", "keep"}`` (device output, float
@@ -168,7 +168,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
     from vckattn.host.scheduler import run_layer
-    from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
+    from vckattn.hw.manifest import DEFAULT_MANIFEST, check_bundle, load_manifest
 
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
@@ -181,6 +181,9 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     if bad:
         raise UserError(f"{bundle_path}: no layer(s) {bad} in the bundle (it has {present[0]}..{present[-1]})")
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    check_bundle(manifest, bundle, layers)  # head size, formats, normalizers: before any model is loaded
+    if text is not None:
+        check_text_length(bundle, checkpoint, text, truncate)
 
     m = _source_model(bundle, checkpoint, progress)
     inputs = _text_inputs(m, text, layers, progress) if text is not None else _npz_inputs(m, input_npz, layers)
@@ -228,9 +231,51 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                 saved[f"layer{i}_output"] = lr.out[keep].astype(np.float32)
     report["elements_per_second"] = elements / device_s if device_s > 0 else None
     if save is not None:
+        from vckattn.host.cli.common import atomic_path
+
         save.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(save, **saved)
+        with atomic_path(save) as tmp, tmp.open("wb") as fh:
+            np.savez(fh, **saved)
     return report
+
+
+def early_tokenizer(bundle: Any, checkpoint: str | Path | None) -> Any:
+    """The source checkpoint's tokenizer without loading the model (a Hugging Face folder or a safetensors file with
+    its folder), or None when it cannot be had cheaply (the length is then checked after loading)."""
+    from vckattn.host import export
+
+    try:
+        source = export.resolve_checkpoint(checkpoint if checkpoint is not None else bundle.manifest["source"]["path"])
+    except export.ExportError:
+        return None
+    folder = source.path if source.kind == "hf-folder" else source.path.parent if source.kind == "safetensors" \
+        else None
+    if folder is None:
+        return None
+    try:
+        from vckattn.host.export.sources import _tokenizer
+
+        return _tokenizer(folder)
+    except Exception:  # noqa: BLE001 - no cheap tokenizer: the model load reports the problem
+        return None
+
+
+def check_text_length(bundle: Any, checkpoint: str | Path | None, text: str, truncate: bool) -> None:
+    """Refuse a text longer than the model's positions (``max_seq_len``) unless ``truncate`` (then say so on
+    stderr), before the model is loaded."""
+    from vckattn.golden.errors import InputError
+
+    limit = int(bundle.manifest["model"]["max_seq_len"])
+    tok = early_tokenizer(bundle, checkpoint)
+    if tok is None:
+        return
+    n = len(tok(text, truncation=False)["input_ids"])
+    if n <= limit:
+        return
+    if not truncate:
+        raise InputError(f"--text is {n} tokens, longer than the model's {limit} positions; shorten it or pass "
+                         f"--truncate to use its first {limit} tokens")
+    print(f"vckattn: note: --text is {n} tokens; --truncate keeps the first {limit}", file=sys.stderr)
 
 
 def _heads_of(a_flat: np.ndarray, layer: Any) -> np.ndarray:
@@ -264,8 +309,10 @@ def print_report(report: dict) -> None:
 
 
 def write_json(report: dict, path: Path) -> None:
+    from vckattn.host.cli.common import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
 __all__ = ["BACKEND_CHOICES", "errors", "print_report", "run", "write_json"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import Subparsers, examples, missing_subcommand, positive_int
+from .common import Subparsers, examples, missing_subcommand, output_file, positive_int
 
 
 def add_bench(sub: Subparsers) -> None:
@@ -65,7 +65,11 @@ def add_bench(sub: Subparsers) -> None:
 def run_bench_host(args: argparse.Namespace) -> int:
     from vckattn.host import bench
 
+    output_file(args.json_out, what="--json")
     if args.engine:
+        from vckattn.hw.manifest import load_manifest
+
+        load_manifest(args.engine)
         bench.run_engine_host(args.json_out, manifest_name=args.engine, seq=args.seq or 512, heads=args.heads,
                               d_head=args.d_head, batch=args.batch, repeats=max(args.repeats, 21), seed=args.seed)
         return 0
@@ -77,6 +81,7 @@ def run_bench_host(args: argparse.Namespace) -> int:
 def run_bench_emulator(args: argparse.Namespace) -> int:
     from vckattn.host import bench
 
+    output_file(args.json_out, what="--json")
     bench.run(args.json_out, seq=args.seq, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
               seed=args.seed)
     return 0

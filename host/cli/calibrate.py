@@ -5,9 +5,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
-from .common import Subparsers, examples, index_list, missing_subcommand, positive_int
+from .common import Subparsers, examples, index_list, missing_subcommand, output_dir, positive_int, read_text
 
 #: The data-parallel command line (this package's CLI is the module ``vckattn.host.cli``). accelerate's ``--cpu
 #: --num_processes 2`` starts one process unless it is given an MPI hostfile; ``--multi_gpu`` (torchrun) starts N
@@ -70,6 +70,7 @@ def add_calibrate(sub: Subparsers) -> None:
                        help="autocast the forward passes (fp16: CUDA only, with a loss scaler; default no)")
         if name == "stats":
             c.add_argument("--samples", type=positive_int, default=256, metavar="N", help="calibration samples")
+            c.add_argument("--overwrite", action="store_true", help="replace stats.json / stats_hist.png in --out")
             c.set_defaults(func=run_calibrate_stats)
         else:
             c.add_argument("--objective", choices=("distill", "task"), default="distill",
@@ -93,9 +94,25 @@ def add_calibrate(sub: Subparsers) -> None:
     p.set_defaults(func=lambda args: missing_subcommand(p))
 
 
+def check_data(spec: str) -> None:
+    """A --data file (not a named source) is readable UTF-8 with a sentence: InputError otherwise, before any model
+    is loaded (a missing file is refused by the loader, naming the sources)."""
+    from vckattn.host.calibrate import IMAGE_SOURCES, TEXT_SOURCES
+
+    if spec in TEXT_SOURCES + IMAGE_SOURCES or not Path(spec).exists():
+        return
+    if not read_text(Path(spec), "--data").strip():
+        raise InputError(f"--data {spec}: no sentences (empty or only blank lines)")
+
+
 def run_calibrate_stats(args: argparse.Namespace) -> int:
     from vckattn.host import calibrate
 
+    output_dir(args.out, what="--out")
+    old = [n for n in ("stats.json", "stats_hist.png") if (args.out / n).exists()]
+    if old and not args.overwrite:
+        raise UserError(f"--out {args.out} already holds {' and '.join(old)}; pass --overwrite to replace them")
+    check_data(args.data)
     rt = calibrate.make_runtime(args.device, args.mixed_precision)
     rep = calibrate.run_stats(args.model, args.data, args.out, args.samples, args.batch_size, args.max_length,
                               args.seed, progress=not args.quiet, runtime=rt)
@@ -114,6 +131,8 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
 
     if not (args.lr > 0):
         raise UserError("--lr must be > 0")
+    output_dir(args.out, what="--out")
+    check_data(args.data)
     cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
                                args.batch_size, args.max_length, args.seed, args.init, args.per_head, args.one_shot,
                                args.layers)

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
+import tempfile
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
 PROG = "vckattn"
 #: exit status when a layer's integer attention does not follow its float model (``run --min-cosine``, the
@@ -133,6 +136,9 @@ def index_list(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"no layer indices in {text!r}")
     if any(v < 0 for v in values):
         raise argparse.ArgumentTypeError(f"layer indices must be >= 0: {text!r}")
+    dups = sorted({v for v in values if values.count(v) > 1})
+    if dups:
+        raise argparse.ArgumentTypeError(f"layer index {', '.join(map(str, dups))} given twice: {text!r}")
     return values
 
 
@@ -140,16 +146,156 @@ def read_sentences(path: Path) -> list[str]:
     """The non-blank lines of a UTF-8 text file, stripped; UserError if unreadable or empty."""
     try:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read text ({exc})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot read text ({exc.strerror or exc})") from None
     lines = [ln for ln in lines if ln]
     if not lines:
         raise UserError(f"{path}: no sentences (the file is empty)")
     return lines
 
 
-__all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "command_names", "examples", "index_list",
-           "make_console", "missing_subcommand", "positive_float", "positive_int", "read_sentences"]
+def read_text(path: Path, what: str = "text file") -> str:
+    """A UTF-8 text file's content; InputError (status 4) if it is missing, a folder, unreadable or not UTF-8."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a folder, not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+
+
+def check_text(text: str, what: str = "--text") -> str:
+    """``text`` unless it is empty or only whitespace (InputError)."""
+    if not text or not text.strip():
+        raise InputError(f"{what} is empty (give some words to run)")
+    return text
+
+
+def _writable_folder(folder: Path, what: str, target: Path) -> None:
+    """InputError unless ``folder`` (the place ``target`` goes) is an existing, writable folder."""
+    probe = folder
+    while not probe.exists() and probe != probe.parent:  # the nearest thing that exists on the way up
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"{what} {target}: {probe} is a file, not a folder")
+    if probe != folder:
+        raise InputError(f"{what} {target}: the folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {target}: the folder {folder} is not writable")
+
+
+def output_file(path: Path | str | None, overwrite: bool = True, what: str = "--json") -> Path | None:
+    """Check an output file path before any work: not a folder, its folder exists and is writable, and (unless
+    ``overwrite``) it does not exist yet. ``None`` and ``-`` (stdout) pass through. InputError (status 4) for a
+    path that cannot be written; UserError (2) for an existing file without --overwrite."""
+    if path is None or str(path) == "-":
+        return None if path is None else Path(path)
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(f"{what} {p} is a folder; give a file path")
+    _writable_folder(p.parent if str(p.parent) else Path("."), what, p)
+    if p.exists() and not overwrite:
+        raise UserError(f"{what} {p} exists; pass --overwrite to replace it")
+    return p
+
+
+def output_dir(path: Path | str | None, overwrite: bool = True, what: str = "--out",
+               empty: bool = False) -> Path | None:
+    """Check an output folder before any work: not an existing file, its nearest existing ancestor a writable
+    folder (missing folders are created when written), and with ``empty`` (unless ``overwrite``) empty or absent.
+    InputError (4) for a path that cannot be a folder; UserError (2) for a non-empty one without --overwrite."""
+    if path is None:
+        return None
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(f"{what} {p} is a file, not a folder")
+    probe = p
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if probe.exists() and not probe.is_dir():
+        raise InputError(f"{what} {p}: {probe} is a file, not a folder")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise InputError(f"{what} {p}: {probe} is not writable")
+    if empty and not overwrite and p.is_dir() and any(p.iterdir()):
+        raise UserError(f"{what} {p} exists and is not empty; pass --overwrite to replace it")
+    return p
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """A temporary path in ``path``'s folder to write to; moved onto ``path`` (``os.replace``) only when the block
+    ends without an exception, so ``path`` is never half-written."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent or ".")
+    os.close(fd)
+    try:
+        yield Path(tmp)
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def check_npz(path: Path, keys: list[str] | None = None, width: int | None = None) -> dict:
+    """Check an input npz before any model is loaded: readable, each of ``keys`` present (default: every
+    ``layer{i}_input``), 2-D floating point ``(tokens, width)`` with at least one token, the same token count for all;
+    ``keep`` (optional) of shape ``(tokens,)``. Returns the npz's arrays by name. InputError (status 4) otherwise.
+    (Missing or unreadable files keep their UserError with "cannot read the input npz".)"""
+    import zipfile
+
+    import numpy as np
+
+    path = Path(path)
+    try:
+        data = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise UserError(f"{path}: cannot read the input npz: {exc}") from None
+    if not isinstance(data, np.lib.npyio.NpzFile):
+        raise InputError(f"{path}: not an npz archive (a single .npy array); use the format --save writes")
+    try:
+        arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise InputError(f"{path}: cannot read the input npz (truncated or corrupt: {exc})") from None
+    names = keys if keys is not None else sorted(k for k in arrays if k.endswith("_input"))
+    if not names:
+        raise InputError(f"{path}: no layer{{i}}_input arrays (has {', '.join(arrays) or 'nothing'})")
+    tokens = None
+    for name in names:
+        if name not in arrays:
+            raise InputError(f"{path}: no array {name!r} (has {', '.join(arrays) or 'nothing'})")
+        a = arrays[name]
+        if a.dtype.kind != "f":
+            raise InputError(f"{path}: {name} has dtype {a.dtype}, expected floating point (float32)")
+        if a.ndim != 2:
+            raise InputError(f"{path}: {name} has shape {a.shape}, expected (tokens, hidden): 2-D")
+        if a.shape[0] == 0:
+            raise InputError(f"{path}: {name} has zero tokens")
+        if width is not None and a.shape[1] != width:
+            raise InputError(f"{path}: {name} has shape {a.shape}, expected (tokens, {width})")
+        if tokens is not None and a.shape[0] != tokens:
+            raise InputError(f"{path}: {name} has {a.shape[0]} tokens, other layers {tokens}")
+        tokens = a.shape[0]
+    if "keep" in arrays and arrays["keep"].shape != (tokens,):
+        raise InputError(f"{path}: keep has shape {arrays['keep'].shape}, expected ({tokens},)")
+    return arrays
+
+
+__all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "atomic_path", "check_npz", "check_text",
+           "command_names", "examples", "index_list", "make_console", "missing_subcommand", "output_dir",
+           "output_file", "positive_float", "positive_int", "read_sentences", "read_text", "write_text_atomic"]
 
 
 def device_options(args: argparse.Namespace) -> dict:

@@ -9,7 +9,7 @@ from vckattn.golden.errors import UserError
 from vckattn.host import convert_cmd
 from vckattn.host.convert_cmd import DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP, DEFAULT_T, REPORT_NAME
 
-from .common import Subparsers, examples, positive_float, positive_int
+from .common import Subparsers, examples, output_dir, positive_float, positive_int
 
 
 def add_convert(sub: Subparsers) -> None:
@@ -43,6 +43,7 @@ def add_convert(sub: Subparsers) -> None:
 def run_convert(args: argparse.Namespace) -> int:
     if args.what != "bhyt":  # argparse restricts choices; kept for a clear message if called directly
         raise UserError(f"convert: unknown conversion {args.what!r}; choose bhyt")
+    output_dir(args.out, what="--out")
     report = convert_cmd.convert_bhyt(args.model, args.out, args.seq_len, args.lam_attn, args.lam_mlp, args.kappa,
                                       args.overwrite)
     print(f"BHyT conversion of {report['source']} (kappa={report['kappa']}, T={report['seq_len']}):")

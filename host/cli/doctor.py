@@ -31,4 +31,7 @@ def add_doctor(sub: Subparsers) -> None:
 def run_doctor(args: argparse.Namespace) -> int:
     from vckattn.host import doctor
 
+    from .common import output_file
+
+    output_file(args.json_out, what="--json")
     return doctor.main(json_out=args.json_out, fast=args.fast, yosys_timeout=args.yosys_timeout)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from .common import Subparsers, device_options, examples, index_list, positive_int
+from .common import Subparsers, device_options, examples, index_list, output_dir, output_file, positive_int
 
 
 def add_eval(sub: Subparsers) -> None:
@@ -56,6 +56,11 @@ def add_eval(sub: Subparsers) -> None:
 def run_eval(args: argparse.Namespace) -> int:
     from vckattn.host import eval as ev
 
+    from .run import check_device_flags
+
+    check_device_flags(args)
+    output_file(args.json_out, what="--json")
+    output_dir(args.plots, what="--plots")
     opts = device_options(args)
     report = ev.evaluate(args.bundle, args.backend, layers=args.layers, manifest_path=args.manifest,
                          checkpoint=args.checkpoint, n_sentences=args.sentences, max_tokens=args.max_tokens,

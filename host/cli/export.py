@@ -7,11 +7,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 from vckattn.host.export.common import DEFAULT_SWIFTMAX_INIT
 from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY
 
-from .common import EXIT_FIDELITY, Subparsers, examples, index_list, positive_float, positive_int, read_sentences
+from .common import (
+    EXIT_FIDELITY,
+    Subparsers,
+    examples,
+    index_list,
+    output_dir,
+    positive_float,
+    positive_int,
+    read_sentences,
+)
 
 
 def add_export(sub: Subparsers) -> None:
@@ -79,6 +88,8 @@ def run_export(args: argparse.Namespace) -> int:
 
     if args.percentile is not None and args.calib_method != "percentile":
         raise UserError("--percentile needs --calib-method percentile")
+    output_dir(args.out, args.overwrite, what="--out", empty=True)
+    _check_seq_len(export, args.checkpoint, args.seq_len)
     sentences = name = digest = None
     if args.calib is not None:
         if not args.calib.is_file():
@@ -92,6 +103,18 @@ def run_export(args: argparse.Namespace) -> int:
         print(f"vckattn export: {exc}", file=sys.stderr)
         return EXIT_FIDELITY
     return 0
+
+
+def _check_seq_len(export: Any, checkpoint: str, seq_len: int) -> None:
+    """Refuse --seq-len above the model's positions (config.json max_position_embeddings) before loading it."""
+    src = export.resolve_checkpoint(checkpoint)
+    if src.kind not in ("hf-folder", "safetensors"):
+        return
+    from vckattn.host.export.sources import read_config_json
+
+    limit = read_config_json(src.path if src.kind == "hf-folder" else src.path.parent).get("max_position_embeddings")
+    if isinstance(limit, int) and seq_len > limit:
+        raise InputError(f"--seq-len {seq_len} is more than the model's {limit} positions (give at most {limit})")
 
 
 def _export(args: argparse.Namespace, export: Any, sentences: list[str] | None, name: str | None,
@@ -130,6 +153,8 @@ def run_inspect(args: argparse.Namespace) -> int:
 
     from vckattn.host import bundle
 
+    if args.bundle.is_file():
+        raise bundle.BundleError(args.bundle, "", "a file, not a bundle folder (manifest.json + tensors)")
     summary = bundle.describe(bundle.load_bundle(args.bundle))
     if args.as_json:
         print(json.dumps(summary, indent=2))

@@ -150,6 +150,9 @@ def run_hw_report(args: argparse.Namespace) -> int:
     from vckattn.host.progress import announced_steps
     from vckattn.sim import hw_report as report
 
+    from .common import output_file
+
+    output_file(args.json_out, what="--json")
     kernels = args.kernels or list(report.KERNELS)
     unknown = [k for k in kernels if k not in report.KERNELS]
     if unknown:
@@ -173,8 +176,9 @@ def run_hw_report(args: argparse.Namespace) -> int:
                           f"{k['elements_per_cycle']:.3f}", str(k["latency_cycles"]), f"{k['buffer_bits']:,}")
     console.print(table)
     if args.json_out is not None:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(rep, indent=2))
+        from .common import write_text_atomic
+
+        write_text_atomic(args.json_out, json.dumps(rep, indent=2))
         console.print(f"wrote {args.json_out}")
     return 0
 
@@ -183,6 +187,9 @@ def run_hw_package(args: argparse.Namespace) -> int:
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.pl import vitis_kernel
 
+    from .common import output_dir
+
+    output_dir(args.out, what="--out")
     manifest = load_manifest(args.manifest)
     out = args.out if args.out is not None else vitis_kernel.DEFAULT_OUT
     try:
@@ -203,17 +210,28 @@ def run_hw_package(args: argparse.Namespace) -> int:
 def run_hw_generate(args: argparse.Namespace) -> int:
     import re
 
+    from vckattn.golden.errors import InputError
     from vckattn.hw.engine import generate as gen
+
+    from .common import output_dir
 
     if args.name is not None and not re.fullmatch(r"[a-z0-9_]+", args.name):
         raise UserError(f"--name {args.name!r}: use lower-case letters, digits and _")
+    if args.max_seq is not None and args.max_seq < 1:
+        raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
+    output_dir(args.out, what="--out")
     if args.design == "best":
         design = gen.best_design(args.board)
     else:
         path = Path(args.design)
         if not path.is_file():
             raise UserError(f"{path}: no such design file (give a design JSON or `best`)")
-        design = gen.design_from_file(path)
+        try:
+            design = gen.design_from_file(path)
+        except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:  # a bad design file: status 4
+            text = (str(exc).splitlines() or [type(exc).__name__])[0]
+            raise InputError(text if text.startswith(str(path)) else f"{path}: not a usable design ({text})") \
+                from None
     max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or gen.BERT_SEQ)
     written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
     print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels), "

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
-from .common import Subparsers, positive_float, positive_int
+from .common import Subparsers, output_dir, output_file, positive_float, positive_int, write_text_atomic
 
 DESCRIPTION = """\
 The modeled performance of the attention block (QKᵀ on the AI Engines, the normalizer in the PL,
@@ -210,8 +210,11 @@ def build_design(args: argparse.Namespace) -> Any:
             try:
                 data = json.loads(args.design.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise UserError(f"{args.design}: cannot read a design ({exc})") from None
-            d = model.design_from_json(data.get("design", data) if isinstance(data, dict) else data)
+                raise InputError(f"{args.design}: cannot read a design ({exc})") from None
+            try:
+                d = model.design_from_json(data.get("design", data) if isinstance(data, dict) else data)
+            except (ValueError, TypeError, KeyError, AttributeError) as exc:
+                raise InputError(f"{args.design}: not a usable design ({exc})") from None
         else:
             d = model.design_from_manifest(load_manifest(args.design_from_manifest or "vck5000_attention").data)
         changes: dict[str, Any] = {}
@@ -239,7 +242,7 @@ def _write_json(obj: dict, out: Path) -> None:
         return
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text, encoding="utf-8")
+        write_text_atomic(out, text)
     except OSError as exc:
         raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
 
@@ -299,6 +302,8 @@ def run_perf(args: argparse.Namespace) -> int:
     from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import figures, model
 
+    output_file(args.json_out, what="--json")
+    output_dir(args.plots, what="--plots")
     w = build_workload(args)
     d = build_design(args)
     try:
@@ -334,6 +339,8 @@ def run_explore(args: argparse.Namespace) -> int:
 
     if not 0 <= args.lut_headroom < 1:
         raise UserError("--lut-headroom must be in [0, 1)")
+    output_file(args.json_out, what="--json")
+    output_dir(args.plots, what="--plots")
     w = build_workload(args)
     dev = model.load_device(args.board)
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
@@ -403,6 +410,7 @@ def run_validate(args: argparse.Namespace) -> int:
     from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import published
 
+    output_file(args.json_out, what="--json")
     rows = published.validate()
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")

@@ -35,6 +35,7 @@ def add_profile(sub: Subparsers) -> None:
     p.add_argument("--seed", type=int, default=0, metavar="S",
                    help="seed of the value subsampling for percentiles and plots (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--truncate", action="store_true", help="cut sentences longer than the model's positions to them")
     p.set_defaults(func=run_profile)
 
 

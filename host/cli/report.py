@@ -7,7 +7,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import UserError
 
-from .common import Subparsers, examples, missing_subcommand, read_sentences
+from .common import Subparsers, examples, missing_subcommand, output_file, read_sentences
 
 
 def add_report(sub: Subparsers) -> None:
@@ -54,6 +54,7 @@ def add_report(sub: Subparsers) -> None:
 def run_report_errors(args: argparse.Namespace) -> int:
     from vckattn.host import reports
 
+    output_file(args.json_out, what="--json")
     rows = reports.run_errors(args.json_out)
     return 0 if all(r["violations"] == 0 for r in rows) else 1
 
@@ -61,6 +62,7 @@ def run_report_errors(args: argparse.Namespace) -> int:
 def run_report_quant(args: argparse.Namespace) -> int:
     from vckattn.host import reports
 
+    output_file(args.json_out, what="--json")
     if args.checkpoint is not None and not (args.checkpoint / "config.json").is_file():
         raise UserError(f"{args.checkpoint}: not a Hugging Face model folder (no config.json)")
     sentences = None

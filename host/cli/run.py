@@ -6,7 +6,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from .common import EXIT_FIDELITY, Subparsers, device_options, examples, index_list
+from vckattn.golden.errors import InputError, UserError
+
+from .common import EXIT_FIDELITY, Subparsers, check_npz, check_text, device_options, examples, index_list, output_file
 
 
 def add_run(sub: Subparsers) -> None:
@@ -55,16 +57,24 @@ def add_run(sub: Subparsers) -> None:
     p.add_argument("--save", type=Path, metavar="OUT.npz",
                    help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--truncate", action="store_true", help="cut a --text longer than the model's positions to them")
     p.set_defaults(func=run_run)
 
 
 def run_run(args: argparse.Namespace) -> int:
     from vckattn.host import run
 
+    check_device_flags(args)
     opts = device_options(args)
+    output_file(args.json_out, what="--json")
+    output_file(args.save, what="--save")
+    if args.text is not None:
+        check_text(args.text)
+    if args.input_npz is not None:
+        check_npz(args.input_npz, [f"layer{i}_input" for i in args.layers] if args.layers else None)
     report = run.run(args.bundle, args.backend, text=args.text, input_npz=args.input_npz, layers=args.layers,
                      manifest_path=args.manifest, checkpoint=args.checkpoint, save=args.save, device_options=opts,
-                     progress=not args.quiet)
+                     progress=not args.quiet, truncate=args.truncate)
     run.print_report(report)
     if args.json_out is not None:
         run.write_json(report, args.json_out)
@@ -88,6 +98,18 @@ def run_run(args: argparse.Namespace) -> int:
 MIN_COSINE = 0.95
 #: exit status of ``run`` when a bit-exact layer falls below ``--min-cosine``
 FIDELITY_EXIT = EXIT_FIDELITY
+
+
+def check_device_flags(args: argparse.Namespace) -> None:
+    """``--device`` (a card index, >= 0) and ``--xclbin`` (an existing file) of run/eval/deploy, before any work."""
+    if getattr(args, "device", 0) < 0:
+        raise UserError(f"--device is a card index (0, 1, ...), got {args.device}")
+    xclbin = getattr(args, "xclbin", None)
+    if xclbin is not None and (getattr(args, "backend", "xrt") in ("xrt", "pynq")):
+        if not xclbin.exists():
+            raise InputError(f"--xclbin {xclbin} does not exist (build it with `vckattn hw package` / the Vitis flow)")
+        if not xclbin.is_file():
+            raise InputError(f"--xclbin {xclbin} is not a file")
 
 
 def _cosine(text: str) -> float:
@@ -123,11 +145,20 @@ def add_deploy(sub: Subparsers) -> None:
 def run_deploy(args: argparse.Namespace) -> int:
     import json
 
+    from vckattn.host.bundle import load_bundle
     from vckattn.host.deploy import deploy
 
+    from .common import write_text_atomic
+
+    check_device_flags(args)
+    output_file(args.json_out, what="--json")
+    load_bundle(args.bundle)  # a bad bundle is refused before the card is touched
+    if args.manifest is not None:
+        from vckattn.hw.manifest import load_manifest
+
+        load_manifest(args.manifest)
     report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
     print(json.dumps(report, indent=2))
     if args.json_out is not None:
-        args.json_out.parent.mkdir(parents=True, exist_ok=True)
-        args.json_out.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(args.json_out, json.dumps(report, indent=2) + "\n")
     return 0

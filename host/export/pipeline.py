@@ -170,7 +170,7 @@ def export_checkpoint(
         raise ExportError("seq_len, batch_size and max_sentences must be >= 1")
     out = Path(out)
     if not overwrite and (out.is_file() or (out.is_dir() and any(out.iterdir()))):
-        raise ExportError(f"{out} exists; pass --overwrite (overwrite=True) to replace a bundle there")
+        raise ExportError(f"{out} exists; pass --overwrite to replace a bundle there")
     if calib_sentences is None:
         from vckattn.host.textdata import real_sentences
 

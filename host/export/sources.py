@@ -401,11 +401,37 @@ def _bhyt_copy(norms: BHyTBlockNorms) -> BHyTBlockNorms:
     return out.eval()
 
 
+def _torch_load_problem(path: Path, exc: BaseException) -> str:
+    """Why ``torch.load`` failed, in the user's terms (torch's own message talks about ``weights_only`` and
+    unpickling internals, which the user did not choose and cannot act on)."""
+    import zipfile
+
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        return err.strerror or str(err)
+    if size == 0:
+        return "the file is empty"
+    if head.startswith(b"PK"):
+        if not zipfile.is_zipfile(path):
+            return "a truncated or corrupt zip archive"
+        text = first_line(exc)
+        if "weights_only" in text or "Unpickler" in text or "GLOBAL" in text:
+            return "it holds Python objects other than tensors and plain containers; re-save it with torch.save of " \
+                   "a dict of tensors"
+        return "a corrupt PyTorch archive"
+    if head[:1] == b"\x80":
+        return "a legacy pickle that cannot be read safely or is truncated"
+    return "not a PyTorch file (no zip archive or pickle inside)"
+
+
 def _load_golden(path: Path) -> LoadedModel:
     try:
         ck = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # noqa: BLE001 - any unpickling problem is a user-input problem here
-        raise ExportError(f"{path}: cannot read as a PyTorch file ({first_line(exc)})") from None
+        raise ExportError(f"{path}: cannot read as a PyTorch checkpoint ({_torch_load_problem(path, exc)})") from None
     if not isinstance(ck, dict) or ck.get(GOLDEN_KEY) is None:
         raise ExportError(f"{path}: not a vckattn golden checkpoint (no {GOLDEN_KEY!r} key; see save_golden_checkpoint)"
                           "; for Hugging Face models pass the model folder")
