@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
 if TYPE_CHECKING:
     from vckattn.host.export import LoadedModel
@@ -88,27 +88,27 @@ def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
     try:
         data = np.load(path)
     except (OSError, ValueError) as exc:
-        raise UserError(f"{path}: cannot read the input npz: {exc}") from None
+        raise InputError(f"{path}: cannot read the input npz: {exc}") from None
     d = int(m.info["hidden_size"])
     x, s = {}, None
     for i in layers:
         name = f"layer{i}_input"
         if name not in data.files:
-            raise UserError(f"{path}: no array {name!r} (has {', '.join(data.files) or 'nothing'})")
+            raise InputError(f"{path}: no array {name!r} (has {', '.join(data.files) or 'nothing'})")
         a = np.asarray(data[name], np.float64)
         if a.ndim != 2 or a.shape[1] != d:
-            raise UserError(f"{path}: {name} has shape {a.shape}, expected (tokens, {d})")
+            raise InputError(f"{path}: {name} has shape {a.shape}, expected (tokens, {d})")
         if not np.isfinite(a).all():
-            raise UserError(f"{path}: {name} holds NaN or Inf")
+            raise InputError(f"{path}: {name} holds NaN or Inf")
         if s is not None and a.shape[0] != s:
-            raise UserError(f"{path}: {name} has {a.shape[0]} tokens, other layers {s}")
+            raise InputError(f"{path}: {name} has {a.shape[0]} tokens, other layers {s}")
         s = a.shape[0]
         x[i] = a[None]
     keep = np.ones((1, s), bool)
     if "keep" in data.files:
         k = np.asarray(data["keep"])
         if k.shape != (s,):
-            raise UserError(f"{path}: keep has shape {k.shape}, expected ({s},)")
+            raise InputError(f"{path}: keep has shape {k.shape}, expected ({s},)")
         keep = k.astype(bool)[None]
     rope: dict[int, tuple[np.ndarray, np.ndarray] | None] = dict.fromkeys(layers)
     if m.family == "llama":

@@ -76,20 +76,21 @@ def test_run_refusals_are_one_line(minilm_bundle, tmp_path, capsys):
     mf = tmp_path / "small.json"
     mf.write_text(json.dumps(small))
     long_text = " ".join(real_sentences(4))
+    # (arguments, message, exit status of the kind: 2 usage, 4 bad input, 5 bad bundle/manifest; README)
     cases = [
-        (["--manifest", str(mf), "--text", long_text], "longer than this build's maximum 32"),
-        (["--text", TEXT, "--layers", "5"], "no layer(s) [5] in the bundle"),
-        (["--text", TEXT, "--backend", "xrt"], "--backend xrt needs --xclbin"),
-        (["--input", str(tmp_path / "missing.npz")], "cannot read the input npz"),
-        (["--text", TEXT, "--manifest", str(tmp_path / "nope.json")], "cannot read"),
+        (["--manifest", str(mf), "--text", long_text], "longer than this build's maximum 32", 5),
+        (["--text", TEXT, "--layers", "5"], "no layer(s) [5] in the bundle", 2),
+        (["--text", TEXT, "--backend", "xrt"], "--backend xrt needs --xclbin", 2),
+        (["--input", str(tmp_path / "missing.npz")], "cannot read the input npz", 4),
+        (["--text", TEXT, "--manifest", str(tmp_path / "nope.json")], "cannot read", 5),
     ]
     np.savez(tmp_path / "bad.npz", layer0_input=np.zeros((5, 7)))
-    cases.append((["--input", str(tmp_path / "bad.npz"), "--layers", "0"], "layer0_input has shape (5, 7)"))
+    cases.append((["--input", str(tmp_path / "bad.npz"), "--layers", "0"], "layer0_input has shape (5, 7)", 4))
     np.savez(tmp_path / "nan.npz", layer0_input=np.full((5, 384), np.nan))
-    cases.append((["--input", str(tmp_path / "nan.npz"), "--layers", "0"], "holds NaN or Inf"))
-    for extra, message in cases:
+    cases.append((["--input", str(tmp_path / "nan.npz"), "--layers", "0"], "holds NaN or Inf", 4))
+    for extra, message, status in cases:
         code, out, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--quiet", *extra)
-        assert code == 2, (extra, out, err)
+        assert code == status, (extra, out, err)
         assert message in err and err.count("\n") == 1 and "Traceback" not in err, (extra, err)
 
 
@@ -100,7 +101,7 @@ def test_run_xrt_without_xrt_says_what_is_missing(minilm_bundle, tmp_path, capsy
     (tmp_path / "a.xclbin").write_bytes(b"\0" * 64)
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "xrt", "--xclbin",
                         str(tmp_path / "a.xclbin"), "--text", TEXT, "--quiet")
-    assert code == 2 and "XRT not found" in err, err
+    assert code == 6 and "XRT not found" in err, err  # a missing tool
 
 
 def _tiny_llama_folder(tmp_path):

@@ -43,6 +43,7 @@ from typing import Any
 
 import numpy as np
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.golden.regmap import to_word
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends import hwio
@@ -60,9 +61,9 @@ def import_pynq() -> Any:
     try:
         import pynq  # type: ignore[import-not-found]
     except ImportError:
-        raise DeviceError(PYNQ_MISSING) from None
+        raise ToolMissing(PYNQ_MISSING) from None
     if pynq is None:
-        raise DeviceError(PYNQ_MISSING)
+        raise ToolMissing(PYNQ_MISSING)
     return pynq
 
 

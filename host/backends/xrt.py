@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
@@ -56,9 +57,9 @@ def import_pyxrt() -> Any:
     try:
         import pyxrt  # type: ignore[import-not-found]
     except ImportError:
-        raise DeviceError(XRT_MISSING) from None
+        raise ToolMissing(XRT_MISSING) from None
     if pyxrt is None:  # a sys.modules entry set to None blocks the import the same way
-        raise DeviceError(XRT_MISSING)
+        raise ToolMissing(XRT_MISSING)
     return pyxrt
 
 

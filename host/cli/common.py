@@ -253,7 +253,7 @@ def check_npz(path: Path, keys: list[str] | None = None, width: int | None = Non
     """Check an input npz before any model is loaded: readable, each of ``keys`` present (default: every
     ``layer{i}_input``), 2-D floating point ``(tokens, width)`` with at least one token, the same token count for all;
     ``keep`` (optional) of shape ``(tokens,)``. Returns the npz's arrays by name. InputError (status 4) otherwise.
-    (Missing or unreadable files keep their UserError with "cannot read the input npz".)"""
+    A missing or unreadable file is an InputError too ("cannot read the input npz")."""
     import zipfile
 
     import numpy as np
@@ -262,7 +262,7 @@ def check_npz(path: Path, keys: list[str] | None = None, width: int | None = Non
     try:
         data = np.load(path, allow_pickle=False)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
-        raise UserError(f"{path}: cannot read the input npz: {exc}") from None
+        raise InputError(f"{path}: cannot read the input npz: {exc}") from None
     if not isinstance(data, np.lib.npyio.NpzFile):
         raise InputError(f"{path}: not an npz archive (a single .npy array); use the format --save writes")
     try:
