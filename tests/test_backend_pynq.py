@@ -11,6 +11,7 @@ from fakes import fake_pynq
 from fakes.card import FakeAttentionCard
 from hw_jobs import emu_results, make_job, make_layer, manifest_edit, manifest_with_uuid, same_results, write_xclbin
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host.backends import device_class, hwio
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.pynq import PYNQ_MISSING, PynqDevice, arg_offsets, find_ip
@@ -114,7 +115,7 @@ def test_register_writes_and_readback(monkeypatch, tmp_path):
 
 def test_errors(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynq", None)
-    with pytest.raises(DeviceError) as e:
+    with pytest.raises(ToolMissing) as e:  # a missing runtime: exit status 6
         PynqDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin")).open()
     assert str(e.value) == PYNQ_MISSING and str(e.value).startswith("PYNQ not found")
 

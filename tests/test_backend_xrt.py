@@ -26,6 +26,7 @@ from hw_jobs import (
     write_xclbin,
 )
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host.backends import device_class, hwio, xrt_graph
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.hwio import register_writes
@@ -228,7 +229,7 @@ def test_clean_run_assembles(monkeypatch, tmp_path):
 
 def test_open_errors(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyxrt", None)
-    with pytest.raises(DeviceError) as e:
+    with pytest.raises(ToolMissing) as e:  # a missing runtime: exit status 6
         XrtDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin")).open()
     assert str(e.value) == XRT_MISSING
     assert "source /opt/xilinx/xrt/setup.sh" in XRT_MISSING

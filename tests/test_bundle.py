@@ -876,7 +876,7 @@ def _bad_bundles(good: Bundle, root: Path) -> list[Path]:
 
 def test_inspect_bad_bundles_in_process(good, tmp_path, capsys):
     for folder in _bad_bundles(good, tmp_path):
-        assert cli.main(["inspect", str(folder)]) == 2, folder
+        assert cli.main(["inspect", str(folder)]) == 5, folder  # a bad bundle
         out, err = capsys.readouterr()
         assert out == ""
         assert err.startswith(f"vckattn: error: {folder}") and err.endswith("\n") and err.count("\n") == 1, err
@@ -889,7 +889,7 @@ def test_inspect_bad_bundles_subprocess(good, tmp_path):
     for folder in (bad[0], bad[2]):
         r = subprocess.run([sys.executable, "-m", "vckattn.host.cli", "inspect", str(folder)], capture_output=True,
                            text=True, timeout=120, env=env)
-        assert r.returncode == 2, r.stderr
+        assert r.returncode == 5, r.stderr  # a bad bundle
         assert r.stdout == "" and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
         assert r.stderr.startswith(f"vckattn: error: {folder}")
     r = subprocess.run([sys.executable, "-m", "vckattn.host.cli", "inspect", str(good.path), "--json"],

@@ -11,7 +11,7 @@ from fakes import fake_pyxrt
 from fakes.card import FakeAttentionCard
 from hw_jobs import OTHER_UUID, UUID, bundle_parts, manifest_with_uuid, write_xclbin
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import ToolMissing, UserError
 from vckattn.host import deploy as deploy_mod
 from vckattn.host.backends import xrt_graph
 from vckattn.host.backends.base import DeviceError
@@ -97,7 +97,7 @@ def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
         deploy(xclbin, tmp_path / "nobundle")
 
     monkeypatch.setitem(sys.modules, "pyxrt", None)
-    with pytest.raises(DeviceError) as e:
+    with pytest.raises(ToolMissing) as e:  # a missing runtime: exit status 6
         deploy(xclbin, b)
     assert str(e.value) == XRT_MISSING
 

@@ -48,10 +48,9 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 
 def examples(*lines: str, note: str = "") -> str:
-    """An ``epilog``: ``example:`` / ``examples:`` and the command lines, indented (kept as written by
-    :class:`HelpFormatter`), then an optional note paragraph."""
-    head = "example:" if len(lines) == 1 else "examples:"
-    text = head + "\n" + "\n".join(f"  {ln}" for ln in lines)
+    """An ``epilog``: ``example:`` and the command lines, indented (kept as written by :class:`HelpFormatter`),
+    then an optional note paragraph."""
+    text = "example:\n" + "\n".join(f"  {ln}" for ln in lines)
     return f"{text}\n\n{note}" if note else text
 
 

@@ -133,6 +133,10 @@ def _tool_output(log: Path | None) -> Iterator[TextIO]:
     try:
         with redirect_output(log):
             yield bar_file
+    except UserError as exc:  # the one error line names the log (a second line would break the contract)
+        if exc.args and type(exc).__str__ is Exception.__str__:
+            exc.args = (f"{exc.args[0]} (simulator and synthesis output: {log})", *exc.args[1:])
+        raise
     except BaseException:
         print(f"(simulator and synthesis output: {log})", file=sys.stderr)
         raise
