@@ -179,8 +179,11 @@ def _register_defines(kernel: str) -> dict[str, tuple[int, str]]:
     """Kernel-specific build constants a register header defines besides the map (name -> value, doc)."""
     if kernel == "swiftmax":
         sm = SwiftMaxFormat()
+        rm = REGISTER_HEADERS["swiftmax"]
+        words = len(rm.writable) + sum(m.depth for m in rm.mems)
         return {"MAX_HEADS": (sm.max_heads, "register sets (entries of b_beta / c_out): SwiftMaxFormat.max_heads"),
-                "HEAD_BITS": (sm.head_bits, "bits of the head index that selects one (log2 MAX_HEADS)")}
+                "HEAD_BITS": (sm.head_bits, "bits of the head index that selects one (log2 MAX_HEADS)"),
+                "WORDS": (words, "values a host writes: every writable register, then every memory entry")}
     return {}
 
 

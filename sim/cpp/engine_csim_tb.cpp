@@ -328,13 +328,7 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
 }  // namespace
 
 int main(int argc, char** argv) {
-    int n_regs = 0;
-#define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
-    VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
-#undef VCKATTN_COUNT_REG
-#define VCKATTN_COUNT_MEM(name, width, is_signed, offset, depth) n_regs += depth;
-    VCKATTN_SWIFTMAX_MEMS(VCKATTN_COUNT_MEM)
-#undef VCKATTN_COUNT_MEM
+    const int n_regs = VCKATTN_SWIFTMAX_WORDS;
     if (argc < 9)
         fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES... REGISTERS...");
     g_dir = argv[1];

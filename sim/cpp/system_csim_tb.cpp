@@ -105,13 +105,7 @@ vckattn_aie::PvWorkspace<Shape> pv_ws;
 int main(int argc, char** argv) {
     // the SwiftMax registers follow in declaration order (VCKATTN_SWIFTMAX_REGS), then every memory's
     // entries (VCKATTN_SWIFTMAX_MEMS: b_beta[0..MAX_HEADS), c_out[0..MAX_HEADS), entry h = head h)
-    int n_regs = 0;
-#define VCKATTN_COUNT_REG(name, width, is_signed, offset) n_regs++;
-    VCKATTN_SWIFTMAX_REGS(VCKATTN_COUNT_REG)
-#undef VCKATTN_COUNT_REG
-#define VCKATTN_COUNT_MEM(name, width, is_signed, offset, depth) n_regs += depth;
-    VCKATTN_SWIFTMAX_MEMS(VCKATTN_COUNT_MEM)
-#undef VCKATTN_COUNT_MEM
+    const int n_regs = VCKATTN_SWIFTMAX_WORDS;
     if (argc != 8 + n_regs) {
         std::fprintf(stderr, "usage: %s DIR n_tiles head_dim keys_pad n_kv_heads rq_mult rq_shift "
                              "SWIFTMAX_REGISTERS... (%d: registers in declaration order, then the memories' "

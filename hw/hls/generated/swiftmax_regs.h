@@ -11,6 +11,7 @@
 #define VCKATTN_SWIFTMAX_VERSION 2
 #define VCKATTN_SWIFTMAX_MAX_HEADS 32  // register sets (entries of b_beta / c_out): SwiftMaxFormat.max_heads
 #define VCKATTN_SWIFTMAX_HEAD_BITS 5  // bits of the head index that selects one (log2 MAX_HEADS)
+#define VCKATTN_SWIFTMAX_WORDS 68  // values a host writes: every writable register, then every memory entry
 
 #define VCKATTN_SWIFTMAX_REGS(X) \
     X(a_mult, 24, 1, 0x08) \
