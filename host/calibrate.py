@@ -6,7 +6,8 @@
 * ``swiftmax``: Algorithm 1 (:func:`vckattn.golden.calibrate.replace_and_tune`) with a checkpoint per
   stage in ``OUT/checkpoints`` — running the same command again resumes after the last completed
   stage — and the tuned model saved as a Hugging Face folder ``OUT/model`` whose SwiftMax β/γ
-  ``vckattn export OUT/model`` reads (per-layer β/γ; the kernel holds one register set per layer).
+  ``vckattn export OUT/model`` reads (per-layer or, with ``--per-head``, per-head β/γ: the kernels hold a
+  register set per head).
 
 Models: ``minilm`` (the shipped all-MiniLM-L6-v2) or a Hugging Face folder (BERT/Llama base models, or
 ``…ForSequenceClassification`` / ``ViTForImageClassification`` for the ``task`` objective). Data:
