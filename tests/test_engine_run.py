@@ -9,27 +9,9 @@ import json
 import pytest
 
 from vckattn.host.cli import main
-from vckattn.host.export import export_checkpoint
-from vckattn.host.textdata import real_sentences
 
 TEXT = ("The quick brown fox jumps over the lazy dog, and the attention block must get every bit right, "
         "across two pipelines and their key slices.")
-
-
-@pytest.fixture(scope="module")
-def minilm_bundle(tmp_path_factory):
-    """Per-layer constants (the SwiftMax paper's granularity)."""
-    out = tmp_path_factory.mktemp("engine_run") / "minilm"
-    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
-                             max_layers=2, progress=False, swiftmax_per_head=False)
-
-
-@pytest.fixture(scope="module")
-def minilm_heads_bundle(tmp_path_factory):
-    """Per-head constants (the export default): every head has its own β/γ register set."""
-    out = tmp_path_factory.mktemp("engine_run") / "minilm_heads"
-    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
-                             max_layers=2, progress=False)
 
 
 #: the integer layers' cosine vs the float golden that each granularity reaches on TEXT (per head: a shared P

@@ -3,14 +3,13 @@ backend): each git-tracked source file under the package folders is in the built
 
 from __future__ import annotations
 
-import importlib.util
-import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import pytest
+from conftest import require_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 #: tracked files that are deliberately not package data (project files, tests, CI)
@@ -24,16 +23,14 @@ NEEDED = ["bitstreams/vck5000_attention.json", "bitstreams/manifest_schema.json"
 
 
 def _tracked() -> list[str]:
-    if shutil.which("git") is None or not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout")
+    require_tools("git")
     out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return [f for f in out.splitlines() if f not in NOT_PACKAGED and not f.startswith(("tests/", ".ci/"))]
 
 
 @pytest.fixture(scope="module")
 def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
-    if importlib.util.find_spec("setuptools") is None:
-        pytest.skip("setuptools is not installed (needed to build the wheel without network)")
+    require_tools("setuptools")  # the build backend; the wheel is built without network
     out = tmp_path_factory.mktemp("wheel")
     r = subprocess.run([sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
                         "-q", "-w", str(out)], capture_output=True, text=True, timeout=120)

@@ -63,11 +63,10 @@ def test_cli_build_dir_sets_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
     assert os.environ.get(paths.ENV) == str(tmp_path / "b d")
 
 
+@pytest.mark.tool("g++", "hls4ml")
 def test_gpp_build_in_path_with_space(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from vckattn.sim.hls_csim import compile_cpp, csim_available, run_binary
+    from vckattn.sim.hls_csim import compile_cpp, run_binary
 
-    if not csim_available():
-        pytest.skip("needs g++ and hls4ml")
     monkeypatch.setenv(paths.ENV, str(tmp_path / "b d"))
     src = '#include <iostream>\n#include "ap_fixed.h"\nint main(){ ap_fixed<8,4> x = 1.5; std::cout << x * 2; }\n'
     exe = compile_cpp(src, "space_probe")
@@ -76,12 +75,11 @@ def test_gpp_build_in_path_with_space(monkeypatch: pytest.MonkeyPatch, tmp_path:
 
 
 @pytest.mark.sim
+@pytest.mark.tool("verilator", "cocotb")
 def test_verilator_build_in_path_with_space(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from vckattn.hw.pl.stream import SkidBuffer
-    from vckattn.sim.runner import generate_verilog, run_cocotb, verilator_available
+    from vckattn.sim.runner import generate_verilog, run_cocotb
 
-    if not verilator_available():
-        pytest.skip("needs Verilator")
     monkeypatch.setenv(paths.ENV, str(tmp_path / "b d"))
     src = generate_verilog(SkidBuffer(WIDTH), "skid_space")
     assert src.is_relative_to(tmp_path / "b d")

@@ -19,21 +19,6 @@ LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", 
               "host_seconds"}
 
 
-@pytest.fixture(scope="module")
-def minilm_bundle(tmp_path_factory):
-    out = tmp_path_factory.mktemp("run") / "minilm"
-    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
-                             max_layers=2, progress=False, swiftmax_per_head=False)
-
-
-@pytest.fixture(scope="module")
-def minilm_heads_bundle(tmp_path_factory):
-    """The export default: per-head β/γ (a register set per head)."""
-    out = tmp_path_factory.mktemp("run") / "minilm_heads"
-    return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
-                             max_layers=2, progress=False)
-
-
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
     code = main(list(argv))
     cap = capsys.readouterr()
