@@ -1,7 +1,8 @@
 // NOT the AIE API: a small host (g++) model of the subset of it that the vector path of
 // attention_kernels.h uses, with the semantics documented in the AI Engine API User Guide (UG1529):
-// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add,
-// zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks.
+// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add (integer
+// and fp32 lanes), zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N)
+// blocks. (The published GEMM kernels of published/gemm_kernels.h use it too, with aie1_intrinsics_emu.h.)
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
 // tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment
