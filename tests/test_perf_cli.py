@@ -169,4 +169,7 @@ def test_validate_lists_the_published_designs(capsys):
     assert [r["name"] for r in rows] == [g.name for g in published.DESIGNS]
     for r, g in zip(rows, published.DESIGNS, strict=True):
         assert r["published"] == g.published and r["error"] == pytest.approx(r["modeled"] / r["published"] - 1)
-    assert "MaxEVA" in err and "CHARM" in err
+        assert r["kernel"] == g.kernel and 0 < r["kernel_efficiency"] <= 1
+    single = json.loads(out)["single_kernels"]
+    assert [s["kernel"] for s in single] == ["charm_fp32"] and 0 < single[0]["modeled_efficiency"] <= 1
+    assert "MaxEVA" in err and "CHARM" in err and "docs/validation.md" in err

@@ -1,14 +1,13 @@
-"""The block-level performance model (hw/perf/model.py, explore.py, published.py).
+"""The block-level performance model (hw/perf/model.py, explore.py; published.py: test_perf_published.py).
 
 Everything here is checked against what does not come from the model itself: physical bounds
 computed from the design's own parameters and device.json, the committed manifest, monotonicity,
-resource limits, and published measurements (validation (c)). No figure of the model is hard-coded.
+resource limits. No figure of the model is hard-coded.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from dataclasses import replace
@@ -19,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from vckattn.hw.manifest import load_manifest
-from vckattn.hw.perf import explore, model, published, report
+from vckattn.hw.perf import explore, model, report
 from vckattn.hw.perf.model import Design, Workload, evaluate, load_device
 
 DEV = load_device("vck5000")
@@ -301,40 +300,7 @@ def test_explore_report_and_comparisons():
     json.dumps(r)
 
 
-# ---------------------------------------------------------------------------- validation (c): published
-
-
-@pytest.mark.parametrize("name", [
-    "MaxEVA int8",
-    # modeled -15.007% (README): the fp32 tile's cost is the int8 kernel's scaled by the MAC rates, since the
-    # cost table has no fp32 operations yet; strict, so that the fix shows up as an unexpected pass
-    pytest.param("CHARM fp32", marks=pytest.mark.xfail(strict=True, reason="fp32 tile cost scaled from int8: "
-                                                                          "modeled -15.0%, just outside 15%")),
-])
-def test_published_gemm_designs_within_15_percent(name):
-    g = next(g for g in published.DESIGNS if g.name.startswith(name))
-    r = published.predict(g)
-    assert r["published"] == g.published
-    assert abs(r["error"]) <= 0.15, (r["modeled"], r["published"], r["bound_by"])
-
-
-def test_published_model_uses_the_attention_cost_path():
-    # an int8 GEMM tile is costed by the attention kernels' cost table and slot model: 32x128x32 is 256
-    # mmul<4,16,8> (4 vector issues each, the binding slot) plus one loop fill per 4x8 block of C (32);
-    # fp32 takes the same fraction of its (16x lower) peak
-    from vckattn.hw.perf import aie
-
-    counts = published.gemm_kernel_counts(32, 128, 32)
-    assert counts["mmul<4,16,8,int8,int8>.mul"] + counts["mmul<4,16,8,int8,int8>.mac"] == 32 * 128 * 32 // aie.MMUL_MACS
-    vector_cycles = aie.phase_cycles(counts)["vector"]
-    assert vector_cycles == 4 * 256 == max(aie.phase_cycles(counts).values())
-    assert published.gemm_tile_cycles("int8", 32, 128, 32) == vector_cycles + aie.LOOP_FILL_CYCLES * 32
-    assert published.gemm_tile_cycles("fp32", 32, 64, 32) == pytest.approx(16 * published.gemm_tile_cycles("int8", 32,
-                                                                                                        64, 32))
-    for r in published.validate():
-        assert math.isfinite(r["modeled"]) and r["modeled"] > 0
-        peak = DEV.peak_ops(r["dtype"]) * r["aie_cores"] / DEV.aie_tiles
-        assert r["modeled"] <= peak  # never above the peak of the cores it uses
+# validation (c), published designs: tests/test_perf_published.py
 
 
 # -------------------------------------------------------------------------------------------- README

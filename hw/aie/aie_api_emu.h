@@ -1,7 +1,8 @@
 // NOT the AIE API: a small host (g++) model of the subset of it that the vector path of
 // attention_kernels.h uses, with the semantics documented in the AI Engine API User Guide (UG1529):
-// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add,
-// zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks.
+// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add (integer
+// and fp32 lanes), zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N)
+// blocks. (The published GEMM kernels of published/gemm_kernels.h use it too, with aie1_intrinsics_emu.h.)
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
 // tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment
@@ -68,6 +69,10 @@ struct type_name<int16_t> {
 template <>
 struct type_name<int32_t> {
     static constexpr const char* value = "int32";
+};
+template <>
+struct type_name<float> {
+    static constexpr const char* value = "float";
 };
 
 // printf-style key ("load_v<%u,%s>").
@@ -201,13 +206,21 @@ vector<T, N / 2> filter_odd(const vector<T, N>& x, unsigned step = 1) {
     return emu::filter(x, step, 1);
 }
 
+namespace emu {
+// One lane of add: integers in 64 bits then back to T; fp32 lanes are one IEEE single-precision add.
+template <class T>
+T add_lane(T a, T b) {
+    return static_cast<T>(static_cast<int64_t>(a) + static_cast<int64_t>(b));
+}
+inline float add_lane(float a, float b) { return a + b; }
+}  // namespace emu
+
 template <class T, unsigned N>
 vector<T, N> add(const vector<T, N>& a, const vector<T, N>& b) {
     static std::uint64_t& count = emu::op_counter(emu::key("add<%u,%s>", N, emu::type_name<T>::value));
     ++count;
     vector<T, N> r;  // int32 lanes wrap like the hardware's; the kernels never overflow
-    for (unsigned i = 0; i < N; ++i)
-        r.v[i] = static_cast<T>(static_cast<int64_t>(a.v[i]) + static_cast<int64_t>(b.v[i]));
+    for (unsigned i = 0; i < N; ++i) r.v[i] = emu::add_lane(a.v[i], b.v[i]);
     return r;
 }
 

@@ -175,6 +175,54 @@ COST_TABLE: dict[str, dict[str, Any]] = {
 #: Operations of the closed form that the emulation cannot count (plain C++, not AIE API calls).
 NOT_INSTRUMENTED: frozenset[str] = frozenset({"scalar_copy<int8>"})
 
+# Operations of the published GEMM kernels (MaxEVA, CHARM) rendered in hw/aie/published/gemm_kernels.h and
+# counted by aie_api_emu.h / aie1_intrinsics_emu.h; the validation against published designs costs them
+# (hw/perf/gemm_kernels.py). Entries with no issues are operations that take no slot of their own.
+_AM009_FP = ("AM009 'Floating-Point Vector Unit': eight lanes of fp32 multiply-accumulate, FPMPY one-cycle "
+             "throughput; only one vector instruction per cycle, fixed- or floating-point")
+_AM009_REGS = ("AM009 'Register Files': pointer (p0..p7), modifier (m0..m7) and circular-buffer (cb/cs) registers "
+               "of the load/store address generation")
+COST_TABLE.update({
+    "mmul<4,8,4,int8,int8>.mul": _entry(
+        {"vector": 1}, _API_AIE1 + "mmul_8_8.hpp: mmul_8_8<4,8,4,TypeA,TypeB,48> is one mul16/mac16 intrinsic "
+        "of 128 MACs (B grown to a 512-bit X operand, A the 256-bit Z operand); " + _UG1079_VPU),
+    "mmul<4,8,4,int8,int8>.mac": _entry(
+        {"vector": 1}, _API_AIE1 + "mmul_8_8.hpp: mmul_8_8<4,8,4,TypeA,TypeB,48> is one mac16 intrinsic of 128 "
+        "MACs; " + _UG1079_VPU),
+    "mmul<4,8,4,int8,int8>.to_vector<int32>": _entry(
+        {"srs": 1}, _API_AIE1 + "accum.hpp: to_vector of a 16-lane acc48 (one v16acc48) is one srs call; "
+        + _UG1079_PATHS),
+    "load_v<32,int8>": _entry({"load": 1}, _LD_SRC + " (256 bits)"),
+    "store_v<16,int32>": _entry({"store": 2}, _UG1079_TILE + ": 512 bits = two 256-bit stores"),
+    "window_readincr_v<8,int32>": _entry(
+        {"load": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_readincr_v<8,float>": _entry(
+        {"load": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_writeincr<8,int32>": _entry(
+        {"store": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_writeincr<8,float>": _entry(
+        {"store": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "add<8,float>": _entry({"vector": 1}, _API_AIE1 + "add.hpp: fp32, <= 8 elements: one fpadd; " + _AM009_FP),
+    "fpmac(v8float,v16float,v8float)": _entry(
+        {"vector": 1}, "UG1078 fpmac (AIE1 intrinsic): 8 fp32 MACs; " + _AM009_FP),
+    "window_read_v8(float)": _entry({"load": 1}, _LD_SRC + " (256 bits)"),
+    "window_read_v4(float)": _entry({"load": 1}, _LD_SRC + " (128 bits)"),
+    "window_write(v8float)": _entry({"store": 1}, _LD_SRC + " (256 bits)"),
+    "upd_w(v16float,v8float)": _entry({"move": 1}, _MOVE_SRC),
+    "upd_v(v16float,v4float)": _entry({"move": 1}, _MOVE_SRC),
+    "ext_w(v16float)": _entry({"move": 1}, _MOVE_SRC),
+    "null_v8float": _entry({"move": 1}, "ASSUMPTION: one register clear on a move slot (as zeros<8,int32>); " + _WP552),
+    "undef_v16float": _entry({}, "UG1078 undef_v16float: an undefined register value, no instruction"),
+    "window_incr(float)": _entry(
+        {}, "ASSUMPTION: no slot of its own, the window pointer's move is folded into the next access's address "
+        "post-modify with circular addressing (" + _AM009_REGS + "); charged as one scalar op each it would still "
+        "not bind the published kernels (fewer than one per cycle)"),
+    "window_decr(float)": _entry(
+        {}, "ASSUMPTION: no slot of its own, the window pointer's move is folded into the next access's address "
+        "post-modify with circular addressing (" + _AM009_REGS + "); charged as one scalar op each it would still "
+        "not bind the published kernels (fewer than one per cycle)"),
+})
+
 
 def cost_of(op: str) -> dict[str, int]:
     """Slot issues of one API operation ``op`` (a counter name of ``aie_api_emu.h``).
