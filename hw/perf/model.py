@@ -758,7 +758,7 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
 
         unit = 16 * d.qk_kernels
         try:
-            ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, score_plios=d.score_plios, q_rows=qr,
+            ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr,  # memory: any score_plios
                                               d=max(64, -(-dh // 16) * 16),
                                               max_keys=-(-max(g.keys_pad, d.max_seq or 0) // unit) * unit,
                                               score_bits=d.score_bits))
