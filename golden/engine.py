@@ -137,15 +137,23 @@ def _check_2d(x: np.ndarray, rb: int, cb: int, what: str) -> np.ndarray:
     return x
 
 
-def _blocks(x: np.ndarray, rb: int, cb: int, col_major_blocks: bool, transpose_inside: bool) -> np.ndarray:
+def _blocks(x: np.ndarray, rb: int, cb: int, col_major_blocks: bool, transpose_inside: bool,
+            out: np.ndarray | None = None) -> np.ndarray:
     """``x`` ``(..., R, C)`` cut into ``rb × cb`` blocks, blocks ordered row of blocks first (or column of blocks
-    first), each block row-major (or, with ``transpose_inside``, column-major), flattened to ``(..., R·C)``."""
+    first), each block row-major (or, with ``transpose_inside``, column-major), flattened to ``(..., R·C)``; written
+    into ``out`` (contiguous, that shape and dtype) when given."""
     *lead, r, c = x.shape
     y = x.reshape(*lead, r // rb, rb, c // cb, cb)
     n = len(lead)
     blocks = (n + 2, n) if col_major_blocks else (n, n + 2)
     inside = (n + 3, n + 1) if transpose_inside else (n + 1, n + 3)
-    return np.ascontiguousarray(y.transpose(*range(n), *blocks, *inside)).reshape(*lead, r * c)
+    t = y.transpose(*range(n), *blocks, *inside)
+    if out is None:
+        return np.ascontiguousarray(t).reshape(*lead, r * c)
+    if out.shape != (*lead, r * c) or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a contiguous {x.dtype} array of shape {(*lead, r * c)}")
+    np.copyto(out.reshape(t.shape), t)
+    return out
 
 
 def _unblocks(buf: np.ndarray, r: int, c: int, rb: int, cb: int, col_major_blocks: bool,
@@ -168,10 +176,10 @@ def _unblocks(buf: np.ndarray, r: int, c: int, rb: int, cb: int, col_major_block
     return np.ascontiguousarray(y.transpose(*range(n), br, ir, bc, ic)).reshape(*lead, r, c)
 
 
-def pack_q(q: np.ndarray) -> np.ndarray:
+def pack_q(q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Q tiles ``(..., Q_ROWS, D)`` -> the A layout of ``mmul<4,16,8>`` ``(..., Q_ROWS·D)`` (4×16 blocks, row of
-    blocks first, row-major inside)."""
-    return _blocks(_check_2d(q, 4, 16, "Q tile"), 4, 16, False, False)
+    blocks first, row-major inside); into ``out`` when given (every pack function)."""
+    return _blocks(_check_2d(q, 4, 16, "Q tile"), 4, 16, False, False, out)
 
 
 def unpack_q(buf: np.ndarray, q_rows: int, d: int) -> np.ndarray:
@@ -179,10 +187,10 @@ def unpack_q(buf: np.ndarray, q_rows: int, d: int) -> np.ndarray:
     return _unblocks(buf, q_rows, d, 4, 16, False, False)
 
 
-def pack_k(k: np.ndarray) -> np.ndarray:
+def pack_k(k: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """K slices ``(..., SK, D)`` (key-major) -> Kᵀ in the B layout of ``mmul<4,16,8>`` ``(..., SK·D)``: 16×8
     blocks of Kᵀ (16 features × 8 keys), block ``(key/8, f/16)`` at ``((key/8)·(D/16) + f/16)·128``."""
-    return _blocks(_check_2d(k, 8, 16, "K slice"), 8, 16, False, True)
+    return _blocks(_check_2d(k, 8, 16, "K slice"), 8, 16, False, True, out)
 
 
 def unpack_k(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
@@ -190,10 +198,10 @@ def unpack_k(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
     return _unblocks(buf, sk, d, 8, 16, False, True)
 
 
-def pack_v(v: np.ndarray) -> np.ndarray:
+def pack_v(v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """V slices ``(..., SK, D)`` -> the B layout of ``mmul<4,8,8>`` ``(..., SK·D)``: 8×8 blocks, block
     ``(f/8, key/8)`` at ``((f/8)·(SK/8) + key/8)·64`` (feature blocks outer), key-major inside."""
-    return _blocks(_check_2d(v, 8, 8, "V slice"), 8, 8, True, False)
+    return _blocks(_check_2d(v, 8, 8, "V slice"), 8, 8, True, False, out)
 
 
 def unpack_v(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
@@ -201,10 +209,10 @@ def unpack_v(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
     return _unblocks(buf, sk, d, 8, 8, True, False)
 
 
-def pack_scores(s: np.ndarray) -> np.ndarray:
+def pack_scores(s: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Scores or P ``(..., Q_ROWS, SK)`` (any dtype: int8/int16 scores, uint8 P) -> the C layout of QKᵀ = the A
     layout of ``mmul<4,8,8>`` ``(..., Q_ROWS·SK)``: 4×8 blocks, row of blocks first, row-major inside."""
-    return _blocks(_check_2d(s, 4, 8, "score tile"), 4, 8, False, False)
+    return _blocks(_check_2d(s, 4, 8, "score tile"), 4, 8, False, False, out)
 
 
 def unpack_scores(buf: np.ndarray, q_rows: int, sk: int) -> np.ndarray:

@@ -18,7 +18,9 @@ the misrouted, dropped or duplicated tile.
 
 The command lists depend on the geometry, the valid keys per sequence, the causal flag and the layer's score
 shift only: :func:`commands` caches them, so a model's layers after the first launch cost the host a dictionary
-lookup, the operands' re-tiling (vectorized numpy) and one comparison (``vckattn bench host --engine``).
+lookup and one comparison (``vckattn bench host --engine``), besides placing the operands: :func:`retile` writes
+Q, K, V from the projections' layout straight into the card's tiled buffers (one strided copy each, as the
+head-major placement of a row-major layout would be).
 
 Refused (one line, :class:`EngineShapeError`): sequences longer than the build's ``MAX_KEYS``, head sizes above
 its ``D`` or not multiples of 16.
@@ -247,30 +249,57 @@ class Launch:
         return self.cmds.params
 
 
-def retile(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                                        np.ndarray]:
-    """Q ``(B, H, S, d)``, K and V ``(B, KV, S, d)`` int8 -> the card's operand buffers (module docstring): zero
-    padded to ``T·Q_ROWS`` rows / ``MAX_KEYS`` keys and ``D`` features, cut into tiles / slices and packed
-    (:func:`vckattn.golden.engine.pack_q`, ``pack_k``, ``pack_v``)."""
+def _padded(x: np.ndarray, rows: int, d: int) -> np.ndarray:
+    """``x`` ``(B, H, S, d0)`` int8 as ``(B, H, rows, d)``, zero padded: ``x`` itself (any strides: the pack functions
+    make the one copy) when no padding is needed, else a copy into a zeroed buffer."""
+    b, h, s, d0 = x.shape
+    if s == rows and d0 == d:
+        return np.asarray(x, dtype=np.int8)
+    out = np.zeros((b, h, rows, d), np.int8)
+    out[:, :, :s, :d0] = x
+    return out
+
+
+def retile(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+           out: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q ``(B, H, S, d)``, K and V ``(B, KV, S, d)`` int8 (any strides) -> the card's operand buffers (module
+    docstring): zero padded to ``T·Q_ROWS`` rows / ``MAX_KEYS`` keys and ``D`` features, cut into tiles / slices and
+    packed (:func:`vckattn.golden.engine.pack_q`, ``pack_k``, ``pack_v``: one strided copy each when nothing is
+    padded); into ``out`` (the three buffers, e.g. a launch's mapped buffer objects) when given."""
     p = params
-    b, h, s, d = q.shape
+    b, h, s, _ = q.shape
     t = -(-s // p.q_rows)
-    qp = np.zeros((b, h, t * p.q_rows, p.d), np.int8)
-    qp[:, :, :s, :d] = q
     kvh = k.shape[1]
-    kp = np.zeros((2, b, kvh, p.max_keys, p.d), np.int8)
-    kp[0, :, :, :s, :d] = k
-    kp[1, :, :, :s, :d] = v
-    kp = kp.reshape(2, b, kvh, p.kernels, p.slice_keys, p.d)
-    return (pack_q(qp.reshape(b, h, t, p.q_rows, p.d)), pack_k(kp[0]), pack_v(kp[1]))
+    qp = _padded(q, t * p.q_rows, p.d).reshape(b, h, t, p.q_rows, p.d)
+    kp = _padded(k, p.max_keys, p.d).reshape(b, kvh, p.kernels, p.slice_keys, p.d)
+    vp = _padded(v, p.max_keys, p.d).reshape(b, kvh, p.kernels, p.slice_keys, p.d)
+    oq, ok, ov = out if out is not None else (None, None, None)
+    return pack_q(qp, oq), pack_k(kp, ok), pack_v(vp, ov)
+
+
+def launch_commands(params: EngineParams, shape: tuple[int, int, int, int], kv_heads: int, keep: np.ndarray,
+                    causal: bool, score_shift: int) -> Commands:
+    """The (cached) command lists of a layer whose Q is ``shape`` ``(B, H, S, d)`` with ``kv_heads`` KV heads: the
+    host's work of a launch besides re-tiling the operands (:func:`retile`).
+
+    Raises:
+        EngineShapeError: a sequence, head size or head grouping the build cannot run (:func:`check_shape`).
+        EngineMaskError: a key mask that is not right padding (and causal).
+    """
+    b, h, s, d = (int(x) for x in shape)
+    check_shape(params, s, d, h, int(kv_heads))
+    return commands(params, Geometry(b, h, int(kv_heads), s, d, valid_keys(keep, causal), bool(causal),
+                                     int(score_shift)))
 
 
 def plan_launch(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray,
                 causal: bool, score_shift: int) -> Launch:
-    """A layer's launch: the (cached) command lists and the operands re-tiled into their card buffers.
+    """A layer's launch: the (cached) command lists (:func:`launch_commands`) and the operands re-tiled into their card
+    buffers (:func:`retile`).
 
     Args:
-        q: ``(B, H, S, d)`` int8; k, v: ``(B, KV, S, d)`` int8 (query head ``h`` uses KV head ``h // (H/KV)``).
+        q: ``(B, H, S, d)`` int8; k, v: ``(B, KV, S, d)`` int8 (query head ``h`` uses KV head ``h // (H/KV)``); any
+            strides (e.g. head views of the projections' ``(B, S, H·d)`` outputs).
         keep: ``(B, 1 or S, S)`` bool, right padding (and causal when ``causal``).
         score_shift: the layer's narrow-score shift (``QuantAttentionLayer.score_shift``).
 
@@ -278,10 +307,7 @@ def plan_launch(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarra
         EngineShapeError: a sequence, head size or head grouping the build cannot run (:func:`check_shape`).
         EngineMaskError: a key mask that is not right padding (and causal).
     """
-    b, h, s, d = q.shape
-    check_shape(params, s, d, h, int(k.shape[1]))
-    g = Geometry(b, h, int(k.shape[1]), s, d, valid_keys(keep, causal), bool(causal), int(score_shift))
-    c = commands(params, g)
+    c = launch_commands(params, q.shape, int(k.shape[1]), keep, causal, score_shift)
     return Launch(c, *retile(params, q, k, v))
 
 
@@ -361,5 +387,5 @@ def heads_from_a(cmds: Commands, a: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["CMD_BYTES", "Commands", "EngineMaskError", "EngineShapeError", "Geometry", "Launch", "check_done",
-           "check_shape", "commands", "heads_from_a", "params_from_manifest", "plan_launch", "retile", "streams_of",
-           "valid_keys"]
+           "check_shape", "commands", "heads_from_a", "launch_commands", "params_from_manifest", "plan_launch",
+           "retile", "streams_of", "valid_keys"]

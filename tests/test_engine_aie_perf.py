@@ -27,7 +27,8 @@ BUILDS = [
 
 
 @needs_csim
-@pytest.mark.parametrize("build", BUILDS, ids=lambda b: "k{kernels}_q{q_rows}_d{d}_keys{max_keys}_s{score_bits}".format(**b))
+@pytest.mark.parametrize("build", BUILDS,
+                         ids=lambda b: "k{kernels}_q{q_rows}_d{d}_keys{max_keys}_s{score_bits}".format(**b))
 def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
     from vckattn.sim.engine_aie_perf import invocations
 

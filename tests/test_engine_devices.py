@@ -39,9 +39,9 @@ def _layer(normalizer="swiftmax", causal=False, seed=0, d_model=128, heads=4):
     return calibrate_attention(mha, x, keep, normalizer, causal=causal, **kw), x, keep
 
 
-@pytest.mark.parametrize("backend, options", [("emu", {}), pytest.param("csim", {}, marks=pytest.mark.tool("g++", "hls4ml")),
-                                              pytest.param("csim", {"vector": True},
-                                                           marks=pytest.mark.tool("g++", "hls4ml"))])
+@pytest.mark.parametrize("backend, options", [
+    ("emu", {}), pytest.param("csim", {}, marks=pytest.mark.tool("g++", "hls4ml")),
+    pytest.param("csim", {"vector": True}, marks=pytest.mark.tool("g++", "hls4ml"))])
 @pytest.mark.parametrize("causal", [False, True])
 def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     layer, x, keep = _layer(causal=causal, seed=int(causal))

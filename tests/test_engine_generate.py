@@ -128,7 +128,8 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
             if per > 1:
                 assert ins[(f"p{i}_merge{c}", j % per)] == q and ins[(pv, 0)] == f"p{i}_split{c}"
                 assert outs[(f"p{i}_split{c}", j % per)] == [pv]
-                assert ins[(f"p{i}_s_out{c}", 0)] == f"p{i}_merge{c}" and outs[(f"p{i}_p_in{c}", 0)] == [f"p{i}_split{c}"]
+                assert ins[(f"p{i}_s_out{c}", 0)] == f"p{i}_merge{c}"
+                assert outs[(f"p{i}_p_in{c}", 0)] == [f"p{i}_split{c}"]
             else:
                 assert ins[(f"p{i}_s_out{c}", 0)] == q and outs[(f"p{i}_p_in{c}", 0)] == [pv]
                 assert kinds[(f"p{i}_s_out{c}", 0)] == win.format("S") and kinds[(pv, 0)] == win.format("P")

@@ -47,8 +47,8 @@ def test_minilm_on_the_small_engine_is_bit_exact(minilm_bundle, minilm_heads_bun
 
 
 def test_aie_path_vector_needs_csim(minilm_bundle, capsys):
-    code = main(["run", "--bundle", str(minilm_bundle), "--manifest", "engine_small", "--backend", "emu", "--text", TEXT,
-                 "--quiet", "--aie-path", "vector"])
+    code = main(["run", "--bundle", str(minilm_bundle), "--manifest", "engine_small", "--backend", "emu",
+                 "--text", TEXT, "--quiet", "--aie-path", "vector"])
     err = capsys.readouterr().err
     assert code != 0 and "--aie-path vector" in err and len(err.strip().splitlines()) == 1
 

@@ -157,9 +157,10 @@ def _check_memory(p: Any, max_seq: int) -> None:
         need = mem[kernel] + dev.tile_memory_reserve_bytes
         if need > dev.tile_memory_bytes:
             raise GenerateError(f"design: {kernel}'s buffers and state ({mem[kernel]} B) + runtime reserve "
-                                f"({dev.tile_memory_reserve_bytes} B) = {need} B do not fit the {dev.tile_memory_bytes} "
-                                f"B of an AIE tile at max_seq {max_seq} (slices of {p.slice_keys} keys, Q_ROWS "
-                                f"{p.q_rows}): use more kernels per pipeline, fewer query rows or a shorter max_seq")
+                                f"({dev.tile_memory_reserve_bytes} B) = {need} B do not fit the "
+                                f"{dev.tile_memory_bytes} B of an AIE tile at max_seq {max_seq} (slices of "
+                                f"{p.slice_keys} keys, Q_ROWS {p.q_rows}): use more kernels per pipeline, fewer query "
+                                "rows or a shorter max_seq")
 
 
 def design_from_file(path: Path) -> Any:
@@ -319,8 +320,9 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             if per > 1:
                 b.append(f"        p{i}_merge{c} = adf::pktmerge<{per}>::create();")
                 b.append(f"        p{i}_split{c} = adf::pktsplit<{per}>::create();")
-                b.append(f"        adf::connect<adf::pktstream>(p{i}_merge{c}.out[0], {plio_name(i, f's_out{c}')}.in[0]);")
-                b.append(f"        adf::connect<adf::pktstream>({plio_name(i, f'p_in{c}')}.out[0], p{i}_split{c}.in[0]);")
+                s_out, p_in = plio_name(i, f"s_out{c}"), plio_name(i, f"p_in{c}")
+                b.append(f"        adf::connect<adf::pktstream>(p{i}_merge{c}.out[0], {s_out}.in[0]);")
+                b.append(f"        adf::connect<adf::pktstream>({p_in}.out[0], p{i}_split{c}.in[0]);")
         for j in range(k):
             q = qk_name(i, j)
             c, r = placed.tiles[q]
@@ -337,7 +339,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
                 b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}, adf::pktstream>({q}.out[0], "
                          f"p{i}_merge{ch}.in[{j % per}]);")
             else:
-                b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}>({q}.out[0], {plio_name(i, f's_out{ch}')}.in[0]);")
+                s_out = plio_name(i, f"s_out{ch}")
+                b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}>({q}.out[0], {s_out}.in[0]);")
             for port in ("in[0]", "in[1]", "out[0]"):
                 b.append(f"        adf::location<adf::buffer>({q}.{port}) = adf::location<adf::kernel>({q});")
         for j in range(k):
@@ -349,10 +352,11 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             b.append(f"        adf::runtime<adf::ratio>({pv}) = {RUNTIME_RATIO};")
             b.append(f"        adf::location<adf::kernel>({pv}) = adf::tile({c}, {r});")
             if per > 1:
-                b.append(f"        adf::connect<adf::pktstream, {_win('P_BUFFER_BYTES')}>(p{i}_split{ch}.out[{j % per}], "
-                         f"{pv}.in[0]);")
+                b.append(f"        adf::connect<adf::pktstream, {_win('P_BUFFER_BYTES')}>("
+                         f"p{i}_split{ch}.out[{j % per}], {pv}.in[0]);")
             else:
-                b.append(f"        adf::connect<{_win('P_BUFFER_BYTES')}>({plio_name(i, f'p_in{ch}')}.out[0], {pv}.in[0]);")
+                p_in = plio_name(i, f"p_in{ch}")
+                b.append(f"        adf::connect<{_win('P_BUFFER_BYTES')}>({p_in}.out[0], {pv}.in[0]);")
             b.append(f"        adf::connect<adf::pktstream, {_win('V_BUFFER_BYTES')}>(p{i}_kv_split.out[{k + j}], "
                      f"{pv}.in[1]);")
             b.append(f"        adf::async({pv}.in[1]);")

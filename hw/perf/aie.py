@@ -115,9 +115,9 @@ SLOTS: dict[str, dict[str, Any]] = {
                   "its two input ports one after the other, so their beats add up on one resource"},
     "stream_out": {"per_cycle": 0.25, "source": _UG1079_TILE},
     # the engine kernels (hw/perf/engine_aie.py) also count these:
-    "cascade_in": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): 'In each cycle, 384-bits can "
-                   "be received and sent by the chained AI Engines' (one 8-lane acc48 cascade word in per cycle); AM009 "
-                   "'Cascade Stream Interface'"},
+    "cascade_in": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): 'In each cycle, 384-bits "
+                   "can be received and sent by the chained AI Engines' (one 8-lane acc48 cascade word in per cycle); "
+                   "AM009 'Cascade Stream Interface'"},
     "cascade_out": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): one 384-bit cascade word "
                     "sent per cycle; AM009 'Cascade Stream Interface'"},
     "scalar": {"per_cycle": 1.0, "source": _WP552 + " (one scalar op per cycle)"},
@@ -180,11 +180,11 @@ COST_TABLE: dict[str, dict[str, Any]] = {
 }
 
 _API1 = "AIE API AIE1 implementation (github.com/Xilinx/aie_api, include/aie_api/detail/aie1/"
-_MMUL448_SRC = (_API1 + "mmul_8_8.hpp): mmul_8_8<4,8,8,TypeA,TypeB,48> (also uint8 x int8) is two 8-bit mac16 (mul: two "
-                "mul16) intrinsics, 128 MACs each; " + _UG1079_VPU)
+_MMUL448_SRC = (_API1 + "mmul_8_8.hpp): mmul_8_8<4,8,8,TypeA,TypeB,48> (also uint8 x int8) is two 8-bit mac16 "
+                "(mul: two mul16) intrinsics, 128 MACs each; " + _UG1079_VPU)
 _ACC_INPLACE = ("ASSUMPTION: no instruction; an aie::mmul built from (or read out as) an accumulator uses the "
-                "accumulator registers in place (UG1079 'Matrix Multiplication - mmul': mmul objects can be initialized "
-                "from accumulators for chained computations over the cascade)")
+                "accumulator registers in place (UG1079 'Matrix Multiplication - mmul': mmul objects can be "
+                "initialized from accumulators for chained computations over the cascade)")
 _SEL8_SRC = (_API1 + "blend.hpp): an 8-bit select of 32 lanes unpacks both operands to 16 bits, does one select32 and "
              "packs back: ASSUMPTION one vector issue each (3)")
 
