@@ -322,3 +322,14 @@ def test_command_lists_follow_the_schedule_and_the_contract():
             assert kv["slice"][rows].tolist() == [0, 1, 2, 3] * 2
             assert (kv["first_tile"][rows] == grp * t_per).all() and (kv["tiles"][rows] == t_per).all()
             assert kv_offs[rows].tolist() == [((b * 2 + h // 2) * 4 + j) * 32 * 32 for j in [0, 1, 2, 3] * 2]
+
+
+def test_the_scheduler_deals_whole_groups_round_robin():
+    from vckattn.hw.engine.schedule import deal_groups, tiles_per_pipeline
+
+    assert deal_groups(10, 3) == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
+    assert deal_groups(2, 4) == [[0], [1], [], []]
+    assert tiles_per_pipeline(96, 32, 41) == [96] * 14 + [64] * 27  # BERT-base batch 8: the busiest pipeline 96 tiles
+    assert sorted(g for p in deal_groups(37, 5) for g in p) == list(range(37))
+    with pytest.raises(ValueError):
+        deal_groups(3, 0)

@@ -14,7 +14,8 @@ Where the numbers come from
 2. **Cost table.** :data:`COST_TABLE` turns each API operation into issues on the VLIW slots it
    occupies, read from the AIE API's own AIE1 implementation (``aie_api/detail/aie1/*.hpp``: how many
    intrinsics each call becomes) and the AIE1 architecture; :data:`SLOTS` gives each slot's
-   throughput. Every entry carries its source.
+   throughput. Every entry carries its source. The table and the slots also hold the operations of the
+   engine's kernels (cascade words, mask compares, rounding modes; :mod:`vckattn.hw.perf.engine_aie`).
 3. **Cycles.** Per phase (a loop nest of the kernel code), the cycles are the bottleneck slot:
    ``max over slots of (issues on the slot / slot throughput)`` -- the "kernel coding bounds" method of
    UG1079 (compute bound vs. memory bound), extended to every slot -- plus a pipeline fill of
