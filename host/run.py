@@ -152,6 +152,8 @@ def open_device(backend: str, manifest: Any, **options: Any) -> Any:
             raise UserError(f"{manifest.name}: no {backend} backend for engine builds "
                             f"(choose {', '.join(ENGINE_BACKENDS)})")
         return ENGINE_BACKENDS[backend](manifest, **options)
+    if options.get("vector"):
+        raise UserError(f"{manifest.name}: --aie-path vector runs engine builds only (this is a reference build)")
     return device_class(backend)(manifest, **options)
 
 

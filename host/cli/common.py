@@ -299,10 +299,14 @@ __all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "atomic_path", "chec
 
 def device_options(args: argparse.Namespace) -> dict:
     """The backend options of ``run``/``eval`` from their flags: ``--seed`` (rtl), ``--xclbin`` (xrt/pynq, required),
-    ``--device`` (xrt card index)."""
+    ``--device`` (xrt card index), ``--aie-path vector`` (csim of an engine build: the AIE kernels' vector path)."""
     opts: dict = {}
     if args.backend == "rtl" and args.seed is not None:
         opts["seed"] = args.seed
+    if getattr(args, "aie_path", "scalar") == "vector":
+        if args.backend != "csim":
+            raise UserError("--aie-path vector selects the csim backend's AIE kernel path; use --backend csim")
+        opts["vector"] = True
     if args.backend in ("xrt", "pynq"):
         if args.xclbin is None:
             raise UserError(f"--backend {args.backend} needs --xclbin")

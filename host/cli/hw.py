@@ -71,8 +71,9 @@ def add_hw(sub: Subparsers) -> None:
         "generate",
         help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point",
         description="Turn a design point of the performance model into the engine's build sources (stream contract "
-        "v2, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
-        "pv_slice kernels, pktmerge/pktsplit, the P.V cascade, placement constraints), OUT/system.cfg (Vitis link "
+        "v3, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
+        "pv_slice kernels fed from ping-pong buffers, the kv packet split, per score channel pktmerge/pktsplit, the "
+        "P.V cascade, kernel and buffer placement), OUT/system.cfg (Vitis link "
         "configuration), OUT/pl/ (the PL top engine_pl.v, kernel.xml, package_kernel.tcl), OUT/manifest.json (the "
         "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
@@ -85,8 +86,9 @@ def add_hw(sub: Subparsers) -> None:
     g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
     g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="board (default vck5000)")
-    g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts "
-                   "(a multiple of the design's key_block; default: the design's max_seq, else 512)")
+    g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts: "
+                   "every group's keys (a multiple of 16 x the design's kernels per pipeline; default: the design's "
+                   "max_seq, else 512)")
     g.add_argument("--name", default=None, help="manifest name (default <board>_engine)")
     g.set_defaults(func=run_hw_generate)
     p.set_defaults(func=lambda args: missing_subcommand(p))
@@ -238,9 +240,10 @@ def run_hw_generate(args: argparse.Namespace) -> int:
                 from None
     max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or gen.BERT_SEQ)
     written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
-    print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels), "
-          f"q_rows {design.q_rows}, key_block {design.key_block}, int{design.score_bits} scores, "
-          f"{design.lanes_swiftmax} lanes, max_seq {max_seq}, board {args.board}")
+    print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels, "
+          f"{design.score_plios} score channel(s)), q_rows {design.q_rows}, slices of {max_seq // design.qk_kernels} "
+          f"keys, int{design.score_bits} scores, {design.lanes_swiftmax} lanes a channel, max_seq {max_seq}, board "
+          f"{args.board}")
     for f in written:
         print(f"wrote {f}")
     return 0

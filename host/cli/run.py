@@ -53,6 +53,9 @@ def add_run(sub: Subparsers) -> None:
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
+    p.add_argument("--aie-path", choices=("scalar", "vector"), default="scalar", dest="aie_path",
+                   help="csim of an engine build: run the AIE kernels' scalar reference path (default) or their vector "
+                   "path over the AIE API emulation")
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
     p.add_argument("--save", type=Path, metavar="OUT.npz",
                    help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")

@@ -1,9 +1,10 @@
-// s2mm_engine: the engine's PL output mover for one pipeline (hw/ENGINE.md "P.V, the cascade, O and A";
-// see swiftmax_engine_hls.h). O records from the last pv_slice -> requantize to int8 (golden
-// requant.requantize, half up: sat_int8((o*rq_mult + 2^(rq_shift-1)) >> rq_shift)) -> DDR: A of tile t
-// (Q_ROWS x d int8) into slot t of the launch's shared A buffer `a_out` (so the buffer is the head outputs,
-// host/engine.py), and the record's header beat (streams.RESULT: tile_id, rows, pipeline, d) into this
-// pipeline's done log `done` in arrival order (the host points `done` at the pipeline's region).
+// s2mm_engine: the engine's PL output mover for one pipeline (hw/ENGINE.md "The PL"; see
+// swiftmax_engine_hls.h). O records from the last P.V kernel (RESULT header + Q_ROWS x D int32 row-major,
+// 4 a beat) -> requantize to int8 (golden requant.requantize, half up: sat_int8((o*rq_mult +
+// 2^(rq_shift-1)) >> rq_shift)) -> DDR: A of tile t (Q_ROWS x D int8) into slot t of the launch's shared A
+// buffer `a_out` (so the buffer is the head outputs, host/engine.py), and the record's header beat
+// (streams.RESULT: tile_id, rows, pipeline, d = D) into this pipeline's done log `done` in arrival order
+// (the host points `done` at the pipeline's region). A record whose d is not the build's D is refused.
 #include "requant.h"
 #include "swiftmax_engine_hls.h"
 
@@ -29,7 +30,7 @@ records:
         uint32_t w[4];
         beat_words(o_in.read(), w);
         const uint32_t d = VCKATTN_GET(w, RESULT_D);
-        if (d < 16 || d > (uint32_t)MAX_D || d % 16 != 0) return PL_BAD_D;
+        if (d != (uint32_t)D) return PL_BAD_D;
         uint32_t h[4] = {0, 0, 0, 0};
         VCKATTN_PUT(h, RESULT_TILE_ID, VCKATTN_GET(w, RESULT_TILE_ID));
         VCKATTN_PUT(h, RESULT_ROWS, VCKATTN_GET(w, RESULT_ROWS));
@@ -38,7 +39,7 @@ records:
         const uint32_t tile = VCKATTN_GET(w, RESULT_TILE_ID);
         if (tile >= n_slots) return PL_BAD_SLOT;
         done[i] = words_beat(h);
-        const unsigned a_beats = Q_ROWS * d / 16;  // 16 int8 a beat, from 4 O beats of 4 int32
+        const unsigned a_beats = Q_ROWS * D / 16;  // 16 int8 a beat, from 4 O beats of 4 int32
         const unsigned long long base = (unsigned long long)tile * a_beats;
     a_beats_loop:
         for (unsigned m = 0; m < a_beats; m++) {

@@ -1,4 +1,4 @@
-// swiftmax_engine_hls.h -- the scalable engine's PL pieces for one pipeline (stream contract v2,
+// swiftmax_engine_hls.h -- the scalable engine's PL pieces for one pipeline (stream contract v3,
 // hw/ENGINE.md), in Vitis HLS C++; bit-exact with golden/engine.py (engine_p) and golden/requant.py.
 //
 //   swiftmax_engine_hls  score packets (AIE, through pktmerge) -> P packets (AIE, through pktsplit):
@@ -8,16 +8,17 @@
 //                        swiftmax_elem_acc<SCORE_BITS> (swiftmax_hls.h) with the shared registers and
 //                        b_beta[head], c_out[head] of the packet header's head (streams.PACKET head);
 //                        P uint8, 16 a beat, TLAST on a packet's last beat.
-//   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x d int32, 4 a beat)
+//   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x D int32, 4 a beat)
 //                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A of tile t
-//                        (Q_ROWS x d int8, 16 a beat) into slot t of the shared A buffer a_out; the
+//                        (Q_ROWS x D int8, 16 a beat) into slot t of the shared A buffer a_out; the
 //                        streams.RESULT header (pipeline = the kernel argument) into the done log, in
 //                        arrival order.
 //
 // Streams: 128-bit AXI4-Stream beats (TDATA little endian; header words w0..w3 at bits [32i, 32i+32)).
 // Header fields only through ../aie/generated/engine_streams.h (generated from hw/engine/streams.py).
-// Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_MAX_D
-// (the design's engine_config.h, or -D in the C-simulation).
+// Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_D
+// (the design's engine_config.h, or -D in the C-simulation). Score packets carry their scores in the 4x8
+// block layout of hw/ENGINE.md; the normalizer is element-wise, so P leaves in the order the scores came.
 //
 // Both tops return a status (s_axilite return): 0 ok; otherwise the first header they refused, after
 // which they stop (the stream position is lost; the host reports the status and times out the launch).
@@ -35,8 +36,8 @@
 #ifndef VCKATTN_ENGINE_Q_ROWS
 #error "VCKATTN_ENGINE_Q_ROWS is not defined: include the design's generated engine_config.h or pass -D"
 #endif
-#ifndef VCKATTN_ENGINE_MAX_D
-#error "VCKATTN_ENGINE_MAX_D is not defined: include the design's generated engine_config.h or pass -D"
+#ifndef VCKATTN_ENGINE_D
+#error "VCKATTN_ENGINE_D is not defined: include the design's generated engine_config.h or pass -D"
 #endif
 
 #include <ap_int.h>
@@ -53,7 +54,7 @@ constexpr int SCORES_PER_BEAT = 128 / SCORE_BITS;  // score lanes of an input be
 constexpr int P_PER_BEAT = 16;                      // P lanes of an output beat (= SwiftMax lanes)
 constexpr int IN_PER_OUT = P_PER_BEAT / SCORES_PER_BEAT;  // input beats per output beat
 constexpr int Q_ROWS = VCKATTN_ENGINE_Q_ROWS;
-constexpr int MAX_D = VCKATTN_ENGINE_MAX_D;
+constexpr int D = VCKATTN_ENGINE_D;
 constexpr int MAX_RQ_SHIFT = 62;  // largest requantization shift (golden fixedpoint.MAX_BITS)
 static_assert(SCORE_BITS == 8 || SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
 
@@ -64,7 +65,7 @@ enum PlStatus : int {
     PL_OK = 0,
     PL_BAD_ELEM_BITS = 1,  // score packet with elem_bits != SCORE_BITS
     PL_BAD_COUNT = 2,      // score packet with count 0 or not a multiple of 16
-    PL_BAD_D = 3,          // O record with d not a multiple of 16 or outside 16..MAX_D
+    PL_BAD_D = 3,          // O record whose d is not the build's D
     PL_BAD_SLOT = 4,       // O record whose tile id is outside the A buffer
     PL_BAD_HEAD = 5,       // score packet whose head is outside the register sets (>= MAX_HEADS)
 };
@@ -74,7 +75,7 @@ inline const char* pl_status_text(int st) {
         case PL_OK: return "ok";
         case PL_BAD_ELEM_BITS: return "score packet elem_bits differs from SCORE_BITS";
         case PL_BAD_COUNT: return "score packet count is 0 or not a multiple of 16";
-        case PL_BAD_D: return "O record head size d not a multiple of 16 in 16..MAX_D";
+        case PL_BAD_D: return "O record head size d differs from the build's D";
         case PL_BAD_SLOT: return "O record tile id outside the A buffer";
         case PL_BAD_HEAD: return "score packet head outside the SwiftMax register sets (>= MAX_HEADS)";
         default: return "unknown status";

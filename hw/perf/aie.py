@@ -14,7 +14,8 @@ Where the numbers come from
 2. **Cost table.** :data:`COST_TABLE` turns each API operation into issues on the VLIW slots it
    occupies, read from the AIE API's own AIE1 implementation (``aie_api/detail/aie1/*.hpp``: how many
    intrinsics each call becomes) and the AIE1 architecture; :data:`SLOTS` gives each slot's
-   throughput. Every entry carries its source.
+   throughput. Every entry carries its source. The table and the slots also hold the operations of the
+   engine's kernels (cascade words, mask compares, rounding modes; :mod:`vckattn.hw.perf.engine_aie`).
 3. **Cycles.** Per phase (a loop nest of the kernel code), the cycles are the bottleneck slot:
    ``max over slots of (issues on the slot / slot throughput)`` -- the "kernel coding bounds" method of
    UG1079 (compute bound vs. memory bound), extended to every slot -- plus a pipeline fill of
@@ -114,6 +115,13 @@ SLOTS: dict[str, dict[str, Any]] = {
     "stream_in": {"per_cycle": 0.25, "source": _UG1079_TILE + "; " + _UG1076_STREAM + "; the kernel code reads "
                   "its two input ports one after the other, so their beats add up on one resource"},
     "stream_out": {"per_cycle": 0.25, "source": _UG1079_TILE},
+    # the engine kernels (hw/perf/engine_aie.py) also count these:
+    "cascade_in": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): 'In each cycle, 384-bits "
+                   "can be received and sent by the chained AI Engines' (one 8-lane acc48 cascade word in per cycle); "
+                   "AM009 'Cascade Stream Interface'"},
+    "cascade_out": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): one 384-bit cascade word "
+                    "sent per cycle; AM009 'Cascade Stream Interface'"},
+    "scalar": {"per_cycle": 1.0, "source": _WP552 + " (one scalar op per cycle)"},
 }
 
 
@@ -171,6 +179,62 @@ COST_TABLE: dict[str, dict[str, Any]] = {
         "ASSUMPTION: qk_prepare's element copy is one scalar byte load and one scalar byte store on the load/store "
         "units (not vectorized by the compiler); " + _UG1079_TILE),
 }
+
+_API1 = "AIE API AIE1 implementation (github.com/Xilinx/aie_api, include/aie_api/detail/aie1/"
+_MMUL448_SRC = (_API1 + "mmul_8_8.hpp): mmul_8_8<4,8,8,TypeA,TypeB,48> (also uint8 x int8) is two 8-bit mac16 "
+                "(mul: two mul16) intrinsics, 128 MACs each; " + _UG1079_VPU)
+_ACC_INPLACE = ("ASSUMPTION: no instruction; an aie::mmul built from (or read out as) an accumulator uses the "
+                "accumulator registers in place (UG1079 'Matrix Multiplication - mmul': mmul objects can be "
+                "initialized from accumulators for chained computations over the cascade)")
+_SEL8_SRC = (_API1 + "blend.hpp): an 8-bit select of 32 lanes unpacks both operands to 16 bits, does one select32 and "
+             "packs back: ASSUMPTION one vector issue each (3)")
+
+# Engine kernel operations (hw/aie/engine/engine_kernels.h, stream contract v3), appended:
+COST_TABLE.update({
+    "mmul<4,16,8,int8,int8>.to_vector<int8>": _entry(
+        {"srs": 2}, _SRS_SRC.replace("to_vector of", "to_vector<int8> (shift-round-saturate) of") +
+        "; the rounding / saturation modes are control-register settings, not extra instructions"),
+    "mmul<4,16,8,int8,int8>.to_vector<int16>": _entry(
+        {"srs": 2}, _SRS_SRC.replace("to_vector of", "to_vector<int16> (shift-round-saturate) of")),
+    "mmul<4,8,8,uint8,int8>.mul": _entry({"vector": 2}, _MMUL448_SRC),
+    "mmul<4,8,8,uint8,int8>.mac": _entry({"vector": 2}, _MMUL448_SRC),
+    "mmul<4,8,8,uint8,int8>.to_vector<int32>": _entry({"srs": 2}, _SRS_SRC),
+    "mmul<4,8,8,uint8,int8>.from_accum": _entry({}, _ACC_INPLACE),
+    "mmul<4,8,8,uint8,int8>.to_accum": _entry({}, _ACC_INPLACE),
+    "accum<acc48,8>.to_vector<int32>": _entry({"srs": 1}, _UG1079_PATHS + ": one SRS of an 8-lane acc48"),
+    "accum<acc48,8>.from_vector<int32>": _entry(
+        {"srs": 1}, "AM009 'Register Move Functionality': vector to accumulator through the upshift path; ASSUMPTION: "
+        "one issue on the shift-round-saturate/upshift unit"),
+    "readincr_v<8>(input_cascade<acc48>)": _entry({"cascade_in": 1}, "AM009 'Cascade Stream Interface': one 384-bit "
+                                                  "accumulator word (8 lanes of acc48) per read"),
+    "writeincr(output_cascade<acc48>)": _entry({"cascade_out": 1}, "AM009 'Cascade Stream Interface': one 384-bit "
+                                               "accumulator word per write"),
+    "concat<acc48,8>x4": _entry({"move": 4}, "ASSUMPTION: one accumulator move per 384-bit part (AM009 'Register Move "
+                                "Functionality': one AM-register move per cycle); " + _WP552),
+    "extract<8>(accum<acc48,32>)": _entry({"move": 1}, "ASSUMPTION: one accumulator move per 384-bit part (AM009 "
+                                          "'Register Move Functionality')"),
+    "concat<16,uint8>x2": _entry({"move": 2}, _MOVE_SRC),
+    "extract<16>(vector<int8,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "extract<8>(vector<int16,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "extract<4>(vector<int32,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "store_v<8,int16>": _entry({"store": 1}, _LD_SRC + " (128 bits)"),
+    "load_v<32,int16>": _entry({"load": 2}, _UG1079_TILE + ": 512 bits = two 256-bit loads"),
+    "store_v<32,int16>": _entry({"store": 2}, _UG1079_TILE + ": 512 bits = two 256-bit stores"),
+    "add<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "add.hpp): one 32-lane 16-bit add (the scalar broadcast "
+                                    "as its operand); ASSUMPTION: one vector issue"),
+    "min<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "max_min.hpp): one 32-lane 16-bit min; ASSUMPTION: one "
+                                    "vector issue"),
+    "lt<32,int16>": _entry({"vector": 1}, _API1 + "compare.hpp): one 32-lane 16-bit compare into a mask; ASSUMPTION: "
+                           "one vector issue"),
+    "lt<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "compare.hpp): one 32-lane 16-bit compare against a "
+                                   "broadcast scalar; ASSUMPTION: one vector issue"),
+    "select<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "blend.hpp): one select32 on 16-bit lanes"),
+    "select<32,int8>(scalar)": _entry({"vector": 3}, _SEL8_SRC),
+    "set_rounding": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 rounding field; UG1079 "
+                           "'Rounding and Saturation Modes') on the scalar slot"),
+    "set_saturation": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 SQ/saturation bits; "
+                             "UG1079 'Rounding and Saturation Modes') on the scalar slot"),
+})
 
 #: Operations of the closed form that the emulation cannot count (plain C++, not AIE API calls).
 NOT_INSTRUMENTED: frozenset[str] = frozenset({"scalar_copy<int8>"})

@@ -582,14 +582,14 @@ def _is_engine(d: Design) -> bool:
 
 
 def engine_tile_slots(w: Workload, d: Design) -> int:
-    """PL cycles one tile occupies an engine pipeline's SwiftMax (``hw/pl/engine.py``): per non-empty key slice
-    on the busiest score PLIO, its packet's header and lane groups (:func:`pl.engine_packet_slots`)."""
-    nb = -(-w.seq // d.key_block)
-    sb = -(-nb // d.qk_kernels)
-    sizes = [min(sb, nb - j * sb) for j in range(d.qk_kernels) if j * sb < nb]
-    per_plio = [sizes[i::d.score_plios] for i in range(d.score_plios)]
-    return max(sum(pl.engine_packet_slots(d.q_rows * n * d.key_block, d.lanes_swiftmax) for n in part)
-               for part in per_plio if part)
+    """PL cycles one tile occupies an engine score channel's SwiftMax (``hw/pl/engine.py``; stream contract v3): the
+    channel's ``k/m`` kernels' packets of ``Q_ROWS·SK`` scores each (``SK = MAX_KEYS / k``, ``MAX_KEYS`` the design's
+    ``max_seq``, else the sequence rounded up to ``16·k`` keys), header and lane groups
+    (:func:`pl.engine_packet_slots`)."""
+    unit = 16 * d.qk_kernels
+    keys = d.max_seq or -(-w.seq // unit) * unit
+    per = -(-d.qk_kernels // d.score_plios)
+    return per * pl.engine_packet_slots(d.q_rows * (keys // d.qk_kernels), d.lanes_swiftmax)
 
 
 def engine_pl_cycles(w: Workload, d: Design) -> int:
@@ -753,14 +753,20 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
     pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
     pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
-    if _is_engine(d):  # the built kernels' workspaces (= sizeof in hw/aie/engine/engine_kernels.h) + heap slack
+    if _is_engine(d):  # the built kernels' buffers (ping-pong) and state (= the C++ sizes, hw/engine/model.py)
         from vckattn.hw.engine.model import EngineParams, workspace_bytes
 
-        ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr, key_block=kb,
-                                          max_d=max(64, -(-dh // 16) * 16), max_keys=max(g.keys_pad, d.max_seq or 0),
-                                          score_bits=d.score_bits))
-        qk_mem = ws["qk_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
-        pv_mem = ws["pv_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
+        unit = 16 * d.qk_kernels
+        try:
+            ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr,  # memory: any score_plios
+                                              d=max(64, -(-dh // 16) * 16),
+                                              max_keys=-(-max(g.keys_pad, d.max_seq or 0) // unit) * unit,
+                                              score_bits=d.score_bits))
+        except ValueError:  # not a shape stream contract v3 builds: the generic estimate above stands
+            ws = None
+        if ws is not None:
+            qk_mem = ws["qk_slice"] + dev.tile_memory_reserve_bytes
+            pv_mem = ws["pv_slice"] + dev.tile_memory_reserve_bytes
     plios_per_pipe_in = d.in_plios + d.score_plios
     plios_per_pipe_out = d.score_plios + d.out_plios
     used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
