@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import aie, pl
+from . import aie, engine, pl
 
 DEVICE_FILE = Path(__file__).with_name("device.json")
 NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
@@ -80,6 +80,13 @@ STAGES: dict[str, str] = {
     "aie_pv": "AIE P.V",
     "to_ddr": "back to DDR",
     "host": "host overhead",
+    # the engine (stream contract v3, hw/perf/engine.py)
+    "ddr": "DDR (one bank)",
+    "kv_in": "K/V slices -> AIE",
+    "q_in": "Q -> AIE",
+    "pl_channel": "score channel (PLIO out, PL, PLIO back)",
+    "o_out": "O -> PL",
+    "s2mm": "PL output mover",
 }
 #: PL cost of one PLIO stream endpoint (data mover / width adapter / FIFO) -- an ASSUMPTION: no mover
 #: of the scaled design is synthesized in this toolkit; the order of a Vitis HLS AXI4-Stream mover.
@@ -125,8 +132,11 @@ class Device:
         return self.aie_tiles * self.macs_per_cycle[dtype] * OPS_PER_MAC * self.aie_clock_hz
 
     def plio_available(self, plio_bits: int) -> dict[str, int]:
-        """Usable PLIOs of ``plio_bits`` per direction (128-bit counts scaled; two 64-bit ports make a 128-bit one)."""
-        return {k: int(v * 128 // plio_bits) for k, v in self.plio_usable_128.items()}
+        """Usable PLIOs of ``plio_bits`` per direction: a 128-bit PLIO takes two 64-bit interface ports (the
+        usable 128-bit counts), a 64-bit or 32-bit PLIO one port each (a 32-bit PLIO does not share its port)."""
+        if plio_bits == 128:
+            return dict(self.plio_usable_128)
+        return {k: int(v * 2) for k, v in self.plio_usable_128.items()}
 
     def to_json(self) -> dict:
         return {"name": self.name, "board": self.board, "aie_tiles": self.aie_tiles,
@@ -199,6 +209,7 @@ class Workload:
     norm_site: str | None = None
     hidden: int | None = None
     operands: str = "ddr"
+    causal: bool = False
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -237,7 +248,7 @@ class Workload:
         return {"name": self.name, "heads": self.heads, "kv_heads": self.n_kv_heads, "d_head": self.d_head,
                 "seq": self.seq, "batch": self.batch, "layers": len(self.layers),
                 "normalizers": list(self.layers), "norm_site": self.norm_site, "hidden": self.hidden_size,
-                "operands": self.operands, "ops_per_layer": self.ops_per_layer}
+                "operands": self.operands, "causal": self.causal, "ops_per_layer": self.ops_per_layer}
 
 
 def workload_from_flags(heads: int, d_head: int, seq: int, batch: int = 1, layers: int = 1,
@@ -258,10 +269,11 @@ def workload_from_hf_config(config: dict, seq: int | None = None, batch: int = 1
     d_head = int(config.get("head_dim") or hidden // heads)
     n_layers = int(layers or config["num_hidden_layers"])
     seq = int(seq or config.get("max_position_embeddings") or 512)
-    norm_site = kw.pop("norm_site", "rmsnorm" if "rms_norm_eps" in config else None)
+    decoder = "rms_norm_eps" in config
+    norm_site = kw.pop("norm_site", "rmsnorm" if decoder else None)
     return Workload(heads=heads, d_head=d_head, seq=seq, batch=batch, layers=(normalizer,) * n_layers,
                     kv_heads=config.get("num_key_value_heads"), norm_site=norm_site, hidden=hidden,
-                    name=str(config.get("model_type", "")), **kw)
+                    causal=kw.pop("causal", decoder), name=str(config.get("model_type", "")), **kw)
 
 
 def workload_from_bundle_info(model: dict, layer_normalizers: list[str], norm: str | None, seq: int | None = None,
@@ -278,7 +290,8 @@ def workload_from_bundle_info(model: dict, layer_normalizers: list[str], norm: s
     return Workload(heads=int(model["num_heads"]), d_head=int(model["head_dim"]),
                     seq=int(seq or model["max_seq_len"]), batch=batch, layers=tuple(layer_normalizers),
                     kv_heads=int(model["num_kv_heads"]), norm_site=kw.pop("norm_site", site),
-                    hidden=int(model["hidden_size"]), name=str(family or ""), **kw)
+                    hidden=int(model["hidden_size"]), causal=kw.pop("causal", family == "llama"),
+                    name=str(family or ""), **kw)
 
 
 BERT_BASE = {"heads": 12, "d_head": 64, "layers": 12}
@@ -318,6 +331,7 @@ class Design:
     host_seconds_per_tile: float | None = None
     host_launches_per_layer: int = 1
     max_seq: int | None = None
+    head_dim: int | None = None
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -337,6 +351,8 @@ class Design:
             raise ValueError("pl_clock_mhz must be > 0")
         if self.o_bits not in (8, 16, 32):
             raise ValueError("o_bits must be 8, 16 or 32")
+        if self.head_dim is not None and (self.head_dim < 16 or self.head_dim % 16):
+            raise ValueError("head_dim must be a positive multiple of 16")
 
     def lanes(self, normalizer: str) -> int:
         return self.lanes_swiftmax if normalizer_name(normalizer) == "swiftmax" else self.lanes_online_softmax
@@ -359,10 +375,13 @@ def design_from_json(data: dict) -> Design:
 
 
 def design_from_manifest(manifest: dict) -> Design:
-    """Today's committed build (a bitstream manifest, e.g. ``bitstreams/vck5000_attention.json``) as a
-    design point: its AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile
-    shape, lanes and PL clock. Scores are int32 (stream contract v1, ``hw/STREAMS.md``); K and V are
-    re-streamed for every tile (``mm2s_kv``); ``score_switch`` holds a tile of scores and of P."""
+    """The design point of a committed build (a bitstream manifest): an engine build's own design point
+    (its ``engine.design``), or, for the two-tile reference build (``bitstreams/vck5000_attention.json``), its
+    AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile shape, lanes and PL clock
+    (int32 scores, stream contract v1, ``hw/STREAMS.md``; K and V re-streamed for every tile;
+    ``score_switch`` holds a tile of scores and of P)."""
+    if manifest.get("engine"):
+        return design_from_json(dict(manifest["engine"]["design"]))
     graph = manifest["graph"]
     kernels = list(graph["kernels"])
     plios = graph["plios"]
@@ -459,6 +478,21 @@ class Perf:
     available: dict[str, float]
     traffic: dict[str, float] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
+    host_serial_seconds: float = 0.0
+    kernels: list[dict] = field(default_factory=list)
+
+    @property
+    def device_seconds_per_layer(self) -> float:
+        """Seconds per layer on the card, from launch to the last result in DDR (without the host's serial
+        launch overhead)."""
+        return self.seconds_per_layer - self.host_serial_seconds
+
+    @property
+    def ddr_roof_seconds(self) -> float:
+        """The DDR roof of the attention block: Q, K, V read and A written once each, ``4·B·H·S·d`` bytes, at the
+        bank's bandwidth (the least time any design that keeps its operands in DDR needs)."""
+        w = self.workload
+        return 4 * w.batch * w.heads * w.seq * w.d_head / self.device.ddr_bytes_per_s
 
     @property
     def over(self) -> list[str]:
@@ -500,6 +534,15 @@ class Perf:
             "resources": {"used": self.used, "available": self.available, "fits": self.fits, "over": self.over,
                           "lut_headroom": self.lut_headroom},
             "traffic_bytes_per_layer": self.traffic,
+            "device_seconds_per_layer": self.device_seconds_per_layer,
+            "host_serial_seconds_per_layer": self.host_serial_seconds,
+            "fraction_of_peak_device": self.workload.ops_per_layer / self.device_seconds_per_layer
+            / self.device.peak_int8_ops,
+            "ddr_roof": {"seconds": self.ddr_roof_seconds,
+                         "fraction_of_roof": self.ddr_roof_seconds / self.seconds_per_layer,
+                         "fraction_of_roof_device": self.ddr_roof_seconds / self.device_seconds_per_layer,
+                         "definition": "ops / (4·B·H·S·d bytes / DDR bandwidth) against the layer's time"},
+            "kernels": self.kernels,
             "assumptions": self.assumptions,
         }
 
@@ -517,6 +560,27 @@ ASSUMPTIONS = [
     "data movers: an assumed 1,000 LUT / 1,500 FF / 1 BRAM36 per PLIO stream endpoint (not synthesized)",
     "one normalizer instance per score PLIO; online softmax (and today's score_switch) needs a row-assembly "
     "tile buffer of scores and of P per pipeline in URAM",
+    "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
+]
+
+
+ENGINE_ASSUMPTIONS = [
+    "modeled, not measured on a board: device limits from hw/perf/device.json (sources there)",
+    "AIE kernels: cycles of one invocation (one tile) from the engine kernels' instrumented vector path "
+    "(hw/perf/engine_aie.py: closed-form counts = the counts of hw/aie/aie_api_emu.h, x the cost table of "
+    "hw/perf/aie.py with its sources), perfect VLIW packing inside a loop, no memory-bank conflicts",
+    "buffers: every kernel port is a ping-pong buffer filled or drained by the tile DMA (32 bits per AIE cycle per "
+    "channel, AM009) while the kernel computes on the other half; each kernel's buffers in its own tile's 32 KB",
+    "a 128-bit PLIO moves min(16 B x PL clock, 4 B x AIE clock) per second; a score channel streams a packet out, "
+    "through the PL SwiftMax (Verilator-exact slots) and back without buffering in between",
+    "DDR: one bank, 57 GB/s for all reads and writes together (measured on a VCK5000, VERSAL.md)",
+    "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
+    "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
+    "same graph as a discrete-event simulation",
+    "movers, their AXI4 master ports and the output mover's requantizer: per-instance costs in "
+    "hw/perf/data/pl_infrastructure.json (assumptions with their reasoning; no Vitis HLS here)",
+    "host: one serial launch per layer (device.json host_seconds_per_launch, an assumption), reported apart from "
+    "the device time",
     "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
 ]
 
@@ -571,37 +635,32 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
 
 
-#: heap bytes the generated graph gives each engine kernel beyond its workspace (hw/engine/generate.py)
-ENGINE_HEAP_SLACK = 1024
-
-
 def _is_engine(d: Design) -> bool:
-    """A design of stream contract v2 (the engine: K/V resident in key slices, packets, no score switch, SwiftMax)."""
-    return d.kv_resident and not d.score_switch and d.score_bits in (8, 16) and d.lanes_swiftmax > 0 \
-        and d.lanes_online_softmax == 0
-
-
-def engine_tile_slots(w: Workload, d: Design) -> int:
-    """PL cycles one tile occupies an engine score channel's SwiftMax (``hw/pl/engine.py``; stream contract v3): the
-    channel's ``k/m`` kernels' packets of ``Q_ROWS·SK`` scores each (``SK = MAX_KEYS / k``, ``MAX_KEYS`` the design's
-    ``max_seq``, else the sequence rounded up to ``16·k`` keys), header and lane groups
-    (:func:`pl.engine_packet_slots`)."""
-    unit = 16 * d.qk_kernels
-    keys = d.max_seq or -(-w.seq // unit) * unit
-    per = -(-d.qk_kernels // d.score_plios)
-    return per * pl.engine_packet_slots(d.q_rows * (keys // d.qk_kernels), d.lanes_swiftmax)
+    """A design of the engine (stream contract v3, ``hw/ENGINE.md``; costed by :mod:`.engine`)."""
+    return engine.is_engine(d)
 
 
 def engine_pl_cycles(w: Workload, d: Design) -> int:
-    """Modeled PL cycles of one layer on an engine design (the busiest pipeline: its tiles' packets back to back,
-    then the PL top's output delay), as the ``rtl`` backend measures them without backpressure."""
-    # whole (batch, head) groups go round-robin to the pipelines (host/engine.py)
-    per_pipe = -(-(w.batch * w.heads) // d.pipelines) * -(-w.seq // d.q_rows)
-    return per_pipe * engine_tile_slots(w, d) + pl.ENGINE_OUT_DELAY
+    """Modeled PL cycles of one layer on an engine design: the busiest score channel's packets back to back (the
+    busiest pipeline's tiles, ``k/m`` packets each), then the PL top's output delay -- what the ``rtl`` backend
+    measures without backpressure (``hw/pl/engine.py``; :func:`.pl.engine_packet_slots` equals Verilator)."""
+    g = engine.geometry(w, d, load_device(), "swiftmax")
+    tiles = max(len(x) for x in engine.deal(g.groups, g.pipelines)) * g.tiles_per_group
+    return tiles * g.per_channel * pl.engine_packet_slots(g.q_rows * g.sk, g.lanes) + pl.ENGINE_OUT_DELAY
+
+
+def _engine_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
+    times, seconds, bottleneck = engine.layer_time(w, d, dev, normalizer)
+    stages = [Stage(t.name, t.busy, t.bound_by, t.head + t.tail, t.on_chip) for t in times]
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch
+    stages.append(Stage("host", serial, "host launch (assumed)", 0.0, on_chip=False))
+    return stages, seconds + serial, bottleneck
 
 
 def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
     """The stages of one layer with ``normalizer`` and the layer's modeled seconds and bottleneck."""
+    if _is_engine(d):
+        return _engine_stages(w, d, dev, normalizer)
     g = _geometry(w, d)
     f_aie, f_pl = dev.aie_clock_hz, d.pl_clock_mhz * 1e6
     plio = _plio_bytes_per_s(d, dev)
@@ -671,11 +730,6 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     epc = _epc(normalizer, lanes)
     t_norm = elems / epc / f_pl
     lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
-    if not d.score_switch and normalizer == "swiftmax":
-        # the engine's PL top (hw/pl/engine.py): per tile one packet per non-empty key slice, each its header
-        # beat plus its lane groups (pl.engine_packet_slots, equal to Verilator's cycles)
-        t_norm = engine_tile_slots(w, d) / f_pl
-        lat = (pl.ENGINE_OUT_DELAY + pl.engine_packet_slots(qr * kb, lanes)) / f_pl
     stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
                         f"x {d.score_plios}/pipeline)", lat))
 
@@ -746,6 +800,13 @@ def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
 
 def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL)."""
+    if _is_engine(d):
+        norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0 and n in w.normalizers) or ("swiftmax",)
+        used = engine.resources(w, d, dev, norms, _pl_resources)
+        if w.norm_site is not None:
+            for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
+                used[k] += v
+        return used
     g = _geometry(w, d)
     dh, qr, kb = w.d_head, d.q_rows, d.key_block
     sb = d.score_bits / 8
@@ -753,20 +814,6 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
     pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
     pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
-    if _is_engine(d):  # the built kernels' buffers (ping-pong) and state (= the C++ sizes, hw/engine/model.py)
-        from vckattn.hw.engine.model import EngineParams, workspace_bytes
-
-        unit = 16 * d.qk_kernels
-        try:
-            ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr,  # memory: any score_plios
-                                              d=max(64, -(-dh // 16) * 16),
-                                              max_keys=-(-max(g.keys_pad, d.max_seq or 0) // unit) * unit,
-                                              score_bits=d.score_bits))
-        except ValueError:  # not a shape stream contract v3 builds: the generic estimate above stands
-            ws = None
-        if ws is not None:
-            qk_mem = ws["qk_slice"] + dev.tile_memory_reserve_bytes
-            pv_mem = ws["pv_slice"] + dev.tile_memory_reserve_bytes
     plios_per_pipe_in = d.in_plios + d.score_plios
     plios_per_pipe_out = d.score_plios + d.out_plios
     used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
@@ -807,6 +854,14 @@ def resources_available(d: Design, dev: Device) -> dict[str, float]:
 
 def traffic(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Bytes one layer moves: over DDR (reads + writes), over all PLIOs (both directions) and over PCIe."""
+    if _is_engine(d):
+        ge = engine.geometry(w, d, dev, w.normalizers[0])
+        b = engine.ddr_bytes(ge, w.operands)
+        tiles = ge.groups * ge.tiles_per_group
+        plio = tiles * (ge.q_bytes + ge.k * (ge.s_bytes + ge.p_bytes) + ge.o_bytes) + ge.groups * 2 * ge.k * \
+            ge.kv_bytes
+        pcie = float(w.batch * w.seq * w.d_head * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
+        return {"ddr_bytes": b["reads"] + b["writes"], "plio_bytes": float(plio), "pcie_bytes": pcie}
     g = _geometry(w, d)
     dh, qr = w.d_head, d.q_rows
     kv = (g.kv_loads if d.kv_resident else g.tiles) * 2 * g.keys_pad * dh
@@ -848,13 +903,16 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
     oc_busy = sum(max(s.seconds for s in oc_per[n][0] if s.on_chip) * counts[n] for n in oc_per) / n_layers
     ops = w.ops_per_layer
     tops = ops / seconds / 1e12
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch if _is_engine(d) else 0.0
+    kernels = engine.kernel_report(w, d, dev, w.normalizers[0]) if _is_engine(d) else []
     return Perf(
         device=dev, workload=w, design=d, stages=stages, seconds_per_layer=seconds,
         layer_seconds=[{"index": i, "normalizer": n, "seconds": per[n][1], "bottleneck": per[n][2]}
                        for i, n in enumerate(w.layers)],
         tops=tops, fraction_of_peak=ops / seconds / dev.peak_int8_ops, tops_on_chip=ops / oc_busy / 1e12,
         bottleneck=bottleneck, used=resources_used(w, d, dev), available=resources_available(d, dev),
-        traffic=traffic(w, d, dev), assumptions=list(ASSUMPTIONS),
+        traffic=traffic(w, d, dev), assumptions=list(ENGINE_ASSUMPTIONS if _is_engine(d) else ASSUMPTIONS),
+        host_serial_seconds=serial, kernels=kernels,
     )
 
 
