@@ -208,16 +208,13 @@ def buildable(design: Any) -> bool:
 def best_design(board: str) -> Any:
     """The explorer's best SwiftMax design for :func:`bert_workload` on ``board`` among the designs this
     generator builds (:func:`buildable`): :func:`vckattn.hw.perf.explore.search`'s rule (fastest; within
-    its ``TIE`` the fewest LUTs) over its candidates. Where the explorer's overall best is buildable (the
-    VCK5000's is) the two are the same design."""
+    its ``TIE`` the fewest LUTs) over its candidates, with the explorer's headroom on every resource."""
     from vckattn.hw.perf import explore, model
 
     dev = model.load_device(board)
     w = bert_workload()
     clock = float(dev.pl_clock_mhz["model_default"])
-    probe = model.Design(pl_clock_mhz=clock)
-    budget = {k: v for k, v in model.resources_available(probe, dev).items() if k != "aie_kernel_memory_bytes"}
-    budget["lut"] *= 1 - explore.LUT_HEADROOM
+    budget = explore.default_budget(dev, explore.HEADROOM, clock)
     found = []
     for cand in explore.candidates(w, dev, clock):
         if not buildable(cand):

@@ -381,7 +381,9 @@ def design_from_manifest(manifest: dict) -> Design:
     (int32 scores, stream contract v1, ``hw/STREAMS.md``; K and V re-streamed for every tile;
     ``score_switch`` holds a tile of scores and of P)."""
     if manifest.get("engine"):
-        return design_from_json(dict(manifest["engine"]["design"]))
+        eng = manifest["engine"]
+        d = design_from_json(dict(eng["design"]))
+        return replace(d, head_dim=d.head_dim or int(eng["d"]), max_seq=d.max_seq or int(eng["max_keys"]))
     graph = manifest["graph"]
     kernels = list(graph["kernels"])
     plios = graph["plios"]
