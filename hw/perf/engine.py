@@ -201,9 +201,14 @@ def pv_variant(j: int, k: int) -> str:
     return "pv_first" if j == 0 else ("pv_last" if j == k - 1 else "pv_mid")
 
 
+@functools.lru_cache(maxsize=65536)
+def _cycles(kernel: str, q_rows: int, sk: int, d: int, score_bits: int, masked: bool) -> float:
+    return float(engine_aie.invocation_cycles(kernel, q_rows, sk, d, score_bits, masked=masked)["total"])
+
+
 def kernel_seconds(g: Geometry, kernel: str, masked: bool = False) -> float:
     """Seconds of one invocation of ``kernel`` (:mod:`.engine_aie`)."""
-    return engine_aie.invocation_cycles(kernel, g.q_rows, g.sk, g.d, g.score_bits, masked=masked)["total"] / g.f_aie
+    return _cycles(kernel, g.q_rows, g.sk, g.d, g.score_bits, masked) / g.f_aie
 
 
 def packet_seconds(g: Geometry) -> float:

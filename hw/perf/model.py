@@ -656,7 +656,7 @@ def _engine_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tupl
     stages = [Stage(t.name, t.busy, t.bound_by, t.head + t.tail, t.on_chip) for t in times]
     serial = d.host_launches_per_layer * dev.host_seconds_per_launch
     stages.append(Stage("host", serial, "host launch (assumed)", 0.0, on_chip=False))
-    return stages, seconds + serial, bottleneck
+    return stages, seconds + serial + _norm_site(w, d, dev, stages), bottleneck
 
 
 def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
@@ -778,21 +778,28 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     seconds = busiest.seconds + fill + serial
     bottleneck = busiest.name
 
-    # a pre-norm site runs on the token stream before the (host) projections: its own time
-    if w.norm_site is not None:
-        kern = NORM_SITE_KERNEL[w.norm_site]
-        elems = w.batch * w.seq * w.hidden_size
-        nparts = {"PL lanes (norm site)": elems / _epc(kern, d.norm_lanes) / f_pl}
-        if w.operands != "on_chip":
-            nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
-        nsec, nwhy = _bound(nparts)
-        # first input to first output of one token (a token-buffering unit holds the whole token first):
-        # the PL model's one-token stream time (both end beats counted) less the token's own output beats
-        beats = -(-w.hidden_size // d.norm_lanes)
-        nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
-        stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
-        seconds += nsec + nlat
+    seconds += _norm_site(w, d, dev, stages)
     return stages, seconds, bottleneck
+
+
+def _norm_site(w: Workload, d: Design, dev: Device, stages: list[Stage]) -> float:
+    """A pre-norm site runs on the token stream before the (host) projections: its own time, added in series
+    (its stage is put first in ``stages``); 0 without one."""
+    if w.norm_site is None:
+        return 0.0
+    f_pl = d.pl_clock_mhz * 1e6
+    kern = NORM_SITE_KERNEL[w.norm_site]
+    elems = w.batch * w.seq * w.hidden_size
+    nparts = {"PL lanes (norm site)": elems / _epc(kern, d.norm_lanes) / f_pl}
+    if w.operands != "on_chip":
+        nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
+    nsec, nwhy = _bound(nparts)
+    # first input to first output of one token (a token-buffering unit holds the whole token first):
+    # the PL model's one-token stream time (both end beats counted) less the token's own output beats
+    beats = -(-w.hidden_size // d.norm_lanes)
+    nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
+    stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
+    return nsec + nlat
 
 
 def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
