@@ -1,7 +1,8 @@
-# vckattn — two commands on a fresh machine with Python 3.11 and pip:
+# vckattn on a fresh machine with Python 3.11 and pip:
+#   make demo   (the main job: MiniLM checkpoint -> bundle -> RTL simulation and emulator, bit-exact)
 #   make test   (everything: golden models, host, simulation)
 #   make sim    (only the HDL simulation tests: cocotb + Verilator)
-# Both create .venv and install the pinned dependencies first (`make setup`).
+# Each creates .venv and installs the pinned dependencies first (`make setup`).
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 # A checkout whose path holds a space gets its venv under ~/.cache instead of .venv: Verilator's wrapper
@@ -32,7 +33,7 @@ help:
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"
 	@echo "             (vckattn hw generate, then the same Vitis flow)"
-	@echo "make figures regenerate the README's generated tables (SLOW=1: also the export/eval ones, ~5 min)"
+	@echo "make figures regenerate the generated tables of README.md and docs/ (SLOW=1: also the export/eval ones, ~5 min)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -65,8 +66,8 @@ xclbin: setup
 	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) $(if $(DESIGN),DESIGN=$(DESIGN) BOARD=$(or $(BOARD),vck5000))
 
 figures: setup
-	$(PY) -m vckattn.host.figures --write README.md $(if $(SLOW),--slow)
-	$(PY) -m vckattn.hw.perf.report --write README.md
+	$(PY) -m vckattn.host.figures --write . $(if $(SLOW),--slow)
+	$(PY) -m vckattn.hw.perf.report --write docs/performance.md
 
 lint: setup
 	$(PY) -m ruff check .

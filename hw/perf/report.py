@@ -1,8 +1,10 @@
-"""The README's performance-model tables, generated from the model (``python -m vckattn.hw.perf.report``).
+"""The performance-model tables of ``docs/performance.md``, generated from the model.
 
-The README holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
+``python -m vckattn.hw.perf.report`` prints them.
+
+``docs/performance.md`` holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
 exactly as :func:`readme_block` writes it (``tests/test_perf_model.py`` checks it), so the tables
-always are what the model and its sub-models say at this commit. ``--write README.md`` replaces the
+always are what the model and its sub-models say at this commit. ``--write docs/performance.md`` replaces the
 block. Only deterministic figures are in it: the CPU timings of Fig. 5 and the search time are
 measured and printed by ``vckattn perf explore``.
 """
@@ -66,7 +68,7 @@ def _goal_checks(ex: explore.Exploration, dev: Device) -> tuple[bool, list[str]]
 
 
 def readme_block(dev: Device | None = None) -> str:
-    """The markdown of the README's performance tables (deterministic)."""
+    """The markdown of the performance tables in ``docs/performance.md`` (deterministic)."""
     dev = dev or load_device()
     lines = [BEGIN, ""]
     today = _manifest_design()
@@ -156,7 +158,7 @@ def current_block(text: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.hw.perf.report", description=__doc__)
-    ap.add_argument("--write", type=Path, metavar="README.md", help="replace the block in this file")
+    ap.add_argument("--write", type=Path, metavar="docs/performance.md", help="replace the block in this file")
     args = ap.parse_args(argv)
     block = readme_block()
     if args.write is None:
