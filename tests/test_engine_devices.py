@@ -72,7 +72,7 @@ def test_engine_refuses_what_it_cannot_run():
 @pytest.mark.parametrize("seq", [22, 100])
 def test_rtl_engine_cycles_match_the_performance_model(seq):
     """The model's PL cycles of a layer on the small generated instance (2 pipelines x 2 lanes) against the
-    Verilator run of the same layer without backpressure (issue #16: within 5%)."""
+    Verilator run of the same layer without backpressure (the engine's goal: within 5%)."""
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf.model import design_from_json, engine_pl_cycles, workload_from_flags
 

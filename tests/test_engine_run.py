@@ -1,4 +1,4 @@
-"""`vckattn run` on an engine build (issue #16): the real MiniLM layers through the small generated instance
+"""`vckattn run` on an engine build: the real MiniLM layers through the small generated instance
 (2 pipelines x 2 QKᵀ/P·V kernels x 2 SwiftMax lanes, int8 scores), bit-exact with golden's narrow-score layer on
 the emu, csim (the engine's C++) and rtl (the generated PL top in Verilator, random backpressure) backends."""
 

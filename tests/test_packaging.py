@@ -1,4 +1,4 @@
-"""The wheel holds every file a command reads or compiles (issue #18: ``pip install .`` gives a working csim
+"""The wheel holds every file a command reads or compiles (``pip install .`` gives a working csim
 backend): each git-tracked source file under the package folders is in the built wheel."""
 
 from __future__ import annotations

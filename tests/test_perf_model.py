@@ -271,7 +271,7 @@ def test_explorer_finds_a_fitting_design_no_sampled_design_beats(norm):
     p = evaluate(w, best.design, DEV)
     assert p.fits and p.lut_headroom >= explore.LUT_HEADROOM - 1e-9
     assert p.seconds_per_layer == pytest.approx(best.seconds)
-    # buildable by issue #16: narrow scores through the SRS, resident K/V, 128-bit PLIOs, no legacy switch
+    # buildable by the scalable engine: narrow scores through the SRS, resident K/V, 128-bit PLIOs, no legacy switch
     assert best.design.score_bits in (8, 16) and best.design.kv_resident and not best.design.score_switch
     budget = {k: v for k, v in p.available.items() if k != "aie_kernel_memory_bytes"}
     budget["lut"] *= 1 - explore.LUT_HEADROOM

@@ -18,7 +18,7 @@ P·V on the AI Engines) on the XCVC1902 of a VCK5000 (or VCK190). Every figure i
 measured on a board: device limits come from hw/perf/device.json (each with its source), AIE kernel
 cycles from the kernels' instrumented vector path and a documented cost table, PL resources, lanes
 and latencies from Yosys synthesis and Verilator. For a workload (flags, --bundle or --config) on a
-design point (--design-from-manifest for today's committed build, --design FILE, or the design
+design point (--design-from-manifest for a committed build such as vck5000_attention, --design FILE, or the design
 flags) it prints the time each stage is busy per layer (DDR -> AIE, AIE QKᵀ, AIE -> PL, PL
 normalizer, PL -> AIE, AIE P·V, back to DDR, host overhead; the stages overlap, a layer takes the
 busiest one plus fill/drain), the bottleneck, TOPS and % of the 128 int8 TOPS peak, and resources
@@ -33,7 +33,7 @@ example:
   vckattn perf explore --seq 512 --batch 8 --json explore.json --plots results/perf"""
 
 EXPLORE_DESCRIPTION = """\
-Search the design space that issue #16 builds (pipelines of QKᵀ/P·V AIE kernels owning key slices,
+Search the design space of the scalable engine, hw/ENGINE.md (pipelines of QKᵀ/P·V AIE kernels owning key slices,
 int8/int16 scores through the AIE's shift-round-saturate, 128-bit PLIOs, normalizer lanes per
 score PLIO) under the device's limits, keeping --lut-headroom of the LUTs free, for the fastest
 design with SwiftMax and with online softmax (all MODELED). Reports SwiftMax against online softmax
@@ -64,7 +64,7 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
                    "none, or from the bundle/config")
     g.add_argument("--operands", choices=("ddr", "host", "on_chip"), default="ddr",
                    help="where Q, K, V come from: card DDR (default), the host over PCIe (this toolkit's flow "
-                   "today), or on chip (a fused projection engine: the attention engine's ceiling)")
+                   "as built), or on chip (a fused projection engine: the attention engine's ceiling)")
     g.add_argument("--bundle", type=Path, metavar="B", help="take the model's shape and per-layer normalizers "
                    "from a bundle (vckattn export)")
     g.add_argument("--config", type=Path, metavar="config.json", help="take the model's shape from a Hugging "
@@ -74,14 +74,15 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _design_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("design point (default: today's committed build, bitstreams/vck5000_attention.json; "
+    g = p.add_argument_group("design point (default: the committed tile-by-tile build, "
+                             "bitstreams/vck5000_attention.json; "
                              "each flag overrides one field)")
     g.add_argument("--design-from-manifest", metavar="NAME", default=None,
                    help="a bitstream manifest (name in bitstreams/ or .json file) as the design")
     g.add_argument("--design", type=Path, metavar="FILE", help="a design point as JSON (the `design` object of "
                    "`perf --json` or of `perf explore --json`'s best designs)")
-    g.add_argument("--generated", action="store_true", help="start from a generated design of issue #16 (K/V "
-                   "resident, no score_switch tile buffer, bulk host launches) instead of today's build")
+    g.add_argument("--generated", action="store_true", help="start from a generated design of the scalable engine (K/V "
+                   "resident, no score_switch tile buffer, bulk host launches) instead of vck5000_attention")
     for flag, typ, what in (
         ("--pipelines", positive_int, "identical pipelines"),
         ("--qk-kernels", positive_int, "QKᵀ AIE kernels per pipeline (each owns a key slice)"),
@@ -98,7 +99,8 @@ def _design_args(p: argparse.ArgumentParser) -> None:
         g.add_argument(flag, type=typ, default=None, help=what)
     g.add_argument("--score-bits", type=int, choices=(8, 16, 32), default=None, help="score width leaving the AIE")
     g.add_argument("--plio-bits", type=int, choices=(32, 64, 128), default=None, help="PLIO width")
-    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (today's build) instead "
+    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (as "
+                   "vck5000_attention does) instead "
                    "of keeping them resident in the kernels")
 
 
@@ -177,7 +179,7 @@ def build_workload(args: argparse.Namespace) -> Any:
             layers = args.layers or 12
             w = model.Workload(heads=args.heads or 12, d_head=args.d_head or 64, seq=args.seq or 512,
                                batch=args.batch, layers=("swiftmax",) * layers, kv_heads=args.kv_heads,
-                               operands=args.operands, name="flags")
+                               operands=args.operands)
         changes: dict[str, Any] = {}
         for flag, fieldname in (("heads", "heads"), ("d_head", "d_head"), ("kv_heads", "kv_heads")):
             if getattr(args, flag) is not None and (args.bundle or args.config):
@@ -205,7 +207,7 @@ def build_design(args: argparse.Namespace) -> Any:
         raise UserError("give one of --design, --design-from-manifest, --generated")
     try:
         if args.generated:
-            d = model.Design(name="generated (issue #16)", host_seconds_per_tile=0.0)
+            d = model.Design(name="generated (scalable engine)", host_seconds_per_tile=0.0)
         elif args.design is not None:
             try:
                 data = json.loads(args.design.read_text(encoding="utf-8"))
@@ -365,11 +367,11 @@ def run_explore(args: argparse.Namespace) -> int:
     report = ex.to_json()
     report["search_seconds"] = elapsed
     if args.plots is not None:
-        today = model.design_from_manifest(load_manifest("vck5000_attention").data)
+        built = model.design_from_manifest(load_manifest("vck5000_attention").data)
         points = []
         try:
-            points.append(("today's build", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
-                                                           today, dev)))
+            points.append(("vck5000_attention", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
+                                                               built, dev)))
         except ValueError:
             pass
         points += [("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax)]

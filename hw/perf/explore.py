@@ -1,7 +1,7 @@
 """Design-space exploration: the fastest buildable design per normalizer under the device's limits.
 
-The space is what issue #16 builds: ``pipelines`` pipelines, each with ``k`` QKᵀ and ``k`` P·V AIE
-kernels owning key slices (K and V resident in the kernels' data memory, partial O along the
+The space is what the scalable engine (``hw/ENGINE.md``) builds: ``pipelines`` pipelines, each with ``k``
+QKᵀ and ``k`` P·V AIE kernels owning key slices (K and V resident in the kernels' data memory, partial O along the
 cascade), scores leaving the AIE as int8 or int16 through its shift-round-saturate, ``score_plios``
 128-bit score PLIOs (and as many P PLIOs) per pipeline, one normalizer instance of ``lanes`` lanes
 per score PLIO, Q/K/V over ``in_plios`` and O over one PLIO, at one PL clock.
@@ -43,7 +43,7 @@ SCORE_BITS = (8, 16)
 #: Q/K/V PLIOs per pipeline: the engine streams qk_in and v_in (hw/ENGINE.md), so only 2 is buildable
 IN_PLIOS = (2,)
 PLIO_BITS = 128
-#: LUT headroom the explorer keeps free by default (the issue's goal: >= 20%)
+#: LUT headroom the explorer keeps free by default (the design goal: >= 20%)
 LUT_HEADROOM = 0.20
 #: resources whose budget is capped in the equal-resources comparison (SwiftMax needs no BRAM/URAM
 #: buffers; capping those would forbid online softmax's row buffers altogether)
