@@ -17,6 +17,8 @@ endif
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.vckattn-installed
 PYTEST_ARGS ?=
+# Parallel test workers (pytest-xdist; each worker builds under build/xdist/<worker>): `auto` = one per CPU.
+JOBS ?= auto
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -27,7 +29,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
 	@echo "make test    run the whole test suite (includes the simulation tests)"
-	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator)"
+	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator), one line per test with its time"
+	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
@@ -53,10 +56,11 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --durations=15 $(PYTEST_ARGS)
 
+# One line per test with its time, the slowest listed at the end; a subset: make sim PYTEST_ARGS="-k swiftmax"
 sim: setup
-	$(PY) -m pytest -m sim $(PYTEST_ARGS)
+	$(PY) -m pytest -m sim -v -n $(JOBS) --durations=15 $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m vckattn.host.demo
