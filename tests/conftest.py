@@ -198,6 +198,33 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "tool(*names): the test needs these tools of conftest.TOOLS; a missing one "
                             f"skips it, or fails it when {REQUIRE_TOOLS_ENV}=1 and the tool is pinned")
     _worker_build_root()
+    _worker_terminal_size(config)
+
+
+#: environment variables a pytest-xdist worker gets from the run that started it, not from xdist
+_TERMINAL_VARS = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node) -> None:
+    """pytest-xdist, on the controller: hand each worker the user's terminal size variables."""
+    for var in _TERMINAL_VARS:
+        node.workerinput[f"vckattn_{var}"] = os.environ.get(var)
+
+
+def _worker_terminal_size(config: pytest.Config) -> None:
+    """In a pytest-xdist worker, ``COLUMNS``/``LINES`` as the user's run had them: the worker's process is
+    started with ``COLUMNS=80``, which would make the CLI's tables (sized from ``$COLUMNS`` when not on a
+    terminal) narrower than in a serial run."""
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        return
+    for var in _TERMINAL_VARS:
+        value = workerinput.get(f"vckattn_{var}")
+        if value is None:
+            os.environ.pop(var, None)
+        else:
+            os.environ[var] = value
 
 
 def _worker_build_root() -> None:
