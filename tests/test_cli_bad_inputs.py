@@ -1,4 +1,4 @@
-"""Bad inputs to every subcommand (issue #18): each is refused with the exit status of its kind
+"""Bad inputs to every subcommand: each is refused with the exit status of its kind
 (golden/errors.py EXIT_CODES), in exactly one line on stderr, without a traceback, before any model is loaded or
 simulated, and without writing (or half-writing) any output.
 

@@ -28,7 +28,8 @@ STATS_DESCRIPTION = ("Run MODEL with softmax on --samples calibration samples of
                      "head, the row maxima z_max of the attention scores and S = sum_j exp(z_j - z_max). Writes "
                      "OUT/stats.json (summaries and the proposed initial SwiftMax beta/gamma) and OUT/stats_hist.png "
                      "(histograms; S on a log axis).")
-TUNE_DESCRIPTION = ("Algorithm 1 (METHODS.md section 1): shallow to deep, replace --layers-per-stage layers' softmax "
+TUNE_DESCRIPTION = ("Algorithm 1 (docs/methods.md section 1): shallow to deep, replace --layers-per-stage layers' "
+                    "softmax "
                     "by SwiftMax and train their beta/gamma (main weights frozen unless --main-lr) for "
                     "--epochs-per-stage epochs on --objective, evaluating each epoch. A checkpoint per stage goes to "
                     "OUT/checkpoints (rerunning the same command resumes after an interruption); the tuned model to "
@@ -39,7 +40,8 @@ def add_calibrate(sub: Subparsers) -> None:
     p = sub.add_parser(
         "calibrate",
         help="SwiftMax: softmax statistics and layer-wise replace-and-tune (Algorithm 1) on a real model",
-        description="SwiftMax calibration (METHODS.md section 1). `stats`: per layer and head the row maxima z_max "
+        description="SwiftMax calibration (docs/methods.md section 1). `stats`: per layer and head the row maxima "
+        "z_max "
         "of the attention scores and S = sum_j exp(z_j - z_max) on calibration data; histograms (PNG), JSON, "
         "proposed initial beta/gamma. `swiftmax`: Algorithm 1 - shallow to deep, replace L layers' softmax per "
         "stage by SwiftMax and train their beta/gamma (main weights frozen) for E epochs on an objective, "

@@ -67,7 +67,7 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
                    "none, or from the bundle/config")
     g.add_argument("--operands", choices=("ddr", "host", "on_chip"), default="ddr",
                    help="where Q, K, V come from: card DDR (default), the host over PCIe (this toolkit's flow "
-                   "today), or on chip (a fused projection engine: the attention engine's ceiling)")
+                   "as built), or on chip (a fused projection engine: the attention engine's ceiling)")
     g.add_argument("--bundle", type=Path, metavar="B", help="take the model's shape and per-layer normalizers "
                    "from a bundle (vckattn export)")
     g.add_argument("--config", type=Path, metavar="config.json", help="take the model's shape from a Hugging "
@@ -190,7 +190,7 @@ def build_workload(args: argparse.Namespace) -> Any:
             layers = args.layers or 12
             w = model.Workload(heads=args.heads or 12, d_head=args.d_head or 64, seq=args.seq or 512,
                                batch=args.batch, layers=("swiftmax",) * layers, kv_heads=args.kv_heads,
-                               operands=args.operands, name="flags")
+                               operands=args.operands)
         changes: dict[str, Any] = {}
         for flag, fieldname in (("heads", "heads"), ("d_head", "d_head"), ("kv_heads", "kv_heads")):
             if getattr(args, flag) is not None and (args.bundle or args.config):
@@ -427,11 +427,11 @@ def run_explore(args: argparse.Namespace) -> int:
     report = ex.to_json()
     report["search_seconds"] = elapsed
     if args.plots is not None:
-        today = model.design_from_manifest(load_manifest("vck5000_attention").data)
+        built = model.design_from_manifest(load_manifest("vck5000_attention").data)
         points = []
         try:
-            points.append(("today's build", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
-                                                           today, dev)))
+            points.append(("vck5000_attention", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
+                                                               built, dev)))
         except ValueError:
             pass
         points += [("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax)]

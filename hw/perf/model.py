@@ -14,16 +14,17 @@ where possible. In one pipeline:
 * ``qk_kernels`` QKᵀ AIE kernels each own a **key slice** (``ceil(key blocks / qk_kernels)`` blocks
   of ``key_block`` keys). The Q tile is broadcast to all of them; with ``kv_resident`` each kernel
   keeps its K slice in its data memory for all tiles of a (batch, head) group (double-buffered, so
-  the next group's slice loads while this one computes); without it (today's build) K is
+  the next group's slice loads while this one computes); without it (the ``vck5000_attention`` build) K is
   re-streamed for every tile.
 * The scores leave each kernel through its 32-bit output stream as ``score_bits``-bit words (int32
-  today; int8/int16 from the AIE's shift-round-saturate in issue #16), merged onto ``score_plios``
+  in the ``vck5000_attention`` build; int8/int16 from the AIE's shift-round-saturate in the scalable
+  engine), merged onto ``score_plios``
   AIE→PL PLIOs of ``plio_bits``.
 * Each score PLIO feeds one **normalizer instance** of ``lanes_<normalizer>`` lanes. SwiftMax is
   element-wise, so its P leaves in the order the scores came and goes straight back to the P·V
   kernel that owns the same key slice; online softmax needs whole rows, so each pipeline has a
   row-assembly buffer (a tile of scores, and a tile of P to re-slice them), double-buffered in URAM
-  (today's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
+  (the ``vck5000_attention`` build's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
 * P returns over ``score_plios`` PL→AIE PLIOs (uint8) to ``pv_kernels`` P·V kernels, each owning a
   key slice of V (resident like K); their partial O (int32) add up along the cascade, the last one
   sends O (``o_bits``) over ``out_plios`` PLIOs to the PL, which requantizes to int8 and writes DDR.
@@ -41,9 +42,9 @@ RMSNorm; LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted
 token stream before the projections (done on the host), so it adds its own time to the layer.
 
 Operands (``Workload.operands``): ``"ddr"`` — Q, K, V are in card DDR and A goes back there (the
-block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow today:
+block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow as built:
 the host computes the projections); ``"on_chip"`` — Q, K, V arrive from the PL at PLIO rate and A
-leaves there (a fused projection engine that neither this toolkit nor issue #16 builds): the
+leaves there (a fused projection engine that neither this toolkit nor the scalable engine builds): the
 attention engine's own ceiling.
 """
 
@@ -306,9 +307,9 @@ class Design:
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
     per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of O leaving
-    the P·V kernel (int32 accumulators today). ``host_seconds_per_tile``: host work per tile that
-    overlaps the device (None: the device file's measured figure when ``score_switch`` (today's host
-    path), else 0: issue #16's bulk launches); ``host_launches_per_layer``: serial launch overheads.
+    the P·V kernel (int32 accumulators in the committed kernels). ``host_seconds_per_tile``: host work per tile that
+    overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
+    host path), else 0: the scalable engine's bulk launches); ``host_launches_per_layer``: serial launch overheads.
     """
 
     pipelines: int = 1
@@ -416,8 +417,8 @@ def design_from_manifest(manifest: dict) -> Design:
 def _tile_compute_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
     """A tile's core cycles without its stream words: the compute term (vector loops with their fills)
     and the stream loops' fills (:func:`aie.tile_breakdown`). The model adds this design's stream words
-    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for today's kernel (K re-streamed,
-    int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
+    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for the ``vck5000_attention`` kernel
+    (K re-streamed, int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
     bd = aie.tile_breakdown(kernel, q_rows, keys, d)
     return float(bd["compute"] + bd["stream_in.loop_fill"] + bd["stream_out.loop_fill"])
 
@@ -560,8 +561,8 @@ ASSUMPTIONS = [
     "PL normalizers: hw/perf/pl.py (Yosys resources fitted over lane counts, Verilator cycles)",
     "PLIO: min(plio_bits/8 x PL clock, one 32-bit AIE stream x AIE clock) per PLIO",
     "data movers: an assumed 1,000 LUT / 1,500 FF / 1 BRAM36 per PLIO stream endpoint (not synthesized)",
-    "one normalizer instance per score PLIO; online softmax (and today's score_switch) needs a row-assembly "
-    "tile buffer of scores and of P per pipeline in URAM",
+    "one normalizer instance per score PLIO; online softmax (and the vck5000_attention build's score_switch) needs a "
+    "row-assembly tile buffer of scores and of P per pipeline in URAM",
     "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
 ]
 
@@ -839,7 +840,7 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
         norm_lut += insts * _pl_resources(n, lanes, d.score_bits)[0]
     if d.score_switch or "online_softmax" in w.normalizers:
         keys = max(g.keys_pad, d.max_seq or 0)
-        copies = 1 if d.score_switch else 2  # today's switch holds one tile; the scaled design double-buffers
+        copies = 1 if d.score_switch else 2  # vck5000_attention's switch: one tile; the scaled design double-buffers
         s_bits = copies * qr * keys * d.score_bits
         p_bits = copies * qr * keys * 8
         pl_used["uram"] += d.pipelines * (_buffer_urams(s_bits, d.plio_bits, dev) + _buffer_urams(p_bits, d.plio_bits,

@@ -1,8 +1,10 @@
-"""The README's performance-model tables, generated from the model (``python -m vckattn.hw.perf.report``).
+"""The performance-model tables of ``docs/performance.md``, generated from the model.
 
-The README holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
+``python -m vckattn.hw.perf.report`` prints them.
+
+``docs/performance.md`` holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
 exactly as :func:`readme_block` writes it (``tests/test_perf_model.py`` checks it), so the tables
-always are what the model and its sub-models say at this commit. ``--write README.md`` replaces the
+always are what the model and its sub-models say at this commit. ``--write docs/performance.md`` replaces the
 block. Only deterministic figures are in it: the CPU timings of Fig. 5 and the search time are
 measured and printed by ``vckattn perf explore``.
 """
@@ -66,18 +68,19 @@ def _goal_checks(ex: explore.Exploration, dev: Device) -> tuple[bool, list[str]]
 
 
 def readme_block(dev: Device | None = None) -> str:
-    """The markdown of the README's performance tables (deterministic)."""
+    """The markdown of the performance tables in ``docs/performance.md`` (deterministic)."""
     dev = dev or load_device()
     lines = [BEGIN, ""]
-    today = _manifest_design()
-    lines += ["Today's committed build (`vckattn perf --design-from-manifest vck5000_attention`, BERT-base "
+    built = _manifest_design()
+    lines += ["The committed tile-by-tile build, vck5000_attention (`vckattn perf --design-from-manifest "
+              "vck5000_attention`, BERT-base "
               "attention, S = 512, batch 8, 12 layers, SwiftMax), stage by stage:", "",
               "| stage | busy per layer (µs) | bound by |", "|---|---|---|"]
-    pt = evaluate(BERT_S512_B8, today, dev)
+    pt = evaluate(BERT_S512_B8, built, dev)
     for s in pt.stages:
         mark = " **(bottleneck)**" if s.name == pt.bottleneck else ""
         lines.append(f"| {STAGES[s.name]}{mark} | {_us(s.seconds)} | {s.bound_by} |")
-    no_host = evaluate(BERT_S512_B8, replace(today, host_seconds_per_tile=0.0), dev)
+    no_host = evaluate(BERT_S512_B8, replace(built, host_seconds_per_tile=0.0), dev)
     lines += ["", f"{_us(pt.seconds_per_layer)} µs per layer = **{pt.tops:.3f} TOPS ({pt.fraction_of_peak:.2%} of "
               f"128)**. Without the host's per-tile path the bound is {STAGES[no_host.bottleneck]} "
               f"({no_host.stage(no_host.bottleneck).bound_by}): {no_host.tops:.3f} TOPS "
@@ -91,7 +94,7 @@ def readme_block(dev: Device | None = None) -> str:
                  "operands on chip (Q/K/V from a fused projection engine: the attention engine's ceiling)")
         lines += [f"Best designs, BERT-base S = 512, batch 8, {title} — `vckattn perf explore --operands "
                   f"{operands}`:", "", HEADER]
-        lines.append(_row("today's build", evaluate(w, today, dev)))
+        lines.append(_row("vck5000_attention build", evaluate(w, built, dev)))
         lines.append(_row("best SwiftMax", ex.swiftmax))
         lines.append(_row("best online softmax", ex.online_softmax))
         if ex.online_equal_resources is not None:
@@ -113,7 +116,7 @@ def readme_block(dev: Device | None = None) -> str:
 
     f_ddr, f_chip = ddr.swiftmax.fraction_of_peak, chip.swiftmax.fraction_of_peak
     lr_ddr = ddr.lut_ratio_equal_throughput
-    lines += ["Goals of the issue against the model:", "",
+    lines += ["The design goals against the model:", "",
               "| goal | operands in DDR | operands on chip |", "|---|---|---|",
               f"| best SwiftMax design >= 65% of 128 int8 TOPS (minimum >= 25%) | {f_ddr:.1%}: "
               f"{ok(f_ddr >= 0.65)} (minimum {ok(f_ddr >= 0.25)}) | {f_chip:.1%}: {ok(f_chip >= 0.65)} "
@@ -164,7 +167,7 @@ def current_block(text: str) -> str | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.hw.perf.report", description=__doc__)
-    ap.add_argument("--write", type=Path, metavar="README.md", help="replace the block in this file")
+    ap.add_argument("--write", type=Path, metavar="docs/performance.md", help="replace the block in this file")
     args = ap.parse_args(argv)
     block = readme_block()
     if args.write is None:
