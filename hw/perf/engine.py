@@ -313,8 +313,14 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
     ]
     if w.operands != "on_chip":
         b = ddr_bytes(g, w.operands)
+        busy = (b["reads"] + b["writes"]) / dev.ddr_bytes_per_s
         lat_tile = first.qk + lat_channel + first.pv + first.o_out + first.s2mm
-        stages.insert(0, StageTime("ddr", (b["reads"] + b["writes"]) / dev.ddr_bytes_per_s, 0.0, lat_tile,
+        # the bank is shared round by round: while every pipeline works on its r-th group the bank serves them all;
+        # in the last rounds only the pipelines dealt more groups are left, and the bank waits for them
+        per_group = max(s.busy for s in stages) / n_groups
+        counts = [len(x) for x in groups_of]
+        rounds = sum(max(busy * sum(c > r for c in counts) / g.groups, per_group) for r in range(n_groups))
+        stages.insert(0, StageTime("ddr", busy, 0.0, lat_tile + max(0.0, rounds - busy),
                                    "DDR (reads + writes, one bank)", on_chip=False))
     if w.operands == "host":
         if dev.pcie_bytes_per_s is None:

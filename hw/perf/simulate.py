@@ -38,6 +38,12 @@ from .engine import Geometry
 READ_AHEAD_BYTES = 16 * 16 * 16
 
 
+def _chunks(n: int) -> list[int]:
+    """``n`` bytes in chunks of at most :data:`READ_AHEAD_BYTES`."""
+    full, rest = divmod(n, READ_AHEAD_BYTES)
+    return [READ_AHEAD_BYTES] * full + ([rest] if rest else [])
+
+
 class Deadlock(RuntimeError):
     """The simulated graph stopped before every tile was done."""
 
@@ -114,44 +120,56 @@ class _Pipeline:
             env.process(self.merge_out(j))
             env.process(self.pv(j))
 
-    # ---- movers (PL, reading DDR ahead into their m_axi adapter's buffer)
+    # ---- movers (PL): a record streams in chunks of the m_axi adapter's read buffer; reading chunk i from DDR
+    # overlaps sending chunk i - 1 over the PLIO (the adapter keeps READ_AHEAD_BYTES in flight)
     def _reader(self, sizes: list[int], fifo: simpy.Store, room: simpy.Container):
-        """Reads each record from DDR as soon as the mover's read buffer has room for it."""
+        """Reads every record, chunk by chunk, as soon as the mover's read buffer has room for the chunk."""
         sim = self.sim
         for n in sizes:
-            yield room.get(min(n, room.capacity))
-            yield sim.env.process(sim.ddr.move(n))
-            yield fifo.put(n)
+            for c in _chunks(n):
+                yield room.get(c)
+                yield sim.env.process(sim.ddr.move(c))
+                yield fifo.put(c)
 
     def _fifo(self, sizes: list[int]) -> tuple[simpy.Store, simpy.Container]:
         env = self.sim.env
         fifo = simpy.Store(env)
-        room = simpy.Container(env, capacity=max(READ_AHEAD_BYTES, max(sizes)), init=max(READ_AHEAD_BYTES, max(sizes)))
+        room = simpy.Container(env, capacity=READ_AHEAD_BYTES, init=READ_AHEAD_BYTES)
         env.process(self._reader(sizes, fifo, room))
         return fifo, room
 
+    def _send(self, fifo: simpy.Store, room: simpy.Container, link: Link, ddr_bytes: int, link_bytes: int):
+        """Streams one record read from DDR (``ddr_bytes``) as ``link_bytes`` over ``link``, chunk by chunk."""
+        env = self.sim.env
+        chunks = _chunks(ddr_bytes)
+        for i, c in enumerate(chunks):
+            yield fifo.get()
+            # the link carries the record's own bytes (header beat included) in step with the chunks read
+            share = link_bytes * c / ddr_bytes if i < len(chunks) - 1 else \
+                link_bytes - link_bytes * (ddr_bytes - c) / ddr_bytes
+            yield env.process(link.move(share))
+            yield room.put(c)
+
     def mover_q(self):
         g, sim = self.sim.g, self.sim
-        fifo, room = self._fifo([g.q_rows * g.d + engine.DESCRIPTOR_BYTES] * len(self.tiles))
+        n = g.q_rows * g.d + engine.DESCRIPTOR_BYTES
+        fifo, room = self._fifo([n] * len(self.tiles))
         for _grp, r in self.tiles:
-            n = yield fifo.get()
             for b in self.q:  # the broadcast needs a free half in every QK^T kernel
                 yield b.free.get(1)
-            yield sim.env.process(self.q_link.move(g.q_bytes))
-            yield room.put(min(n, room.capacity))
+            yield sim.env.process(self._send(fifo, room, self.q_link, n, g.q_bytes))
             for b in self.q:
                 yield b.full.put(r)
 
     def mover_kv(self):
         g, sim = self.sim.g, self.sim
-        fifo, room = self._fifo([g.sk * g.d + engine.DESCRIPTOR_BYTES] * (2 * g.k * len(self.groups)))
+        n = g.sk * g.d + engine.DESCRIPTOR_BYTES
+        fifo, room = self._fifo([n] * (2 * g.k * len(self.groups)))
         for grp in self.groups:
             for bufs in (self.kbuf, self.vbuf):
                 for b in bufs:
-                    n = yield fifo.get()
                     yield b.free.get(1)
-                    yield sim.env.process(self.kv_link.move(g.kv_bytes))
-                    yield room.put(min(n, room.capacity))
+                    yield sim.env.process(self._send(fifo, room, self.kv_link, n, g.kv_bytes))
                     yield b.full.put(grp)
 
     # ---- AIE
