@@ -96,7 +96,7 @@ def load_data(spec: str, seed: int = 0) -> Data:
     else:
         path = Path(spec)
         if not path.is_file():
-            raise UserError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
+            raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
         try:
             lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
         except UnicodeDecodeError as exc:
@@ -135,7 +135,11 @@ def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
         tok = None if cfg.model_type == "vit" else transformers.AutoTokenizer.from_pretrained(
             path, local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+    if tok is not None:
+        from vckattn.host.textdata import check_tokenizer
+
+        check_tokenizer(tok, path)
     return tok, model, f"{name} ({type(model).__name__})"
 
 
@@ -157,15 +161,19 @@ def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length:
         part = data.subset(idx)
         if data.kind == "text":
             if tok is None:
-                raise UserError("text data needs a text model (this one has no tokenizer)")
+                raise InputError("text data needs a text model (this one has no tokenizer)")
+            limit = getattr(model.config, "max_position_embeddings", None)
+            if isinstance(limit, int) and max_length > limit:
+                raise InputError(f"--max-length {max_length} is more than the model's {limit} positions (give at "
+                                 f"most {limit})")
             b = dict(tok(part.items, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
         else:
             cfg = model.config
             if getattr(cfg, "model_type", "") != "vit":
-                raise UserError("image data needs a ViT model")
+                raise InputError("image data needs a ViT model")
             x = torch.from_numpy(part.items)
             if x.shape[-1] != cfg.image_size:
-                raise UserError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
+                raise InputError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
             x = (x - 0.5) / 0.5  # [0, 1] -> [-1, 1], as ViTImageProcessor (mean = std = 0.5) and `vckattn export`
             b = {"pixel_values": x[:, None].expand(-1, cfg.num_channels, -1, -1).contiguous()}
         if part.labels is not None:

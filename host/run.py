@@ -55,6 +55,16 @@ class RunInputs:
 
 
 def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
+    """The bundle's source model (:func:`source_checkpoint`), loaded."""
+    from vckattn.host import export
+
+    return export.load_model(source_checkpoint(bundle, checkpoint), progress, classifier)
+
+
+def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
+    """The bundle's source checkpoint (``checkpoint`` when given: it moved) as a resolved
+    :class:`~vckattn.host.export.Source`, after proving it is the one exported: the sha256 of its weight files
+    must be the one the bundle recorded. InputError (status 4) otherwise, before the model is loaded."""
     from vckattn.host import export
 
     src = bundle.manifest["source"]
@@ -62,12 +72,18 @@ def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, cl
     try:
         source = export.resolve_checkpoint(path)
     except export.ExportError as exc:
-        raise UserError(f"the float reference needs the bundle's source checkpoint: {exc} "
-                        "(pass --checkpoint PATH if it moved)") from None
-    if checkpoint is None and source.sha256() != src["sha256"]:
-        raise UserError(f"{path}: the checkpoint changed since the bundle was exported (sha256 differs); "
-                        "re-export or pass --checkpoint with the original")
-    return export.load_model(source, progress, classifier)
+        raise InputError(f"the float reference needs the bundle's source checkpoint: {exc} "
+                         "(pass --checkpoint PATH if it moved)") from None
+    digest = source.sha256()
+    if digest != src["sha256"]:
+        if checkpoint is None:
+            raise InputError(f"{path}: the checkpoint changed since the bundle was exported (its weights' sha256 "
+                             f"{digest[:12]}… is not the recorded {src['sha256'][:12]}…); re-export, or pass "
+                             "--checkpoint with the original")
+        raise InputError(f"--checkpoint {checkpoint} is not the bundle's source: its weights' sha256 {digest[:12]}… "
+                         f"differs from the {src['sha256'][:12]}… recorded at export (of {src['path']}); pass the "
+                         "checkpoint the bundle was exported from")
+    return source
 
 
 def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:
@@ -165,6 +181,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
+    from vckattn.host.backends import check_backend
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
     from vckattn.host.scheduler import run_layer
@@ -182,7 +199,12 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
         raise UserError(f"{bundle_path}: no layer(s) {bad} in the bundle (it has {present[0]}..{present[-1]})")
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
     check_bundle(manifest, bundle, layers)  # head size, formats, normalizers: before any model is loaded
+    check_backend(backend, manifest, bundle, layers)
     if text is not None:
+        if bundle.manifest["model"]["family"] == "vit":
+            raise UserError(f"{bundle_path} is a ViT bundle: a ViT takes images, not --text; give --input X.npz "
+                            "(layer{i}_input arrays, the format --save writes), or score it on images with "
+                            "`vckattn eval --task digits` (or mnist5k)")
         check_text_length(bundle, checkpoint, text, truncate)
 
     m = _source_model(bundle, checkpoint, progress)

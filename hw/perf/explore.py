@@ -22,6 +22,8 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from vckattn.hw.engine.model import MAX_KERNELS
+
 from .model import (
     RESOURCE_KEYS,
     Design,
@@ -71,7 +73,7 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
         for q_rows in Q_ROWS:
             for kb in KEY_BLOCKS:
                 nb = -(-w.seq // kb)
-                for k in range(1, nb + 1):
+                for k in range(1, min(nb, MAX_KERNELS) + 1):  # a pipeline has at most MAX_KERNELS key slices
                     if k > 1 and -(-nb // k) == -(-nb // (k - 1)):
                         continue  # same key slice as k - 1 kernels: only more tiles
                     base = Design(pipelines=1, qk_kernels=k, pv_kernels=k, q_rows=q_rows, key_block=kb,
@@ -245,7 +247,8 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
     best_s = search(ws, lut_headroom=lut_headroom, **kw)
     best_o = search(wo, lut_headroom=lut_headroom, **kw)
     if best_s is None or best_o is None:
-        raise ValueError("no design of the search space fits the device for this workload")
+        raise ValueError(f"no design of the search space fits the device for this workload (S = {w.seq}: a "
+                         f"pipeline holds at most {MAX_KERNELS} key slices, each within one AIE tile's memory)")
     perf_s = evaluate(ws, best_s.design, dev)
     budget = {k: perf_s.used[k] for k in EQUAL_RESOURCE_KEYS}
     probe = resources_available(best_s.design, dev)
