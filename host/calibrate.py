@@ -136,6 +136,9 @@ def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
             path, local_files_only=True)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+    from vckattn.host.export.sources import check_finite
+
+    check_finite(model, path)
     if tok is not None:
         from vckattn.host.textdata import check_tokenizer
 

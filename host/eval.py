@@ -576,9 +576,10 @@ def print_report(report: dict) -> None:
                   f"{r['backend_vs_softmax_model']['cosine']:.6f}",
                   f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r["tiles"]))
     s = report["sentences"]
-    what = "held-out sentences" if report.get("task") is None else f"{report['task']} test snippets"
-    e = Table(title=f"end to end: {report['metric']}; {s['count']} {what}, {s['tokens']} tokens")
     task = report.get("task")
+    what = ("held-out sentences" if task is None else f"{task} test images" if task in IMAGE_TASKS
+            else f"{task} test snippets")
+    e = Table(title=f"end to end: {report['metric']}; {s['count']} {what}, {s['tokens']} tokens")
     cols = ("model", "mean cosine", "min cosine") if task is None else ("model", "accuracy", "agreement with softmax")
     for col in cols:
         e.add_column(col, justify="left" if col == "model" else "right")

@@ -213,7 +213,9 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     device = open_device(backend, manifest, **(device_options or {}))
     device.check_bundle(bundle, layers, seq)
     report: dict[str, Any] = {"backend": backend, "device": device.where, "manifest": manifest.name,
-                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": []}
+                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": [],
+                              "model_fidelity": bundle.manifest.get("model_fidelity"),
+                              "calibration": {k: bundle.manifest["calibration"][k] for k in ("method", "percentile")}}
     saved: dict[str, np.ndarray] = {}
     keep = inputs.keep
     device_s, elements = 0.0, 0
@@ -238,7 +240,10 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
             _, ints = attention_int(ql, x, keep, rope=inputs.rope[i])
             ref = _float_reference(m, i, entry, x, keep, inputs.rope[i])
             row = {"layer": i, "bit_exact": bool(np.array_equal(lr.y, ints["y"]) and np.array_equal(lr.a, _heads_of(
-                ints["a"], ql))), **errors(lr.out, ref, keep)}
+                ints["a"], ql))), **errors(lr.out, ref, keep),
+                   "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
+                   "beta_source": (entry.get("swiftmax") or {}).get("source"),
+                   "threshold": (entry.get("fidelity") or {}).get("threshold")}
             if backend == "rtl":
                 row["cycles"] = lr.cycles
             row |= {"tiles": lr.tiles, "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
@@ -328,6 +333,22 @@ def print_report(report: dict) -> None:
     eps = report["elements_per_second"]
     c.print(f"{report['tokens']} tokens, {report['tiles']} tiles; "
             f"{'n/a' if eps is None else f'{eps:.3g}'} score elements/s of device time")
+    c.print(model_fidelity_line(report.get("model_fidelity")))
+
+
+def model_fidelity_line(fid: dict | None) -> str:
+    """One line on the bundle's whole-model export check (what ``run`` and ``inspect`` print)."""
+    from rich.markup import escape
+
+    from vckattn.host.export.model_check import METRIC_NAMES
+
+    if fid is None:
+        return "whole model: not recorded (a bundle exported before the whole-model check; re-export to measure it)"
+    ok = fid["score"] >= fid["threshold"]
+    sm = "" if fid["float_swiftmax"] is None else f"; float SwiftMax {fid['float_swiftmax']:.4f}"
+    verdict = "passes" if ok else "[red]BELOW[/] (written with --allow-low-fidelity)"
+    return (f"whole model (export check): {METRIC_NAMES[fid['metric']]} {fid['score']:.4f} to the softmax model "
+            f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")
 
 
 def write_json(report: dict, path: Path) -> None:
@@ -337,4 +358,5 @@ def write_json(report: dict, path: Path) -> None:
     write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
-__all__ = ["BACKEND_CHOICES", "errors", "print_report", "run", "write_json"]
+__all__ = ["BACKEND_CHOICES", "errors", "model_fidelity_line", "print_report", "run", "source_checkpoint",
+           "write_json"]

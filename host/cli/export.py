@@ -174,7 +174,8 @@ def add_inspect(sub: Subparsers) -> None:
         "tensor dtypes, shapes and sha256, the manifest seal) and print a summary: model, source and its hash, "
         "calibration provenance, and per layer the normalizer (SwiftMax beta/gamma or online softmax), P's scale "
         "2^-p_frac, the int8 scales s_x..s_a, BHyT constants and tensor bytes. A bundle that fails a check is "
-        "reported in one line (file: field: problem), exit status 2.",
+        "reported in one line (file: field: problem), exit status 5. The whole-model export check's figure "
+        "(schema 3 bundles) is shown with its threshold.",
         epilog=examples("vckattn inspect build/bundles/minilm", "vckattn inspect build/bundles/minilm --json"),
     )
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="bundle folder")
@@ -223,6 +224,9 @@ def print_bundle_summary(s: dict) -> None:
                   f"from {escape(cal['data'])}{data_hash}")
     dtypes = ", ".join(f"{k} {v['count']} ({v['bytes']:,} B)" for k, v in t["by_dtype"].items())
     console.print(f"[bold]tensors[/]      {t['count']}, {t['bytes']:,} bytes: {dtypes}")
+    from vckattn.host.run import model_fidelity_line
+
+    console.print(f"[bold]check[/]        {model_fidelity_line(s.get('model_fidelity'))}")
 
     table = Table(title="layers: normalizer and P scale")
     for col in ("layer", "normalizer", "β", "γ", "P scale", "fidelity (layer / worst head)", "tensors", "bytes"):
@@ -243,7 +247,8 @@ def print_bundle_summary(s: dict) -> None:
 
     for layer in s["layers"]:
         if layer["normalizer"] == "swiftmax":
-            norm, beta, gamma = "SwiftMax" + (" per head" if layer["per_head"] else ""), span(layer["beta"]), \
+            src = {"checkpoint": ", tuned", "calibration": ", untuned"}.get(layer.get("beta_source") or "", "")
+            norm, beta, gamma = "SwiftMax" + (" per head" if layer["per_head"] else "") + src, span(layer["beta"]), \
                 span(layer["gamma"])
         else:
             norm, beta, gamma = "online softmax", "", ""

@@ -95,7 +95,8 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
             raise ExportError(f"layer {i}: {exc}") from None
         assert ex.fidelity is not None
         problem = fidelity_problem(i, ex.fidelity, norm_i, ex.beta_source == "checkpoint",
-                                   None if check is None else check.tune_command)
+                                   None if check is None else check.tune_command, swiftmax_init, method,
+                                   percentile if method == "percentile" else None)
         if problem is not None:
             if not allow_low_fidelity:
                 raise LowFidelityError(f"refusing to write the bundle: {problem} (or pass --allow-low-fidelity to "

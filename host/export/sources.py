@@ -193,7 +193,9 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
 
     progress = bars_on(progress)
     if source.kind == "state-dict":
-        return _load_golden(source.path)
+        m = _load_golden(source.path)
+        check_finite(m.model, source.path)
+        return m
     quiet_transformers()
     from transformers.utils import logging as hf_logging
 
@@ -201,10 +203,27 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
     if not progress:
         hf_logging.disable_progress_bar()
     try:
-        return _load_hf(source, classifier)
+        m = _load_hf(source, classifier)
     finally:
         if bars and not progress:
             hf_logging.enable_progress_bar()
+    check_finite(m.classifier if m.classifier is not None else m.model, source.path)
+    return m
+
+
+def check_finite(model: nn.Module, where: object) -> None:
+    """ExportError (status 4) naming the first parameter or floating-point buffer of ``model`` that holds NaN or
+    Inf, where, and how many: such weights make every result NaN (and numpy warnings), not a model."""
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if not t.is_floating_point():
+            continue
+        bad = ~torch.isfinite(t.detach())
+        if bool(bad.any()):
+            idx = [int(v) for v in bad.nonzero()[0].tolist()]
+            value = t.detach()[tuple(idx)].item()
+            raise ExportError(f"{where}: tensor {name} holds {value} at {idx} ({int(bad.sum())} of {t.numel()} values "
+                              "not finite): the checkpoint is corrupt or its training diverged; a model needs finite "
+                              "weights")
 
 
 def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
@@ -492,6 +511,6 @@ def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
     return mha.double().eval()
 
 
-__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_model_type", "hf_weight_files",
+__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type", "hf_weight_files",
            "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint", "swiftmax_from_state",
            "vckattn_tensors"]
