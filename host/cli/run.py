@@ -7,7 +7,6 @@ import sys
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
-
 from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY, fix_for
 
 from .common import EXIT_FIDELITY, Subparsers, check_npz, check_text, device_options, examples, index_list, output_file

@@ -213,5 +213,5 @@ def model_problem(fid: dict, fix: str) -> str | None:
             f"{fid['threshold']:g}: {fix}")
 
 
-__all__ = ["DEFAULT_CHECK_SAMPLES", "DEFAULT_MIN_MODEL_FIDELITY", "IMAGE_CHECK_DATA", "METRICS", "METRIC_NAMES", "TEXT_CHECK_DATA",
-           "CheckData", "check_data", "fix_command", "metric_of", "model_fidelity", "model_problem"]
+__all__ = ["DEFAULT_CHECK_SAMPLES", "DEFAULT_MIN_MODEL_FIDELITY", "IMAGE_CHECK_DATA", "METRICS", "METRIC_NAMES",
+           "TEXT_CHECK_DATA", "CheckData", "check_data", "fix_command", "metric_of", "model_fidelity", "model_problem"]
