@@ -512,5 +512,5 @@ def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
 
 
 __all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type",
-           "hf_weight_files", "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint", "swiftmax_from_state",
-           "vckattn_tensors"]
+           "hf_weight_files", "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint",
+           "swiftmax_from_state", "vckattn_tensors"]
