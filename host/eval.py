@@ -344,11 +344,13 @@ def device_runner(device: Any, stats: dict[int, dict], progress: bool = False) -
     ``{"tiles", "device_seconds"}``."""
     from tqdm import tqdm
 
+    from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
 
     def run(i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
             rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=not progress, file=sys.stderr, leave=False)
+        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=bar_disable(progress), file=sys.stderr,
+                   leave=False)
         try:
             lr = run_layer(device, layer, x, keep, rope, index=i, progress=bar)
         finally:

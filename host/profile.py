@@ -650,7 +650,9 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
 
     from tqdm import tqdm
 
-    with tqdm(total=len(sentences), desc="profiling", unit="sentence", file=sys.stderr, disable=not progress,
+    from vckattn.host.progress import bar_disable
+
+    with tqdm(total=len(sentences), desc="profiling", unit="sentence", file=sys.stderr, disable=bar_disable(progress),
               leave=False) as bar:
         stats = collect(model, tok, sentences, model_type, sample_cap, seed, batch_size,
                         lambda done: bar.update(done - bar.n))

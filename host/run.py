@@ -184,6 +184,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     from vckattn.host.backends import check_backend
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
+    from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
     from vckattn.hw.manifest import DEFAULT_MANIFEST, check_bundle, load_manifest
 
@@ -231,7 +232,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                     raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
             entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
             x = inputs.x[i]
-            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=not progress,
+            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=bar_disable(progress),
                        file=sys.stderr, leave=False)
             try:
                 lr = run_layer(device, ql, x, keep, inputs.rope[i], index=i, progress=bar)

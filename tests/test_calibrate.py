@@ -171,8 +171,8 @@ def test_cli_stats_and_swiftmax_on_minilm_then_export(tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    assert main(["calibrate", "stats", "minilm", "--data", str(tmp_path / "nope.txt"), "--out", str(tmp_path)]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert main(["calibrate", "stats", "minilm", "--data", str(tmp_path / "nope.txt"), "--out", str(tmp_path)]) == 4
+    assert "no such file" in capsys.readouterr().err  # a missing input file: status 4, as for every command
     assert main(["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--objective", "task", "--out",
                  str(tmp_path)]) == 2
     assert "needs a classification model" in capsys.readouterr().err

@@ -160,8 +160,8 @@ CASES = [
      "is a folder", ["prof"]),
     ("profile --max-sentences 0", ["profile", "minilm", "--max-sentences", "0", "--out", "{tmp}/prof"], EXIT_USAGE,
      "--max-sentences", ["prof"]),
-    ("profile missing checkpoint", ["profile", "{tmp}/nomodel", "--out", "{tmp}/prof"], EXIT_USAGE, "nomodel",
-     ["prof"]),
+    ("profile missing checkpoint", ["profile", "{tmp}/nomodel", "--out", "{tmp}/prof"], EXIT_INPUT, "nomodel",
+     ["prof"]),  # a missing input: status 4, as `export` and `run` give it
     # ---- calibrate
     ("calibrate stats --out file", ["calibrate", "stats", "minilm", "--data", "pydoc", "--out", "{tmp}/file.txt"],
      EXIT_INPUT, "is a file", []),

@@ -16,7 +16,7 @@ from vckattn.hw.manifest import build_manifest
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
 LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",
-              "host_seconds"}
+              "host_seconds", "normalizer", "beta_source", "threshold"}
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:

@@ -109,12 +109,14 @@ def add_calibrate(sub: Subparsers) -> None:
 
 
 def check_data(spec: str) -> None:
-    """A --data file (not a named source) is readable UTF-8 with a sentence: InputError otherwise, before any model
-    is loaded (a missing file is refused by the loader, naming the sources)."""
+    """A --data file (not a named source) exists and is readable UTF-8 with a sentence: InputError (status 4)
+    otherwise, before any model is loaded."""
     from vckattn.host.calibrate import IMAGE_SOURCES, TEXT_SOURCES
 
-    if spec in TEXT_SOURCES + IMAGE_SOURCES or not Path(spec).exists():
+    if spec in TEXT_SOURCES + IMAGE_SOURCES:
         return
+    if not Path(spec).exists():
+        raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
     if not read_text(Path(spec), "--data").strip():
         raise InputError(f"--data {spec}: no sentences (empty or only blank lines)")
 

@@ -203,6 +203,11 @@ def _writable_folder(folder: Path, what: str, target: Path) -> None:
         raise InputError(f"{what} {target}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{what} {target}: the folder {folder} is not writable")
+    try:  # what os.access cannot see (a read-only file system, or permissions root ignores): create a file there
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"{what} {target}: cannot write in the folder {folder} ({exc.strerror or exc})") from None
 
 
 def output_file(path: Path | str | None, overwrite: bool = True, what: str = "--json") -> Path | None:
@@ -237,6 +242,11 @@ def output_dir(path: Path | str | None, overwrite: bool = True, what: str = "--o
         raise InputError(f"{what} {p}: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise InputError(f"{what} {p}: {probe} is not writable")
+    try:  # what os.access cannot see (a read-only file system, or permissions root ignores)
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot write in {probe} ({exc.strerror or exc})") from None
     if empty and not overwrite and p.is_dir() and any(p.iterdir()):
         raise UserError(f"{what} {p} exists and is not empty; pass --overwrite to replace it")
     return p

@@ -69,8 +69,8 @@ def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | N
     ``percentile``: the export's; None: not known). For the online-softmax baseline: more calibration text or
     percentile scales; for tuned SwiftMax constants (``from_checkpoint``): percentile scales (rare outliers of P and
     of the head outputs set the int8 scales), never another initialisation; for calibration-initialised constants:
-    the `max` initialisation or tuning (``tune_command``: the exact commands); ``from_checkpoint`` None (not
-    recorded: a bundle of an older vckattn): both."""
+    the `max` initialisation (only when another one is in use) or tuning (``tune_command``: the exact commands);
+    ``from_checkpoint`` None (not recorded: a bundle of an older vckattn): both."""
     percentile_in_use = method == "percentile" and percentile is not None and percentile <= 99.9
     scales = None if percentile_in_use else (
         "export with --calib-method percentile --percentile 99.9 (rare outliers of P and of the head outputs set "
@@ -83,7 +83,7 @@ def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | N
         return scales or more_text
     if from_checkpoint is None:
         return f"for tuned β/γ {scales or more_text}; for untuned ones tune them: {tune}"
-    if init == "max":
+    if init is None or init == "max":  # max is in use (the default), or not known (a bundle does not say)
         return f"tune β/γ: {tune}"
     return f"export with --swiftmax-init max (per-head statistics), or tune β/γ: {tune}"
 
