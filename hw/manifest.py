@@ -492,7 +492,8 @@ def runnable_problem(head_dim: int, heads: int, normalizers: set[str], seq_len: 
                 f"{' and '.join(m.data['normalizers'])}")
         offers.setdefault(what, []).append(m.name)
     listed = "; ".join(f"{', '.join(names)}: {what}" for what, names in offers.items())
-    return f"no committed hardware build runs {' with '.join(asked)} (what runs: {listed})"
+    which = "no committed hardware build" if manifests is None else "none of the given hardware builds"
+    return f"{which} runs {' with '.join(asked)} (what runs: {listed})"
 
 
 def padded_keys(seq_len: int, tile: TileShape) -> int:

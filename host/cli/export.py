@@ -95,6 +95,9 @@ def add_export(sub: Subparsers) -> None:
                    help="the softmax model the whole-model check compares with (default: the model a tuned "
                         "folder was tuned from, as `vckattn calibrate swiftmax` records it, else the checkpoint "
                         "with softmax in every layer)")
+    p.add_argument("--manifest", metavar="M", action="append", dest="builds",
+                   help="a hardware build the bundle must run on (bitstream manifest file or name in bitstreams/; "
+                        "repeatable; default: every committed build, and a shape none of them runs is refused)")
     p.add_argument("--allow-low-fidelity", action="store_true",
                    help="write the bundle even when a layer or the whole model fails its check; the bundle records "
                         "the warning")
@@ -161,6 +164,7 @@ def _export(args: argparse.Namespace, export: Any, sentences: list[str] | None, 
         allow_low_fidelity=args.allow_low_fidelity, min_model_fidelity=args.min_model_fidelity,
         check_data=args.check_data, check_samples=args.check_samples, reference=args.reference,
         calib_images=images, calib_path=None if args.calib is None or images else str(args.calib),
+        builds=args.builds,
     )
     return 0
 

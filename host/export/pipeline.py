@@ -6,6 +6,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -169,14 +170,17 @@ class ModelCheck:
 
 
 def check_layers(layers: list[int] | None, n: int) -> None:
-    """ExportError unless ``layers`` (None: all) are indices of a model with ``n`` layers."""
+    """A usage error (status 2, as `run --layers` gives it) unless ``layers`` (None: all) are indices of a model
+    with ``n`` layers."""
+    from vckattn.golden.errors import UserError
+
     if layers is None:
         return
     if not layers:
-        raise ExportError("no layers selected (empty layer list)")
+        raise UserError("no layers selected (empty layer list)")
     bad = sorted({int(i) for i in layers if not 0 <= int(i) < n})
     if bad:
-        raise ExportError(f"layer indices {bad} out of range: the model has {n} layers (0..{n - 1})")
+        raise UserError(f"--layers: layer indices {bad} out of range: the model has {n} layers (0..{n - 1})")
 
 
 def export_checkpoint(
@@ -206,6 +210,8 @@ def export_checkpoint(
     reference: Path | str | None = None,
     calib_images: str | None = None,
     calib_path: str | None = None,
+    builds: list[str] | None = None,
+    check_hardware: bool = True,
 ) -> Path:
     """Export ``checkpoint`` to the bundle ``out``; returns the bundle's path.
 
@@ -235,6 +241,10 @@ def export_checkpoint(
             default: a description of the sentences and the sha256 of their newline-joined UTF-8 text.
         calib_images: a ViT's calibration images: ``digits`` or ``mnist5k`` (their train split); default seeded
             uniform[−1, 1] pixel tensors. A ViT reads no calibration text.
+        builds: the hardware builds (bitstream manifest files or names) the bundle must run on, one at least
+            (default: the committed ones, ``bitstreams/*.json``); a model whose attention shape none of them runs is
+            refused (ExportError) before it is loaded. ``check_hardware`` False skips that check: for bundles of
+            the golden integer model only (tiny test models), which no backend takes.
         batch_size, max_sentences: calibration batching; at most ``max_sentences`` sentences are used.
     """
     from vckattn.golden.errors import UserError
@@ -272,9 +282,10 @@ def export_checkpoint(
     source = resolve_checkpoint(checkpoint)
     if source.num_layers is not None:  # fail before the (slow) model load when config.json says enough
         check_layers(layers, source.num_layers)
+    manifests = _manifests(builds) if check_hardware else None
     early = source_shape(source)
-    if early is not None:
-        check_runs(early, normalizer, layers, source.num_layers, seq_len)
+    if early is not None and manifests is not None:
+        check_runs(early, normalizer, layers, source.num_layers, seq_len, manifests)
     if early is not None and early["family"] == "vit" and text_given and calib_path is not None:
         raise UserError("--calib: a ViT calibrates on images, not text: give --calib digits or mnist5k (their "
                         "train split), or no --calib (seeded uniform pixel tensors)")
@@ -286,7 +297,8 @@ def export_checkpoint(
     n_model = len(m.layers)
     check_layers(layers, n_model)
     chosen = set(range(n_model)) if layers is None else {int(i) for i in layers}
-    check_runs(m.info, normalizer, layers, n_model, seq_len)
+    if manifests is not None:
+        check_runs(m.info, normalizer, layers, n_model, seq_len, manifests)
     if m.tokenizer is not None:
         check_tokenizer(m.tokenizer, calib_name or "the calibration text", sentences)
     n_export = n_model if max_layers is None else min(max_layers, n_model)
@@ -356,17 +368,25 @@ def source_shape(source: Source) -> dict | None:
     return {"family": cfg.get("model_type"), "head_dim": head_dim, "num_heads": heads, "max_seq_len": seq}
 
 
-def check_runs(info: dict, normalizer: str, layers: list[int] | None, n_layers: int | None, seq_len: int) -> None:
-    """ExportError unless some committed hardware build (``bitstreams/*.json``) runs this model's attention layers:
-    head size, heads, the normalizers the export gives them, and the sequence length (a ViT's patches + [CLS],
-    else the calibration's ``seq_len``)."""
+def _manifests(builds: list[str] | None) -> list[Any]:
+    """The builds an export must run on: ``builds`` loaded (ManifestError for a bad one), else the committed ones."""
+    from vckattn.hw.manifest import committed_manifests, load_manifest
+
+    return [load_manifest(b) for b in builds] if builds else committed_manifests()
+
+
+def check_runs(info: dict, normalizer: str, layers: list[int] | None, n_layers: int | None, seq_len: int,
+               manifests: list[Any] | None = None) -> None:
+    """ExportError unless one of ``manifests`` (default: the committed hardware builds, ``bitstreams/*.json``) runs
+    this model's attention layers: head size, heads, the normalizers the export gives them, and the sequence length
+    (a ViT's patches + [CLS], else the calibration's ``seq_len``)."""
     from vckattn.hw.manifest import runnable_problem
 
     norms = {normalizer}
     if layers is not None and n_layers is not None and len(set(layers)) < n_layers:
         norms.add("softmax")
     seq = int(info["max_seq_len"]) if info.get("family") == "vit" and info.get("max_seq_len") else seq_len
-    problem = runnable_problem(int(info["head_dim"]), int(info["num_heads"]), norms, seq)
+    problem = runnable_problem(int(info["head_dim"]), int(info["num_heads"]), norms, seq, manifests)
     if problem is not None:
         raise ExportError(f"refusing to export: {problem}")
 
