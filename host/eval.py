@@ -510,6 +510,11 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
                                                                                            max_tokens)
     keep = data.keep
+    if reference is None:  # a checkpoint tuned by `vckattn calibrate swiftmax`: compare with the model it came from
+        from vckattn.host.export.pipeline import tuned_base
+        from vckattn.host.run import source_checkpoint
+
+        reference = tuned_base(source_checkpoint(bundle, checkpoint))
     ref_m = reference_model(m, reference, progress, task is not None)
 
     ref_rec: dict[int, dict] = {}

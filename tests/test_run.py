@@ -167,9 +167,11 @@ def test_run_min_cosine_refuses_a_bundle_whose_layers_do_not_follow_the_float_mo
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--json", str(js), "--quiet")
     rep = json.loads(js.read_text())  # the report is written either way
     (r,) = rep["layers"]
-    assert r["bit_exact"] is True and r["cosine"] < 0.95, r
+    # the default threshold is the one the export check held the layer to (recorded in the bundle)
+    assert r["bit_exact"] is True and r["cosine"] < r["threshold"] == 0.8, r
     assert code == 3 and len(err.strip().splitlines()) == 1
-    assert f"layer 0: cosine {r['cosine']:.4f}" in err and "--min-cosine 0.95" in err and "calibrate swiftmax" in err
+    assert f"layer 0: cosine {r['cosine']:.4f}" in err and "the export check's threshold 0.8" in err
+    assert "calibrate swiftmax" in err and "--swiftmax-init" not in err
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "-1", "--quiet")
     assert code == 0, err
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "1.5", "--quiet")

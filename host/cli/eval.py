@@ -46,8 +46,9 @@ def add_eval(sub: Subparsers) -> None:
     p.add_argument("--samples", type=positive_int, default=256, metavar="N",
                    help="--task: test snippets or images (default 256)")
     p.add_argument("--reference", metavar="CHECKPOINT",
-                   help="the softmax model to compare with (default: the bundle's source checkpoint with softmax "
-                        "in every layer; pass the original, e.g. `minilm`, when the source was tuned)")
+                   help="the softmax model to compare with (default: the model the source was tuned from, as "
+                        "`vckattn calibrate swiftmax` records it, else the bundle's source checkpoint with softmax "
+                        "in every layer)")
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")

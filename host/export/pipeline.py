@@ -402,23 +402,9 @@ def _reference(source: Source, reference: Path | str | None, progress: bool
     """The softmax model of the whole-model check: ``reference`` loaded, else the model a tuned folder was tuned from
     (its ``vckattn_tuning.json``, or the ``swiftmax.json`` of ``vckattn calibrate swiftmax`` beside it), else None
     (the source with softmax everywhere). Returns (model, description, the base checkpoint for the advice)."""
-    import json
-
     from vckattn.host import eval as ev
 
-    base = None
-    if reference is None and source.kind == "hf-folder":
-        for f, key in ((source.path / TUNING_FILE, ("base",)), (source.path.parent / "swiftmax.json",
-                                                               ("config", "model"))):
-            try:
-                d = json.loads(f.read_text(encoding="utf-8"))
-                for k in key:
-                    d = d[k]
-            except (OSError, ValueError, KeyError, TypeError):
-                continue
-            if isinstance(d, str) and d:
-                base = d
-                break
+    base = tuned_base(source) if reference is None else None
     name = reference if reference is not None else base
     if name is None:
         return None, None, None
@@ -430,6 +416,26 @@ def _reference(source: Source, reference: Path | str | None, progress: bool
     desc = f"{name} with softmax in every layer" + ("" if reference is not None else
                                                      f" (the model {source.path.name} was tuned from)")
     return ev.softmax_everywhere(ref), desc, str(name)
+
+
+def tuned_base(source: Source) -> str | None:
+    """The model a Hugging Face folder was tuned from by ``vckattn calibrate swiftmax`` (its ``vckattn_tuning.json``,
+    or the run's ``swiftmax.json`` beside it for folders tuned before that file existed), or None."""
+    import json
+
+    if source.kind != "hf-folder":
+        return None
+    for f, keys in ((source.path / TUNING_FILE, ("base",)),
+                    (source.path.parent / "swiftmax.json", ("config", "model"))):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+            for k in keys:
+                d = d[k]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if isinstance(d, str) and d:
+            return d
+    return None
 
 
 def _check_reference(ref: LoadedModel, m: LoadedModel, name: str) -> None:
@@ -451,4 +457,4 @@ def _advice_data(m: LoadedModel, calib_path: str | None, calib_images: str | Non
 
 
 __all__ = ["IMAGE_SETS", "TUNING_FILE", "LowFidelityError", "ModelCheck", "bundle_contents", "calibrate_layer",
-           "check_layers", "check_runs", "export_checkpoint", "source_shape"]
+           "check_layers", "check_runs", "export_checkpoint", "source_shape", "tuned_base"]
