@@ -244,8 +244,8 @@ def test_explore_handles_long_sequences(capsys):
     dev = model.load_device()
     for seq in (1025, 2048):
         w = model.Workload(heads=12, d_head=64, seq=seq, batch=8, layers=("swiftmax",) * 12)
-        kernels = {d.qk_kernels for d in explore.candidates(w, dev, 300.0)}
-        assert kernels and max(kernels) == MAX_KERNELS and all(EngineParams(1, k) for k in kernels)
+        kernels = {d.qk_kernels for d in explore.candidates(w, dev, 300.0)}  # built MAX_KERNELS + 1 before
+        assert kernels and max(kernels) <= MAX_KERNELS and all(EngineParams(1, k) for k in kernels)
     rc, out, err = _cli(capsys, "perf", "explore", "--seq", "1025", "--quiet")
     assert rc == 0 and "best SwiftMax design" in out, err
     rc, _, err = _cli(capsys, "perf", "explore", "--seq", "1000000", "--quiet")
