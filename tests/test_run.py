@@ -32,7 +32,8 @@ def test_run_emu_text_report_save_and_input_round_trip(minilm_bundle, tmp_path, 
     assert code == 0, err
     rep = json.loads(js.read_text())
     assert set(rep) == {"backend", "device", "manifest", "bundle", "tokens", "tiles", "layers",
-                        "elements_per_second"}
+                        "elements_per_second", "model_fidelity", "calibration"}
+    assert rep["model_fidelity"] == json.loads((minilm_bundle / "manifest.json").read_text())["model_fidelity"]
     assert rep["backend"] == "emu" and [r["layer"] for r in rep["layers"]] == [0, 1]
     for r in rep["layers"]:
         assert set(r) == LAYER_KEYS  # no "cycles" off the rtl backend

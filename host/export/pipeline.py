@@ -282,9 +282,9 @@ def export_checkpoint(
     source = resolve_checkpoint(checkpoint)
     if source.num_layers is not None:  # fail before the (slow) model load when config.json says enough
         check_layers(layers, source.num_layers)
-    manifests = _manifests(builds) if check_hardware else None
+    manifests = _manifests(builds)
     early = source_shape(source)
-    if early is not None and manifests is not None:
+    if early is not None and check_hardware:
         check_runs(early, normalizer, layers, source.num_layers, seq_len, manifests)
     if early is not None and early["family"] == "vit" and text_given and calib_path is not None:
         raise UserError("--calib: a ViT calibrates on images, not text: give --calib digits or mnist5k (their "
@@ -297,7 +297,7 @@ def export_checkpoint(
     n_model = len(m.layers)
     check_layers(layers, n_model)
     chosen = set(range(n_model)) if layers is None else {int(i) for i in layers}
-    if manifests is not None:
+    if check_hardware:
         check_runs(m.info, normalizer, layers, n_model, seq_len, manifests)
     if m.tokenizer is not None:
         check_tokenizer(m.tokenizer, calib_name or "the calibration text", sentences)
@@ -368,11 +368,12 @@ def source_shape(source: Source) -> dict | None:
     return {"family": cfg.get("model_type"), "head_dim": head_dim, "num_heads": heads, "max_seq_len": seq}
 
 
-def _manifests(builds: list[str] | None) -> list[Any]:
-    """The builds an export must run on: ``builds`` loaded (ManifestError for a bad one), else the committed ones."""
-    from vckattn.hw.manifest import committed_manifests, load_manifest
+def _manifests(builds: list[str] | None) -> list[Any] | None:
+    """The builds an export must run on: ``builds`` loaded (ManifestError for a bad one), else None (the committed
+    ones)."""
+    from vckattn.hw.manifest import load_manifest
 
-    return [load_manifest(b) for b in builds] if builds else committed_manifests()
+    return [load_manifest(b) for b in builds] if builds else None
 
 
 def check_runs(info: dict, normalizer: str, layers: list[int] | None, n_layers: int | None, seq_len: int,
