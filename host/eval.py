@@ -473,16 +473,19 @@ def reference_model(m: LoadedModel, reference: Path | str | None, progress: bool
         import copy
 
         return softmax_everywhere(copy.deepcopy(m))
+    from vckattn.golden.errors import InputError
+
     try:
         ref = export.load_model(export.resolve_checkpoint(reference), progress, classifier)
     except export.ExportError as exc:
-        raise UserError(f"--reference: {exc}") from None
+        raise InputError(f"--reference: {exc}") from None
+    # a reference that is not the source's kind of model: a bad input, as a --checkpoint that is not the source
     if ref.family != m.family or len(ref.layers) != len(m.layers) or ref.info["hidden_size"] != m.info["hidden_size"]:
-        raise UserError(f"--reference {reference}: a {ref.family} model of {len(ref.layers)} layers, hidden "
-                        f"{ref.info['hidden_size']}; the bundle's source is a {m.family} model of {len(m.layers)} "
-                        f"layers, hidden {m.info['hidden_size']}")
+        raise InputError(f"--reference {reference}: a {ref.family} model of {len(ref.layers)} layers, hidden "
+                         f"{ref.info['hidden_size']}; the bundle's source is a {m.family} model of {len(m.layers)} "
+                         f"layers, hidden {m.info['hidden_size']}")
     if classifier and ref.classifier is None:
-        raise UserError(f"--reference {reference}: no sequence-classification head")
+        raise InputError(f"--reference {reference}: no classification head")
     return softmax_everywhere(ref)
 
 
