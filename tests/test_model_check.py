@@ -160,10 +160,8 @@ def test_advice_never_names_a_setting_in_use():
 
 
 def test_a_classifier_is_checked_by_agreement(tmp_path, capsys):
-    """A sequence classifier's whole model is scored by the agreement of its predicted classes with the softmax
-    model's (computed here independently from the recorded integer path's logits' argmax would need the emulator;
-    the softmax-vs-softmax agreement of a float copy is 1 by construction, so the figure is checked for its kind,
-    range and inputs)."""
+    """A sequence classifier's whole model is scored by the agreement of its predicted class with the softmax
+    model's, on the held-out sentences: a share of the N inputs, no worst-input cosine."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
