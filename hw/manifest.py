@@ -472,6 +472,48 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
                             f"sequence of {seq_len} tokens is longer than this build's maximum {manifest.max_seq_len}")
 
 
+def committed_manifests(folder: Path = BITSTREAMS) -> list[Manifest]:
+    """Every committed build's manifest (``bitstreams/*.json`` but the schema), by name."""
+    return [load_manifest(f) for f in sorted(folder.glob("*.json")) if f != SCHEMA_FILE]
+
+
+def _runs(m: Manifest, head_dim: int, heads: int, normalizers: set[str], seq_len: int | None) -> list[str]:
+    """Why build ``m`` cannot run a model of this shape (empty: it can)."""
+    why = []
+    if head_dim not in m.tile.head_dims:
+        why.append(f"head size {head_dim}")
+    max_heads = int(m.data["formats"].get("swiftmax", {}).get("max_heads", heads))
+    if "swiftmax" in normalizers and heads > max_heads:
+        why.append(f"{heads} heads")
+    lacking = sorted(n for n in normalizers if n not in m.data["normalizers"])
+    if lacking:
+        why.append(f"normalizer {', '.join(lacking)}")
+    if seq_len is not None and seq_len > m.max_seq_len:
+        why.append(f"{seq_len} tokens")
+    return why
+
+
+def runnable_problem(head_dim: int, heads: int, normalizers: set[str], seq_len: int | None = None,
+                     manifests: list[Manifest] | None = None) -> str | None:
+    """None when at least one committed build (``manifests``, default :func:`committed_manifests`) runs attention
+    layers of this shape — ``head_dim``, ``heads`` query heads, these normalizers (``swiftmax`` / ``softmax``),
+    sequences of ``seq_len`` tokens (None: not asked) — else one line saying what does not run and listing what
+    each build runs."""
+    builds = manifests if manifests is not None else committed_manifests()
+    if any(not _runs(m, head_dim, heads, normalizers, seq_len) for m in builds):
+        return None
+    asked = min((_runs(m, head_dim, heads, normalizers, seq_len) for m in builds), key=len)  # the nearest build
+    offers: dict[str, list[str]] = {}
+    for m in builds:
+        what = (f"head sizes {', '.join(map(str, m.tile.head_dims))}, up to "
+                f"{m.data['formats'].get('swiftmax', {}).get('max_heads', '?')} heads, up to {m.max_seq_len} tokens, "
+                f"{' and '.join(m.data['normalizers'])}")
+        offers.setdefault(what, []).append(m.name)
+    listed = "; ".join(f"{', '.join(names)}: {what}" for what, names in offers.items())
+    which = "no committed hardware build" if manifests is None else "none of the given hardware builds"
+    return f"{which} runs {' with '.join(asked)} (what runs: {listed})"
+
+
 def padded_keys(seq_len: int, tile: TileShape) -> int:
     """Keys per row as streamed: ``seq_len`` rounded up to a whole key block."""
     return max(1, math.ceil(seq_len / tile.key_block)) * tile.key_block
@@ -488,5 +530,6 @@ def write_manifests(folder: Path = BITSTREAMS) -> list[Path]:
 
 
 __all__ = ["BITSTREAMS", "BUILDS", "CONNECTIVITY", "DEFAULT_MANIFEST", "PLIOS", "SCORE_SWITCH_SELECT", "EngineSection",
-           "Manifest", "ManifestError", "TileShape", "build_manifest", "check_bundle", "compute_units", "load_manifest",
-           "padded_keys", "validate_manifest", "write_manifests"]
+           "Manifest", "ManifestError", "TileShape", "build_manifest", "check_bundle", "committed_manifests",
+           "compute_units", "load_manifest", "padded_keys", "runnable_problem", "validate_manifest",
+           "write_manifests"]

@@ -204,7 +204,7 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
     cyc: dict[str, list[dict]] = {}
     skipped: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
-    bar = tqdm(jobs, disable=not progress, unit="build", file=sys.stderr)
+    bar = tqdm(jobs, disable=None if progress else True, unit="build", file=sys.stderr)
     for what, k, n, w in bar:
         bar.set_description(f"{what} {k} l{n}" + (f" w{w}" if what == "synth" else ""))
         if what == "synth":

@@ -35,8 +35,11 @@ def _minilm_bundle(tmp_path_factory: pytest.TempPathFactory, name: str, per_head
     from vckattn.host.textdata import real_sentences
 
     out = tmp_path_factory.mktemp("minilm_bundles") / name
+    # untuned SwiftMax: the integer layers follow their float layers, but the model is not kept (the whole-model
+    # check would refuse it); these bundles exercise the hardware path, so any whole-model figure is accepted
     return export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max",
-                             max_layers=2, progress=False, swiftmax_per_head=per_head)
+                             max_layers=2, progress=False, swiftmax_per_head=per_head, min_model_fidelity=-1,
+                             check_samples=8)
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
 from .common import Subparsers, examples, missing_subcommand
 
@@ -113,7 +113,8 @@ def _log_file(name: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v") from None
+        raise InputError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v or --build-dir") \
+            from None
     return folder / name
 
 
@@ -203,7 +204,7 @@ def run_hw_package(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
-        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
     for pk in packaged:
         print(f"{pk.name}: wrote {', '.join(str(f) for f in pk.files)}")
     vivado = manifest.data["tools"].get("vivado", "")
@@ -216,7 +217,6 @@ def run_hw_package(args: argparse.Namespace) -> int:
 def run_hw_generate(args: argparse.Namespace) -> int:
     import re
 
-    from vckattn.golden.errors import InputError
     from vckattn.hw.engine import generate as gen
 
     from .common import output_dir
@@ -231,7 +231,7 @@ def run_hw_generate(args: argparse.Namespace) -> int:
     else:
         path = Path(args.design)
         if not path.is_file():
-            raise UserError(f"{path}: no such design file (give a design JSON or `best`)")
+            raise InputError(f"{path}: no such design file (give a design JSON or `best`)")
         try:
             design = gen.design_from_file(path)
         except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:  # a bad design file: status 4

@@ -177,13 +177,14 @@ def build_workload(args: argparse.Namespace) -> Any:
             b = load_bundle(args.bundle)
             m = b.manifest
             norms = ["swiftmax" if layer["swiftmax"] is not None else "softmax" for layer in m["layers"]]
+            check_bundle_runs(args, b, norms)
             w = model.workload_from_bundle_info(m["model"], norms, m["norm"], seq=args.seq, batch=args.batch,
                                                 operands=args.operands)
         elif args.config is not None:
             try:
                 cfg = json.loads(args.config.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise UserError(f"{args.config}: cannot read a config.json ({exc})") from None
+                raise InputError(f"{args.config}: cannot read a config.json ({exc})") from None
             w = model.workload_from_hf_config(cfg, seq=args.seq, batch=args.batch, layers=args.layers,
                                               operands=args.operands)
         else:
@@ -205,6 +206,22 @@ def build_workload(args: argparse.Namespace) -> Any:
         return replace(w, **changes) if changes else w
     except (ValueError, KeyError) as exc:
         raise UserError(f"workload: {exc}") from None
+
+
+def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -> None:
+    """A bundle is modeled only if a committed build runs it (head size, heads, normalizers, the sequence), and the
+    build the design comes from (--design-from-manifest, default vck5000_attention) when it is one: else the same
+    refusal as `run` and `export` give (status 5), not a model of a design that cannot run it."""
+    from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest, runnable_problem
+
+    model = bundle.manifest["model"]
+    seq = args.seq or int(model["max_seq_len"])
+    problem = runnable_problem(int(model["head_dim"]), int(model["num_heads"]), set(norms), seq)
+    if problem is not None:
+        raise ManifestError(args.bundle, "model", problem)
+    if getattr(args, "design", None) is None and not getattr(args, "generated", False):
+        manifest = load_manifest(getattr(args, "design_from_manifest", None) or "vck5000_attention")
+        check_bundle(manifest, bundle, seq_len=seq)
 
 
 def build_design(args: argparse.Namespace) -> Any:
@@ -256,7 +273,7 @@ def _write_json(obj: dict, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, text)
     except OSError as exc:
-        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
 
 
 def _fmt_s(s: float) -> str:
@@ -396,6 +413,7 @@ def run_explore(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from vckattn.host.cli.common import make_console
+    from vckattn.host.progress import bar_disable
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf import explore, figures, model
 
@@ -408,7 +426,7 @@ def run_explore(args: argparse.Namespace) -> int:
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     per_search = explore.candidate_count(w, dev, args.pl_clock)
     t0 = time.perf_counter()
-    with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
+    with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=bar_disable(not args.quiet),
               leave=False, file=sys.stderr) as bar:
         try:
             ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, headroom=args.headroom,
@@ -450,7 +468,7 @@ def run_explore(args: argparse.Namespace) -> int:
             cases.append(figures.Fig5Case(seq, exf.swiftmax.design, other))
         # one step per (sequence length, batch) timed on the CPU
         with tqdm(total=len(cases) * len(figures.BATCHES), desc="Fig. 5 CPU timing", unit="case",
-                  disable=args.quiet or args.no_cpu, leave=False, file=sys.stderr) as bar:
+                  disable=bar_disable(not (args.quiet or args.no_cpu)), leave=False, file=sys.stderr) as bar:
             data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
                                      progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
         _write_json(data, args.plots / "fig5.json")

@@ -248,7 +248,8 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
     best_s = search(ws, headroom=headroom, **kw)
     best_o = search(wo, headroom=headroom, **kw)
     if best_s is None or best_o is None:
-        raise ValueError("no design of the search space fits the device for this workload")
+        raise ValueError(f"no design of the search space fits the device for this workload (S = {w.seq}: a "
+                         f"pipeline holds at most {max(KERNELS)} key slices, each within one AIE tile's memory)")
     perf_s = evaluate(ws, best_s.design, dev)
     budget = {k: perf_s.used[k] for k in EQUAL_RESOURCE_KEYS}
     full = default_budget(dev, headroom, pl_clock_mhz)
