@@ -36,15 +36,22 @@ def add_hw(sub: Subparsers) -> None:
         description="For each PL kernel (swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm) and lane "
         "count: LUT/FF/DSP/BRAM from Yosys synth_xilinx -family xcup (UltraScale+ as the proxy for the Versal PL), "
         "throughput (elements/cycle) and latency (cycles) measured in Verilator by the kernel's cocotb throughput "
-        "test (checked against the golden model), and the row/token buffer bits. Takes a few minutes per kernel. "
+        "test (checked against the golden model), and the row/token buffer bits. Then the two normalizers side "
+        "by side at each score width of --score-bits: SwiftMax and online softmax LUT/FF/DSP at each lane count "
+        "and per lane (from the fewest to the most lanes), their ratio at equal throughput (equal lanes), beside "
+        "the SwiftMax paper's Table 2 (LUT 33%, FF 58%). Takes a few minutes per kernel and width. "
         "The simulator's output goes to a log file under the build folder (its path is printed); -v shows it.",
         epilog=examples("vckattn hw report --kernels swiftmax --lanes 4",
+                        "vckattn hw report --kernels swiftmax,online_softmax --lanes 4,1 --score-bits 8",
                         "vckattn hw report --lanes 4,8 --json results/hw_report.json"),
     )
     r.add_argument("--lanes", type=lanes_list, default=[4], metavar="N[,N...]",
                    help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
     r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
                    metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
+    r.add_argument("--score-bits", type=bits_list, default=None, metavar="B[,B...]",
+                   help="score widths at which the normalizers are compared (2..32; 32 is the kernels' own build, "
+                        "others are built with that input width; default: 32,8)")
     r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     r.add_argument("-v", "--verbose", action="store_true",
                    help="show the synthesis and simulator output (Yosys, Verilator, cocotb) instead of writing it to "
@@ -103,6 +110,17 @@ def lanes_list(text: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise argparse.ArgumentTypeError(f"lane counts must be >= 1: {text!r}")
     return values
+
+
+def bits_list(text: str) -> list[int]:
+    """argparse type: comma-separated score widths, each 2..32 bits."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(not 2 <= v <= 32 for v in values):
+        raise argparse.ArgumentTypeError(f"score widths must be 2..32 bits: {text!r}")
+    return list(dict.fromkeys(values))
 
 
 def _log_file(name: str) -> Path:
@@ -164,14 +182,15 @@ def run_hw_report(args: argparse.Namespace) -> int:
     unknown = [k for k in kernels if k not in report.KERNELS]
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
+    score_bits = args.score_bits or list(report.SCORE_BITS)
     console = make_console()
     log = None if args.verbose else _log_file("hw_report.log")
-    # one step per (kernel, lane count); hw_report announces each before measuring it. The tools' output goes to
+    # one step per measurement; hw_report announces each before measuring it. The tools' output goes to
     # the log (redirect_output: this process's and the simulators' stdout/stderr); the bar to the real stderr.
     with _tool_output(log) as bar_file, \
-            announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel",
+            announced_steps(report.steps(kernels, args.lanes, score_bits), "synthesis + simulation", "kernel",
                             file=bar_file) as announce:
-        rep = report.hw_report(kernels, args.lanes, progress=announce)
+        rep = report.hw_report(kernels, args.lanes, progress=announce, score_bits=score_bits)
     if log is not None:
         print(f"simulator and synthesis log: {log} (-v shows it)", file=sys.stderr)
     table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
@@ -182,12 +201,49 @@ def run_hw_report(args: argparse.Namespace) -> int:
             table.add_row(name, n, str(k["lut"]), str(k["ff"]), str(k["dsp"]), f"{k['bram']:g}", str(k["lutram"]),
                           f"{k['elements_per_cycle']:.3f}", str(k["latency_cycles"]), f"{k['buffer_bits']:,}")
     console.print(table)
+    if rep.get("normalizers"):
+        console.print(normalizer_table(rep["normalizers"]))
     if args.json_out is not None:
         from .common import write_text_atomic
 
         write_text_atomic(args.json_out, json.dumps(rep, indent=2))
         console.print(f"wrote {args.json_out}")
     return 0
+
+
+def _pct(r: float | None) -> str:
+    return "—" if r is None else f"{r:.1%}"
+
+
+def normalizer_table(comp: dict) -> object:
+    """The rich table of :func:`vckattn.sim.hw_report.normalizer_comparison`'s result."""
+    from rich.table import Table
+
+    table = Table(title="Normalizers at equal throughput (SwiftMax / online softmax), beside the SwiftMax paper's "
+                        "Table 2")
+    cols = ("scores", "lanes", "SwiftMax LUT", "FF", "DSP", "online softmax LUT", "FF", "DSP", "LUT ratio",
+            "FF ratio", "DSP ratio")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "scores" else "right")
+
+    def cells(r: dict, fmt: str) -> list[str]:
+        return [format(r[k], fmt) for k in ("lut", "ff", "dsp")]
+
+    for bits, w in comp["widths"].items():
+        for n, row in sorted(w["by_lanes"].items(), key=lambda kv: int(kv[0])):
+            lanes = n if row["equal_throughput"] else f"{n} (unequal throughput)"
+            table.add_row(f"int{bits}", lanes, *cells(row["swiftmax"], ","), *cells(row["online_softmax"], ","),
+                          *(_pct(row["ratio"][k]) for k in ("lut", "ff", "dsp")))
+        pl = w["per_lane"]
+        if pl:
+            table.add_row(f"int{bits}", f"per lane ({pl['from_lanes']}→{pl['to_lanes']})",
+                          *cells(pl["swiftmax"], ",.1f"), *cells(pl["online_softmax"], ",.1f"),
+                          *(_pct(pl["ratio"][k]) for k in ("lut", "ff", "dsp")))
+    ref = comp["reference"]
+    table.add_row("paper", "attention block", f"{ref['swiftmax']['lut']:,}", f"{ref['swiftmax']['ff']:,}", "—",
+                  f"{ref['online_softmax']['lut']:,}", f"{ref['online_softmax']['ff']:,}", "—",
+                  _pct(ref["ratio"]["lut"]), _pct(ref["ratio"]["ff"]), "—")
+    return table
 
 
 def run_hw_package(args: argparse.Namespace) -> int:
