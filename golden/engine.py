@@ -5,7 +5,16 @@ the AIE kernels ``qk_slice`` / ``pv_slice``, the engine's PL top and the host.
 
 Formats: Q, K, V int8; ``acc`` the int32 ``Q·Kᵀ`` accumulator; scores ``s`` signed ``score_bits``
 (8 or 16) at scale ``s_q·s_k·2^score_shift``, valid scores in ``[−(2^(b−1)−1), 2^(b−1)−1]``, masked
-elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32.
+elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32; the head outputs A int8, requantized
+from O by the last P·V kernel with a signed 16-bit multiplier (:data:`RQ_MULT_BITS`, :func:`engine_requant`).
+
+Requantization on the AI Engine: ``A = saturate_int8(round_half_up(O · rq_mult · 2^-rq_shift))``
+(:func:`vckattn.golden.requant.requantize`, asymmetric saturation to ``[−128, 127]``) with ``rq_mult`` a signed
+16-bit integer: the int16 operand of the AIE1 32×16-bit vector multiply (``aie::mul`` of int32 O by int16, an
+80-bit accumulator). Range: ``|O| ≤ 255·128·MAX_KEYS < 2^31`` (the P·V kernels' limit) and
+``|rq_mult| ≤ 2^15``, so ``|O·rq_mult| < 2^46``: exact in the 80-bit accumulator lanes (and in 48 bits), and
+within :func:`~vckattn.golden.requant.requantize`'s 40-bit accumulator bound on O. ``rq_shift`` is 0..62, the
+SRS shift range of AIE1 (an instruction field of 6 bits).
 
 Layouts (element offsets; ``hw/ENGINE.md`` gives them in bytes, ``E`` bytes an element):
 
@@ -33,11 +42,18 @@ import numpy as np
 from .fixedpoint import shift_round
 from .funcunits import LOG2E
 from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from .requant import RequantRegisters, requant_registers
 from .swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, fold_multiplier, swiftmax_int
 
 RegsT = TypeVar("RegsT", SwiftMaxRegisters, SwiftMaxHeads)
 
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
+#: bits of the engine's output requantization multiplier ``rq_mult`` (signed): the int16 operand of the AIE1
+#: 32x16-bit vector multiply the last P·V kernel requantizes O with
+RQ_MULT_BITS = 16
+#: largest ``rq_shift`` (AIE1 SRS shift range 0..62, a 6-bit field;
+#: :func:`~vckattn.golden.swiftmax_int.fold_multiplier`'s default ``max_shift``)
+MAX_RQ_SHIFT = 62
 
 
 def _check_bits(bits: int) -> None:
@@ -220,6 +236,14 @@ def unpack_scores(buf: np.ndarray, q_rows: int, sk: int) -> np.ndarray:
     return _unblocks(buf, q_rows, sk, 4, 8, False, False)
 
 
+def engine_requant(s_v: float, p_frac: int, s_a: float) -> RequantRegisters:
+    """The engine's output requantization of O (``s_v·2^-p_frac``) to A (``s_a``): the ratio
+    ``s_v·2^-p_frac / s_a`` folded into a signed :data:`RQ_MULT_BITS`-bit ``mult`` and a ``shift`` in
+    0..:data:`MAX_RQ_SHIFT` (:func:`vckattn.golden.requant.requant_registers`; the reference layer's ``rq_a`` is the
+    same ratio in 18 bits)."""
+    return requant_registers(s_v * 2.0**-p_frac / s_a, bits=RQ_MULT_BITS)
+
+
 def engine_format(bits: int, fmt: SwiftMaxFormat | None = None) -> SwiftMaxFormat:
     """The SwiftMax build format on ``bits``-bit scores (``acc_bits = bits``; 32: ``fmt`` unchanged)."""
     _check_bits(bits)
@@ -253,7 +277,8 @@ def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, 
     return swiftmax_int(s, regs, s != sentinel(bits), f, head=head)
 
 
-__all__ = ["SCORE_BITS", "engine_format", "engine_online_registers", "engine_p", "engine_registers", "engine_scores",
+__all__ = ["MAX_RQ_SHIFT", "RQ_MULT_BITS", "SCORE_BITS", "engine_format", "engine_online_registers", "engine_p",
+           "engine_registers", "engine_requant", "engine_scores",
            "narrow_scores", "pack_k", "pack_q", "pack_scores", "pack_v", "row_limits", "score_max", "score_shift_for",
            "sentinel", "slice_keys", "slice_needs_mask", "tile_keep", "unpack_k", "unpack_q", "unpack_scores",
            "unpack_v"]

@@ -216,6 +216,8 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
 
     The device itself is not run (nothing here can); the launch's done buffer is the expected one.
     """
+    from vckattn.golden.engine import RQ_MULT_BITS
+    from vckattn.golden.requant import requant_registers
     from vckattn.host.engine import (
         _template,
         check_done,
@@ -243,9 +245,10 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
     keep = np.ones((batch, 1, seq), bool)
     keep[-1, 0, seq - seq // 8:] = False  # one padded sequence
     shift = 7
+    rq = requant_registers(1 / 3000, bits=RQ_MULT_BITS)  # an engine layer's output requantization
     rows: dict[str, list[float]] = {"host_launch": [], "host_launch_after_copy": [], "host_launch_new_mask": [],
                                     "host_launch_new_shape": [], "operand_copy": []}
-    launch = plan_launch(params, heads_view["q"], heads_view["k"], heads_view["v"], keep, False, shift)  # warm
+    launch = plan_launch(params, heads_view["q"], heads_view["k"], heads_view["v"], keep, False, shift, rq)  # warm
     a_buf = np.zeros((launch.cmds.n_tiles, params.q_rows, params.d), np.int8)
     # the operand buffers are allocated once (on a card: the launch's buffer objects, mapped), as is the done buffer
     placed = (np.empty_like(launch.q), np.empty_like(launch.k), np.empty_like(launch.v))
@@ -254,7 +257,7 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
 
     def one_launch() -> float:
         t0 = time.perf_counter()
-        cmds = launch_commands(params, heads_view["q"].shape, heads, keep, False, shift)
+        cmds = launch_commands(params, heads_view["q"].shape, heads, keep, False, shift, rq)
         check_done(cmds, done)
         heads_from_a(cmds, a_buf)
         t1 = time.perf_counter()

@@ -5,9 +5,10 @@ A launch has, in card memory: the operands **re-tiled once** into the layouts th
 Q ``(B, H, T, Q_ROWS·D)`` (one q tile a row), K and V ``(B, KV, k, SK·D)`` (one key slice a row); per pipeline
 two **command lists** of 32-byte descriptors — the header beat the mover sends, the uint64 byte offset of the
 payload it gathers, 8 reserved bytes: ``q`` (one TILE per tile, payload from Q) and ``kv`` (per group its ``k``
-LOAD_K slices, packet ids ``0..k−1``, then its ``k`` LOAD_V slices, ``k..2k−1``; payloads from K / V); the A
-buffer ``(tiles, Q_ROWS, D)`` int8 (tile ``t`` in slot ``t``) and the ``done`` buffer of RESULT headers (pipeline
-``p`` writes its ``i``-th record at ``done_start[p] + i``).
+LOAD_K slices, packet ids ``0..k−1``, then its ``k`` LOAD_V slices, ``k..2k−1``, whose headers carry the layer's
+output requantization ``rq_mult`` / ``rq_shift``; payloads from K / V); the A buffer ``(tiles, Q_ROWS, D)`` int8
+(tile ``t`` in slot ``t``) and the ``done`` buffer of RESULT headers (pipeline ``p`` writes its ``i``-th record at
+``done_start[p] + i``).
 
 Whole (batch, head) groups go to one pipeline, round-robin (:func:`vckattn.hw.engine.schedule.deal_groups`, the
 function the performance model uses too). Tile ``t = (b·H + h)·T + r`` (sequence ``b``, query head ``h``, query
@@ -17,13 +18,14 @@ launch leaves is known in advance: :func:`check_done` compares it in one operati
 the misrouted, dropped or duplicated tile.
 
 The command lists depend on the geometry, the valid keys per sequence, the causal flag and the layer's score
-shift only: :func:`commands` caches them, so a model's layers after the first launch cost the host a dictionary
-lookup and one comparison (``vckattn bench host --engine``), besides placing the operands: :func:`retile` writes
-Q, K, V from the projections' layout straight into the card's tiled buffers (one strided copy each, as the
-head-major placement of a row-major layout would be).
+shift and output requantization only: :func:`commands` caches them, so a model's layers after the first launch
+cost the host a dictionary lookup and one comparison (``vckattn bench host --engine``), besides placing the
+operands: :func:`retile` writes Q, K, V from the projections' layout straight into the card's tiled buffers (one
+strided copy each, as the head-major placement of a row-major layout would be).
 
 Refused (one line, :class:`EngineShapeError`): sequences longer than the build's ``MAX_KEYS``, head sizes above
-its ``D`` or not multiples of 16.
+its ``D`` or not multiples of 16; (:class:`EngineRequantError`) an output requantization that is not the engine's
+(one signed 16-bit multiplier, a shift of 0..62: :func:`vckattn.golden.quant_attention.narrow_layer`).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from vckattn.golden.engine import pack_k, pack_q, pack_v
+from vckattn.golden.engine import MAX_RQ_SHIFT, RQ_MULT_BITS, pack_k, pack_q, pack_v
 from vckattn.golden.errors import EXIT_INPUT, UserError
+from vckattn.golden.requant import RequantRegisters
 from vckattn.host.tiler import TileError
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams
@@ -57,6 +60,30 @@ class EngineShapeError(UserError):
     exit_code = EXIT_INPUT
 
 
+class EngineRequantError(UserError):
+    """An output requantization the engine's last P·V kernel cannot apply (not one signed 16-bit multiplier with a
+    shift of 0..62)."""
+
+    exit_code = EXIT_INPUT
+
+
+def requant_fields(rq: RequantRegisters) -> tuple[int, int]:
+    """``(rq_mult, rq_shift)`` of the LOAD_V SLICE headers from a layer's ``rq_a`` (:class:`EngineRequantError`
+    unless one signed :data:`~vckattn.golden.engine.RQ_MULT_BITS`-bit multiplier and a shift of
+    0..:data:`~vckattn.golden.engine.MAX_RQ_SHIFT`)."""
+    mult, shift = np.asarray(rq.mult), np.asarray(rq.shift)
+    if mult.size != 1 or shift.size != 1:
+        raise EngineRequantError(f"the engine takes one output requantization (rq_mult, rq_shift); the layer has "
+                                 f"{mult.size} per-channel values")
+    m, s = int(mult.reshape(-1)[0]), int(shift.reshape(-1)[0])
+    top = 1 << (RQ_MULT_BITS - 1)
+    if not (-top <= m < top and 0 <= s <= MAX_RQ_SHIFT):
+        raise EngineRequantError(f"output requantization mult {m} / shift {s}: the engine's is a signed "
+                                 f"{RQ_MULT_BITS}-bit multiplier and a shift of 0..{MAX_RQ_SHIFT} (narrow_layer makes "
+                                 "the engine's layer)")
+    return m, s
+
+
 def params_from_manifest(manifest: object) -> EngineParams:
     """The engine parameters of a bitstream manifest with an ``engine`` section (ValueError otherwise)."""
     data = manifest.data  # type: ignore[attr-defined]
@@ -71,7 +98,8 @@ def params_from_manifest(manifest: object) -> EngineParams:
 
 @dataclass(frozen=True)
 class Geometry:
-    """What the command lists depend on: sizes, valid keys per sequence, the causal flag, the score shift."""
+    """What the command lists depend on: sizes, valid keys per sequence, the causal flag, the score shift, the output
+    requantization (``rq_mult`` a signed 16-bit value, ``rq_shift``: :func:`requant_fields`)."""
 
     batch: int
     heads: int
@@ -81,6 +109,8 @@ class Geometry:
     valid_keys: tuple[int, ...]
     causal: bool
     score_shift: int
+    rq_mult: int
+    rq_shift: int
 
 
 @dataclass
@@ -90,7 +120,7 @@ class Commands:
     params: EngineParams
     geometry: Geometry
     q: list[np.ndarray]  # (n, CMD_BYTES) uint8 per pipeline: one TILE per tile
-    kv: list[np.ndarray]  # (n, CMD_BYTES) uint8 per pipeline: per group k LOAD_K then k LOAD_V
+    kv: list[np.ndarray]  # (n, CMD_BYTES) uint8 per pipeline: per group k LOAD_K then k LOAD_V (rq_mult, rq_shift)
     tiles: list[np.ndarray]  # tile ids per pipeline, issue order
     done_expected: np.ndarray  # (n_tiles, 16) uint8
     done_start: np.ndarray  # (pipelines,) first done slot of each pipeline
@@ -158,31 +188,44 @@ def _descriptors(n: int, header: np.ndarray, offset: np.ndarray) -> np.ndarray:
 @functools.lru_cache(maxsize=64)
 def commands(params: EngineParams, g: Geometry) -> Commands:
     """The command lists and the expected ``done`` buffer of geometry ``g`` (cached). Built from the cached
-    template of its shape (every key valid, shift 0) by patching the TILE headers' ``valid_keys`` and
-    ``score_shift`` in one vectorized pass, so a new batch (new padding) or a new layer (new shift) costs tens of
-    µs."""
-    base = replace(g, valid_keys=(g.seq,) * g.batch, score_shift=0)
+    template of its shape (every key valid, shift 0, no requantization) by patching the TILE headers' ``valid_keys``
+    and ``score_shift`` and the LOAD_V headers' ``rq_mult`` and ``rq_shift`` in vectorized passes, so a new batch
+    (new padding) or a new layer (new shift and requantization) costs tens of µs."""
+    base = replace(g, valid_keys=(g.seq,) * g.batch, score_shift=0, rq_mult=0, rq_shift=0)
     t = _template(params, base)
     if g == base:
         return t.commands
-    vk = np.asarray(g.valid_keys, np.int64)
-    qq = t.q.copy()
-    streams.patch_many("tile", qq[:, :16], "valid_keys", vk[t.q_seq])
-    if g.score_shift:
-        streams.patch_many("tile", qq[:, :16], "score_shift", g.score_shift)
-    qq.flags.writeable = False
-    return replace(t.commands, geometry=g, q=[qq[a:b] for a, b in t.q_bounds])
+    c = replace(t.commands, geometry=g)
+    if (g.valid_keys, g.score_shift) != (base.valid_keys, 0):
+        vk = np.asarray(g.valid_keys, np.int64)
+        qq = t.q.copy()
+        streams.patch_many("tile", qq[:, :16], "valid_keys", vk[t.q_seq])
+        if g.score_shift:
+            streams.patch_many("tile", qq[:, :16], "score_shift", g.score_shift)
+        qq.flags.writeable = False
+        c.q = [qq[a:b] for a, b in t.q_bounds]
+    if (g.rq_mult, g.rq_shift) != (0, 0):
+        kv = []
+        for rows, is_v in zip(t.commands.kv, t.kv_is_v, strict=True):
+            rows = rows.copy()
+            streams.patch_many("slice", rows[:, :16], "rq_mult", streams.int16_bits(g.rq_mult), where=is_v)
+            streams.patch_many("slice", rows[:, :16], "rq_shift", g.rq_shift, where=is_v)
+            rows.flags.writeable = False
+            kv.append(rows)
+        c.kv = kv
+    return c
 
 
 @dataclass(frozen=True)
 class _Template:
-    """The commands of a shape (every key valid, shift 0), all pipelines' q rows in one array, with each row's
-    sequence (what :func:`commands` patches)."""
+    """The commands of a shape (every key valid, shift 0, no requantization), all pipelines' q rows in one array, with
+    each row's sequence, and each pipeline's LOAD_V rows of its kv list (what :func:`commands` patches)."""
 
     commands: Commands
     q: np.ndarray
     q_bounds: list[tuple[int, int]]
     q_seq: np.ndarray
+    kv_is_v: list[np.ndarray]
 
 
 @functools.lru_cache(maxsize=16)
@@ -192,7 +235,8 @@ def _template(params: EngineParams, g: Geometry) -> _Template:
     tags = streams.decode_many("tile", qq[:, :16])["tag"]
     ends = np.cumsum([len(a) for a in c.q]).tolist()
     bounds = list(zip([0, *ends[:-1]], ends, strict=True))
-    return _Template(c, qq, bounds, tags // c.t_per // g.heads)
+    is_v = [streams.decode_many("slice", kv[:, :16])["op"] == streams.OP_LOAD_V for kv in c.kv]
+    return _Template(c, qq, bounds, tags // c.t_per // g.heads, is_v)
 
 
 def _build(params: EngineParams, g: Geometry) -> Commands:
@@ -223,7 +267,9 @@ def _build(params: EngineParams, g: Geometry) -> Commands:
         pid = np.concatenate([np.broadcast_to(jj, (ng, k)), np.broadcast_to(jj + k, (ng, k))], axis=1).reshape(-1)
         op = np.where(pid < k, streams.OP_LOAD_K, streams.OP_LOAD_V)
         slice_hdr = streams.encode_many("slice", 2 * k * ng, packet_id=pid, op=op, slice=pid % k, tiles=t_per,
-                                        first_tile=np.repeat(grp * t_per, 2 * k))
+                                        first_tile=np.repeat(grp * t_per, 2 * k),
+                                        rq_mult=np.where(pid < k, 0, streams.int16_bits(g.rq_mult)),
+                                        rq_shift=np.where(pid < k, 0, g.rq_shift))
         kv_lists.append(_descriptors(2 * k * ng, slice_hdr, np.concatenate([row, row], axis=1).reshape(-1) * sk * p.d))
         tiles.append(tid)
         done.append(streams.encode_many("result", len(tid), tile_id=tid, rows=rows, pipeline=pipe, d=p.d))
@@ -278,22 +324,25 @@ def retile(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarray,
 
 
 def launch_commands(params: EngineParams, shape: tuple[int, int, int, int], kv_heads: int, keep: np.ndarray,
-                    causal: bool, score_shift: int) -> Commands:
-    """The (cached) command lists of a layer whose Q is ``shape`` ``(B, H, S, d)`` with ``kv_heads`` KV heads: the
-    host's work of a launch besides re-tiling the operands (:func:`retile`).
+                    causal: bool, score_shift: int, rq: RequantRegisters) -> Commands:
+    """The (cached) command lists of a layer whose Q is ``shape`` ``(B, H, S, d)`` with ``kv_heads`` KV heads and
+    output requantization ``rq`` (the layer's ``rq_a``): the host's work of a launch besides re-tiling the operands
+    (:func:`retile`).
 
     Raises:
         EngineShapeError: a sequence, head size or head grouping the build cannot run (:func:`check_shape`).
         EngineMaskError: a key mask that is not right padding (and causal).
+        EngineRequantError: ``rq`` is not the engine's (:func:`requant_fields`).
     """
     b, h, s, d = (int(x) for x in shape)
     check_shape(params, s, d, h, int(kv_heads))
+    rq_mult, rq_shift = requant_fields(rq)
     return commands(params, Geometry(b, h, int(kv_heads), s, d, valid_keys(keep, causal), bool(causal),
-                                     int(score_shift)))
+                                     int(score_shift), rq_mult, rq_shift))
 
 
 def plan_launch(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarray, keep: np.ndarray,
-                causal: bool, score_shift: int) -> Launch:
+                causal: bool, score_shift: int, rq: RequantRegisters) -> Launch:
     """A layer's launch: the (cached) command lists (:func:`launch_commands`) and the operands re-tiled into their card
     buffers (:func:`retile`).
 
@@ -302,12 +351,15 @@ def plan_launch(params: EngineParams, q: np.ndarray, k: np.ndarray, v: np.ndarra
             strides (e.g. head views of the projections' ``(B, S, H·d)`` outputs).
         keep: ``(B, 1 or S, S)`` bool, right padding (and causal when ``causal``).
         score_shift: the layer's narrow-score shift (``QuantAttentionLayer.score_shift``).
+        rq: the layer's output requantization (``QuantAttentionLayer.rq_a`` of the engine's layer: a signed 16-bit
+            multiplier), which the last P·V kernel applies.
 
     Raises:
         EngineShapeError: a sequence, head size or head grouping the build cannot run (:func:`check_shape`).
         EngineMaskError: a key mask that is not right padding (and causal).
+        EngineRequantError: ``rq`` is not the engine's (:func:`requant_fields`).
     """
-    c = launch_commands(params, q.shape, int(k.shape[1]), keep, causal, score_shift)
+    c = launch_commands(params, q.shape, int(k.shape[1]), keep, causal, score_shift, rq)
     return Launch(c, *retile(params, q, k, v))
 
 
@@ -386,6 +438,6 @@ def heads_from_a(cmds: Commands, a: np.ndarray) -> np.ndarray:
     return np.asarray(a).reshape(g.batch, g.heads, cmds.t_per * p.q_rows, p.d)[:, :, :g.seq, :g.d]
 
 
-__all__ = ["CMD_BYTES", "Commands", "EngineMaskError", "EngineShapeError", "Geometry", "Launch", "check_done",
-           "check_shape", "commands", "heads_from_a", "launch_commands", "params_from_manifest", "plan_launch",
-           "retile", "streams_of", "valid_keys"]
+__all__ = ["CMD_BYTES", "Commands", "EngineMaskError", "EngineRequantError", "EngineShapeError", "Geometry", "Launch",
+           "check_done", "check_shape", "commands", "heads_from_a", "launch_commands", "params_from_manifest",
+           "plan_launch", "requant_fields", "retile", "streams_of", "valid_keys"]

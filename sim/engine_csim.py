@@ -3,11 +3,12 @@
 payloads gathered from the re-tiled operand buffers), the tile DMAs (the q stream cut into q buffers, the kv
 stream split into K / V slices by packet id), the ``k`` QKᵀ AIE kernels, per score channel a ``pktmerge``
 emulated as a seeded random interleaving of whole packets, the HLS normalizer ``swiftmax_engine_hls`` and
-``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs between them) and the HLS output mover
-``s2mm_engine``.
+``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs between them; the last requantizes O into
+the A record) and the HLS output mover ``s2mm_engine``.
 
 Inputs are the buffers the host puts in card memory (:class:`vckattn.host.engine.Launch`: the command lists
-and the re-tiled Q, K, V); the result is the A buffer and the done logs, every kernel's status and the stream
+and the re-tiled Q, K, V; the output requantization travels in the LOAD_V SLICE headers of the kv list); the
+result is the A buffer and the done logs, every kernel's status and the stream
 accounting. With ``op_counts`` (vector path only) every AIE kernel invocation's instrumented AIE API counts come
 back too (the input of :mod:`vckattn.hw.perf.engine_aie`'s closed-form check). Builds are cached per build
 parameter set by :func:`vckattn.sim.hls_csim.compile_cpp` (``build/hls/engine_csim_<params>/``); a missing g++
@@ -114,7 +115,7 @@ def _raw(name: str, buf: np.ndarray) -> bytes:
 
 def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: list[np.ndarray], q_src: np.ndarray,
                       k_src: np.ndarray, v_src: np.ndarray, n_tiles: list[int], regs: SwiftMaxHeads | SwiftMaxRegisters,
-                      rq_mult: int, rq_shift: int, seed: int = 0, vector: bool = False, *, n_slots: int | None = None,
+                      seed: int = 0, vector: bool = False, *, n_slots: int | None = None,
                       corrupt: str | None = None, op_counts: bool = False, timeout: float = 300.0) -> EngineLaunch:
     """Run one launch of a ``params.pipelines``-pipeline engine.
 
@@ -123,8 +124,7 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
     offsets point into; ``n_tiles[p]``: its TILE commands (the A records its output mover writes); ``regs``: the
     layer's SwiftMax constants for the scores (:func:`vckattn.golden.engine.engine_registers`): a
     :class:`SwiftMaxHeads` (register set ``h`` for the score packets whose header says ``head = h``), or one
-    :class:`SwiftMaxRegisters` (``SwiftMaxHeads.broadcast(regs, 1)``: every TILE must be of head 0); ``rq_mult`` /
-    ``rq_shift``: the output requantization (:func:`vckattn.golden.requant.requantize`, scalar); ``seed``: the
+    :class:`SwiftMaxRegisters` (``SwiftMaxHeads.broadcast(regs, 1)``: every TILE must be of head 0); ``seed``: the
     packet merges' interleaving; ``n_slots``: slots of the A buffer (default: the launch's tiles); ``corrupt``: a
     test hook breaking pktsplit (:data:`CORRUPTIONS`); ``op_counts``: collect every AIE kernel invocation's
     instrumented counts (needs ``vector``).
@@ -150,7 +150,7 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
             raw = _raw(name, buf)
             (d / f"{name}.bin").write_bytes(raw + bytes(-len(raw) % 16))
         counts = d / "counts.jsonl"
-        args = [str(d), n, seed, CORRUPTIONS[corrupt], int(rq_mult), int(rq_shift), n_slots,
+        args = [str(d), n, seed, CORRUPTIONS[corrupt], n_slots,
                 str(counts) if op_counts else "-", *(int(t) for t in n_tiles),
                 *swiftmax_register_words(regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1))]
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
@@ -171,13 +171,13 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
     return EngineLaunch(a, done, status, left, missing, packets, records, inv)
 
 
-def run_launch(launch: object, regs: SwiftMaxHeads | SwiftMaxRegisters, rq_mult: int, rq_shift: int, seed: int = 0,
-               vector: bool = False, **kw: object) -> EngineLaunch:
+def run_launch(launch: object, regs: SwiftMaxHeads | SwiftMaxRegisters, seed: int = 0, vector: bool = False,
+               **kw: object) -> EngineLaunch:
     """:func:`run_engine_launch` on a host launch (:class:`vckattn.host.engine.Launch`: its command lists and
     re-tiled operands)."""
     c = launch.cmds  # type: ignore[attr-defined]
     return run_engine_launch(c.params, c.q, c.kv, launch.q, launch.k, launch.v,  # type: ignore[attr-defined]
-                             [len(t) for t in c.tiles], regs, rq_mult, rq_shift, seed, vector,
+                             [len(t) for t in c.tiles], regs, seed, vector,
                              n_slots=c.n_tiles, **kw)  # type: ignore[arg-type]
 
 

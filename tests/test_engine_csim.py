@@ -1,8 +1,9 @@
 """C-simulation of the scalable engine (stream contract v3, hw/ENGINE.md): the movers mm2s_engine (q and kv command
 lists), the AIE kernels qk_tile / pv_tile (hw/aie/engine/engine_kernels.h, scalar and vector paths), per score
-channel a randomly interleaving pktmerge, the PL normalizer swiftmax_engine_hls and pktsplit, the cascade and the
-output mover s2mm_engine, chained per pipeline, against A records computed from golden only (golden.engine numerics,
-exact_int_matmul, requantize on the logical matrices), bit for bit.
+channel a randomly interleaving pktmerge, the PL normalizer swiftmax_engine_hls and pktsplit, the cascade (the last
+P.V kernel requantizes O with the 16-bit rq_mult and rq_shift of its LOAD_V header) and the output mover s2mm_engine,
+chained per pipeline, against A records computed from golden only (golden.engine numerics, exact_int_matmul,
+requantize on the logical matrices), bit for bit.
 
 The card buffers are built here from golden's pack functions and hw.engine.streams.encode (not the host's packer):
 per tile a TILE descriptor into the re-tiled Q, per group k LOAD_K then k LOAD_V descriptors into the re-tiled K / V.
@@ -18,6 +19,7 @@ import pytest
 
 from vckattn.golden.aie_matmul import exact_int_matmul
 from vckattn.golden.engine import (
+    RQ_MULT_BITS,
     engine_format,
     engine_p,
     engine_registers,
@@ -36,7 +38,7 @@ from vckattn.sim.engine_csim import EngineParams, run_engine_launch
 TOOLS = pytest.mark.tool("g++", "hls4ml")
 
 S_Q, S_K = 0.02, 0.02
-OK, BAD_ROWS, BAD_SLICE, NOT_IN_SLICE, MISROUTE = 0, 2, 5, 7, 9  # engine_kernels.h Status
+OK, BAD_ROWS, BAD_SLICE, NOT_IN_SLICE, MISROUTE, BAD_RQ_SHIFT = 0, 2, 5, 7, 9, 10  # engine_kernels.h Status
 
 #: the builds these tests use (each one g++ build per path, cached under build/hls/): the small generated instance's
 #: shape, a 2-channel build of 12-row tiles (one row block per register block) and int16 scores, a one-kernel build,
@@ -134,8 +136,9 @@ class Launch:
             for g in pipe:
                 first = g.tiles[0].tile_id
                 for j in range(2 * k):
+                    rq = {} if j < k else {"rq_mult": streams.int16_bits(self.rq.mult), "rq_shift": int(self.rq.shift)}
                     h = streams.encode("slice", packet_id=j, op=streams.OP_LOAD_K if j < k else streams.OP_LOAD_V,
-                                       slice=j % k, tiles=len(g.tiles), first_tile=first)
+                                       slice=j % k, tiles=len(g.tiles), first_tile=first, **rq)
                     kc.append(_desc(h, (g.group_id * k + j % k) * sk * p.d))
                 for t in g.tiles:
                     h = streams.encode("tile", op=streams.OP_TILE, causal=int(t.causal), score_shift=self.shift,
@@ -164,7 +167,7 @@ class Launch:
     def run(self, seed: int = 0, vector: bool = False, corrupt: str | None = None, mutate=None, **kw):
         q_cmds, kv_cmds, q_src, k_src, v_src = self.buffers(mutate)
         return run_engine_launch(self.params, q_cmds, kv_cmds, q_src, k_src, v_src, self.n_tiles(), self.regs,
-                                 int(self.rq.mult), int(self.rq.shift), seed=seed, vector=vector, corrupt=corrupt, **kw)
+                                 seed=seed, vector=vector, corrupt=corrupt, **kw)
 
 
 def specs_for(p: EngineParams) -> list[list[tuple[int, list[tuple[int, int, bool]]]]]:
@@ -206,7 +209,7 @@ def make_launch(build: str, d: int | None = None, seed: int = 7, n_heads: int | 
     regs = engine_registers(base, S_Q, S_K, d, shift, fmt)
     launch = Launch(p, shift, regs, RequantRegisters(np.int64(1), np.int64(0)), groups)
     o_max = max(int(np.abs(golden_o(p, g, t, regs, shift)).max()) for gs in groups for g in gs for t in g.tiles)
-    launch.rq = requant_registers(110.0 / max(o_max, 1))
+    launch.rq = requant_registers(110.0 / max(o_max, 1), bits=RQ_MULT_BITS)  # the engine's 16-bit multiplier
     return launch
 
 
@@ -265,6 +268,28 @@ def test_engine_csim_one_register_set_is_broadcast():
 
 
 @TOOLS
+@pytest.mark.parametrize("vector", [False, True])
+def test_engine_csim_requantizes_on_the_aie_like_golden(vector):
+    """The last P.V kernel's requantization (rq_mult / rq_shift from its LOAD_V header; the vector path's int32 x int16
+    multiply into acc80 and srs to int8): rounding half up on exact ties of both signs (a power-of-two multiplier makes
+    ties frequent: -x.5 goes up, not away from zero) and saturation at both ends of [-128, 127], as golden
+    requantize."""
+    launch = make_launch("small", seed=13)
+    o = np.concatenate([golden_o(launch.params, g, t, launch.regs, launch.shift).ravel()
+                        for g in launch.all_groups() for t in g.tiles])
+    shift = 14 + int(np.ceil(np.log2(int(np.abs(o).max()) / 200)))  # |A| up to ~200: both ends saturate
+    launch.rq = RequantRegisters(np.int64(1 << 14), np.int64(shift))
+    ties = ((o * (1 << 14)) % (1 << shift) == 1 << (shift - 1)) & (np.abs(o) < 127 << (shift - 14))  # unsaturated
+    assert ties[o < 0].any() and ties[o > 0].any()
+    want = launch.expected()[0]
+    assert (want == 127).any() and (want == -128).any()
+    assert_bit_exact(launch, launch.run(seed=2, vector=vector))
+    # the multiplier's sign bit: a negative int16 rq_mult travels as its two's complement
+    launch.rq = RequantRegisters(np.int64(-(1 << 14) - 3), np.int64(shift))
+    assert_bit_exact(launch, launch.run(seed=2, vector=vector))
+
+
+@TOOLS
 def test_engine_csim_merge_order_does_not_change_the_result():
     launch = make_launch("m2_rows12_int16", seed=11)
     for s in (1, 2):
@@ -293,6 +318,10 @@ def test_engine_csim_refuses_tiles_and_slices_the_kernels_cannot_act_on():
     assert res.status["p0.qk1"].code == BAD_SLICE and res.status["p0.qk0"].code == OK
     res = launch.run(mutate=lambda q, kv: _patch(kv[1], 2, "slice", tiles=0))
     assert res.status["p1.pv0"].code == BAD_SLICE and "SLICE header" in res.status["p1.pv0"].text
+    # a V slice whose requantization shift is beyond the SRS range (the 6-bit field holds 63)
+    res = launch.run(mutate=lambda q, kv: _patch(kv[0], 3, "slice", rq_shift=63))
+    assert res.status["p0.pv1"].code == BAD_RQ_SHIFT and "rq_shift" in res.status["p0.pv1"].text
+    assert res.status["p0.pv0"].code == OK and res.records[0] == 0
     # a descriptor of the wrong kind stops the mover
     res = launch.run(mutate=lambda q, kv: _patch(q[0], 3, "tile", op=streams.OP_LOAD_K))
     assert res.status["p0.mm2s_q"].code != OK and res.records[0] < launch.n_tiles()[0]

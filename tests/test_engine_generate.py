@@ -213,13 +213,14 @@ def test_graph_cpp_and_window_sizes(built):
     ({"qk_kernels": 17, "pv_kernels": 17}, "qk_kernels 17 > 16"),
     ({"score_bits": 32}, "score_bits must be 8 or 16"),
     ({"kv_resident": False}, "kv_resident"),
+    ({"o_bits": 32}, "o_bits must be 8"),
     ({"score_switch": True}, "score_switch"),
     ({"lanes_online_softmax": 4}, "SwiftMax only"),
     ({"score_bits": 16, "lanes_swiftmax": 16}, "scores a 128-bit beat"),
     ({"q_rows": 18}, "q_rows (18) must be a multiple of 4"),
     ({"max_seq": 80}, "max_seq 80 must be a positive multiple of 16 x qk_kernels (32)"),
     ({"max_seq": 256}, "differs from 128"),
-    ({"q_rows": 32, "max_seq": 256}, "pv_last's buffers and state"),
+    ({"q_rows": 32, "max_seq": 384}, "qk's buffers and state"),
 ])
 def test_unbuildable_designs_are_refused(change, message, tmp_path):
     d = replace(SMALL, **change)
@@ -238,10 +239,16 @@ def test_memory_check_is_the_kernels_memory_in_one_tile():
     best = gen.build_design("vck5000_engine")
     mem = kernel_memory(gen.engine_params(best, 512))
     assert max(mem.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes == 32768
-    # Q_ROWS 32 with 128-key slices: the last P.V kernel's buffers no longer fit one tile
-    big = kernel_memory(gen.engine_params(replace(best, q_rows=32), 512))
-    assert big["pv_last"] + dev.tile_memory_reserve_bytes > dev.tile_memory_bytes
-    assert not gen.buildable(replace(best, q_rows=32))
+    # four kernels (128-key slices): Q_ROWS 32 fits, the last P.V kernel's o buffer being the int8 A record
+    # (16 + 32·64 bytes a half, not the 4x of int32 O); Q_ROWS 48 does not (the QK^T kernel's q, k, s buffers)
+    four = replace(best, qk_kernels=4, pv_kernels=4, score_plios=1)
+    mem32 = kernel_memory(gen.engine_params(replace(four, q_rows=32), 512))
+    assert mem32["pv_last"] - mem32["pv_first"] == 2 * (16 + 32 * 64)
+    assert max(mem32.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes
+    assert gen.buildable(replace(four, q_rows=32))
+    big = kernel_memory(gen.engine_params(replace(four, q_rows=48), 512))
+    assert big["qk"] + dev.tile_memory_reserve_bytes > dev.tile_memory_bytes
+    assert not gen.buildable(replace(four, q_rows=48))
 
 
 def test_layout_limits():
@@ -309,7 +316,7 @@ def test_v1_manifests_have_no_engine():
     (lambda m: m["engine"].update(d=32), "engine.d", "not the largest of tile.head_dims"),
     (lambda m: m["graph"]["plios"].pop(), "graph.plios", "not the engine's PLIOs"),
     (lambda m: m["tile"].update(q_rows=32), "engine.design.q_rows", "differs from tile.q_rows"),
-    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.p1_o_out, s2mm_engine_1.o_in"),
+    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.p1_o_out, s2mm_engine_1.a_in"),
     (lambda m: m["formats"].pop("swiftmax"), "formats", "'swiftmax' is a required property"),
 ])
 def test_broken_engine_manifests_are_refused(mutate, field, message):

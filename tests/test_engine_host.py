@@ -1,8 +1,8 @@
 """The engine's host side (host/engine.py) and functional model (hw/engine/model.py) against golden.
 
-The reference is golden's integer layer with narrow scores (``narrow_layer`` + ``attention_int``), computed
-without any engine code; the engine path goes through the command lists, the movers' streams, the model's
-kernels and the done/A buffers.
+The reference is golden's integer layer of the engine (``narrow_layer``: narrow scores and the 16-bit output
+multiplier; + ``attention_int``), computed without any engine code; the engine path goes through the command lists
+(the output requantization in the LOAD_V headers), the movers' streams, the model's kernels and the done/A buffers.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import torch
 
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.engine import (
+    RQ_MULT_BITS,
     engine_p,
     narrow_scores,
     score_max,
@@ -26,8 +27,10 @@ from vckattn.golden.quant_attention import (
     narrow_layer,
     score_absmax,
 )
+from vckattn.golden.requant import RequantRegisters, requant_registers
 from vckattn.host.engine import (
     EngineMaskError,
+    EngineRequantError,
     EngineShapeError,
     check_done,
     commands,
@@ -39,6 +42,9 @@ from vckattn.host.engine import (
 from vckattn.host.tiler import TileError
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams, EngineStreamError, run_launch_model
+
+#: an engine layer's output requantization (the 16-bit multiplier) for launches whose A is not checked
+RQ = requant_registers(1 / 3000, bits=RQ_MULT_BITS)
 
 
 def _layer(d_model=128, heads=4, kv=None, causal=False, seq=70, batch=3, bits=8, seed=0, pad=20):
@@ -54,9 +60,10 @@ def _layer(d_model=128, heads=4, kv=None, causal=False, seq=70, batch=3, bits=8,
 
 def _engine(layer, x, keep, params):
     ops = head_operands(layer, x, keep)
-    launch = plan_launch(params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift)
+    launch = plan_launch(params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift,
+                         layer.rq_a)
     qq, kv = streams_of(launch)
-    a, done = run_launch_model(params, qq, kv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt)
+    a, done = run_launch_model(params, qq, kv, launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt)
     check_done(launch.cmds, np.concatenate(done))
     return heads_from_a(launch.cmds, a), launch, np.concatenate(done)
 
@@ -102,7 +109,7 @@ def test_shapes_the_engine_cannot_run_are_refused_in_one_line():
                            ((1, 2, 40, 40), "head size 40")]:
         q = np.zeros(shape, np.int8)
         with pytest.raises(EngineShapeError, match=message) as e:
-            plan_launch(p, q, q, q, keep[:, :, :shape[2]], False, 0)
+            plan_launch(p, q, q, q, keep[:, :, :shape[2]], False, 0, RQ)
         assert "\n" not in str(e.value) and e.value.exit_code == 4
 
 
@@ -159,24 +166,50 @@ def test_commands_are_cached_per_geometry():
     q = np.zeros((1, 2, 40, 32), np.int8)
     k = np.zeros((1, 2, 40, 32), np.int8)
     keep = np.ones((1, 1, 40), bool)
-    a = plan_launch(p, q, k, k, keep, False, 3).cmds
-    assert plan_launch(p, q, k, k, keep, False, 3).cmds is a
-    b = plan_launch(p, q, k, k, keep, False, 4).cmds
+    a = plan_launch(p, q, k, k, keep, False, 3, RQ).cmds
+    assert plan_launch(p, q, k, k, keep, False, 3, RQ).cmds is a
+    b = plan_launch(p, q, k, k, keep, False, 4, RQ).cmds
     assert b is not a
     hdr = streams.decode("tile", b.q[0][1, :16])
     assert hdr["op"] == streams.OP_TILE and hdr["score_shift"] == 4
     assert commands.cache_info().hits >= 1
+    # another layer's requantization: the LOAD_V headers carry it (the int16's two's complement), LOAD_K none
+    rq = RequantRegisters(np.int64(-20000), np.int64(62))
+    c = plan_launch(p, q, k, k, keep, False, 4, rq).cmds
+    assert c is not b and [np.array_equal(x, y) for x, y in zip(c.q, b.q, strict=True)] == [True, True]
+    f = streams.decode_many("slice", c.kv[0][:, :16])
+    v = f["op"] == streams.OP_LOAD_V
+    assert v.any() and (~v).any()
+    assert (f["rq_mult"][v] == (-20000) & 0xFFFF).all() and (f["rq_shift"][v] == 62).all()
+    assert (f["rq_mult"][~v] == 0).all() and (f["rq_shift"][~v] == 0).all()
+    assert streams.int16_of(int(f["rq_mult"][v][0])) == -20000
+
+
+def test_requantizations_the_engine_cannot_apply_are_refused_in_one_line():
+    """The engine's last P.V kernel takes one signed 16-bit multiplier and a shift of 0..62: the reference layer's
+    18-bit rq_a, a per-channel one or a shift beyond the SRS range are refused (narrow_layer makes the engine's)."""
+    layer, _, _ = _layer()
+    wide = narrow_layer(layer, 32)
+    assert int(wide.rq_a.mult) >= 1 << 15 and int(layer.rq_a.mult) < 1 << 15
+    p = EngineParams(pipelines=1, kernels=2, q_rows=16, d=32, max_keys=64)
+    q = np.zeros((1, 2, 40, 32), np.int8)
+    keep = np.ones((1, 1, 40), bool)
+    for rq, message in [(wide.rq_a, "signed 16-bit"), (RequantRegisters(np.int64(100), np.int64(63)), "shift 63"),
+                        (RequantRegisters(np.array([100, 101]), np.array([20, 20])), "per-channel")]:
+        with pytest.raises(EngineRequantError, match=message) as e:
+            plan_launch(p, q, q, q, keep, False, 0, rq)
+        assert "\n" not in str(e.value) and e.value.exit_code == 4
 
 
 def test_model_rejects_tiles_and_slices_the_kernels_would_refuse():
     layer, x, keep = _layer()
     p = EngineParams(pipelines=1, kernels=2, q_rows=16, d=32, max_keys=128)
     ops = head_operands(layer, x, keep)
-    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift, layer.rq_a)
     qq, kv = streams_of(launch)
 
     def run(q_in, kv_in):
-        return run_launch_model(p, [q_in], [kv_in], launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt)
+        return run_launch_model(p, [q_in], [kv_in], launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt)
 
     qsize, ksize = 16 + p.q_rows * p.d, 16 + p.slice_keys * p.d
     bad = qq[0].copy()  # the second group's first tile claims the first group's tile id
@@ -191,6 +224,11 @@ def test_model_rejects_tiles_and_slices_the_kernels_would_refuse():
     f = streams.decode("slice", bad[2 * ksize:2 * ksize + 16])
     bad[2 * ksize:2 * ksize + 16] = streams.encode("slice", **(f | {"packet_id": 0}))
     with pytest.raises(EngineStreamError, match="packet id 0"):
+        run(qq[0], bad)
+    bad = kv[0].copy()  # a V slice whose requantization shift is beyond the SRS range
+    f = streams.decode("slice", bad[3 * ksize:3 * ksize + 16])
+    bad[3 * ksize:3 * ksize + 16] = streams.encode("slice", **(f | {"rq_shift": 63}))
+    with pytest.raises(EngineStreamError, match="rq_shift 63"):
         run(qq[0], bad)
     bad = qq[0].copy()
     f = streams.decode("tile", bad[:16])
@@ -232,6 +270,16 @@ def test_narrow_layer_keeps_the_calibration_maximum_unsaturated():
     wide = narrow_layer(layer, 32)
     assert wide.score_bits == 32 and wide.score_shift == 0 and wide.sm_fmt.acc_bits == 24
     assert narrow_layer(wide, 8).swiftmax == layer.swiftmax
+    # the output requantization: the engine's layer folds s_v·2^-p_frac/s_a into a signed 16-bit multiplier (the
+    # int16 operand of the AIE's 32x16 multiply), the int32 reference layer into 18 bits
+    from vckattn.golden.swiftmax_int import fold_multiplier
+
+    ratio = layer.s_v * 2.0**-layer.p_frac / layer.s_a
+    assert (int(layer.rq_a.mult), int(layer.rq_a.shift)) == fold_multiplier(ratio, RQ_MULT_BITS)
+    assert 1 << 14 <= int(layer.rq_a.mult) < 1 << 15
+    assert (int(wide.rq_a.mult), int(wide.rq_a.shift)) == fold_multiplier(ratio, 18)
+    back = narrow_layer(wide, 8).rq_a
+    assert (int(back.mult), int(back.shift)) == (int(layer.rq_a.mult), int(layer.rq_a.shift))
     with pytest.raises(ValueError, match="score_absmax"):
         from dataclasses import replace
         narrow_layer(replace(wide, score_absmax=None), 8)
@@ -243,9 +291,9 @@ def test_merge_order_does_not_change_the_launch_and_packets_round_trip():
     layer, x, keep = _layer(bits=16)
     p = EngineParams(pipelines=2, kernels=4, q_rows=16, d=32, max_keys=128, score_bits=16)
     ops = head_operands(layer, x, keep)
-    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift, layer.rq_a)
     qq, kv = streams_of(launch)
-    runs = [run_launch_model(p, qq, kv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a, layer.sm_fmt, seed=s)
+    runs = [run_launch_model(p, qq, kv, launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt, seed=s)
             for s in (None, 1, 2)]
     for a, done in runs[1:]:
         assert np.array_equal(a, runs[0][0])
@@ -265,18 +313,18 @@ def test_pv_stage_names_a_misrouted_p_packet():
     layer, x, keep = _layer()
     p = EngineParams(pipelines=1, kernels=2, q_rows=16, d=32, max_keys=128)
     ops = head_operands(layer, x, keep)
-    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift)
+    launch = plan_launch(p, ops["q"], ops["k"], ops["v"], ops["keep"], False, layer.score_shift, layer.rq_a)
     qq, kv = streams_of(launch)
     per_kernel = split_channel(p, 0, pl_stage(channel_packets(p, qk_stage(p, qq[0], kv[0]), 0), layer.swiftmax, 8))
     a = np.zeros((launch.cmds.n_tiles, 16, p.d), np.int8)
     swapped = [list(q) for q in per_kernel]
     swapped[1][0], swapped[1][1] = swapped[1][1], swapped[1][0]  # kernel 1 gets tile 1's packet first
     with pytest.raises(EngineStreamError, match="while the cascade carries tile"):
-        pv_stage(p, 0, kv[0], swapped, a, layer.rq_a)
+        pv_stage(p, 0, kv[0], swapped, a)
     crossed = [per_kernel[1], per_kernel[0]]  # the split crossed: kernel 0 gets slice 1's packets
     with pytest.raises(EngineStreamError, match="slice 1 .misrouted"):
-        pv_stage(p, 0, kv[0], crossed, a, layer.rq_a)
-    assert len(pv_stage(p, 0, kv[0], per_kernel, a, layer.rq_a)) == launch.cmds.n_tiles
+        pv_stage(p, 0, kv[0], crossed, a)
+    assert len(pv_stage(p, 0, kv[0], per_kernel, a)) == launch.cmds.n_tiles
 
 
 @pytest.mark.parametrize("causal", [False, True])
@@ -286,7 +334,8 @@ def test_patched_command_lists_equal_lists_built_from_scratch(causal):
     p = EngineParams(pipelines=3, kernels=2, q_rows=16, d=32, max_keys=128)
     rng = np.random.default_rng(int(causal))
     for _ in range(4):
-        g = Geometry(3, 4, 2, 70, 32, tuple(int(x) for x in rng.integers(1, 71, 3)), causal, int(rng.integers(0, 20)))
+        g = Geometry(3, 4, 2, 70, 32, tuple(int(x) for x in rng.integers(1, 71, 3)), causal, int(rng.integers(0, 20)),
+                     int(rng.integers(-(1 << 15), 1 << 15)), int(rng.integers(0, 63)))
         fast, slow = commands(p, g), _build(p, g)
         assert fast.geometry == slow.geometry == g
         for a, b in zip(fast.q + fast.kv, slow.q + slow.kv, strict=True):
@@ -302,7 +351,7 @@ def test_command_lists_follow_the_schedule_and_the_contract():
     from vckattn.hw.engine.schedule import deal_groups
 
     p = EngineParams(pipelines=3, kernels=4, q_rows=8, d=32, max_keys=128)
-    g = Geometry(2, 4, 2, 20, 32, (20, 15), False, 3)
+    g = Geometry(2, 4, 2, 20, 32, (20, 15), False, 3, 17000, 24)
     c = _build(p, g)
     t_per = 3
     for pipe, groups in enumerate(deal_groups(8, 3)):
@@ -321,6 +370,8 @@ def test_command_lists_follow_the_schedule_and_the_contract():
             assert kv["op"][rows].tolist() == [streams.OP_LOAD_K] * 4 + [streams.OP_LOAD_V] * 4
             assert kv["slice"][rows].tolist() == [0, 1, 2, 3] * 2
             assert (kv["first_tile"][rows] == grp * t_per).all() and (kv["tiles"][rows] == t_per).all()
+            assert kv["rq_mult"][rows].tolist() == [0] * 4 + [17000] * 4
+            assert kv["rq_shift"][rows].tolist() == [0] * 4 + [24] * 4
             assert kv_offs[rows].tolist() == [((b * 2 + h // 2) * 4 + j) * 32 * 32 for j in [0, 1, 2, 3] * 2]
 
 

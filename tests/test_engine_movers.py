@@ -1,12 +1,16 @@
-"""The engine's command-list mover (hw/hls/mm2s_engine.cpp, stream contract v3) in C-simulation: the q and kv movers
-send exactly the streams the host's command lists describe (host/engine.py: streams_of, the reference), for every
-pipeline of a launch, and stop at a descriptor they cannot act on."""
+"""The engine's movers in C-simulation (stream contract v3): the command-list mover (hw/hls/mm2s_engine.cpp), whose q
+and kv movers send exactly the streams the host's command lists describe (host/engine.py: streams_of, the
+reference), for every pipeline of a launch, and stop at a descriptor they cannot act on; the output mover
+(hw/hls/s2mm_engine.cpp), a plain writer of the A records into their slots and of the done log, which refuses a
+record it cannot place."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from vckattn.golden.engine import RQ_MULT_BITS
+from vckattn.golden.requant import requant_registers
 from vckattn.host.engine import CMD_BYTES, plan_launch, streams_of
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams
@@ -24,7 +28,7 @@ def _launch(causal=False, kv=2, d=32, seq=70):
     if causal:
         keep &= np.tril(np.ones((seq, seq), bool))[None]
     p = EngineParams(pipelines=3, kernels=2, q_rows=16, d=64, max_keys=128)
-    return p, plan_launch(p, q, k, v, keep, causal, 5)
+    return p, plan_launch(p, q, k, v, keep, causal, 5, requant_registers(1 / 3000, bits=RQ_MULT_BITS))
 
 
 def _movers(p, la, pipe, q_cmds=None, kv_cmds=None):
@@ -85,3 +89,49 @@ def test_mover_passes_the_tile_heads_through():
     assert np.array_equal(beats[:, 0], cm[:, :16])
     heads = [streams.decode("tile", b)["head"] for b in beats[:, 0]]
     assert heads[:3] == [31, 16, 1] and len(set(heads)) == min(len(heads), 32)
+
+
+def _records(rng, q_rows, d, tiles, rows=None):
+    """The a_in stream of A records for ``tiles`` (in arrival order): RESULT header as the last P.V kernel writes it
+    (pipeline 0) + random int8 payloads."""
+    payload = rng.integers(-128, 128, (len(tiles), q_rows, d), dtype=np.int8)
+    beats = []
+    for n, t in enumerate(tiles):
+        beats.append(streams.encode("result", tile_id=t, rows=q_rows if rows is None else rows[n], d=d))
+        beats.append(payload[n].reshape(-1).view(np.uint8))
+    return np.concatenate(beats), payload
+
+
+@pytest.mark.parametrize("q_rows, d", [(16, 64), (12, 32)])
+def test_output_mover_writes_the_a_records_into_their_slots(q_rows, d):
+    """s2mm_engine is a plain writer: each A record's payload, byte for byte, into slot tile_id of the A buffer; its
+    header with this pipeline's index into the done log in arrival order; slots of other tiles untouched."""
+    from vckattn.sim.engine_movers_csim import s2mm_engine
+
+    rng = np.random.default_rng(q_rows + d)
+    tiles, rows = [5, 0, 7, 2], [q_rows, 3, q_rows, 1]
+    stream, payload = _records(rng, q_rows, d, tiles, rows)
+    a, done, status, left = s2mm_engine(stream, len(tiles), 9, 3, q_rows, d)
+    assert status == 0 and left == 0
+    for n, t in enumerate(tiles):
+        assert np.array_equal(a[t], payload[n])
+    untouched = [s for s in range(9) if s not in tiles]
+    assert (a[untouched].view(np.uint8) == 0xA5).all()
+    want = [streams.encode("result", tile_id=t, rows=r, pipeline=3, d=d) for t, r in zip(tiles, rows, strict=True)]
+    assert np.array_equal(done, np.array(want))
+
+
+def test_output_mover_refuses_a_record_of_another_head_size_or_slot():
+    from vckattn.sim.engine_movers_csim import s2mm_engine
+
+    rng = np.random.default_rng(1)
+    stream, payload = _records(rng, 16, 64, [1, 2, 0])
+    bad = stream.copy().reshape(-1, 16)
+    per = 1 + 16 * 64 // 16
+    bad[per] = streams.encode("result", tile_id=2, rows=16, d=32)  # the second record says D = 32
+    a, done, status, left = s2mm_engine(bad, 3, 3, 0, 16, 64)
+    assert status == 3 and left == 2 * per - 1  # PL_BAD_D after the first record; the rest unread
+    assert np.array_equal(a[1], payload[0]) and (a[2].view(np.uint8) == 0xA5).all()
+    assert (done[1:] == 0xA5).all()
+    a, done, status, left = s2mm_engine(stream, 3, 2, 0, 16, 64)  # tile 2 of a 2-slot A buffer
+    assert status == 4 and (a[0].view(np.uint8) == 0xA5).all() and np.array_equal(a[1], payload[0])

@@ -14,7 +14,7 @@ DEV = model.load_device("vck5000")
 BERT = model.workload_from_flags(12, 64, 512, batch=8, layers=12)
 ENGINE = model.Design(pipelines=16, qk_kernels=8, pv_kernels=8, q_rows=16, score_bits=8, score_plios=2, in_plios=2,
                       out_plios=1, lanes_swiftmax=16, lanes_online_softmax=0, kv_resident=True, score_switch=False,
-                      host_seconds_per_tile=0.0)
+                      o_bits=8, host_seconds_per_tile=0.0)
 
 
 def test_plio_counts_per_width():
@@ -31,7 +31,7 @@ def test_the_model_deals_tiles_as_the_host_does(batch, heads, seq, pipelines):
     from vckattn.hw.engine.model import EngineParams
 
     p = EngineParams(pipelines=pipelines, kernels=2, q_rows=16, d=64, max_keys=-(-seq // 32) * 32)
-    geom = host_engine.Geometry(batch, heads, heads, seq, 64, (seq,) * batch, False, 0)
+    geom = host_engine.Geometry(batch, heads, heads, seq, 64, (seq,) * batch, False, 0, 0, 0)
     cmds = host_engine.commands(p, geom)
     host_tiles = [len(t) for t in cmds.tiles]
     w = model.workload_from_flags(heads, 64, seq, batch=batch)

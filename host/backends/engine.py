@@ -11,7 +11,8 @@ buffer is the head outputs. Backends:
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
   backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`).
 
-The layer must be a narrow-score layer of the build's width (:func:`vckattn.golden.quant_attention.narrow_layer`).
+The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
+narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
 """
 
 from __future__ import annotations
@@ -24,7 +25,16 @@ import numpy as np
 from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host.backends.base import Device, DeviceError
-from vckattn.host.engine import Launch, check_done, heads_from_a, params_from_manifest, plan_launch, streams_of
+from vckattn.host.engine import (
+    EngineRequantError,
+    Launch,
+    check_done,
+    heads_from_a,
+    params_from_manifest,
+    plan_launch,
+    requant_fields,
+    streams_of,
+)
 from vckattn.host.tiler import LayerJob, TileError
 from vckattn.hw.engine.model import EngineStreamError, run_launch_model
 
@@ -52,6 +62,10 @@ class EngineDevice(Device):
             raise DeviceError(f"{self.manifest.name}: the engine takes {self.params.score_bits}-bit scores; the "
                               f"layer has {layer.score_bits}-bit scores (narrow_layer(layer, "
                               f"{self.params.score_bits}))")
+        try:
+            requant_fields(layer.rq_a)
+        except EngineRequantError as exc:
+            raise DeviceError(f"{self.manifest.name}: {exc}") from None
 
     def run(self, job: LayerJob) -> Any:  # pragma: no cover - the scheduler calls run_heads on engines
         raise DeviceError("an engine build runs whole layers (run_heads), not tile jobs")
@@ -61,7 +75,8 @@ class EngineDevice(Device):
         layer = self.layer
         if layer is None:
             raise RuntimeError("configure() a layer before run_heads()")
-        launch = plan_launch(self.params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift)
+        launch = plan_launch(self.params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift,
+                             layer.rq_a)
         self.last_launch = launch
         a, done = self._launch(launch, layer)
         self.launches += 1
@@ -83,8 +98,7 @@ class EngineEmuDevice(EngineDevice):
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         q_in, kv_in = streams_of(launch)
         try:
-            a, done = run_launch_model(self.params, q_in, kv_in, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a,
-                                       layer.sm_fmt)
+            a, done = run_launch_model(self.params, q_in, kv_in, launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt)
         except EngineStreamError as exc:
             raise DeviceError(f"engine model: {exc}") from None
         return a, np.concatenate(done)
@@ -110,11 +124,9 @@ class EngineCsimDevice(EngineDevice):
             raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        from vckattn.host.backends.hwio import requant_scalars
         from vckattn.sim.engine_csim import run_launch
 
-        rq_mult, rq_shift = requant_scalars(layer)
-        res = run_launch(launch, layer.swiftmax, rq_mult, rq_shift, seed=self.seed + self.launches, vector=self.vector)
+        res = run_launch(launch, layer.swiftmax, seed=self.seed + self.launches, vector=self.vector)
         if not res.ok:
             what = [f"{k}: {s.text}" for k, s in res.failed.items()] + \
                    [f"{k}: {n} beats left unread" for k, n in res.leftover.items()] + \
@@ -185,7 +197,7 @@ class EngineRtlDevice(EngineDevice):
                                       "(dropped, reordered or altered packets)")
                 per_kernel += split_channel(p, c, back, f"pipeline {i} ")
             try:
-                done.append(pv_stage(p, i, kv_in[i], per_kernel, a, layer.rq_a, f"pipeline {i} "))
+                done.append(pv_stage(p, i, kv_in[i], per_kernel, a, f"pipeline {i} "))
             except (EngineStreamError, ValueError) as exc:
                 raise DeviceError(f"rtl backend: pipeline {i}: {exc}") from None
         return a, np.concatenate(done)

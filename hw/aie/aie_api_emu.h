@@ -7,8 +7,9 @@
 // aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks, also built
 // from and converted to an accumulator; the rounding and saturation modes of every accumulator to
 // vector conversion (aie::set_rounding / aie::set_saturation, defaults floor and none as on the
-// hardware: UG1079 "Rounding and Saturation Modes"); and, for the host only, the ADF cascade ports
-// input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with readincr_v<8> /
+// hardware: UG1079 "Rounding and Saturation Modes"); aie::mul<acc80> of int32 by int16 lanes into
+// aie::accum<acc80, N> (the AIE1 32x16-bit vector multiply) and its to_vector; and, for the host only,
+// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with readincr_v<8> /
 // writeincr (each word counted: the performance model's cascade slots).
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
@@ -35,6 +36,7 @@
 #include <deque>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 using int8 = int8_t;
@@ -122,9 +124,14 @@ inline modes& current_modes() {
     return m;
 }
 
-// acc * 2^-shift rounded by the current rounding mode, then saturated (or wrapped) to T's bits.
+// acc * 2^-shift rounded by the current rounding mode, then saturated (or wrapped) to T's bits. shift: 0..62
+// (the AIE1 SRS range is -1..62, UG1078 "Shift-Round-Saturate"; the upshift by 1 is not modelled).
 template <class T>
 T srs(int64_t acc, int shift) {
+    if (shift < 0 || shift > 62) {
+        std::fprintf(stderr, "aie_api_emu: srs shift %d outside 0..62\n", shift);
+        std::abort();
+    }
     int64_t q = acc;
     if (shift > 0) {
         const int64_t one = int64_t(1) << shift, half = int64_t(1) << (shift - 1);
@@ -395,8 +402,9 @@ vector<T, N> select(T a, const vector<T, N>& b, const mask<N>& m) {
 
 }  // namespace aie
 
-// The 48-bit accumulator tag of AIE1 (a global type on the AI Engine compiler too).
+// The 48-bit and 80-bit accumulator tags of AIE1 (global types on the AI Engine compiler too).
 struct acc48 {};
+struct acc80 {};
 
 namespace aie {
 
@@ -445,6 +453,29 @@ struct accum<acc48, N> {
     }
 };
 
+// The 80-bit accumulator of AIE1's 32x16-bit multiplies (v8acc80 registers). Lanes are modelled in int64: the only
+// product formed here, int32 x int16, is below 2^46 in magnitude, exact in both.
+template <unsigned N>
+struct accum<acc80, N> {
+    int64_t v[N] = {};
+
+    // srs of every lane by the current rounding and saturation modes. The AIE API's AIE1 to_vector<int8> of an acc80
+    // accumulator (aie_api/detail/aie1/accum.hpp) goes through 32 bits: srs of each v8acc80 to v8int32 with the
+    // shift (rounded, saturated to 32 bits), ups of two of them to a v16acc48, bsrs (shift 0) to v16int8; a
+    // saturation to 32 bits then to 8 (or a wrap then a wrap) is the saturation (wrap) to 8 bits, so one srs<T> per
+    // lane gives the same values. It has no 8-lane form (no acc80 -> int8 of one v8acc80): N >= 16 for 8-bit T.
+    template <class T>
+    vector<T, N> to_vector(int shift = 0) const {
+        static_assert(sizeof(T) != 1 || N % 16 == 0, "AIE1: to_vector<int8> of acc80 needs 16, 32 or 64 lanes");
+        static std::uint64_t& count =
+            emu::op_counter(emu::key("accum<acc80,%u>.to_vector<%s>", N, emu::type_name<T>::value));
+        ++count;
+        vector<T, N> r;
+        for (unsigned i = 0; i < N; ++i) r.v[i] = emu::srs<T>(v[i], shift);
+        return r;
+    }
+};
+
 template <unsigned N>
 accum<acc48, 4 * N> concat(const accum<acc48, N>& a, const accum<acc48, N>& b, const accum<acc48, N>& c,
                            const accum<acc48, N>& d) {
@@ -454,6 +485,20 @@ accum<acc48, 4 * N> concat(const accum<acc48, N>& a, const accum<acc48, N>& b, c
     const accum<acc48, N>* parts[4] = {&a, &b, &c, &d};
     for (unsigned p = 0; p < 4; ++p)
         for (unsigned i = 0; i < N; ++i) r.v[p * N + i] = parts[p]->v[i];
+    return r;
+}
+
+// Lane-wise products a[i] * b[i] into an accumulator (aie::mul<AccumTag>(v1, v2)): modelled for int32 x int16 into
+// acc80 only, the AIE1 32x16-bit multiply (aie_api/detail/aie1/mul_acc80.hpp: one lmul8 intrinsic per 8 lanes).
+template <class AccTag, class T1, class T2, unsigned N>
+accum<AccTag, N> mul(const vector<T1, N>& a, const vector<T2, N>& b) {
+    static_assert(std::is_same<AccTag, acc80>::value && std::is_same<T1, int32_t>::value &&
+                      std::is_same<T2, int16_t>::value,
+                  "aie_api_emu models aie::mul<acc80> of int32 by int16 lanes only");
+    static std::uint64_t& count = emu::op_counter(emu::key("mul<acc80,%u,int32,int16>", N));
+    ++count;
+    accum<AccTag, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = static_cast<int64_t>(a.v[i]) * static_cast<int64_t>(b.v[i]);
     return r;
 }
 

@@ -9,9 +9,9 @@ pipeline, tile shape, score width, lanes, PL clock) into a build folder:
                           broadcast from q_in; K slices, async, from ``pktsplit<2k>`` on kv_in; s buffers
                           through the channel's ``pktmerge<k/m>``, or straight, to ``s_out<c>``), ``k``
                           P·V kernels (p buffers from ``p_in<c>`` through ``pktsplit<k/m>`` or straight; V
-                          slices, async, from the kv split; partial O along the cascade; o buffers to
-                          o_out); window sizes from the kernels' buffer sizes, ping-pong; kernel and buffer
-                          placement constraints (:mod:`.layout`)
+                          slices, async, from the kv split; partial O along the cascade; the last kernel's
+                          o buffers, the requantized A records, to o_out); window sizes from the kernels'
+                          buffer sizes, ping-pong; kernel and buffer placement constraints (:mod:`.layout`)
 ``system.cfg``            the Vitis link configuration (``nk=``, ``sc=``, ``[clock]``)
 ``pl/engine_pl.v``        the PL top (``vckattn.hw.pl.engine.generate_engine_verilog``), its
                           ``kernel.xml`` and ``package_kernel.tcl``
@@ -68,7 +68,7 @@ RUNTIME_RATIO = 0.9
 SMALL_DESIGN = {"pipelines": 2, "qk_kernels": 2, "pv_kernels": 2, "q_rows": 16, "key_block": 32, "score_bits": 8,
                 "plio_bits": 128, "score_plios": 1, "in_plios": 2, "out_plios": 1, "lanes_swiftmax": 2,
                 "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "score_switch": False,
-                "o_bits": 32, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
+                "o_bits": 8, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
 #: committed engine manifests: name -> (board, design: "best" = the explorer's best buildable SwiftMax design)
 ENGINE_BUILDS: dict[str, tuple[str, str | dict]] = {
     "vck5000_engine": ("vck5000", "best"),
@@ -122,7 +122,8 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
         (d.out_plios == 1, f"out_plios must be 1 (o_out), not {d.out_plios}"),
         (d.plio_bits == 128, f"plio_bits must be 128, not {d.plio_bits}"),
         (d.score_bits in (8, 16), f"score_bits must be 8 or 16, not {d.score_bits}"),
-        (d.o_bits == 32, f"o_bits must be 32 (int32 O records), not {d.o_bits}"),
+        (d.o_bits == 8, f"o_bits must be 8 (the last P.V kernel requantizes: int8 A records leave the array), not "
+                        f"{d.o_bits}"),
         (d.kv_resident, "kv_resident must be true (the kernels hold their K/V slices)"),
         (not d.score_switch, "score_switch must be false (the engine has no score switch)"),
         (d.lanes_swiftmax >= 1, "lanes_swiftmax must be >= 1 (the engine normalizes with SwiftMax)"),
@@ -275,7 +276,7 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         "//   p<i>_kv_in --pktsplit<2k>--> qk j: k window (async), pv j: v window (async)   packet id j / k+j",
         "//   qk j: s window --pktmerge<k/m> of channel c = j/(k/m) (or straight)--> p<i>_s_out<c> (scores to the PL)",
         "//   p<i>_p_in<c> --pktsplit<k/m> (or straight)--> pv j: p window",
-        "//   pv 0 --cascade--> ... --> pv k-1: o window --> p<i>_o_out                      (O records to the PL)",
+        "//   pv 0 --cascade--> ... --> pv k-1: o window --> p<i>_o_out       (A records, requantized, to the PL)",
         "// Placement (hw/engine/layout.py): a pipeline's P.V chain on consecutive tiles of one row in the",
         "// row's cascade direction, its QK^T kernels on the row above; every buffer in its kernel's tile;",
         "// PLIOs on nearby PL interface columns.",
@@ -446,12 +447,11 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          + [_port("s_axil", "axi4lite", "in")],
          "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n * m))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
-         "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A of tile t into slot t "
-                "of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done log "
-                "(hw/hls/s2mm_engine.cpp)",
-         "ports": [_port("o_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
-                   _port("n_records", "scalar"), _port("n_slots", "scalar"), _port("pipeline", "scalar"),
-                   _port("rq_mult", "scalar"), _port("rq_shift", "scalar")],
+         "doc": "per pipeline: A records (requantized by the last P.V kernel) from p<i>_o_out -> A of tile t into "
+                "slot t of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done "
+                "log; a plain writer, one beat a cycle (hw/hls/s2mm_engine.cpp)",
+         "ports": [_port("a_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
+                   _port("n_records", "scalar"), _port("n_slots", "scalar"), _port("pipeline", "scalar")],
          "registers": []},
     ]
     links = []
@@ -461,7 +461,7 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
         for c in range(m):
             links += [(f"ai_engine_0.{plio_name(i, f's_out{c}')}", f"{PL_TOP}.s{i * m + c}"),
                       (f"{PL_TOP}.p{i * m + c}", f"ai_engine_0.{plio_name(i, f'p_in{c}')}")]
-        links.append((f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.o_in"))
+        links.append((f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.a_in"))
     streams = {"doc": "hw/ENGINE.md", "version": STREAMS_VERSION}
     dj = replace(design, max_seq=max_seq).to_json()
     return {

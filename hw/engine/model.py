@@ -16,8 +16,9 @@ engine's stages, so a backend can put a real implementation in place of one of t
 * :func:`pl_stage` — the PL SwiftMax of a channel: each score packet becomes a P packet (header kept,
   ``elem_bits`` 8);
 * :func:`split_channel` — the channel's ``pktsplit`` (P packets to the P·V kernels by packet id);
-* :func:`pv_stage` — the P·V kernels, the cascade and the output mover: A of tile ``t`` into slot ``t`` of the A
-  buffer ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to the pipeline's ``done`` log.
+* :func:`pv_stage` — the P·V kernels, the cascade (the last kernel requantizes O to A with the ``rq_mult`` /
+  ``rq_shift`` of the V slice it holds) and the output mover: A of tile ``t`` into slot ``t`` of the A buffer
+  ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to the pipeline's ``done`` log.
 
 :func:`run_launch_model` chains them (the ``emu`` backend of an engine build, and the reference of the
 C-simulation and RTL runs of whole launches).
@@ -31,6 +32,7 @@ import numpy as np
 
 from vckattn.golden.aie_matmul import exact_int_matmul
 from vckattn.golden.engine import (
+    MAX_RQ_SHIFT,
     engine_format,
     engine_p,
     engine_scores,
@@ -127,10 +129,10 @@ class EngineParams:
 
 def buffer_bytes(p: EngineParams) -> dict[str, int]:
     """Bytes of one half of each kernel buffer (``hw/ENGINE.md``): q ``16 + Q_ROWS·D``; k and v ``16 + SK·D``; s
-    ``16 + Q_ROWS·SK·SCORE_BITS/8``; p ``16 + Q_ROWS·SK``; o ``16 + 4·Q_ROWS·D``."""
+    ``16 + Q_ROWS·SK·SCORE_BITS/8``; p ``16 + Q_ROWS·SK``; o ``16 + Q_ROWS·D`` (the A record, int8)."""
     sk, h = p.slice_keys, streams.BEAT_BYTES
     return {"q": h + p.q_rows * p.d, "k": h + sk * p.d, "s": h + p.q_rows * sk * p.score_bits // 8,
-            "p": h + p.q_rows * sk, "v": h + sk * p.d, "o": h + 4 * p.q_rows * p.d}
+            "p": h + p.q_rows * sk, "v": h + sk * p.d, "o": h + p.q_rows * p.d}
 
 
 def _struct_size(fields: list[tuple[int, int]]) -> int:
@@ -145,10 +147,11 @@ def _struct_size(fields: list[tuple[int, int]]) -> int:
 def state_bytes(p: EngineParams) -> dict[str, int]:
     """Bytes of the kernels' persistent state (``hw/aie/engine/engine_kernels.h``): ``qk`` = ``sizeof(QkState)``
     (the mask's per-row-block key limits, 32 int16 each, and the held K slice's tile range), ``pv`` =
-    ``sizeof(PvState)`` (one cascade word of int32 and the held V slice's tile range), ``tables`` =
+    ``sizeof(PvState)`` (one cascade word of int32, the held V slice's tile range and its rq_mult, rq_shift),
+    ``tables`` =
     ``sizeof(MaskTables)`` (the mask's two constant int16 lane patterns)."""
     qk = _struct_size([(32, p.q_rows // 4 * 32 * 2), (4, 4), (4, 4), (4, 4)])
-    pv = _struct_size([(32, 8 * 4), (4, 4), (4, 4), (4, 4)])
+    pv = _struct_size([(32, 8 * 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4)])
     return {"qk": qk, "pv": pv, "tables": _struct_size([(32, 32 * 2), (32, 32 * 2)])}
 
 
@@ -240,7 +243,8 @@ def q_tiles(p: EngineParams, q_in: np.ndarray, where: str = "q_in") -> list[tupl
 def kv_slices(p: EngineParams, kv_in: np.ndarray, where: str = "kv_in") -> list[list[tuple[dict[str, int],
                                                                                            np.ndarray]]]:
     """The ``pktsplit<2k>`` of a kv_in stream: per packet id (``j``: K of QKᵀ kernel ``j``, ``k + j``: V of P·V
-    kernel ``j``) its slices in order, ``(SLICE header fields, K or V (SK, D) int8)``, each checked."""
+    kernel ``j``) its slices in order, ``(SLICE header fields, K or V (SK, D) int8)``, each checked (a V slice's
+    ``rq_shift`` too)."""
     buf = np.asarray(kv_in, np.uint8).reshape(-1)
     size = buffer_bytes(p)["k"]
     k, sk = p.kernels, p.slice_keys
@@ -257,6 +261,9 @@ def kv_slices(p: EngineParams, kv_in: np.ndarray, where: str = "kv_in") -> list[
             raise EngineStreamError(f"{where}: slice at byte {at} (packet id {pid}): op {h['op']}, slice "
                                     f"{h['slice']}, tiles {h['tiles']} (the kernel expects op {want}, slice "
                                     f"{pid % k}, tiles >= 1)")
+        if pid >= k and h["rq_shift"] > MAX_RQ_SHIFT:
+            raise EngineStreamError(f"{where}: V slice at byte {at} (packet id {pid}): rq_shift {h['rq_shift']} > "
+                                    f"{MAX_RQ_SHIFT}")
         payload = buf[at + 16:at + size].view(np.int8)
         out[pid].append((h, (unpack_k if pid < k else unpack_v)(payload, sk, p.d)))
     return out
@@ -341,12 +348,20 @@ def split_channel(p: EngineParams, c: int, packets: list[Packet], where: str = "
     return out
 
 
+def slice_requant(header: dict[str, int]) -> RequantRegisters:
+    """The output requantization a V slice's SLICE header carries: ``rq_mult`` (the int16 of its 16-bit field),
+    ``rq_shift``."""
+    return RequantRegisters(np.int64(streams.int16_of(header["rq_mult"])), np.int64(header["rq_shift"]))
+
+
 def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[list[Packet]], a: np.ndarray,
-             rq: RequantRegisters, where: str = "") -> np.ndarray:
+             where: str = "") -> np.ndarray:
     """The P·V kernels, the cascade and the output mover of one pipeline. ``p_packets[j]``: the P packets kernel
     ``j`` receives, in order. Per tile, kernel ``j`` takes its next P packet and checks it (slice ``j``, 8-bit,
     ``Q_ROWS·SK`` elements, the tile of the cascade, a tile of its V slice's group); partial O summed along the
-    cascade; A requantized into ``a[tile_id]``. Returns the ``done`` log ``(tiles, 16)``."""
+    cascade; the last kernel requantizes O with its V slice's ``rq_mult`` / ``rq_shift`` (:func:`slice_requant`,
+    golden ``requantize``) into the A record, which the mover writes into ``a[tile_id]``. Returns the ``done`` log
+    ``(tiles, 16)``."""
     slices = kv_slices(p, kv_in, f"{where}kv_in")
     k, sk = p.kernels, p.slice_keys
     if len(p_packets) != k:
@@ -357,7 +372,7 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
     done = []
     for _ in range(len(p_packets[0])):
         o = np.zeros((p.q_rows, p.d), np.int64)
-        tile = rows = None
+        tile = rows = rq = None
         for j in range(k):
             if nxt[j] >= len(p_packets[j]):
                 raise EngineStreamError(f"{where}pv{j}: waits for a P packet that never comes (tile {tile})")
@@ -382,12 +397,12 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
             if not vh["first_tile"] <= h["tile_id"] < vh["first_tile"] + vh["tiles"]:
                 raise EngineStreamError(f"{where}pv{j}: tile {h['tile_id']} is not one of the V slice's tiles "
                                         f"{vh['first_tile']}..{vh['first_tile'] + vh['tiles'] - 1} (misrouted)")
-            tile, rows = h["tile_id"], h["rows"]
+            tile, rows, rq = h["tile_id"], h["rows"], vh
             o += exact_int_matmul(pk.values, v.astype(np.int64))
             left[j] -= 1
         if tile >= len(a):
             raise EngineStreamError(f"{where}: tile id {tile} outside the A buffer ({len(a)} slots)")
-        a[tile] = requantize(o, rq).astype(np.int8)
+        a[tile] = requantize(o, slice_requant(rq)).astype(np.int8)  # the last kernel's V slice
         done.append(streams.encode("result", tile_id=tile, rows=rows, pipeline=pipeline, d=p.d))
     extra = [len(q) - n for q, n in zip(p_packets, nxt, strict=True)]
     if any(extra):
@@ -399,8 +414,8 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
 
 
 def run_pipeline_model(p: EngineParams, pipeline: int, q_in: np.ndarray, kv_in: np.ndarray, a: np.ndarray,
-                       regs: SwiftMaxRegisters | SwiftMaxHeads, rq: RequantRegisters,
-                       fmt: SwiftMaxFormat | None = None, rng: np.random.Generator | None = None) -> np.ndarray:
+                       regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
+                       rng: np.random.Generator | None = None) -> np.ndarray:
     """One pipeline of a launch (writes its tiles into ``a``); returns its done log."""
     where = f"pipeline {pipeline} "
     scores = qk_stage(p, q_in, kv_in, where)
@@ -408,24 +423,25 @@ def run_pipeline_model(p: EngineParams, pipeline: int, q_in: np.ndarray, kv_in: 
     for c in range(p.score_plios):
         pp = pl_stage(channel_packets(p, scores, c, rng), regs, p.score_bits, fmt)
         per_kernel += split_channel(p, c, pp, where)
-    return pv_stage(p, pipeline, kv_in, per_kernel, a, rq, where)
+    return pv_stage(p, pipeline, kv_in, per_kernel, a, where)
 
 
 def run_launch_model(p: EngineParams, q_in: list[np.ndarray], kv_in: list[np.ndarray], n_tiles: int,
-                     regs: SwiftMaxRegisters | SwiftMaxHeads, rq: RequantRegisters, fmt: SwiftMaxFormat | None = None,
+                     regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
                      seed: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
-    """One launch: the A buffer ``(n_tiles, Q_ROWS, D)`` int8 and each pipeline's done log (module docstring).
+    """One launch: the A buffer ``(n_tiles, Q_ROWS, D)`` int8 and each pipeline's done log (module docstring). The
+    output requantization comes with the streams (the LOAD_V SLICE headers).
     ``seed``: merge the score packets of a channel in a random order (None: round-robin) — the result must not
     depend on it."""
     if not len(q_in) == len(kv_in) == p.pipelines:
         raise ValueError(f"need {p.pipelines} q_in and kv_in streams, got {len(q_in)}, {len(kv_in)}")
     rng = None if seed is None else np.random.default_rng(seed)
     a = np.zeros((n_tiles, p.q_rows, p.d), np.int8)
-    done = [run_pipeline_model(p, i, q_in[i], kv_in[i], a, regs, rq, fmt, rng) for i in range(p.pipelines)]
+    done = [run_pipeline_model(p, i, q_in[i], kv_in[i], a, regs, fmt, rng) for i in range(p.pipelines)]
     return a, done
 
 
 __all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "Packet", "buffer_bytes",
            "channel_packets", "kernel_memory", "kv_slices", "merge", "parse_packets", "pl_stage", "pv_stage",
-           "q_tiles", "qk_stage", "run_launch_model", "run_pipeline_model", "split_channel", "state_bytes",
-           "workspace_bytes"]
+           "q_tiles", "qk_stage", "run_launch_model", "run_pipeline_model", "slice_requant", "split_channel",
+           "state_bytes", "workspace_bytes"]

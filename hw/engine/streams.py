@@ -3,7 +3,7 @@
 Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
 ``(word, low bit, width)``; no two fields of a header share bits. Headers: ``tile`` (first beat of a q
 buffer), ``slice`` (first beat of a k / v buffer; word 0 is the kv_in packet's routing word), ``packet``
-(score / P packets), ``result`` (O records, A records and done logs). The AIE kernels
+(score / P packets), ``result`` (A records and done logs). The AIE kernels
 (``hw/aie/engine/engine_kernels.h``, through the generated ``hw/aie/generated/engine_streams.h``), the
 movers (``hw/hls/*_engine.cpp``), the PL top (``hw/pl/engine.py``), the C-simulation
 (``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
@@ -68,6 +68,9 @@ SLICE = (
     Field("tiles", 1, 16, 16, "tiles of the group (>= 1): the kernel releases the slice after that many tiles"),
     Field("first_tile", 2, 0, 32, "tile id of the group's first tile (its tiles are first_tile .. first_tile + "
                                   "tiles - 1)"),
+    Field("rq_mult", 3, 0, 16, "LOAD_V: the layer's output requantization multiplier, a signed 16-bit integer (its "
+                               "two's complement bits): the last P.V kernel requantizes O to A with it (0 in LOAD_K)"),
+    Field("rq_shift", 3, 16, 6, "LOAD_V: the output requantization's right shift, 0..62 (0 in LOAD_K)"),
 )
 
 #: first beat of every score packet (AIE -> PL) and P packet (PL -> AIE)
@@ -83,11 +86,12 @@ PACKET = (
                             "head"),
 )
 
-#: header of an O record (AIE -> PL, int32 payload) and of an A record / done log entry (PL -> DDR)
+#: header of an A record (AIE -> PL -> DDR: the last P.V kernel's requantized int8 payload) and of a done log entry
 RESULT = (
     Field("tile_id", 0, 0, 32, "the host's tile id"),
     Field("rows", 1, 0, 16, "valid query rows"),
-    Field("pipeline", 2, 0, 16, "A record only: the pipeline that computed it (the PL mover's build parameter)"),
+    Field("pipeline", 2, 0, 16, "done log only: the pipeline that computed the tile (the PL mover's argument; 0 in "
+                                "the A record the AIE sends)"),
     Field("d", 3, 0, 16, "head size D of the build"),
 )
 
@@ -96,6 +100,21 @@ HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT}
 
 def _fields(kind: str) -> dict[str, Field]:
     return {f.name: f for f in HEADERS[kind]}
+
+
+def int16_bits(value: int) -> int:
+    """A signed 16-bit value as the unsigned 16-bit field that carries it (two's complement; ValueError outside
+    int16): ``rq_mult`` of the SLICE header."""
+    v = int(value)
+    if not -(1 << 15) <= v < (1 << 15):
+        raise ValueError(f"{v} does not fit a signed 16-bit field")
+    return v & 0xFFFF
+
+
+def int16_of(bits: int) -> int:
+    """Inverse of :func:`int16_bits`."""
+    b = int(bits) & 0xFFFF
+    return b - (1 << 16) if b >= (1 << 15) else b
 
 
 def encode(kind: str, **values: int) -> np.ndarray:

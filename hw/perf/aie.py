@@ -230,6 +230,22 @@ COST_TABLE.update({
                                    "broadcast scalar; ASSUMPTION: one vector issue"),
     "select<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "blend.hpp): one select32 on 16-bit lanes"),
     "select<32,int8>(scalar)": _entry({"vector": 3}, _SEL8_SRC),
+    # the last P.V kernel's requantization of O (int32 x int16 -> acc80 -> int8)
+    "mul<acc80,32,int32,int16>": _entry(
+        {"vector": 4, "move": 4}, _API1 + "mul_acc80.hpp): mul_bits_impl<MulOp, 80, 32, int32, 16, int16> has "
+        "lanes_per_mul = 8: one lmul8 intrinsic (8 lanes of 32 x 16 bits into v8acc80) per 8 lanes, four for 32; "
+        "ASSUMPTION: one register move per lmul8 to place its 8 int32 lanes in the X operand (concat with zeros)"),
+    "accum<acc80,32>.to_vector<int8>": _entry(
+        {"srs": 10, "move": 2}, _API1 + "accum.hpp): to_vector<int8> of an acc80 accumulator goes through 32 bits "
+        "(AIE1 has no SRS from 80-bit lanes to 8 bits; UG1078 'Shift-Round-Saturate': bsrs from 48-bit "
+        "accumulators, srs from 80-bit ones to 32-bit vectors): per pair of v8acc80, two srs to v8int32 with the "
+        "shift, two ups to one v16acc48, one bsrs (shift 0) to v16int8 -- for 32 lanes 4 srs + 4 ups + 2 bsrs, "
+        "charged to the SRS/upshift unit as accum<acc48,8>.from_vector is; two inserts as moves"),
+    "extract<8>(vector<int8,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "concat<8,int8>x2": _entry({"move": 2}, _MOVE_SRC),
+    "broadcast<32,int16>": _entry(
+        {"move": 1, "vector": 1}, _API1 + "broadcast.hpp): a 16-bit scalar into 32 lanes is the scalar placed in a "
+        "vector register and one shuffle32; ASSUMPTION: one move and one vector issue"),
     "set_rounding": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 rounding field; UG1079 "
                            "'Rounding and Saturation Modes') on the scalar slot"),
     "set_saturation": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 SQ/saturation bits; "

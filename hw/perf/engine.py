@@ -8,7 +8,8 @@ P·V AIE kernels and ``m`` score channels, tiles of ``Q_ROWS`` queries, kernels 
   (:mod:`.engine_aie`: closed-form operation counts equal to what ``hw/aie/aie_api_emu.h`` counts, times the
   cost table of :mod:`.aie`); the tile DMA moves the buffers, so no stream-port cycles are in them.
 * **PL cycles** of the SwiftMax channels from the PL top's documented schedule, equal to Verilator
-  (:func:`.pl.engine_packet_slots`), and of the output mover (one O beat per PL cycle, ``hw/hls/s2mm_engine.cpp``).
+  (:func:`.pl.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL cycle: the last
+  P·V kernel requantizes O, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
 * **Links**: a buffer crosses a 128-bit PLIO at ``min(16 B x PL clock, 4 B x AIE clock)`` (the PL side, or the
   AIE side's 32-bit stream and tile DMA channel, AM009), DDR is one bank shared by every reader and writer.
 
@@ -44,9 +45,11 @@ PLIO_BEAT_BYTES = 16
 AIE_STREAM_BYTES = 4
 #: descriptor bytes per command the movers read from DDR (hw/ENGINE.md "The host")
 DESCRIPTOR_BYTES = 32
-#: O beats the output mover requantizes per PL cycle (hw/hls/s2mm_engine.cpp: II = 4 per A beat of 16 int8,
-#: i.e. one 128-bit O beat of 4 int32 per cycle)
-S2MM_O_BEATS_PER_CYCLE = 1
+#: A record beats the output mover writes per PL cycle (hw/hls/s2mm_engine.cpp: a plain writer, II = 1 per beat of
+#: 16 int8)
+S2MM_BEATS_PER_CYCLE = 1
+#: bits per element of the record the last P·V kernel sends out: int8 A (it requantizes O, ``hw/ENGINE.md``)
+ENGINE_O_BITS = 8
 #: ping-pong: every buffer port has two halves (ADF buffer ports, UG1079)
 BUFFER_HALVES = 2
 #: MACs per AIE core cycle at int8 (UG1079)
@@ -80,7 +83,7 @@ class Geometry:
     batch: int
     causal: bool
     normalizer: str
-    o_bits: int = 32
+    o_bits: int = ENGINE_O_BITS
 
     @property
     def groups(self) -> int:
@@ -114,7 +117,8 @@ class Geometry:
 
     @property
     def o_bytes(self) -> int:
-        """The last P.V kernel's record: int32 O, or int8 A when the kernel requantizes (``o_bits`` 8)."""
+        """The last P.V kernel's record over o_out: the header and ``Q_ROWS × D`` elements of ``o_bits`` (8: the int8
+        A record, the kernel requantizes O)."""
         return HEADER_BYTES + self.o_bits // 8 * self.q_rows * self.d
 
     @property
@@ -169,6 +173,9 @@ def geometry(w: Any, d: Any, dev: Any, normalizer: str) -> Geometry:
         raise ValueError(f"max_seq {keys} is not a multiple of 16 x {k} kernels (slices of whole 16-key blocks)")
     if w.seq > keys:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {keys}")
+    if d.o_bits != ENGINE_O_BITS:
+        raise ValueError(f"o_bits {d.o_bits}: an engine design sends int8 A records (o_bits {ENGINE_O_BITS}; its last "
+                         "P.V kernel requantizes O)")
     dd = d.head_dim if getattr(d, "head_dim", None) else build_d(w.d_head)
     if w.d_head > dd:
         raise ValueError(f"head size {w.d_head} is larger than the design's {dd}")
@@ -189,8 +196,8 @@ class TileCosts:
     qk: float  # the slowest of the k QK^T invocations (they share the broadcast Q)
     channel: float  # one score channel: its k/m packets out, through the PL, P back
     pv: float  # the P.V chain (the slowest invocation; the cascade keeps them in step)
-    o_out: float  # the O record over o_out
-    s2mm: float  # the output mover's requantization
+    o_out: float  # the A record over o_out
+    s2mm: float  # the output mover writing it
     qk_each: tuple[float, ...]  # per slice j
     pv_each: tuple[float, ...]
 
@@ -232,7 +239,7 @@ def tile_costs(g: Geometry, r: int) -> TileCosts:
         channel = max(channel, g.k * g.s_bytes / (g.m * g.link_rate))
     return TileCosts(q_in=g.q_bytes / g.link_rate, qk=max(qk_each), channel=channel, pv=max(pv_each),
                      o_out=g.o_bytes / g.link_rate,
-                     s2mm=(g.o_bytes / PLIO_BEAT_BYTES) / S2MM_O_BEATS_PER_CYCLE / g.f_pl,
+                     s2mm=(g.o_bytes / PLIO_BEAT_BYTES) / S2MM_BEATS_PER_CYCLE / g.f_pl,
                      qk_each=qk_each, pv_each=pv_each)
 
 
@@ -307,9 +314,9 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
                   f"score channel: {g.per_channel} packet(s) a tile out, PL {normalizer} ({g.lanes} lanes x "
                   f"{g.f_pl / 1e6:g} MHz), P back"),
         StageTime("aie_pv", total("pv"), head_pv, tail_pv, f"AIE P.V kernels ({engine_aie_label(g, 'pv')})"),
-        StageTime("o_out", total("o_out"), head_pv + first.pv, last.s2mm, "PLIO o_out (O records, int32)"),
+        StageTime("o_out", total("o_out"), head_pv + first.pv, last.s2mm, "PLIO o_out (A records, int8)"),
         StageTime("s2mm", total("s2mm"), head_pv + first.pv + first.o_out, 0.0,
-                  "PL output mover (requantize, one O beat a cycle)"),
+                  "PL output mover (writes A, one beat a cycle)"),
     ]
     if w.operands != "on_chip":
         b = ddr_bytes(g, w.operands)
@@ -377,7 +384,7 @@ RESOURCE_KEYS = ("lut", "ff", "dsp", "bram", "uram")
 
 @functools.cache
 def infrastructure() -> dict[str, Any]:
-    """The per-instance costs of the movers, their AXI4 master ports and the requantizer (with sources)."""
+    """The per-instance costs of the movers and their AXI4 master ports (with sources)."""
     return json.loads(INFRA_FILE.read_text(encoding="utf-8"))
 
 

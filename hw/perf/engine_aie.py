@@ -24,7 +24,8 @@ Where the numbers come from
 Kernels (``KERNELS``): ``qk`` (QKᵀ of one tile against one ``SK``-key slice, narrowed to ``score_bits``; ``masked``:
 the tile needs the mask, the second loop body), ``pv_first`` / ``pv_mid`` / ``pv_last`` / ``pv_only`` (P·V of one
 slice; the first starts the O blocks from zero and passes them on the cascade, a middle one takes and passes them,
-the last takes them and stores O, the only one of a one-kernel pipeline does both ends).
+the last takes them and requantizes O into the int8 A record (``aie::mul`` of int32 O by the int16 ``rq_mult`` into
+an 80-bit accumulator, shift-round-saturate to int8), the only one of a one-kernel pipeline does both ends).
 
 Assumptions (each can make the real kernel slower, none faster)
 ---------------------------------------------------------------
@@ -114,8 +115,10 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
     build's D; ``score_bits``: 8 or 16 (qk only); ``masked``: the qk tile needs the mask. Phases in program order:
     qk ``setup`` (rounding / saturation modes), ``mask_limits`` (masked only: the per-row key limits and the key
     pattern), ``mmul`` (the register-blocked loop: loads, mmuls, narrowing, the mask, stores); pv
-    ``cascade_header`` (the [tile_id, rows] word in / out; not in ``pv_only``), ``mmul`` (the register-blocked loop:
-    the O blocks from / to the cascade or into the o buffer). Keys are ``aie_api_emu.h`` counter names.
+    ``cascade_header`` (the [tile_id, rows] word in / out; not in ``pv_only``), ``setup`` (``pv_last`` / ``pv_only``:
+    the rounding and saturation modes of the requantization, ``rq_mult`` broadcast to 32 int16 lanes), ``mmul`` (the
+    register-blocked loop: the O blocks from / to the cascade, or requantized into the A record). Keys are
+    ``aie_api_emu.h`` counter names.
     """
     rb = _check(kernel, q_rows, sk, d, score_bits, masked)
     ni, nj = q_rows // 4, sk // 8
@@ -165,9 +168,12 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
     if has_cout:  # to four cascade words
         per_group = _add(per_group, _scaled({f"{mm}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
                                              "writeincr(output_cascade<acc48>)": 4}, blocks))
-    else:  # int32 rows into the o buffer: 8 int32 a row, two 128-bit stores
-        per_group = _add(per_group, _scaled({f"{mm}.to_vector<int32>": 1, "extract<4>(vector<int32,32>)": 8,
-                                             "store_v<4,int32>": 8}, blocks))
+    else:  # each O block requantized: int32 lanes x int16 rq_mult into acc80, srs to int8; per row block the
+        # rows of the feature-block pair, 8 + 8 int8, one 128-bit store each
+        per_group = _add(per_group, _scaled({f"{mm}.to_vector<int32>": 1, "mul<acc80,32,int32,int16>": 1,
+                                             "accum<acc80,32>.to_vector<int8>": 1, "extract<8>(vector<int8,32>)": 4},
+                                            blocks))
+        per_group = _add(per_group, _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
     phases: dict[str, dict[str, int]] = {}
     header: dict[str, int] = {}
     if has_cin:
@@ -177,6 +183,8 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
         header |= {"load_v<8,int32>": 1, "accum<acc48,8>.from_vector<int32>": 1, "writeincr(output_cascade<acc48>)": 1}
     if header:
         phases["cascade_header"] = header
+    if not has_cout:
+        phases["setup"] = {"set_rounding": 1, "set_saturation": 1, "broadcast<32,int16>": 1}
     phases["mmul"] = _scaled(per_group, groups)
     return phases
 

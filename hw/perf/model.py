@@ -27,7 +27,8 @@ where possible. In one pipeline:
   (the ``vck5000_attention`` build's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
 * P returns over ``score_plios`` PL→AIE PLIOs (uint8) to ``pv_kernels`` P·V kernels, each owning a
   key slice of V (resident like K); their partial O (int32) add up along the cascade, the last one
-  sends O (``o_bits``) over ``out_plios`` PLIOs to the PL, which requantizes to int8 and writes DDR.
+  sends O (``o_bits``: 32, the PL requantizes to int8; 8, the kernel requantized it, as the engine's last P·V
+  kernel does) over ``out_plios`` PLIOs to the PL, which writes DDR.
 
 **Pipelining**: the stages of the tile stream overlap (double-buffered AIE windows, FIFOs and
 ping-pong buffers in the PL): each stage works on a different tile. A layer takes the busiest
@@ -86,7 +87,7 @@ STAGES: dict[str, str] = {
     "kv_in": "K/V slices -> AIE",
     "q_in": "Q -> AIE",
     "pl_channel": "score channel (PLIO out, PL, PLIO back)",
-    "o_out": "O -> PL",
+    "o_out": "A -> PL",
     "s2mm": "PL output mover",
 }
 #: PL cost of one PLIO stream endpoint (data mover / width adapter / FIFO) -- an ASSUMPTION: no mover
@@ -306,8 +307,9 @@ class Design:
     """A design point of the attention block (see the module docstring for the structure).
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
-    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of O leaving
-    the P·V kernel (int32 accumulators in the committed kernels). ``host_seconds_per_tile``: host work per tile that
+    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of the output leaving
+    the last P·V kernel: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design,
+    whose last P·V kernel requantizes). ``host_seconds_per_tile``: host work per tile that
     overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
     host path), else 0: the scalable engine's bulk launches); ``host_launches_per_layer``: serial launch overheads.
     """
@@ -580,7 +582,8 @@ ENGINE_ASSUMPTIONS = [
     "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
     "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
     "same graph as a discrete-event simulation",
-    "movers, their AXI4 master ports and the output mover's requantizer: per-instance costs in "
+    "the last P·V kernel requantizes O to int8 (int8 A records over o_out); the movers and their AXI4 master ports: "
+    "per-instance costs in "
     "hw/perf/data/pl_infrastructure.json (assumptions with their reasoning; no Vitis HLS here)",
     "host: one serial launch per layer (device.json host_seconds_per_launch, an assumption), reported apart from "
     "the device time",

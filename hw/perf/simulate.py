@@ -32,7 +32,6 @@ import simpy
 from . import engine, pl
 from .engine import Geometry
 
-
 #: bytes a mover's m_axi adapter keeps in flight (read ahead, or posted writes): num_outstanding 16 x burst 16 beats
 #: x 16 B (UG1399 m_axi defaults; hw/perf/data/pl_infrastructure.json)
 READ_AHEAD_BYTES = 16 * 16 * 16
@@ -107,7 +106,7 @@ class _Pipeline:
         self.casc = [simpy.Store(env, capacity=1) for _ in range(g.k)]  # into kernel j (j >= 1)
         self.q_link = Link(env, g.link_rate, "q_in")
         self.kv_link = Link(env, g.link_rate, "kv_in")
-        self.o_link = Link(env, min(g.link_rate, engine.PLIO_BEAT_BYTES * engine.S2MM_O_BEATS_PER_CYCLE * g.f_pl),
+        self.o_link = Link(env, min(g.link_rate, engine.PLIO_BEAT_BYTES * engine.S2MM_BEATS_PER_CYCLE * g.f_pl),
                            "o_out")
         self.channels = [simpy.Resource(env, capacity=1) for _ in range(g.m)]
         self.busy = {"aie_qk": [0.0] * g.k, "aie_pv": [0.0] * g.k, "pl_channel": [0.0] * g.m}

@@ -5,7 +5,8 @@
 //        V slices of pv j (async buffers)
 //   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
 //        swiftmax_engine_hls (one per channel) --pktsplit<k/m> by packet id--> p buffers of pv j
-//   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1: o buffers --> s2mm_engine (HLS) --> A slots + done log
+//   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 (requantizes O): o buffers (A records) --> s2mm_engine (HLS)
+//        --> A slots + done log
 //
 // The kernels run one after the other, each over all its tiles (unbounded FIFOs and buffer queues between
 // them): this checks the formats, the routing and the numerics, not the concurrency or the buffer depths of
@@ -13,11 +14,12 @@
 // -DVCKATTN_AIE_VECTOR_EMU the vector path over hw/aie/aie_api_emu.h); a kernel whose status is not ok stops
 // there (its status is printed; what it did not consume is counted as leftover).
 //
-//   engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS OPCOUNTS N_TILES_0 .. N_TILES_{P-1} REGISTERS
+//   engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES_0 .. N_TILES_{P-1} REGISTERS
 //
 // reads DIR/q_src.bin, DIR/k_src.bin, DIR/v_src.bin (the re-tiled operands) and DIR/q_<p>.bin, DIR/kv_<p>.bin
 // (pipeline p's command lists, 32-byte descriptors); writes DIR/a.bin (the launch's shared A buffer: N_SLOTS
-// slots of Q_ROWS x D int8, tile t in slot t, zero where no tile was written) and DIR/done_<p>.bin (pipeline
+// slots of Q_ROWS x D int8, tile t in slot t, zero where no tile was written; the output requantization comes
+// with the kv command list, in the LOAD_V SLICE headers) and DIR/done_<p>.bin (pipeline
 // p's RESULT headers in arrival order). OPCOUNTS: "-" or a file that receives one JSON line per AIE kernel
 // invocation with its instrumented AIE API counts (vector build only):
 //   {"pipeline": p, "kernel": "qk"|"pv_first"|"pv_mid"|"pv_last"|"pv_only", "j": j, "tile": id,
@@ -28,7 +30,7 @@
 //   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_kv, p<p>.qk<j>, p<p>.norm<c>,
 //                                   p<p>.pv<j>, p<p>.s2mm)
 //   packets p<p>.c<c> <n>            score packets through channel c's merge
-//   records p<p> <n>                 O records s2mm_engine turned into A records
+//   records p<p> <n>                 A records s2mm_engine wrote
 //   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, when n > 0
 //   missing <stream> <n>             cascade words read past the end, when n > 0
 // Exit 2 on bad arguments or files.
@@ -252,7 +254,7 @@ std::vector<uint8_t> mover(const std::string& name, const std::vector<uint8_t>& 
 
 // ------------------------------------------------------------------ one pipeline
 
-void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned rq_shift, unsigned n_tiles,
+void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
                   const std::vector<beat128>& q_src, const std::vector<beat128>& k_src,
                   const std::vector<beat128>& v_src, const vckattn::swiftmax_regs& regs) {
     using namespace vckattn_engine;
@@ -367,7 +369,7 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
     std::vector<Buf> o_bufs;
     PvAll<0>::run(pl, p_in, v_slices, casc, o_bufs);
 
-    // s2mm_engine: as many whole O records as arrived (at most n_tiles)
+    // s2mm_engine: as many whole A records as arrived (at most n_tiles)
     const unsigned present = (unsigned)std::min<size_t>(o_bufs.size(), n_tiles);
     hls::stream<vckattn_engine_pl::beat128> o_in("o_in");
     for (unsigned r = 0; r < present; r++)
@@ -378,7 +380,7 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
         }
     count("leftover", p + ".o", o_bufs.size() - present);
     std::vector<ap_uint<128> > done(present + 1);
-    const int sst = s2mm_engine(o_in, g_a.data(), done.data(), present, g_slots, pl, rq_mult, rq_shift);
+    const int sst = s2mm_engine(o_in, g_a.data(), done.data(), present, g_slots, pl);
     status(p + ".s2mm", sst, vckattn_engine_pl::pl_status_text(sst));
     std::printf("records %s %u\n", p.c_str(), sst == 0 ? present : 0u);
     std::vector<uint8_t> bytes(sst == 0 ? 16 * (size_t)present : 0);
@@ -391,16 +393,14 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
 
 int main(int argc, char** argv) {
     const int n_regs = VCKATTN_SWIFTMAX_WORDS;
-    if (argc < 9)
-        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS OPCOUNTS N_TILES... REGISTERS...");
+    if (argc < 7)
+        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES... REGISTERS...");
     g_dir = argv[1];
     const unsigned pipelines = std::strtoul(argv[2], nullptr, 0);
     const unsigned seed = std::strtoul(argv[3], nullptr, 0);
     const int corrupt = std::atoi(argv[4]);
-    const int rq_mult = std::strtol(argv[5], nullptr, 0);
-    const unsigned rq_shift = std::strtoul(argv[6], nullptr, 0);
-    g_slots = std::strtoul(argv[7], nullptr, 0);
-    const std::string counts_path = argv[8];
+    g_slots = std::strtoul(argv[5], nullptr, 0);
+    const std::string counts_path = argv[6];
     if (counts_path != "-") {
 #if VCKATTN_AIE_VECTOR
         g_counts = std::fopen(counts_path.c_str(), "w");
@@ -410,13 +410,13 @@ int main(int argc, char** argv) {
 #endif
     }
     g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D / 16 + 1, 0);
-    if (pipelines < 1 || argc != 9 + (int)pipelines + n_regs)
+    if (pipelines < 1 || argc != 7 + (int)pipelines + n_regs)
         fail("expected " + std::to_string(pipelines) + " tile counts and " + std::to_string(n_regs) +
              " SwiftMax registers (declaration order)");
     std::vector<unsigned> n_tiles;
-    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[9 + i], nullptr, 0));
+    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[7 + i], nullptr, 0));
     vckattn::swiftmax_regs regs;
-    int arg = 9 + (int)pipelines;
+    int arg = 7 + (int)pipelines;
 #define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
@@ -428,7 +428,7 @@ int main(int argc, char** argv) {
     const std::vector<beat128> k_src = to_beats(read_file("k_src.bin"));
     const std::vector<beat128> v_src = to_beats(read_file("v_src.bin"));
     for (unsigned pl = 0; pl < pipelines; pl++)
-        run_pipeline(pl, seed, corrupt, rq_mult, rq_shift, n_tiles[pl], q_src, k_src, v_src, regs);
+        run_pipeline(pl, seed, corrupt, n_tiles[pl], q_src, k_src, v_src, regs);
     if (g_counts) std::fclose(g_counts);
     std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D);
     for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(unsigned)g_a[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));

@@ -9,7 +9,9 @@
 //   pv_tile<J>  one invocation of P.V kernel J per tile: p buffer (PACKET header + P, 4x8 block layout),
 //               the V slice it holds (async, 8x8 block layout), partial O in the cascade accumulator, block
 //               by block: from the cascade (J > 0) or zero, plus P_J V_J, to the cascade (J < KERNELS-1)
-//               or, for the last kernel, converted to int32 into the o buffer (RESULT header + O row-major).
+//               or, for the last kernel, requantized to int8 into the o buffer: the A record (RESULT header
+//               + A = sat_int8(round_half_up(O x rq_mult >> rq_shift)), Q_ROWS x D row-major), with the
+//               layer's rq_mult / rq_shift from the SLICE header of the V slice it holds.
 // Before the blocks one cascade word per tile carries [tile_id, rows] (J > 0 checks it against the P
 // packet's header). Block order on the cascade (both paths): row-block groups of RB, feature-block pairs,
 // then the RB x 2 blocks of the group row by row; each block is 4 cascade words (its 4 rows, 8 lanes).
@@ -26,9 +28,9 @@
 // Statuses: a kernel that reads a header it cannot act on returns a Status != ENGINE_OK without writing
 // its output for that tile; nothing recovers the dataflow after that (the graph stalls); the C-simulation
 // reports it and stops that kernel. Checks (hw/ENGINE.md): TILE op, rows <= Q_ROWS, valid_keys <= MAX_KEYS,
-// score_shift <= 40; the held slice's packet id, op, slice = J and tiles >= 1; the tile id within the held
-// slice's [first_tile, first_tile + tiles); the P packet's slice = J, elem_bits = 8, count = Q_ROWS x SK;
-// the cascade's [tile_id, rows] = the P packet's.
+// score_shift <= 40; the held slice's packet id, op, slice = J and tiles >= 1 (a V slice: rq_shift <= 62);
+// the tile id within the held slice's [first_tile, first_tile + tiles); the P packet's slice = J,
+// elem_bits = 8, count = Q_ROWS x SK; the cascade's [tile_id, rows] = the P packet's.
 //
 // Buffer adapter concept (the async K / V slice; template parameter Src):
 //   const uint8_t* acquire()   waits for the next slice in the buffer, returns its bytes (header first);
@@ -46,8 +48,12 @@
 // when Q_ROWS is a multiple of 8, else 1), narrowed by to_vector<score_t>(shift) under rounding
 // positive_inf and symmetric saturation, the mask (only in tiles that need it: a second loop body) by a
 // vector compare against per-row key limits and a select of the sentinel; P.V aie::mmul<4,8,8,uint8,int8>
-// with RB x 2 blocking, the accumulator from / to the cascade. Operands are read with 128-bit loads (the
-// buffers' payloads start 16 bytes after a 32-byte aligned base: AIE1 256-bit accesses need 32).
+// with RB x 2 blocking, the accumulator from / to the cascade; the last kernel requantizes each 4x8 O block:
+// to_vector<int32> of the accumulator, aie::mul<acc80> by the int16 rq_mult (the AIE1 32x16-bit multiply,
+// |O x rq_mult| < 2^46: exact), to_vector<int8>(rq_shift) under rounding positive_inf and saturation
+// saturate ([-128, 127], golden requantize), the rows of two neighbouring blocks stored as 16 bytes.
+// Operands are read with 128-bit loads (the buffers' payloads start 16 bytes after a 32-byte aligned base:
+// AIE1 256-bit accesses need 32).
 #ifndef VCKATTN_AIE_ENGINE_KERNELS_H
 #define VCKATTN_AIE_ENGINE_KERNELS_H
 
@@ -145,6 +151,7 @@ static_assert(EngineShape::MAX_KEYS % (16 * EngineShape::KERNELS) == 0 && Engine
 static_assert(EngineShape::MAX_KEYS + EngineShape::Q_ROWS < 32767, "key indices are int16 mask lanes");
 static_assert(EngineShape::Q_ROWS * EngineShape::SK <= 0xFFFF, "count = Q_ROWS x SK is a 16-bit field");
 static_assert(255LL * 128 * EngineShape::MAX_KEYS < (1LL << 31), "P.V over MAX_KEYS may overflow int32");
+// O x rq_mult: |O| < 2^31, |rq_mult| <= 2^15, so |product| < 2^46 (exact in the acc80 lanes of the 32x16 multiply)
 static_assert(EngineShape::SCORE_BITS == 8 || EngineShape::SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
 
 template <int BITS>
@@ -162,6 +169,7 @@ using score_t = ScoreType<EngineShape::SCORE_BITS>::type;  // one score
 constexpr int32_t SCORE_MAX = (1 << (EngineShape::SCORE_BITS - 1)) - 1;    // symmetric saturation
 constexpr int32_t SCORE_SENTINEL = -(1 << (EngineShape::SCORE_BITS - 1));  // the mask sentinel
 constexpr int MAX_SCORE_SHIFT = 40;                                        // golden narrow_scores' limit
+constexpr int MAX_RQ_SHIFT = 62;  // golden engine MAX_RQ_SHIFT: the AIE1 SRS shift range
 // lim_i = min(i + base, valid_keys): base for rows without a causal limit (i + base > every key)
 constexpr int MASK_BASE = 32767 - EngineShape::Q_ROWS;
 
@@ -171,7 +179,7 @@ constexpr int K_BUFFER_BYTES = BEAT_BYTES + EngineShape::SK * EngineShape::D;
 constexpr int S_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::SK * EngineShape::E;
 constexpr int P_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::SK;
 constexpr int V_BUFFER_BYTES = BEAT_BYTES + EngineShape::SK * EngineShape::D;
-constexpr int O_BUFFER_BYTES = BEAT_BYTES + 4 * EngineShape::Q_ROWS * EngineShape::D;
+constexpr int O_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::D;  // the A record (int8)
 
 // QK^T kernel state between invocations (32-byte aligned for 256-bit vector accesses).
 struct QkState {
@@ -187,6 +195,8 @@ struct PvState {
     uint32_t first_tile;
     uint32_t tiles;
     uint32_t tiles_left;
+    int32_t rq_mult;    // the held V slice's rq_mult (int16 value)
+    uint32_t rq_shift;  // and rq_shift (0 .. MAX_RQ_SHIFT)
 };
 
 // Constant lane patterns of the mask: kpat lane r*8+c = c (key in block), rpat lane r*8+c = r (row in block).
@@ -219,6 +229,7 @@ enum Status : int {
     ENGINE_TILE_NOT_IN_SLICE = 7,  // the tile id is not one of the held slice's tiles
     ENGINE_BAD_PACKET = 8,         // P packet: elem_bits != 8 or count != Q_ROWS x SK
     ENGINE_MISROUTE = 9,           // P packet of another slice, or of another tile than the cascade's
+    ENGINE_BAD_RQ_SHIFT = 10,      // V slice: SLICE rq_shift > 62
 };
 
 inline const char* status_text(int status) {
@@ -233,6 +244,7 @@ inline const char* status_text(int status) {
         case ENGINE_TILE_NOT_IN_SLICE: return "misrouted tile (not one of the held slice's tiles)";
         case ENGINE_BAD_PACKET: return "bad P packet header (elem_bits must be 8, count Q_ROWS x SK)";
         case ENGINE_MISROUTE: return "misrouted P packet (other slice, or other tile than the cascade's)";
+        case ENGINE_BAD_RQ_SHIFT: return "bad SLICE rq_shift (must be <= 62)";
         default: return "unknown status";
     }
 }
@@ -321,9 +333,18 @@ inline void casc_write(output_cascade<acc48>* c, const int32_t* src) {
     writeincr(c, a);
 }
 
+// sat_int8(round_half_up(o * mult * 2^-shift)) (golden requantize; |o * mult| < 2^46).
+inline int8_t requant(int32_t o, int32_t mult, int shift) {
+    int64_t x = static_cast<int64_t>(o) * mult;
+    if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;  // arithmetic shift: floor
+    if (x > 127) x = 127;
+    if (x < -128) x = -128;
+    return static_cast<int8_t>(x);
+}
+
 template <bool HAS_CIN, bool HAS_COUT>
 inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
-                      int32_t* o) {
+                      int8_t* a, int32_t rq_mult, int rq_shift) {
     using S = EngineShape;
     alignas(32) int32_t blk[32];
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
@@ -349,7 +370,8 @@ inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* c
                         if (HAS_COUT) {
                             casc_write(cout, blk + 8 * q);
                         } else {
-                            for (int c = 0; c < 8; ++c) o[(4 * ib + q) * S::D + 8 * eb + c] = blk[8 * q + c];
+                            for (int c = 0; c < 8; ++c)
+                                a[(4 * ib + q) * S::D + 8 * eb + c] = requant(blk[8 * q + c], rq_mult, rq_shift);
                         }
                     }
                 }
@@ -457,10 +479,13 @@ inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict ci
     return aie::concat(w0, w1, w2, w3);
 }
 
-// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade (HAS_COUT) or int32 into the o payload.
+// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade (HAS_COUT) or requantized into the A payload a:
+// each 4x8 O block times rq_mult (acc80) shifted by rq_shift to int8 (the modes set by the caller), the
+// rows of the feature-block pair (8 + 8 int8) stored as 16 bytes.
 template <bool HAS_CIN, bool HAS_COUT>
 inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, input_cascade<acc48>* cin,
-                      output_cascade<acc48>* cout, int32_t* __restrict o) {
+                      output_cascade<acc48>* cout, int8_t* __restrict a, const aie::vector<int16, 32>& rq_mult,
+                      int rq_shift) {
     using S = EngineShape;
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
@@ -481,20 +506,22 @@ inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, i
                             c[r][x].mac(a[r], b[x]);
                     }
             }
-            for (int r = 0; r < S::RB; ++r)
-                for (int x = 0; x < 2; ++x) {
-                    if (HAS_COUT) {
+            for (int r = 0; r < S::RB; ++r) {
+                if (HAS_COUT) {
+                    for (int x = 0; x < 2; ++x) {
                         const aie::accum<acc48, 32> acc = c[r][x].to_accum();
                         for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
-                    } else {
-                        const aie::vector<int32, 32> ov = c[r][x].template to_vector<int32>(0);
-                        for (int w = 0; w < 4; ++w) {
-                            int32_t* dst = o + (4 * (ib0 + r) + w) * S::D + 8 * (eb0 + x);
-                            aie::store_v(dst, ov.template extract<4>(2 * w));
-                            aie::store_v(dst + 4, ov.template extract<4>(2 * w + 1));
-                        }
                     }
+                } else {
+                    aie::vector<int8, 32> ab[2];
+                    for (int x = 0; x < 2; ++x)
+                        ab[x] = aie::mul<acc80>(c[r][x].template to_vector<int32>(0), rq_mult)
+                                    .template to_vector<int8>(rq_shift);
+                    for (int w = 0; w < 4; ++w)
+                        aie::store_v(a + (4 * (ib0 + r) + w) * S::D + 8 * eb0,
+                                     aie::concat(ab[0].template extract<8>(w), ab[1].template extract<8>(w)));
                 }
+            }
         }
 }
 
@@ -566,8 +593,8 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
 }
 
 // P.V kernel J on one tile (see the file comment). p: the p buffer (PACKET header + P); v: the V slice
-// source; cin (J > 0) / cout (J < KERNELS-1): the cascade; o (J = KERNELS-1): the o buffer (RESULT header
-// + O). hdr (optional, 4 words) receives the P packet header.
+// source; cin (J > 0) / cout (J < KERNELS-1): the cascade; o (J = KERNELS-1): the o buffer (the A record:
+// RESULT header + A int8). hdr (optional, 4 words) receives the P packet header.
 template <int J, class Src>
 Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
                uint8_t* __restrict o, PvState& st, uint32_t* hdr = nullptr) {
@@ -587,6 +614,11 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
         if (!vb) return ENGINE_NO_SLICE;
         const Status ss = take_slice(vb, S::KERNELS + J, OP_LOAD_V, J, &st.first_tile, &st.tiles);
         if (ss != ENGINE_OK) return ss;
+        uint32_t vh[4];
+        read_words(vb, vh);
+        st.rq_mult = static_cast<int16_t>(static_cast<uint16_t>(VCKATTN_GET(vh, SLICE_RQ_MULT)));  // two's complement
+        st.rq_shift = VCKATTN_GET(vh, SLICE_RQ_SHIFT);
+        if (st.rq_shift > static_cast<uint32_t>(MAX_RQ_SHIFT)) return ENGINE_BAD_RQ_SHIFT;
         st.tiles_left = st.tiles;
     }
     if (tile_id - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
@@ -612,11 +644,18 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
     }
     const uint8_t* pp = p + BEAT_BYTES;
     const int8_t* vp = reinterpret_cast<const int8_t*>(v.current() + BEAT_BYTES);
-    int32_t* op = HAS_COUT ? nullptr : reinterpret_cast<int32_t*>(o + BEAT_BYTES);
+    int8_t* ap = HAS_COUT ? nullptr : reinterpret_cast<int8_t*>(o + BEAT_BYTES);
+    const int rq_shift = static_cast<int>(st.rq_shift);
 #if VCKATTN_AIE_VECTOR
-    vec::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, op);
+    aie::vector<int16, 32> rq_mult;
+    if (!HAS_COUT) {
+        aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
+        aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
+        rq_mult = aie::broadcast<int16, 32>(static_cast<int16>(st.rq_mult));
+    }
+    vec::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, rq_mult, rq_shift);
 #else
-    scalar::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, op);
+    scalar::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, st.rq_mult, rq_shift);
 #endif
     if (!HAS_COUT) {
         uint32_t h[4] = {0, 0, 0, 0};

@@ -10,7 +10,7 @@
 //   s     output_window<int8>   sync:  PACKET header + scores (to the channel's pktmerge or PLIO)
 //   p     input_window<uint8>   sync:  PACKET header + P (from the channel's pktsplit or PLIO)
 //   cin / cout  input_cascade<acc48> / output_cascade<acc48>: [tile_id, rows] then the O blocks
-//   o     output_window<int32>  sync:  RESULT header + O int32 row-major (to o_out)
+//   o     output_window<int8>   sync:  the A record: RESULT header + A int8 row-major (to o_out)
 // Port order = argument order (in[0], in[1], ...; out[0]).
 #ifndef VCKATTN_AIE_ENGINE_ADF_KERNELS_H
 #define VCKATTN_AIE_ENGINE_ADF_KERNELS_H
@@ -31,13 +31,13 @@ template <int J>
 void pv_slice_mid(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
                   input_cascade<acc48>* __restrict cin, output_cascade<acc48>* __restrict cout);
 
-// cascade in + P_J V_J, O out (J = k - 1 of k > 1).
+// cascade in + P_J V_J, the A record out (J = k - 1 of k > 1).
 template <int J>
 void pv_slice_last(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   input_cascade<acc48>* __restrict cin, output_window<int32>* __restrict o);
+                   input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o);
 
-// P V, O out (k = 1).
+// P V, the A record out (k = 1).
 void pv_slice_only(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   output_window<int32>* __restrict o);
+                   output_window<int8>* __restrict o);
 
 #endif

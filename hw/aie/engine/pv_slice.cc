@@ -45,7 +45,7 @@ void pv_slice_mid(input_window<uint8>* __restrict p, input_window<int8>* __restr
 
 template <int J>
 void pv_slice_last(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   input_cascade<acc48>* __restrict cin, output_window<int32>* __restrict o) {
+                   input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o) {
     vckattn_engine::AdfSliceIn vs(v);
     uint32_t hdr[4] = {0, 0, 0, 0};
     const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, cin, nullptr, VCKATTN_WINDOW_DATA(o),
@@ -56,7 +56,7 @@ void pv_slice_last(input_window<uint8>* __restrict p, input_window<int8>* __rest
 #if VCKATTN_ENGINE_KERNELS == 1
 // The P.V kernel of a one-kernel pipeline (defined only in such designs).
 void pv_slice_only(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   output_window<int32>* __restrict o) {
+                   output_window<int8>* __restrict o) {
     vckattn_engine::AdfSliceIn vs(v);
     uint32_t hdr[4] = {0, 0, 0, 0};
     const int st = vckattn_engine::pv_tile<0>(VCKATTN_WINDOW_DATA(p), vs, nullptr, nullptr, VCKATTN_WINDOW_DATA(o),

@@ -54,6 +54,12 @@ constexpr uint32_t SLICE_TILES_MASK = 0xFFFFu;
 constexpr int SLICE_FIRST_TILE_WORD = 2;  // tile id of the group's first tile (its tiles are first_tile .. first_tile + tiles - 1)
 constexpr int SLICE_FIRST_TILE_LO = 0;
 constexpr uint32_t SLICE_FIRST_TILE_MASK = 0xFFFFFFFFu;
+constexpr int SLICE_RQ_MULT_WORD = 3;  // LOAD_V: the layer's output requantization multiplier, a signed 16-bit integer (its two's complement bits): the last P.V kernel requantizes O to A with it (0 in LOAD_K)
+constexpr int SLICE_RQ_MULT_LO = 0;
+constexpr uint32_t SLICE_RQ_MULT_MASK = 0xFFFFu;
+constexpr int SLICE_RQ_SHIFT_WORD = 3;  // LOAD_V: the output requantization's right shift, 0..62 (0 in LOAD_K)
+constexpr int SLICE_RQ_SHIFT_LO = 16;
+constexpr uint32_t SLICE_RQ_SHIFT_MASK = 0x3Fu;
 
 // packet header
 constexpr int PACKET_PACKET_ID_WORD = 0;  // AIE packet-switching id = the kernel's index within its score channel (the hardware's other header bits are not interpreted)
@@ -85,7 +91,7 @@ constexpr uint32_t RESULT_TILE_ID_MASK = 0xFFFFFFFFu;
 constexpr int RESULT_ROWS_WORD = 1;  // valid query rows
 constexpr int RESULT_ROWS_LO = 0;
 constexpr uint32_t RESULT_ROWS_MASK = 0xFFFFu;
-constexpr int RESULT_PIPELINE_WORD = 2;  // A record only: the pipeline that computed it (the PL mover's build parameter)
+constexpr int RESULT_PIPELINE_WORD = 2;  // done log only: the pipeline that computed the tile (the PL mover's argument; 0 in the A record the AIE sends)
 constexpr int RESULT_PIPELINE_LO = 0;
 constexpr uint32_t RESULT_PIPELINE_MASK = 0xFFFFu;
 constexpr int RESULT_D_WORD = 3;  // head size D of the build
