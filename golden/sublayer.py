@@ -135,6 +135,8 @@ def residual_registers(s_y: np.ndarray | float, s_res: float, s_out: float,
     """Registers aligning ``Y`` (scale ``s_y``, per channel or scalar) and the residual input (``s_res``) to
     ``s_out`` with ``fmt.res_frac`` extra fractional bits. ValueError if a ratio is not finite and > 0, or
     too large for a ``mult_bits`` multiplier with a right shift (``s/s_out ≥ 2^(mult_bits-2-res_frac)``)."""
+    if not (np.isfinite(s_out) and s_out > 0 and np.isfinite(s_res) and s_res > 0):
+        raise ValueError(f"residual scales must be finite and > 0 (s_res={s_res}, s_out={s_out})")
     k = float(1 << fmt.res_frac)
     return ResidualRegisters(requant_registers(np.asarray(s_y, np.float64) / s_out * k, fmt.mult_bits),
                              requant_registers(s_res / s_out * k, fmt.mult_bits), float(s_out))
@@ -223,8 +225,9 @@ def calibrate_decoder(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np.ndar
     valid = (lambda t: t) if keep is None else (lambda t: t[np.asarray(keep, bool)])
     s_h = float(symmetric_scale(valid(np.asarray(h, np.float64))))
     s_mid = float(symmetric_scale(valid(f["h_mid"])))
-    site_a = bhyt_site_registers(float(bhyt.lam_attn), float(bhyt.kappa), bhyt.weight_attn.detach().double().numpy(),
-                                 d, s_in=s_h, s_stat=s_h, s_out=layer.s_x, eps=float(bhyt.eps), fmt=fmt.norm)
+    gamma_a = bhyt.weight_attn.detach().double().numpy()
+    site_a = bhyt_site_registers(float(bhyt.lam_attn.detach()), float(bhyt.kappa), gamma_a, d,
+                                 s_in=s_h, s_stat=s_h, s_out=layer.s_x, eps=float(bhyt.eps), fmt=fmt.norm)
     return DecoderSublayer(s_h, site_a, layer, _residual_for(layer, s_h, s_mid, fmt), fmt)
 
 
