@@ -7,8 +7,11 @@ held-out sentences; printed with ``pytest -s``):
 
 * MiniLM, 6 layers: attention branch Y ≥ 0.984 (online softmax; SwiftMax ≥ 0.9991), residual R ≥ 0.9972,
   LayerNorm output ≥ 0.9983;
-* SmolLM2-135M converted to BHyT (layers 0, 1, 15, 29): BHyT output U ≥ 0.9984, Y ≥ 0.9996 (online softmax;
-  SwiftMax ≥ 0.9957), H' = H + Y ≥ 0.9957.
+* SmolLM2-135M converted to BHyT, untrained (layers 0, 1, 15, 29): BHyT output U ≥ 0.9984, Y ≥ 0.9995 (online
+  softmax; SwiftMax ≥ 0.9956), H' = H + Y ≥ 0.9956.
+
+"softmax" here is the integer online softmax against the float softmax; SwiftMax uses the untuned ``max``
+initialisation of β, γ, the same in the integer and the float sublayer.
 
 The bounds below sit under these figures with margin.
 """
