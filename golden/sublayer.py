@@ -336,7 +336,8 @@ def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
 def encoder_sublayer_float(mha: MultiHeadAttention, ln: torch.nn.Module, x: np.ndarray, keep: np.ndarray | None,
                            normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
                            gamma: float | np.ndarray = 1.0) -> dict[str, np.ndarray]:
-    """Float64 reference: ``y = Attn(x)``, ``r = x + y``, ``out = LN(r)`` (each ``(B, S, d)``)."""
+    """Float64 reference: ``y = Attn(x)``, ``r = x + y``, ``out = LN(r)`` (each ``(B, S, d)``). Converts ``mha``
+    to float64 in place (as :func:`.quant_attention.float_attention` does)."""
     f = float_attention(mha, x, keep, normalizer, beta, gamma)
     r = np.asarray(x, np.float64) + f["y"]
     w = ln.weight.detach().double().numpy()
@@ -348,7 +349,8 @@ def encoder_sublayer_float(mha: MultiHeadAttention, ln: torch.nn.Module, x: np.n
 def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np.ndarray, keep: np.ndarray | None,
                            rope: RopeTables, normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
                            gamma: float | np.ndarray = 1.0) -> dict[str, np.ndarray]:
-    """Float64 reference: ``u, s2 = BHyT_A(h)``, ``y = Attn(u)`` (causal, RoPE), ``h_mid = h + y``."""
+    """Float64 reference: ``u, s2 = BHyT_A(h)``, ``y = Attn(u)`` (causal, RoPE), ``h_mid = h + y``. Converts
+    ``mha`` and ``bhyt`` to float64 in place (as :func:`.quant_attention.float_attention` does)."""
     ht = torch.from_numpy(np.asarray(h, np.float64))
     u, s2 = bhyt.double().attn_site(ht)
     f = float_attention(mha, u.numpy(), keep, normalizer, beta, gamma, rope=rope, causal=True)

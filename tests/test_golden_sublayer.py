@@ -18,6 +18,8 @@ The bounds below sit under these figures with margin.
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -26,7 +28,7 @@ from conftest import require_module
 from vckattn.golden.attention import rope_cos_sin
 from vckattn.golden.bhyt_int import bhyt_site_registers
 from vckattn.golden.blocks import BertLayer, LlamaBlock
-from vckattn.golden.quant_attention import attention_int, compare
+from vckattn.golden.quant_attention import attention_int, compare, narrow_layer
 from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.rope_int import rope_error_bound, rope_int
 from vckattn.golden.sublayer import (
@@ -106,11 +108,16 @@ def test_encoder_sublayer_tracks_float_on_minilm(minilm_states, normalizer):
         assert r.dtype == np.int8 and r.shape == he[i].shape
 
 
-def test_encoder_attention_is_the_integer_attention_layer(minilm_states):
-    """Composition: the sublayer's Q/K/V, A and W_O accumulators equal quant_attention's layer run directly."""
+@pytest.mark.parametrize("normalizer, score_bits", [("softmax", 32), ("swiftmax", 8)])
+def test_encoder_attention_is_the_integer_attention_layer(minilm_states, normalizer, score_bits):
+    """Composition: the sublayer's Q/K/V, A and W_O accumulators equal quant_attention's layer run directly (also
+    with the engine's 8-bit scores)."""
     model, (hc, kc), (he, ke) = minilm_states
     blk = BertLayer(384, 12, 1536).double().load_hf(model.encoder.layer[2])
-    sub = calibrate_encoder(blk.attn, blk.norm1, hc[2], kc)
+    beta, gamma = swiftmax_constants(blk.attn, hc[2], kc) if normalizer == "swiftmax" else (0.0, 1.0)
+    sub = calibrate_encoder(blk.attn, blk.norm1, hc[2], kc, normalizer, beta, gamma)
+    sub = dataclasses.replace(sub, attn=narrow_layer(sub.attn, score_bits))
+    assert sub.attn.score_bits == score_bits
     x = quantize_input(he[2], sub.attn.s_x)
     _, tr = encoder_sublayer_int(sub, x, ke)
     _, ref = attention_int(sub.attn, x, ke, x_is_int=True)
@@ -163,7 +170,14 @@ def test_decoder_rope_against_float_rope():
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, keep, rope)
     c, s = rope_tables(rope, 3, 12, 8)
     _, tr = decoder_sublayer_int(sub, quantize_input(h, sub.s_h), c, s, keep)
-    cos, sin = (t.numpy() for t in rope)
+    _check_rope(tr, rope)
+
+
+def _check_rope(tr: dict, rope) -> None:
+    """``tr``'s rotated q, k against the float rotation of its int8 projections: within the RoPE budget."""
+    cos, sin = (np.asarray(t.detach().double().numpy() if hasattr(t, "detach") else t, np.float64) for t in rope)
+    if cos.ndim == 3:  # (1, S, D) from Hugging Face: a head axis
+        cos, sin = cos[:, None], sin[:, None]
     for pre, got in (("q_pre", "q"), ("k_pre", "k")):
         x = tr[pre].astype(np.float64)
         half = x.shape[-1] // 2
@@ -226,8 +240,9 @@ def test_residual_registers_fold_the_scale_ratio():
 
 
 def test_projection_and_rope_requantization_by_hand():
-    """A hand-built decoder: Q = requant(U·W_Qᵀ) with mult 1, shift 1 (half up, saturating); RoPE with cos = 0,
-    sin = 1 rotates by a quarter turn, so -(-128) saturates to 127."""
+    """A hand-built decoder: Q = requant(U·W_Qᵀ + b) with mult 1, shift 1 (half up, saturating); RoPE with cos = 0,
+    sin = 1 rotates by a quarter turn, so -(-128) saturates to 127; V = U + b saturating; A = P·V at 2^-6
+    (half up, saturating)."""
     blk, h, keep, rope = _small_decoder()
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, keep, rope)
     layer = sub.attn
@@ -235,8 +250,16 @@ def test_projection_and_rope_requantization_by_hand():
     layer.q_proj.w[np.arange(48), np.arange(48)] = 1  # identity: the accumulator is U (+ bias)
     layer.q_proj._wt = None
     layer.q_proj.b = np.zeros(48, np.int64)
-    layer.q_proj.b[:4] = [1, 255, -256, -1]
+    layer.q_proj.b[:4] = [0, 255, -300, -256]
     layer.rq_q = RequantRegisters(np.int64(1), np.int64(1))
+    # V = saturate8(U·I + b_V) on K/V head 0 (mult 1, shift 0); A = saturate8(round_half_up(P·V / 64))
+    layer.v_proj.w = np.zeros((16, 48), np.int8)
+    layer.v_proj.w[np.arange(16), np.arange(16)] = 1
+    layer.v_proj._wt = None
+    layer.v_proj.b = np.zeros(16, np.int64)
+    layer.v_proj.b[:4] = [200, -200, 3, 0]
+    layer.rq_v = RequantRegisters(np.int64(1), np.int64(0))
+    layer.rq_a = RequantRegisters(np.int64(1), np.int64(6))
     site_a = bhyt_site_registers(1.0, 1.0, np.ones(48), 48, s_in=1.0, s_stat=1.0, s_out=1 / 127)
     sub = DecoderSublayer(sub.s_h, site_a, layer, sub.residual)
     hi = np.zeros((1, 2, 48), np.int8)
@@ -246,15 +269,29 @@ def test_projection_and_rope_requantization_by_hand():
     s = np.full((2, 8), 1 << SUBLAYER_FORMAT.rope_frac, np.int16)
     _, tr = decoder_sublayer_int(sub, hi, c, s)
     u = tr["u"][0, 0, :4].astype(np.int64)
-    acc = u + np.array([1, 255, -256, -1])
+    acc = u + np.array([0, 255, -300, -256])
     expect = np.clip(np.floor((acc + 1) / 2), -128, 127)  # round half up of acc/2, saturate
     assert tr["q_pre"][0, 0, 0, :4].tolist() == expect.tolist()
+    assert acc[1] >= 255 and expect[1] == 127 and acc[2] < -257 and expect[2] == -128  # both saturations reached
+    assert np.any(acc % 2 == 1) and np.any((acc % 2 == 1) & (acc < 0))  # ties, one negative, rounded half up
     # rotate_half with cos 0, sin 1: y[:4] = -x[4:], y[4:] = x[:4]
     qp = tr["q_pre"][0, :, 0].astype(np.int64)
     want = np.clip(np.concatenate((-qp[:, 4:], qp[:, :4]), -1), -128, 127)
     assert np.array_equal(tr["q"][0, :, 0], want)
     x = np.full((1, 1, 1, 8), -128, np.int8)
     assert rope_int(x, c[:1], s[:1]).ravel().tolist() == [127] * 4 + [-128] * 4
+    # V and A, written out: V saturates at ±127/-128; A = P·V rounded half up at 2^-6, saturated
+    v = np.clip(tr["u"][0, :, :16].astype(np.int64) + layer.v_proj.b, -128, 127)
+    assert np.array_equal(tr["v"][0, 0], v[:, :8])
+    assert tr["v"][0, 0, 0, :2].tolist() == [127, -128]
+    p = tr["p"][0].astype(np.int64)  # (H, S, S): query heads 0..2 read K/V head 0
+    for head in range(3):
+        o = p[head] @ v[:, :8]
+        a = np.clip(np.floor((o + 32) / 64), -128, 127)
+        assert np.array_equal(tr["a"][0, head], a), head
+    assert tr["a"][0, 0, 0, 0] == 127 and tr["a"][0, 0, 0, 1] == -128  # P·V/64 beyond int8 on the first row
+    # and the output rows, exactly: the first query attends only itself
+    assert np.array_equal(tr["o"][0, 0, 0], p[0, 0, 0] * v[0, :8])
 
 
 # ------------------------------------------------------------------------------------------ SmolLM2 (decoder), slow
@@ -277,6 +314,7 @@ def test_decoder_sublayer_tracks_float_on_bhyt_smollm2(smollm2_states, normalize
         c, s = rope_tables(ce[i]["rope"], *hi.shape[:2], 64)
         out, tr = decoder_sublayer_int(sub, hi, c, s, ke)
         f = decoder_sublayer_float(blk.attn, blk.bhyt, ce[i]["h"], ke, ce[i]["rope"], normalizer, beta, gamma)
+        _check_rope(tr, ce[i]["rope"])
         mu = compare(tr["u"] * sub.attn.s_x, f["u"], ke)
         my = compare(_y_real(sub, tr["y"]), f["y"], ke)
         mh = compare(out * sub.residual.s_out, f["h_mid"], ke)
