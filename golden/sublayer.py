@@ -59,7 +59,14 @@ import torch
 
 from .aie_matmul import UINT8, tile_matmul
 from .attention import MultiHeadAttention, attention_scores, repeat_kv
-from .bhyt_int import BHyTSiteRegisters, NormFormat, bhyt_site_int, bhyt_site_registers, sum_of_squares
+from .bhyt_int import (
+    BHyTSiteRegisters,
+    NormFormat,
+    bhyt_register_values,
+    bhyt_site_int,
+    bhyt_site_registers,
+    sum_of_squares,
+)
 from .calibrate import RowSummary, init_beta_gamma
 from .convert import row_stats
 from .fixedpoint import QFormat, saturate, shift_round
@@ -169,6 +176,9 @@ class EncoderSublayer:
     ln_eps: float
     fmt: SublayerFormat = SUBLAYER_FORMAT
 
+    def __post_init__(self) -> None:
+        check_formats(self.attn, self.residual, self.fmt)
+
 
 @dataclass
 class DecoderSublayer:
@@ -182,12 +192,31 @@ class DecoderSublayer:
     residual: ResidualRegisters
     fmt: SublayerFormat = SUBLAYER_FORMAT
 
+    def __post_init__(self) -> None:
+        if not self.attn.causal:
+            raise ValueError("a decoder sublayer's attention must be causal")
+        bhyt_register_values(self.site_a, self.fmt.norm)  # every site-A constant fits its register
+        check_formats(self.attn, self.residual, self.fmt)
 
-def _check_bias(layer: QuantAttentionLayer, fmt: SublayerFormat) -> None:
+
+def check_formats(attn: QuantAttentionLayer, residual: ResidualRegisters,
+                  fmt: SublayerFormat = SUBLAYER_FORMAT) -> None:
+    """ValueError unless every constant of a sublayer fits its declared format: the weights ``weight_bits``, the
+    biases ``bias_bits``, every requantization multiplier ``mult_bits`` (signed) with a shift in [0, 62]."""
+    w_fmt, m_fmt = QFormat(fmt.weight_bits, 0), QFormat(fmt.mult_bits, 0)
     for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
-        b = getattr(layer, name).b
-        if b is not None and b.size and not np.all(fmt.bias.fits(b)):
+        lin = getattr(attn, name)
+        if not np.all(w_fmt.fits(lin.w)):
+            raise ValueError(f"{name} weights do not fit {fmt.weight_bits} bits")
+        if lin.b is not None and np.size(lin.b) and not np.all(fmt.bias.fits(lin.b)):
             raise ValueError(f"{name} bias does not fit {fmt.bias_bits} bits at s_in·s_w")
+    regs = {"rq_q": attn.rq_q, "rq_k": attn.rq_k, "rq_v": attn.rq_v, "rq_a": attn.rq_a,
+            "residual rq_y": residual.rq_y, "residual rq_x": residual.rq_x}
+    for name, rq in regs.items():
+        if not np.all(m_fmt.fits(rq.mult)):
+            raise ValueError(f"{name} multiplier does not fit {fmt.mult_bits} signed bits")
+        if np.any(np.asarray(rq.shift) < 0) or np.any(np.asarray(rq.shift) > 62):
+            raise ValueError(f"{name} shift outside [0, 62]")
 
 
 def _residual_for(layer: QuantAttentionLayer, s_res: float, s_out: float, fmt: SublayerFormat) -> ResidualRegisters:
@@ -201,7 +230,6 @@ def calibrate_encoder(mha: MultiHeadAttention, ln: torch.nn.Module, x: np.ndarra
     :func:`.quant_attention.calibrate_attention` (max-abs scales), ``s_r`` the max-abs scale of ``x + Attn(x)``
     over the valid tokens. ``ln``: the LayerNorm after the residual (``weight``, ``bias``, ``eps``)."""
     layer = calibrate_attention(mha, x, keep, normalizer, beta, gamma)
-    _check_bias(layer, fmt)
     f = float_attention(mha, x, keep, normalizer, beta, gamma)
     r = np.asarray(x, np.float64) + f["y"]
     s_r = float(symmetric_scale(r if keep is None else r[np.asarray(keep, bool)]))
@@ -220,7 +248,6 @@ def calibrate_decoder(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np.ndar
     scale of ``h + Attn(u)``."""
     f = decoder_sublayer_float(mha, bhyt, h, keep, rope, normalizer, beta, gamma)
     layer = calibrate_attention(mha, f["u"], keep, normalizer, beta, gamma, rope=rope, causal=True)
-    _check_bias(layer, fmt)
     d = h.shape[-1]
     valid = (lambda t: t) if keep is None else (lambda t: t[np.asarray(keep, bool)])
     s_h = float(symmetric_scale(valid(np.asarray(h, np.float64))))
@@ -358,6 +385,6 @@ def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np
 
 
 __all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_registers", "residual_add_int",
-           "EncoderSublayer", "DecoderSublayer", "calibrate_encoder", "calibrate_decoder", "swiftmax_constants",
-           "rope_tables",            "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm", "quantize_input",
-           "encoder_sublayer_float", "decoder_sublayer_float"]
+           "EncoderSublayer", "DecoderSublayer", "check_formats", "calibrate_encoder", "calibrate_decoder",
+           "swiftmax_constants", "rope_tables", "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm",
+           "quantize_input", "encoder_sublayer_float", "decoder_sublayer_float"]

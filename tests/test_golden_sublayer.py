@@ -239,6 +239,19 @@ def test_residual_registers_fold_the_scale_ratio():
         residual_registers(1.0, 0.02, 0.0)
 
 
+def test_constants_outside_their_formats_are_refused():
+    blk, h, keep, rope = _small_decoder()
+    sub = calibrate_decoder(blk.attn, blk.bhyt, h, keep, rope)
+    wide = dataclasses.replace(sub.attn, rq_v=RequantRegisters(np.int64(1 << 17), np.int64(20)))
+    with pytest.raises(ValueError, match="rq_v multiplier does not fit 18"):
+        dataclasses.replace(sub, attn=wide)
+    sub.attn.o_proj.b = np.full(48, 1 << 31, np.int64)
+    with pytest.raises(ValueError, match="o_proj bias does not fit 32"):
+        dataclasses.replace(sub)
+    with pytest.raises(ValueError, match="causal"):
+        DecoderSublayer(sub.s_h, sub.site_a, dataclasses.replace(sub.attn, causal=False), sub.residual)
+
+
 def test_projection_and_rope_requantization_by_hand():
     """A hand-built decoder: Q = requant(U·W_Qᵀ + b) with mult 1, shift 1 (half up, saturating); RoPE with cos = 0,
     sin = 1 rotates by a quarter turn, so -(-128) saturates to 127; V = U + b saturating; A = P·V at 2^-6
