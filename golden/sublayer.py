@@ -1,0 +1,390 @@
+"""The integer attention sublayer, bit-exact: X in, Y out, for the two families the toolkit exports.
+
+One declaration (:data:`SUBLAYER_FORMAT`, a :class:`SublayerFormat`) of every width and rounding, and one
+dataclass of per-layer constants per family (:class:`EncoderSublayer`, :class:`DecoderSublayer`); the
+integer forwards (:func:`encoder_sublayer_int`, :func:`decoder_sublayer_int`) and the float64 references
+(:func:`encoder_sublayer_float`, :func:`decoder_sublayer_float`) derive from them.
+
+Integers are raw two's-complement values; a real value is ``raw · scale``. Every requantization is
+``saturate(round_half_up(acc · mult · 2^-shift))`` (:func:`.requant.requantize`), ``mult`` a signed
+``mult_bits``-bit integer.
+
+Post-LN encoder layer (MiniLM/BERT), :func:`encoder_sublayer_int`::
+
+    X int8 [s_x]
+      ─ X·W_Qᵀ + b_Q, X·W_Kᵀ + b_K, X·W_Vᵀ + b_V   int8 weights [s_w per output channel], int32 bias [s_x·s_w]
+      ─ requantize (per channel)                   → Q [s_q], K [s_k], V [s_v] int8, H heads of D
+      ─ attention (:mod:`.quant_attention`'s layer) S = Q·Kᵀ int32 → P uint8 [2^-p_frac] (SwiftMax or online
+                                                     softmax) → O = P·V int32 → requantize → A int8 [s_a]
+      ─ A·W_Oᵀ + b_O                               → Y int32 [s_a·s_wo per output channel]
+      ─ residual add                               → R = X + Y, int8 [s_r]        (:func:`residual_add_int`)
+    then the LayerNorm after the residual: on the host, float64, on R · s_r (:func:`host_layernorm`).
+
+Pre-norm decoder layer (BHyT-converted Llama/SmolLM2), :func:`decoder_sublayer_int`::
+
+    H int8 [s_h]  (the block input, the residual stream)
+      ─ BHyT site A: S = Σ H² (int64, the block's one reduction), U = γ ⊙ tanh(λ H / (κ √(S/d + ε)))
+                                                   → U int8 [s_x]            (:func:`.bhyt_int.bhyt_site_int`)
+      ─ U·W_Qᵀ, U·W_Kᵀ, U·W_Vᵀ (no bias)           → requantize → Q [s_q] (H heads), K [s_k], V [s_v]
+                                                     (KV heads, GQA: query head h reads K/V head h // (H/KV))
+      ─ RoPE on Q and K: int16 cos/sin tables Q1.14 (round half-even when tabulated), acc = x·c +
+        rotate_half(x)·s (int32), out = saturate8(round_half_up(acc · 2^-14)) at the scale of x
+                                                                             (:mod:`.rope_int`)
+      ─ causal attention                           → A int8 [s_a]
+      ─ A·W_Oᵀ                                     → Y int32 [s_a·s_wo per output channel]
+      ─ residual add                               → H' = H + Y, int8 [s_mid]: what BHyT site M (the MLP input)
+                                                     reads, with the statistic S passed on beside it
+
+The residual add (both families) aligns its two addends to the output scale with ``res_frac`` extra
+fractional bits, each requantized and saturated to ``res_bits`` bits, adds them, and rounds once::
+
+    y' = saturate_res(round_half_up(Y · m_y[c] · 2^-n_y[c]))    m_y·2^-n_y ≈ s_y[c] / s_out · 2^res_frac
+    x' = saturate_res(round_half_up(X · m_x · 2^-n_x))          m_x·2^-n_x ≈ s_res / s_out · 2^res_frac
+    out = saturate8(round_half_up((y' + x') · 2^-res_frac))
+
+so the sum's error is at most ``0.5`` LSB (final rounding) plus ``2^-(res_frac+1)`` per addend (their
+roundings) plus the multipliers' relative error (``2^-(mult_bits-2)``) — no double rounding at int8.
+
+Error budget (measured on real checkpoints, ``tests/test_golden_sublayer.py``; docs/methods.md): the
+integer sublayer against its float64 reference, mean per-token cosine of the attention branch (Y) and of
+the sublayer output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from .aie_matmul import UINT8, tile_matmul
+from .attention import MultiHeadAttention, attention_scores, repeat_kv
+from .bhyt_int import (
+    BHyTSiteRegisters,
+    NormFormat,
+    bhyt_register_values,
+    bhyt_site_int,
+    bhyt_site_registers,
+    sum_of_squares,
+)
+from .calibrate import RowSummary, init_beta_gamma
+from .convert import row_stats
+from .fixedpoint import QFormat, saturate, shift_round
+from .quant_attention import (
+    Normalizer,
+    QuantAttentionLayer,
+    RopeTables,
+    _rope_tables,
+    calibrate_attention,
+    finish_int,
+    float_attention,
+    head_operands,
+    key_mask,
+    normalizer_int,
+)
+from .requant import RequantRegisters, quantize_symmetric, requant_registers, requantize, symmetric_scale
+from .rope_int import ROPE_FRAC, rope_int, rope_tables_int
+
+INT8 = QFormat(8, 0)
+
+
+@dataclass(frozen=True)
+class SublayerFormat:
+    """Every width and rounding of the integer sublayer (one declaration; the kernels derive from it).
+
+    act_bits: X, Q, K, V, A, the residual output (signed). weight_bits: W_QKV, W_O (signed, symmetric, one scale
+    per output channel, max-abs). bias_bits: the biases, at ``s_in·s_w`` (round half-even when exported).
+    mult_bits: the requantization multipliers (signed; 18 = one DSP58 port). res_frac, res_bits: the residual
+    add's extra fractional bits and its aligned addends' width (signed, saturating). rope_frac: fractional bits of
+    the int16 RoPE tables (Q1.14). norm: the BHyT site's formats (:class:`.bhyt_int.NormFormat`). Rounding: every
+    requantization, the residual add and RoPE round half up; tables and weights are quantized half-even.
+    """
+
+    act_bits: int = 8
+    weight_bits: int = 8
+    bias_bits: int = 32
+    mult_bits: int = 18
+    res_frac: int = 8
+    res_bits: int = 24
+    rope_frac: int = ROPE_FRAC
+    norm: NormFormat = field(default_factory=NormFormat)
+
+    @property
+    def act(self) -> QFormat:
+        return QFormat(self.act_bits, 0)
+
+    @property
+    def res(self) -> QFormat:
+        return QFormat(self.res_bits, 0)
+
+    @property
+    def bias(self) -> QFormat:
+        return QFormat(self.bias_bits, 0)
+
+
+#: The sublayer's formats: the one declaration every part derives from.
+SUBLAYER_FORMAT = SublayerFormat()
+
+
+@dataclass(frozen=True)
+class ResidualRegisters:
+    """The residual add's constants. ``rq_y``: per output channel, ``≈ s_y[c] / s_out · 2^res_frac`` (``s_y`` the
+    W_O accumulator's scale ``s_a·s_wo[c]``); ``rq_x``: scalar, ``≈ s_res / s_out · 2^res_frac`` (``s_res`` the
+    residual input's scale). ``s_out``: the int8 output's scale (informational: the host dequantizes with it)."""
+
+    rq_y: RequantRegisters
+    rq_x: RequantRegisters
+    s_out: float
+
+
+def residual_registers(s_y: np.ndarray | float, s_res: float, s_out: float,
+                       fmt: SublayerFormat = SUBLAYER_FORMAT) -> ResidualRegisters:
+    """Registers aligning ``Y`` (scale ``s_y``, per channel or scalar) and the residual input (``s_res``) to
+    ``s_out`` with ``fmt.res_frac`` extra fractional bits. ValueError if a ratio is not finite and > 0, or
+    too large for a ``mult_bits`` multiplier with a right shift (``s/s_out ≥ 2^(mult_bits-2-res_frac)``)."""
+    if not (np.isfinite(s_out) and s_out > 0 and np.isfinite(s_res) and s_res > 0):
+        raise ValueError(f"residual scales must be finite and > 0 (s_res={s_res}, s_out={s_out})")
+    k = float(1 << fmt.res_frac)
+    return ResidualRegisters(requant_registers(np.asarray(s_y, np.float64) / s_out * k, fmt.mult_bits),
+                             requant_registers(s_res / s_out * k, fmt.mult_bits), float(s_out))
+
+
+def residual_add_int(y: np.ndarray, x: np.ndarray, regs: ResidualRegisters,
+                     fmt: SublayerFormat = SUBLAYER_FORMAT) -> np.ndarray:
+    """``saturate8(round_half_up((y' + x') · 2^-res_frac))`` with ``y'``, ``x'`` the two addends aligned to the
+    output scale (module doc). ``y``: the W_O accumulators ``(..., d)`` (int32, channels last); ``x``: the
+    residual input ``(..., d)`` int8. Returns int8 at ``regs.s_out``."""
+    ya = requantize(np.asarray(y), regs.rq_y, fmt.res)
+    xa = requantize(np.asarray(x), regs.rq_x, fmt.res)
+    return saturate(shift_round(ya + xa, fmt.res_frac, "half_up"), fmt.act).astype(np.int8)
+
+
+# ------------------------------------------------------------------------------------------------ constants
+
+
+@dataclass
+class EncoderSublayer:
+    """Constants of one post-LN encoder sublayer. ``attn``: the integer attention layer (input scale
+    ``attn.s_x``, weights, biases, requantization and normalizer registers); ``residual``: R = X + Y at
+    ``residual.s_out`` (``s_r``); ``ln_weight``, ``ln_bias``, ``ln_eps``: the float LayerNorm after the
+    residual, run on the host (:func:`host_layernorm`)."""
+
+    attn: QuantAttentionLayer
+    residual: ResidualRegisters
+    ln_weight: np.ndarray
+    ln_bias: np.ndarray
+    ln_eps: float
+    fmt: SublayerFormat = SUBLAYER_FORMAT
+
+    def __post_init__(self) -> None:
+        check_formats(self.attn, self.residual, self.fmt)
+
+
+@dataclass
+class DecoderSublayer:
+    """Constants of one pre-norm (BHyT) decoder sublayer. ``s_h``: the block input's scale; ``site_a``: BHyT
+    site A (input and statistic at ``s_h``, output at ``attn.s_x``); ``attn``: the causal GQA attention layer;
+    ``residual``: H' = H + Y at ``residual.s_out`` (``s_mid``, what BHyT site M reads)."""
+
+    s_h: float
+    site_a: BHyTSiteRegisters
+    attn: QuantAttentionLayer
+    residual: ResidualRegisters
+    fmt: SublayerFormat = SUBLAYER_FORMAT
+
+    def __post_init__(self) -> None:
+        if not self.attn.causal:
+            raise ValueError("a decoder sublayer's attention must be causal")
+        bhyt_register_values(self.site_a, self.fmt.norm)  # every site-A constant fits its register
+        check_formats(self.attn, self.residual, self.fmt)
+
+
+def check_formats(attn: QuantAttentionLayer, residual: ResidualRegisters,
+                  fmt: SublayerFormat = SUBLAYER_FORMAT) -> None:
+    """ValueError unless every constant of a sublayer fits its declared format: the weights ``weight_bits``, the
+    biases ``bias_bits``, every requantization multiplier ``mult_bits`` (signed) with a shift in [0, 62]."""
+    w_fmt, m_fmt = QFormat(fmt.weight_bits, 0), QFormat(fmt.mult_bits, 0)
+    for name in ("q_proj", "k_proj", "v_proj", "o_proj"):
+        lin = getattr(attn, name)
+        if not np.all(w_fmt.fits(lin.w)):
+            raise ValueError(f"{name} weights do not fit {fmt.weight_bits} bits")
+        if lin.b is not None and np.size(lin.b) and not np.all(fmt.bias.fits(lin.b)):
+            raise ValueError(f"{name} bias does not fit {fmt.bias_bits} bits at s_in·s_w")
+    regs = {"rq_q": attn.rq_q, "rq_k": attn.rq_k, "rq_v": attn.rq_v, "rq_a": attn.rq_a,
+            "residual rq_y": residual.rq_y, "residual rq_x": residual.rq_x}
+    for name, rq in regs.items():
+        if not np.all(m_fmt.fits(rq.mult)):
+            raise ValueError(f"{name} multiplier does not fit {fmt.mult_bits} signed bits")
+        if np.any(np.asarray(rq.shift) < 0) or np.any(np.asarray(rq.shift) > 62):
+            raise ValueError(f"{name} shift outside [0, 62]")
+
+
+def _residual_for(layer: QuantAttentionLayer, s_res: float, s_out: float, fmt: SublayerFormat) -> ResidualRegisters:
+    return residual_registers(layer.s_a * layer.o_proj.s_w, s_res, s_out, fmt)
+
+
+def calibrate_encoder(mha: MultiHeadAttention, ln: torch.nn.Module, x: np.ndarray, keep: np.ndarray | None,
+                      normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
+                      gamma: float | np.ndarray = 1.0, fmt: SublayerFormat = SUBLAYER_FORMAT) -> EncoderSublayer:
+    """Constants of an encoder sublayer from float calibration inputs ``x`` ``(B, S, d)``: the attention layer by
+    :func:`.quant_attention.calibrate_attention` (max-abs scales), ``s_r`` the max-abs scale of ``x + Attn(x)``
+    over the valid tokens. ``ln``: the LayerNorm after the residual (``weight``, ``bias``, ``eps``)."""
+    layer = calibrate_attention(mha, x, keep, normalizer, beta, gamma)
+    f = float_attention(mha, x, keep, normalizer, beta, gamma)
+    r = np.asarray(x, np.float64) + f["y"]
+    s_r = float(symmetric_scale(r if keep is None else r[np.asarray(keep, bool)]))
+    w = ln.weight.detach().double().numpy()
+    b = ln.bias.detach().double().numpy() if getattr(ln, "bias", None) is not None else np.zeros_like(w)
+    return EncoderSublayer(layer, _residual_for(layer, layer.s_x, s_r, fmt), w, b, float(ln.eps), fmt)
+
+
+def calibrate_decoder(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np.ndarray, keep: np.ndarray | None,
+                      rope: RopeTables, normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
+                      gamma: float | np.ndarray = 1.0, fmt: SublayerFormat = SUBLAYER_FORMAT) -> DecoderSublayer:
+    """Constants of a decoder sublayer from float block inputs ``h`` ``(B, S, d)``: ``s_h`` max-abs of ``h``; the
+    float site A (``bhyt``: a :class:`.bhyt.BHyTBlockNorms`) gives the attention input ``u``, from which
+    :func:`.quant_attention.calibrate_attention` (causal, with ``rope``) builds the attention layer; site A's
+    registers write ``u`` at that layer's ``s_x`` (as the exporter's BHyT constants); ``s_mid`` is the max-abs
+    scale of ``h + Attn(u)``."""
+    f = decoder_sublayer_float(mha, bhyt, h, keep, rope, normalizer, beta, gamma)
+    layer = calibrate_attention(mha, f["u"], keep, normalizer, beta, gamma, rope=rope, causal=True)
+    d = h.shape[-1]
+    valid = (lambda t: t) if keep is None else (lambda t: t[np.asarray(keep, bool)])
+    s_h = float(symmetric_scale(valid(np.asarray(h, np.float64))))
+    s_mid = float(symmetric_scale(valid(f["h_mid"])))
+    gamma_a = bhyt.weight_attn.detach().double().numpy()
+    site_a = bhyt_site_registers(float(bhyt.lam_attn.detach()), float(bhyt.kappa), gamma_a, d,
+                                 s_in=s_h, s_stat=s_h, s_out=layer.s_x, eps=float(bhyt.eps), fmt=fmt.norm)
+    return DecoderSublayer(s_h, site_a, layer, _residual_for(layer, s_h, s_mid, fmt), fmt)
+
+
+@torch.no_grad()
+def swiftmax_constants(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None, rope: RopeTables | None = None,
+                       causal: bool = False, mode: str = "max") -> tuple[float, float]:
+    """Per-layer SwiftMax ``(β, γ)`` of an untuned layer from its float calibration scores (the exporter's
+    initialisation, :func:`.calibrate.init_beta_gamma`; ``max``: β = the largest row maximum, γ = the mean
+    ``Σ exp(z − z_max)``, so P ≤ 1 on the calibration data). ``x``: the attention input ``(B, S, d)``."""
+    f = float_attention(mha, x, keep, "softmax", rope=rope, causal=causal)
+    qh = torch.from_numpy(f["q"]).reshape(*x.shape[:2], mha.n_heads, -1).transpose(1, 2)
+    kh = torch.from_numpy(f["k"]).reshape(*x.shape[:2], mha.n_kv_heads, -1).transpose(1, 2)
+    kh = repeat_kv(kh, mha.n_heads // mha.n_kv_heads)
+    z = attention_scores(qh, kh)
+    kb = torch.from_numpy(key_mask(keep, x.shape[0], x.shape[1], causal))[:, None]
+    st = row_stats(z, kb)
+    return init_beta_gamma(RowSummary.of(st.z_max, st.sum_exp), mode)
+
+
+def rope_tables(rope: RopeTables, batch: int, seq: int, head_dim: int,
+                fmt: SublayerFormat = SUBLAYER_FORMAT) -> tuple[np.ndarray, np.ndarray]:
+    """The device's RoPE tables from float ``(cos, sin)`` (``(S, D)``, ``(1, S, D)`` or ``(B, S, D)``, numpy or
+    torch): int16, ``rope_frac`` fractional bits (Q1.14), round half-even, saturating
+    (:func:`.rope_int.rope_tables_int`); shaped to broadcast against ``(B, H, S, D)``."""
+    return rope_tables_int(*_rope_tables(rope, batch, seq, head_dim), frac=fmt.rope_frac)
+
+
+# ------------------------------------------------------------------------------------------------ integer forward
+
+
+def _as_int8(x: np.ndarray, name: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim != 3:
+        raise ValueError(f"{name} must be (B, S, d), got shape {x.shape}")
+    if x.dtype.kind not in "iu" or (x.size and (int(x.min()) < INT8.min_int or int(x.max()) > INT8.max_int)):
+        raise ValueError(f"{name} must hold raw int8 values")
+    return x.astype(np.int8)
+
+
+def _attention(layer: QuantAttentionLayer, q: np.ndarray, k: np.ndarray, v: np.ndarray,
+               keep: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Attention on int8 heads ``q`` ``(B, H, S, D)``, ``k``, ``v`` ``(B, KV, S, D)``: S = Q·Kᵀ (int32), the
+    layer's normalizer (``keep``: the keys each row may attend, or None), O = P·V, A = requantize(O)."""
+    if layer.n_rep > 1:
+        k, v = np.repeat(k, layer.n_rep, axis=1), np.repeat(v, layer.n_rep, axis=1)
+    s = tile_matmul(q, np.ascontiguousarray(k.transpose(0, 1, 3, 2)))
+    p = normalizer_int(layer, s, keep)
+    o = tile_matmul(p, v, a_fmt=UINT8)
+    return {"s": s, "p": p, "o": o, "a": requantize(o, layer.rq_a).astype(np.int8)}
+
+
+def encoder_sublayer_int(sub: EncoderSublayer, x: np.ndarray, keep: np.ndarray | None = None
+                         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The encoder sublayer on raw int8 ``x`` ``(B, S, d)`` at ``attn.s_x``; ``keep`` ``(B, S)`` bool masks
+    padded keys. Returns ``R`` ``(B, S, d)`` int8 at ``residual.s_out`` and the trace: ``x``; ``q`` ``(B, H, S, D)``,
+    ``k``, ``v`` int8; ``s``, ``p``, ``o`` (attention); ``a`` ``(B, H, S, D)`` int8; ``y`` ``(B, S, d)`` int32 (W_O)."""
+    layer = sub.attn
+    xi = _as_int8(x, "x")
+    ops = head_operands(layer, xi, keep, x_is_int=True)
+    kb = None if keep is None else ops["keep"][:, None]
+    att = _attention(layer, ops["q"], ops["k"], ops["v"], kb)
+    _, y = finish_int(layer, att["a"])
+    r = residual_add_int(y, xi, sub.residual, sub.fmt)
+    return r, {"x": xi, "q": ops["q"], "k": ops["k"], "v": ops["v"], **att, "y": y}
+
+
+def decoder_sublayer_int(sub: DecoderSublayer, h: np.ndarray, rope_c: np.ndarray, rope_s: np.ndarray,
+                         keep: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The decoder sublayer on the raw int8 block input ``h`` ``(B, S, d)`` at ``s_h``, with the int16 RoPE tables
+    ``rope_c``, ``rope_s`` (:func:`rope_tables`; broadcastable to ``(B, H, S, D)``). Causal; ``keep`` ``(B, S)``
+    adds padding. Returns ``H'`` ``(B, S, d)`` int8 at ``residual.s_out`` and the trace: ``h``; ``stat`` the site-A
+    statistic ``Σ h²`` ``(B, S, 1)`` (int64, for site M); ``u`` int8 at ``attn.s_x``; ``q_pre``/``k_pre`` the
+    projections before RoPE and ``q`` ``(B, H, S, D)``, ``k`` ``(B, KV, S, D)`` after it; ``v``; ``s``, ``p``,
+    ``o``, ``a``; ``y`` int32."""
+    layer = sub.attn
+    hi = _as_int8(h, "h")
+    stat = sum_of_squares(hi)
+    u = bhyt_site_int(hi, stat, sub.site_a, sub.fmt.norm).astype(np.int8)
+    ops = head_operands(layer, u, keep, x_is_int=True)
+    q = rope_int(ops["q"], rope_c, rope_s, sub.fmt.rope_frac)
+    k = rope_int(ops["k"], rope_c, rope_s, sub.fmt.rope_frac)
+    att = _attention(layer, q, k, ops["v"], ops["keep"][:, None])
+    _, y = finish_int(layer, att["a"])
+    out = residual_add_int(y, hi, sub.residual, sub.fmt)
+    return out, {"h": hi, "stat": stat, "u": u, "q_pre": ops["q"], "k_pre": ops["k"], "q": q, "k": k,
+                 "v": ops["v"], **att, "y": y}
+
+
+def host_layernorm(r: np.ndarray, s_r: float, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
+    """The post-LN LayerNorm after the encoder's residual, on the host in float64: ``LN(r · s_r)`` over the last
+    axis (biased variance, as BERT). ``r``: the int8 residual output; returns float64."""
+    z = np.asarray(r, np.float64) * s_r
+    mu = z.mean(-1, keepdims=True)
+    var = ((z - mu) ** 2).mean(-1, keepdims=True)
+    return (z - mu) / np.sqrt(var + eps) * weight + bias
+
+
+def quantize_input(x: np.ndarray, scale: float) -> np.ndarray:
+    """Float ``x`` -> raw int8 at ``scale`` (round half-even, saturating): how the host feeds X (or H)."""
+    return quantize_symmetric(x, scale).astype(np.int8)
+
+
+# ------------------------------------------------------------------------------------------------ float references
+
+
+def encoder_sublayer_float(mha: MultiHeadAttention, ln: torch.nn.Module, x: np.ndarray, keep: np.ndarray | None,
+                           normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
+                           gamma: float | np.ndarray = 1.0) -> dict[str, np.ndarray]:
+    """Float64 reference: ``y = Attn(x)``, ``r = x + y``, ``out = LN(r)`` (each ``(B, S, d)``). Converts ``mha``
+    to float64 in place (as :func:`.quant_attention.float_attention` does)."""
+    f = float_attention(mha, x, keep, normalizer, beta, gamma)
+    r = np.asarray(x, np.float64) + f["y"]
+    w = ln.weight.detach().double().numpy()
+    b = ln.bias.detach().double().numpy() if getattr(ln, "bias", None) is not None else np.zeros_like(w)
+    return {"y": f["y"], "r": r, "out": host_layernorm(r, 1.0, w, b, float(ln.eps))}
+
+
+@torch.no_grad()
+def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np.ndarray, keep: np.ndarray | None,
+                           rope: RopeTables, normalizer: Normalizer = "softmax", beta: float | np.ndarray = 0.0,
+                           gamma: float | np.ndarray = 1.0) -> dict[str, np.ndarray]:
+    """Float64 reference: ``u, s2 = BHyT_A(h)``, ``y = Attn(u)`` (causal, RoPE), ``h_mid = h + y``. Converts
+    ``mha`` and ``bhyt`` to float64 in place (as :func:`.quant_attention.float_attention` does)."""
+    ht = torch.from_numpy(np.asarray(h, np.float64))
+    u, s2 = bhyt.double().attn_site(ht)
+    f = float_attention(mha, u.numpy(), keep, normalizer, beta, gamma, rope=rope, causal=True)
+    return {"u": u.numpy(), "s2": s2.numpy(), "y": f["y"], "h_mid": ht.numpy() + f["y"]}
+
+
+__all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_registers", "residual_add_int",
+           "EncoderSublayer", "DecoderSublayer", "check_formats", "calibrate_encoder", "calibrate_decoder",
+           "swiftmax_constants", "rope_tables", "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm",
+           "quantize_input", "encoder_sublayer_float", "decoder_sublayer_float"]
