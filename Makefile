@@ -21,7 +21,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim demo lint clean help xclbin figures
+.PHONY: setup test sim formal demo lint clean help xclbin figures
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
@@ -56,6 +56,9 @@ test: setup
 
 sim: setup
 	$(PY) -m pytest -m sim $(PYTEST_ARGS)
+
+formal: setup
+	$(PY) -m vckattn.sim.formal_proofs
 
 demo: setup
 	$(PY) -m vckattn.host.demo
