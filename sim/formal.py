@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import ctypes
 import os
 import re
 import shutil
@@ -146,6 +147,13 @@ opt_clean
 _LAST_PGID: list[int] = []
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGKILL it when this process dies, however it dies."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def _descendants(pid: int) -> list[int]:
     """Every process below ``pid`` (Linux ``/proc``; SymbiYosys starts its solvers in process groups of
     their own, so killing the run's group is not enough)."""
@@ -178,6 +186,17 @@ def _kill_tree(pid: int) -> None:
                 os.killpg(group, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
+    deadline = time.monotonic() + 5.0  # SIGKILL is asynchronous: wait until they are gone (or zombies)
+    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
 
 
 def _run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None) -> tuple[int | None, str]:
@@ -185,7 +204,7 @@ def _run(cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None =
     group. Returns (rc or None on time-out, output: stdout and stderr, where YoWASP's first-run notice goes)."""
     with open(cwd / "run.log", "w") as log:
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env=env)
+                                env=env, preexec_fn=_die_with_parent)
         _LAST_PGID[:] = [proc.pid]
         rc: int | None = None
         try:

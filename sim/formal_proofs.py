@@ -431,10 +431,15 @@ def engine(pipelines: int, lanes: int, score_bits: int, *, slots: bool = True) -
                         ~in_pay | (pipe.grp == k_in * subs + pipe.sub),
                         in_pay | pad | (pipe.sub == 0) & (pipe.grp == 0),
                         in_pay | (k_in == 0),
+                        # padding only fills the second input beat's groups of a P beat (int16 scores)
+                        ~pad | (pipe.grp >= subs) & (elems > -per_in),
                         *_group_invariants(pipe, lanes),
                     ]):
                         chk.prop("axis.count", f"pipe{i}_issue{j}", inv)
-                _ledger_stream(m, chk, s_in, s_out, o, capacity=latency + 1, bound=latency - 1, name=f"pipe{i}",
+                # a packet's last P beat waits for its padding groups (int16 scores) before the lanes' stages
+                pad_groups = (BEAT_BYTES - per_in) // lanes if per_in < BEAT_BYTES else 0
+                _ledger_stream(m, chk, s_in, s_out, o, capacity=latency + 1, bound=latency - 1 + pad_groups,
+                               name=f"pipe{i}",
                                expect={"last": last, "data": (header_out, is_hdr)}, produces=produces,
                                slots=pipe_slots, slot_expect={"hdr": is_hdr})
         return build
@@ -548,6 +553,8 @@ def _harnesses() -> dict[str, Callable[[], Spec]]:
                                                 bound=osm_lat, user=1, packet_beats=kb, slots=False),
         "online_softmax_regs": lambda: register_file(_regmap_of(osm), "RegisterFile(online_softmax_regmap(2))"),
         "engine_small": lambda: engine_from_manifest("engine_small"),
+        "engine_p4_l16_int8": lambda: engine(4, 16, 8),
+        "engine_p1_l8_int16": lambda: engine(1, 8, 16),
         "engine_small_regs": lambda: register_file(lambda: _engine_regmap("engine_small"),
                                                    "RegisterFile of EnginePL(engine_small)"),
     }

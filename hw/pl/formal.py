@@ -390,18 +390,22 @@ class StreamLedger:
             m.d.sync += stuck.eq(0)
         chk.prop("axis.liveness", key, stuck <= bound)
 
-        # ---- covers: a packet delivered whole while the sink stalled it; the component full
+        # ---- covers: a packet of several beats delivered whole while the sink stalled it; the component full
         stalled = Signal(name=f"{key}_pkt_stalled")
+        beats = Signal(range(3), name=f"{key}_pkt_beats")  # beats of the packet delivered so far (saturating)
         with m.If(wout & s_out.last):
-            m.d.sync += stalled.eq(0)
-        with m.Elif(s_out.valid & ~s_out.ready):
-            m.d.sync += stalled.eq(1)
-        chk.cover(f"{key}_packet_under_stall", wout & s_out.last & stalled)
+            m.d.sync += [stalled.eq(0), beats.eq(0)]
+        with m.Else():
+            with m.If(s_out.valid & ~s_out.ready):
+                m.d.sync += stalled.eq(1)
+            with m.If(wout & (beats < 2)):
+                m.d.sync += beats.eq(beats + 1)
+        chk.cover(f"{key}_packet_under_stall", wout & s_out.last & stalled & (beats != 0))
         chk.cover(f"{key}_full", owed == capacity)
 
         # harness state resets with the component
         with m.If(rst):
-            m.d.sync += [owed.eq(0), following.eq(0), stuck.eq(0), stalled.eq(0)]
+            m.d.sync += [owed.eq(0), following.eq(0), stuck.eq(0), stalled.eq(0), beats.eq(0)]
             if packet_end is not None:
                 m.d.sync += open_.eq(0)
         chk.watch += [owed, tag, following, ahead, stuck]
@@ -467,8 +471,6 @@ class _Decode:
         self.is_mem = Signal(name=f"{name}_is_mem")
         self.fixed = Signal(name=f"{name}_fixed")  # a constant or a kernel-driven (ro) word
         self.fixed_word = Signal(AXIL_DATA_WIDTH, name=f"{name}_fixed_word")
-        self.width = Signal(range(AXIL_DATA_WIDTH + 1), name=f"{name}_width")
-        self.signed = Signal(name=f"{name}_signed")
         self.reset_word = Signal(AXIL_DATA_WIDTH, name=f"{name}_reset_word")
         self._m, self._hits, self._name = m, [], name
         for e in rm.entries():
@@ -482,7 +484,6 @@ class _Decode:
                 hit = word == w0
             self._hits.append((hit, e))
             with m.If(hit):
-                m.d.comb += [self.width.eq(e.width), self.signed.eq(int(e.signed))]
                 if e.kind == "const":
                     m.d.comb += [self.readable.eq(1), self.fixed.eq(1), self.fixed_word.eq(e.value)]
                 elif e.kind == "reg" and e.access == "ro":
