@@ -192,9 +192,9 @@ COMPONENT_PROOFS: tuple[FormalProof, ...] = (
     FormalProof("engine_small_regs", "engine_small_regs", AXIL, "induction", 8, "rdata_flip"),
     FormalProof("engine_small_full", "engine_small", AXIS, "bmc", 12, "lose_beat", fast=False, engine="sby",
                 cover_depth=16),
-    # the largest engine top whose (monolithic) proof closes in about 5 minutes: 4 pipelines of 16 lanes, int8
-    FormalProof("engine_p4_l16_stream", "engine_p4_l16_int8", AXIS, "induction", 10, "lose_beat", fast=False,
+    # the largest engine top whose (monolithic) proof closes in about 5 minutes: 4 score channels of 16 lanes, int8
+    FormalProof("engine_c4_l16_stream", "engine_c4_l16_int8", AXIS, "induction", 10, "lose_beat", fast=False,
                 cuts=("dut.pipe*.lane*", "dut.regs"), cover_depth=16),
-    FormalProof("engine_p1_l8_int16_stream", "engine_p1_l8_int16", AXIS, "induction", 10, "lose_beat", fast=False,
+    FormalProof("engine_c1_l8_int16_stream", "engine_c1_l8_int16", AXIS, "induction", 10, "lose_beat", fast=False,
                 cuts=("dut.pipe*.lane*", "dut.regs"), cover_depth=16),
 )

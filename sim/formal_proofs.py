@@ -367,8 +367,8 @@ def _field(data: Value, name: str) -> Value:
     return data[lo:lo + f.width]
 
 
-def engine(pipelines: int, lanes: int, score_bits: int, *, slots: bool = True) -> Spec:
-    """The engine's PL top (:class:`~vckattn.hw.pl.engine.EnginePL`): per pipeline ``s{i}`` -> ``p{i}``, packets
+def engine(channels: int, lanes: int, score_bits: int, *, slots: bool = True) -> Spec:
+    """The engine's PL top (:class:`~vckattn.hw.pl.engine.EnginePL`): per score channel ``s{i}`` -> ``p{i}``, packets
     framed by the header's ``count`` (:data:`vckattn.hw.engine.streams.PACKET`; input TLAST is not
     interpreted). The harness parses the input packets itself (from the stream declaration), so it knows for
     every accepted beat whether it completes an output beat, its expected TLAST, and -- for a header -- the
@@ -380,10 +380,10 @@ def engine(pipelines: int, lanes: int, score_bits: int, *, slots: bool = True) -
 
     def harness(mutant: str | None) -> Build:
         def build(m: Module, chk: Checks) -> None:
-            m.submodules.dut = dut = EnginePL(pipelines, lanes, score_bits)
-            o = _ports(m, dut, _mutation(mutant, axis_mutants("p0")))  # mutants break pipeline 0
+            m.submodules.dut = dut = EnginePL(channels, lanes, score_bits)
+            o = _ports(m, dut, _mutation(mutant, axis_mutants("p0")))  # mutants break channel 0
             drive_free(m, *_inputs(dut, o))
-            for i in range(pipelines):
+            for i in range(channels):
                 s_in, s_out = Stream.of(o, f"s{i}"), Stream.of(o, f"p{i}")
                 data = getattr(o, f"s{i}_tdata")
                 # the harness's own parse of the input packets: in_payload, payload beats left
@@ -445,7 +445,7 @@ def engine(pipelines: int, lanes: int, score_bits: int, *, slots: bool = True) -
         return build
 
     return Spec(harness, latency=latency, buffer=2,
-                what=f"EnginePL(pipelines={pipelines}, lanes={lanes}, score_bits={score_bits})")
+                what=f"EnginePL(channels={channels}, lanes={lanes}, score_bits={score_bits})")
 
 
 def _group_invariants(pipe: wiring.Component, lanes: int) -> list[Value]:
@@ -477,7 +477,7 @@ def engine_from_manifest(name: str, **kw: object) -> Spec:
 
     e = load_manifest(name).engine
     assert e is not None, f"{name} has no engine section"
-    return engine(e.pipelines, e.lanes, e.score_bits, **kw)  # type: ignore[arg-type]
+    return engine(e.channels, e.lanes, e.score_bits, **kw)  # type: ignore[arg-type]
 
 
 # ---------------------------------------------------------------------------------------------- registry
@@ -553,8 +553,8 @@ def _harnesses() -> dict[str, Callable[[], Spec]]:
                                                 bound=osm_lat, user=1, packet_beats=kb, slots=False),
         "online_softmax_regs": lambda: register_file(_regmap_of(osm), "RegisterFile(online_softmax_regmap(2))"),
         "engine_small": lambda: engine_from_manifest("engine_small"),
-        "engine_p4_l16_int8": lambda: engine(4, 16, 8),
-        "engine_p1_l8_int16": lambda: engine(1, 8, 16),
+        "engine_c4_l16_int8": lambda: engine(4, 16, 8),
+        "engine_c1_l8_int16": lambda: engine(1, 8, 16),
         "engine_small_regs": lambda: register_file(lambda: _engine_regmap("engine_small"),
                                                    "RegisterFile of EnginePL(engine_small)"),
     }
@@ -567,7 +567,7 @@ def _engine_regmap(name: str) -> RegisterMap:
 
     e = load_manifest(name).engine
     assert e is not None
-    return swiftmax_regmap(engine_format(e.score_bits), read_ports=e.pipelines)
+    return swiftmax_regmap(engine_format(e.score_bits), read_ports=e.channels)
 
 
 #: Harness name -> its spec (built on demand).

@@ -87,13 +87,14 @@ def test_proof_names_are_unique() -> None:
 
 
 def test_engine_parameters_come_from_the_manifest() -> None:
-    """The engine's proof is of engine_small's PL top: pipelines, lanes and score width from its manifest."""
+    """The engine's proof is of engine_small's PL top: score channels (pipelines x score channels each), lanes
+    and score width from its manifest."""
     from vckattn.hw.manifest import load_manifest
 
     e = load_manifest("engine_small").engine
     assert e is not None
     what = _fp().HARNESSES["engine_small"]().what
-    assert what == f"EnginePL(pipelines={e.pipelines}, lanes={e.lanes}, score_bits={e.score_bits})"
+    assert what == f"EnginePL(channels={e.channels}, lanes={e.lanes}, score_bits={e.score_bits})"
     assert any(p.harness == "engine_small" and p.fast for p in COMPONENT_PROOFS)
 
 

@@ -87,7 +87,7 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
         "score_absmax": None if L.score_absmax is None else int(L.score_absmax),
         "swiftmax": None if L.swiftmax is None else {
             "beta": [float(b) for b in np.atleast_1d(ex.beta)], "gamma": [float(g) for g in np.atleast_1d(ex.gamma)],
-            "registers": L.swiftmax.as_dict()},
+            **({"source": ex.beta_source} if ex.beta_source else {}), "registers": L.swiftmax.as_dict()},
         "online_softmax": None if L.online is None else {"registers": L.online.as_dict()},
         "requant": requant,
         "bhyt": bhyt,
