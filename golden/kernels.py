@@ -64,7 +64,9 @@ class FormalProof:
         fast: Part of ``make test`` (else only ``make formal``).
         engine: ``"sat"`` (Yosys ``sat``) or ``"sby"`` (SymbiYosys, smtbmc + Yices).
         cuts: Instances replaced by free outputs (an over-approximation), e.g. ``dut.lane*``.
-        cover_depth: BMC depth for the covers (default ``depth``).
+        trace_depth: BMC depth of the covers, and of an induction's mutant check (default ``depth``): traces
+            from reset long enough to carry a packet of several beats through the component (an induction
+            may close at a depth far shorter than that; a BMC proof's mutant is checked at ``depth``).
     """
 
     name: str
@@ -76,18 +78,18 @@ class FormalProof:
     fast: bool = True
     engine: str = "sat"
     cuts: tuple[str, ...] = ()
-    cover_depth: int | None = None
+    trace_depth: int | None = None
 
 
 def _proofs(name: str, *, depth: int, method: str = "induction", mutant: str = "lose_beat",
             cuts: tuple[str, ...] = (), full_depth: int | None = None,
-            cover_depth: int | None = None) -> tuple[FormalProof, ...]:
+            trace_depth: int | None = None) -> tuple[FormalProof, ...]:
     """A kernel's proofs: its register file (induction, fast); its stream pair with the arithmetic ``cuts`` --
     by induction (fast), or by BMC on SymbiYosys (Yices: several times faster than Yosys ``sat`` at these
     depths; ``make formal`` only) -- and, with ``full_depth``, by BMC with nothing cut (``make formal``)."""
     out = [FormalProof(f"{name}_regs", f"{name}_regs", AXIL, "induction", 8, "rdata_flip"),
            FormalProof(f"{name}_stream", name, AXIS, method, depth, mutant, cuts=cuts, fast=method == "induction",
-                       engine="sat" if method == "induction" else "sby", cover_depth=cover_depth)]
+                       engine="sat" if method == "induction" else "sby", trace_depth=trace_depth)]
     if full_depth:
         out.append(FormalProof(f"{name}_full", name, AXIS, "bmc", full_depth, mutant, fast=False, engine="sby"))
     return tuple(out)
@@ -140,7 +142,7 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
         regmap="vckattn.golden.online_softmax_int:online_softmax_regmap",
         pl="vckattn.hw.pl.online_softmax:OnlineSoftmaxKernel", pl_kwargs={"max_keys": 1024},
         testbench="vckattn.sim.tb_online_softmax", host=REGISTER_DRIVER, report=True,
-        proofs=_proofs("online_softmax", method="bmc", depth=32, cover_depth=48,
+        proofs=_proofs("online_softmax", method="bmc", depth=32, trace_depth=48,
                        cuts=("dut.p1_pow2_*", "dut.p2_pow2_*", "dut.recip", "dut.regs", "dut.p1_prod*",
                              "dut.p2_prod7_*"))),
     KernelContract(
@@ -187,14 +189,14 @@ COMPONENT_PROOFS: tuple[FormalProof, ...] = (
     *(FormalProof(n, n, ("lane.hold",), "induction", depth, "en_ignored")
       for n, depth in (("swiftmax_lane", 9), ("bhyt_scale_unit", 8), ("bhyt_lane", 8), ("rmsnorm_scale_unit", 7),
                        ("rmsnorm_lane", 5))),
-    FormalProof("engine_small_stream", "engine_small", AXIS, "induction", 10, "lose_beat",
-                cuts=("dut.pipe*.lane*", "dut.regs"), cover_depth=16),
+    FormalProof("engine_small_stream", "engine_small", AXIS, "induction", 3, "lose_beat",
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=20),
     FormalProof("engine_small_regs", "engine_small_regs", AXIL, "induction", 8, "rdata_flip"),
     FormalProof("engine_small_full", "engine_small", AXIS, "bmc", 12, "lose_beat", fast=False, engine="sby",
-                cover_depth=16),
+                trace_depth=20),
     # the largest engine top whose (monolithic) proof closes in about 5 minutes: 4 score channels of 16 lanes, int8
     FormalProof("engine_c4_l16_stream", "engine_c4_l16_int8", AXIS, "induction", 10, "lose_beat", fast=False,
-                cuts=("dut.pipe*.lane*", "dut.regs"), cover_depth=16),
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=16),
     FormalProof("engine_c1_l8_int16_stream", "engine_c1_l8_int16", AXIS, "induction", 10, "lose_beat", fast=False,
-                cuts=("dut.pipe*.lane*", "dut.regs"), cover_depth=16),
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=16),
 )

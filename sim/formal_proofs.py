@@ -13,8 +13,9 @@ Mutants (:data:`MUTANTS`) break a component at its ports the way the protocol bu
 would show: TVALID dropped or TDATA changed under a stall, a beat lost or duplicated, TLAST moved, TVALID
 after reset, a hang; for AXI4-Lite a wrong response code, a spurious or lost response, a wrong read word or
 byte strobes ignored; for a lane, its clock enable ignored. A free input (``glitch``) picks when the bug
-strikes. A mutant is checked by BMC to the proof's depth without the invariants, so it fails only through a
-real trace from reset, and it must fail the property :data:`MUTANTS` names.
+strikes. A mutant is checked by BMC without the invariants -- to the proof's depth, or for an induction to
+its ``trace_depth`` -- so it fails only through a real trace from reset, and it must fail the property
+:data:`MUTANTS` names.
 """
 
 from __future__ import annotations
@@ -220,11 +221,12 @@ class Spec:
     what: str
 
 
-def _ledger_stream(m: Module, chk: Checks, s_in: Stream, s_out: Stream, o: SimpleNamespace, **kw: object) -> None:
+def _ledger_stream(m: Module, chk: Checks, s_in: Stream, s_out: Stream, o: SimpleNamespace,
+                   **kw: object) -> StreamLedger:
     assume_source(chk, s_in)
     assert_hold(chk, s_out)
     assert_reset_idle(chk, {s_out.name: s_out.valid})
-    StreamLedger(chk, s_in, s_out, **kw)  # type: ignore[arg-type]
+    return StreamLedger(chk, s_in, s_out, **kw)  # type: ignore[arg-type]
 
 
 def _max_beats(chk: Checks, s: Stream, beats: int) -> None:
@@ -438,14 +440,35 @@ def engine(channels: int, lanes: int, score_bits: int, *, slots: bool = True) ->
                         chk.prop("axis.count", f"pipe{i}_issue{j}", inv)
                 # a packet's last P beat waits for its padding groups (int16 scores) before the lanes' stages
                 pad_groups = (BEAT_BYTES - per_in) // lanes if per_in < BEAT_BYTES else 0
-                _ledger_stream(m, chk, s_in, s_out, o, capacity=latency + 1, bound=latency - 1 + pad_groups,
-                               name=f"pipe{i}",
-                               expect={"last": last, "data": (header_out, is_hdr)}, produces=produces,
-                               slots=pipe_slots, slot_expect={"hdr": is_hdr})
+                bound = latency - 1 + pad_groups
+                ledger = _ledger_stream(m, chk, s_in, s_out, o, capacity=latency + 1, bound=bound, name=f"pipe{i}",
+                                        expect={"last": last, "data": (header_out, is_hdr)}, produces=produces,
+                                        slots=pipe_slots, slot_expect={"hdr": is_hdr})
+                if pipe_slots:
+                    _liveness_invariants(chk, f"pipe{i}", ledger.stuck, dut.pipes[i], bound)
         return build
 
     return Spec(harness, latency=latency, buffer=2,
                 what=f"EnginePL(channels={channels}, lanes={lanes}, score_bits={score_bits})")
+
+
+def _liveness_invariants(chk: Checks, key: str, stuck: Value, pipe: wiring.Component, bound: int) -> None:
+    """``axis.liveness`` made inductive: while the sink is ready and nothing leaves, every enabled cycle moves
+    each beat one place closer to the output (the skid buffer is empty, so the stage enable is high), so the
+    cycles already waiting (``stuck``) plus the oldest beat's distance to the output stay within ``bound``.
+    Distances: the skid buffer's output register 0, its skid register 1, lane stage ``k`` ``LATENCY - k``
+    (the padding pseudo-slot of int16 packets is newer than every real slot and needs no bound here)."""
+    slots = pipe.formal_slots()
+    stages = len(pipe.stage_valid)
+    dist = [0, 1] + [stages + 1 - k for k in range(stages, 0, -1)]
+    assert len(slots) == len(dist)
+    # the stage enable is the skid buffer's registered TREADY: low only with its skid register full, or in
+    # the first cycle after reset (nothing held)
+    chk.prop("axis.liveness", f"{key}_ce", pipe.ce | slots[1].valid | ~Cat(*(s.valid for s in slots)).any())
+    older = Const(0, 1)
+    for j, (s, d) in enumerate(zip(slots, dist, strict=True)):
+        chk.prop("axis.liveness", f"{key}_oldest{j}", ~(s.valid & ~older) | (stuck + d <= bound))
+        older = older | s.valid
 
 
 def _group_invariants(pipe: wiring.Component, lanes: int) -> list[Value]:
@@ -612,12 +635,13 @@ def run_proof(p: FormalProof, *, timeout: float = 600.0, covers: bool = True, mu
     cov = []
     if covers:
         for c in elaborate_checks(build).covers:
-            cov.append(check(build, p.name, method="bmc", depth=p.cover_depth or p.depth, engine=p.engine,
+            cov.append(check(build, p.name, method="bmc", depth=p.trace_depth or p.depth, engine=p.engine,
                              cuts=p.cuts, target=c, timeout=timeout))
     mres, breaks = None, False
     if mutant:
         mb = spec.harness(p.mutant)
-        mres = check(mb, f"{p.name}__{p.mutant}", method="bmc", depth=p.depth, engine=p.engine, cuts=p.cuts,
+        depth = p.depth if p.method == "bmc" else p.trace_depth or p.depth
+        mres = check(mb, f"{p.name}__{p.mutant}", method="bmc", depth=depth, engine=p.engine, cuts=p.cuts,
                      timeout=timeout)
         asserts = elaborate_checks(mb).asserts
         caught = [asserts[n] for n in mres.failed_checks if n in asserts]

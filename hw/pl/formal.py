@@ -409,7 +409,7 @@ class StreamLedger:
             if packet_end is not None:
                 m.d.sync += open_.eq(0)
         chk.watch += [owed, tag, following, ahead, stuck]
-        self.owed, self.following, self.ahead = owed, following, ahead
+        self.owed, self.following, self.ahead, self.stuck = owed, following, ahead, stuck
 
 
 # ---------------------------------------------------------------------------------------------- lanes
