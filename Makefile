@@ -32,6 +32,7 @@ help:
 	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator), one line per test with its time"
 	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
+	@echo "make formal  every formal proof of the PL kernels (make test runs the fast set): docs/formal.md"
 	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"

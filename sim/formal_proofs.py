@@ -21,14 +21,14 @@ its ``trace_depth`` -- so it fails only through a real trace from reset, and it 
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
-import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import SimpleNamespace
 
-from amaranth.hdl import Cat, Const, Module, Mux, ResetSignal, Signal, Value
+from amaranth.hdl import Cat, Const, Fragment, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import wiring
 
 from vckattn.golden.bhyt_int import NormFormat
@@ -517,10 +517,14 @@ def _kernel(name: str, **kw: object) -> Callable[[], wiring.Component]:
 
 
 def _regmap_of(make: Callable[[], wiring.Component]) -> Callable[[], RegisterMap]:
+    """The register map of the kernel ``make()`` builds (built and elaborated once, for its map only:
+    elaborating it uses every sub-component it made, so none is reported unused)."""
+
+    @functools.cache
     def regmap() -> RegisterMap:
-        with warnings.catch_warnings():  # the kernel is built for its map only, never elaborated
-            warnings.simplefilter("ignore")
-            return make().regmap  # type: ignore[attr-defined, no-any-return]
+        kernel = make()
+        Fragment.get(kernel, None)
+        return kernel.regmap  # type: ignore[attr-defined, no-any-return]
     return regmap
 
 
