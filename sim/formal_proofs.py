@@ -26,13 +26,14 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from types import SimpleNamespace
 
 from amaranth.hdl import Cat, Const, Fragment, Module, Mux, ResetSignal, Signal, Value
 from amaranth.lib import wiring
 
 from vckattn.golden.bhyt_int import NormFormat
-from vckattn.golden.kernels import COMPONENT_PROOFS, KERNELS, FormalProof
+from vckattn.golden.kernels import AXIL, AXIS, COMPONENT_PROOFS, KERNELS, FormalProof
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
 from vckattn.hw.engine.streams import BEAT_BYTES, PACKET
 from vckattn.hw.kernels import resolve
@@ -654,12 +655,24 @@ def run_proof(p: FormalProof, *, timeout: float = 600.0, covers: bool = True, mu
     return ProofRun(p, res, cov, mres, breaks)
 
 
+def properties_label(props: tuple[str, ...]) -> str:
+    """The properties of a proof, short: ``axis.*`` (all of (a)-(d)), ``axil.*`` (all five), else their ids."""
+    if props == AXIS:
+        return "axis.* (a)-(d)"
+    if props == AXIL:
+        return "axil.* (all)"
+    return ", ".join(props)
+
+
 def _table(runs: Iterable[tuple[str, ProofRun]]) -> str:
+    """The results as a markdown table: depth is the induction bound or BMC depth, then the covers' (and an
+    induction's mutant's) trace depth; time is the proof, its covers and its mutant together."""
     rows = [("kernel", "proof", "properties", "method", "depth", "time (s)", "mutant that fails", "result")]
     for owner, r in runs:
         p = r.proof
         mut = f"{p.mutant}: {r.mutant.status} {', '.join(r.mutant.failed_properties)}" if r.mutant else "-"
-        rows.append((owner, p.name, ", ".join(p.properties), p.method + (" (cut)" if p.cuts else ""), str(p.depth),
+        depth = str(p.depth) + (f" / {p.trace_depth}" if p.trace_depth else "")
+        rows.append((owner, p.name, properties_label(p.properties), p.method + (" (cut)" if p.cuts else ""), depth,
                      f"{r.seconds:.1f}", mut, "ok" if r.ok else "FAIL"))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = ["| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |" for row in rows]
@@ -671,6 +684,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Run the formal proofs of the PL kernels (their covers and must-fail "
                                              "mutants too) and print the table.")
     ap.add_argument("--fast", action="store_true", help="only the fast set (the one `make test` runs)")
+    ap.add_argument("--table", metavar="FILE", help="also write the results table (markdown) to FILE")
     ap.add_argument("names", nargs="*", help="only these proofs (default: all)")
     args = ap.parse_args(argv)
     todo = [(o, p) for o, p in all_proofs() if (not args.fast or p.fast) and (not args.names or p.name in args.names)]
@@ -688,9 +702,13 @@ def main(argv: list[str] | None = None) -> int:
             for x in [r.result, *r.covers, *([r.mutant] if r.mutant else [])]:
                 if x.status not in ("proven", "reached") or x is r.mutant:
                     print(x.report(), flush=True)
+    table = _table(runs)
+    summary = f"{len(runs)} proofs, {sum(1 for _, r in runs if r.ok)} ok, {time.monotonic() - t0:.0f} s"
     print()
-    print(_table(runs))
-    print(f"\n{len(runs)} proofs, {sum(1 for _, r in runs if r.ok)} ok, {time.monotonic() - t0:.0f} s")
+    print(table)
+    print(f"\n{summary}")
+    if args.table:
+        Path(args.table).write_text(f"{table}\n\n{summary}\n", encoding="utf-8")
     return 0 if all(r.ok for _, r in runs) else 1
 
 

@@ -163,3 +163,18 @@ def test_timeout_kills_every_solver_process(engine: str) -> None:
     with pytest.raises(ProcessLookupError):
         os.killpg(r.pgid, 0)  # signal 0: is any process of the group alive?
     assert not _processes_in(r.workdir.resolve())
+
+
+def test_the_runner_writes_the_table(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``python -m vckattn.sim.formal_proofs skid_buffer --table FILE``: status 0, the proof's row in the
+    printed table and in FILE; an unknown proof name is status 2 with the known names."""
+    fp = _fp()
+    out = tmp_path / "table.md"
+    assert fp.main(["--table", str(out), "skid_buffer"]) == 0
+    row = next(line for line in out.read_text().splitlines() if "| skid_buffer" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:5] == ["component", "skid_buffer", "axis.* (a)-(d)", "induction", "8"], cells
+    assert cells[6].startswith("lose_beat: failed") and cells[7] == "ok", cells
+    assert row in capsys.readouterr().out
+    assert fp.main(["no_such_proof"]) == 2
+    assert "known: " in capsys.readouterr().err
