@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import signal
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -687,6 +688,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--table", metavar="FILE", help="also write the results table (markdown) to FILE")
     ap.add_argument("names", nargs="*", help="only these proofs (default: all)")
     args = ap.parse_args(argv)
+    # a terminated run unwinds (SystemExit), so the runner kills its solver processes on the way out
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     todo = [(o, p) for o, p in all_proofs() if (not args.fast or p.fast) and (not args.names or p.name in args.names)]
     if args.names and len(todo) != len(set(args.names)):
         known = ", ".join(p.name for _, p in all_proofs())
