@@ -308,13 +308,15 @@ class StreamLedger:
         slot_expect: Fields (like ``expect``) that only the slots hold, not the output port (e.g. whether the
             beat is a header): the followed beat's slot must hold them too.
         name: Instance key of the checks.
+        cover_full: Cover a full component (``owed == capacity``): off where ``capacity`` is a sound upper
+            bound that no short trace reaches.
     """
 
     def __init__(self, chk: Checks, s_in: Stream, s_out: Stream, *, capacity: int, bound: int,
                  expect: Mapping[str, Value | tuple[Value, Value]], produces: Value | None = None,
                  packet_end: Value | None = None,
                  slots: Sequence[Slot] | None = None, slot_expect: Mapping[str, Value] | None = None,
-                 name: str = "") -> None:
+                 name: str = "", cover_full: bool = True) -> None:
         m = chk.m
         key = name or f"{s_in.name}_{s_out.name}"
         if "last" not in expect:
@@ -401,7 +403,8 @@ class StreamLedger:
             with m.If(wout & (beats < 2)):
                 m.d.sync += beats.eq(beats + 1)
         chk.cover(f"{key}_packet_under_stall", wout & s_out.last & stalled & (beats != 0))
-        chk.cover(f"{key}_full", owed == capacity)
+        if cover_full:
+            chk.cover(f"{key}_full", owed == capacity)
 
         # harness state resets with the component
         with m.If(rst):
