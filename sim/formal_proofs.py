@@ -124,9 +124,10 @@ def axis_mutants(p: str) -> dict[str, Mutation]:
         return {f"{p}_tvalid": getattr(i, f"{p}_tvalid") | (after & g)}
 
     def hang(m: Module, o: SimpleNamespace, i: SimpleNamespace, g: Value) -> dict[str, Value]:
-        # after a glitch the output never shows TVALID again
+        # after a glitch in a cycle that shows no beat the output never shows TVALID again (no beat is withdrawn
+        # under a stall: only liveness can tell)
         dead = Signal(name="mut_dead")
-        m.d.sync += dead.eq(dead | g)
+        m.d.sync += dead.eq(dead | (g & ~getattr(i, f"{p}_tvalid")))
         return {f"{p}_tvalid": getattr(i, f"{p}_tvalid") & ~dead, f"{p}_tready": getattr(o, f"{p}_tready") & ~dead}
 
     return {"drop_valid": drop_valid, "data_under_stall": data_under_stall, "lose_beat": lose_beat,
