@@ -236,8 +236,8 @@ def test_nan_or_inf_weights_are_named(where, value, tmp_path, capsys):
 
 
 def test_explore_handles_long_sequences(capsys):
-    """`perf explore --seq 1025 / 2048`: a pipeline holds at most 32 key slices (it was an internal error, "kernels
-    must be 1..32"); 10^6 tokens fit no design of the search space: a usage error naming why."""
+    """`perf explore --seq 1025 / 2048`: a pipeline holds at most MAX_KERNELS key slices (it was an internal error,
+    "kernels must be 1..N"); 10^6 tokens fit no design of the search space: a usage error naming why."""
     from vckattn.hw.engine.model import MAX_KERNELS, EngineParams
     from vckattn.hw.perf import explore, model
 
@@ -250,7 +250,7 @@ def test_explore_handles_long_sequences(capsys):
     assert rc == 0 and "best SwiftMax design" in out, err
     rc, _, err = _cli(capsys, "perf", "explore", "--seq", "1000000", "--quiet")
     _one_line(err, EXIT_USAGE, rc)
-    assert "S = 1000000" in err and "32 key slices" in err
+    assert "S = 1000000" in err and f"{MAX_KERNELS} key slices" in err
 
 
 # ------------------------------------------------------------------------------------------- outputs and text

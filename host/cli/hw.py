@@ -8,6 +8,7 @@ import contextlib
 import os
 import sys
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import TextIO
 
@@ -84,7 +85,9 @@ def add_hw(sub: Subparsers) -> None:
         "configuration), OUT/pl/ (the PL top engine_pl.v, kernel.xml, package_kernel.tcl), OUT/manifest.json (the "
         "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
-        "or `best`: the explorer's best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board. Needs "
+        "or `best`: the committed best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board "
+        "(bitstreams/engine_designs/<board>_engine.design.json: of the model's near-fastest designs, the fastest in "
+        "the graph simulation). Needs "
         "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.",
         epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
                         "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "
@@ -283,7 +286,9 @@ def run_hw_generate(args: argparse.Namespace) -> int:
         raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
     output_dir(args.out, what="--out")
     if args.design == "best":
-        design = gen.best_design(args.board)
+        design = gen.build_design(f"{args.board}_engine")  # the committed best design for the board
+        if args.max_seq is not None:  # the best design's kernels, built for the sequences asked for
+            design = replace(design, max_seq=None)
     else:
         path = Path(args.design)
         if not path.is_file():

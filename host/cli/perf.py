@@ -324,8 +324,8 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
     if perf.host_serial_seconds:
         dev_s = perf.device_seconds_per_layer
         console.print(f"on the card: {_fmt_s(dev_s)} per layer = "
-                      f"{w.ops_per_layer / dev_s / perf.device.peak_int8_ops:.2%} of peak (+ {_fmt_s(perf.host_serial_seconds)} "
-                      "host launch, assumed)")
+                      f"{w.ops_per_layer / dev_s / perf.device.peak_int8_ops:.2%} of peak "
+                      f"(+ {_fmt_s(perf.host_serial_seconds)} host launch, assumed)")
     if w.operands != "on_chip":
         console.print(f"DDR roof (Q, K, V, A once at {perf.device.ddr_bytes_per_s / 1e9:g} GB/s): "
                       f"{_fmt_s(perf.ddr_roof_seconds)} = {perf.ddr_roof_seconds / perf.seconds_per_layer:.1%} of this "
@@ -439,8 +439,10 @@ def run_explore(args: argparse.Namespace) -> int:
     if ex.online_equal_resources is not None:
         print_perf(ex.online_equal_resources, "online softmax at the SwiftMax design's resources", console)
     sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
+    no_fit = f"none: no online-softmax design fits its {ex.swiftmax.used['dsp']:g} DSPs, " \
+        f"{ex.swiftmax.used['lut']:,.0f} LUTs"
     console.print(f"[bold]SwiftMax vs online softmax (modeled): speedup at equal resources "
-                  f"{'n/a' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at equal throughput "
+                  f"{no_fit if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at equal throughput "
                   f"{'n/a' if lr is None else f'{lr:.1%}'}[/bold] (search: {elapsed:.1f} s)")
     report = ex.to_json()
     report["search_seconds"] = elapsed

@@ -55,6 +55,10 @@ MAX_SCORE_SHIFT = 40
 MASK_INDEX_LIMIT = (1 << 15) - 1
 
 
+#: QKᵀ (and P·V) kernels a pipeline can have: its 2k K/V slices on kv_in are told apart by 5-bit packet ids
+MAX_KERNELS = 16
+
+
 @dataclass(frozen=True)
 class EngineParams:
     """Build parameters of an engine (``hw/ENGINE.md`` "Build parameters"): ``pipelines`` identical pipelines of
@@ -75,8 +79,9 @@ class EngineParams:
     def __post_init__(self) -> None:
         if self.pipelines < 1:
             raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
-        if not 1 <= self.kernels <= 16:
-            raise ValueError(f"kernels must be 1..16 (the 2k kv_in packet ids have 5 bits), got {self.kernels}")
+        if not 1 <= self.kernels <= MAX_KERNELS:
+            raise ValueError(f"kernels must be 1..{MAX_KERNELS} (the 2k kv_in packet ids have 5 bits), got "
+                             f"{self.kernels}")
         if self.score_plios < 1 or self.kernels % self.score_plios:
             raise ValueError(f"score_plios ({self.score_plios}) must divide kernels ({self.kernels})")
         if self.q_rows < 4 or self.q_rows % 4:

@@ -243,6 +243,10 @@ def tile_costs(g: Geometry, r: int) -> TileCosts:
                      qk_each=qk_each, pv_each=pv_each)
 
 
+P_AHEAD = 2
+"""Tiles a score channel can deliver before the P.V kernels start: their p ports are ping-pong buffers."""
+
+
 def kv_seconds(g: Geometry) -> float:
     """Seconds one group's K and V slices (2k buffers) take over kv_in."""
     return 2 * g.k * g.kv_bytes / g.link_rate
@@ -294,6 +298,10 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
 
     first, last = per_tile[0], per_tile[-1]
     kv = kv_seconds(g)
+    if w.operands != "on_chip":
+        # the first round's K/V loads: every pipeline dealt a group reads its slices from the one bank at once
+        active = sum(1 for x in groups_of if x)
+        kv = max(kv, active * 2 * g.k * (g.sk * g.d + DESCRIPTOR_BYTES) / dev.ddr_bytes_per_s)
     # head: a QK^T kernel needs its K slice (slices j = 0..k-1 go first) and its Q; the P.V kernels need V (the
     # group's last k slices); tail: the last tile through the stages behind
     head_qk = max(g.k * g.kv_bytes / g.link_rate, first.q_in)
@@ -310,7 +318,10 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
         StageTime("q_in", total("q_in"), 0.0, last.qk + tail_qk, "PLIO q_in (Q, broadcast)"),
         StageTime("aie_qk", total("qk"), head_qk, tail_qk,
                   f"AIE QK^T kernels ({engine_aie_label(g, 'qk')})"),
-        StageTime("pl_channel", total("channel"), head_qk + first.qk, tail_channel,
+        # the channel runs at most P_AHEAD tiles ahead of the P.V kernels (their ping-pong p buffers), which wait
+        # for their V slices
+        StageTime("pl_channel", total("channel"), max(head_qk + first.qk, head_pv - P_AHEAD * first.channel),
+                  tail_channel,
                   f"score channel: {g.per_channel} packet(s) a tile out, PL {normalizer} ({g.lanes} lanes x "
                   f"{g.f_pl / 1e6:g} MHz), P back"),
         StageTime("aie_pv", total("pv"), head_pv, tail_pv, f"AIE P.V kernels ({engine_aie_label(g, 'pv')})"),

@@ -23,6 +23,8 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from vckattn.hw.engine.model import MAX_KERNELS
+
 from . import engine
 from .model import (
     RESOURCE_KEYS,
@@ -40,8 +42,8 @@ from .model import (
 #: designs within this relative time of the fastest count as equally fast (the fewest LUTs wins)
 TIE = 0.005
 Q_ROWS = (8, 16, 32, 64)
-#: kernels per pipeline: kv_in's pktsplit<2k> has at most 32 outputs (5-bit packet ids)
-KERNELS = (1, 2, 4, 8, 16)
+#: kernels per pipeline, powers of two up to the build's limit (kv_in's pktsplit<2k>: 5-bit packet ids)
+KERNELS = tuple(2 ** i for i in range(MAX_KERNELS.bit_length()) if 2 ** i <= MAX_KERNELS)
 SCORE_BITS = (8, 16)
 PLIO_BITS = 128
 #: fraction of every resource the explorer keeps free by default
@@ -87,8 +89,11 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
                               lanes_swiftmax=0, lanes_online_softmax=0, pl_clock_mhz=pl_clock_mhz,
                               kv_resident=True, score_switch=False, o_bits=8, host_seconds_per_tile=0.0,
                               max_seq=keys, head_dim=d_build)
-                if resources_used(w, _with_lanes(base, norms, 1), dev)["aie_kernel_memory_bytes"] > \
-                        dev.tile_memory_bytes:
+                try:  # a build the kernels' limits refuse (slice sizes, packet counts, mask indices) is no candidate
+                    mem = resources_used(w, _with_lanes(base, norms, 1), dev)["aie_kernel_memory_bytes"]
+                except ValueError:
+                    continue
+                if mem > dev.tile_memory_bytes:
                     continue
                 for m in (x for x in KERNELS if x <= k and k % x == 0):
                     for lanes in _lanes_options(bits):
@@ -249,7 +254,7 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
     best_o = search(wo, headroom=headroom, **kw)
     if best_s is None or best_o is None:
         raise ValueError(f"no design of the search space fits the device for this workload (S = {w.seq}: a "
-                         f"pipeline holds at most {max(KERNELS)} key slices, each within one AIE tile's memory)")
+                         f"pipeline holds at most {MAX_KERNELS} key slices, each within one AIE tile's memory)")
     perf_s = evaluate(ws, best_s.design, dev)
     budget = {k: perf_s.used[k] for k in EQUAL_RESOURCE_KEYS}
     full = default_budget(dev, headroom, pl_clock_mhz)
@@ -268,5 +273,5 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
     )
 
 
-__all__ = ["BUDGET_KEYS", "EQUAL_RESOURCE_KEYS", "HEADROOM", "Choice", "Exploration", "default_budget", "RESOURCE_KEYS", "TIE", "candidate_count",
-           "candidates", "explore", "search"]
+__all__ = ["BUDGET_KEYS", "Choice", "EQUAL_RESOURCE_KEYS", "Exploration", "HEADROOM", "RESOURCE_KEYS", "TIE",
+           "candidate_count", "candidates", "default_budget", "explore", "search"]

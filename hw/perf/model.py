@@ -330,7 +330,7 @@ class Design:
     pl_clock_mhz: float = 250.0
     kv_resident: bool = True
     score_switch: bool = False
-    o_bits: int = 32
+    o_bits: int = 8
     host_seconds_per_tile: float | None = None
     host_launches_per_layer: int = 1
     max_seq: int | None = None

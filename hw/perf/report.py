@@ -126,8 +126,9 @@ def readme_block(dev: Device | None = None) -> str:
     pc = evaluate(BERT_S512_B8, committed, dev)
     agree = agreement()
     lines += [f"The committed engine (`vckattn perf`: `bitstreams/vck5000_engine.json`, {_design_text(committed)}, "
-              f"PL {committed.pl_clock_mhz:g} MHz), BERT-base attention, S = 512, batch 8, 12 SwiftMax layers, operands "
-              "in card DDR. Its AIE kernels, one tile each (MACs / (cycles x 128), from their instrumented operations):",
+              f"PL {committed.pl_clock_mhz:g} MHz), BERT-base attention, S = 512, batch 8, 12 SwiftMax layers, "
+              "operands in card DDR. Its AIE kernels, one tile each (MACs / (cycles x 128), from their instrumented "
+              "operations):",
               "", "| kernel | tile (rows x keys x D) | MACs | cycles | efficiency |", "|---|---|---|---|---|"]
     for k in pc.kernels:
         lines.append(f"| {k['kernel']} | {k['q_rows']} x {k['slice_keys']} x {k['d']} | {k['macs']:,} | "
@@ -138,8 +139,9 @@ def readme_block(dev: Device | None = None) -> str:
         mark = " **(bottleneck)**" if s.name == pc.bottleneck else ""
         lines.append(f"| {STAGES[s.name]}{mark} | {_us(s.seconds)} | {s.bound_by} |")
     lines += ["", f"{_us(pc.seconds_per_layer)} µs per layer ({_us(pc.device_seconds_per_layer)} µs on the card + "
-              f"{_us(pc.host_serial_seconds)} µs host launch, assumed) = **{pc.tops:.2f} TOPS ({pc.fraction_of_peak:.1%} "
-              f"of 128)**; the DDR roof (Q, K, V and A once at {dev.ddr_bytes_per_s / 1e9:g} GB/s) is "
+              f"{_us(pc.host_serial_seconds)} µs host launch, assumed) = **{pc.tops:.2f} TOPS "
+              f"({pc.fraction_of_peak:.1%} of 128)**; the DDR roof (Q, K, V and A once at "
+              f"{dev.ddr_bytes_per_s / 1e9:g} GB/s) is "
               f"{_us(pc.ddr_roof_seconds)} µs: {pc.ddr_roof_seconds / pc.device_seconds_per_layer:.1%} of it on the "
               "card.", "",
               "The closed form against the discrete-event simulation of the graph (`vckattn perf --simulate`; buffers, "
@@ -149,6 +151,19 @@ def readme_block(dev: Device | None = None) -> str:
         w = a["workload"]
         lines.append(f"| {a['design']} ({a['board']}) | {w.heads} x {w.d_head}, S = {w.seq}, batch {w.batch}, "
                      f"operands {w.operands} | {_us(a['closed'])} | {_us(a['simulated'])} | {a['difference']:+.1%} |")
+    lines += ["", "The committed builds (`bitstreams/<name>.json`, `python -m vckattn.hw.engine.generate "
+              "--write-bitstreams`), each on the workload above, operands in card DDR:", "",
+              "| build | design | µs/layer (closed form / simulated) | TOPS (% of 128) | bottleneck | AIE tiles | "
+              "PLIO in/out | LUT | DSP | largest kernel's memory (of 32 KiB, with the reserve) |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in agree:
+        if a["workload"].operands != "ddr":
+            continue
+        p, u = a["perf"], a["perf"].used
+        lines.append(f"| {a['design']} ({a['board']}) | {_design_text(p.design)}, {p.design.pl_clock_mhz:g} MHz | "
+                     f"{_us(a['closed'])} / {_us(a['simulated'])} | {p.tops:.2f} ({p.fraction_of_peak:.1%}) | "
+                     f"{STAGES[p.bottleneck]} | {u['aie_tiles']:.0f} | {u['plio_in']:.0f} / {u['plio_out']:.0f} | "
+                     f"{u['lut']:,.0f} | {u['dsp']:,.0f} | {u['aie_kernel_memory_bytes']:,.0f} B |")
     lines.append("")
     exs = {}
     for operands in ("ddr", "on_chip"):
@@ -160,7 +175,8 @@ def readme_block(dev: Device | None = None) -> str:
         lines += [f"Best designs, BERT-base S = 512, batch 8, {title}, {explore.HEADROOM:.0%} of every resource kept "
                   f"free — `vckattn perf explore --operands {operands}`:", "", HEADER]
         lines.append(_row("the committed engine", evaluate(w, committed, dev)))
-        lines.append(_row("best SwiftMax", ex.swiftmax))
+        lines.append(_row("best SwiftMax (closed form; the committed engine: the simulation's pick of its near-ties)"
+                          if operands == "ddr" else "best SwiftMax", ex.swiftmax))
         lines.append(_row("best online softmax", ex.online_softmax))
         if ex.online_equal_resources is not None:
             lines.append(_row("online softmax at SwiftMax's resources", ex.online_equal_resources))
@@ -168,9 +184,13 @@ def readme_block(dev: Device | None = None) -> str:
             lines.append(_row("SwiftMax, fewest LUTs at equal throughput", ex.swiftmax_equal_throughput))
             lines.append(_row("online softmax, fewest LUTs at equal throughput", ex.online_equal_throughput))
         sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
-        lines += ["", f"SwiftMax vs online softmax: speedup at equal resources **{sp:.2f}x**; normalizer LUTs at "
-                  f"equal throughput **{lr:.0%}** of online softmax's (whole design "
-                  f"{ex.lut_ratio_equal_throughput_design:.0%}).", ""]
+        speed = f"speedup at equal resources **{sp:.2f}x**" if sp is not None else \
+            (f"no online-softmax design fits the SwiftMax design's resources (its {ex.swiftmax.used['dsp']:g} DSPs, "
+             f"{ex.swiftmax.used['lut']:,.0f} LUTs)")
+        luts = f"normalizer LUTs at equal throughput **{lr:.0%}** of online softmax's (whole design " \
+            f"{ex.lut_ratio_equal_throughput_design:.0%})" if lr is not None else \
+            "no pair of designs reaches equal throughput"
+        lines += ["", f"SwiftMax vs online softmax: {speed}; {luts}.", ""]
     lines += _goals(dev, pc, exs["on_chip"].swiftmax, agree)
     lines += ["Published AIE designs, modeled with the same cost path, each matmul kernel costed from its own code "
               "(`vckattn perf validate`; what this covers and what not: [validation.md](validation.md)):", "",
