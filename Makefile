@@ -24,7 +24,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim demo lint clean help xclbin figures
+.PHONY: setup test sim formal demo lint clean help xclbin figures
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
@@ -32,6 +32,7 @@ help:
 	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator), one line per test with its time"
 	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
+	@echo "make formal  every formal proof of the PL kernels (make test runs the fast set): docs/formal.md"
 	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"
@@ -61,6 +62,9 @@ test: setup
 # One line per test with its time, the slowest listed at the end; a subset: make sim PYTEST_ARGS="-k swiftmax"
 sim: setup
 	$(PY) -m pytest -m sim -v -n $(JOBS) --durations=15 $(PYTEST_ARGS)
+
+formal: setup
+	$(PY) -m vckattn.sim.formal_proofs
 
 demo: setup
 	$(PY) -m vckattn.host.demo

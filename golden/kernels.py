@@ -20,16 +20,79 @@ host           how the host drives it: :func:`vckattn.hw.driver.program` for reg
 
 ``vckattn hw report``, the testbench tests and the backends iterate :data:`KERNELS`; adding a kernel
 is one entry here plus its files under the same name (ARCHITECTURE.md, "Adding a kernel").
+
+Formal proofs
+-------------
+Every PL kernel's contract lists its formal proofs (:class:`FormalProof`): the AXI4-Stream properties of
+its stream pair and the AXI4-Lite properties of its register file (the property library
+:mod:`vckattn.hw.pl.formal`), each with its method (``induction``: unbounded, k-induction that closes
+within ``depth`` steps; ``bmc``: every trace of ``depth`` cycles from reset, ``depth`` at least the
+kernel's latency plus a full buffer), the instances it cuts (replaced by free outputs: what holds with the
+cut holds for the real instance), and a must-fail mutant. :data:`COMPONENT_PROOFS` does the same for the
+shared components (skid buffer, stall pipeline, datapath lanes) and the scalable engine's PL top. The
+harnesses are ``vckattn.sim.formal_proofs``; ``make test`` runs the ``fast`` ones, ``make formal`` all.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["KERNELS", "KernelContract"]
+__all__ = ["COMPONENT_PROOFS", "KERNELS", "FormalProof", "KernelContract"]
 
 #: the generic host driver of every kernel with AXI4-Lite registers
 REGISTER_DRIVER = "vckattn.hw.driver:program"
+
+
+#: The AXI4-Stream properties (a)-(d) of a stream pair, and the AXI4-Lite properties of a register file.
+AXIS = ("axis.hold", "axis.count", "axis.framing", "axis.reset_idle", "axis.liveness")
+AXIL = ("axil.one_response", "axil.no_spurious", "axil.readback", "axil.ro_ignores_writes", "axil.reset_idle")
+
+
+@dataclass(frozen=True)
+class FormalProof:
+    """One formal proof of a PL component (run by ``vckattn.sim.formal_proofs``).
+
+    Attributes:
+        name: The proof's name (unique).
+        harness: Its harness (``vckattn.sim.formal_proofs.HARNESSES``): the component and its build
+            parameters, the assumptions, properties, covers and invariants.
+        properties: The property ids it proves (``vckattn.hw.pl.formal.PROPERTIES``).
+        method: ``"induction"`` (unbounded: k-induction, closing within ``depth`` steps) or ``"bmc"`` (every
+            trace of ``depth`` cycles from reset).
+        depth: Induction bound or BMC depth (cycles).
+        mutant: The deliberately broken version that must fail (``vckattn.sim.formal_proofs.MUTANTS``).
+        fast: Part of ``make test`` (else only ``make formal``).
+        engine: ``"sat"`` (Yosys ``sat``) or ``"sby"`` (SymbiYosys, smtbmc + Yices).
+        cuts: Instances replaced by free outputs (an over-approximation), e.g. ``dut.lane*``.
+        trace_depth: BMC depth of the covers, and of an induction's mutant check (default ``depth``): traces
+            from reset long enough to carry a packet of several beats through the component (an induction
+            may close at a depth far shorter than that; a BMC proof's mutant is checked at ``depth``).
+    """
+
+    name: str
+    harness: str
+    properties: tuple[str, ...]
+    method: str
+    depth: int
+    mutant: str
+    fast: bool = True
+    engine: str = "sat"
+    cuts: tuple[str, ...] = ()
+    trace_depth: int | None = None
+
+
+def _proofs(name: str, *, depth: int, method: str = "induction", mutant: str = "lose_beat",
+            cuts: tuple[str, ...] = (), full_depth: int | None = None,
+            trace_depth: int | None = None) -> tuple[FormalProof, ...]:
+    """A kernel's proofs: its register file (induction, fast); its stream pair with the arithmetic ``cuts`` --
+    by induction (fast), or by BMC on SymbiYosys (Yices: several times faster than Yosys ``sat`` at these
+    depths; ``make formal`` only) -- and, with ``full_depth``, by BMC with nothing cut (``make formal``)."""
+    out = [FormalProof(f"{name}_regs", f"{name}_regs", AXIL, "induction", 8, "rdata_flip"),
+           FormalProof(f"{name}_stream", name, AXIS, method, depth, mutant, cuts=cuts, fast=method == "induction",
+                       engine="sat" if method == "induction" else "sby", trace_depth=trace_depth)]
+    if full_depth:
+        out.append(FormalProof(f"{name}_full", name, AXIS, "bmc", full_depth, mutant, fast=False, engine="sby"))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -49,6 +112,7 @@ class KernelContract:
         testbench: The cocotb testbench module, or the C-simulation driver module.
         host: How the host drives it (``module:function``).
         report: Whether ``vckattn hw report`` synthesizes and measures it (the normalizer/norm kernels).
+        proofs: Its formal proofs (module docstring); every PL kernel has them.
     """
 
     name: str
@@ -62,6 +126,7 @@ class KernelContract:
     hls: str | None = None
     aie: str | None = None
     report: bool = False
+    proofs: tuple[FormalProof, ...] = ()
 
 
 KERNELS: dict[str, KernelContract] = {k.name: k for k in (
@@ -69,34 +134,41 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
         "swiftmax", "SwiftMax normalizer exp(z - beta)/gamma, element-wise (AXI4-Stream scores -> P)",
         golden="vckattn.golden.swiftmax_int:swiftmax_int", regmap="vckattn.golden.swiftmax_int:swiftmax_regmap",
         pl="vckattn.hw.pl.swiftmax:SwiftMaxKernel", hls="hw/hls/swiftmax_hls.cpp:swiftmax_hls",
-        testbench="vckattn.sim.tb_swiftmax", host=REGISTER_DRIVER, report=True),
+        testbench="vckattn.sim.tb_swiftmax", host=REGISTER_DRIVER, report=True,
+        proofs=_proofs("swiftmax", depth=12, cuts=("dut.lane*", "dut.regs"), full_depth=12)),
     KernelContract(
         "online_softmax", "online softmax (running max and sum, one row buffer): the baseline normalizer",
         golden="vckattn.golden.online_softmax_int:online_softmax_int",
         regmap="vckattn.golden.online_softmax_int:online_softmax_regmap",
         pl="vckattn.hw.pl.online_softmax:OnlineSoftmaxKernel", pl_kwargs={"max_keys": 1024},
-        testbench="vckattn.sim.tb_online_softmax", host=REGISTER_DRIVER, report=True),
+        testbench="vckattn.sim.tb_online_softmax", host=REGISTER_DRIVER, report=True,
+        proofs=_proofs("online_softmax", method="bmc", depth=32,
+                       cuts=("dut.p1_pow2_*", "dut.p2_pow2_*", "dut.recip", "dut.regs", "dut.p1_prod*",
+                             "dut.p2_prod7_*"))),
     KernelContract(
         "bhyt_exact", "BHyT site with its own statistic (token buffer): gamma * tanh(k * q / rms(q))",
         golden="vckattn.golden.bhyt_int:bhyt_site_int", regmap="vckattn.golden.bhyt_int:bhyt_exact_regmap",
         pl="vckattn.hw.pl.bhyt_exact:BHyTExactKernel", pl_kwargs={"max_d": 1024},
         hls="hw/hls/bhyt_hls.cpp:bhyt_site_a", testbench="vckattn.sim.tb_bhyt_exact", host=REGISTER_DRIVER,
-        report=True),
+        report=True, proofs=_proofs("bhyt_exact", method="bmc", depth=20, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
     KernelContract(
         "bhyt_approx", "BHyT site M from the forwarded statistic plus the variance constant (no token buffer)",
         golden="vckattn.golden.bhyt_int:bhyt_site_int", regmap="vckattn.golden.bhyt_int:bhyt_approx_regmap",
         pl="vckattn.hw.pl.bhyt_approx:BHyTApproxKernel", pl_kwargs={"max_d": 1024},
         hls="hw/hls/bhyt_hls.cpp:bhyt_site_m", testbench="vckattn.sim.tb_bhyt_approx", host=REGISTER_DRIVER,
-        report=True),
+        report=True, proofs=_proofs("bhyt_approx", depth=16, cuts=("dut.scale", "dut.lane*", "dut.regs"),
+                                    full_depth=16)),
     KernelContract(
         "rmsnorm", "RMSNorm (token buffer, one reduction per token): the baseline norm",
         golden="vckattn.golden.rmsnorm_int:rmsnorm_int", regmap="vckattn.golden.rmsnorm_int:rmsnorm_regmap",
         pl="vckattn.hw.pl.rmsnorm:RMSNormKernel", pl_kwargs={"max_d": 1024},
-        testbench="vckattn.sim.tb_rmsnorm", host=REGISTER_DRIVER, report=True),
+        testbench="vckattn.sim.tb_rmsnorm", host=REGISTER_DRIVER, report=True,
+        proofs=_proofs("rmsnorm", method="bmc", depth=16, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
     KernelContract(
         "scale", "requantizing scale y = sat(((x * a) >> s) + bias[j]): the PL infrastructure's demo kernel",
         golden="vckattn.golden.scale_int:scale_int", regmap="vckattn.golden.scale_int:scale_regmap",
-        pl="vckattn.hw.pl.scale:ScaleKernel", testbench="vckattn.sim.tb_scale", host=REGISTER_DRIVER),
+        pl="vckattn.hw.pl.scale:ScaleKernel", testbench="vckattn.sim.tb_scale", host=REGISTER_DRIVER,
+        proofs=_proofs("scale", depth=10, cuts=("dut.regs",), full_depth=10)),
     KernelContract(
         "qk_matmul", "AIE int8 Q·K^T tile matmul (int32 scores)",
         golden="vckattn.golden.aie_matmul:tile_matmul", regmap=None, pl=None,
@@ -108,3 +180,23 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
         aie="hw/aie/pv_matmul.cc:pv_matmul", testbench="vckattn.sim.aie_csim",
         host="vckattn.host.tile_buffers:pack_kv"),
 )}
+
+
+#: Proofs of the shared components and of the scalable engine's PL top (``engine_small``'s parameters).
+COMPONENT_PROOFS: tuple[FormalProof, ...] = (
+    FormalProof("skid_buffer", "skid_buffer", AXIS, "induction", 8, "lose_beat"),
+    FormalProof("stall_pipeline", "stall_pipeline", AXIS, "induction", 8, "lose_beat"),
+    *(FormalProof(n, n, ("lane.hold",), "induction", depth, "en_ignored")
+      for n, depth in (("swiftmax_lane", 9), ("bhyt_scale_unit", 8), ("bhyt_lane", 8), ("rmsnorm_scale_unit", 7),
+                       ("rmsnorm_lane", 5))),
+    FormalProof("engine_small_stream", "engine_small", AXIS, "induction", 3, "lose_beat",
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=20),
+    FormalProof("engine_small_regs", "engine_small_regs", AXIL, "induction", 8, "rdata_flip"),
+    FormalProof("engine_small_full", "engine_small", AXIS, "bmc", 12, "lose_beat", fast=False, engine="sby",
+                trace_depth=20),
+    # the largest engine top whose (monolithic) proof closes in about 5 minutes: 4 score channels of 16 lanes, int8
+    FormalProof("engine_c4_l16_stream", "engine_c4_l16_int8", AXIS, "induction", 10, "lose_beat", fast=False,
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=16),
+    FormalProof("engine_c1_l8_int16_stream", "engine_c1_l8_int16", AXIS, "induction", 10, "lose_beat", fast=False,
+                cuts=("dut.pipe*.lane*", "dut.regs"), trace_depth=16),
+)

@@ -121,6 +121,12 @@ class EngineSection:
     design: dict
     streams_version: int
 
+    @property
+    def channels(self) -> int:
+        """Score channels ``pipelines · score_plios``: the PL top's stream pairs
+        (:class:`vckattn.hw.pl.engine.EnginePL`)."""
+        return self.pipelines * self.score_plios
+
     def design_point(self) -> Any:
         """The :class:`vckattn.hw.perf.model.Design` the engine was generated from."""
         from vckattn.hw.perf.model import design_from_json

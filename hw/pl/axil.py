@@ -82,7 +82,7 @@ writes an entry the kernel may read the old or new value: write tables while the
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Shape, Signal, signed, unsigned
+from amaranth.hdl import Module, ResetSignal, Shape, Signal, signed, unsigned
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -180,6 +180,17 @@ class RegisterFile(wiring.Component):
                 self._axi_rd[spec.name] = mem.read_port()
             self.mem_ports[spec.name] = [mem.read_port() for _ in range(spec.read_ports)]
         super().__init__(axil_members("s_axil", regmap.addr_width))
+        # Bus state, named here for the formal proofs' invariants (vckattn.hw.pl.formal.AxilLedger):
+        # the held AW (word address) and W, the pending B, the read in progress and the pending R.
+        wa = regmap.addr_width - 2
+        self.aw_full = Signal(name="aw_full")
+        self.aw_word = Signal(wa, name="aw_word")
+        self.w_full = Signal(name="w_full")
+        self.w_data = Signal(AXIL_DATA_WIDTH, name="w_data")
+        self.w_strb = Signal(AXIL_DATA_WIDTH // 8, name="w_strb")
+        self.b_valid = Signal(name="b_valid")
+        self.ar_busy = Signal(name="ar_busy")
+        self.r_valid = Signal(name="r_valid")
 
     def mem_read_port(self, name: str, index: int = 0) -> memory.ReadPort:
         """Kernel read port ``index`` of memory ``name`` (synchronous, 1-cycle latency)."""
@@ -220,12 +231,8 @@ class RegisterFile(wiring.Component):
             return format(word >> k, f"0{wa - k}b") + "-" * k
 
         # ---------------- write path ----------------
-        aw_full = Signal()
-        aw_addr = Signal(wa)
-        w_full = Signal()
-        w_data = Signal(AXIL_DATA_WIDTH)
-        w_strb = Signal(AXIL_DATA_WIDTH // 8)
-        b_valid = Signal()
+        aw_full, aw_addr, w_full = self.aw_full, self.aw_word, self.w_full
+        w_data, w_strb, b_valid = self.w_data, self.w_strb, self.b_valid
         b_resp = Signal(2)
         do_write = Signal()
         m.d.comb += [
@@ -233,7 +240,8 @@ class RegisterFile(wiring.Component):
             self.s_axil_wready.eq(~w_full),
             self.s_axil_bvalid.eq(b_valid),
             self.s_axil_bresp.eq(b_resp),
-            do_write.eq(aw_full & w_full & ~b_valid),
+            # not in a reset cycle: a memory write would land while the reset drops its response
+            do_write.eq(aw_full & w_full & ~b_valid & ~ResetSignal()),
         ]
         with m.If(self.s_axil_awvalid & ~aw_full):
             m.d.sync += [aw_full.eq(1), aw_addr.eq(self.s_axil_awaddr[2:])]
@@ -266,9 +274,9 @@ class RegisterFile(wiring.Component):
                                 m.d.sync += b_resp.eq(RESP_OKAY)
 
         # ---------------- read path ----------------
-        ar_busy = Signal()  # AR accepted last cycle; memory read data is valid now
+        ar_busy = self.ar_busy  # AR accepted last cycle; memory read data is valid now
         ar_addr = Signal(wa)
-        r_valid = Signal()
+        r_valid = self.r_valid
         r_data = Signal(AXIL_DATA_WIDTH)
         r_resp = Signal(2)
         ar_fire = Signal()

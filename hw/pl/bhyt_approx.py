@@ -79,6 +79,7 @@ from vckattn.golden.bhyt_int import NormFormat, bhyt_approx_regmap
 from .axil import RegisterFile, axil_members
 from .norm_lanes import BHyTLane, BHyTScaleUnit, bhyt_lanes, bhyt_scale
 from .pipeline import StallPipeline, axis_port
+from .stream import Slot
 
 __all__ = ["BHyTApproxKernel", "buffer_bits"]
 
@@ -121,13 +122,18 @@ class BHyTApproxKernel(wiring.Component):
             **axis_port("m_axis", lanes * fmt.out_bits, sink=False),
             **axil_members("s_axil", self.regmap.addr_width),
         })
+        self.pipe = StallPipeline(self.LATENCY, lanes * fmt.out_bits)
+
+    def formal_slots(self) -> list[Slot]:
+        """Beat places oldest first, for the formal proofs: the stall pipeline's."""
+        return self.pipe.formal_slots()
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         n, fmt = self.lanes, self.fmt
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
-        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * fmt.out_bits)
+        m.submodules.pipe = pipe = self.pipe
         pipe.connect(m, self)
         reg = regs.reg
 

@@ -63,7 +63,7 @@ from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
 from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
 
 from .axil import RegisterFile, axil_members, shape_of
-from .stream import SkidBuffer, axis_members
+from .stream import SkidBuffer, Slot, axis_members
 from .swiftmax_lane import SwiftMaxLane
 from .verilog import generate_verilog
 
@@ -141,6 +141,32 @@ class EnginePipeline(wiring.Component):
             "kept": Out(range(lanes + 1)),
             "packet": Out(1),
         })
+        # The sideband delay line beside the lanes (index k - 1: stage k = 1..SwiftMaxLane.LATENCY) and the skid
+        # buffer at the output, named here for the formal proofs (formal_slots()).
+        depth = SwiftMaxLane.LATENCY
+        self.stage_valid = [Signal(name=f"valid_{k}") for k in range(1, depth + 1)]
+        self.stage_hdr = [Signal(name=f"hdr_{k}") for k in range(1, depth + 1)]
+        self.stage_emit = [Signal(name=f"emit_{k}") for k in range(1, depth + 1)]
+        self.stage_last = [Signal(name=f"last_{k}") for k in range(1, depth + 1)]
+        self.stage_hdat = [Signal(BEAT_BITS, name=f"hdat_{k}", reset_less=True) for k in range(1, depth + 1)]
+        self.skid = SkidBuffer(BEAT_BITS)
+        # The issue state: in a packet's payload; rem = count - (first element of the group now issuing);
+        # the group within the input beat (sub) and within the P beat (grp), constant 0 when there is one.
+        subs, groups = BEAT_BITS // score_bits // lanes, BEAT_BYTES // lanes
+        self.in_payload = Signal(name="in_payload")
+        self.rem = Signal(signed(_COUNT.width + 2), name="rem")
+        self.sub = Signal(range(subs), name="sub") if subs > 1 else Const(0, 1)
+        self.grp = Signal(range(groups), name="grp") if groups > 1 else Const(0, 1)
+
+    def formal_slots(self) -> list[Slot]:
+        """Places of the P beats being made, oldest first (:class:`~vckattn.hw.pl.stream.Slot`): the skid
+        buffer's two, then the lane stages from the last to the first, where a slot that completes a P beat
+        (``emit``) holds one: fields ``last``, ``hdr`` (a header beat) and ``data`` (the header beat's data)."""
+        slots = [Slot(s.valid, {"last": s.fields["last"], "data": s.fields["data"]}) for s in self.skid.formal_slots()]
+        for k in range(len(self.stage_valid) - 1, -1, -1):
+            slots.append(Slot(self.stage_valid[k] & self.stage_emit[k],
+                              {"last": self.stage_last[k], "hdr": self.stage_hdr[k], "data": self.stage_hdat[k]}))
+        return slots
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
@@ -150,16 +176,13 @@ class EnginePipeline(wiring.Component):
         groups = BEAT_BYTES // n  # groups per P beat (G)
         cw = _COUNT.width + 2  # rem = count - (first element of the group), signed
 
-        m.submodules.skid = skid = SkidBuffer(BEAT_BITS)
+        m.submodules.skid = skid = self.skid
         ce = Signal()
         m.d.comb += [ce.eq(skid.s_axis_tready), self.ce.eq(ce)]
 
         # ---------------- issue (stage 0) ----------------
-        in_payload = Signal()
-        rem = Signal(signed(cw))
-        # group within the input beat / within the P beat (a constant 0 when there is one group)
-        sub = Signal(range(subs)) if subs > 1 else Const(0, 1)
-        grp = Signal(range(groups)) if groups > 1 else Const(0, 1)
+        in_payload, rem, sub, grp = self.in_payload, self.rem, self.sub, self.grp
+        assert len(rem) == cw
         data = self.s_axis_tdata
         count = data[_bit(_COUNT):_bit(_COUNT) + _COUNT.width]
         hb = self.fmt.head_bits
@@ -227,9 +250,8 @@ class EnginePipeline(wiring.Component):
         last = Mux(hdr_slot, count == 0, last_group)
         hdat = header
         for k in range(1, SwiftMaxLane.LATENCY + 1):
-            sv = [Signal(name=f"valid_{k}"), Signal(name=f"hdr_{k}"), Signal(name=f"emit_{k}"),
-                  Signal(name=f"last_{k}")]
-            sd = Signal(BEAT_BITS, name=f"hdat_{k}", reset_less=True)
+            sv = [self.stage_valid[k - 1], self.stage_hdr[k - 1], self.stage_emit[k - 1], self.stage_last[k - 1]]
+            sd = self.stage_hdat[k - 1]
             with m.If(ce):
                 m.d.sync += [sv[0].eq(valid), sv[1].eq(is_hdr), sv[2].eq(emit), sv[3].eq(last), sd.eq(hdat)]
             valid, is_hdr, emit, last = sv
@@ -274,6 +296,7 @@ class EnginePL(wiring.Component):
         self.fmt = engine_format(score_bits)
         self.regmap = swiftmax_regmap(self.fmt, read_ports=channels)
         self.regfile = RegisterFile(self.regmap)
+        self.pipes = [EnginePipeline(lanes, score_bits) for _ in range(channels)]
         members: dict[str, wiring.Member] = {}
         for i in range(channels):
             members.update(axis_members(f"s{i}", BEAT_BITS, sink=True))
@@ -287,7 +310,7 @@ class EnginePL(wiring.Component):
         regs.connect_axil(m, self)
         kept, packets = [], []
         for i in range(self.channels):
-            pipe = EnginePipeline(self.lanes, self.score_bits)
+            pipe = self.pipes[i]
             m.submodules[f"pipe{i}"] = pipe
             for f in ("data", "valid", "last"):
                 m.d.comb += [getattr(pipe, f"s_axis_t{f}").eq(getattr(self, f"s{i}_t{f}")),

@@ -50,7 +50,7 @@ from amaranth.hdl import Cat, Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .stream import SkidBuffer, axis_members
+from .stream import SkidBuffer, Slot, axis_members
 
 __all__ = ["StallPipeline", "axis_port"]
 
@@ -122,6 +122,25 @@ class StallPipeline(wiring.Component):
             ]
         else:
             self.user = []
+        #: The output skid buffer (TDATA = {TUSER, TDATA}).
+        self.skid = SkidBuffer(data_width + user_width)
+
+    def formal_slots(self) -> list[Slot]:
+        """Beat places oldest first (:class:`~vckattn.hw.pl.stream.Slot`): the skid buffer's two, then
+        stages L..1 (their TLAST and TUSER; their data is the kernel's)."""
+        dw = self.data_width
+        slots = []
+        for s in self.skid.formal_slots():
+            fields = {"last": s.fields["last"], "data": s.fields["data"][:dw]}
+            if self.user_width:
+                fields["user"] = s.fields["data"][dw:]
+            slots.append(Slot(s.valid, fields))
+        for k in range(self.latency, 0, -1):
+            fields = {"last": self.last[k]}
+            if self.user_width:
+                fields["user"] = self.user[k]
+            slots.append(Slot(self.valid[k], fields))
+        return slots
 
     def reg(self, m: Module, value: object, name: str | None = None) -> Signal:
         """A datapath stage register in module ``m``: loads ``value`` when ``ce`` is high.
@@ -158,7 +177,7 @@ class StallPipeline(wiring.Component):
     def elaborate(self, platform: object) -> Module:
         m = Module()
         dw, uw, n = self.data_width, self.user_width, self.latency
-        m.submodules.skid = skid = SkidBuffer(dw + uw)
+        m.submodules.skid = skid = self.skid
         m.d.comb += [self.ce.eq(skid.s_axis_tready), self.in_fire.eq(self.in_valid & skid.s_axis_tready)]
         with m.If(self.ce):
             for k in range(1, n + 1):

@@ -39,6 +39,7 @@ from vckattn.golden.scale_int import BIAS_DEPTH, scale_regmap
 
 from .axil import RegisterFile, axil_members
 from .pipeline import StallPipeline, axis_port
+from .stream import Slot
 
 __all__ = ["ScaleKernel"]
 
@@ -69,13 +70,18 @@ class ScaleKernel(wiring.Component):
             **axis_port("m_axis", lanes * out_width, sink=False, user_width=lanes),
             **axil_members("s_axil", self.regmap.addr_width),
         })
+        self.pipe = StallPipeline(self.LATENCY, lanes * out_width, user_width=lanes)
+
+    def formal_slots(self) -> list[Slot]:
+        """Beat places oldest first, for the formal proofs: the stall pipeline's."""
+        return self.pipe.formal_slots()
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         n, iw, ow = self.lanes, self.in_width, self.out_width
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
-        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * ow, user_width=n)
+        m.submodules.pipe = pipe = self.pipe
         pipe.connect(m, self)
 
         a, s = regs.reg["a"], regs.reg["s"]

@@ -15,11 +15,26 @@ they are the ports ``clk`` and ``rst`` (reset is synchronous and active-high).
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Signal
+from dataclasses import dataclass, field
+
+from amaranth.hdl import Module, Signal, Value
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["SkidBuffer", "axis_members"]
+__all__ = ["SkidBuffer", "Slot", "axis_members"]
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One place of a component that holds a beat, for the formal proofs (:mod:`vckattn.hw.pl.formal`).
+
+    A component lists its slots oldest first (``formal_slots()``): the beat in slot ``i`` leaves before
+    the beat in slot ``i + 1``. ``fields`` are the beat's output-side values as held there, by field name
+    (``"last"``, ``"user"``, ``"data"``, ...); a slot names only the fields it holds.
+    """
+
+    valid: Value
+    fields: dict[str, Value] = field(default_factory=dict)
 
 
 def axis_members(prefix: str, width: int, *, sink: bool) -> dict[str, wiring.Member]:
@@ -82,18 +97,25 @@ class SkidBuffer(wiring.Component):
             **axis_members("s_axis", width, sink=True),
             **axis_members("m_axis", width, sink=False),
         })
+        # State (named here so that the formal proofs can state invariants over it: formal_slots()).
+        # Output register: m_axis_tdata/tlast/tvalid are these flops' outputs directly.
+        self.out_data = Signal(width, name="out_data")
+        self.out_last = Signal(name="out_last")
+        self.out_valid = Signal(name="out_valid")
+        # Skid register: holds the beat accepted while the output register was stalled.
+        self.skid_data = Signal(width, name="skid_data")
+        self.skid_last = Signal(name="skid_last")
+        self.skid_valid = Signal(name="skid_valid")
+
+    def formal_slots(self) -> list[Slot]:
+        """The two beat places, oldest first: the output register, then the skid register."""
+        return [Slot(self.out_valid, {"data": self.out_data, "last": self.out_last}),
+                Slot(self.skid_valid, {"data": self.skid_data, "last": self.skid_last})]
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-
-        # Output register: m_axis_tdata/tlast/tvalid are these flops' outputs directly.
-        out_data = Signal(self.width)
-        out_last = Signal()
-        out_valid = Signal()
-        # Skid register: holds the beat accepted while the output register was stalled.
-        skid_data = Signal(self.width)
-        skid_last = Signal()
-        skid_valid = Signal()
+        out_data, out_last, out_valid = self.out_data, self.out_last, self.out_valid
+        skid_data, skid_last, skid_valid = self.skid_data, self.skid_last, self.skid_valid
         # Registered TREADY: always equals ~skid_valid except in the first cycle after reset.
         ready = Signal()
 

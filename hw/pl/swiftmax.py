@@ -54,6 +54,7 @@ from vckattn.golden.swiftmax_int import SWIFTMAX_ID, SwiftMaxFormat, swiftmax_re
 
 from .axil import RegisterFile, axil_members
 from .pipeline import StallPipeline, axis_port
+from .stream import Slot
 from .swiftmax_lane import SwiftMaxLane
 
 __all__ = ["SWIFTMAX_ID", "SwiftMaxKernel", "swiftmax_regmap", "buffer_bits"]
@@ -83,13 +84,18 @@ class SwiftMaxKernel(wiring.Component):
             **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=lanes),
             **axil_members("s_axil", self.regmap.addr_width),
         })
+        self.pipe = StallPipeline(self.LATENCY, lanes * fmt.out_bits, user_width=lanes)
+
+    def formal_slots(self) -> list[Slot]:
+        """Beat places oldest first, for the formal proofs: the stall pipeline's."""
+        return self.pipe.formal_slots()
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         n, iw = self.lanes, self.in_width
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
-        m.submodules.pipe = pipe = StallPipeline(self.LATENCY, n * self.fmt.out_bits, user_width=n)
+        m.submodules.pipe = pipe = self.pipe
         pipe.connect(m, self)
 
         # per-head constants: one read port per memory for every lane (one head per beat)
