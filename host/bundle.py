@@ -51,7 +51,12 @@ import numpy as np
 from vckattn import __version__
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.errors import EXIT_BUNDLE, UserError
-from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from vckattn.golden.online_softmax_int import (
+    P_ROUNDINGS,
+    OnlineSoftmaxFormat,
+    OnlineSoftmaxRegisters,
+    online_softmax_registers,
+)
 from vckattn.golden.regmap import RegisterValues
 from vckattn.golden.swiftmax_int import (
     HEAD_FIELDS,
@@ -226,6 +231,8 @@ def _schema() -> dict:
             "type": "array", "minItems": 1, "maxItems": 4096, "items": {"$ref": "#/$defs/register"}}]}
     schema["$defs"]["swiftmax_registers"] = sm
     schema["$defs"]["online_softmax_registers"] = register_schema(OnlineSoftmaxRegisters)
+    osm_fmt = schema["properties"]["formats"]["properties"]["online_softmax"]["properties"]
+    osm_fmt["p_rounding"] = {"enum": list(P_ROUNDINGS)}
     return schema
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -78,9 +80,37 @@ def test_online_softmax_edges():
     keep = np.array([[False] * 5, [True] * 5])
     p = online_softmax_int(acc, regs, keep, fmt)
     assert np.all(p[0] == 0)  # fully masked row
-    assert np.all(p[1] == 51)  # 256/5 = 51.2
+    assert fmt.p_rounding == "cumulative"
+    assert p[1].tolist() == [51, 51, 52, 51, 51]  # round(k·51.2) differenced: the row sums to 256
+    p_near = online_softmax_int(acc, regs, keep, replace(fmt, p_rounding="nearest"))
+    assert np.all(p_near[1] == 51)  # each 51.2 rounded on its own: the row sums to 255
+    with pytest.raises(ValueError, match="p_rounding"):
+        OnlineSoftmaxFormat(p_rounding="stochastic")
     with pytest.raises(ValueError, match="exceeds the kernel's maximum"):
         online_softmax_int(np.zeros((1, fmt.max_keys() + 1), np.int64), regs, None, fmt)
+
+
+def test_online_softmax_cumulative_rounding_keeps_the_row_sum():
+    """Long rows of small weights (S = 512: most P a fraction of an LSB): rounding each P on its own loses or doubles
+    the row's mass; the cumulative rounding keeps every row's sum within one LSB of the exact one, and moves each
+    element by less than one LSB more than the exact value's own error allows (the budget)."""
+    from vckattn.golden.error_budget import online_softmax_budget
+    from vckattn.golden.online_softmax_int import softmax_reference
+
+    rng = np.random.default_rng(11)
+    acc = np.rint(rng.normal(0, 1500, (300, 512))).astype(np.int64)
+    keep = rng.random(acc.shape) > 0.1
+    regs = online_softmax_registers(0.05, 0.05, 64)
+    ref = softmax_reference(acc, 0.05, 0.05, 64, keep, 8)
+    err = {}
+    for rounding in ("nearest", "cumulative"):
+        fmt = OnlineSoftmaxFormat(p_rounding=rounding)
+        p = online_softmax_int(acc, regs, keep, fmt)
+        assert np.all(np.abs(p - ref) <= online_softmax_budget(acc, keep, 0.05, 0.05, 64, fmt))
+        assert np.all(p[~keep] == 0)
+        err[rounding] = np.abs(p.sum(-1) - ref.sum(-1))
+    assert err["cumulative"].max() <= 1.5, err["cumulative"].max()
+    assert err["nearest"].mean() > 10 * err["cumulative"].mean(), (err["nearest"].mean(), err["cumulative"].mean())
 
 
 def test_online_softmax_block_size_changes_only_rounding():

@@ -624,11 +624,36 @@ class OnlineSoftmaxKernel(wiring.Component):
             m.d.comb += [right.eq(Mux(rexp7 >= -c_shift, rexp7 + c_shift, 0)),
                          left.eq(Mux(rexp7 < -c_shift, -c_shift - rexp7, 0))]
         outs = []
-        for i in range(n):
-            q = Signal(unsigned(len(prod7[i]) + 2 ** len(left) + 1), name=f"p2_pq{i}")
-            m.d.comb += q.eq(_shift_half_up(prod7[i], left, right))
-            p = Mux(q > fmt.out_max, fmt.out_max, q)[:ob]
-            outs.append(pipe.reg(m, Mux(keep7[i] & ~zero7, p, 0), f"p2_p8_{i}"))
+        if fmt.p_rounding == "nearest":
+            for i in range(n):
+                q = Signal(unsigned(len(prod7[i]) + 2 ** len(left) + 1), name=f"p2_pq{i}")
+                m.d.comb += q.eq(_shift_half_up(prod7[i], left, right))
+                p = Mux(q > fmt.out_max, fmt.out_max, q)[:ob]
+                outs.append(pipe.reg(m, Mux(keep7[i] & ~zero7, p, 0), f"p2_p8_{i}"))
+        else:
+            # cumulative: p_k = Q_k - Q_(k-1), Q_k = (w_in + x_0 + ... + x_k) << left >> right, where the carry w
+            # holds the low `right` bits of the row's rounded running sum (w = 2^(right-1) at the row's start: the
+            # half of round-half-up); x = 0 for masked lanes, so they output 0
+            first7 = carry(first1, "p2_first", 1, 7)
+            w = Signal(unsigned(max(c_shift, 0) + lmax_exp), name="p2_carry")  # < 2^right
+            half = Signal.like(w, name="p2_half")
+            m.d.comb += half.eq((Const(1, 1) << right) >> 1)
+            acc = Signal(unsigned(max(len(w), len(prod7[0])) + n.bit_length() + 1), name="p2_acc_in")
+            m.d.comb += acc.eq(Mux(first7, half, w))
+            q_prev: Value = Const(0, 1)
+            for i in range(n):
+                x = Mux(keep7[i] & ~zero7, prod7[i], 0)
+                nxt = Signal.like(acc, name=f"p2_acc{i}")
+                m.d.comb += nxt.eq(acc + x)
+                q = Signal(unsigned(len(nxt) + 2 ** len(left)), name=f"p2_pq{i}")
+                m.d.comb += q.eq((nxt << left) >> right)
+                d = Signal(unsigned(len(q)), name=f"p2_pd{i}")
+                m.d.comb += d.eq(q - q_prev)  # >= 0: the running sum only grows
+                p = Mux(d > fmt.out_max, fmt.out_max, d)[:ob]
+                outs.append(pipe.reg(m, p, f"p2_p8_{i}"))
+                acc, q_prev = nxt, q
+            with m.If(ce & pipe.valid[7]):
+                m.d.sync += w.eq(acc & ((Const(1, 1) << right) - 1))
         keep8 = pipe.reg(m, keep7, "p2_keep8")
         m.d.comb += [pipe.out_data.eq(Cat(*outs)), pipe.out_user.eq(keep8)]
 
