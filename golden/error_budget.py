@@ -210,8 +210,9 @@ def measure_online_softmax(fmt: OnlineSoftmaxFormat = OnlineSoftmaxFormat(), s_q
         ref = np.minimum(softmax_reference(acc, s_q, s_k, d, keep, fmt.out_frac), fmt.out_max)
         errs.append(np.abs(got - ref).ravel())
         bounds.append(online_softmax_budget(acc, keep, s_q, s_k, d, fmt).ravel())
+    r = "0.5" if fmt.p_rounding == "nearest" else "1"
     return _report("online softmax (scores -> P uint8)", np.concatenate(errs), np.concatenate(bounds), False,
-                   "LSB of P", f"{'0.5' if fmt.p_rounding == 'nearest' else '1'} + p·rel(u, table, sum, recip) + e2 rounding")
+                   "LSB of P", f"{r} + p·rel(u, table, sum, recip) + e2 rounding")
 
 
 # ----------------------------------------------------------------------------- norms
