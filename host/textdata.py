@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 #: ``vckattn eval`` scores held-out sentences from this topic on (at most :data:`EVAL_MAX_SENTENCES` of them); the
 #: tuning pool of ``vckattn calibrate --data pydoc`` leaves exactly those out (:func:`tuning_pool`)
@@ -37,4 +38,21 @@ def real_sentences(n: int = 8, start_topic: int = 0, min_chars: int = 40, max_ch
                 out.append(s)
                 if len(out) == n:
                     return out
+    return out
+
+
+def long_texts(tokenizer: object, n: int, seq_len: int, start_topic: int = 0,
+               sentences: Iterable[str] | None = None) -> list[str]:
+    """Up to ``n`` texts of at least ``seq_len`` tokens (``tokenizer``'s count, special tokens included), each made
+    of consecutive sentences joined by spaces: of ``sentences``, or of :func:`real_sentences` from ``start_topic``
+    (deterministic; fewer texts when the sentences run out). Real text for long-sequence measurements."""
+    out: list[str] = []
+    cur: list[str] = []
+    for s in (real_sentences(100_000, start_topic=start_topic) if sentences is None else sentences):
+        cur.append(s)
+        if len(tokenizer(" ".join(cur), verbose=False)["input_ids"]) >= seq_len:  # type: ignore[operator]
+            out.append(" ".join(cur))
+            cur = []
+            if len(out) == n:
+                break
     return out
