@@ -171,3 +171,18 @@ def test_leading_one_matches_bit_length():
                         2 ** np.arange(52)])
     assert np.array_equal(leading_one(x), np.array([int(v).bit_length() - 1 for v in x]))
     assert math.isclose(INT8.max_value, 127.0)
+
+
+def test_swiftmax_saturation_is_the_top_of_the_p_format():
+    from vckattn.golden.swiftmax_int import out_frac_of_saturation, saturation
+
+    fmt = SwiftMaxFormat()
+    regs = swiftmax_registers(0.05, 0.05, 64, 0.0, 1.0, 8, fmt)
+    assert int(swiftmax_int(np.array([1 << 22]), regs, None, fmt)[0]) == fmt.out_max  # the kernel saturates there
+    for f in range(0, 17):
+        assert saturation(f) == fmt.out_max * 2.0**-f and out_frac_of_saturation(saturation(f)) == f
+        assert np.float32(saturation(f)) == saturation(f)  # exact in a float32 checkpoint
+    assert saturation(8) == 0.99609375
+    for bad in (1.0, 0.5, 0.9961):
+        with pytest.raises(ValueError, match="not the top of a P format"):
+            out_frac_of_saturation(bad)

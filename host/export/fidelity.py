@@ -41,16 +41,17 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @torch.no_grad()
 def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionLayer, normalizer: str,
-                   beta: float | np.ndarray, gamma: float | np.ndarray, threshold: float = DEFAULT_MIN_FIDELITY
-                   ) -> dict:
-    """``{"cosine", "head_cosine", "threshold"}`` of layer ``i`` (module docstring), as the manifest records it."""
+                   beta: float | np.ndarray, gamma: float | np.ndarray, threshold: float = DEFAULT_MIN_FIDELITY,
+                   p_max: float | None = None) -> dict:
+    """``{"cosine", "head_cosine", "threshold"}`` of layer ``i`` (module docstring), as the manifest records it
+    (``p_max``: the saturation of a SwiftMax layer tuned for its P format, part of its float layer)."""
     ly = m.layers[i]
     h, d = layer.n_heads, layer.head_dim
     w_o = ly.mha.o_proj.weight.detach().double().numpy().reshape(-1, h, d)  # (out, H, D)
     cos_y, cos_h = [], []
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         x64 = x.astype(np.float64)
-        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma)
+        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)
         y_f = ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
         y_i, tr = attention_int(layer, x64, b.keep, rope=rope)
         real = np.asarray(b.keep, bool)
@@ -63,10 +64,14 @@ def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionL
             "head_cosine": [float(c) for c in np.concatenate(cos_h).mean(axis=0)], "threshold": float(threshold)}
 
 
-def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool = False) -> str | None:
-    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix (for
-    β/γ ``from_checkpoint``, tuned ones: percentile scales; else a better initialisation), or None when the layer
-    and every head reach the threshold."""
+def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool = False,
+                     saturating: bool = False) -> str | None:
+    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix, or None
+    when the layer and every head reach the threshold. The fix: for β/γ ``from_checkpoint`` (tuned ones) that were
+    not tuned for the kernel's P format, tuning for it (``--p-frac``: without saturation, tuned β/γ let some rows'
+    P grow far past what 8 bits hold, e.g. P ≈ 10^7 in the one-hot head of a MiniLM classifier's layer 0, and no
+    scale choice recovers the layer); for ones tuned for it (``saturating``), percentile scales; for β/γ from
+    calibration, a better initialisation."""
     t = fid["threshold"]
     heads = np.asarray(fid["head_cosine"])
     worst = int(np.argmin(heads))
@@ -76,9 +81,13 @@ def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool =
             if fid["cosine"] < t else f"layer {i} head {worst} output cosine {heads[worst]:.3f}")
     if normalizer != "swiftmax":
         fix = "use more or longer calibration text, or --calib-method percentile"
+    elif from_checkpoint and not saturating:
+        fix = ("the tuned β/γ let P outgrow the kernel's 8-bit P format: tune the softmax model again for that format "
+               "with `vckattn calibrate swiftmax … --p-frac 8` (its SwiftMax then saturates where the kernel does) "
+               "and export the tuned model")
     elif from_checkpoint:
-        fix = ("export with --calib-method percentile --percentile 99.9 (rare outliers of P and of the head outputs "
-               "set the int8 scales)")
+        fix = ("export with --calib-method percentile --percentile 99.9 (rare outliers of the head outputs set the "
+               "int8 scales)")
     else:
         fix = ("export with --swiftmax-init max (per-head statistics), or tune β/γ with `vckattn calibrate swiftmax` "
                "and export the tuned model")

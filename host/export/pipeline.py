@@ -32,23 +32,25 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
                     percentile: float, swiftmax_init: str = DEFAULT_SWIFTMAX_INIT, per_head: bool = True,
                     min_fidelity: float = DEFAULT_MIN_FIDELITY) -> ExportedLayer:
     """Layer ``i`` through the per-layer steps: SwiftMax β/γ per head (checkpoint or calibration), int8 scales
-    and P format, the integer layer, BHyT site constants for BHyT layers, and the fidelity check of the
-    integer layer against its float layer (:mod:`.fidelity`)."""
+    and P format (a checkpoint layer tuned for its P format keeps that format: its ``p_max``), the integer layer,
+    BHyT site constants for BHyT layers, and the fidelity check of the integer layer against its float layer
+    (:mod:`.fidelity`)."""
     ly = m.layers[i]
     beta = gamma = None
     source = None
     if normalizer == "swiftmax":
         beta, gamma, source = swiftmax_beta_gamma(m, i, cap, swiftmax_init, per_head)
     b_, g_ = (0.0, 1.0) if beta is None else (beta, gamma)
-    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, b_, g_)
+    sat = ly.swiftmax_p_max if normalizer == "swiftmax" and source == "checkpoint" else None
+    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, b_, g_, sat)
     layer = build_layer(ly, scales, normalizer, b_, g_, p_max)
     layer.causal = m.family == "llama"  # as the bundle's reader builds it (writer.to_quant_layer)
     layer.score_absmax = max((score_absmax(layer, x.astype(np.float64), b.keep, rope)
                               for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True)), default=0)
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
                                                                            percentile)
-    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity)
-    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid)
+    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity, sat)
+    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid, sat)
 
 
 def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normalizer: str, chosen: set[int],
@@ -74,7 +76,7 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
                 raise
             raise ExportError(f"layer {i}: {exc}") from None
         assert ex.fidelity is not None
-        problem = fidelity_problem(i, ex.fidelity, norm_i, ex.beta_source == "checkpoint")
+        problem = fidelity_problem(i, ex.fidelity, norm_i, ex.beta_source == "checkpoint", ex.p_max is not None)
         if problem is not None:
             if not allow_low_fidelity:
                 raise LowFidelityError(f"refusing to write the bundle: {problem} (or pass --allow-low-fidelity to "
