@@ -75,7 +75,7 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     online-softmax kernel's P rounding (:data:`~vckattn.golden.online_softmax_int.P_ROUNDINGS`; default: the
     build's, :class:`~vckattn.golden.online_softmax_int.OnlineSoftmaxFormat`), for comparisons."""
     from rich.table import Table
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from vckattn.golden import convert
     from vckattn.golden.blocks import BertLayer
@@ -93,14 +93,15 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     console = make_console()
     t0 = time.perf_counter()
     path = checkpoint or minilm_dir()
+    if seq_len is not None:  # before the (slow) model load
+        limit = int(getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", 0) or 0)
+        if not 1 < seq_len <= limit:
+            raise ValueError(f"--seq-len {seq_len}: the model has {limit} positions (give 2..{limit})")
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path, dtype=torch.float64).eval()
     if convert.model_family(model) != "bert":
         raise ValueError(f"`report quant` handles BERT-family encoders; {path} is {model.config.model_type!r}")
     if seq_len is not None:
-        limit = int(model.config.max_position_embeddings)
-        if not 1 < seq_len <= limit:
-            raise ValueError(f"--seq-len {seq_len}: the model has {limit} positions (give 2..{limit})")
         calib, held = _long_inputs(tok, sentences, seq_len)
         cb = tok(calib, padding="max_length", truncation=True, max_length=seq_len, return_tensors="pt")
         hb = tok(held, padding="max_length", truncation=True, max_length=seq_len, return_tensors="pt")
