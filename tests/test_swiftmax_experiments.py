@@ -98,6 +98,15 @@ def test_sentiment_smoke(tmp_path) -> None:
                                    "--batch", "8", "--out", str(out), "--quiet"])
     _check_results(res, out, 2)
     assert (out / "softmax_model" / "tokenizer.json").is_file()
+    calib = (out / "calib.txt").read_text(encoding="utf-8").splitlines()
+    test = set(datasets.rotten_tomatoes(0).test.x)
+    assert len(calib) == swiftmax_sentiment.CALIB_SNIPPETS and not test & set(calib)  # training snippets only
+
+    only = swiftmax_sentiment.main(["--train", "16", "--ft-epochs", "1", "--test-n", "16", "--batch", "8",
+                                    "--softmax-only", "--out", str(tmp_path / "only"), "--quiet"])
+    assert only["softmax_only"] and not (tmp_path / "only" / "swiftmax_model").exists()
+    assert (tmp_path / "only" / "calib.txt").read_text(encoding="utf-8").splitlines() == calib
+    assert only["softmax_test_accuracy"] == res["softmax_test_accuracy"]  # the same seeded fine-tuning
 
 
 def test_vit_smoke(tmp_path) -> None:
