@@ -6,7 +6,8 @@ int8 scales and P format at a percentile, the bit-exact integer layer) and repor
 
 * per head: β, γ, the largest, the percentile and the median P over the kept keys of real query rows, the share
   of the layer's float attention-output energy the head carries (``‖a_h·W_O,hᵀ‖²`` over the layer's), and the
-  fraction of its P the export's 8-bit format saturates;
+  fraction of its P at or above the top of the export's 8-bit format (where the kernel saturates; for a layer
+  tuned for its format, where its float SwiftMax saturates too);
 * the integer layer's mean per-token cosine to its float layer (after W_O, real tokens) for the export's
   format and for format changes emulated with the golden integer operators (everything else bit-exact as the
   kernels compute it):
@@ -123,7 +124,7 @@ def analyse_layer(m: object, i: int, cap: object, percentile: float) -> dict:
         "heads": [{"head": h, "beta": float(beta[h]), "gamma": float(gamma[h]), "p_max": float(ph[h].max()),
                    "p_percentile": float(np.percentile(ph[h], percentile)), "p_median": float(np.median(ph[h])),
                    "output_energy_share": float(energy[h] / energy.sum()),
-                   "saturated": float((ph[h] > top).mean())} for h in range(n_heads)],
+                   "at_top": float((ph[h] >= top).mean())} for h in range(n_heads)],
     }
 
 
@@ -153,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
         for h in r["heads"]:
             print(f"  head {h['head']:2d}: β {h['beta']:7.3f} γ {h['gamma']:8.4f}  P max {h['p_max']:10.4g} "
                   f"p{r['percentile']:g} {h['p_percentile']:9.4g} median {h['p_median']:9.3g}  output share "
-                  f"{h['output_energy_share']:.3g}  saturated {h['saturated']:.2%}")
+                  f"{h['output_energy_share']:.3g}  at the top {h['at_top']:.2%}")
     if a.json_out is not None:
         a.json_out.parent.mkdir(parents=True, exist_ok=True)
         a.json_out.write_text(json.dumps(report, indent=1))
