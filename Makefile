@@ -1,7 +1,8 @@
-# vckattn — two commands on a fresh machine with Python 3.11 and pip:
+# vckattn on a fresh machine with Python 3.11 and pip:
+#   make demo   (the main job: MiniLM checkpoint -> bundle -> RTL simulation and emulator, bit-exact)
 #   make test   (everything: golden models, host, simulation)
 #   make sim    (only the HDL simulation tests: cocotb + Verilator)
-# Both create .venv and install the pinned dependencies first (`make setup`).
+# Each creates .venv and installs the pinned dependencies first (`make setup`).
 
 PYTHON ?= $(shell command -v python3.11 2>/dev/null || command -v python3)
 # A checkout whose path holds a space gets its venv under ~/.cache instead of .venv: Verilator's wrapper
@@ -16,6 +17,8 @@ endif
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.vckattn-installed
 PYTEST_ARGS ?=
+# Parallel test workers (pytest-xdist; each worker builds under build/xdist/<worker>): `auto` = one per CPU.
+JOBS ?= auto
 
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
@@ -26,13 +29,14 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
 	@echo "make test    run the whole test suite (includes the simulation tests)"
-	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator)"
+	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator), one line per test with its time"
+	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
 	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
 	@echo "             DESIGN=path/design.json [BOARD=vck5000|vck190]: the scalable engine of a design point"
 	@echo "             (vckattn hw generate, then the same Vitis flow)"
-	@echo "make figures regenerate the README's generated tables (SLOW=1: also the export/eval ones, ~5 min)"
+	@echo "make figures regenerate the generated tables of README.md and docs/ (SLOW=1: also the export/eval ones, ~5 min)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -52,10 +56,11 @@ $(STAMP): pyproject.toml requirements.lock
 	@touch $(STAMP)
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --durations=15 $(PYTEST_ARGS)
 
+# One line per test with its time, the slowest listed at the end; a subset: make sim PYTEST_ARGS="-k swiftmax"
 sim: setup
-	$(PY) -m pytest -m sim $(PYTEST_ARGS)
+	$(PY) -m pytest -m sim -v -n $(JOBS) --durations=15 $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m vckattn.host.demo
@@ -65,8 +70,8 @@ xclbin: setup
 	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) $(if $(DESIGN),DESIGN=$(DESIGN) BOARD=$(or $(BOARD),vck5000))
 
 figures: setup
-	$(PY) -m vckattn.host.figures --write README.md $(if $(SLOW),--slow)
-	$(PY) -m vckattn.hw.perf.report --write README.md
+	$(PY) -m vckattn.host.figures --write . $(if $(SLOW),--slow)
+	$(PY) -m vckattn.hw.perf.report --write docs/performance.md
 
 lint: setup
 	$(PY) -m ruff check .

@@ -1,4 +1,4 @@
-"""BHyT — Bounded Hyperbolic Tangent normalization (METHODS.md §3).
+"""BHyT — Bounded Hyperbolic Tangent normalization (docs/methods.md §3).
 
 Symbols: ``lam`` (λ, learnable scalar bound per site), ``kappa`` (κ, Chebyshev
 factor, default 10), ``weight`` (γ ∈ R^d, init 1, no bias), ``eps`` = 1e-6.

@@ -1,7 +1,7 @@
 """BHyT units, bit-exact integer model (the PL kernels' numerics).
 
 Input: a token of ``d`` int8 values ``q`` (real ``x = q · s_x``); output: int8
-``γ ⊙ tanh(·)`` with scale ``s_out``. The float operator (METHODS.md §3) is
+``γ ⊙ tanh(·)`` with scale ``s_out``. The float operator (docs/methods.md §3) is
 ``γ ⊙ tanh(λ x / (κ sqrt(s² + ε)))`` with ``s² = mean(x²)``. Writing
 ``S = Σ q²`` (exact integer), ``s² + ε = (S + ε d / s_x²) · s_x² / d``, so::
 

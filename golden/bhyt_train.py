@@ -1,4 +1,4 @@
-"""Training helpers for BHyT models (METHODS.md §3).
+"""Training helpers for BHyT models (docs/methods.md §3).
 
 * :class:`CAttnRefresh` — the training callback that keeps every BHyT block's
   non-trainable ``c_attn = ‖W_V W_O‖_F² / (T·d)`` in step with the weights:

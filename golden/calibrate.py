@@ -1,4 +1,4 @@
-"""SwiftMax calibration: softmax statistics and Algorithm 1, layer-wise replace-and-tune (METHODS.md §1).
+"""SwiftMax calibration: softmax statistics and Algorithm 1, layer-wise replace-and-tune (docs/methods.md §1).
 
 The SwiftMax recipe, for a pretrained (ideally task-fine-tuned) model with softmax attention:
 
@@ -119,7 +119,7 @@ class RowSummary:
 
 
 def init_beta_gamma(rows: RowSummary, mode: str = "mean") -> tuple[float, float]:
-    """SwiftMax ``(β, γ)`` from softmax statistics (METHODS.md §1): the project's only β/γ initialisation.
+    """SwiftMax ``(β, γ)`` from softmax statistics (docs/methods.md §1): the project's only β/γ initialisation.
 
     ``mean`` is the paper's: β = mean ``z_max``, γ = mean ``S``. ``max`` takes the largest row maximum
     instead, β = max ``z_max``, with the same γ = mean ``S``: then ``P = exp(z − β)/γ ≤ 1/γ ≤ 1`` on the

@@ -1,10 +1,34 @@
-"""Numerics of the scalable engine (stream contract v2, ``hw/ENGINE.md``): narrow scores with the mask
-in-band, key slices, SwiftMax on narrow scores. Bit-exact reference for the AIE kernels ``qk_slice`` /
-``pv_slice``, the engine's PL top and the host.
+"""Numerics and data layouts of the scalable engine (stream contract v3, ``hw/ENGINE.md``): narrow scores
+with the mask in-band, key slices of ``SK = MAX_KEYS / k`` keys, SwiftMax on narrow scores, and the
+``aie::mmul`` block layouts the host re-tiles Q, K, V into (pack/unpack functions). Bit-exact reference for
+the AIE kernels ``qk_slice`` / ``pv_slice``, the engine's PL top and the host.
 
 Formats: Q, K, V int8; ``acc`` the int32 ``Q·Kᵀ`` accumulator; scores ``s`` signed ``score_bits``
 (8 or 16) at scale ``s_q·s_k·2^score_shift``, valid scores in ``[−(2^(b−1)−1), 2^(b−1)−1]``, masked
-elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32.
+elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32; the head outputs A int8, requantized
+from O by the last P·V kernel with a signed 16-bit multiplier (:data:`RQ_MULT_BITS`, :func:`engine_requant`).
+
+Requantization on the AI Engine: ``A = saturate_int8(round_half_up(O · rq_mult · 2^-rq_shift))``
+(:func:`vckattn.golden.requant.requantize`, asymmetric saturation to ``[−128, 127]``) with ``rq_mult`` a signed
+16-bit integer: the int16 operand of the AIE1 32×16-bit vector multiply (``aie::mul`` of int32 O by int16, an
+80-bit accumulator). Range: ``|O| ≤ 255·128·MAX_KEYS < 2^31`` (the P·V kernels' limit) and
+``|rq_mult| ≤ 2^15``, so ``|O·rq_mult| < 2^46``: exact in the 80-bit accumulator lanes (and in 48 bits), and
+within :func:`~vckattn.golden.requant.requantize`'s 40-bit accumulator bound on O. ``rq_shift`` is 0..62, the
+SRS shift range of AIE1 (an instruction field of 6 bits).
+
+Layouts (element offsets; ``hw/ENGINE.md`` gives them in bytes, ``E`` bytes an element):
+
+* Q tile, the A operand of ``mmul<4,16,8>``: ``Q_ROWS × D`` in 4×16 blocks, block ``(i/4, f/16)`` at
+  ``((i/4)·(D/16) + f/16)·64``, row-major inside;
+* K slice, the B operand (Kᵀ): ``D × SK`` in 16×8 blocks, block ``(key/8, f/16)`` at
+  ``((key/8)·(D/16) + f/16)·128``, element ``(f%16)·8 + key%8`` inside;
+* scores / P, the C operand of QKᵀ and the A operand of ``mmul<4,8,8>``: ``Q_ROWS × SK`` in 4×8 blocks,
+  block ``(i/4, key/8)`` at ``((i/4)·(SK/8) + key/8)·32``, row-major inside;
+* V slice, the B operand of P·V: ``SK × D`` in 8×8 blocks, block ``(f/8, key/8)`` at
+  ``((f/8)·(SK/8) + key/8)·64``, row-major (key-major) inside.
+
+Every pack function takes arrays with any leading dimensions (``(..., rows, cols)``) and returns
+``(..., rows·cols)`` of the same dtype; unpack is its inverse.
 """
 
 from __future__ import annotations
@@ -18,11 +42,18 @@ import numpy as np
 from .fixedpoint import shift_round
 from .funcunits import LOG2E
 from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from .requant import RequantRegisters, requant_registers
 from .swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, fold_multiplier, swiftmax_int
 
 RegsT = TypeVar("RegsT", SwiftMaxRegisters, SwiftMaxHeads)
 
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
+#: bits of the engine's output requantization multiplier ``rq_mult`` (signed): the int16 operand of the AIE1
+#: 32x16-bit vector multiply the last P·V kernel requantizes O with
+RQ_MULT_BITS = 16
+#: largest ``rq_shift`` (AIE1 SRS shift range 0..62, a 6-bit field;
+#: :func:`~vckattn.golden.swiftmax_int.fold_multiplier`'s default ``max_shift``)
+MAX_RQ_SHIFT = 62
 
 
 def _check_bits(bits: int) -> None:
@@ -73,15 +104,22 @@ def narrow_scores(acc: np.ndarray, shift: int, bits: int) -> np.ndarray:
     return np.clip(shift_round(acc, shift, "half_up"), -top, top)
 
 
-def tile_keep(q_rows: int, keys_pad: int, rows: int, q0: int, valid_keys: int, causal: bool) -> np.ndarray:
-    """The keep mask ``(q_rows, keys_pad)`` a ``TILE`` command describes: row ``i < rows``, key
-    ``j < valid_keys`` and, when causal, ``j <= q0 + i``."""
-    i = np.arange(q_rows)[:, None]
-    j = np.arange(keys_pad)[None, :]
-    keep = (i < rows) & (j < valid_keys)
+def row_limits(q_rows: int, rows: int, q0: int, valid_keys: int, causal: bool) -> np.ndarray:
+    """``lim_i`` of a tile (int64 ``(q_rows,)``): key ``key`` (global) of query row ``i`` is kept iff
+    ``key < lim_i``; ``lim_i = 0`` for ``i >= rows``, else ``valid_keys``, and ``min(valid_keys, q0 + i + 1)``
+    when causal."""
+    i = np.arange(q_rows, dtype=np.int64)
+    lim = np.full(q_rows, int(valid_keys), np.int64)
     if causal:
-        keep &= j <= q0 + i
-    return keep
+        lim = np.minimum(lim, int(q0) + i + 1)
+    return np.where(i < int(rows), lim, 0)
+
+
+def tile_keep(q_rows: int, keys: int, rows: int, q0: int, valid_keys: int, causal: bool, key0: int = 0) -> np.ndarray:
+    """The keep mask ``(q_rows, keys)`` of a tile on keys ``key0 .. key0 + keys − 1``: ``key < lim_i``
+    (:func:`row_limits`)."""
+    key = key0 + np.arange(keys, dtype=np.int64)
+    return key[None, :] < row_limits(q_rows, rows, q0, valid_keys, causal)[:, None]
 
 
 def engine_scores(acc: np.ndarray, keep: np.ndarray, shift: int, bits: int) -> np.ndarray:
@@ -90,13 +128,120 @@ def engine_scores(acc: np.ndarray, keep: np.ndarray, shift: int, bits: int) -> n
     return np.where(np.broadcast_to(keep, s.shape), s, sentinel(bits) if bits < 32 else 0)
 
 
-def slice_blocks(n_kb: int, kernels: int) -> list[tuple[int, int]]:
-    """Key blocks ``[b0, b1)`` of each of ``kernels`` slices for a group of ``n_kb`` blocks:
-    ``SB = ceil(n_kb / kernels)``, slice ``j`` = ``[j·SB, min((j+1)·SB, n_kb))`` (empty: ``b0 == b1``)."""
-    if n_kb < 1 or kernels < 1:
-        raise ValueError("n_kb and kernels must be >= 1")
-    sb = -(-n_kb // kernels)
-    return [(min(j * sb, n_kb), min((j + 1) * sb, n_kb)) for j in range(kernels)]
+def slice_keys(max_keys: int, kernels: int) -> int:
+    """``SK = MAX_KEYS / k``: the keys of each of the ``kernels`` slices of a group (ValueError unless ``MAX_KEYS``
+    is a positive multiple of ``16·k``, which makes ``SK`` a multiple of 16)."""
+    if kernels < 1 or max_keys < 16 * kernels or max_keys % (16 * kernels):
+        raise ValueError(f"max_keys {max_keys} must be a positive multiple of 16 x kernels ({16 * kernels})")
+    return max_keys // kernels
+
+
+def slice_needs_mask(q_rows: int, sk: int, j: int, rows: int, q0: int, valid_keys: int, causal: bool) -> bool:
+    """Whether slice ``j`` (keys ``[j·SK, (j+1)·SK)``) of a tile holds a masked element: false exactly when
+    ``rows = Q_ROWS`` and ``lim_i >= (j+1)·SK`` for every row (the kernels skip the mask then)."""
+    return bool(rows < q_rows or row_limits(q_rows, rows, q0, valid_keys, causal).min() < (j + 1) * sk)
+
+
+# ---------------------------------------------------------------------------------------------- layouts
+
+
+def _check_2d(x: np.ndarray, rb: int, cb: int, what: str) -> np.ndarray:
+    x = np.asarray(x)
+    if x.ndim < 2 or x.shape[-2] % rb or x.shape[-1] % cb:
+        raise ValueError(f"{what}: shape {x.shape} is not (..., rows, cols) with rows a multiple of {rb} and cols "
+                         f"of {cb}")
+    return x
+
+
+def _blocks(x: np.ndarray, rb: int, cb: int, col_major_blocks: bool, transpose_inside: bool,
+            out: np.ndarray | None = None) -> np.ndarray:
+    """``x`` ``(..., R, C)`` cut into ``rb × cb`` blocks, blocks ordered row of blocks first (or column of blocks
+    first), each block row-major (or, with ``transpose_inside``, column-major), flattened to ``(..., R·C)``; written
+    into ``out`` (contiguous, that shape and dtype) when given."""
+    *lead, r, c = x.shape
+    y = x.reshape(*lead, r // rb, rb, c // cb, cb)
+    n = len(lead)
+    blocks = (n + 2, n) if col_major_blocks else (n, n + 2)
+    inside = (n + 3, n + 1) if transpose_inside else (n + 1, n + 3)
+    t = y.transpose(*range(n), *blocks, *inside)
+    if out is None:
+        return np.ascontiguousarray(t).reshape(*lead, r * c)
+    if out.shape != (*lead, r * c) or out.dtype != x.dtype or not out.flags.c_contiguous:
+        raise ValueError(f"out must be a contiguous {x.dtype} array of shape {(*lead, r * c)}")
+    np.copyto(out.reshape(t.shape), t)
+    return out
+
+
+def _unblocks(buf: np.ndarray, r: int, c: int, rb: int, cb: int, col_major_blocks: bool,
+              transpose_inside: bool) -> np.ndarray:
+    """Inverse of :func:`_blocks`: ``buf`` ``(..., R·C)`` -> ``(..., R, C)``."""
+    buf = np.asarray(buf)
+    *lead, n_el = buf.shape
+    if n_el != r * c:
+        raise ValueError(f"buffer of {n_el} elements is not {r} x {c}")
+    nb_r, nb_c = r // rb, c // cb
+    outer = (nb_c, nb_r) if col_major_blocks else (nb_r, nb_c)
+    inner = (cb, rb) if transpose_inside else (rb, cb)
+    y = buf.reshape(*lead, *outer, *inner)
+    n = len(lead)
+    # axes now: outer0, outer1, inner0, inner1 -> want (block row, row in block, block col, col in block)
+    br = n + (1 if col_major_blocks else 0)
+    bc = n + (0 if col_major_blocks else 1)
+    ir = n + (3 if transpose_inside else 2)
+    ic = n + (2 if transpose_inside else 3)
+    return np.ascontiguousarray(y.transpose(*range(n), br, ir, bc, ic)).reshape(*lead, r, c)
+
+
+def pack_q(q: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Q tiles ``(..., Q_ROWS, D)`` -> the A layout of ``mmul<4,16,8>`` ``(..., Q_ROWS·D)`` (4×16 blocks, row of
+    blocks first, row-major inside); into ``out`` when given (every pack function)."""
+    return _blocks(_check_2d(q, 4, 16, "Q tile"), 4, 16, False, False, out)
+
+
+def unpack_q(buf: np.ndarray, q_rows: int, d: int) -> np.ndarray:
+    """Inverse of :func:`pack_q`."""
+    return _unblocks(buf, q_rows, d, 4, 16, False, False)
+
+
+def pack_k(k: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """K slices ``(..., SK, D)`` (key-major) -> Kᵀ in the B layout of ``mmul<4,16,8>`` ``(..., SK·D)``: 16×8
+    blocks of Kᵀ (16 features × 8 keys), block ``(key/8, f/16)`` at ``((key/8)·(D/16) + f/16)·128``."""
+    return _blocks(_check_2d(k, 8, 16, "K slice"), 8, 16, False, True, out)
+
+
+def unpack_k(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
+    """Inverse of :func:`pack_k`: K ``(..., SK, D)``."""
+    return _unblocks(buf, sk, d, 8, 16, False, True)
+
+
+def pack_v(v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """V slices ``(..., SK, D)`` -> the B layout of ``mmul<4,8,8>`` ``(..., SK·D)``: 8×8 blocks, block
+    ``(f/8, key/8)`` at ``((f/8)·(SK/8) + key/8)·64`` (feature blocks outer), key-major inside."""
+    return _blocks(_check_2d(v, 8, 8, "V slice"), 8, 8, True, False, out)
+
+
+def unpack_v(buf: np.ndarray, sk: int, d: int) -> np.ndarray:
+    """Inverse of :func:`pack_v`."""
+    return _unblocks(buf, sk, d, 8, 8, True, False)
+
+
+def pack_scores(s: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Scores or P ``(..., Q_ROWS, SK)`` (any dtype: int8/int16 scores, uint8 P) -> the C layout of QKᵀ = the A
+    layout of ``mmul<4,8,8>`` ``(..., Q_ROWS·SK)``: 4×8 blocks, row of blocks first, row-major inside."""
+    return _blocks(_check_2d(s, 4, 8, "score tile"), 4, 8, False, False, out)
+
+
+def unpack_scores(buf: np.ndarray, q_rows: int, sk: int) -> np.ndarray:
+    """Inverse of :func:`pack_scores`."""
+    return _unblocks(buf, q_rows, sk, 4, 8, False, False)
+
+
+def engine_requant(s_v: float, p_frac: int, s_a: float) -> RequantRegisters:
+    """The engine's output requantization of O (``s_v·2^-p_frac``) to A (``s_a``): the ratio
+    ``s_v·2^-p_frac / s_a`` folded into a signed :data:`RQ_MULT_BITS`-bit ``mult`` and a ``shift`` in
+    0..:data:`MAX_RQ_SHIFT` (:func:`vckattn.golden.requant.requant_registers`; the reference layer's ``rq_a`` is the
+    same ratio in 18 bits)."""
+    return requant_registers(s_v * 2.0**-p_frac / s_a, bits=RQ_MULT_BITS)
 
 
 def engine_format(bits: int, fmt: SwiftMaxFormat | None = None) -> SwiftMaxFormat:
@@ -132,5 +277,8 @@ def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, 
     return swiftmax_int(s, regs, s != sentinel(bits), f, head=head)
 
 
-__all__ = ["SCORE_BITS", "engine_format", "engine_online_registers", "engine_p", "engine_registers", "engine_scores",
-           "narrow_scores", "score_max", "score_shift_for", "sentinel", "slice_blocks", "tile_keep"]
+__all__ = ["MAX_RQ_SHIFT", "RQ_MULT_BITS", "SCORE_BITS", "engine_format", "engine_online_registers", "engine_p",
+           "engine_registers", "engine_requant", "engine_scores",
+           "narrow_scores", "pack_k", "pack_q", "pack_scores", "pack_v", "row_limits", "score_max", "score_shift_for",
+           "sentinel", "slice_keys", "slice_needs_mask", "tile_keep", "unpack_k", "unpack_q", "unpack_scores",
+           "unpack_v"]

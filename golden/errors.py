@@ -24,11 +24,14 @@ EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
     EXIT_NOT_BIT_EXACT: "a result is not bit-exact (run, verification): the hardware path disagrees with the golden "
                         "model",
-    EXIT_USAGE: "usage: a bad command-line argument, option or combination",
-    EXIT_FIDELITY: "fidelity below the threshold: a layer's integer attention does not follow its float model "
-                   "(run --min-cosine, the export check)",
-    EXIT_INPUT: "bad input file or value: unreadable, wrong encoding, dtype, shape or size; an output path that "
-                "cannot be written",
+    EXIT_USAGE: "usage: a bad command-line argument, option or combination (an option a model or backend does not "
+                "take: --text for a ViT, a backend without the bundle's normalizer)",
+    EXIT_FIDELITY: "fidelity below the threshold: a layer's integer attention does not follow its float model, or "
+                   "the whole model with its integer attention does not keep the softmax model (the export checks, "
+                   "run --min-cosine)",
+    EXIT_INPUT: "bad input file or value: missing, a folder, unreadable, wrong encoding, dtype, shape or size; a "
+                "checkpoint with NaN/Inf weights, without a usable tokenizer, not the bundle's source, or of a "
+                "shape no hardware build runs; an output path or build folder that cannot be written",
     EXIT_BUNDLE: "bad bundle or bitstream manifest: corrupt, truncated, or not matching this build or this "
                  "vckattn",
     EXIT_TOOL: "a tool or package this command needs is missing (Verilator, g++, AMD XRT, an optional extra)",

@@ -41,7 +41,14 @@ def build_root() -> Path:
 
 
 def cache_dir(*parts: str) -> Path:
-    """``build_root()/parts...``, created."""
+    """``build_root()/parts...``, created; :class:`~vckattn.golden.errors.InputError` (status 4) when the file
+    system refuses it (read-only, no permission), naming how to choose another place."""
+    from .errors import InputError
+
     path = build_root().joinpath(*parts)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"cannot create the build folder {path}: {exc.strerror or exc} (choose another with "
+                         f"--build-dir DIR or {ENV})") from None
     return path

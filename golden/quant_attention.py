@@ -35,7 +35,14 @@ import torch
 
 from .aie_matmul import UINT8, exact_int_matmul, tile_matmul
 from .attention import MultiHeadAttention, apply_rope, attention
-from .engine import engine_format, engine_online_registers, engine_registers, narrow_scores, score_shift_for
+from .engine import (
+    engine_format,
+    engine_online_registers,
+    engine_registers,
+    engine_requant,
+    narrow_scores,
+    score_shift_for,
+)
 from .normalizers import Softmax, SwiftMax
 from .online_softmax_int import (
     OnlineSoftmaxFormat,
@@ -116,7 +123,8 @@ class QuantAttentionLayer:
     causal: bool = False
     #: width of the scores the normalizer sees: 32 = the int32 accumulators (contract v1); 8 / 16 = the
     #: engine's narrow scores ``narrow_scores(acc, score_shift, score_bits)`` (``golden/engine.py``), with the
-    #: normalizer registers folded for the scale ``s_q·s_k·2^score_shift`` (:func:`narrow_layer`)
+    #: normalizer registers folded for the scale ``s_q·s_k·2^score_shift`` and ``rq_a`` with the engine's 16-bit
+    #: multiplier (:func:`narrow_layer`)
     score_bits: int = 32
     score_shift: int = 0
     #: the largest |Q·Kᵀ| accumulator over the calibration data (kept elements): what chooses
@@ -437,28 +445,33 @@ def score_absmax(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | N
 
 
 def narrow_layer(layer: QuantAttentionLayer, score_bits: int, absmax: int | None = None) -> QuantAttentionLayer:
-    """``layer`` with ``score_bits``-bit scores (the engine's AIE shift-round-saturate): ``score_shift`` is
-    the smallest shift that keeps ``absmax`` (default ``layer.score_absmax``) unsaturated, and the
-    normalizer's registers are refolded for the score scale ``s_q·s_k·2^score_shift``. 32 returns the int32
-    layer. Raises ValueError when the layer has no measured ``score_absmax``."""
+    """The engine's layer: ``layer`` with ``score_bits``-bit scores (the engine's AIE shift-round-saturate):
+    ``score_shift`` is the smallest shift that keeps ``absmax`` (default ``layer.score_absmax``) unsaturated, the
+    normalizer's registers are refolded for the score scale ``s_q·s_k·2^score_shift``, and the output
+    requantization ``rq_a`` is refolded to the engine's signed 16-bit multiplier (the ratio ``s_v·2^-p_frac/s_a``,
+    :func:`~vckattn.golden.engine.engine_requant`: the last P·V kernel requantizes O on the AI Engine). 32 returns the
+    int32 reference layer (its 18-bit ``rq_a``). Raises ValueError when the layer has no measured
+    ``score_absmax``."""
     from dataclasses import replace
 
     if score_bits == layer.score_bits and absmax is None:
         return layer
     if score_bits == 32:
         shift = 0
+        rq_a = layer.rq_a if layer.score_bits == 32 else requant_registers(layer.s_v * 2.0**-layer.p_frac / layer.s_a)
     else:
         m = layer.score_absmax if absmax is None else absmax
         if m is None:
             raise ValueError("narrow scores need the layer's calibration |Q·Kᵀ| maximum (score_absmax); "
                              "re-export the bundle with this version")
         shift = score_shift_for(int(m), score_bits)
+        rq_a = engine_requant(layer.s_v, layer.p_frac, layer.s_a)
     if layer.normalizer == "swiftmax":
         fmt = engine_format(score_bits, replace(layer.sm_fmt, acc_bits=SwiftMaxFormat().acc_bits))
         regs = engine_registers(layer.swiftmax, layer.s_q, layer.s_k, layer.head_dim, shift, fmt)
-        return replace(layer, score_bits=score_bits, score_shift=shift, swiftmax=regs, sm_fmt=fmt)
+        return replace(layer, score_bits=score_bits, score_shift=shift, swiftmax=regs, sm_fmt=fmt, rq_a=rq_a)
     regs = engine_online_registers(layer.s_q, layer.s_k, layer.head_dim, shift, layer.os_fmt)
-    return replace(layer, score_bits=score_bits, score_shift=shift, online=regs)
+    return replace(layer, score_bits=score_bits, score_shift=shift, online=regs, rq_a=rq_a)
 
 
 def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """SwiftMax normalizer, bit-exact integer model (what the PL kernel computes).
 
-Hardware folding (METHODS.md): with integer scores ``acc = Q_int · K_int`` and
+Hardware folding (docs/methods.md §1): with integer scores ``acc = Q_int · K_int`` and
 ``z = s_q s_k acc / sqrt(d)``::
 
     exp(clamp(z - β, -10, 40)) / γ  =  2^(clamp(A·acc - β·log2e, -10·log2e, 40·log2e) - log2 γ)

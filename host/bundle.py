@@ -70,10 +70,12 @@ from vckattn.golden.swiftmax_int import (
 )
 
 SCHEMA_NAME = "vckattn.bundle"
-#: 2: per-head SwiftMax constants (β, γ and the b_beta/c_out registers one per query head), export warnings and
-#: the per-layer fidelity check; 1 (still read): one β/γ per layer, which means the same constants for every head
-SCHEMA_VERSION = 2
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2)
+#: 3: the whole-model export check (``model_fidelity``) and where each layer's SwiftMax β/γ came from
+#: (``swiftmax.source``); 2 (still read): per-head SwiftMax constants (β, γ and the b_beta/c_out registers one per
+#: query head), export warnings and the per-layer fidelity check; 1 (still read): one β/γ per layer, which means
+#: the same constants for every head
+SCHEMA_VERSION = 3
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
 SCHEMA_PATH = Path(__file__).with_name("bundle_schema.json")
 MANIFEST_FILE = "manifest.json"
 TENSORS_FILE = "tensors.safetensors"
@@ -447,6 +449,18 @@ def _check_semantics(m: dict, file: Path) -> None:
             if i >= len(layers) or name not in layers[i]["tensors"]:
                 _fail(file, _field(("tensors", name)),
                       f"is named as a tensor of layer {i} but is not listed in layers[{i}].tensors")
+    version = m["schema_version"]
+    for key, what in (("model_fidelity", "the whole-model check"),):
+        if version < 3 and key in m:
+            _fail(file, key, f"{what} needs schema_version 3 (this manifest says {version})")
+    if version < 3 and any((layer.get("swiftmax") or {}).get("source") is not None for layer in m["layers"]):
+        _fail(file, "layers", f"swiftmax.source needs schema_version 3 (this manifest says {version})")
+    fid = m.get("model_fidelity")
+    if fid is not None:
+        present = {int(layer["index"]) for layer in m["layers"]}
+        stray = sorted(set(fid["layers"]) - present)
+        if stray:
+            _fail(file, "model_fidelity.layers", f"names layer(s) {stray}, which the bundle does not have")
 
 
 def _reg_mismatch(file: Path, base: tuple, stored: dict, want: dict, source: str) -> None:
@@ -495,7 +509,7 @@ def _check_layer(m: dict, i: int, layer: dict, file: Path) -> None:
             if version == 1 and isinstance(v, list):
                 _fail(file, _field(where), "per-head values need schema_version 2 (schema 1 has one value per layer)")
             if version >= 2 and (not isinstance(v, list) or len(v) != n_heads):
-                _fail(file, _field(where), f"schema_version 2 needs one value per query head ({n_heads}, "
+                _fail(file, _field(where), f"schema_version {version} needs one value per query head ({n_heads}, "
                                            f"model.num_heads); got {_short(v)}")
         try:
             heads = SwiftMaxHeads.from_dict(regs, n_heads)
@@ -982,6 +996,7 @@ def describe(bundle: Bundle) -> dict:
             "gamma": None if sm is None else sm["gamma"],
             "p_max": None if sm is None else sm.get("p_max"),
             "per_head": sm is not None and isinstance(sm["beta"], list) and len(set(sm["beta"])) > 1,
+            "beta_source": None if sm is None else sm.get("source"),
             "fidelity": layer.get("fidelity"),
             "registers": dict((sm or osm)["registers"]),
             "p_frac": layer["p_frac"],
@@ -996,6 +1011,7 @@ def describe(bundle: Bundle) -> dict:
         "path": os.fspath(bundle.path),
         "schema_version": m["schema_version"],
         "warnings": list(m.get("warnings", [])),
+        "model_fidelity": None if m.get("model_fidelity") is None else dict(m["model_fidelity"]),
         "tool": dict(m["tool"]),
         "created": m["created"],
         "source": dict(m["source"]),

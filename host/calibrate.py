@@ -96,7 +96,7 @@ def load_data(spec: str, seed: int = 0) -> Data:
     else:
         path = Path(spec)
         if not path.is_file():
-            raise UserError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
+            raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
         try:
             lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
         except UnicodeDecodeError as exc:
@@ -135,7 +135,14 @@ def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
         tok = None if cfg.model_type == "vit" else transformers.AutoTokenizer.from_pretrained(
             path, local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
+    from vckattn.host.export.sources import check_finite
+
+    check_finite(model, path)
+    if tok is not None:
+        from vckattn.host.textdata import check_tokenizer
+
+        check_tokenizer(tok, path)
     return tok, model, f"{name} ({type(model).__name__})"
 
 
@@ -157,15 +164,19 @@ def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length:
         part = data.subset(idx)
         if data.kind == "text":
             if tok is None:
-                raise UserError("text data needs a text model (this one has no tokenizer)")
+                raise InputError("text data needs a text model (this one has no tokenizer)")
+            limit = getattr(model.config, "max_position_embeddings", None)
+            if isinstance(limit, int) and max_length > limit:
+                raise InputError(f"--max-length {max_length} is more than the model's {limit} positions (give at "
+                                 f"most {limit})")
             b = dict(tok(part.items, padding=True, truncation=True, max_length=max_length, return_tensors="pt"))
         else:
             cfg = model.config
             if getattr(cfg, "model_type", "") != "vit":
-                raise UserError("image data needs a ViT model")
+                raise InputError("image data needs a ViT model")
             x = torch.from_numpy(part.items)
             if x.shape[-1] != cfg.image_size:
-                raise UserError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
+                raise InputError(f"images are {x.shape[-1]}×{x.shape[-2]} but the model expects {cfg.image_size}")
             x = (x - 0.5) / 0.5  # [0, 1] -> [-1, 1], as ViTImageProcessor (mean = std = 0.5) and `vckattn export`
             b = {"pixel_values": x[:, None].expand(-1, cfg.num_channels, -1, -1).contiguous()}
         if part.labels is not None:
@@ -281,6 +292,7 @@ def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, ba
     from tqdm import tqdm
 
     from vckattn.golden.calibrate import LayerStats, collect_stats, propose_init
+    from vckattn.host.progress import bar_disable
 
     rt = runtime or make_runtime("cpu")
     torch.manual_seed(seed)
@@ -290,7 +302,7 @@ def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, ba
     data = data.subset(np.arange(min(samples, len(data))))
     bs = batches(model, tok, data, batch_size, max_length, (rt.rank, rt.world))
     t0 = time.perf_counter()
-    with tqdm(total=len(bs), desc="calibration batches", unit="batch", disable=not (progress and rt.is_main),
+    with tqdm(total=len(bs), desc="calibration batches", unit="batch", disable=bar_disable(progress and rt.is_main),
               file=sys.stderr) as bar, rt.accelerator.autocast():
         stats = collect_stats(model, [_inputs(_to(b, rt.device)) for b in bs], progress=lambda n: bar.update(1))
     parts = rt.gather(stats)  # per process, per layer
@@ -447,6 +459,7 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     from tqdm import tqdm
 
     from vckattn.golden import calibrate as cal
+    from vckattn.host.progress import bar_disable
 
     rt = runtime or make_runtime("cpu")
     progress = progress and rt.is_main
@@ -493,8 +506,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
         fixed = float(eval_fn(untuned))
     del untuned
 
-    bar = tqdm(total=n_stages * epochs * len(train), desc="replace-and-tune", unit="step", disable=not progress,
-               file=sys.stderr)
+    bar = tqdm(total=n_stages * epochs * len(train), desc="replace-and-tune", unit="step",
+               disable=bar_disable(progress), file=sys.stderr)
 
     def on_epoch(stage: int, epoch: int, loss: float, value: float) -> None:
         bar.set_postfix_str(f"stage {stage + 1}/{n_stages} epoch {epoch + 1}: loss {loss:.4f} {metric} {value:.4f}")
@@ -523,10 +536,17 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
               "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir),
               "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision}
     if rt.is_main:
+        from vckattn.host.cli.common import write_text_atomic
+        from vckattn.host.export.pipeline import TUNING_FILE
+
         model.save_pretrained(model_dir)
         if tok is not None:
             tok.save_pretrained(model_dir)
-        (out / "swiftmax.json").write_text(json.dumps(report, indent=1))
+        base = cfg.model if cfg.model == "minilm" or not Path(cfg.model).exists() else str(Path(cfg.model).resolve())
+        # the model this one was tuned from: `vckattn export` compares the tuned model with it (its softmax model)
+        write_text_atomic(model_dir / TUNING_FILE, json.dumps({"base": base, "main_lr": main_lr,
+                                                               "per_head": cfg.per_head}, indent=1) + "\n")
+        write_text_atomic(out / "swiftmax.json", json.dumps(report, indent=1))
     rt.done()
     return report
 

@@ -1,4 +1,4 @@
-"""``vckattn convert bhyt MODEL --out DIR``: replace a Llama model's RMSNorms by BHyT (METHODS.md §3).
+"""``vckattn convert bhyt MODEL --out DIR``: replace a Llama model's RMSNorms by BHyT (docs/methods.md §3).
 
 Every decoder layer's two RMSNorms become the BHyT block form (:func:`convert.convert_llama_norms_to_bhyt`:
 one reduction ``s² = mean(h²)`` per block, the second site uses ``ŝ² = s² + c_attn λ_A²/κ²``); γ is copied

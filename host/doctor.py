@@ -939,22 +939,22 @@ def main(json_out: str | None = None, fast: bool = False, yosys_timeout: float =
 
 
 def _check_writable(out: Path) -> None:
-    from vckattn.golden.errors import UserError
+    from vckattn.golden.errors import InputError
 
     parent = out.parent if str(out.parent) else Path(".")
     if not parent.is_dir():
-        raise UserError(f"cannot write {out}: folder {parent} does not exist")
+        raise InputError(f"cannot write {out}: folder {parent} does not exist")
     if out.is_dir():
-        raise UserError(f"cannot write {out}: it is a folder")
+        raise InputError(f"cannot write {out}: it is a folder")
     if not os.access(parent, os.W_OK) or (out.exists() and not os.access(out, os.W_OK)):
-        raise UserError(f"cannot write {out}: permission denied")
+        raise InputError(f"cannot write {out}: permission denied")
 
 
 def write_json(data: dict, out: Path) -> None:
-    from vckattn.golden.errors import UserError
+    from vckattn.golden.errors import InputError
 
     _check_writable(out)
     try:
         out.write_text(json.dumps(data, indent=2) + "\n")
     except OSError as exc:
-        raise UserError(f"cannot write {out}: {exc.strerror or exc}") from None
+        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None

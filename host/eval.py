@@ -82,7 +82,10 @@ DEFAULT_SENTENCES = 32
 DEFAULT_START_TOPIC = EVAL_START_TOPIC
 DEFAULT_MAX_TOKENS = 128
 METRIC = "mean-pooled sentence-embedding cosine to the float softmax model (mean and min over sentences)"
-TASKS = ("rotten-tomatoes",)
+#: labeled test sets: text (a sequence classifier) and images (a ViT image classifier)
+TEXT_TASKS = ("rotten-tomatoes",)
+IMAGE_TASKS = ("digits", "mnist5k")
+TASKS = TEXT_TASKS + IMAGE_TASKS
 TASK_METRIC = "accuracy on the test split (and agreement with the softmax model's predictions)"
 DEFAULT_TASK_SAMPLES = 256
 
@@ -105,7 +108,9 @@ def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFA
     from vckattn.host.textdata import EVAL_MAX_SENTENCES, real_sentences
 
     if m.tokenizer is None:
-        raise UserError(f"vckattn eval scores text models; this checkpoint ({m.family}) has no tokenizer")
+        how = f"images: --task {' or --task '.join(IMAGE_TASKS)}" if m.family == "vit" else "its own inputs"
+        raise UserError(f"this checkpoint ({m.family}{' golden stack' if m.golden else ''}) has no tokenizer: "
+                        f"score it on {how}")
     if start_topic == EVAL_START_TOPIC and n > EVAL_MAX_SENTENCES:
         raise UserError(f"--sentences {n}: the evaluation set has {EVAL_MAX_SENTENCES} sentences (more would overlap "
                         "the tuning pool of `vckattn calibrate --data pydoc`)")
@@ -118,13 +123,87 @@ def held_out(m: LoadedModel, n: int = DEFAULT_SENTENCES, start_topic: int = DEFA
     return EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool))
 
 
+def pixel_values(m: LoadedModel, images: np.ndarray) -> torch.Tensor:
+    """Images ``(N, H, W)`` in [0, 1] as a ViT's ``pixel_values`` ``(N, C, H, W)`` in [−1, 1] (``(x − 0.5) / 0.5``,
+    as ``ViTImageProcessor`` with mean = std = 0.5, ``vckattn calibrate`` and the export do); InputError when the
+    images are not the model's size."""
+    from vckattn.golden.errors import InputError
+
+    cfg = m.model.config
+    side = int(cfg.image_size)
+    if images.ndim != 3 or images.shape[1:] != (side, side):
+        raise InputError(f"the images are {'×'.join(map(str, images.shape[1:]))}; this ViT takes {side}×{side} "
+                         f"({cfg.num_channels} channel(s))")
+    x = torch.from_numpy((np.asarray(images, np.float32) - 0.5) / 0.5)
+    return x[:, None].expand(-1, int(cfg.num_channels), -1, -1).contiguous()
+
+
+def vit_tokens(m: LoadedModel) -> int:
+    """A ViT's sequence length: its patches and [CLS]."""
+    cfg = m.model.config
+    return (int(cfg.image_size) // int(cfg.patch_size)) ** 2 + 1
+
+
+def image_data(m: LoadedModel, task: str, n: int = DEFAULT_TASK_SAMPLES, split: str = "test") -> EvalData:
+    """The first ``n`` images of ``task``'s ``split`` (:mod:`vckattn.host.datasets`, seed 0) with their labels, as
+    a ViT's inputs (every token valid)."""
+    from vckattn.host import datasets
+
+    if m.family != "vit" or m.golden:
+        raise UserError(f"--task {task} scores a Hugging Face ViT image classifier; this checkpoint is a "
+                        f"{m.family} {'golden stack' if m.golden else 'model'}")
+    part = getattr(getattr(datasets, task)(0), split)
+    x, y = np.asarray(part.x[:n], np.float32), np.asarray(part.y[:n], np.int64)
+    px = pixel_values(m, x)
+    return EvalData([f"{task} {split} image {i}" for i in range(len(y))], {"pixel_values": px},
+                    np.ones((len(y), vit_tokens(m)), bool), y)
+
+
+def synthetic_images(m: LoadedModel, n: int, seed: int) -> EvalData:
+    """``n`` seeded uniform[−1, 1] pixel tensors (what the export calibrates a ViT on when it is given no image
+    set): a held-out set with another seed."""
+    cfg = m.model.config
+    gen = torch.Generator().manual_seed(seed)
+    px = torch.rand((n, int(cfg.num_channels), int(cfg.image_size), int(cfg.image_size)), generator=gen) * 2 - 1
+    return EvalData([f"uniform[-1, 1] image {i} (seed {seed})" for i in range(n)], {"pixel_values": px},
+                    np.ones((n, vit_tokens(m)), bool))
+
+
+def golden_data(m: LoadedModel, sentences: list[str], seq_len: int, seed: int) -> EvalData:
+    """Held-out inputs of a golden stack: the UTF-8 bytes of ``sentences`` (with an embedding) or seeded N(0, 1)
+    hidden states ``(len(sentences), seq_len, d)`` (without one)."""
+    stack = m.model
+    if stack.embed is not None:  # type: ignore[union-attr]
+        ids = [list(s.encode("utf-8"))[:seq_len] or [0] for s in sentences]
+        width = max(len(t) for t in ids)
+        x = torch.zeros((len(ids), width), dtype=torch.long)
+        keep = np.zeros((len(ids), width), bool)
+        for b, t in enumerate(ids):
+            x[b, :len(t)] = torch.tensor(t) % stack.embed.num_embeddings  # type: ignore[union-attr]
+            keep[b, :len(t)] = True
+        return EvalData(list(sentences), {"x": x, "keep": torch.from_numpy(keep)}, keep)
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn((len(sentences), seq_len, int(m.info["hidden_size"])), generator=gen)
+    keep = np.ones((len(sentences), seq_len), bool)
+    return EvalData([f"N(0, 1) hidden states {i} (seed {seed})" for i in range(len(sentences))],
+                    {"x": x, "keep": torch.from_numpy(keep)}, keep)
+
+
 def task_data(m: LoadedModel, task: str, n: int = DEFAULT_TASK_SAMPLES, max_tokens: int = DEFAULT_MAX_TOKENS
               ) -> EvalData:
-    """The first ``n`` snippets of ``task``'s test split, tokenized, with their labels."""
+    """The first ``n`` samples of ``task``'s test split with their labels: snippets, tokenized (a text
+    classifier), or images (a ViT image classifier)."""
     from vckattn.host import datasets
 
     if task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
+    if task in IMAGE_TASKS:
+        if m.classifier is None:
+            raise UserError(f"--task {task} scores an image classifier; this checkpoint has no image-classification "
+                            "head (config.json architectures: ViTForImageClassification)")
+        return image_data(m, task, n)
+    if m.family == "vit":
+        raise UserError(f"--task {task} is text; a ViT takes images: --task {' or --task '.join(IMAGE_TASKS)}")
     if m.tokenizer is None or m.classifier is None:
         raise UserError(f"--task {task} scores a text classifier; this checkpoint has no sequence-classification "
                         "head (config.json architectures)")
@@ -136,14 +215,14 @@ def task_data(m: LoadedModel, task: str, n: int = DEFAULT_TASK_SAMPLES, max_toke
 
 
 def output_projection(m: LoadedModel, i: int) -> nn.Module:
-    """Layer ``i``'s W_O module in the float model (its output is the attention output before the residual)."""
+    """Layer ``i``'s module whose output is the attention output after W_O, before the residual add: W_O itself
+    in a Hugging Face BERT, ViT or Llama model; the whole attention module of a golden stack (it ends with W_O)."""
     ly = m.layers[i]
-    if m.family == "bert" and not m.golden:
+    if m.golden:
+        return ly.attn_module
+    if m.family == "bert":
         return ly.block_module.attention.output.dense
-    if m.family == "llama" and not m.golden:
-        return ly.attn_module.o_proj
-    raise UserError(f"vckattn eval handles Hugging Face BERT and Llama models; not a {m.family} "
-                    f"{'golden stack' if m.golden else 'model'}")
+    return ly.attn_module.o_proj  # llama, vit
 
 
 @contextlib.contextmanager
@@ -156,10 +235,10 @@ def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: n
 
     def pre(i: int) -> Callable[..., None]:
         def hook(_mod: nn.Module, args: tuple, kwargs: dict) -> None:
-            x = args[0] if args else kwargs["hidden_states"]
-            rope = kwargs.get("position_embeddings")
+            x = args[0] if args else kwargs.get("hidden_states", kwargs.get("x"))
+            rope = kwargs.get("position_embeddings", kwargs.get("rope"))
             record[i] = {"x": x.detach().double().cpu().numpy(),
-                         "rope": None if rope is None else tuple(r[0].detach().double().cpu().numpy() for r in rope)}
+                         "rope": None if rope is None else tuple(_table(r) for r in rope)}
         return hook
 
     def post(i: int) -> Callable[..., torch.Tensor | None]:
@@ -182,17 +261,43 @@ def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: n
             h.remove()
 
 
+def _table(r: Any) -> np.ndarray:
+    """One RoPE table as (S, D) float64 (Hugging Face passes (B, S, D), the golden stack (S, D))."""
+    a = r.detach().double().cpu().numpy() if isinstance(r, torch.Tensor) else np.asarray(r, np.float64)
+    return a[0] if a.ndim == 3 else a
+
+
 @torch.no_grad()
-def embeddings(m: LoadedModel, data: EvalData) -> np.ndarray:
-    """The model's outputs as it is now (hooks included): the classifier's logits (B, classes) for a task
-    (``data.labels`` set), else the mean-pooled last hidden states (B, d); float64."""
+def embeddings(m: LoadedModel, data: EvalData, logits: bool | None = None) -> np.ndarray:
+    """The model's outputs as it is now (hooks included): the classifier's logits (B, classes) when ``logits``
+    (default: for a task, ``data.labels`` set), else the mean-pooled last hidden states (B, d) over valid tokens;
+    float64."""
     from vckattn.golden.calibrate import mean_pool
 
-    if data.labels is not None:
+    if logits is None:
+        logits = data.labels is not None
+    if logits:
         assert m.classifier is not None
         return m.classifier(**data.inputs).logits.double().numpy()
     out = m.model(**data.inputs)
-    return mean_pool(out.last_hidden_state.double(), data.inputs["attention_mask"]).numpy()
+    hidden = out if isinstance(out, torch.Tensor) else out.last_hidden_state
+    return mean_pool(hidden.double(), torch.from_numpy(data.keep)).numpy()
+
+
+@torch.no_grad()
+def token_states(m: LoadedModel, data: EvalData) -> np.ndarray:
+    """The model's last hidden states (B, S, d) float64 as it is now (hooks included)."""
+    out = m.model(**data.inputs)
+    hidden = out if isinstance(out, torch.Tensor) else out.last_hidden_state
+    return hidden.double().numpy()
+
+
+def token_cosine(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:
+    """Per-token cosine of hidden states (B, S, d) over valid tokens: ``mean_cosine`` (over tokens) and
+    ``min_cosine`` (the worst input's mean)."""
+    cos = (out * ref).sum(-1) / (np.linalg.norm(out, axis=-1) * np.linalg.norm(ref, axis=-1) + 1e-300)
+    per_input = [float(c[k].mean()) for c, k in zip(cos, keep, strict=True) if k.any()]
+    return {"mean_cosine": float(cos[keep].mean()), "min_cosine": float(min(per_input))}
 
 
 def accuracy(logits: np.ndarray, labels: np.ndarray, ref: np.ndarray) -> dict[str, float]:
@@ -205,8 +310,13 @@ def softmax_everywhere(m: LoadedModel) -> LoadedModel:
     """``m`` with every SwiftMax attention normalizer put back to softmax (the golden softmax; a checkpoint tuned
     by ``vckattn calibrate swiftmax`` loads with its SwiftMax layers)."""
     from vckattn.golden import convert
-    from vckattn.golden.normalizers import SwiftMax
+    from vckattn.golden.normalizers import Softmax, SwiftMax
 
+    if m.golden:
+        for ly in m.layers:
+            if isinstance(getattr(ly.attn_module, "normalizer", None), SwiftMax):
+                ly.attn_module.normalizer = Softmax()
+        return m
     attns = convert.attention_modules(m.model)
     idx = [i for i, a in enumerate(attns) if isinstance(getattr(a, "vckattn_normalizer", None), SwiftMax)]
     if idx:
@@ -235,11 +345,13 @@ def device_runner(device: Any, stats: dict[int, dict], progress: bool = False) -
     ``{"tiles", "device_seconds"}``."""
     from tqdm import tqdm
 
+    from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
 
     def run(i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
             rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=not progress, file=sys.stderr, leave=False)
+        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=bar_disable(progress), file=sys.stderr,
+                   leave=False)
         try:
             lr = run_layer(device, layer, x, keep, rope, index=i, progress=bar)
         finally:
@@ -284,13 +396,41 @@ def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float 
     return out
 
 
+def set_swiftmax(m: LoadedModel, constants: dict[int, tuple[float | list[float], float | list[float]]],
+                 p_max: dict[int, float] | None = None) -> None:
+    """Put SwiftMax with these β, γ (per layer: floats, or one per head) into ``m``'s float layers, saturating at
+    ``p_max`` (per layer; absent: no saturation) for a layer tuned for its P format."""
+    if not constants:
+        return
+    if not m.golden:
+        from vckattn.golden.calibrate import apply_swiftmax
+
+        apply_swiftmax(m.model, {i: b for i, (b, _) in constants.items()}, {i: g for i, (_, g) in constants.items()},
+                       p_max=p_max or None)
+        return
+    from vckattn.golden.normalizers import SwiftMax
+
+    for i, (b, g) in constants.items():
+        attn = m.layers[i].attn_module
+        per_head = isinstance(b, list)
+        sm = SwiftMax(num_heads=attn.n_heads if per_head else None,
+                      p_max=(p_max or {}).get(i)).to(next(attn.parameters()).dtype)
+        with torch.no_grad():
+            sm.beta.copy_(torch.as_tensor(b, dtype=sm.beta.dtype).expand_as(sm.beta))
+            sm.gamma.copy_(torch.as_tensor(g, dtype=sm.gamma.dtype).expand_as(sm.gamma))
+        attn.normalizer = sm
+
+
 def precheck(bundle_path: Path, layers: list[int] | None, manifest: Any, n_sentences: int | None,
-             max_tokens: int) -> None:
+             max_tokens: int | None, task: str | None = None, backend: str = "emu") -> int:
     """Everything that can be refused before the model is loaded: the bundle (BundleError), ``layers`` in it, the
-    bundle against the build (ManifestError), ``n_sentences`` within the held-out set, ``max_tokens`` within the
-    model's positions (InputError)."""
-    from vckattn.golden.errors import InputError
+    bundle against the build (ManifestError), the backend against the bundle's normalizers, the task against the
+    model family, ``n_sentences`` within the held-out set, ``max_tokens`` within the model's positions
+    (InputError). Returns ``max_tokens`` (None: :data:`DEFAULT_MAX_TOKENS`, or the model's positions when it has
+    fewer)."""
+    from vckattn.host.backends import check_backend
     from vckattn.host.bundle import load_bundle
+    from vckattn.host.cli.common import fit_length
     from vckattn.host.textdata import EVAL_MAX_SENTENCES
     from vckattn.hw.manifest import check_bundle
 
@@ -300,14 +440,22 @@ def precheck(bundle_path: Path, layers: list[int] | None, manifest: Any, n_sente
     if bad:
         raise UserError(f"{bundle_path}: --layers: no layer(s) {bad} in the bundle "
                         f"(it has {present[0]}..{present[-1]})")
-    check_bundle(manifest, bundle, sorted(set(layers)) if layers else present)
+    chosen = sorted(set(layers)) if layers else present
+    check_bundle(manifest, bundle, chosen)
+    check_backend(backend, manifest, bundle, chosen)
+    family = bundle.manifest["model"]["family"]
+    if family == "vit" and task not in IMAGE_TASKS:
+        raise UserError(f"{bundle_path} is a ViT bundle: a ViT takes images; score it with --task "
+                        f"{' or --task '.join(IMAGE_TASKS)} (an image classifier's test accuracy)")
+    if family != "vit" and task in IMAGE_TASKS:
+        raise UserError(f"--task {task} is an image set; {bundle_path} is a {family} bundle (text)")
     if n_sentences is not None and not 1 <= n_sentences <= EVAL_MAX_SENTENCES:
         raise UserError(f"--sentences {n_sentences}: the held-out set has {EVAL_MAX_SENTENCES} sentences "
                         f"(give 1..{EVAL_MAX_SENTENCES})")
     limit = int(bundle.manifest["model"]["max_seq_len"])
-    if max_tokens > limit:
-        raise InputError(f"--max-tokens {max_tokens} is more than the model's {limit} positions (give at most "
-                         f"{limit})")
+    if family == "vit":
+        return limit
+    return fit_length(max_tokens, DEFAULT_MAX_TOKENS, limit, "--max-tokens")
 
 
 def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | None,
@@ -336,27 +484,29 @@ def reference_model(m: LoadedModel, reference: Path | str | None, progress: bool
         import copy
 
         return softmax_everywhere(copy.deepcopy(m))
+    from vckattn.golden.errors import InputError
+
     try:
         ref = export.load_model(export.resolve_checkpoint(reference), progress, classifier)
     except export.ExportError as exc:
-        raise UserError(f"--reference: {exc}") from None
+        raise InputError(f"--reference: {exc}") from None
+    # a reference that is not the source's kind of model: a bad input, as a --checkpoint that is not the source
     if ref.family != m.family or len(ref.layers) != len(m.layers) or ref.info["hidden_size"] != m.info["hidden_size"]:
-        raise UserError(f"--reference {reference}: a {ref.family} model of {len(ref.layers)} layers, hidden "
-                        f"{ref.info['hidden_size']}; the bundle's source is a {m.family} model of {len(m.layers)} "
-                        f"layers, hidden {m.info['hidden_size']}")
+        raise InputError(f"--reference {reference}: a {ref.family} model of {len(ref.layers)} layers, hidden "
+                         f"{ref.info['hidden_size']}; the bundle's source is a {m.family} model of {len(m.layers)} "
+                         f"layers, hidden {m.info['hidden_size']}")
     if classifier and ref.classifier is None:
-        raise UserError(f"--reference {reference}: no sequence-classification head")
+        raise InputError(f"--reference {reference}: no classification head")
     return softmax_everywhere(ref)
 
 
 def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | None = None,
              manifest_path: Path | str | None = None, checkpoint: Path | None = None,
              n_sentences: int = DEFAULT_SENTENCES, start_topic: int = DEFAULT_START_TOPIC,
-             max_tokens: int = DEFAULT_MAX_TOKENS, device_options: dict | None = None,
+             max_tokens: int | None = None, device_options: dict | None = None,
              progress: bool = True, task: str | None = None, reference: Path | str | None = None,
              n_samples: int = DEFAULT_TASK_SAMPLES) -> dict:
     """Score the model with the bundle's layers on ``backend``; the JSON report of the module docstring."""
-    from vckattn.golden.calibrate import apply_swiftmax
     from vckattn.host.export import layer_output
     from vckattn.host.run import errors, open_device
     from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
@@ -367,13 +517,18 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
-    precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens)
+    max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
+                          backend)
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
-    output_projection(m, chosen[0])  # refuses unsupported models before any work
     qls = quant_layers(bundle, bundle_path, chosen, manifest)
     data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
                                                                                            max_tokens)
     keep = data.keep
+    if reference is None:  # a checkpoint tuned by `vckattn calibrate swiftmax`: compare with the model it came from
+        from vckattn.host.export.pipeline import tuned_base
+        from vckattn.host.run import source_checkpoint
+
+        reference = tuned_base(source_checkpoint(bundle, checkpoint))
     ref_m = reference_model(m, reference, progress, task is not None)
 
     ref_rec: dict[int, dict] = {}
@@ -390,8 +545,7 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     sm = swiftmax_constants(bundle, chosen)
     sat = swiftmax_saturations(bundle, chosen)
     sm_rec: dict[int, dict] = {}
-    if sm:
-        apply_swiftmax(m.model, {i: b for i, (b, _) in sm.items()}, {i: g for i, (_, g) in sm.items()}, p_max=sat)
+    set_swiftmax(m, sm, sat)
     with attention_on(m, qls, keep, None, sm_rec):
         swift = embeddings(m, data)
 
@@ -444,9 +598,10 @@ def print_report(report: dict) -> None:
                   f"{r['backend_vs_softmax_model']['cosine']:.6f}",
                   f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r["tiles"]))
     s = report["sentences"]
-    what = "held-out sentences" if report.get("task") is None else f"{report['task']} test snippets"
-    e = Table(title=f"end to end: {report['metric']}; {s['count']} {what}, {s['tokens']} tokens")
     task = report.get("task")
+    what = ("held-out sentences" if task is None else f"{task} test images" if task in IMAGE_TASKS
+            else f"{task} test snippets")
+    e = Table(title=f"end to end: {report['metric']}; {s['count']} {what}, {s['tokens']} tokens")
     cols = ("model", "mean cosine", "min cosine") if task is None else ("model", "accuracy", "agreement with softmax")
     for col in cols:
         e.add_column(col, justify="left" if col == "model" else "right")

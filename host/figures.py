@@ -1,19 +1,19 @@
-"""``make figures``: regenerate the README's generated blocks, so README and commands never disagree.
+"""``make figures``: regenerate the generated blocks of README.md and docs/, so documents and commands agree.
 
-The README holds blocks between ``<!-- figures:NAME:begin -->`` and ``<!-- figures:NAME:end -->``; this
-module writes each from the code or command that owns the figure:
+The documents hold blocks between ``<!-- figures:NAME:begin -->`` and ``<!-- figures:NAME:end -->``; this
+module writes each from the code or command that owns the figure, into the file :data:`BLOCKS` names:
 
-* ``exit-codes`` — the CLI's exit statuses (:data:`vckattn.golden.errors.EXIT_CODES`);
-* ``cli`` — every command and subcommand with its one-line help, from the parser itself;
-* ``export-eval`` (slow, ``--slow``: ~5 minutes on 2 cores) — the export-check and ``vckattn eval`` figures of
-  MiniLM for the untuned initialisations, from the commands shown in the block;
-* ``demo`` (slow) — ``make demo``'s figures, from a run of the demo;
-* the performance-model tables (their own block, :mod:`vckattn.hw.perf.report`).
+* ``exit-codes`` (``docs/cli.md``) — the CLI's exit statuses (:data:`vckattn.golden.errors.EXIT_CODES`);
+* ``cli`` (``docs/cli.md``) — every command and subcommand with its one-line help, from the parser itself;
+* ``export-eval`` (``docs/accuracy.md``; slow, ``--slow``: ~5 minutes on 2 cores) — the export-check and
+  ``vckattn eval`` figures of MiniLM for the untuned initialisations, from the commands shown in the block;
+* ``demo`` (``README.md``; slow) — ``make demo``'s figures, from a run of the demo;
+* the performance-model tables (their own block in ``docs/performance.md``, :mod:`vckattn.hw.perf.report`).
 
-``python -m vckattn.host.figures`` prints the blocks; ``--write README.md`` replaces them in place;
-``--check README.md`` exits 1 when a fast block is stale (``tests/test_figures.py`` runs it). Figures that
-need minutes or a tuned model (hardware resources, the tuned per-head MiniLM) are produced by the commands
-the README names beside them and are not regenerated here.
+``python -m vckattn.host.figures`` prints the blocks; ``--write [ROOT]`` replaces them in place in the
+repository folder ROOT (default: this checkout); ``--check [ROOT]`` exits 1 when a fast block is stale
+(``tests/test_figures.py`` runs it). Figures that need minutes or a tuned model (hardware resources, the
+tuned per-head MiniLM) are produced by the commands the documents name beside them and are not regenerated here.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
-__all__ = ["BLOCKS", "cli_block", "demo_block", "exit_codes_block", "export_eval_block", "main", "replace_block"]
+__all__ = ["BLOCKS", "ROOT", "Block", "cli_block", "demo_block", "exit_codes_block", "export_eval_block", "main",
+           "replace_block"]
 
 
 def _markers(name: str) -> tuple[str, str]:
@@ -76,9 +78,10 @@ def _run(argv: list[str]) -> None:
 
 def export_eval_block() -> str:
     """The export check and ``vckattn eval`` on MiniLM for each untuned initialisation (runs the commands)."""
-    cases = [("(default: `max`, per head)", []), ("`--swiftmax-per-layer` (`max` per layer)", ["--swiftmax-per-layer"]),
-             ("`--swiftmax-init mean` (per head): **refused** (exit 3); written with `--allow-low-fidelity`",
-              ["--swiftmax-init", "mean", "--allow-low-fidelity"]),
+    low = "--allow-low-fidelity"  # untuned SwiftMax fails the whole-model check: written to be measured
+    cases = [("(default: `max`, per head)", [low]), ("`--swiftmax-per-layer` (`max` per layer)",
+                                                     ["--swiftmax-per-layer", low]),
+             ("`--swiftmax-init mean` (per head)", ["--swiftmax-init", "mean", low]),
              ("`--normalizer softmax` (the online-softmax baseline)", ["--normalizer", "softmax"])]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,15 +92,20 @@ def export_eval_block() -> str:
             fid = [e["fidelity"] for e in man["layers"]]
             lo, hi = min(f["cosine"] for f in fid), max(f["cosine"] for f in fid)
             head = min(min(f["head_cosine"]) for f in fid)
+            whole = man["model_fidelity"]["score"]
+            verdict = "passes" if whole >= man["model_fidelity"]["threshold"] else "**refused** (exit 3)"
+            layers_ok = all(min(f["cosine"], *f["head_cosine"]) >= f["threshold"] for f in fid)
             _run(["eval", "--bundle", str(b), "--backend", "emu", "--quiet", "--json", str(js)])
             e = json.loads(js.read_text())["end_to_end"]
             sm = f"{e['float_swiftmax']['mean_cosine']:.4f} / {e['float_swiftmax']['min_cosine']:.4f}"
-            rows.append(f"| {label} | {lo:.3f}–{hi:.3f} ({head:.3f}) | {sm} | "
+            rows.append(f"| {label} | {lo:.3f}–{hi:.3f} ({head:.3f}){'' if layers_ok else ' **refused**'} | "
+                        f"{whole:.4f}: {verdict} | {sm} | "
                         f"{e['backend']['mean_cosine']:.4f} / {e['backend']['min_cosine']:.4f} |")
-    body = ("Generated by `make figures SLOW=1` (`vckattn export minilm --out B …`, `vckattn inspect B --json`, "
+    body = ("Generated by `make figures SLOW=1` (`vckattn export minilm --out B … [--allow-low-fidelity]`, "
             "`vckattn eval --bundle B --backend emu`):\n\n"
-            "| `vckattn export minilm --out B` + | export check: layer cosine (worst head) "
-            "| float SwiftMax (mean / min) | bundle on emu (mean / min) |\n|---|---|---|---|\n" + "\n".join(rows))
+            "| `vckattn export minilm --out B` + | per-layer check: layer cosine (worst head) "
+            "| whole-model check (embedding cosine, threshold 0.9) "
+            "| float SwiftMax (mean / min) | bundle on emu (mean / min) |\n|---|---|---|---|---|\n" + "\n".join(rows))
     return _wrap("export-eval", body)
 
 
@@ -132,12 +140,24 @@ def demo_block() -> str:
     return _wrap("demo", body)
 
 
-#: block name -> (generator, fast)
-BLOCKS: dict[str, tuple[Callable[[], str], bool]] = {
-    "exit-codes": (exit_codes_block, True),
-    "cli": (cli_block, True),
-    "export-eval": (export_eval_block, False),
-    "demo": (demo_block, False),
+#: the repository folder of this checkout (the documents live there, not in an installed wheel)
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Block(NamedTuple):
+    """A generated block: its generator, whether it is fast (seconds), and its file relative to the repository."""
+
+    generate: Callable[[], str]
+    fast: bool
+    file: str
+
+
+#: block name -> where it comes from and where it lives
+BLOCKS: dict[str, Block] = {
+    "exit-codes": Block(exit_codes_block, True, "docs/cli.md"),
+    "cli": Block(cli_block, True, "docs/cli.md"),
+    "export-eval": Block(export_eval_block, False, "docs/accuracy.md"),
+    "demo": Block(demo_block, False, "README.md"),
 }
 
 
@@ -146,7 +166,7 @@ def replace_block(text: str, name: str, block: str) -> str:
     begin, end = _markers(name)
     pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise ValueError(f"the README has no {begin} ... {end} block")
+        raise ValueError(f"no {begin} ... {end} block")
     return pattern.sub(lambda _m: block, text, count=1)
 
 
@@ -159,28 +179,28 @@ def current_block(text: str, name: str) -> str | None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.host.figures", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--write", type=Path, metavar="README.md", help="replace the blocks in this file")
-    ap.add_argument("--check", type=Path, metavar="README.md", help="exit 1 if a fast block in this file is stale")
+    ap.add_argument("--write", type=Path, nargs="?", const=ROOT, metavar="ROOT",
+                    help="replace the blocks in the files of this repository folder (default: this checkout)")
+    ap.add_argument("--check", type=Path, nargs="?", const=ROOT, metavar="ROOT",
+                    help="exit 1 if a fast block in this repository folder is stale (default: this checkout)")
     ap.add_argument("--slow", action="store_true", help="also the blocks that run exports and evals (minutes)")
     args = ap.parse_args(argv)
-    names = [n for n, (_, fast) in BLOCKS.items() if fast or args.slow]
+    names = [n for n, b in BLOCKS.items() if b.fast or args.slow]
     if args.check is not None:
-        text = args.check.read_text(encoding="utf-8")
-        stale = [n for n in names if current_block(text, n) != BLOCKS[n][0]()]
+        stale = [n for n in names
+                 if current_block((args.check / BLOCKS[n].file).read_text(encoding="utf-8"), n) != BLOCKS[n].generate()]
         for n in stale:
-            print(f"{args.check}: the {n} block is stale: run `make figures`", file=sys.stderr)
+            print(f"{args.check / BLOCKS[n].file}: the {n} block is stale: run `make figures`", file=sys.stderr)
         return 1 if stale else 0
     if args.write is None:
         for n in names:
-            print(BLOCKS[n][0](), end="\n\n")
+            print(BLOCKS[n].generate(), end="\n\n")
         return 0
-    text = args.write.read_text(encoding="utf-8")
     for n in names:
-        text = replace_block(text, n, BLOCKS[n][0]())
-        print(f"wrote the {n} block into {args.write}", file=sys.stderr)
-    args.write.write_text(text, encoding="utf-8")
+        path = args.write / BLOCKS[n].file
+        path.write_text(replace_block(path.read_text(encoding="utf-8"), n, BLOCKS[n].generate()), encoding="utf-8")
+        print(f"wrote the {n} block into {path}", file=sys.stderr)
     return 0
-
 
 if __name__ == "__main__":
     raise SystemExit(main())

@@ -51,11 +51,12 @@ from vckattn.golden import convert
 from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
 from vckattn.golden.bhyt_int import NormFormat
 from vckattn.golden.calibrate import RowSummary, init_beta_gamma
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, ToolMissing, UserError
 from vckattn.golden.normalizers import Normalizer
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 from vckattn.golden.requant import INT8, quantize_symmetric, symmetric_scale
 from vckattn.golden.swiftmax_int import CLAMP_HI, CLAMP_LO, SwiftMaxFormat, choose_out_frac, swiftmax_registers
+from vckattn.host.textdata import check_tokenizer
 
 SUPPORTED = ("bert", "llama")
 #: q/k/v projection names inside the attention module of each family
@@ -192,21 +193,21 @@ class _ScoreTap(Normalizer):
 
 
 def resolve_checkpoint(checkpoint: str | Path) -> tuple[Path, str]:
-    """``(folder, display name)``; ``minilm`` is the shipped all-MiniLM-L6-v2. UserError if unusable."""
+    """``(folder, display name)``; ``minilm`` is the shipped all-MiniLM-L6-v2. InputError if unusable."""
     if str(checkpoint) == "minilm":
         from vckattn.golden.models import minilm_dir
 
         try:
             return minilm_dir(), MINILM_NAME
         except FileNotFoundError as exc:
-            raise UserError(str(exc)) from None
+            raise ToolMissing(str(exc)) from None
     path = Path(checkpoint)
     if not path.exists():
-        raise UserError(f"checkpoint folder {path} does not exist")
+        raise InputError(f"checkpoint folder {path} does not exist")
     if not path.is_dir():
-        raise UserError(f"checkpoint {path} is not a folder (expected a Hugging Face model folder)")
+        raise InputError(f"checkpoint {path} is not a folder (expected a Hugging Face model folder)")
     if not (path / "config.json").is_file():
-        raise UserError(f"{path} has no config.json: not a Hugging Face model folder")
+        raise InputError(f"{path} has no config.json: not a Hugging Face model folder")
     return path, path.resolve().name
 
 
@@ -218,17 +219,17 @@ def read_sentences(data: str | Path | None, max_sentences: int) -> tuple[list[st
         n = min(DEFAULT_SENTENCES, max_sentences)
         return real_sentences(n), f"real_sentences({n}) (CPython reference manual; no --data given)"
     path = Path(data)
+    if not path.exists():
+        raise InputError(f"data file {path} does not exist")
     if not path.is_file():
-        raise UserError(f"data file {path} does not exist")
+        raise InputError(f"data file {path} is a folder, not a file")
     try:
         lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
     except UnicodeDecodeError as exc:
-        from vckattn.golden.errors import InputError
-
         raise InputError(f"data file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
     lines = [ln for ln in lines if ln]
     if not lines:
-        raise UserError(f"data file {path} has no sentences (only blank lines or empty)")
+        raise InputError(f"data file {path} has no sentences (only blank lines or empty)")
     used = lines[:max_sentences]
     return used, f"{path} (first {len(used)} of {len(lines)} sentences)"
 
@@ -238,9 +239,9 @@ def load_model(path: Path) -> tuple[object, nn.Module, str]:
     try:
         model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot read {path / 'config.json'}: {exc}") from None
+        raise InputError(f"cannot read {path / 'config.json'}: {exc}") from None
     if model_type not in SUPPORTED:
-        raise UserError(f"unsupported model_type {model_type!r} in {path / 'config.json'}: "
+        raise InputError(f"unsupported model_type {model_type!r} in {path / 'config.json'}: "
                         f"profile supports {', '.join(SUPPORTED)}")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoModel, AutoTokenizer
@@ -251,11 +252,12 @@ def load_model(path: Path) -> tuple[object, nn.Module, str]:
     try:
         tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
+    check_tokenizer(tok, path)
     try:
         model = AutoModel.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
     except (OSError, ValueError) as exc:
-        raise UserError(f"cannot load the model from {path}: {str(exc).splitlines()[0]}") from None
+        raise InputError(f"cannot load the model from {path}: {str(exc).splitlines()[0]}") from None
     return tok, model, model_type
 
 
@@ -648,7 +650,9 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
 
     from tqdm import tqdm
 
-    with tqdm(total=len(sentences), desc="profiling", unit="sentence", file=sys.stderr, disable=not progress,
+    from vckattn.host.progress import bar_disable
+
+    with tqdm(total=len(sentences), desc="profiling", unit="sentence", file=sys.stderr, disable=bar_disable(progress),
               leave=False) as bar:
         stats = collect(model, tok, sentences, model_type, sample_cap, seed, batch_size,
                         lambda done: bar.update(done - bar.n))

@@ -34,4 +34,18 @@ def announced_steps(total: int, desc: str, unit: str = "step", disable: bool | N
         bar.update(bar.total - bar.n)
 
 
-__all__ = ["announced_steps"]
+def bar_disable(progress: bool) -> bool | None:
+    """tqdm's ``disable`` for a command's ``progress`` flag: no bar when ``progress`` is off, and otherwise a bar
+    only on a terminal (tqdm's ``None``): a log piped to a file or another program gets no bar redraws."""
+    return None if progress else True
+
+
+def bars_on(progress: bool, stream: TextIO | None = None) -> bool:
+    """``progress`` and ``stream`` (default stderr) is a terminal: whether other libraries' bars (transformers')
+    may show."""
+    stream = stream or sys.stderr
+    isatty = getattr(stream, "isatty", None)
+    return bool(progress and isatty and isatty())
+
+
+__all__ = ["announced_steps", "bar_disable", "bars_on"]

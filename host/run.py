@@ -56,6 +56,16 @@ class RunInputs:
 
 
 def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
+    """The bundle's source model (:func:`source_checkpoint`), loaded."""
+    from vckattn.host import export
+
+    return export.load_model(source_checkpoint(bundle, checkpoint), progress, classifier)
+
+
+def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
+    """The bundle's source checkpoint (``checkpoint`` when given: it moved) as a resolved
+    :class:`~vckattn.host.export.Source`, after proving it is the one exported: the sha256 of its weight files
+    must be the one the bundle recorded. InputError (status 4) otherwise, before the model is loaded."""
     from vckattn.host import export
 
     src = bundle.manifest["source"]
@@ -63,12 +73,18 @@ def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, cl
     try:
         source = export.resolve_checkpoint(path)
     except export.ExportError as exc:
-        raise UserError(f"the float reference needs the bundle's source checkpoint: {exc} "
-                        "(pass --checkpoint PATH if it moved)") from None
-    if checkpoint is None and source.sha256() != src["sha256"]:
-        raise UserError(f"{path}: the checkpoint changed since the bundle was exported (sha256 differs); "
-                        "re-export or pass --checkpoint with the original")
-    return export.load_model(source, progress, classifier)
+        raise InputError(f"the float reference needs the bundle's source checkpoint: {exc} "
+                         "(pass --checkpoint PATH if it moved)") from None
+    digest = source.sha256()
+    if digest != src["sha256"]:
+        if checkpoint is None:
+            raise InputError(f"{path}: the checkpoint changed since the bundle was exported (its weights' sha256 "
+                             f"{digest[:12]}… is not the recorded {src['sha256'][:12]}…); re-export, or pass "
+                             "--checkpoint with the original")
+        raise InputError(f"--checkpoint {checkpoint} is not the bundle's source: its weights' sha256 {digest[:12]}… "
+                         f"differs from the {src['sha256'][:12]}… recorded at export (of {src['path']}); pass the "
+                         "checkpoint the bundle was exported from")
+    return source
 
 
 def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:
@@ -153,6 +169,8 @@ def open_device(backend: str, manifest: Any, **options: Any) -> Any:
             raise UserError(f"{manifest.name}: no {backend} backend for engine builds "
                             f"(choose {', '.join(ENGINE_BACKENDS)})")
         return ENGINE_BACKENDS[backend](manifest, **options)
+    if options.get("vector"):
+        raise UserError(f"{manifest.name}: --aie-path vector runs engine builds only (this is a reference build)")
     return device_class(backend)(manifest, **options)
 
 
@@ -166,8 +184,10 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
+    from vckattn.host.backends import check_backend
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
+    from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
     from vckattn.hw.manifest import DEFAULT_MANIFEST, check_bundle, load_manifest
 
@@ -183,7 +203,12 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
         raise UserError(f"{bundle_path}: no layer(s) {bad} in the bundle (it has {present[0]}..{present[-1]})")
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
     check_bundle(manifest, bundle, layers)  # head size, formats, normalizers: before any model is loaded
+    check_backend(backend, manifest, bundle, layers)
     if text is not None:
+        if bundle.manifest["model"]["family"] == "vit":
+            raise UserError(f"{bundle_path} is a ViT bundle: a ViT takes images, not --text; give --input X.npz "
+                            "(layer{i}_input arrays, the format --save writes), or score it on images with "
+                            "`vckattn eval --task digits` (or mnist5k)")
         check_text_length(bundle, checkpoint, text, truncate)
 
     m = _source_model(bundle, checkpoint, progress)
@@ -192,7 +217,9 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     device = open_device(backend, manifest, **(device_options or {}))
     device.check_bundle(bundle, layers, seq)
     report: dict[str, Any] = {"backend": backend, "device": device.where, "manifest": manifest.name,
-                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": []}
+                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": [],
+                              "model_fidelity": bundle.manifest.get("model_fidelity"),
+                              "calibration": {k: bundle.manifest["calibration"][k] for k in ("method", "percentile")}}
     saved: dict[str, np.ndarray] = {}
     keep = inputs.keep
     device_s, elements = 0.0, 0
@@ -208,7 +235,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                     raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
             entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
             x = inputs.x[i]
-            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=not progress,
+            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=bar_disable(progress),
                        file=sys.stderr, leave=False)
             try:
                 lr = run_layer(device, ql, x, keep, inputs.rope[i], index=i, progress=bar)
@@ -217,7 +244,10 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
             _, ints = attention_int(ql, x, keep, rope=inputs.rope[i])
             ref = _float_reference(m, i, entry, x, keep, inputs.rope[i])
             row = {"layer": i, "bit_exact": bool(np.array_equal(lr.y, ints["y"]) and np.array_equal(lr.a, _heads_of(
-                ints["a"], ql))), **errors(lr.out, ref, keep)}
+                ints["a"], ql))), **errors(lr.out, ref, keep),
+                   "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
+                   "beta_source": (entry.get("swiftmax") or {}).get("source"),
+                   "threshold": (entry.get("fidelity") or {}).get("threshold")}
             if backend == "rtl":
                 row["cycles"] = lr.cycles
             row |= {"tiles": lr.tiles, "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
@@ -307,6 +337,22 @@ def print_report(report: dict) -> None:
     eps = report["elements_per_second"]
     c.print(f"{report['tokens']} tokens, {report['tiles']} tiles; "
             f"{'n/a' if eps is None else f'{eps:.3g}'} score elements/s of device time")
+    c.print(model_fidelity_line(report.get("model_fidelity")))
+
+
+def model_fidelity_line(fid: dict | None) -> str:
+    """One line on the bundle's whole-model export check (what ``run`` and ``inspect`` print)."""
+    from rich.markup import escape
+
+    from vckattn.host.export.model_check import METRIC_NAMES
+
+    if fid is None:
+        return "whole model: not recorded (a bundle exported before the whole-model check; re-export to measure it)"
+    ok = fid["score"] >= fid["threshold"]
+    sm = "" if fid["float_swiftmax"] is None else f"; float SwiftMax {fid['float_swiftmax']:.4f}"
+    verdict = "passes" if ok else "[red]BELOW[/] (written with --allow-low-fidelity)"
+    return (f"whole model (export check): {METRIC_NAMES[fid['metric']]} {fid['score']:.4f} to the softmax model "
+            f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")
 
 
 def write_json(report: dict, path: Path) -> None:
@@ -316,4 +362,5 @@ def write_json(report: dict, path: Path) -> None:
     write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
-__all__ = ["BACKEND_CHOICES", "errors", "print_report", "run", "write_json"]
+__all__ = ["BACKEND_CHOICES", "errors", "model_fidelity_line", "print_report", "run", "source_checkpoint",
+           "write_json"]

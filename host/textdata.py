@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from typing import Any
+
+#: a tokenizer that maps more than this share of the words of ordinary English text to its unknown token is not
+#: the model's tokenizer (e.g. a ``save_pretrained`` folder without tokenizer files: transformers then builds an
+#: empty vocabulary and every word becomes ``[UNK]``); MiniLM's maps 0 % of :func:`real_sentences` to ``[UNK]``
+MAX_UNKNOWN_SHARE = 0.5
 
 #: ``vckattn eval`` scores held-out sentences from this topic on (at most :data:`EVAL_MAX_SENTENCES` of them); the
 #: tuning pool of ``vckattn calibrate --data pydoc`` leaves exactly those out (:func:`tuning_pool`)
@@ -56,3 +62,26 @@ def long_texts(tokenizer: object, n: int, seq_len: int, start_topic: int = 0,
             if len(out) == n:
                 break
     return out
+def unknown_share(tok: Any, sentences: list[str]) -> float | None:
+    """The share of the (non-special) tokens of ``sentences`` that ``tok`` maps to its unknown token; None for a
+    tokenizer without one (byte-level BPE, e.g. Llama's, can spell every word)."""
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return None
+    special = set(getattr(tok, "all_special_ids", []) or []) - {unk}
+    ids = [i for s in sentences for i in tok(s, add_special_tokens=False, truncation=False)["input_ids"]
+           if i not in special]
+    return sum(i == unk for i in ids) / len(ids) if ids else None
+
+
+def check_tokenizer(tok: Any, where: object, sentences: list[str] | None = None) -> None:
+    """InputError (status 4) when ``tok`` maps most of the words of ``sentences`` (default: 32 sentences of
+    ordinary English, :func:`real_sentences`) to its unknown token: not a usable tokenizer for a text model."""
+    from vckattn.golden.errors import InputError
+
+    share = unknown_share(tok, sentences or real_sentences(32))
+    if share is not None and share > MAX_UNKNOWN_SHARE:
+        vocab = len(tok) if hasattr(tok, "__len__") else "?"
+        raise InputError(f"{where}: the tokenizer maps {share:.0%} of the words of ordinary English text to "
+                         f"{tok.unk_token} (vocabulary of {vocab} tokens): the folder has no usable tokenizer files "
+                         "(vocab.txt / tokenizer.json); copy those of the model it was trained from into it")

@@ -1,9 +1,10 @@
 """The engine's PL top (:class:`vckattn.hw.pl.engine.EnginePL`) as a host would run it: one Verilator run.
 
-Streams are uint8 beats ``(n, 16)`` (stream contract v2, ``hw/ENGINE.md``): a pipeline's score stream is
+Streams are uint8 beats ``(n, 16)`` (stream contract v3, ``hw/ENGINE.md``): a score channel's stream is
 its packets back to back (header beat from :data:`vckattn.hw.engine.streams.PACKET`, then
-``ceil(count / (128 / score_bits))`` beats of little-endian signed scores), its P stream the same
-packets as the PL writes them (header with ``elem_bits = 8``, ``ceil(count / 16)`` beats of uint8 P).
+``ceil(count / (128 / score_bits))`` beats of little-endian signed scores, in whatever order the AIE wrote them:
+the PL is element-wise), its P stream the same packets as the PL writes them (header with ``elem_bits = 8``,
+``ceil(count / 16)`` beats of uint8 P). The PL top has one channel per score channel of the engine (``P·m``).
 
 * :func:`score_packet` builds one score packet; :func:`split_packets` frames a stream by the headers'
   ``count``; :func:`engine_pl_reference` is the golden P stream (:func:`vckattn.golden.engine.engine_p`
@@ -41,8 +42,8 @@ class EngineRtlResult:
     """Outcome of :func:`run_engine_rtl`.
 
     Attributes:
-        p: Per pipeline, its P stream as received: uint8 ``(m, 16)`` beats.
-        cycles: PL cycles from the first input beat (any pipeline) to the last output beat, both counted.
+        p: Per channel, its P stream as received: uint8 ``(m, 16)`` beats.
+        cycles: PL cycles from the first input beat (any channel) to the last output beat, both counted.
         ident: The ID register as read.
     """
 
@@ -151,20 +152,20 @@ def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHea
     return np.concatenate(parts) if parts else np.zeros((0, BEAT_BYTES), np.uint8)
 
 
-def engine_top_name(pipelines: int, lanes: int, score_bits: int) -> str:
-    """Verilog top (and build folder) name of one engine instance."""
-    return f"engine_pl_p{pipelines}_l{lanes}_b{score_bits}"
+def engine_top_name(channels: int, lanes: int, score_bits: int) -> str:
+    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels."""
+    return f"engine_pl_p{channels}_l{lanes}_b{score_bits}"
 
 
-def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np.ndarray],
+def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.ndarray],
                    reg_writes: list[tuple[int, int]] | SwiftMaxRegisters | SwiftMaxHeads, ident: int,
                    seed: int | None = None,
                    backpressure: bool = True, log: Path | None = None) -> EngineRtlResult:
-    """Stream every pipeline's score packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
+    """Stream every score channel's packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
 
     Args:
-        pipelines, lanes, score_bits: The build (:class:`~vckattn.hw.pl.engine.EnginePL`).
-        packets: ``packets[i]``: pipeline ``i``'s score stream, uint8 ``(n_beats, 16)``, whole packets back
+        channels, lanes, score_bits: The build (:class:`~vckattn.hw.pl.engine.EnginePL`).
+        packets: ``packets[i]``: channel ``i``'s score stream, uint8 ``(n_beats, 16)``, whole packets back
             to back (may be empty).
         reg_writes: ``(byte offset, 32-bit word)`` AXI4-Lite writes, performed in order before streaming
             (each read back: it must read as written) -- the shared registers and the per-head memory
@@ -186,8 +187,8 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
     from vckattn.hw.pl.engine import generate_engine_verilog
     from vckattn.sim.runner import SimulationFailed, redirect_output, run_cocotb, sim_build_root
 
-    if len(packets) != pipelines:
-        raise ValueError(f"{pipelines} pipelines but {len(packets)} packet streams")
+    if len(packets) != channels:
+        raise ValueError(f"{channels} channels but {len(packets)} packet streams")
     if isinstance(reg_writes, (SwiftMaxRegisters, SwiftMaxHeads)):
         reg_writes = engine_reg_writes(reg_writes, score_bits)
     streams = [np.asarray(p, dtype=np.uint8).reshape(-1, BEAT_BYTES) for p in packets]
@@ -195,16 +196,16 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         try:
             split_packets(s, score_bits)
         except ValueError as exc:
-            raise ValueError(f"pipeline {i}: {exc}") from None
-    top = engine_top_name(pipelines, lanes, score_bits)
-    src = generate_engine_verilog(sim_build_root() / top, pipelines, lanes, score_bits, top)
+            raise ValueError(f"channel {i}: {exc}") from None
+    top = engine_top_name(channels, lanes, score_bits)
+    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top)
     work = build_root() / "engine_rtl"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jf, of = Path(tmp) / "job.npz", Path(tmp) / "out.npz"
         offs = np.array([int(o) for o, _ in reg_writes], np.int64)
         words = np.array([int(w) & 0xFFFFFFFF for _, w in reg_writes], np.int64)
-        np.savez(jf, pipelines=np.int64(pipelines), lanes=np.int64(lanes), score_bits=np.int64(score_bits),
+        np.savez(jf, channels=np.int64(channels), lanes=np.int64(lanes), score_bits=np.int64(score_bits),
                  reg_offsets=offs, reg_words=words, ident=np.int64(ident), pauses=np.int64(backpressure),
                  **{f"s{i}": s for i, s in enumerate(streams)})
         env = {"VCKATTN_ENGINE_JOB": str(jf), "VCKATTN_ENGINE_OUT": str(of)}
@@ -222,5 +223,5 @@ def run_engine_rtl(pipelines: int, lanes: int, score_bits: int, packets: list[np
         if got != int(ident) & 0xFFFFFFFF:
             raise EngineRtlError(f"{top}: ID register reads {got:#010x}, expected {int(ident) & 0xFFFFFFFF:#010x} "
                                  "(the bitstream is not the engine PL top the caller describes)")
-        return EngineRtlResult(p=[np.asarray(out[f"p{i}"], np.uint8).reshape(-1, BEAT_BYTES) for i in range(pipelines)],
+        return EngineRtlResult(p=[np.asarray(out[f"p{i}"], np.uint8).reshape(-1, BEAT_BYTES) for i in range(channels)],
                                cycles=int(out["cycles"]), ident=got)

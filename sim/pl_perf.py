@@ -70,7 +70,7 @@ class SweepSpec:
 #: Lane counts synthesized (each Yosys run takes 10 s to 2 min on one core).
 LANES = (1, 2, 4, 8, 16)
 
-#: The sweep: the normalizers at score widths 32 (today's int32 AIE accumulators), 16 and 8.
+#: The sweep: the normalizers at score widths 32 (the int32 AIE accumulators of the vck5000_attention build), 16 and 8.
 SWEEP: dict[str, SweepSpec] = {
     "swiftmax": SweepSpec(LANES, (32, 16, 8), "in_width", (1, 4, 8)),
     "online_softmax": SweepSpec(LANES, (32, 16, 8), "in_width"),
@@ -204,7 +204,7 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
     cyc: dict[str, list[dict]] = {}
     skipped: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
-    bar = tqdm(jobs, disable=not progress, unit="build", file=sys.stderr)
+    bar = tqdm(jobs, disable=None if progress else True, unit="build", file=sys.stderr)
     for what, k, n, w in bar:
         bar.set_description(f"{what} {k} l{n}" + (f" w{w}" if what == "synth" else ""))
         if what == "synth":

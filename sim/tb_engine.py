@@ -1,4 +1,5 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.engine.EnginePL` (stream contract v2, ``hw/ENGINE.md``).
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.engine.EnginePL` (stream contract v3, ``hw/ENGINE.md``): one
+packet pipeline per score channel (the channels are called pipelines here).
 
 Every output beat of every pipeline is compared bit for bit with the golden P stream
 (:func:`vckattn.sim.engine_rtl.engine_pl_reference`: header with ``elem_bits = 8``, P from

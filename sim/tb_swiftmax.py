@@ -3,7 +3,7 @@
 Every output element is compared for equality with the golden
 :func:`vckattn.golden.swiftmax_int.swiftmax_int`. Run through
 :func:`vckattn.sim.runner.run_cocotb` (``tests/test_sim_swiftmax.py``); lanes are read from the
-DUT. Seeds come from ``cocotb.RANDOM_SEED`` (printed by the runner).
+DUT (and the score width: TDATA = lanes scores). Seeds come from ``cocotb.RANDOM_SEED`` (printed by the runner).
 
 Tests:
 
@@ -11,7 +11,9 @@ Tests:
   entry of the per-head memories ``b_beta``/``c_out`` (in order and scattered), status counters.
 * ``test_random_traffic``: ≥ 100,000 elements (``TB_SWIFTMAX_ELEMENTS``) in rows of random
   length (1 .. 1024, not multiples of the lane count too), random keep masks with fully
-  masked rows, scores from realistic to saturating (beyond 24 bits, int32 extremes), with
+  masked rows, scores from realistic to saturating (beyond 24 bits, int32 extremes; a build with
+  narrower scores, e.g. ``in_width = 8``: spread over its range and its extremes, with a register set
+  scaled to it first), with
   random source idles and sink backpressure, for several layers' per-head register sets
   (:class:`SwiftMaxHeads`: random β/γ per head, 12 and ``max_heads`` heads; per-layer sets; raw values at
   the registers' limits, different per head). Each row is of one head (TUSER head bits), or switches
@@ -49,16 +51,24 @@ RM = swiftmax_regmap(FMT)
 
 
 def make_harness(dut: SimHandleBase) -> KernelHarness:
-    lanes = len(dut.s_axis_tdata) // 32
-    assert len(dut.s_axis_tuser) == lanes + FMT.head_bits, "TUSER = keep bits + head index"
-    return KernelHarness(dut, lanes=lanes, in_width=32, out_width=FMT.out_bits, in_signed=True, out_signed=False)
+    """Lanes from TUSER (keep bits + head index), the score width from TDATA."""
+    lanes = len(dut.s_axis_tuser) - FMT.head_bits
+    in_width = len(dut.s_axis_tdata) // lanes
+    assert lanes >= 1 and len(dut.s_axis_tdata) == lanes * in_width, "TDATA = lanes scores, TUSER = keep + head"
+    return KernelHarness(dut, lanes=lanes, in_width=in_width, out_width=FMT.out_bits, in_signed=True,
+                         out_signed=False)
 
 
-def register_sets(rng: np.random.Generator) -> list[SwiftMaxHeads]:
+def register_sets(rng: np.random.Generator, in_width: int = 32) -> list[SwiftMaxHeads]:
     """Layers' per-head sets: realistic ones from the constant function (random β/γ per head, 12 heads and
     ``max_heads`` heads; per-layer sets as one head), then raw values at the registers' limits, different
-    per head."""
-    sets = [
+    per head. Scores narrower than 24 bits get first a set scaled to their range (the largest score is
+    z = 12, P spread over 0..255)."""
+    narrow = []
+    if in_width < FMT.acc_bits:
+        s = float(np.sqrt(12 * 8 / (1 << (in_width - 1))))
+        narrow = [swiftmax_head_registers(s, s, 64, rng.uniform(4, 8, 6), rng.uniform(0.5, 2, 6), 8, fmt=FMT)]
+    sets = [*narrow,
         swiftmax_head_registers(0.05, 0.05, 64, rng.uniform(-2, 12, 12), rng.uniform(0.05, 400, 12), 8, fmt=FMT),
         swiftmax_head_registers(0.02, 0.03, 32, rng.uniform(0, 9, FMT.max_heads), rng.uniform(0.5, 20, FMT.max_heads),
                                 8, fmt=FMT),
@@ -85,18 +95,29 @@ def register_sets(rng: np.random.Generator) -> list[SwiftMaxHeads]:
     return sets
 
 
-def random_rows(rng: np.random.Generator, n_elements: int, max_len: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+def random_rows(rng: np.random.Generator, n_elements: int, max_len: int,
+                in_width: int = 32) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Rows of random length and keep masks. 32-bit scores: realistic, around and beyond the 24-bit saturation,
+    int32 extremes; narrower scores: normal at three spreads of their range, and its extremes."""
     rows, masks, total = [], [], 0
+    lo, hi = -(1 << (in_width - 1)), (1 << (in_width - 1)) - 1
     while total < n_elements:
         n = int(rng.choice([1, 2, 3, 7, int(rng.integers(1, 64)), int(rng.integers(1, max_len + 1))]))
         kind = rng.random()
-        if kind < 0.7:  # realistic scores: |acc| up to ~2^18
+        if in_width < 32:
+            if kind < 0.9:
+                row = rng.normal(0, float(rng.choice([hi / 64, hi / 8, hi / 2])), n)
+            else:
+                row = rng.choice([lo, hi, lo + 1, hi - 1, 0, 1, -1], n)
+            rows.append(np.clip(np.rint(row), lo, hi).astype(np.int64))
+        elif kind < 0.7:  # realistic scores: |acc| up to ~2^18
             row = rng.normal(0, float(rng.choice([500, 5000, 50000])), n)
         elif kind < 0.9:  # around and beyond the 24-bit saturation
             row = rng.choice([-1, 1], n) * rng.integers((1 << 22), (1 << 25), n)
         else:  # int32 extremes and zeros
             row = rng.choice([-(1 << 31), (1 << 31) - 1, 0, 1, -1, (1 << 23) - 1, -(1 << 23)], n)
-        rows.append(np.clip(np.rint(row), -(1 << 31), (1 << 31) - 1).astype(np.int64))
+        if in_width == 32:
+            rows.append(np.clip(np.rint(row), -(1 << 31), (1 << 31) - 1).astype(np.int64))
         masks.append(np.zeros(n, bool) if rng.random() < 0.05 else rng.random(n) > 0.2)
         total += n
     return rows, masks
@@ -134,7 +155,7 @@ async def test_registers(dut: SimHandleBase) -> None:
     assert await h.read_reg(RM, "ID") == SWIFTMAX_ID
     assert await h.read_reg(RM, "VERSION") == 2
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    for regs in register_sets(rng):
+    for regs in register_sets(rng, h.in_width):
         await program(h, regs)
         values = regs.register_values(FMT)
         for name, v in values.items():
@@ -164,12 +185,12 @@ async def test_random_traffic(dut: SimHandleBase) -> None:
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     h.set_random_pauses(random.Random(cocotb.RANDOM_SEED), in_prob=0.3, out_prob=0.4)
     total = int(os.environ.get("TB_SWIFTMAX_ELEMENTS", "100000"))
-    sets = register_sets(rng)
+    sets = register_sets(rng, h.in_width)
     n_elems = n_rows = n_kept = n_sat = n_mid = n_switch = 0
     for i, regs in enumerate(sets):
         await program(h, regs)
         share = total // 2 if i == 0 else total // (2 * (len(sets) - 1)) + 1
-        rows, masks = random_rows(rng, share, max_len=1024)
+        rows, masks = random_rows(rng, share, max_len=1024, in_width=h.in_width)
         beat_heads, elem_heads = random_heads(rng, rows, h.lanes, regs.n_heads)
         expected = [swiftmax_int(r, regs, k, FMT, head=hd) for r, k, hd in zip(rows, masks, elem_heads, strict=True)]
         n_sat += sum(int(np.sum(e == FMT.out_max)) for e in expected)
@@ -197,7 +218,8 @@ async def test_throughput(dut: SimHandleBase) -> None:
     regs = swiftmax_head_registers(0.05, 0.05, 64, rng.uniform(0, 6, 8), rng.uniform(0.5, 8, 8), 8, fmt=FMT)
     await program(h, regs)
     row_len = 32 * lanes
-    rows = [rng.integers(-20000, 20000, row_len) for _ in range(64)]
+    lim = min(20000, (1 << (h.in_width - 1)) - 1)
+    rows = [rng.integers(-lim, lim, row_len) for _ in range(64)]
     masks = [rng.random(row_len) > 0.1 for _ in rows]
     beat_heads, elem_heads = random_heads(rng, rows, lanes, regs.n_heads)  # head switches cost no cycle
     expected = [swiftmax_int(r, regs, k, FMT, head=hd) for r, k, hd in zip(rows, masks, elem_heads, strict=True)]

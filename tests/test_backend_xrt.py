@@ -308,10 +308,10 @@ def test_shim_build_and_cache(monkeypatch, tmp_path):
 
 def test_shim_missing_xrt(monkeypatch, tmp_path):
     monkeypatch.delenv("XILINX_XRT", raising=False)
-    with pytest.raises(DeviceError, match=r"XILINX_XRT is not set \(install XRT 2022\.2"):
+    with pytest.raises(ToolMissing, match=r"XILINX_XRT is not set \(install XRT 2022\.2"):  # a missing runtime: 6
         xrt_graph.load_shim()
     monkeypatch.setenv("XILINX_XRT", str(tmp_path))
-    with pytest.raises(DeviceError) as e:
+    with pytest.raises(ToolMissing) as e:
         xrt_graph.load_shim()
     msg = str(e.value)
     assert "include/xrt/xrt_device.h" in msg and "experimental/xrt_graph.h" in msg and "libxrt_coreutil.so" in msg
@@ -320,9 +320,10 @@ def test_shim_missing_xrt(monkeypatch, tmp_path):
     card = FakeAttentionCard(MANIFEST)
     monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
     dev = XrtDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin"))
-    with pytest.raises(DeviceError, match="XRT graph shim: XILINX_XRT="):
+    with pytest.raises(ToolMissing, match="XRT graph shim: XILINX_XRT="):
         dev.open()
     assert os.environ["XILINX_XRT"] == str(tmp_path)
+    assert ToolMissing("x").exit_code == 6
 
 
 def test_fake_card_per_head_swiftmax_memories():

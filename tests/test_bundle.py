@@ -32,6 +32,9 @@ from vckattn.host.bundle import Bundle, BundleError, describe, load_bundle, writ
 from vckattn.host.export.writer import numeric_formats
 
 D, HEADS, HEAD_DIM, VOCAB = 8, 2, 4, 32
+MODEL_FIDELITY = {"metric": "embedding_cosine", "score": 0.93, "min": 0.88, "float_swiftmax": 0.94, "threshold": 0.9,
+                  "samples": 32, "data": "32 held-out reference-manual sentences", "layers": [0, 1],
+                  "reference": "the source checkpoint with softmax in every layer"}
 S_H = 0.05  # scale of the block input h (BHyT statistic)
 
 
@@ -123,6 +126,8 @@ def write_raw(folder: Path, manifest: dict, tensors: dict[str, np.ndarray], seal
 @pytest.fixture(scope="module")
 def good(tmp_path_factory) -> Bundle:
     manifest, tensors, meta = make_parts()
+    manifest["model_fidelity"] = dict(MODEL_FIDELITY)  # schema 3's fields: a downgraded version must be refused
+    manifest["layers"][0]["swiftmax"]["source"] = "calibration"
     path = write_bundle(tmp_path_factory.mktemp("good") / "bundle", manifest, tensors, meta)
     return load_bundle(path)
 
@@ -148,7 +153,7 @@ def test_round_trip(tmp_path):
     for name, a in tensors.items():
         assert b.tensor(name).dtype == a.dtype and np.array_equal(b.tensor(name), a), name
     m = b.manifest
-    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 2
+    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 3
     assert m["tool"] == {"name": "vckattn", "version": vckattn.__version__}
     assert m["created"].endswith("Z")
     for key in ("source", "model", "normalizer", "norm", "calibration", "formats"):
@@ -346,17 +351,17 @@ def _both_normalizers(m):
 
 MANIFEST_CASES = [
     _manifest_case(_set(("schema",), "acme.bundle"), "schema", 'unknown schema "acme.bundle": not a vckattn bundle'),
-    _manifest_case(_set(("schema_version",), 3), "schema_version",
-                   "unsupported schema_version 3: this vckattn 0.1.0 reads schema_version 1, 2; it was written by a "
-                   "newer vckattn: upgrade vckattn"),
+    _manifest_case(_set(("schema_version",), 4), "schema_version",
+                   "unsupported schema_version 4: this vckattn 0.1.0 reads schema_version 1, 2, 3; it was written by "
+                   "a newer vckattn: upgrade vckattn"),
     _manifest_case(_delete(("schema_version",)), "schema_version",
-                   "missing (this vckattn 0.1.0 reads schema_version 1, 2)"),
+                   "missing (this vckattn 0.1.0 reads schema_version 1, 2, 3)"),
     _manifest_case(_set(("schema_version",), 1), "layers[0].swiftmax.beta",
                    "per-head values need schema_version 2"),
     _manifest_case(_set(("layers", 0, "swiftmax", "gamma"), [3.5]), "layers[0].swiftmax.gamma",
-                   "schema_version 2 needs one value per query head (2, model.num_heads)"),
+                   "schema_version 3 needs one value per query head (2, model.num_heads)"),
     _manifest_case(_set(("layers", 0, "swiftmax", "registers", "b_beta"), -1000),
-                   "layers[0].swiftmax.registers.b_beta", "schema_version 2 needs one value per query head"),
+                   "layers[0].swiftmax.registers.b_beta", "schema_version 3 needs one value per query head"),
     _manifest_case(_delete(("layers", 1, "scales", "s_v")), "layers[1].scales.s_v", "missing (required field)"),
     _manifest_case(_set(("model", "hidden_size"), "8"), "model.hidden_size", 'must be integer, got string "8"'),
     _manifest_case(_set(("model", "hidden_size"), 8.0), "model.hidden_size", "must be integer, got number 8.0"),
@@ -683,9 +688,15 @@ REPLACEMENTS = [None, True, 1.5, 7, "x", [], {}]
 # Fields whose value the loader cannot cross-check, so a resealed edit to another valid value loads:
 # nullable metadata, a tensor's informational scale, and float constants that no register is derived from
 # in the manifest (s_x feeds the per-channel requant tensors; λ_mlp, c_attn, s_out feed site M / the host).
+# The whole-model check's record and a layer's β/γ source are what the exporter measured and knew: no other field
+# is derived from them (schema 3).
 FREE = {("model", "vocab_size"), ("calibration", "data_sha256"), ("tensors", "*", "scale"),
         ("layers", "*", "scales", "s_x"), ("layers", "*", "bhyt", "lam_mlp"), ("layers", "*", "bhyt", "c_attn"),
-        ("layers", "*", "bhyt", "site_a", "s_out"), ("layers", "*", "bhyt", "site_m", "s_out")}
+        ("layers", "*", "bhyt", "site_a", "s_out"), ("layers", "*", "bhyt", "site_m", "s_out"),
+        ("model_fidelity",), *((("model_fidelity", k),) for k in ("metric", "score", "min", "float_swiftmax",
+                                                                   "threshold", "samples", "data", "reference",
+                                                                   "layers")),
+        ("model_fidelity", "layers", "*"), ("layers", "*", "swiftmax", "source")}
 
 
 def _is_free(path: tuple) -> bool:
@@ -963,3 +974,37 @@ def test_schema_1_bundle_loads_with_the_same_constants_for_every_head(tmp_path):
     assert layer.swiftmax[1] == swiftmax_registers(s["s_q"], s["s_k"], HEAD_DIM, 1.25, 3.5, p_frac)
     summary = describe(b)["layers"][0]
     assert summary["beta"] == 1.25 and not summary["per_head"]
+
+
+
+def test_schema_3_records_the_whole_model_check_and_schema_2_still_loads(tmp_path):
+    """Schema 3 adds the whole-model check (``model_fidelity``) and each SwiftMax layer's β/γ ``source``; `describe`
+    (what `vckattn inspect` prints) shows both. A schema-2 bundle (written by the previous vckattn: neither field)
+    still loads and describes them as not recorded; a schema-2 manifest carrying a schema-3 field is refused, and
+    so is a check that names a layer the bundle lacks."""
+    manifest, tensors, meta = make_parts()
+    manifest["model_fidelity"] = dict(MODEL_FIDELITY)
+    manifest["layers"][0]["swiftmax"]["source"] = "checkpoint"
+    b = load_bundle(write_bundle(tmp_path / "v3", manifest, tensors, meta))
+    assert b.manifest["schema_version"] == 3
+    d = describe(b)
+    assert d["model_fidelity"] == MODEL_FIDELITY and d["layers"][0]["beta_source"] == "checkpoint"
+
+    old, tensors, meta = make_parts()
+    old["schema_version"] = 2
+    v2 = load_bundle(write_bundle(tmp_path / "v2", old, tensors, meta))
+    assert v2.manifest["schema_version"] == 2 and "model_fidelity" not in v2.manifest
+    d2 = describe(v2)
+    assert d2["model_fidelity"] is None and d2["layers"][0]["beta_source"] is None
+
+    for edit, field in ((lambda m: m.__setitem__("model_fidelity", dict(MODEL_FIDELITY)), "model_fidelity"),
+                        (lambda m: m["layers"][0]["swiftmax"].__setitem__("source", "calibration"), "layers")):
+        bad = copy.deepcopy(old)
+        edit(bad)
+        with pytest.raises(BundleError, match=f"{field}: .*needs schema_version 3"):
+            write_bundle(tmp_path / "bad", bad, tensors, meta)
+    stray = copy.deepcopy(manifest)
+    stray["model_fidelity"]["layers"] = [0, 5]
+    with pytest.raises(BundleError, match=r"model_fidelity\.layers: names layer\(s\) \[5\]"):
+        write_bundle(tmp_path / "stray", stray, tensors, meta)
+    assert not (tmp_path / "bad").exists() and not (tmp_path / "stray").exists()

@@ -171,8 +171,8 @@ def test_cli_stats_and_swiftmax_on_minilm_then_export(tmp_path, capsys):
 
 
 def test_cli_errors_are_one_line(tmp_path, capsys):
-    assert main(["calibrate", "stats", "minilm", "--data", str(tmp_path / "nope.txt"), "--out", str(tmp_path)]) == 2
-    assert "no such file" in capsys.readouterr().err
+    assert main(["calibrate", "stats", "minilm", "--data", str(tmp_path / "nope.txt"), "--out", str(tmp_path)]) == 4
+    assert "no such file" in capsys.readouterr().err  # a missing input file: status 4, as for every command
     assert main(["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--objective", "task", "--out",
                  str(tmp_path)]) == 2
     assert "needs a classification model" in capsys.readouterr().err
@@ -225,9 +225,14 @@ def test_per_head_tuned_model_exports_and_runs(tmp_path, capsys):
     tuned_b, tuned_g = rep["stages"][0]["betas"]["0"], rep["stages"][0]["gammas"]["0"]
     assert len(tuned_b) == 12 and len(set(tuned_b)) == 12
     bundle = tmp_path / "bundle"
+    assert json.loads((run / "model" / "vckattn_tuning.json").read_text())["base"] == "minilm"
     assert main(["export", str(run / "model"), "--out", str(bundle), "--layers", "0", "--max-layers", "1",
-                 "--min-fidelity", "-1", "--quiet"]) == 0
-    sm = json.loads((bundle / "manifest.json").read_text())["layers"][0]["swiftmax"]
+                 "--min-fidelity", "-1", "--min-model-fidelity", "-1", "--check-samples", "4", "--quiet"]) == 0
+    man = json.loads((bundle / "manifest.json").read_text())
+    # the whole-model check compares with the model the folder was tuned from (its main weights may have moved)
+    assert man["model_fidelity"]["reference"].startswith("minilm with softmax in every layer (the model")
+    assert man["layers"][0]["swiftmax"]["source"] == "checkpoint"
+    sm = man["layers"][0]["swiftmax"]
     assert sm["beta"] == pytest.approx(tuned_b, rel=1e-6) and sm["gamma"] == pytest.approx(tuned_g, rel=1e-6)
     assert len(set(sm["registers"]["b_beta"])) == 12
     js = tmp_path / "r.json"

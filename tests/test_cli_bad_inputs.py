@@ -1,4 +1,4 @@
-"""Bad inputs to every subcommand (issue #18): each is refused with the exit status of its kind
+"""Bad inputs to every subcommand: each is refused with the exit status of its kind
 (golden/errors.py EXIT_CODES), in exactly one line on stderr, without a traceback, before any model is loaded or
 simulated, and without writing (or half-writing) any output.
 
@@ -138,6 +138,13 @@ CASES = [
     ("run --manifest head size 64 only", [*RUN, "--text", TEXT, "--manifest", "{tmp}/hd64.json"], EXIT_BUNDLE,
      "head", []),
     ("run missing bundle", ["run", "--bundle", "{tmp}/nobundle", "--text", TEXT], EXIT_BUNDLE, "nobundle", []),
+    ("run non-UTF-8 --text", [*RUN, "--text", NOT_UTF8.decode("utf-8", "surrogateescape")], EXIT_INPUT,
+     "not UTF-8", []),
+    ("run --backend csim on online softmax", [*RUN, "--text", TEXT, "--backend", "csim"], EXIT_USAGE,
+     "--backend emu or rtl", []),
+    ("run --checkpoint a folder without a model", [*RUN, "--text", TEXT, "--checkpoint", "{tmp}/adir"], EXIT_INPUT,
+     "adir", []),
+    ("--build-dir a file", ["--build-dir", "{tmp}/file.txt", *RUN, "--text", TEXT], EXIT_INPUT, "--build-dir", []),
     # ---- eval
     ("eval --sentences 0", [*EVAL, "--sentences", "0"], EXIT_USAGE, "must be >= 1", []),
     ("eval --sentences 100000", [*EVAL, "--sentences", "100000"], EXIT_USAGE, "--sentences", []),
@@ -152,6 +159,8 @@ CASES = [
     ("eval --plots under a file", [*EVAL, "--plots", "{tmp}/file.txt/plots"], EXIT_INPUT, "is a file", []),
     ("eval unknown --manifest", [*EVAL, "--manifest", "no_such_build"], EXIT_BUNDLE, "no_such_build", []),
     ("eval truncated bundle", ["eval", "--bundle", "{tmp}/trunc_manifest"], EXIT_BUNDLE, "manifest.json", []),
+    ("eval --task digits on a text bundle", [*EVAL, "--task", "digits"], EXIT_USAGE, "image set", []),
+    ("eval --checkpoint missing", [*EVAL, "--checkpoint", "{tmp}/nomodel"], EXIT_INPUT, "nomodel", []),
     # ---- profile
     ("profile non-UTF-8 --data", ["profile", "minilm", "--data", "{tmp}/latin1.txt", "--out", "{tmp}/prof"],
      EXIT_INPUT, "UTF-8", ["prof"]),
@@ -160,8 +169,8 @@ CASES = [
      "is a folder", ["prof"]),
     ("profile --max-sentences 0", ["profile", "minilm", "--max-sentences", "0", "--out", "{tmp}/prof"], EXIT_USAGE,
      "--max-sentences", ["prof"]),
-    ("profile missing checkpoint", ["profile", "{tmp}/nomodel", "--out", "{tmp}/prof"], EXIT_USAGE, "nomodel",
-     ["prof"]),
+    ("profile missing checkpoint", ["profile", "{tmp}/nomodel", "--out", "{tmp}/prof"], EXIT_INPUT, "nomodel",
+     ["prof"]),  # a missing input: status 4, as `export` and `run` give it
     # ---- calibrate
     ("calibrate stats --out file", ["calibrate", "stats", "minilm", "--data", "pydoc", "--out", "{tmp}/file.txt"],
      EXIT_INPUT, "is a file", []),
@@ -179,6 +188,13 @@ CASES = [
                                          "--layers", "0,0"], EXIT_USAGE, "given twice", ["cal"]),
     ("calibrate swiftmax --out file", ["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--out",
                                        "{tmp}/file.txt"], EXIT_INPUT, "is a file", []),
+    ("calibrate stats missing --data file", ["calibrate", "stats", "minilm", "--data", "{tmp}/none.txt", "--out",
+                                             "{tmp}/cal"], EXIT_INPUT, "no such file", ["cal"]),
+    ("calibrate swiftmax --data a folder", ["calibrate", "swiftmax", "minilm", "--data", "{tmp}/adir", "--out",
+                                            "{tmp}/cal"], EXIT_INPUT, "is a folder", ["cal"]),
+    ("calibrate stats --max-length beyond the positions", ["calibrate", "stats", "minilm", "--data", "pydoc", "--out",
+                                                            "{tmp}/cal", "--max-length", "600"], EXIT_INPUT,
+     "512 positions", ["cal"]),
     ("calibrate stats --batch-size 0", ["calibrate", "stats", "minilm", "--data", "pydoc", "--out", "{tmp}/cal",
                                         "--batch-size", "0"], EXIT_USAGE, "must be >= 1", ["cal"]),
     # ---- convert
@@ -218,6 +234,9 @@ CASES = [
     ("perf --plots file", ["perf", "--plots", "{tmp}/file.txt"], EXIT_INPUT, "is a file", []),
     ("perf --design not JSON", ["perf", "--design", "{tmp}/notjson.json"], EXIT_INPUT, "notjson.json", []),
     ("perf explore --plots file", ["perf", "explore", "--plots", "{tmp}/file.txt"], EXIT_INPUT, "is a file", []),
+    ("perf explore --seq 1000000", ["perf", "explore", "--seq", "1000000", "--quiet"], EXIT_USAGE, "S = 1000000",
+     []),
+    ("perf --config missing", ["perf", "--config", "{tmp}/none.json"], EXIT_INPUT, "none.json", []),
     # ---- export
     ("export --out file", ["export", "minilm", "--out", "{tmp}/file.txt"], EXIT_INPUT, "is a file", []),
     ("export --out under a file", ["export", "minilm", "--out", "{tmp}/file.txt/b"], EXIT_INPUT, "is a file", []),
@@ -232,6 +251,14 @@ CASES = [
      ["exp"]),
     ("export --overwrite=yes", ["export", "minilm", "--out", "{tmp}/exp", "--overwrite=yes"], EXIT_USAGE,
      "--overwrite", ["exp"]),
+    ("export --calib a folder", ["export", "minilm", "--out", "{tmp}/exp", "--calib", "{tmp}/adir"], EXIT_INPUT,
+     "is a folder", ["exp"]),
+    ("export --calib missing", ["export", "minilm", "--out", "{tmp}/exp", "--calib", "{tmp}/none.txt"], EXIT_INPUT,
+     "does not exist", ["exp"]),
+    ("export --check-data missing", ["export", "minilm", "--out", "{tmp}/exp", "--check-data", "{tmp}/none.txt"],
+     EXIT_INPUT, "none.txt", ["exp"]),
+    ("export --calib digits for a text model", ["export", "minilm", "--out", "{tmp}/exp", "--calib", "digits"],
+     EXIT_USAGE, "images calibrate a ViT", ["exp"]),
     # ---- inspect
     ("inspect truncated manifest", ["inspect", "{tmp}/trunc_manifest"], EXIT_BUNDLE, "manifest.json", []),
     ("inspect truncated tensors", ["inspect", "{tmp}/trunc_tensors"], EXIT_BUNDLE, "tensors", []),

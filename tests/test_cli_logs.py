@@ -19,7 +19,7 @@ def fake_report(monkeypatch, tmp_path):
     row = {"lanes": 4, "lut": 1, "ff": 2, "dsp": 0, "bram": 0, "lutram": 0, "elements_per_cycle": 4.0,
            "latency_cycles": 7, "buffer_bits": 64}
 
-    def fake(kernels, lanes, progress=None):
+    def fake(kernels, lanes, progress=None, score_bits=()):
         for k in kernels:
             progress(k)
             os.write(1, (NOISE + "\n").encode())  # as a simulator child process writes: to the file descriptors

@@ -34,7 +34,7 @@ def test_report_errors_clear_messages(tmp_path, capsys):
     assert "choose one of: errors, quant" in capsys.readouterr().err
     empty = tmp_path / "empty.txt"
     empty.write_text("\n\n")
-    assert cli.main(["report", "quant", "--data", str(empty)]) == 2
+    assert cli.main(["report", "quant", "--data", str(empty)]) == 4  # bad input files: status 4
     assert "no sentences" in capsys.readouterr().err
-    assert cli.main(["report", "quant", str(tmp_path)]) == 2
+    assert cli.main(["report", "quant", str(tmp_path)]) == 4
     assert "no config.json" in capsys.readouterr().err

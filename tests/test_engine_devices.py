@@ -14,17 +14,18 @@ from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine import ENGINE_BACKENDS
-from vckattn.host.engine import EngineMaskError
+from vckattn.host.engine import EngineMaskError, EngineShapeError
 from vckattn.host.scheduler import run_layer
 from vckattn.hw.manifest import Manifest
 
 
-def engine_manifest(pipelines=2, kernels=2, lanes=2, bits=8, q_rows=16, max_seq=128) -> Manifest:
+def engine_manifest(pipelines=2, kernels=2, plios=1, lanes=2, bits=8, q_rows=16, max_seq=128) -> Manifest:
     """A minimal engine manifest (the fields the engine backends read)."""
     return Manifest({"name": f"test_engine_p{pipelines}k{kernels}", "board": "vck5000",
                      "normalizers": ["swiftmax"], "max_seq_len": max_seq,
                      "tile": {"q_rows": q_rows, "key_block": 32, "lanes": lanes, "head_dims": [32, 64]},
-                     "engine": {"pipelines": pipelines, "kernels_per_pipeline": kernels, "score_bits": bits},
+                     "engine": {"pipelines": pipelines, "kernels_per_pipeline": kernels, "score_plios": plios, "d": 64,
+                                "max_keys": max_seq, "slice_keys": max_seq // kernels, "score_bits": bits},
                      "kernels": []}, Path("<test>"))
 
 
@@ -38,13 +39,15 @@ def _layer(normalizer="swiftmax", causal=False, seed=0, d_model=128, heads=4):
     return calibrate_attention(mha, x, keep, normalizer, causal=causal, **kw), x, keep
 
 
-@pytest.mark.parametrize("backend", ["emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml"))])
+@pytest.mark.parametrize("backend, options", [
+    ("emu", {}), pytest.param("csim", {}, marks=pytest.mark.tool("g++", "hls4ml")),
+    pytest.param("csim", {"vector": True}, marks=pytest.mark.tool("g++", "hls4ml"))])
 @pytest.mark.parametrize("causal", [False, True])
-def test_engine_layer_bit_exact_through_the_scheduler(backend, causal):
+def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     layer, x, keep = _layer(causal=causal, seed=int(causal))
     narrow = narrow_layer(layer, 8)
     want, trace = attention_int(narrow, x, keep)
-    with ENGINE_BACKENDS[backend](engine_manifest()) as dev:
+    with ENGINE_BACKENDS[backend](engine_manifest(), **options) as dev:
         lr = run_layer(dev, narrow, x, keep)
     assert np.array_equal(lr.y, trace["y"])
     assert np.array_equal(lr.out, want)
@@ -63,6 +66,9 @@ def test_engine_refuses_what_it_cannot_run():
     left[0] = np.roll(left[2], 15)  # left padding
     with pytest.raises(EngineMaskError, match="sequence 0"):
         run_layer(dev, narrow_layer(layer, 8), x, left)
+    short = ENGINE_BACKENDS["emu"](engine_manifest(max_seq=32))  # 45 tokens against 32 keys a group
+    with pytest.raises(EngineShapeError, match="longer than this engine's 32 keys"):
+        run_layer(short, narrow_layer(layer, 8), x, keep)
     with pytest.raises(DeviceError, match="no driver for engine builds"):
         ENGINE_BACKENDS["xrt"](engine_manifest()).open()
 
@@ -71,8 +77,8 @@ def test_engine_refuses_what_it_cannot_run():
 @pytest.mark.tool("verilator")
 @pytest.mark.parametrize("seq", [22, 100])
 def test_rtl_engine_cycles_match_the_performance_model(seq):
-    """The model's PL cycles of a layer on the small generated instance (2 pipelines x 2 lanes) against the
-    Verilator run of the same layer without backpressure (issue #16: within 5%)."""
+    """The model's PL cycles of a layer on the small generated instance (2 pipelines x 1 score channel x 2 lanes)
+    against the Verilator run of the same layer without backpressure (within 5%)."""
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf.model import design_from_json, engine_pl_cycles, workload_from_flags
 

@@ -1,7 +1,8 @@
-"""The engine generator (hw/engine/generate.py): design checks, the ADF graph's structure (every kernel
-connected, ports used once, cascade neighbours adjacent, placements unique and in the array), system.cfg
-and manifest agreeing on the PLIOs, the committed engine manifests, `vckattn hw generate`, and
-`make xclbin DESIGN=...` without AMD tools. Nothing is compiled: no aiecompiler here."""
+"""The engine generator (hw/engine/generate.py, stream contract v3): design checks, the ADF graph's structure (every
+kernel connected, ports used once, window sizes the kernels' buffer sizes, async K/V windows, the kv packet split,
+per-channel merge/split or direct links, cascade neighbours adjacent, kernels and their buffers placed on unique tiles
+in the array), system.cfg and manifest agreeing on the PLIOs, the committed engine manifests, `vckattn hw generate`,
+and `make xclbin DESIGN=...` without AMD tools. Nothing is compiled: no aiecompiler here."""
 
 from __future__ import annotations
 
@@ -31,31 +32,36 @@ SMALL = model.design_from_json(dict(gen.SMALL_DESIGN))
 
 
 def parse_graph(text: str) -> dict:
-    """Kernels (name -> function), placements, PLIO creations and locations, and connections of graph.h."""
+    """Kernels (name -> function), placements, PLIO creations and locations, connections (kind, from, port, to,
+    port), async ports and buffer placements of graph.h."""
     kernels = dict(re.findall(r"^\s*(\w+) = adf::kernel::create\(([\w<>]+)\);", text, re.M))
     tiles = {k: (int(c), int(r)) for k, c, r in re.findall(r"adf::location<adf::kernel>\((\w+)\) = adf::tile\((\d+), "
                                                             r"(\d+)\);", text)}
     created = re.findall(r'(\w+) = adf::(input|output)_plio::create\("(\w+)"', text)
     plios = {var: ("in" if kind == "input" else "out", name) for var, kind, name in created}
     plio_cols = {p: int(c) for p, c in re.findall(r"adf::location<adf::PLIO>\((\w+)\) = adf::shim\((\d+)\);", text)}
-    conns = re.findall(r"adf::connect<(\w*:*\w*)>\((\w+)\.(in|out)\[(\d+)\], (\w+)\.(in|out)\[(\d+)\]\);", text)
-    return {"kernels": kernels, "tiles": tiles, "plios": plios, "plio_cols": plio_cols, "conns": conns}
+    conns = re.findall(r"adf::connect<(.*?)>\((\w+)\.(in|out)\[(\d+)\], (\w+)\.(in|out)\[(\d+)\]\);", text)
+    asyncs = set(re.findall(r"adf::async\((\w+\.in\[\d+\])\);", text))
+    buffers = re.findall(r"adf::location<adf::buffer>\((\w+)\.((?:in|out)\[\d+\])\) = adf::location<adf::kernel>"
+                         r"\((\w+)\);", text)
+    return {"kernels": kernels, "tiles": tiles, "plios": plios, "plio_cols": plio_cols, "conns": conns,
+            "asyncs": asyncs, "buffers": buffers}
 
 
 def kernel_ports(function: str) -> tuple[int, int]:
     """(inputs, outputs) of a kernel function per hw/aie/engine/kernels.h."""
     base = function.split("<")[0]
-    return {"qk_slice": (1, 1), "pv_slice_first": (2, 1), "pv_slice_mid": (3, 1), "pv_slice_last": (3, 1),
+    return {"qk_slice": (2, 1), "pv_slice_first": (2, 1), "pv_slice_mid": (3, 1), "pv_slice_last": (3, 1),
             "pv_slice_only": (2, 1)}[base]
 
 
-@pytest.fixture(scope="module", params=["small", "k1", "vck5000"])
+@pytest.fixture(scope="module", params=["small", "k1", "m2", "vck5000"])
 def built(request, tmp_path_factory):
-    design = {"small": SMALL, "k1": replace(SMALL, qk_kernels=1, pv_kernels=1, pipelines=3, max_seq=128),
+    design = {"small": SMALL, "k1": replace(SMALL, qk_kernels=1, pv_kernels=1, pipelines=3, max_seq=64),
+              "m2": replace(SMALL, qk_kernels=4, pv_kernels=4, score_plios=2, pipelines=3, max_seq=256),
               "vck5000": gen.build_design("vck5000_engine")}[request.param]
     out = tmp_path_factory.mktemp(request.param)
-    max_seq = 128 if request.param == "k1" else 512  # one kernel holds every key: a short max_seq fits its memory
-    files = gen.generate(design, "vck5000", out, max_seq=max_seq, with_pl=False,
+    files = gen.generate(design, "vck5000", out, max_seq=design.max_seq or 512, with_pl=False,
                          with_diagram=request.param == "small")
     return design, out, files
 
@@ -66,7 +72,7 @@ def test_generate_writes_the_build_folder(built):
     assert {"aie/engine_config.h", "aie/graph.h", "aie/graph.cpp", "system.cfg", "manifest.json", "design.json",
             "modeled.json"} <= names
     cfg = (out / "aie" / "engine_config.h").read_text()
-    want = {"KERNELS": design.qk_kernels, "Q_ROWS": design.q_rows, "KEY_BLOCK": design.key_block, "MAX_D": 64,
+    want = {"KERNELS": design.qk_kernels, "SCORE_PLIOS": design.score_plios, "Q_ROWS": design.q_rows, "D": 64,
             "MAX_KEYS": design.max_seq or 512, "SCORE_BITS": design.score_bits}
     for key, value in want.items():
         assert f"#define VCKATTN_ENGINE_{key} {value}\n" in cfg
@@ -83,8 +89,10 @@ def test_generate_writes_the_build_folder(built):
 
 def test_graph_every_kernel_connected_and_ports_used_once(built):
     design, out, _ = built
-    g = parse_graph((out / "aie" / "graph.h").read_text())
-    n, k = design.pipelines, design.qk_kernels
+    text = (out / "aie" / "graph.h").read_text()
+    g = parse_graph(text)
+    n, k, m = design.pipelines, design.qk_kernels, design.score_plios
+    per = k // m
     assert len(g["kernels"]) == 2 * n * k
     for i in range(n):
         for j in range(k):
@@ -93,30 +101,52 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
         chain = ["pv_slice_first<0>"] + [f"pv_slice_mid<{j}>" for j in range(1, k - 1)] + [f"pv_slice_last<{k - 1}>"]
         assert pv == (["pv_slice_only"] if k == 1 else chain)
     # every kernel input is fed exactly once and every kernel output feeds exactly once (PLIO inputs broadcast)
-    ins, outs = {}, {}
-    for _, src, sd, si, dst, dd, di in g["conns"]:
+    ins, outs, kinds = {}, {}, {}
+    for kind, src, sd, si, dst, dd, di in g["conns"]:
         assert sd == "out" and dd == "in"
         outs.setdefault((src, int(si)), []).append(dst)
         key = (dst, int(di))
         assert key not in ins, f"{dst}.in[{di}] connected twice"
         ins[key] = src
+        kinds[key] = kind
     for name, fn in g["kernels"].items():
         n_in, n_out = kernel_ports(fn)
         assert all((name, p) in ins for p in range(n_in)), name
         assert all(len(outs.get((name, p), [])) == 1 for p in range(n_out)), name
         assert not any(kk[0] == name and kk[1] >= n_in for kk in ins), name
+    win = "adf::window<vckattn_engine::{}_BUFFER_BYTES>"
     for i in range(n):
-        assert sorted(outs[(f"p{i}_qk_in", 0)]) == sorted(f"p{i}_qk{j}" for j in range(k))
-        assert sorted(outs[(f"p{i}_v_in", 0)]) == sorted(f"p{i}_pv{j}" for j in range(k))
-        assert outs[(f"p{i}_p_in", 0)] == [f"p{i}_split"]
-        assert ins[(f"p{i}_s_out", 0)] == f"p{i}_merge"
-        assert ins[(f"p{i}_o_out", 0)] == f"p{i}_pv{k - 1}"
+        assert sorted(outs[(f"p{i}_q_in", 0)]) == sorted(f"p{i}_qk{j}" for j in range(k))
+        assert outs[(f"p{i}_kv_in", 0)] == [f"p{i}_kv_split"] and f"adf::pktsplit<{2 * k}> p{i}_kv_split;" in text
+        assert ins[(f"p{i}_o_out", 0)] == f"p{i}_pv{k - 1}" and kinds[(f"p{i}_o_out", 0)] == win.format("O")
         for j in range(k):
-            assert ins[(f"p{i}_merge", j)] == f"p{i}_qk{j}" and ins[(f"p{i}_pv{j}", 1)] == f"p{i}_split"
-            assert outs[(f"p{i}_split", j)] == [f"p{i}_pv{j}"]
-        assert f"adf::pktmerge<{k}> p{i}_merge;" in (out / "aie" / "graph.h").read_text()
-    cascades = [(s, d) for kind, s, _, _, d, _, _ in g["conns"] if kind == "adf::cascade"]
+            q, pv, c = f"p{i}_qk{j}", f"p{i}_pv{j}", j // per
+            assert kinds[(q, 0)] == win.format("Q")
+            assert outs[(f"p{i}_kv_split", j)] == [q] and kinds[(q, 1)] == "adf::pktstream, " + win.format("K")
+            assert outs[(f"p{i}_kv_split", k + j)] == [pv] and kinds[(pv, 1)] == "adf::pktstream, " + win.format("V")
+            assert {f"{q}.in[1]", f"{pv}.in[1]"} <= g["asyncs"]  # K / V windows: acquired and released by the kernel
+            if per > 1:
+                assert ins[(f"p{i}_merge{c}", j % per)] == q and ins[(pv, 0)] == f"p{i}_split{c}"
+                assert outs[(f"p{i}_split{c}", j % per)] == [pv]
+                assert ins[(f"p{i}_s_out{c}", 0)] == f"p{i}_merge{c}"
+                assert outs[(f"p{i}_p_in{c}", 0)] == [f"p{i}_split{c}"]
+            else:
+                assert ins[(f"p{i}_s_out{c}", 0)] == q and outs[(f"p{i}_p_in{c}", 0)] == [pv]
+                assert kinds[(f"p{i}_s_out{c}", 0)] == win.format("S") and kinds[(pv, 0)] == win.format("P")
+        if per > 1:
+            assert f"adf::pktmerge<{per}> " in text and f"adf::pktsplit<{per}> " in text
+        else:
+            assert "adf::pktmerge" not in text
+    cascades = [(s_, d_) for kind, s_, _, _, d_, _, _ in g["conns"] if kind == "adf::cascade"]
     assert sorted(cascades) == sorted((f"p{i}_pv{j}", f"p{i}_pv{j + 1}") for i in range(n) for j in range(k - 1))
+    # every window of a kernel is placed in that kernel's tile (the memory check's assumption)
+    placed = {(kn, port) for kn, port, owner in g["buffers"] if kn == owner}
+    assert len(placed) == len(g["buffers"])
+    for (dst, di), kind in kinds.items():
+        if dst in g["kernels"] and "window" in kind:
+            assert (dst, f"in[{di}]") in placed, (dst, di)
+    for i in range(n):
+        assert (f"p{i}_pv{k - 1}", "out[0]") in placed and all((f"p{i}_qk{j}", "out[0]") in placed for j in range(k))
 
 
 def test_graph_placement_is_legal(built):
@@ -155,17 +185,20 @@ def test_plio_names_agree_across_graph_cfg_and_manifest(built):
     assert aie == set(graph_plios)
     n = design.pipelines
     nk = dict(re.findall(r"^nk=(\w+):(.*)$", cfg, re.M))
-    assert nk["mm2s_engine"] == f"{2 * n}:" + ".".join(f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("qk", "v"))
     assert nk["engine_pl"] == "1:engine_pl" and nk["s2mm_engine"].startswith(f"{n}:")
+    assert nk["mm2s_engine"] == f"{2 * n}:" + ".".join(f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "kv"))
     assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 3 * n + 1
     assert m.data["graph"]["kernels"] == sorted(g["kernels"], key=m.data["graph"]["kernels"].index)
 
 
-def test_graph_cpp_and_heap_constants(built):
-    _, out, _ = built
+def test_graph_cpp_and_window_sizes(built):
+    """The window sizes are the kernels' buffer sizes (engine_kernels.h, = hw/engine/model.py buffer_bytes)."""
+    design, out, _ = built
     h = (out / "aie" / "graph.h").read_text()
-    assert h.count("vckattn_engine::QK_WORKSPACE_BYTES") == h.count("qk_slice<")
-    assert h.count("vckattn_engine::PV_WORKSPACE_BYTES") == h.count('"pv_slice.cc"')
+    n, k = design.pipelines, design.qk_kernels
+    for name, count in (("Q", n * k), ("K", n * k), ("S", n * k), ("P", n * k), ("V", n * k), ("O", n)):
+        assert h.count(f"vckattn_engine::{name}_BUFFER_BYTES") == count, name
+    assert "HEAP" not in h and "heap_size" not in h
     assert h.count("{") == h.count("}") and h.count("(") == h.count(")")
     assert "EngineGraph engine_graph;" in (out / "aie" / "graph.cpp").read_text()
 
@@ -176,19 +209,46 @@ def test_graph_cpp_and_heap_constants(built):
 @pytest.mark.parametrize("change, message", [
     ({"pv_kernels": 3}, "must equal pv_kernels"),
     ({"in_plios": 1}, "in_plios must be 2"),
-    ({"score_plios": 2, "qk_kernels": 2}, "score_plios must be 1"),
+    ({"score_plios": 2, "qk_kernels": 3, "pv_kernels": 3, "max_seq": 96}, "score_plios (2) must divide qk_kernels (3)"),
+    ({"qk_kernels": 17, "pv_kernels": 17}, "qk_kernels 17 > 16"),
     ({"score_bits": 32}, "score_bits must be 8 or 16"),
     ({"kv_resident": False}, "kv_resident"),
+    ({"o_bits": 32}, "o_bits must be 8"),
     ({"score_switch": True}, "score_switch"),
     ({"lanes_online_softmax": 4}, "SwiftMax only"),
     ({"score_bits": 16, "lanes_swiftmax": 16}, "scores a 128-bit beat"),
-    ({"max_seq": 256}, "differs from 512"),
+    ({"q_rows": 18}, "q_rows (18) must be a multiple of 4"),
+    ({"max_seq": 80}, "max_seq 80 must be a positive multiple of 16 x qk_kernels (32)"),
+    ({"max_seq": 256}, "differs from 128"),
+    ({"q_rows": 32, "max_seq": 384}, "qk's buffers and state"),
 ])
 def test_unbuildable_designs_are_refused(change, message, tmp_path):
     d = replace(SMALL, **change)
+    max_seq = 128 if message.startswith("differs") else d.max_seq
     with pytest.raises(gen.GenerateError, match=re.escape(message)):
-        gen.generate(d, "vck5000", tmp_path, with_pl=False)
+        gen.generate(d, "vck5000", tmp_path, max_seq=max_seq, with_pl=False)
     assert not any(tmp_path.iterdir()), "nothing is written for a refused design"
+
+
+def test_memory_check_is_the_kernels_memory_in_one_tile():
+    """The generator's memory rule: buffers (ping-pong) + state of every kernel variant + the runtime reserve within one
+    tile's 32 KB (hw/engine/model.py kernel_memory, whose sizes a C-simulation test compiles)."""
+    from vckattn.hw.engine.model import kernel_memory
+
+    dev = model.load_device("vck5000")
+    best = gen.build_design("vck5000_engine")
+    mem = kernel_memory(gen.engine_params(best, 512))
+    assert max(mem.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes == 32768
+    # four kernels (128-key slices): Q_ROWS 32 fits, the last P.V kernel's o buffer being the int8 A record
+    # (16 + 32·64 bytes a half, not the 4x of int32 O); Q_ROWS 48 does not (the QK^T kernel's q, k, s buffers)
+    four = replace(best, qk_kernels=4, pv_kernels=4, score_plios=1)
+    mem32 = kernel_memory(gen.engine_params(replace(four, q_rows=32), 512))
+    assert mem32["pv_last"] - mem32["pv_first"] == 2 * (16 + 32 * 64)
+    assert max(mem32.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes
+    assert gen.buildable(replace(four, q_rows=32))
+    big = kernel_memory(gen.engine_params(replace(four, q_rows=48), 512))
+    assert big["qk"] + dev.tile_memory_reserve_bytes > dev.tile_memory_bytes
+    assert not gen.buildable(replace(four, q_rows=48))
 
 
 def test_layout_limits():
@@ -197,7 +257,7 @@ def test_layout_limits():
         lay.layout(49, 4)
     with pytest.raises(gen.GenerateError, match="do not fit"):
         gen.generate(replace(SMALL, pipelines=49, qk_kernels=4, pv_kernels=4), "vck5000", Path("/nonexistent"),
-                     with_pl=False)
+                     max_seq=128, with_pl=False)
     assert [lay.cascade_step(r) for r in range(4)] == [1, -1, 1, -1]
 
 
@@ -227,19 +287,20 @@ def test_committed_engine_manifests_are_generated(name):
                                                      "--write-bitstreams"
     m = load_manifest(name)
     e = m.engine
-    assert e is not None and e.streams_version == 2 and m.data["streams"] == {"doc": "hw/ENGINE.md", "version": 2}
+    assert e is not None and e.streams_version == 3 and m.data["streams"] == {"doc": "hw/ENGINE.md", "version": 3}
     d = e.design_point()
-    assert (e.pipelines, e.kernels_per_pipeline, e.score_bits, e.lanes) == (d.pipelines, d.qk_kernels, d.score_bits,
-                                                                           d.lanes_swiftmax)
-    assert m.data["normalizers"] == ["swiftmax"] and m.max_seq_len == 512
+    assert (e.pipelines, e.kernels_per_pipeline, e.score_plios, e.score_bits, e.lanes) == \
+        (d.pipelines, d.qk_kernels, d.score_plios, d.score_bits, d.lanes_swiftmax)
+    assert (e.max_keys, e.slice_keys * e.kernels_per_pipeline, e.d) == (m.max_seq_len, m.max_seq_len, 64)
+    assert m.data["normalizers"] == ["swiftmax"] and m.max_seq_len == (128 if name == "engine_small" else 512)
     from vckattn.golden.engine import engine_format
     from vckattn.golden.swiftmax_int import swiftmax_regmap
 
     for r in swiftmax_regmap(engine_format(e.score_bits)).describe():
         assert m.register_offset("engine_pl", r["name"]) == r["offset"]
     if name == "engine_small":
-        assert (e.pipelines, e.kernels_per_pipeline, e.lanes, e.score_bits, m.tile.q_rows, m.tile.key_block) == \
-            (2, 2, 2, 8, 16, 32)
+        assert (e.pipelines, e.kernels_per_pipeline, e.score_plios, e.lanes, e.score_bits, m.tile.q_rows, e.d,
+                e.slice_keys) == (2, 2, 1, 2, 8, 16, 64, 64)
 
 
 def test_v1_manifests_have_no_engine():
@@ -249,14 +310,17 @@ def test_v1_manifests_have_no_engine():
 
 @pytest.mark.parametrize("mutate, field, message", [
     (lambda m: m["engine"].update(pipelines=3), "engine.design.pipelines", "differs from engine.pipelines"),
-    (lambda m: m["engine"]["streams"].update(version=1), "engine.streams.version", "2 was expected"),
+    (lambda m: m["engine"]["streams"].update(version=2), "engine.streams.version", "3 was expected"),
+    (lambda m: m["engine"].update(score_plios=2), "engine.design.score_plios", "differs from engine.score_plios"),
+    (lambda m: m["engine"].update(slice_keys=32), "engine.slice_keys", "not max_keys 128"),
+    (lambda m: m["engine"].update(d=32), "engine.d", "not the largest of tile.head_dims"),
     (lambda m: m["graph"]["plios"].pop(), "graph.plios", "not the engine's PLIOs"),
     (lambda m: m["tile"].update(q_rows=32), "engine.design.q_rows", "differs from tile.q_rows"),
-    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.p1_o_out, s2mm_engine_1.o_in"),
+    (lambda m: m["connectivity"].pop(), "connectivity", "unconnected: ai_engine_0.p1_o_out, s2mm_engine_1.a_in"),
     (lambda m: m["formats"].pop("swiftmax"), "formats", "'swiftmax' is a required property"),
 ])
 def test_broken_engine_manifests_are_refused(mutate, field, message):
-    m = gen.engine_manifest(SMALL, "vck5000", "engine_small")
+    m = gen.engine_manifest(SMALL, "vck5000", "engine_small", max_seq=128)
     mutate(m)
     with pytest.raises(ManifestError) as exc:
         validate_manifest(m, "e.json")
@@ -274,7 +338,7 @@ def test_v1_manifest_still_needs_the_online_softmax_format():
 
 
 def test_pl_top_is_generated_with_the_manifest_ports(tmp_path):
-    files = gen.generate(SMALL, "vck5000", tmp_path, with_diagram=False)
+    files = gen.generate(SMALL, "vck5000", tmp_path, max_seq=128, with_diagram=False)
     top = tmp_path / "pl" / "engine_pl.v"
     assert top in files and (tmp_path / "pl" / "kernel.xml").is_file()
     text = top.read_text()
@@ -317,8 +381,8 @@ def test_cli_generate_from_a_design_file(tmp_path, capsys):
     assert code == 0, err
     assert "module engine_pl_core" in (tmp_path / "b" / "pl" / "engine_pl_core.v").read_text()
     m = load_manifest(tmp_path / "b" / "manifest.json")
-    assert m.name == "vck190_engine" and m.data["board"] == "vck190" and m.max_seq_len == 512
-    assert "2 pipelines x (2 QK^T + 2 P.V kernels)" in out and "wrote " in out
+    assert m.name == "vck190_engine" and m.data["board"] == "vck190" and m.max_seq_len == 128
+    assert "2 pipelines x (2 QK^T + 2 P.V kernels, 1 score channel(s))" in out and "wrote " in out
     xml = (tmp_path / "b" / "pl" / "kernel.xml").read_text()
     assert 'name="s1"' in xml and 'name="p1"' in xml
 
@@ -334,10 +398,10 @@ def test_cli_generate_best_with_max_seq(tmp_path, capsys):
     design = tmp_path / "d.json"
     design.write_text(json.dumps(data | {"max_seq": None}))
     code, _, err = _run_cli(["hw", "generate", str(design), "--out", str(tmp_path / "x"), "--max-seq", "2048"], capsys)
-    from vckattn.hw.engine.model import EngineParams, workspace_bytes
+    from vckattn.hw.engine.model import EngineParams, kernel_memory
 
-    qk = workspace_bytes(EngineParams(1, 4, q_rows=16, max_keys=2048))["qk_slice"]
-    assert code != 0 and f"qk_slice's workspace ({qk} B)" in err and "32768 B" in err and len(err.splitlines()) == 1
+    qk = kernel_memory(EngineParams(1, 4, q_rows=16, d=64, max_keys=2048))["qk"]
+    assert code != 0 and f"qk's buffers and state ({qk} B)" in err and "32768 B" in err and len(err.splitlines()) == 1
 
 
 @pytest.mark.parametrize("content, message", [

@@ -22,7 +22,7 @@ def bundle(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("eval") / "b"
     export_checkpoint("minilm", out, real_sentences(12), normalizer="swiftmax", swiftmax_init="max", max_layers=2,
-                      progress=False, swiftmax_per_head=False)
+                      progress=False, swiftmax_per_head=False, min_model_fidelity=-1, check_samples=8)  # untuned
     return out
 
 
@@ -198,7 +198,7 @@ def test_task_needs_a_classifier_and_reference_must_match(bundle, tmp_path, caps
     tiny_bert().float().save_pretrained(other)
     AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(other)
     capsys.readouterr()
-    assert main(["eval", "--bundle", str(bundle), "--reference", str(other), "--quiet"]) == 2
+    assert main(["eval", "--bundle", str(bundle), "--reference", str(other), "--quiet"]) == 4  # as --checkpoint
     err = capsys.readouterr().err
     assert f"--reference {other}" in err and "2 layers" in err and "6 layers" in err and err.count("\n") == 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -45,7 +46,8 @@ def minilm(tmp_path_factory):
                      ("swiftmax", {"normalizer": "swiftmax", "swiftmax_init": "mean", "swiftmax_per_head": False,
                                    "allow_low_fidelity": True}),  # the paper's init fails the export check
                      ("percentile", {"normalizer": "swiftmax", "method": "percentile", "swiftmax_init": "max",
-                                     "swiftmax_per_head": False})):
+                                     "swiftmax_per_head": False,  # untuned: any whole-model figure is accepted
+                                     "min_model_fidelity": -1})):
         t0 = time.perf_counter()
         path = export_checkpoint("minilm", out / name, progress=False, **kw)
         seconds[name] = time.perf_counter() - t0
@@ -195,7 +197,8 @@ def test_smollm2_gguf_export(tmp_path):
 
     resolve_checkpoint("smollm2")  # installed by `make setup`: a missing checkpoint is a failure, not a skip
     t0 = time.perf_counter()
-    path = export_checkpoint("smollm2", tmp_path / "smol", real_sentences(8), layers=[0, 29], progress=False)
+    path = export_checkpoint("smollm2", tmp_path / "smol", real_sentences(8), layers=[0, 29], progress=False,
+                             min_model_fidelity=-1, check_samples=8)  # untuned SwiftMax: any whole-model figure
     seconds = time.perf_counter() - t0
     print(f"\nSmolLM2-135M GGUF export (30 layers, 8 calibration sentences, model load included): {seconds:.1f} s")
     b = load_bundle(path)
@@ -220,6 +223,22 @@ def test_smollm2_gguf_export(tmp_path):
 
 
 # --------------------------------------------------------------------------- golden BHyT model
+
+
+#: export options for tiny test models (head size 8): a bundle of the golden integer model only (no hardware build
+#: runs it, so that check is off), whose random weights keep no particular whole-model figure
+GOLDEN_ONLY = {"check_hardware": False, "min_model_fidelity": -1, "check_samples": 4}
+
+
+def _build_with_head_size(tmp_path: Path, head_dim: int) -> str:
+    """A bitstream manifest file like vck5000_attention's whose tile takes ``head_dim`` (a user's own build)."""
+    from vckattn.hw.manifest import build_manifest
+
+    m = build_manifest("vck5000_attention")
+    m["tile"]["head_dims"] = [head_dim]
+    path = tmp_path / f"hd{head_dim}.json"
+    path.write_text(json.dumps(m), encoding="utf-8")
+    return str(path)
 
 
 BHYT_CONFIG = {"family": "llama", "num_layers": 2, "vocab_size": 256, "max_seq_len": 64,
@@ -275,7 +294,8 @@ def test_golden_bhyt_model_export(tmp_path):
     stack = _tiny_bhyt_stack()
     ck = save_golden_checkpoint(tmp_path / "tiny_bhyt.pt", BHYT_CONFIG, stack.state_dict())
     sentences = real_sentences(8)
-    path = export_checkpoint(ck, tmp_path / "tiny.bundle", sentences, normalizer="swiftmax", progress=False)
+    path = export_checkpoint(ck, tmp_path / "tiny.bundle", sentences, normalizer="swiftmax", progress=False,
+                             **GOLDEN_ONLY)
     b = load_bundle(path)
     man = b.manifest
     assert man["source"]["kind"] == "state-dict" and man["norm"] == "bhyt"
@@ -325,7 +345,8 @@ def test_hf_converted_llama_vit_and_bare_safetensors(tmp_path):
     cfg = json.loads((tmp_path / "llama" / "config.json").read_text())
     cfg["vckattn_bhyt"] = {"kappa": 10.0, "seq_len": 512}
     (tmp_path / "llama" / "config.json").write_text(json.dumps(cfg))
-    b = load_bundle(export_checkpoint(tmp_path / "llama", tmp_path / "llama.b", sentences, progress=False))
+    b = load_bundle(export_checkpoint(tmp_path / "llama", tmp_path / "llama.b", sentences, progress=False,
+                                      **GOLDEN_ONLY))
     man = b.manifest
     assert man["norm"] == "bhyt" and man["source"]["kind"] == "hf-folder"
     # the checkpoint's per-layer β, γ: the same for each of the 6 query heads
@@ -340,9 +361,10 @@ def test_hf_converted_llama_vit_and_bare_safetensors(tmp_path):
                              image_size=16, patch_size=4, num_channels=1), add_pooling_layer=False).eval()
     vit.save_pretrained(tmp_path / "vit")
     b = load_bundle(export_checkpoint(tmp_path / "vit", tmp_path / "vit.b", sentences, normalizer="softmax",
-                                      progress=False))
+                                      progress=False, **GOLDEN_ONLY))
     assert b.manifest["model"]["max_seq_len"] == 17 and b.manifest["model"]["vocab_size"] is None
     assert b.manifest["calibration"]["data"].startswith("synthetic images")
+    assert b.manifest["calibration"]["data_sha256"] is None  # a ViT reads no text: no corpus hash
     assert b.tensors["layers.1.o_proj.bias"].dtype == np.int32
 
     torch.manual_seed(0)
@@ -356,9 +378,9 @@ def test_hf_converted_llama_vit_and_bare_safetensors(tmp_path):
             shutil.copy(tmp_path / "bert" / f, tmp_path / "bare" / f)
     shutil.copy(tmp_path / "bert" / "model.safetensors", tmp_path / "bare" / "weights.safetensors")
     bare = load_bundle(export_checkpoint(tmp_path / "bare" / "weights.safetensors", tmp_path / "bare.b", sentences,
-                                         normalizer="softmax", progress=False))
+                                         normalizer="softmax", progress=False, **GOLDEN_ONLY))
     folder = load_bundle(export_checkpoint(tmp_path / "bert", tmp_path / "bert.b", sentences, normalizer="softmax",
-                                           progress=False))
+                                           progress=False, **GOLDEN_ONLY))
     assert bare.manifest["source"]["kind"] == "safetensors" and folder.manifest["source"]["kind"] == "hf-folder"
     assert bare.manifest["source"]["sha256"] == folder.manifest["source"]["sha256"]  # the same weight bytes
     assert bare.manifest["layers"] == folder.manifest["layers"]
@@ -379,10 +401,15 @@ def test_cli_export_writes_bundle(tmp_path, capsys):
     calib = tmp_path / "calib.txt"
     calib.write_text("\n".join(real_sentences(6)) + "\n\n", encoding="utf-8")
     full = load_bundle(export_checkpoint(ck, tmp_path / "full", real_sentences(6), normalizer="softmax",
-                                         progress=False))
+                                         progress=False, **GOLDEN_ONLY))
     out = tmp_path / "b"
+    # head size 8: no committed build runs it; --manifest names a build that does (what a user's own build would)
+    hd8 = _build_with_head_size(tmp_path, 8)
     rc, _, err = _cli(capsys, str(ck), "--out", str(out), "--calib", str(calib), "--normalizer", "softmax",
                       "--max-layers", "1", "--quiet")
+    assert rc == 4 and "no committed hardware build runs head size 8" in err, err
+    rc, _, err = _cli(capsys, str(ck), "--out", str(out), "--calib", str(calib), "--normalizer", "softmax",
+                      "--max-layers", "1", "--quiet", "--manifest", hd8, "--min-model-fidelity", "-1")
     assert rc == 0, err
     man = load_bundle(out).manifest
     assert man["model"]["num_layers"] == 1 and [e["index"] for e in man["layers"]] == [0]
@@ -393,10 +420,11 @@ def test_cli_export_writes_bundle(tmp_path, capsys):
     # stopping the calibration forward after the last exported layer changes nothing in that layer
     assert man["layers"][0]["scales"] == full.manifest["layers"][0]["scales"]
     assert man["layers"][0]["bhyt"] == full.manifest["layers"][0]["bhyt"]
-    rc, _, err = _cli(capsys, str(ck), "--out", str(out), "--calib", str(calib), "--layers", "1", "--quiet")
+    rc, _, err = _cli(capsys, str(ck), "--out", str(out), "--calib", str(calib), "--layers", "1", "--quiet",
+                      "--manifest", hd8, "--min-model-fidelity", "-1")
     assert rc == 2 and "exists" in err and "--overwrite" in err
     rc, _, err = _cli(capsys, str(ck), "--out", str(out), "--calib", str(calib), "--layers", "1", "--overwrite",
-                      "--quiet")
+                      "--quiet", "--manifest", hd8, "--min-model-fidelity", "-1")
     assert rc == 0, err
     man = load_bundle(out).manifest
     assert [e["index"] for e in man["layers"] if e["swiftmax"]] == [1] and man["normalizer"] == "swiftmax"
@@ -418,9 +446,9 @@ def test_cli_errors_are_one_line(tmp_path, capsys):
     cases = [
         (("does-not-exist", "--out", out), "does not exist", 4),
         ((str(gpt2), "--out", out), "unsupported model_type 'gpt2'", 4),
-        (("minilm", "--out", out, "--calib", str(empty)), "no sentences", None),
-        (("minilm", "--out", out, "--calib", str(tmp_path / "missing.txt")), "does not exist", None),
-        (("minilm", "--out", out, "--layers", "0,6"), "out of range", None),
+        (("minilm", "--out", out, "--calib", str(empty)), "no sentences", 4),
+        (("minilm", "--out", out, "--calib", str(tmp_path / "missing.txt")), "does not exist", 4),
+        (("minilm", "--out", out, "--layers", "0,6"), "out of range", 2),
         (("minilm", "--out", out, "--percentile", "99"), "--calib-method percentile", 2),
         ((str(notgolden), "--out", out), "not a vckattn golden checkpoint", 4),
         ((str(bare), "--out", out), "config.json", 4),
@@ -451,8 +479,10 @@ def test_export_refuses_a_layer_that_does_not_follow_its_float_layer(tmp_path, c
     code = cli.main([*args, "--allow-low-fidelity"])
     assert code == 0, capsys.readouterr().err
     b = load_bundle(out)
-    (warning,) = b.manifest["warnings"]
-    assert warning.startswith("layer 0 output cosine")
+    warning, *whole = b.manifest["warnings"]  # the layer's; the whole model's after it, if it is low too
+    assert warning.startswith("layer 0 output cosine") and all(w.startswith("the whole model") for w in whole)
+    fid = b.manifest["model_fidelity"]
+    assert bool(whole) == (fid["score"] < fid["threshold"])
     fid = b.manifest["layers"][0]["fidelity"]
     assert fid["cosine"] < 0.8 and len(fid["head_cosine"]) == 12 and fid["threshold"] == 0.8
     capsys.readouterr()
@@ -460,9 +490,11 @@ def test_export_refuses_a_layer_that_does_not_follow_its_float_layer(tmp_path, c
     shown = capsys.readouterr().out
     assert "warning" in shown and "layer 0 output cosine" in shown
     good = tmp_path / "good"
-    assert cli.main(["export", "minilm", "--out", str(good), "--max-layers", "2", "--quiet"]) == 0
+    # untuned `max`: every layer passes its check; the whole model does not (written to be inspected)
+    assert cli.main(["export", "minilm", "--out", str(good), "--max-layers", "2", "--quiet",
+                     "--allow-low-fidelity"]) == 0
     gb = load_bundle(good)
-    assert "warnings" not in gb.manifest
+    assert [w.split(" with ")[0] for w in gb.manifest["warnings"]] == ["the whole model"]
     for e in gb.manifest["layers"]:
         f = e["fidelity"]
         assert min(f["cosine"], *f["head_cosine"]) >= 0.8 and len(set(e["swiftmax"]["beta"])) == 12, f
@@ -474,10 +506,10 @@ def test_fidelity_advice_names_the_fix_for_where_the_constants_came_from():
     from vckattn.host.export.fidelity import fidelity_problem
 
     fid = {"cosine": 0.0, "head_cosine": [0.98, 0.71], "threshold": 0.8}
-    tuned = fidelity_problem(0, fid, "swiftmax", from_checkpoint=True)
+    tuned = fidelity_problem(0, fid, "swiftmax", from_checkpoint=True, saturating=False)
     assert "layer 0 output cosine 0.000 (worst head 1: 0.710 alone)" in tuned
     assert "`vckattn calibrate swiftmax … --p-frac 8`" in tuned and "percentile" not in tuned
     sat = fidelity_problem(0, fid, "swiftmax", from_checkpoint=True, saturating=True)
     assert "--calib-method percentile --percentile 99.9" in sat and "--p-frac" not in sat
-    assert "--swiftmax-init max" in fidelity_problem(0, fid, "swiftmax")
+    assert "--swiftmax-init max" in fidelity_problem(0, fid, "swiftmax", init="mean")
     assert fidelity_problem(0, {"cosine": 0.9, "head_cosine": [0.9], "threshold": 0.8}, "swiftmax", True) is None

@@ -78,6 +78,8 @@ def test_workload_from_config_and_bundle(capsys, tmp_path):
                                                                                                 "rmsnorm")
     b = write_bundle(tmp_path / "b", *bundle_parts("softmax", head_dim=32, heads=2))
     code, out, err = _run(capsys, "perf", "--bundle", str(b), "--json", "-")
+    assert code == 2 and "no online_softmax lanes" in err  # the committed engine builds SwiftMax only
+    code, out, err = _run(capsys, "perf", "--bundle", str(b), "--lanes", "8", "--json", "-")
     assert code == 0, err
     w = json.loads(out)["workload"]
     assert (w["heads"], w["d_head"], w["seq"], w["normalizers"]) == (2, 32, 64, ["online_softmax"])
@@ -151,12 +153,21 @@ def test_bert_workload_default_matches_the_issue(capsys):
     assert (w["heads"], w["d_head"], w["seq"], w["batch"], w["layers"]) == (12, 64, 512, 8, 12)
 
 
-def test_generated_base_design(capsys):
-    code, out, err = _run(capsys, "perf", "--generated", "--pipelines", "3", "--score-bits", "8", "--json", "-")
+def test_default_design_is_the_committed_engine(capsys, tmp_path):
+    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.perf import model
+
+    code, out, err = _run(capsys, "perf", "--pipelines", "3", "--score-bits", "16", "--json", "-")
     assert code == 0, err
-    d = json.loads(out)["design"]
-    assert d["kv_resident"] and not d["score_switch"] and d["pipelines"] == 3 and d["score_bits"] == 8
-    code, _, err = _run(capsys, "perf", "--generated", "--design-from-manifest", "vck5000_attention")
+    d, p = json.loads(out)["design"], json.loads(out)
+    committed = model.design_from_manifest(load_manifest("vck5000_engine").data)
+    assert d["kv_resident"] and not d["score_switch"] and d["pipelines"] == 3 and d["score_bits"] == 16
+    assert d["qk_kernels"] == committed.qk_kernels and d["q_rows"] == committed.q_rows
+    assert [k["kernel"] for k in p["kernels"]][:2] == ["qk", "qk (masked tile)"]
+    assert all(0 < k["efficiency"] <= 1 for k in p["kernels"])
+    (tmp_path / "d.json").write_text(json.dumps(d))
+    code, _, err = _run(capsys, "perf", "--design", str(tmp_path / "d.json"), "--design-from-manifest",
+                        "vck5000_attention")
     assert code == 2 and "one of" in err
 
 
@@ -169,4 +180,7 @@ def test_validate_lists_the_published_designs(capsys):
     assert [r["name"] for r in rows] == [g.name for g in published.DESIGNS]
     for r, g in zip(rows, published.DESIGNS, strict=True):
         assert r["published"] == g.published and r["error"] == pytest.approx(r["modeled"] / r["published"] - 1)
-    assert "MaxEVA" in err and "CHARM" in err
+        assert r["kernel"] == g.kernel and 0 < r["kernel_efficiency"] <= 1
+    single = json.loads(out)["single_kernels"]
+    assert [s["kernel"] for s in single] == ["charm_fp32"] and 0 < single[0]["modeled_efficiency"] <= 1
+    assert "MaxEVA" in err and "CHARM" in err and "docs/validation.md" in err

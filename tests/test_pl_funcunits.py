@@ -35,10 +35,12 @@ def _run(unit, in_port: str, out_ports: tuple[str, ...], values: np.ndarray) -> 
     return got
 
 
-def test_pow2_exhaustive():
+@pytest.mark.parametrize("lut_product", [False, True])
+def test_pow2_exhaustive(lut_product):
+    """Both builds of the 2^f unit (DSP interpolation product; ROM of steps and LUT product) on every input."""
     cfg = gf.Pow2Config()
     f = np.arange(1 << cfg.in_frac)
-    got = np.array([g[0] for g in _run(Pow2FracUnit(cfg), "f", ("m",), f)])
+    got = np.array([g[0] for g in _run(Pow2FracUnit(cfg, lut_product), "f", ("m",), f)])
     assert np.array_equal(got, gf.pow2_frac(f, cfg))
 
 

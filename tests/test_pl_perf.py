@@ -88,8 +88,17 @@ def test_fit_reproduces_the_synthesized_points(kernel: str) -> None:
 
 
 def test_narrower_scores_are_smaller() -> None:
-    for k in ("swiftmax", "online_softmax"):
-        assert resources(k, 8, 8)["lut"] < resources(k, 8, 16)["lut"] < resources(k, 8, 32)["lut"]
+    """Online softmax: fewer LUTs for narrower scores. SwiftMax: fewer DSPs (int8 none: its products are LUTs,
+    which cost LUTs, at most 700 a lane; int16 one DSP a lane, 24-bit saturated int32 scores two) and fewer
+    LUTs from int32 to int16."""
+    k = "online_softmax"
+    assert resources(k, 8, 8)["lut"] < resources(k, 8, 16)["lut"] < resources(k, 8, 32)["lut"]
+    k = "swiftmax"
+    assert resources(k, 8, 16)["lut"] < resources(k, 8, 32)["lut"]
+    assert resources(k, 8, 8)["dsp"] == 0 < resources(k, 8, 16)["dsp"] < resources(k, 8, 32)["dsp"]
+    fits = {w: load_data()["kernels"][k]["widths"][w]["fit"] for w in ("8", "16", "32")}
+    assert {w: f["dsp"]["per_lane"] for w, f in fits.items()} == {"8": 0.0, "16": 1.0, "32": 2.0}
+    assert fits["8"]["lut"]["per_lane"] <= 700
 
 
 # ------------------------------------------------------------------------------------------ cycle formulas

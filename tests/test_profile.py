@@ -254,7 +254,7 @@ def test_json_on_stdout(tiny_ckpt, data_file, tmp_path):
 
 def _one_line_error(argv: list[str], *words: str) -> None:
     rc, stdout, stderr = _run(argv)
-    assert rc == 2
+    assert rc == 4  # a bad input file or checkpoint (README "Exit statuses"), as for `export` and `run`
     assert len(stderr.strip().splitlines()) == 1, stderr
     assert stderr.startswith("vckattn: error: ") and "Traceback" not in stderr + stdout
     for w in words:

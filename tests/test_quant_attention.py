@@ -97,7 +97,7 @@ def test_minilm_quantized_layers_report():
     for e in rep["layers"]:
         assert e["softmax"]["cosine"] > 0.98, e
         assert e["swiftmax"]["cosine"] > 0.99, e
-        # the engine's int8 scores keep SwiftMax above 0.99 per layer (issue #16); int16 changes nothing measurable
+        # the engine's int8 scores keep SwiftMax above 0.99 per layer (the engine's goal); int16 changes nothing
         assert e["swiftmax"]["int8_scores"]["cosine"] > 0.99, e
         assert e["swiftmax"]["int16_scores"]["cosine"] > e["swiftmax"]["cosine"] - 1e-4, e
         assert e["swiftmax"]["int8_scores"]["score_shift"] > 0

@@ -260,7 +260,8 @@ def test_llama_export_round_trip(tmp_path):
     model.save_pretrained(tmp_path / "llama")
     tok.save_pretrained(tmp_path / "llama")
     bundles = {n: load_bundle(export_checkpoint(tmp_path / "llama", tmp_path / n, real_sentences(16), normalizer=n,
-                                                swiftmax_init="max", progress=False))
+                                                swiftmax_init="max", progress=False, check_hardware=False,
+                                                min_model_fidelity=-1, check_samples=4))  # head size 8: golden only
                for n in ("softmax", "swiftmax")}
 
     seen: dict = {}

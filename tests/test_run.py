@@ -16,7 +16,7 @@ from vckattn.hw.manifest import build_manifest
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
 LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",
-              "host_seconds"}
+              "host_seconds", "normalizer", "beta_source", "threshold"}
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -32,7 +32,8 @@ def test_run_emu_text_report_save_and_input_round_trip(minilm_bundle, tmp_path, 
     assert code == 0, err
     rep = json.loads(js.read_text())
     assert set(rep) == {"backend", "device", "manifest", "bundle", "tokens", "tiles", "layers",
-                        "elements_per_second"}
+                        "elements_per_second", "model_fidelity", "calibration"}
+    assert rep["model_fidelity"] == json.loads((minilm_bundle / "manifest.json").read_text())["model_fidelity"]
     assert rep["backend"] == "emu" and [r["layer"] for r in rep["layers"]] == [0, 1]
     for r in rep["layers"]:
         assert set(r) == LAYER_KEYS  # no "cycles" off the rtl backend
@@ -106,7 +107,8 @@ def _tiny_llama_folder(tmp_path):
 def test_run_llama_rope_gqa_causal_on_emu(tmp_path, capsys):
     folder = _tiny_llama_folder(tmp_path)
     bundle = export_checkpoint(folder, tmp_path / "llama.b", real_sentences(6), normalizer="swiftmax",
-                               swiftmax_init="max", progress=False)
+                               swiftmax_init="max", progress=False, min_model_fidelity=-1,  # untuned, random
+                               check_samples=4)
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", " ".join(real_sentences(3)), "--json",
                         str(js), "--quiet")
@@ -166,9 +168,11 @@ def test_run_min_cosine_refuses_a_bundle_whose_layers_do_not_follow_the_float_mo
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--json", str(js), "--quiet")
     rep = json.loads(js.read_text())  # the report is written either way
     (r,) = rep["layers"]
-    assert r["bit_exact"] is True and r["cosine"] < 0.95, r
+    # the default threshold is the one the export check held the layer to (recorded in the bundle)
+    assert r["bit_exact"] is True and r["cosine"] < r["threshold"] == 0.8, r
     assert code == 3 and len(err.strip().splitlines()) == 1
-    assert f"layer 0: cosine {r['cosine']:.4f}" in err and "--min-cosine 0.95" in err and "calibrate swiftmax" in err
+    assert f"layer 0: cosine {r['cosine']:.4f}" in err and "the export check's threshold 0.8" in err
+    assert "calibrate swiftmax" in err and "--swiftmax-init" not in err
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "-1", "--quiet")
     assert code == 0, err
     code, _, err = _cli(capsys, "run", "--bundle", str(bundle), "--text", TEXT, "--min-cosine", "1.5", "--quiet")

@@ -161,5 +161,5 @@ def test_run_engine_rtl_checks_the_id(tmp_path: Path) -> None:
     streams, writes, _ = _host_job(1, 16, 3)
     with pytest.raises(EngineRtlError, match="ID register reads 0x5f1f7a01, expected 0x12345678"):
         run_engine_rtl(1, 8, 16, streams, writes, 0x12345678, seed=1, log=tmp_path / "sim.log")
-    with pytest.raises(ValueError, match="2 pipelines but 1"):
+    with pytest.raises(ValueError, match="2 channels but 1"):
         run_engine_rtl(2, 8, 16, streams, writes, SWIFTMAX_ID)

@@ -32,4 +32,31 @@ def device_class(name: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
-__all__ = ["BACKENDS", "device_class"]
+#: backends that run SwiftMax layers only (the csim build C-simulates the HLS SwiftMax kernel; online softmax
+#: exists as RTL only)
+SWIFTMAX_ONLY = ("csim",)
+#: backends without a driver for engine builds (a manifest with an ``engine`` section)
+NO_ENGINE_DRIVER = ("xrt", "pynq")
+
+
+def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
+    """Refuse, before any work, a backend that cannot run these layers of the bundle on this build: a usage
+    problem (status 2) naming the backends that can."""
+    from vckattn.golden.errors import UserError
+
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    engine = bool(manifest.data.get("engine"))
+    if engine and backend in NO_ENGINE_DRIVER:
+        raise UserError(f"the {backend} backend has no driver for engine builds ({manifest.name}) yet: use "
+                        f"--backend emu, csim or rtl, or a --manifest of the attention build")
+    if backend in SWIFTMAX_ONLY and not engine:
+        soft = [int(e["index"]) for e in bundle.manifest["layers"]
+                if int(e["index"]) in layers and e.get("swiftmax") is None]
+        if soft:
+            raise UserError(f"the {backend} backend has only the HLS SwiftMax normalizer; layer(s) {soft} use the "
+                            "online-softmax baseline (its kernel exists as RTL): use --backend emu or rtl, or "
+                            "--layers with SwiftMax layers only")
+
+
+__all__ = ["BACKENDS", "NO_ENGINE_DRIVER", "SWIFTMAX_ONLY", "check_backend", "device_class"]

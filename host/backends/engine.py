@@ -1,16 +1,18 @@
-"""Backends of an engine build (a manifest with an ``engine`` section; stream contract v2, ``hw/ENGINE.md``).
+"""Backends of an engine build (a manifest with an ``engine`` section; stream contract v3, ``hw/ENGINE.md``).
 
-One launch per layer: :func:`vckattn.host.engine.plan_launch` builds the command lists and operand buffers,
+One launch per layer: :func:`vckattn.host.engine.plan_launch` builds the command lists and re-tiles the operands,
 the backend runs the launch, :func:`vckattn.host.engine.check_done` checks every tile's record and the A
 buffer is the head outputs. Backends:
 
 * ``emu`` — the functional model of the engine on the launch's streams (:mod:`vckattn.hw.engine.model`);
-* ``csim`` — the engine's own C++ (AIE kernels ``qk_slice``/``pv_slice``, the HLS SwiftMax and output mover)
-  in C-simulation, packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
-* ``rtl`` — the engine's generated PL top (every pipeline's SwiftMax lanes in one Verilator model, random
-  backpressure) with the AIE kernels' arithmetic from golden (:mod:`vckattn.sim.engine_rtl`).
+* ``csim`` — the engine's own C++ (the HLS movers, the AIE kernels on their scalar path, or with ``vector=True``
+  their vector path over the AIE API emulation, the HLS SwiftMax per score channel and the output mover) in
+  C-simulation, packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
+* ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
+  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`).
 
-The layer must be a narrow-score layer of the build's width (:func:`vckattn.golden.quant_attention.narrow_layer`).
+The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
+narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
 """
 
 from __future__ import annotations
@@ -23,7 +25,16 @@ import numpy as np
 from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host.backends.base import Device, DeviceError
-from vckattn.host.engine import Launch, check_done, heads_from_a, params_from_manifest, plan_launch, streams_of
+from vckattn.host.engine import (
+    EngineRequantError,
+    Launch,
+    check_done,
+    heads_from_a,
+    params_from_manifest,
+    plan_launch,
+    requant_fields,
+    streams_of,
+)
 from vckattn.host.tiler import LayerJob, TileError
 from vckattn.hw.engine.model import EngineStreamError, run_launch_model
 
@@ -51,6 +62,10 @@ class EngineDevice(Device):
             raise DeviceError(f"{self.manifest.name}: the engine takes {self.params.score_bits}-bit scores; the "
                               f"layer has {layer.score_bits}-bit scores (narrow_layer(layer, "
                               f"{self.params.score_bits}))")
+        try:
+            requant_fields(layer.rq_a)
+        except EngineRequantError as exc:
+            raise DeviceError(f"{self.manifest.name}: {exc}") from None
 
     def run(self, job: LayerJob) -> Any:  # pragma: no cover - the scheduler calls run_heads on engines
         raise DeviceError("an engine build runs whole layers (run_heads), not tile jobs")
@@ -60,11 +75,8 @@ class EngineDevice(Device):
         layer = self.layer
         if layer is None:
             raise RuntimeError("configure() a layer before run_heads()")
-        try:
-            launch = plan_launch(self.params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal,
-                                 layer.score_shift)
-        except ValueError as exc:
-            raise DeviceError(f"{self.manifest.name}: {exc}") from None
+        launch = plan_launch(self.params, ops["q"], ops["k"], ops["v"], ops["keep"], layer.causal, layer.score_shift,
+                             layer.rq_a)
         self.last_launch = launch
         a, done = self._launch(launch, layer)
         self.launches += 1
@@ -84,10 +96,9 @@ class EngineEmuDevice(EngineDevice):
     where = "software: the engine's functional model on the launch's command streams (golden numerics)"
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        qk, vv = streams_of(launch)
+        q_in, kv_in = streams_of(launch)
         try:
-            a, done = run_launch_model(self.params, qk, vv, launch.cmds.n_tiles, layer.swiftmax, layer.rq_a,
-                                       layer.sm_fmt)
+            a, done = run_launch_model(self.params, q_in, kv_in, launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt)
         except EngineStreamError as exc:
             raise DeviceError(f"engine model: {exc}") from None
         return a, np.concatenate(done)
@@ -95,27 +106,27 @@ class EngineEmuDevice(EngineDevice):
 
 class EngineCsimDevice(EngineDevice):
     name = "csim"
-    where = ("C-simulation (g++ + AMD ap_types): the engine's AIE kernels qk_slice/pv_slice (scalar path), a "
-             "random-order pktmerge, the HLS SwiftMax and output mover, per pipeline")
+    where = ("C-simulation (g++ + AMD ap_types): the engine's HLS movers, AIE kernels qk_slice/pv_slice (scalar "
+             "path; vector path with the vector option), a random-order pktmerge and the HLS SwiftMax per score "
+             "channel, the cascade and the output mover, per pipeline")
+
+    def __init__(self, manifest: Any, seed: int = 0, vector: bool = False, **options: Any) -> None:
+        super().__init__(manifest, seed, **options)
+        self.vector = bool(vector)
 
     def open(self) -> None:
         from vckattn.sim.engine_csim import build
         from vckattn.sim.hls_csim import HlsToolsMissing
 
         try:
-            build(self.params)
+            build(self.params, self.vector)
         except HlsToolsMissing as exc:
             raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        from vckattn.host.backends.hwio import requant_scalars
-        from vckattn.sim.engine_csim import run_engine_launch
+        from vckattn.sim.engine_csim import run_launch
 
-        qk, vv = streams_of(launch)
-        rq_mult, rq_shift = requant_scalars(layer)
-        c = launch.cmds
-        res = run_engine_launch(self.params, qk, vv, [len(t) for t in c.tiles], layer.swiftmax, rq_mult, rq_shift,
-                                seed=self.seed + self.launches, n_slots=c.n_tiles, d=c.geometry.d)
+        res = run_launch(launch, layer.swiftmax, seed=self.seed + self.launches, vector=self.vector)
         if not res.ok:
             what = [f"{k}: {s.text}" for k, s in res.failed.items()] + \
                    [f"{k}: {n} beats left unread" for k, n in res.leftover.items()] + \
@@ -126,8 +137,8 @@ class EngineCsimDevice(EngineDevice):
 
 class EngineRtlDevice(EngineDevice):
     name = "rtl"
-    where = ("RTL simulation: the engine's generated PL top (every pipeline's SwiftMax lanes in one Verilator model, "
-             "random backpressure); the AIE kernels' arithmetic by the engine model")
+    where = ("RTL simulation: the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator "
+             "model, random backpressure); the AIE kernels' arithmetic by the engine model")
 
     def __init__(self, manifest: Any, seed: int = 0, pauses: bool = True, quiet: bool = True,
                  **options: Any) -> None:
@@ -146,13 +157,19 @@ class EngineRtlDevice(EngineDevice):
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
-        from vckattn.hw.engine.model import merge, parse_packets, pv_stage, qk_stage
+        from vckattn.hw.engine.model import channel_packets, parse_packets, pv_stage, qk_stage, split_channel
         from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
 
         p = self.params
-        qk, vv = streams_of(launch)
+        q_in, kv_in = streams_of(launch)
         rng = np.random.default_rng(self.seed + self.launches)
-        sent = [merge(qk_stage(p, qk[i], f"pipeline {i} qk_in"), rng) for i in range(p.pipelines)]
+        sent = []  # per score channel i·m + c
+        for i in range(p.pipelines):
+            try:
+                scores = qk_stage(p, q_in[i], kv_in[i], f"pipeline {i} ")
+            except EngineStreamError as exc:
+                raise DeviceError(f"engine model: {exc}") from None
+            sent += [channel_packets(p, scores, c, rng) for c in range(p.score_plios)]
         beats = [np.concatenate([pk.beats(signed=True) for pk in s]) if s else np.zeros((0, 16), np.uint8)
                  for s in sent]
         entry, writes = register_writes(self.manifest, layer)
@@ -160,21 +177,28 @@ class EngineRtlDevice(EngineDevice):
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            res = run_engine_rtl(p.pipelines, p.lanes, p.score_bits, beats, [(w.offset, w.word) for w in writes],
+            res = run_engine_rtl(p.channels, p.lanes, p.score_bits, beats, [(w.offset, w.word) for w in writes],
                                  int(entry["id"]), seed=self.seed + self.launches, backpressure=self.pauses, log=log)
         except EngineRtlError as exc:
             raise DeviceError(f"rtl backend: {exc}") from None
         self.last_cycles = res.cycles
-        a = np.zeros((launch.cmds.n_tiles, p.q_rows, launch.cmds.geometry.d), np.int8)
+        a = np.zeros((launch.cmds.n_tiles, p.q_rows, p.d), np.int8)
         done = []
         for i in range(p.pipelines):
-            back = parse_packets(res.p[i], p.q_rows, signed=False, where=f"pipeline {i} P stream")
-            if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in sent[i]]:
-                raise DeviceError(f"rtl backend: pipeline {i}: the P packets' headers are not the score packets' "
-                                  "(dropped, reordered or altered packets)")
+            per_kernel = []
+            for c in range(p.score_plios):
+                ch = i * p.score_plios + c
+                try:
+                    back = parse_packets(res.p[ch], p.q_rows, signed=False, where=f"channel {ch} P stream")
+                except EngineStreamError as exc:
+                    raise DeviceError(f"rtl backend: {exc}") from None
+                if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in sent[ch]]:
+                    raise DeviceError(f"rtl backend: channel {ch}: the P packets' headers are not the score packets' "
+                                      "(dropped, reordered or altered packets)")
+                per_kernel += split_channel(p, c, back, f"pipeline {i} ")
             try:
-                done.append(pv_stage(p, i, vv[i], back, a, layer.rq_a, f"pipeline {i} v_in"))
-            except ValueError as exc:
+                done.append(pv_stage(p, i, kv_in[i], per_kernel, a, f"pipeline {i} "))
+            except (EngineStreamError, ValueError) as exc:
                 raise DeviceError(f"rtl backend: pipeline {i}: {exc}") from None
         return a, np.concatenate(done)
 

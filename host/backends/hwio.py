@@ -40,7 +40,7 @@ from vckattn.host import tile_buffers as tb
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.tiler import LayerJob, Tile, TileResult
 from vckattn.hw import driver
-from vckattn.hw.manifest import SCORE_SWITCH_SELECT, Manifest
+from vckattn.hw.manifest import SCORE_SWITCH_SELECT, Manifest, ManifestError
 
 MOVERS = ("mm2s_tiles", "mm2s_kv", "s2mm_out")
 SWITCH = "score_switch"
@@ -58,13 +58,14 @@ def _values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
         raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
     if layer.normalizer != "swiftmax":
         return regs.registers()
-    if "b_beta" not in {m.name for m in regmap.mems}:
-        raise DeviceError("this build's SwiftMax kernel has one register set per layer (register map version 1); "
-                          "per-head constants need a build of this version (regenerate the manifest)")
+    if "b_beta" not in {m.name for m in regmap.mems}:  # the bundle does not match the build: status 5
+        raise ManifestError("the build's manifest", "kernels.swiftmax", "this build's SwiftMax kernel has one "
+                            "register set per layer (register map version 1); per-head constants need a build of "
+                            "this version (regenerate the manifest)")
     depth = regmap.mem("b_beta").depth
     if layer.swiftmax.n_heads > depth:
-        raise DeviceError(f"the layer has {layer.swiftmax.n_heads} heads; this build's SwiftMax kernel holds "
-                          f"{depth} register sets (max_heads)")
+        raise ManifestError("the build's manifest", "kernels.swiftmax", f"the layer has {layer.swiftmax.n_heads} "
+                            f"heads; this build's SwiftMax kernel holds {depth} register sets (max_heads)")
     return layer.swiftmax.register_values(replace(layer.sm_fmt, max_heads=depth))
 
 

@@ -25,6 +25,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from vckattn.golden.errors import ToolMissing
 from vckattn.host.backends.base import DeviceError
 
 SOURCE = Path(__file__).with_name("xrt_graph_shim.cpp")
@@ -50,7 +51,7 @@ def xrt_root() -> Path:
     """``$XILINX_XRT``, checked for what the shim needs (headers, ``libxrt_coreutil``)."""
     env = os.environ.get("XILINX_XRT")
     if not env:
-        raise DeviceError(f"XRT graph shim: XILINX_XRT is not set ({SETUP_HINT}); the xrt backend needs "
+        raise ToolMissing(f"XRT graph shim: XILINX_XRT is not set ({SETUP_HINT}); the xrt backend needs "
                           f"XRT's C++ headers and libxrt_coreutil for AIE graph control")
     root = Path(env)
     inc = root / "include"
@@ -62,7 +63,7 @@ def xrt_root() -> Path:
     if not lib.exists():
         missing.append(str(lib))
     if missing:
-        raise DeviceError(f"XRT graph shim: XILINX_XRT={root} lacks {'; '.join(missing)} ({SETUP_HINT})")
+        raise ToolMissing(f"XRT graph shim: XILINX_XRT={root} lacks {'; '.join(missing)} ({SETUP_HINT})")
     return root
 
 
@@ -84,7 +85,7 @@ def build_shim(root: Path | None = None, force: bool = False) -> Path:
     if out.exists() and not force:
         return out
     if shutil.which("g++") is None:
-        raise DeviceError(f"XRT graph shim: g++ not found (needed once to build {SOURCE.name})")
+        raise ToolMissing(f"XRT graph shim: g++ not found (needed once to build {SOURCE.name})")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
     proc = subprocess.run(compile_command(root, tmp), capture_output=True, text=True, check=False)

@@ -19,12 +19,13 @@ position) or ``VCKATTN_DEBUG=1`` shows the traceback instead.
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from collections.abc import Callable
 
 from vckattn import __version__
-from vckattn.golden.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError
+from vckattn.golden.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
 from . import bench, calibrate, convert, doctor, eval, export, hw, perf, profile, report, run
 from .common import (
@@ -104,7 +105,14 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # --help, --version and argument errors
         return _exit_code(exc.code)
-    if getattr(args, "global_build_dir", None):
+    if getattr(args, "func", None) is not None and getattr(args, "global_build_dir", None):
+        from .common import writable_folder
+
+        try:
+            writable_folder(args.global_build_dir, "--build-dir")  # a folder it can write, before any work
+        except UserError as exc:
+            print(f"{PROG}: error: {_one_line(str(exc))}", file=sys.stderr)
+            return int(exc.exit_code)
         os.environ["VCKATTN_BUILD_DIR"] = str(args.global_build_dir)  # read by vckattn.golden.paths.build_root
     if getattr(args, "func", None) is None:
         choices = ", ".join(sub for sub in command_names(parser))
@@ -135,18 +143,35 @@ def main(argv: list[str] | None = None) -> int:
         err = missing_extra(f"`vckattn {args.command}`", exc.name or "")
         print(f"{PROG}: error: {err}", file=sys.stderr)
         return err.exit_code
+    except OSError as exc:
+        if debug:
+            raise
+        if exc.errno in _ENVIRONMENT_ERRNOS and exc.filename is not None:  # a place the user's system cannot write
+            print(f"{PROG}: error: {os.fsdecode(exc.filename)}: {exc.strerror} (the file system refuses it; for build "
+                  "outputs choose another place with --build-dir DIR)", file=sys.stderr)
+            return EXIT_INPUT
+        return _internal(exc, argv)
     except Exception as exc:  # a bug: say so in one line, keep the trace for the report
         if debug:
             raise
         return _internal(exc, argv)
 
 
+#: OSErrors that say the user's file system refuses a write (read-only, no permission, full, over quota): an
+#: output the user can move (status 4), not a bug
+_ENVIRONMENT_ERRNOS = frozenset({errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT})
+
+
 def _internal(exc: BaseException, argv: list[str]) -> int:
-    """Report an unexpected exception (a bug) in one line; the trace goes to a file."""
-    where = _write_trace(argv)
-    print(f"{PROG}: internal error: {type(exc).__name__}: {_one_line(str(exc))[:300]} -- this is a bug in "
-          f"vckattn; please report it with the full trace, written to {where} (or rerun with --debug)",
-          file=sys.stderr)
+    """Report an unexpected exception (a bug) in one line; the trace goes to a file. Whatever goes wrong while
+    reporting it (an unwritable cache, text that cannot be encoded) never raises: the report is the last word."""
+    try:
+        where = _write_trace(argv)
+    except Exception as err:  # noqa: BLE001 - the crash report must not crash
+        where = f"(nowhere: {type(err).__name__}; rerun with --debug)"
+    message = f"{type(exc).__name__}: {_one_line(str(exc))[:300]}".encode("utf-8", "backslashreplace").decode()
+    print(f"{PROG}: internal error: {message} -- this is a bug in vckattn; please report it with the full trace, "
+          f"written to {where} (or rerun with --debug)", file=sys.stderr)
     return EXIT_INTERNAL
 
 
@@ -172,9 +197,9 @@ def _write_trace(argv: list[str]) -> str:
     try:
         folder = cache_dir("crash")
         path = folder / f"trace-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-        path.write_text(text, encoding="utf-8")
+        path.write_text(text, encoding="utf-8", errors="backslashreplace")  # argv may hold undecodable bytes
         return str(path)
-    except OSError as exc:
+    except (OSError, UserError) as exc:
         return f"(nowhere: {exc}; rerun with --debug)"
 
 

@@ -3,11 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
 
-from .common import Subparsers, examples, index_list, missing_subcommand, output_dir, positive_int, read_text
+from .common import (
+    Subparsers,
+    examples,
+    fit_length,
+    index_list,
+    missing_subcommand,
+    output_dir,
+    positive_int,
+    read_text,
+)
+
+#: the default of --max-length (cut to the model's positions when it has fewer)
+DEFAULT_MAX_LENGTH = 128
 
 #: The data-parallel command line (this package's CLI is the module ``vckattn.host.cli``). accelerate's ``--cpu
 #: --num_processes 2`` starts one process unless it is given an MPI hostfile; ``--multi_gpu`` (torchrun) starts N
@@ -28,7 +41,8 @@ STATS_DESCRIPTION = ("Run MODEL with softmax on --samples calibration samples of
                      "head, the row maxima z_max of the attention scores and S = sum_j exp(z_j - z_max). Writes "
                      "OUT/stats.json (summaries and the proposed initial SwiftMax beta/gamma) and OUT/stats_hist.png "
                      "(histograms; S on a log axis).")
-TUNE_DESCRIPTION = ("Algorithm 1 (METHODS.md section 1): shallow to deep, replace --layers-per-stage layers' softmax "
+TUNE_DESCRIPTION = ("Algorithm 1 (docs/methods.md section 1): shallow to deep, replace --layers-per-stage layers' "
+                    "softmax "
                     "by SwiftMax and train their beta/gamma (main weights frozen unless --main-lr) for "
                     "--epochs-per-stage epochs on --objective, evaluating each epoch. A checkpoint per stage goes to "
                     "OUT/checkpoints (rerunning the same command resumes after an interruption); the tuned model to "
@@ -39,7 +53,8 @@ def add_calibrate(sub: Subparsers) -> None:
     p = sub.add_parser(
         "calibrate",
         help="SwiftMax: softmax statistics and layer-wise replace-and-tune (Algorithm 1) on a real model",
-        description="SwiftMax calibration (METHODS.md section 1). `stats`: per layer and head the row maxima z_max "
+        description="SwiftMax calibration (docs/methods.md section 1). `stats`: per layer and head the row maxima "
+        "z_max "
         "of the attention scores and S = sum_j exp(z_j - z_max) on calibration data; histograms (PNG), JSON, "
         "proposed initial beta/gamma. `swiftmax`: Algorithm 1 - shallow to deep, replace L layers' softmax per "
         "stage by SwiftMax and train their beta/gamma (main weights frozen) for E epochs on an objective, "
@@ -61,7 +76,8 @@ def add_calibrate(sub: Subparsers) -> None:
                        help="text file, pydoc, rotten-tomatoes, digits or mnist5k")
         c.add_argument("--out", type=Path, required=True, metavar="DIR", help="output folder")
         c.add_argument("--batch-size", type=positive_int, default=16, metavar="N")
-        c.add_argument("--max-length", type=positive_int, default=128, metavar="T", help="tokens per text sample")
+        c.add_argument("--max-length", type=positive_int, default=None, metavar="T",
+                       help="tokens per text sample (default: 128, or the model's positions when it has fewer)")
         c.add_argument("--seed", type=int, default=0, metavar="S", help="data shuffle and torch seed (default 0)")
         c.add_argument("--quiet", action="store_true", help="no progress bars")
         c.add_argument("--device", choices=("cpu", "cuda", "auto"), default="auto",
@@ -99,14 +115,35 @@ def add_calibrate(sub: Subparsers) -> None:
 
 
 def check_data(spec: str) -> None:
-    """A --data file (not a named source) is readable UTF-8 with a sentence: InputError otherwise, before any model
-    is loaded (a missing file is refused by the loader, naming the sources)."""
+    """A --data file (not a named source) exists and is readable UTF-8 with a sentence: InputError (status 4)
+    otherwise, before any model is loaded."""
     from vckattn.host.calibrate import IMAGE_SOURCES, TEXT_SOURCES
 
-    if spec in TEXT_SOURCES + IMAGE_SOURCES or not Path(spec).exists():
+    if spec in TEXT_SOURCES + IMAGE_SOURCES:
         return
+    if not Path(spec).exists():
+        raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
     if not read_text(Path(spec), "--data").strip():
         raise InputError(f"--data {spec}: no sentences (empty or only blank lines)")
+
+
+def model_positions(spec: str) -> int | None:
+    """``max_position_embeddings`` of MODEL's config.json (None for a ViT, or when it cannot be read here: the
+    model load then reports the problem)."""
+    from vckattn.host.profile import resolve_checkpoint
+
+    try:
+        path, _ = resolve_checkpoint(spec)
+        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (UserError, OSError, ValueError):
+        return None
+    n = cfg.get("max_position_embeddings") if cfg.get("model_type") != "vit" else None
+    return n if isinstance(n, int) and n > 0 else None
+
+
+def max_length(args: argparse.Namespace) -> int:
+    """--max-length, checked against (or, by default, fitted to) the model's positions, before any model load."""
+    return fit_length(args.max_length, DEFAULT_MAX_LENGTH, model_positions(args.model), "--max-length")
 
 
 def run_calibrate_stats(args: argparse.Namespace) -> int:
@@ -117,8 +154,9 @@ def run_calibrate_stats(args: argparse.Namespace) -> int:
     if old and not args.overwrite:
         raise UserError(f"--out {args.out} already holds {' and '.join(old)}; pass --overwrite to replace them")
     check_data(args.data)
+    length = max_length(args)
     rt = calibrate.make_runtime(args.device, args.mixed_precision)
-    rep = calibrate.run_stats(args.model, args.data, args.out, args.samples, args.batch_size, args.max_length,
+    rep = calibrate.run_stats(args.model, args.data, args.out, args.samples, args.batch_size, length,
                               args.seed, progress=not args.quiet, runtime=rt)
     if not rt.is_main:
         return 0
@@ -140,7 +178,7 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
     if args.p_frac is not None and not 0 <= args.p_frac <= 16:
         raise UserError(f"--p-frac {args.p_frac}: give a P scale 2^-F with F in 0..16")
     cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
-                               args.batch_size, args.max_length, args.seed, args.init, args.per_head, args.one_shot,
+                               args.batch_size, max_length(args), args.seed, args.init, args.per_head, args.one_shot,
                                args.layers, args.p_frac)
     if args.main_lr < 0:
         raise UserError("--main-lr must be >= 0")

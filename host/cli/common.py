@@ -141,17 +141,13 @@ def index_list(text: str) -> list[int]:
     return values
 
 
-def read_sentences(path: Path) -> list[str]:
-    """The non-blank lines of a UTF-8 text file, stripped; UserError if unreadable or empty."""
-    try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise UserError(f"{path}: cannot read text ({exc.strerror or exc})") from None
+def read_sentences(path: Path, what: str = "text file") -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped; InputError (status 4) if it is missing, a folder,
+    unreadable, not UTF-8 or without a sentence."""
+    lines = [ln.strip() for ln in read_text(path, what).splitlines()]
     lines = [ln for ln in lines if ln]
     if not lines:
-        raise UserError(f"{path}: no sentences (the file is empty)")
+        raise InputError(f"{what} {path} has no sentences (empty or only blank lines)")
     return lines
 
 
@@ -171,10 +167,29 @@ def read_text(path: Path, what: str = "text file") -> str:
 
 
 def check_text(text: str, what: str = "--text") -> str:
-    """``text`` unless it is empty or only whitespace (InputError)."""
+    """``text`` unless it is empty or only whitespace, or holds bytes that are not UTF-8 (InputError, status 4).
+    Python keeps the undecodable bytes of a command-line argument as lone surrogates (``surrogateescape``); they
+    are reported as the bytes they were."""
     if not text or not text.strip():
         raise InputError(f"{what} is empty (give some words to run)")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raw = text[exc.start:exc.end].encode("utf-8", "surrogateescape")
+        raise InputError(f"{what} is not UTF-8 text (byte {raw[:4].hex(' ')} at character {exc.start}; set the "
+                         "terminal to UTF-8 or convert the text)") from None
     return text
+
+
+def fit_length(value: int | None, default: int, limit: int | None, flag: str) -> int:
+    """A token-count option against the model's positions ``limit`` (None: unknown or not a text model): the
+    option's ``default`` when not given (cut to ``limit``: a model with fewer positions gets all of them), else
+    ``value``; InputError (status 4) when a given value exceeds ``limit``."""
+    if value is None:
+        return default if limit is None else min(default, limit)
+    if limit is not None and value > limit:
+        raise InputError(f"{flag} {value} is more than the model's {limit} positions (give at most {limit})")
+    return value
 
 
 def _writable_folder(folder: Path, what: str, target: Path) -> None:
@@ -188,6 +203,11 @@ def _writable_folder(folder: Path, what: str, target: Path) -> None:
         raise InputError(f"{what} {target}: the folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise InputError(f"{what} {target}: the folder {folder} is not writable")
+    try:  # what os.access cannot see (a read-only file system, or permissions root ignores): create a file there
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as exc:
+        raise InputError(f"{what} {target}: cannot write in the folder {folder} ({exc.strerror or exc})") from None
 
 
 def output_file(path: Path | str | None, overwrite: bool = True, what: str = "--json") -> Path | None:
@@ -222,20 +242,50 @@ def output_dir(path: Path | str | None, overwrite: bool = True, what: str = "--o
         raise InputError(f"{what} {p}: {probe} is a file, not a folder")
     if not os.access(probe, os.W_OK | os.X_OK):
         raise InputError(f"{what} {p}: {probe} is not writable")
+    try:  # what os.access cannot see (a read-only file system, or permissions root ignores)
+        with tempfile.TemporaryFile(dir=probe):
+            pass
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot write in {probe} ({exc.strerror or exc})") from None
     if empty and not overwrite and p.is_dir() and any(p.iterdir()):
         raise UserError(f"{what} {p} exists and is not empty; pass --overwrite to replace it")
+    return p
+
+
+def umask() -> int:
+    """The process's file-creation mask (read without changing it for longer than the call)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def writable_folder(path: Path | str, what: str) -> Path:
+    """Create the folder ``path`` (with its parents) and prove it writable by creating and removing a file in it,
+    before any work: InputError (status 4) naming the file system's answer otherwise (a read-only file system, no
+    permission, a file in the way). For folders the command fills later (``--build-dir``)."""
+    p = Path(path)
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=p):
+            pass
+    except FileExistsError:
+        raise InputError(f"{what} {p}: a file is in the way, not a folder") from None
+    except OSError as exc:
+        raise InputError(f"{what} {p}: cannot write there ({exc.strerror or exc})") from None
     return p
 
 
 @contextlib.contextmanager
 def atomic_path(path: Path) -> Iterator[Path]:
     """A temporary path in ``path``'s folder to write to; moved onto ``path`` (``os.replace``) only when the block
-    ends without an exception, so ``path`` is never half-written."""
+    ends without an exception, so ``path`` is never half-written. The file gets the mode any new file of the user
+    gets (0666 less the umask; ``mkstemp``'s own 0600 would make reports unreadable to the user's group)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent or ".")
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, 0o666 & ~umask())
         os.replace(tmp, path)
     finally:
         with contextlib.suppress(FileNotFoundError):
@@ -293,16 +343,21 @@ def check_npz(path: Path, keys: list[str] | None = None, width: int | None = Non
 
 
 __all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "atomic_path", "check_npz", "check_text",
-           "command_names", "examples", "index_list", "make_console", "missing_subcommand", "output_dir",
-           "output_file", "positive_float", "positive_int", "read_sentences", "read_text", "write_text_atomic"]
+           "command_names", "examples", "fit_length", "index_list", "make_console", "missing_subcommand", "output_dir",
+           "output_file", "positive_float", "positive_int", "read_sentences", "read_text", "umask",
+           "writable_folder", "write_text_atomic"]
 
 
 def device_options(args: argparse.Namespace) -> dict:
     """The backend options of ``run``/``eval`` from their flags: ``--seed`` (rtl), ``--xclbin`` (xrt/pynq, required),
-    ``--device`` (xrt card index)."""
+    ``--device`` (xrt card index), ``--aie-path vector`` (csim of an engine build: the AIE kernels' vector path)."""
     opts: dict = {}
     if args.backend == "rtl" and args.seed is not None:
         opts["seed"] = args.seed
+    if getattr(args, "aie_path", "scalar") == "vector":
+        if args.backend != "csim":
+            raise UserError("--aie-path vector selects the csim backend's AIE kernel path; use --backend csim")
+        opts["vector"] = True
     if args.backend in ("xrt", "pynq"):
         if args.xclbin is None:
             raise UserError(f"--backend {args.backend} needs --xclbin")

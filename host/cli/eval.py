@@ -19,10 +19,13 @@ def add_eval(sub: Subparsers) -> None:
         "mean-pooled sentence-embedding cosine to the float softmax model for: the float softmax model (1.0), "
         "the float SwiftMax model (the bundle's beta/gamma in float) and the bundle on the backend; and per "
         "layer the cosine of the attention output against the float layer on the same input and against the "
-        "softmax model. --task rotten-tomatoes scores a sentiment classifier by its test accuracy instead.",
-        epilog=examples("vckattn export minilm --out B --swiftmax-init max",
+        "softmax model. --task scores a classifier by its accuracy on a data set's test split instead: "
+        "rotten-tomatoes (a sentiment classifier: a checkpoint with a sequence-classification head), digits or "
+        "mnist5k (a ViT image classifier; a ViT takes images only, so its bundles are scored this way).",
+        epilog=examples("vckattn export minilm --out B --normalizer softmax",
                         "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
-                        "vckattn eval --bundle B --backend emu --sentences 8 --layers 0,1"),
+                        "vckattn eval --bundle B --backend emu --sentences 8 --layers 0,1",
+                        "vckattn eval --bundle VIT_B --backend rtl --task digits --samples 64"),
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
     p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
@@ -34,16 +37,18 @@ def add_eval(sub: Subparsers) -> None:
     p.add_argument("--checkpoint", type=Path, metavar="PATH", help="the source checkpoint, if it moved since export")
     p.add_argument("--sentences", type=positive_int, default=32, metavar="N",
                    help="held-out sentences (default 32)")
-    p.add_argument("--max-tokens", type=positive_int, default=128, metavar="T",
-                   help="truncate sentences to T tokens (default 128)")
-    p.add_argument("--task", choices=("rotten-tomatoes",),
-                   help="score a sentiment classifier (a checkpoint with a sequence-classification head) by its "
-                        "accuracy on the data set's test split instead of the sentence-embedding cosine")
+    p.add_argument("--max-tokens", type=positive_int, default=None, metavar="T",
+                   help="truncate sentences to T tokens (default 128, or the model's positions when it has fewer)")
+    p.add_argument("--task", choices=("rotten-tomatoes", "digits", "mnist5k"),
+                   help="score a classifier by its accuracy on the data set's test split instead of the "
+                        "sentence-embedding cosine: rotten-tomatoes (a checkpoint with a sequence-classification "
+                        "head), digits or mnist5k (a ViT image classifier)")
     p.add_argument("--samples", type=positive_int, default=256, metavar="N",
-                   help="--task: test snippets (default 256)")
+                   help="--task: test snippets or images (default 256)")
     p.add_argument("--reference", metavar="CHECKPOINT",
-                   help="the softmax model to compare with (default: the bundle's source checkpoint with softmax "
-                        "in every layer; pass the original, e.g. `minilm`, when the source was tuned)")
+                   help="the softmax model to compare with (default: the model the source was tuned from, as "
+                        "`vckattn calibrate swiftmax` records it, else the bundle's source checkpoint with softmax "
+                        "in every layer)")
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")

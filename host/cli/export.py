@@ -7,14 +7,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from vckattn.golden.errors import InputError, UserError
+from vckattn.golden.errors import UserError
 from vckattn.host.export.common import DEFAULT_SWIFTMAX_INIT
 from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY
+from vckattn.host.export.model_check import DEFAULT_CHECK_SAMPLES, DEFAULT_MIN_MODEL_FIDELITY
 
 from .common import (
     EXIT_FIDELITY,
     Subparsers,
     examples,
+    fit_length,
     index_list,
     output_dir,
     positive_float,
@@ -32,23 +34,33 @@ def add_export(sub: Subparsers) -> None:
         "activation scales (max-abs or a percentile), requantization registers, the SwiftMax registers "
         "(beta/gamma per head: from the checkpoint when it was converted/tuned, else initialised from each head's "
         "calibration statistics) or the online-softmax baseline's, and BHyT site registers for BHyT models. All "
-        "register values come from the golden constant functions. Before writing, every layer's integer output is "
-        "compared with its float layer (same model, normalizer and constants) on the calibration data, per layer "
-        "and per head: a figure below --min-fidelity refuses the export in one line naming the layer, the head, "
-        "the figure and the fix (exit status 3), unless --allow-low-fidelity, which writes the bundle with the "
-        "warning recorded (`vckattn inspect` shows it). CHECKPOINT: a Hugging Face model folder "
+        "register values come from the golden constant functions. Two checks come before anything is written. Per "
+        "layer: every layer's integer output against its float layer (same model, normalizer and constants) on "
+        "the calibration data, per layer and per head (--min-fidelity). Whole model: the bundle's model, every "
+        "exported attention layer integer, against the softmax model on held-out inputs (--check-data; never the "
+        "calibration inputs): the embedding cosine of an encoder, the per-token hidden-state cosine of a decoder, "
+        "the agreement of a classifier's predictions (--min-model-fidelity). A figure below its threshold refuses "
+        "the export in one line naming the figure and the fix as the exact commands to run (exit status 3), "
+        "unless --allow-low-fidelity, which writes the bundle with the warning recorded (`vckattn inspect` shows "
+        "it). Untuned SwiftMax does not keep the model: tune it first (`vckattn calibrate swiftmax`, see the "
+        "example). A shape no committed hardware build runs (head size, heads, sequence length) is refused with "
+        "the list of what runs. CHECKPOINT: a Hugging Face model folder "
         "(BERT, ViT, Llama), a .safetensors file with config.json beside it, a .gguf file (or a folder with "
         "one), a golden checkpoint .pt (vckattn.host.export.save_golden_checkpoint), or the shortcuts "
         "`minilm` (all-MiniLM-L6-v2) and `smollm2` (SmolLM2-135M-Instruct GGUF).",
-        epilog=examples("vckattn export minilm --out build/bundles/minilm",
+        epilog=examples("vckattn calibrate swiftmax minilm --data pydoc --out build/tune --per-head --init mean "
+                        "--epochs-per-stage 3 --main-lr 2e-5",
+                        "vckattn export build/tune/model --out build/bundles/minilm --calib-method percentile "
+                        "--percentile 99.9",
                         "vckattn export minilm --out build/bundles/minilm_softmax --normalizer softmax",
                         "vckattn inspect build/bundles/minilm"),
     )
     p.add_argument("checkpoint", metavar="CHECKPOINT", help="model folder, file, or `minilm` / `smollm2`")
     p.add_argument("--out", required=True, type=Path, metavar="BUNDLE", help="bundle to write")
-    p.add_argument("--calib", type=Path, metavar="FILE",
+    p.add_argument("--calib", metavar="FILE",
                    help="UTF-8 text, one sentence per line (blank lines skipped); default: 32 sentences from "
-                        "CPython's reference manual")
+                        "CPython's reference manual. A ViT: digits or mnist5k (their train images; default: seeded "
+                        "uniform pixel tensors)")
     p.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax",
                    help="normalizer of the selected layers; the others use the online-softmax baseline "
                         "(default: %(default)s)")
@@ -69,11 +81,29 @@ def add_export(sub: Subparsers) -> None:
     p.add_argument("--min-fidelity", type=float, default=DEFAULT_MIN_FIDELITY, metavar="C",
                    help="refuse the export when a layer's or head's mean cosine against its float layer is below "
                         "C (default: %(default)s; -1 accepts anything)")
+    p.add_argument("--min-model-fidelity", type=float, default=DEFAULT_MIN_MODEL_FIDELITY, metavar="C",
+                   help="refuse the export when the whole model with its integer attention layers scores below C "
+                        "against the softmax model on held-out inputs (embedding cosine, hidden-state cosine or "
+                        "a classifier's agreement; default: %(default)s; -1 accepts anything)")
+    p.add_argument("--check-data", metavar="D",
+                   help="held-out inputs of the whole-model check: pydoc (default: reference-manual sentences "
+                        "outside the calibration and tuning text), rotten-tomatoes (its test split) or a UTF-8 "
+                        "text file; a ViT: digits, mnist5k (test split) or synthetic")
+    p.add_argument("--check-samples", type=positive_int, default=DEFAULT_CHECK_SAMPLES, metavar="N",
+                   help="held-out inputs of the whole-model check (default: %(default)s)")
+    p.add_argument("--reference", metavar="CHECKPOINT",
+                   help="the softmax model the whole-model check compares with (default: the model a tuned "
+                        "folder was tuned from, as `vckattn calibrate swiftmax` records it, else the checkpoint "
+                        "with softmax in every layer)")
+    p.add_argument("--manifest", metavar="M", action="append", dest="builds",
+                   help="a hardware build the bundle must run on (bitstream manifest file or name in bitstreams/; "
+                        "repeatable; default: every committed build, and a shape none of them runs is refused)")
     p.add_argument("--allow-low-fidelity", action="store_true",
-                   help="write the bundle even when a layer fails the fidelity check; the bundle records the "
-                        "warning")
-    p.add_argument("--seq-len", type=positive_int, default=128, metavar="N",
-                   help="truncate calibration sentences to N tokens (default: %(default)s)")
+                   help="write the bundle even when a layer or the whole model fails its check; the bundle records "
+                        "the warning")
+    p.add_argument("--seq-len", type=positive_int, default=None, metavar="N",
+                   help="truncate calibration sentences to N tokens (default: 128, or the model's positions when it "
+                        "has fewer)")
     p.add_argument("--max-layers", type=positive_int, default=None, metavar="N",
                    help="export only the first N layers (default: all)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing bundle")
@@ -85,47 +115,56 @@ def run_export(args: argparse.Namespace) -> int:
     import hashlib
 
     from vckattn.host import export
+    from vckattn.host.export.pipeline import IMAGE_SETS
 
     if args.percentile is not None and args.calib_method != "percentile":
         raise UserError("--percentile needs --calib-method percentile")
     output_dir(args.out, args.overwrite, what="--out", empty=True)
-    _check_seq_len(export, args.checkpoint, args.seq_len)
-    sentences = name = digest = None
-    if args.calib is not None:
-        if not args.calib.is_file():
-            raise UserError(f"calibration file {args.calib} does not exist")
-        sentences = read_sentences(args.calib)
+    args.seq_len = _check_seq_len(export, args.checkpoint, args.seq_len)
+    sentences = name = digest = images = None
+    if args.calib in IMAGE_SETS:
+        images = args.calib
+    elif args.calib is not None:
+        sentences = read_sentences(Path(args.calib), "--calib")
         name = f"{args.calib} ({len(sentences)} sentences)"
-        digest = hashlib.sha256(args.calib.read_bytes()).hexdigest()
+        digest = hashlib.sha256(Path(args.calib).read_bytes()).hexdigest()
+    if args.check_data is not None and args.check_data not in ("pydoc", "rotten-tomatoes", "digits", "mnist5k",
+                                                               "synthetic"):
+        read_sentences(Path(args.check_data), "--check-data")
     try:
-        _export(args, export, sentences, name, digest)
+        _export(args, export, sentences, name, digest, images)
     except export.LowFidelityError as exc:
         print(f"vckattn export: {exc}", file=sys.stderr)
         return EXIT_FIDELITY
     return 0
 
 
-def _check_seq_len(export: Any, checkpoint: str, seq_len: int) -> None:
-    """Refuse --seq-len above the model's positions (config.json max_position_embeddings) before loading it."""
+def _check_seq_len(export: Any, checkpoint: str, seq_len: int | None) -> int:
+    """--seq-len against the model's positions (config.json max_position_embeddings), before loading it: refused
+    above them; by default 128, or all of them when there are fewer."""
     src = export.resolve_checkpoint(checkpoint)
-    if src.kind not in ("hf-folder", "safetensors"):
-        return
-    from vckattn.host.export.sources import read_config_json
+    limit = None
+    if src.kind in ("hf-folder", "safetensors"):
+        from vckattn.host.export.sources import read_config_json
 
-    limit = read_config_json(src.path if src.kind == "hf-folder" else src.path.parent).get("max_position_embeddings")
-    if isinstance(limit, int) and seq_len > limit:
-        raise InputError(f"--seq-len {seq_len} is more than the model's {limit} positions (give at most {limit})")
+        cfg = read_config_json(src.path if src.kind == "hf-folder" else src.path.parent)
+        limit = cfg.get("max_position_embeddings") if cfg.get("model_type") != "vit" else None
+    return fit_length(seq_len, export.DEFAULT_SEQ_LEN, limit if isinstance(limit, int) and limit > 0 else None,
+                      "--seq-len")
 
 
 def _export(args: argparse.Namespace, export: Any, sentences: list[str] | None, name: str | None,
-            digest: str | None) -> int:
+            digest: str | None, images: str | None) -> int:
     export.export_checkpoint(
         args.checkpoint, args.out, sentences, normalizer=args.normalizer, layers=args.layers,
         method=args.calib_method, percentile=args.percentile if args.percentile is not None else 99.99,
         seq_len=args.seq_len, progress=not args.quiet, overwrite=args.overwrite, max_layers=args.max_layers,
         calib_name=name, calib_sha256=digest, swiftmax_init=args.swiftmax_init,
         swiftmax_per_head=not args.swiftmax_per_layer, min_fidelity=args.min_fidelity,
-        allow_low_fidelity=args.allow_low_fidelity,
+        allow_low_fidelity=args.allow_low_fidelity, min_model_fidelity=args.min_model_fidelity,
+        check_data=args.check_data, check_samples=args.check_samples, reference=args.reference,
+        calib_images=images, calib_path=None if args.calib is None or images else str(args.calib),
+        builds=args.builds,
     )
     return 0
 
@@ -139,7 +178,8 @@ def add_inspect(sub: Subparsers) -> None:
         "tensor dtypes, shapes and sha256, the manifest seal) and print a summary: model, source and its hash, "
         "calibration provenance, and per layer the normalizer (SwiftMax beta/gamma or online softmax), P's scale "
         "2^-p_frac, the int8 scales s_x..s_a, BHyT constants and tensor bytes. A bundle that fails a check is "
-        "reported in one line (file: field: problem), exit status 2.",
+        "reported in one line (file: field: problem), exit status 5. The whole-model export check's figure "
+        "(schema 3 bundles) is shown with its threshold.",
         epilog=examples("vckattn inspect build/bundles/minilm", "vckattn inspect build/bundles/minilm --json"),
     )
     p.add_argument("bundle", type=Path, metavar="BUNDLE", help="bundle folder")
@@ -188,6 +228,9 @@ def print_bundle_summary(s: dict) -> None:
                   f"from {escape(cal['data'])}{data_hash}")
     dtypes = ", ".join(f"{k} {v['count']} ({v['bytes']:,} B)" for k, v in t["by_dtype"].items())
     console.print(f"[bold]tensors[/]      {t['count']}, {t['bytes']:,} bytes: {dtypes}")
+    from vckattn.host.run import model_fidelity_line
+
+    console.print(f"[bold]check[/]        {model_fidelity_line(s.get('model_fidelity'))}")
 
     table = Table(title="layers: normalizer and P scale")
     for col in ("layer", "normalizer", "β", "γ", "P scale", "fidelity (layer / worst head)", "tensors", "bytes"):
@@ -208,7 +251,8 @@ def print_bundle_summary(s: dict) -> None:
 
     for layer in s["layers"]:
         if layer["normalizer"] == "swiftmax":
-            norm, beta, gamma = "SwiftMax" + (" per head" if layer["per_head"] else ""), span(layer["beta"]), \
+            src = {"checkpoint": ", tuned", "calibration": ", untuned"}.get(layer.get("beta_source") or "", "")
+            norm, beta, gamma = "SwiftMax" + (" per head" if layer["per_head"] else "") + src, span(layer["beta"]), \
                 span(layer["gamma"])
         else:
             norm, beta, gamma = "online softmax", "", ""

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TextIO
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 
 from .common import Subparsers, examples, missing_subcommand
 
@@ -36,15 +36,22 @@ def add_hw(sub: Subparsers) -> None:
         description="For each PL kernel (swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm) and lane "
         "count: LUT/FF/DSP/BRAM from Yosys synth_xilinx -family xcup (UltraScale+ as the proxy for the Versal PL), "
         "throughput (elements/cycle) and latency (cycles) measured in Verilator by the kernel's cocotb throughput "
-        "test (checked against the golden model), and the row/token buffer bits. Takes a few minutes per kernel. "
+        "test (checked against the golden model), and the row/token buffer bits. Then the two normalizers side "
+        "by side at each score width of --score-bits: SwiftMax and online softmax LUT/FF/DSP at each lane count "
+        "and per lane (from the fewest to the most lanes), their ratio at equal throughput (equal lanes), beside "
+        "the SwiftMax paper's Table 2 (LUT 33%, FF 58%). Takes a few minutes per kernel and width. "
         "The simulator's output goes to a log file under the build folder (its path is printed); -v shows it.",
         epilog=examples("vckattn hw report --kernels swiftmax --lanes 4",
+                        "vckattn hw report --kernels swiftmax,online_softmax --lanes 4,1 --score-bits 8",
                         "vckattn hw report --lanes 4,8 --json results/hw_report.json"),
     )
     r.add_argument("--lanes", type=lanes_list, default=[4], metavar="N[,N...]",
                    help="lane counts; the first is the primary one in the JSON `kernels` (default: 4)")
     r.add_argument("--kernels", type=lambda t: [k.strip() for k in t.split(",") if k.strip()], default=None,
                    metavar="K[,K...]", help="subset of: swiftmax, online_softmax, bhyt_exact, bhyt_approx, rmsnorm")
+    r.add_argument("--score-bits", type=bits_list, default=None, metavar="B[,B...]",
+                   help="score widths at which the normalizers are compared (2..32; 32 is the kernels' own build, "
+                        "others are built with that input width; default: 32,8)")
     r.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     r.add_argument("-v", "--verbose", action="store_true",
                    help="show the synthesis and simulator output (Yosys, Verilator, cocotb) instead of writing it to "
@@ -71,8 +78,9 @@ def add_hw(sub: Subparsers) -> None:
         "generate",
         help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point",
         description="Turn a design point of the performance model into the engine's build sources (stream contract "
-        "v2, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
-        "pv_slice kernels, pktmerge/pktsplit, the P.V cascade, placement constraints), OUT/system.cfg (Vitis link "
+        "v3, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
+        "pv_slice kernels fed from ping-pong buffers, the kv packet split, per score channel pktmerge/pktsplit, the "
+        "P.V cascade, kernel and buffer placement), OUT/system.cfg (Vitis link "
         "configuration), OUT/pl/ (the PL top engine_pl.v, kernel.xml, package_kernel.tcl), OUT/manifest.json (the "
         "bitstream manifest), OUT/design.json, OUT/modeled.json (the model on BERT-base, S = 512, batch 8) and "
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
@@ -85,8 +93,9 @@ def add_hw(sub: Subparsers) -> None:
     g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
     g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="board (default vck5000)")
-    g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts "
-                   "(a multiple of the design's key_block; default: the design's max_seq, else 512)")
+    g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts: "
+                   "every group's keys (a multiple of 16 x the design's kernels per pipeline; default: the design's "
+                   "max_seq, else 512)")
     g.add_argument("--name", default=None, help="manifest name (default <board>_engine)")
     g.set_defaults(func=run_hw_generate)
     p.set_defaults(func=lambda args: missing_subcommand(p))
@@ -103,6 +112,17 @@ def lanes_list(text: str) -> list[int]:
     return values
 
 
+def bits_list(text: str) -> list[int]:
+    """argparse type: comma-separated score widths, each 2..32 bits."""
+    try:
+        values = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a comma-separated list of integers: {text!r}") from None
+    if not values or any(not 2 <= v <= 32 for v in values):
+        raise argparse.ArgumentTypeError(f"score widths must be 2..32 bits: {text!r}")
+    return list(dict.fromkeys(values))
+
+
 def _log_file(name: str) -> Path:
     """``<build>/logs/NAME`` (:func:`vckattn.golden.paths.build_root`), its folder created."""
     from vckattn.golden.paths import build_root
@@ -111,7 +131,8 @@ def _log_file(name: str) -> Path:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v") from None
+        raise InputError(f"{folder}: cannot create the log folder ({exc.strerror or exc}); use -v or --build-dir") \
+            from None
     return folder / name
 
 
@@ -161,14 +182,15 @@ def run_hw_report(args: argparse.Namespace) -> int:
     unknown = [k for k in kernels if k not in report.KERNELS]
     if unknown:
         raise UserError(f"unknown kernels {unknown}; choose from {', '.join(report.KERNELS)}")
+    score_bits = args.score_bits or list(report.SCORE_BITS)
     console = make_console()
     log = None if args.verbose else _log_file("hw_report.log")
-    # one step per (kernel, lane count); hw_report announces each before measuring it. The tools' output goes to
+    # one step per measurement; hw_report announces each before measuring it. The tools' output goes to
     # the log (redirect_output: this process's and the simulators' stdout/stderr); the bar to the real stderr.
     with _tool_output(log) as bar_file, \
-            announced_steps(len(kernels) * len(args.lanes), "synthesis + simulation", "kernel",
+            announced_steps(report.steps(kernels, args.lanes, score_bits), "synthesis + simulation", "kernel",
                             file=bar_file) as announce:
-        rep = report.hw_report(kernels, args.lanes, progress=announce)
+        rep = report.hw_report(kernels, args.lanes, progress=announce, score_bits=score_bits)
     if log is not None:
         print(f"simulator and synthesis log: {log} (-v shows it)", file=sys.stderr)
     table = Table(title="PL kernels: Yosys synth_xilinx -family xcup (UltraScale+ proxy) + Verilator")
@@ -179,12 +201,49 @@ def run_hw_report(args: argparse.Namespace) -> int:
             table.add_row(name, n, str(k["lut"]), str(k["ff"]), str(k["dsp"]), f"{k['bram']:g}", str(k["lutram"]),
                           f"{k['elements_per_cycle']:.3f}", str(k["latency_cycles"]), f"{k['buffer_bits']:,}")
     console.print(table)
+    if rep.get("normalizers"):
+        console.print(normalizer_table(rep["normalizers"]))
     if args.json_out is not None:
         from .common import write_text_atomic
 
         write_text_atomic(args.json_out, json.dumps(rep, indent=2))
         console.print(f"wrote {args.json_out}")
     return 0
+
+
+def _pct(r: float | None) -> str:
+    return "—" if r is None else f"{r:.1%}"
+
+
+def normalizer_table(comp: dict) -> object:
+    """The rich table of :func:`vckattn.sim.hw_report.normalizer_comparison`'s result."""
+    from rich.table import Table
+
+    table = Table(title="Normalizers at equal throughput (SwiftMax / online softmax), beside the SwiftMax paper's "
+                        "Table 2")
+    cols = ("scores", "lanes", "SwiftMax LUT", "FF", "DSP", "online softmax LUT", "FF", "DSP", "LUT ratio",
+            "FF ratio", "DSP ratio")
+    for col in cols:
+        table.add_column(col, justify="left" if col == "scores" else "right")
+
+    def cells(r: dict, fmt: str) -> list[str]:
+        return [format(r[k], fmt) for k in ("lut", "ff", "dsp")]
+
+    for bits, w in comp["widths"].items():
+        for n, row in sorted(w["by_lanes"].items(), key=lambda kv: int(kv[0])):
+            lanes = n if row["equal_throughput"] else f"{n} (unequal throughput)"
+            table.add_row(f"int{bits}", lanes, *cells(row["swiftmax"], ","), *cells(row["online_softmax"], ","),
+                          *(_pct(row["ratio"][k]) for k in ("lut", "ff", "dsp")))
+        pl = w["per_lane"]
+        if pl:
+            table.add_row(f"int{bits}", f"per lane ({pl['from_lanes']}→{pl['to_lanes']})",
+                          *cells(pl["swiftmax"], ",.1f"), *cells(pl["online_softmax"], ",.1f"),
+                          *(_pct(pl["ratio"][k]) for k in ("lut", "ff", "dsp")))
+    ref = comp["reference"]
+    table.add_row("paper", "attention block", f"{ref['swiftmax']['lut']:,}", f"{ref['swiftmax']['ff']:,}", "—",
+                  f"{ref['online_softmax']['lut']:,}", f"{ref['online_softmax']['ff']:,}", "—",
+                  _pct(ref["ratio"]["lut"]), _pct(ref["ratio"]["ff"]), "—")
+    return table
 
 
 def run_hw_package(args: argparse.Namespace) -> int:
@@ -201,7 +260,7 @@ def run_hw_package(args: argparse.Namespace) -> int:
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except OSError as exc:
-        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
     for pk in packaged:
         print(f"{pk.name}: wrote {', '.join(str(f) for f in pk.files)}")
     vivado = manifest.data["tools"].get("vivado", "")
@@ -214,7 +273,6 @@ def run_hw_package(args: argparse.Namespace) -> int:
 def run_hw_generate(args: argparse.Namespace) -> int:
     import re
 
-    from vckattn.golden.errors import InputError
     from vckattn.hw.engine import generate as gen
 
     from .common import output_dir
@@ -229,7 +287,7 @@ def run_hw_generate(args: argparse.Namespace) -> int:
     else:
         path = Path(args.design)
         if not path.is_file():
-            raise UserError(f"{path}: no such design file (give a design JSON or `best`)")
+            raise InputError(f"{path}: no such design file (give a design JSON or `best`)")
         try:
             design = gen.design_from_file(path)
         except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:  # a bad design file: status 4
@@ -238,9 +296,10 @@ def run_hw_generate(args: argparse.Namespace) -> int:
                 from None
     max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or gen.BERT_SEQ)
     written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
-    print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels), "
-          f"q_rows {design.q_rows}, key_block {design.key_block}, int{design.score_bits} scores, "
-          f"{design.lanes_swiftmax} lanes, max_seq {max_seq}, board {args.board}")
+    print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels, "
+          f"{design.score_plios} score channel(s)), q_rows {design.q_rows}, slices of {max_seq // design.qk_kernels} "
+          f"keys, int{design.score_bits} scores, {design.lanes_swiftmax} lanes a channel, max_seq {max_seq}, board "
+          f"{args.board}")
     for f in written:
         print(f"wrote {f}")
     return 0

@@ -13,35 +13,38 @@ from vckattn.golden.errors import InputError, UserError
 from .common import Subparsers, output_dir, output_file, positive_float, positive_int, write_text_atomic
 
 DESCRIPTION = """\
-The modeled performance of the attention block (QKᵀ on the AI Engines, the normalizer in the PL,
-P·V on the AI Engines) on the XCVC1902 of a VCK5000 (or VCK190). Every figure is MODELED, not
-measured on a board: device limits come from hw/perf/device.json (each with its source), AIE kernel
-cycles from the kernels' instrumented vector path and a documented cost table, PL resources, lanes
-and latencies from Yosys synthesis and Verilator. For a workload (flags, --bundle or --config) on a
-design point (--design-from-manifest for today's committed build, --design FILE, or the design
-flags) it prints the time each stage is busy per layer (DDR -> AIE, AIE QKᵀ, AIE -> PL, PL
-normalizer, PL -> AIE, AIE P·V, back to DDR, host overhead; the stages overlap, a layer takes the
-busiest one plus fill/drain), the bottleneck, TOPS and % of the 128 int8 TOPS peak, and resources
-used vs available. `perf explore` searches the design space for the fastest design per normalizer
-and compares SwiftMax with online softmax."""
+The modeled performance of the attention block on the XCVC1902 of a VCK5000 (or VCK190): the
+engine's QKᵀ and P·V kernels on the AI Engines, SwiftMax (or online softmax) in the PL, fed from
+the card's DDR (or on chip). Every figure is MODELED, not measured on a board: device limits come
+from hw/perf/device.json (each with its source); the AIE kernels' cycles from their own
+instrumented vector path and a documented cost table; PL resources and cycles from Yosys and
+Verilator; the movers' costs from documented assumptions. For a workload (flags, --bundle or
+--config) on a design point (the committed engine by default, --design-from-manifest NAME,
+--design FILE, the design flags) it prints each kernel's efficiency (MACs / (cycles x 128)), the
+time each stage is busy per layer (DDR, Q and K/V into the AIE, QKᵀ, the score channels, P·V, O
+out, the output mover), the bottleneck, the layer time on the card and with the host's launch,
+TOPS and % of the 128 int8 TOPS peak, the DDR roof, and resources used vs available (movers and
+AXI masters counted). --simulate also runs the graph as a discrete-event simulation (buffers and
+their depths, the cascade, packet merge and split, one DDR bank) and prints it beside the closed
+form. `perf explore` searches the design space for the fastest design per normalizer."""
 
 EPILOG = """\
 example:
-  vckattn perf --design-from-manifest vck5000_attention --seq 512 --batch 8
-  vckattn perf --heads 12 --d-head 64 --seq 512 --batch 8 --layers 12 --generated --pipelines 15 \\
-      --qk-kernels 8 --pv-kernels 8 --score-bits 8 --score-plios 2 --lanes 16 --json perf.json
+  vckattn perf --seq 512 --batch 8 --simulate
+  vckattn perf --design-from-manifest engine_small --seq 128 --batch 1
+  vckattn perf --operands on_chip --pipelines 16 --qk-kernels 8 --pv-kernels 8 --score-plios 4 --json perf.json
   vckattn perf explore --seq 512 --batch 8 --json explore.json --plots results/perf"""
 
 EXPLORE_DESCRIPTION = """\
-Search the design space that issue #16 builds (pipelines of QKᵀ/P·V AIE kernels owning key slices,
-int8/int16 scores through the AIE's shift-round-saturate, 128-bit PLIOs, normalizer lanes per
-score PLIO) under the device's limits, keeping --lut-headroom of the LUTs free, for the fastest
-design with SwiftMax and with online softmax (all MODELED). Reports SwiftMax against online softmax
-at equal resources (speedup: online softmax restricted to the SwiftMax design's AIE tiles, PLIOs,
-LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots also writes the
-roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup vs batch 1..64
-and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the same run
-(torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing (a minute)."""
+Search the space of engine designs (pipelines of QKᵀ/P·V AIE kernels owning key slices, int8/int16
+scores through the AIE's shift-round-saturate, score channels of 128-bit PLIOs with a normalizer
+instance each) under the device's limits, keeping --headroom of every resource free, for the
+fastest design with SwiftMax and with online softmax (all MODELED). Reports SwiftMax against
+online softmax at equal resources (speedup: online softmax restricted to the SwiftMax design's AIE
+tiles, PLIOs, LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots
+also writes the roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup
+vs batch 1..64 and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the
+same run (torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing."""
 
 EXPLORE_EPILOG = """\
 example:
@@ -64,7 +67,7 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
                    "none, or from the bundle/config")
     g.add_argument("--operands", choices=("ddr", "host", "on_chip"), default="ddr",
                    help="where Q, K, V come from: card DDR (default), the host over PCIe (this toolkit's flow "
-                   "today), or on chip (a fused projection engine: the attention engine's ceiling)")
+                   "as built), or on chip (a fused projection engine: the attention engine's ceiling)")
     g.add_argument("--bundle", type=Path, metavar="B", help="take the model's shape and per-layer normalizers "
                    "from a bundle (vckattn export)")
     g.add_argument("--config", type=Path, metavar="config.json", help="take the model's shape from a Hugging "
@@ -74,21 +77,21 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _design_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("design point (default: today's committed build, bitstreams/vck5000_attention.json; "
-                             "each flag overrides one field)")
+    g = p.add_argument_group("design point (default: the committed engine, bitstreams/vck5000_engine.json; each "
+                             "flag overrides one field)")
     g.add_argument("--design-from-manifest", metavar="NAME", default=None,
                    help="a bitstream manifest (name in bitstreams/ or .json file) as the design")
     g.add_argument("--design", type=Path, metavar="FILE", help="a design point as JSON (the `design` object of "
                    "`perf --json` or of `perf explore --json`'s best designs)")
-    g.add_argument("--generated", action="store_true", help="start from a generated design of issue #16 (K/V "
-                   "resident, no score_switch tile buffer, bulk host launches) instead of today's build")
     for flag, typ, what in (
         ("--pipelines", positive_int, "identical pipelines"),
         ("--qk-kernels", positive_int, "QKᵀ AIE kernels per pipeline (each owns a key slice)"),
         ("--pv-kernels", positive_int, "P·V AIE kernels per pipeline"),
         ("--q-rows", positive_int, "query rows per tile"),
-        ("--key-block", positive_int, "keys per AIE block"),
-        ("--score-plios", positive_int, "AIE->PL score PLIOs per pipeline (as many P PLIOs back)"),
+        ("--key-block", positive_int, "keys per AIE block (the two-tile reference build only)"),
+        ("--score-plios", positive_int, "score channels per pipeline: AIE->PL score PLIOs (as many P PLIOs back)"),
+        ("--max-seq", positive_int, "keys the engine's kernels are built for (MAX_KEYS)"),
+        ("--head-dim", positive_int, "head size the engine's kernels compute (D)"),
         ("--in-plios", positive_int, "Q/K/V PLIOs per pipeline"),
         ("--out-plios", positive_int, "O PLIOs per pipeline"),
         ("--lanes", positive_int, "lanes per normalizer instance (both normalizers)"),
@@ -98,8 +101,8 @@ def _design_args(p: argparse.ArgumentParser) -> None:
         g.add_argument(flag, type=typ, default=None, help=what)
     g.add_argument("--score-bits", type=int, choices=(8, 16, 32), default=None, help="score width leaving the AIE")
     g.add_argument("--plio-bits", type=int, choices=(32, 64, 128), default=None, help="PLIO width")
-    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (today's build) instead "
-                   "of keeping them resident in the kernels")
+    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (the two-tile reference "
+                   "build) instead of keeping them resident in the kernels")
 
 
 def add_perf(sub: Subparsers) -> None:
@@ -110,6 +113,9 @@ def add_perf(sub: Subparsers) -> None:
     _design_args(p)
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the result as JSON ('-': stdout)")
     p.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png and stages.png")
+    p.add_argument("--simulate", action="store_true", help="also run the discrete-event simulation of the engine's "
+                   "graph (buffers, cascade, packet merge/split, one DDR bank; SimPy) and print it beside the closed "
+                   "form")
     p.set_defaults(func=run_perf)
     psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
     e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
@@ -117,7 +123,8 @@ def add_perf(sub: Subparsers) -> None:
     _workload_args(e)
     e.add_argument("--pl-clock", type=positive_float, default=None, help="PL clock of the designs in MHz (default: "
                    "the device file's model default, 250)")
-    e.add_argument("--lut-headroom", type=float, default=0.20, help="fraction of the LUTs kept free (default 0.20)")
+    e.add_argument("--headroom", type=float, default=0.20, help="fraction of every resource kept free: AIE tiles, "
+                   "PLIOs, LUTs, FFs, DSPs, BRAM, URAM (default 0.20)")
     e.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON ('-': stdout)")
     e.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png, stages.png, fig5_batch.png, "
                    "fig5_layers.png (+ fig5.json)")
@@ -126,15 +133,21 @@ def add_perf(sub: Subparsers) -> None:
     e.set_defaults(func=run_explore)
     v = psub.add_parser("validate", help="published AIE GEMM designs (MaxEVA, CHARM) predicted with the model's cost "
                         "path: published vs modeled", description="Validation of the model against published "
-                        "measurements: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
+                        "results: each design's own parameters (kernels, tile sizes, PLIO counts and sharing, "
                         "clocks, DDR traffic; sources in hw/perf/published.py) through the same AIE cost path the "
-                        "attention model uses. Prints published vs modeled throughput and the error.",
+                        "attention model uses, each matmul kernel costed from its own code (hw/perf/gemm_kernels.py). "
+                        "Prints published vs modeled throughput, the error, what bounds the model and the kernel's "
+                        "modeled efficiency. All figures modeled; what the validation covers: docs/validation.md.",
                         epilog="example:\n  vckattn perf validate --json validate.json")
     v.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the rows as JSON ('-': stdout)")
     v.set_defaults(func=run_validate)
 
 
 # -------------------------------------------------------------------------------------------- helpers
+
+
+#: the committed design `vckattn perf` models by default (bitstreams/vck5000_engine.json)
+DEFAULT_DESIGN = "vck5000_engine"
 
 
 def _normalizers(text: str | None, layers: int) -> list[str] | None:
@@ -164,20 +177,21 @@ def build_workload(args: argparse.Namespace) -> Any:
             b = load_bundle(args.bundle)
             m = b.manifest
             norms = ["swiftmax" if layer["swiftmax"] is not None else "softmax" for layer in m["layers"]]
+            check_bundle_runs(args, b, norms)
             w = model.workload_from_bundle_info(m["model"], norms, m["norm"], seq=args.seq, batch=args.batch,
                                                 operands=args.operands)
         elif args.config is not None:
             try:
                 cfg = json.loads(args.config.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                raise UserError(f"{args.config}: cannot read a config.json ({exc})") from None
+                raise InputError(f"{args.config}: cannot read a config.json ({exc})") from None
             w = model.workload_from_hf_config(cfg, seq=args.seq, batch=args.batch, layers=args.layers,
                                               operands=args.operands)
         else:
             layers = args.layers or 12
             w = model.Workload(heads=args.heads or 12, d_head=args.d_head or 64, seq=args.seq or 512,
                                batch=args.batch, layers=("swiftmax",) * layers, kv_heads=args.kv_heads,
-                               operands=args.operands, name="flags")
+                               operands=args.operands)
         changes: dict[str, Any] = {}
         for flag, fieldname in (("heads", "heads"), ("d_head", "d_head"), ("kv_heads", "kv_heads")):
             if getattr(args, flag) is not None and (args.bundle or args.config):
@@ -194,6 +208,22 @@ def build_workload(args: argparse.Namespace) -> Any:
         raise UserError(f"workload: {exc}") from None
 
 
+def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -> None:
+    """A bundle is modeled only if a committed build runs it (head size, heads, normalizers, the sequence), and the
+    build the design comes from (--design-from-manifest, default vck5000_attention) when it is one: else the same
+    refusal as `run` and `export` give (status 5), not a model of a design that cannot run it."""
+    from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest, runnable_problem
+
+    model = bundle.manifest["model"]
+    seq = args.seq or int(model["max_seq_len"])
+    problem = runnable_problem(int(model["head_dim"]), int(model["num_heads"]), set(norms), seq)
+    if problem is not None:
+        raise ManifestError(args.bundle, "model", problem)
+    if getattr(args, "design", None) is None and not getattr(args, "generated", False):
+        manifest = load_manifest(getattr(args, "design_from_manifest", None) or "vck5000_attention")
+        check_bundle(manifest, bundle, seq_len=seq)
+
+
 def build_design(args: argparse.Namespace) -> Any:
     """The :class:`Design` of --design-from-manifest / --design / the defaults, with the flags applied."""
     from dataclasses import replace
@@ -201,12 +231,10 @@ def build_design(args: argparse.Namespace) -> Any:
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf import model
 
-    if sum(x is not None and x is not False for x in (args.design, args.design_from_manifest, args.generated)) > 1:
-        raise UserError("give one of --design, --design-from-manifest, --generated")
+    if args.design is not None and args.design_from_manifest is not None:
+        raise UserError("give one of --design, --design-from-manifest")
     try:
-        if args.generated:
-            d = model.Design(name="generated (issue #16)", host_seconds_per_tile=0.0)
-        elif args.design is not None:
+        if args.design is not None:
             try:
                 data = json.loads(args.design.read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
@@ -216,12 +244,13 @@ def build_design(args: argparse.Namespace) -> Any:
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 raise InputError(f"{args.design}: not a usable design ({exc})") from None
         else:
-            d = model.design_from_manifest(load_manifest(args.design_from_manifest or "vck5000_attention").data)
+            d = model.design_from_manifest(load_manifest(args.design_from_manifest or DEFAULT_DESIGN).data)
         changes: dict[str, Any] = {}
         for flag, name in (("pipelines", "pipelines"), ("qk_kernels", "qk_kernels"), ("pv_kernels", "pv_kernels"),
                            ("q_rows", "q_rows"), ("key_block", "key_block"), ("score_plios", "score_plios"),
                            ("in_plios", "in_plios"), ("out_plios", "out_plios"), ("norm_lanes", "norm_lanes"),
-                           ("pl_clock", "pl_clock_mhz"), ("score_bits", "score_bits"), ("plio_bits", "plio_bits")):
+                           ("pl_clock", "pl_clock_mhz"), ("score_bits", "score_bits"), ("plio_bits", "plio_bits"),
+                           ("max_seq", "max_seq"), ("head_dim", "head_dim")):
             if getattr(args, flag) is not None:
                 changes[name] = getattr(args, flag)
         if args.lanes is not None:
@@ -244,7 +273,7 @@ def _write_json(obj: dict, out: Path) -> None:
         out.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(out, text)
     except OSError as exc:
-        raise UserError(f"{out}: cannot write ({exc.strerror or exc})") from None
+        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
 
 
 def _fmt_s(s: float) -> str:
@@ -272,14 +301,36 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
     console.print(f"workload: {w.batch} x {w.heads} heads x {w.d_head}, S = {w.seq}, {len(w.layers)} layers "
                   f"({', '.join(w.normalizers)}), operands in {w.operands}"
                   + (f", norm site {w.norm_site}" if w.norm_site else ""))
-    console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels), tile "
-                  f"{d.q_rows} x {d.key_block}, int{d.score_bits} scores over {d.score_plios} x {d.plio_bits}-bit "
-                  f"PLIO(s)/pipeline, lanes swiftmax {d.lanes_swiftmax} / online softmax {d.lanes_online_softmax} "
-                  f"per instance, PL {d.pl_clock_mhz:g} MHz, K/V {'resident' if d.kv_resident else 're-streamed'}")
+    if perf.kernels:
+        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels, "
+                      f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes), "
+                      f"tile {d.q_rows} rows, int{d.score_bits} scores, O int{d.o_bits}, PL {d.pl_clock_mhz:g} MHz")
+        k = Table(title="AIE kernels, one tile (modeled from their instrumented operations)")
+        for col in ("kernel", "tile (rows x keys x D)", "MACs", "cycles", "efficiency"):
+            k.add_column(col, justify="left" if col == "kernel" else "right")
+        for row in perf.kernels:
+            k.add_row(row["kernel"], f"{row['q_rows']} x {row['slice_keys']} x {row['d']}", f"{row['macs']:,}",
+                      f"{row['cycles']:,.0f}", f"{row['efficiency']:.1%}")
+        console.print(k)
+    else:
+        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels), tile "
+                      f"{d.q_rows} x {d.key_block}, int{d.score_bits} scores over {d.score_plios} x {d.plio_bits}-bit "
+                      f"PLIO(s)/pipeline, lanes swiftmax {d.lanes_swiftmax} / online softmax "
+                      f"{d.lanes_online_softmax} per instance, PL {d.pl_clock_mhz:g} MHz, K/V "
+                      f"{'resident' if d.kv_resident else 're-streamed'}")
     console.print(f"[bold]{_fmt_s(perf.seconds_per_layer)} per layer[/bold] ({_fmt_s(perf.seconds_total)} for "
                   f"{len(w.layers)}), [bold]{perf.tops:.3g} TOPS = {perf.fraction_of_peak:.2%} of "
-                  f"{perf.device.peak_int8_ops / 1e12:.0f} int8 TOPS[/bold]; bottleneck: {STAGES[perf.bottleneck]}; "
-                  f"on-chip ceiling {perf.tops_on_chip:.3g} TOPS "
+                  f"{perf.device.peak_int8_ops / 1e12:.0f} int8 TOPS[/bold]; bottleneck: {STAGES[perf.bottleneck]}")
+    if perf.host_serial_seconds:
+        dev_s = perf.device_seconds_per_layer
+        console.print(f"on the card: {_fmt_s(dev_s)} per layer = "
+                      f"{w.ops_per_layer / dev_s / perf.device.peak_int8_ops:.2%} of peak (+ {_fmt_s(perf.host_serial_seconds)} "
+                      "host launch, assumed)")
+    if w.operands != "on_chip":
+        console.print(f"DDR roof (Q, K, V, A once at {perf.device.ddr_bytes_per_s / 1e9:g} GB/s): "
+                      f"{_fmt_s(perf.ddr_roof_seconds)} = {perf.ddr_roof_seconds / perf.seconds_per_layer:.1%} of this "
+                      f"layer time ({perf.ddr_roof_seconds / perf.device_seconds_per_layer:.1%} on the card)")
+    console.print(f"on-chip ceiling {perf.tops_on_chip:.3g} TOPS "
                   f"({perf.tops_on_chip * 1e12 / perf.device.peak_int8_ops:.1%})")
     r = Table(title="resources (modeled)")
     for col in ("resource", "used", "available", "use"):
@@ -313,8 +364,11 @@ def run_perf(args: argparse.Namespace) -> int:
         raise UserError(str(exc)) from None
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     print_perf(perf, d.name or "design", console)
+    result = perf.to_json()
+    if args.simulate:
+        result["simulation"] = _simulate(w, d, dev, perf, console)
     if args.json_out is not None:
-        _write_json(perf.to_json(), args.json_out)
+        _write_json(result, args.json_out)
     if args.plots is not None:
         label = d.name or "design"
         paths = [figures.roofline([(label, perf)], args.plots / "roofline.png", dev),
@@ -322,6 +376,31 @@ def run_perf(args: argparse.Namespace) -> int:
         for p in paths:
             console.print(f"wrote {p}")
     return 0
+
+
+def _simulate(w: Any, d: Any, dev: Any, perf: Any, console: Any) -> dict:
+    """Run the discrete-event simulation of each normalizer's layer and print it beside the closed form."""
+    from rich.table import Table
+
+    from vckattn.hw.perf import engine, simulate
+
+    if not engine.is_engine(d):
+        raise UserError("--simulate: only engine designs are simulated (this is the two-tile reference build)")
+    t = Table(title="simulated graph vs closed form, one layer (both MODELED)")
+    for col in ("normalizer", "closed form", "simulated", "difference", "sim events"):
+        t.add_column(col, justify="left" if col == "normalizer" else "right")
+    out = {}
+    for n in w.normalizers:
+        try:
+            sim = simulate.simulate(w, d, dev, n)
+        except simulate.Deadlock as exc:
+            raise UserError(f"--simulate: {exc}") from None
+        closed = next(x["seconds"] for x in perf.layer_seconds if x["normalizer"] == n)
+        diff = sim.seconds / closed - 1
+        t.add_row(n, _fmt_s(closed), _fmt_s(sim.seconds), f"{diff:+.1%}", f"{sim.events:,}")
+        out[n] = {**sim.to_json(), "closed_form_seconds": closed, "difference": diff}
+    console.print(t)
+    return out
 
 
 # -------------------------------------------------------------------------------------------- explore
@@ -334,11 +413,12 @@ def run_explore(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from vckattn.host.cli.common import make_console
+    from vckattn.host.progress import bar_disable
     from vckattn.hw.manifest import load_manifest
     from vckattn.hw.perf import explore, figures, model
 
-    if not 0 <= args.lut_headroom < 1:
-        raise UserError("--lut-headroom must be in [0, 1)")
+    if not 0 <= args.headroom < 1:
+        raise UserError("--headroom must be in [0, 1)")
     output_file(args.json_out, what="--json")
     output_dir(args.plots, what="--plots")
     w = build_workload(args)
@@ -346,10 +426,10 @@ def run_explore(args: argparse.Namespace) -> int:
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     per_search = explore.candidate_count(w, dev, args.pl_clock)
     t0 = time.perf_counter()
-    with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=args.quiet,
+    with tqdm(total=5 * per_search, desc="explore (5 searches)", unit="cand", disable=bar_disable(not args.quiet),
               leave=False, file=sys.stderr) as bar:
         try:
-            ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, lut_headroom=args.lut_headroom,
+            ex = explore.explore(w, dev, pl_clock_mhz=args.pl_clock, headroom=args.headroom,
                                  progress=bar.update)
         except ValueError as exc:
             raise UserError(str(exc)) from None
@@ -365,11 +445,11 @@ def run_explore(args: argparse.Namespace) -> int:
     report = ex.to_json()
     report["search_seconds"] = elapsed
     if args.plots is not None:
-        today = model.design_from_manifest(load_manifest("vck5000_attention").data)
+        built = model.design_from_manifest(load_manifest("vck5000_attention").data)
         points = []
         try:
-            points.append(("today's build", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
-                                                           today, dev)))
+            points.append(("vck5000_attention", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
+                                                               built, dev)))
         except ValueError:
             pass
         points += [("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax)]
@@ -383,12 +463,12 @@ def run_explore(args: argparse.Namespace) -> int:
                          layers=("swiftmax",) * 12)
             exf = ex if (w.seq, w.batch, w.heads, w.d_head, len(w.layers)) == (seq, 8, 12, 64, 12) and \
                 w.norm_site is None else explore.explore(wf, dev, pl_clock_mhz=args.pl_clock,
-                                                          lut_headroom=args.lut_headroom)
+                                                          headroom=args.headroom)
             other = exf.online_equal_resources.design if exf.online_equal_resources else exf.online_softmax.design
             cases.append(figures.Fig5Case(seq, exf.swiftmax.design, other))
         # one step per (sequence length, batch) timed on the CPU
         with tqdm(total=len(cases) * len(figures.BATCHES), desc="Fig. 5 CPU timing", unit="case",
-                  disable=args.quiet or args.no_cpu, leave=False, file=sys.stderr) as bar:
+                  disable=bar_disable(not (args.quiet or args.no_cpu)), leave=False, file=sys.stderr) as bar:
             data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
                                      progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
         _write_json(data, args.plots / "fig5.json")
@@ -408,21 +488,33 @@ def run_validate(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
-    from vckattn.hw.perf import published
+    from vckattn.hw.perf import gemm_kernels, published
 
     output_file(args.json_out, what="--json")
     rows = published.validate()
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     t = Table(title="published AIE designs vs the model (modeled with the attention cost path)")
-    for col in ("design", "board", "published", "modeled", "error", "modeled bound"):
-        t.add_column(col, justify="left" if col in ("design", "board", "modeled bound") else "right")
+    for col in ("design", "board", "published", "modeled", "error", "modeled bound", "kernel", "kernel eff."):
+        t.add_column(col, justify="left" if col in ("design", "board", "modeled bound", "kernel") else "right")
     for r in rows:
         unit = "TOPS" if r["dtype"] == "int8" else "TFLOPS"
+        dims = "x".join(str(x) for x in r["kernel_dims"])
         t.add_row(r["name"], r["board"], f"{r['published'] / 1e12:.2f} {unit}", f"{r['modeled'] / 1e12:.2f} {unit}",
-                  f"{r['error']:+.1%}", r["bound_by"])
+                  f"{r['error']:+.1%}", r["bound_by"], f"{r['kernel']} {dims}", f"{r['kernel_efficiency']:.1%}")
     console.print(t)
+    tol = published.TOLERANCE
+    outside = [r["name"] for r in rows if abs(r["error"]) > tol]
+    console.print(f"within +-{tol:.0%}: {len(rows) - len(outside)} of {len(rows)}"
+                  + (f" (outside: {', '.join(outside)}; why: docs/validation.md)" if outside else ""))
+    for kernel, (dims, eff, source) in gemm_kernels.PUBLISHED_EFFICIENCY.items():
+        modeled = gemm_kernels.kernel_efficiency(kernel, dims)
+        console.print(f"single kernel {kernel} {'x'.join(map(str, dims))}: published {eff:.1%}, modeled {modeled:.1%} "
+                      f"({modeled / eff - 1:+.1%}); {source}")
     for r in rows:
         console.print(f"{r['name']}: {r['citation']}; parameters: {r['parameters_from']}")
     if args.json_out is not None:
-        _write_json({"modeled": True, "designs": rows}, args.json_out)
+        single = [{"kernel": k, "dims": list(dims), "published_efficiency": eff, "source": source,
+                   "modeled_efficiency": gemm_kernels.kernel_efficiency(k, dims)}
+                  for k, (dims, eff, source) in gemm_kernels.PUBLISHED_EFFICIENCY.items()]
+        _write_json({"modeled": True, "tolerance": tol, "designs": rows, "single_kernels": single}, args.json_out)
     return 0

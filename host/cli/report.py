@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import InputError, UserError
 from vckattn.golden.online_softmax_int import P_ROUNDINGS
 
 from .common import Subparsers, examples, missing_subcommand, output_file, positive_int, read_sentences
@@ -71,10 +71,10 @@ def run_report_quant(args: argparse.Namespace) -> int:
 
     output_file(args.json_out, what="--json")
     if args.checkpoint is not None and not (args.checkpoint / "config.json").is_file():
-        raise UserError(f"{args.checkpoint}: not a Hugging Face model folder (no config.json)")
+        raise InputError(f"{args.checkpoint}: not a Hugging Face model folder (no config.json)")
     sentences = None
     if args.data is not None:
-        sentences = read_sentences(args.data)
+        sentences = read_sentences(args.data, "--data")
     try:
         reports.run_quant(args.checkpoint, sentences, args.json_out, seq_len=args.seq_len,
                           online_p_rounding=args.online_p_rounding)

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
+from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY, fix_for
 
 from .common import EXIT_FIDELITY, Subparsers, check_npz, check_text, device_options, examples, index_list, output_file
 
@@ -47,12 +48,16 @@ def add_run(sub: Subparsers) -> None:
                    "vck5000_attention; vck190_attention for pynq)")
     p.add_argument("--checkpoint", type=Path, metavar="PATH",
                    help="the source checkpoint, if it moved since export (float reference)")
-    p.add_argument("--min-cosine", type=_cosine, default=MIN_COSINE, metavar="C",
+    p.add_argument("--min-cosine", type=_cosine, default=None, metavar="C",
                    help="fail (exit status 3) when a layer's mean per-token cosine vs the float golden is below C "
-                   f"(default: {MIN_COSINE}; -1 accepts any)")
+                   "(default: the threshold the bundle's export check held the layer to, recorded in the bundle; "
+                   f"{DEFAULT_MIN_FIDELITY} for bundles that record none; -1 accepts any)")
     p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
+    p.add_argument("--aie-path", choices=("scalar", "vector"), default="scalar", dest="aie_path",
+                   help="csim of an engine build: run the AIE kernels' scalar reference path (default) or their vector "
+                   "path over the AIE API emulation")
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
     p.add_argument("--save", type=Path, metavar="OUT.npz",
                    help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")
@@ -82,20 +87,35 @@ def run_run(args: argparse.Namespace) -> int:
         print(f"saved {args.save}")
     if not all(r["bit_exact"] for r in report["layers"]):
         return 1
-    low = [r for r in report["layers"] if r["cosine"] < args.min_cosine]
+    low = [r for r in report["layers"] if r["cosine"] < _threshold(r, args.min_cosine)]
     if low:
-        r = min(low, key=lambda x: x["cosine"])
+        r = min(low, key=lambda x: x["cosine"] - _threshold(x, args.min_cosine))
         others = f" (and {len(low) - 1} more)" if len(low) > 1 else ""
+        t = _threshold(r, args.min_cosine)
+        what = "--min-cosine" if args.min_cosine is not None else "the export check's threshold"
+        cal = report.get("calibration") or {}
+        fix = fix_for(r["normalizer"], _tuned(r), method=cal.get("method"), percentile=cal.get("percentile"))
         print(f"vckattn: error: layer {r['layer']}{others}: cosine {r['cosine']:.4f} vs the float golden is below "
-              f"--min-cosine {args.min_cosine:g}: the bundle's constants do not fit this input (tune beta/gamma with "
-              "`vckattn calibrate swiftmax`, or export with --swiftmax-init max); --min-cosine -1 accepts it",
+              f"{what} {t:g}: the bundle's constants do not fit this input ({fix}); --min-cosine -1 accepts it",
               file=sys.stderr)
         return FIDELITY_EXIT
     return 0
 
 
-#: the default of ``run --min-cosine``: below it a layer's integer attention no longer follows the float model
-MIN_COSINE = 0.95
+def _threshold(row: dict, given: float | None) -> float:
+    """A layer's --min-cosine: the one given, else the threshold its export check held it to (the bundle records
+    it), else :data:`DEFAULT_MIN_FIDELITY`."""
+    if given is not None:
+        return given
+    return float(row.get("threshold") if row.get("threshold") is not None else DEFAULT_MIN_FIDELITY)
+
+
+def _tuned(row: dict) -> bool | None:
+    """Whether the layer's SwiftMax β/γ came from the checkpoint (tuned); None when the bundle does not say."""
+    src = row.get("beta_source")
+    return None if src is None else src == "checkpoint"
+
+
 #: exit status of ``run`` when a bit-exact layer falls below ``--min-cosine``
 FIDELITY_EXIT = EXIT_FIDELITY
 

@@ -11,7 +11,7 @@ text, each truncated to the same ``T = --seq-len`` tokens (no padding). Measured
   normed attention input (RMSNorm output, γ included) and ``y = Attn(u)`` the attention output after W_O,
   and the per-token ratio ``ρ_ℓ,t = mean_d(y_t²) / mean_d(u_t²)``.
 
-What it is compared with (METHODS.md §3, Theorem 3.4): if the attention weights are uniform over T keys
+What it is compared with (docs/methods.md §3, Theorem 3.4): if the attention weights are uniform over T keys
 and the inputs are i.i.d. zero-mean, ``mean_d(y²) = mean_d(u²) · c_attn`` with
 ``c_attn = ‖W_V W_O‖_F² / (T·d)`` (W_V expanded to all 9 heads). This is the constant BHyT adds as
 ``c_attn λ_A²/κ²`` to the second site's statistic (``mean_d(u²) ≈ λ_A²/κ²`` for BHyT's u). Two predictions

@@ -1,6 +1,6 @@
 """SwiftMax on a real labeled task: MiniLM sentiment classification of rotten-tomatoes snippets.
 
-The paper's protocol (METHODS.md §1), on CPU:
+The paper's protocol (docs/methods.md §1), on CPU:
 
 1. fine-tune all-MiniLM-L6-v2 (``BertForSequenceClassification``: the shipped BertModel + its pooler + a new
    linear head) on the fresh/rotten train split with ordinary softmax; softmax test accuracy, wall-clock;

@@ -1,6 +1,6 @@
 """SwiftMax on a small ViT trained from scratch: digits (8×8) or MNIST-5k (28×28) classification.
 
-The paper's protocol (METHODS.md §1) on a model small enough to train on one CPU core in minutes:
+The paper's protocol (docs/methods.md §1) on a model small enough to train on one CPU core in minutes:
 
 1. train a tiny ``ViTForImageClassification`` (default digits: 8×8 images, patch 2 → 16 patches + [CLS],
    hidden 64, 4 layers, 4 heads, MLP 128; MNIST-5k: 28×28, patch 4 → 49 patches + [CLS]) with softmax

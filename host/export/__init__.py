@@ -21,7 +21,10 @@ The pipeline (:func:`export_checkpoint`), one module per step, each usable on it
 5. :mod:`.writer` — the manifest, tensors and bundle (:func:`vckattn.host.bundle.write_bundle`), and
    :func:`to_quant_layer` to rebuild golden's :class:`QuantAttentionLayer` from a loaded bundle.
 
-:mod:`.pipeline` chains them (:func:`calibrate_layer` for one layer).
+:mod:`.pipeline` chains them (:func:`calibrate_layer` for one layer) and runs two checks before anything is
+written: per layer (:mod:`.fidelity`: the integer layer against its float layer) and for the whole model
+(:mod:`.model_check`: every exported layer integer, against the softmax model on held-out inputs); it also refuses
+a shape no hardware build runs (:func:`check_runs`).
 """
 
 from __future__ import annotations
@@ -48,7 +51,7 @@ from .golden_checkpoint import (
     check_golden_config,
     save_golden_checkpoint,
 )
-from .pipeline import bundle_contents, calibrate_layer, check_layers, export_checkpoint
+from .pipeline import bundle_contents, calibrate_layer, check_layers, check_runs, export_checkpoint
 from .quantize import PRange, Range, activation_scales, build_layer
 from .reference import float_layer, keep4, layer_output
 from .sources import (
@@ -73,7 +76,8 @@ __all__ = [
     "LoadedModel", "PRange",
     "Range", "Source", "activation_scales", "bhyt_registers", "build_golden_stack", "build_layer",
     "build_manifest", "bundle_contents", "calibrate_layer", "calibration_batches", "calibration_rows",
-    "capture_activations", "check_golden_config", "check_layers", "check_model_type", "export_checkpoint",
+    "capture_activations", "check_golden_config", "check_layers", "check_model_type", "check_runs",
+    "export_checkpoint",
     "first_line", "float_layer", "hf_weight_files", "keep4", "layer_contents", "layer_output", "load_model",
     "quiet_transformers", "read_config_json", "resolve_checkpoint", "save_golden_checkpoint",
     "swiftmax_beta_gamma", "swiftmax_from_state", "tensor_name", "text_sha256", "to_quant_layer",

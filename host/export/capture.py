@@ -52,9 +52,10 @@ def _np32(t: Tensor) -> np.ndarray:
 
 @torch.no_grad()
 def capture_activations(m: LoadedModel, sentences: Sequence[str], seq_len: int, batch_size: int, data: str,
-                        progress: bool, n_export: int | None = None) -> Captured:
+                        progress: bool, n_export: int | None = None, images: np.ndarray | None = None) -> Captured:
     """Run the float model on the calibration batches, recording what each layer needs. With ``n_export``
-    smaller than the model's depth, each forward pass stops after layer ``n_export - 1``."""
+    smaller than the model's depth, each forward pass stops after layer ``n_export - 1``. ``images``: a ViT's
+    calibration images (N, H, W) in [0, 1] (default: one seeded uniform pixel tensor per sentence)."""
     n = len(m.layers)
     cap = Captured([[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)], [[] for _ in range(n)],
                    [], 0, 0, data)
@@ -92,7 +93,7 @@ def capture_activations(m: LoadedModel, sentences: Sequence[str], seq_len: int, 
             handles.append(ly.attn_module.register_forward_hook(post_attn(i)))
             handles.append(ly.block_module.register_forward_pre_hook(pre_block(i), with_kwargs=True))
     try:
-        for inputs, keep in calibration_batches(m, sentences, seq_len, batch_size, progress):
+        for inputs, keep in calibration_batches(m, sentences, seq_len, batch_size, progress, images):
             cap.batches.append(Batch(keep))
             cap.samples += keep.shape[0]
             cap.tokens += int(keep.sum())
@@ -107,13 +108,24 @@ def capture_activations(m: LoadedModel, sentences: Sequence[str], seq_len: int, 
 
 
 def calibration_batches(m: LoadedModel, sentences: Sequence[str], seq_len: int, batch_size: int,
-                        progress: bool) -> Iterator[tuple[dict, np.ndarray]]:
-    """Yields ``(model kwargs, keep (B, S) bool)`` per batch (a tqdm bar on stderr when there are several)."""
+                        progress: bool, images: np.ndarray | None = None) -> Iterator[tuple[dict, np.ndarray]]:
+    """Yields ``(model kwargs, keep (B, S) bool)`` per batch (a tqdm bar on stderr when there are several and
+    stderr is a terminal)."""
     from tqdm import tqdm
 
+    from vckattn.host.progress import bar_disable
+
+    if images is not None and m.family == "vit" and not m.golden:
+        from vckattn.host.eval import pixel_values, vit_tokens
+
+        px_all = pixel_values(m, images)
+        for s in range(0, len(px_all), batch_size):
+            px = px_all[s:s + batch_size]
+            yield {"pixel_values": px}, np.ones((len(px), vit_tokens(m)), bool)
+        return
     chunks = [list(sentences[s:s + batch_size]) for s in range(0, len(sentences), batch_size)]
-    bar = tqdm(chunks, desc="calibration batches", unit="batch", disable=not progress or len(chunks) < 2,
-               file=sys.stderr, leave=False)
+    bar = tqdm(chunks, desc="calibration batches", unit="batch", disable=True if len(chunks) < 2 else
+               bar_disable(progress), file=sys.stderr, leave=False)
     if m.family == "vit" and not m.golden:
         cfg = m.model.config
         gen = torch.Generator().manual_seed(0)

@@ -24,6 +24,10 @@ from .capture import Captured
 from .reference import float_layer
 from .sources import LoadedModel
 
+#: the tuning flag that fits SwiftMax to the kernel's P format (8-bit P at 2^-8: its float model saturates at
+#: 255/256, where the kernel does; ``vckattn calibrate swiftmax --p-frac``)
+P_FORMAT_FLAG = "--p-frac 8"
+
 #: the default threshold on both the layer's and every head's mean cosine (``--min-fidelity``). It separates a
 #: broken layer from a lossy one: the untuned mean-init SwiftMax MiniLM scores 0.002-0.84 (four of six layers below
 #: 0.52: P outside its 8-bit format), while every layer of the online-softmax baseline passes, down to SmolLM2's
@@ -64,14 +68,47 @@ def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionL
             "head_cosine": [float(c) for c in np.concatenate(cos_h).mean(axis=0)], "threshold": float(threshold)}
 
 
-def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool = False,
-                     saturating: bool = False) -> str | None:
-    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix, or None
-    when the layer and every head reach the threshold. The fix: for β/γ ``from_checkpoint`` (tuned ones) that were
-    not tuned for the kernel's P format, tuning for it (``--p-frac``: without saturation, tuned β/γ let some rows'
-    P grow far past what 8 bits hold, e.g. P ≈ 10^7 in the one-hot head of a MiniLM classifier's layer 0, and no
-    scale choice recovers the layer); for ones tuned for it (``saturating``), percentile scales; for β/γ from
-    calibration, a better initialisation."""
+def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | None = None,
+            init: str | None = None, method: str | None = None, percentile: float | None = None,
+            saturating: bool | None = None) -> str:
+    """The fix a layer below the threshold names, never a setting already in use (``init``, ``method``,
+    ``percentile``: the export's; None: not known). For the online-softmax baseline: more calibration text or
+    percentile scales; for tuned SwiftMax constants (``from_checkpoint``) not tuned for the kernel's P format
+    (``saturating`` False): tuning for that format (``--p-frac``: without saturation, tuned β/γ let some rows' P grow
+    far past what 8 bits hold, e.g. P ≈ 10^7 in the one-hot head of a MiniLM classifier's layer 0, and no scale
+    choice recovers the layer); for tuned ones tuned for it, or not known (``saturating`` True or None): percentile
+    scales (rare outliers of P and of the head outputs set the int8 scales), never another initialisation; for
+    calibration-initialised constants: the `max` initialisation (only when another one is in use) or tuning
+    (``tune_command``: the exact commands); ``from_checkpoint`` None (not recorded: a bundle of an older vckattn):
+    both."""
+    percentile_in_use = method == "percentile" and percentile is not None and percentile <= 99.9
+    scales = None if percentile_in_use else (
+        "export with --calib-method percentile --percentile 99.9 (rare outliers of P and of the head outputs set "
+        "the int8 scales)")
+    more_text = "calibrate on more text like the model's inputs (--calib FILE)"
+    if normalizer != "swiftmax":
+        return f"{more_text}, or {scales}" if scales else more_text
+    tune = f"`{tune_command}`" if tune_command else "`vckattn calibrate swiftmax` and export the tuned model"
+    if from_checkpoint and saturating is False:
+        how = (f"`{tune_command}`" if tune_command and P_FORMAT_FLAG in tune_command else
+               f"`vckattn calibrate swiftmax … {P_FORMAT_FLAG}` and export the tuned model")
+        return ("the tuned β/γ let P outgrow the kernel's 8-bit P format: tune the softmax model again for that "
+                f"format (its SwiftMax then saturates where the kernel does): {how}")
+    if from_checkpoint:
+        return scales or more_text
+    if from_checkpoint is None:
+        return f"for tuned β/γ {scales or more_text}; for untuned ones tune them: {tune}"
+    if init is None or init == "max":  # max is in use (the default), or not known (a bundle does not say)
+        return f"tune β/γ: {tune}"
+    return f"export with --swiftmax-init max (per-head statistics), or tune β/γ: {tune}"
+
+
+def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool | None = False,
+                     tune_command: str | None = None, init: str | None = None, method: str | None = None,
+                     percentile: float | None = None, saturating: bool | None = None) -> str | None:
+    """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix
+    (:func:`fix_for`, given the export's settings and whether tuned β/γ were tuned for the P format), or None
+    when the layer and every head reach the threshold."""
     t = fid["threshold"]
     heads = np.asarray(fid["head_cosine"])
     worst = int(np.argmin(heads))
@@ -79,19 +116,8 @@ def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool =
         return None
     what = (f"layer {i} output cosine {fid['cosine']:.3f} (worst head {worst}: {heads[worst]:.3f} alone)"
             if fid["cosine"] < t else f"layer {i} head {worst} output cosine {heads[worst]:.3f}")
-    if normalizer != "swiftmax":
-        fix = "use more or longer calibration text, or --calib-method percentile"
-    elif from_checkpoint and not saturating:
-        fix = ("the tuned β/γ let P outgrow the kernel's 8-bit P format: tune the softmax model again for that format "
-               "with `vckattn calibrate swiftmax … --p-frac 8` (its SwiftMax then saturates where the kernel does) "
-               "and export the tuned model")
-    elif from_checkpoint:
-        fix = ("export with --calib-method percentile --percentile 99.9 (rare outliers of the head outputs set the "
-               "int8 scales)")
-    else:
-        fix = ("export with --swiftmax-init max (per-head statistics), or tune β/γ with `vckattn calibrate swiftmax` "
-               "and export the tuned model")
+    fix = fix_for(normalizer, from_checkpoint, tune_command, init, method, percentile, saturating)
     return f"{what} against the float layer is below {t:g}: {fix}"
 
 
-__all__ = ["DEFAULT_MIN_FIDELITY", "fidelity_problem", "layer_fidelity"]
+__all__ = ["DEFAULT_MIN_FIDELITY", "fidelity_problem", "fix_for", "layer_fidelity"]

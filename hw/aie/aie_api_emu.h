@@ -1,7 +1,16 @@
-// NOT the AIE API: a small host (g++) model of the subset of it that the vector path of
-// attention_kernels.h uses, with the semantics documented in the AI Engine API User Guide (UG1529):
-// aie::vector, load_v / store_v, concat, extract, interleave_zip, filter_even / filter_odd, add,
-// zeros, and aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks.
+// NOT the AIE API: a small host (g++) model of the subset of it that the vector paths of
+// attention_kernels.h and engine/engine_kernels.h use, with the semantics documented in the AI Engine
+// API User Guide (UG1529) -- and, with aie1_intrinsics_emu.h, the published GEMM kernels of
+// published/gemm_kernels.h: aie::vector, load_v / store_v, concat, extract, interleave_zip,
+// filter_even / filter_odd, add (vector or scalar; integer and fp32 lanes), min (scalar), broadcast, zeros, lt (compares into
+// an aie::mask) and select; aie::accum<acc48, N> (to_vector / from_vector / extract / concat);
+// aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks, also built
+// from and converted to an accumulator; the rounding and saturation modes of every accumulator to
+// vector conversion (aie::set_rounding / aie::set_saturation, defaults floor and none as on the
+// hardware: UG1079 "Rounding and Saturation Modes"); aie::mul<acc80> of int32 by int16 lanes into
+// aie::accum<acc80, N> (the AIE1 32x16-bit vector multiply) and its to_vector; and, for the host only,
+// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with readincr_v<8> /
+// writeincr (each word counted: the performance model's cascade slots).
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
 // tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment
@@ -24,8 +33,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <deque>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 using int8 = int8_t;
@@ -69,6 +80,10 @@ template <>
 struct type_name<int32_t> {
     static constexpr const char* value = "int32";
 };
+template <>
+struct type_name<float> {
+    static constexpr const char* value = "float";
+};
 
 // printf-style key ("load_v<%u,%s>").
 template <class... Args>
@@ -79,6 +94,98 @@ std::string key(const char* fmt, Args... args) {
 }
 
 }  // namespace emu
+
+// ---------------------------------------------------------------------------- rounding / saturation
+
+enum class rounding_mode : unsigned {
+    floor,           // truncate: towards -inf (the hardware default)
+    ceil,            // towards +inf
+    positive_inf,    // halfway towards +inf (round half up)
+    negative_inf,    // halfway towards -inf
+    symmetric_inf,   // halfway away from zero
+    symmetric_zero,  // halfway towards zero
+    conv_even,       // halfway to the nearest even
+    conv_odd,        // halfway to the nearest odd
+};
+
+enum class saturation_mode : unsigned {
+    none,       // no saturation: the MSBs are truncated (the hardware default)
+    saturate,   // [-2^(n-1), 2^(n-1) - 1]
+    symmetric,  // [-(2^(n-1) - 1), 2^(n-1) - 1]
+};
+
+namespace emu {
+struct modes {
+    rounding_mode rnd = rounding_mode::floor;
+    saturation_mode sat = saturation_mode::none;
+};
+inline modes& current_modes() {
+    static modes m;
+    return m;
+}
+
+// acc * 2^-shift rounded by the current rounding mode, then saturated (or wrapped) to T's bits. shift: 0..62
+// (the AIE1 SRS range is -1..62, UG1078 "Shift-Round-Saturate"; the upshift by 1 is not modelled).
+template <class T>
+T srs(int64_t acc, int shift) {
+    if (shift < 0 || shift > 62) {
+        std::fprintf(stderr, "aie_api_emu: srs shift %d outside 0..62\n", shift);
+        std::abort();
+    }
+    int64_t q = acc;
+    if (shift > 0) {
+        const int64_t one = int64_t(1) << shift, half = int64_t(1) << (shift - 1);
+        q = acc >> shift;  // arithmetic: floor
+        const int64_t r = acc - q * one;  // 0 <= r < 2^shift
+        bool up = false;
+        switch (current_modes().rnd) {
+            case rounding_mode::floor: up = false; break;
+            case rounding_mode::ceil: up = r != 0; break;
+            case rounding_mode::positive_inf: up = r >= half; break;
+            case rounding_mode::negative_inf: up = r > half; break;
+            case rounding_mode::symmetric_inf: up = r > half || (r == half && acc >= 0); break;
+            case rounding_mode::symmetric_zero: up = r > half || (r == half && acc < 0); break;
+            case rounding_mode::conv_even: up = r > half || (r == half && (q & 1)); break;
+            case rounding_mode::conv_odd: up = r > half || (r == half && !(q & 1)); break;
+        }
+        q += up ? 1 : 0;
+    }
+    const int64_t hi = std::numeric_limits<T>::max(), lo = std::numeric_limits<T>::min();
+    switch (current_modes().sat) {
+        case saturation_mode::none: return static_cast<T>(q);  // two's complement wrap
+        case saturation_mode::saturate: return static_cast<T>(q > hi ? hi : q < lo ? lo : q);
+        case saturation_mode::symmetric: {
+            const int64_t slo = std::numeric_limits<T>::is_signed ? -hi : lo;
+            return static_cast<T>(q > hi ? hi : q < slo ? slo : q);
+        }
+    }
+    return static_cast<T>(q);
+}
+
+inline void check_acc48(int64_t s) {
+    if (s >= (int64_t(1) << 47) || s < -(int64_t(1) << 47)) {
+        std::fprintf(stderr, "aie_api_emu: acc48 overflow\n");
+        std::abort();
+    }
+}
+}  // namespace emu
+
+inline void set_rounding(rounding_mode m) {
+    static std::uint64_t& count = emu::op_counter("set_rounding");
+    ++count;
+    emu::current_modes().rnd = m;
+}
+
+inline void set_saturation(saturation_mode m) {
+    static std::uint64_t& count = emu::op_counter("set_saturation");
+    ++count;
+    emu::current_modes().sat = m;
+}
+
+inline rounding_mode get_rounding() { return emu::current_modes().rnd; }
+inline saturation_mode get_saturation() { return emu::current_modes().sat; }
+
+// ---------------------------------------------------------------------------- vectors
 
 template <class T, unsigned N>
 struct vector {
@@ -201,13 +308,21 @@ vector<T, N / 2> filter_odd(const vector<T, N>& x, unsigned step = 1) {
     return emu::filter(x, step, 1);
 }
 
+namespace emu {
+// One lane of add: integers in 64 bits then back to T; fp32 lanes are one IEEE single-precision add.
+template <class T>
+T add_lane(T a, T b) {
+    return static_cast<T>(static_cast<int64_t>(a) + static_cast<int64_t>(b));
+}
+inline float add_lane(float a, float b) { return a + b; }
+}  // namespace emu
+
 template <class T, unsigned N>
 vector<T, N> add(const vector<T, N>& a, const vector<T, N>& b) {
     static std::uint64_t& count = emu::op_counter(emu::key("add<%u,%s>", N, emu::type_name<T>::value));
     ++count;
     vector<T, N> r;  // int32 lanes wrap like the hardware's; the kernels never overflow
-    for (unsigned i = 0; i < N; ++i)
-        r.v[i] = static_cast<T>(static_cast<int64_t>(a.v[i]) + static_cast<int64_t>(b.v[i]));
+    for (unsigned i = 0; i < N; ++i) r.v[i] = emu::add_lane(a.v[i], b.v[i]);
     return r;
 }
 
@@ -220,6 +335,173 @@ vector<T, N> zeros() {
     return r;
 }
 
+template <class T, unsigned N>
+vector<T, N> broadcast(T x) {
+    static std::uint64_t& count = emu::op_counter(emu::key("broadcast<%u,%s>", N, emu::type_name<T>::value));
+    ++count;
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = x;
+    return r;
+}
+
+// Element-wise a + b for a scalar b (lanes wrap like the hardware's).
+template <class T, unsigned N>
+vector<T, N> add(const vector<T, N>& a, T b) {
+    static std::uint64_t& count = emu::op_counter(emu::key("add<%u,%s>(scalar)", N, emu::type_name<T>::value));
+    ++count;
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = static_cast<T>(static_cast<int64_t>(a.v[i]) + static_cast<int64_t>(b));
+    return r;
+}
+
+template <class T, unsigned N>
+vector<T, N> min(const vector<T, N>& a, T b) {
+    static std::uint64_t& count = emu::op_counter(emu::key("min<%u,%s>(scalar)", N, emu::type_name<T>::value));
+    ++count;
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = a.v[i] < b ? a.v[i] : b;
+    return r;
+}
+
+// One bit per lane (the result of a vector compare).
+template <unsigned N>
+struct mask {
+    bool bits[N] = {};
+    bool test(unsigned i) const { return bits[i]; }
+};
+
+template <class T, unsigned N>
+mask<N> lt(const vector<T, N>& a, const vector<T, N>& b) {
+    static std::uint64_t& count = emu::op_counter(emu::key("lt<%u,%s>", N, emu::type_name<T>::value));
+    ++count;
+    mask<N> m;
+    for (unsigned i = 0; i < N; ++i) m.bits[i] = a.v[i] < b.v[i];
+    return m;
+}
+
+template <class T, unsigned N>
+mask<N> lt(const vector<T, N>& a, T b) {
+    static std::uint64_t& count = emu::op_counter(emu::key("lt<%u,%s>(scalar)", N, emu::type_name<T>::value));
+    ++count;
+    mask<N> m;
+    for (unsigned i = 0; i < N; ++i) m.bits[i] = a.v[i] < b;
+    return m;
+}
+
+// m[i] ? b[i] : a (UG1529 aie::select(a, b, m): lanes of b where the mask bit is set, else a).
+template <class T, unsigned N>
+vector<T, N> select(T a, const vector<T, N>& b, const mask<N>& m) {
+    static std::uint64_t& count = emu::op_counter(emu::key("select<%u,%s>(scalar)", N, emu::type_name<T>::value));
+    ++count;
+    vector<T, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = m.bits[i] ? b.v[i] : a;
+    return r;
+}
+
+// ---------------------------------------------------------------------------- accumulators
+
+}  // namespace aie
+
+// The 48-bit and 80-bit accumulator tags of AIE1 (global types on the AI Engine compiler too).
+struct acc48 {};
+struct acc80 {};
+
+namespace aie {
+
+template <class Tag, unsigned N>
+struct accum;
+
+template <unsigned N>
+struct accum<acc48, N> {
+    int64_t v[N] = {};
+
+    // srs of every lane by the current rounding and saturation modes.
+    template <class T>
+    vector<T, N> to_vector(int shift = 0) const {
+        static std::uint64_t& count =
+            emu::op_counter(emu::key("accum<acc48,%u>.to_vector<%s>", N, emu::type_name<T>::value));
+        ++count;
+        vector<T, N> r;
+        for (unsigned i = 0; i < N; ++i) r.v[i] = emu::srs<T>(v[i], shift);
+        return r;
+    }
+
+    // lanes = x * 2^shift (upshift)
+    template <class T>
+    void from_vector(const vector<T, N>& x, int shift = 0) {
+        static std::uint64_t& count =
+            emu::op_counter(emu::key("accum<acc48,%u>.from_vector<%s>", N, emu::type_name<T>::value));
+        ++count;
+        for (unsigned i = 0; i < N; ++i) {
+            v[i] = static_cast<int64_t>(x.v[i]) * (int64_t(1) << shift);
+            emu::check_acc48(v[i]);
+        }
+    }
+
+    template <unsigned M>
+    accum<acc48, M> extract(unsigned idx) const {
+        static_assert(N % M == 0, "extract size must divide the accumulator size");
+        static std::uint64_t& count = emu::op_counter(emu::key("extract<%u>(accum<acc48,%u>)", M, N));
+        ++count;
+        if (idx >= N / M) {
+            std::fprintf(stderr, "aie_api_emu: accum extract<%u>(%u) out of range\n", M, idx);
+            std::abort();
+        }
+        accum<acc48, M> r;
+        for (unsigned i = 0; i < M; ++i) r.v[i] = v[M * idx + i];
+        return r;
+    }
+};
+
+// The 80-bit accumulator of AIE1's 32x16-bit multiplies (v8acc80 registers). Lanes are modelled in int64: the only
+// product formed here, int32 x int16, is below 2^46 in magnitude, exact in both.
+template <unsigned N>
+struct accum<acc80, N> {
+    int64_t v[N] = {};
+
+    // srs of every lane by the current rounding and saturation modes. The AIE API's AIE1 to_vector<int8> of an acc80
+    // accumulator (aie_api/detail/aie1/accum.hpp) goes through 32 bits: srs of each v8acc80 to v8int32 with the
+    // shift (rounded, saturated to 32 bits), ups of two of them to a v16acc48, bsrs (shift 0) to v16int8; a
+    // saturation to 32 bits then to 8 (or a wrap then a wrap) is the saturation (wrap) to 8 bits, so one srs<T> per
+    // lane gives the same values. It has no 8-lane form (no acc80 -> int8 of one v8acc80): N >= 16 for 8-bit T.
+    template <class T>
+    vector<T, N> to_vector(int shift = 0) const {
+        static_assert(sizeof(T) != 1 || N % 16 == 0, "AIE1: to_vector<int8> of acc80 needs 16, 32 or 64 lanes");
+        static std::uint64_t& count =
+            emu::op_counter(emu::key("accum<acc80,%u>.to_vector<%s>", N, emu::type_name<T>::value));
+        ++count;
+        vector<T, N> r;
+        for (unsigned i = 0; i < N; ++i) r.v[i] = emu::srs<T>(v[i], shift);
+        return r;
+    }
+};
+
+template <unsigned N>
+accum<acc48, 4 * N> concat(const accum<acc48, N>& a, const accum<acc48, N>& b, const accum<acc48, N>& c,
+                           const accum<acc48, N>& d) {
+    static std::uint64_t& count = emu::op_counter(emu::key("concat<acc48,%u>x4", N));
+    ++count;
+    accum<acc48, 4 * N> r;
+    const accum<acc48, N>* parts[4] = {&a, &b, &c, &d};
+    for (unsigned p = 0; p < 4; ++p)
+        for (unsigned i = 0; i < N; ++i) r.v[p * N + i] = parts[p]->v[i];
+    return r;
+}
+
+// Lane-wise products a[i] * b[i] into an accumulator (aie::mul<AccumTag>(v1, v2)): modelled for int32 x int16 into
+// acc80 only, the AIE1 32x16-bit multiply (aie_api/detail/aie1/mul_acc80.hpp: one lmul8 intrinsic per 8 lanes).
+template <class AccTag, class T1, class T2, unsigned N>
+accum<AccTag, N> mul(const vector<T1, N>& a, const vector<T2, N>& b) {
+    static_assert(std::is_same<AccTag, acc80>::value && std::is_same<T1, int32_t>::value &&
+                      std::is_same<T2, int16_t>::value,
+                  "aie_api_emu models aie::mul<acc80> of int32 by int16 lanes only");
+    static std::uint64_t& count = emu::op_counter(emu::key("mul<acc80,%u,int32,int16>", N));
+    ++count;
+    accum<AccTag, N> r;
+    for (unsigned i = 0; i < N; ++i) r.v[i] = static_cast<int64_t>(a.v[i]) * static_cast<int64_t>(b.v[i]);
+    return r;
+}
+
 // C (M x N) = A (M x K) * B (K x N), all row-major inside the vectors; 48-bit accumulators on
 // AIE1 (modelled with int64 and checked against 48 bits).
 template <unsigned M, unsigned K, unsigned N, class TypeA, class TypeB>
@@ -229,6 +511,24 @@ struct mmul {
     static constexpr unsigned size_C = M * N;
 
     int64_t acc[M * N] = {};
+
+    mmul() = default;
+
+    // Starts from an accumulator (e.g. a partial sum read from the cascade).
+    explicit mmul(const accum<acc48, M * N>& a) {
+        static std::uint64_t& count = emu::op_counter(op_key("from_accum"));
+        ++count;
+        for (unsigned i = 0; i < size_C; ++i) acc[i] = a.v[i];
+    }
+
+    // The accumulator (e.g. to pass on along the cascade).
+    accum<acc48, M * N> to_accum() const {
+        static std::uint64_t& count = emu::op_counter(op_key("to_accum"));
+        ++count;
+        accum<acc48, M * N> r;
+        for (unsigned i = 0; i < size_C; ++i) r.v[i] = acc[i];
+        return r;
+    }
 
     // "mmul<M,K,N,TypeA,TypeB>.<op>"
     static std::string op_key(const char* op) {
@@ -256,32 +556,64 @@ struct mmul {
                 int64_t s = acc[m * N + n];
                 for (unsigned k = 0; k < K; ++k)
                     s += static_cast<int64_t>(a.v[m * K + k]) * static_cast<int64_t>(b.v[k * N + n]);
-                if (s >= (int64_t(1) << 47) || s < -(int64_t(1) << 47)) {
-                    std::fprintf(stderr, "aie_api_emu: acc48 overflow\n");
-                    std::abort();
-                }
+                emu::check_acc48(s);
                 acc[m * N + n] = s;
             }
     }
 
-    // srs: shift right with rounding (half up), then saturate to T.
+    // srs: shift right, round and saturate by the current modes (aie::set_rounding / set_saturation).
     template <class T>
     vector<T, size_C> to_vector(int shift = 0) const {
         static std::uint64_t& count =
             emu::op_counter(op_key(emu::key("to_vector<%s>", emu::type_name<T>::value).c_str()));
         ++count;
         vector<T, size_C> r;
-        for (unsigned i = 0; i < size_C; ++i) {
-            int64_t x = acc[i];
-            if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;
-            if (x > std::numeric_limits<T>::max()) x = std::numeric_limits<T>::max();
-            if (x < std::numeric_limits<T>::min()) x = std::numeric_limits<T>::min();
-            r.v[i] = static_cast<T>(x);
-        }
+        for (unsigned i = 0; i < size_C; ++i) r.v[i] = emu::srs<T>(acc[i], shift);
         return r;
     }
 };
 
 }  // namespace aie
+
+// ---------------------------------------------------------------------------- ADF cascade ports (host)
+
+// A cascade between two kernels: a FIFO of 8-lane acc48 words. Reading an empty FIFO yields zeros and
+// counts the word in missing (the test bench turns that into an error).
+struct cascade_fifo {
+    std::deque<aie::accum<acc48, 8> > words;
+    std::size_t missing = 0;
+};
+
+template <class T>
+struct input_cascade {
+    cascade_fifo* fifo;
+};
+
+template <class T>
+struct output_cascade {
+    cascade_fifo* fifo;
+};
+
+// One cascade word in (ADF: readincr_v<8>(input_cascade<acc48>*)).
+template <unsigned N>
+aie::accum<acc48, N> readincr_v(input_cascade<acc48>* c) {
+    static_assert(N == 8, "an AIE1 cascade word is 8 lanes of acc48 (384 bits)");
+    static std::uint64_t& count = aie::emu::op_counter("readincr_v<8>(input_cascade<acc48>)");
+    ++count;
+    if (c->fifo->words.empty()) {
+        ++c->fifo->missing;
+        return aie::accum<acc48, N>();
+    }
+    aie::accum<acc48, N> r = c->fifo->words.front();
+    c->fifo->words.pop_front();
+    return r;
+}
+
+// One cascade word out (ADF: writeincr(output_cascade<acc48>*, accum<acc48, 8>)).
+inline void writeincr(output_cascade<acc48>* c, const aie::accum<acc48, 8>& a) {
+    static std::uint64_t& count = aie::emu::op_counter("writeincr(output_cascade<acc48>)");
+    ++count;
+    c->fifo->words.push_back(a);
+}
 
 #endif

@@ -1,2 +1,2 @@
-"""The scalable attention engine (issue #16): stream contract v2 (``hw/ENGINE.md``), its generator and the
+"""The scalable attention engine: stream contract v3 (``hw/ENGINE.md``), its generator and the
 design the performance model chose."""

@@ -5,10 +5,13 @@ pipeline, tile shape, score width, lanes, PL clock) into a build folder:
 
 ========================  =========================================================================
 ``aie/engine_config.h``   ``VCKATTN_ENGINE_*`` build parameters of the kernels (``hw/aie/engine/``)
-``aie/graph.h``, ``.cpp``  the ADF graph: per pipeline ``k`` ``qk_slice<j>`` (qk_in broadcast, scores
-                          through ``pktmerge<k>`` to s_out), ``k`` P·V kernels (v_in broadcast, P from
-                          p_in through ``pktsplit<k>``, partial O along the cascade, O to o_out), with
-                          placement constraints (:mod:`.layout`)
+``aie/graph.h``, ``.cpp``  the ADF graph (stream contract v3): per pipeline ``k`` ``qk_slice<j>`` (q buffers
+                          broadcast from q_in; K slices, async, from ``pktsplit<2k>`` on kv_in; s buffers
+                          through the channel's ``pktmerge<k/m>``, or straight, to ``s_out<c>``), ``k``
+                          P·V kernels (p buffers from ``p_in<c>`` through ``pktsplit<k/m>`` or straight; V
+                          slices, async, from the kv split; partial O along the cascade; the last kernel's
+                          o buffers, the requantized A records, to o_out); window sizes from the kernels'
+                          buffer sizes, ping-pong; kernel and buffer placement constraints (:mod:`.layout`)
 ``system.cfg``            the Vitis link configuration (``nk=``, ``sc=``, ``[clock]``)
 ``pl/engine_pl.v``        the PL top (``vckattn.hw.pl.engine.generate_engine_verilog``), its
                           ``kernel.xml`` and ``package_kernel.tcl``
@@ -18,10 +21,12 @@ pipeline, tile shape, score width, lanes, PL clock) into a build folder:
 ``diagram.png``           the design point: kernels on the array, PLIOs per column
 ========================  =========================================================================
 
-The generated graph names two constants of ``hw/aie/engine/engine_kernels.h``:
-``vckattn_engine::QK_WORKSPACE_BYTES`` and ``vckattn_engine::PV_WORKSPACE_BYTES`` (the kernels'
-per-instance workspaces, which the compiler places on the heap). Nothing here is compiled (no AMD
-tools); ``tests/test_engine_generate.py`` checks the sources' structure.
+The generated graph names the buffer sizes of ``hw/aie/engine/engine_kernels.h``
+(``vckattn_engine::Q_BUFFER_BYTES`` ... ``O_BUFFER_BYTES``) as its window sizes. Memory assumption
+(:func:`check_design`): every kernel's buffers (both ping-pong halves) and its state sit in its own tile's
+32 KB data memory with the runtime's reserve (stack, heap: ``device.json``); the graph pins each buffer
+there (``adf::location<adf::buffer>``), so no kernel relies on its neighbours' memory. Nothing here is
+compiled (no AMD tools); ``tests/test_engine_generate.py`` checks the sources' structure.
 
 The committed engine manifests (``bitstreams/<name>.json`` and ``bitstreams/engine_designs/<name>.design.json`` for
 :data:`ENGINE_BUILDS`) are regenerated with ``python -m vckattn.hw.engine.generate --write-bitstreams``
@@ -48,21 +53,22 @@ DESIGNS_DIR = "engine_designs"
 #: the graph instance's name (the host opens it by this name)
 GRAPH_NAME = "engine_graph"
 PL_TOP = "engine_pl"
+#: the stream contract the generated engines follow (hw/ENGINE.md)
+STREAMS_VERSION = 3
 #: head sizes a build serves by default; MAX_D is their maximum (at most :data:`MAX_D`)
 HEAD_DIMS = (32, 64)
 MAX_D = 64
 #: the workload the committed engines are chosen for and modeled on: BERT-base attention, S = 512, batch 8
 BERT_SEQ, BERT_BATCH = 512, 8
-#: heap bytes on top of a kernel's workspace (its stack and the runtime's own)
-HEAP_SLACK_BYTES = 1024
 #: runtime ratio of every kernel (above 0.5: one core each)
 RUNTIME_RATIO = 0.9
 
-#: the small engine the simulation tests run
+#: the small engine the simulation tests run (2 pipelines x 2 + 2 kernels, one score channel each, 16-row tiles,
+#: head size 64, 128 keys a group: slices of 64 keys, 2 SwiftMax lanes, int8 scores)
 SMALL_DESIGN = {"pipelines": 2, "qk_kernels": 2, "pv_kernels": 2, "q_rows": 16, "key_block": 32, "score_bits": 8,
                 "plio_bits": 128, "score_plios": 1, "in_plios": 2, "out_plios": 1, "lanes_swiftmax": 2,
                 "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "score_switch": False,
-                "o_bits": 32, "host_seconds_per_tile": 0.0, "max_seq": 512, "name": "engine_small"}
+                "o_bits": 8, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
 #: committed engine manifests: name -> (board, design: "best" = the explorer's best buildable SwiftMax design)
 ENGINE_BUILDS: dict[str, tuple[str, str | dict]] = {
     "vck5000_engine": ("vck5000", "best"),
@@ -88,30 +94,46 @@ def platform_of(board: str) -> str:
     raise GenerateError(f"unknown board {board!r}; choose from vck5000, vck190")
 
 
+def engine_params(design: Any, max_seq: int, head_dims: tuple[int, ...] = HEAD_DIMS) -> Any:
+    """The kernels' build parameters (:class:`~vckattn.hw.engine.model.EngineParams`) of ``design``: ``D`` the
+    largest head size, ``MAX_KEYS = max_seq`` (GenerateError naming the rule when stream contract v3 refuses
+    them)."""
+    from vckattn.hw.engine.model import EngineParams
+
+    try:
+        return EngineParams(pipelines=design.pipelines, kernels=design.qk_kernels, score_plios=design.score_plios,
+                            q_rows=design.q_rows, d=max(head_dims), max_keys=max_seq, score_bits=design.score_bits,
+                            lanes=design.lanes_swiftmax)
+    except ValueError as exc:
+        raise GenerateError(f"design: {exc}") from None
+
+
 def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = HEAD_DIMS) -> None:
-    """Raise :class:`GenerateError` naming the first field of ``design`` that stream contract v2 cannot build."""
+    """Raise :class:`GenerateError` naming the first field of ``design`` that stream contract v3 cannot build."""
     d = design
+    k = d.qk_kernels
     rules = [
         (d.qk_kernels == d.pv_kernels, f"qk_kernels ({d.qk_kernels}) must equal pv_kernels ({d.pv_kernels}): "
                                        "P.V kernel j owns QK^T kernel j's key slice"),
-        (d.qk_kernels <= 32, f"qk_kernels {d.qk_kernels} > 32: the packet id (slice) has 5 bits"),
-        (d.in_plios == 2, f"in_plios must be 2 (qk_in and v_in), not {d.in_plios}"),
-        (d.score_plios == 1, f"score_plios must be 1 (one s_out / p_in pair per pipeline), not {d.score_plios}"),
+        (k <= 16, f"qk_kernels {k} > 16: the 2k kv_in packet ids have 5 bits"),
+        (k % d.score_plios == 0, f"score_plios ({d.score_plios}) must divide qk_kernels ({k}): each score channel "
+                                 "serves k/m kernels"),
+        (d.in_plios == 2, f"in_plios must be 2 (q_in and kv_in), not {d.in_plios}"),
         (d.out_plios == 1, f"out_plios must be 1 (o_out), not {d.out_plios}"),
         (d.plio_bits == 128, f"plio_bits must be 128, not {d.plio_bits}"),
         (d.score_bits in (8, 16), f"score_bits must be 8 or 16, not {d.score_bits}"),
-        (d.o_bits == 32, f"o_bits must be 32 (int32 O records), not {d.o_bits}"),
-        (d.kv_resident, "kv_resident must be true (the kernels keep their K/V slices)"),
+        (d.o_bits == 8, f"o_bits must be 8 (the last P.V kernel requantizes: int8 A records leave the array), not "
+                        f"{d.o_bits}"),
+        (d.kv_resident, "kv_resident must be true (the kernels hold their K/V slices)"),
         (not d.score_switch, "score_switch must be false (the engine has no score switch)"),
         (d.lanes_swiftmax >= 1, "lanes_swiftmax must be >= 1 (the engine normalizes with SwiftMax)"),
         (d.lanes_online_softmax == 0, "lanes_online_softmax must be 0 (the engine builds SwiftMax only)"),
-        (d.q_rows % d.lanes_swiftmax == 0 and d.key_block % d.lanes_swiftmax == 0,
-         f"q_rows ({d.q_rows}) and key_block ({d.key_block}) must be multiples of lanes_swiftmax "
-         f"({d.lanes_swiftmax})"),
         (d.lanes_swiftmax <= 128 // d.score_bits,
          f"lanes_swiftmax {d.lanes_swiftmax} > {128 // d.score_bits} scores a 128-bit beat"),
-        (max_seq >= d.key_block and max_seq % d.key_block == 0,
-         f"max_seq {max_seq} must be a positive multiple of key_block ({d.key_block})"),
+        (d.q_rows % 4 == 0, f"q_rows ({d.q_rows}) must be a multiple of 4 (the mmul row block)"),
+        (max_seq >= 16 * k and max_seq % (16 * k) == 0,
+         f"max_seq {max_seq} must be a positive multiple of 16 x qk_kernels ({16 * k}): slices of SK = max_seq / k "
+         "keys, SK a multiple of 16"),
         (d.max_seq is None or d.max_seq == max_seq, f"the design's max_seq {d.max_seq} differs from {max_seq}"),
         (bool(head_dims) and all(16 <= h <= MAX_D and h % 16 == 0 for h in head_dims),
          f"head_dims {list(head_dims)} must be multiples of 16 up to {MAX_D}"),
@@ -119,25 +141,27 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
     for ok, message in rules:
         if not ok:
             raise GenerateError(f"design: {message}")
-    _check_memory(d, max_seq, head_dims)
+    _check_memory(engine_params(d, max_seq, head_dims), max_seq)
 
 
-def _check_memory(d: Any, max_seq: int, head_dims: tuple[int, ...]) -> None:
-    """The kernels' workspaces (hw/engine/model.py: workspace_bytes, = sizeof in engine_kernels.h) plus the
-    heap slack and the runtime's reserve must fit an AIE tile's data memory."""
-    from vckattn.hw.engine.model import EngineParams, workspace_bytes
+def _check_memory(p: Any, max_seq: int) -> None:
+    """Every kernel's buffers (ping-pong) and state (hw/engine/model.py: kernel_memory, = the kernels' sizes and
+    sizeof) plus the runtime's reserve must fit its own AIE tile's data memory (the generated graph pins the
+    buffers there; no neighbour memory is assumed)."""
+    from vckattn.hw.engine.model import kernel_memory
     from vckattn.hw.perf.model import load_device
 
     dev = load_device("vck5000")
-    p = EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=d.q_rows, key_block=d.key_block,
-                     max_d=max(head_dims), max_keys=max_seq, score_bits=d.score_bits)
-    for kernel, size in workspace_bytes(p).items():
-        need = size + HEAP_SLACK_BYTES + dev.tile_memory_reserve_bytes
+    mem = kernel_memory(p)
+    variants = ["qk", "pv_only"] if p.kernels == 1 else ["qk", "pv_first", "pv_last"] + (["pv_mid"] * (p.kernels > 2))
+    for kernel in variants:
+        need = mem[kernel] + dev.tile_memory_reserve_bytes
         if need > dev.tile_memory_bytes:
-            raise GenerateError(f"design: {kernel}'s workspace ({size} B) + heap slack ({HEAP_SLACK_BYTES} B) + "
-                                f"runtime reserve ({dev.tile_memory_reserve_bytes} B) = {need} B does not fit the "
-                                f"{dev.tile_memory_bytes} B of an AIE tile at max_seq {max_seq}: use more kernels per "
-                                "pipeline or a shorter max_seq")
+            raise GenerateError(f"design: {kernel}'s buffers and state ({mem[kernel]} B) + runtime reserve "
+                                f"({dev.tile_memory_reserve_bytes} B) = {need} B do not fit the "
+                                f"{dev.tile_memory_bytes} B of an AIE tile at max_seq {max_seq} (slices of "
+                                f"{p.slice_keys} keys, Q_ROWS {p.q_rows}): use more kernels per pipeline, fewer query "
+                                "rows or a shorter max_seq")
 
 
 def design_from_file(path: Path) -> Any:
@@ -173,27 +197,25 @@ def bert_workload(seq: int = BERT_SEQ) -> Any:
 
 
 def buildable(design: Any) -> bool:
-    """Whether stream contract v2 builds ``design`` (:func:`check_design` with the defaults passes)."""
+    """Whether stream contract v3 builds ``design`` (:func:`check_design` with the defaults passes)."""
     try:
         check_design(replace(design, max_seq=None))
-    except GenerateError:
+        lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+    except (GenerateError, lay.LayoutError):
         return False
-    return lay.max_pipelines(design.qk_kernels) >= design.pipelines
+    return True
 
 
 def best_design(board: str) -> Any:
     """The explorer's best SwiftMax design for :func:`bert_workload` on ``board`` among the designs this
     generator builds (:func:`buildable`): :func:`vckattn.hw.perf.explore.search`'s rule (fastest; within
-    its ``TIE`` the fewest LUTs) over its candidates. Where the explorer's overall best is buildable (the
-    VCK5000's is) the two are the same design."""
+    its ``TIE`` the fewest LUTs) over its candidates, with the explorer's headroom on every resource."""
     from vckattn.hw.perf import explore, model
 
     dev = model.load_device(board)
     w = bert_workload()
     clock = float(dev.pl_clock_mhz["model_default"])
-    probe = model.Design(pl_clock_mhz=clock)
-    budget = {k: v for k, v in model.resources_available(probe, dev).items() if k != "aie_kernel_memory_bytes"}
-    budget["lut"] *= 1 - explore.LUT_HEADROOM
+    budget = explore.default_budget(dev, explore.HEADROOM, clock)
     found = []
     for cand in explore.candidates(w, dev, clock):
         if not buildable(cand):
@@ -216,12 +238,12 @@ _BANNER = "// GENERATED by vckattn.hw.engine.generate ({what}) -- do not edit; r
 
 
 def render_config(design: Any, max_seq: int, head_dims: tuple[int, ...]) -> str:
-    """``engine_config.h``: the kernels' build parameters (``hw/aie/engine/engine_kernels.h`` reads them)."""
-    values = {"KERNELS": design.qk_kernels, "Q_ROWS": design.q_rows, "KEY_BLOCK": design.key_block,
-              "MAX_D": max(head_dims), "MAX_KEYS": max_seq, "SCORE_BITS": design.score_bits}
-    lines = [_BANNER.format(what="engine build parameters"), "// Stream contract v2 (hw/ENGINE.md).",
+    """``engine_config.h``: the kernels' and PL movers' build parameters (``hw/aie/engine/engine_kernels.h``,
+    ``hw/hls/swiftmax_engine_hls.h`` read them): :meth:`EngineParams.macros`."""
+    macros = engine_params(design, max_seq, head_dims).macros()
+    lines = [_BANNER.format(what="engine build parameters"), "// Stream contract v3 (hw/ENGINE.md).",
              "#ifndef VCKATTN_ENGINE_CONFIG_H", "#define VCKATTN_ENGINE_CONFIG_H", ""]
-    lines += [f"#define VCKATTN_ENGINE_{k} {v}" for k, v in values.items()]
+    lines += [f"#define {k} {v}" for k, v in macros.items()]
     lines += ["", f"// {design.pipelines} pipelines (the graph's, not the kernels' parameter)",
               f"#define VCKATTN_ENGINE_PIPELINES {design.pipelines}", "", "#endif", ""]
     return "\n".join(lines)
@@ -235,20 +257,29 @@ def _pv_function(j: int, k: int) -> str:
     return f"pv_slice_last<{j}>" if j == k - 1 else f"pv_slice_mid<{j}>"
 
 
+def _win(size: str) -> str:
+    return f"adf::window<vckattn_engine::{size}>"
+
+
 def render_graph_h(design: Any, placed: Layout) -> str:
-    """``graph.h``: the ADF graph of ``design``'s pipelines with ``placed``'s locations."""
-    k, n = design.qk_kernels, design.pipelines
+    """``graph.h``: the ADF graph of ``design``'s pipelines with ``placed``'s locations (UNVERIFIED: written against
+    the ADF graph API of Vitis 2022.2; no aiecompiler here)."""
+    k, n, m = design.qk_kernels, design.pipelines, design.score_plios
+    per = k // m
     mhz = f"{design.pl_clock_mhz:g}"
     out = [
         _BANNER.format(what="ADF graph of the engine"),
-        f"// Design: {n} pipelines x ({k} qk_slice + {k} pv_slice kernels), Q_ROWS {design.q_rows}, "
-        f"KEY_BLOCK {design.key_block}, int{design.score_bits} scores; PLIOs 128 bit at {mhz} MHz.",
-        "// Per pipeline i (hw/ENGINE.md):",
-        "//   p<i>_qk_in --broadcast--> qk_slice<0..k-1> --pktmerge<k>--> p<i>_s_out   (scores to the PL)",
-        "//   p<i>_p_in  --pktsplit<k>--> pv j (P packets by slice)  <--broadcast-- p<i>_v_in",
-        "//   pv 0 --cascade--> ... --> pv k-1 --> p<i>_o_out                          (O records to the PL)",
+        f"// Design: {n} pipelines x ({k} qk_slice + {k} pv_slice kernels, {m} score channel(s)), Q_ROWS "
+        f"{design.q_rows}, int{design.score_bits} scores; PLIOs 128 bit at {mhz} MHz.",
+        "// Per pipeline i (hw/ENGINE.md, stream contract v3):",
+        "//   p<i>_q_in  --broadcast--> qk j: q window (ping-pong)                          j = 0 .. k-1",
+        "//   p<i>_kv_in --pktsplit<2k>--> qk j: k window (async), pv j: v window (async)   packet id j / k+j",
+        "//   qk j: s window --pktmerge<k/m> of channel c = j/(k/m) (or straight)--> p<i>_s_out<c> (scores to the PL)",
+        "//   p<i>_p_in<c> --pktsplit<k/m> (or straight)--> pv j: p window",
+        "//   pv 0 --cascade--> ... --> pv k-1: o window --> p<i>_o_out       (A records, requantized, to the PL)",
         "// Placement (hw/engine/layout.py): a pipeline's P.V chain on consecutive tiles of one row in the",
-        "// row's cascade direction, its QK^T kernels on the row above; PLIOs on nearby PL interface columns.",
+        "// row's cascade direction, its QK^T kernels on the row above; every buffer in its kernel's tile;",
+        "// PLIOs on nearby PL interface columns.",
         "#ifndef VCKATTN_ENGINE_GRAPH_H",
         "#define VCKATTN_ENGINE_GRAPH_H",
         "",
@@ -256,7 +287,7 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         "",
         '#include "engine_config.h"',
         '#include "kernels.h"         // hw/aie/engine/kernels.h: the kernel signatures',
-        '#include "engine_kernels.h"  // vckattn_engine::QK_WORKSPACE_BYTES, PV_WORKSPACE_BYTES',
+        '#include "engine_kernels.h"  // vckattn_engine::*_BUFFER_BYTES: the window sizes',
         "",
         "class EngineGraph : public adf::graph {",
         "public:",
@@ -265,48 +296,76 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         out.append(f"    // pipeline {i}")
         out.append("    adf::kernel " + ", ".join([qk_name(i, j) for j in range(k)] + [pv_name(i, j) for j in range(k)])
                    + ";")
-        out.append(f"    adf::pktmerge<{k}> p{i}_merge;")
-        out.append(f"    adf::pktsplit<{k}> p{i}_split;")
-        out.append(f"    adf::input_plio {plio_name(i, 'qk_in')}, {plio_name(i, 'v_in')}, {plio_name(i, 'p_in')};")
-        out.append(f"    adf::output_plio {plio_name(i, 's_out')}, {plio_name(i, 'o_out')};")
+        out.append(f"    adf::pktsplit<{2 * k}> p{i}_kv_split;")
+        if per > 1:
+            out.append("    adf::pktmerge<" + f"{per}> " + ", ".join(f"p{i}_merge{c}" for c in range(m)) + ";")
+            out.append("    adf::pktsplit<" + f"{per}> " + ", ".join(f"p{i}_split{c}" for c in range(m)) + ";")
+        ins = [plio_name(i, s_) for s_, d_ in lay.pipeline_plios(m) if d_ == "in"]
+        outs = [plio_name(i, s_) for s_, d_ in lay.pipeline_plios(m) if d_ == "out"]
+        out.append("    adf::input_plio " + ", ".join(ins) + ";")
+        out.append("    adf::output_plio " + ", ".join(outs) + ";")
     out += ["", "    EngineGraph() {"]
-    heap_qk = f"vckattn_engine::QK_WORKSPACE_BYTES + {HEAP_SLACK_BYTES}"
-    heap_pv = f"vckattn_engine::PV_WORKSPACE_BYTES + {HEAP_SLACK_BYTES}"
     for i in range(n):
-        b = []
-        b.append(f"        // ---- pipeline {i}")
-        for suffix, direction in lay.PIPELINE_PLIOS:
+        b = [f"        // ---- pipeline {i}"]
+        for suffix, direction in lay.pipeline_plios(m):
             name = plio_name(i, suffix)
             kind = "input_plio" if direction == "in" else "output_plio"
             b.append(f'        {name} = adf::{kind}::create("{name}", adf::plio_128_bits, "data/{name}.txt", {mhz});')
             b.append(f"        adf::location<adf::PLIO>({name}) = adf::shim({placed.plio_columns[name]});")
-        b.append(f"        p{i}_merge = adf::pktmerge<{k}>::create();")
-        b.append(f"        p{i}_split = adf::pktsplit<{k}>::create();")
+        b.append(f"        p{i}_kv_split = adf::pktsplit<{2 * k}>::create();")
+        b.append(f"        adf::connect<adf::pktstream>({plio_name(i, 'kv_in')}.out[0], p{i}_kv_split.in[0]);")
+        for c in range(m):
+            if per > 1:
+                b.append(f"        p{i}_merge{c} = adf::pktmerge<{per}>::create();")
+                b.append(f"        p{i}_split{c} = adf::pktsplit<{per}>::create();")
+                s_out, p_in = plio_name(i, f"s_out{c}"), plio_name(i, f"p_in{c}")
+                b.append(f"        adf::connect<adf::pktstream>(p{i}_merge{c}.out[0], {s_out}.in[0]);")
+                b.append(f"        adf::connect<adf::pktstream>({p_in}.out[0], p{i}_split{c}.in[0]);")
         for j in range(k):
             q = qk_name(i, j)
             c, r = placed.tiles[q]
+            ch = j // per
             b.append(f"        {q} = adf::kernel::create(qk_slice<{j}>);")
             b.append(f'        adf::source({q}) = "qk_slice.cc";')
             b.append(f"        adf::runtime<adf::ratio>({q}) = {RUNTIME_RATIO};")
-            b.append(f"        adf::heap_size({q}) = {heap_qk};")
             b.append(f"        adf::location<adf::kernel>({q}) = adf::tile({c}, {r});")
-            b.append(f"        adf::connect<adf::stream>({plio_name(i, 'qk_in')}.out[0], {q}.in[0]);")
-            b.append(f"        adf::connect<>({q}.out[0], p{i}_merge.in[{j}]);")
-        b.append(f"        adf::connect<adf::pktstream>(p{i}_merge.out[0], {plio_name(i, 's_out')}.in[0]);")
-        b.append(f"        adf::connect<adf::pktstream>({plio_name(i, 'p_in')}.out[0], p{i}_split.in[0]);")
+            b.append(f"        adf::connect<{_win('Q_BUFFER_BYTES')}>({plio_name(i, 'q_in')}.out[0], {q}.in[0]);")
+            b.append(f"        adf::connect<adf::pktstream, {_win('K_BUFFER_BYTES')}>(p{i}_kv_split.out[{j}], "
+                     f"{q}.in[1]);")
+            b.append(f"        adf::async({q}.in[1]);")
+            if per > 1:
+                b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}, adf::pktstream>({q}.out[0], "
+                         f"p{i}_merge{ch}.in[{j % per}]);")
+            else:
+                s_out = plio_name(i, f"s_out{ch}")
+                b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}>({q}.out[0], {s_out}.in[0]);")
+            for port in ("in[0]", "in[1]", "out[0]"):
+                b.append(f"        adf::location<adf::buffer>({q}.{port}) = adf::location<adf::kernel>({q});")
         for j in range(k):
-            p = pv_name(i, j)
-            c, r = placed.tiles[p]
-            b.append(f"        {p} = adf::kernel::create({_pv_function(j, k)});")
-            b.append(f'        adf::source({p}) = "pv_slice.cc";')
-            b.append(f"        adf::runtime<adf::ratio>({p}) = {RUNTIME_RATIO};")
-            b.append(f"        adf::heap_size({p}) = {heap_pv};")
-            b.append(f"        adf::location<adf::kernel>({p}) = adf::tile({c}, {r});")
-            b.append(f"        adf::connect<adf::stream>({plio_name(i, 'v_in')}.out[0], {p}.in[0]);")
-            b.append(f"        adf::connect<>(p{i}_split.out[{j}], {p}.in[1]);")
+            pv = pv_name(i, j)
+            c, r = placed.tiles[pv]
+            ch = j // per
+            b.append(f"        {pv} = adf::kernel::create({_pv_function(j, k)});")
+            b.append(f'        adf::source({pv}) = "pv_slice.cc";')
+            b.append(f"        adf::runtime<adf::ratio>({pv}) = {RUNTIME_RATIO};")
+            b.append(f"        adf::location<adf::kernel>({pv}) = adf::tile({c}, {r});")
+            if per > 1:
+                b.append(f"        adf::connect<adf::pktstream, {_win('P_BUFFER_BYTES')}>("
+                         f"p{i}_split{ch}.out[{j % per}], {pv}.in[0]);")
+            else:
+                p_in = plio_name(i, f"p_in{ch}")
+                b.append(f"        adf::connect<{_win('P_BUFFER_BYTES')}>({p_in}.out[0], {pv}.in[0]);")
+            b.append(f"        adf::connect<adf::pktstream, {_win('V_BUFFER_BYTES')}>(p{i}_kv_split.out[{k + j}], "
+                     f"{pv}.in[1]);")
+            b.append(f"        adf::async({pv}.in[1]);")
+            ports = ["in[0]", "in[1]"]
             if j > 0:
-                b.append(f"        adf::connect<adf::cascade>({pv_name(i, j - 1)}.out[0], {p}.in[2]);")
-        b.append(f"        adf::connect<adf::stream>({pv_name(i, k - 1)}.out[0], {plio_name(i, 'o_out')}.in[0]);")
+                b.append(f"        adf::connect<adf::cascade>({pv_name(i, j - 1)}.out[0], {pv}.in[2]);")
+            if j == k - 1:
+                b.append(f"        adf::connect<{_win('O_BUFFER_BYTES')}>({pv}.out[0], {plio_name(i, 'o_out')}.in[0]);")
+                ports.append("out[0]")
+            for port in ports:
+                b.append(f"        adf::location<adf::buffer>({pv}.{port}) = adf::location<adf::kernel>({pv});")
         out += b
     out += ["    }", "};", "", "#endif", ""]
     return "\n".join(out)
@@ -323,7 +382,7 @@ def render_graph_cpp(design: Any) -> str:
         f"EngineGraph {GRAPH_NAME};",
         "",
         "#if defined(__AIESIM__) || defined(__X86SIM__)",
-        "// Simulation driver: every kernel runs VCKATTN_AIESIM_CALLS calls (one command or step each) on",
+        "// Simulation driver: every kernel runs VCKATTN_AIESIM_CALLS calls (one tile each) on",
         "// the data files data/p<i>_<plio>.txt.",
         "#ifndef VCKATTN_AIESIM_CALLS",
         "#define VCKATTN_AIESIM_CALLS 4",
@@ -363,46 +422,47 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     from vckattn.hw import manifest as mf
 
     check_design(design, max_seq, head_dims)
-    n, k, bits, lanes = design.pipelines, design.qk_kernels, design.score_bits, design.lanes_swiftmax
-    placed = lay.layout(n, k)
+    p = engine_params(design, max_seq, head_dims)
+    n, k, m, bits, lanes = p.pipelines, p.kernels, p.score_plios, p.score_bits, p.lanes
+    placed = lay.layout(n, k, m)
     fmt = engine_format(bits)
-    cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("qk", "v")],
+    cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "kv")],
            "s2mm_engine": [f"s2mm_engine_{i}" for i in range(n)]}
     kernels = [
         {"name": "mm2s_engine", "kind": "hls", "compute_units": cus["mm2s_engine"],
-         "doc": "two per pipeline (qk, v): a command list from DDR to the AIE, each header beat followed by its "
-                "payload gathered from Q (TILE) or K/V (LOAD_*) at the descriptor's offset (hw/hls/mm2s_engine.cpp, "
-                "hw/ENGINE.md)",
-         "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("tile_src", "m_axi"),
-                   _port("load_src", "m_axi"), _port("q_rows", "scalar"), _port("key_block", "scalar"),
-                   _port("out", "axis", "out", 128)],
+         "doc": "two per pipeline: the q mover (kv = 0: TILE descriptors, each header beat followed by its q tile "
+                "gathered from the re-tiled Q) and the kv mover (kv = 1: SLICE descriptors, K slices from the re-tiled "
+                "K, V slices from the re-tiled V), at the descriptors' offsets (hw/hls/mm2s_engine.cpp, hw/ENGINE.md)",
+         "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("src", "m_axi"), _port("src_v", "m_axi"),
+                   _port("kv", "scalar"), _port("payload_bytes", "scalar"), _port("out", "axis", "out", 128)],
          "registers": []},
         {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
-         "doc": f"SwiftMax on the score packets of every pipeline ({lanes} lanes each, int{bits} scores, the mask "
-                "sentinel in-band): s<i> from p<i>_s_out, P packets on p<i> to p<i>_p_in; one register file shared by "
-                "the pipelines, b_beta/c_out per head (the packet header's head) with a read port per pipeline "
-                "(s_axil, s_axi_control in the Vitis wrapper)",
-         "ports": [p for i in range(n) for p in (_port(f"s{i}", "axis", "in", 128),
-                                                 _port(f"p{i}", "axis", "out", 128))]
+         "doc": f"SwiftMax on the score packets of every score channel ({m} per pipeline, {lanes} lanes each, "
+                f"int{bits} scores, the mask sentinel in-band): channel i*{m}+c takes s<i*{m}+c> from p<i>_s_out<c> "
+                f"and sends its P packets on p<i*{m}+c> to p<i>_p_in<c>; one register file shared by the channels, "
+                "b_beta/c_out per head (the packet header's head) with a read port per channel (s_axil, "
+                "s_axi_control in the Vitis wrapper)",
+         "ports": [x for ch in range(n * m) for x in (_port(f"s{ch}", "axis", "in", 128),
+                                                      _port(f"p{ch}", "axis", "out", 128))]
          + [_port("s_axil", "axi4lite", "in")],
-         "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n))},
+         "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n * m))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
-         "doc": "per pipeline: O records from p<i>_o_out -> requantize (rq_mult, rq_shift) -> A of tile t into slot t "
-                "of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done log "
-                "(hw/hls/s2mm_engine.cpp)",
-         "ports": [_port("o_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
-                   _port("n_records", "scalar"), _port("n_slots", "scalar"), _port("pipeline", "scalar"),
-                   _port("rq_mult", "scalar"), _port("rq_shift", "scalar")],
+         "doc": "per pipeline: A records (requantized by the last P.V kernel) from p<i>_o_out -> A of tile t into "
+                "slot t of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done "
+                "log; a plain writer, one beat a cycle (hw/hls/s2mm_engine.cpp)",
+         "ports": [_port("a_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
+                   _port("n_records", "scalar"), _port("n_slots", "scalar"), _port("pipeline", "scalar")],
          "registers": []},
     ]
     links = []
     for i in range(n):
-        links += [(f"mm2s_engine_qk_{i}.out", f"ai_engine_0.{plio_name(i, 'qk_in')}"),
-                  (f"mm2s_engine_v_{i}.out", f"ai_engine_0.{plio_name(i, 'v_in')}"),
-                  (f"ai_engine_0.{plio_name(i, 's_out')}", f"{PL_TOP}.s{i}"),
-                  (f"{PL_TOP}.p{i}", f"ai_engine_0.{plio_name(i, 'p_in')}"),
-                  (f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.o_in")]
-    streams = {"doc": "hw/ENGINE.md", "version": 2}
+        links += [(f"mm2s_engine_q_{i}.out", f"ai_engine_0.{plio_name(i, 'q_in')}"),
+                  (f"mm2s_engine_kv_{i}.out", f"ai_engine_0.{plio_name(i, 'kv_in')}")]
+        for c in range(m):
+            links += [(f"ai_engine_0.{plio_name(i, f's_out{c}')}", f"{PL_TOP}.s{i * m + c}"),
+                      (f"{PL_TOP}.p{i * m + c}", f"ai_engine_0.{plio_name(i, f'p_in{c}')}")]
+        links.append((f"ai_engine_0.{plio_name(i, 'o_out')}", f"s2mm_engine_{i}.a_in"))
+    streams = {"doc": "hw/ENGINE.md", "version": STREAMS_VERSION}
     dj = replace(design, max_seq=max_seq).to_json()
     return {
         "schema": mf.SCHEMA_NAME,
@@ -421,13 +481,14 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
         "kernels": kernels,
         "graph": {"name": GRAPH_NAME,
                   "kernels": [f(i, j) for i in range(n) for f in (qk_name, pv_name) for j in range(k)],
-                  "aie_tile": {"m": design.q_rows, "k": max(head_dims), "n": design.key_block},
-                  "plios": [{"name": p, "direction": d, "bits": 128} for p, d in placed.plios()]},
+                  "aie_tile": {"m": p.q_rows, "k": p.d, "n": p.slice_keys},
+                  "plios": [{"name": x, "direction": d, "bits": 128} for x, d in placed.plios()]},
         "clocks_mhz": {"pl": design.pl_clock_mhz, "aie": mf.AIE_CLOCK_MHZ},
         "streams": streams,
         "connectivity": [{"from": a, "to": b} for a, b in links],
         "timeout_ms": 10_000,
-        "engine": {"pipelines": n, "kernels_per_pipeline": k, "score_bits": bits, "lanes": lanes, "design": dj,
+        "engine": {"pipelines": n, "kernels_per_pipeline": k, "score_plios": m, "d": p.d, "max_keys": p.max_keys,
+                   "slice_keys": p.slice_keys, "score_bits": bits, "lanes": lanes, "design": dj,
                    "streams": dict(streams), "pl_top": PL_TOP},
     }
 
@@ -477,16 +538,17 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
     ax.set_xlabel("AIE column")
     ax.set_ylabel("AIE row")
     tops = perf.get("tops")
-    ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels, cascade ->), Q_ROWS {design.q_rows}, "
-                 f"KEY_BLOCK {design.key_block}, int{design.score_bits} scores, {design.lanes_swiftmax} SwiftMax "
-                 f"lanes/pipeline, PL {design.pl_clock_mhz:g} MHz" + (f"; modeled {tops:.1f} TOPS" if tops else ""),
-                 fontsize=9)
+    sk = (design.max_seq or BERT_SEQ) // k
+    ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels, cascade ->, {design.score_plios} score "
+                 f"channel(s)), Q_ROWS {design.q_rows}, {sk}-key slices, int{design.score_bits} scores, "
+                 f"{design.lanes_swiftmax} SwiftMax lanes/channel, PL {design.pl_clock_mhz:g} MHz"
+                 + (f"; modeled {tops:.1f} TOPS" if tops else ""), fontsize=9)
     cols = np.arange(lay.ARRAY_COLUMNS)
     ins = np.zeros(lay.ARRAY_COLUMNS)
     outs = np.zeros(lay.ARRAY_COLUMNS)
     for name, d in placed.plios():
         (ins if d == "in" else outs)[placed.plio_columns[name]] += 1
-    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (qk_in, v_in, p_in)")
+    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (q_in, kv_in, p_in)")
     bx.bar(cols + 0.2, outs, 0.4, label="AIE->PL PLIOs (s_out, o_out)")
     bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
     bx.set_xlabel("interface column (128-bit PLIOs)")
@@ -512,7 +574,7 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
     leaves out the PL top (``pl/``), ``with_diagram=False`` the picture.
 
     Raises:
-        GenerateError: a design contract v2 cannot build, one that does not fit the array, an unwritable
+        GenerateError: a design contract v3 cannot build, one that does not fit the array, an unwritable
             ``out``, or the PL generator (``vckattn.hw.pl.engine``) missing.
     """
     from vckattn.hw.manifest import validate_manifest
@@ -522,7 +584,7 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
     name = name or f"{board}_engine"
     check_design(design, max_seq, head_dims)
     try:
-        placed = lay.layout(design.pipelines, design.qk_kernels)
+        placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
     except lay.LayoutError as exc:
         raise GenerateError(f"design: {exc}") from None
     manifest = engine_manifest(design, board, name, max_seq, head_dims)
@@ -561,9 +623,9 @@ def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
 
     folder.mkdir(parents=True, exist_ok=True)
     core_name = f"{PL_TOP}_core"
-    core = generate_engine_verilog(folder, design.pipelines, design.lanes_swiftmax, design.score_bits, name=core_name)
-    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP,
-                                       EnginePL(design.pipelines, design.lanes_swiftmax, design.score_bits))
+    channels = design.pipelines * design.score_plios
+    core = generate_engine_verilog(folder, channels, design.lanes_swiftmax, design.score_bits, name=core_name)
+    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP, EnginePL(channels, design.lanes_swiftmax, design.score_bits))
     top = folder / f"{PL_TOP}.v"
     top.write_text(vitis_kernel.wrapper_verilog(PL_TOP, core_name, ports, "vckattn hw generate"), encoding="utf-8")
     files = [top, Path(core)]
@@ -630,9 +692,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 __all__ = ["BITSTREAMS", "ENGINE_BUILDS", "GRAPH_NAME", "GenerateError", "HEAD_DIMS", "PL_TOP", "SMALL_DESIGN",
-           "best_design", "bert_workload", "build_design", "buildable", "check_design", "committed_bitstreams",
-           "design_from_file", "engine_manifest", "generate", "modeled", "render_config", "render_graph_cpp",
-           "render_graph_h", "write_bitstreams", "write_diagram"]
+           "STREAMS_VERSION", "best_design", "bert_workload", "build_design", "buildable", "check_design",
+           "committed_bitstreams", "design_from_file", "engine_manifest", "engine_params", "generate", "modeled",
+           "render_config", "render_graph_cpp", "render_graph_h", "write_bitstreams", "write_diagram"]
 
 if __name__ == "__main__":
     sys.exit(main())

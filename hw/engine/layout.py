@@ -2,8 +2,9 @@
 
 Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/ENGINE.md``):
 
-* kernels ``p{i}_qk{j}`` (``qk_slice<j>``) and ``p{i}_pv{j}`` (the P·V chain); PLIOs ``p{i}_qk_in``,
-  ``p{i}_v_in``, ``p{i}_p_in`` (PL -> AIE) and ``p{i}_s_out``, ``p{i}_o_out`` (AIE -> PL).
+* kernels ``p{i}_qk{j}`` (``qk_slice<j>``) and ``p{i}_pv{j}`` (the P·V chain); PLIOs ``p{i}_q_in``,
+  ``p{i}_kv_in``, ``p{i}_p_in{c}`` (PL -> AIE) and ``p{i}_s_out{c}``, ``p{i}_o_out`` (AIE -> PL), ``c`` the
+  pipeline's score channels ``0 .. m-1`` (:func:`pipeline_plios`).
 * A pipeline takes a block of ``k`` columns in a pair of rows: the P·V chain on the pair's lower
   (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column counted in
   the row's cascade direction, so consecutive P·V kernels are cascade neighbours.
@@ -25,9 +26,16 @@ ARRAY_ROWS = 8
 PL_COLUMNS: tuple[int, ...] = tuple(range(6, 45))
 #: 128-bit PLIOs per interface column and direction (8 PL->AIE and 6 AIE->PL 64-bit streams, two a PLIO)
 PLIOS_PER_COLUMN = {"in": 4, "out": 3}
-#: the PLIOs of one pipeline: name suffix -> direction seen from the AIE array
-PIPELINE_PLIOS: tuple[tuple[str, str], ...] = (("qk_in", "in"), ("v_in", "in"), ("p_in", "in"),
-                                                ("s_out", "out"), ("o_out", "out"))
+
+
+def pipeline_plios(score_plios: int = 1) -> tuple[tuple[str, str], ...]:
+    """The PLIOs of one pipeline with ``score_plios`` score channels: (name suffix, direction seen from the AIE
+    array): ``q_in``, ``kv_in``, per channel ``c`` ``p_in{c}`` and ``s_out{c}``, then ``o_out``."""
+    if score_plios < 1:
+        raise ValueError(f"score_plios must be >= 1, got {score_plios}")
+    chans = range(score_plios)
+    return (("q_in", "in"), ("kv_in", "in"), *((f"p_in{c}", "in") for c in chans),
+            *((f"s_out{c}", "out") for c in chans), ("o_out", "out"))
 
 
 class LayoutError(ValueError):
@@ -59,10 +67,11 @@ class Layout:
     kernels: int
     tiles: dict[str, tuple[int, int]]
     plio_columns: dict[str, int]
+    score_plios: int = 1
 
     def plios(self) -> list[tuple[str, str]]:
         """Every PLIO ``(name, direction)``, pipeline by pipeline."""
-        return [(plio_name(i, s), d) for i in range(self.pipelines) for s, d in PIPELINE_PLIOS]
+        return [(plio_name(i, s), d) for i in range(self.pipelines) for s, d in pipeline_plios(self.score_plios)]
 
 
 def max_pipelines(kernels: int) -> int:
@@ -70,8 +79,9 @@ def max_pipelines(kernels: int) -> int:
     return (ARRAY_COLUMNS // kernels) * (ARRAY_ROWS // 2) if kernels <= ARRAY_COLUMNS else 0
 
 
-def layout(pipelines: int, kernels: int) -> Layout:
-    """The placement of ``pipelines`` pipelines of ``kernels`` QKᵀ and ``kernels`` P·V kernels.
+def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
+    """The placement of ``pipelines`` pipelines of ``kernels`` QKᵀ and ``kernels`` P·V kernels and ``score_plios``
+    score channels.
 
     Raises:
         LayoutError: more pipelines than :func:`max_pipelines`, or more PLIOs than the PL columns offer.
@@ -99,15 +109,15 @@ def layout(pipelines: int, kernels: int) -> Layout:
     free = {c: dict(PLIOS_PER_COLUMN) for c in PL_COLUMNS}
     columns: dict[str, int] = {}
     for i in range(pipelines):
-        for suffix, direction in PIPELINE_PLIOS:
+        for suffix, direction in pipeline_plios(score_plios):
             options = [c for c in PL_COLUMNS if free[c][direction] > 0]
             if not options:
                 raise LayoutError(f"no PL interface column has a free {direction}put PLIO for {plio_name(i, suffix)}")
             col = min(options, key=lambda c: (abs(c - centres[i]), c))
             free[col][direction] -= 1
             columns[plio_name(i, suffix)] = col
-    return Layout(pipelines, kernels, tiles, columns)
+    return Layout(pipelines, kernels, tiles, columns, score_plios)
 
 
-__all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "PIPELINE_PLIOS", "PLIOS_PER_COLUMN", "PL_COLUMNS",
-           "cascade_step", "layout", "max_pipelines", "plio_name", "pv_name", "qk_name"]
+__all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "PLIOS_PER_COLUMN", "PL_COLUMNS", "cascade_step",
+           "layout", "max_pipelines", "pipeline_plios", "plio_name", "pv_name", "qk_name"]

@@ -1,14 +1,24 @@
-"""Functional model of one engine launch on its streams (stream contract v2, ``hw/ENGINE.md``).
+"""Build parameters, memory and the functional model of the engine (stream contract v3, ``hw/ENGINE.md``).
 
-It reads the per-pipeline command streams exactly as the kernels do (headers through
-:mod:`vckattn.hw.engine.streams`, payloads in the contract's layouts) and computes with the golden numerics
-(:mod:`vckattn.golden.engine`), in the engine's three stages, so a backend can put a real implementation
-in place of one of them (the ``rtl`` backend runs :func:`pl_stage` in Verilator):
+:class:`EngineParams` are a build's parameters (the kernels' ``VCKATTN_ENGINE_*`` macros); :func:`buffer_bytes`
+and :func:`kernel_memory` the bytes each kernel's buffers and state take in its tile's data memory (equal to the
+C++ ``sizeof``s, ``tests/test_engine_csim.py``).
 
-* :func:`qk_stage` — the ``qk_slice`` kernels: one score packet per non-empty slice per tile;
-* :func:`pl_stage` — the PL SwiftMax: each score packet becomes a P packet (header kept, ``elem_bits`` 8);
-* :func:`pv_stage` — the ``pv_slice`` kernels, the cascade and the output mover: A of tile ``t`` into slot
-  ``t`` of the A buffer ``(n_tiles, Q_ROWS, d)``, its RESULT header appended to the pipeline's ``done`` log.
+The functional model reads a pipeline's two input streams exactly as the kernels' buffers receive them
+(``q_in``: q buffers back to back, a TILE header and a Q tile each; ``kv_in``: packets, a SLICE header and a K or
+V slice each, routed by packet id) and computes with the golden numerics (:mod:`vckattn.golden.engine`) in the
+engine's stages, so a backend can put a real implementation in place of one of them (the ``rtl`` backend runs
+:func:`pl_stage` in Verilator):
+
+* :func:`qk_stage` — the QKᵀ kernels: per kernel ``j`` one score packet per tile (``Q_ROWS × SK`` scores of its
+  key slice, in the 4×8 block layout on the stream);
+* :func:`channel_packets` — the ``pktmerge`` of a score channel (its ``k/m`` kernels' packets interleaved);
+* :func:`pl_stage` — the PL SwiftMax of a channel: each score packet becomes a P packet (header kept,
+  ``elem_bits`` 8);
+* :func:`split_channel` — the channel's ``pktsplit`` (P packets to the P·V kernels by packet id);
+* :func:`pv_stage` — the P·V kernels, the cascade (the last kernel requantizes O to A with the ``rq_mult`` /
+  ``rq_shift`` of the V slice it holds) and the output mover: A of tile ``t`` into slot ``t`` of the A buffer
+  ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to the pipeline's ``done`` log.
 
 :func:`run_launch_model` chains them (the ``emu`` backend of an engine build, and the reference of the
 C-simulation and RTL runs of whole launches).
@@ -21,59 +31,111 @@ from dataclasses import dataclass
 import numpy as np
 
 from vckattn.golden.aie_matmul import exact_int_matmul
-from vckattn.golden.engine import engine_format, engine_p, engine_scores, slice_blocks, tile_keep
+from vckattn.golden.engine import (
+    MAX_RQ_SHIFT,
+    engine_format,
+    engine_p,
+    engine_scores,
+    pack_scores,
+    slice_keys,
+    tile_keep,
+    unpack_k,
+    unpack_q,
+    unpack_scores,
+    unpack_v,
+)
 from vckattn.golden.requant import RequantRegisters, requantize
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 
 from . import streams
 
+#: largest score shift (``golden/engine.py: narrow_scores``)
+MAX_SCORE_SHIFT = 40
+#: the kernels compare key indices as int16 lanes (the mask): MAX_KEYS + Q_ROWS must stay below 2^15
+MASK_INDEX_LIMIT = (1 << 15) - 1
+
 
 @dataclass(frozen=True)
 class EngineParams:
-    """Build parameters of an engine (``hw/ENGINE.md``): ``pipelines`` identical pipelines of ``kernels``
-    QKᵀ and ``kernels`` P·V AIE kernels; tiles of ``q_rows`` query rows; ``key_block`` keys a block; head
-    size at most ``max_d``; at most ``max_keys`` padded keys a group; ``score_bits``-bit scores on the score
-    stream; ``lanes`` SwiftMax lanes per pipeline (PL only)."""
+    """Build parameters of an engine (``hw/ENGINE.md`` "Build parameters"): ``pipelines`` identical pipelines of
+    ``kernels`` QKᵀ and ``kernels`` P·V AIE kernels and ``score_plios`` score channels (``m``, divides ``k``);
+    tiles of ``q_rows`` query rows (multiple of 4); head size ``d`` the kernels compute (``D``, multiple of 16);
+    ``max_keys`` keys of every group (``MAX_KEYS``, multiple of ``16·k``: slices of ``SK = MAX_KEYS / k`` keys);
+    ``score_bits``-bit scores; ``lanes`` SwiftMax lanes per score channel (PL only)."""
 
     pipelines: int
     kernels: int
+    score_plios: int = 1
     q_rows: int = 32
-    key_block: int = 32
-    max_d: int = 64
-    max_keys: int = 1024
+    d: int = 64
+    max_keys: int = 512
     score_bits: int = 8
-    lanes: int = 16
+    lanes: int = 8
 
     def __post_init__(self) -> None:
         if self.pipelines < 1:
             raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
-        if not 1 <= self.kernels <= 32:
-            raise ValueError(f"kernels must be 1..32 (5-bit packet ids), got {self.kernels}")
-        if self.q_rows < 8 or self.q_rows % 8:
-            raise ValueError(f"q_rows must be a positive multiple of 8, got {self.q_rows}")
-        if self.key_block < 16 or self.key_block % 16:
-            raise ValueError(f"key_block must be a positive multiple of 16, got {self.key_block}")
-        if self.max_d < 16 or self.max_d % 16:
-            raise ValueError(f"max_d must be a positive multiple of 16, got {self.max_d}")
-        if self.max_keys < self.key_block or self.max_keys % self.key_block:
-            raise ValueError(f"max_keys must be a positive multiple of key_block, got {self.max_keys}")
+        if not 1 <= self.kernels <= 16:
+            raise ValueError(f"kernels must be 1..16 (the 2k kv_in packet ids have 5 bits), got {self.kernels}")
+        if self.score_plios < 1 or self.kernels % self.score_plios:
+            raise ValueError(f"score_plios ({self.score_plios}) must divide kernels ({self.kernels})")
+        if self.q_rows < 4 or self.q_rows % 4:
+            raise ValueError(f"q_rows must be a positive multiple of 4, got {self.q_rows}")
+        if self.d < 16 or self.d % 16 or self.d > 0xFFFF:
+            raise ValueError(f"d must be a positive multiple of 16, got {self.d}")
+        slice_keys(self.max_keys, self.kernels)  # ValueError unless a multiple of 16·k
+        if self.max_keys + self.q_rows > MASK_INDEX_LIMIT:
+            raise ValueError(f"max_keys + q_rows must stay below {MASK_INDEX_LIMIT + 1} (int16 mask lanes), got "
+                             f"{self.max_keys} + {self.q_rows}")
+        if self.q_rows * self.slice_keys > 0xFFFF:
+            raise ValueError(f"q_rows x SK = {self.q_rows * self.slice_keys} does not fit the packet's 16-bit count")
         if self.score_bits not in (8, 16):
             raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
-        if self.lanes not in (1, 2, 4, 8, 16):
-            raise ValueError(f"lanes must be 1, 2, 4, 8 or 16, got {self.lanes}")
+        if self.lanes not in (1, 2, 4, 8, 16) or self.lanes > 128 // self.score_bits:
+            raise ValueError(f"lanes must be 1, 2, 4, 8 or 16 and at most {128 // self.score_bits}, got {self.lanes}")
+
+    @property
+    def slice_keys(self) -> int:
+        """``SK = MAX_KEYS / k``: keys of each kernel's slice."""
+        return self.max_keys // self.kernels
+
+    @property
+    def per_channel(self) -> int:
+        """``k / m``: QKᵀ (and P·V) kernels per score channel."""
+        return self.kernels // self.score_plios
+
+    @property
+    def channels(self) -> int:
+        """Score channels of the engine (``P·m``): one PL SwiftMax instance each."""
+        return self.pipelines * self.score_plios
+
+    def channel_of(self, j: int) -> int:
+        """The score channel (within its pipeline) of kernel ``j``: ``j / (k/m)``."""
+        return j // self.per_channel
 
     def defines(self) -> tuple[str, ...]:
         """The kernels' build parameters as ``-D`` flags (what a design's ``engine_config.h`` defines)."""
         return tuple(f"-D{k}={v}" for k, v in self.macros().items())
 
     def macros(self) -> dict[str, int]:
-        """``VCKATTN_ENGINE_*`` macro -> value: the AIE kernels' build parameters."""
-        return {"VCKATTN_ENGINE_KERNELS": self.kernels, "VCKATTN_ENGINE_Q_ROWS": self.q_rows,
-                "VCKATTN_ENGINE_KEY_BLOCK": self.key_block, "VCKATTN_ENGINE_MAX_D": self.max_d,
+        """``VCKATTN_ENGINE_*`` macro -> value: the AIE kernels' and PL movers' build parameters."""
+        return {"VCKATTN_ENGINE_KERNELS": self.kernels, "VCKATTN_ENGINE_SCORE_PLIOS": self.score_plios,
+                "VCKATTN_ENGINE_Q_ROWS": self.q_rows, "VCKATTN_ENGINE_D": self.d,
                 "VCKATTN_ENGINE_MAX_KEYS": self.max_keys, "VCKATTN_ENGINE_SCORE_BITS": self.score_bits}
 
 
-def _fields_size(fields: list[tuple[int, int]]) -> int:
+# ---------------------------------------------------------------------------------------------- memory
+
+
+def buffer_bytes(p: EngineParams) -> dict[str, int]:
+    """Bytes of one half of each kernel buffer (``hw/ENGINE.md``): q ``16 + Q_ROWS·D``; k and v ``16 + SK·D``; s
+    ``16 + Q_ROWS·SK·SCORE_BITS/8``; p ``16 + Q_ROWS·SK``; o ``16 + Q_ROWS·D`` (the A record, int8)."""
+    sk, h = p.slice_keys, streams.BEAT_BYTES
+    return {"q": h + p.q_rows * p.d, "k": h + sk * p.d, "s": h + p.q_rows * sk * p.score_bits // 8,
+            "p": h + p.q_rows * sk, "v": h + sk * p.d, "o": h + p.q_rows * p.d}
+
+
+def _struct_size(fields: list[tuple[int, int]]) -> int:
     """sizeof of a C struct of ``(alignment, bytes)`` members in order (struct alignment = the largest)."""
     off = 0
     for align, size in fields:
@@ -82,41 +144,62 @@ def _fields_size(fields: list[tuple[int, int]]) -> int:
     return -(-off // top) * top
 
 
+def state_bytes(p: EngineParams) -> dict[str, int]:
+    """Bytes of the kernels' persistent state (``hw/aie/engine/engine_kernels.h``): ``qk`` = ``sizeof(QkState)``
+    (the mask's per-row-block key limits, 32 int16 each, and the held K slice's tile range), ``pv`` =
+    ``sizeof(PvState)`` (one cascade word of int32, the held V slice's tile range and its rq_mult, rq_shift),
+    ``tables`` =
+    ``sizeof(MaskTables)`` (the mask's two constant int16 lane patterns)."""
+    qk = _struct_size([(32, p.q_rows // 4 * 32 * 2), (4, 4), (4, 4), (4, 4)])
+    pv = _struct_size([(32, 8 * 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4)])
+    return {"qk": qk, "pv": pv, "tables": _struct_size([(32, 32 * 2), (32, 32 * 2)])}
+
+
+def kernel_memory(p: EngineParams) -> dict[str, int]:
+    """Data memory (bytes) of one kernel of each variant: its buffers ping-pong (2 × :func:`buffer_bytes`) plus its
+    state (:func:`state_bytes`). ``qk``: q, k, s; ``pv_first`` / ``pv_mid``: p, v (partial O leaves on the
+    cascade); ``pv_last`` / ``pv_only``: p, v, o. Stack and runtime reserve are not included."""
+    b, st = buffer_bytes(p), state_bytes(p)
+    pv = 2 * (b["p"] + b["v"]) + st["pv"]
+    return {"qk": 2 * (b["q"] + b["k"] + b["s"]) + st["qk"] + st["tables"], "pv_first": pv, "pv_mid": pv,
+            "pv_last": pv + 2 * b["o"], "pv_only": pv + 2 * b["o"]}
+
+
 def workspace_bytes(p: EngineParams) -> dict[str, int]:
-    """Data memory of each kernel's workspace (bytes): ``sizeof(QkWorkspace)`` / ``sizeof(PvWorkspace)`` of
-    ``hw/aie/engine/engine_kernels.h`` for these parameters (the graph's heap sizes; a test compiles the
-    structs and compares)."""
-    slice_keys = -(-(p.max_keys // p.key_block) // p.kernels) * p.key_block
-    sb = p.score_bits // 8
-    qk = _fields_size([(32, slice_keys * p.max_d), (32, p.q_rows * p.max_d), (32, p.q_rows * p.max_d),
-                       (32, p.q_rows * p.key_block * 4), (32, p.q_rows * slice_keys * sb), (16, 16), (4, 4), (4, 4)])
-    pv = _fields_size([(32, slice_keys * p.max_d), (32, p.key_block * p.max_d), (32, p.q_rows * slice_keys),
-                       (32, p.q_rows * p.max_d * 4), (32, 32), (16, 16), (4, 4), (4, 4), (4, 4)])
-    return {"qk_slice": qk, "pv_slice": pv}
+    """The largest data memory of a QKᵀ and of a P·V kernel of the build (:func:`kernel_memory`):
+    ``{"qk_slice": ..., "pv_slice": ...}``."""
+    m = kernel_memory(p)
+    pv = [m["pv_only"]] if p.kernels == 1 else [m["pv_first"], m["pv_last"]] + ([m["pv_mid"]] if p.kernels > 2 else [])
+    return {"qk_slice": m["qk"], "pv_slice": max(pv)}
+
+
+# ---------------------------------------------------------------------------------------------- streams
 
 
 class EngineStreamError(RuntimeError):
-    """A stream the kernels would reject (bad header, payload cut short, misrouted packet)."""
+    """A stream the kernels would reject (bad header, payload cut short, misrouted packet or slice)."""
 
 
 @dataclass
 class Packet:
-    """One score or P packet: its header fields and its payload ``(Q_ROWS, slice keys)`` (int64 values)."""
+    """One score or P packet: its header fields and its payload ``(Q_ROWS, SK)`` (int64 values, logical order;
+    on the stream the payload is in the 4×8 block layout, :func:`vckattn.golden.engine.pack_scores`)."""
 
     header: dict[str, int]
     values: np.ndarray
 
     def beats(self, signed: bool) -> np.ndarray:
-        """The packet on a 128-bit stream: header beat then the payload, ``elem_bits`` each (``signed``: scores,
-        int8/int16; else P, uint8), ``(n, 16)`` uint8."""
+        """The packet as 128-bit beats ``(n, 16)`` uint8: header beat then the payload, ``elem_bits`` each
+        (``signed``: scores, int8/int16; else P, uint8), in the block layout."""
         bits = self.header["elem_bits"]
         dt = ("<i1" if bits == 8 else "<i2") if signed else ("<u1" if bits == 8 else "<u2")
-        payload = self.values.reshape(-1).astype(dt).view(np.uint8)
+        payload = pack_scores(self.values).astype(dt).view(np.uint8)
         return np.concatenate([streams.encode("packet", **self.header), payload]).reshape(-1, streams.BEAT_BYTES)
 
 
 def parse_packets(beats: np.ndarray, q_rows: int, signed: bool, where: str) -> list[Packet]:
-    """Packets from a stream of 128-bit beats ``(n, 16)`` uint8 (``signed``: int8/int16 elements; else uint8)."""
+    """Packets from a stream of 128-bit beats ``(n, 16)`` uint8 (``signed``: int8/int16 elements; else uint8),
+    payloads unpacked from the block layout."""
     flat = np.asarray(beats, np.uint8).reshape(-1)
     out, pos = [], 0
     while pos < len(flat):
@@ -128,65 +211,92 @@ def parse_packets(beats: np.ndarray, q_rows: int, signed: bool, where: str) -> l
         if bits not in (8, 16):
             raise EngineStreamError(f"{where}: packet of tile {h['tile_id']}: {bits}-bit elements")
         size = h["count"] * bits // 8
-        if pos + size > len(flat) or h["count"] % q_rows:
-            raise EngineStreamError(f"{where}: packet of tile {h['tile_id']}: payload cut short or not whole rows")
+        if pos + size > len(flat) or h["count"] % (8 * q_rows):
+            raise EngineStreamError(f"{where}: packet of tile {h['tile_id']}: payload cut short or not whole blocks")
         dt = ("<i1" if bits == 8 else "<i2") if signed else ("<u1" if bits == 8 else "<u2")
-        vals = flat[pos:pos + size].view(dt).astype(np.int64).reshape(q_rows, -1)
-        out.append(Packet(h, vals))
+        vals = flat[pos:pos + size].view(dt).astype(np.int64)
+        out.append(Packet(h, unpack_scores(vals, q_rows, h["count"] // q_rows)))
         pos += size
     return out
 
 
-def _walk(buf: np.ndarray, p: EngineParams, where: str) -> list[tuple[dict[str, int], np.ndarray]]:
-    """The commands of one stream: ``(header fields, payload)`` in order."""
-    cmds, pos, n = [], 0, len(buf)
-    while pos < n:
-        if pos + streams.BEAT_BYTES > n:
-            raise EngineStreamError(f"{where}: header beat cut short at byte {pos}")
-        h = streams.decode("command", buf[pos:pos + streams.BEAT_BYTES])
-        at = pos
-        pos += streams.BEAT_BYTES
-        if h["d"] < 16 or h["d"] > p.max_d or h["d"] % 16:
-            raise EngineStreamError(f"{where}: command at byte {at}: head size {h['d']} not a multiple of 16 "
-                                    f"in 16..{p.max_d}")
-        if not 1 <= h["n_kb"] * p.key_block <= p.max_keys:
-            raise EngineStreamError(f"{where}: command at byte {at}: {h['n_kb']} key blocks outside "
-                                    f"1..{p.max_keys // p.key_block}")
-        if h["op"] in (streams.OP_LOAD_K, streams.OP_LOAD_V):
-            size = h["n_kb"] * p.key_block * h["d"]
-        elif h["op"] == streams.OP_TILE:
-            size = p.q_rows * h["d"]
-        else:
-            raise EngineStreamError(f"{where}: command at byte {at}: unknown op {h['op']}")
-        if pos + size > n:
-            raise EngineStreamError(f"{where}: command at byte {at}: payload cut short")
-        cmds.append((h, buf[pos:pos + size]))
-        pos += size
-    return cmds
-
-
-def qk_stage(p: EngineParams, qk_in: np.ndarray, where: str = "qk_in") -> list[list[Packet]]:
-    """The ``qk_slice`` kernels of one pipeline on its qk_in stream: per kernel ``j`` its score packets in order."""
-    out: list[list[Packet]] = [[] for _ in range(p.kernels)]
-    k_cur = None
-    for h, payload in _walk(np.asarray(qk_in, np.uint8), p, where):
-        d = h["d"]
-        if h["op"] == streams.OP_LOAD_K:
-            k_cur = (h, payload.view(np.int8).reshape(h["n_kb"] * p.key_block, d))
-            continue
+def q_tiles(p: EngineParams, q_in: np.ndarray, where: str = "q_in") -> list[tuple[dict[str, int], np.ndarray]]:
+    """The tiles of a q_in stream (q buffers back to back): ``(TILE header fields, Q (Q_ROWS, D) int8)``, each
+    checked as the QKᵀ kernels check it."""
+    buf = np.asarray(q_in, np.uint8).reshape(-1)
+    size = buffer_bytes(p)["q"]
+    if len(buf) % size:
+        raise EngineStreamError(f"{where}: {len(buf)} bytes are not whole q buffers of {size} bytes")
+    out = []
+    for at in range(0, len(buf), size):
+        h = streams.decode("tile", buf[at:at + 16])
         if h["op"] != streams.OP_TILE:
-            raise EngineStreamError(f"{where}: LOAD_V belongs on v_in")
-        if k_cur is None or k_cur[0]["n_kb"] != h["n_kb"] or k_cur[0]["d"] != d:
-            raise EngineStreamError(f"{where}: tile {h['tag']}: n_kb/d differ from the last LOAD_K")
-        kp = h["n_kb"] * p.key_block
-        acc = exact_int_matmul(payload.view(np.int8).reshape(p.q_rows, d), np.ascontiguousarray(k_cur[1].T))
-        keep = tile_keep(p.q_rows, kp, h["rows"], h["q0"], h["valid_keys"], bool(h["causal"]))
-        s = engine_scores(acc, keep, h["score_shift"], p.score_bits)
-        for j, (b0, b1) in enumerate(slice_blocks(h["n_kb"], p.kernels)):
-            if b1 > b0:
-                vals = s[:, b0 * p.key_block:b1 * p.key_block]
-                out[j].append(Packet({"packet_id": j, "tile_id": h["tag"], "slice": j, "elem_bits": p.score_bits,
-                                      "rows": h["rows"], "count": vals.size, "head": h["head"]}, vals))
+            raise EngineStreamError(f"{where}: q buffer at byte {at}: op {h['op']} is not TILE")
+        if h["rows"] > p.q_rows or h["valid_keys"] > p.max_keys or h["score_shift"] > MAX_SCORE_SHIFT:
+            raise EngineStreamError(f"{where}: tile {h['tag']}: rows {h['rows']} > {p.q_rows}, valid_keys "
+                                    f"{h['valid_keys']} > {p.max_keys} or score_shift {h['score_shift']} > "
+                                    f"{MAX_SCORE_SHIFT}")
+        out.append((h, unpack_q(buf[at + 16:at + size].view(np.int8), p.q_rows, p.d)))
+    return out
+
+
+def kv_slices(p: EngineParams, kv_in: np.ndarray, where: str = "kv_in") -> list[list[tuple[dict[str, int],
+                                                                                           np.ndarray]]]:
+    """The ``pktsplit<2k>`` of a kv_in stream: per packet id (``j``: K of QKᵀ kernel ``j``, ``k + j``: V of P·V
+    kernel ``j``) its slices in order, ``(SLICE header fields, K or V (SK, D) int8)``, each checked (a V slice's
+    ``rq_shift`` too)."""
+    buf = np.asarray(kv_in, np.uint8).reshape(-1)
+    size = buffer_bytes(p)["k"]
+    k, sk = p.kernels, p.slice_keys
+    out: list[list[tuple[dict[str, int], np.ndarray]]] = [[] for _ in range(2 * k)]
+    if len(buf) % size:
+        raise EngineStreamError(f"{where}: {len(buf)} bytes are not whole k/v buffers of {size} bytes")
+    for at in range(0, len(buf), size):
+        h = streams.decode("slice", buf[at:at + 16])
+        pid = h["packet_id"]
+        if pid >= 2 * k:
+            raise EngineStreamError(f"{where}: slice at byte {at}: packet id {pid} routes nowhere (2k = {2 * k})")
+        want = streams.OP_LOAD_K if pid < k else streams.OP_LOAD_V
+        if h["op"] != want or h["slice"] != pid % k or h["tiles"] < 1:
+            raise EngineStreamError(f"{where}: slice at byte {at} (packet id {pid}): op {h['op']}, slice "
+                                    f"{h['slice']}, tiles {h['tiles']} (the kernel expects op {want}, slice "
+                                    f"{pid % k}, tiles >= 1)")
+        if pid >= k and h["rq_shift"] > MAX_RQ_SHIFT:
+            raise EngineStreamError(f"{where}: V slice at byte {at} (packet id {pid}): rq_shift {h['rq_shift']} > "
+                                    f"{MAX_RQ_SHIFT}")
+        payload = buf[at + 16:at + size].view(np.int8)
+        out[pid].append((h, (unpack_k if pid < k else unpack_v)(payload, sk, p.d)))
+    return out
+
+
+def qk_stage(p: EngineParams, q_in: np.ndarray, kv_in: np.ndarray, where: str = "") -> list[list[Packet]]:
+    """The QKᵀ kernels of one pipeline: per kernel ``j`` its score packets in order (one per tile). Kernel ``j``
+    holds a K slice for the ``tiles`` tiles its SLICE header announces and checks each tile id against them."""
+    tiles = q_tiles(p, q_in, f"{where}q_in")
+    slices = kv_slices(p, kv_in, f"{where}kv_in")
+    sk = p.slice_keys
+    out: list[list[Packet]] = [[] for _ in range(p.kernels)]
+    for j in range(p.kernels):
+        queue, nxt, left, cur = slices[j], 0, 0, None
+        for h, q in tiles:
+            if left == 0:
+                if nxt >= len(queue):
+                    raise EngineStreamError(f"{where}qk{j}: tile {h['tag']} has no K slice (none left)")
+                cur, nxt = queue[nxt], nxt + 1
+                left = cur[0]["tiles"]
+            first = cur[0]["first_tile"]
+            if not first <= h["tag"] < first + cur[0]["tiles"]:
+                raise EngineStreamError(f"{where}qk{j}: tile {h['tag']} is not one of the K slice's tiles "
+                                        f"{first}..{first + cur[0]['tiles'] - 1} (misrouted)")
+            acc = exact_int_matmul(q, np.ascontiguousarray(cur[1].T))
+            keep = tile_keep(p.q_rows, sk, h["rows"], h["q0"], h["valid_keys"], bool(h["causal"]), key0=j * sk)
+            s = engine_scores(acc, keep, h["score_shift"], p.score_bits)
+            out[j].append(Packet({"packet_id": j % p.per_channel, "tile_id": h["tag"], "slice": j,
+                                  "elem_bits": p.score_bits, "rows": h["rows"], "count": p.q_rows * sk,
+                                  "head": h["head"]}, s))
+            left -= 1
+        if nxt < len(queue):
+            raise EngineStreamError(f"{where}qk{j}: {len(queue) - nxt} K slices left over")
     return out
 
 
@@ -205,10 +315,18 @@ def merge(per_kernel: list[list[Packet]], rng: np.random.Generator | None = None
             pos[j] += 1
 
 
+def channel_packets(p: EngineParams, per_kernel: list[list[Packet]], c: int,
+                    rng: np.random.Generator | None = None) -> list[Packet]:
+    """The score packets on score channel ``c`` of a pipeline: its kernels ``c·(k/m) .. (c+1)·(k/m) − 1`` merged
+    (:func:`merge`; with ``k/m = 1`` the kernel's packets as they are)."""
+    n = p.per_channel
+    return merge(per_kernel[c * n:(c + 1) * n], rng)
+
+
 def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int,
              fmt: SwiftMaxFormat | None = None) -> list[Packet]:
-    """The PL SwiftMax on a pipeline's merged score packets: P packets, headers kept (``elem_bits`` = 8); each
-    packet's scores use the register set of its header's ``head``."""
+    """The PL SwiftMax on a channel's score packets: P packets, headers kept (``elem_bits`` = 8); each packet's
+    scores use the register set of its header's ``head``."""
     f = fmt or engine_format(bits)
     if isinstance(regs, SwiftMaxHeads):
         bad = [pk.header["tile_id"] for pk in packets if pk.header.get("head", 0) >= regs.n_heads]
@@ -218,85 +336,112 @@ def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters | SwiftMaxHeads, bit
             for pk in packets]
 
 
-def pv_stage(p: EngineParams, pipeline: int, v_in: np.ndarray, p_packets: list[Packet], a: np.ndarray,
-             rq: RequantRegisters, where: str = "v_in") -> np.ndarray:
-    """The ``pv_slice`` kernels, the cascade and the output mover of one pipeline: each LOAD_V on ``v_in``
-    announces its group's ``tiles``; per tile, kernel ``j`` of a non-empty slice takes its next P packet
-    (``pktsplit`` by packet id), partial O per slice summed along the cascade, A requantized into
-    ``a[tile_id]``. Returns the ``done`` log ``(tiles, 16)``."""
-    loads = _walk(np.asarray(v_in, np.uint8), p, where)
-    by_kernel: list[list[Packet]] = [[] for _ in range(p.kernels)]
-    for pk in p_packets:
-        j = pk.header["packet_id"]
-        if j >= p.kernels:
-            raise EngineStreamError(f"pipeline {pipeline}: P packet for kernel {j} (the pipeline has {p.kernels})")
-        by_kernel[j].append(pk)
-    nxt = [0] * p.kernels
-    done = []
-    for hv, pv in loads:
-        if hv["op"] != streams.OP_LOAD_V:
-            raise EngineStreamError(f"{where}: only LOAD_V commands belong on v_in")
-        if hv["tiles"] == 0:
-            raise EngineStreamError(f"{where}: LOAD_V of group {hv['tag']} announces no tiles")
-        v = pv.view(np.int8).reshape(hv["n_kb"] * p.key_block, hv["d"])
-        for _ in range(hv["tiles"]):
-            o = np.zeros((p.q_rows, hv["d"]), np.int64)
-            tile = rows = None
-            for j, (b0, b1) in enumerate(slice_blocks(hv["n_kb"], p.kernels)):
-                if b1 == b0:
-                    continue  # an empty slice forwards the cascade
-                if nxt[j] >= len(by_kernel[j]):
-                    raise EngineStreamError(f"pipeline {pipeline}: kernel {j} waits for a P packet that never comes "
-                                            f"(group {hv['tag']})")
-                pk = by_kernel[j][nxt[j]]
-                nxt[j] += 1
-                if tile is not None and (pk.header["tile_id"], pk.header["rows"]) != (tile, rows):
-                    raise EngineStreamError(f"pipeline {pipeline}: kernel {j} got the P packet of tile "
-                                            f"{pk.header['tile_id']} while the cascade carries tile {tile} (misrouted)")
-                tile, rows = pk.header["tile_id"], pk.header["rows"]
-                if pk.values.shape != (p.q_rows, (b1 - b0) * p.key_block):
-                    raise EngineStreamError(f"pipeline {pipeline}: P packet of tile {tile} for kernel {j} has "
-                                            f"{pk.values.size} elements, not {p.q_rows * (b1 - b0) * p.key_block}")
-                o += exact_int_matmul(pk.values, v[b0 * p.key_block:b1 * p.key_block].astype(np.int64))
-            if tile >= len(a):
-                raise EngineStreamError(f"pipeline {pipeline}: tile id {tile} outside the A buffer ({len(a)} slots)")
-            a[tile, :, :hv["d"]] = requantize(o, rq).astype(np.int8)
-            done.append(streams.encode("result", tile_id=tile, rows=rows, pipeline=pipeline, d=hv["d"]))
-    left = [len(q) - n for q, n in zip(by_kernel, nxt, strict=True)]
-    if any(left):
-        raise EngineStreamError(f"pipeline {pipeline}: P packets left over per kernel: {left}")
-    return np.array(done, np.uint8).reshape(-1, streams.BEAT_BYTES)
-
-
-def tile_list(p: EngineParams, qk_in: np.ndarray, where: str = "qk_in") -> list[dict[str, int]]:
-    """The TILE headers of a qk_in stream in order, each with ``load`` = the index of the LOAD it follows."""
-    out, li = [], -1
-    for h, _ in _walk(np.asarray(qk_in, np.uint8), p, where):
-        if h["op"] == streams.OP_LOAD_K:
-            li += 1
-        elif h["op"] == streams.OP_TILE:
-            out.append(h | {"load": li})
+def split_channel(p: EngineParams, c: int, packets: list[Packet], where: str = "") -> list[list[Packet]]:
+    """``pktsplit<k/m>`` of score channel ``c``: the P packets of each of its kernels (index within the channel =
+    packet id), in order."""
+    out: list[list[Packet]] = [[] for _ in range(p.per_channel)]
+    for pk in packets:
+        pid = pk.header["packet_id"]
+        if pid >= p.per_channel:
+            raise EngineStreamError(f"{where}channel {c}: P packet id {pid} routes nowhere ({p.per_channel} kernels)")
+        out[pid].append(pk)
     return out
 
 
-def run_launch_model(p: EngineParams, qk_in: list[np.ndarray], v_in: list[np.ndarray], n_tiles: int,
-                     regs: SwiftMaxRegisters | SwiftMaxHeads, rq: RequantRegisters, fmt: SwiftMaxFormat | None = None,
+def slice_requant(header: dict[str, int]) -> RequantRegisters:
+    """The output requantization a V slice's SLICE header carries: ``rq_mult`` (the int16 of its 16-bit field),
+    ``rq_shift``."""
+    return RequantRegisters(np.int64(streams.int16_of(header["rq_mult"])), np.int64(header["rq_shift"]))
+
+
+def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[list[Packet]], a: np.ndarray,
+             where: str = "") -> np.ndarray:
+    """The P·V kernels, the cascade and the output mover of one pipeline. ``p_packets[j]``: the P packets kernel
+    ``j`` receives, in order. Per tile, kernel ``j`` takes its next P packet and checks it (slice ``j``, 8-bit,
+    ``Q_ROWS·SK`` elements, the tile of the cascade, a tile of its V slice's group); partial O summed along the
+    cascade; the last kernel requantizes O with its V slice's ``rq_mult`` / ``rq_shift`` (:func:`slice_requant`,
+    golden ``requantize``) into the A record, which the mover writes into ``a[tile_id]``. Returns the ``done`` log
+    ``(tiles, 16)``."""
+    slices = kv_slices(p, kv_in, f"{where}kv_in")
+    k, sk = p.kernels, p.slice_keys
+    if len(p_packets) != k:
+        raise ValueError(f"need P packets for {k} kernels, got {len(p_packets)}")
+    nxt = [0] * k
+    held: list[tuple[dict[str, int], np.ndarray] | None] = [None] * k
+    nxt_v, left = [0] * k, [0] * k
+    done = []
+    for _ in range(len(p_packets[0])):
+        o = np.zeros((p.q_rows, p.d), np.int64)
+        tile = rows = rq = None
+        for j in range(k):
+            if nxt[j] >= len(p_packets[j]):
+                raise EngineStreamError(f"{where}pv{j}: waits for a P packet that never comes (tile {tile})")
+            pk = p_packets[j][nxt[j]]
+            nxt[j] += 1
+            h = pk.header
+            if h["slice"] != j:
+                raise EngineStreamError(f"{where}pv{j}: got the P packet of slice {h['slice']} (misrouted)")
+            if h["elem_bits"] != 8 or h["count"] != p.q_rows * sk:
+                raise EngineStreamError(f"{where}pv{j}: P packet of tile {h['tile_id']}: {h['elem_bits']}-bit, "
+                                        f"{h['count']} elements (want 8-bit, {p.q_rows * sk})")
+            if left[j] == 0:
+                queue = slices[k + j]
+                if nxt_v[j] >= len(queue):
+                    raise EngineStreamError(f"{where}pv{j}: tile {h['tile_id']} has no V slice (none left)")
+                held[j], nxt_v[j] = queue[nxt_v[j]], nxt_v[j] + 1
+                left[j] = held[j][0]["tiles"]
+            vh, v = held[j]
+            if tile is not None and (h["tile_id"], h["rows"]) != (tile, rows):
+                raise EngineStreamError(f"{where}pv{j}: got the P packet of tile {h['tile_id']} while the cascade "
+                                        f"carries tile {tile} (misrouted)")
+            if not vh["first_tile"] <= h["tile_id"] < vh["first_tile"] + vh["tiles"]:
+                raise EngineStreamError(f"{where}pv{j}: tile {h['tile_id']} is not one of the V slice's tiles "
+                                        f"{vh['first_tile']}..{vh['first_tile'] + vh['tiles'] - 1} (misrouted)")
+            tile, rows, rq = h["tile_id"], h["rows"], vh
+            o += exact_int_matmul(pk.values, v.astype(np.int64))
+            left[j] -= 1
+        if tile >= len(a):
+            raise EngineStreamError(f"{where}: tile id {tile} outside the A buffer ({len(a)} slots)")
+        a[tile] = requantize(o, slice_requant(rq)).astype(np.int8)  # the last kernel's V slice
+        done.append(streams.encode("result", tile_id=tile, rows=rows, pipeline=pipeline, d=p.d))
+    extra = [len(q) - n for q, n in zip(p_packets, nxt, strict=True)]
+    if any(extra):
+        raise EngineStreamError(f"{where}P packets left over per kernel: {extra}")
+    extra_v = [len(slices[k + j]) - nxt_v[j] for j in range(k)]
+    if any(extra_v):
+        raise EngineStreamError(f"{where}V slices left over per kernel: {extra_v}")
+    return np.array(done, np.uint8).reshape(-1, streams.BEAT_BYTES)
+
+
+def run_pipeline_model(p: EngineParams, pipeline: int, q_in: np.ndarray, kv_in: np.ndarray, a: np.ndarray,
+                       regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
+                       rng: np.random.Generator | None = None) -> np.ndarray:
+    """One pipeline of a launch (writes its tiles into ``a``); returns its done log."""
+    where = f"pipeline {pipeline} "
+    scores = qk_stage(p, q_in, kv_in, where)
+    per_kernel: list[list[Packet]] = []
+    for c in range(p.score_plios):
+        pp = pl_stage(channel_packets(p, scores, c, rng), regs, p.score_bits, fmt)
+        per_kernel += split_channel(p, c, pp, where)
+    return pv_stage(p, pipeline, kv_in, per_kernel, a, where)
+
+
+def run_launch_model(p: EngineParams, q_in: list[np.ndarray], kv_in: list[np.ndarray], n_tiles: int,
+                     regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
                      seed: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
-    """One launch: ``(a, done)`` (module docstring). ``n_tiles``: slots of the A buffer; ``seed``: merge the
-    score packets in a random order (None: round-robin) — the result must not depend on it."""
+    """One launch: the A buffer ``(n_tiles, Q_ROWS, D)`` int8 and each pipeline's done log (module docstring). The
+    output requantization comes with the streams (the LOAD_V SLICE headers).
+    ``seed``: merge the score packets of a channel in a random order (None: round-robin) — the result must not
+    depend on it."""
+    if not len(q_in) == len(kv_in) == p.pipelines:
+        raise ValueError(f"need {p.pipelines} q_in and kv_in streams, got {len(q_in)}, {len(kv_in)}")
     rng = None if seed is None else np.random.default_rng(seed)
-    d = p.max_d
-    a = np.zeros((n_tiles, p.q_rows, d), np.int8)
-    done: list[np.ndarray] = []
-    d_used = 0
-    for pipe in range(p.pipelines):
-        tiles = tile_list(p, qk_in[pipe], f"pipeline {pipe} qk_in")
-        scores = merge(qk_stage(p, qk_in[pipe], f"pipeline {pipe} qk_in"), rng)
-        pp = pl_stage(scores, regs, p.score_bits, fmt)
-        done.append(pv_stage(p, pipe, v_in[pipe], pp, a, rq, f"pipeline {pipe} v_in"))
-        d_used = max([d_used] + [t["d"] for t in tiles])
-    return a[:, :, :d_used or d], done
+    a = np.zeros((n_tiles, p.q_rows, p.d), np.int8)
+    done = [run_pipeline_model(p, i, q_in[i], kv_in[i], a, regs, fmt, rng) for i in range(p.pipelines)]
+    return a, done
 
 
-__all__ = ["EngineParams", "EngineStreamError", "Packet", "merge", "parse_packets", "pl_stage", "pv_stage", "qk_stage",
-           "run_launch_model", "tile_list", "workspace_bytes"]
+__all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "Packet", "buffer_bytes",
+           "channel_packets", "kernel_memory", "kv_slices", "merge", "parse_packets", "pl_stage", "pv_stage",
+           "q_tiles", "qk_stage", "run_launch_model", "run_pipeline_model", "slice_requant", "split_channel",
+           "state_bytes", "workspace_bytes"]

@@ -1,9 +1,11 @@
-"""Stream contract v2 of the scalable engine: the one declaration of its header words (``hw/ENGINE.md``).
+"""Stream contract v3 of the scalable engine: the one declaration of its header words (``hw/ENGINE.md``).
 
 Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
-``(word, low bit, width)``; ``rows`` (TILE) and ``tiles`` (LOAD_*) share their bits. The AIE kernels
-(``hw/aie/engine/engine_kernels.h``, through the generated
-``hw/aie/generated/engine_streams.h``), the PL top (``hw/pl/engine.py``), the C-simulation
+``(word, low bit, width)``; no two fields of a header share bits. Headers: ``tile`` (first beat of a q
+buffer), ``slice`` (first beat of a k / v buffer; word 0 is the kv_in packet's routing word), ``packet``
+(score / P packets), ``result`` (A records and done logs). The AIE kernels
+(``hw/aie/engine/engine_kernels.h``, through the generated ``hw/aie/generated/engine_streams.h``), the
+movers (``hw/hls/*_engine.cpp``), the PL top (``hw/pl/engine.py``), the C-simulation
 (``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
 a bit position.
 
@@ -21,7 +23,7 @@ import numpy as np
 
 BEAT_BYTES = 16
 
-#: command opcodes on the qk_in / v_in streams
+#: opcodes: TILE in the TILE header of a q buffer, LOAD_K / LOAD_V in the SLICE header of a k / v buffer
 OP_LOAD_K = 1
 OP_TILE = 2
 OP_LOAD_V = 3
@@ -43,67 +45,81 @@ class Field:
         return (1 << self.width) - 1
 
 
-#: command header on qk_in / v_in (LOAD_K, TILE, LOAD_V)
-COMMAND = (
-    Field("op", 0, 0, 4, "1 LOAD_K, 2 TILE, 3 LOAD_V"),
-    Field("causal", 0, 4, 1, "TILE: key j is masked for query row i when j > q0 + i"),
-    Field("score_shift", 0, 8, 8, "TILE: right shift of the int32 accumulator before rounding to score_bits"),
-    Field("n_kb", 0, 16, 16, "key blocks of the (batch, head) group: keys_pad / KEY_BLOCK"),
-    Field("d", 1, 0, 8, "head size D"),
-    Field("head", 1, 8, 8, "TILE: the query head h of the tile (selects the normalizer's register set h); "
-                           "the qk_slice kernels copy it into the score packets"),
+#: first beat of every q buffer (q_in): one tile of Q_ROWS queries
+TILE = (
+    Field("op", 0, 0, 4, "2 (TILE)"),
+    Field("causal", 0, 4, 1, "key j is masked for query row i when j > q0 + i"),
+    Field("score_shift", 0, 8, 8, "right shift of the int32 accumulator before rounding to score_bits"),
+    Field("head", 1, 8, 8, "the query head h of the tile (selects the normalizer's register set h); the QK^T "
+                           "kernels copy it into the score packets"),
     Field("valid_keys", 1, 16, 16, "keys >= valid_keys are masked (padding at the end)"),
-    Field("rows", 2, 0, 16, "TILE: valid query rows (rows >= rows are masked)"),
-    Field("tiles", 2, 0, 16, "LOAD_K / LOAD_V: TILE commands of the group that follow (the same bits as rows, "
-                             "which only TILE uses): how a pv_slice knows when to read the next LOAD_V"),
-    Field("q0", 2, 16, 16, "TILE: position of the tile's first query row (for the causal mask)"),
-    Field("tag", 3, 0, 32, "TILE: the host's tile id; LOAD_*: the group id"),
+    Field("rows", 2, 0, 16, "valid query rows (rows >= rows are masked)"),
+    Field("q0", 2, 16, 16, "position of the tile's first query row (for the causal mask)"),
+    Field("tag", 3, 0, 32, "the host's tile id"),
 )
 
-#: packet header on the score stream (AIE -> PL) and the P stream (PL -> AIE)
+#: first beat of every k / v buffer (kv_in packets): one key slice of a (batch, head) group
+SLICE = (
+    Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for K of QK^T kernel j, k + j for "
+                                "V of P.V kernel j (pktsplit<2k> on kv_in; the hardware's other header bits are not "
+                                "interpreted)"),
+    Field("op", 1, 0, 4, "1 LOAD_K, 3 LOAD_V"),
+    Field("slice", 1, 8, 8, "key slice index j (keys [j*SK, (j+1)*SK) of the group)"),
+    Field("tiles", 1, 16, 16, "tiles of the group (>= 1): the kernel releases the slice after that many tiles"),
+    Field("first_tile", 2, 0, 32, "tile id of the group's first tile (its tiles are first_tile .. first_tile + "
+                                  "tiles - 1)"),
+    Field("rq_mult", 3, 0, 16, "LOAD_V: the layer's output requantization multiplier, a signed 16-bit integer (its "
+                               "two's complement bits): the last P.V kernel requantizes O to A with it (0 in LOAD_K)"),
+    Field("rq_shift", 3, 16, 6, "LOAD_V: the output requantization's right shift, 0..62 (0 in LOAD_K)"),
+)
+
+#: first beat of every score packet (AIE -> PL) and P packet (PL -> AIE)
 PACKET = (
-    Field("packet_id", 0, 0, 5, "AIE packet-switching id = slice index j (the hardware's other header bits are "
-                                "not interpreted)"),
+    Field("packet_id", 0, 0, 5, "AIE packet-switching id = the kernel's index within its score channel (the "
+                                "hardware's other header bits are not interpreted)"),
     Field("tile_id", 1, 0, 32, "the host's tile id"),
     Field("slice", 2, 0, 8, "key slice index j"),
     Field("elem_bits", 2, 8, 8, "bits per payload element: score_bits on the score stream, 8 on the P stream"),
     Field("rows", 2, 16, 16, "valid query rows of the tile"),
-    Field("count", 3, 0, 16, "payload elements: Q_ROWS x slice keys"),
-    Field("head", 3, 16, 8, "the tile's query head (from the TILE command): the PL normalizer uses register set "
+    Field("count", 3, 0, 16, "payload elements: Q_ROWS x SK"),
+    Field("head", 3, 16, 8, "the tile's query head (from the TILE header): the PL normalizer uses register set "
                             "head"),
 )
 
-#: header of an O record (AIE -> PL, int32 payload) and of an A record (PL -> DDR, int8 payload)
+#: header of an A record (AIE -> PL -> DDR: the last P.V kernel's requantized int8 payload) and of a done log entry
 RESULT = (
     Field("tile_id", 0, 0, 32, "the host's tile id"),
     Field("rows", 1, 0, 16, "valid query rows"),
-    Field("pipeline", 2, 0, 16, "A record only: the pipeline that computed it (the PL mover's build parameter)"),
-    Field("d", 3, 0, 16, "head size D"),
+    Field("pipeline", 2, 0, 16, "done log only: the pipeline that computed the tile (the PL mover's argument; 0 in "
+                                "the A record the AIE sends)"),
+    Field("d", 3, 0, 16, "head size D of the build"),
 )
 
-HEADERS = {"command": COMMAND, "packet": PACKET, "result": RESULT}
+HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT}
 
 
 def _fields(kind: str) -> dict[str, Field]:
     return {f.name: f for f in HEADERS[kind]}
 
 
-def _no_overlap(kind: str, values: dict) -> None:
-    """Fields that share bits (``rows``/``tiles``) may both be given only with equal values (as :func:`decode`
-    returns them)."""
-    fields = _fields(kind)
-    given = [fields[n] for n in values if n in fields]
-    for i, a in enumerate(given):
-        for b in given[i + 1:]:
-            if a.word == b.word and a.lo < b.lo + b.width and b.lo < a.lo + a.width and \
-                    not np.array_equal(np.asarray(values[a.name]), np.asarray(values[b.name])):
-                raise ValueError(f"{kind} header fields {a.name} and {b.name} share bits; give one")
+def int16_bits(value: int) -> int:
+    """A signed 16-bit value as the unsigned 16-bit field that carries it (two's complement; ValueError outside
+    int16): ``rq_mult`` of the SLICE header."""
+    v = int(value)
+    if not -(1 << 15) <= v < (1 << 15):
+        raise ValueError(f"{v} does not fit a signed 16-bit field")
+    return v & 0xFFFF
+
+
+def int16_of(bits: int) -> int:
+    """Inverse of :func:`int16_bits`."""
+    b = int(bits) & 0xFFFF
+    return b - (1 << 16) if b >= (1 << 15) else b
 
 
 def encode(kind: str, **values: int) -> np.ndarray:
     """One header beat as 16 uint8 (little endian). Missing fields are 0; a value that does not fit raises."""
     fields = _fields(kind)
-    _no_overlap(kind, values)
     words = [0, 0, 0, 0]
     for name, value in values.items():
         if name not in fields:
@@ -119,7 +135,6 @@ def encode(kind: str, **values: int) -> np.ndarray:
 def encode_many(kind: str, n: int, **values: np.ndarray | int) -> np.ndarray:
     """``n`` header beats ``(n, 16)`` uint8 at once (vectorized: arrays of length ``n`` or scalars)."""
     fields = _fields(kind)
-    _no_overlap(kind, values)
     words = np.zeros((n, 4), dtype=np.uint64)
     for name, value in values.items():
         if name not in fields:
@@ -167,7 +182,7 @@ _BANNER = "// GENERATED by `python -m vckattn.hw.engine.streams` from hw/engine/
 
 def render_header() -> str:
     """The C++ header: per header kind, ``constexpr`` word/shift/mask per field and get/put helpers."""
-    lines = [_BANNER, "// Stream contract v2 of the scalable engine (hw/ENGINE.md): header words of one 128-bit beat.",
+    lines = [_BANNER, "// Stream contract v3 of the scalable engine (hw/ENGINE.md): header words of one 128-bit beat.",
              "#ifndef VCKATTN_ENGINE_STREAMS_H", "#define VCKATTN_ENGINE_STREAMS_H", "", "#include <cstdint>", "",
              "namespace vckattn_engine {", "", f"constexpr int BEAT_BYTES = {BEAT_BYTES};"]
     for name, code in OPS.items():

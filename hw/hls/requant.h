@@ -1,7 +1,8 @@
 // requant_one: the output movers' requantization of an int32 accumulator to int8 (golden
 // vckattn.golden.requant.requantize, round half up): sat_int8((o*mult + 2^(shift-1)) >> shift); shift == 0:
 // sat_int8(o*mult); shift in 0..62. |o*mult| < 2^62 and the rounding term is at most 2^61, so the 64-bit sum
-// cannot overflow. requant_a_beat: one A beat from four O beats. Used by s2mm_out (v1) and s2mm_engine.
+// cannot overflow. requant_a_beat: one A beat from four O beats. Used by s2mm_out (v1; the engine requantizes
+// on the AI Engine).
 #ifndef VCKATTN_HLS_REQUANT_H
 #define VCKATTN_HLS_REQUANT_H
 

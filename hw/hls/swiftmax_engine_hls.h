@@ -1,5 +1,5 @@
-// swiftmax_engine_hls.h -- the scalable engine's PL pieces for one pipeline (stream contract v2,
-// hw/ENGINE.md), in Vitis HLS C++; bit-exact with golden/engine.py (engine_p) and golden/requant.py.
+// swiftmax_engine_hls.h -- the scalable engine's PL pieces for one pipeline (stream contract v3,
+// hw/ENGINE.md), in Vitis HLS C++; bit-exact with golden/engine.py (engine_p).
 //
 //   swiftmax_engine_hls  score packets (AIE, through pktmerge) -> P packets (AIE, through pktsplit):
 //                        the header beat passes with elem_bits rewritten to 8; every score s (signed
@@ -8,16 +8,16 @@
 //                        swiftmax_elem_acc<SCORE_BITS> (swiftmax_hls.h) with the shared registers and
 //                        b_beta[head], c_out[head] of the packet header's head (streams.PACKET head);
 //                        P uint8, 16 a beat, TLAST on a packet's last beat.
-//   s2mm_engine          O records (AIE pv_slice k-1: streams.RESULT header + Q_ROWS x d int32, 4 a beat)
-//                        -> requantize (golden requantize, half up, rq_mult / rq_shift) -> A of tile t
-//                        (Q_ROWS x d int8, 16 a beat) into slot t of the shared A buffer a_out; the
-//                        streams.RESULT header (pipeline = the kernel argument) into the done log, in
-//                        arrival order.
+//   s2mm_engine          A records (AIE pv_slice k-1, which requantizes O: streams.RESULT header +
+//                        Q_ROWS x D int8, 16 a beat) -> A of tile t into slot t of the shared A buffer
+//                        a_out, one beat a cycle; the streams.RESULT header (pipeline = the kernel argument)
+//                        into the done log, in arrival order. A plain writer: no arithmetic.
 //
 // Streams: 128-bit AXI4-Stream beats (TDATA little endian; header words w0..w3 at bits [32i, 32i+32)).
 // Header fields only through ../aie/generated/engine_streams.h (generated from hw/engine/streams.py).
-// Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_MAX_D
-// (the design's engine_config.h, or -D in the C-simulation).
+// Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_D
+// (the design's engine_config.h, or -D in the C-simulation). Score packets carry their scores in the 4x8
+// block layout of hw/ENGINE.md; the normalizer is element-wise, so P leaves in the order the scores came.
 //
 // Both tops return a status (s_axilite return): 0 ok; otherwise the first header they refused, after
 // which they stop (the stream position is lost; the host reports the status and times out the launch).
@@ -35,8 +35,8 @@
 #ifndef VCKATTN_ENGINE_Q_ROWS
 #error "VCKATTN_ENGINE_Q_ROWS is not defined: include the design's generated engine_config.h or pass -D"
 #endif
-#ifndef VCKATTN_ENGINE_MAX_D
-#error "VCKATTN_ENGINE_MAX_D is not defined: include the design's generated engine_config.h or pass -D"
+#ifndef VCKATTN_ENGINE_D
+#error "VCKATTN_ENGINE_D is not defined: include the design's generated engine_config.h or pass -D"
 #endif
 
 #include <ap_int.h>
@@ -53,19 +53,18 @@ constexpr int SCORES_PER_BEAT = 128 / SCORE_BITS;  // score lanes of an input be
 constexpr int P_PER_BEAT = 16;                      // P lanes of an output beat (= SwiftMax lanes)
 constexpr int IN_PER_OUT = P_PER_BEAT / SCORES_PER_BEAT;  // input beats per output beat
 constexpr int Q_ROWS = VCKATTN_ENGINE_Q_ROWS;
-constexpr int MAX_D = VCKATTN_ENGINE_MAX_D;
-constexpr int MAX_RQ_SHIFT = 62;  // largest requantization shift (golden fixedpoint.MAX_BITS)
+constexpr int D = VCKATTN_ENGINE_D;
 static_assert(SCORE_BITS == 8 || SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
 
 using pkt_beat = vck_axis<128, 1>;  // a packet beat (TDATA, TLAST; TUSER unused)
-using beat128 = ap_uint<128>;       // an O / A beat
+using beat128 = ap_uint<128>;       // an A record beat
 
 enum PlStatus : int {
     PL_OK = 0,
     PL_BAD_ELEM_BITS = 1,  // score packet with elem_bits != SCORE_BITS
     PL_BAD_COUNT = 2,      // score packet with count 0 or not a multiple of 16
-    PL_BAD_D = 3,          // O record with d not a multiple of 16 or outside 16..MAX_D
-    PL_BAD_SLOT = 4,       // O record whose tile id is outside the A buffer
+    PL_BAD_D = 3,          // A record whose d is not the build's D
+    PL_BAD_SLOT = 4,       // A record whose tile id is outside the A buffer
     PL_BAD_HEAD = 5,       // score packet whose head is outside the register sets (>= MAX_HEADS)
 };
 
@@ -74,8 +73,8 @@ inline const char* pl_status_text(int st) {
         case PL_OK: return "ok";
         case PL_BAD_ELEM_BITS: return "score packet elem_bits differs from SCORE_BITS";
         case PL_BAD_COUNT: return "score packet count is 0 or not a multiple of 16";
-        case PL_BAD_D: return "O record head size d not a multiple of 16 in 16..MAX_D";
-        case PL_BAD_SLOT: return "O record tile id outside the A buffer";
+        case PL_BAD_D: return "A record head size d differs from the build's D";
+        case PL_BAD_SLOT: return "A record tile id outside the A buffer";
         case PL_BAD_HEAD: return "score packet head outside the SwiftMax register sets (>= MAX_HEADS)";
         default: return "unknown status";
     }
@@ -100,8 +99,8 @@ int swiftmax_engine_hls(hls::stream<vckattn_engine_pl::pkt_beat>& s_axis,
                         hls::stream<vckattn_engine_pl::pkt_beat>& m_axis, unsigned n_packets,
                         vckattn::swiftmax_regs regs);
 
-// n_records O records in, n_records A records out to out[] (128-bit words, arrival order).
-int s2mm_engine(hls::stream<vckattn_engine_pl::beat128>& o_in, ap_uint<128>* a_out, ap_uint<128>* done,
-                unsigned n_records, unsigned n_slots, unsigned pipeline, int rq_mult, unsigned rq_shift);
+// n_records A records in: each into its slot of a_out, its header (with pipeline) into done[] (arrival order).
+int s2mm_engine(hls::stream<vckattn_engine_pl::beat128>& a_in, ap_uint<128>* a_out, ap_uint<128>* done,
+                unsigned n_records, unsigned n_slots, unsigned pipeline);
 
 #endif  // VCKATTN_SWIFTMAX_ENGINE_HLS_H

@@ -14,7 +14,8 @@ Where the numbers come from
 2. **Cost table.** :data:`COST_TABLE` turns each API operation into issues on the VLIW slots it
    occupies, read from the AIE API's own AIE1 implementation (``aie_api/detail/aie1/*.hpp``: how many
    intrinsics each call becomes) and the AIE1 architecture; :data:`SLOTS` gives each slot's
-   throughput. Every entry carries its source.
+   throughput. Every entry carries its source. The table and the slots also hold the operations of the
+   engine's kernels (cascade words, mask compares, rounding modes; :mod:`vckattn.hw.perf.engine_aie`).
 3. **Cycles.** Per phase (a loop nest of the kernel code), the cycles are the bottleneck slot:
    ``max over slots of (issues on the slot / slot throughput)`` -- the "kernel coding bounds" method of
    UG1079 (compute bound vs. memory bound), extended to every slot -- plus a pipeline fill of
@@ -114,6 +115,13 @@ SLOTS: dict[str, dict[str, Any]] = {
     "stream_in": {"per_cycle": 0.25, "source": _UG1079_TILE + "; " + _UG1076_STREAM + "; the kernel code reads "
                   "its two input ports one after the other, so their beats add up on one resource"},
     "stream_out": {"per_cycle": 0.25, "source": _UG1079_TILE},
+    # the engine kernels (hw/perf/engine_aie.py) also count these:
+    "cascade_in": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): 'In each cycle, 384-bits "
+                   "can be received and sent by the chained AI Engines' (one 8-lane acc48 cascade word in per cycle); "
+                   "AM009 'Cascade Stream Interface'"},
+    "cascade_out": {"per_cycle": 1.0, "source": "UG1079 'AI Engine Tile Interface' (2021.1): one 384-bit cascade word "
+                    "sent per cycle; AM009 'Cascade Stream Interface'"},
+    "scalar": {"per_cycle": 1.0, "source": _WP552 + " (one scalar op per cycle)"},
 }
 
 
@@ -172,8 +180,128 @@ COST_TABLE: dict[str, dict[str, Any]] = {
         "units (not vectorized by the compiler); " + _UG1079_TILE),
 }
 
+_API1 = "AIE API AIE1 implementation (github.com/Xilinx/aie_api, include/aie_api/detail/aie1/"
+_MMUL448_SRC = (_API1 + "mmul_8_8.hpp): mmul_8_8<4,8,8,TypeA,TypeB,48> (also uint8 x int8) is two 8-bit mac16 "
+                "(mul: two mul16) intrinsics, 128 MACs each; " + _UG1079_VPU)
+_ACC_INPLACE = ("ASSUMPTION: no instruction; an aie::mmul built from (or read out as) an accumulator uses the "
+                "accumulator registers in place (UG1079 'Matrix Multiplication - mmul': mmul objects can be "
+                "initialized from accumulators for chained computations over the cascade)")
+_SEL8_SRC = (_API1 + "blend.hpp): an 8-bit select of 32 lanes unpacks both operands to 16 bits, does one select32 and "
+             "packs back: ASSUMPTION one vector issue each (3)")
+
+# Engine kernel operations (hw/aie/engine/engine_kernels.h, stream contract v3), appended:
+COST_TABLE.update({
+    "mmul<4,16,8,int8,int8>.to_vector<int8>": _entry(
+        {"srs": 2}, _SRS_SRC.replace("to_vector of", "to_vector<int8> (shift-round-saturate) of") +
+        "; the rounding / saturation modes are control-register settings, not extra instructions"),
+    "mmul<4,16,8,int8,int8>.to_vector<int16>": _entry(
+        {"srs": 2}, _SRS_SRC.replace("to_vector of", "to_vector<int16> (shift-round-saturate) of")),
+    "mmul<4,8,8,uint8,int8>.mul": _entry({"vector": 2}, _MMUL448_SRC),
+    "mmul<4,8,8,uint8,int8>.mac": _entry({"vector": 2}, _MMUL448_SRC),
+    "mmul<4,8,8,uint8,int8>.to_vector<int32>": _entry({"srs": 2}, _SRS_SRC),
+    "mmul<4,8,8,uint8,int8>.from_accum": _entry({}, _ACC_INPLACE),
+    "mmul<4,8,8,uint8,int8>.to_accum": _entry({}, _ACC_INPLACE),
+    "accum<acc48,8>.to_vector<int32>": _entry({"srs": 1}, _UG1079_PATHS + ": one SRS of an 8-lane acc48"),
+    "accum<acc48,8>.from_vector<int32>": _entry(
+        {"srs": 1}, "AM009 'Register Move Functionality': vector to accumulator through the upshift path; ASSUMPTION: "
+        "one issue on the shift-round-saturate/upshift unit"),
+    "readincr_v<8>(input_cascade<acc48>)": _entry({"cascade_in": 1}, "AM009 'Cascade Stream Interface': one 384-bit "
+                                                  "accumulator word (8 lanes of acc48) per read"),
+    "writeincr(output_cascade<acc48>)": _entry({"cascade_out": 1}, "AM009 'Cascade Stream Interface': one 384-bit "
+                                               "accumulator word per write"),
+    "concat<acc48,8>x4": _entry({"move": 4}, "ASSUMPTION: one accumulator move per 384-bit part (AM009 'Register Move "
+                                "Functionality': one AM-register move per cycle); " + _WP552),
+    "extract<8>(accum<acc48,32>)": _entry({"move": 1}, "ASSUMPTION: one accumulator move per 384-bit part (AM009 "
+                                          "'Register Move Functionality')"),
+    "concat<16,uint8>x2": _entry({"move": 2}, _MOVE_SRC),
+    "extract<16>(vector<int8,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "extract<8>(vector<int16,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "extract<4>(vector<int32,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "store_v<8,int16>": _entry({"store": 1}, _LD_SRC + " (128 bits)"),
+    "load_v<32,int16>": _entry({"load": 2}, _UG1079_TILE + ": 512 bits = two 256-bit loads"),
+    "store_v<32,int16>": _entry({"store": 2}, _UG1079_TILE + ": 512 bits = two 256-bit stores"),
+    "add<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "add.hpp): one 32-lane 16-bit add (the scalar broadcast "
+                                    "as its operand); ASSUMPTION: one vector issue"),
+    "min<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "max_min.hpp): one 32-lane 16-bit min; ASSUMPTION: one "
+                                    "vector issue"),
+    "lt<32,int16>": _entry({"vector": 1}, _API1 + "compare.hpp): one 32-lane 16-bit compare into a mask; ASSUMPTION: "
+                           "one vector issue"),
+    "lt<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "compare.hpp): one 32-lane 16-bit compare against a "
+                                   "broadcast scalar; ASSUMPTION: one vector issue"),
+    "select<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "blend.hpp): one select32 on 16-bit lanes"),
+    "select<32,int8>(scalar)": _entry({"vector": 3}, _SEL8_SRC),
+    # the last P.V kernel's requantization of O (int32 x int16 -> acc80 -> int8)
+    "mul<acc80,32,int32,int16>": _entry(
+        {"vector": 4, "move": 4}, _API1 + "mul_acc80.hpp): mul_bits_impl<MulOp, 80, 32, int32, 16, int16> has "
+        "lanes_per_mul = 8: one lmul8 intrinsic (8 lanes of 32 x 16 bits into v8acc80) per 8 lanes, four for 32; "
+        "ASSUMPTION: one register move per lmul8 to place its 8 int32 lanes in the X operand (concat with zeros)"),
+    "accum<acc80,32>.to_vector<int8>": _entry(
+        {"srs": 10, "move": 2}, _API1 + "accum.hpp): to_vector<int8> of an acc80 accumulator goes through 32 bits "
+        "(AIE1 has no SRS from 80-bit lanes to 8 bits; UG1078 'Shift-Round-Saturate': bsrs from 48-bit "
+        "accumulators, srs from 80-bit ones to 32-bit vectors): per pair of v8acc80, two srs to v8int32 with the "
+        "shift, two ups to one v16acc48, one bsrs (shift 0) to v16int8 -- for 32 lanes 4 srs + 4 ups + 2 bsrs, "
+        "charged to the SRS/upshift unit as accum<acc48,8>.from_vector is; two inserts as moves"),
+    "extract<8>(vector<int8,32>)": _entry({"move": 1}, _MOVE_SRC),
+    "concat<8,int8>x2": _entry({"move": 2}, _MOVE_SRC),
+    "broadcast<32,int16>": _entry(
+        {"move": 1, "vector": 1}, _API1 + "broadcast.hpp): a 16-bit scalar into 32 lanes is the scalar placed in a "
+        "vector register and one shuffle32; ASSUMPTION: one move and one vector issue"),
+    "set_rounding": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 rounding field; UG1079 "
+                           "'Rounding and Saturation Modes') on the scalar slot"),
+    "set_saturation": _entry({"scalar": 1}, "ASSUMPTION: one control-register write (AIE1 MD0 SQ/saturation bits; "
+                             "UG1079 'Rounding and Saturation Modes') on the scalar slot"),
+})
+
 #: Operations of the closed form that the emulation cannot count (plain C++, not AIE API calls).
 NOT_INSTRUMENTED: frozenset[str] = frozenset({"scalar_copy<int8>"})
+
+# Operations of the published GEMM kernels (MaxEVA, CHARM) rendered in hw/aie/published/gemm_kernels.h and
+# counted by aie_api_emu.h / aie1_intrinsics_emu.h; the validation against published designs costs them
+# (hw/perf/gemm_kernels.py). Entries with no issues are operations that take no slot of their own.
+_AM009_FP = ("AM009 'Floating-Point Vector Unit': eight lanes of fp32 multiply-accumulate, FPMPY one-cycle "
+             "throughput; only one vector instruction per cycle, fixed- or floating-point")
+_AM009_REGS = ("AM009 'Register Files': pointer (p0..p7), modifier (m0..m7) and circular-buffer (cb/cs) registers "
+               "of the load/store address generation")
+COST_TABLE.update({
+    "mmul<4,8,4,int8,int8>.mul": _entry(
+        {"vector": 1}, _API_AIE1 + "mmul_8_8.hpp: mmul_8_8<4,8,4,TypeA,TypeB,48> is one mul16/mac16 intrinsic "
+        "of 128 MACs (B grown to a 512-bit X operand, A the 256-bit Z operand); " + _UG1079_VPU),
+    "mmul<4,8,4,int8,int8>.mac": _entry(
+        {"vector": 1}, _API_AIE1 + "mmul_8_8.hpp: mmul_8_8<4,8,4,TypeA,TypeB,48> is one mac16 intrinsic of 128 "
+        "MACs; " + _UG1079_VPU),
+    "mmul<4,8,4,int8,int8>.to_vector<int32>": _entry(
+        {"srs": 1}, _API_AIE1 + "accum.hpp: to_vector of a 16-lane acc48 (one v16acc48) is one srs call; "
+        + _UG1079_PATHS),
+    "load_v<32,int8>": _entry({"load": 1}, _LD_SRC + " (256 bits)"),
+    "store_v<16,int32>": _entry({"store": 2}, _UG1079_TILE + ": 512 bits = two 256-bit stores"),
+    "window_readincr_v<8,int32>": _entry(
+        {"load": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_readincr_v<8,float>": _entry(
+        {"load": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_writeincr<8,int32>": _entry(
+        {"store": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "window_writeincr<8,float>": _entry(
+        {"store": 1}, _LD_SRC + " (256 bits); the increment is the access's address post-modify (" + _AM009_REGS + ")"),
+    "add<8,float>": _entry({"vector": 1}, _API_AIE1 + "add.hpp: fp32, <= 8 elements: one fpadd; " + _AM009_FP),
+    "fpmac(v8float,v16float,v8float)": _entry(
+        {"vector": 1}, "UG1078 fpmac (AIE1 intrinsic): 8 fp32 MACs; " + _AM009_FP),
+    "window_read_v8(float)": _entry({"load": 1}, _LD_SRC + " (256 bits)"),
+    "window_read_v4(float)": _entry({"load": 1}, _LD_SRC + " (128 bits)"),
+    "window_write(v8float)": _entry({"store": 1}, _LD_SRC + " (256 bits)"),
+    "upd_w(v16float,v8float)": _entry({"move": 1}, _MOVE_SRC),
+    "upd_v(v16float,v4float)": _entry({"move": 1}, _MOVE_SRC),
+    "ext_w(v16float)": _entry({"move": 1}, _MOVE_SRC),
+    "null_v8float": _entry({"move": 1}, "ASSUMPTION: one register clear on a move slot (as zeros<8,int32>); " + _WP552),
+    "undef_v16float": _entry({}, "UG1078 undef_v16float: an undefined register value, no instruction"),
+    "window_incr(float)": _entry(
+        {}, "ASSUMPTION: no slot of its own, the window pointer's move is folded into the next access's address "
+        "post-modify with circular addressing (" + _AM009_REGS + "); charged as one scalar op each it would still "
+        "not bind the published kernels (fewer than one per cycle)"),
+    "window_decr(float)": _entry(
+        {}, "ASSUMPTION: no slot of its own, the window pointer's move is folded into the next access's address "
+        "post-modify with circular addressing (" + _AM009_REGS + "); charged as one scalar op each it would still "
+        "not bind the published kernels (fewer than one per cycle)"),
+})
 
 
 def cost_of(op: str) -> dict[str, int]:

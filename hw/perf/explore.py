@@ -1,19 +1,20 @@
-"""Design-space exploration: the fastest buildable design per normalizer under the device's limits.
+"""Design-space exploration: the fastest buildable engine design per normalizer under the device's limits.
 
-The space is what issue #16 builds: ``pipelines`` pipelines, each with ``k`` QKᵀ and ``k`` P·V AIE
-kernels owning key slices (K and V resident in the kernels' data memory, partial O along the
-cascade), scores leaving the AIE as int8 or int16 through its shift-round-saturate, ``score_plios``
-128-bit score PLIOs (and as many P PLIOs) per pipeline, one normalizer instance of ``lanes`` lanes
-per score PLIO, Q/K/V over ``in_plios`` and O over one PLIO, at one PL clock.
+The space is the engine of stream contract v3 (``hw/ENGINE.md``; costed by :mod:`.engine`): ``pipelines``
+pipelines, each with ``k`` QKᵀ and ``k`` P·V AIE kernels owning key slices of ``MAX_KEYS / k`` keys (the sequence
+rounded up to whole 16-key blocks per slice), ``m`` score channels per pipeline (``m`` divides ``k``; one 128-bit
+score PLIO, one P PLIO and one normalizer instance of ``lanes`` lanes each), tiles of ``q_rows`` queries, int8 or
+int16 scores, Q and K/V over two PLIOs and O over one, at one PL clock. A candidate's kernels must fit an AIE tile's
+data memory (their ping-pong buffers plus the runtime's reserve).
 
-The search is pruned, not blind: for every (score width, tile shape, kernels per pipeline, score
-PLIOs, lanes, Q/K/V PLIOs) it computes the design's per-pipeline resources once (the model's
-resources are linear in ``pipelines``), takes the largest pipeline count that fits, and then the
-smallest pipeline count that is as fast (time does not improve once DDR or another shared stage
-bounds it). Kernels per pipeline stop at the key-block count (more kernels would idle) and at the
-kernel data memory; lanes stop at the scores one PLIO beat carries. Among the designs within
-``TIE`` of the fastest, the one with the fewest LUTs wins (a design that only adds LUTs is not
-faster). Runs in seconds on one core.
+Every resource keeps ``headroom`` (default 20%) free: AIE tiles, PLIOs in and out, LUTs, FFs, DSPs, BRAM and URAM,
+with the movers and their AXI4 master ports counted (:func:`.engine.resources`).
+
+The search is pruned, not blind: for every (score width, tile rows, kernels, channels, lanes) it computes the
+design's per-pipeline resources once (the resources are linear in ``pipelines``), takes the largest pipeline count
+that fits, and then the smallest pipeline count that is as fast (the tiles are dealt as whole (batch, head) groups,
+so time is a step function of the pipeline count that does not increase with it). Among the designs within ``TIE``
+of the fastest, the one with the fewest LUTs wins. Runs in seconds on one core.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 
+from . import engine
 from .model import (
     RESOURCE_KEYS,
     Design,
@@ -37,17 +39,25 @@ from .model import (
 
 #: designs within this relative time of the fastest count as equally fast (the fewest LUTs wins)
 TIE = 0.005
-Q_ROWS = (16, 32, 64)
-KEY_BLOCKS = (32, 64)
+Q_ROWS = (8, 16, 32, 64)
+#: kernels per pipeline: kv_in's pktsplit<2k> has at most 32 outputs (5-bit packet ids)
+KERNELS = (1, 2, 4, 8, 16)
 SCORE_BITS = (8, 16)
-#: Q/K/V PLIOs per pipeline: the engine streams qk_in and v_in (hw/ENGINE.md), so only 2 is buildable
-IN_PLIOS = (2,)
 PLIO_BITS = 128
-#: LUT headroom the explorer keeps free by default (the issue's goal: >= 20%)
-LUT_HEADROOM = 0.20
+#: fraction of every resource the explorer keeps free by default
+HEADROOM = 0.20
+#: resources the headroom applies to (the per-kernel data memory is a fit check, not a budget)
+BUDGET_KEYS = ("aie_tiles", "plio_in", "plio_out", *RESOURCE_KEYS)
 #: resources whose budget is capped in the equal-resources comparison (SwiftMax needs no BRAM/URAM
 #: buffers; capping those would forbid online softmax's row buffers altogether)
 EQUAL_RESOURCE_KEYS = ("aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp")
+
+
+def default_budget(dev: Device, headroom: float = HEADROOM, pl_clock_mhz: float | None = None) -> dict[str, float]:
+    """The device's resources less ``headroom`` of each (:data:`BUDGET_KEYS`)."""
+    probe = Design(pl_clock_mhz=pl_clock_mhz or float(dev.pl_clock_mhz["model_default"]))
+    avail = resources_available(probe, dev)
+    return {k: avail[k] * (1 - headroom) for k in BUDGET_KEYS}
 
 
 @dataclass
@@ -65,26 +75,24 @@ def _lanes_options(score_bits: int) -> list[int]:
 
 
 def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design]:
-    """One-pipeline designs of the search space whose kernels fit the AIE data memory."""
+    """One-pipeline engine designs of the search space whose kernels fit an AIE tile's data memory."""
     norms = set(w.normalizers)
+    d_build = engine.build_d(w.d_head)
     for bits in SCORE_BITS:
         for q_rows in Q_ROWS:
-            for kb in KEY_BLOCKS:
-                nb = -(-w.seq // kb)
-                for k in range(1, nb + 1):
-                    if k > 1 and -(-nb // k) == -(-nb // (k - 1)):
-                        continue  # same key slice as k - 1 kernels: only more tiles
-                    base = Design(pipelines=1, qk_kernels=k, pv_kernels=k, q_rows=q_rows, key_block=kb,
-                                  score_bits=bits, plio_bits=PLIO_BITS, score_plios=1, in_plios=1, out_plios=1,
-                                  lanes_swiftmax=0, lanes_online_softmax=0, pl_clock_mhz=pl_clock_mhz,
-                                  kv_resident=True, score_switch=False, o_bits=32, host_seconds_per_tile=0.0)
-                    if resources_used(w, _with_lanes(base, norms, 1), dev)["aie_kernel_memory_bytes"] > \
-                            dev.tile_memory_bytes:
-                        continue
-                    for s in range(1, k + 1):
-                        for lanes in _lanes_options(bits):
-                            for n_in in IN_PLIOS:
-                                yield _with_lanes(replace(base, score_plios=s, in_plios=n_in), norms, lanes)
+            for k in KERNELS:
+                keys = engine.build_keys(w.seq, k)
+                base = Design(pipelines=1, qk_kernels=k, pv_kernels=k, q_rows=q_rows, key_block=16,
+                              score_bits=bits, plio_bits=PLIO_BITS, score_plios=1, in_plios=2, out_plios=1,
+                              lanes_swiftmax=0, lanes_online_softmax=0, pl_clock_mhz=pl_clock_mhz,
+                              kv_resident=True, score_switch=False, o_bits=8, host_seconds_per_tile=0.0,
+                              max_seq=keys, head_dim=d_build)
+                if resources_used(w, _with_lanes(base, norms, 1), dev)["aie_kernel_memory_bytes"] > \
+                        dev.tile_memory_bytes:
+                    continue
+                for m in (x for x in KERNELS if x <= k and k % x == 0):
+                    for lanes in _lanes_options(bits):
+                        yield _with_lanes(replace(base, score_plios=m), norms, lanes)
 
 
 def _with_lanes(d: Design, norms: set[str], lanes: int) -> Design:
@@ -111,15 +119,12 @@ def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> 
     n_max = _max_pipelines(w, d, dev, budget)
     if n_max < 1:
         return None
-    tiles = w.batch * w.heads * -(-w.seq // d.q_rows)
-    n_max = min(n_max, tiles)
+    n_max = min(n_max, w.batch * w.heads)  # whole groups are dealt: more pipelines than groups idle
 
     def t(n: int) -> float:
         return layer_seconds(w, replace(d, pipelines=n), dev)
 
-    groups = w.batch * w.heads
-    tops = sorted({n_max, min(n_max, groups)})
-    best_n = min(tops, key=t)
+    best_n = n_max
     best_t = t(best_n)
     # the smallest pipeline count as fast (time is non-increasing in pipelines up to the group count)
     lo, hi = 1, best_n
@@ -134,17 +139,15 @@ def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> 
 
 
 def search(w: Workload, dev: Device | None = None, budget: dict[str, float] | None = None,
-           pl_clock_mhz: float | None = None, lut_headroom: float = LUT_HEADROOM,
+           pl_clock_mhz: float | None = None, headroom: float = HEADROOM,
            max_seconds: float | None = None, progress: Callable[[int], None] | None = None) -> Choice | None:
-    """The fastest design for ``w`` within ``budget`` (default: the device, with ``lut_headroom`` of the
-    LUTs kept free); with ``max_seconds``, instead the design with the fewest LUTs that is at most that
-    slow. ``progress(n)`` is called after each ``n`` candidates."""
+    """The fastest design for ``w`` within ``budget`` (default: the device with ``headroom`` of every resource
+    kept free); with ``max_seconds``, instead the design with the fewest LUTs that is at most that slow.
+    ``progress(n)`` is called after each ``n`` candidates."""
     dev = dev or load_device()
     clock = pl_clock_mhz or float(dev.pl_clock_mhz["model_default"])
     if budget is None:
-        probe = Design(pl_clock_mhz=clock)
-        budget = {k: v for k, v in resources_available(probe, dev).items() if k != "aie_kernel_memory_bytes"}
-        budget["lut"] = budget["lut"] * (1 - lut_headroom)
+        budget = default_budget(dev, headroom, clock)
     found: list[Choice] = []
     count = 0
     for d in candidates(w, dev, clock):
@@ -183,7 +186,7 @@ class Exploration:
     online_equal_resources: Perf | None
     swiftmax_equal_throughput: Perf | None
     online_equal_throughput: Perf | None
-    lut_headroom: float
+    headroom: float
 
     @property
     def speedup_equal_resources(self) -> float | None:
@@ -221,7 +224,7 @@ class Exploration:
             "lut_ratio_equal_throughput": self.lut_ratio_equal_throughput,
             "lut_ratio_equal_throughput_design": self.lut_ratio_equal_throughput_design,
             "definitions": {
-                "best": f"fastest design within the device with {self.lut_headroom:.0%} of the LUTs kept free; "
+                "best": f"fastest design within the device with {self.headroom:.0%} of every resource kept free; "
                         f"among designs within {TIE:.1%} of the fastest, the fewest LUTs",
                 "speedup_equal_resources": "online-softmax seconds/layer on its fastest design within the SwiftMax "
                                            "design's AIE tiles, PLIOs, LUTs, FFs and DSPs (BRAM/URAM up to the "
@@ -234,7 +237,7 @@ class Exploration:
 
 
 def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None = None,
-            lut_headroom: float = LUT_HEADROOM, progress: Callable[[int], None] | None = None) -> Exploration:
+            headroom: float = HEADROOM, progress: Callable[[int], None] | None = None) -> Exploration:
     """Run the five searches for workload shape ``w`` (its layers' normalizers are replaced: all
     SwiftMax, all online softmax)."""
     dev = dev or load_device()
@@ -242,27 +245,28 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
     ws = replace(w, layers=("swiftmax",) * n)
     wo = replace(w, layers=("online_softmax",) * n)
     kw = {"dev": dev, "pl_clock_mhz": pl_clock_mhz, "progress": progress}
-    best_s = search(ws, lut_headroom=lut_headroom, **kw)
-    best_o = search(wo, lut_headroom=lut_headroom, **kw)
+    best_s = search(ws, headroom=headroom, **kw)
+    best_o = search(wo, headroom=headroom, **kw)
     if best_s is None or best_o is None:
-        raise ValueError("no design of the search space fits the device for this workload")
+        raise ValueError(f"no design of the search space fits the device for this workload (S = {w.seq}: a "
+                         f"pipeline holds at most {max(KERNELS)} key slices, each within one AIE tile's memory)")
     perf_s = evaluate(ws, best_s.design, dev)
     budget = {k: perf_s.used[k] for k in EQUAL_RESOURCE_KEYS}
-    probe = resources_available(best_s.design, dev)
-    budget.update({k: probe[k] for k in ("bram", "uram")})
+    full = default_budget(dev, headroom, pl_clock_mhz)
+    budget.update({k: full[k] for k in ("bram", "uram")})
     eq_r = search(wo, budget=budget, **kw)
     # equal throughput: the slower of the two best designs' time, reached with the fewest LUTs by each
     target = max(best_s.seconds, best_o.seconds)
-    eq_ts = search(ws, lut_headroom=lut_headroom, max_seconds=target, **kw)
-    eq_to = search(wo, lut_headroom=lut_headroom, max_seconds=target, **kw)
+    eq_ts = search(ws, headroom=headroom, max_seconds=target, **kw)
+    eq_to = search(wo, headroom=headroom, max_seconds=target, **kw)
     return Exploration(
         swiftmax=perf_s, online_softmax=evaluate(wo, best_o.design, dev),
         online_equal_resources=None if eq_r is None else evaluate(wo, eq_r.design, dev),
         swiftmax_equal_throughput=None if eq_ts is None else evaluate(ws, eq_ts.design, dev),
         online_equal_throughput=None if eq_to is None else evaluate(wo, eq_to.design, dev),
-        lut_headroom=lut_headroom,
+        headroom=headroom,
     )
 
 
-__all__ = ["EQUAL_RESOURCE_KEYS", "Choice", "Exploration", "LUT_HEADROOM", "RESOURCE_KEYS", "TIE", "candidate_count",
+__all__ = ["BUDGET_KEYS", "EQUAL_RESOURCE_KEYS", "HEADROOM", "Choice", "Exploration", "default_budget", "RESOURCE_KEYS", "TIE", "candidate_count",
            "candidates", "explore", "search"]

@@ -70,6 +70,18 @@ def cpu_layer_seconds(batch: int, heads: int, seq: int, d_head: int, normalizer:
 # ------------------------------------------------------------------------------------------- roofline
 
 
+def workload_text(w: Workload) -> str:
+    """The workload a plot shows, for its title: model, heads x d_head, S, batch, layers, where the operands are."""
+    name = f"{w.name} attention" if w.name else "attention"
+    return (f"{name}: {w.heads} heads x {w.d_head}, S = {w.seq}, batch {w.batch}, {len(w.layers)} layers, "
+            f"operands {w.operands}")
+
+
+def _workloads_text(points: Sequence[tuple[str, Perf]]) -> str:
+    texts = list(dict.fromkeys(workload_text(p.workload) for _, p in points))
+    return texts[0] if len(texts) == 1 else "several workloads"
+
+
 def roofline(points: Sequence[tuple[str, Perf]], path: Path, dev: Device | None = None) -> Path:
     """Roofline of the int8 array with the DDR, AIE<->PL (all usable PLIOs) and PCIe roofs; each design
     at its intensity against DDR bytes (filled, modeled layer TOPS) and against PLIO bytes (hollow,
@@ -105,7 +117,7 @@ def roofline(points: Sequence[tuple[str, Perf]], path: Path, dev: Device | None 
     ax.set_yscale("log")
     ax.set_xlabel("operational intensity (int8 ops / byte)")
     ax.set_ylabel("TOPS (modeled)")
-    ax.set_title("Attention block roofline, XCVC1902 (modeled, not measured)", fontsize=10)
+    ax.set_title(f"Roofline, XCVC1902 (modeled, not measured)\n{_workloads_text(points)}", fontsize=9)
     ax.legend(fontsize=7, loc="lower right")
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -143,7 +155,7 @@ def stage_bars(points: Sequence[tuple[str, Perf]], path: Path) -> Path:
     ax.invert_yaxis()
     ax.set_xscale("log")
     ax.set_xlabel("seconds per layer a stage is busy (modeled); hatched: the bottleneck")
-    ax.set_title("Stage times (modeled, not measured)", fontsize=10)
+    ax.set_title(f"Stage times (modeled, not measured)\n{_workloads_text(points)}", fontsize=9)
     ax.legend(fontsize=7)
     ax.grid(True, axis="x", which="both", alpha=0.3)
     fig.tight_layout()

@@ -14,19 +14,21 @@ where possible. In one pipeline:
 * ``qk_kernels`` QKᵀ AIE kernels each own a **key slice** (``ceil(key blocks / qk_kernels)`` blocks
   of ``key_block`` keys). The Q tile is broadcast to all of them; with ``kv_resident`` each kernel
   keeps its K slice in its data memory for all tiles of a (batch, head) group (double-buffered, so
-  the next group's slice loads while this one computes); without it (today's build) K is
+  the next group's slice loads while this one computes); without it (the ``vck5000_attention`` build) K is
   re-streamed for every tile.
 * The scores leave each kernel through its 32-bit output stream as ``score_bits``-bit words (int32
-  today; int8/int16 from the AIE's shift-round-saturate in issue #16), merged onto ``score_plios``
+  in the ``vck5000_attention`` build; int8/int16 from the AIE's shift-round-saturate in the scalable
+  engine), merged onto ``score_plios``
   AIE→PL PLIOs of ``plio_bits``.
 * Each score PLIO feeds one **normalizer instance** of ``lanes_<normalizer>`` lanes. SwiftMax is
   element-wise, so its P leaves in the order the scores came and goes straight back to the P·V
   kernel that owns the same key slice; online softmax needs whole rows, so each pipeline has a
   row-assembly buffer (a tile of scores, and a tile of P to re-slice them), double-buffered in URAM
-  (today's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
+  (the ``vck5000_attention`` build's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
 * P returns over ``score_plios`` PL→AIE PLIOs (uint8) to ``pv_kernels`` P·V kernels, each owning a
   key slice of V (resident like K); their partial O (int32) add up along the cascade, the last one
-  sends O (``o_bits``) over ``out_plios`` PLIOs to the PL, which requantizes to int8 and writes DDR.
+  sends O (``o_bits``: 32, the PL requantizes to int8; 8, the kernel requantized it, as the engine's last P·V
+  kernel does) over ``out_plios`` PLIOs to the PL, which writes DDR.
 
 **Pipelining**: the stages of the tile stream overlap (double-buffered AIE windows, FIFOs and
 ping-pong buffers in the PL): each stage works on a different tile. A layer takes the busiest
@@ -41,9 +43,9 @@ RMSNorm; LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted
 token stream before the projections (done on the host), so it adds its own time to the layer.
 
 Operands (``Workload.operands``): ``"ddr"`` — Q, K, V are in card DDR and A goes back there (the
-block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow today:
+block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow as built:
 the host computes the projections); ``"on_chip"`` — Q, K, V arrive from the PL at PLIO rate and A
-leaves there (a fused projection engine that neither this toolkit nor issue #16 builds): the
+leaves there (a fused projection engine that neither this toolkit nor the scalable engine builds): the
 attention engine's own ceiling.
 """
 
@@ -56,7 +58,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import aie, pl
+from . import aie, engine, pl
 
 DEVICE_FILE = Path(__file__).with_name("device.json")
 NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
@@ -80,6 +82,13 @@ STAGES: dict[str, str] = {
     "aie_pv": "AIE P.V",
     "to_ddr": "back to DDR",
     "host": "host overhead",
+    # the engine (stream contract v3, hw/perf/engine.py)
+    "ddr": "DDR (one bank)",
+    "kv_in": "K/V slices -> AIE",
+    "q_in": "Q -> AIE",
+    "pl_channel": "score channel (PLIO out, PL, PLIO back)",
+    "o_out": "A -> PL",
+    "s2mm": "PL output mover",
 }
 #: PL cost of one PLIO stream endpoint (data mover / width adapter / FIFO) -- an ASSUMPTION: no mover
 #: of the scaled design is synthesized in this toolkit; the order of a Vitis HLS AXI4-Stream mover.
@@ -125,8 +134,11 @@ class Device:
         return self.aie_tiles * self.macs_per_cycle[dtype] * OPS_PER_MAC * self.aie_clock_hz
 
     def plio_available(self, plio_bits: int) -> dict[str, int]:
-        """Usable PLIOs of ``plio_bits`` per direction (128-bit counts scaled; two 64-bit ports make a 128-bit one)."""
-        return {k: int(v * 128 // plio_bits) for k, v in self.plio_usable_128.items()}
+        """Usable PLIOs of ``plio_bits`` per direction: a 128-bit PLIO takes two 64-bit interface ports (the
+        usable 128-bit counts), a 64-bit or 32-bit PLIO one port each (a 32-bit PLIO does not share its port)."""
+        if plio_bits == 128:
+            return dict(self.plio_usable_128)
+        return {k: int(v * 2) for k, v in self.plio_usable_128.items()}
 
     def to_json(self) -> dict:
         return {"name": self.name, "board": self.board, "aie_tiles": self.aie_tiles,
@@ -199,6 +211,7 @@ class Workload:
     norm_site: str | None = None
     hidden: int | None = None
     operands: str = "ddr"
+    causal: bool = False
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -237,7 +250,7 @@ class Workload:
         return {"name": self.name, "heads": self.heads, "kv_heads": self.n_kv_heads, "d_head": self.d_head,
                 "seq": self.seq, "batch": self.batch, "layers": len(self.layers),
                 "normalizers": list(self.layers), "norm_site": self.norm_site, "hidden": self.hidden_size,
-                "operands": self.operands, "ops_per_layer": self.ops_per_layer}
+                "operands": self.operands, "causal": self.causal, "ops_per_layer": self.ops_per_layer}
 
 
 def workload_from_flags(heads: int, d_head: int, seq: int, batch: int = 1, layers: int = 1,
@@ -258,10 +271,11 @@ def workload_from_hf_config(config: dict, seq: int | None = None, batch: int = 1
     d_head = int(config.get("head_dim") or hidden // heads)
     n_layers = int(layers or config["num_hidden_layers"])
     seq = int(seq or config.get("max_position_embeddings") or 512)
-    norm_site = kw.pop("norm_site", "rmsnorm" if "rms_norm_eps" in config else None)
+    decoder = "rms_norm_eps" in config
+    norm_site = kw.pop("norm_site", "rmsnorm" if decoder else None)
     return Workload(heads=heads, d_head=d_head, seq=seq, batch=batch, layers=(normalizer,) * n_layers,
                     kv_heads=config.get("num_key_value_heads"), norm_site=norm_site, hidden=hidden,
-                    name=str(config.get("model_type", "")), **kw)
+                    causal=kw.pop("causal", decoder), name=str(config.get("model_type", "")), **kw)
 
 
 def workload_from_bundle_info(model: dict, layer_normalizers: list[str], norm: str | None, seq: int | None = None,
@@ -278,7 +292,8 @@ def workload_from_bundle_info(model: dict, layer_normalizers: list[str], norm: s
     return Workload(heads=int(model["num_heads"]), d_head=int(model["head_dim"]),
                     seq=int(seq or model["max_seq_len"]), batch=batch, layers=tuple(layer_normalizers),
                     kv_heads=int(model["num_kv_heads"]), norm_site=kw.pop("norm_site", site),
-                    hidden=int(model["hidden_size"]), name=str(family or ""), **kw)
+                    hidden=int(model["hidden_size"]), causal=kw.pop("causal", family == "llama"),
+                    name=str(family or ""), **kw)
 
 
 BERT_BASE = {"heads": 12, "d_head": 64, "layers": 12}
@@ -292,10 +307,11 @@ class Design:
     """A design point of the attention block (see the module docstring for the structure).
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
-    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of O leaving
-    the P·V kernel (int32 accumulators today). ``host_seconds_per_tile``: host work per tile that
-    overlaps the device (None: the device file's measured figure when ``score_switch`` (today's host
-    path), else 0: issue #16's bulk launches); ``host_launches_per_layer``: serial launch overheads.
+    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of the output leaving
+    the last P·V kernel: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design,
+    whose last P·V kernel requantizes). ``host_seconds_per_tile``: host work per tile that
+    overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
+    host path), else 0: the scalable engine's bulk launches); ``host_launches_per_layer``: serial launch overheads.
     """
 
     pipelines: int = 1
@@ -318,6 +334,7 @@ class Design:
     host_seconds_per_tile: float | None = None
     host_launches_per_layer: int = 1
     max_seq: int | None = None
+    head_dim: int | None = None
     name: str = ""
 
     def __post_init__(self) -> None:
@@ -337,6 +354,8 @@ class Design:
             raise ValueError("pl_clock_mhz must be > 0")
         if self.o_bits not in (8, 16, 32):
             raise ValueError("o_bits must be 8, 16 or 32")
+        if self.head_dim is not None and (self.head_dim < 16 or self.head_dim % 16):
+            raise ValueError("head_dim must be a positive multiple of 16")
 
     def lanes(self, normalizer: str) -> int:
         return self.lanes_swiftmax if normalizer_name(normalizer) == "swiftmax" else self.lanes_online_softmax
@@ -359,10 +378,15 @@ def design_from_json(data: dict) -> Design:
 
 
 def design_from_manifest(manifest: dict) -> Design:
-    """Today's committed build (a bitstream manifest, e.g. ``bitstreams/vck5000_attention.json``) as a
-    design point: its AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile
-    shape, lanes and PL clock. Scores are int32 (stream contract v1, ``hw/STREAMS.md``); K and V are
-    re-streamed for every tile (``mm2s_kv``); ``score_switch`` holds a tile of scores and of P."""
+    """The design point of a committed build (a bitstream manifest): an engine build's own design point
+    (its ``engine.design``), or, for the two-tile reference build (``bitstreams/vck5000_attention.json``), its
+    AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile shape, lanes and PL clock
+    (int32 scores, stream contract v1, ``hw/STREAMS.md``; K and V re-streamed for every tile;
+    ``score_switch`` holds a tile of scores and of P)."""
+    if manifest.get("engine"):
+        eng = manifest["engine"]
+        d = design_from_json(dict(eng["design"]))
+        return replace(d, head_dim=d.head_dim or int(eng["d"]), max_seq=d.max_seq or int(eng["max_keys"]))
     graph = manifest["graph"]
     kernels = list(graph["kernels"])
     plios = graph["plios"]
@@ -395,8 +419,8 @@ def design_from_manifest(manifest: dict) -> Design:
 def _tile_compute_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
     """A tile's core cycles without its stream words: the compute term (vector loops with their fills)
     and the stream loops' fills (:func:`aie.tile_breakdown`). The model adds this design's stream words
-    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for today's kernel (K re-streamed,
-    int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
+    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for the ``vck5000_attention`` kernel
+    (K re-streamed, int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
     bd = aie.tile_breakdown(kernel, q_rows, keys, d)
     return float(bd["compute"] + bd["stream_in.loop_fill"] + bd["stream_out.loop_fill"])
 
@@ -459,6 +483,21 @@ class Perf:
     available: dict[str, float]
     traffic: dict[str, float] = field(default_factory=dict)
     assumptions: list[str] = field(default_factory=list)
+    host_serial_seconds: float = 0.0
+    kernels: list[dict] = field(default_factory=list)
+
+    @property
+    def device_seconds_per_layer(self) -> float:
+        """Seconds per layer on the card, from launch to the last result in DDR (without the host's serial
+        launch overhead)."""
+        return self.seconds_per_layer - self.host_serial_seconds
+
+    @property
+    def ddr_roof_seconds(self) -> float:
+        """The DDR roof of the attention block: Q, K, V read and A written once each, ``4·B·H·S·d`` bytes, at the
+        bank's bandwidth (the least time any design that keeps its operands in DDR needs)."""
+        w = self.workload
+        return 4 * w.batch * w.heads * w.seq * w.d_head / self.device.ddr_bytes_per_s
 
     @property
     def over(self) -> list[str]:
@@ -500,6 +539,15 @@ class Perf:
             "resources": {"used": self.used, "available": self.available, "fits": self.fits, "over": self.over,
                           "lut_headroom": self.lut_headroom},
             "traffic_bytes_per_layer": self.traffic,
+            "device_seconds_per_layer": self.device_seconds_per_layer,
+            "host_serial_seconds_per_layer": self.host_serial_seconds,
+            "fraction_of_peak_device": self.workload.ops_per_layer / self.device_seconds_per_layer
+            / self.device.peak_int8_ops,
+            "ddr_roof": {"seconds": self.ddr_roof_seconds,
+                         "fraction_of_roof": self.ddr_roof_seconds / self.seconds_per_layer,
+                         "fraction_of_roof_device": self.ddr_roof_seconds / self.device_seconds_per_layer,
+                         "definition": "ops / (4·B·H·S·d bytes / DDR bandwidth) against the layer's time"},
+            "kernels": self.kernels,
             "assumptions": self.assumptions,
         }
 
@@ -515,8 +563,30 @@ ASSUMPTIONS = [
     "PL normalizers: hw/perf/pl.py (Yosys resources fitted over lane counts, Verilator cycles)",
     "PLIO: min(plio_bits/8 x PL clock, one 32-bit AIE stream x AIE clock) per PLIO",
     "data movers: an assumed 1,000 LUT / 1,500 FF / 1 BRAM36 per PLIO stream endpoint (not synthesized)",
-    "one normalizer instance per score PLIO; online softmax (and today's score_switch) needs a row-assembly "
-    "tile buffer of scores and of P per pipeline in URAM",
+    "one normalizer instance per score PLIO; online softmax (and the vck5000_attention build's score_switch) needs a "
+    "row-assembly tile buffer of scores and of P per pipeline in URAM",
+    "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
+]
+
+
+ENGINE_ASSUMPTIONS = [
+    "modeled, not measured on a board: device limits from hw/perf/device.json (sources there)",
+    "AIE kernels: cycles of one invocation (one tile) from the engine kernels' instrumented vector path "
+    "(hw/perf/engine_aie.py: closed-form counts = the counts of hw/aie/aie_api_emu.h, x the cost table of "
+    "hw/perf/aie.py with its sources), perfect VLIW packing inside a loop, no memory-bank conflicts",
+    "buffers: every kernel port is a ping-pong buffer filled or drained by the tile DMA (32 bits per AIE cycle per "
+    "channel, AM009) while the kernel computes on the other half; each kernel's buffers in its own tile's 32 KB",
+    "a 128-bit PLIO moves min(16 B x PL clock, 4 B x AIE clock) per second; a score channel streams a packet out, "
+    "through the PL SwiftMax (Verilator-exact slots) and back without buffering in between",
+    "DDR: one bank, 57 GB/s for all reads and writes together (measured on a VCK5000, VERSAL.md)",
+    "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
+    "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
+    "same graph as a discrete-event simulation",
+    "the last P·V kernel requantizes O to int8 (int8 A records over o_out); the movers and their AXI4 master ports: "
+    "per-instance costs in "
+    "hw/perf/data/pl_infrastructure.json (assumptions with their reasoning; no Vitis HLS here)",
+    "host: one serial launch per layer (device.json host_seconds_per_launch, an assumption), reported apart from "
+    "the device time",
     "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
 ]
 
@@ -571,37 +641,32 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
 
 
-#: heap bytes the generated graph gives each engine kernel beyond its workspace (hw/engine/generate.py)
-ENGINE_HEAP_SLACK = 1024
-
-
 def _is_engine(d: Design) -> bool:
-    """A design of stream contract v2 (the engine: K/V resident in key slices, packets, no score switch, SwiftMax)."""
-    return d.kv_resident and not d.score_switch and d.score_bits in (8, 16) and d.lanes_swiftmax > 0 \
-        and d.lanes_online_softmax == 0
-
-
-def engine_tile_slots(w: Workload, d: Design) -> int:
-    """PL cycles one tile occupies an engine pipeline's SwiftMax (``hw/pl/engine.py``): per non-empty key slice
-    on the busiest score PLIO, its packet's header and lane groups (:func:`pl.engine_packet_slots`)."""
-    nb = -(-w.seq // d.key_block)
-    sb = -(-nb // d.qk_kernels)
-    sizes = [min(sb, nb - j * sb) for j in range(d.qk_kernels) if j * sb < nb]
-    per_plio = [sizes[i::d.score_plios] for i in range(d.score_plios)]
-    return max(sum(pl.engine_packet_slots(d.q_rows * n * d.key_block, d.lanes_swiftmax) for n in part)
-               for part in per_plio if part)
+    """A design of the engine (stream contract v3, ``hw/ENGINE.md``; costed by :mod:`.engine`)."""
+    return engine.is_engine(d)
 
 
 def engine_pl_cycles(w: Workload, d: Design) -> int:
-    """Modeled PL cycles of one layer on an engine design (the busiest pipeline: its tiles' packets back to back,
-    then the PL top's output delay), as the ``rtl`` backend measures them without backpressure."""
-    # whole (batch, head) groups go round-robin to the pipelines (host/engine.py)
-    per_pipe = -(-(w.batch * w.heads) // d.pipelines) * -(-w.seq // d.q_rows)
-    return per_pipe * engine_tile_slots(w, d) + pl.ENGINE_OUT_DELAY
+    """Modeled PL cycles of one layer on an engine design: the busiest score channel's packets back to back (the
+    busiest pipeline's tiles, ``k/m`` packets each), then the PL top's output delay -- what the ``rtl`` backend
+    measures without backpressure (``hw/pl/engine.py``; :func:`.pl.engine_packet_slots` equals Verilator)."""
+    g = engine.geometry(w, d, load_device(), "swiftmax")
+    tiles = max(len(x) for x in engine.deal(g.groups, g.pipelines)) * g.tiles_per_group
+    return tiles * g.per_channel * pl.engine_packet_slots(g.q_rows * g.sk, g.lanes) + pl.ENGINE_OUT_DELAY
+
+
+def _engine_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
+    times, seconds, bottleneck = engine.layer_time(w, d, dev, normalizer)
+    stages = [Stage(t.name, t.busy, t.bound_by, t.head + t.tail, t.on_chip) for t in times]
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch
+    stages.append(Stage("host", serial, "host launch (assumed)", 0.0, on_chip=False))
+    return stages, seconds + serial + _norm_site(w, d, dev, stages), bottleneck
 
 
 def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
     """The stages of one layer with ``normalizer`` and the layer's modeled seconds and bottleneck."""
+    if _is_engine(d):
+        return _engine_stages(w, d, dev, normalizer)
     g = _geometry(w, d)
     f_aie, f_pl = dev.aie_clock_hz, d.pl_clock_mhz * 1e6
     plio = _plio_bytes_per_s(d, dev)
@@ -671,11 +736,6 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     epc = _epc(normalizer, lanes)
     t_norm = elems / epc / f_pl
     lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
-    if not d.score_switch and normalizer == "swiftmax":
-        # the engine's PL top (hw/pl/engine.py): per tile one packet per non-empty key slice, each its header
-        # beat plus its lane groups (pl.engine_packet_slots, equal to Verilator's cycles)
-        t_norm = engine_tile_slots(w, d) / f_pl
-        lat = (pl.ENGINE_OUT_DELAY + pl.engine_packet_slots(qr * kb, lanes)) / f_pl
     stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
                         f"x {d.score_plios}/pipeline)", lat))
 
@@ -722,21 +782,28 @@ def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[
     seconds = busiest.seconds + fill + serial
     bottleneck = busiest.name
 
-    # a pre-norm site runs on the token stream before the (host) projections: its own time
-    if w.norm_site is not None:
-        kern = NORM_SITE_KERNEL[w.norm_site]
-        elems = w.batch * w.seq * w.hidden_size
-        nparts = {"PL lanes (norm site)": elems / _epc(kern, d.norm_lanes) / f_pl}
-        if w.operands != "on_chip":
-            nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
-        nsec, nwhy = _bound(nparts)
-        # first input to first output of one token (a token-buffering unit holds the whole token first):
-        # the PL model's one-token stream time (both end beats counted) less the token's own output beats
-        beats = -(-w.hidden_size // d.norm_lanes)
-        nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
-        stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
-        seconds += nsec + nlat
+    seconds += _norm_site(w, d, dev, stages)
     return stages, seconds, bottleneck
+
+
+def _norm_site(w: Workload, d: Design, dev: Device, stages: list[Stage]) -> float:
+    """A pre-norm site runs on the token stream before the (host) projections: its own time, added in series
+    (its stage is put first in ``stages``); 0 without one."""
+    if w.norm_site is None:
+        return 0.0
+    f_pl = d.pl_clock_mhz * 1e6
+    kern = NORM_SITE_KERNEL[w.norm_site]
+    elems = w.batch * w.seq * w.hidden_size
+    nparts = {"PL lanes (norm site)": elems / _epc(kern, d.norm_lanes) / f_pl}
+    if w.operands != "on_chip":
+        nparts["DDR (read x, write norm(x))"] = 2 * elems / dev.ddr_bytes_per_s
+    nsec, nwhy = _bound(nparts)
+    # first input to first output of one token (a token-buffering unit holds the whole token first):
+    # the PL model's one-token stream time (both end beats counted) less the token's own output beats
+    beats = -(-w.hidden_size // d.norm_lanes)
+    nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
+    stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
+    return nsec + nlat
 
 
 def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
@@ -746,6 +813,13 @@ def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
 
 def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL)."""
+    if _is_engine(d):
+        norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0 and n in w.normalizers) or ("swiftmax",)
+        used = engine.resources(w, d, dev, norms, _pl_resources)
+        if w.norm_site is not None:
+            for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
+                used[k] += v
+        return used
     g = _geometry(w, d)
     dh, qr, kb = w.d_head, d.q_rows, d.key_block
     sb = d.score_bits / 8
@@ -753,14 +827,6 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
     pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
     pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
-    if _is_engine(d):  # the built kernels' workspaces (= sizeof in hw/aie/engine/engine_kernels.h) + heap slack
-        from vckattn.hw.engine.model import EngineParams, workspace_bytes
-
-        ws = workspace_bytes(EngineParams(pipelines=1, kernels=d.qk_kernels, q_rows=qr, key_block=kb,
-                                          max_d=max(64, -(-dh // 16) * 16), max_keys=max(g.keys_pad, d.max_seq or 0),
-                                          score_bits=d.score_bits))
-        qk_mem = ws["qk_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
-        pv_mem = ws["pv_slice"] + ENGINE_HEAP_SLACK + dev.tile_memory_reserve_bytes
     plios_per_pipe_in = d.in_plios + d.score_plios
     plios_per_pipe_out = d.score_plios + d.out_plios
     used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
@@ -777,7 +843,7 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
         norm_lut += insts * _pl_resources(n, lanes, d.score_bits)[0]
     if d.score_switch or "online_softmax" in w.normalizers:
         keys = max(g.keys_pad, d.max_seq or 0)
-        copies = 1 if d.score_switch else 2  # today's switch holds one tile; the scaled design double-buffers
+        copies = 1 if d.score_switch else 2  # vck5000_attention's switch: one tile; the scaled design double-buffers
         s_bits = copies * qr * keys * d.score_bits
         p_bits = copies * qr * keys * 8
         pl_used["uram"] += d.pipelines * (_buffer_urams(s_bits, d.plio_bits, dev) + _buffer_urams(p_bits, d.plio_bits,
@@ -801,6 +867,14 @@ def resources_available(d: Design, dev: Device) -> dict[str, float]:
 
 def traffic(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Bytes one layer moves: over DDR (reads + writes), over all PLIOs (both directions) and over PCIe."""
+    if _is_engine(d):
+        ge = engine.geometry(w, d, dev, w.normalizers[0])
+        b = engine.ddr_bytes(ge, w.operands)
+        tiles = ge.groups * ge.tiles_per_group
+        plio = tiles * (ge.q_bytes + ge.k * (ge.s_bytes + ge.p_bytes) + ge.o_bytes) + ge.groups * 2 * ge.k * \
+            ge.kv_bytes
+        pcie = float(w.batch * w.seq * w.d_head * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
+        return {"ddr_bytes": b["reads"] + b["writes"], "plio_bytes": float(plio), "pcie_bytes": pcie}
     g = _geometry(w, d)
     dh, qr = w.d_head, d.q_rows
     kv = (g.kv_loads if d.kv_resident else g.tiles) * 2 * g.keys_pad * dh
@@ -842,13 +916,16 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
     oc_busy = sum(max(s.seconds for s in oc_per[n][0] if s.on_chip) * counts[n] for n in oc_per) / n_layers
     ops = w.ops_per_layer
     tops = ops / seconds / 1e12
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch if _is_engine(d) else 0.0
+    kernels = engine.kernel_report(w, d, dev, w.normalizers[0]) if _is_engine(d) else []
     return Perf(
         device=dev, workload=w, design=d, stages=stages, seconds_per_layer=seconds,
         layer_seconds=[{"index": i, "normalizer": n, "seconds": per[n][1], "bottleneck": per[n][2]}
                        for i, n in enumerate(w.layers)],
         tops=tops, fraction_of_peak=ops / seconds / dev.peak_int8_ops, tops_on_chip=ops / oc_busy / 1e12,
         bottleneck=bottleneck, used=resources_used(w, d, dev), available=resources_available(d, dev),
-        traffic=traffic(w, d, dev), assumptions=list(ASSUMPTIONS),
+        traffic=traffic(w, d, dev), assumptions=list(ENGINE_ASSUMPTIONS if _is_engine(d) else ASSUMPTIONS),
+        host_serial_seconds=serial, kernels=kernels,
     )
 
 

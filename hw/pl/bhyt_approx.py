@@ -5,7 +5,7 @@ site A and the site-M registers of :func:`vckattn.golden.bhyt_int.bhyt_site_regi
 (``c_attn``, ``lam_attn`` given); :func:`~vckattn.golden.bhyt_int.bhyt_register_values` turns those
 into register writes.
 
-Math (METHODS.md §3)
+Math (docs/methods.md §3)
 --------------------
 The float operator is ``γ ⊙ tanh(λ x / (κ sqrt(ŝ² + ε)))``. Site A (attention input) uses the
 exact ``s² = mean(h²)`` of the block input ``h``; site M (MLP input, ``h' = h + Attn(u)``) does

@@ -6,7 +6,7 @@ Golden model: ``bhyt_site_int(q, sum_of_squares(q), regs, fmt)`` of
 works, e.g. a site-M register set). :func:`~vckattn.golden.bhyt_int.bhyt_register_values` turns golden registers into
 register writes.
 
-Math (METHODS.md §3): the block's only reduction, ``S = Σ q²`` over the token, then per
+Math (docs/methods.md §3): the block's only reduction, ``S = Σ q²`` over the token, then per
 element (``F = 12`` fraction bits of the tanh argument)::
 
     v    = max(S + c_int + eps_int, 1)                    (r, k) = rsqrt(v)   r in UQ1.15

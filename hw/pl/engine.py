@@ -1,4 +1,7 @@
-"""The scalable engine's PL top (stream contract v2, ``hw/ENGINE.md``): ``P`` SwiftMax packet pipelines.
+"""The scalable engine's PL top (stream contract v3, ``hw/ENGINE.md``): one SwiftMax packet pipeline per score
+channel (``P·m`` channels: ``m`` score channels of each of the engine's ``P`` pipelines), one shared register file.
+Channel ``i·m + c`` serves score channel ``c`` of engine pipeline ``i``. Score packets carry their ``Q_ROWS × SK``
+scores in the 4×8 block layout of the contract; the normalizer is element-wise, so P leaves in the same order.
 
 Golden model: :func:`vckattn.golden.engine.engine_p` on each packet's payload (bit for bit); the
 stream-level reference (header rewrite, packing, padding) is
@@ -6,22 +9,22 @@ stream-level reference (header rewrite, packing, padding) is
 
 Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
 
-* ``s{i}_tdata[127:0]``, ``s{i}_tvalid``, ``s{i}_tready``, ``s{i}_tlast`` (pipeline ``i`` in): score
+* ``s{i}_tdata[127:0]``, ``s{i}_tvalid``, ``s{i}_tready``, ``s{i}_tlast`` (channel ``i`` in): score
   packets. A packet is a header beat (:data:`vckattn.hw.engine.streams.PACKET`) and ``count`` signed
   ``score_bits``-bit scores, ``E = 128 / score_bits`` a beat (element ``k`` of a beat in bits
   ``[k·score_bits, (k+1)·score_bits)``), ``ceil(count / E)`` payload beats; elements of the last beat at
   or beyond ``count`` are padding and ignored. The header's ``count`` alone frames the packet: input
   TLAST is not interpreted.
-* ``p{i}_tdata[127:0]``, ``p{i}_tvalid``, ``p{i}_tready``, ``p{i}_tlast`` (pipeline ``i`` out): P packets:
+* ``p{i}_tdata[127:0]``, ``p{i}_tvalid``, ``p{i}_tready``, ``p{i}_tlast`` (channel ``i`` out): P packets:
   the header beat with ``elem_bits`` rewritten to 8 (every other bit unchanged), then
   ``ceil(count / 16)`` beats of 16 uint8 P (element ``k`` of a beat in bits ``[8k, 8k+8)``),
   ``P = swiftmax_int(s, regs, keep = s != sentinel)`` and 0 for the padding of a short last beat.
   TLAST on the packet's last beat (on the header when ``count = 0``).
 * ``s_axil_*``: one AXI4-Lite register file from ``swiftmax_regmap(engine_format(score_bits),
-  read_ports=pipelines)`` (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every
-  pipeline: the shared registers feed every lane, and each pipeline has its own read port of each per-head
+  read_ports=channels)`` (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every
+  channel: the shared registers feed every lane, and each channel's pipeline has its own read port of each per-head
   memory (``b_beta``, ``c_out``). Status: ``elements`` = kept scores (within ``count`` and not the
-  sentinel), ``rows`` = packets (header beats), both summed over the pipelines since reset.
+  sentinel), ``rows`` = packets (header beats), both summed over the channels since reset.
 
 Per-head constants: the score header's ``head`` field (:data:`vckattn.hw.engine.streams.PACKET`; its low
 ``head_bits`` bits) selects entry ``head`` of ``b_beta``/``c_out`` for that packet's scores. A pipeline
@@ -253,26 +256,26 @@ class EnginePipeline(wiring.Component):
 
 
 class EnginePL(wiring.Component):
-    """``pipelines`` :class:`EnginePipeline` s behind one AXI4-Lite register file (see the module docstring).
+    """``channels`` :class:`EnginePipeline` s behind one AXI4-Lite register file (see the module docstring).
 
     Args:
-        pipelines: Pipelines ``P`` (>= 1): stream ports ``s0..s{P-1}`` and ``p0..p{P-1}``.
-        lanes: SwiftMax lanes per pipeline (:data:`LANES`, at most ``128 / score_bits``).
+        channels: Score channels ``P·m`` (>= 1): stream ports ``s0..s{P·m-1}`` and ``p0..p{P·m-1}``.
+        lanes: SwiftMax lanes per channel (:data:`LANES`, at most ``128 / score_bits``).
         score_bits: Input score width, 8 or 16.
     """
 
     LATENCY = EnginePipeline.LATENCY
 
-    def __init__(self, pipelines: int, lanes: int, score_bits: int = 8) -> None:
-        if pipelines < 1:
-            raise ValueError(f"pipelines must be >= 1, got {pipelines}")
+    def __init__(self, channels: int, lanes: int, score_bits: int = 8) -> None:
+        if channels < 1:
+            raise ValueError(f"channels must be >= 1, got {channels}")
         check_params(lanes, score_bits)
-        self.pipelines, self.lanes, self.score_bits = pipelines, lanes, score_bits
+        self.channels, self.lanes, self.score_bits = channels, lanes, score_bits
         self.fmt = engine_format(score_bits)
-        self.regmap = swiftmax_regmap(self.fmt, read_ports=pipelines)
+        self.regmap = swiftmax_regmap(self.fmt, read_ports=channels)
         self.regfile = RegisterFile(self.regmap)
         members: dict[str, wiring.Member] = {}
-        for i in range(pipelines):
+        for i in range(channels):
             members.update(axis_members(f"s{i}", BEAT_BITS, sink=True))
             members.update(axis_members(f"p{i}", BEAT_BITS, sink=False))
         members.update(axil_members("s_axil", self.regmap.addr_width))
@@ -283,7 +286,7 @@ class EnginePL(wiring.Component):
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
         kept, packets = [], []
-        for i in range(self.pipelines):
+        for i in range(self.channels):
             pipe = EnginePipeline(self.lanes, self.score_bits)
             m.submodules[f"pipe{i}"] = pipe
             for f in ("data", "valid", "last"):
@@ -306,8 +309,8 @@ class EnginePL(wiring.Component):
         return m
 
 
-def generate_engine_verilog(out_dir: Path, pipelines: int, lanes: int, score_bits: int,
+def generate_engine_verilog(out_dir: Path, channels: int, lanes: int, score_bits: int,
                             name: str = "engine_pl") -> Path:
-    """Write the Verilog of :class:`EnginePL` ``(pipelines, lanes, score_bits)`` as ``<out_dir>/<name>.v``
+    """Write the Verilog of :class:`EnginePL` ``(channels, lanes, score_bits)`` as ``<out_dir>/<name>.v``
     (module ``name``; rewritten only when its text changes) and return its path."""
-    return generate_verilog(EnginePL(pipelines, lanes, score_bits), name, out_dir)
+    return generate_verilog(EnginePL(channels, lanes, score_bits), name, out_dir)

@@ -36,6 +36,8 @@ from vckattn.golden.funcunits import (
     rsqrt_octave_table,
 )
 
+from .arith import lut_multiply
+
 __all__ = ["Pow2FracUnit", "RecipUnit", "RsqrtUnit", "TanhUnit", "leading_one", "rom"]
 
 
@@ -61,15 +63,23 @@ class Pow2FracUnit(wiring.Component):
 
     Stage 1: ROM reads ``T[idx]``, ``T[idx+1]`` (``idx`` = top ``lut_bits`` of f), ``r`` registered.
     Stage 2: ``m = T[idx] + ((T[idx+1] - T[idx]) * r) >> rbits``.
+
+    ``lut_product=True`` builds the same function without a DSP block: stage 1 reads ``T[idx]`` and the
+    step ``D[idx] = T[idx+1] - T[idx]`` (a second ROM; the table rises, so ``D >= 0`` and the floor shift
+    of the golden model is a plain one), and stage 2 forms ``D·r`` from LUTs and carry chains
+    (:func:`~vckattn.hw.pl.arith.lut_multiply`).
     """
 
     LATENCY = 2
 
-    def __init__(self, cfg: Pow2Config = Pow2Config()) -> None:
+    def __init__(self, cfg: Pow2Config = Pow2Config(), lut_product: bool = False) -> None:
         self.cfg = cfg
+        self.lut_product = lut_product
         super().__init__({"en": In(1), "f": In(cfg.in_frac), "m": Out(cfg.out_frac + 2)})
 
     def elaborate(self, platform: object) -> Module:
+        if self.lut_product:
+            return self._elaborate_lut_product()
         m = Module()
         cfg = self.cfg
         rbits = cfg.in_frac - cfg.lut_bits
@@ -87,6 +97,30 @@ class Pow2FracUnit(wiring.Component):
         m.d.comb += interp.eq((diff * r) >> rbits)  # signed × unsigned, arithmetic shift = floor
         with m.If(self.en):
             m.d.sync += self.m.eq(base + interp if cfg.interp else base)
+        return m
+
+    def _elaborate_lut_product(self) -> Module:
+        m = Module()
+        cfg = self.cfg
+        rbits = cfg.in_frac - cfg.lut_bits
+        table = [int(v) for v in cfg.table()]
+        steps = [b - a for a, b in zip(table, table[1:], strict=False)]
+        if min(steps) < 0:
+            raise ValueError("lut_product needs a non-decreasing 2^f table")
+        _, (p0,) = rom(m, "table", table[:-1], cfg.out_frac + 2, ports=1)
+        _, (pd,) = rom(m, "step", steps, max(max(steps).bit_length(), 1), ports=1)
+        idx = self.f >> rbits
+        m.d.comb += [p0.addr.eq(idx), pd.addr.eq(idx), p0.en.eq(self.en), pd.en.eq(self.en)]
+        r = Signal(max(rbits, 1))
+        with m.If(self.en):
+            m.d.sync += r.eq(self.f[:rbits] if rbits else 0)
+        if not (cfg.interp and rbits):
+            with m.If(self.en):
+                m.d.sync += self.m.eq(p0.data)
+            return m
+        prod = lut_multiply(m, r, pd.data, "interp")  # D·r >= 0: the golden floor shift is a plain one
+        with m.If(self.en):
+            m.d.sync += self.m.eq(p0.data + (prod >> rbits))
         return m
 
 

@@ -6,7 +6,10 @@ values come from :func:`vckattn.golden.swiftmax_int.swiftmax_registers`.
 Element-wise and reduction-free: no row buffer, no row state; the only storage is the
 pipeline (:class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`, 6 stages) and the 2-beat
 output skid buffer. Each lane computes ``p = 2^(clamp(A·acc − β·log2e) − log2 γ + out_frac)``
-with one multiply, adds/clamps, a 64-entry 2^f table with linear interpolation and a shift.
+with one multiply, adds/clamps, a 64-entry 2^f table with linear interpolation and a shift. Scores
+narrower than ``acc_bits`` need no saturation; with ``in_width <= 8`` (int8 scores) the lane uses no DSP
+block (the multiply from LUTs), otherwise one DSP multiply per lane (two DSP48E2 for 24-bit scores); the
+2^f interpolation is always in LUTs (:class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`).
 
 Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`):
 

@@ -125,7 +125,7 @@ ENGINE_SOURCES: tuple[tuple[str, str], ...] = (
     ("hw/aie/engine/engine_kernels.h", "the engine's kernel logic"),
     ("hw/aie/engine/qk_slice.cc", "AIE kernel qk_slice"),
     ("hw/aie/engine/pv_slice.cc", "AIE kernel pv_slice"),
-    ("hw/aie/generated/engine_streams.h", "the stream contract v2 header"),
+    ("hw/aie/generated/engine_streams.h", "the engine stream contract header"),
 )
 #: the engine's HLS movers (hw/hls/<name>.cpp)
 ENGINE_HLS: tuple[str, ...] = ("mm2s_engine", "s2mm_engine")

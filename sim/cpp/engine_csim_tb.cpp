@@ -1,29 +1,38 @@
-// C-simulation of one launch of the scalable engine (stream contract v2, hw/ENGINE.md): per pipeline,
+// C-simulation of one launch of the scalable engine (stream contract v3, hw/ENGINE.md): per pipeline,
 //
-//   qk_in bytes --broadcast--> qk_slice 0..k-1 (AIE, hw/aie/engine/engine_kernels.h qk_command)
-//            --pktmerge: a seeded random interleaving of whole packets (per-source order kept)-->
-//            swiftmax_engine_hls (HLS) --pktsplit by packet id--> pv_slice 0..k-1 (AIE pv_step; v_in bytes
-//            broadcast; cascade FIFOs between them) --O records--> s2mm_engine (HLS) --> A slots + done log
+//   DDR (q list, Q) --mm2s_engine (q mover)--> q_in --tile DMA: q buffers, broadcast--> qk_tile<0..k-1>
+//   DDR (kv list, K, V) --mm2s_engine (kv mover)--> kv_in --pktsplit<2k> by packet id--> K slices of qk j,
+//        V slices of pv j (async buffers)
+//   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
+//        swiftmax_engine_hls (one per channel) --pktsplit<k/m> by packet id--> p buffers of pv j
+//   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 (requantizes O): o buffers (A records) --> s2mm_engine (HLS)
+//        --> A slots + done log
 //
-// The kernels run one after the other, each to the end of its input (unbounded FIFOs between them): this
-// checks the stream formats, the routing and the numerics, not the concurrency or FIFO depths of the
-// real dataflow. The AIE kernels run the same template code the AI Engine compiles (scalar path, or with
-// -DVCKATTN_AIE_VECTOR_EMU the vector path over hw/aie/aie_api_emu.h); a kernel whose status is not ok
-// stops there (its status is printed; what it did not consume is counted as leftover).
+// The kernels run one after the other, each over all its tiles (unbounded FIFOs and buffer queues between
+// them): this checks the formats, the routing and the numerics, not the concurrency or the buffer depths of
+// the real dataflow. The AIE kernels run the template code the AI Engine compiles (scalar path, or with
+// -DVCKATTN_AIE_VECTOR_EMU the vector path over hw/aie/aie_api_emu.h); a kernel whose status is not ok stops
+// there (its status is printed; what it did not consume is counted as leftover).
 //
-//   engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES_0 .. N_TILES_{P-1} SWIFTMAX_REGISTERS
+//   engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES_0 .. N_TILES_{P-1} REGISTERS
 //
-// reads DIR/qk_in_<p>.bin and DIR/v_in_<p>.bin; writes DIR/a.bin (the launch's shared A buffer: N_SLOTS slots of
-// Q_ROWS x D int8, tile t in slot t, zero where no tile was written) and DIR/done_<p>.bin (pipeline p's RESULT
-// headers in arrival order).
-// CORRUPT (test hook, a broken pktsplit of pipeline 0 only): 0 none; 1 swap the packet ids of the first P
-// packets of slices 0 and 1 before pktsplit; 2 swap the first two P packets delivered to slice k-1. The merge of pipeline p
-// is seeded with SEED * 1000003 + p. stdout, one line each:
-//   status <kernel> <code> <text>   every kernel (p<p>.qk<j>, p<p>.norm, p<p>.pv<j>, p<p>.s2mm)
-//   packets p<p> <n>                 score packets through the merge
-//   records p<p> <n>                 O records s2mm_engine turned into A records
-//   leftover <stream> <n>            unconsumed beats (cascade: 8-int32 words) of a stream, when n > 0
-//   missing <stream> <n>             beats read past the end of a stream, when n > 0
+// reads DIR/q_src.bin, DIR/k_src.bin, DIR/v_src.bin (the re-tiled operands) and DIR/q_<p>.bin, DIR/kv_<p>.bin
+// (pipeline p's command lists, 32-byte descriptors); writes DIR/a.bin (the launch's shared A buffer: N_SLOTS
+// slots of Q_ROWS x D int8, tile t in slot t, zero where no tile was written; the output requantization comes
+// with the kv command list, in the LOAD_V SLICE headers) and DIR/done_<p>.bin (pipeline
+// p's RESULT headers in arrival order). OPCOUNTS: "-" or a file that receives one JSON line per AIE kernel
+// invocation with its instrumented AIE API counts (vector build only):
+//   {"pipeline": p, "kernel": "qk"|"pv_first"|"pv_mid"|"pv_last"|"pv_only", "j": j, "tile": id,
+//    "masked": 0|1 (qk), "counts": {"<op>": n, ...}}
+// CORRUPT (test hook, a broken pktsplit of pipeline 0, channel 0 only): 0 none; 1 swap the packet ids of the
+// first P packets of kernels 0 and 1; 2 swap the first two P packets delivered to kernel k/m - 1. The merge of
+// channel c of pipeline p is seeded with SEED * 1000003 + p * 1009 + c. stdout, one line each:
+//   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_kv, p<p>.qk<j>, p<p>.norm<c>,
+//                                   p<p>.pv<j>, p<p>.s2mm)
+//   packets p<p>.c<c> <n>            score packets through channel c's merge
+//   records p<p> <n>                 A records s2mm_engine wrote
+//   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, when n > 0
+//   missing <stream> <n>             cascade words read past the end, when n > 0
 // Exit 2 on bad arguments or files.
 #include <algorithm>
 #include <cstdint>
@@ -38,38 +47,43 @@
 #include "engine_kernels.h"
 #include "swiftmax_engine_hls.h"
 
+typedef ap_uint<128> beat128;
+unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* src, const beat128* src_v, unsigned kv,
+                     unsigned payload_bytes, hls::stream<beat128>& out);
+
 namespace {
 
-std::vector<ap_uint<128> > g_a;  // the launch's shared A buffer (s2mm_engine writes tile t into slot t)
-unsigned g_slots = 0;
-
-using vckattn_aie::Beat;
-using vckattn_aie::HostIn;
-using vckattn_aie::HostOut;
 using vckattn_engine::EngineShape;
-using vckattn_engine::HostCasc;
-using vckattn_engine::HostPktOut;
+using vckattn_engine::HostSlices;
 using vckattn_engine_pl::pkt_beat;
 
 constexpr int K = EngineShape::KERNELS;
+constexpr int M = EngineShape::SCORE_PLIOS;
+constexpr int PER = EngineShape::PER_CHANNEL;
 
 std::string g_dir;
+std::vector<ap_uint<128> > g_a;  // the launch's shared A buffer (s2mm_engine writes tile t into slot t)
+unsigned g_slots = 0;
+FILE* g_counts = nullptr;
 
 [[noreturn]] void fail(const std::string& msg) {
     std::fprintf(stderr, "engine_csim_tb: %s\n", msg.c_str());
     std::exit(2);
 }
 
-std::vector<uint8_t> read_file(const std::string& name) {
+std::vector<uint8_t> read_file(const std::string& name, bool required = true) {
     const std::string path = g_dir + "/" + name;
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) fail("cannot read " + path);
+    if (!f) {
+        if (required) fail("cannot read " + path);
+        return {};
+    }
     std::vector<uint8_t> out;
     uint8_t buf[65536];
     size_t n;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.insert(out.end(), buf, buf + n);
     std::fclose(f);
-    if (out.size() % vckattn_engine::BEAT_BYTES) fail(path + " is not a whole number of 16-byte beats");
+    if (out.size() % 16) fail(path + " is not a whole number of 16-byte beats");
     return out;
 }
 
@@ -80,6 +94,12 @@ void write_file(const std::string& name, const std::vector<uint8_t>& data) {
     std::fclose(f);
 }
 
+std::vector<beat128> to_beats(const std::vector<uint8_t>& bytes) {
+    std::vector<beat128> out(bytes.size() / 16 + 1, 0);  // one spare beat: never an empty array
+    for (size_t i = 0; i < bytes.size(); i++) out[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16)) = bytes[i];
+    return out;
+}
+
 void status(const std::string& kernel, int code, const char* text) {
     std::printf("status %s %d %s\n", kernel.c_str(), code, text);
 }
@@ -88,235 +108,279 @@ void count(const char* what, const std::string& stream, size_t n) {
     if (n) std::printf("%s %s %zu\n", what, stream.c_str(), n);
 }
 
-uint32_t word(const Beat& b, int i) {
+uint32_t word(const uint8_t* b, int i) {
     return uint32_t(b[4 * i]) | uint32_t(b[4 * i + 1]) << 8 | uint32_t(b[4 * i + 2]) << 16 | uint32_t(b[4 * i + 3]) << 24;
 }
 
-// A zeroed T on 64-byte aligned heap memory (C++14's new ignores the workspaces' 32-byte alignment,
-// which the vector path's emulated loads check). Freed by the unique_ptr.
-struct FreeDeleter {
-    void operator()(void* p) const { std::free(p); }
-};
-template <class T>
-std::unique_ptr<T, FreeDeleter> zeroed() {
-    void* mem = nullptr;
-    if (posix_memalign(&mem, 64, sizeof(T)) != 0) fail("out of memory");
-    std::memset(mem, 0, sizeof(T));  // T is trivial: all-zero = n_kb 0, tiles_left 0
-    return std::unique_ptr<T, FreeDeleter>(static_cast<T*>(mem));
-}
-
-// A packet: its beats (the header first).
-using Packet = std::vector<Beat>;
-
-std::vector<Packet> packets_of(const std::vector<Beat>& beats, const std::vector<bool>& last) {
-    std::vector<Packet> out;
-    Packet cur;
-    for (size_t i = 0; i < beats.size(); i++) {
-        cur.push_back(beats[i]);
-        if (last[i]) {
-            out.push_back(cur);
-            cur.clear();
-        }
+// A buffer: bytes of one ping-pong half, 64-byte aligned (the AIE vector path's loads check their alignment).
+struct Buf {
+    struct Free {
+        void operator()(void* p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, Free> mem;
+    size_t size = 0;
+    explicit Buf(size_t n) : size(n) {
+        void* p = nullptr;
+        if (posix_memalign(&p, 64, n ? n : 64) != 0) fail("out of memory");
+        std::memset(p, 0, n);
+        mem.reset(static_cast<uint8_t*>(p));
     }
-    if (!cur.empty()) out.push_back(cur);  // unterminated: still delivered (and will fail downstream)
-    return out;
+    Buf(const uint8_t* src, size_t n) : Buf(n) { std::memcpy(mem.get(), src, n); }
+    uint8_t* data() const { return mem.get(); }
+};
+
+// A zeroed T on 64-byte aligned memory (the kernels' persistent state).
+template <class T>
+std::unique_ptr<T, Buf::Free> zeroed() {
+    void* p = nullptr;
+    if (posix_memalign(&p, 64, sizeof(T)) != 0) fail("out of memory");
+    std::memset(p, 0, sizeof(T));  // T is trivial: all-zero = tiles_left 0
+    return std::unique_ptr<T, Buf::Free>(static_cast<T*>(p));
 }
 
-uint32_t packet_id(const Packet& pk) {
-    uint32_t w[4];
-    for (int i = 0; i < 4; i++) w[i] = word(pk[0], i);
-    return VCKATTN_GET(w, vckattn_engine::PACKET_PACKET_ID);
+// ------------------------------------------------------------------ operation counts
+
+void dump_counts(unsigned pl, const char* kernel, int j, uint32_t tile, int masked) {
+#if VCKATTN_AIE_VECTOR
+    if (!g_counts) return;
+    std::fprintf(g_counts, "{\"pipeline\": %u, \"kernel\": \"%s\", \"j\": %d, \"tile\": %u, \"masked\": %d, \"counts\": {",
+                 pl, kernel, j, tile, masked);
+    bool first = true;
+    for (const auto& kv : aie::emu::op_counts()) {
+        if (!kv.second) continue;
+        std::fprintf(g_counts, "%s\"%s\": %llu", first ? "" : ", ", kv.first.c_str(), (unsigned long long)kv.second);
+        first = false;
+    }
+    std::fprintf(g_counts, "}}\n");
+#else
+    (void)pl, (void)kernel, (void)j, (void)tile, (void)masked;
+#endif
 }
 
-void set_packet_id(Packet& pk, uint32_t id) {
-    uint32_t w[4];
-    for (int i = 0; i < 4; i++) w[i] = word(pk[0], i);
-    VCKATTN_PUT(w, vckattn_engine::PACKET_PACKET_ID, id);
-    std::memcpy(pk[0].data(), w, 16);  // little-endian host
+void reset_counts() {
+#if VCKATTN_AIE_VECTOR
+    if (g_counts) aie::emu::reset_op_counts();
+#endif
 }
 
-std::vector<uint8_t> bytes_of(const std::vector<Packet>& pks) {
-    std::vector<uint8_t> out;
-    for (const Packet& pk : pks)
-        for (const Beat& b : pk) out.insert(out.end(), b.begin(), b.end());
-    return out;
-}
-
-// ------------------------------------------------------------------ the k qk_slice kernels (broadcast cmd)
+// ------------------------------------------------------------------ the k QK^T kernels
 
 template <int J>
 struct QkAll {
-    static void run(const std::string& p, const std::vector<uint8_t>& qk_in, std::vector<HostPktOut>& outs) {
-        HostIn in(qk_in.data(), qk_in.size());
-        auto ws = zeroed<vckattn_engine::QkWorkspace>();
-        int st = vckattn_engine::ENGINE_OK;
-        while (!in.at_end()) {
-            st = vckattn_engine::qk_command<J>(in, outs[J], *ws);
-            if (st != vckattn_engine::ENGINE_OK) break;
+    static void run(unsigned pl, const std::vector<Buf>& q_bufs, std::vector<HostSlices>& k_slices,
+                    std::vector<std::vector<Buf> >& s_out) {
+        const std::string name = "p" + std::to_string(pl) + ".qk" + std::to_string(J);
+        auto st = zeroed<vckattn_engine::QkState>();
+        int code = vckattn_engine::ENGINE_OK;
+        size_t done = 0;
+        for (const Buf& q : q_bufs) {
+            Buf s(vckattn_engine::S_BUFFER_BYTES);
+            bool masked = false;
+            reset_counts();
+            code = vckattn_engine::qk_tile<J>(q.data(), k_slices[J], s.data(), *st, &masked);
+            if (code != vckattn_engine::ENGINE_OK) break;
+            dump_counts(pl, "qk", J, word(q.data(), vckattn_engine::TILE_TAG_WORD), masked ? 1 : 0);
+            s_out[J].push_back(std::move(s));
+            ++done;
         }
-        const std::string name = p + ".qk" + std::to_string(J);
-        status(name, st, vckattn_engine::status_text(st));
-        count("leftover", name + ".cmd", in.remaining());
-        count("missing", name + ".cmd", in.missing());
-        QkAll<J + 1>::run(p, qk_in, outs);
+        status(name, code, vckattn_engine::status_text(code));
+        count("leftover", name + ".q", q_bufs.size() - done);
+        count("leftover", name + ".k", k_slices[J].remaining() + k_slices[J].held());
+        QkAll<J + 1>::run(pl, q_bufs, k_slices, s_out);
     }
 };
 template <>
 struct QkAll<K> {
-    static void run(const std::string&, const std::vector<uint8_t>&, std::vector<HostPktOut>&) {}
+    static void run(unsigned, const std::vector<Buf>&, std::vector<HostSlices>&, std::vector<std::vector<Buf> >&) {}
 };
 
-// ------------------------------------------------------------------ the k pv_slice kernels (cascade chain)
+// ------------------------------------------------------------------ the k P.V kernels (cascade chain)
 
 template <int J>
 struct PvAll {
-    // casc[j] connects pv j -> pv j+1 (casc[K-1] unused); o collects pv K-1's O records.
-    static void run(const std::string& p, const std::vector<uint8_t>& v_in, const std::vector<std::vector<uint8_t> >& pk,
-                    std::vector<HostCasc>& casc, HostOut& o) {
-        HostIn v(v_in.data(), v_in.size());
-        HostIn pin(pk[J].data(), pk[J].size());
-        HostCasc none;
-        HostCasc& cin = J > 0 ? casc[J > 0 ? J - 1 : 0] : none;
-        auto ws = zeroed<vckattn_engine::PvWorkspace>();
-        int st = vckattn_engine::ENGINE_OK;
-        while (!v.at_end() || ws->tiles_left > 0) {
-            st = vckattn_engine::pv_step<J, (J > 0), (J == K - 1)>(v, pin, cin, casc[J], o, *ws);
-            if (st != vckattn_engine::ENGINE_OK) break;
+    // casc[j] connects pv j -> pv j+1 (casc[K-1] unused); o collects pv K-1's o buffers.
+    static void run(unsigned pl, std::vector<std::vector<Buf> >& p_in, std::vector<HostSlices>& v_slices,
+                    std::vector<cascade_fifo>& casc, std::vector<Buf>& o) {
+        const std::string name = "p" + std::to_string(pl) + ".pv" + std::to_string(J);
+        const char* variant = K == 1 ? "pv_only" : J == 0 ? "pv_first" : J == K - 1 ? "pv_last" : "pv_mid";
+        input_cascade<acc48> cin{&casc[J > 0 ? J - 1 : 0]};
+        output_cascade<acc48> cout{&casc[J]};
+        auto st = zeroed<vckattn_engine::PvState>();
+        int code = vckattn_engine::ENGINE_OK;
+        size_t done = 0;
+        for (const Buf& p : p_in[J]) {
+            Buf out(J == K - 1 ? vckattn_engine::O_BUFFER_BYTES : 16);
+            reset_counts();
+            code = vckattn_engine::pv_tile<J>(p.data(), v_slices[J], J > 0 ? &cin : nullptr,
+                                              J < K - 1 ? &cout : nullptr, out.data(), *st);
+            if (code != vckattn_engine::ENGINE_OK) break;
+            dump_counts(pl, variant, J, word(p.data(), vckattn_engine::PACKET_TILE_ID_WORD), 0);
+            if (J == K - 1) o.push_back(std::move(out));
+            ++done;
         }
-        const std::string name = p + ".pv" + std::to_string(J);
-        status(name, st, vckattn_engine::status_text(st));
-        count("leftover", name + ".v", v.remaining());
-        count("missing", name + ".v", v.missing());
-        count("leftover", name + ".p", pin.remaining());
-        count("missing", name + ".p", pin.missing());
+        status(name, code, vckattn_engine::status_text(code));
+        count("leftover", name + ".p", p_in[J].size() - done);
+        count("leftover", name + ".v", v_slices[J].remaining() + v_slices[J].held());
         if (J > 0) {
-            count("leftover", name + ".cin", cin.remaining());
-            count("missing", name + ".cin", cin.missing());
+            count("leftover", name + ".cin", casc[J - 1].words.size());
+            count("missing", name + ".cin", casc[J - 1].missing);
         }
-        PvAll<J + 1>::run(p, v_in, pk, casc, o);
+        PvAll<J + 1>::run(pl, p_in, v_slices, casc, o);
     }
 };
 template <>
 struct PvAll<K> {
-    static void run(const std::string&, const std::vector<uint8_t>&, const std::vector<std::vector<uint8_t> >&,
-                    std::vector<HostCasc>&, HostOut&) {}
+    static void run(unsigned, std::vector<std::vector<Buf> >&, std::vector<HostSlices>&, std::vector<cascade_fifo>&,
+                    std::vector<Buf>&) {}
 };
+
+// ------------------------------------------------------------------ movers
+
+// Runs mm2s_engine on a command list; returns the stream's bytes.
+std::vector<uint8_t> mover(const std::string& name, const std::vector<uint8_t>& cmds, const std::vector<beat128>& src,
+                           const std::vector<beat128>& src_v, unsigned kv, unsigned payload_bytes) {
+    const std::vector<beat128> c = to_beats(cmds);
+    const unsigned n = (unsigned)(cmds.size() / 32);
+    hls::stream<beat128> out;
+    const unsigned sent = mm2s_engine(c.data(), n, src.data(), src_v.data(), kv, payload_bytes, out);
+    status(name, sent == n ? 0 : 1, sent == n ? "ok" : "stopped at a bad command");
+    std::vector<uint8_t> bytes;
+    while (!out.empty()) {
+        const beat128 b = out.read();
+        for (int k = 0; k < 16; k++) bytes.push_back((uint8_t)(unsigned)b.range(8 * k + 7, 8 * k));
+    }
+    return bytes;
+}
 
 // ------------------------------------------------------------------ one pipeline
 
-void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned rq_shift, unsigned n_tiles,
-                  const vckattn::swiftmax_regs& regs) {
+void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
+                  const std::vector<beat128>& q_src, const std::vector<beat128>& k_src,
+                  const std::vector<beat128>& v_src, const vckattn::swiftmax_regs& regs) {
+    using namespace vckattn_engine;
     const std::string p = "p" + std::to_string(pl);
-    const std::vector<uint8_t> qk_in = read_file("qk_in_" + std::to_string(pl) + ".bin");
-    const std::vector<uint8_t> v_in = read_file("v_in_" + std::to_string(pl) + ".bin");
 
-    // qk_slice kernels
-    std::vector<HostPktOut> s_out(K);
-    QkAll<0>::run(p, qk_in, s_out);
+    // q mover -> q buffers (the tile DMA cuts the stream into buffers), broadcast to the QK^T kernels
+    const std::vector<uint8_t> q_in = mover(p + ".mm2s_q", read_file("q_" + std::to_string(pl) + ".bin"), q_src,
+                                            q_src, 0, EngineShape::Q_ROWS * EngineShape::D);
+    std::vector<Buf> q_bufs;
+    for (size_t at = 0; at + Q_BUFFER_BYTES <= q_in.size(); at += Q_BUFFER_BYTES)
+        q_bufs.emplace_back(q_in.data() + at, Q_BUFFER_BYTES);
+    count("leftover", p + ".q_in", q_in.size() % Q_BUFFER_BYTES);
 
-    // pktmerge: seeded random interleaving of whole packets, per-source order kept
-    std::vector<std::vector<Packet> > src(K);
-    for (int j = 0; j < K; j++) src[j] = packets_of(s_out[j].beats(), s_out[j].last());
-    std::mt19937 rng(seed * 1000003u + pl);
-    std::vector<size_t> next(K, 0);
-    std::vector<Packet> merged;
-    for (;;) {
-        std::vector<int> ready;
-        for (int j = 0; j < K; j++)
-            if (next[j] < src[j].size()) ready.push_back(j);
-        if (ready.empty()) break;
-        const int j = ready[rng() % ready.size()];
-        merged.push_back(src[j][next[j]++]);
-    }
-    std::printf("packets %s %zu\n", p.c_str(), merged.size());
-
-    // PL normalizer
-    hls::stream<pkt_beat> s_axis("s_axis"), m_axis("m_axis");
-    for (const Packet& pk : merged)
-        for (size_t i = 0; i < pk.size(); i++) {
-            pkt_beat b;
-            for (int k = 0; k < 16; k++) b.data.range(8 * k + 7, 8 * k) = pk[i][k];
-            b.keep = -1;
-            b.strb = -1;
-            b.user = 0;
-            b.last = i + 1 == pk.size();
-            s_axis.write(b);
-        }
-    const int nst = swiftmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs);
-    status(p + ".norm", nst, vckattn_engine_pl::pl_status_text(nst));
-    size_t left = 0;
-    while (!s_axis.empty()) {
-        s_axis.read();
-        left++;
-    }
-    count("leftover", p + ".s_axis", left);
-    std::vector<Beat> p_beats;
-    std::vector<bool> p_last;
-    while (!m_axis.empty()) {
-        const pkt_beat b = m_axis.read();
-        Beat x;
-        for (int k = 0; k < 16; k++) x[k] = (uint8_t)(unsigned)b.data.range(8 * k + 7, 8 * k);
-        p_beats.push_back(x);
-        p_last.push_back(b.last != 0);
-    }
-
-    // pktsplit by packet id (with the test's corruption hooks)
-    std::vector<Packet> p_pk = packets_of(p_beats, p_last);
-    if (pl == 0 && corrupt == 1) {
-        int a = -1, b = -1;
-        for (size_t i = 0; i < p_pk.size(); i++) {
-            if (a < 0 && packet_id(p_pk[i]) == 0) a = (int)i;
-            if (b < 0 && packet_id(p_pk[i]) == 1) b = (int)i;
-        }
-        if (a < 0 || b < 0) fail("CORRUPT 1 needs P packets of slices 0 and 1");
-        set_packet_id(p_pk[a], 1);
-        set_packet_id(p_pk[b], 0);
-    }
-    std::vector<std::vector<Packet> > split(K);
-    size_t dropped = 0;
-    for (const Packet& pk : p_pk) {
-        const uint32_t id = packet_id(pk);
+    // kv mover -> pktsplit<2k> by the routing word's packet id -> async K / V slices
+    const std::vector<uint8_t> kv_in = mover(p + ".mm2s_kv", read_file("kv_" + std::to_string(pl) + ".bin"), k_src,
+                                             v_src, 1, EngineShape::SK * EngineShape::D);
+    std::vector<HostSlices> k_slices(K), v_slices(K);
+    size_t unrouted = 0;
+    for (size_t at = 0; at + K_BUFFER_BYTES <= kv_in.size(); at += K_BUFFER_BYTES) {
+        const uint32_t w0 = word(kv_in.data() + at, 0);
+        const uint32_t id = (w0 >> SLICE_PACKET_ID_LO) & SLICE_PACKET_ID_MASK;
         if (id < (uint32_t)K)
-            split[id].push_back(pk);
+            k_slices[id].push(kv_in.data() + at, K_BUFFER_BYTES);
+        else if (id < (uint32_t)(2 * K))
+            v_slices[id - K].push(kv_in.data() + at, V_BUFFER_BYTES);
         else
-            dropped++;
+            unrouted++;
     }
-    count("leftover", p + ".pktsplit_unrouted", dropped);
-    if (pl == 0 && corrupt == 2) {
-        if (split[K - 1].size() < 2) fail("CORRUPT 2 needs two P packets of the last slice");
-        std::swap(split[K - 1][0], split[K - 1][1]);
-    }
-    std::vector<std::vector<uint8_t> > p_in(K);
-    for (int j = 0; j < K; j++) p_in[j] = bytes_of(split[j]);
+    count("leftover", p + ".kv_in", kv_in.size() % K_BUFFER_BYTES);
+    count("leftover", p + ".kv_unrouted", unrouted);
 
-    // pv_slice kernels
-    std::vector<HostCasc> casc(K);
-    HostOut o;
-    PvAll<0>::run(p, v_in, p_in, casc, o);
+    // QK^T kernels
+    std::vector<std::vector<Buf> > s_out(K);
+    QkAll<0>::run(pl, q_bufs, k_slices, s_out);
 
-    // s2mm_engine: as many whole O records as arrived (at most n_tiles)
-    const std::vector<Beat>& ob = o.beats();
-    unsigned present = 0;
-    size_t pos = 0, a_bytes = 0;
-    while (pos < ob.size() && present < n_tiles) {
-        const uint32_t d = word(ob[pos], vckattn_engine::RESULT_D_WORD) >> vckattn_engine::RESULT_D_LO &
-                           vckattn_engine::RESULT_D_MASK;
-        const size_t beats = 1 + (size_t)EngineShape::Q_ROWS * d / 4;
-        if (d == 0 || pos + beats > ob.size()) break;
-        pos += beats;
-        a_bytes += 16 + (size_t)EngineShape::Q_ROWS * d;
-        present++;
+    // per score channel: pktmerge (seeded random interleaving of whole packets), SwiftMax, pktsplit
+    std::vector<std::vector<Buf> > p_in(K);
+    for (int c = 0; c < M; c++) {
+        const std::string ch = p + ".c" + std::to_string(c);
+        std::mt19937 rng(seed * 1000003u + pl * 1009u + (unsigned)c);
+        std::vector<size_t> next(PER, 0);
+        std::vector<const Buf*> merged;
+        for (;;) {
+            std::vector<int> ready;
+            for (int i = 0; i < PER; i++)
+                if (next[i] < s_out[c * PER + i].size()) ready.push_back(i);
+            if (ready.empty()) break;
+            const int i = ready[rng() % ready.size()];
+            merged.push_back(&s_out[c * PER + i][next[i]++]);
+        }
+        std::printf("packets %s %zu\n", ch.c_str(), merged.size());
+        hls::stream<pkt_beat> s_axis("s_axis"), m_axis("m_axis");
+        for (const Buf* b : merged) {
+            const size_t beats = b->size / 16;
+            for (size_t i = 0; i < beats; i++) {
+                pkt_beat x;
+                for (int k = 0; k < 16; k++) x.data.range(8 * k + 7, 8 * k) = b->data()[16 * i + k];
+                x.keep = -1;
+                x.strb = -1;
+                x.user = 0;
+                x.last = i + 1 == beats;
+                s_axis.write(x);
+            }
+        }
+        const int nst = swiftmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs);
+        status(p + ".norm" + std::to_string(c), nst, vckattn_engine_pl::pl_status_text(nst));
+        size_t left = 0;
+        while (!s_axis.empty()) {
+            s_axis.read();
+            left++;
+        }
+        count("leftover", ch + ".s_axis", left);
+        std::vector<uint8_t> pb;
+        while (!m_axis.empty()) {
+            const pkt_beat b = m_axis.read();
+            for (int k = 0; k < 16; k++) pb.push_back((uint8_t)(unsigned)b.data.range(8 * k + 7, 8 * k));
+        }
+        std::vector<Buf> pk;
+        for (size_t at = 0; at + P_BUFFER_BYTES <= pb.size(); at += P_BUFFER_BYTES) pk.emplace_back(pb.data() + at, P_BUFFER_BYTES);
+        count("leftover", ch + ".p_out", pb.size() % P_BUFFER_BYTES);
+        auto pid = [](const Buf& b) { return (word(b.data(), PACKET_PACKET_ID_WORD) >> PACKET_PACKET_ID_LO) & PACKET_PACKET_ID_MASK; };
+        if (pl == 0 && c == 0 && corrupt == 1) {
+            int a = -1, b = -1;
+            for (size_t i = 0; i < pk.size(); i++) {
+                if (a < 0 && pid(pk[i]) == 0) a = (int)i;
+                if (b < 0 && pid(pk[i]) == 1) b = (int)i;
+            }
+            if (a < 0 || b < 0) fail("CORRUPT 1 needs P packets of kernels 0 and 1 in one channel");
+            uint8_t* ha = pk[a].data();
+            uint8_t* hb = pk[b].data();
+            std::swap(ha[0], hb[0]);  // packet id: bits 0..4 of word 0 (the rest of byte 0 is 0)
+        }
+        std::vector<std::vector<Buf> > split(PER);
+        size_t dropped = 0;
+        for (Buf& b : pk) {
+            const uint32_t id = pid(b);
+            if (id < (uint32_t)PER)
+                split[id].push_back(std::move(b));
+            else
+                dropped++;
+        }
+        count("leftover", ch + ".pktsplit_unrouted", dropped);
+        if (pl == 0 && c == 0 && corrupt == 2) {
+            if (split[PER - 1].size() < 2) fail("CORRUPT 2 needs two P packets of one kernel");
+            std::swap(split[PER - 1][0], split[PER - 1][1]);
+        }
+        for (int i = 0; i < PER; i++) p_in[c * PER + i] = std::move(split[i]);
     }
+
+    // P.V kernels
+    std::vector<cascade_fifo> casc(K);
+    std::vector<Buf> o_bufs;
+    PvAll<0>::run(pl, p_in, v_slices, casc, o_bufs);
+
+    // s2mm_engine: as many whole A records as arrived (at most n_tiles)
+    const unsigned present = (unsigned)std::min<size_t>(o_bufs.size(), n_tiles);
     hls::stream<vckattn_engine_pl::beat128> o_in("o_in");
-    for (size_t i = 0; i < pos; i++) {
-        ap_uint<128> v = 0;
-        for (int k = 0; k < 16; k++) v.range(8 * k + 7, 8 * k) = ob[i][k];
-        o_in.write(v);
-    }
-    count("leftover", p + ".o", ob.size() - pos);
-    (void)a_bytes;
+    for (unsigned r = 0; r < present; r++)
+        for (size_t i = 0; i < (size_t)O_BUFFER_BYTES / 16; i++) {
+            ap_uint<128> v = 0;
+            for (int k = 0; k < 16; k++) v.range(8 * k + 7, 8 * k) = o_bufs[r].data()[16 * i + k];
+            o_in.write(v);
+        }
+    count("leftover", p + ".o", o_bufs.size() - present);
     std::vector<ap_uint<128> > done(present + 1);
-    const int sst = s2mm_engine(o_in, g_a.data(), done.data(), present, g_slots, pl, rq_mult, rq_shift);
+    const int sst = s2mm_engine(o_in, g_a.data(), done.data(), present, g_slots, pl);
     status(p + ".s2mm", sst, vckattn_engine_pl::pl_status_text(sst));
     std::printf("records %s %u\n", p.c_str(), sst == 0 ? present : 0u);
     std::vector<uint8_t> bytes(sst == 0 ? 16 * (size_t)present : 0);
@@ -329,25 +393,30 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, int rq_mult, unsigned
 
 int main(int argc, char** argv) {
     const int n_regs = VCKATTN_SWIFTMAX_WORDS;
-    if (argc < 9)
-        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT RQ_MULT RQ_SHIFT N_SLOTS D N_TILES... REGISTERS...");
+    if (argc < 7)
+        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES... REGISTERS...");
     g_dir = argv[1];
     const unsigned pipelines = std::strtoul(argv[2], nullptr, 0);
     const unsigned seed = std::strtoul(argv[3], nullptr, 0);
     const int corrupt = std::atoi(argv[4]);
-    const int rq_mult = std::strtol(argv[5], nullptr, 0);
-    const unsigned rq_shift = std::strtoul(argv[6], nullptr, 0);
-    g_slots = std::strtoul(argv[7], nullptr, 0);
-    const unsigned d = std::strtoul(argv[8], nullptr, 0);
-    if (d < 16 || d > (unsigned)EngineShape::MAX_D || d % 16) fail("D must be a multiple of 16 in 16..MAX_D");
-    g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * d / 16 + 1, 0);
-    if (pipelines < 1 || argc != 9 + (int)pipelines + n_regs)
+    g_slots = std::strtoul(argv[5], nullptr, 0);
+    const std::string counts_path = argv[6];
+    if (counts_path != "-") {
+#if VCKATTN_AIE_VECTOR
+        g_counts = std::fopen(counts_path.c_str(), "w");
+        if (!g_counts) fail("cannot write " + counts_path);
+#else
+        fail("OPCOUNTS needs the vector-path build (-DVCKATTN_AIE_VECTOR_EMU)");
+#endif
+    }
+    g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D / 16 + 1, 0);
+    if (pipelines < 1 || argc != 7 + (int)pipelines + n_regs)
         fail("expected " + std::to_string(pipelines) + " tile counts and " + std::to_string(n_regs) +
              " SwiftMax registers (declaration order)");
     std::vector<unsigned> n_tiles;
-    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[9 + i], nullptr, 0));
+    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[7 + i], nullptr, 0));
     vckattn::swiftmax_regs regs;
-    int arg = 9 + (int)pipelines;
+    int arg = 7 + (int)pipelines;
 #define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
@@ -355,8 +424,13 @@ int main(int argc, char** argv) {
     for (int e = 0; e < depth; e++) regs.name[e] = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_MEMS(VCKATTN_PARSE_MEM)
 #undef VCKATTN_PARSE_MEM
-    for (unsigned pl = 0; pl < pipelines; pl++) run_pipeline(pl, seed, corrupt, rq_mult, rq_shift, n_tiles[pl], regs);
-    std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * d);
+    const std::vector<beat128> q_src = to_beats(read_file("q_src.bin"));
+    const std::vector<beat128> k_src = to_beats(read_file("k_src.bin"));
+    const std::vector<beat128> v_src = to_beats(read_file("v_src.bin"));
+    for (unsigned pl = 0; pl < pipelines; pl++)
+        run_pipeline(pl, seed, corrupt, n_tiles[pl], q_src, k_src, v_src, regs);
+    if (g_counts) std::fclose(g_counts);
+    std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D);
     for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(unsigned)g_a[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));
     write_file("a.bin", a);
     return 0;

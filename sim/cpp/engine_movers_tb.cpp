@@ -1,9 +1,9 @@
-// C-simulation test bench of the engine's command-list mover (hw/hls/mm2s_engine.cpp).
+// C-simulation test bench of the engine's command-list mover (hw/hls/mm2s_engine.cpp, stream contract v3).
 //
-//   engine_movers_tb DIR n_cmds q_rows key_block
+//   engine_movers_tb DIR n_cmds kv payload_bytes
 //
-// reads DIR/in_cmds.bin (n_cmds x 32 bytes), DIR/in_tile_src.bin, DIR/in_load_src.bin (raw bytes; a
-// missing file = empty), writes DIR/out_stream.bin (16 bytes a beat) and prints "sent N".
+// reads DIR/in_cmds.bin (n_cmds x 32 bytes), DIR/in_src.bin, DIR/in_src_v.bin (raw bytes; a missing file =
+// empty), writes DIR/out_stream.bin (16 bytes a beat) and prints "sent N".
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -14,8 +14,8 @@
 #include <hls_stream.h>
 
 typedef ap_uint<128> beat128;
-unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* tile_src, const beat128* load_src,
-                     unsigned q_rows, unsigned key_block, hls::stream<beat128>& out);
+unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* src, const beat128* src_v, unsigned kv,
+                     unsigned payload_bytes, hls::stream<beat128>& out);
 
 static std::vector<beat128> read_beats(const std::string& path) {
     std::vector<beat128> out;
@@ -33,21 +33,21 @@ static std::vector<beat128> read_beats(const std::string& path) {
 
 int main(int argc, char** argv) {
     if (argc != 5) {
-        std::fprintf(stderr, "usage: engine_movers_tb DIR n_cmds q_rows key_block\n");
+        std::fprintf(stderr, "usage: engine_movers_tb DIR n_cmds kv payload_bytes\n");
         return 2;
     }
     const std::string dir = argv[1];
     const unsigned n_cmds = std::strtoul(argv[2], nullptr, 10);
     std::vector<beat128> cmds = read_beats(dir + "/in_cmds.bin");
-    std::vector<beat128> tile_src = read_beats(dir + "/in_tile_src.bin");
-    std::vector<beat128> load_src = read_beats(dir + "/in_load_src.bin");
+    std::vector<beat128> src = read_beats(dir + "/in_src.bin");
+    std::vector<beat128> src_v = read_beats(dir + "/in_src_v.bin");
     if (cmds.size() < 2 * n_cmds) {
         std::fprintf(stderr, "in_cmds.bin holds %zu beats, need %u\n", cmds.size(), 2 * n_cmds);
         return 2;
     }
     hls::stream<beat128> out;
-    const unsigned sent = mm2s_engine(cmds.data(), n_cmds, tile_src.data(), load_src.data(),
-                                      std::strtoul(argv[3], nullptr, 10), std::strtoul(argv[4], nullptr, 10), out);
+    const unsigned sent = mm2s_engine(cmds.data(), n_cmds, src.data(), src_v.data(), std::strtoul(argv[3], nullptr, 10),
+                                      std::strtoul(argv[4], nullptr, 10), out);
     FILE* f = std::fopen((dir + "/out_stream.bin").c_str(), "wb");
     while (!out.empty()) {
         beat128 v = out.read();

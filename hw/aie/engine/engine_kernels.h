@@ -1,44 +1,59 @@
-// Per-command logic of the scalable engine's two AIE kernels (stream contract v2, hw/ENGINE.md),
-// written once as templates over stream adapters (like ../attention_kernels.h), so that the g++
-// C-simulation (sim/cpp/engine_csim_tb.cpp) runs exactly the protocol code the AI Engine runs.
+// Per-tile logic of the scalable engine's AIE kernels (stream contract v3, hw/ENGINE.md), written once as
+// templates over buffer adapters, so that the g++ C-simulation (sim/cpp/engine_csim_tb.cpp) runs exactly
+// the code the AI Engine runs.
 //
-//   qk_slice<J>  cmd (qk_in, broadcast): LOAD_K keeps the keys of slice J; TILE reads Q and writes one
-//                score packet (header beat streams.PACKET + Q_ROWS x slice-keys scores, row-major,
-//                128/SCORE_BITS a beat) -- nothing when slice J is empty.
-//   pv_slice<J>  v (v_in, broadcast): LOAD_V keeps the values of slice J; per tile: its P packet (none
-//                when slice J is empty), partial O_J = P_J V_J (int32), plus the cascade input (J > 0);
-//                then the cascade output ([tile_id, rows] + sum) or, for J = KERNELS-1, the O record
-//                (header beat streams.RESULT + Q_ROWS x d int32, 4 a beat).
-// Numerics: golden/engine.py (engine_scores, slice_blocks, tile_keep); header fields only through the
-// generated ../generated/engine_streams.h (VCKATTN_GET / VCKATTN_PUT), never spelled here.
+//   qk_tile<J>  one invocation of QK^T kernel J per tile: q buffer (TILE header + Q tile, A layout), the
+//               K slice it holds (async buffer: SLICE header + K^T slice, B layout; acquired at the first
+//               tile of a group, released after its `tiles`-th), s buffer out (PACKET header + Q_ROWS x SK
+//               scores in the 4x8 block layout, int8 or int16).
+//   pv_tile<J>  one invocation of P.V kernel J per tile: p buffer (PACKET header + P, 4x8 block layout),
+//               the V slice it holds (async, 8x8 block layout), partial O in the cascade accumulator, block
+//               by block: from the cascade (J > 0) or zero, plus P_J V_J, to the cascade (J < KERNELS-1)
+//               or, for the last kernel, requantized to int8 into the o buffer: the A record (RESULT header
+//               + A = sat_int8(round_half_up(O x rq_mult >> rq_shift)), Q_ROWS x D row-major), with the
+//               layer's rq_mult / rq_shift from the SLICE header of the V slice it holds.
+// Before the blocks one cascade word per tile carries [tile_id, rows] (J > 0 checks it against the P
+// packet's header). Block order on the cascade (both paths): row-block groups of RB, feature-block pairs,
+// then the RB x 2 blocks of the group row by row; each block is 4 cascade words (its 4 rows, 8 lanes).
+//
+// Numerics: golden/engine.py (engine_scores with lim_i, narrow_scores); layouts: golden/engine.py
+// pack_q / pack_k / pack_v / pack_scores; header fields only through the generated
+// ../generated/engine_streams.h (VCKATTN_GET / VCKATTN_PUT), never spelled here.
 //
 // Build parameters (macros; the generator writes them into the design's engine_config.h, the
-// C-simulation passes them with -D): VCKATTN_ENGINE_KERNELS, VCKATTN_ENGINE_Q_ROWS,
-// VCKATTN_ENGINE_KEY_BLOCK, VCKATTN_ENGINE_MAX_D, VCKATTN_ENGINE_MAX_KEYS, VCKATTN_ENGINE_SCORE_BITS.
+// C-simulation passes them with -D): VCKATTN_ENGINE_KERNELS (k), VCKATTN_ENGINE_SCORE_PLIOS (m, divides
+// k), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_D, VCKATTN_ENGINE_MAX_KEYS (SK = MAX_KEYS / k),
+// VCKATTN_ENGINE_SCORE_BITS. Every loop below has a compile-time trip count.
 //
-// Statuses: a kernel that reads a header it cannot act on returns a Status != ENGINE_OK after only that
-// header beat was read and before writing anything for it. Nothing can recover the stream position
-// after that on the AI Engine; the C-simulation reports it and stops that kernel.
+// Statuses: a kernel that reads a header it cannot act on returns a Status != ENGINE_OK without writing
+// its output for that tile; nothing recovers the dataflow after that (the graph stalls); the C-simulation
+// reports it and stops that kernel. Checks (hw/ENGINE.md): TILE op, rows <= Q_ROWS, valid_keys <= MAX_KEYS,
+// score_shift <= 40; the held slice's packet id, op, slice = J and tiles >= 1 (a V slice: rq_shift <= 62);
+// the tile id within the held slice's [first_tile, first_tile + tiles); the P packet's slice = J,
+// elem_bits = 8, count = Q_ROWS x SK; the cascade's [tile_id, rows] = the P packet's.
 //
-// A LOAD_V announces its group's tile count (`tiles`, hw/engine/streams.py): how a pv_slice knows when
-// to read the next LOAD_V (P packets and the cascade carry no group id). A LOAD_V announcing 0 tiles is
-// refused (ENGINE_BAD_TILES).
+// Buffer adapter concept (the async K / V slice; template parameter Src):
+//   const uint8_t* acquire()   waits for the next slice in the buffer, returns its bytes (header first);
+//                              nullptr when none will come (g++ only: the AI Engine waits)
+//   const uint8_t* current()   the slice held
+//   void release()             gives the buffer back to the DMA
+// Sync buffers (q, s, p, o) are plain pointers to the current ping-pong half. Cascade ports are the ADF
+// types (input_cascade<acc48> / output_cascade<acc48>; on g++ the FIFOs of ../aie_api_emu.h).
+// Adapters: AdfSliceIn (ADF async window; UNVERIFIED: no aiecompiler here) and HostSlices (g++).
 //
-// Stream adapter concept (template parameters):
-//   In      void read16(void* dst)                   one 128-bit beat into 16 bytes (16-byte aligned)
-//   PktOut  void write16(const void* src, bool last)  one 128-bit beat of a packet (last: TLAST)
-//   CascIn  void read8(int32_t* dst)                  one cascade word: 8 int32 (32-byte aligned)
-//   CascOut void write8(const int32_t* src)           one cascade word: 8 int32
-//   OOut    void write4(const int32_t* src)           one 128-bit beat of 4 int32
-// Adapters: Adf* (ADF streams; AI Engine, x86sim; UNVERIFIED: no aiecompiler here) and the g++ ones
-// (HostIn / HostOut from ../attention_kernels.h, HostPktOut, HostCasc below).
-//
-// Compute paths: the scalar reference (plain loops, int32 accumulation) unless VCKATTN_AIE_VECTOR
-// (see ../attention_kernels.h: AI Engine builds without VCKATTN_AIE_SCALAR, or g++ with
-// -DVCKATTN_AIE_VECTOR_EMU over ../aie_api_emu.h): Q K^T per key block with v1's aie::mmul<4,16,8,int8,
-// int8> code (vec::qk_prepare / vec::qk_block), P V over the whole slice with aie::mmul<4,16,8,uint8,
-// int8> on V re-tiled once at LOAD_V. The narrowing of the int32 accumulator to SCORE_BITS (shift,
-// round half up, symmetric saturation, the mask sentinel) is a scalar loop in both paths.
+// Compute paths: the scalar reference (plain loops, int32/int64 accumulation) unless VCKATTN_AIE_VECTOR
+// (AI Engine builds without VCKATTN_AIE_SCALAR, or g++ with -DVCKATTN_AIE_VECTOR_EMU over
+// ../aie_api_emu.h, which counts every AIE API call: hw/perf/engine_aie.py is the same count in closed
+// form). Vector path: QK^T aie::mmul<4,16,8,int8,int8> with RB x 2 register blocking (RB = 2 row blocks
+// when Q_ROWS is a multiple of 8, else 1), narrowed by to_vector<score_t>(shift) under rounding
+// positive_inf and symmetric saturation, the mask (only in tiles that need it: a second loop body) by a
+// vector compare against per-row key limits and a select of the sentinel; P.V aie::mmul<4,8,8,uint8,int8>
+// with RB x 2 blocking, the accumulator from / to the cascade; the last kernel requantizes each 4x8 O block:
+// to_vector<int32> of the accumulator, aie::mul<acc80> by the int16 rq_mult (the AIE1 32x16-bit multiply,
+// |O x rq_mult| < 2^46: exact), to_vector<int8>(rq_shift) under rounding positive_inf and saturation
+// saturate ([-128, 127], golden requantize), the rows of two neighbouring blocks stored as 16 bytes.
+// Operands are read with 128-bit loads (the buffers' payloads start 16 bytes after a 32-byte aligned base:
+// AIE1 256-bit accesses need 32).
 #ifndef VCKATTN_AIE_ENGINE_KERNELS_H
 #define VCKATTN_AIE_ENGINE_KERNELS_H
 
@@ -51,14 +66,14 @@
 #ifndef VCKATTN_ENGINE_KERNELS
 #error "VCKATTN_ENGINE_KERNELS is not defined: include the design's generated engine_config.h or pass -DVCKATTN_ENGINE_KERNELS=k"
 #endif
+#ifndef VCKATTN_ENGINE_SCORE_PLIOS
+#error "VCKATTN_ENGINE_SCORE_PLIOS is not defined: include the design's generated engine_config.h or pass -D"
+#endif
 #ifndef VCKATTN_ENGINE_Q_ROWS
 #error "VCKATTN_ENGINE_Q_ROWS is not defined: include the design's generated engine_config.h or pass -D"
 #endif
-#ifndef VCKATTN_ENGINE_KEY_BLOCK
-#error "VCKATTN_ENGINE_KEY_BLOCK is not defined: include the design's generated engine_config.h or pass -D"
-#endif
-#ifndef VCKATTN_ENGINE_MAX_D
-#error "VCKATTN_ENGINE_MAX_D is not defined: include the design's generated engine_config.h or pass -D"
+#ifndef VCKATTN_ENGINE_D
+#error "VCKATTN_ENGINE_D is not defined: include the design's generated engine_config.h or pass -D"
 #endif
 #ifndef VCKATTN_ENGINE_MAX_KEYS
 #error "VCKATTN_ENGINE_MAX_KEYS is not defined: include the design's generated engine_config.h or pass -D"
@@ -69,39 +84,75 @@
 
 #include <cstdint>
 
-#include "../attention_kernels.h"
+#ifndef VCKATTN_AIE_ADF
+#if defined(__AIENGINE__) || defined(__X86SIM__)
+#define VCKATTN_AIE_ADF 1
+#else
+#define VCKATTN_AIE_ADF 0
+#endif
+#endif
+
+#ifndef VCKATTN_AIE_VECTOR
+#if defined(VCKATTN_AIE_VECTOR_EMU) && !VCKATTN_AIE_ADF
+#define VCKATTN_AIE_VECTOR 1
+#elif defined(__AIENGINE__) && !defined(VCKATTN_AIE_SCALAR)
+#define VCKATTN_AIE_VECTOR 1
+#else
+#define VCKATTN_AIE_VECTOR 0
+#endif
+#endif
+
+#if VCKATTN_AIE_ADF
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+#else
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "../aie_api_emu.h"  // g++: the AIE API subset (both paths use its cascade ports)
+#endif
+
 #include "../generated/engine_streams.h"
 
 namespace vckattn_engine {
 
 // ---------------------------------------------------------------------------------------------
-// Build parameters and workspaces
+// Build parameters, buffers, state
 // ---------------------------------------------------------------------------------------------
 
-// Compile-time shape (element counts). Also the Shape argument of v1's qk helpers (Q_ROWS, KEY_BLOCK).
 struct EngineShape {
-    static constexpr int KERNELS = VCKATTN_ENGINE_KERNELS;      // k: QK^T and P.V kernels per pipeline
-    static constexpr int Q_ROWS = VCKATTN_ENGINE_Q_ROWS;        // query rows per tile
-    static constexpr int KEY_BLOCK = VCKATTN_ENGINE_KEY_BLOCK;  // keys per block
-    static constexpr int MAX_D = VCKATTN_ENGINE_MAX_D;          // largest head size D
-    static constexpr int MAX_KEYS = VCKATTN_ENGINE_MAX_KEYS;    // largest padded key count of a group
-    static constexpr int SCORE_BITS = VCKATTN_ENGINE_SCORE_BITS;  // bits per score on the score stream
-    static constexpr int MAX_KB = MAX_KEYS / KEY_BLOCK;            // largest n_kb
-    static constexpr int SLICE_BLOCKS = (MAX_KB + KERNELS - 1) / KERNELS;  // largest slice, blocks
-    static constexpr int SLICE_KEYS = SLICE_BLOCKS * KEY_BLOCK;            // largest slice, keys
-    static constexpr int SCORES_PER_BEAT = 128 / SCORE_BITS;
+    static constexpr int KERNELS = VCKATTN_ENGINE_KERNELS;        // k: QK^T and P.V kernels per pipeline
+    static constexpr int SCORE_PLIOS = VCKATTN_ENGINE_SCORE_PLIOS;  // m: score channels per pipeline
+    static constexpr int PER_CHANNEL = KERNELS / SCORE_PLIOS;     // k/m: kernels per channel
+    static constexpr int Q_ROWS = VCKATTN_ENGINE_Q_ROWS;          // query rows per tile
+    static constexpr int D = VCKATTN_ENGINE_D;                    // head size the kernels compute
+    static constexpr int MAX_KEYS = VCKATTN_ENGINE_MAX_KEYS;      // keys of every group
+    static constexpr int SK = MAX_KEYS / KERNELS;                 // keys of one slice
+    static constexpr int SCORE_BITS = VCKATTN_ENGINE_SCORE_BITS;  // bits per score
+    static constexpr int E = SCORE_BITS / 8;                      // bytes per score
+    static constexpr int NI = Q_ROWS / 4;                         // row blocks (4 rows)
+    static constexpr int NJ = SK / 8;                             // key blocks (8 keys) of a slice
+    static constexpr int ND = D / 16;                             // feature blocks of 16 (QK^T)
+    static constexpr int NE = D / 8;                              // feature blocks of 8 (P.V)
+    static constexpr int RB = Q_ROWS % 8 == 0 ? 2 : 1;            // row blocks per register block
 };
 
-static_assert(EngineShape::KERNELS >= 1 && EngineShape::KERNELS <= 32, "KERNELS must be 1..32 (5-bit packet id)");
-static_assert(EngineShape::Q_ROWS > 0 && EngineShape::Q_ROWS % 8 == 0, "Q_ROWS must be a positive multiple of 8");
-static_assert(EngineShape::KEY_BLOCK > 0 && EngineShape::KEY_BLOCK % 16 == 0,
-              "KEY_BLOCK must be a positive multiple of 16");
-static_assert(EngineShape::MAX_D >= 16 && EngineShape::MAX_D % 16 == 0, "MAX_D must be a positive multiple of 16");
-static_assert(EngineShape::MAX_KEYS >= EngineShape::KEY_BLOCK && EngineShape::MAX_KEYS % EngineShape::KEY_BLOCK == 0,
-              "MAX_KEYS must be a positive multiple of KEY_BLOCK");
-static_assert(EngineShape::MAX_KB <= 0xFFFF, "n_kb is a 16-bit header field");
-static_assert(EngineShape::SCORE_BITS == 8 || EngineShape::SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
+static_assert(EngineShape::KERNELS >= 1 && EngineShape::KERNELS <= 16, "KERNELS must be 1..16 (2k 5-bit packet ids)");
+static_assert(EngineShape::SCORE_PLIOS >= 1 && EngineShape::KERNELS % EngineShape::SCORE_PLIOS == 0,
+              "SCORE_PLIOS must divide KERNELS");
+static_assert(EngineShape::Q_ROWS >= 4 && EngineShape::Q_ROWS % 4 == 0, "Q_ROWS must be a positive multiple of 4");
+static_assert(EngineShape::D >= 16 && EngineShape::D % 16 == 0, "D must be a positive multiple of 16");
+static_assert(EngineShape::MAX_KEYS % (16 * EngineShape::KERNELS) == 0 && EngineShape::SK >= 16,
+              "MAX_KEYS must be a positive multiple of 16 x KERNELS (SK a multiple of 16)");
+static_assert(EngineShape::MAX_KEYS + EngineShape::Q_ROWS < 32767, "key indices are int16 mask lanes");
+static_assert(EngineShape::Q_ROWS * EngineShape::SK <= 0xFFFF, "count = Q_ROWS x SK is a 16-bit field");
 static_assert(255LL * 128 * EngineShape::MAX_KEYS < (1LL << 31), "P.V over MAX_KEYS may overflow int32");
+// O x rq_mult: |O| < 2^31, |rq_mult| <= 2^15, so |product| < 2^46 (exact in the acc80 lanes of the 32x16 multiply)
+static_assert(EngineShape::SCORE_BITS == 8 || EngineShape::SCORE_BITS == 16, "SCORE_BITS must be 8 or 16");
 
 template <int BITS>
 struct ScoreType;
@@ -113,41 +164,55 @@ template <>
 struct ScoreType<16> {
     using type = int16_t;
 };
-using score_t = ScoreType<EngineShape::SCORE_BITS>::type;  // one score on the score stream
+using score_t = ScoreType<EngineShape::SCORE_BITS>::type;  // one score
 
-constexpr int32_t SCORE_MAX = (1 << (EngineShape::SCORE_BITS - 1)) - 1;  // symmetric saturation
+constexpr int32_t SCORE_MAX = (1 << (EngineShape::SCORE_BITS - 1)) - 1;    // symmetric saturation
 constexpr int32_t SCORE_SENTINEL = -(1 << (EngineShape::SCORE_BITS - 1));  // the mask sentinel
-constexpr int MAX_SCORE_SHIFT = 40;                                         // golden narrow_scores' limit
+constexpr int MAX_SCORE_SHIFT = 40;                                        // golden narrow_scores' limit
+constexpr int MAX_RQ_SHIFT = 62;  // golden engine MAX_RQ_SHIFT: the AIE1 SRS shift range
+// lim_i = min(i + base, valid_keys): base for rows without a causal limit (i + base > every key)
+constexpr int MASK_BASE = 32767 - EngineShape::Q_ROWS;
 
-// QK^T kernel state (32-byte aligned for 256-bit vector accesses). k is resident between LOAD_Ks.
-struct QkWorkspace {
-    alignas(32) int8_t k[EngineShape::SLICE_KEYS * EngineShape::MAX_D];        // K slice, key-major (stride d)
-    alignas(32) int8_t q[EngineShape::Q_ROWS * EngineShape::MAX_D];            // Q, row-major (stride d)
-    alignas(32) int8_t qt[EngineShape::Q_ROWS * EngineShape::MAX_D];           // Q^T in 16x8 tiles (vector path)
-    alignas(32) int32_t acc[EngineShape::Q_ROWS * EngineShape::KEY_BLOCK];     // Q K_b^T of one block
-    alignas(32) score_t sc[EngineShape::Q_ROWS * EngineShape::SLICE_KEYS];     // packet payload, row-major
-    alignas(16) int8_t drop[BEAT_BYTES];                                       // beats of other slices
-    uint32_t n_kb;  // of the last LOAD_K (0: none yet)
-    uint32_t d;
+// Bytes of one half of each ping-pong buffer (hw/ENGINE.md; hw/engine/model.py buffer_bytes).
+constexpr int Q_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::D;
+constexpr int K_BUFFER_BYTES = BEAT_BYTES + EngineShape::SK * EngineShape::D;
+constexpr int S_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::SK * EngineShape::E;
+constexpr int P_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::SK;
+constexpr int V_BUFFER_BYTES = BEAT_BYTES + EngineShape::SK * EngineShape::D;
+constexpr int O_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::D;  // the A record (int8)
+
+// QK^T kernel state between invocations (32-byte aligned for 256-bit vector accesses).
+struct QkState {
+    alignas(32) int16_t lim[EngineShape::NI * 32];  // per row block: lane r*8+c = lim of row 4*ib + r
+    uint32_t first_tile;                            // the held K slice's tiles: first_tile ..
+    uint32_t tiles;                                 //   .. first_tile + tiles - 1
+    uint32_t tiles_left;                            // 0: no slice held (acquire one)
 };
 
-// P.V kernel state. v is resident between LOAD_Vs: key-major (stride d) on the scalar path, 16x8
-// tiles (tile (g, eb) for keys 16g.. and features 8eb.. at (g * d/8 + eb) * 128) on the vector path.
-struct PvWorkspace {
-    alignas(32) int8_t v[EngineShape::SLICE_KEYS * EngineShape::MAX_D];
-    alignas(32) int8_t blk[EngineShape::KEY_BLOCK * EngineShape::MAX_D];    // one V block (vector path re-tiling)
-    alignas(32) uint8_t p[EngineShape::Q_ROWS * EngineShape::SLICE_KEYS];   // P packet payload, row-major
-    alignas(32) int32_t o[EngineShape::Q_ROWS * EngineShape::MAX_D];        // O partial sum, row-major
-    alignas(32) int32_t casc[8];                                            // one cascade word
-    alignas(16) int8_t drop[BEAT_BYTES];
-    uint32_t n_kb;        // of the last LOAD_V (0: none yet)
-    uint32_t d;
-    uint32_t tiles_left;  // tiles of the current group still to come
+// P.V kernel state between invocations.
+struct PvState {
+    alignas(32) int32_t casc[8];  // the cascade header word [tile_id, rows, 0 ...]
+    uint32_t first_tile;
+    uint32_t tiles;
+    uint32_t tiles_left;
+    int32_t rq_mult;    // the held V slice's rq_mult (int16 value)
+    uint32_t rq_shift;  // and rq_shift (0 .. MAX_RQ_SHIFT)
 };
 
-// Data memory per kernel (bytes): the generator sets each kernel's heap size from these.
-constexpr int QK_WORKSPACE_BYTES = static_cast<int>(sizeof(QkWorkspace));
-constexpr int PV_WORKSPACE_BYTES = static_cast<int>(sizeof(PvWorkspace));
+// Constant lane patterns of the mask: kpat lane r*8+c = c (key in block), rpat lane r*8+c = r (row in block).
+struct MaskTables {
+    alignas(32) int16_t kpat[32];
+    alignas(32) int16_t rpat[32];
+};
+alignas(32) static const MaskTables MASK_TABLES = {
+    {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7},
+    {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
+
+// Data memory per kernel (bytes): ping-pong buffers + state (hw/engine/model.py kernel_memory).
+constexpr int QK_DATA_BYTES = 2 * (Q_BUFFER_BYTES + K_BUFFER_BYTES + S_BUFFER_BYTES) +
+                              static_cast<int>(sizeof(QkState)) + static_cast<int>(sizeof(MaskTables));
+constexpr int PV_DATA_BYTES = 2 * (P_BUFFER_BYTES + V_BUFFER_BYTES) + static_cast<int>(sizeof(PvState));
+constexpr int PV_LAST_DATA_BYTES = PV_DATA_BYTES + 2 * O_BUFFER_BYTES;
 
 // ---------------------------------------------------------------------------------------------
 // Status
@@ -155,64 +220,86 @@ constexpr int PV_WORKSPACE_BYTES = static_cast<int>(sizeof(PvWorkspace));
 
 enum Status : int {
     ENGINE_OK = 0,
-    ENGINE_BAD_OP = 1,          // opcode not valid on this stream (qk_in: LOAD_K, TILE; v_in: LOAD_V)
-    ENGINE_BAD_D = 2,           // D not a multiple of 16, D < 16 or D > MAX_D
-    ENGINE_BAD_N_KB = 3,        // n_kb == 0 or n_kb > MAX_KEYS / KEY_BLOCK
-    ENGINE_BAD_ROWS = 4,        // TILE rows > Q_ROWS
-    ENGINE_BAD_VALID_KEYS = 5,  // TILE valid_keys > n_kb * KEY_BLOCK
-    ENGINE_BAD_SHIFT = 6,       // TILE score_shift > 40
-    ENGINE_TILE_MISMATCH = 7,   // TILE n_kb / d differ from the last LOAD_K's (or no LOAD_K yet)
-    ENGINE_BAD_TILES = 8,       // LOAD_V announces 0 tiles
-    ENGINE_BAD_PACKET = 9,      // P packet: elem_bits != 8 or count != Q_ROWS x slice keys
-    ENGINE_MISROUTE = 10,       // P packet of another slice, or of another tile than the cascade's
+    ENGINE_BAD_OP = 1,             // q buffer: TILE header op is not TILE
+    ENGINE_BAD_ROWS = 2,           // TILE rows > Q_ROWS
+    ENGINE_BAD_VALID_KEYS = 3,     // TILE valid_keys > MAX_KEYS
+    ENGINE_BAD_SHIFT = 4,          // TILE score_shift > 40
+    ENGINE_BAD_SLICE = 5,          // k / v buffer: packet id, op, slice or tiles not this kernel's
+    ENGINE_NO_SLICE = 6,           // no K / V slice came (g++ only: the AI Engine would wait)
+    ENGINE_TILE_NOT_IN_SLICE = 7,  // the tile id is not one of the held slice's tiles
+    ENGINE_BAD_PACKET = 8,         // P packet: elem_bits != 8 or count != Q_ROWS x SK
+    ENGINE_MISROUTE = 9,           // P packet of another slice, or of another tile than the cascade's
+    ENGINE_BAD_RQ_SHIFT = 10,      // V slice: SLICE rq_shift > 62
 };
 
 inline const char* status_text(int status) {
     switch (status) {
         case ENGINE_OK: return "ok";
-        case ENGINE_BAD_OP: return "bad opcode for this stream (qk_in: LOAD_K/TILE, v_in: LOAD_V)";
-        case ENGINE_BAD_D: return "bad head size D (must be a multiple of 16, 16 <= D <= MAX_D)";
-        case ENGINE_BAD_N_KB: return "bad key block count n_kb (must be 1 <= n_kb <= MAX_KEYS/KEY_BLOCK)";
+        case ENGINE_BAD_OP: return "bad opcode in the q buffer's TILE header";
         case ENGINE_BAD_ROWS: return "bad TILE row count (must be rows <= Q_ROWS)";
-        case ENGINE_BAD_VALID_KEYS: return "bad TILE valid_keys (must be <= n_kb * KEY_BLOCK)";
+        case ENGINE_BAD_VALID_KEYS: return "bad TILE valid_keys (must be <= MAX_KEYS)";
         case ENGINE_BAD_SHIFT: return "bad TILE score_shift (must be <= 40)";
-        case ENGINE_TILE_MISMATCH: return "TILE n_kb/d differ from the last LOAD_K";
-        case ENGINE_BAD_TILES: return "LOAD_V announces no tiles";
-        case ENGINE_BAD_PACKET: return "bad P packet header (elem_bits must be 8, count Q_ROWS x slice keys)";
+        case ENGINE_BAD_SLICE: return "bad SLICE header (packet id, op, slice or tiles not this kernel's)";
+        case ENGINE_NO_SLICE: return "no K/V slice for the tile";
+        case ENGINE_TILE_NOT_IN_SLICE: return "misrouted tile (not one of the held slice's tiles)";
+        case ENGINE_BAD_PACKET: return "bad P packet header (elem_bits must be 8, count Q_ROWS x SK)";
         case ENGINE_MISROUTE: return "misrouted P packet (other slice, or other tile than the cascade's)";
+        case ENGINE_BAD_RQ_SHIFT: return "bad SLICE rq_shift (must be <= 62)";
         default: return "unknown status";
     }
 }
 
-// Blocks [b0, b1) of slice j of a group of n_kb blocks (golden/engine.py slice_blocks).
-inline void slice_range(uint32_t n_kb, int j, uint32_t* b0, uint32_t* b1) {
-    const uint32_t sb = (n_kb + EngineShape::KERNELS - 1) / EngineShape::KERNELS;
-    const uint32_t lo = static_cast<uint32_t>(j) * sb, hi = lo + sb;
-    *b0 = lo < n_kb ? lo : n_kb;
-    *b1 = hi < n_kb ? hi : n_kb;
+// The four little-endian header words of a buffer's first beat (scalar loads).
+inline void read_words(const uint8_t* b, uint32_t w[4]) {
+    for (int i = 0; i < 4; ++i)
+        w[i] = static_cast<uint32_t>(b[4 * i]) | (static_cast<uint32_t>(b[4 * i + 1]) << 8) |
+               (static_cast<uint32_t>(b[4 * i + 2]) << 16) | (static_cast<uint32_t>(b[4 * i + 3]) << 24);
 }
 
-inline Status check_geometry(uint32_t d, uint32_t n_kb) {
-    if (d < 16 || d > static_cast<uint32_t>(EngineShape::MAX_D) || d % 16 != 0) return ENGINE_BAD_D;
-    if (n_kb < 1 || n_kb > static_cast<uint32_t>(EngineShape::MAX_KB)) return ENGINE_BAD_N_KB;
+inline void write_words(uint8_t* b, const uint32_t w[4]) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 4; ++k) b[4 * i + k] = static_cast<uint8_t>(w[i] >> (8 * k));
+}
+
+// Whether slice J of a tile holds a masked element (golden/engine.py slice_needs_mask): rows < Q_ROWS, or
+// the smallest row limit below the slice's end. lim_i grows with i, so row 0 has the smallest.
+template <int J>
+inline bool slice_needs_mask(uint32_t rows, uint32_t q0, uint32_t valid, bool causal) {
+    const uint32_t end = static_cast<uint32_t>((J + 1) * EngineShape::SK);
+    uint32_t lim0 = valid;
+    if (causal && q0 + 1 < lim0) lim0 = q0 + 1;
+    return rows < static_cast<uint32_t>(EngineShape::Q_ROWS) || lim0 < end;
+}
+
+// The held slice's header: this kernel's packet id, op and slice index, and at least one tile.
+inline Status take_slice(const uint8_t* b, uint32_t packet_id, uint32_t op, uint32_t slice, uint32_t* first,
+                         uint32_t* tiles) {
+    uint32_t h[4];
+    read_words(b, h);
+    if (VCKATTN_GET(h, SLICE_PACKET_ID) != packet_id || VCKATTN_GET(h, SLICE_OP) != op ||
+        VCKATTN_GET(h, SLICE_SLICE) != slice || VCKATTN_GET(h, SLICE_TILES) == 0)
+        return ENGINE_BAD_SLICE;
+    *first = VCKATTN_GET(h, SLICE_FIRST_TILE);
+    *tiles = VCKATTN_GET(h, SLICE_TILES);
     return ENGINE_OK;
 }
 
-// Reads a key-major payload of keys x d int8 (d/16 beats a key), keeping keys [k0, k1) at dst (stride d).
-template <class In>
-inline void read_keys(In& in, int8_t* dst, int8_t* drop, uint32_t keys, uint32_t k0, uint32_t k1, int d) {
-    const int bpk = d / BEAT_BYTES;
-    for (uint32_t key = 0; key < keys; ++key)
-        for (int b = 0; b < bpk; ++b) {
-            if (key >= k0 && key < k1)
-                in.read16(dst + (key - k0) * d + BEAT_BYTES * b);
-            else
-                in.read16(drop);
-        }
-}
+// ---------------------------------------------------------------------------------------------
+// Layout offsets (elements; golden/engine.py pack_*)
+// ---------------------------------------------------------------------------------------------
+
+inline int q_off(int i, int f) { return ((i / 4) * EngineShape::ND + f / 16) * 64 + (i % 4) * 16 + f % 16; }
+inline int k_off(int key, int f) { return ((key / 8) * EngineShape::ND + f / 16) * 128 + (f % 16) * 8 + key % 8; }
+inline int s_off(int i, int key) { return ((i / 4) * EngineShape::NJ + key / 8) * 32 + (i % 4) * 8 + key % 8; }
+inline int v_off(int key, int f) { return ((f / 8) * EngineShape::NJ + key / 8) * 64 + (key % 8) * 8 + f % 8; }
+
+// ---------------------------------------------------------------------------------------------
+// Scalar reference
+// ---------------------------------------------------------------------------------------------
+namespace scalar {
 
 // clamp(round_half_up(acc * 2^-shift), -SCORE_MAX, SCORE_MAX) (golden narrow_scores).
-inline int32_t narrow_score(int32_t acc, int shift) {
+inline int32_t narrow_score(int64_t acc, int shift) {
     int64_t x = acc;
     if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;  // arithmetic shift: floor
     if (x > SCORE_MAX) x = SCORE_MAX;
@@ -220,38 +307,220 @@ inline int32_t narrow_score(int32_t acc, int shift) {
     return static_cast<int32_t>(x);
 }
 
+template <int J>
+inline void qk_scores(const int8_t* q, const int8_t* k, score_t* s, int shift, uint32_t rows, uint32_t q0,
+                      uint32_t valid, bool causal) {
+    using S = EngineShape;
+    for (int i = 0; i < S::Q_ROWS; ++i) {
+        int64_t lim = valid;
+        if (causal && static_cast<int64_t>(q0) + i + 1 < lim) lim = static_cast<int64_t>(q0) + i + 1;
+        if (static_cast<uint32_t>(i) >= rows) lim = 0;
+        for (int key = 0; key < S::SK; ++key) {
+            int64_t acc = 0;
+            for (int f = 0; f < S::D; ++f) acc += static_cast<int32_t>(q[q_off(i, f)]) * k[k_off(key, f)];
+            s[s_off(i, key)] = static_cast<score_t>(J * S::SK + key < lim ? narrow_score(acc, shift) : SCORE_SENTINEL);
+        }
+    }
+}
+
+// One cascade word <-> 8 int32.
+inline void casc_read(input_cascade<acc48>* c, int32_t* dst) {
+    aie::store_v(dst, readincr_v<8>(c).template to_vector<int32>(0));
+}
+inline void casc_write(output_cascade<acc48>* c, const int32_t* src) {
+    aie::accum<acc48, 8> a;
+    a.from_vector(aie::load_v<8>(src), 0);
+    writeincr(c, a);
+}
+
+// sat_int8(round_half_up(o * mult * 2^-shift)) (golden requantize; |o * mult| < 2^46).
+inline int8_t requant(int32_t o, int32_t mult, int shift) {
+    int64_t x = static_cast<int64_t>(o) * mult;
+    if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;  // arithmetic shift: floor
+    if (x > 127) x = 127;
+    if (x < -128) x = -128;
+    return static_cast<int8_t>(x);
+}
+
+template <bool HAS_CIN, bool HAS_COUT>
+inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
+                      int8_t* a, int32_t rq_mult, int rq_shift) {
+    using S = EngineShape;
+    alignas(32) int32_t blk[32];
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
+            for (int r = 0; r < S::RB; ++r)
+                for (int x = 0; x < 2; ++x) {
+                    const int ib = ib0 + r, eb = eb0 + x;
+                    for (int q = 0; q < 4; ++q) {
+                        if (HAS_CIN) {
+                            casc_read(cin, blk + 8 * q);
+                        } else {
+                            for (int c = 0; c < 8; ++c) blk[8 * q + c] = 0;
+                        }
+                    }
+                    for (int q = 0; q < 4; ++q)
+                        for (int c = 0; c < 8; ++c) {
+                            int64_t acc = blk[8 * q + c];
+                            for (int key = 0; key < S::SK; ++key)
+                                acc += static_cast<int32_t>(p[s_off(4 * ib + q, key)]) * v[v_off(key, 8 * eb + c)];
+                            blk[8 * q + c] = static_cast<int32_t>(acc);
+                        }
+                    for (int q = 0; q < 4; ++q) {
+                        if (HAS_COUT) {
+                            casc_write(cout, blk + 8 * q);
+                        } else {
+                            for (int c = 0; c < 8; ++c)
+                                a[(4 * ib + q) * S::D + 8 * eb + c] = requant(blk[8 * q + c], rq_mult, rq_shift);
+                        }
+                    }
+                }
+}
+
+}  // namespace scalar
+
 // ---------------------------------------------------------------------------------------------
-// Vector P.V over a slice (aie::mmul<4,16,8,uint8,int8>)
+// Vector path
 // ---------------------------------------------------------------------------------------------
 #if VCKATTN_AIE_VECTOR
 namespace vec {
 
-// Re-tiles one V block (KEY_BLOCK x d, key-major) into the slice's 16x8 tiles (v1's pv_prepare: the
-// tiles of block b start at b * KEY_BLOCK * d, which is where the global 16-key group layout puts them).
-inline void pv_prepare_block(const int8_t* __restrict blk, int8_t* __restrict vt_block, int d) {
-    ::vckattn_aie::vec::pv_prepare<EngineShape>(blk, vt_block, d);
+using QkMmul = aie::mmul<4, 16, 8, int8, int8>;
+using PvMmul = aie::mmul<4, 8, 8, uint8, int8>;
+
+// A operand of QK^T: one 4x16 Q block (64 bytes, 128-bit loads).
+inline aie::vector<int8, 64> load_qa(const int8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48));
 }
 
-// A operand: rows 4ib .. 4ib+3 of P (row stride sk), keys 16g .. 16g+15.
-inline aie::vector<uint8, 64> pv_a(const uint8_t* __restrict p, int ib, int g, int sk) {
-    const uint8_t* pr = p + (4 * ib) * sk + 16 * g;
-    return aie::concat(aie::load_v<16>(pr), aie::load_v<16>(pr + sk), aie::load_v<16>(pr + 2 * sk),
-                       aie::load_v<16>(pr + 3 * sk));
+// B operand of QK^T: one 16x8 K^T block (128 bytes).
+inline aie::vector<int8, 128> load_kb(const int8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48),
+                       aie::load_v<16>(p + 64), aie::load_v<16>(p + 80), aie::load_v<16>(p + 96),
+                       aie::load_v<16>(p + 112));
 }
 
-// o += P V: p Q_ROWS x sk (row-major), vt the slice's V tiles, o Q_ROWS x d int32.
-inline void pv_slice(const uint8_t* __restrict p, const int8_t* __restrict vt, int32_t* __restrict o, int sk, int d) {
-    using MMUL = aie::mmul<4, 16, 8, uint8, int8>;
-    const int n8 = d / 8;
-    for (int ib = 0; ib < EngineShape::Q_ROWS / 4; ++ib)
-        for (int eb = 0; eb < n8; ++eb) {
-            MMUL m;
-            m.mul(pv_a(p, ib, 0, sk), aie::load_v<128>(vt + eb * 128));
-            for (int g = 1; g < sk / 16; ++g) m.mac(pv_a(p, ib, g, sk), aie::load_v<128>(vt + (g * n8 + eb) * 128));
-            const aie::vector<int32, 32> c = m.template to_vector<int32>(0);  // c[r*8 + ee]
-            for (int r = 0; r < 4; ++r) {
-                int32_t* orow = o + (4 * ib + r) * d + 8 * eb;
-                aie::store_v(orow, aie::add(aie::load_v<8>(orow), c.extract<8>(r)));
+// A operand of P.V: one 4x8 P block (32 bytes).
+inline aie::vector<uint8, 32> load_pa(const uint8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16));
+}
+
+// B operand of P.V: one 8x8 V block (64 bytes).
+inline aie::vector<int8, 64> load_vb(const int8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48));
+}
+
+// One 4x8 score block (32 scores) to the s buffer (128-bit stores).
+inline void store_scores(int8_t* __restrict dst, const aie::vector<int8, 32>& v) {
+    aie::store_v(dst, v.template extract<16>(0));
+    aie::store_v(dst + 16, v.template extract<16>(1));
+}
+inline void store_scores(int16_t* __restrict dst, const aie::vector<int16, 32>& v) {
+    for (int h = 0; h < 4; ++h) aie::store_v(dst + 8 * h, v.template extract<8>(h));
+}
+
+// The mask's per-row-block key limits of a tile: lane r*8+c of lim[ib] = lim of row 4ib+r =
+// (4ib + r < rows) ? min(4ib + r + base, valid) : 0.
+inline void qk_limits(int16_t* __restrict lim, uint32_t rows, int base, uint32_t valid) {
+    using S = EngineShape;
+    const aie::vector<int16, 32> rpat = aie::load_v<32>(MASK_TABLES.rpat);
+    for (int ib = 0; ib < S::NI; ++ib) {
+        const aie::vector<int16, 32> row = aie::add(rpat, static_cast<int16>(4 * ib));
+        const aie::vector<int16, 32> t =
+            aie::min(aie::add(rpat, static_cast<int16>(4 * ib + base)), static_cast<int16>(valid));
+        aie::store_v(lim + 32 * ib, aie::select(static_cast<int16>(0), t, aie::lt(row, static_cast<int16>(rows))));
+    }
+}
+
+// S = Q K_J^T narrowed, into the s payload; MASKED: keys >= lim of their row become the sentinel.
+template <bool MASKED>
+inline void qk_scores(const int8_t* __restrict q, const int8_t* __restrict k, score_t* __restrict s, int shift,
+                      const int16_t* __restrict lim, int key0) {
+    using S = EngineShape;
+    aie::vector<int16, 32> kpat;
+    if (MASKED) kpat = aie::load_v<32>(MASK_TABLES.kpat);
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int jb0 = 0; jb0 < S::NJ; jb0 += 2) {
+            QkMmul c[S::RB][2];
+            for (int db = 0; db < S::ND; ++db) {
+                aie::vector<int8, 64> a[S::RB];
+                aie::vector<int8, 128> b[2];
+                for (int r = 0; r < S::RB; ++r) a[r] = load_qa(q + ((ib0 + r) * S::ND + db) * 64);
+                for (int x = 0; x < 2; ++x) b[x] = load_kb(k + ((jb0 + x) * S::ND + db) * 128);
+                for (int r = 0; r < S::RB; ++r)
+                    for (int x = 0; x < 2; ++x) {
+                        if (db == 0)
+                            c[r][x].mul(a[r], b[x]);
+                        else
+                            c[r][x].mac(a[r], b[x]);
+                    }
+            }
+            aie::vector<int16, 32> keys[2];
+            if (MASKED)
+                for (int x = 0; x < 2; ++x) keys[x] = aie::add(kpat, static_cast<int16>(key0 + 8 * (jb0 + x)));
+            for (int r = 0; r < S::RB; ++r) {
+                aie::vector<int16, 32> limv;
+                if (MASKED) limv = aie::load_v<32>(lim + 32 * (ib0 + r));
+                for (int x = 0; x < 2; ++x) {
+                    aie::vector<score_t, 32> v = c[r][x].template to_vector<score_t>(shift);
+                    if (MASKED) v = aie::select(static_cast<score_t>(SCORE_SENTINEL), v, aie::lt(keys[x], limv));
+                    store_scores(s + ((ib0 + r) * S::NJ + jb0 + x) * 32, v);
+                }
+            }
+        }
+}
+
+// Four cascade words -> one 32-lane accumulator (read one after the other, in order).
+inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict cin) {
+    const aie::accum<acc48, 8> w0 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w1 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w2 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w3 = readincr_v<8>(cin);
+    return aie::concat(w0, w1, w2, w3);
+}
+
+// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade (HAS_COUT) or requantized into the A payload a:
+// each 4x8 O block times rq_mult (acc80) shifted by rq_shift to int8 (the modes set by the caller), the
+// rows of the feature-block pair (8 + 8 int8) stored as 16 bytes.
+template <bool HAS_CIN, bool HAS_COUT>
+inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, input_cascade<acc48>* cin,
+                      output_cascade<acc48>* cout, int8_t* __restrict a, const aie::vector<int16, 32>& rq_mult,
+                      int rq_shift) {
+    using S = EngineShape;
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
+            PvMmul c[S::RB][2];
+            if (HAS_CIN)
+                for (int r = 0; r < S::RB; ++r)
+                    for (int x = 0; x < 2; ++x) c[r][x] = PvMmul(casc_read_block(cin));
+            for (int jb = 0; jb < S::NJ; ++jb) {
+                aie::vector<uint8, 32> a[S::RB];
+                aie::vector<int8, 64> b[2];
+                for (int r = 0; r < S::RB; ++r) a[r] = load_pa(p + ((ib0 + r) * S::NJ + jb) * 32);
+                for (int x = 0; x < 2; ++x) b[x] = load_vb(v + ((eb0 + x) * S::NJ + jb) * 64);
+                for (int r = 0; r < S::RB; ++r)
+                    for (int x = 0; x < 2; ++x) {
+                        if (!HAS_CIN && jb == 0)
+                            c[r][x].mul(a[r], b[x]);
+                        else
+                            c[r][x].mac(a[r], b[x]);
+                    }
+            }
+            for (int r = 0; r < S::RB; ++r) {
+                if (HAS_COUT) {
+                    for (int x = 0; x < 2; ++x) {
+                        const aie::accum<acc48, 32> acc = c[r][x].to_accum();
+                        for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
+                    }
+                } else {
+                    aie::vector<int8, 32> ab[2];
+                    for (int x = 0; x < 2; ++x)
+                        ab[x] = aie::mul<acc80>(c[r][x].template to_vector<int32>(0), rq_mult)
+                                    .template to_vector<int8>(rq_shift);
+                    for (int w = 0; w < 4; ++w)
+                        aie::store_v(a + (4 * (ib0 + r) + w) * S::D + 8 * eb0,
+                                     aie::concat(ab[0].template extract<8>(w), ab[1].template extract<8>(w)));
+                }
             }
         }
 }
@@ -260,316 +529,200 @@ inline void pv_slice(const uint8_t* __restrict p, const int8_t* __restrict vt, i
 #endif  // VCKATTN_AIE_VECTOR
 
 // ---------------------------------------------------------------------------------------------
-// qk_slice: one command
+// The kernels: one tile per invocation
 // ---------------------------------------------------------------------------------------------
 
-// Reads one command from cmd and acts on it (see the file comment). hdr (optional, 4 words) receives
-// the command header, also when the status is not ENGINE_OK.
-template <int J, class In, class PktOut>
-Status qk_command(In& cmd, PktOut& s, QkWorkspace& ws, uint32_t* hdr = nullptr) {
-    static_assert(J >= 0 && J < EngineShape::KERNELS, "slice index out of range");
+// QK^T kernel J on one tile (see the file comment). q: the q buffer (TILE header + Q); k: the K slice
+// source; s: the s buffer (PACKET header + scores). masked (optional) receives whether the tile took the
+// masked loop body; hdr (optional, 4 words) the TILE header.
+template <int J, class Src>
+Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkState& st, bool* masked = nullptr,
+               uint32_t* hdr = nullptr) {
+    static_assert(J >= 0 && J < EngineShape::KERNELS, "kernel index out of range");
     using S = EngineShape;
-    alignas(16) uint32_t w[4];
-    cmd.read16(w);
+    uint32_t w[4];
+    read_words(q, w);
     if (hdr)
         for (int i = 0; i < 4; ++i) hdr[i] = w[i];
-    const uint32_t op = VCKATTN_GET(w, COMMAND_OP);
-    const uint32_t d = VCKATTN_GET(w, COMMAND_D), n_kb = VCKATTN_GET(w, COMMAND_N_KB);
-    if (op == OP_LOAD_K) {
-        const Status st = check_geometry(d, n_kb);
-        if (st != ENGINE_OK) return st;
-        uint32_t b0, b1;
-        slice_range(n_kb, J, &b0, &b1);
-        read_keys(cmd, ws.k, ws.drop, n_kb * S::KEY_BLOCK, b0 * S::KEY_BLOCK, b1 * S::KEY_BLOCK, static_cast<int>(d));
-        ws.n_kb = n_kb;
-        ws.d = d;
-        return ENGINE_OK;
-    }
-    if (op != OP_TILE) return ENGINE_BAD_OP;
-    if (n_kb != ws.n_kb || d != ws.d || ws.n_kb == 0) return ENGINE_TILE_MISMATCH;
-    const uint32_t rows = VCKATTN_GET(w, COMMAND_ROWS), valid = VCKATTN_GET(w, COMMAND_VALID_KEYS);
-    const uint32_t q0 = VCKATTN_GET(w, COMMAND_Q0), causal = VCKATTN_GET(w, COMMAND_CAUSAL);
-    const int shift = static_cast<int>(VCKATTN_GET(w, COMMAND_SCORE_SHIFT));
+    const uint32_t rows = VCKATTN_GET(w, TILE_ROWS), valid = VCKATTN_GET(w, TILE_VALID_KEYS);
+    const uint32_t q0 = VCKATTN_GET(w, TILE_Q0), tag = VCKATTN_GET(w, TILE_TAG);
+    const bool causal = VCKATTN_GET(w, TILE_CAUSAL) != 0;
+    const int shift = static_cast<int>(VCKATTN_GET(w, TILE_SCORE_SHIFT));
+    if (VCKATTN_GET(w, TILE_OP) != OP_TILE) return ENGINE_BAD_OP;
     if (rows > static_cast<uint32_t>(S::Q_ROWS)) return ENGINE_BAD_ROWS;
-    if (valid > n_kb * S::KEY_BLOCK) return ENGINE_BAD_VALID_KEYS;
+    if (valid > static_cast<uint32_t>(S::MAX_KEYS)) return ENGINE_BAD_VALID_KEYS;
     if (shift > MAX_SCORE_SHIFT) return ENGINE_BAD_SHIFT;
-    const int di = static_cast<int>(d);
-
-    ::vckattn_aie::read_beats(cmd, ws.q, S::Q_ROWS * di / BEAT_BYTES);
-    uint32_t b0, b1;
-    slice_range(n_kb, J, &b0, &b1);
-    if (b0 == b1) return ENGINE_OK;  // empty slice: no packet
-    const int sk = static_cast<int>(b1 - b0) * S::KEY_BLOCK;
-#if VCKATTN_AIE_VECTOR
-    ::vckattn_aie::vec::qk_prepare<S>(ws.q, ws.qt, di);
-#endif
-    for (int b = 0; b < static_cast<int>(b1 - b0); ++b) {
-        const int8_t* kb = ws.k + b * S::KEY_BLOCK * di;
-#if VCKATTN_AIE_VECTOR
-        ::vckattn_aie::vec::qk_block<S>(ws.qt, kb, ws.acc, di);
-#else
-        ::vckattn_aie::scalar::qk_block<S>(ws.q, kb, ws.acc, di);
-#endif
-        const uint32_t key0 = (b0 + b) * S::KEY_BLOCK;  // global index of the block's first key
-        for (int i = 0; i < S::Q_ROWS; ++i)
-            for (int jj = 0; jj < S::KEY_BLOCK; ++jj) {
-                const uint32_t key = key0 + jj;
-                const bool keep = static_cast<uint32_t>(i) < rows && key < valid &&
-                                  (!causal || key <= q0 + static_cast<uint32_t>(i));
-                const int32_t a = ws.acc[i * S::KEY_BLOCK + jj];
-                ws.sc[i * sk + b * S::KEY_BLOCK + jj] = static_cast<score_t>(keep ? narrow_score(a, shift) : SCORE_SENTINEL);
-            }
+    if (st.tiles_left == 0) {
+        const uint8_t* kb = k.acquire();
+        if (!kb) return ENGINE_NO_SLICE;
+        const Status ss = take_slice(kb, J, OP_LOAD_K, J, &st.first_tile, &st.tiles);
+        if (ss != ENGINE_OK) return ss;
+        st.tiles_left = st.tiles;
     }
-    const uint32_t count = static_cast<uint32_t>(S::Q_ROWS * sk);
-    alignas(16) uint32_t h[4] = {0, 0, 0, 0};
-    VCKATTN_PUT(h, PACKET_PACKET_ID, static_cast<uint32_t>(J));
-    VCKATTN_PUT(h, PACKET_TILE_ID, VCKATTN_GET(w, COMMAND_TAG));
+    if (tag - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
+    const int8_t* kp = reinterpret_cast<const int8_t*>(k.current() + BEAT_BYTES);
+    const int8_t* qp = reinterpret_cast<const int8_t*>(q + BEAT_BYTES);
+    score_t* sp = reinterpret_cast<score_t*>(s + BEAT_BYTES);
+    const bool m = slice_needs_mask<J>(rows, q0, valid, causal);
+    if (masked) *masked = m;
+#if VCKATTN_AIE_VECTOR
+    aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
+    aie::set_saturation(aie::saturation_mode::symmetric);  // [-SCORE_MAX, SCORE_MAX]: never the sentinel
+    if (m) {
+        int base = MASK_BASE;
+        if (causal && q0 + 1 < static_cast<uint32_t>(MASK_BASE)) base = static_cast<int>(q0) + 1;
+        vec::qk_limits(st.lim, rows, base, valid);
+        vec::qk_scores<true>(qp, kp, sp, shift, st.lim, J * S::SK);
+    } else {
+        vec::qk_scores<false>(qp, kp, sp, shift, st.lim, J * S::SK);
+    }
+#else
+    scalar::qk_scores<J>(qp, kp, sp, shift, rows, q0, valid, causal);
+#endif
+    uint32_t h[4] = {0, 0, 0, 0};
+    VCKATTN_PUT(h, PACKET_PACKET_ID, static_cast<uint32_t>(J % S::PER_CHANNEL));
+    VCKATTN_PUT(h, PACKET_TILE_ID, tag);
     VCKATTN_PUT(h, PACKET_SLICE, static_cast<uint32_t>(J));
     VCKATTN_PUT(h, PACKET_ELEM_BITS, static_cast<uint32_t>(S::SCORE_BITS));
     VCKATTN_PUT(h, PACKET_ROWS, rows);
-    VCKATTN_PUT(h, PACKET_COUNT, count);
-    VCKATTN_PUT(h, PACKET_HEAD, VCKATTN_GET(w, COMMAND_HEAD));  // the tile's query head: the PL's register set
-    s.write16(h, false);
-    const int beats = static_cast<int>(count) / S::SCORES_PER_BEAT;
-    const uint8_t* payload = reinterpret_cast<const uint8_t*>(ws.sc);  // little endian, like the stream
-    for (int x = 0; x < beats; ++x) s.write16(payload + BEAT_BYTES * x, x == beats - 1);
+    VCKATTN_PUT(h, PACKET_COUNT, static_cast<uint32_t>(S::Q_ROWS * S::SK));
+    VCKATTN_PUT(h, PACKET_HEAD, VCKATTN_GET(w, TILE_HEAD));  // the tile's query head: the PL's register set
+    write_words(s, h);
+    if (--st.tiles_left == 0) k.release();
     return ENGINE_OK;
 }
 
-// ---------------------------------------------------------------------------------------------
-// pv_slice: one step (a LOAD_V, or one tile)
-// ---------------------------------------------------------------------------------------------
-
-// Placeholder for the stream a kernel variant does not have (no cascade input on J = 0, ...).
-struct NoStream {
-    void read8(int32_t*) {}
-    void write8(const int32_t*) {}
-    void write4(const int32_t*) {}
-};
-
-// One step of pv_slice<J>: when the current group has no tiles left, reads a LOAD_V from v; otherwise
-// processes the group's next tile (see the file comment). HAS_CIN: a cascade input (J > 0); LAST: writes
-// the O record to o instead of the cascade output. hdr (optional, 4 words) receives the last header read
-// (the LOAD_V command or the P packet header).
-template <int J, bool HAS_CIN, bool LAST, class VIn, class PIn, class CascIn, class CascOut, class OOut>
-Status pv_step(VIn& v, PIn& p, CascIn& cin, CascOut& cout, OOut& o, PvWorkspace& ws, uint32_t* hdr = nullptr) {
-    static_assert(J >= 0 && J < EngineShape::KERNELS, "slice index out of range");
-    static_assert(HAS_CIN == (J > 0), "only slice 0 has no cascade input");
-    static_assert(LAST == (J == EngineShape::KERNELS - 1), "only the last slice writes the O record");
+// P.V kernel J on one tile (see the file comment). p: the p buffer (PACKET header + P); v: the V slice
+// source; cin (J > 0) / cout (J < KERNELS-1): the cascade; o (J = KERNELS-1): the o buffer (the A record:
+// RESULT header + A int8). hdr (optional, 4 words) receives the P packet header.
+template <int J, class Src>
+Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
+               uint8_t* __restrict o, PvState& st, uint32_t* hdr = nullptr) {
+    static_assert(J >= 0 && J < EngineShape::KERNELS, "kernel index out of range");
     using S = EngineShape;
-    alignas(16) uint32_t w[4];
-    if (ws.tiles_left == 0) {
-        v.read16(w);
-        if (hdr)
-            for (int i = 0; i < 4; ++i) hdr[i] = w[i];
-        if (VCKATTN_GET(w, COMMAND_OP) != OP_LOAD_V) return ENGINE_BAD_OP;
-        const uint32_t d = VCKATTN_GET(w, COMMAND_D), n_kb = VCKATTN_GET(w, COMMAND_N_KB);
-        const Status st = check_geometry(d, n_kb);
-        if (st != ENGINE_OK) return st;
-        const uint32_t tiles = VCKATTN_GET(w, COMMAND_TILES);
-        if (tiles == 0) return ENGINE_BAD_TILES;
-        uint32_t b0, b1;
-        slice_range(n_kb, J, &b0, &b1);
-        const int di = static_cast<int>(d);
+    constexpr bool HAS_CIN = J > 0, HAS_COUT = J < S::KERNELS - 1;
+    uint32_t w[4];
+    read_words(p, w);
+    if (hdr)
+        for (int i = 0; i < 4; ++i) hdr[i] = w[i];
+    if (VCKATTN_GET(w, PACKET_SLICE) != static_cast<uint32_t>(J)) return ENGINE_MISROUTE;
+    if (VCKATTN_GET(w, PACKET_ELEM_BITS) != 8 || VCKATTN_GET(w, PACKET_COUNT) != static_cast<uint32_t>(S::Q_ROWS * S::SK))
+        return ENGINE_BAD_PACKET;
+    const uint32_t tile_id = VCKATTN_GET(w, PACKET_TILE_ID), rows = VCKATTN_GET(w, PACKET_ROWS);
+    if (st.tiles_left == 0) {
+        const uint8_t* vb = v.acquire();
+        if (!vb) return ENGINE_NO_SLICE;
+        const Status ss = take_slice(vb, S::KERNELS + J, OP_LOAD_V, J, &st.first_tile, &st.tiles);
+        if (ss != ENGINE_OK) return ss;
+        uint32_t vh[4];
+        read_words(vb, vh);
+        st.rq_mult = static_cast<int16_t>(static_cast<uint16_t>(VCKATTN_GET(vh, SLICE_RQ_MULT)));  // two's complement
+        st.rq_shift = VCKATTN_GET(vh, SLICE_RQ_SHIFT);
+        if (st.rq_shift > static_cast<uint32_t>(MAX_RQ_SHIFT)) return ENGINE_BAD_RQ_SHIFT;
+        st.tiles_left = st.tiles;
+    }
+    if (tile_id - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
+    // the cascade header word [tile_id, rows]: checked (J > 0), passed on (J < KERNELS-1)
 #if VCKATTN_AIE_VECTOR
-        // block by block through blk, re-tiled into v
-        const int bpb = S::KEY_BLOCK * di / BEAT_BYTES;  // beats of one block
-        for (uint32_t b = 0; b < n_kb; ++b) {
-            if (b >= b0 && b < b1) {
-                ::vckattn_aie::read_beats(v, ws.blk, bpb);
-                vec::pv_prepare_block(ws.blk, ws.v + (b - b0) * S::KEY_BLOCK * di, di);
-            } else {
-                for (int x = 0; x < bpb; ++x) v.read16(ws.drop);
-            }
-        }
+    if (HAS_CIN) aie::store_v(st.casc, readincr_v<8>(cin).template to_vector<int32>(0));
 #else
-        read_keys(v, ws.v, ws.drop, n_kb * S::KEY_BLOCK, b0 * S::KEY_BLOCK, b1 * S::KEY_BLOCK, di);
+    if (HAS_CIN) scalar::casc_read(cin, st.casc);
 #endif
-        ws.n_kb = n_kb;
-        ws.d = d;
-        ws.tiles_left = tiles;
-        return ENGINE_OK;
-    }
-
-    uint32_t b0, b1;
-    slice_range(ws.n_kb, J, &b0, &b1);
-    const int sk = static_cast<int>(b1 - b0) * S::KEY_BLOCK;
-    const int d = static_cast<int>(ws.d);
-    uint32_t tile_id = 0, rows = 0;
-    if (HAS_CIN) {
-        cin.read8(ws.casc);  // cascade header word: [tile_id, rows, 0 ...]
-        tile_id = static_cast<uint32_t>(ws.casc[0]);
-        rows = static_cast<uint32_t>(ws.casc[1]);
-    }
-    if (sk > 0) {
-        p.read16(w);
-        if (hdr)
-            for (int i = 0; i < 4; ++i) hdr[i] = w[i];
-        if (VCKATTN_GET(w, PACKET_PACKET_ID) != static_cast<uint32_t>(J) ||
-            VCKATTN_GET(w, PACKET_SLICE) != static_cast<uint32_t>(J))
-            return ENGINE_MISROUTE;
-        if (HAS_CIN && (VCKATTN_GET(w, PACKET_TILE_ID) != tile_id || VCKATTN_GET(w, PACKET_ROWS) != rows))
-            return ENGINE_MISROUTE;
-        if (VCKATTN_GET(w, PACKET_ELEM_BITS) != 8 ||
-            VCKATTN_GET(w, PACKET_COUNT) != static_cast<uint32_t>(S::Q_ROWS * sk))
-            return ENGINE_BAD_PACKET;
-        tile_id = VCKATTN_GET(w, PACKET_TILE_ID);
-        rows = VCKATTN_GET(w, PACKET_ROWS);
-        ::vckattn_aie::read_beats(p, ws.p, S::Q_ROWS * sk / BEAT_BYTES);
-    }
-    // o = cascade partial (J > 0) or 0, then o += P_J V_J
-    for (int x = 0; x < S::Q_ROWS * d; x += 8) {
-        if (HAS_CIN) {
-            cin.read8(ws.o + x);
-        } else {
-            for (int l = 0; l < 8; ++l) ws.o[x + l] = 0;
-        }
-    }
-    if (sk > 0) {
+    if (HAS_CIN && (static_cast<uint32_t>(st.casc[0]) != tile_id || static_cast<uint32_t>(st.casc[1]) != rows))
+        return ENGINE_MISROUTE;
+    if (HAS_COUT) {
+        for (int l = 0; l < 8; ++l) st.casc[l] = 0;
+        st.casc[0] = static_cast<int32_t>(tile_id);
+        st.casc[1] = static_cast<int32_t>(rows);
 #if VCKATTN_AIE_VECTOR
-        vec::pv_slice(ws.p, ws.v, ws.o, sk, d);
+        aie::accum<acc48, 8> hw;
+        hw.from_vector(aie::load_v<8>(st.casc), 0);
+        writeincr(cout, hw);
 #else
-        for (int i = 0; i < S::Q_ROWS; ++i)
-            for (int e = 0; e < d; ++e) {
-                int32_t acc = ws.o[i * d + e];
-                for (int jj = 0; jj < sk; ++jj) acc += static_cast<int32_t>(ws.p[i * sk + jj]) * ws.v[jj * d + e];
-                ws.o[i * d + e] = acc;
-            }
+        scalar::casc_write(cout, st.casc);
 #endif
     }
-    if (LAST) {
-        alignas(16) uint32_t h[4] = {0, 0, 0, 0};
+    const uint8_t* pp = p + BEAT_BYTES;
+    const int8_t* vp = reinterpret_cast<const int8_t*>(v.current() + BEAT_BYTES);
+    int8_t* ap = HAS_COUT ? nullptr : reinterpret_cast<int8_t*>(o + BEAT_BYTES);
+    const int rq_shift = static_cast<int>(st.rq_shift);
+#if VCKATTN_AIE_VECTOR
+    aie::vector<int16, 32> rq_mult;
+    if (!HAS_COUT) {
+        aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
+        aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
+        rq_mult = aie::broadcast<int16, 32>(static_cast<int16>(st.rq_mult));
+    }
+    vec::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, rq_mult, rq_shift);
+#else
+    scalar::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, st.rq_mult, rq_shift);
+#endif
+    if (!HAS_COUT) {
+        uint32_t h[4] = {0, 0, 0, 0};
         VCKATTN_PUT(h, RESULT_TILE_ID, tile_id);
         VCKATTN_PUT(h, RESULT_ROWS, rows);
-        VCKATTN_PUT(h, RESULT_D, ws.d);
-        o.write4(reinterpret_cast<const int32_t*>(h));
-        ::vckattn_aie::write_beats(o, ws.o, S::Q_ROWS * d / 4);
-    } else {
-        for (int l = 0; l < 8; ++l) ws.casc[l] = 0;
-        ws.casc[0] = static_cast<int32_t>(tile_id);
-        ws.casc[1] = static_cast<int32_t>(rows);
-        cout.write8(ws.casc);
-        for (int x = 0; x < S::Q_ROWS * d; x += 8) cout.write8(ws.o + x);
+        VCKATTN_PUT(h, RESULT_D, static_cast<uint32_t>(S::D));
+        write_words(o, h);
     }
-    --ws.tiles_left;
+    if (--st.tiles_left == 0) v.release();
     return ENGINE_OK;
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stream adapters
+// Buffer adapters
 // ---------------------------------------------------------------------------------------------
 #if VCKATTN_AIE_ADF
-// UNVERIFIED (no aiecompiler on this project's machines): written against the ADF / AIE API of
-// Vitis 2022.2 (AIE1). Packet streams are 32-bit: a beat is 4 words, the header beat's word 0 is the
-// hardware packet header (writeHeader: packet id in bits 0..4, the field streams.PACKET packet_id).
-// The graph must give slice J's packets the packet id J (pktmerge / pktsplit port J).
+// UNVERIFIED (no aiecompiler on this project's machines): written against the ADF window API of Vitis
+// 2022.2 (AIE1). The graph declares the K / V window input async (adf::async), so the kernel acquires and
+// releases it itself; a window's data is reached through its current pointer.
+#define VCKATTN_WINDOW_DATA(w) reinterpret_cast<uint8_t*>((w)->ptr)
 
-// 128-bit reads from an ADF int32 stream (4 words a beat).
-class AdfIn32 {
+class AdfSliceIn {
 public:
-    explicit AdfIn32(input_stream<int32>* s) : s_(s) {}
-    void read16(void* dst) { aie::store_v(static_cast<int32*>(dst), readincr_v<4>(s_)); }
+    explicit AdfSliceIn(input_window<int8>* w) : w_(w) {}
+    const uint8_t* acquire() {
+        window_acquire(w_);
+        return current();
+    }
+    const uint8_t* current() const { return VCKATTN_WINDOW_DATA(w_); }
+    void release() { window_release(w_); }
 
 private:
-    input_stream<int32>* s_;
+    input_window<int8>* w_;
 };
 
-class AdfPktOut {
+#else  // g++
+
+// The async K / V slices one kernel receives, in order: each a 64-byte aligned copy of a k / v buffer.
+class HostSlices {
 public:
-    explicit AdfPktOut(output_pktstream* s) : s_(s), first_(true) {}
-    void write16(const void* src, bool last) {
-        const uint32_t* w = static_cast<const uint32_t*>(src);
-        int k = 0;
-        if (first_) {
-            writeHeader(s_, 0, VCKATTN_GET(w, PACKET_PACKET_ID));
-            k = 1;
-        }
-        for (; k < 4; ++k) writeincr(s_, static_cast<int32>(w[k]), last && k == 3);
-        first_ = last;
+    void push(const uint8_t* bytes, std::size_t n) {
+        void* mem = nullptr;
+        if (posix_memalign(&mem, 64, n) != 0) std::abort();
+        std::memcpy(mem, bytes, n);
+        slices_.emplace_back(static_cast<uint8_t*>(mem));
     }
+    const uint8_t* acquire() {
+        if (next_ >= slices_.size()) return nullptr;
+        held_ = slices_[next_++].get();
+        return held_;
+    }
+    const uint8_t* current() const { return held_; }
+    void release() {
+        held_ = nullptr;
+        ++released_;
+    }
+    std::size_t remaining() const { return slices_.size() - next_; }  // never acquired
+    std::size_t held() const { return next_ - released_; }           // acquired, not released
 
 private:
-    output_pktstream* s_;
-    bool first_;
-};
-
-class AdfPktIn {
-public:
-    explicit AdfPktIn(input_pktstream* s) : s_(s) {}
-    void read16(void* dst) {
-        int32* w = static_cast<int32*>(dst);
-        for (int k = 0; k < 4; ++k) w[k] = readincr(s_);
-    }
-
-private:
-    input_pktstream* s_;
-};
-
-class AdfCascIn {
-public:
-    explicit AdfCascIn(input_cascade<acc48>* c) : c_(c) {}
-    void read8(int32_t* dst) {
-        aie::accum<acc48, 8> a = readincr_v<8>(c_);
-        aie::store_v(dst, a.template to_vector<int32>(0));
-    }
-
-private:
-    input_cascade<acc48>* c_;
-};
-
-class AdfCascOut {
-public:
-    explicit AdfCascOut(output_cascade<acc48>* c) : c_(c) {}
-    void write8(const int32_t* src) {
-        aie::accum<acc48, 8> a;
-        a.from_vector(aie::load_v<8>(src), 0);
-        writeincr(c_, a);
-    }
-
-private:
-    output_cascade<acc48>* c_;
-};
-
-#else  // g++: streams held in memory
-
-// Packet output collecting 16-byte beats and their TLAST flags.
-class HostPktOut {
-public:
-    void write16(const void* src, bool last) {
-        ::vckattn_aie::Beat b;
-        std::memcpy(b.data(), src, BEAT_BYTES);
-        beats_.push_back(b);
-        last_.push_back(last);
-    }
-    const std::vector< ::vckattn_aie::Beat>& beats() const { return beats_; }
-    const std::vector<bool>& last() const { return last_; }
-
-private:
-    std::vector< ::vckattn_aie::Beat> beats_;
-    std::vector<bool> last_;
-};
-
-// A cascade as a FIFO of int32 (8 a word). Reading past the end yields zeros, counted in missing().
-class HostCasc {
-public:
-    void write8(const int32_t* src) { words_.insert(words_.end(), src, src + 8); }
-    void read8(int32_t* dst) {
-        for (int l = 0; l < 8; ++l) {
-            if (pos_ < words_.size()) {
-                dst[l] = words_[pos_++];
-            } else {
-                dst[l] = 0;
-                ++missing_;
-            }
-        }
-    }
-    std::size_t remaining() const { return (words_.size() - pos_) / 8; }  // cascade words
-    std::size_t missing() const { return missing_ / 8; }
-
-private:
-    std::vector<int32_t> words_;
-    std::size_t pos_ = 0;
-    std::size_t missing_ = 0;
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::vector<std::unique_ptr<uint8_t, Free> > slices_;
+    std::size_t next_ = 0;
+    std::size_t released_ = 0;
+    const uint8_t* held_ = nullptr;
 };
 
 #endif  // VCKATTN_AIE_ADF

@@ -1,0 +1,226 @@
+"""The whole-model export check: is the bundle's model still the model?
+
+The per-layer check (:mod:`.fidelity`) asks whether each integer layer follows its float layer of the same
+normalizer; it cannot see that replacing softmax by untuned SwiftMax changes what the model computes. This
+check runs the **whole model** with every exported attention layer replaced by its integer layer (the bit-exact
+golden integer attention, what the ``emu`` backend computes; residuals, norms and MLPs stay float) and scores it
+against the **softmax model** (the source with softmax in every layer, or ``reference``: the original of a
+checkpoint tuned with ``vckattn calibrate swiftmax``) on **held-out inputs**, never the calibration inputs:
+
+* a classifier (``…ForSequenceClassification``, ``ViTForImageClassification``): **agreement**, the share of
+  held-out inputs on which the two models predict the same class;
+* an encoder (BERT, ViT): **embedding cosine**, the mean over held-out inputs of the cosine between the
+  mean-pooled last hidden states (a sentence embedding, as ``vckattn eval`` reports it);
+* a decoder (Llama) or a golden stack: **hidden-state cosine**, the mean over held-out tokens of the per-token
+  cosine of the last hidden states (a mean-pooled vector would be dominated by the first token's large states).
+
+Held-out inputs (:func:`check_data`): text models get 32 sentences of the evaluation set
+(:func:`vckattn.host.textdata.eval_sentences`, a topic range neither the default calibration text nor the
+tuning pool of ``calibrate --data pydoc`` contains; a sentence that is also in the calibration text is dropped),
+``rotten-tomatoes`` test snippets, or the lines of a text file; a ViT gets the test split of ``digits`` /
+``mnist5k`` or seeded uniform[−1, 1] images (another seed than the calibration's); a golden stack the bytes of
+the evaluation sentences or seeded N(0, 1) hidden states. The same score of the float model with the bundle's
+normalizers (``float_swiftmax``) separates the two causes of a low score: the normalizer's constants (tune them)
+and the integer path (calibrate its scales).
+"""
+
+from __future__ import annotations
+
+import copy
+import shlex
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vckattn.golden.quant_attention import QuantAttentionLayer
+
+from .fidelity import P_FORMAT_FLAG
+from .sources import LoadedModel
+
+#: the default threshold of the whole-model score (``vckattn export --min-model-fidelity``; README "Export"). It
+#: separates tuned from untuned SwiftMax on MiniLM (embedding cosine on the 32 held-out sentences): untuned
+#: constants keep 0.467-0.610 (the integer layers follow their float layers; the float SwiftMax model itself is not
+#: the model), tuned per head with the main weights (README "Quick start") 0.9546, the online-softmax baseline
+#: 0.9979
+DEFAULT_MIN_MODEL_FIDELITY = 0.9
+#: held-out inputs of the check
+DEFAULT_CHECK_SAMPLES = 32
+#: the seed of held-out synthetic inputs (the calibration's is 0)
+HELD_OUT_SEED = 1
+#: held-out data sets by kind
+TEXT_CHECK_DATA = ("pydoc", "rotten-tomatoes")
+IMAGE_CHECK_DATA = ("digits", "mnist5k", "synthetic")
+#: short names of the metrics, for one-line messages and tables
+METRIC_NAMES = {"agreement": "prediction agreement", "embedding_cosine": "embedding cosine",
+                "token_cosine": "hidden-state cosine"}
+METRICS = {"agreement": "agreement of the predicted class with the softmax model's",
+           "embedding_cosine": "cosine of the mean-pooled last hidden states to the softmax model's",
+           "token_cosine": "per-token cosine of the last hidden states to the softmax model's"}
+#: the tuning recipe the refusal names (README "Quick start": per head, the paper's mean initialisation, main
+#: weights at a tiny learning rate) and the export that follows it (percentile scales for tuned constants)
+TUNE_FLAGS = "--per-head --init mean --epochs-per-stage 3 --main-lr 2e-5"
+EXPORT_TUNED_FLAGS = "--calib-method percentile --percentile 99.9"
+
+
+@dataclass
+class CheckData:
+    """Held-out inputs: the eval harness's :class:`~vckattn.host.eval.EvalData` and their description."""
+
+    data: Any
+    what: str
+
+
+def metric_of(m: LoadedModel) -> str:
+    """The check's metric for this model (module docstring)."""
+    if m.classifier is not None:
+        return "agreement"
+    if m.family == "llama" or m.golden:
+        return "token_cosine"
+    return "embedding_cosine"
+
+
+def check_data(m: LoadedModel, spec: str | None, calib_sentences: list[str], seq_len: int,
+               n: int = DEFAULT_CHECK_SAMPLES) -> CheckData:
+    """The held-out inputs of the check (module docstring). ``spec``: ``pydoc`` / ``rotten-tomatoes`` / a text file
+    for text models, ``digits`` / ``mnist5k`` / ``synthetic`` for a ViT, None for the default; ``n`` inputs at
+    most, text cut to ``seq_len`` tokens."""
+    from vckattn.golden.errors import InputError, UserError
+    from vckattn.host import eval as ev
+    from vckattn.host.textdata import EVAL_MAX_SENTENCES, eval_sentences
+
+    if m.golden:
+        sentences = eval_sentences(n)
+        data = ev.golden_data(m, sentences, seq_len, HELD_OUT_SEED)
+        what = (f"{len(sentences)} held-out sentences as UTF-8 bytes" if m.model.embed is not None  # type: ignore
+                else f"{len(sentences)} x {seq_len} N(0, 1) hidden states (seed {HELD_OUT_SEED})")
+        return CheckData(data, what)
+    if m.family == "vit":
+        spec = spec or "synthetic"
+        if spec not in IMAGE_CHECK_DATA:
+            raise UserError(f"--check-data {spec}: a ViT is checked on images: {', '.join(IMAGE_CHECK_DATA)}")
+        if spec == "synthetic":
+            return CheckData(ev.synthetic_images(m, n, HELD_OUT_SEED),
+                             f"{n} uniform[-1, 1] images (seed {HELD_OUT_SEED})")
+        data = ev.image_data(m, spec, n, split="test")
+        return CheckData(data, f"{len(data.labels)} {spec} test images")  # type: ignore[arg-type]
+    spec = spec or "pydoc"
+    if spec in IMAGE_CHECK_DATA:
+        raise UserError(f"--check-data {spec}: a text model is checked on text: pydoc, rotten-tomatoes or a file")
+    calib = set(calib_sentences)
+    if spec == "pydoc":
+        pool, source = eval_sentences(EVAL_MAX_SENTENCES), "held-out reference-manual sentences"
+    elif spec == "rotten-tomatoes":
+        from vckattn.host import datasets
+
+        pool, source = list(datasets.rotten_tomatoes(0).test.x), "rotten-tomatoes test snippets"
+    else:
+        from vckattn.host.cli.common import read_sentences
+
+        pool, source = read_sentences(Path(spec), "--check-data"), f"sentences of {spec}"
+    sentences = [s for s in pool if s not in calib][:n]
+    if not sentences:
+        raise InputError(f"--check-data {spec}: every sentence is also a calibration sentence; the check needs "
+                         "held-out text")
+    enc = m.tokenizer(sentences, padding=True, truncation=True, return_tensors="pt",
+                      max_length=min(seq_len, int(m.info["max_seq_len"])))
+    inputs = dict(enc) | ({"use_cache": False} if m.family == "llama" else {})
+    data = ev.EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool))
+    return CheckData(data, f"{len(sentences)} {source}")
+
+
+def _outputs(m: LoadedModel, data: Any, metric: str) -> np.ndarray:
+    from vckattn.host import eval as ev
+
+    if metric == "agreement":
+        return ev.embeddings(m, data, logits=True)
+    if metric == "token_cosine":
+        return ev.token_states(m, data)
+    return ev.embeddings(m, data, logits=False)
+
+
+def _score(out: np.ndarray, ref: np.ndarray, keep: np.ndarray, metric: str) -> tuple[float, float | None]:
+    """(score, worst input's score or None) of ``out`` against the softmax model's ``ref``."""
+    from vckattn.host import eval as ev
+
+    if metric == "agreement":
+        return float((out.argmax(-1) == ref.argmax(-1)).mean()), None
+    if metric == "token_cosine":
+        c = ev.token_cosine(out, ref, keep)
+    else:
+        c = ev.cosine_to(out, ref)
+    return c["mean_cosine"], c["min_cosine"]
+
+
+def model_fidelity(m: LoadedModel, layers: dict[int, QuantAttentionLayer],
+                   swiftmax: dict[int, tuple[Any, Any]], check: CheckData, threshold: float,
+                   reference: LoadedModel | None = None, reference_name: str | None = None,
+                   p_max: dict[int, float] | None = None) -> dict:
+    """The manifest's ``model_fidelity`` record: the whole model with ``layers`` integer (the golden integer
+    attention) against the softmax model (``reference``, default a copy of ``m`` with softmax everywhere) on
+    ``check``'s held-out inputs; ``swiftmax`` (layer -> β, γ) gives the float SwiftMax model's score too, saturating
+    at ``p_max`` (layer -> the top of its P format) in the layers tuned for their P format. ``m`` is left with those
+    SwiftMax constants in its float layers."""
+    from vckattn.host import eval as ev
+
+    metric = metric_of(m)
+    ref_m = reference if reference is not None else ev.softmax_everywhere(copy.deepcopy(m))
+    data = check.data
+    ref = _outputs(ref_m, data, metric)
+    with ev.attention_on(m, layers, data.keep, ev.golden_runner(), {}):
+        out = _outputs(m, data, metric)
+    score, worst = _score(out, ref, data.keep, metric)
+    float_sm = None
+    if swiftmax:
+        ev.set_swiftmax(m, swiftmax, p_max)
+        float_sm = _score(_outputs(m, data, metric), ref, data.keep, metric)[0]
+    return {"metric": metric, "score": score, "min": worst, "float_swiftmax": float_sm, "threshold": float(threshold),
+            "samples": int(data.keep.shape[0]), "data": check.what, "layers": sorted(int(i) for i in layers),
+            "reference": reference_name or "the source checkpoint with softmax in every layer"}
+
+
+def _cmd(*parts: str) -> str:
+    return " ".join(shlex.quote(str(p)) if not str(p).startswith("--") else str(p) for p in parts)
+
+
+def fix_command(checkpoint: str, out: str, data: str, tuned: bool, float_low: bool, has_swiftmax: bool,
+                percentile_used: bool, base: str | None = None, unsaturated: bool = False) -> str:
+    """The exact command(s) that fix a low whole-model score: tune β/γ (the float SwiftMax model is not the model;
+    or ``unsaturated``: tuned β/γ not tuned for the kernel's P format, whose float model the integer path cannot
+    follow), or percentile activation scales (the integer path loses it). ``checkpoint``, ``out``, ``data``: the
+    user's checkpoint, --out and calibration data (for `calibrate --data`); ``base``: the original of a tuned
+    checkpoint; ``unsaturated`` adds the P format to the tuning (:data:`~.fidelity.P_FORMAT_FLAG`)."""
+    export_tuned = "{tune}/model"
+    if has_swiftmax and (float_low or (tuned and unsaturated)):
+        src = base if (tuned and base) else checkpoint
+        tune = f"{out}.tune"
+        flags = f"{TUNE_FLAGS} {P_FORMAT_FLAG}" if unsaturated else TUNE_FLAGS
+        first = _cmd("vckattn", "calibrate", "swiftmax", src, "--data", data, "--out", tune) + f" {flags}"
+        then = _cmd("vckattn", "export", export_tuned.format(tune=tune), "--out", out, "--overwrite") + \
+            f" {EXPORT_TUNED_FLAGS}"
+        why = ("the float SwiftMax model already loses it: tune β/γ" if not tuned else
+               "the tuned float SwiftMax model still loses it: tune again with the main weights" if float_low else
+               "the integer path loses it: the tuned β/γ were not tuned for the kernel's 8-bit P format (rows' P "
+               "outgrow it): tune again for that format")
+        return f"{why}: `{first}` then `{then}`"
+    if not percentile_used:
+        return ("the integer path loses it: export with percentile activation scales: `"
+                + _cmd("vckattn", "export", checkpoint, "--out", out, "--overwrite") + f" {EXPORT_TUNED_FLAGS}`")
+    return ("the integer path loses it even with percentile scales: calibrate on more text like the model's inputs "
+            "(--calib FILE)")
+
+
+def model_problem(fid: dict, fix: str) -> str | None:
+    """One line saying the whole-model score is below its threshold, with ``fix``; None when it passes."""
+    if fid["score"] >= fid["threshold"]:
+        return None
+    sm = "" if fid["float_swiftmax"] is None else f"; the float SwiftMax model scores {fid['float_swiftmax']:.3f}"
+    n = len(fid["layers"])
+    return (f"the whole model with its {n} integer attention layer{'s' if n != 1 else ''} scores {fid['score']:.3f} "
+            f"against the softmax model ({METRIC_NAMES[fid['metric']]}) on {fid['data']}{sm}; below "
+            f"{fid['threshold']:g}: {fix}")
+
+
+__all__ = ["DEFAULT_CHECK_SAMPLES", "DEFAULT_MIN_MODEL_FIDELITY", "IMAGE_CHECK_DATA", "METRICS", "METRIC_NAMES",
+           "TEXT_CHECK_DATA", "CheckData", "check_data", "fix_command", "metric_of", "model_fidelity", "model_problem"]

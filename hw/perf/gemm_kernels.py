@@ -1,0 +1,213 @@
+"""Published AIE1 GEMM kernels costed from their own code: the kernel level of the validation against
+published designs (:mod:`.published`). MODELED figures, from the kernels' operation counts and the
+attention model's own cost table (:data:`vckattn.hw.perf.aie.COST_TABLE`) and slot model.
+
+The kernels (rendered for g++ in ``hw/aie/published/gemm_kernels.h``, each call of the published code
+kept; sources there):
+
+``maxeva_int8`` (M, K, N)
+    MaxEVA's int8 MatMul kernel: ``aie::mmul<4,8,4,int8,int8>``, 2 x 2 register blocking (four
+    accumulators, all four 768-bit accumulator registers of AIE1), every loop ``chess_flatten_loop``
+    (fully unrolled: one straight-line schedule per call, no loop of its own).
+``maxeva_add_int32`` / ``maxeva_add_float`` (elements)
+    MaxEVA's adder-tree kernel: ``elements / 8`` steps of two 256-bit window reads, one 8-lane add and
+    one window write, ``chess_flatten_loop``.
+``charm_fp32`` / ``charm_fp32_acc`` (H1, W1, W2)
+    CHARM's fp32 kernel ``mm_kernel0`` (``mm_kernel1``: accumulators read from a partial-sum window),
+    which MaxEVA's fp32 designs also use: ``fpmac`` intrinsics on 8 x 2 output blocks, a reduction loop
+    of W1 / 8 - 1 iterations (``chess_prepare_for_pipelining``, 16 fpmac unrolled by hand) and the last
+    group of 8 written out after it.
+
+Counts: :func:`op_counts` is the closed form of each kernel's calls (from the loop trip counts of the
+rendering); ``tests/test_perf_published.py`` checks it EQUALS the counts of the instrumented
+rendering (``sim/cpp/published_gemm_tb.cpp``, :mod:`vckattn.sim.published_gemm`) over many shapes,
+and the rendering's results against a reference.
+
+Cycles of one call (:func:`kernel_breakdown`), each term with its source:
+
+* ``issue``: the bottleneck VLIW slot of the counts (:func:`vckattn.hw.perf.aie.phase_cycles`, the
+  attention model's method: perfect packing of every slot up to the busiest);
+* ``fp32 accumulation``: a dependence bound for the fp32 kernels -- AM009's floating-point
+  accumulator is two pipeline stages, so one accumulator takes an fpmac every
+  :data:`FP32_ACC_CYCLES` cycles (the Vitis tutorial's NOP between dependent VFPMACs); CHARM's two
+  interleaved accumulators (acc0, acc1) hide it: the bound equals the fpmac count, it never binds;
+  the model takes ``max(issue, fp32 accumulation)``;
+* ``loop fill``: :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES` (an assumption, UG1079's
+  software-pipelining example) per invocation of a software-pipelined loop -- CHARM's reduction loop,
+  once per 8 x 2 block -- and once per call for a flattened kernel (the prologue/epilogue of its one
+  straight-line schedule; MaxEVA's kernels have no loop left, so no per-block fill);
+* ``buffer sync``: :data:`SYNC_CYCLES_PER_PORT` per buffer (window) port and call (an assumption:
+  UG1079 gives "tens of cycles, depending on the interface numbers" for synchronizing a kernel's
+  buffers and initializing the function).
+
+Not in the model: memory-bank conflicts (MaxEVA and CHARM place their two input windows in different
+banks), the DMA and lock hand-offs of the windows outside the core, the program-memory limit of a
+fully unrolled kernel (MaxEVA's int8 kernel as flattened is about 1,024 VLIW bundles).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from . import aie
+
+__all__ = [
+    "FP32_ACC_CYCLES",
+    "KERNELS",
+    "PEAK_MACS",
+    "PUBLISHED_EFFICIENCY",
+    "SYNC_CYCLES_PER_PORT",
+    "buffer_ports",
+    "check_dims",
+    "kernel_breakdown",
+    "kernel_cycles",
+    "kernel_efficiency",
+    "kernel_macs",
+    "loop_fills",
+    "op_counts",
+]
+
+#: kernel -> (dimension names, data type of its MACs or adds)
+KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
+    "maxeva_int8": (("m", "k", "n"), "int8"),
+    "maxeva_add_int32": (("elements",), "int32"),
+    "maxeva_add_float": (("elements",), "fp32"),
+    "charm_fp32": (("h1", "w1", "w2"), "fp32"),
+    "charm_fp32_acc": (("h1", "w1", "w2"), "fp32"),
+}
+
+#: MACs per cycle of one AIE1 core (UG1079 'Vector Processing Unit': 8b x 8b -> 128; AM009
+#: 'Floating-Point Vector Unit': eight fp32 lanes)
+PEAK_MACS: dict[str, int] = {"int8": aie.PEAK_MACS_PER_CYCLE, "fp32": 8}
+
+#: cycles between two fpmac on the same accumulator: AM009 'Floating-Point Vector Unit' (FPACC, a
+#: two-stage accumulator); Vitis Tutorials (XD100) IIR part 2b: "a floating-point accumulation requires
+#: two cycles" (a NOP between dependent VFPMACs)
+FP32_ACC_CYCLES = 2
+
+#: cycles per buffer port and kernel call for the buffers' lock synchronization and the function's
+#: initialization. ASSUMPTION: UG1079 'Run-Time Ratio' says only "synchronization of synchronous buffers +
+#: function initialization takes tens of cycles, depending on the interface numbers"; 10 a port puts a
+#: 3-port GEMM kernel at 30 cycles. Changing it by +-10 moves the 32x128x32 int8 kernel by about +-3%.
+SYNC_CYCLES_PER_PORT = 10
+
+#: single-kernel efficiencies published for these kernels (MACs / (cycles x peak)), for comparison only:
+#: kernel -> (dims, efficiency, source)
+PUBLISHED_EFFICIENCY: dict[str, tuple[tuple[int, ...], float, str]] = {
+    "charm_fp32": ((32, 32, 32), 0.95, "CHARM README (github.com/arc-research-lab/CHARM): mm_kernel0 'achieves 95% "
+                                       "efficiency when calculating 32*32*32 MM' (AMD's cycle-accurate simulator)"),
+}
+
+
+def check_dims(kernel: str, dims: tuple[int, ...]) -> tuple[int, ...]:
+    """Validate ``dims`` for ``kernel`` (ValueError with the rule otherwise); returns them as ints."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
+    names = KERNELS[kernel][0]
+    if len(dims) != len(names) or any(int(x) != x or x <= 0 for x in dims):
+        raise ValueError(f"{kernel} needs positive integer dimensions {names}, got {dims}")
+    d = tuple(int(x) for x in dims)
+    if kernel == "maxeva_int8" and (d[0] % 8 or d[1] % 8 or d[2] % 8):
+        raise ValueError(f"maxeva_int8 {d}: M and N must be multiples of 8 (2 x 2 blocks of 4), K of 8")
+    if kernel.startswith("maxeva_add") and d[0] % 8:
+        raise ValueError(f"{kernel} {d}: the element count must be a multiple of 8")
+    if kernel.startswith("charm_fp32") and (d[0] % 8 or d[1] % 8 or d[2] % 2):
+        raise ValueError(f"{kernel} {d}: H1 and W1 must be multiples of 8, W2 of 2")
+    return d
+
+
+def op_counts(kernel: str, dims: tuple[int, ...]) -> dict[str, int]:
+    """Closed-form operation counts of one call (keys: the emulations' counter names, as
+    :data:`vckattn.hw.perf.aie.COST_TABLE`); only non-zero counts."""
+    d = check_dims(kernel, dims)
+    if kernel == "maxeva_int8":
+        m, k, n = d
+        groups = (m // 8) * (n // 8)  # 2 x 2 register blocks of 4 x 4
+        steps = k // 8
+        c = {"mmul<4,8,4,int8,int8>.mul": 4 * groups,
+             "mmul<4,8,4,int8,int8>.mac": 4 * groups * (steps - 1),
+             "mmul<4,8,4,int8,int8>.to_vector<int32>": 4 * groups,
+             "load_v<32,int8>": 4 * groups * steps,
+             "store_v<16,int32>": 4 * groups}
+    elif kernel.startswith("maxeva_add"):
+        t = "int32" if kernel.endswith("int32") else "float"
+        s = d[0] // 8
+        c = {f"window_readincr_v<8,{t}>": 2 * s, f"add<8,{t}>": s, f"window_writeincr<8,{t}>": s}
+    else:
+        h1, w1, w2 = d
+        acc_in = kernel == "charm_fp32_acc"
+        blocks = (h1 // 8) * (w2 // 2)
+        groups = w1 // 8  # reduction groups of 8 per block: w1/8 - 1 in the loop, the last after it
+        c = {"fpmac(v8float,v16float,v8float)": 16 * groups * blocks,
+             "ext_w(v16float)": 16 * groups * blocks,
+             "window_read_v8(float)": 1 + 8 * groups * blocks + (2 * blocks if acc_in else 0),
+             "upd_w(v16float,v8float)": 1 + 8 * groups * blocks,
+             "window_read_v4(float)": 2 + 4 * groups * blocks,
+             "upd_v(v16float,v4float)": 2 + 4 * groups * blocks,
+             "null_v8float": 0 if acc_in else 2 * blocks,
+             "undef_v16float": 2,
+             "window_write(v8float)": 2 * blocks,
+             # set-up: B and A; per block: A every column, B 2 per looped group and 3 in the last,
+             # C 2, acc_in 2
+             "window_incr(float)": 2 + blocks * (8 * groups + 2 * (groups - 1) + 3 + 2 + (2 if acc_in else 0)),
+             "window_decr(float)": 1 + blocks * (2 * (groups - 1) + 1)}
+    return {op: v for op, v in sorted(c.items()) if v}
+
+
+def kernel_macs(kernel: str, dims: tuple[int, ...]) -> int:
+    """Multiply-accumulates of one call (adds for the adder kernels)."""
+    d = check_dims(kernel, dims)
+    if kernel.startswith("maxeva_add"):
+        return d[0]
+    return d[0] * d[1] * d[2]
+
+
+def buffer_ports(kernel: str) -> int:
+    """Buffer (window) ports of the kernel: A, B, C (+ acc_in); in_1, in_2, out."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
+    return 4 if kernel == "charm_fp32_acc" else 3
+
+
+def loop_fills(kernel: str, dims: tuple[int, ...]) -> int:
+    """Pipeline fills of one call: MaxEVA's kernels are fully flattened (``chess_flatten_loop`` on every
+    loop), one straight-line schedule: 1. CHARM's reduction loop (``chess_prepare_for_pipelining``) is
+    entered once per 8 x 2 block when it iterates at all (W1 >= 16); its i and j loops hold a loop, so
+    they are not software-pipelined and add no fill of their own."""
+    d = check_dims(kernel, dims)
+    if kernel.startswith("charm_fp32"):
+        h1, w1, w2 = d
+        return (h1 // 8) * (w2 // 2) if w1 // 8 - 1 >= 1 else 0
+    return 1
+
+
+def kernel_breakdown(kernel: str, dims: tuple[int, ...]) -> dict[str, Any]:
+    """Modeled cycles of one call, by term (AIE clock cycles): ``slots`` (cycles each VLIW slot needs),
+    ``issue`` (the busiest slot), ``bottleneck_slot``, ``fp32_accumulation`` (dependence bound, 0 for
+    integer kernels), ``compute`` (the larger of the two), ``loop_fill``, ``buffer_sync``, ``total``."""
+    counts = op_counts(kernel, dims)
+    slots = aie.phase_cycles(counts)
+    slot = max(slots, key=lambda s: slots[s])
+    chain = 0.0
+    if kernel.startswith("charm_fp32"):
+        accumulators = 2  # acc0, acc1: one fpmac each in turn
+        chain = FP32_ACC_CYCLES * counts["fpmac(v8float,v16float,v8float)"] / accumulators
+    compute = max(slots[slot], chain)
+    fill = float(aie.LOOP_FILL_CYCLES * loop_fills(kernel, dims))
+    sync = float(SYNC_CYCLES_PER_PORT * buffer_ports(kernel))
+    return {"kernel": kernel, "dims": list(check_dims(kernel, dims)), "slots": slots, "issue": slots[slot],
+            "bottleneck_slot": slot, "fp32_accumulation": chain, "compute": compute, "loop_fill": fill,
+            "buffer_sync": sync, "total": compute + fill + sync}
+
+
+def kernel_cycles(kernel: str, dims: tuple[int, ...]) -> float:
+    """Modeled AIE cycles of one call of ``kernel`` on ``dims`` (:func:`kernel_breakdown` ``total``)."""
+    return float(kernel_breakdown(kernel, dims)["total"])
+
+
+def kernel_efficiency(kernel: str, dims: tuple[int, ...]) -> float:
+    """MACs / (cycles x the core's peak MACs per cycle for the kernel's type), 0..1. Modeled."""
+    dtype = KERNELS[kernel][1]
+    if dtype not in PEAK_MACS:
+        raise ValueError(f"{kernel}: no MAC peak for {dtype} (an adder kernel)")
+    return kernel_macs(kernel, dims) / (kernel_cycles(kernel, dims) * PEAK_MACS[dtype])

@@ -1,0 +1,131 @@
+"""The engine kernels' AIE cost model (hw/perf/engine_aie.py): its closed-form operation counts EQUAL the counts the
+kernels' vector path makes over the counting AIE API emulation, for every kernel invocation of whole launches
+(sim/engine_aie_perf.py, through the engine C-simulation), over many shapes (Q_ROWS 4..32 with one or two row blocks
+a register block, SK 16..128, D 16..64, int8 and int16 scores, masked and unmasked tiles, k = 1..4 with every P.V
+variant); every counted operation has a sourced cost; the committed data file is what the model computes now; the
+cycles respect the slots' physical bounds."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from vckattn.hw.perf import aie, engine_aie
+
+needs_csim = pytest.mark.tool("g++", "hls4ml")
+
+#: builds whose launches are counted here (one g++ vector-path build each; the first three are shared with
+#: tests/test_engine_csim.py and the data file): every variant qk / qk_masked / pv_first / pv_mid / pv_last / pv_only
+BUILDS = [
+    dict(kernels=2, score_plios=1, q_rows=16, d=64, max_keys=128, score_bits=8),
+    dict(kernels=4, score_plios=2, q_rows=12, d=32, max_keys=128, score_bits=16),
+    dict(kernels=3, score_plios=3, q_rows=16, d=16, max_keys=96, score_bits=8),
+    dict(kernels=1, score_plios=1, q_rows=4, d=16, max_keys=16, score_bits=8),
+    dict(kernels=2, score_plios=1, q_rows=8, d=48, max_keys=64, score_bits=16),
+]
+
+
+@needs_csim
+@pytest.mark.parametrize("build", BUILDS,
+                         ids=lambda b: "k{kernels}_q{q_rows}_d{d}_keys{max_keys}_s{score_bits}".format(**b))
+def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
+    from vckattn.sim.engine_aie_perf import invocations
+
+    p, inv = invocations(build)
+    seen = set()
+    for x in inv:
+        masked = bool(x["masked"])
+        closed = engine_aie.op_counts(x["kernel"], p.q_rows, p.slice_keys, p.d, p.score_bits, masked)
+        assert closed == x["counts"], (x["kernel"], x["j"], x["tile"], masked)
+        seen.add((x["kernel"], masked))
+        for op in x["counts"]:
+            assert aie.cost_of(op) is not None  # KeyError for an operation without a cost
+    want = {("qk", False), ("qk", True)} | ({("pv_only", False)} if p.kernels == 1 else
+                                            {("pv_first", False), ("pv_last", False)})
+    if p.kernels > 2:
+        want.add(("pv_mid", False))
+    assert seen == want
+    assert len(inv) == 2 * p.kernels * 5  # 5 tiles, one invocation of each kernel each
+
+
+def test_every_engine_operation_has_a_sourced_cost():
+    ops = set()
+    for kernel in engine_aie.KERNELS:
+        for bits in (8, 16):
+            for masked in ((False, True) if kernel == "qk" else (False,)):
+                for q_rows in (4, 8, 12, 32):
+                    ops |= set(engine_aie.op_counts(kernel, q_rows, 32, 32, bits, masked))
+    for op in sorted(ops):
+        entry = aie.COST_TABLE[op]
+        assert entry["source"].strip(), op
+        assert set(entry["issues"]) <= set(aie.SLOTS), op
+    for slot in ("cascade_in", "cascade_out", "scalar"):
+        assert aie.SLOTS[slot]["per_cycle"] > 0 and aie.SLOTS[slot]["source"]
+
+
+def test_data_file_matches_the_model():
+    """The committed JSON (python -m vckattn.sim.engine_aie_perf) holds instrumented counts the closed form equals, and
+    modeled figures the model computes now."""
+    from vckattn.golden.engine import slice_keys
+    from vckattn.sim.engine_aie_perf import BERT_SHAPES, COMMAND, MEASURED
+
+    data = engine_aie.load_data()
+    assert data["generated_by"] == COMMAND
+    assert data["slots"] == json.loads(json.dumps(aie.SLOTS))
+    assert data["overhead_cycles"] == {"kernel_call": engine_aie.KERNEL_CALL_CYCLES, "header": engine_aie.HEADER_CYCLES}
+    assert [b["build"] for b in data["builds"]] == [dict(m) for m in MEASURED]
+    for b in data["builds"]:
+        p = b["build"]
+        sk = slice_keys(p["max_keys"], p["kernels"])
+        assert b["slice_keys"] == sk and b["invocations"]
+        for row in b["invocations"]:
+            kernel, masked = row["variant"].removesuffix("_masked"), row["variant"].endswith("_masked")
+            args = (kernel, p["q_rows"], sk, p["d"], p["score_bits"], masked)
+            assert row["closed_form_equal"] is True
+            assert engine_aie.op_counts(*args) == row["counts"], args
+            assert row["cycles"] == json.loads(json.dumps(engine_aie.invocation_cycles(*args)))
+            for op in row["counts"]:
+                assert data["cost_table"][op] == json.loads(json.dumps(aie.COST_TABLE[op]))
+    assert {(r["q_rows"], r["sk"]) for r in data["bert_base"]} == set(BERT_SHAPES)
+
+
+@pytest.mark.parametrize("kernel", engine_aie.KERNELS)
+@pytest.mark.parametrize("q_rows, sk, d, bits", [(32, 128, 64, 8), (16, 64, 64, 16), (4, 16, 16, 8), (12, 48, 32, 8)])
+def test_cycles_respect_physical_bounds(kernel, q_rows, sk, d, bits):
+    """At least the MACs at the core's peak (128 int8 MACs a cycle) and every slot's own bound; masking only adds."""
+    for masked in ((False, True) if kernel == "qk" else (False,)):
+        cyc = engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, masked)
+        macs = engine_aie.invocation_macs(kernel, q_rows, sk, d, bits, masked)
+        assert cyc["total"] >= macs / aie.PEAK_MACS_PER_CYCLE + engine_aie.OVERHEAD_CYCLES
+        assert cyc["total"] == pytest.approx(sum(v for k, v in cyc.items() if k != "total"))
+        assert 0 < engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) < 1
+    if kernel == "qk":
+        assert engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, True)["total"] > \
+            engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, False)["total"]
+
+
+def test_hand_count_of_the_bert_qk_tile():
+    """QK^T of a 32-row tile against a 128-key slice, D 64: 32 x 128 x 64 MACs in 4 x 16 x 8 mmuls of 4 vector issues
+    (mmul_8_8.hpp), 2x2 register blocks of 4 x (D/16) mmuls: the vector slot binds the loop; no stream ports."""
+    phases = engine_aie.phase_counts("qk", 32, 128, 64, 8)
+    mmuls = 32 // 4 * 128 // 8 * 64 // 16
+    assert phases["mmul"]["mmul<4,16,8,int8,int8>.mul"] + phases["mmul"]["mmul<4,16,8,int8,int8>.mac"] == mmuls
+    slots = aie.phase_cycles(phases["mmul"])
+    assert slots["vector"] == 4 * mmuls == 32 * 128 * 64 / 128
+    assert max(slots, key=slots.get) == "vector" and slots["stream_in"] == slots["stream_out"] == 0
+    cyc = engine_aie.invocation_cycles("qk", 32, 128, 64, 8)
+    assert cyc["total"] == 2048 + aie.LOOP_FILL_CYCLES + 2 + engine_aie.OVERHEAD_CYCLES
+    # P.V of the middle kernel: 32 x 128 x 64 MACs in mmul<4,8,8> of 2 issues; 64 O blocks of 4 cascade words in and out
+    pv = engine_aie.phase_counts("pv_mid", 32, 128, 64)["mmul"]
+    assert pv["readincr_v<8>(input_cascade<acc48>)"] == pv["writeincr(output_cascade<acc48>)"] == 32 // 4 * 64 // 8 * 4
+    assert aie.phase_cycles(pv)["vector"] == 2 * (32 // 4) * (128 // 8) * (64 // 8)
+
+
+@pytest.mark.parametrize("args, match", [(("qx", 32, 128, 64), "kernel must be"), (("qk", 30, 128, 64), "q_rows"),
+                                         (("qk", 32, 120, 64), "slice keys"), (("qk", 32, 128, 40), "d=40"),
+                                         (("qk", 32, 128, 64, 32), "score_bits"),
+                                         (("pv_mid", 32, 128, 64, 8, True), "masked")])
+def test_bad_shapes(args, match):
+    with pytest.raises(ValueError, match=match):
+        engine_aie.invocation_cycles(*args)
