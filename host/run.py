@@ -350,6 +350,9 @@ def model_fidelity_line(fid: dict | None) -> str:
         return "whole model: not recorded (a bundle exported before the whole-model check; re-export to measure it)"
     ok = fid["score"] >= fid["threshold"]
     sm = "" if fid["float_swiftmax"] is None else f"; float SwiftMax {fid['float_swiftmax']:.4f}"
+    a = fid.get("accuracy")
+    if a is not None:  # a classifier checked on labeled inputs: the accuracies behind the score
+        sm += f" (accuracy {a['bundle']:.4f}, softmax model {a['softmax']:.4f})"
     verdict = "passes" if ok else "[red]BELOW[/] (written with --allow-low-fidelity)"
     return (f"whole model (export check): {METRIC_NAMES[fid['metric']]} {fid['score']:.4f} to the softmax model "
             f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")

@@ -155,7 +155,9 @@ class ModelCheck:
     @property
     def tune_command(self) -> str:
         """The tuning fix, for the per-layer check's advice to calibration-initialised SwiftMax layers."""
-        return fix_command(self.checkpoint, self.out, self.calib_data, False, True, True, False, self.base)
+        task = self.data.task if getattr(self.data.data, "labels", None) is not None else None
+        return fix_command(self.checkpoint, self.out, self.calib_data, False, True, True, False, self.base,
+                           task=task)
 
     def run(self, m: LoadedModel, layers: dict[int, ExportedLayer], percentile_used: bool) -> tuple[dict,
                                                                                                      str | None]:
@@ -169,7 +171,7 @@ class ModelCheck:
         unsaturated = any(ex.beta_source == "checkpoint" and ex.p_max is None for ex in layers.values())
         low = fid["float_swiftmax"] is not None and fid["float_swiftmax"] < self.threshold
         fix = fix_command(self.checkpoint, self.out, self.calib_data, tuned, low, bool(swiftmax), percentile_used,
-                          self.base, unsaturated)
+                          self.base, unsaturated, self.data.task if fid["metric"] == "accuracy" else None)
         return fid, model_problem(fid, fix)
 
 
