@@ -58,8 +58,8 @@ HELD_OUT_SEED = 1
 TEXT_CHECK_DATA = ("pydoc", "rotten-tomatoes")
 IMAGE_CHECK_DATA = ("digits", "mnist5k", "synthetic")
 #: short names of the metrics, for one-line messages and tables
-METRIC_NAMES = {"accuracy": "accuracy kept", "agreement": "prediction agreement", "embedding_cosine": "embedding cosine",
-                "token_cosine": "hidden-state cosine"}
+METRIC_NAMES = {"accuracy": "accuracy kept", "agreement": "prediction agreement",
+                "embedding_cosine": "embedding cosine", "token_cosine": "hidden-state cosine"}
 METRICS = {"accuracy": "1 - the accuracy points lost against the softmax model on labeled inputs (1: as accurate)",
            "agreement": "agreement of the predicted class with the softmax model's",
            "embedding_cosine": "cosine of the mean-pooled last hidden states to the softmax model's",
@@ -261,4 +261,5 @@ def model_problem(fid: dict, fix: str) -> str | None:
 
 
 __all__ = ["DEFAULT_CHECK_SAMPLES", "DEFAULT_MIN_MODEL_FIDELITY", "IMAGE_CHECK_DATA", "METRICS", "METRIC_NAMES",
-           "TASK_TUNE_FLAGS", "TEXT_CHECK_DATA", "CheckData", "check_data", "fix_command", "metric_of", "model_fidelity", "model_problem"]
+           "TASK_TUNE_FLAGS", "TEXT_CHECK_DATA", "CheckData", "check_data", "fix_command", "metric_of",
+           "model_fidelity", "model_problem"]
