@@ -179,6 +179,9 @@ def test_a_classifier_is_checked_by_agreement(tmp_path, capsys):
     assert fid["metric"] == "agreement" and fid["min"] is None and fid["samples"] == N
     assert fid["score"] in {k / N for k in range(N + 1)}
     assert np.isfinite(fid["score"]) and "held-out reference-manual sentences" in fid["data"]
+    rc, err = _export(capsys, str(tmp_path / "clf"), "--out", str(tmp_path / "r"), "--normalizer", "softmax",
+                      "--check-samples", str(N), "--min-model-fidelity", "1.01", "--quiet")
+    assert rc == EXIT_FIDELITY and "--check-data rotten-tomatoes" in err, err  # the labeled check named
 
 
 def test_refusal_tunes_for_the_p_format_when_tuned_constants_were_not():
