@@ -220,9 +220,10 @@ def load_checkpoints(ckpt_dir: Path, config: dict) -> list[StageLog]:
 
 
 def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gammas: dict[int, float | list[float]],
-                   base: str = "e") -> dict[int, SwiftMax]:
+                   base: str = "e", p_max: float | dict[int, float | None] | None = None) -> dict[int, SwiftMax]:
     """Replace the softmax of the layers in ``betas`` by SwiftMax with these β/γ (floats per layer, or lists
-    per head), e.g. from a checkpoint. Returns the new normalizers."""
+    per head), e.g. from a checkpoint; ``p_max``: the saturation of every layer (a float), or per layer (a dict;
+    missing layers: none), or none. Returns the new normalizers."""
     layers = sorted(betas)
     per_head = any(isinstance(betas[i], list) for i in layers)
     out = swap_attention_normalizer(model, "swiftmax", layers, [1.0] * len(layers), [1.0] * len(layers),
@@ -233,6 +234,7 @@ def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gamm
             n.beta.copy_(torch.as_tensor(betas[i], dtype=n.beta.dtype).expand_as(n.beta))
             n.gamma.copy_(torch.as_tensor(gammas[i], dtype=n.gamma.dtype).expand_as(n.gamma))
             n.check()
+            n.set_p_max(p_max.get(i) if isinstance(p_max, dict) else p_max)  # type: ignore[union-attr]
     return out  # type: ignore[return-value]
 
 
@@ -279,6 +281,7 @@ def replace_and_tune(
     on_epoch: Callable[[int, int, float, float], None] | None = None,
     on_step: Callable[[], None] | None = None,
     hooks: TrainHooks | None = None,
+    p_max: float | None = None,
 ) -> list[StageLog]:
     """Algorithm 1 (layer-wise replace-and-tune), in place on ``model``.
 
@@ -302,6 +305,9 @@ def replace_and_tune(
             run computes exactly what an uninterrupted one does.
         hooks: mixed precision and data parallelism (:class:`TrainHooks`); default one process, float32.
             Every process reads the checkpoints (resume); only ``hooks.is_main`` writes them.
+        p_max: the replaced layers' SwiftMax saturates there (``min(p, p_max)``, the top of the kernel's P format,
+            :func:`~vckattn.golden.swiftmax_int.saturation`): the layers are tuned as the hardware computes them
+            (None: no saturation, the paper's operator).
 
     Returns the stage logs, including those loaded from checkpoints.
     """
@@ -313,9 +319,11 @@ def replace_and_tune(
         raise ValueError(f"init needs one beta and gamma per layer ({len(attns)})")
     config = dict(config or {}) | {"layers_per_stage": layers_per_stage, "epochs_per_stage": epochs_per_stage,
                                    "lr": lr, "main_lr": main_lr, "stages": stages, "base": base, "seed": seed}
+    if p_max is not None:  # (absent otherwise: checkpoints of runs without saturation stay resumable)
+        config["p_max"] = p_max
     done: list[StageLog] = load_checkpoints(ckpt_dir, config) if ckpt_dir is not None else []
     if done:  # resume: the model as it was after the last completed stage
-        apply_swiftmax(model, done[-1].betas, done[-1].gammas, base)
+        apply_swiftmax(model, done[-1].betas, done[-1].gammas, base, p_max)
         if main_lr > 0 and ckpt_dir is not None:
             state = ckpt_dir / f"main_stage{done[-1].stage:02d}.pt"
             model.load_state_dict(torch.load(state, weights_only=True, map_location="cpu"))
@@ -324,7 +332,7 @@ def replace_and_tune(
         t0 = time.perf_counter()
         stage = stages[si]
         torch.manual_seed(seed + si)
-        apply_swiftmax(model, {i: betas0[i] for i in stage}, {i: gammas0[i] for i in stage}, base)
+        apply_swiftmax(model, {i: betas0[i] for i in stage}, {i: gammas0[i] for i in stage}, base, p_max)
         sm = swiftmax_layers(model)
         log_gamma = {i: nn.Parameter(torch.log(n.gamma.detach().clone().double()).float()) for i, n in sm.items()}
         for p in model.parameters():

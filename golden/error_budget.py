@@ -159,7 +159,11 @@ def online_softmax_budget(acc: np.ndarray, keep: np.ndarray, s_q: float, s_k: fl
         Δu   = max_row|acc|·δA + 0.5·2^-F        (log2 units; numerator and sum both move)
         e_l  = e_tab + (0.5·Sk + blocks)·2^-sum_frac / 0.5       (l >= 0.5: ceil max)
         rel  = (1 + e_tab)(1 + e_l)(1 + e_recip)·2^(2Δu) − 1
-        bound = 0.5 + p_ref·rel + 2^-out_frac_e2·2^out_frac      (e2 rounding, absolute)
+        bound = r + p_ref·rel + 2^-out_frac_e2·2^out_frac        (e2 rounding, absolute)
+
+    ``r`` is the output rounding: 0.5 for ``p_rounding="nearest"``; 1 for ``"cumulative"`` (each ``p_j`` is the
+    difference of two rounded running sums, ``(C_j + ε_j) − (C_{j−1} + ε_{j−1})`` with ``|ε| ≤ 0.5``; in exchange the
+    row's sum is rounded once).
     """
     one = 1 << fmt.t_frac
     regs = online_softmax_registers(s_q, s_k, d, fmt)
@@ -173,7 +177,8 @@ def online_softmax_budget(acc: np.ndarray, keep: np.ndarray, s_q: float, s_k: fl
     e_recip = _mantissa_budget(2.0, 2.0**-fmt.recip.lut_bits, fmt.recip)
     rel = (1 + e_tab) * (1 + e_l) * (1 + e_recip) * np.exp2(2 * du) - 1
     p_ref = softmax_reference(acc, s_q, s_k, d, keep, fmt.out_frac)
-    return 0.5 + p_ref * rel + 2.0 ** (-fmt.pow2.out_frac + 1) * 2.0**fmt.out_frac
+    r = 0.5 if fmt.p_rounding == "nearest" else 1.0
+    return r + p_ref * rel + 2.0 ** (-fmt.pow2.out_frac + 1) * 2.0**fmt.out_frac
 
 
 def online_softmax_cases(seed: int = 0) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -205,8 +210,9 @@ def measure_online_softmax(fmt: OnlineSoftmaxFormat = OnlineSoftmaxFormat(), s_q
         ref = np.minimum(softmax_reference(acc, s_q, s_k, d, keep, fmt.out_frac), fmt.out_max)
         errs.append(np.abs(got - ref).ravel())
         bounds.append(online_softmax_budget(acc, keep, s_q, s_k, d, fmt).ravel())
+    r = "0.5" if fmt.p_rounding == "nearest" else "1"
     return _report("online softmax (scores -> P uint8)", np.concatenate(errs), np.concatenate(bounds), False,
-                   "LSB of P", "0.5 + p·rel(u, table, sum, recip) + e2 rounding")
+                   "LSB of P", f"{r} + p·rel(u, table, sum, recip) + e2 rounding")
 
 
 # ----------------------------------------------------------------------------- norms

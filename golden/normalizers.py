@@ -15,7 +15,10 @@ exactly ``0``; a row whose keys are all masked is all zeros (never NaN).
   (a shift in hardware). Equals ``softmax(z * ln 2)`` up to rounding.
 * :class:`SwiftMax` — ConSmax/SwiftMax: ``p = base^clamp(z - beta, -10, 40) / gamma``
   with learnable ``beta``, ``gamma`` per layer (scalars) or per head. No row
-  reduction: the normalizer is element-wise.
+  reduction: the normalizer is element-wise. Optionally *saturating*:
+  ``p = min(base^clamp(z - beta, -10, 40) / gamma, p_max)``, ``p_max`` the top of the
+  kernel's P format (``(2^out_bits - 1)·2^-p_frac``, where the integer kernel saturates
+  anyway), so that a model tuned with it is the function the hardware computes.
 
 All functions are differentiable and work in any float dtype; the tests run them
 in float64.
@@ -120,6 +123,7 @@ def swiftmax(
     keep: Tensor | None = None,
     base: Literal["e", "2"] = "e",
     clamp: tuple[float, float] = SWIFTMAX_CLAMP,
+    p_max: float | Tensor | None = None,
 ) -> Tensor:
     """SwiftMax / ConSmax weights ``base^clamp(z - beta, lo, hi) / gamma``; masked → exactly 0.
 
@@ -130,6 +134,7 @@ def swiftmax(
         keep: optional bool keep mask.
         base: ``"e"`` (paper default) or ``"2"`` (hardware-friendly; a distribution shift).
         clamp: range of the exponent ``z - beta`` (in z units, before the base is applied).
+        p_max: saturation of the weights (``min(p, p_max)``; no gradient above it), a scalar; None: none.
 
     No reduction over the row: rows do not sum to 1 in general.
     """
@@ -138,6 +143,8 @@ def swiftmax(
     t = torch.clamp(scores - beta_b, clamp[0], clamp[1])
     e = torch.exp(t) if base == "e" else torch.exp2(t)
     p = e / gamma_b
+    if p_max is not None:
+        p = torch.clamp(p, max=p_max)
     if keep is None:
         return p
     return torch.where(_keep_like(scores, keep), p, torch.zeros_like(p))
@@ -218,6 +225,11 @@ class SwiftMax(Normalizer):
 
     ``gamma`` must stay positive; it is a plain parameter (as in the papers), and
     :meth:`check` reports a non-positive or non-finite value.
+
+    ``p_max`` (optional, one value for the layer): the weights saturate there (:func:`swiftmax`). It is a buffer,
+    saved with the model (``…vckattn_normalizer.p_max``, only when set), not trained: the top of the P format
+    the layer is tuned for, where the integer kernel saturates too
+    (:func:`vckattn.golden.swiftmax_int.saturation`).
     """
 
     normalizes_rows = False
@@ -228,6 +240,7 @@ class SwiftMax(Normalizer):
         gamma: float = 100.0,
         num_heads: int | None = None,
         base: Literal["e", "2"] = "e",
+        p_max: float | None = None,
     ) -> None:
         super().__init__()
         if base not in ("e", "2"):
@@ -238,9 +251,19 @@ class SwiftMax(Normalizer):
         self.beta = nn.Parameter(torch.full(shape, float(beta)))
         self.gamma = nn.Parameter(torch.full(shape, float(gamma)))
         self.base = base
+        self.register_buffer("p_max", None)
+        self.set_p_max(p_max)
+
+    def set_p_max(self, p_max: float | None) -> None:
+        """Saturate the weights at ``p_max`` (> 0, finite), or not at all (None)."""
+        if p_max is not None and not (math.isfinite(p_max) and p_max > 0):
+            raise ValueError(f"p_max must be finite and > 0, got {p_max}")
+        self.p_max = None if p_max is None else torch.tensor(float(p_max), device=self.beta.device)
 
     def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
-        return swiftmax(scores, self.beta.to(scores.dtype), self.gamma.to(scores.dtype), keep, self.base)
+        p_max = None if self.p_max is None else self.p_max.to(scores.dtype)
+        return swiftmax(scores, self.beta.to(scores.dtype), self.gamma.to(scores.dtype), keep, self.base,
+                        p_max=p_max)
 
     def check(self) -> None:
         """Raise ValueError if beta/gamma are non-finite or gamma <= 0."""
@@ -251,7 +274,9 @@ class SwiftMax(Normalizer):
 
     def extra_repr(self) -> str:
         per = "layer" if self.beta.dim() == 0 else f"head (H={self.beta.shape[0]})"
-        return f"per={per}, base={self.base}"
+        sat = "" if self.p_max is None else f", p_max={float(self.p_max):g}"
+        return f"per={per}, base={self.base}{sat}"
+
 
 
 def make_normalizer(kind: str, **kwargs: object) -> Normalizer:

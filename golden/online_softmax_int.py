@@ -15,8 +15,20 @@ Per row of ``Sk`` scores (``F = t_frac``; ``block`` scores arrive per beat)::
       l    = (l >> (m' - m)) + Σ_j∈b pow2(u_j - m'·2^F)      l in UQ.sum_frac, shift = rescale
       m    = m'
     r    = recip(l)                                           (mantissa, exponent)
-    pass 2 (row buffer): e_j = pow2(u_j - m·2^F) in UQ1.15
-      p_j  = clamp(round_half_up(e_j · r_mant >> (30 - sum_frac - out_frac + r_exp)), 0, 2^out_bits - 1)
+    pass 2 (row buffer): e_j = pow2(u_j - m·2^F) in UQ1.15,  x_j = e_j · r_mant  (0 for masked keys)
+      s    = 30 - sum_frac - out_frac + r_exp                 (the row's output shift)
+      p_j  = clamp(round_half_up(x_j >> s), 0, 2^out_bits - 1)                         p_rounding "nearest"
+      p_j  = clamp(round_half_up(C_j >> s) - round_half_up(C_{j-1} >> s), 0, 2^out_bits - 1),
+             C_j = x_0 + … + x_j (the row's running sum, C_{-1} = 0)                   p_rounding "cumulative"
+
+``cumulative`` (the default) rounds the running sum of the row instead of each weight on its own
+(error feedback: each element's rounding error is carried into the next). Every ``p_j`` is still
+within one LSB of its exact value, but the row's P sum is within half an LSB of the exact sum
+(``round(C_last >> s)``) instead of drifting by up to half an LSB per key: on long rows, where most
+weights are a fraction of an LSB (S = 512: 1/512 of the UQ0.8 range is half an LSB), per-element
+rounding loses or doubles most of the row's mass, and the attention output with it. The P format, the
+streams and the registers are the same for both roundings; in hardware the running sum is a carry of
+``s`` bits per row (``hw/pl/online_softmax.py``, pass 2).
 
 Masked keys are skipped (p = 0); a fully masked row gives zeros. Output P is
 unsigned ``out_bits`` with scale ``2^-out_frac`` (UQ0.8 by default).
@@ -35,6 +47,8 @@ from .regmap import Reg, RegisterMap, RegisterValues
 from .swiftmax_int import fold_multiplier
 
 NEG_SENTINEL = -(1 << 47)  # "minus infinity" for the integer running max: below every u (|u| < 2^46)
+#: the roundings of P (:attr:`OnlineSoftmaxFormat.p_rounding`)
+P_ROUNDINGS = ("cumulative", "nearest")
 
 
 @dataclass(frozen=True)
@@ -51,6 +65,13 @@ class OnlineSoftmaxFormat:
     block: int = 4  # scores per beat (lanes)
     pow2: Pow2Config = field(default_factory=lambda: Pow2Config(in_frac=12, lut_bits=6, out_frac=15))
     recip: RecipConfig = field(default_factory=lambda: RecipConfig(mant_bits=14, lut_bits=7, out_frac=15))
+    #: how P is rounded to ``out_bits``: ``cumulative`` (the row's running sum, error feedback) or ``nearest``
+    #: (each element on its own); see the module docstring
+    p_rounding: str = "cumulative"
+
+    def __post_init__(self) -> None:
+        if self.p_rounding not in P_ROUNDINGS:
+            raise ValueError(f"p_rounding must be one of {P_ROUNDINGS}, got {self.p_rounding!r}")
 
     @property
     def out_max(self) -> int:
@@ -63,6 +84,9 @@ class OnlineSoftmaxFormat:
 
 #: Value of the kernel's read-only ID register.
 ONLINE_SOFTMAX_ID = 0x05F70001
+#: Value of its VERSION register: 2 = P rounded cumulatively along the row (1: each P on its own); the registers
+#: are the same
+ONLINE_SOFTMAX_VERSION = 2
 
 
 def online_softmax_regmap(max_keys: int = 1024) -> RegisterMap:
@@ -77,7 +101,7 @@ def online_softmax_regmap(max_keys: int = 1024) -> RegisterMap:
             Reg("max_keys", 32, access="ro", reset=max_keys, doc="longest row handled (build constant)"),
         ],
         ident=ONLINE_SOFTMAX_ID,
-        version=1,
+        version=ONLINE_SOFTMAX_VERSION,
     )
 
 
@@ -125,7 +149,13 @@ def online_softmax_int(acc: np.ndarray, regs: OnlineSoftmaxRegisters, keep: np.n
     r_mant, r_exp = recip(np.where(any_key, l, 1), fmt.recip, recip_table(fmt.recip))
     e2 = pow2(u - (m << fmt.t_frac), fmt.t_frac, fmt.pow2.out_frac, 1 << fmt.pow2.out_frac, fmt.pow2, "half_up", p2)
     shift = fmt.pow2.out_frac + fmt.recip.out_frac - fmt.sum_frac - fmt.out_frac + r_exp
-    p = np.clip(shift_round(e2 * r_mant, shift, "half_up"), 0, fmt.out_max)
+    x = np.where(keep_b, e2 * r_mant, 0)
+    if fmt.p_rounding == "nearest":
+        p = shift_round(x, shift, "half_up")
+    else:  # the rounded running sum, differenced (x >= 0, so p >= 0)
+        q = shift_round(np.cumsum(x, axis=-1), shift, "half_up")
+        p = np.diff(q, axis=-1, prepend=0)
+    p = np.minimum(p, fmt.out_max)
     return np.where(keep_b & any_key, p, 0)
 
 

@@ -199,13 +199,14 @@ def key_mask(keep: np.ndarray | None, batch: int, seq: int, causal: bool) -> np.
     return m
 
 
-def float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray) -> SwiftMax:
-    """The float SwiftMax of per-layer (scalars) or per-head (one value per head) constants, float64."""
+def float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray, p_max: float | None = None) -> SwiftMax:
+    """The float SwiftMax of per-layer (scalars) or per-head (one value per head) constants, float64; saturating at
+    ``p_max`` when given (a layer tuned for its P format)."""
     b, g = np.atleast_1d(np.asarray(beta, np.float64)), np.atleast_1d(np.asarray(gamma, np.float64))
     if b.size == 1 and g.size == 1 and np.ndim(beta) == 0 and np.ndim(gamma) == 0:
-        return SwiftMax(float(b[0]), float(g[0])).double()
+        return SwiftMax(float(b[0]), float(g[0]), p_max=p_max).double()
     n = max(b.size, g.size)
-    norm = SwiftMax(1.0, 1.0, num_heads=n).double()
+    norm = SwiftMax(1.0, 1.0, num_heads=n, p_max=p_max).double()
     with torch.no_grad():
         norm.beta.copy_(torch.from_numpy(np.broadcast_to(b, (n,)).copy()))
         norm.gamma.copy_(torch.from_numpy(np.broadcast_to(g, (n,)).copy()))
@@ -215,12 +216,14 @@ def float_swiftmax(beta: float | np.ndarray, gamma: float | np.ndarray) -> Swift
 @torch.no_grad()
 def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | None,
                     normalizer: Normalizer, beta: float | np.ndarray = 0.0, gamma: float | np.ndarray = 1.0,
-                    rope: RopeTables | None = None, causal: bool = False) -> dict[str, np.ndarray]:
+                    rope: RopeTables | None = None, causal: bool = False,
+                    p_max: float | None = None) -> dict[str, np.ndarray]:
     """Float64 golden of the same layer: returns q, k, v ``(B, S, heads·D)``, weights p ``(B, H, S, S)``,
     head outputs a ``(B, S, H·D)``, output y. K/V have ``mha.n_kv_heads`` heads (GQA). With ``rope``
     (float ``(cos, sin)`` tables as :func:`attention_int` takes) q and k are the rotated values and
-    ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query."""
-    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma)
+    ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query. ``p_max``: the SwiftMax
+    saturation (:func:`float_swiftmax`)."""
+    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma, p_max)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     m = mha.double()
     q, k, v = (_np(lin(xt)) for lin in (m.q_proj, m.k_proj, m.v_proj))

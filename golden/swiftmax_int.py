@@ -336,6 +336,22 @@ def check_registers(regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat
         regmap.word(name, value)
 
 
+def saturation(out_frac: int, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> float:
+    """The largest P the kernel outputs at scale ``2^-out_frac``: ``(2^out_bits − 1)·2^-out_frac`` (it saturates
+    there). A layer tuned with this ``p_max`` (a saturating float SwiftMax) is exported with this ``out_frac``
+    (:func:`out_frac_of_saturation`)."""
+    return float(fmt.out_max * 2.0**-out_frac)
+
+
+def out_frac_of_saturation(p_max: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> int:
+    """The ``out_frac`` whose :func:`saturation` is ``p_max`` exactly; ValueError for any other value."""
+    f = choose_out_frac(p_max, fmt)
+    if saturation(f, fmt) != p_max:
+        raise ValueError(f"p_max {p_max!r} is not the top of a P format ((2^{fmt.out_bits} − 1)·2^-out_frac; "
+                         f"nearest: {saturation(f, fmt)!r} at out_frac {f})")
+    return f
+
+
 def choose_out_frac(p_max: float, fmt: SwiftMaxFormat = SwiftMaxFormat()) -> int:
     """Largest ``out_frac`` such that ``p_max · 2^out_frac`` fits the unsigned output."""
     if not p_max > 0:

@@ -51,7 +51,12 @@ import numpy as np
 from vckattn import __version__
 from vckattn.golden.bhyt_int import NormFormat, bhyt_site_registers
 from vckattn.golden.errors import EXIT_BUNDLE, UserError
-from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from vckattn.golden.online_softmax_int import (
+    P_ROUNDINGS,
+    OnlineSoftmaxFormat,
+    OnlineSoftmaxRegisters,
+    online_softmax_registers,
+)
 from vckattn.golden.regmap import RegisterValues
 from vckattn.golden.swiftmax_int import (
     HEAD_FIELDS,
@@ -60,6 +65,7 @@ from vckattn.golden.swiftmax_int import (
     SwiftMaxRegisters,
     check_registers,
     fold_multiplier,
+    saturation,
     swiftmax_head_registers,
 )
 
@@ -228,6 +234,8 @@ def _schema() -> dict:
             "type": "array", "minItems": 1, "maxItems": 4096, "items": {"$ref": "#/$defs/register"}}]}
     schema["$defs"]["swiftmax_registers"] = sm
     schema["$defs"]["online_softmax_registers"] = register_schema(OnlineSoftmaxRegisters)
+    osm_fmt = schema["properties"]["formats"]["properties"]["online_softmax"]["properties"]
+    osm_fmt["p_rounding"] = {"enum": list(P_ROUNDINGS)}
     return schema
 
 
@@ -513,6 +521,11 @@ def _check_layer(m: dict, i: int, layer: dict, file: Path) -> None:
         if regs["out_frac"] != p_frac:
             _fail(file, _field(rbase + ("out_frac",)),
                   f"= {regs['out_frac']}, but p_frac = {p_frac} (P's scale 2^-p_frac is the kernel's output scale)")
+        if "p_max" in sm and sm["p_max"] != saturation(p_frac, fmt):
+            _fail(file, _field(base + ("swiftmax", "p_max")),
+                  f"= {_short(sm['p_max'])}, but the kernel saturates at (2^{fmt.out_bits} - 1)·2^-p_frac = "
+                  f"{saturation(p_frac, fmt)!r} (p_frac {p_frac}): the float SwiftMax must saturate where the kernel "
+                  "does")
         try:
             want = swiftmax_head_registers(s_q, s_k, d, sm["beta"], sm["gamma"], p_frac, n_heads, fmt).as_dict()
         except ValueError as exc:
@@ -981,6 +994,7 @@ def describe(bundle: Bundle) -> dict:
             "normalizer": "swiftmax" if sm is not None else "softmax",
             "beta": None if sm is None else sm["beta"],
             "gamma": None if sm is None else sm["gamma"],
+            "p_max": None if sm is None else sm.get("p_max"),
             "per_head": sm is not None and isinstance(sm["beta"], list) and len(set(sm["beta"])) > 1,
             "beta_source": None if sm is None else sm.get("source"),
             "fidelity": layer.get("fidelity"),

@@ -376,6 +376,23 @@ class TuneConfig:
     per_head: bool
     one_shot: bool
     layers: list[int] | None
+    #: the P format the layers are tuned for (scale 2^-p_frac): the float SwiftMax saturates at its top,
+    #: (2^8 − 1)·2^-p_frac, as the kernel does (None: no saturation, the paper's operator)
+    p_frac: int | None = None
+
+    def identity(self) -> dict:
+        """What a checkpoint of this run records (``p_frac`` only when set: runs without it resume as before)."""
+        d = asdict(self)
+        if self.p_frac is None:
+            d.pop("p_frac")
+        return d
+
+    @property
+    def p_max(self) -> float | None:
+        """The saturation of the tuned layers' SwiftMax (:func:`~vckattn.golden.swiftmax_int.saturation`)."""
+        from vckattn.golden.swiftmax_int import saturation
+
+        return None if self.p_frac is None else saturation(self.p_frac)
 
 
 def make_objective(model: nn.Module, objective: str, train: list[dict], held: list[dict],
@@ -484,7 +501,7 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
 
     # untuned: the statistical β/γ alone, all layers at once
     untuned = copy.deepcopy(model)
-    cal.apply_swiftmax(untuned, {i: init[0][i] for i in layers}, {i: init[1][i] for i in layers})
+    cal.apply_swiftmax(untuned, {i: init[0][i] for i in layers}, {i: init[1][i] for i in layers}, p_max=cfg.p_max)
     with torch.no_grad():
         fixed = float(eval_fn(untuned))
     del untuned
@@ -502,8 +519,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
         logs = cal.replace_and_tune(model, lambda: train, loss_fn, eval_fn, init, layers=layers,
                                     layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, main_lr=main_lr,
                                     ckpt_dir=ckpt, seed=cfg.seed,
-                                    config=asdict(cfg), on_epoch=on_epoch, on_step=lambda: bar.update(1),
-                                    hooks=rt.hooks())
+                                    config=cfg.identity(), on_epoch=on_epoch, on_step=lambda: bar.update(1),
+                                    hooks=rt.hooks(), p_max=cfg.p_max)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except FloatingPointError as exc:
@@ -512,6 +529,7 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
         bar.close()
     model_dir = out / "model"
     report = {"model": desc, "data": data.source, "held_out": held_pool.source, "config": asdict(cfg), "metric": metric,
+              "p_max": cfg.p_max,
               "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr, "main_lr": main_lr,
               "softmax_baseline": baseline, "untuned_statistical": fixed, "final": logs[-1].metrics[-1],
               "stats_seconds": stats_s, "tune_seconds": sum(lg.seconds for lg in logs),

@@ -25,7 +25,8 @@ are scored:
 
 * ``float_softmax`` — the softmax model (cosine 1.0 by definition: a check of the harness);
 * ``float_swiftmax`` — the checkpoint with the bundle's SwiftMax β/γ in float on the evaluated layers
-  (:func:`vckattn.golden.calibrate.apply_swiftmax`);
+  (:func:`vckattn.golden.calibrate.apply_swiftmax`; saturating at the layer's ``p_max`` for a layer tuned for its
+  P format);
 * ``backend`` — the bundle's integer layers on the backend.
 
 JSON report::
@@ -36,7 +37,7 @@ JSON report::
      "task": null | "rotten-tomatoes", "reference": "...",
      "end_to_end": {"float_softmax" | "float_swiftmax" | "backend": {"mean_cosine", "min_cosine"}
                     (task: {"accuracy", "agreement"})},
-     "per_layer": [{"layer", "normalizer", "beta", "gamma",
+     "per_layer": [{"layer", "normalizer", "beta", "gamma", "p_max",
                     "backend_vs_float_layer": {"max_abs_error", "max_rel_error", "cosine"},
                     "backend_vs_softmax_model": {...}, "float_swiftmax_vs_softmax_model": {...},
                     "tiles", "device_seconds"}],
@@ -378,6 +379,12 @@ def quant_layers(bundle: Any, bundle_path: Path, layers: list[int], manifest: An
     return out
 
 
+def swiftmax_saturations(bundle: Any, layers: list[int]) -> dict[int, float]:
+    """The ``p_max`` of the evaluated SwiftMax layers tuned for their P format (their float SwiftMax saturates)."""
+    return {int(e["index"]): float(e["swiftmax"]["p_max"]) for e in bundle.manifest["layers"]
+            if int(e["index"]) in layers and e.get("swiftmax") and e["swiftmax"].get("p_max") is not None}
+
+
 def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float | list[float], float | list[float]]]:
     """β, γ of the evaluated SwiftMax layers of the bundle: floats (schema 1) or one value per head."""
     out: dict[int, tuple[float | list[float], float | list[float]]] = {}
@@ -389,21 +396,25 @@ def swiftmax_constants(bundle: Any, layers: list[int]) -> dict[int, tuple[float 
     return out
 
 
-def set_swiftmax(m: LoadedModel, constants: dict[int, tuple[float | list[float], float | list[float]]]) -> None:
-    """Put SwiftMax with these β, γ (per layer: floats, or one per head) into ``m``'s float layers."""
+def set_swiftmax(m: LoadedModel, constants: dict[int, tuple[float | list[float], float | list[float]]],
+                 p_max: dict[int, float] | None = None) -> None:
+    """Put SwiftMax with these β, γ (per layer: floats, or one per head) into ``m``'s float layers, saturating at
+    ``p_max`` (per layer; absent: no saturation) for a layer tuned for its P format."""
     if not constants:
         return
     if not m.golden:
         from vckattn.golden.calibrate import apply_swiftmax
 
-        apply_swiftmax(m.model, {i: b for i, (b, _) in constants.items()}, {i: g for i, (_, g) in constants.items()})
+        apply_swiftmax(m.model, {i: b for i, (b, _) in constants.items()}, {i: g for i, (_, g) in constants.items()},
+                       p_max=p_max or None)
         return
     from vckattn.golden.normalizers import SwiftMax
 
     for i, (b, g) in constants.items():
         attn = m.layers[i].attn_module
         per_head = isinstance(b, list)
-        sm = SwiftMax(num_heads=attn.n_heads if per_head else None).to(next(attn.parameters()).dtype)
+        sm = SwiftMax(num_heads=attn.n_heads if per_head else None,
+                      p_max=(p_max or {}).get(i)).to(next(attn.parameters()).dtype)
         with torch.no_grad():
             sm.beta.copy_(torch.as_tensor(b, dtype=sm.beta.dtype).expand_as(sm.beta))
             sm.gamma.copy_(torch.as_tensor(g, dtype=sm.gamma.dtype).expand_as(sm.gamma))
@@ -532,8 +543,9 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
         dev = embeddings(m, data)
 
     sm = swiftmax_constants(bundle, chosen)
+    sat = swiftmax_saturations(bundle, chosen)
     sm_rec: dict[int, dict] = {}
-    set_swiftmax(m, sm)
+    set_swiftmax(m, sm, sat)
     with attention_on(m, qls, keep, None, sm_rec):
         swift = embeddings(m, data)
 
@@ -543,8 +555,8 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
         norm = "swiftmax" if i in sm else "softmax"
         x = dev_rec[i]["x"]
         f = layer_output(m, i, x, keep, dev_rec[i]["rope"], norm, np.asarray(beta) if beta is not None else 0.0,
-                         np.asarray(gamma) if gamma is not None else 1.0)
-        per_layer.append({"layer": i, "normalizer": norm, "beta": beta, "gamma": gamma,
+                         np.asarray(gamma) if gamma is not None else 1.0, sat.get(i))
+        per_layer.append({"layer": i, "normalizer": norm, "beta": beta, "gamma": gamma, "p_max": sat.get(i),
                           "backend_vs_float_layer": errors(dev_rec[i]["out"], f, keep),
                           "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
                           "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
@@ -661,5 +673,6 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
 
 __all__ = ["BACKEND_CHOICES", "TASKS", "EvalData", "Runner", "accuracy", "attention_on", "cosine_to", "device_runner",
            "embeddings", "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection", "print_report",
-           "quant_layers", "reference_model", "softmax_everywhere", "swiftmax_constants", "task_data", "write_json",
+           "quant_layers", "reference_model", "softmax_everywhere", "swiftmax_constants", "swiftmax_saturations",
+           "task_data", "write_json",
            "write_plots"]

@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from vckattn.golden.calibrate import RowSummary, init_beta_gamma
+from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 
 
 def run_errors(json_out: Path | None = None) -> list[dict]:
@@ -58,11 +60,22 @@ def safe_swiftmax_constants(rows: RowSummary) -> tuple[float, float]:
     return init_beta_gamma(rows, "max")
 
 
+#: ``run_quant(seq_len=…)``: calibration and held-out inputs of ``seq_len`` tokens each
+LONG_INPUTS = 2
+
+
 def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None, json_out: Path | None = None,
-              n_calib: int = 32, n_eval: int = 16) -> dict:
-    """Per-layer integer-vs-float figures of a BERT-family checkpoint on real text."""
+              n_calib: int = 32, n_eval: int = 16, seq_len: int | None = None,
+              online_p_rounding: str | None = None) -> dict:
+    """Per-layer integer-vs-float figures of a BERT-family checkpoint on real text.
+
+    ``seq_len``: instead of one sentence per input, :data:`LONG_INPUTS` calibration and :data:`LONG_INPUTS`
+    held-out inputs of exactly ``seq_len`` tokens, each made of consecutive sentences (of ``sentences``, or of
+    CPython's documentation from topic 0 / 60): long rows, where P is small. ``online_p_rounding``: the
+    online-softmax kernel's P rounding (:data:`~vckattn.golden.online_softmax_int.P_ROUNDINGS`; default: the
+    build's, :class:`~vckattn.golden.online_softmax_int.OnlineSoftmaxFormat`), for comparisons."""
     from rich.table import Table
-    from transformers import AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
 
     from vckattn.golden import convert
     from vckattn.golden.blocks import BertLayer
@@ -80,16 +93,25 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     console = make_console()
     t0 = time.perf_counter()
     path = checkpoint or minilm_dir()
+    if seq_len is not None:  # before the (slow) model load
+        limit = int(getattr(AutoConfig.from_pretrained(path), "max_position_embeddings", 0) or 0)
+        if not 1 < seq_len <= limit:
+            raise ValueError(f"--seq-len {seq_len}: the model has {limit} positions (give 2..{limit})")
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModel.from_pretrained(path, dtype=torch.float64).eval()
     if convert.model_family(model) != "bert":
         raise ValueError(f"`report quant` handles BERT-family encoders; {path} is {model.config.model_type!r}")
-    if sentences is None:
-        calib, held = real_sentences(n_calib), real_sentences(n_eval, start_topic=60)
+    if seq_len is not None:
+        calib, held = _long_inputs(tok, sentences, seq_len)
+        cb = tok(calib, padding="max_length", truncation=True, max_length=seq_len, return_tensors="pt")
+        hb = tok(held, padding="max_length", truncation=True, max_length=seq_len, return_tensors="pt")
     else:
-        calib, held = sentences[:n_calib], sentences[n_calib:n_calib + n_eval] or sentences[:n_eval]
-    cb = tok(calib, padding=True, return_tensors="pt")
-    hb = tok(held, padding=True, return_tensors="pt")
+        if sentences is None:
+            calib, held = real_sentences(n_calib), real_sentences(n_eval, start_topic=60)
+        else:
+            calib, held = sentences[:n_calib], sentences[n_calib:n_calib + n_eval] or sentences[:n_eval]
+        cb = tok(calib, padding=True, return_tensors="pt")
+        hb = tok(held, padding=True, return_tensors="pt")
     with torch.no_grad():
         ch = model(**cb, output_hidden_states=True).hidden_states
         hh = model(**hb, output_hidden_states=True).hidden_states
@@ -103,6 +125,8 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
         for norm in ("softmax", "swiftmax"):
             beta, gamma = safe_swiftmax_constants(stats[i]) if norm == "swiftmax" else (0.0, 1.0)
             q_layer = calibrate_attention(blk.attn, ch[i].numpy(), ck, norm, beta, gamma)
+            if norm == "softmax" and online_p_rounding is not None:
+                q_layer = replace(q_layer, os_fmt=replace(q_layer.os_fmt, p_rounding=online_p_rounding))
             out, _ = attention_int(q_layer, hh[i].numpy(), hk)
             ref = float_attention(blk.attn, hh[i].numpy(), hk, norm, beta, gamma)["y"]
             entry[norm] = compare(out, ref, hk) | {"p_frac": q_layer.p_frac}
@@ -114,7 +138,11 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
                 entry[norm] |= {"beta": beta, "gamma": gamma}
         layers.append(entry)
     name = Path(path).parent.name if Path(path).name == "model" else Path(path).name
-    table = Table(title=f"quantized attention layers vs float golden ({name}, {len(held)} held-out sentences)")
+    os_fmt = OnlineSoftmaxFormat() if online_p_rounding is None else OnlineSoftmaxFormat(p_rounding=online_p_rounding)
+    what = (f"{len(held)} held-out sentences" if seq_len is None else
+            f"{len(held)} held-out inputs of {seq_len} tokens")
+    table = Table(title=f"quantized attention layers vs float golden ({name}, {what}; online-softmax P rounding "
+                        f"{os_fmt.p_rounding})")
     for col in ("layer", "softmax rel.err", "softmax cosine", "softmax cos. int8 scores", "SwiftMax rel.err",
                 "SwiftMax cosine", "SwiftMax cos. int8 scores", "P scale", "int8 score shift"):
         table.add_column(col, justify="right")
@@ -125,6 +153,7 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
                       f"{w['int8_scores']['cosine']:.5f}", f"2^-{w['p_frac']}", str(w["int8_scores"]["score_shift"]))
     console.print(table)
     report = {"report": "quant", "checkpoint": str(path), "sentences": {"calibration": len(calib), "eval": len(held)},
+              "seq_len": seq_len, "online_softmax_p_rounding": os_fmt.p_rounding,
               "int8": "symmetric max-abs per tensor (activations), per output channel (weights)",
               "swiftmax_constants": "beta = max row z_max on calibration, gamma = mean sum exp(z - z_max)",
               "narrow_scores": "int8/int16 scores = the engine's AIE shift-round-saturate of the int32 Q·Kᵀ, the "
@@ -132,6 +161,23 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
               "layers": layers, "seconds": time.perf_counter() - t0}
     _write(json_out, report, console)
     return report
+
+
+def _long_inputs(tok: object, sentences: list[str] | None, seq_len: int) -> tuple[list[str], list[str]]:
+    """:data:`LONG_INPUTS` calibration and held-out texts of at least ``seq_len`` tokens: consecutive ``sentences``
+    (the first :data:`LONG_INPUTS` texts calibrate, the next ones are held out), or CPython's documentation from
+    topic 0 and from topic 60. ValueError when the text is too short."""
+    from vckattn.host.textdata import long_texts
+
+    if sentences is None:
+        calib, held = long_texts(tok, LONG_INPUTS, seq_len), long_texts(tok, LONG_INPUTS, seq_len, start_topic=60)
+    else:
+        texts = long_texts(tok, 2 * LONG_INPUTS, seq_len, sentences=sentences)
+        calib, held = texts[:LONG_INPUTS], texts[LONG_INPUTS:]
+    if len(calib) < LONG_INPUTS or len(held) < LONG_INPUTS:
+        raise ValueError(f"--seq-len {seq_len}: the text makes {len(calib) + len(held)} inputs of {seq_len} tokens; "
+                         f"{2 * LONG_INPUTS} are needed ({LONG_INPUTS} to calibrate, {LONG_INPUTS} held out)")
+    return calib, held
 
 
 def _layer_stats(model: torch.nn.Module, batch: dict) -> list[RowSummary]:

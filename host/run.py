@@ -6,8 +6,9 @@ For every requested layer the host runs the bundle's integer layer on the device
 * with the **bit-exact integer golden** (:func:`vckattn.golden.quant_attention.attention_int` on
   the same input): ``bit_exact`` is true only if every int32 output accumulator is equal;
 * with the **float golden** (the source checkpoint's attention in float64, SwiftMax with the
-  bundle's β/γ where the layer uses it): ``max_abs_error``, ``max_rel_error`` (= max |out − ref| /
-  max |ref|), ``cosine`` (mean over tokens of the per-token cosine), over valid tokens only.
+  bundle's β/γ where the layer uses it, saturating at its ``p_max`` when it was tuned for its P
+  format): ``max_abs_error``, ``max_rel_error`` (= max |out − ref| / max |ref|), ``cosine`` (mean
+  over tokens of the per-token cosine), over valid tokens only.
 
 Inputs: ``text`` goes through the model's tokenizer and the float model (the hidden states entering
 each layer's attention sublayer are recorded), or an npz with ``layer{i}_input`` arrays
@@ -144,7 +145,7 @@ def _float_reference(m: LoadedModel, i: int, entry: dict, x: np.ndarray, keep: n
 
     sm = entry.get("swiftmax")
     norm, beta, gamma = ("swiftmax", sm["beta"], sm["gamma"]) if sm else ("softmax", 0.0, 1.0)
-    return layer_output(m, i, x, keep, rope, norm, beta, gamma)
+    return layer_output(m, i, x, keep, rope, norm, beta, gamma, sm.get("p_max") if sm else None)
 
 
 def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:
@@ -349,6 +350,9 @@ def model_fidelity_line(fid: dict | None) -> str:
         return "whole model: not recorded (a bundle exported before the whole-model check; re-export to measure it)"
     ok = fid["score"] >= fid["threshold"]
     sm = "" if fid["float_swiftmax"] is None else f"; float SwiftMax {fid['float_swiftmax']:.4f}"
+    a = fid.get("accuracy")
+    if a is not None:  # a classifier checked on labeled inputs: the accuracies behind the score
+        sm += f" (accuracy {a['bundle']:.4f}, softmax model {a['softmax']:.4f})"
     verdict = "passes" if ok else "[red]BELOW[/] (written with --allow-low-fidelity)"
     return (f"whole model (export check): {METRIC_NAMES[fid['metric']]} {fid['score']:.4f} to the softmax model "
             f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")

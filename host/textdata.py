@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import Any
 
 #: a tokenizer that maps more than this share of the words of ordinary English text to its unknown token is not
@@ -46,6 +47,21 @@ def real_sentences(n: int = 8, start_topic: int = 0, min_chars: int = 40, max_ch
     return out
 
 
+def long_texts(tokenizer: object, n: int, seq_len: int, start_topic: int = 0,
+               sentences: Iterable[str] | None = None) -> list[str]:
+    """Up to ``n`` texts of at least ``seq_len`` tokens (``tokenizer``'s count, special tokens included), each made
+    of consecutive sentences joined by spaces: of ``sentences``, or of :func:`real_sentences` from ``start_topic``
+    (deterministic; fewer texts when the sentences run out). Real text for long-sequence measurements."""
+    out: list[str] = []
+    cur: list[str] = []
+    for s in (real_sentences(100_000, start_topic=start_topic) if sentences is None else sentences):
+        cur.append(s)
+        if len(tokenizer(" ".join(cur), verbose=False)["input_ids"]) >= seq_len:  # type: ignore[operator]
+            out.append(" ".join(cur))
+            cur = []
+            if len(out) == n:
+                break
+    return out
 def unknown_share(tok: Any, sentences: list[str]) -> float | None:
     """The share of the (non-special) tokens of ``sentences`` that ``tok`` maps to its unknown token; None for a
     tokenizer without one (byte-level BPE, e.g. Llama's, can spell every word)."""

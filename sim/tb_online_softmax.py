@@ -3,7 +3,8 @@
 Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_online_softmax.py``).
 Lanes and widths come from the DUT's port widths, ``max_keys`` from its read-only register.
 Expected rows: :func:`vckattn.golden.online_softmax_int.online_softmax_int` on each row
-``(1, Sk)`` with ``fmt.block = lanes``, compared bit for bit.
+``(1, Sk)`` with ``fmt.block = lanes`` (and the default, cumulative P rounding: the kernel carries the
+row's rounding residue from beat to beat), compared bit for bit.
 
 Padding: the kernel cannot tell the padding lanes of a short last beat from masked keys (both
 arrive with TUSER 0), so it computes the golden model of the row padded with masked keys.
@@ -40,6 +41,7 @@ from cocotbext.axi import AxiResp
 
 from vckattn.golden.online_softmax_int import (
     ONLINE_SOFTMAX_ID,
+    ONLINE_SOFTMAX_VERSION,
     OnlineSoftmaxFormat,
     OnlineSoftmaxRegisters,
     online_softmax_int,
@@ -152,7 +154,7 @@ async def test_registers(dut: SimHandleBase) -> None:
     await start(dut)
     h = make_harness(dut)
     assert await h.read_reg(rm, "ID") == ONLINE_SOFTMAX_ID
-    assert await h.read_reg(rm, "VERSION") == 1
+    assert await h.read_reg(rm, "VERSION") == ONLINE_SOFTMAX_VERSION
     max_keys = await h.read_reg(rm, "max_keys")
     lanes, _ = dut_shape(dut)
     assert max_keys >= lanes and max_keys % lanes == 0, max_keys

@@ -395,6 +395,15 @@ MANIFEST_CASES = [
                    "beta/gamma/s_q/s_k give no representable registers"),
     _manifest_case(_add(("layers", 0, "swiftmax", "registers", "out_frac"), 1),
                    "layers[0].swiftmax.registers.out_frac", "but p_frac = 7"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "p_max"), 1.0), "layers[0].swiftmax.p_max",
+                   "= 1.0, but the kernel saturates at (2^8 - 1)·2^-p_frac = 1.9921875 (p_frac 7)"),
+    _manifest_case(_set(("layers", 0, "swiftmax", "p_max"), 0.0), "layers[0].swiftmax.p_max", "must be > 0"),
+    _manifest_case(_set(("formats", "online_softmax", "p_rounding"), "nearest"), "formats.online_softmax.p_rounding",
+                   '= "nearest", but this vckattn\'s kernels are built with "cumulative"'),
+    _manifest_case(_set(("formats", "online_softmax", "p_rounding"), "stochastic"),
+                   "formats.online_softmax.p_rounding", "must be one of"),
+    _manifest_case(_delete(("formats", "online_softmax", "p_rounding")), "formats.online_softmax.p_rounding",
+                   "missing (required field)"),
     _manifest_case(_set(("layers", 1, "online_softmax", "registers", "a_shift"), -1),
                    "layers[1].online_softmax.registers.a_shift", "-1 outside 0..47"),
     _manifest_case(_set(("layers", 1, "online_softmax", "registers", "a_mult"), 0),
@@ -453,6 +462,16 @@ MANIFEST_CASES = [
     _manifest_case(_set(("source", "path"), "/elsewhere"), "", "does not match the manifest sealed into "
                    "tensors.safetensors at export", reseal=False),
 ]
+
+
+def test_saturating_swiftmax_layer_round_trips(good, tmp_path):
+    """A layer tuned for its P format records its float SwiftMax's saturation, the top of that format."""
+    m = copy.deepcopy(good.manifest)
+    m["layers"][0]["swiftmax"]["p_max"] = 1.9921875  # (2^8 - 1)·2^-7, p_frac 7
+    write_raw(tmp_path / "b", m, good.tensors)
+    b = load_bundle(tmp_path / "b")
+    assert b.manifest["layers"][0]["swiftmax"]["p_max"] == 1.9921875
+    assert [e["p_max"] for e in describe(b)["layers"]] == [1.9921875, None]
 
 
 @pytest.mark.parametrize("case", MANIFEST_CASES, ids=lambda c: c[4] or c[5][:30])

@@ -240,3 +240,55 @@ def test_per_head_tuned_model_exports_and_runs(tmp_path, capsys):
     assert main(["run", "--bundle", str(bundle), "--backend", "emu", "--text", "Per-head constants on the device.",
                  "--json", str(js), "--min-cosine", "-1", "--quiet"]) == 0, capsys.readouterr().err
     assert json.loads(js.read_text())["layers"][0]["bit_exact"] is True
+
+
+def test_replace_and_tune_for_a_p_format_saturates_and_checkpoints_it(tmp_path):
+    """``p_max`` (the top of the P format the layers are tuned for): every replaced layer's SwiftMax saturates there
+    during and after tuning, the checkpoints record it (a resume with another saturation is refused) and a resumed
+    model gets it back."""
+    _, train, loss_fn, eval_fn = _distill_setup()
+    model = tiny_bert()
+    init = cal.propose_init(cal.collect_stats(model, [{k: b[k] for k in ("input_ids", "attention_mask")}
+                                                      for b in train]), "mean", per_head=True)
+    kw = dict(epochs_per_stage=1, lr=0.1, ckpt_dir=tmp_path, config={"run": "sat"})
+    cal.replace_and_tune(model, lambda: train, loss_fn, eval_fn, init, p_max=0.99609375, **kw)
+    sm = cal.swiftmax_layers(model)
+    assert sorted(sm) == [0, 1] and all(float(n.p_max) == 0.99609375 for n in sm.values())
+    assert json.loads((tmp_path / "swiftmax_stage01.json").read_text())["config"]["p_max"] == 0.99609375
+    key = "encoder.layer.0.attention.self.vckattn_normalizer.p_max"
+    assert float(model.state_dict()[key]) == 0.99609375  # saved with the model (save_pretrained)
+    again = tiny_bert()
+    cal.replace_and_tune(again, lambda: train, loss_fn, eval_fn, init, p_max=0.99609375, **kw)  # resumes
+    assert all(float(n.p_max) == 0.99609375 for n in cal.swiftmax_layers(again).values())
+    with pytest.raises(ValueError, match="different configuration"):
+        cal.replace_and_tune(tiny_bert(), lambda: train, loss_fn, eval_fn, init, p_max=0.498046875, **kw)
+    with pytest.raises(ValueError, match="different configuration"):  # nor without one
+        cal.replace_and_tune(tiny_bert(), lambda: train, loss_fn, eval_fn, init, **kw)
+    plain = tiny_bert()
+    cal.apply_swiftmax(plain, {0: 1.0}, {0: 2.0}, p_max={1: 0.5})
+    assert cal.swiftmax_layers(plain)[0].p_max is None
+
+
+@pytest.mark.slow
+def test_tuned_for_the_p_format_exports_without_percentile_and_runs(tmp_path, capsys):
+    """`--p-frac 8`: MiniLM layer 0 tuned with its SwiftMax saturating at 255/256 (the one-hot head's rows, which
+    unsaturated reach P ≈ 10^7 and break the 8-bit format, see the test above) exports with the default max-abs
+    scales, passes the export check, records its saturation and P format, and runs bit-exact on emu against its
+    saturating float layer."""
+    run = tmp_path / "tune"
+    assert main(["calibrate", "swiftmax", "minilm", "--data", "pydoc", "--train-samples", "16", "--eval-samples", "8",
+                 "--batch-size", "8", "--max-length", "32", "--layers", "0", "--epochs-per-stage", "1", "--per-head",
+                 "--p-frac", "8", "--out", str(run), "--quiet"]) == 0
+    assert json.loads((run / "swiftmax.json").read_text())["p_max"] == 0.99609375
+    bundle = tmp_path / "bundle"
+    capsys.readouterr()
+    assert main(["export", str(run / "model"), "--out", str(bundle), "--layers", "0", "--max-layers", "1",
+                 "--quiet"]) == 0, capsys.readouterr().err
+    layer0 = json.loads((bundle / "manifest.json").read_text())["layers"][0]
+    assert layer0["p_frac"] == 8 and layer0["swiftmax"]["p_max"] == 0.99609375
+    assert layer0["fidelity"]["cosine"] > 0.95 and min(layer0["fidelity"]["head_cosine"]) > 0.9, layer0["fidelity"]
+    js = tmp_path / "r.json"
+    assert main(["run", "--bundle", str(bundle), "--backend", "emu", "--text", "Saturating SwiftMax on the device.",
+                 "--json", str(js), "--quiet"]) == 0, capsys.readouterr().err
+    rl = json.loads(js.read_text())["layers"][0]
+    assert rl["bit_exact"] is True and rl["cosine"] > 0.95, rl

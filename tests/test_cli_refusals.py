@@ -127,7 +127,8 @@ def test_vit_takes_images_and_no_text(tmp_path, capsys):
     assert rc == 0, err
     man = json.loads((tmp_path / "b" / "manifest.json").read_text())
     assert man["calibration"]["data_sha256"] is None and "digits train images" in man["calibration"]["data"]
-    assert man["model_fidelity"]["metric"] == "agreement" and "digits test images" in man["model_fidelity"]["data"]
+    fid = man["model_fidelity"]  # labeled test images: the accuracy the classifier keeps
+    assert fid["metric"] == "accuracy" and "digits test images" in fid["data"] and "agreement" in fid["accuracy"]
     rc, _, err = _cli(capsys, "export", str(vit), "--out", str(tmp_path / "s"), "--normalizer", "softmax",
                       "--check-samples", "8", "--quiet")
     assert rc == 0, err

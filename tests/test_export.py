@@ -498,3 +498,18 @@ def test_export_refuses_a_layer_that_does_not_follow_its_float_layer(tmp_path, c
     for e in gb.manifest["layers"]:
         f = e["fidelity"]
         assert min(f["cosine"], *f["head_cosine"]) >= 0.8 and len(set(e["swiftmax"]["beta"])) == 12, f
+
+
+def test_fidelity_advice_names_the_fix_for_where_the_constants_came_from():
+    """The refusal's fix depends on the β/γ: tuned without the P format (a one-hot head's P ≈ 10^7: only tuning for
+    the format helps, percentile scales do not), tuned for it (percentile scales), or initialised at export."""
+    from vckattn.host.export.fidelity import fidelity_problem
+
+    fid = {"cosine": 0.0, "head_cosine": [0.98, 0.71], "threshold": 0.8}
+    tuned = fidelity_problem(0, fid, "swiftmax", from_checkpoint=True, saturating=False)
+    assert "layer 0 output cosine 0.000 (worst head 1: 0.710 alone)" in tuned
+    assert "`vckattn calibrate swiftmax … --p-frac 8`" in tuned and "percentile" not in tuned
+    sat = fidelity_problem(0, fid, "swiftmax", from_checkpoint=True, saturating=True)
+    assert "--calib-method percentile --percentile 99.9" in sat and "--p-frac" not in sat
+    assert "--swiftmax-init max" in fidelity_problem(0, fid, "swiftmax", init="mean")
+    assert fidelity_problem(0, {"cosine": 0.9, "head_cosine": [0.9], "threshold": 0.8}, "swiftmax", True) is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -78,9 +79,37 @@ def test_online_softmax_edges():
     keep = np.array([[False] * 5, [True] * 5])
     p = online_softmax_int(acc, regs, keep, fmt)
     assert np.all(p[0] == 0)  # fully masked row
-    assert np.all(p[1] == 51)  # 256/5 = 51.2
+    assert fmt.p_rounding == "cumulative"
+    assert p[1].tolist() == [51, 51, 52, 51, 51]  # round(k·51.2) differenced: the row sums to 256
+    p_near = online_softmax_int(acc, regs, keep, replace(fmt, p_rounding="nearest"))
+    assert np.all(p_near[1] == 51)  # each 51.2 rounded on its own: the row sums to 255
+    with pytest.raises(ValueError, match="p_rounding"):
+        OnlineSoftmaxFormat(p_rounding="stochastic")
     with pytest.raises(ValueError, match="exceeds the kernel's maximum"):
         online_softmax_int(np.zeros((1, fmt.max_keys() + 1), np.int64), regs, None, fmt)
+
+
+def test_online_softmax_cumulative_rounding_keeps_the_row_sum():
+    """Long rows of small weights (S = 512: most P a fraction of an LSB): rounding each P on its own loses or doubles
+    the row's mass; the cumulative rounding keeps every row's sum within one LSB of the exact one, and moves each
+    element by less than one LSB more than the exact value's own error allows (the budget)."""
+    from vckattn.golden.error_budget import online_softmax_budget
+    from vckattn.golden.online_softmax_int import softmax_reference
+
+    rng = np.random.default_rng(11)
+    acc = np.rint(rng.normal(0, 1500, (300, 512))).astype(np.int64)
+    keep = rng.random(acc.shape) > 0.1
+    regs = online_softmax_registers(0.05, 0.05, 64)
+    ref = softmax_reference(acc, 0.05, 0.05, 64, keep, 8)
+    err = {}
+    for rounding in ("nearest", "cumulative"):
+        fmt = OnlineSoftmaxFormat(p_rounding=rounding)
+        p = online_softmax_int(acc, regs, keep, fmt)
+        assert np.all(np.abs(p - ref) <= online_softmax_budget(acc, keep, 0.05, 0.05, 64, fmt))
+        assert np.all(p[~keep] == 0)
+        err[rounding] = np.abs(p.sum(-1) - ref.sum(-1))
+    assert err["cumulative"].max() <= 1.5, err["cumulative"].max()
+    assert err["nearest"].mean() > 10 * err["cumulative"].mean(), (err["nearest"].mean(), err["cumulative"].mean())
 
 
 def test_online_softmax_block_size_changes_only_rounding():
@@ -142,3 +171,18 @@ def test_leading_one_matches_bit_length():
                         2 ** np.arange(52)])
     assert np.array_equal(leading_one(x), np.array([int(v).bit_length() - 1 for v in x]))
     assert math.isclose(INT8.max_value, 127.0)
+
+
+def test_swiftmax_saturation_is_the_top_of_the_p_format():
+    from vckattn.golden.swiftmax_int import out_frac_of_saturation, saturation
+
+    fmt = SwiftMaxFormat()
+    regs = swiftmax_registers(0.05, 0.05, 64, 0.0, 1.0, 8, fmt)
+    assert int(swiftmax_int(np.array([1 << 22]), regs, None, fmt)[0]) == fmt.out_max  # the kernel saturates there
+    for f in range(0, 17):
+        assert saturation(f) == fmt.out_max * 2.0**-f and out_frac_of_saturation(saturation(f)) == f
+        assert np.float32(saturation(f)) == saturation(f)  # exact in a float32 checkpoint
+    assert saturation(8) == 0.99609375
+    for bad in (1.0, 0.5, 0.9961):
+        with pytest.raises(ValueError, match="not the top of a P format"):
+            out_frac_of_saturation(bad)

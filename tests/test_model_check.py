@@ -179,3 +179,70 @@ def test_a_classifier_is_checked_by_agreement(tmp_path, capsys):
     assert fid["metric"] == "agreement" and fid["min"] is None and fid["samples"] == N
     assert fid["score"] in {k / N for k in range(N + 1)}
     assert np.isfinite(fid["score"]) and "held-out reference-manual sentences" in fid["data"]
+    rc, err = _export(capsys, str(tmp_path / "clf"), "--out", str(tmp_path / "r"), "--normalizer", "softmax",
+                      "--check-samples", str(N), "--min-model-fidelity", "1.01", "--quiet")
+    assert rc == EXIT_FIDELITY and "--check-data rotten-tomatoes" in err, err  # the labeled check named
+
+
+def test_refusal_tunes_for_the_p_format_when_tuned_constants_were_not():
+    """fix_command: a tuned checkpoint whose float SwiftMax model keeps the model but was not tuned for the kernel's
+    P format (no p_max) gets the tuning for that format (--p-frac 8, from the original model), not percentile
+    scales; tuned for it, the integer path's fix stays percentile scales."""
+    from vckattn.host.export.model_check import fix_command
+
+    unsat = fix_command("T/model", "B", "D", tuned=True, float_low=False, has_swiftmax=True, percentile_used=True,
+                        base="S", unsaturated=True)
+    assert "8-bit P format" in unsat and "vckattn calibrate swiftmax S --data D" in unsat and "--p-frac 8" in unsat
+    sat = fix_command("T/model", "B", "D", tuned=True, float_low=False, has_swiftmax=True, percentile_used=False,
+                      base="S")
+    assert "--p-frac" not in sat and "--calib-method percentile --percentile 99.9" in sat
+
+
+def test_a_classifier_on_labeled_inputs_is_checked_by_the_accuracy_it_keeps(tmp_path, capsys):
+    """With labeled held-out inputs (--check-data rotten-tomatoes) a classifier is scored by the accuracy it keeps
+    against the softmax model: 1 - max(0, softmax accuracy - bundle accuracy); the softmax model's accuracy is the
+    one Hugging Face's own forward pass gives on the same snippets and labels."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from vckattn.golden.models import minilm_dir
+    from vckattn.host import datasets
+
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=30522, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                     intermediate_size=128, num_labels=2)
+    clf = BertForSequenceClassification(cfg).eval()
+    clf.save_pretrained(tmp_path / "clf")
+    tok = AutoTokenizer.from_pretrained(minilm_dir())
+    tok.save_pretrained(tmp_path / "clf")
+    rc, err = _export(capsys, str(tmp_path / "clf"), "--out", str(tmp_path / "b"), "--check-data", "rotten-tomatoes",
+                      "--check-samples", str(N), "--min-model-fidelity", "-1", "--allow-low-fidelity", "--quiet")
+    assert rc == 0, err
+    fid = load_bundle(tmp_path / "b").manifest["model_fidelity"]
+    a = fid["accuracy"]
+    assert fid["metric"] == "accuracy" and fid["samples"] == N and "rotten-tomatoes test snippets" in fid["data"]
+    assert fid["score"] == pytest.approx(1 - max(0.0, a["softmax"] - a["bundle"]))
+    assert fid["float_swiftmax"] == pytest.approx(1 - max(0.0, a["softmax"] - a["float_swiftmax"]))
+    test = datasets.rotten_tomatoes(0).test  # the default calibration text (CPython's docs) holds none of them
+    enc = tok(list(test.x[:N]), padding=True, truncation=True, max_length=128, return_tensors="pt")
+    with torch.no_grad():
+        pred = clf(**enc).logits.argmax(-1).numpy()
+    assert a["softmax"] == pytest.approx(float((pred == np.asarray(test.y[:N])).mean()))
+
+
+def test_a_classifier_refusal_names_accuracies_and_the_task_recipe():
+    """The refusal of a classifier checked on labeled inputs gives both accuracies, and its tuning fix tunes on that
+    data set with the task objective and the P format (not on the calibration text)."""
+    from vckattn.host.export.model_check import fix_command, model_problem
+
+    fix = fix_command("S", "B", "calib.txt", tuned=False, float_low=True, has_swiftmax=True, percentile_used=False,
+                      task="rotten-tomatoes")
+    assert "vckattn calibrate swiftmax S --data rotten-tomatoes --out B.tune --objective task" in fix
+    assert "--p-frac 8" in fix and "calib.txt" not in fix
+    fid = {"metric": "accuracy", "score": 0.93, "min": None, "float_swiftmax": 0.94, "threshold": 0.97,
+           "samples": 256, "data": "256 rotten-tomatoes test snippets", "layers": [0, 1],
+           "accuracy": {"softmax": 0.78, "bundle": 0.71, "float_swiftmax": 0.72, "agreement": 0.8}}
+    line = model_problem(fid, fix)
+    assert "accuracy 0.710 on 256 rotten-tomatoes test snippets against the softmax model's 0.780" in line
+    assert "accuracy kept 0.930, below 0.97" in line
+    assert model_problem(fid | {"score": 1.0}, fix) is None

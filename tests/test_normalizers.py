@@ -169,3 +169,31 @@ def test_swiftmax_gradient_values(gen):
     p.sum().backward()
     assert beta.grad.item() == pytest.approx(-p.sum().item(), rel=1e-12)
     assert gamma.grad.item() == pytest.approx(-p.sum().item() / 2.0, rel=1e-12)
+
+
+def test_swiftmax_saturation_p_max(gen):
+    """A saturating SwiftMax (a layer tuned for its P format): min(p, p_max), no gradient above it, masked still
+    exactly 0; p_max is a buffer saved with the model only when set."""
+    z = _scores(gen, (2, 3, 4, 9), scale=6.0)
+    keep = _random_keep(gen, z.shape)
+    beta = torch.tensor([0.5, 2.5, -1.0], dtype=F64, requires_grad=True)
+    gamma = torch.tensor([3.0, 10.0, 0.25], dtype=F64, requires_grad=True)
+    free = swiftmax(z, beta, gamma, keep)
+    p = swiftmax(z, beta, gamma, keep, p_max=0.99609375)
+    ref = np.minimum(_swiftmax_numpy(z.numpy(), beta.detach().numpy(), gamma.detach().numpy(), math.e), 0.99609375)
+    np.testing.assert_allclose(p.detach().numpy(), np.where(keep.numpy(), ref, 0.0), rtol=1e-13, atol=0)
+    assert bool((free > 0.99609375).any()) and float(p.detach().max()) == 0.99609375 and torch.all(p[~keep] == 0)
+    (p * (free > 0.99609375)).sum().backward()  # only saturated elements: no gradient reaches β/γ
+    assert torch.all(beta.grad == 0) and torch.all(gamma.grad == 0)
+
+    sm = SwiftMax(1.0, 2.0, num_heads=3).double()
+    assert "p_max" not in sm.state_dict() and sm.p_max is None
+    sm.set_p_max(0.99609375)
+    assert float(sm.state_dict()["p_max"]) == 0.99609375 and "p_max=0.996094" in repr(sm)
+    np.testing.assert_array_equal(sm(z, keep).detach().numpy(),
+                                  swiftmax(z, sm.beta, sm.gamma, keep, p_max=0.99609375).detach().numpy())
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="p_max"):
+            sm.set_p_max(bad)
+    sm.set_p_max(None)
+    assert "p_max" not in sm.state_dict()

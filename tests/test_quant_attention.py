@@ -101,3 +101,49 @@ def test_minilm_quantized_layers_report():
         assert e["swiftmax"]["int8_scores"]["cosine"] > 0.99, e
         assert e["swiftmax"]["int16_scores"]["cosine"] > e["swiftmax"]["cosine"] - 1e-4, e
         assert e["swiftmax"]["int8_scores"]["score_shift"] > 0
+
+
+@pytest.mark.slow
+def test_online_softmax_long_rows_on_real_minilm():
+    """S = 512 (real text, two inputs made of consecutive sentences): MiniLM layer 0's online-softmax integer layer
+    against its float layer. Rounding each P on its own (UQ0.8: most weights of a 512-key row are half an LSB) loses
+    the rows' mass (cosine ≈ 0.97); the kernel's cumulative rounding keeps every layer above 0.99."""
+    require_module("transformers")
+    from dataclasses import replace
+
+    from transformers import AutoModel, AutoTokenizer
+
+    from vckattn.golden import convert
+    from vckattn.golden.blocks import BertLayer
+    from vckattn.golden.models import minilm_dir
+    from vckattn.host.textdata import long_texts
+
+    tok = AutoTokenizer.from_pretrained(minilm_dir())
+    texts = long_texts(tok, 2, 512)
+    assert len(texts) == 2 and all(len(tok(t, verbose=False)["input_ids"]) >= 512 for t in texts)
+    assert texts[0].startswith(long_texts(tok, 1, 64)[0])  # consecutive sentences from the same start
+    model = AutoModel.from_pretrained(minilm_dir(), dtype=torch.float64).eval()
+    enc = tok(texts, truncation=True, max_length=512, return_tensors="pt")
+    with torch.no_grad():
+        h = model(**enc, output_hidden_states=True).hidden_states[0].numpy()
+    keep = enc["attention_mask"].numpy().astype(bool)
+    cfg = model.config
+    blk = BertLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size).double().load_hf(
+        convert.decoder_layers(model)[0])
+    layer = calibrate_attention(blk.attn, h[:1], keep[:1], "softmax")
+    ref = float_attention(blk.attn, h[1:], keep[1:], "softmax")["y"]
+    cos = {}
+    for rounding in ("nearest", "cumulative"):
+        q = replace(layer, os_fmt=replace(layer.os_fmt, p_rounding=rounding))
+        cos[rounding] = compare(attention_int(q, h[1:], keep[1:])[0], ref)["cosine"]
+    assert layer.os_fmt.p_rounding == "cumulative"
+    assert cos["nearest"] < 0.985 and cos["cumulative"] > 0.99, cos
+
+
+def test_report_quant_refuses_a_sequence_longer_than_the_model(capsys):
+    require_module("transformers")
+    from vckattn.host.cli import main
+
+    assert main(["report", "quant", "--seq-len", "600"]) == 2
+    err = capsys.readouterr().err
+    assert "--seq-len 600: the model has 512 positions" in err and err.count("\n") == 1

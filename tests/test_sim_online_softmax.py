@@ -135,7 +135,7 @@ def _check(dut: OnlineSoftmaxKernel, rows: list[np.ndarray], masks: list[np.ndar
             nk = dut.max_keys
             assert not got.any() and np.array_equal(gk[:nk], mk[:nk]) and not gk[nk:].any(), f"overflow row {r}"
             continue
-        exp = online_softmax_int(row[None, :], regs, mk[None, :], dut.fmt)[0]
+        exp = online_softmax_int(row[None, :], regs, mk[None, :], dut.fmt)[0]  # the DUT's format, its P rounding
         assert np.array_equal(got, exp), f"row {r} (length {len(row)}): got {got}, expected {exp}"
         assert np.array_equal(gk, mk), f"row {r}: TUSER"
     assert pos == len(out)
@@ -160,13 +160,15 @@ def _rows(rng: np.random.Generator, n_rows: int, max_len: int) -> tuple[list[np.
     return rows, masks
 
 
+@pytest.mark.parametrize("p_rounding", ["cumulative", "nearest"])
 @pytest.mark.parametrize(("lanes", "regs"), [(2, online_softmax_registers(0.05, 0.05, 64)),
                                              (3, online_softmax_registers(1.0, 1.0, 1)),
                                              (1, OnlineSoftmaxRegisters(-(1 << 23), 40)),
                                              (4, OnlineSoftmaxRegisters(-(1 << 23), 47))])
-def test_amaranth_sim_random_stalls(lanes: int, regs: OnlineSoftmaxRegisters) -> None:
-    """Short rows (incl. one overflowing row) with idles and backpressure in Amaranth's simulator."""
-    dut = OnlineSoftmaxKernel(lanes, 4 * lanes, max_rows=2)
+def test_amaranth_sim_random_stalls(lanes: int, regs: OnlineSoftmaxRegisters, p_rounding: str) -> None:
+    """Short rows (incl. one overflowing row) with idles and backpressure in Amaranth's simulator, for both P
+    roundings (the cumulative one carries the row's rounding residue across beats and stalls)."""
+    dut = OnlineSoftmaxKernel(lanes, 4 * lanes, max_rows=2, fmt=OnlineSoftmaxFormat(p_rounding=p_rounding))
     rng = np.random.default_rng(lanes)
     rows, masks = _rows(rng, 30, 4 * lanes)
     rows.insert(7, rng.integers(-1000, 1000, 6 * lanes + 1))
@@ -178,10 +180,11 @@ def test_amaranth_sim_random_stalls(lanes: int, regs: OnlineSoftmaxRegisters) ->
     _check(dut, rows, masks, out, regs)
 
 
-def test_amaranth_sim_negative_output_shift() -> None:
+@pytest.mark.parametrize("p_rounding", ["cumulative", "nearest"])
+def test_amaranth_sim_negative_output_shift(p_rounding: str) -> None:
     """A format with ``15 + 15 - sum_frac - out_frac < 0`` (p = e2·r_mant shifted left for small l)."""
     fmt = replace(OnlineSoftmaxFormat(), sum_frac=16, sum_bits=24, out_bits=10, out_frac=16,
-                  recip=RecipConfig(mant_bits=14, lut_bits=7, out_frac=15))
+                  recip=RecipConfig(mant_bits=14, lut_bits=7, out_frac=15), p_rounding=p_rounding)
     assert fmt.pow2.out_frac + fmt.recip.out_frac - fmt.sum_frac - fmt.out_frac < 0
     dut = OnlineSoftmaxKernel(2, 8, fmt=fmt)
     rng = np.random.default_rng(5)

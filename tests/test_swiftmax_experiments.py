@@ -98,6 +98,15 @@ def test_sentiment_smoke(tmp_path) -> None:
                                    "--batch", "8", "--out", str(out), "--quiet"])
     _check_results(res, out, 2)
     assert (out / "softmax_model" / "tokenizer.json").is_file()
+    calib = (out / "calib.txt").read_text(encoding="utf-8").splitlines()
+    test = set(datasets.rotten_tomatoes(0).test.x)
+    assert len(calib) == swiftmax_sentiment.CALIB_SNIPPETS and not test & set(calib)  # training snippets only
+
+    only = swiftmax_sentiment.main(["--train", "16", "--ft-epochs", "1", "--test-n", "16", "--batch", "8",
+                                    "--softmax-only", "--out", str(tmp_path / "only"), "--quiet"])
+    assert only["softmax_only"] and not (tmp_path / "only" / "swiftmax_model").exists()
+    assert (tmp_path / "only" / "calib.txt").read_text(encoding="utf-8").splitlines() == calib
+    assert only["softmax_test_accuracy"] == res["softmax_test_accuracy"]  # the same seeded fine-tuning
 
 
 def test_vit_smoke(tmp_path) -> None:
@@ -133,3 +142,50 @@ def test_vit_stage_tunes_only_beta_gamma() -> None:
     assert float(sm[0].beta) != pytest.approx(init[0][0], abs=1e-6)
     assert float(sm[0].gamma) != pytest.approx(init[1][0], rel=1e-6)
     assert float(sm[0].gamma) > 0
+
+
+@pytest.mark.slow
+def test_pformat_analysis_of_a_layer_with_an_outlier_head(tmp_path) -> None:
+    """MiniLM with β/γ that give layer 0's one-hot head (2) P far beyond any 8-bit format: the analysis finds the
+    head carrying the layer's output and no format change rescuing the layer; its `export` figure is the export
+    check's own; with the layer saturating at 255/256 (tuned for P 2^-8) the same analysis follows the float layer."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from vckattn.golden.calibrate import apply_swiftmax
+    from vckattn.golden.models import minilm_dir
+    from vckattn.host.experiments import swiftmax_pformat
+    from vckattn.host.export import sources
+    from vckattn.host.export.capture import capture_activations
+    from vckattn.host.export.fidelity import layer_fidelity
+    from vckattn.host.export.quantize import activation_scales, build_layer
+    from vckattn.host.textdata import real_sentences
+
+    beta, gamma = [1.6] * 12, [6.0] * 12
+    beta[2], gamma[2] = 20.0, 1.0  # the one-hot head's rows reach P = e^(z_max − 20) ≫ 255
+    calib = tmp_path / "calib.txt"
+    calib.write_text("\n".join(real_sentences(16)) + "\n")
+    reports = {}
+    for name, p_max in (("free", None), ("saturating", 0.99609375)):
+        model = AutoModel.from_pretrained(minilm_dir(), dtype=torch.float32)
+        apply_swiftmax(model, {0: beta}, {0: gamma}, p_max=p_max)
+        model.save_pretrained(tmp_path / name)
+        AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(tmp_path / name)
+        reports[name] = swiftmax_pformat.main([str(tmp_path / name), "--calib", str(calib), "--samples", "16",
+                                               "--json", str(tmp_path / f"{name}.json")])["layers"][0]
+    free, sat = reports["free"], reports["saturating"]
+    assert json.loads((tmp_path / "free.json").read_text())["layers"][0]["cosine"] == free["cosine"]
+    assert len(free["heads"]) == 12 and free["p_max"] is None and sat["p_max"] == 0.99609375
+    assert free["heads"][2]["p_max"] > 1e3 and free["heads"][2]["output_energy_share"] > 0.99
+    assert sum(h["output_energy_share"] for h in free["heads"]) == pytest.approx(1.0)
+    assert max(free["cosine"].values()) < 0.9 and set(free["cosine"]) == set(swiftmax_pformat.VARIANTS)
+    assert sat["p_frac"] == 8 and sat["cosine"]["export"] > 0.95, sat["cosine"]
+    assert all(h["p_max"] <= 0.99609375 for h in sat["heads"])
+
+    # the `export` variant is the export check's figure (same layer, same float reference)
+    m = sources.load_model(sources.resolve_checkpoint(tmp_path / "saturating"), False)
+    cap = capture_activations(m, real_sentences(16), 64, 32, "calib", False)
+    b, g = np.asarray(beta), np.asarray(gamma)
+    scales, p_fmt = activation_scales(m, 0, cap, "swiftmax", "percentile", 99.9, b, g, 0.99609375)
+    fid = layer_fidelity(m, 0, cap, build_layer(m.layers[0], scales, "swiftmax", b, g, p_fmt), "swiftmax", b, g,
+                         p_max=0.99609375)
+    assert sat["cosine"]["export"] == pytest.approx(fid["cosine"], abs=1e-5)

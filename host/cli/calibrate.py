@@ -104,6 +104,10 @@ def add_calibrate(sub: Subparsers) -> None:
             c.add_argument("--one-shot", action="store_true",
                            help="replace all layers at once and tune them together (the ablation)")
             c.add_argument("--layers", type=index_list, metavar="I[,I...]", help="layers to replace (default all)")
+            c.add_argument("--p-frac", type=int, default=None, metavar="F",
+                           help="tune for the kernel's P format of scale 2^-F: the SwiftMax of the replaced layers "
+                           "saturates at (2^8 - 1)·2^-F, as the kernel does, and `vckattn export` gives them that "
+                           "format (e.g. 8: P <= 0.996, softmax's range; default: no saturation)")
             c.add_argument("--train-samples", type=positive_int, default=256, metavar="N")
             c.add_argument("--eval-samples", type=positive_int, default=128, metavar="N")
             c.set_defaults(func=run_calibrate_swiftmax)
@@ -171,9 +175,11 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
         raise UserError("--lr must be > 0")
     output_dir(args.out, what="--out")
     check_data(args.data)
+    if args.p_frac is not None and not 0 <= args.p_frac <= 16:
+        raise UserError(f"--p-frac {args.p_frac}: give a P scale 2^-F with F in 0..16")
     cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
                                args.batch_size, max_length(args), args.seed, args.init, args.per_head, args.one_shot,
-                               args.layers)
+                               args.layers, args.p_frac)
     if args.main_lr < 0:
         raise UserError("--main-lr must be >= 0")
     rt = calibrate.make_runtime(args.device, args.mixed_precision)

@@ -6,8 +6,9 @@ import argparse
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
+from vckattn.golden.online_softmax_int import P_ROUNDINGS
 
-from .common import Subparsers, examples, missing_subcommand, output_file, read_sentences
+from .common import Subparsers, examples, missing_subcommand, output_file, positive_int, read_sentences
 
 
 def add_report(sub: Subparsers) -> None:
@@ -39,13 +40,19 @@ def add_report(sub: Subparsers) -> None:
         "the float golden model: relative error and cosine per layer, for the online-softmax baseline and for "
         "SwiftMax.",
         epilog=examples("vckattn report quant", "vckattn report quant path/to/bert-model --data sentences.txt "
-                        "--json results/quant.json"),
+                        "--json results/quant.json", "vckattn report quant --seq-len 512"),
     )
     q.add_argument("checkpoint", nargs="?", type=Path, default=None,
                    help="Hugging Face BERT-family model folder (default: the shipped all-MiniLM-L6-v2)")
     q.add_argument("--data", type=Path, metavar="FILE",
                    help="UTF-8 text, one sentence per line: the first 32 calibrate, the next 16 are evaluated "
                         "(default: sentences from CPython's documentation)")
+    q.add_argument("--seq-len", type=positive_int, metavar="S",
+                   help="long inputs: calibrate on 2 and evaluate on 2 inputs of exactly S tokens, each made of "
+                        "consecutive sentences (default: one sentence per input)")
+    q.add_argument("--online-p-rounding", choices=P_ROUNDINGS, default=None,
+                   help="P rounding of the online-softmax kernel (default: the build's, cumulative; nearest rounds "
+                        "each P on its own, for comparison)")
     q.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     q.set_defaults(func=run_report_quant)
     p.set_defaults(func=lambda args: missing_subcommand(p))
@@ -69,7 +76,8 @@ def run_report_quant(args: argparse.Namespace) -> int:
     if args.data is not None:
         sentences = read_sentences(args.data, "--data")
     try:
-        reports.run_quant(args.checkpoint, sentences, args.json_out)
+        reports.run_quant(args.checkpoint, sentences, args.json_out, seq_len=args.seq_len,
+                          online_p_rounding=args.online_p_rounding)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     return 0

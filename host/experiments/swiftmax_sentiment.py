@@ -11,10 +11,13 @@ The paper's protocol (docs/methods.md §1), on CPU:
    accuracy after each epoch; SwiftMax test accuracy and wall-clock.
 
 Outputs in ``--out`` (default ``results/experiments/sentiment``): ``softmax_model/`` (the fine-tuned model,
-a Hugging Face folder with tokenizer), ``swiftmax_model/`` (the same weights plus the tuned
+a Hugging Face folder with tokenizer), ``calib.txt`` (256 training snippets, one a line: calibration text for
+``vckattn export``), ``swiftmax_model/`` (the same weights plus the tuned
 ``…vckattn_normalizer.beta/gamma`` tensors, which ``vckattn export`` reads), ``swiftmax_beta_gamma.json``,
 ``stages/`` (one checkpoint per stage), ``results.json`` and ``accuracy_per_stage.png``.
-Export: ``vckattn export <out>/swiftmax_model --out <bundle>``.
+Export: ``vckattn export <out>/swiftmax_model --out <bundle>``. ``--softmax-only`` stops after step 1 (the
+fine-tuned model and ``calib.txt``, e.g. for ``vckattn calibrate swiftmax <out>/softmax_model --data
+rotten-tomatoes --objective task …``).
 
 The generic part of the protocol (:func:`swiftmax_protocol`, :func:`plot_stages`) is shared with
 :mod:`.swiftmax_vit`.
@@ -45,6 +48,8 @@ from vckattn.golden import calibrate, convert
 from vckattn.golden.calibrate import StageLog
 
 Batch = dict[str, Tensor]
+#: training snippets written to ``calib.txt`` (the export's calibration text)
+CALIB_SNIPPETS = 256
 
 
 # ----------------------------------------------------------------------------- shared protocol helpers
@@ -267,6 +272,8 @@ def main(argv: Sequence[str] | None = None) -> dict:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default %(default)s)")
     p.add_argument("--out", type=Path, default=Path("results/experiments/sentiment"))
+    p.add_argument("--softmax-only", action="store_true",
+                   help="stop after fine-tuning (write softmax_model/ and calib.txt only)")
     p.add_argument("--quiet", action="store_true")
     a = p.parse_args(argv)
     log = (lambda _s: None) if a.quiet else (lambda s: print(s, flush=True))
@@ -326,6 +333,16 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if a.softmax_model is None or a.softmax_model.resolve() != (a.out / "softmax_model").resolve():
         model.save_pretrained(a.out / "softmax_model")
         tok.save_pretrained(a.out / "softmax_model")
+    calib = [tx[i] for i in tr_idx[:CALIB_SNIPPETS]]  # training snippets (the test split stays unseen)
+    (a.out / "calib.txt").write_text("\n".join(calib) + "\n", encoding="utf-8")
+    if a.softmax_only:
+        results = {"experiment": "swiftmax_sentiment", "softmax_only": True, "seed": a.seed, "fine_tune": ft,
+                   "softmax_test_accuracy": base_test, "softmax_val_accuracy": base_val,
+                   "artifacts": {"softmax_model": str(a.out / "softmax_model"), "calib": str(a.out / "calib.txt")},
+                   "total_seconds": time.perf_counter() - t_start, "environment": environment()}
+        (a.out / "results.json").write_text(json.dumps(results, indent=1))
+        log(f"wrote {a.out / 'softmax_model'} and {a.out / 'calib.txt'}")
+        return results
     # the same softmax through the golden attention (what the SwiftMax layers replace)
     convert.register_attention()
     model.set_attn_implementation(convert.ATTN_IMPL)

@@ -24,6 +24,10 @@ from .capture import Captured
 from .reference import float_layer
 from .sources import LoadedModel
 
+#: the tuning flag that fits SwiftMax to the kernel's P format (8-bit P at 2^-8: its float model saturates at
+#: 255/256, where the kernel does; ``vckattn calibrate swiftmax --p-frac``)
+P_FORMAT_FLAG = "--p-frac 8"
+
 #: the default threshold on both the layer's and every head's mean cosine (``--min-fidelity``). It separates a
 #: broken layer from a lossy one: the untuned mean-init SwiftMax MiniLM scores 0.002-0.84 (four of six layers below
 #: 0.52: P outside its 8-bit format), while every layer of the online-softmax baseline passes, down to SmolLM2's
@@ -41,16 +45,17 @@ def _cos(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 @torch.no_grad()
 def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionLayer, normalizer: str,
-                   beta: float | np.ndarray, gamma: float | np.ndarray, threshold: float = DEFAULT_MIN_FIDELITY
-                   ) -> dict:
-    """``{"cosine", "head_cosine", "threshold"}`` of layer ``i`` (module docstring), as the manifest records it."""
+                   beta: float | np.ndarray, gamma: float | np.ndarray, threshold: float = DEFAULT_MIN_FIDELITY,
+                   p_max: float | None = None) -> dict:
+    """``{"cosine", "head_cosine", "threshold"}`` of layer ``i`` (module docstring), as the manifest records it
+    (``p_max``: the saturation of a SwiftMax layer tuned for its P format, part of its float layer)."""
     ly = m.layers[i]
     h, d = layer.n_heads, layer.head_dim
     w_o = ly.mha.o_proj.weight.detach().double().numpy().reshape(-1, h, d)  # (out, H, D)
     cos_y, cos_h = [], []
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         x64 = x.astype(np.float64)
-        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma)
+        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)
         y_f = ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
         y_i, tr = attention_int(layer, x64, b.keep, rope=rope)
         real = np.asarray(b.keep, bool)
@@ -64,13 +69,18 @@ def layer_fidelity(m: LoadedModel, i: int, cap: Captured, layer: QuantAttentionL
 
 
 def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | None = None,
-            init: str | None = None, method: str | None = None, percentile: float | None = None) -> str:
+            init: str | None = None, method: str | None = None, percentile: float | None = None,
+            saturating: bool | None = None) -> str:
     """The fix a layer below the threshold names, never a setting already in use (``init``, ``method``,
     ``percentile``: the export's; None: not known). For the online-softmax baseline: more calibration text or
-    percentile scales; for tuned SwiftMax constants (``from_checkpoint``): percentile scales (rare outliers of P and
-    of the head outputs set the int8 scales), never another initialisation; for calibration-initialised constants:
-    the `max` initialisation (only when another one is in use) or tuning (``tune_command``: the exact commands);
-    ``from_checkpoint`` None (not recorded: a bundle of an older vckattn): both."""
+    percentile scales; for tuned SwiftMax constants (``from_checkpoint``) not tuned for the kernel's P format
+    (``saturating`` False): tuning for that format (``--p-frac``: without saturation, tuned β/γ let some rows' P grow
+    far past what 8 bits hold, e.g. P ≈ 10^7 in the one-hot head of a MiniLM classifier's layer 0, and no scale
+    choice recovers the layer); for tuned ones tuned for it, or not known (``saturating`` True or None): percentile
+    scales (rare outliers of P and of the head outputs set the int8 scales), never another initialisation; for
+    calibration-initialised constants: the `max` initialisation (only when another one is in use) or tuning
+    (``tune_command``: the exact commands); ``from_checkpoint`` None (not recorded: a bundle of an older vckattn):
+    both."""
     percentile_in_use = method == "percentile" and percentile is not None and percentile <= 99.9
     scales = None if percentile_in_use else (
         "export with --calib-method percentile --percentile 99.9 (rare outliers of P and of the head outputs set "
@@ -79,6 +89,11 @@ def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | N
     if normalizer != "swiftmax":
         return f"{more_text}, or {scales}" if scales else more_text
     tune = f"`{tune_command}`" if tune_command else "`vckattn calibrate swiftmax` and export the tuned model"
+    if from_checkpoint and saturating is False:
+        how = (f"`{tune_command}`" if tune_command and P_FORMAT_FLAG in tune_command else
+               f"`vckattn calibrate swiftmax … {P_FORMAT_FLAG}` and export the tuned model")
+        return ("the tuned β/γ let P outgrow the kernel's 8-bit P format: tune the softmax model again for that "
+                f"format (its SwiftMax then saturates where the kernel does): {how}")
     if from_checkpoint:
         return scales or more_text
     if from_checkpoint is None:
@@ -90,9 +105,10 @@ def fix_for(normalizer: str, from_checkpoint: bool | None, tune_command: str | N
 
 def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool | None = False,
                      tune_command: str | None = None, init: str | None = None, method: str | None = None,
-                     percentile: float | None = None) -> str | None:
+                     percentile: float | None = None, saturating: bool | None = None) -> str | None:
     """One line naming the first failing figure of layer ``i`` (the layer, else its worst head) and the fix
-    (:func:`fix_for`, given the export's settings), or None when the layer and every head reach the threshold."""
+    (:func:`fix_for`, given the export's settings and whether tuned β/γ were tuned for the P format), or None
+    when the layer and every head reach the threshold."""
     t = fid["threshold"]
     heads = np.asarray(fid["head_cosine"])
     worst = int(np.argmin(heads))
@@ -100,7 +116,7 @@ def fidelity_problem(i: int, fid: dict, normalizer: str, from_checkpoint: bool |
         return None
     what = (f"layer {i} output cosine {fid['cosine']:.3f} (worst head {worst}: {heads[worst]:.3f} alone)"
             if fid["cosine"] < t else f"layer {i} head {worst} output cosine {heads[worst]:.3f}")
-    fix = fix_for(normalizer, from_checkpoint, tune_command, init, method, percentile)
+    fix = fix_for(normalizer, from_checkpoint, tune_command, init, method, percentile, saturating)
     return f"{what} against the float layer is below {t:g}: {fix}"
 
 

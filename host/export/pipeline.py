@@ -45,23 +45,25 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
                     percentile: float, swiftmax_init: str = DEFAULT_SWIFTMAX_INIT, per_head: bool = True,
                     min_fidelity: float = DEFAULT_MIN_FIDELITY) -> ExportedLayer:
     """Layer ``i`` through the per-layer steps: SwiftMax β/γ per head (checkpoint or calibration), int8 scales
-    and P format, the integer layer, BHyT site constants for BHyT layers, and the fidelity check of the
-    integer layer against its float layer (:mod:`.fidelity`)."""
+    and P format (a checkpoint layer tuned for its P format keeps that format: its ``p_max``), the integer layer,
+    BHyT site constants for BHyT layers, and the fidelity check of the integer layer against its float layer
+    (:mod:`.fidelity`)."""
     ly = m.layers[i]
     beta = gamma = None
     source = None
     if normalizer == "swiftmax":
         beta, gamma, source = swiftmax_beta_gamma(m, i, cap, swiftmax_init, per_head)
     b_, g_ = (0.0, 1.0) if beta is None else (beta, gamma)
-    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, b_, g_)
+    sat = ly.swiftmax_p_max if normalizer == "swiftmax" and source == "checkpoint" else None
+    scales, p_max = activation_scales(m, i, cap, normalizer, method, percentile, b_, g_, sat)
     layer = build_layer(ly, scales, normalizer, b_, g_, p_max)
     layer.causal = m.family == "llama"  # as the bundle's reader builds it (writer.to_quant_layer)
     layer.score_absmax = max((score_absmax(layer, x.astype(np.float64), b.keep, rope)
                               for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True)), default=0)
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
                                                                            percentile)
-    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity)
-    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid)
+    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity, sat)
+    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid, sat)
 
 
 def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normalizer: str, chosen: set[int],
@@ -97,7 +99,7 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
         assert ex.fidelity is not None
         problem = fidelity_problem(i, ex.fidelity, norm_i, ex.beta_source == "checkpoint",
                                    None if check is None else check.tune_command, swiftmax_init, method,
-                                   percentile if method == "percentile" else None)
+                                   percentile if method == "percentile" else None, ex.p_max is not None)
         if problem is not None:
             if not allow_low_fidelity:
                 raise LowFidelityError(f"refusing to write the bundle: {problem} (or pass --allow-low-fidelity to "
@@ -153,19 +155,27 @@ class ModelCheck:
     @property
     def tune_command(self) -> str:
         """The tuning fix, for the per-layer check's advice to calibration-initialised SwiftMax layers."""
-        return fix_command(self.checkpoint, self.out, self.calib_data, False, True, True, False, self.base)
+        task = self.data.task if getattr(self.data.data, "labels", None) is not None else None
+        return fix_command(self.checkpoint, self.out, self.calib_data, False, True, True, False, self.base,
+                           task=task)
 
     def run(self, m: LoadedModel, layers: dict[int, ExportedLayer], percentile_used: bool) -> tuple[dict,
                                                                                                      str | None]:
         """The ``model_fidelity`` record and the problem line (None: it passes)."""
         swiftmax = {i: ([float(b) for b in np.atleast_1d(ex.beta)], [float(g) for g in np.atleast_1d(ex.gamma)])
                     for i, ex in layers.items() if ex.beta is not None}
+        p_max = {i: float(ex.p_max) for i, ex in layers.items() if ex.p_max is not None}
         fid = model_fidelity(m, {i: ex.layer for i, ex in layers.items()}, swiftmax, self.data, self.threshold,
-                             self.reference, self.reference_name)
+                             self.reference, self.reference_name, p_max)
         tuned = any(ex.beta_source == "checkpoint" for ex in layers.values())
+        unsaturated = any(ex.beta_source == "checkpoint" and ex.p_max is None for ex in layers.values())
         low = fid["float_swiftmax"] is not None and fid["float_swiftmax"] < self.threshold
         fix = fix_command(self.checkpoint, self.out, self.calib_data, tuned, low, bool(swiftmax), percentile_used,
-                          self.base)
+                          self.base, unsaturated, self.data.task if fid["metric"] == "accuracy" else None)
+        if fid["metric"] == "agreement":  # a classifier on unlabeled inputs: its task's labels may say otherwise
+            labeled = "digits (or mnist5k)" if m.family == "vit" else "rotten-tomatoes"
+            fix += (f"; a classifier of a labeled task is better checked by the accuracy it keeps on that task's test "
+                    f"inputs: --check-data {labeled}")
         return fid, model_problem(fid, fix)
 
 

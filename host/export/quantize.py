@@ -94,16 +94,19 @@ class PRange:
 
 
 def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, method: str, percentile: float,
-                      beta: float | np.ndarray, gamma: float | np.ndarray) -> tuple[dict[str, float], float]:
+                      beta: float | np.ndarray, gamma: float | np.ndarray,
+                      p_max: float | None = None) -> tuple[dict[str, float], float]:
     """Layer ``i``'s int8 scales ``{"s_x", "s_q", "s_k", "s_v", "s_a"}`` and the P value its format must hold
     (max, or the percentile with ``method="percentile"``, over the kept keys of real query rows; SwiftMax layers only,
-    else 1), from the float golden attention with ``normalizer`` (β, γ for SwiftMax) on the captured inputs."""
+    else 1), from the float golden attention with ``normalizer`` (β, γ for SwiftMax) on the captured inputs. A
+    SwiftMax layer tuned for its P format (``p_max``: its saturation) runs saturating, and its format is that one:
+    the P value returned is ``p_max``."""
     ly = m.layers[i]
     rng = {n: Range(method, percentile, seed=j) for j, n in enumerate(SCALED)}
     p_rng = PRange(percentile if method == "percentile" else 100.0)
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         x64 = x.astype(np.float64)
-        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma)
+        f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)
         rng["x"].add(x64)
         for n in ("q", "k", "v", "a"):
             rng[n].add(f[n])
@@ -114,7 +117,7 @@ def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, me
             p = f["p"]
             rows = np.asarray(b.keep, bool)[:, None, :, None]
             p_rng.add(p[np.broadcast_to(f["keep4"].numpy(), p.shape) & np.broadcast_to(rows, p.shape)])
-    return {f"s_{n}": rng[n].scale() for n in SCALED}, p_rng.value()
+    return {f"s_{n}": rng[n].scale() for n in SCALED}, (p_rng.value() if p_max is None else p_max)
 
 
 def build_layer(ly: LoadedLayer, scales: dict[str, float], normalizer: str, beta: float | np.ndarray,

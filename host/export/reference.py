@@ -30,11 +30,12 @@ def keep4(keep: np.ndarray, causal: bool) -> Tensor:
 @torch.no_grad()
 def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray,
                 rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float | np.ndarray,
-                gamma: float | np.ndarray) -> dict[str, np.ndarray]:
+                gamma: float | np.ndarray, p_max: float | None = None) -> dict[str, np.ndarray]:
     """Float64 golden attention of one layer on one batch: q, k, v (+ pre-RoPE q/k), p, a, scores z, keep4.
-    SwiftMax ``beta``/``gamma``: per layer (floats) or one value per query head."""
+    SwiftMax ``beta``/``gamma``: per layer (floats) or one value per query head; ``p_max``: its saturation (a layer
+    tuned for its P format) or None."""
     if m.family != "llama":  # BERT / ViT: exactly golden's float_attention (what calibrate_attention uses)
-        f = float_attention(ly.mha, x, keep, normalizer, beta, gamma)
+        f = float_attention(ly.mha, x, keep, normalizer, beta, gamma, p_max=p_max)
         b, s, _ = x.shape
         qh = torch.from_numpy(f["q"]).view(b, s, ly.mha.n_heads, -1).transpose(1, 2)
         kh = torch.from_numpy(f["k"]).view(b, s, ly.mha.n_kv_heads, -1).transpose(1, 2)
@@ -42,7 +43,7 @@ def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray
         f["keep4"] = keep4(keep, False)
         return f
     mha = ly.mha
-    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma)
+    norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma, p_max)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     b, s, _ = x.shape
     q = mha.q_proj(xt).view(b, s, mha.n_heads, mha.head_dim).transpose(1, 2)
@@ -62,10 +63,11 @@ def float_layer(m: LoadedModel, ly: LoadedLayer, x: np.ndarray, keep: np.ndarray
 @torch.no_grad()
 def layer_output(m: LoadedModel, i: int, x: np.ndarray, keep: np.ndarray,
                  rope: tuple[np.ndarray, np.ndarray] | None, normalizer: str, beta: float | np.ndarray,
-                 gamma: float | np.ndarray) -> np.ndarray:
-    """Layer ``i``'s float64 attention output after W_O (before the residual add) on ``x`` ``(B, S, d)``."""
+                 gamma: float | np.ndarray, p_max: float | None = None) -> np.ndarray:
+    """Layer ``i``'s float64 attention output after W_O (before the residual add) on ``x`` ``(B, S, d)``
+    (SwiftMax saturating at ``p_max`` when given)."""
     ly = m.layers[i]
-    f = float_layer(m, ly, x, keep, rope, normalizer, beta, gamma)
+    f = float_layer(m, ly, x, keep, rope, normalizer, beta, gamma, p_max)
     return ly.mha.o_proj(torch.from_numpy(f["a"])).numpy()
 
 

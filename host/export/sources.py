@@ -14,8 +14,9 @@ and per layer a float64 golden copy of the attention weights and the modules to 
 
 Converted checkpoints are recognised from their state dict: SwiftMax modules
 (``…layers.N….vckattn_normalizer.beta/gamma``, as :func:`convert.swap_attention_normalizer`
-registers them; golden: ``layers.N.attn.normalizer.beta/gamma``) give the layer's β, γ
-(and the float model runs with them during calibration); BHyT block norms
+registers them; golden: ``layers.N.attn.normalizer.beta/gamma``) give the layer's β, γ, and an optional
+``…p_max`` its saturation (a layer tuned for its P format; the export then gives it that format), and the
+float model runs with them during calibration; BHyT block norms
 (``…layers.N.bhyt.lam_attn/lam_mlp/weight_attn/weight_mlp/c_attn``, as
 :func:`convert.convert_llama_norms_to_bhyt` registers them) make the layer a BHyT layer.
 κ and T (``seq_len`` of c_attn) are not tensors: a ``"vckattn_bhyt": {"kappa", "seq_len"}``
@@ -164,6 +165,8 @@ class LoadedLayer:
     block_module: nn.Module  # hooked for the block input (BHyT)
     bhyt: BHyTBlockNorms | None = None  # float64 copy
     swiftmax: tuple[float | list[float], float | list[float]] | None = None  # checkpoint β, γ (per head: lists)
+    #: the checkpoint's SwiftMax saturation (a layer tuned for its P format: the top of that format), or None
+    swiftmax_p_max: float | None = None
 
 
 @dataclass
@@ -305,7 +308,7 @@ def _load_bare_safetensors(model: nn.Module, file: Path) -> None:
     model.load_state_dict(fixed, strict=False)
 
 
-_SWIFTMAX_KEY = re.compile(r"(?:^|\.)layers?\.(\d+)\.(?:.*\.)?(?:vckattn_normalizer|normalizer)\.(beta|gamma)$")
+_SWIFTMAX_KEY = re.compile(r"(?:^|\.)layers?\.(\d+)\.(?:.*\.)?(?:vckattn_normalizer|normalizer)\.(beta|gamma|p_max)$")
 _BHYT_KEY = re.compile(r"(?:^|\.)layers\.(\d+)\.bhyt\.(lam_attn|lam_mlp|weight_attn|weight_mlp|c_attn)$")
 
 
@@ -338,7 +341,7 @@ def swiftmax_from_state(state: dict[str, Tensor], n_layers: int
             found.setdefault(int(m.group(1)), {})[m.group(2)] = v
     out: dict[int, tuple[float | list[float], float | list[float]]] = {}
     for i, d in sorted(found.items()):
-        if i >= n_layers or set(d) != {"beta", "gamma"}:
+        if i >= n_layers or not {"beta", "gamma"} <= set(d):
             continue
         b, g = d["beta"].detach().double(), d["gamma"].detach().double()
         if b.dim() > 1 or g.dim() > 1 or b.shape != g.shape:
@@ -348,6 +351,29 @@ def swiftmax_from_state(state: dict[str, Tensor], n_layers: int
             raise ExportError(f"layer {i}: SwiftMax β={b.tolist()}, γ={g.tolist()} from the checkpoint are not usable "
                               "(finite, γ > 0)")
         out[i] = (float(b), float(g)) if b.dim() == 0 else (b.tolist(), g.tolist())
+    return out
+
+
+def swiftmax_saturation_from_state(state: dict[str, Tensor], n_layers: int) -> dict[int, float]:
+    """Per layer index below ``n_layers`` whose SwiftMax module in ``state`` saturates (a model tuned for its P
+    format, ``vckattn calibrate swiftmax --p-frac``): its ``p_max``, the top of that P format. ExportError for a
+    value that is not the top of an 8-bit P format (``(2^8 − 1)·2^-p_frac``)."""
+    from vckattn.golden.swiftmax_int import out_frac_of_saturation
+
+    out: dict[int, float] = {}
+    for k, v in state.items():
+        m = _SWIFTMAX_KEY.search(k)
+        if not (m and m.group(2) == "p_max" and int(m.group(1)) < n_layers):
+            continue
+        i, t = int(m.group(1)), v.detach().double()
+        if t.dim() != 0 or not torch.isfinite(t) or not float(t) > 0:
+            raise ExportError(f"layer {i}: SwiftMax p_max {t.tolist()} from the checkpoint must be one finite "
+                              "value > 0")
+        try:
+            out_frac_of_saturation(float(t))
+        except ValueError as exc:
+            raise ExportError(f"layer {i}: SwiftMax {exc}") from None
+        out[i] = float(t)
     return out
 
 
@@ -363,13 +389,14 @@ def _wrap_hf(model: nn.Module, tok: Any, raw: dict[str, Tensor], bhyt_cfg: dict)
     attns = convert.attention_modules(model)
     n = len(blocks)
     sm = swiftmax_from_state(raw, n)
+    sat = {i: v for i, v in swiftmax_saturation_from_state(raw, n).items() if i in sm}
     if sm:  # the float model runs with the checkpoint's normalizers during calibration
         from vckattn.golden.calibrate import apply_swiftmax
 
         for ph in (False, True):
             idx = [i for i in sorted(sm) if isinstance(sm[i][0], list) == ph]
             if idx:
-                apply_swiftmax(model, {i: sm[i][0] for i in idx}, {i: sm[i][1] for i in idx})
+                apply_swiftmax(model, {i: sm[i][0] for i in idx}, {i: sm[i][1] for i in idx}, p_max=sat)
     kappa = float(bhyt_cfg.get("kappa", DEFAULT_KAPPA))
     t_len = int(bhyt_cfg.get("seq_len", DEFAULT_BHYT_SEQ_LEN))
     bhyt_state: dict[int, dict[str, Tensor]] = {}
@@ -399,7 +426,7 @@ def _wrap_hf(model: nn.Module, tok: Any, raw: dict[str, Tensor], bhyt_cfg: dict)
         else:
             mha = _llama_mha(attn, d, heads, kv, head_dim)
         bn = _bhyt_copy(norms[i]) if i in norms else None
-        layers.append(LoadedLayer(mha.eval(), attn, blk, bn, sm.get(i)))
+        layers.append(LoadedLayer(mha.eval(), attn, blk, bn, sm.get(i), sat.get(i)))
     if family == "vit":
         n_patch = (int(cfg.image_size) // int(cfg.patch_size)) ** 2 + 1
         max_seq, vocab = n_patch, None
@@ -485,11 +512,12 @@ def _load_golden(path: Path) -> LoadedModel:
     if family != "llama" and norm_kind != "layernorm":
         raise ExportError(f"golden checkpoint: norm {norm_kind!r} has no hardware kernel for {family}")
     sm = swiftmax_from_state(state, len(stack.layers))
+    sat = {i: v for i, v in swiftmax_saturation_from_state(state, len(stack.layers)).items() if i in sm}
     layers = []
     for i, blk in enumerate(stack.layers):
         mha = _golden_mha_copy(blk.attn)
         bn = _bhyt_copy(blk.bhyt) if norm_kind == "bhyt" else None
-        layers.append(LoadedLayer(mha, blk.attn, blk, bn, sm.get(i)))
+        layers.append(LoadedLayer(mha, blk.attn, blk, bn, sm.get(i), sat.get(i)))
     a0 = stack.layers[0].attn
     d = int(block["d_model"])
     info = {"family": family, "hidden_size": d, "num_layers": len(stack.layers), "num_heads": a0.n_heads,
@@ -513,4 +541,4 @@ def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
 
 __all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type",
            "hf_weight_files", "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint",
-           "swiftmax_from_state", "vckattn_tensors"]
+           "swiftmax_from_state", "swiftmax_saturation_from_state", "vckattn_tensors"]

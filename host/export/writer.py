@@ -40,6 +40,7 @@ class ExportedLayer:
     bhyt: dict | None  # the manifest's bhyt entry
     bhyt_gamma: tuple[np.ndarray, np.ndarray] | None  # integer γ of sites A and M
     fidelity: dict | None = None  # the export check: the integer layer against its float layer (export.fidelity)
+    p_max: float | None = None  # a SwiftMax layer tuned for its P format: the saturation of its float layer
 
 
 def tensor_name(i: int, what: str) -> str:
@@ -87,7 +88,8 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
         "score_absmax": None if L.score_absmax is None else int(L.score_absmax),
         "swiftmax": None if L.swiftmax is None else {
             "beta": [float(b) for b in np.atleast_1d(ex.beta)], "gamma": [float(g) for g in np.atleast_1d(ex.gamma)],
-            **({"source": ex.beta_source} if ex.beta_source else {}), "registers": L.swiftmax.as_dict()},
+            **({"source": ex.beta_source} if ex.beta_source else {}), "registers": L.swiftmax.as_dict()}
+            | ({} if ex.p_max is None else {"p_max": float(ex.p_max)}),
         "online_softmax": None if L.online is None else {"registers": L.online.as_dict()},
         "requant": requant,
         "bhyt": bhyt,

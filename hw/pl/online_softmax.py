@@ -10,8 +10,9 @@ Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`)
   ``acc_bits`` = 24 inside), lane i in bits ``[in_width·i, in_width·(i+1))``; TUSER bit i = keep
   flag of lane i (0 = masked, including the padding of a short last beat); TLAST = last beat
   of a row. One beat = one golden block of ``lanes`` scores.
-* ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (UQ0.8), masked lanes 0; TUSER = the input
-  keep bits; TLAST on the last beat. Output frame r has as many beats as input frame r.
+* ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (UQ0.8, rounded cumulatively along the row by
+  default: ``fmt.p_rounding``), masked lanes 0; TUSER = the input keep bits; TLAST on the last
+  beat. Output frame r has as many beats as input frame r.
 
 Architecture (``F`` = t_frac = 12, ``S`` = golden ``NEG_SENTINEL``)
 -------------------------------------------------------------------
@@ -63,10 +64,16 @@ pass 2 (the descriptor FIFO is full). ``s_axis_tready`` is a function of flops o
 global stall from ``m_axis_tready``): once a row's descriptor is at the head of the FIFO, one
 beat per cycle is read back (S1: buffer read; S2: step prefix sum, ``D = min(32, Σd - prefix)``;
 S3: ``t = -(a + D·2^F)``; S4-5: 2^f table; S6: ``e2 = pow2(t)`` out_frac 15, clip 2^15;
-S7: ``e2·r_mant``; S8: ``p = keep & !zero ? clip(round_half_up(e2·r_mant >> (2 + r_exp)), 0,
-255) : 0`` (the shift is ``15 + 15 - sum_frac - out_frac + r_exp``; a negative shift would be a
-left shift and is supported for other formats). Backpressure stalls pass 2 only; pass 1 feels
-it through the buffer slots.
+S7: ``x = e2·r_mant``; S8: P with the row's shift ``s = 15 + 15 - sum_frac - out_frac + r_exp``
+(``2 + r_exp`` here; a negative shift would be a left shift and is supported for other formats).
+With ``p_rounding = "cumulative"`` (the default) S8 rounds the row's running sum: the lanes'
+``x`` (0 for masked lanes and for zero rows) are added in order to a carry ``w`` (``2^(s-1)`` on
+a row's first beat, the half of round-half-up), ``Q_k = (w + x_0 + … + x_k) >> s``,
+``p_k = min(Q_k - Q_(k-1), 255)`` (``Q_(-1) = 0``), and the low ``s`` bits of the beat's last sum
+become the next beat's ``w`` -- the golden ``round(C_j >> s) - round(C_(j-1) >> s)`` of the running
+sum ``C``, with one ``s``-bit register of state (updated when a beat moves into stage 8). With
+``"nearest"``, ``p = keep & !zero ? clip(round_half_up(x >> s), 0, 255) : 0``. Backpressure stalls
+pass 2 only; pass 1 feels it through the buffer slots.
 
 Rows longer than ``max_keys`` (overflow)
 ----------------------------------------
@@ -97,7 +104,7 @@ against this table by ``tests/test_sim_online_softmax.py``)
 register       offset  access  meaning
 =============  ======  ======  ================================================================
 ID             0x00    ro      ``0x05F70001``
-VERSION        0x04    ro      1
+VERSION        0x04    ro      2 (P rounded cumulatively along the row; 1: one by one)
 a_mult         0x08    rw s24  ``A·2^t_frac ≈ a_mult·2^-a_shift``, A = s_q s_k log2(e)/sqrt(d)
 a_shift        0x0C    rw u6   right shift of the score product (round half up; <= 62)
 rows           0x10    ro u32  rows output (m_axis TLAST handshakes) since reset
@@ -624,11 +631,36 @@ class OnlineSoftmaxKernel(wiring.Component):
             m.d.comb += [right.eq(Mux(rexp7 >= -c_shift, rexp7 + c_shift, 0)),
                          left.eq(Mux(rexp7 < -c_shift, -c_shift - rexp7, 0))]
         outs = []
-        for i in range(n):
-            q = Signal(unsigned(len(prod7[i]) + 2 ** len(left) + 1), name=f"p2_pq{i}")
-            m.d.comb += q.eq(_shift_half_up(prod7[i], left, right))
-            p = Mux(q > fmt.out_max, fmt.out_max, q)[:ob]
-            outs.append(pipe.reg(m, Mux(keep7[i] & ~zero7, p, 0), f"p2_p8_{i}"))
+        if fmt.p_rounding == "nearest":
+            for i in range(n):
+                q = Signal(unsigned(len(prod7[i]) + 2 ** len(left) + 1), name=f"p2_pq{i}")
+                m.d.comb += q.eq(_shift_half_up(prod7[i], left, right))
+                p = Mux(q > fmt.out_max, fmt.out_max, q)[:ob]
+                outs.append(pipe.reg(m, Mux(keep7[i] & ~zero7, p, 0), f"p2_p8_{i}"))
+        else:
+            # cumulative: p_k = Q_k - Q_(k-1), Q_k = (w_in + x_0 + ... + x_k) << left >> right, where the carry w
+            # holds the low `right` bits of the row's rounded running sum (w = 2^(right-1) at the row's start: the
+            # half of round-half-up); x = 0 for masked lanes, so they output 0
+            first7 = carry(first1, "p2_first", 1, 7)
+            w = Signal(unsigned(max(c_shift, 0) + lmax_exp), name="p2_carry")  # < 2^right
+            half = Signal.like(w, name="p2_half")
+            m.d.comb += half.eq((Const(1, 1) << right) >> 1)
+            acc = Signal(unsigned(max(len(w), len(prod7[0])) + n.bit_length() + 1), name="p2_acc_in")
+            m.d.comb += acc.eq(Mux(first7, half, w))
+            q_prev: Value = Const(0, 1)
+            for i in range(n):
+                x = Mux(keep7[i] & ~zero7, prod7[i], 0)
+                nxt = Signal.like(acc, name=f"p2_acc{i}")
+                m.d.comb += nxt.eq(acc + x)
+                q = Signal(unsigned(len(nxt) + 2 ** len(left)), name=f"p2_pq{i}")
+                m.d.comb += q.eq((nxt << left) >> right)
+                d = Signal(unsigned(len(q)), name=f"p2_pd{i}")
+                m.d.comb += d.eq(q - q_prev)  # >= 0: the running sum only grows
+                p = Mux(d > fmt.out_max, fmt.out_max, d)[:ob]
+                outs.append(pipe.reg(m, p, f"p2_p8_{i}"))
+                acc, q_prev = nxt, q
+            with m.If(ce & pipe.valid[7]):
+                m.d.sync += w.eq(acc & ((Const(1, 1) << right) - 1))
         keep8 = pipe.reg(m, keep7, "p2_keep8")
         m.d.comb += [pipe.out_data.eq(Cat(*outs)), pipe.out_user.eq(keep8)]
 
