@@ -276,17 +276,25 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     if not args.design.is_file():
         raise FlowError(f"DESIGN={args.design}: no such design file")
     platform = platform_of(args.board)
-    problems = check_tools(platform, target=args.target) + check_engine_sources()
-    if problems:
-        print(format_problems(problems, platform), file=sys.stderr)
+    tools = check_tools(platform, target=args.target)
+    sources = check_engine_sources()
+    if sources or (tools and not args.dry_run):
+        print(format_problems(tools + sources, platform), file=sys.stderr)
         return 1
+    for p in tools:  # a dry run goes on without the tools: it only prints the commands
+        print(f"dry run: {p}", file=sys.stderr)
+    import warnings
+
+    from amaranth.hdl import UnusedElaboratable
+
     from vckattn.hw.engine import generate as gen
+
+    warnings.simplefilter("ignore", UnusedElaboratable)  # the generator elaborates the PL top to read its ports
 
     design = gen.design_from_file(args.design)
     gen.generate(design, args.board, args.out, max_seq=design.max_seq or gen.BERT_SEQ, name=args.name)
     manifest, file = read_manifest(args.out / "manifest.json")
-    xpfm = find_platform(platform)
-    assert xpfm is not None  # checked above
+    xpfm = find_platform(platform) or Path(f"<{platform}.xpfm>")  # a placeholder only in a dry run
     out = args.out.resolve()
     variables = flow_variables(manifest, file, xpfm, system_cfg=out / "system.cfg")
     variables.update({
@@ -300,7 +308,27 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     args.mk.parent.mkdir(parents=True, exist_ok=True)
     args.mk.write_text(f"# written by vckattn.hw.vitis.flow engine for {manifest['name']}\n"
                        + "".join(f"{k} := {v}\n" for k, v in variables.items()))
+    if args.dry_run:
+        missing = [p for p in engine_inputs(variables, manifest) if not Path(p).is_file()]
+        for p in engine_inputs(variables, manifest):
+            print(f"input: {p}" + ("  MISSING" if p in missing else ""))
+        if missing:
+            print(f"vckattn Vitis build: {len(missing)} input(s) missing: {', '.join(missing)}", file=sys.stderr)
+            return 1
     return 0
+
+
+def engine_inputs(variables: dict[str, str], manifest: dict) -> list[str]:
+    """The source files an engine build's steps read (``variables``: its make variables): the generated graph and
+    its headers, the AIE kernels, the HLS movers, the PL top's packaging script and Verilog, the link configuration,
+    the manifest."""
+    pl = Path(variables["ENGINE_PL"])
+    files = [variables["AIE_GRAPH"], *variables["AIE_DEPS"].split()]
+    files += [str(REPO_ROOT / rel) for rel, _ in ENGINE_SOURCES]
+    files += [str(REPO_ROOT / "hw" / "hls" / f"{k}.cpp") for k in variables["HLS_KERNELS"].split()]
+    files += [str(pl / "package_kernel.tcl"), str(pl / "kernel.xml"), *(str(p) for p in sorted(pl.glob("*.v")))]
+    files += [variables["SYSTEM_CFG"], variables["MANIFEST_FILE"]]
+    return list(dict.fromkeys(files))
 
 
 def _cmd_record_uuid(args: argparse.Namespace) -> int:
@@ -326,6 +354,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--target", default="hw", help="hw or hw_emu")
     e.add_argument("--out", type=Path, required=True, help="folder for the generated sources")
     e.add_argument("--mk", type=Path, required=True, help="write the build's make variables here")
+    e.add_argument("--dry-run", action="store_true", help="go on without the AMD tools (the platform a placeholder) "
+                   "and list every input of the build, failing if one is missing")
     e.set_defaults(func=_cmd_engine)
     r = sub.add_parser("record-uuid", help="copy the manifest with the xclbin's UUID")
     r.add_argument("--manifest", default="vck5000_attention", help="manifest name in bitstreams/ or .json file")
