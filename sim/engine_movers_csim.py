@@ -24,12 +24,13 @@ TB = REPO_ROOT / "sim" / "cpp" / "engine_movers_tb.cpp"
 HEADER = REPO_ROOT / "hw" / "aie" / "generated" / "engine_streams.h"
 S2MM_KERNEL = REPO_ROOT / "hw" / "hls" / "s2mm_engine.cpp"
 S2MM_TB = REPO_ROOT / "sim" / "cpp" / "engine_s2mm_tb.cpp"
+BEAT_FILES = REPO_ROOT / "sim" / "cpp" / "beat_files.h"
 
 
 def build() -> Path:
     """Build (or reuse) the test bench binary."""
     flags = FLAGS + (ASAN_FLAGS if asan_available() else ())
-    return compile_cpp([TB, KERNEL], "engine_movers_tb", extra_flags=flags, depends=(HEADER,))
+    return compile_cpp([TB, KERNEL], "engine_movers_tb", extra_flags=flags, depends=(HEADER, BEAT_FILES))
 
 
 def mm2s_engine(cmds: np.ndarray, src: np.ndarray, src_v: np.ndarray | None, kv: bool,
@@ -62,7 +63,7 @@ def s2mm_engine(records: np.ndarray, n_records: int, n_slots: int, pipeline: int
         "-DVCKATTN_ENGINE_SCORE_BITS=8", f"-DVCKATTN_ENGINE_Q_ROWS={q_rows}", f"-DVCKATTN_ENGINE_D={d}")
     hls = REPO_ROOT / "hw" / "hls"
     exe = compile_cpp([S2MM_TB, S2MM_KERNEL], f"engine_s2mm_tb_q{q_rows}_d{d}", extra_flags=flags,
-                      depends=(HEADER, *sorted(hls.glob("*.h")), *sorted((hls / "generated").glob("*.h"))))
+                      depends=(HEADER, BEAT_FILES, *sorted(hls.glob("*.h")), *sorted((hls / "generated").glob("*.h"))))
     raw = np.ascontiguousarray(records, np.uint8).reshape(-1)
     if raw.size % 16:
         raise ValueError("records must be whole 16-byte beats")

@@ -309,8 +309,9 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     args.mk.write_text(f"# written by vckattn.hw.vitis.flow engine for {manifest['name']}\n"
                        + "".join(f"{k} := {v}\n" for k, v in variables.items()))
     if args.dry_run:
-        missing = [p for p in engine_inputs(variables, manifest) if not Path(p).is_file()]
-        for p in engine_inputs(variables, manifest):
+        inputs = engine_inputs(variables)
+        missing = [p for p in inputs if not Path(p).is_file()]
+        for p in inputs:
             print(f"input: {p}" + ("  MISSING" if p in missing else ""))
         if missing:
             print(f"vckattn Vitis build: {len(missing)} input(s) missing: {', '.join(missing)}", file=sys.stderr)
@@ -318,7 +319,7 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
-def engine_inputs(variables: dict[str, str], manifest: dict) -> list[str]:
+def engine_inputs(variables: dict[str, str]) -> list[str]:
     """The source files an engine build's steps read (``variables``: its make variables): the generated graph and
     its headers, the AIE kernels, the HLS movers, the PL top's packaging script and Verilog, the link configuration,
     the manifest."""

@@ -13,23 +13,11 @@
 #include <ap_int.h>
 #include <hls_stream.h>
 
+#include "beat_files.h"
+
 typedef ap_uint<128> beat128;
 unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* src, const beat128* src_v, unsigned kv,
                      unsigned payload_bytes, hls::stream<beat128>& out);
-
-static std::vector<beat128> read_beats(const std::string& path) {
-    std::vector<beat128> out;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return out;
-    unsigned char b[16];
-    while (std::fread(b, 1, 16, f) == 16) {
-        beat128 v = 0;
-        for (int i = 0; i < 16; i++) v.range(8 * i + 7, 8 * i) = b[i];
-        out.push_back(v);
-    }
-    std::fclose(f);
-    return out;
-}
 
 int main(int argc, char** argv) {
     if (argc != 5) {
@@ -48,14 +36,9 @@ int main(int argc, char** argv) {
     hls::stream<beat128> out;
     const unsigned sent = mm2s_engine(cmds.data(), n_cmds, src.data(), src_v.data(), std::strtoul(argv[3], nullptr, 10),
                                       std::strtoul(argv[4], nullptr, 10), out);
-    FILE* f = std::fopen((dir + "/out_stream.bin").c_str(), "wb");
-    while (!out.empty()) {
-        beat128 v = out.read();
-        unsigned char b[16];
-        for (int i = 0; i < 16; i++) b[i] = v.range(8 * i + 7, 8 * i).to_uint();
-        std::fwrite(b, 1, 16, f);
-    }
-    std::fclose(f);
+    std::vector<beat128> stream;
+    while (!out.empty()) stream.push_back(out.read());
+    write_beats(dir + "/out_stream.bin", stream);
     std::printf("sent %u\n", sent);
     return 0;
 }

@@ -14,32 +14,9 @@
 
 #include "swiftmax_engine_hls.h"
 
+#include "beat_files.h"
+
 using vckattn_engine_pl::beat128;
-
-static std::vector<beat128> read_beats(const std::string& path) {
-    std::vector<beat128> out;
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return out;
-    unsigned char b[16];
-    while (std::fread(b, 1, 16, f) == 16) {
-        beat128 v = 0;
-        for (int i = 0; i < 16; i++) v.range(8 * i + 7, 8 * i) = b[i];
-        out.push_back(v);
-    }
-    std::fclose(f);
-    return out;
-}
-
-static void write_beats(const std::string& path, const std::vector<beat128>& beats) {
-    FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f) std::exit(2);
-    for (const beat128& v : beats) {
-        unsigned char b[16];
-        for (int i = 0; i < 16; i++) b[i] = v.range(8 * i + 7, 8 * i).to_uint();
-        std::fwrite(b, 1, 16, f);
-    }
-    std::fclose(f);
-}
 
 int main(int argc, char** argv) {
     if (argc != 5) {
