@@ -6,7 +6,8 @@ the AIE kernels ``qk_slice`` / ``pv_slice``, the engine's PL top and the host.
 Formats: Q, K, V int8; ``acc`` the int32 ``Q·Kᵀ`` accumulator; scores ``s`` signed ``score_bits``
 (8 or 16) at scale ``s_q·s_k·2^score_shift``, valid scores in ``[−(2^(b−1)−1), 2^(b−1)−1]``, masked
 elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32; the head outputs A int8, requantized
-from O by the last P·V kernel with a signed 16-bit multiplier (:data:`RQ_MULT_BITS`, :func:`engine_requant`).
+from O by the requantizer at the end of the P·V cascade with a signed 16-bit multiplier (:data:`RQ_MULT_BITS`,
+:func:`engine_requant`).
 
 Requantization on the AI Engine: ``A = saturate_int8(round_half_up(O · rq_mult · 2^-rq_shift))``
 (:func:`vckattn.golden.requant.requantize`, asymmetric saturation to ``[−128, 127]``) with ``rq_mult`` a signed
@@ -49,7 +50,7 @@ RegsT = TypeVar("RegsT", SwiftMaxRegisters, SwiftMaxHeads)
 
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
 #: bits of the engine's output requantization multiplier ``rq_mult`` (signed): the int16 operand of the AIE1
-#: 32x16-bit vector multiply the last P·V kernel requantizes O with
+#: 32x16-bit vector multiply the requantizer kernel requantizes O with
 RQ_MULT_BITS = 16
 #: largest ``rq_shift`` (AIE1 SRS shift range 0..62, a 6-bit field;
 #: :func:`~vckattn.golden.swiftmax_int.fold_multiplier`'s default ``max_shift``)

@@ -449,9 +449,9 @@ def narrow_layer(layer: QuantAttentionLayer, score_bits: int, absmax: int | None
     ``score_shift`` is the smallest shift that keeps ``absmax`` (default ``layer.score_absmax``) unsaturated, the
     normalizer's registers are refolded for the score scale ``s_q·s_k·2^score_shift``, and the output
     requantization ``rq_a`` is refolded to the engine's signed 16-bit multiplier (the ratio ``s_v·2^-p_frac/s_a``,
-    :func:`~vckattn.golden.engine.engine_requant`: the last P·V kernel requantizes O on the AI Engine). 32 returns the
-    int32 reference layer (its 18-bit ``rq_a``). Raises ValueError when the layer has no measured
-    ``score_absmax``."""
+    :func:`~vckattn.golden.engine.engine_requant`: the requantizer kernel at the end of the P·V cascade requantizes O
+    on the AI Engine). 32 returns the int32 reference layer (its 18-bit ``rq_a``). Raises ValueError when the layer
+    has no measured ``score_absmax``."""
     from dataclasses import replace
 
     if score_bits == layer.score_bits and absmax is None:

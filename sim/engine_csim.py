@@ -67,10 +67,10 @@ class EngineLaunch:
     ``a``: the launch's shared A buffer ``(n_slots, q_rows, D)`` int8 (tile ``t`` in slot ``t``; zero where no tile
     was written); ``done[p]``: pipeline ``p``'s ``streams.RESULT`` headers ``(records, 16)`` uint8 in arrival order;
     ``status``: every kernel's status by name (``p<p>.mm2s_q``, ``p<p>.mm2s_kv``, ``p<p>.qk<j>``, ``p<p>.norm<c>``,
-    ``p<p>.pv<j>``, ``p<p>.s2mm``); ``leftover`` / ``missing``: unconsumed buffers, bytes or cascade words of a
-    stream / cascade words read past its end, only non-zero ones; ``packets[p][c]``: score packets through channel
-    ``c`` of pipeline ``p``; ``records[p]``: A records written; ``op_counts``: with ``op_counts=True``, one dict per
-    AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``)."""
+    ``p<p>.pv<j>``, ``p<p>.rq``, ``p<p>.s2mm``); ``leftover`` / ``missing``: unconsumed buffers, bytes or cascade
+    words of a stream / cascade words read past its end, only non-zero ones; ``packets[p][c]``: score packets through
+    channel ``c`` of pipeline ``p``; ``records[p]``: A records written; ``op_counts``: with ``op_counts=True``, one
+    dict per AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``)."""
 
     a: np.ndarray
     done: list[np.ndarray]

@@ -2,8 +2,8 @@
 kernels' vector path makes over the counting AIE API emulation, for every kernel invocation of whole launches
 (sim/engine_aie_perf.py, through the engine C-simulation), over many shapes (Q_ROWS 4..32 with one or two row blocks
 a register block, SK 16..128, D 16..64, int8 and int16 scores, masked and unmasked tiles, k = 1..4 with every P.V
-variant); every counted operation has a sourced cost; the committed data file is what the model computes now; the
-cycles respect the slots' physical bounds."""
+variant and the requantizer); every counted operation has a sourced cost; the committed data file is what the model
+computes now; the cycles respect the slots' physical bounds."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from vckattn.hw.perf import aie, engine_aie
 needs_csim = pytest.mark.tool("g++", "hls4ml")
 
 #: builds whose launches are counted here (one g++ vector-path build each; the first three are shared with
-#: tests/test_engine_csim.py and the data file): every variant qk / qk_masked / pv_first / pv_mid / pv_last / pv_only
+#: tests/test_engine_csim.py and the data file): every variant qk / qk_masked / pv_first / pv_mid and rq
 BUILDS = [
     dict(kernels=2, score_plios=1, q_rows=16, d=64, max_keys=128, score_bits=8),
     dict(kernels=4, score_plios=2, q_rows=12, d=32, max_keys=128, score_bits=16),
@@ -41,12 +41,11 @@ def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
         seen.add((x["kernel"], masked))
         for op in x["counts"]:
             assert aie.cost_of(op) is not None  # KeyError for an operation without a cost
-    want = {("qk", False), ("qk", True)} | ({("pv_only", False)} if p.kernels == 1 else
-                                            {("pv_first", False), ("pv_last", False)})
-    if p.kernels > 2:
+    want = {("qk", False), ("qk", True), ("pv_first", False), ("rq", False)}
+    if p.kernels > 1:
         want.add(("pv_mid", False))
     assert seen == want
-    assert len(inv) == 2 * p.kernels * 5  # 5 tiles, one invocation of each kernel each
+    assert len(inv) == (2 * p.kernels + 1) * 5  # 5 tiles, one invocation of each kernel each
 
 
 def test_every_engine_operation_has_a_sourced_cost():
@@ -93,13 +92,18 @@ def test_data_file_matches_the_model():
 @pytest.mark.parametrize("kernel", engine_aie.KERNELS)
 @pytest.mark.parametrize("q_rows, sk, d, bits", [(32, 128, 64, 8), (16, 64, 64, 16), (4, 16, 16, 8), (12, 48, 32, 8)])
 def test_cycles_respect_physical_bounds(kernel, q_rows, sk, d, bits):
-    """At least the MACs at the core's peak (128 int8 MACs a cycle) and every slot's own bound; masking only adds."""
+    """At least the MACs at the core's peak (128 int8 MACs a cycle), or for the requantizer its cascade words, and every
+    slot's own bound; masking only adds."""
     for masked in ((False, True) if kernel == "qk" else (False,)):
         cyc = engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, masked)
         macs = engine_aie.invocation_macs(kernel, q_rows, sk, d, bits, masked)
         assert cyc["total"] >= macs / aie.PEAK_MACS_PER_CYCLE + engine_aie.OVERHEAD_CYCLES
         assert cyc["total"] == pytest.approx(sum(v for k, v in cyc.items() if k != "total"))
-        assert 0 < engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) < 1
+        if kernel == "rq":  # no MACs: at least its cascade words in, one a cycle (four per O block, the header word)
+            assert engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) == 0
+            assert cyc["total"] >= 4 * (q_rows // 4) * (d // 8) + 1 + engine_aie.OVERHEAD_CYCLES
+        else:
+            assert 0 < engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) < 1
     if kernel == "qk":
         assert engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, True)["total"] > \
             engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, False)["total"]

@@ -270,7 +270,8 @@ def test_engine_csim_one_register_set_is_broadcast():
 @TOOLS
 @pytest.mark.parametrize("vector", [False, True])
 def test_engine_csim_requantizes_on_the_aie_like_golden(vector):
-    """The last P.V kernel's requantization (rq_mult / rq_shift from its LOAD_V header; the vector path's int32 x int16
+    """The requantizer at the end of the cascade (rq_mult / rq_shift from P.V kernel 0's LOAD_V header, along the
+    cascade; the vector path's int32 x int16
     multiply into acc80 and srs to int8): rounding half up on exact ties of both signs (a power-of-two multiplier makes
     ties frequent: -x.5 goes up, not away from zero) and saturation at both ends of [-128, 127], as golden
     requantize."""
@@ -381,9 +382,11 @@ def test_kernel_memory_equals_the_kernels_sizeof(tmp_path, kernels, plios, q_row
 
     src = tmp_path / "mem.cpp"
     src.write_text('#include <cstdio>\n#include "engine_kernels.h"\nusing namespace vckattn_engine;\n'
-                   'int main() { std::printf("%d %d %d %d %d %d %d %d %d %d %d %d\\n", Q_BUFFER_BYTES, K_BUFFER_BYTES, '
+                   'int main() { std::printf("%d %d %d %d %d %d %d %d %d %d %d %d %d\\n", '
+                   "Q_BUFFER_BYTES, K_BUFFER_BYTES, "
                    "S_BUFFER_BYTES, P_BUFFER_BYTES, V_BUFFER_BYTES, O_BUFFER_BYTES, (int)sizeof(QkState), "
-                   "(int)sizeof(PvState), (int)sizeof(MaskTables), QK_DATA_BYTES, PV_DATA_BYTES, PV_LAST_DATA_BYTES); "
+                   "(int)sizeof(PvState), (int)sizeof(RqState), (int)sizeof(MaskTables), QK_DATA_BYTES, PV_DATA_BYTES, "
+                   "RQ_DATA_BYTES); "
                    "}\n")
     p = EngineParams(pipelines=1, kernels=kernels, score_plios=plios, q_rows=q_rows, d=d, max_keys=max_keys,
                      score_bits=bits)
@@ -392,6 +395,6 @@ def test_kernel_memory_equals_the_kernels_sizeof(tmp_path, kernels, plios, q_row
                     "-o", str(exe)], check=True, timeout=120)
     got = [int(x) for x in subprocess.run([str(exe)], capture_output=True, text=True, check=True).stdout.split()]
     b, st, mem = buffer_bytes(p), state_bytes(p), kernel_memory(p)
-    assert got == [b["q"], b["k"], b["s"], b["p"], b["v"], b["o"], st["qk"], st["pv"], st["tables"], mem["qk"],
-                   mem["pv_first"], mem["pv_last"]]
-    assert mem["pv_mid"] == mem["pv_first"] and mem["pv_only"] == mem["pv_last"]
+    assert got == [b["q"], b["k"], b["s"], b["p"], b["v"], b["o"], st["qk"], st["pv"], st["rq"], st["tables"],
+                   mem["qk"], mem["pv_first"], mem["rq"]]
+    assert mem["pv_mid"] == mem["pv_first"]

@@ -6,6 +6,7 @@ and `make xclbin DESIGN=...` without AMD tools. Nothing is compiled: no aiecompi
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -51,8 +52,7 @@ def parse_graph(text: str) -> dict:
 def kernel_ports(function: str) -> tuple[int, int]:
     """(inputs, outputs) of a kernel function per hw/aie/engine/kernels.h."""
     base = function.split("<")[0]
-    return {"qk_slice": (2, 1), "pv_slice_first": (2, 1), "pv_slice_mid": (3, 1), "pv_slice_last": (3, 1),
-            "pv_slice_only": (2, 1)}[base]
+    return {"qk_slice": (2, 1), "pv_slice_first": (2, 1), "pv_slice_mid": (3, 1), "o_requant": (1, 1)}[base]
 
 
 @pytest.fixture(scope="module", params=["small", "k1", "m2", "vck5000"])
@@ -82,7 +82,7 @@ def test_generate_writes_the_build_folder(built):
     expect = model.evaluate(gen.bert_workload(min(512, max_seq)), replace(design, max_seq=max_seq),
                             model.load_device("vck5000"))
     assert perf["modeled"] is True and perf["tops"] == pytest.approx(expect.tops)
-    assert perf["resources"]["used"]["aie_tiles"] == 2 * design.pipelines * design.qk_kernels
+    assert perf["resources"]["used"]["aie_tiles"] == (2 * design.qk_kernels + 1) * design.pipelines
     if (out / "diagram.png").exists():
         assert (out / "diagram.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -93,13 +93,13 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
     g = parse_graph(text)
     n, k, m = design.pipelines, design.qk_kernels, design.score_plios
     per = k // m
-    assert len(g["kernels"]) == 2 * n * k
+    assert len(g["kernels"]) == (2 * k + 1) * n
     for i in range(n):
         for j in range(k):
             assert g["kernels"][f"p{i}_qk{j}"] == f"qk_slice<{j}>"
         pv = [g["kernels"][f"p{i}_pv{j}"] for j in range(k)]
-        chain = ["pv_slice_first<0>"] + [f"pv_slice_mid<{j}>" for j in range(1, k - 1)] + [f"pv_slice_last<{k - 1}>"]
-        assert pv == (["pv_slice_only"] if k == 1 else chain)
+        assert pv == ["pv_slice_first<0>"] + [f"pv_slice_mid<{j}>" for j in range(1, k)]
+        assert g["kernels"][f"p{i}_rq"] == "o_requant"
     # every kernel input is fed exactly once and every kernel output feeds exactly once (PLIO inputs broadcast)
     ins, outs, kinds = {}, {}, {}
     for kind, src, sd, si, dst, dd, di in g["conns"]:
@@ -118,7 +118,8 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
     for i in range(n):
         assert sorted(outs[(f"p{i}_q_in", 0)]) == sorted(f"p{i}_qk{j}" for j in range(k))
         assert outs[(f"p{i}_kv_in", 0)] == [f"p{i}_kv_split"] and f"adf::pktsplit<{2 * k}> p{i}_kv_split;" in text
-        assert ins[(f"p{i}_o_out", 0)] == f"p{i}_pv{k - 1}" and kinds[(f"p{i}_o_out", 0)] == win.format("O")
+        assert ins[(f"p{i}_o_out", 0)] == f"p{i}_rq" and kinds[(f"p{i}_o_out", 0)] == win.format("O")
+        assert ins[(f"p{i}_rq", 0)] == f"p{i}_pv{k - 1}" and kinds[(f"p{i}_rq", 0)] == "adf::cascade"
         for j in range(k):
             q, pv, c = f"p{i}_qk{j}", f"p{i}_pv{j}", j // per
             assert kinds[(q, 0)] == win.format("Q")
@@ -138,7 +139,8 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
         else:
             assert "adf::pktmerge" not in text
     cascades = [(s_, d_) for kind, s_, _, _, d_, _, _ in g["conns"] if kind == "adf::cascade"]
-    assert sorted(cascades) == sorted((f"p{i}_pv{j}", f"p{i}_pv{j + 1}") for i in range(n) for j in range(k - 1))
+    chain = [(f"p{i}_pv{j}", f"p{i}_pv{j + 1}" if j < k - 1 else f"p{i}_rq") for i in range(n) for j in range(k)]
+    assert sorted(cascades) == sorted(chain)
     # every window of a kernel is placed in that kernel's tile (the memory check's assumption)
     placed = {(kn, port) for kn, port, owner in g["buffers"] if kn == owner}
     assert len(placed) == len(g["buffers"])
@@ -146,7 +148,7 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
         if dst in g["kernels"] and "window" in kind:
             assert (dst, f"in[{di}]") in placed, (dst, di)
     for i in range(n):
-        assert (f"p{i}_pv{k - 1}", "out[0]") in placed and all((f"p{i}_qk{j}", "out[0]") in placed for j in range(k))
+        assert (f"p{i}_rq", "out[0]") in placed and all((f"p{i}_qk{j}", "out[0]") in placed for j in range(k))
 
 
 def test_graph_placement_is_legal(built):
@@ -157,9 +159,10 @@ def test_graph_placement_is_legal(built):
     assert len(set(tiles.values())) == len(tiles), "two kernels on one tile"
     assert all(0 <= c < lay.ARRAY_COLUMNS and 0 <= r < lay.ARRAY_ROWS for c, r in tiles.values())
     for i in range(design.pipelines):
-        for j in range(design.qk_kernels - 1):
-            (c0, r0), (c1, r1) = tiles[f"p{i}_pv{j}"], tiles[f"p{i}_pv{j + 1}"]
-            assert r0 == r1 and c1 - c0 == lay.cascade_step(r0), f"p{i}_pv{j} -> pv{j + 1} is no cascade neighbour"
+        chain = [f"p{i}_pv{j}" for j in range(design.qk_kernels)] + [f"p{i}_rq"]
+        for a, b in itertools.pairwise(chain):
+            (c0, r0), (c1, r1) = tiles[a], tiles[b]
+            assert r0 == r1 and c1 - c0 == lay.cascade_step(r0), f"{a} -> {b} is no cascade neighbour"
     cols = g["plio_cols"]
     assert set(cols) == set(g["plios"]) and set(cols.values()) <= set(lay.PL_COLUMNS)
     for direction in ("in", "out"):
@@ -239,11 +242,11 @@ def test_memory_check_is_the_kernels_memory_in_one_tile():
     best = gen.build_design("vck5000_engine")
     mem = kernel_memory(gen.engine_params(best, 512))
     assert max(mem.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes == 32768
-    # four kernels (128-key slices): Q_ROWS 32 fits, the last P.V kernel's o buffer being the int8 A record
-    # (16 + 32·64 bytes a half, not the 4x of int32 O); Q_ROWS 48 does not (the QK^T kernel's q, k, s buffers)
+    # four kernels (128-key slices): Q_ROWS 32 fits (the requantizer's o buffer is the int8 A record, 16 + 32·64
+    # bytes a half, in a tile of its own); Q_ROWS 48 does not (the QK^T kernel's q, k, s buffers)
     four = replace(best, qk_kernels=4, pv_kernels=4, score_plios=1, score_bits=8, lanes_swiftmax=16)
     mem32 = kernel_memory(gen.engine_params(replace(four, q_rows=32), 512))
-    assert mem32["pv_last"] - mem32["pv_first"] == 2 * (16 + 32 * 64)
+    assert mem32["rq"] == 2 * (16 + 32 * 64) + 32
     assert max(mem32.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes
     assert gen.buildable(replace(four, q_rows=32))
     big = kernel_memory(gen.engine_params(replace(four, q_rows=48), 512))
@@ -252,11 +255,12 @@ def test_memory_check_is_the_kernels_memory_in_one_tile():
 
 
 def test_layout_limits():
-    assert lay.max_pipelines(4) == 48 and lay.max_pipelines(8) == 24
+    # blocks of k + 1 columns (the P.V chain and the requantizer) in 4 row pairs of 50 columns
+    assert lay.max_pipelines(4) == 40 and lay.max_pipelines(8) == 20 and lay.max_pipelines(16) == 8
     with pytest.raises(lay.LayoutError, match="do not fit"):
-        lay.layout(49, 4)
+        lay.layout(41, 4)
     with pytest.raises(gen.GenerateError, match="do not fit"):
-        gen.generate(replace(SMALL, pipelines=49, qk_kernels=4, pv_kernels=4), "vck5000", Path("/nonexistent"),
+        gen.generate(replace(SMALL, pipelines=41, qk_kernels=4, pv_kernels=4), "vck5000", Path("/nonexistent"),
                      max_seq=128, with_pl=False)
     assert [lay.cascade_step(r) for r in range(4)] == [1, -1, 1, -1]
 

@@ -302,7 +302,8 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
                   f"({', '.join(w.normalizers)}), operands in {w.operands}"
                   + (f", norm site {w.norm_site}" if w.norm_site else ""))
     if perf.kernels:
-        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels, "
+        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels + a "
+                      "requantizer, "
                       f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes), "
                       f"tile {d.q_rows} rows, int{d.score_bits} scores, O int{d.o_bits}, PL {d.pl_clock_mhz:g} MHz")
         k = Table(title="AIE kernels, one tile (modeled from their instrumented operations)")
@@ -310,7 +311,8 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
             k.add_column(col, justify="left" if col == "kernel" else "right")
         for row in perf.kernels:
             k.add_row(row["kernel"], f"{row['q_rows']} x {row['slice_keys']} x {row['d']}", f"{row['macs']:,}",
-                      f"{row['cycles']:,.0f}", f"{row['efficiency']:.1%}")
+                      f"{row['cycles']:,.0f}",
+                      "—" if row["efficiency"] is None else f"{row['efficiency']:.1%}")
         console.print(k)
     else:
         console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels), tile "

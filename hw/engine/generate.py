@@ -46,7 +46,7 @@ from typing import Any
 from vckattn.golden.errors import UserError
 
 from . import layout as lay
-from .layout import Layout, plio_name, pv_name, qk_name
+from .layout import Layout, plio_name, pv_name, qk_name, rq_name
 
 BITSTREAMS = Path(__file__).resolve().parents[2] / "bitstreams"
 #: the committed design points, beside the manifests but out of ``bitstreams/*.json`` (read as manifests)
@@ -123,8 +123,8 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
         (d.out_plios == 1, f"out_plios must be 1 (o_out), not {d.out_plios}"),
         (d.plio_bits == 128, f"plio_bits must be 128, not {d.plio_bits}"),
         (d.score_bits in (8, 16), f"score_bits must be 8 or 16, not {d.score_bits}"),
-        (d.o_bits == 8, f"o_bits must be 8 (the last P.V kernel requantizes: int8 A records leave the array), not "
-                        f"{d.o_bits}"),
+        (d.o_bits == 8, "o_bits must be 8 (the requantizer at the end of the cascade: int8 A records leave the "
+                        f"array), not {d.o_bits}"),
         (d.kv_resident, "kv_resident must be true (the kernels hold their K/V slices)"),
         (not d.score_switch, "score_switch must be false (the engine has no score switch)"),
         (d.lanes_swiftmax >= 1, "lanes_swiftmax must be >= 1 (the engine normalizes with SwiftMax)"),
@@ -154,8 +154,7 @@ def _check_memory(p: Any, max_seq: int) -> None:
 
     dev = load_device("vck5000")
     mem = kernel_memory(p)
-    variants = ["qk", "pv_only"] if p.kernels == 1 else ["qk", "pv_first", "pv_last"] + (["pv_mid"] * (p.kernels > 2))
-    for kernel in variants:
+    for kernel in ("qk", "pv_first", "rq"):
         need = mem[kernel] + dev.tile_memory_reserve_bytes
         if need > dev.tile_memory_bytes:
             raise GenerateError(f"design: {kernel}'s buffers and state ({mem[kernel]} B) + runtime reserve "
@@ -254,12 +253,8 @@ def render_config(design: Any, max_seq: int, head_dims: tuple[int, ...]) -> str:
     return "\n".join(lines)
 
 
-def _pv_function(j: int, k: int) -> str:
-    if k == 1:
-        return "pv_slice_only"
-    if j == 0:
-        return "pv_slice_first<0>"
-    return f"pv_slice_last<{j}>" if j == k - 1 else f"pv_slice_mid<{j}>"
+def _pv_function(j: int) -> str:
+    return "pv_slice_first<0>" if j == 0 else f"pv_slice_mid<{j}>"
 
 
 def _win(size: str) -> str:
@@ -274,16 +269,16 @@ def render_graph_h(design: Any, placed: Layout) -> str:
     mhz = f"{design.pl_clock_mhz:g}"
     out = [
         _BANNER.format(what="ADF graph of the engine"),
-        f"// Design: {n} pipelines x ({k} qk_slice + {k} pv_slice kernels, {m} score channel(s)), Q_ROWS "
+        f"// Design: {n} pipelines x ({k} qk_slice + {k} pv_slice kernels + o_requant, {m} score channel(s)), Q_ROWS "
         f"{design.q_rows}, int{design.score_bits} scores; PLIOs 128 bit at {mhz} MHz.",
         "// Per pipeline i (hw/ENGINE.md, stream contract v3):",
         "//   p<i>_q_in  --broadcast--> qk j: q window (ping-pong)                          j = 0 .. k-1",
         "//   p<i>_kv_in --pktsplit<2k>--> qk j: k window (async), pv j: v window (async)   packet id j / k+j",
         "//   qk j: s window --pktmerge<k/m> of channel c = j/(k/m) (or straight)--> p<i>_s_out<c> (scores to the PL)",
         "//   p<i>_p_in<c> --pktsplit<k/m> (or straight)--> pv j: p window",
-        "//   pv 0 --cascade--> ... --> pv k-1: o window --> p<i>_o_out       (A records, requantized, to the PL)",
-        "// Placement (hw/engine/layout.py): a pipeline's P.V chain on consecutive tiles of one row in the",
-        "// row's cascade direction, its QK^T kernels on the row above; every buffer in its kernel's tile;",
+        "//   pv 0 --cascade--> ... --> pv k-1 --cascade--> rq: o window --> p<i>_o_out  (A records, int8, to the PL)",
+        "// Placement (hw/engine/layout.py): a pipeline's P.V chain and requantizer on consecutive tiles of one",
+        "// row in the row's cascade direction, its QK^T kernels on the row above; every buffer in its kernel's tile;",
         "// PLIOs on nearby PL interface columns.",
         "#ifndef VCKATTN_ENGINE_GRAPH_H",
         "#define VCKATTN_ENGINE_GRAPH_H",
@@ -299,8 +294,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
     ]
     for i in range(n):
         out.append(f"    // pipeline {i}")
-        out.append("    adf::kernel " + ", ".join([qk_name(i, j) for j in range(k)] + [pv_name(i, j) for j in range(k)])
-                   + ";")
+        out.append("    adf::kernel " + ", ".join([qk_name(i, j) for j in range(k)] + [pv_name(i, j) for j in range(k)]
+                                         + [rq_name(i)]) + ";")
         out.append(f"    adf::pktsplit<{2 * k}> p{i}_kv_split;")
         if per > 1:
             out.append("    adf::pktmerge<" + f"{per}> " + ", ".join(f"p{i}_merge{c}" for c in range(m)) + ";")
@@ -350,7 +345,7 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             pv = pv_name(i, j)
             c, r = placed.tiles[pv]
             ch = j // per
-            b.append(f"        {pv} = adf::kernel::create({_pv_function(j, k)});")
+            b.append(f"        {pv} = adf::kernel::create({_pv_function(j)});")
             b.append(f'        adf::source({pv}) = "pv_slice.cc";')
             b.append(f"        adf::runtime<adf::ratio>({pv}) = {RUNTIME_RATIO};")
             b.append(f"        adf::location<adf::kernel>({pv}) = adf::tile({c}, {r});")
@@ -363,14 +358,19 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             b.append(f"        adf::connect<adf::pktstream, {_win('V_BUFFER_BYTES')}>(p{i}_kv_split.out[{k + j}], "
                      f"{pv}.in[1]);")
             b.append(f"        adf::async({pv}.in[1]);")
-            ports = ["in[0]", "in[1]"]
             if j > 0:
                 b.append(f"        adf::connect<adf::cascade>({pv_name(i, j - 1)}.out[0], {pv}.in[2]);")
-            if j == k - 1:
-                b.append(f"        adf::connect<{_win('O_BUFFER_BYTES')}>({pv}.out[0], {plio_name(i, 'o_out')}.in[0]);")
-                ports.append("out[0]")
-            for port in ports:
+            for port in ("in[0]", "in[1]"):
                 b.append(f"        adf::location<adf::buffer>({pv}.{port}) = adf::location<adf::kernel>({pv});")
+        rq = rq_name(i)
+        c, r = placed.tiles[rq]
+        b.append(f"        {rq} = adf::kernel::create(o_requant);")
+        b.append(f'        adf::source({rq}) = "pv_slice.cc";')
+        b.append(f"        adf::runtime<adf::ratio>({rq}) = {RUNTIME_RATIO};")
+        b.append(f"        adf::location<adf::kernel>({rq}) = adf::tile({c}, {r});")
+        b.append(f"        adf::connect<adf::cascade>({pv_name(i, k - 1)}.out[0], {rq}.in[0]);")
+        b.append(f"        adf::connect<{_win('O_BUFFER_BYTES')}>({rq}.out[0], {plio_name(i, 'o_out')}.in[0]);")
+        b.append(f"        adf::location<adf::buffer>({rq}.out[0]) = adf::location<adf::kernel>({rq});")
         out += b
     out += ["    }", "};", "", "#endif", ""]
     return "\n".join(out)
@@ -452,7 +452,7 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          + [_port("s_axil", "axi4lite", "in")],
          "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n * m))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
-         "doc": "per pipeline: A records (requantized by the last P.V kernel) from p<i>_o_out -> A of tile t into "
+         "doc": "per pipeline: A records (requantized by the requantizer kernel) from p<i>_o_out -> A of tile t into "
                 "slot t of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done "
                 "log; a plain writer, one beat a cycle (hw/hls/s2mm_engine.cpp)",
          "ports": [_port("a_in", "axis", "in", 128), _port("a_out", "m_axi"), _port("done", "m_axi"),
@@ -485,7 +485,9 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
         "formats": {"swiftmax": asdict(fmt)},
         "kernels": kernels,
         "graph": {"name": GRAPH_NAME,
-                  "kernels": [f(i, j) for i in range(n) for f in (qk_name, pv_name) for j in range(k)],
+                  "kernels": [name for i in range(n)
+                              for name in [*(qk_name(i, j) for j in range(k)), *(pv_name(i, j) for j in range(k)),
+                                           rq_name(i)]],
                   "aie_tile": {"m": p.q_rows, "k": p.d, "n": p.slice_keys},
                   "plios": [{"name": x, "direction": d, "bits": 128} for x, d in placed.plios()]},
         "clocks_mhz": {"pl": design.pl_clock_mhz, "aie": mf.AIE_CLOCK_MHZ},
@@ -530,11 +532,11 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
     ax.imshow(grid, origin="lower", cmap="tab20", vmin=0, vmax=max(19, n - 1), aspect="auto",
               extent=(-0.5, lay.ARRAY_COLUMNS - 0.5, -0.5, lay.ARRAY_ROWS - 0.5))
     for name, (c, r) in placed.tiles.items():
-        kind = "Q" if "_qk" in name else "P"
-        ax.text(c, r, f"{kind}{name[name.rindex('k' if kind == 'Q' else 'v') + 1:]}", ha="center", va="center",
-                fontsize=5)
+        label = "R" if name.endswith("_rq") else ("Q" if "_qk" in name else "P") + name.rsplit("k" if "_qk" in name
+                                                                                           else "v", 1)[1]
+        ax.text(c, r, label, ha="center", va="center", fontsize=5)
     for i in range(n):
-        row = [placed.tiles[pv_name(i, j)] for j in range(k)]
+        row = [placed.tiles[pv_name(i, j)] for j in range(k)] + [placed.tiles[rq_name(i)]]
         xs = [c for c, _ in row]
         ax.annotate("", xy=(xs[-1], row[0][1] - 0.3), xytext=(xs[0], row[0][1] - 0.3),
                     arrowprops={"arrowstyle": "->", "lw": 0.6})
@@ -544,7 +546,8 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
     ax.set_ylabel("AIE row")
     tops = perf.get("tops")
     sk = (design.max_seq or BERT_SEQ) // k
-    ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels, cascade ->, {design.score_plios} score "
+    ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels + requantizer 'R', cascade ->, "
+                 f"{design.score_plios} score "
                  f"channel(s)), Q_ROWS {design.q_rows}, {sk}-key slices, int{design.score_bits} scores, "
                  f"{design.lanes_swiftmax} SwiftMax lanes/channel, PL {design.pl_clock_mhz:g} MHz"
                  + (f"; modeled {tops:.1f} TOPS" if tops else ""), fontsize=9)

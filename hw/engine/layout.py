@@ -2,12 +2,14 @@
 
 Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/ENGINE.md``):
 
-* kernels ``p{i}_qk{j}`` (``qk_slice<j>``) and ``p{i}_pv{j}`` (the P·V chain); PLIOs ``p{i}_q_in``,
+* kernels ``p{i}_qk{j}`` (``qk_slice<j>``), ``p{i}_pv{j}`` (the P·V chain) and ``p{i}_rq`` (``o_requant``, at the
+  chain's end); PLIOs ``p{i}_q_in``,
   ``p{i}_kv_in``, ``p{i}_p_in{c}`` (PL -> AIE) and ``p{i}_s_out{c}``, ``p{i}_o_out`` (AIE -> PL), ``c`` the
   pipeline's score channels ``0 .. m-1`` (:func:`pipeline_plios`).
-* A pipeline takes a block of ``k`` columns in a pair of rows: the P·V chain on the pair's lower
-  (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column counted in
-  the row's cascade direction, so consecutive P·V kernels are cascade neighbours.
+* A pipeline takes a block of ``k + 1`` columns in a pair of rows: the P·V chain and then the requantizer on
+  the pair's lower (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column
+  counted in the row's cascade direction, so consecutive P·V kernels, and the last one and the requantizer,
+  are cascade neighbours (the block's last tile on the upper row stays free).
 * Blocks fill a row pair left to right (centred), then the next row pair up.
 * PLIOs go to the PL interface column nearest their block that has a free stream of that direction.
 
@@ -59,6 +61,10 @@ def pv_name(pipeline: int, j: int) -> str:
     return f"p{pipeline}_pv{j}"
 
 
+def rq_name(pipeline: int) -> str:
+    return f"p{pipeline}_rq"
+
+
 @dataclass(frozen=True)
 class Layout:
     """Tile ``(column, row)`` of every kernel and interface column of every PLIO."""
@@ -75,8 +81,9 @@ class Layout:
 
 
 def max_pipelines(kernels: int) -> int:
-    """The most pipelines of ``kernels`` kernels a kind this layout places."""
-    return (ARRAY_COLUMNS // kernels) * (ARRAY_ROWS // 2) if kernels <= ARRAY_COLUMNS else 0
+    """The most pipelines of ``kernels`` kernels a kind (and a requantizer) this layout places."""
+    width = kernels + 1
+    return (ARRAY_COLUMNS // width) * (ARRAY_ROWS // 2) if width <= ARRAY_COLUMNS else 0
 
 
 def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
@@ -90,22 +97,24 @@ def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
         raise LayoutError("pipelines and kernels must be >= 1")
     cap = max_pipelines(kernels)
     if pipelines > cap:
-        raise LayoutError(f"{pipelines} pipelines of {kernels}+{kernels} kernels do not fit the {ARRAY_COLUMNS}x"
-                          f"{ARRAY_ROWS} array in blocks of {kernels} columns x 2 rows (at most {cap})")
-    per_pair = ARRAY_COLUMNS // kernels
-    used_cols = min(pipelines, per_pair) * kernels
+        raise LayoutError(f"{pipelines} pipelines of {kernels}+{kernels}+1 kernels do not fit the {ARRAY_COLUMNS}x"
+                          f"{ARRAY_ROWS} array in blocks of {kernels + 1} columns x 2 rows (at most {cap})")
+    width = kernels + 1
+    per_pair = ARRAY_COLUMNS // width
+    used_cols = min(pipelines, per_pair) * width
     left = (ARRAY_COLUMNS - used_cols) // 2
     tiles: dict[str, tuple[int, int]] = {}
     centres: list[float] = []
     for i in range(pipelines):
         pair, block = divmod(i, per_pair)
-        c0 = left + block * kernels
+        c0 = left + block * width
         pv_row, qk_row = 2 * pair, 2 * pair + 1
-        for j in range(kernels):
-            pv_col = c0 + j if cascade_step(pv_row) > 0 else c0 + kernels - 1 - j
-            tiles[pv_name(i, j)] = (pv_col, pv_row)
-            tiles[qk_name(i, j)] = (c0 + j, qk_row)
-        centres.append(c0 + (kernels - 1) / 2)
+        for j in range(width):
+            col = c0 + j if cascade_step(pv_row) > 0 else c0 + width - 1 - j
+            tiles[pv_name(i, j) if j < kernels else rq_name(i)] = (col, pv_row)
+            if j < kernels:
+                tiles[qk_name(i, j)] = (c0 + j, qk_row)
+        centres.append(c0 + (width - 1) / 2)
     free = {c: dict(PLIOS_PER_COLUMN) for c in PL_COLUMNS}
     columns: dict[str, int] = {}
     for i in range(pipelines):
@@ -120,4 +129,4 @@ def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
 
 
 __all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "PLIOS_PER_COLUMN", "PL_COLUMNS", "cascade_step",
-           "layout", "max_pipelines", "pipeline_plios", "plio_name", "pv_name", "qk_name"]
+           "layout", "max_pipelines", "pipeline_plios", "plio_name", "pv_name", "qk_name", "rq_name"]

@@ -16,9 +16,10 @@ engine's stages, so a backend can put a real implementation in place of one of t
 * :func:`pl_stage` — the PL SwiftMax of a channel: each score packet becomes a P packet (header kept,
   ``elem_bits`` 8);
 * :func:`split_channel` — the channel's ``pktsplit`` (P packets to the P·V kernels by packet id);
-* :func:`pv_stage` — the P·V kernels, the cascade (the last kernel requantizes O to A with the ``rq_mult`` /
-  ``rq_shift`` of the V slice it holds) and the output mover: A of tile ``t`` into slot ``t`` of the A buffer
-  ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to the pipeline's ``done`` log.
+* :func:`pv_stage` — the P·V kernels, the cascade, the requantizer at its end (O to A with the ``rq_mult`` /
+  ``rq_shift`` that P·V kernel 0 puts into the cascade's header word from the V slice it holds) and the output
+  mover: A of tile ``t`` into slot ``t`` of the A buffer ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to
+  the pipeline's ``done`` log.
 
 :func:`run_launch_model` chains them (the ``emu`` backend of an engine build, and the reference of the
 C-simulation and RTL runs of whole launches).
@@ -153,29 +154,28 @@ def state_bytes(p: EngineParams) -> dict[str, int]:
     """Bytes of the kernels' persistent state (``hw/aie/engine/engine_kernels.h``): ``qk`` = ``sizeof(QkState)``
     (the mask's per-row-block key limits, 32 int16 each, and the held K slice's tile range), ``pv`` =
     ``sizeof(PvState)`` (one cascade word of int32, the held V slice's tile range and its rq_mult, rq_shift),
-    ``tables`` =
-    ``sizeof(MaskTables)`` (the mask's two constant int16 lane patterns)."""
+    ``rq`` = ``sizeof(RqState)`` (the cascade header word), ``tables`` = ``sizeof(MaskTables)`` (the mask's two
+    constant int16 lane patterns)."""
     qk = _struct_size([(32, p.q_rows // 4 * 32 * 2), (4, 4), (4, 4), (4, 4)])
     pv = _struct_size([(32, 8 * 4), (4, 4), (4, 4), (4, 4), (4, 4), (4, 4)])
-    return {"qk": qk, "pv": pv, "tables": _struct_size([(32, 32 * 2), (32, 32 * 2)])}
+    return {"qk": qk, "pv": pv, "rq": _struct_size([(32, 8 * 4)]), "tables": _struct_size([(32, 32 * 2), (32, 32 * 2)])}
 
 
 def kernel_memory(p: EngineParams) -> dict[str, int]:
     """Data memory (bytes) of one kernel of each variant: its buffers ping-pong (2 × :func:`buffer_bytes`) plus its
     state (:func:`state_bytes`). ``qk``: q, k, s; ``pv_first`` / ``pv_mid``: p, v (partial O leaves on the
-    cascade); ``pv_last`` / ``pv_only``: p, v, o. Stack and runtime reserve are not included."""
+    cascade); ``rq`` (the requantizer): o. Stack and runtime reserve are not included."""
     b, st = buffer_bytes(p), state_bytes(p)
     pv = 2 * (b["p"] + b["v"]) + st["pv"]
     return {"qk": 2 * (b["q"] + b["k"] + b["s"]) + st["qk"] + st["tables"], "pv_first": pv, "pv_mid": pv,
-            "pv_last": pv + 2 * b["o"], "pv_only": pv + 2 * b["o"]}
+            "rq": 2 * b["o"] + st["rq"]}
 
 
 def workspace_bytes(p: EngineParams) -> dict[str, int]:
-    """The largest data memory of a QKᵀ and of a P·V kernel of the build (:func:`kernel_memory`):
-    ``{"qk_slice": ..., "pv_slice": ...}``."""
+    """The data memory of a QKᵀ kernel, a P·V kernel and the requantizer of the build (:func:`kernel_memory`):
+    ``{"qk_slice": ..., "pv_slice": ..., "o_requant": ...}``."""
     m = kernel_memory(p)
-    pv = [m["pv_only"]] if p.kernels == 1 else [m["pv_first"], m["pv_last"]] + ([m["pv_mid"]] if p.kernels > 2 else [])
-    return {"qk_slice": m["qk"], "pv_slice": max(pv)}
+    return {"qk_slice": m["qk"], "pv_slice": m["pv_first"], "o_requant": m["rq"]}
 
 
 # ---------------------------------------------------------------------------------------------- streams
@@ -364,9 +364,9 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
     """The P·V kernels, the cascade and the output mover of one pipeline. ``p_packets[j]``: the P packets kernel
     ``j`` receives, in order. Per tile, kernel ``j`` takes its next P packet and checks it (slice ``j``, 8-bit,
     ``Q_ROWS·SK`` elements, the tile of the cascade, a tile of its V slice's group); partial O summed along the
-    cascade; the last kernel requantizes O with its V slice's ``rq_mult`` / ``rq_shift`` (:func:`slice_requant`,
-    golden ``requantize``) into the A record, which the mover writes into ``a[tile_id]``. Returns the ``done`` log
-    ``(tiles, 16)``."""
+    cascade; the requantizer at its end requantizes O with the ``rq_mult`` / ``rq_shift`` of kernel 0's V slice
+    (which kernel 0 puts into the cascade's header word; :func:`slice_requant`, golden ``requantize``) into the A
+    record, which the mover writes into ``a[tile_id]``. Returns the ``done`` log ``(tiles, 16)``."""
     slices = kv_slices(p, kv_in, f"{where}kv_in")
     k, sk = p.kernels, p.slice_keys
     if len(p_packets) != k:
@@ -402,12 +402,14 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
             if not vh["first_tile"] <= h["tile_id"] < vh["first_tile"] + vh["tiles"]:
                 raise EngineStreamError(f"{where}pv{j}: tile {h['tile_id']} is not one of the V slice's tiles "
                                         f"{vh['first_tile']}..{vh['first_tile'] + vh['tiles'] - 1} (misrouted)")
-            tile, rows, rq = h["tile_id"], h["rows"], vh
+            tile, rows = h["tile_id"], h["rows"]
+            if j == 0:
+                rq = vh
             o += exact_int_matmul(pk.values, v.astype(np.int64))
             left[j] -= 1
         if tile >= len(a):
             raise EngineStreamError(f"{where}: tile id {tile} outside the A buffer ({len(a)} slots)")
-        a[tile] = requantize(o, slice_requant(rq)).astype(np.int8)  # the last kernel's V slice
+        a[tile] = requantize(o, slice_requant(rq)).astype(np.int8)  # kernel 0's V slice, along the cascade
         done.append(streams.encode("result", tile_id=tile, rows=rows, pipeline=pipeline, d=p.d))
     extra = [len(q) - n for q, n in zip(p_packets, nxt, strict=True)]
     if any(extra):

@@ -69,7 +69,8 @@ SLICE = (
     Field("first_tile", 2, 0, 32, "tile id of the group's first tile (its tiles are first_tile .. first_tile + "
                                   "tiles - 1)"),
     Field("rq_mult", 3, 0, 16, "LOAD_V: the layer's output requantization multiplier, a signed 16-bit integer (its "
-                               "two's complement bits): the last P.V kernel requantizes O to A with it (0 in LOAD_K)"),
+                               "two's complement bits): P.V kernel 0 passes it down the cascade to the requantizer "
+                               "(0 in LOAD_K)"),
     Field("rq_shift", 3, 16, 6, "LOAD_V: the output requantization's right shift, 0..62 (0 in LOAD_K)"),
 )
 
@@ -86,7 +87,7 @@ PACKET = (
                             "head"),
 )
 
-#: header of an A record (AIE -> PL -> DDR: the last P.V kernel's requantized int8 payload) and of a done log entry
+#: header of an A record (AIE -> PL -> DDR: the requantizer's int8 payload) and of a done log entry
 RESULT = (
     Field("tile_id", 0, 0, 32, "the host's tile id"),
     Field("rows", 1, 0, 16, "valid query rows"),

@@ -8,8 +8,8 @@ P·V AIE kernels and ``m`` score channels, tiles of ``Q_ROWS`` queries, kernels 
   (:mod:`.engine_aie`: closed-form operation counts equal to what ``hw/aie/aie_api_emu.h`` counts, times the
   cost table of :mod:`.aie`); the tile DMA moves the buffers, so no stream-port cycles are in them.
 * **PL cycles** of the SwiftMax channels from the PL top's documented schedule, equal to Verilator
-  (:func:`.pl.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL cycle: the last
-  P·V kernel requantizes O, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
+  (:func:`.pl.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL cycle: the
+  requantizer at the end of the P·V cascade sends int8 A, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
 * **Links**: a buffer crosses a 128-bit PLIO at ``min(16 B x PL clock, 4 B x AIE clock)`` (the PL side, or the
   AIE side's 32-bit stream and tile DMA channel, AM009), DDR is one bank shared by every reader and writer.
 
@@ -48,7 +48,7 @@ DESCRIPTOR_BYTES = 32
 #: A record beats the output mover writes per PL cycle (hw/hls/s2mm_engine.cpp: a plain writer, II = 1 per beat of
 #: 16 int8)
 S2MM_BEATS_PER_CYCLE = 1
-#: bits per element of the record the last P·V kernel sends out: int8 A (it requantizes O, ``hw/ENGINE.md``)
+#: bits per element of the record the requantizer sends out: int8 A (``hw/ENGINE.md``)
 ENGINE_O_BITS = 8
 #: ping-pong: every buffer port has two halves (ADF buffer ports, UG1079)
 BUFFER_HALVES = 2
@@ -117,8 +117,8 @@ class Geometry:
 
     @property
     def o_bytes(self) -> int:
-        """The last P.V kernel's record over o_out: the header and ``Q_ROWS × D`` elements of ``o_bits`` (8: the int8
-        A record, the kernel requantizes O)."""
+        """The requantizer's record over o_out: the header and ``Q_ROWS × D`` elements of ``o_bits`` (8: the int8
+        A record)."""
         return HEADER_BYTES + self.o_bits // 8 * self.q_rows * self.d
 
     @property
@@ -174,8 +174,8 @@ def geometry(w: Any, d: Any, dev: Any, normalizer: str) -> Geometry:
     if w.seq > keys:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {keys}")
     if d.o_bits != ENGINE_O_BITS:
-        raise ValueError(f"o_bits {d.o_bits}: an engine design sends int8 A records (o_bits {ENGINE_O_BITS}; its last "
-                         "P.V kernel requantizes O)")
+        raise ValueError(f"o_bits {d.o_bits}: an engine design sends int8 A records (o_bits {ENGINE_O_BITS}; the "
+                         "requantizer at the end of the P.V cascade)")
     dd = d.head_dim if getattr(d, "head_dim", None) else build_d(w.d_head)
     if w.d_head > dd:
         raise ValueError(f"head size {w.d_head} is larger than the design's {dd}")
@@ -196,6 +196,7 @@ class TileCosts:
     qk: float  # the slowest of the k QK^T invocations (they share the broadcast Q)
     channel: float  # one score channel: its k/m packets out, through the PL, P back
     pv: float  # the P.V chain (the slowest invocation; the cascade keeps them in step)
+    rq: float  # the requantizer at the cascade's end
     o_out: float  # the A record over o_out
     s2mm: float  # the output mover writing it
     qk_each: tuple[float, ...]  # per slice j
@@ -203,9 +204,15 @@ class TileCosts:
 
 
 def pv_variant(j: int, k: int) -> str:
-    if k == 1:
-        return "pv_only"
-    return "pv_first" if j == 0 else ("pv_last" if j == k - 1 else "pv_mid")
+    """The P.V kernel variant of slice ``j`` of ``k`` (:mod:`.engine_aie`): the first, or one with a cascade in."""
+    if not 0 <= j < k:
+        raise ValueError(f"slice {j} of {k}")
+    return "pv_first" if j == 0 else "pv_mid"
+
+
+def cascade_blocks(g: Geometry) -> int:
+    """O blocks (4 rows x 8 features) a tile sends along the cascade."""
+    return (g.q_rows // 4) * (g.d // 8)
 
 
 @functools.lru_cache(maxsize=65536)
@@ -238,7 +245,7 @@ def tile_costs(g: Geometry, r: int) -> TileCosts:
         channel = pl.stream_cycles("online_softmax", g.q_rows, g.keys, g.lanes) / g.f_pl
         channel = max(channel, g.k * g.s_bytes / (g.m * g.link_rate))
     return TileCosts(q_in=g.q_bytes / g.link_rate, qk=max(qk_each), channel=channel, pv=max(pv_each),
-                     o_out=g.o_bytes / g.link_rate,
+                     rq=kernel_seconds(g, "rq"), o_out=g.o_bytes / g.link_rate,
                      s2mm=(g.o_bytes / PLIO_BEAT_BYTES) / S2MM_BEATS_PER_CYCLE / g.f_pl,
                      qk_each=qk_each, pv_each=pv_each)
 
@@ -308,8 +315,11 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
     pl_lat = pl.ENGINE_OUT_DELAY / g.f_pl
     lat_channel = (g.s_bytes / g.link_rate + pl_lat + g.p_bytes / g.link_rate) if normalizer == "swiftmax" \
         else first.channel
-    tail_pv = last.o_out + last.s2mm
+    # the requantizer takes the blocks as the last P.V kernel passes them on: it ends at least one block after it
+    tail_rq = last.o_out + last.s2mm
+    tail_pv = last.rq / cascade_blocks(g) + tail_rq
     head_pv = max(head_qk + first.qk + lat_channel, kv)
+    head_rq = head_pv + first.pv / cascade_blocks(g)
     tail_channel = last.pv + tail_pv
     tail_qk = lat_channel + tail_channel
     stages = [
@@ -325,14 +335,15 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
                   f"score channel: {g.per_channel} packet(s) a tile out, PL {normalizer} ({g.lanes} lanes x "
                   f"{g.f_pl / 1e6:g} MHz), P back"),
         StageTime("aie_pv", total("pv"), head_pv, tail_pv, f"AIE P.V kernels ({engine_aie_label(g, 'pv')})"),
-        StageTime("o_out", total("o_out"), head_pv + first.pv, last.s2mm, "PLIO o_out (A records, int8)"),
-        StageTime("s2mm", total("s2mm"), head_pv + first.pv + first.o_out, 0.0,
+        StageTime("aie_rq", total("rq"), head_rq, tail_rq, "AIE requantizer (O to int8 A, at the cascade's end)"),
+        StageTime("o_out", total("o_out"), head_rq + first.rq, last.s2mm, "PLIO o_out (A records, int8)"),
+        StageTime("s2mm", total("s2mm"), head_rq + first.rq + first.o_out, 0.0,
                   "PL output mover (writes A, one beat a cycle)"),
     ]
     if w.operands != "on_chip":
         b = ddr_bytes(g, w.operands)
         busy = (b["reads"] + b["writes"]) / dev.ddr_bytes_per_s
-        lat_tile = first.qk + lat_channel + first.pv + first.o_out + first.s2mm
+        lat_tile = first.qk + lat_channel + first.pv / cascade_blocks(g) + first.rq + first.o_out + first.s2mm
         # the bank is shared round by round: while every pipeline works on its r-th group the bank serves them all;
         # in the last rounds only the pipelines dealt more groups are left, and the bank waits for them
         per_group = max(s.busy for s in stages) / n_groups
@@ -355,20 +366,22 @@ def engine_aie_label(g: Geometry, which: str) -> str:
     if which == "qk":
         eff = engine_aie.efficiency("qk", g.q_rows, g.sk, g.d, g.score_bits)
         return f"{g.k} a pipeline, {eff:.0%} of the MAC peak a tile"
-    eff = engine_aie.efficiency(pv_variant(g.k - 1, g.k), g.q_rows, g.sk, g.d, g.score_bits)
+    eff = min(engine_aie.efficiency(pv_variant(j, g.k), g.q_rows, g.sk, g.d, g.score_bits) for j in {0, g.k - 1})
     return f"{g.k} a pipeline, cascade, {eff:.0%} of the MAC peak a tile"
 
 
 def kernel_report(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax") -> list[dict[str, Any]]:
-    """Each engine kernel's modeled cycles and efficiency (MACs / (cycles x 128)) for one tile of this workload."""
+    """Each engine kernel's modeled cycles and efficiency (MACs / (cycles x 128)) for one tile of this workload; the
+    requantizer has no MACs (efficiency None)."""
     g = geometry(w, d, dev, normalizer)
     out = []
     for kernel, masked in (("qk", False), ("qk", True), *((pv_variant(j, g.k), False) for j in
-                                                          sorted({0, g.k - 1}))):
+                                                          sorted({0, g.k - 1})), ("rq", False)):
         cyc = engine_aie.invocation_cycles(kernel, g.q_rows, g.sk, g.d, g.score_bits, masked=masked)
         macs = engine_aie.invocation_macs(kernel, g.q_rows, g.sk, g.d, g.score_bits)
         out.append({"kernel": kernel + (" (masked tile)" if masked else ""), "q_rows": g.q_rows, "slice_keys": g.sk,
-                    "d": g.d, "macs": macs, "cycles": cyc["total"], "efficiency": macs / (cyc["total"] * PEAK_MACS)})
+                    "d": g.d, "macs": macs, "cycles": cyc["total"],
+                    "efficiency": macs / (cyc["total"] * PEAK_MACS) if macs else None})
     return out
 
 
@@ -408,14 +421,15 @@ def infrastructure_per_pipeline() -> dict[str, float]:
 
 def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
               pl_resources: Any) -> dict[str, float]:
-    """Resources of engine design ``d`` for workload ``w``: AIE tiles, the largest kernel's buffers, PLIOs, and the
+    """Resources of engine design ``d`` for workload ``w``: AIE tiles (``2k`` kernels and the requantizer a
+    pipeline), the largest kernel's buffers, PLIOs, and the
     PL -- the score channels' normalizer lanes (``pl_resources(kernel, lanes, score_bits)``: Yosys), an online
     softmax's row-assembly buffers, and every pipeline's movers and AXI4 master ports (:func:`infrastructure`).
     ``axi_masters`` counts the master ports into the one DDR bank."""
     g = geometry(w, d, dev, normalizers[0])
     mem = memory_bytes(g)
     io = plios(d)
-    used: dict[str, float] = {"aie_tiles": float(2 * d.qk_kernels * d.pipelines),
+    used: dict[str, float] = {"aie_tiles": float((2 * d.qk_kernels + 1) * d.pipelines),
                               "aie_kernel_memory_bytes": float(max(mem.values()) + dev.tile_memory_reserve_bytes),
                               "plio_in": float(io["in"]), "plio_out": float(io["out"])}
     pl_used = dict.fromkeys(RESOURCE_KEYS, 0.0)
@@ -440,6 +454,6 @@ def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
     return used
 
 
-__all__ = ["BUFFER_HALVES", "Geometry", "StageTime", "TileCosts", "build_d", "build_keys", "ddr_bytes", "deal",
-           "geometry", "is_engine", "kernel_report", "kernel_seconds", "kv_seconds", "layer_time", "memory_bytes",
-           "packet_seconds", "plios", "pv_variant", "resources", "tile_costs"]
+__all__ = ["BUFFER_HALVES", "Geometry", "StageTime", "TileCosts", "build_d", "build_keys", "cascade_blocks",
+           "ddr_bytes", "deal", "geometry", "is_engine", "kernel_report", "kernel_seconds", "kv_seconds", "layer_time",
+           "memory_bytes", "packet_seconds", "plios", "pv_variant", "resources", "tile_costs"]

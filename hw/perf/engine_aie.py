@@ -22,10 +22,10 @@ Where the numbers come from
    of the ping-pong buffers while the core computes (the graph simulation accounts for the DMA and PLIO rates).
 
 Kernels (``KERNELS``): ``qk`` (QKᵀ of one tile against one ``SK``-key slice, narrowed to ``score_bits``; ``masked``:
-the tile needs the mask, the second loop body), ``pv_first`` / ``pv_mid`` / ``pv_last`` / ``pv_only`` (P·V of one
-slice; the first starts the O blocks from zero and passes them on the cascade, a middle one takes and passes them,
-the last takes them and requantizes O into the int8 A record (``aie::mul`` of int32 O by the int16 ``rq_mult`` into
-an 80-bit accumulator, shift-round-saturate to int8), the only one of a one-kernel pipeline does both ends).
+the tile needs the mask, the second loop body), ``pv_first`` / ``pv_mid`` (P·V of one slice; the first starts the
+O blocks from zero and passes them on the cascade, the others take and pass them), ``rq`` (the requantizer at the
+cascade's end: O into the int8 A record, ``aie::mul`` of int32 O by the int16 ``rq_mult`` into an 80-bit
+accumulator, shift-round-saturate to int8).
 
 Assumptions (each can make the real kernel slower, none faster)
 ---------------------------------------------------------------
@@ -63,7 +63,7 @@ __all__ = [
     "phase_counts",
 ]
 
-KERNELS: tuple[str, ...] = ("qk", "pv_first", "pv_mid", "pv_last", "pv_only")
+KERNELS: tuple[str, ...] = ("qk", "pv_first", "pv_mid", "rq")
 SCORE_BITS: tuple[int, ...] = (8, 16)
 #: kernel call and synchronization of the sync buffers (lock acquire / release of q and s, or p and o), cycles per
 #: invocation. ASSUMPTION within UG1079 "Run-Time Ratio" (2023.1): "synchronization of synchronous buffers +
@@ -115,10 +115,11 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
     build's D; ``score_bits``: 8 or 16 (qk only); ``masked``: the qk tile needs the mask. Phases in program order:
     qk ``setup`` (rounding / saturation modes), ``mask_limits`` (masked only: the per-row key limits and the key
     pattern), ``mmul`` (the register-blocked loop: loads, mmuls, narrowing, the mask, stores); pv
-    ``cascade_header`` (the [tile_id, rows] word in / out; not in ``pv_only``), ``setup`` (``pv_last`` / ``pv_only``:
-    the rounding and saturation modes of the requantization, ``rq_mult`` broadcast to 32 int16 lanes), ``mmul`` (the
-    register-blocked loop: the O blocks from / to the cascade, or requantized into the A record). Keys are
-    ``aie_api_emu.h`` counter names.
+    ``cascade_header`` (the [tile_id, rows, rq_mult, rq_shift] word out, and in for ``pv_mid``), ``mmul`` (the
+    register-blocked loop: the O blocks from / to the cascade); rq ``cascade_header`` (the word in), ``setup`` (the
+    rounding and saturation modes of the requantization, ``rq_mult`` broadcast to 32 int16 lanes), ``requant`` (the
+    loop over the O blocks: from the cascade, requantized into the A record). Keys are ``aie_api_emu.h`` counter
+    names.
     """
     rb = _check(kernel, q_rows, sk, d, score_bits, masked)
     ni, nj = q_rows // 4, sk // 8
@@ -148,12 +149,22 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
                                          f"select<32,{st}>(scalar)": 2 * rb})
         phases["mmul"] = _scaled(per_group, groups)
         return phases
-    has_cin = kernel in ("pv_mid", "pv_last")
-    has_cout = kernel in ("pv_first", "pv_mid")
     ne = d // 8
     groups = (ni // rb) * (ne // 2)
     blocks = 2 * rb  # per group
     mm = "mmul<4,8,8,uint8,int8>"
+    cin_header = {"readincr_v<8>(input_cascade<acc48>)": 1, "accum<acc48,8>.to_vector<int32>": 1,
+                  "store_v<8,int32>": 1}
+    if kernel == "rq":  # each O block from four cascade words, requantized: int32 lanes x int16 rq_mult into
+        # acc80, srs to int8; per row block the rows of the feature-block pair, 8 + 8 int8, one 128-bit store each
+        per_block = {"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1, f"{mm}.from_accum": 1,
+                     f"{mm}.to_vector<int32>": 1, "mul<acc80,32,int32,int16>": 1,
+                     "accum<acc80,32>.to_vector<int8>": 1, "extract<8>(vector<int8,32>)": 4}
+        per_group = _add(_scaled(per_block, blocks), _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
+        return {"cascade_header": cin_header,
+                "setup": {"set_rounding": 1, "set_saturation": 1, "broadcast<32,int16>": 1},
+                "requant": _scaled(per_group, groups)}
+    has_cin = kernel == "pv_mid"
     per_group = {
         "load_v<16,uint8>": 2 * rb * nj,          # rb P blocks of 32 bytes a key block
         "concat<16,uint8>x2": rb * nj,
@@ -165,28 +176,13 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
     if has_cin:  # each O block from four cascade words
         per_group = _add(per_group, _scaled({"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1,
                                              f"{mm}.from_accum": 1}, blocks))
-    if has_cout:  # to four cascade words
-        per_group = _add(per_group, _scaled({f"{mm}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
-                                             "writeincr(output_cascade<acc48>)": 4}, blocks))
-    else:  # each O block requantized: int32 lanes x int16 rq_mult into acc80, srs to int8; per row block the
-        # rows of the feature-block pair, 8 + 8 int8, one 128-bit store each
-        per_group = _add(per_group, _scaled({f"{mm}.to_vector<int32>": 1, "mul<acc80,32,int32,int16>": 1,
-                                             "accum<acc80,32>.to_vector<int8>": 1, "extract<8>(vector<int8,32>)": 4},
-                                            blocks))
-        per_group = _add(per_group, _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
-    phases: dict[str, dict[str, int]] = {}
-    header: dict[str, int] = {}
-    if has_cin:
-        header |= {"readincr_v<8>(input_cascade<acc48>)": 1, "accum<acc48,8>.to_vector<int32>": 1,
-                   "store_v<8,int32>": 1}
-    if has_cout:
-        header |= {"load_v<8,int32>": 1, "accum<acc48,8>.from_vector<int32>": 1, "writeincr(output_cascade<acc48>)": 1}
-    if header:
-        phases["cascade_header"] = header
-    if not has_cout:
-        phases["setup"] = {"set_rounding": 1, "set_saturation": 1, "broadcast<32,int16>": 1}
-    phases["mmul"] = _scaled(per_group, groups)
-    return phases
+    # every P.V kernel passes the blocks on: to four cascade words each
+    per_group = _add(per_group, _scaled({f"{mm}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
+                                         "writeincr(output_cascade<acc48>)": 4}, blocks))
+    header = dict(cin_header) if has_cin else {}
+    header = _add(header, {"load_v<8,int32>": 1, "accum<acc48,8>.from_vector<int32>": 1,
+                           "writeincr(output_cascade<acc48>)": 1})
+    return {"cascade_header": header, "mmul": _scaled(per_group, groups)}
 
 
 def op_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> dict[str, int]:
@@ -201,10 +197,10 @@ def op_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, ma
 def loop_invocations(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
                      masked: bool = False) -> dict[str, int]:
     """Software-pipelined loop nests entered per invocation, by phase (each pays
-    :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES`): ``mmul`` 1, ``mask_limits`` 1; ``setup`` and ``cascade_header``
-    are straight-line code."""
+    :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES`): ``mmul`` 1, ``mask_limits`` 1, ``requant`` 1; ``setup`` and
+    ``cascade_header`` are straight-line code."""
     phases = phase_counts(kernel, q_rows, sk, d, score_bits, masked)
-    return {ph: (1 if ph in ("mmul", "mask_limits") else 0) for ph in phases}
+    return {ph: (1 if ph in ("mmul", "mask_limits", "requant") else 0) for ph in phases}
 
 
 def invocation_cycles(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
@@ -223,9 +219,9 @@ def invocation_cycles(kernel: str, q_rows: int, sk: int, d: int, score_bits: int
 
 def invocation_macs(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> int:
     """MACs one invocation executes: ``q_rows · sk · d`` (every row and key of the slice computed; for P·V the
-    ``q_rows × sk`` by ``sk × d`` product). Units: multiply-accumulates."""
+    ``q_rows × sk`` by ``sk × d`` product; none for the requantizer). Units: multiply-accumulates."""
     _check(kernel, q_rows, sk, d, score_bits, masked)
-    return q_rows * sk * d
+    return 0 if kernel == "rq" else q_rows * sk * d
 
 
 def efficiency(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> float:

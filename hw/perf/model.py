@@ -87,6 +87,7 @@ STAGES: dict[str, str] = {
     "kv_in": "K/V slices -> AIE",
     "q_in": "Q -> AIE",
     "pl_channel": "score channel (PLIO out, PL, PLIO back)",
+    "aie_rq": "AIE requantizer",
     "o_out": "A -> PL",
     "s2mm": "PL output mover",
 }

@@ -87,13 +87,17 @@ def agreement() -> list[dict]:
     return rows
 
 
+def _eff(e: float | None) -> str:
+    return "—" if e is None else f"{e:.1%}"
+
+
 def _goals(dev: Device, committed: Perf, chip: Perf, agree: list[dict]) -> list[str]:
     def ok(flag: bool) -> str:
         return "met" if flag else "**not met**"
 
     kern = {k["kernel"]: k["efficiency"] for k in committed.kernels}
     qk = kern["qk"]
-    pv = min(v for k, v in kern.items() if k.startswith("pv"))
+    pv = min(v for k, v in kern.items() if k.startswith("pv") and v is not None)
     sim_ddr = next(a for a in agree if a["design"] == "vck5000_engine" and a["workload"].operands == "ddr")["sim"]
     roof = committed.ddr_roof_seconds
     f_model, f_sim = roof / committed.device_seconds_per_layer, roof / sim_ddr.device_seconds
@@ -132,7 +136,7 @@ def readme_block(dev: Device | None = None) -> str:
               "", "| kernel | tile (rows x keys x D) | MACs | cycles | efficiency |", "|---|---|---|---|---|"]
     for k in pc.kernels:
         lines.append(f"| {k['kernel']} | {k['q_rows']} x {k['slice_keys']} x {k['d']} | {k['macs']:,} | "
-                     f"{k['cycles']:,.0f} | {k['efficiency']:.1%} |")
+                     f"{k['cycles']:,.0f} | {_eff(k['efficiency'])} |")
     lines += ["", "Stage by stage (busy per layer on the busiest instance; the layer takes the longest head + busy + "
               "tail):", "", "| stage | busy per layer (µs) | bound by |", "|---|---|---|"]
     for s in pc.stages:

@@ -12,7 +12,8 @@ links' rates) -- but it lets the parts interact as the hardware does, which the 
   the channel until it has streamed out, through the PL and back, and it cannot start before its P.V kernel has a
   free p half (head-of-line blocking, as ``pktsplit`` stalls).
 * **the cascade**: P.V kernel ``j`` starts a tile only after kernel ``j-1`` has started it (one block ahead) and
-  cannot finish before ``j-1`` has finished plus one block.
+  cannot finish before ``j-1`` has finished plus one block; the requantizer at its end likewise after the last
+  P.V kernel.
 * **links** (PLIOs, the tile DMA) at their rates, **the PL lanes** (slots per packet, the PL top's output delay),
   the output mover, and **DDR as one bank** serving every mover's reads and writes in arrival order.
 * **the host's dealing** of whole (batch, head) groups to pipelines (:func:`.engine.deal`).
@@ -103,16 +104,16 @@ class _Pipeline:
         self.s = [PingPong(env) for _ in range(g.k)]
         self.p = [PingPong(env) for _ in range(g.k)]
         self.o = PingPong(env)
-        self.casc = [simpy.Store(env, capacity=1) for _ in range(g.k)]  # into kernel j (j >= 1)
+        self.casc = [simpy.Store(env, capacity=1) for _ in range(g.k + 1)]  # into kernel j (j >= 1); k: the rq
         self.q_link = Link(env, g.link_rate, "q_in")
         self.kv_link = Link(env, g.link_rate, "kv_in")
         self.o_link = Link(env, min(g.link_rate, engine.PLIO_BEAT_BYTES * engine.S2MM_BEATS_PER_CYCLE * g.f_pl),
                            "o_out")
         self.channels = [simpy.Resource(env, capacity=1) for _ in range(g.m)]
-        self.busy = {"aie_qk": [0.0] * g.k, "aie_pv": [0.0] * g.k, "pl_channel": [0.0] * g.m}
+        self.busy = {"aie_qk": [0.0] * g.k, "aie_pv": [0.0] * g.k, "aie_rq": [0.0], "pl_channel": [0.0] * g.m}
         self.tiles = [(grp, r) for grp in groups for r in range(g.tiles_per_group)]
         self.done = 0
-        for proc in (self.mover_q(), self.mover_kv(), self.o_out()):
+        for proc in (self.mover_q(), self.mover_kv(), self.rq(), self.o_out()):
             env.process(proc)
         for j in range(g.k):
             env.process(self.qk(j))
@@ -209,8 +210,7 @@ class _Pipeline:
     def pv(self, j: int):
         g, env = self.sim.g, self.sim.env
         t = engine.kernel_seconds(g, engine.pv_variant(j, g.k))
-        block = t / ((g.q_rows // 4) * (g.d // 8))  # one output block: how far the cascade runs ahead
-        last = j == g.k - 1
+        block = t / engine.cascade_blocks(g)  # one output block: how far the cascade runs ahead
         for _grp, r in self.tiles:
             if r == 0:
                 yield self.vbuf[j].full.get()
@@ -218,16 +218,12 @@ class _Pipeline:
             prev_done = None
             if j > 0:
                 prev_done = yield self.casc[j].get()
-            if last:
-                yield self.o.free.get(1)
             done = env.event()
             start = env.now
-            if last:
-                yield env.timeout(t)
-            else:  # the first block's partial sums go down the cascade; a full cascade stalls this kernel
-                yield env.timeout(block)
-                yield self.casc[j + 1].put(done)
-                yield env.timeout(t - block)
+            # the first block's partial sums go down the cascade; a full cascade stalls this kernel
+            yield env.timeout(block)
+            yield self.casc[j + 1].put(done)
+            yield env.timeout(t - block)
             if prev_done is not None:
                 if not prev_done.triggered:
                     yield prev_done
@@ -238,8 +234,23 @@ class _Pipeline:
             yield self.p[j].free.put(1)
             if r == g.tiles_per_group - 1:
                 yield self.vbuf[j].free.put(1)
-            if last:
-                yield self.o.full.put(r)
+
+    def rq(self):
+        """The requantizer: O block by block from the last P.V kernel's cascade into a free o half."""
+        g, env = self.sim.g, self.sim.env
+        t = engine.kernel_seconds(g, "rq")
+        block = t / engine.cascade_blocks(g)
+        for _grp, r in self.tiles:
+            prev_done = yield self.casc[g.k].get()
+            yield self.o.free.get(1)
+            start = env.now
+            yield env.timeout(t)
+            if not prev_done.triggered:
+                yield prev_done
+            if env.now < prev_done.value + block:
+                yield env.timeout(prev_done.value + block - env.now)
+            self.busy["aie_rq"][0] += env.now - start
+            yield self.o.full.put(r)
 
     # ---- O out, the output mover, DDR
     def o_out(self):
@@ -301,6 +312,7 @@ def simulate(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax") -> SimResul
         "aie_qk": max(max(p.busy["aie_qk"]) for p in pipes),
         "pl_channel": max(max(p.busy["pl_channel"]) for p in pipes),
         "aie_pv": max(max(p.busy["aie_pv"]) for p in pipes),
+        "aie_rq": max(p.busy["aie_rq"][0] for p in pipes),
         "o_out": max(p.o_link.busy for p in pipes),
     }
     serial = d.host_launches_per_layer * dev.host_seconds_per_launch

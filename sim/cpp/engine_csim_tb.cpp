@@ -5,7 +5,7 @@
 //        V slices of pv j (async buffers)
 //   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
 //        swiftmax_engine_hls (one per channel) --pktsplit<k/m> by packet id--> p buffers of pv j
-//   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 (requantizes O): o buffers (A records) --> s2mm_engine (HLS)
+//   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 --cascade FIFO--> o_requant: o buffers (A records) --> s2mm_engine (HLS)
 //        --> A slots + done log
 //
 // The kernels run one after the other, each over all its tiles (unbounded FIFOs and buffer queues between
@@ -22,13 +22,13 @@
 // with the kv command list, in the LOAD_V SLICE headers) and DIR/done_<p>.bin (pipeline
 // p's RESULT headers in arrival order). OPCOUNTS: "-" or a file that receives one JSON line per AIE kernel
 // invocation with its instrumented AIE API counts (vector build only):
-//   {"pipeline": p, "kernel": "qk"|"pv_first"|"pv_mid"|"pv_last"|"pv_only", "j": j, "tile": id,
+//   {"pipeline": p, "kernel": "qk"|"pv_first"|"pv_mid"|"rq", "j": j, "tile": id,
 //    "masked": 0|1 (qk), "counts": {"<op>": n, ...}}
 // CORRUPT (test hook, a broken pktsplit of pipeline 0, channel 0 only): 0 none; 1 swap the packet ids of the
 // first P packets of kernels 0 and 1; 2 swap the first two P packets delivered to kernel k/m - 1. The merge of
 // channel c of pipeline p is seeded with SEED * 1000003 + p * 1009 + c. stdout, one line each:
 //   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_kv, p<p>.qk<j>, p<p>.norm<c>,
-//                                   p<p>.pv<j>, p<p>.s2mm)
+//                                   p<p>.pv<j>, p<p>.rq, p<p>.s2mm)
 //   packets p<p>.c<c> <n>            score packets through channel c's merge
 //   records p<p> <n>                 A records s2mm_engine wrote
 //   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, when n > 0
@@ -198,24 +198,21 @@ struct QkAll<K> {
 
 template <int J>
 struct PvAll {
-    // casc[j] connects pv j -> pv j+1 (casc[K-1] unused); o collects pv K-1's o buffers.
+    // casc[j] connects pv j -> pv j+1; casc[K-1] connects pv K-1 -> the requantizer.
     static void run(unsigned pl, std::vector<std::vector<Buf> >& p_in, std::vector<HostSlices>& v_slices,
-                    std::vector<cascade_fifo>& casc, std::vector<Buf>& o) {
+                    std::vector<cascade_fifo>& casc) {
         const std::string name = "p" + std::to_string(pl) + ".pv" + std::to_string(J);
-        const char* variant = K == 1 ? "pv_only" : J == 0 ? "pv_first" : J == K - 1 ? "pv_last" : "pv_mid";
+        const char* variant = J == 0 ? "pv_first" : "pv_mid";
         input_cascade<acc48> cin{&casc[J > 0 ? J - 1 : 0]};
         output_cascade<acc48> cout{&casc[J]};
         auto st = zeroed<vckattn_engine::PvState>();
         int code = vckattn_engine::ENGINE_OK;
         size_t done = 0;
         for (const Buf& p : p_in[J]) {
-            Buf out(J == K - 1 ? vckattn_engine::O_BUFFER_BYTES : 16);
             reset_counts();
-            code = vckattn_engine::pv_tile<J>(p.data(), v_slices[J], J > 0 ? &cin : nullptr,
-                                              J < K - 1 ? &cout : nullptr, out.data(), *st);
+            code = vckattn_engine::pv_tile<J>(p.data(), v_slices[J], J > 0 ? &cin : nullptr, &cout, *st);
             if (code != vckattn_engine::ENGINE_OK) break;
             dump_counts(pl, variant, J, word(p.data(), vckattn_engine::PACKET_TILE_ID_WORD), 0);
-            if (J == K - 1) o.push_back(std::move(out));
             ++done;
         }
         status(name, code, vckattn_engine::status_text(code));
@@ -225,14 +222,34 @@ struct PvAll {
             count("leftover", name + ".cin", casc[J - 1].words.size());
             count("missing", name + ".cin", casc[J - 1].missing);
         }
-        PvAll<J + 1>::run(pl, p_in, v_slices, casc, o);
+        PvAll<J + 1>::run(pl, p_in, v_slices, casc);
     }
 };
 template <>
 struct PvAll<K> {
-    static void run(unsigned, std::vector<std::vector<Buf> >&, std::vector<HostSlices>&, std::vector<cascade_fifo>&,
-                    std::vector<Buf>&) {}
+    static void run(unsigned, std::vector<std::vector<Buf> >&, std::vector<HostSlices>&, std::vector<cascade_fifo>&) {}
 };
+
+// The requantizer: one invocation per tile the last P.V kernel passed on, while cascade words remain (a tile's
+// words missing at the end are counted, and its record dropped).
+void requantizer(unsigned pl, cascade_fifo& casc, std::vector<Buf>& o) {
+    const std::string name = "p" + std::to_string(pl) + ".rq";
+    input_cascade<acc48> cin{&casc};
+    auto st = zeroed<vckattn_engine::RqState>();
+    int code = vckattn_engine::ENGINE_OK;
+    while (!casc.words.empty()) {
+        Buf out(vckattn_engine::O_BUFFER_BYTES);
+        const std::size_t missing = casc.missing;
+        reset_counts();
+        code = vckattn_engine::rq_tile(&cin, out.data(), *st);
+        if (code != vckattn_engine::ENGINE_OK || casc.missing != missing) break;
+        dump_counts(pl, "rq", 0, static_cast<uint32_t>(st->casc[0]), 0);
+        o.push_back(std::move(out));
+    }
+    status(name, code, vckattn_engine::status_text(code));
+    count("leftover", name + ".cin", casc.words.size());
+    count("missing", name + ".cin", casc.missing);
+}
 
 // ------------------------------------------------------------------ movers
 
@@ -366,8 +383,9 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
 
     // P.V kernels
     std::vector<cascade_fifo> casc(K);
+    PvAll<0>::run(pl, p_in, v_slices, casc);
     std::vector<Buf> o_bufs;
-    PvAll<0>::run(pl, p_in, v_slices, casc, o_bufs);
+    requantizer(pl, casc[K - 1], o_bufs);
 
     // s2mm_engine: as many whole A records as arrived (at most n_tiles)
     const unsigned present = (unsigned)std::min<size_t>(o_bufs.size(), n_tiles);

@@ -1,5 +1,5 @@
 // C-simulation test bench of the engine's output mover (hw/hls/s2mm_engine.cpp, stream contract v3): a plain
-// writer of the A records the last P.V kernel sends.
+// writer of the A records the requantizer kernel sends.
 //
 //   engine_s2mm_tb DIR n_records n_slots pipeline
 //

@@ -8,13 +8,17 @@
 //               scores in the 4x8 block layout, int8 or int16).
 //   pv_tile<J>  one invocation of P.V kernel J per tile: p buffer (PACKET header + P, 4x8 block layout),
 //               the V slice it holds (async, 8x8 block layout), partial O in the cascade accumulator, block
-//               by block: from the cascade (J > 0) or zero, plus P_J V_J, to the cascade (J < KERNELS-1)
-//               or, for the last kernel, requantized to int8 into the o buffer: the A record (RESULT header
-//               + A = sat_int8(round_half_up(O x rq_mult >> rq_shift)), Q_ROWS x D row-major), with the
-//               layer's rq_mult / rq_shift from the SLICE header of the V slice it holds.
-// Before the blocks one cascade word per tile carries [tile_id, rows] (J > 0 checks it against the P
-// packet's header). Block order on the cascade (both paths): row-block groups of RB, feature-block pairs,
-// then the RB x 2 blocks of the group row by row; each block is 4 cascade words (its 4 rows, 8 lanes).
+//               by block: from the cascade (J > 0) or zero, plus P_J V_J, to the cascade (every J: the
+//               last P.V kernel's cascade feeds the requantizer).
+//   rq_tile     one invocation of the requantizer per tile, at the end of the cascade: O block by block from
+//               the cascade, requantized to int8 into the o buffer: the A record (RESULT header + A =
+//               sat_int8(round_half_up(O x rq_mult >> rq_shift)), Q_ROWS x D row-major).
+// Before the blocks one cascade word per tile carries [tile_id, rows, rq_mult, rq_shift, 0 ...]: P.V kernel
+// 0 writes it (rq_mult / rq_shift from the SLICE header of the V slice it holds: the layer's output
+// requantization), P.V kernels J > 0 check [tile_id, rows] against the P packet's header and pass the word on
+// as they received it, the requantizer reads it. Block order on the cascade (both paths): row-block groups of
+// RB, feature-block pairs, then the RB x 2 blocks of the group row by row; each block is 4 cascade words (its
+// 4 rows, 8 lanes).
 //
 // Numerics: golden/engine.py (engine_scores with lim_i, narrow_scores); layouts: golden/engine.py
 // pack_q / pack_k / pack_v / pack_scores; header fields only through the generated
@@ -48,7 +52,7 @@
 // when Q_ROWS is a multiple of 8, else 1), narrowed by to_vector<score_t>(shift) under rounding
 // positive_inf and symmetric saturation, the mask (only in tiles that need it: a second loop body) by a
 // vector compare against per-row key limits and a select of the sentinel; P.V aie::mmul<4,8,8,uint8,int8>
-// with RB x 2 blocking, the accumulator from / to the cascade; the last kernel requantizes each 4x8 O block:
+// with RB x 2 blocking, the accumulator from / to the cascade; the requantizer takes each 4x8 O block:
 // to_vector<int32> of the accumulator, aie::mul<acc80> by the int16 rq_mult (the AIE1 32x16-bit multiply,
 // |O x rq_mult| < 2^46: exact), to_vector<int8>(rq_shift) under rounding positive_inf and saturation
 // saturate ([-128, 127], golden requantize), the rows of two neighbouring blocks stored as 16 bytes.
@@ -199,6 +203,11 @@ struct PvState {
     uint32_t rq_shift;  // and rq_shift (0 .. MAX_RQ_SHIFT)
 };
 
+// Requantizer state between invocations: the cascade header word [tile_id, rows, rq_mult, rq_shift, 0 ...].
+struct RqState {
+    alignas(32) int32_t casc[8];
+};
+
 // Constant lane patterns of the mask: kpat lane r*8+c = c (key in block), rpat lane r*8+c = r (row in block).
 struct MaskTables {
     alignas(32) int16_t kpat[32];
@@ -212,7 +221,7 @@ alignas(32) static const MaskTables MASK_TABLES = {
 constexpr int QK_DATA_BYTES = 2 * (Q_BUFFER_BYTES + K_BUFFER_BYTES + S_BUFFER_BYTES) +
                               static_cast<int>(sizeof(QkState)) + static_cast<int>(sizeof(MaskTables));
 constexpr int PV_DATA_BYTES = 2 * (P_BUFFER_BYTES + V_BUFFER_BYTES) + static_cast<int>(sizeof(PvState));
-constexpr int PV_LAST_DATA_BYTES = PV_DATA_BYTES + 2 * O_BUFFER_BYTES;
+constexpr int RQ_DATA_BYTES = 2 * O_BUFFER_BYTES + static_cast<int>(sizeof(RqState));
 
 // ---------------------------------------------------------------------------------------------
 // Status
@@ -229,7 +238,7 @@ enum Status : int {
     ENGINE_TILE_NOT_IN_SLICE = 7,  // the tile id is not one of the held slice's tiles
     ENGINE_BAD_PACKET = 8,         // P packet: elem_bits != 8 or count != Q_ROWS x SK
     ENGINE_MISROUTE = 9,           // P packet of another slice, or of another tile than the cascade's
-    ENGINE_BAD_RQ_SHIFT = 10,      // V slice: SLICE rq_shift > 62
+    ENGINE_BAD_RQ_SHIFT = 10,      // V slice: SLICE rq_shift > 62 (or a cascade header word's rq_shift)
 };
 
 inline const char* status_text(int status) {
@@ -342,9 +351,8 @@ inline int8_t requant(int32_t o, int32_t mult, int shift) {
     return static_cast<int8_t>(x);
 }
 
-template <bool HAS_CIN, bool HAS_COUT>
-inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
-                      int8_t* a, int32_t rq_mult, int rq_shift) {
+template <bool HAS_CIN>
+inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* cin, output_cascade<acc48>* cout) {
     using S = EngineShape;
     alignas(32) int32_t blk[32];
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
@@ -366,14 +374,23 @@ inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* c
                                 acc += static_cast<int32_t>(p[s_off(4 * ib + q, key)]) * v[v_off(key, 8 * eb + c)];
                             blk[8 * q + c] = static_cast<int32_t>(acc);
                         }
-                    for (int q = 0; q < 4; ++q) {
-                        if (HAS_COUT) {
-                            casc_write(cout, blk + 8 * q);
-                        } else {
-                            for (int c = 0; c < 8; ++c)
-                                a[(4 * ib + q) * S::D + 8 * eb + c] = requant(blk[8 * q + c], rq_mult, rq_shift);
-                        }
-                    }
+                    for (int q = 0; q < 4; ++q) casc_write(cout, blk + 8 * q);
+                }
+}
+
+// The requantizer: every O block from the cascade, in the P.V kernels' order, into the A payload a.
+inline void rq_blocks(input_cascade<acc48>* cin, int8_t* a, int32_t rq_mult, int rq_shift) {
+    using S = EngineShape;
+    alignas(32) int32_t blk[32];
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
+            for (int r = 0; r < S::RB; ++r)
+                for (int x = 0; x < 2; ++x) {
+                    const int ib = ib0 + r, eb = eb0 + x;
+                    for (int q = 0; q < 4; ++q) casc_read(cin, blk + 8 * q);
+                    for (int q = 0; q < 4; ++q)
+                        for (int c = 0; c < 8; ++c)
+                            a[(4 * ib + q) * S::D + 8 * eb + c] = requant(blk[8 * q + c], rq_mult, rq_shift);
                 }
 }
 
@@ -479,13 +496,10 @@ inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict ci
     return aie::concat(w0, w1, w2, w3);
 }
 
-// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade (HAS_COUT) or requantized into the A payload a:
-// each 4x8 O block times rq_mult (acc80) shifted by rq_shift to int8 (the modes set by the caller), the
-// rows of the feature-block pair (8 + 8 int8) stored as 16 bytes.
-template <bool HAS_CIN, bool HAS_COUT>
+// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade.
+template <bool HAS_CIN>
 inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, input_cascade<acc48>* cin,
-                      output_cascade<acc48>* cout, int8_t* __restrict a, const aie::vector<int16, 32>& rq_mult,
-                      int rq_shift) {
+                      output_cascade<acc48>* cout) {
     using S = EngineShape;
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
@@ -506,23 +520,30 @@ inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, i
                             c[r][x].mac(a[r], b[x]);
                     }
             }
-            for (int r = 0; r < S::RB; ++r) {
-                if (HAS_COUT) {
-                    for (int x = 0; x < 2; ++x) {
-                        const aie::accum<acc48, 32> acc = c[r][x].to_accum();
-                        for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
-                    }
-                } else {
-                    aie::vector<int8, 32> ab[2];
-                    for (int x = 0; x < 2; ++x)
-                        ab[x] = aie::mul<acc80>(c[r][x].template to_vector<int32>(0), rq_mult)
-                                    .template to_vector<int8>(rq_shift);
-                    for (int w = 0; w < 4; ++w)
-                        aie::store_v(a + (4 * (ib0 + r) + w) * S::D + 8 * eb0,
-                                     aie::concat(ab[0].template extract<8>(w), ab[1].template extract<8>(w)));
+            for (int r = 0; r < S::RB; ++r)
+                for (int x = 0; x < 2; ++x) {
+                    const aie::accum<acc48, 32> acc = c[r][x].to_accum();
+                    for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
                 }
-            }
         }
+}
+
+// The requantizer: each 4x8 O block from the cascade times rq_mult (acc80) shifted by rq_shift to int8 (the
+// modes set by the caller), the rows of the feature-block pair (8 + 8 int8) stored as 16 bytes of A.
+inline void rq_blocks(input_cascade<acc48>* __restrict cin, int8_t* __restrict a,
+                      const aie::vector<int16, 32>& rq_mult, int rq_shift) {
+    using S = EngineShape;
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
+            for (int r = 0; r < S::RB; ++r) {
+                aie::vector<int8, 32> ab[2];
+                for (int x = 0; x < 2; ++x)
+                    ab[x] = aie::mul<acc80>(PvMmul(casc_read_block(cin)).template to_vector<int32>(0), rq_mult)
+                                .template to_vector<int8>(rq_shift);
+                for (int w = 0; w < 4; ++w)
+                    aie::store_v(a + (4 * (ib0 + r) + w) * S::D + 8 * eb0,
+                                 aie::concat(ab[0].template extract<8>(w), ab[1].template extract<8>(w)));
+            }
 }
 
 }  // namespace vec
@@ -593,14 +614,14 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
 }
 
 // P.V kernel J on one tile (see the file comment). p: the p buffer (PACKET header + P); v: the V slice
-// source; cin (J > 0) / cout (J < KERNELS-1): the cascade; o (J = KERNELS-1): the o buffer (the A record:
-// RESULT header + A int8). hdr (optional, 4 words) receives the P packet header.
+// source; cin (J > 0) / cout: the cascade (the last kernel's feeds the requantizer). hdr (optional, 4 words)
+// receives the P packet header.
 template <int J, class Src>
 Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
-               uint8_t* __restrict o, PvState& st, uint32_t* hdr = nullptr) {
+               PvState& st, uint32_t* hdr = nullptr) {
     static_assert(J >= 0 && J < EngineShape::KERNELS, "kernel index out of range");
     using S = EngineShape;
-    constexpr bool HAS_CIN = J > 0, HAS_COUT = J < S::KERNELS - 1;
+    constexpr bool HAS_CIN = J > 0;
     uint32_t w[4];
     read_words(p, w);
     if (hdr)
@@ -622,49 +643,69 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
         st.tiles_left = st.tiles;
     }
     if (tile_id - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
-    // the cascade header word [tile_id, rows]: checked (J > 0), passed on (J < KERNELS-1)
+    // the cascade header word [tile_id, rows, rq_mult, rq_shift]: written by kernel 0, checked and passed on by
+    // the others
+    if (HAS_CIN) {
 #if VCKATTN_AIE_VECTOR
-    if (HAS_CIN) aie::store_v(st.casc, readincr_v<8>(cin).template to_vector<int32>(0));
+        aie::store_v(st.casc, readincr_v<8>(cin).template to_vector<int32>(0));
 #else
-    if (HAS_CIN) scalar::casc_read(cin, st.casc);
+        scalar::casc_read(cin, st.casc);
 #endif
-    if (HAS_CIN && (static_cast<uint32_t>(st.casc[0]) != tile_id || static_cast<uint32_t>(st.casc[1]) != rows))
-        return ENGINE_MISROUTE;
-    if (HAS_COUT) {
+        if (static_cast<uint32_t>(st.casc[0]) != tile_id || static_cast<uint32_t>(st.casc[1]) != rows)
+            return ENGINE_MISROUTE;
+    } else {
         for (int l = 0; l < 8; ++l) st.casc[l] = 0;
         st.casc[0] = static_cast<int32_t>(tile_id);
         st.casc[1] = static_cast<int32_t>(rows);
-#if VCKATTN_AIE_VECTOR
-        aie::accum<acc48, 8> hw;
-        hw.from_vector(aie::load_v<8>(st.casc), 0);
-        writeincr(cout, hw);
-#else
-        scalar::casc_write(cout, st.casc);
-#endif
+        st.casc[2] = st.rq_mult;
+        st.casc[3] = static_cast<int32_t>(st.rq_shift);
     }
+#if VCKATTN_AIE_VECTOR
+    aie::accum<acc48, 8> hw;
+    hw.from_vector(aie::load_v<8>(st.casc), 0);
+    writeincr(cout, hw);
+#else
+    scalar::casc_write(cout, st.casc);
+#endif
     const uint8_t* pp = p + BEAT_BYTES;
     const int8_t* vp = reinterpret_cast<const int8_t*>(v.current() + BEAT_BYTES);
-    int8_t* ap = HAS_COUT ? nullptr : reinterpret_cast<int8_t*>(o + BEAT_BYTES);
-    const int rq_shift = static_cast<int>(st.rq_shift);
 #if VCKATTN_AIE_VECTOR
-    aie::vector<int16, 32> rq_mult;
-    if (!HAS_COUT) {
-        aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
-        aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
-        rq_mult = aie::broadcast<int16, 32>(static_cast<int16>(st.rq_mult));
-    }
-    vec::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, rq_mult, rq_shift);
+    vec::pv_blocks<HAS_CIN>(pp, vp, cin, cout);
 #else
-    scalar::pv_blocks<HAS_CIN, HAS_COUT>(pp, vp, cin, cout, ap, st.rq_mult, rq_shift);
+    scalar::pv_blocks<HAS_CIN>(pp, vp, cin, cout);
 #endif
-    if (!HAS_COUT) {
-        uint32_t h[4] = {0, 0, 0, 0};
-        VCKATTN_PUT(h, RESULT_TILE_ID, tile_id);
-        VCKATTN_PUT(h, RESULT_ROWS, rows);
-        VCKATTN_PUT(h, RESULT_D, static_cast<uint32_t>(S::D));
-        write_words(o, h);
-    }
     if (--st.tiles_left == 0) v.release();
+    return ENGINE_OK;
+}
+
+// The requantizer on one tile (see the file comment): cin the last P.V kernel's cascade; o the o buffer (the A
+// record: RESULT header + A int8). hdr (optional, 4 words) receives the RESULT header it wrote.
+inline Status rq_tile(input_cascade<acc48>* cin, uint8_t* __restrict o, RqState& st, uint32_t* hdr = nullptr) {
+    using S = EngineShape;
+#if VCKATTN_AIE_VECTOR
+    aie::store_v(st.casc, readincr_v<8>(cin).template to_vector<int32>(0));
+#else
+    scalar::casc_read(cin, st.casc);
+#endif
+    const uint32_t tile_id = static_cast<uint32_t>(st.casc[0]), rows = static_cast<uint32_t>(st.casc[1]);
+    const int32_t rq_mult = st.casc[2];
+    const int rq_shift = st.casc[3];
+    if (rq_shift < 0 || rq_shift > MAX_RQ_SHIFT) return ENGINE_BAD_RQ_SHIFT;
+    int8_t* ap = reinterpret_cast<int8_t*>(o + BEAT_BYTES);
+#if VCKATTN_AIE_VECTOR
+    aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
+    aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
+    vec::rq_blocks(cin, ap, aie::broadcast<int16, 32>(static_cast<int16>(rq_mult)), rq_shift);
+#else
+    scalar::rq_blocks(cin, ap, rq_mult, rq_shift);
+#endif
+    uint32_t h[4] = {0, 0, 0, 0};
+    VCKATTN_PUT(h, RESULT_TILE_ID, tile_id);
+    VCKATTN_PUT(h, RESULT_ROWS, rows);
+    VCKATTN_PUT(h, RESULT_D, static_cast<uint32_t>(S::D));
+    write_words(o, h);
+    if (hdr)
+        for (int i = 0; i < 4; ++i) hdr[i] = h[i];
     return ENGINE_OK;
 }
 

@@ -1,6 +1,6 @@
 // ADF kernel functions of the scalable engine's graph (stream contract v3, hw/ENGINE.md; logic in
 // engine_kernels.h). The graph generator instantiates qk_slice<J> / pv_slice_*<J> for J = 0 .. k-1 of
-// each pipeline; one call processes one tile.
+// each pipeline and one o_requant; one call processes one tile.
 //
 // Port types (ADF 2022.2 windows, AIE1; UNVERIFIED: no aiecompiler here). Window sizes are the buffer
 // sizes of hw/ENGINE.md (engine_kernels.h *_BUFFER_BYTES); every window is ping-pong.
@@ -9,8 +9,8 @@
 //                               acquires it at its group's first tile and releases it after the last
 //   s     output_window<int8>   sync:  PACKET header + scores (to the channel's pktmerge or PLIO)
 //   p     input_window<uint8>   sync:  PACKET header + P (from the channel's pktsplit or PLIO)
-//   cin / cout  input_cascade<acc48> / output_cascade<acc48>: [tile_id, rows] then the O blocks
-//   o     output_window<int8>   sync:  the A record: RESULT header + A int8 row-major (to o_out)
+//   cin / cout  input_cascade<acc48> / output_cascade<acc48>: [tile_id, rows, rq_mult, rq_shift] then the O blocks
+//   o     output_window<int8>   sync:  the A record: RESULT header + A int8 row-major (o_requant, to o_out)
 // Port order = argument order (in[0], in[1], ...; out[0]).
 #ifndef VCKATTN_AIE_ENGINE_ADF_KERNELS_H
 #define VCKATTN_AIE_ENGINE_ADF_KERNELS_H
@@ -21,23 +21,17 @@
 template <int J>
 void qk_slice(input_window<int8>* __restrict q, input_window<int8>* __restrict k, output_window<int8>* __restrict s);
 
-// P_J V_J, cascade out (slice 0 of k > 1).
+// P_J V_J, cascade out (slice 0).
 template <int J>
 void pv_slice_first(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
                     output_cascade<acc48>* __restrict cout);
 
-// cascade in + P_J V_J, cascade out (0 < J < k - 1).
+// cascade in + P_J V_J, cascade out (0 < J < k).
 template <int J>
 void pv_slice_mid(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
                   input_cascade<acc48>* __restrict cin, output_cascade<acc48>* __restrict cout);
 
-// cascade in + P_J V_J, the A record out (J = k - 1 of k > 1).
-template <int J>
-void pv_slice_last(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o);
-
-// P V, the A record out (k = 1).
-void pv_slice_only(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   output_window<int8>* __restrict o);
+// The requantizer: O from the last P.V kernel's cascade, the A record out (one per pipeline).
+void o_requant(input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o);
 
 #endif

@@ -1,5 +1,5 @@
-// ADF kernels pv_slice_first<J> / _mid<J> / _last<J> / pv_slice_only: one tile per call (hw/ENGINE.md;
-// logic in engine_kernels.h pv_tile). Each instance keeps its own state (a template's static: one copy
+// ADF kernels pv_slice_first<J> / pv_slice_mid<J> and o_requant: one tile per call (hw/ENGINE.md; logic in
+// engine_kernels.h pv_tile, rq_tile). Each instance keeps its own state (a template's static: one copy
 // per instantiation).
 #include "kernels.h"
 
@@ -30,7 +30,7 @@ void pv_slice_first(input_window<uint8>* __restrict p, input_window<int8>* __res
                     output_cascade<acc48>* __restrict cout) {
     vckattn_engine::AdfSliceIn vs(v);
     uint32_t hdr[4] = {0, 0, 0, 0};
-    const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, nullptr, cout, nullptr, pv_state<J>(), hdr);
+    const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, nullptr, cout, pv_state<J>(), hdr);
     report("pv_slice_first", J, st, hdr);
 }
 
@@ -39,28 +39,14 @@ void pv_slice_mid(input_window<uint8>* __restrict p, input_window<int8>* __restr
                   input_cascade<acc48>* __restrict cin, output_cascade<acc48>* __restrict cout) {
     vckattn_engine::AdfSliceIn vs(v);
     uint32_t hdr[4] = {0, 0, 0, 0};
-    const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, cin, cout, nullptr, pv_state<J>(), hdr);
+    const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, cin, cout, pv_state<J>(), hdr);
     report("pv_slice_mid", J, st, hdr);
 }
 
-template <int J>
-void pv_slice_last(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o) {
-    vckattn_engine::AdfSliceIn vs(v);
+// The requantizer at the end of the cascade (one per pipeline).
+void o_requant(input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o) {
+    static vckattn_engine::RqState st;
     uint32_t hdr[4] = {0, 0, 0, 0};
-    const int st = vckattn_engine::pv_tile<J>(VCKATTN_WINDOW_DATA(p), vs, cin, nullptr, VCKATTN_WINDOW_DATA(o),
-                                              pv_state<J>(), hdr);
-    report("pv_slice_last", J, st, hdr);
+    const int code = vckattn_engine::rq_tile(cin, VCKATTN_WINDOW_DATA(o), st, hdr);
+    report("o_requant", 0, code, hdr);
 }
-
-#if VCKATTN_ENGINE_KERNELS == 1
-// The P.V kernel of a one-kernel pipeline (defined only in such designs).
-void pv_slice_only(input_window<uint8>* __restrict p, input_window<int8>* __restrict v,
-                   output_window<int8>* __restrict o) {
-    vckattn_engine::AdfSliceIn vs(v);
-    uint32_t hdr[4] = {0, 0, 0, 0};
-    const int st = vckattn_engine::pv_tile<0>(VCKATTN_WINDOW_DATA(p), vs, nullptr, nullptr, VCKATTN_WINDOW_DATA(o),
-                                              pv_state<0>(), hdr);
-    report("pv_slice_only", 0, st, hdr);
-}
-#endif
