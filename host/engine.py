@@ -4,9 +4,10 @@ A launch has, in card memory: the operands **re-tiled once** into the layouts th
 (:mod:`vckattn.golden.engine` pack functions; head size zero-padded to the build's ``D``, keys to ``MAX_KEYS``):
 Q ``(B, H, T, Q_ROWS·D)`` (one q tile a row), K and V ``(B, KV, k, SK·D)`` (one key slice a row); per pipeline
 two **command lists** of 32-byte descriptors — the header beat the mover sends, the uint64 byte offset of the
-payload it gathers, 8 reserved bytes: ``q`` (one TILE per tile, payload from Q) and ``kv`` (per group its ``k``
-LOAD_K slices, packet ids ``0..k−1``, then its ``k`` LOAD_V slices, ``k..2k−1``, whose headers carry the layer's
-output requantization ``rq_mult`` / ``rq_shift``; payloads from K / V); the A buffer ``(tiles, Q_ROWS, D)`` int8
+payload it gathers, 8 reserved bytes: ``q`` (one TILE per tile, payload from Q: the q mover) and ``kv`` (per group
+its ``k`` LOAD_K slices, packet ids ``0..k−1``, then its ``k`` LOAD_V slices, ``k..2k−1``, whose headers carry the
+layer's output requantization ``rq_mult`` / ``rq_shift``; payloads from K / V: the k mover sends its LOAD_K
+entries on k_in, the v mover its LOAD_V entries on v_in); the A buffer ``(tiles, Q_ROWS, D)`` int8
 (tile ``t`` in slot ``t``) and the ``done`` buffer of RESULT headers (pipeline ``p`` writes its ``i``-th record at
 ``done_start[p] + i``).
 
@@ -61,7 +62,7 @@ class EngineShapeError(UserError):
 
 
 class EngineRequantError(UserError):
-    """An output requantization the engine's last P·V kernel cannot apply (not one signed 16-bit multiplier with a
+    """An output requantization the engine's requantizer kernel cannot apply (not one signed 16-bit multiplier with a
     shift of 0..62)."""
 
     exit_code = EXIT_INPUT

@@ -1,10 +1,11 @@
 """C-simulation of one launch of the scalable engine (stream contract v3, ``hw/ENGINE.md``):
-``sim/cpp/engine_csim_tb.cpp`` chains, per pipeline, the HLS movers ``mm2s_engine`` (q and kv command lists,
-payloads gathered from the re-tiled operand buffers), the tile DMAs (the q stream cut into q buffers, the kv
-stream split into K / V slices by packet id), the ``k`` QKᵀ AIE kernels, per score channel a ``pktmerge``
-emulated as a seeded random interleaving of whole packets, the HLS normalizer ``swiftmax_engine_hls`` and
-``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs between them; the last requantizes O into
-the A record) and the HLS output mover ``s2mm_engine``.
+``sim/cpp/engine_csim_tb.cpp`` chains, per pipeline, the HLS movers ``mm2s_engine`` (the q mover on the q list;
+the k and v movers on the one kv list, each sending its op's slices; payloads gathered from the re-tiled operand
+buffers), the tile DMAs (the q stream cut into q buffers, the k and v streams split into K / V slices by packet
+id), the ``k`` QKᵀ AIE kernels, per score channel a ``pktmerge`` emulated as a seeded random interleaving of whole
+packets, the HLS normalizer ``swiftmax_engine_hls`` and ``pktsplit`` by packet id, the ``k`` P·V AIE kernels
+(cascade FIFOs between them) and the requantizer at the cascade's end (O into the A record), and the HLS output
+mover ``s2mm_engine``.
 
 Inputs are the buffers the host puts in card memory (:class:`vckattn.host.engine.Launch`: the command lists
 and the re-tiled Q, K, V; the output requantization travels in the LOAD_V SLICE headers of the kv list); the
@@ -66,11 +67,11 @@ class EngineLaunch:
 
     ``a``: the launch's shared A buffer ``(n_slots, q_rows, D)`` int8 (tile ``t`` in slot ``t``; zero where no tile
     was written); ``done[p]``: pipeline ``p``'s ``streams.RESULT`` headers ``(records, 16)`` uint8 in arrival order;
-    ``status``: every kernel's status by name (``p<p>.mm2s_q``, ``p<p>.mm2s_kv``, ``p<p>.qk<j>``, ``p<p>.norm<c>``,
-    ``p<p>.pv<j>``, ``p<p>.rq``, ``p<p>.s2mm``); ``leftover`` / ``missing``: unconsumed buffers, bytes or cascade
-    words of a stream / cascade words read past its end, only non-zero ones; ``packets[p][c]``: score packets through
-    channel ``c`` of pipeline ``p``; ``records[p]``: A records written; ``op_counts``: with ``op_counts=True``, one
-    dict per AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``)."""
+    ``status``: every kernel's status by name (``p<p>.mm2s_q``, ``p<p>.mm2s_k``, ``p<p>.mm2s_v``, ``p<p>.qk<j>``,
+    ``p<p>.norm<c>``, ``p<p>.pv<j>``, ``p<p>.rq``, ``p<p>.s2mm``); ``leftover`` / ``missing``: unconsumed buffers, bytes
+    or cascade words of a stream / cascade words read past its end, only non-zero ones; ``packets[p][c]``: score packets
+    through channel ``c`` of pipeline ``p``; ``records[p]``: A records written; ``op_counts``: with ``op_counts=True``,
+    one dict per AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``)."""
 
     a: np.ndarray
     done: list[np.ndarray]

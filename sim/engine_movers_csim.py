@@ -1,7 +1,7 @@
 """C-simulation of the engine's movers (stream contract v3): the command-list mover ``mm2s_engine``
-(``hw/hls/mm2s_engine.cpp``: the q mover, TILE descriptors with payloads from the re-tiled Q, and the kv mover, SLICE
-descriptors with payloads from the re-tiled K or V) and the output mover ``s2mm_engine`` (``hw/hls/s2mm_engine.cpp``:
-A records into their slots and the done log).
+(``hw/hls/mm2s_engine.cpp``: the q mover, TILE descriptors with payloads from the re-tiled Q, and the k and v movers,
+the LOAD_K / LOAD_V descriptors of the kv list with payloads from the re-tiled K / V) and the output mover
+``s2mm_engine`` (``hw/hls/s2mm_engine.cpp``: A records into their slots and the done log).
 
 g++ binaries (``sim/cpp/engine_movers_tb.cpp`` or ``sim/cpp/engine_s2mm_tb.cpp`` + the kernel, AddressSanitizer when
 available, so an access outside a DDR buffer fails the run) built into ``build/hls/engine_movers_tb/`` and
@@ -33,11 +33,18 @@ def build() -> Path:
     return compile_cpp([TB, KERNEL], "engine_movers_tb", extra_flags=flags, depends=(HEADER, BEAT_FILES))
 
 
-def mm2s_engine(cmds: np.ndarray, src: np.ndarray, src_v: np.ndarray | None, kv: bool,
+#: the mover's ``kv`` argument (hw/hls/mm2s_engine.cpp) for each instance of a pipeline
+MOVER_MODES = {"q": 0, "k": 1, "v": 2}
+
+
+def mm2s_engine(cmds: np.ndarray, src: np.ndarray, src_v: np.ndarray | None, mode: str,
                 payload_bytes: int) -> tuple[np.ndarray, int]:
     """The stream ``(beats, 16)`` uint8 the mover sends for command list ``cmds`` ``(n, 32)`` uint8, and the
-    number of commands it accepted. ``kv`` False: the q mover (payloads from ``src``); True: the kv mover (LOAD_K
-    payloads from ``src``, LOAD_V from ``src_v``); ``payload_bytes``: Q_ROWS·D or SK·D."""
+    number of commands it consumed. ``mode`` ``"q"``: the q mover (TILE descriptors, payloads from ``src``); ``"k"``:
+    the k mover (the LOAD_K entries of a kv list, payloads from ``src``); ``"v"``: the v mover (its LOAD_V entries,
+    payloads from ``src_v``); ``payload_bytes``: Q_ROWS·D or SK·D."""
+    if mode not in MOVER_MODES:
+        raise ValueError(f"mode must be one of {sorted(MOVER_MODES)}, got {mode!r}")
     exe = build()
     cmds = np.ascontiguousarray(cmds, np.uint8).reshape(-1, 32)
     with tempfile.TemporaryDirectory(prefix="engine_movers_") as tmp:
@@ -47,7 +54,7 @@ def mm2s_engine(cmds: np.ndarray, src: np.ndarray, src_v: np.ndarray | None, kv:
             if buf is not None:
                 raw = np.ascontiguousarray(buf).reshape(-1).view(np.uint8)
                 (d / f"in_{name}.bin").write_bytes(raw.tobytes() + bytes(-len(raw) % 16))
-        text = run_binary(exe, args=[str(d), str(len(cmds)), str(int(kv)), str(int(payload_bytes))]).decode()
+        text = run_binary(exe, args=[str(d), str(len(cmds)), str(MOVER_MODES[mode]), str(int(payload_bytes))]).decode()
         sent = int(re.search(r"^sent (\d+)$", text, re.M)[1])
         out = np.frombuffer((d / "out_stream.bin").read_bytes(), np.uint8).reshape(-1, 16).copy()
     return out, sent
@@ -76,4 +83,4 @@ def s2mm_engine(records: np.ndarray, n_records: int, n_slots: int, pipeline: int
     return a, done, int(re.search(r"^status (-?\d+)$", text, re.M)[1]), int(re.search(r"^left (\d+)$", text, re.M)[1])
 
 
-__all__ = ["build", "mm2s_engine", "s2mm_engine"]
+__all__ = ["MOVER_MODES", "build", "mm2s_engine", "s2mm_engine"]

@@ -117,14 +117,21 @@ def test_graph_every_kernel_connected_and_ports_used_once(built):
     win = "adf::window<vckattn_engine::{}_BUFFER_BYTES>"
     for i in range(n):
         assert sorted(outs[(f"p{i}_q_in", 0)]) == sorted(f"p{i}_qk{j}" for j in range(k))
-        assert outs[(f"p{i}_kv_in", 0)] == [f"p{i}_kv_split"] and f"adf::pktsplit<{2 * k}> p{i}_kv_split;" in text
+        if k > 1:  # K and V on their own PLIOs, each through a pktsplit<k>; a one-kernel pipeline links them straight
+            assert outs[(f"p{i}_k_in", 0)] == [f"p{i}_k_split"] and outs[(f"p{i}_v_in", 0)] == [f"p{i}_v_split"]
+            assert f"adf::pktsplit<{k}> p{i}_k_split, p{i}_v_split;" in text
+        else:
+            assert outs[(f"p{i}_k_in", 0)] == [f"p{i}_qk0"] and outs[(f"p{i}_v_in", 0)] == [f"p{i}_pv0"]
         assert ins[(f"p{i}_o_out", 0)] == f"p{i}_rq" and kinds[(f"p{i}_o_out", 0)] == win.format("O")
         assert ins[(f"p{i}_rq", 0)] == f"p{i}_pv{k - 1}" and kinds[(f"p{i}_rq", 0)] == "adf::cascade"
         for j in range(k):
             q, pv, c = f"p{i}_qk{j}", f"p{i}_pv{j}", j // per
             assert kinds[(q, 0)] == win.format("Q")
-            assert outs[(f"p{i}_kv_split", j)] == [q] and kinds[(q, 1)] == "adf::pktstream, " + win.format("K")
-            assert outs[(f"p{i}_kv_split", k + j)] == [pv] and kinds[(pv, 1)] == "adf::pktstream, " + win.format("V")
+            if k > 1:
+                assert outs[(f"p{i}_k_split", j)] == [q] and kinds[(q, 1)] == "adf::pktstream, " + win.format("K")
+                assert outs[(f"p{i}_v_split", j)] == [pv] and kinds[(pv, 1)] == "adf::pktstream, " + win.format("V")
+            else:
+                assert kinds[(q, 1)] == win.format("K") and kinds[(pv, 1)] == win.format("V")
             assert {f"{q}.in[1]", f"{pv}.in[1]"} <= g["asyncs"]  # K / V windows: acquired and released by the kernel
             if per > 1:
                 assert ins[(f"p{i}_merge{c}", j % per)] == q and ins[(pv, 0)] == f"p{i}_split{c}"
@@ -189,8 +196,9 @@ def test_plio_names_agree_across_graph_cfg_and_manifest(built):
     n = design.pipelines
     nk = dict(re.findall(r"^nk=(\w+):(.*)$", cfg, re.M))
     assert nk["engine_pl"] == "1:engine_pl" and nk["s2mm_engine"].startswith(f"{n}:")
-    assert nk["mm2s_engine"] == f"{2 * n}:" + ".".join(f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "kv"))
-    assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 3 * n + 1
+    assert nk["mm2s_engine"] == f"{3 * n}:" + ".".join(f"mm2s_engine_{s}_{i}" for i in range(n)
+                                                          for s in ("q", "k", "v"))
+    assert len(re.findall(r"^freqHz=250000000:\w+\.ap_clk$", cfg, re.M)) == 4 * n + 1
     assert m.data["graph"]["kernels"] == sorted(g["kernels"], key=m.data["graph"]["kernels"].index)
 
 
@@ -211,7 +219,7 @@ def test_graph_cpp_and_window_sizes(built):
 
 @pytest.mark.parametrize("change, message", [
     ({"pv_kernels": 3}, "must equal pv_kernels"),
-    ({"in_plios": 1}, "in_plios must be 2"),
+    ({"in_plios": 2}, "in_plios must be 3"),
     ({"score_plios": 2, "qk_kernels": 3, "pv_kernels": 3, "max_seq": 96}, "score_plios (2) must divide qk_kernels (3)"),
     ({"qk_kernels": 17, "pv_kernels": 17}, "qk_kernels 17 > 16"),
     ({"score_bits": 32}, "score_bits must be 8 or 16"),
@@ -277,9 +285,9 @@ def test_committed_best_designs_are_the_search_results():
     closed = model.evaluate(w, best, dev).seconds_per_layer
     assert closed <= ex.seconds * (1 + explore.TIE)  # a near-tie of the closed form's fastest
     assert (best.pipelines, best.qk_kernels, best.q_rows, best.key_block, best.score_bits, best.lanes_swiftmax,
-            best.in_plios) == (24, 4, 16, 16, 8, 16, 2)
+            best.in_plios) == (8, 8, 32, 16, 8, 16, 3)
     v190 = gen.best_design("vck190")
-    assert v190 == gen.build_design("vck190_engine") and gen.buildable(v190) and v190.in_plios == 2
+    assert v190 == gen.build_design("vck190_engine") and gen.buildable(v190) and v190.in_plios == 3
 
 
 # ---------------------------------------------------------------------------------------------- manifests
@@ -420,7 +428,7 @@ def test_cli_generate_best_with_max_seq(tmp_path, capsys):
     ("{not json", "not valid JSON"),
     ('{"pipelines": 2, "bogus": 1}', "unknown design fields: bogus"),
     ('[1, 2]', "not a design point"),
-    (json.dumps(gen.SMALL_DESIGN | {"in_plios": 3}), "in_plios must be 2"),
+    (json.dumps(gen.SMALL_DESIGN | {"in_plios": 2}), "in_plios must be 3"),
 ])
 def test_cli_generate_errors_are_one_line(tmp_path, capsys, content, message):
     f = tmp_path / "d.json"

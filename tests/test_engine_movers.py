@@ -1,8 +1,8 @@
-"""The engine's movers in C-simulation (stream contract v3): the command-list mover (hw/hls/mm2s_engine.cpp), whose q
-and kv movers send exactly the streams the host's command lists describe (host/engine.py: streams_of, the
-reference), for every pipeline of a launch, and stop at a descriptor they cannot act on; the output mover
-(hw/hls/s2mm_engine.cpp), a plain writer of the A records into their slots and of the done log, which refuses a
-record it cannot place."""
+"""The engine's movers in C-simulation (stream contract v3): the command-list mover (hw/hls/mm2s_engine.cpp), whose q,
+k and v movers send exactly the streams the host's command lists describe (host/engine.py: streams_of, the reference;
+the k and v movers split the one kv list by op), for every pipeline of a launch, and stop at a descriptor they cannot
+act on; the output mover (hw/hls/s2mm_engine.cpp), a plain writer of the A records into their slots and of the done log,
+which refuses a record it cannot place."""
 
 from __future__ import annotations
 
@@ -32,11 +32,17 @@ def _launch(causal=False, kv=2, d=32, seq=70):
 
 
 def _movers(p, la, pipe, q_cmds=None, kv_cmds=None):
+    """The q mover's stream and count, and the k and v movers' streams and counts (both read the one kv list)."""
     from vckattn.sim.engine_movers_csim import mm2s_engine
 
-    q = mm2s_engine(la.cmds.q[pipe] if q_cmds is None else q_cmds, la.q, None, False, p.q_rows * p.d)
-    kv = mm2s_engine(la.cmds.kv[pipe] if kv_cmds is None else kv_cmds, la.k, la.v, True, p.slice_keys * p.d)
-    return q, kv
+    q = mm2s_engine(la.cmds.q[pipe] if q_cmds is None else q_cmds, la.q, None, "q", p.q_rows * p.d)
+    kv = la.cmds.kv[pipe] if kv_cmds is None else kv_cmds
+    return q, mm2s_engine(kv, la.k, la.v, "k", p.slice_keys * p.d), mm2s_engine(kv, la.k, la.v, "v", p.slice_keys * p.d)
+
+
+def _packets(stream: np.ndarray, p) -> np.ndarray:
+    """A k / v / kv stream as its packets ``(n, 16 + SK·D)``."""
+    return stream.reshape(-1, 16 + p.slice_keys * p.d)
 
 
 @pytest.mark.parametrize("causal,kv,d", [(False, 2, 32), (True, 1, 64), (False, 4, 16)])
@@ -44,15 +50,16 @@ def test_mover_streams_equal_the_command_lists(causal, kv, d):
     p, la = _launch(causal, kv, d)
     q_in, kv_in = streams_of(la)
     for pipe in range(p.pipelines):
-        (qs, qn), (kvs, kvn) = _movers(p, la, pipe)
-        assert qn == len(la.cmds.q[pipe]) and kvn == len(la.cmds.kv[pipe])
+        (qs, qn), (ks, kn), (vs, vn) = _movers(p, la, pipe)
+        assert qn == len(la.cmds.q[pipe]) and kn == vn == len(la.cmds.kv[pipe])
         assert np.array_equal(qs.reshape(-1), q_in[pipe])
-        assert np.array_equal(kvs.reshape(-1), kv_in[pipe])
-        # the kv stream: per group k K slices then k V slices, each its SLICE header (routing word) + SK·D bytes
-        beats = kvs.reshape(-1, 16)
-        per = 1 + p.slice_keys * p.d // 16
-        ids = [streams.decode("slice", beats[i])["packet_id"] for i in range(0, len(beats), per)]
-        assert ids == list(range(2 * p.kernels)) * (len(ids) // (2 * p.kernels))
+        # the kv list's packets in order: per group k K slices then k V slices, each its SLICE header (routing word)
+        # + SK·D bytes; the k mover sends the K ones, the v mover the V ones, each in the list's order
+        want = _packets(kv_in[pipe], p)
+        ids = streams.decode_many("slice", want[:, :16])["packet_id"]
+        assert ids.tolist() == list(range(2 * p.kernels)) * (len(ids) // (2 * p.kernels))
+        assert np.array_equal(_packets(ks, p), want[ids < p.kernels])
+        assert np.array_equal(_packets(vs, p), want[ids >= p.kernels])
 
 
 def test_mover_stops_at_a_bad_command():
@@ -61,7 +68,7 @@ def test_mover_stops_at_a_bad_command():
     cm = la.cmds.q[0].copy()
     f = streams.decode("tile", cm[2, :16])
     cm[2, :16] = streams.encode("tile", **(f | {"op": streams.OP_LOAD_K}))  # not a TILE: the q mover stops there
-    (got, sent), _ = _movers(p, la, 0, q_cmds=cm)
+    (got, sent), _, _ = _movers(p, la, 0, q_cmds=cm)
     assert sent == 2
     assert np.array_equal(got.reshape(-1), q_in[0][:len(got) * 16])  # the two good commands, nothing more
     cm = la.cmds.q[0].copy()
@@ -69,9 +76,11 @@ def test_mover_stops_at_a_bad_command():
     assert _movers(p, la, 0, q_cmds=cm)[0][1] == 1
     cm = la.cmds.kv[0].copy()
     f = streams.decode("slice", cm[3, :16])
-    cm[3, :16] = streams.encode("slice", **(f | {"op": streams.OP_TILE}))  # not a LOAD: the kv mover stops there
-    (_, _), (got, sent) = _movers(p, la, 0, kv_cmds=cm)
-    assert sent == 3 and np.array_equal(got.reshape(-1), kv_in[0][:len(got) * 16])
+    cm[3, :16] = streams.encode("slice", **(f | {"op": streams.OP_TILE}))  # not a LOAD: both movers stop there
+    _, (got_k, sent_k), (got_v, sent_v) = _movers(p, la, 0, kv_cmds=cm)
+    want = _packets(kv_in[0], p)[:3]  # entries 0..2 of the list: K0, K1, V0 (k = 2)
+    assert sent_k == sent_v == 3
+    assert np.array_equal(_packets(got_k, p), want[:2]) and np.array_equal(_packets(got_v, p), want[2:])
     assert CMD_BYTES == 32
 
 
@@ -83,7 +92,7 @@ def test_mover_passes_the_tile_heads_through():
     for n in range(len(cm)):  # heads 31, 16, 1, ...: every bit of the field
         f = streams.decode("tile", cm[n, :16])
         cm[n, :16] = streams.encode("tile", **(f | {"head": (31 + 17 * n) % 32}))
-    (got, sent), _ = _movers(p, la, 0, q_cmds=cm)
+    (got, sent), _, _ = _movers(p, la, 0, q_cmds=cm)
     assert sent == len(cm)
     beats = got.reshape(len(cm), -1, 16)
     assert np.array_equal(beats[:, 0], cm[:, :16])

@@ -6,12 +6,13 @@ pipeline, tile shape, score width, lanes, PL clock) into a build folder:
 ========================  =========================================================================
 ``aie/engine_config.h``   ``VCKATTN_ENGINE_*`` build parameters of the kernels (``hw/aie/engine/``)
 ``aie/graph.h``, ``.cpp``  the ADF graph (stream contract v3): per pipeline ``k`` ``qk_slice<j>`` (q buffers
-                          broadcast from q_in; K slices, async, from ``pktsplit<2k>`` on kv_in; s buffers
+                          broadcast from q_in; K slices, async, from ``pktsplit<k>`` on k_in; s buffers
                           through the channel's ``pktmerge<k/m>``, or straight, to ``s_out<c>``), ``k``
                           P·V kernels (p buffers from ``p_in<c>`` through ``pktsplit<k/m>`` or straight; V
-                          slices, async, from the kv split; partial O along the cascade; the last kernel's
-                          o buffers, the requantized A records, to o_out); window sizes from the kernels'
-                          buffer sizes, ping-pong; kernel and buffer placement constraints (:mod:`.layout`)
+                          slices, async, from ``pktsplit<k>`` on v_in; partial O along the cascade) and
+                          the requantizer at the cascade's end (o buffers, the int8 A records, to o_out);
+                          window sizes from the kernels' buffer sizes, ping-pong; kernel and buffer
+                          placement constraints (:mod:`.layout`)
 ``system.cfg``            the Vitis link configuration (``nk=``, ``sc=``, ``[clock]``)
 ``pl/engine_pl.v``        the PL top (``vckattn.hw.pl.engine.generate_engine_verilog``), its
                           ``kernel.xml`` and ``package_kernel.tcl``
@@ -67,7 +68,7 @@ RUNTIME_RATIO = 0.9
 #: the small engine the simulation tests run (2 pipelines x 2 + 2 kernels, one score channel each, 16-row tiles,
 #: head size 64, 128 keys a group: slices of 64 keys, 2 SwiftMax lanes, int8 scores)
 SMALL_DESIGN = {"pipelines": 2, "qk_kernels": 2, "pv_kernels": 2, "q_rows": 16, "key_block": 32, "score_bits": 8,
-                "plio_bits": 128, "score_plios": 1, "in_plios": 2, "out_plios": 1, "lanes_swiftmax": 2,
+                "plio_bits": 128, "score_plios": 1, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 2,
                 "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "score_switch": False,
                 "o_bits": 8, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
 #: committed engine manifests: name -> (board, design: "best" = the explorer's best buildable SwiftMax design)
@@ -116,10 +117,10 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
     rules = [
         (d.qk_kernels == d.pv_kernels, f"qk_kernels ({d.qk_kernels}) must equal pv_kernels ({d.pv_kernels}): "
                                        "P.V kernel j owns QK^T kernel j's key slice"),
-        (k <= 16, f"qk_kernels {k} > 16: the 2k kv_in packet ids have 5 bits"),
+        (k <= 16, f"qk_kernels {k} > 16: the V slices' packet ids k + j have 5 bits"),
         (k % d.score_plios == 0, f"score_plios ({d.score_plios}) must divide qk_kernels ({k}): each score channel "
                                  "serves k/m kernels"),
-        (d.in_plios == 2, f"in_plios must be 2 (q_in and kv_in), not {d.in_plios}"),
+        (d.in_plios == 3, f"in_plios must be 3 (q_in, k_in and v_in), not {d.in_plios}"),
         (d.out_plios == 1, f"out_plios must be 1 (o_out), not {d.out_plios}"),
         (d.plio_bits == 128, f"plio_bits must be 128, not {d.plio_bits}"),
         (d.score_bits in (8, 16), f"score_bits must be 8 or 16, not {d.score_bits}"),
@@ -257,6 +258,14 @@ def _pv_function(j: int) -> str:
     return "pv_slice_first<0>" if j == 0 else f"pv_slice_mid<{j}>"
 
 
+def _slice_link(i: int, stream: str, j: int, k: int, kernel: str, size: str) -> str:
+    """The link of pipeline ``i``'s K (``stream`` "k") or V ("v") slice ``j`` into ``kernel``'s in[1]: through the
+    stream's ``pktsplit<k>``, or straight from the PLIO in a one-kernel pipeline."""
+    if k == 1:
+        return f"        adf::connect<{_win(size)}>({plio_name(i, f'{stream}_in')}.out[0], {kernel}.in[1]);"
+    return f"        adf::connect<adf::pktstream, {_win(size)}>(p{i}_{stream}_split.out[{j}], {kernel}.in[1]);"
+
+
 def _win(size: str) -> str:
     return f"adf::window<vckattn_engine::{size}>"
 
@@ -273,7 +282,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         f"{design.q_rows}, int{design.score_bits} scores; PLIOs 128 bit at {mhz} MHz.",
         "// Per pipeline i (hw/ENGINE.md, stream contract v3):",
         "//   p<i>_q_in  --broadcast--> qk j: q window (ping-pong)                          j = 0 .. k-1",
-        "//   p<i>_kv_in --pktsplit<2k>--> qk j: k window (async), pv j: v window (async)   packet id j / k+j",
+        "//   p<i>_k_in --pktsplit<k>--> qk j: k window (async)                           packet id j",
+        "//   p<i>_v_in --pktsplit<k>--> pv j: v window (async)                           packet id k+j",
         "//   qk j: s window --pktmerge<k/m> of channel c = j/(k/m) (or straight)--> p<i>_s_out<c> (scores to the PL)",
         "//   p<i>_p_in<c> --pktsplit<k/m> (or straight)--> pv j: p window",
         "//   pv 0 --cascade--> ... --> pv k-1 --cascade--> rq: o window --> p<i>_o_out  (A records, int8, to the PL)",
@@ -296,7 +306,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         out.append(f"    // pipeline {i}")
         out.append("    adf::kernel " + ", ".join([qk_name(i, j) for j in range(k)] + [pv_name(i, j) for j in range(k)]
                                          + [rq_name(i)]) + ";")
-        out.append(f"    adf::pktsplit<{2 * k}> p{i}_kv_split;")
+        if k > 1:
+            out.append(f"    adf::pktsplit<{k}> p{i}_k_split, p{i}_v_split;")
         if per > 1:
             out.append("    adf::pktmerge<" + f"{per}> " + ", ".join(f"p{i}_merge{c}" for c in range(m)) + ";")
             out.append("    adf::pktsplit<" + f"{per}> " + ", ".join(f"p{i}_split{c}" for c in range(m)) + ";")
@@ -312,8 +323,11 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             kind = "input_plio" if direction == "in" else "output_plio"
             b.append(f'        {name} = adf::{kind}::create("{name}", adf::plio_128_bits, "data/{name}.txt", {mhz});')
             b.append(f"        adf::location<adf::PLIO>({name}) = adf::shim({placed.plio_columns[name]});")
-        b.append(f"        p{i}_kv_split = adf::pktsplit<{2 * k}>::create();")
-        b.append(f"        adf::connect<adf::pktstream>({plio_name(i, 'kv_in')}.out[0], p{i}_kv_split.in[0]);")
+        if k > 1:
+            for s_ in ("k", "v"):
+                b.append(f"        p{i}_{s_}_split = adf::pktsplit<{k}>::create();")
+                plio = plio_name(i, f"{s_}_in")
+                b.append(f"        adf::connect<adf::pktstream>({plio}.out[0], p{i}_{s_}_split.in[0]);")
         for c in range(m):
             if per > 1:
                 b.append(f"        p{i}_merge{c} = adf::pktmerge<{per}>::create();")
@@ -330,8 +344,7 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             b.append(f"        adf::runtime<adf::ratio>({q}) = {RUNTIME_RATIO};")
             b.append(f"        adf::location<adf::kernel>({q}) = adf::tile({c}, {r});")
             b.append(f"        adf::connect<{_win('Q_BUFFER_BYTES')}>({plio_name(i, 'q_in')}.out[0], {q}.in[0]);")
-            b.append(f"        adf::connect<adf::pktstream, {_win('K_BUFFER_BYTES')}>(p{i}_kv_split.out[{j}], "
-                     f"{q}.in[1]);")
+            b.append(_slice_link(i, "k", j, k, q, "K_BUFFER_BYTES"))
             b.append(f"        adf::async({q}.in[1]);")
             if per > 1:
                 b.append(f"        adf::connect<{_win('S_BUFFER_BYTES')}, adf::pktstream>({q}.out[0], "
@@ -355,8 +368,7 @@ def render_graph_h(design: Any, placed: Layout) -> str:
             else:
                 p_in = plio_name(i, f"p_in{ch}")
                 b.append(f"        adf::connect<{_win('P_BUFFER_BYTES')}>({p_in}.out[0], {pv}.in[0]);")
-            b.append(f"        adf::connect<adf::pktstream, {_win('V_BUFFER_BYTES')}>(p{i}_kv_split.out[{k + j}], "
-                     f"{pv}.in[1]);")
+            b.append(_slice_link(i, "v", j, k, pv, "V_BUFFER_BYTES"))
             b.append(f"        adf::async({pv}.in[1]);")
             if j > 0:
                 b.append(f"        adf::connect<adf::cascade>({pv_name(i, j - 1)}.out[0], {pv}.in[2]);")
@@ -431,13 +443,14 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     n, k, m, bits, lanes = p.pipelines, p.kernels, p.score_plios, p.score_bits, p.lanes
     placed = lay.layout(n, k, m)
     fmt = engine_format(bits)
-    cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "kv")],
+    cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "k", "v")],
            "s2mm_engine": [f"s2mm_engine_{i}" for i in range(n)]}
     kernels = [
         {"name": "mm2s_engine", "kind": "hls", "compute_units": cus["mm2s_engine"],
-         "doc": "two per pipeline: the q mover (kv = 0: TILE descriptors, each header beat followed by its q tile "
-                "gathered from the re-tiled Q) and the kv mover (kv = 1: SLICE descriptors, K slices from the re-tiled "
-                "K, V slices from the re-tiled V), at the descriptors' offsets (hw/hls/mm2s_engine.cpp, hw/ENGINE.md)",
+         "doc": "three per pipeline: the q mover (kv = 0: TILE descriptors, each header beat followed by its q tile "
+                "gathered from the re-tiled Q), the k mover (kv = 1: the LOAD_K entries of the pipeline's kv list, K "
+                "slices from the re-tiled K, to k_in) and the v mover (kv = 2: its LOAD_V entries, V slices from the "
+                "re-tiled V, to v_in), at the descriptors' offsets (hw/hls/mm2s_engine.cpp, hw/ENGINE.md)",
          "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("src", "m_axi"), _port("src_v", "m_axi"),
                    _port("kv", "scalar"), _port("payload_bytes", "scalar"), _port("out", "axis", "out", 128)],
          "registers": []},
@@ -462,7 +475,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     links = []
     for i in range(n):
         links += [(f"mm2s_engine_q_{i}.out", f"ai_engine_0.{plio_name(i, 'q_in')}"),
-                  (f"mm2s_engine_kv_{i}.out", f"ai_engine_0.{plio_name(i, 'kv_in')}")]
+                  (f"mm2s_engine_k_{i}.out", f"ai_engine_0.{plio_name(i, 'k_in')}"),
+                  (f"mm2s_engine_v_{i}.out", f"ai_engine_0.{plio_name(i, 'v_in')}")]
         for c in range(m):
             links += [(f"ai_engine_0.{plio_name(i, f's_out{c}')}", f"{PL_TOP}.s{i * m + c}"),
                       (f"{PL_TOP}.p{i * m + c}", f"ai_engine_0.{plio_name(i, f'p_in{c}')}")]
@@ -556,7 +570,7 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
     outs = np.zeros(lay.ARRAY_COLUMNS)
     for name, d in placed.plios():
         (ins if d == "in" else outs)[placed.plio_columns[name]] += 1
-    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (q_in, kv_in, p_in)")
+    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (q_in, k_in, v_in, p_in)")
     bx.bar(cols + 0.2, outs, 0.4, label="AIE->PL PLIOs (s_out, o_out)")
     bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
     bx.set_xlabel("interface column (128-bit PLIOs)")

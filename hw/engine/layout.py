@@ -3,9 +3,9 @@
 Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/ENGINE.md``):
 
 * kernels ``p{i}_qk{j}`` (``qk_slice<j>``), ``p{i}_pv{j}`` (the P·V chain) and ``p{i}_rq`` (``o_requant``, at the
-  chain's end); PLIOs ``p{i}_q_in``,
-  ``p{i}_kv_in``, ``p{i}_p_in{c}`` (PL -> AIE) and ``p{i}_s_out{c}``, ``p{i}_o_out`` (AIE -> PL), ``c`` the
-  pipeline's score channels ``0 .. m-1`` (:func:`pipeline_plios`).
+  chain's end); PLIOs ``p{i}_q_in``, ``p{i}_k_in``, ``p{i}_v_in``, ``p{i}_p_in{c}`` (PL -> AIE) and
+  ``p{i}_s_out{c}``, ``p{i}_o_out`` (AIE -> PL), ``c`` the pipeline's score channels ``0 .. m-1``
+  (:func:`pipeline_plios`).
 * A pipeline takes a block of ``k + 1`` columns in a pair of rows: the P·V chain and then the requantizer on
   the pair's lower (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column
   counted in the row's cascade direction, so consecutive P·V kernels, and the last one and the requantizer,
@@ -32,11 +32,11 @@ PLIOS_PER_COLUMN = {"in": 4, "out": 3}
 
 def pipeline_plios(score_plios: int = 1) -> tuple[tuple[str, str], ...]:
     """The PLIOs of one pipeline with ``score_plios`` score channels: (name suffix, direction seen from the AIE
-    array): ``q_in``, ``kv_in``, per channel ``c`` ``p_in{c}`` and ``s_out{c}``, then ``o_out``."""
+    array): ``q_in``, ``k_in``, ``v_in``, per channel ``c`` ``p_in{c}`` and ``s_out{c}``, then ``o_out``."""
     if score_plios < 1:
         raise ValueError(f"score_plios must be >= 1, got {score_plios}")
     chans = range(score_plios)
-    return (("q_in", "in"), ("kv_in", "in"), *((f"p_in{c}", "in") for c in chans),
+    return (("q_in", "in"), ("k_in", "in"), ("v_in", "in"), *((f"p_in{c}", "in") for c in chans),
             *((f"s_out{c}", "out") for c in chans), ("o_out", "out"))
 
 

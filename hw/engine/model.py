@@ -4,11 +4,12 @@
 and :func:`kernel_memory` the bytes each kernel's buffers and state take in its tile's data memory (equal to the
 C++ ``sizeof``s, ``tests/test_engine_csim.py``).
 
-The functional model reads a pipeline's two input streams exactly as the kernels' buffers receive them
-(``q_in``: q buffers back to back, a TILE header and a Q tile each; ``kv_in``: packets, a SLICE header and a K or
-V slice each, routed by packet id) and computes with the golden numerics (:mod:`vckattn.golden.engine`) in the
-engine's stages, so a backend can put a real implementation in place of one of them (the ``rtl`` backend runs
-:func:`pl_stage` in Verilator):
+The functional model reads a pipeline's input streams exactly as the kernels' buffers receive them (``q_in``: q buffers
+back to back, a TILE header and a Q tile each; ``kv_in``: the kv list's packets in its order, a SLICE header and a K or
+V slice each, routed by packet id — the k and v movers send its K packets on k_in and its V packets on v_in, each in
+that order, and only the order within each kind matters to the kernels) and computes with the golden numerics
+(:mod:`vckattn.golden.engine`) in the engine's stages, so a backend can put a real implementation in place of one of
+them (the ``rtl`` backend runs :func:`pl_stage` in Verilator):
 
 * :func:`qk_stage` — the QKᵀ kernels: per kernel ``j`` one score packet per tile (``Q_ROWS × SK`` scores of its
   key slice, in the 4×8 block layout on the stream);
@@ -56,7 +57,7 @@ MAX_SCORE_SHIFT = 40
 MASK_INDEX_LIMIT = (1 << 15) - 1
 
 
-#: QKᵀ (and P·V) kernels a pipeline can have: its 2k K/V slices on kv_in are told apart by 5-bit packet ids
+#: QKᵀ (and P·V) kernels a pipeline can have: its V slices' packet ids k + j have 5 bits
 MAX_KERNELS = 16
 
 
@@ -81,7 +82,7 @@ class EngineParams:
         if self.pipelines < 1:
             raise ValueError(f"pipelines must be >= 1, got {self.pipelines}")
         if not 1 <= self.kernels <= MAX_KERNELS:
-            raise ValueError(f"kernels must be 1..{MAX_KERNELS} (the 2k kv_in packet ids have 5 bits), got "
+            raise ValueError(f"kernels must be 1..{MAX_KERNELS} (the V slices' packet ids k + j have 5 bits), got "
                              f"{self.kernels}")
         if self.score_plios < 1 or self.kernels % self.score_plios:
             raise ValueError(f"score_plios ({self.score_plios}) must divide kernels ({self.kernels})")
@@ -247,9 +248,9 @@ def q_tiles(p: EngineParams, q_in: np.ndarray, where: str = "q_in") -> list[tupl
 
 def kv_slices(p: EngineParams, kv_in: np.ndarray, where: str = "kv_in") -> list[list[tuple[dict[str, int],
                                                                                            np.ndarray]]]:
-    """The ``pktsplit<2k>`` of a kv_in stream: per packet id (``j``: K of QKᵀ kernel ``j``, ``k + j``: V of P·V
-    kernel ``j``) its slices in order, ``(SLICE header fields, K or V (SK, D) int8)``, each checked (a V slice's
-    ``rq_shift`` too)."""
+    """The ``pktsplit<k>`` of k_in and of v_in, on a kv stream: per packet id (``j``: K of QKᵀ kernel ``j``, ``k + j``:
+    V of P·V kernel ``j``) its slices in order, ``(SLICE header fields, K or V (SK, D) int8)``, each checked (a V
+    slice's ``rq_shift`` too)."""
     buf = np.asarray(kv_in, np.uint8).reshape(-1)
     size = buffer_bytes(p)["k"]
     k, sk = p.kernels, p.slice_keys

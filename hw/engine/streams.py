@@ -2,7 +2,7 @@
 
 Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
 ``(word, low bit, width)``; no two fields of a header share bits. Headers: ``tile`` (first beat of a q
-buffer), ``slice`` (first beat of a k / v buffer; word 0 is the kv_in packet's routing word), ``packet``
+buffer), ``slice`` (first beat of a k / v buffer; word 0 is the k_in / v_in packet's routing word), ``packet``
 (score / P packets), ``result`` (A records and done logs). The AIE kernels
 (``hw/aie/engine/engine_kernels.h``, through the generated ``hw/aie/generated/engine_streams.h``), the
 movers (``hw/hls/*_engine.cpp``), the PL top (``hw/pl/engine.py``), the C-simulation
@@ -58,11 +58,11 @@ TILE = (
     Field("tag", 3, 0, 32, "the host's tile id"),
 )
 
-#: first beat of every k / v buffer (kv_in packets): one key slice of a (batch, head) group
+#: first beat of every k / v buffer (k_in / v_in packets): one key slice of a (batch, head) group
 SLICE = (
     Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for K of QK^T kernel j, k + j for "
-                                "V of P.V kernel j (pktsplit<2k> on kv_in; the hardware's other header bits are not "
-                                "interpreted)"),
+                                "V of P.V kernel j (pktsplit<k> on k_in, and on v_in output j for id k + j; the "
+                                "hardware's other header bits are not interpreted)"),
     Field("op", 1, 0, 4, "1 LOAD_K, 3 LOAD_V"),
     Field("slice", 1, 8, 8, "key slice index j (keys [j*SK, (j+1)*SK) of the group)"),
     Field("tiles", 1, 16, 16, "tiles of the group (>= 1): the kernel releases the slice after that many tiles"),

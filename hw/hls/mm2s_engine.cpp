@@ -1,17 +1,21 @@
 // mm2s_engine: one command list of the scalable engine -> one AIE input PLIO (hw/ENGINE.md, stream
-// contract v3). Two instances per pipeline:
-//   kv = 0, the q mover:  TILE descriptors; each payload (one q tile, Q_ROWS x D bytes in the A layout) from
-//                         `src` (the re-tiled Q); the stream is the pipeline's q buffers back to back;
-//   kv = 1, the kv mover: SLICE descriptors; LOAD_K payloads (one K slice, SK x D bytes in the K^T B layout)
-//                         from `src` (the re-tiled K), LOAD_V payloads from `src_v` (the re-tiled V); each
-//                         header beat's word 0 is the packet's routing word (pktsplit<2k> on kv_in).
+// contract v3). Three instances per pipeline:
+//   kv = 0, the q mover: TILE descriptors; each payload (one q tile, Q_ROWS x D bytes in the A layout) from
+//                        `src` (the re-tiled Q); the stream is the pipeline's q buffers back to back;
+//   kv = 1, the k mover: the pipeline's kv list of SLICE descriptors, sending its LOAD_K entries (one K slice,
+//                        SK x D bytes in the K^T B layout, from `src`, the re-tiled K) to k_in and skipping
+//                        its LOAD_V entries;
+//   kv = 2, the v mover: the same kv list, sending its LOAD_V entries (payloads from `src_v`, the re-tiled V)
+//                        to v_in and skipping its LOAD_K entries.
+// Each SLICE header beat's word 0 is the packet's routing word (pktsplit<k> on k_in and on v_in).
 //
 // A command descriptor is 32 bytes = two 128-bit words: word 0 is the header beat sent as is; word 1 holds
 // the payload's byte offset (uint64, bits 63..0) into its source. `payload_bytes` is Q_ROWS x D (q mover)
 // or SK x D (kv mover). Header fields from the generated engine_streams.h (hw/engine/streams.py).
 //
-// Returns the number of commands sent before a bad one (a header of the other list's kind or an unknown
-// op, or an offset / payload size that is not a whole beat): the host compares it with n_cmds.
+// Returns the number of commands consumed (sent or skipped) before a bad one (a header of the other list's
+// kind or an unknown op, or an offset / payload size that is not a whole beat): the host compares it with
+// n_cmds.
 #include <ap_int.h>
 #include <hls_stream.h>
 
@@ -46,12 +50,10 @@ commands:
             from = src;
         } else {
             const uint32_t op = VCKATTN_GET(w, SLICE_OP);
-            if (op == OP_LOAD_K)
-                from = src;
-            else if (op == OP_LOAD_V)
-                from = src_v;
-            else
-                return i;
+            if (op != OP_LOAD_K && op != OP_LOAD_V) return i;
+            if (offset % BEAT_BYTES) return i;
+            if ((op == OP_LOAD_K) != (kv == 1)) continue;  // the other mover's slice
+            from = op == OP_LOAD_K ? src : src_v;
         }
         if (offset % BEAT_BYTES) return i;
         out.write(head);

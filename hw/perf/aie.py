@@ -230,7 +230,7 @@ COST_TABLE.update({
                                    "broadcast scalar; ASSUMPTION: one vector issue"),
     "select<32,int16>(scalar)": _entry({"vector": 1}, _API1 + "blend.hpp): one select32 on 16-bit lanes"),
     "select<32,int8>(scalar)": _entry({"vector": 3}, _SEL8_SRC),
-    # the last P.V kernel's requantization of O (int32 x int16 -> acc80 -> int8)
+    # the requantizer's requantization of O (int32 x int16 -> acc80 -> int8)
     "mul<acc80,32,int32,int16>": _entry(
         {"vector": 4, "move": 4}, _API1 + "mul_acc80.hpp): mul_bits_impl<MulOp, 80, 32, int32, 16, int16> has "
         "lanes_per_mul = 8: one lmul8 intrinsic (8 lanes of 32 x 16 bits into v8acc80) per 8 lanes, four for 32; "

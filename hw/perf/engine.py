@@ -255,8 +255,8 @@ P_AHEAD = 2
 
 
 def kv_seconds(g: Geometry) -> float:
-    """Seconds one group's K and V slices (2k buffers) take over kv_in."""
-    return 2 * g.k * g.kv_bytes / g.link_rate
+    """Seconds one group's K and V slices take: ``k`` buffers over k_in and ``k`` over v_in, in parallel."""
+    return g.k * g.kv_bytes / g.link_rate
 
 
 # ------------------------------------------------------------------------------------------------ the layer
@@ -287,7 +287,7 @@ def ddr_bytes(g: Geometry, operands: str) -> dict[str, float]:
     tiles = g.groups * g.tiles_per_group
     # each group goes to one pipeline whole, so its K/V (padded to MAX_KEYS x D, re-tiled) are read once
     reads = tiles * (g.q_rows * g.d) + g.groups * 2 * g.keys * g.d
-    reads += (tiles + 2 * g.k * g.groups) * DESCRIPTOR_BYTES
+    reads += (tiles + 2 * 2 * g.k * g.groups) * DESCRIPTOR_BYTES  # the k and v movers each read the whole kv list
     writes = tiles * g.a_bytes
     return {"reads": float(reads), "writes": float(writes)}
 
@@ -308,7 +308,7 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
     if w.operands != "on_chip":
         # the first round's K/V loads: every pipeline dealt a group reads its slices from the one bank at once
         active = sum(1 for x in groups_of if x)
-        kv = max(kv, active * 2 * g.k * (g.sk * g.d + DESCRIPTOR_BYTES) / dev.ddr_bytes_per_s)
+        kv = max(kv, active * 2 * g.k * (g.sk * g.d + 2 * DESCRIPTOR_BYTES) / dev.ddr_bytes_per_s)
     # head: a QK^T kernel needs its K slice (slices j = 0..k-1 go first) and its Q; the P.V kernels need V (the
     # group's last k slices); tail: the last tile through the stages behind
     head_qk = max(g.k * g.kv_bytes / g.link_rate, first.q_in)
@@ -324,7 +324,7 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
     tail_qk = lat_channel + tail_channel
     stages = [
         StageTime("kv_in", n_groups * kv, 0.0, first.qk + lat_channel + last.pv + tail_pv,
-                  f"PLIO kv_in (K/V slices, {2 * g.k} x {g.kv_bytes} B a group)"),
+                  f"PLIOs k_in and v_in (K and V slices, {g.k} x {g.kv_bytes} B each a group, in parallel)"),
         StageTime("q_in", total("q_in"), 0.0, last.qk + tail_qk, "PLIO q_in (Q, broadcast)"),
         StageTime("aie_qk", total("qk"), head_qk, tail_qk,
                   f"AIE QK^T kernels ({engine_aie_label(g, 'qk')})"),
@@ -398,8 +398,8 @@ def memory_bytes(g: Geometry) -> dict[str, int]:
 
 
 def plios(d: Any) -> dict[str, int]:
-    """128-bit PLIOs of the design: in q_in, kv_in and m p_in per pipeline; out m s_out and o_out."""
-    return {"in": d.pipelines * (2 + d.score_plios), "out": d.pipelines * (d.score_plios + 1)}
+    """128-bit PLIOs of the design: in q_in, k_in, v_in and m p_in per pipeline; out m s_out and o_out."""
+    return {"in": d.pipelines * (3 + d.score_plios), "out": d.pipelines * (d.score_plios + 1)}
 
 
 INFRA_FILE = Path(__file__).resolve().parent / "data" / "pl_infrastructure.json"

@@ -42,7 +42,7 @@ from .model import (
 #: designs within this relative time of the fastest count as equally fast (the fewest LUTs wins)
 TIE = 0.005
 Q_ROWS = (8, 16, 32, 64)
-#: kernels per pipeline, powers of two up to the build's limit (kv_in's pktsplit<2k>: 5-bit packet ids)
+#: kernels per pipeline, powers of two up to the build's limit (the V slices' packet ids k + j: 5 bits)
 KERNELS = tuple(2 ** i for i in range(MAX_KERNELS.bit_length()) if 2 ** i <= MAX_KERNELS)
 SCORE_BITS = (8, 16)
 PLIO_BITS = 128
@@ -85,7 +85,7 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
             for k in KERNELS:
                 keys = engine.build_keys(w.seq, k)
                 base = Design(pipelines=1, qk_kernels=k, pv_kernels=k, q_rows=q_rows, key_block=16,
-                              score_bits=bits, plio_bits=PLIO_BITS, score_plios=1, in_plios=2, out_plios=1,
+                              score_bits=bits, plio_bits=PLIO_BITS, score_plios=1, in_plios=3, out_plios=1,
                               lanes_swiftmax=0, lanes_online_softmax=0, pl_clock_mhz=pl_clock_mhz,
                               kv_resident=True, score_switch=False, o_bits=8, host_seconds_per_tile=0.0,
                               max_seq=keys, head_dim=d_build)

@@ -84,7 +84,7 @@ STAGES: dict[str, str] = {
     "host": "host overhead",
     # the engine (stream contract v3, hw/perf/engine.py)
     "ddr": "DDR (one bank)",
-    "kv_in": "K/V slices -> AIE",
+    "kv_in": "K/V slices -> AIE (k_in, v_in)",
     "q_in": "Q -> AIE",
     "pl_channel": "score channel (PLIO out, PL, PLIO back)",
     "aie_rq": "AIE requantizer",
@@ -309,8 +309,8 @@ class Design:
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
     per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of the output leaving
-    the last P·V kernel: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design,
-    whose last P·V kernel requantizes). ``host_seconds_per_tile``: host work per tile that
+    the AIE array: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design, whose
+    requantizer kernel at the end of the P·V cascade requantizes). ``host_seconds_per_tile``: host work per tile that
     overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
     host path), else 0: the scalable engine's bulk launches); ``host_launches_per_layer``: serial launch overheads.
     """
@@ -583,7 +583,8 @@ ENGINE_ASSUMPTIONS = [
     "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
     "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
     "same graph as a discrete-event simulation",
-    "the last P·V kernel requantizes O to int8 (int8 A records over o_out); the movers and their AXI4 master ports: "
+    "the requantizer kernel at the end of the P·V cascade turns O into int8 A (over o_out); the movers (q, k, v and "
+    "output per pipeline) and their AXI4 master ports: "
     "per-instance costs in "
     "hw/perf/data/pl_infrastructure.json (assumptions with their reasoning; no Vitis HLS here)",
     "host: one serial launch per layer (device.json host_seconds_per_launch, an assumption), reported apart from "

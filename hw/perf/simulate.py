@@ -106,14 +106,16 @@ class _Pipeline:
         self.o = PingPong(env)
         self.casc = [simpy.Store(env, capacity=1) for _ in range(g.k + 1)]  # into kernel j (j >= 1); k: the rq
         self.q_link = Link(env, g.link_rate, "q_in")
-        self.kv_link = Link(env, g.link_rate, "kv_in")
+        self.k_link = Link(env, g.link_rate, "k_in")
+        self.v_link = Link(env, g.link_rate, "v_in")
         self.o_link = Link(env, min(g.link_rate, engine.PLIO_BEAT_BYTES * engine.S2MM_BEATS_PER_CYCLE * g.f_pl),
                            "o_out")
         self.channels = [simpy.Resource(env, capacity=1) for _ in range(g.m)]
         self.busy = {"aie_qk": [0.0] * g.k, "aie_pv": [0.0] * g.k, "aie_rq": [0.0], "pl_channel": [0.0] * g.m}
         self.tiles = [(grp, r) for grp in groups for r in range(g.tiles_per_group)]
         self.done = 0
-        for proc in (self.mover_q(), self.mover_kv(), self.rq(), self.o_out()):
+        for proc in (self.mover_q(), self.mover_kv(self.kbuf, self.k_link), self.mover_kv(self.vbuf, self.v_link),
+                     self.rq(), self.o_out()):
             env.process(proc)
         for j in range(g.k):
             env.process(self.qk(j))
@@ -161,16 +163,17 @@ class _Pipeline:
             for b in self.q:
                 yield b.full.put(r)
 
-    def mover_kv(self):
+    def mover_kv(self, bufs: list[PingPong], link: Link):
+        """The k (or v) mover: per group its ``k`` slices over k_in (v_in); it reads every descriptor of the kv list
+        (the other mover's too) and its own slices' payloads."""
         g, sim = self.sim.g, self.sim
-        n = g.sk * g.d + engine.DESCRIPTOR_BYTES
-        fifo, room = self._fifo([n] * (2 * g.k * len(self.groups)))
+        n = g.sk * g.d + 2 * engine.DESCRIPTOR_BYTES
+        fifo, room = self._fifo([n] * (g.k * len(self.groups)))
         for grp in self.groups:
-            for bufs in (self.kbuf, self.vbuf):
-                for b in bufs:
-                    yield b.free.get(1)
-                    yield sim.env.process(self._send(fifo, room, self.kv_link, n, g.kv_bytes))
-                    yield b.full.put(grp)
+            for b in bufs:
+                yield b.free.get(1)
+                yield sim.env.process(self._send(fifo, room, link, n, g.kv_bytes))
+                yield b.full.put(grp)
 
     # ---- AIE
     def qk(self, j: int):
@@ -308,7 +311,7 @@ def simulate(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax") -> SimResul
     busy = {
         "ddr": sim.ddr.busy,
         "q_in": max(p.q_link.busy for p in pipes),
-        "kv_in": max(p.kv_link.busy for p in pipes),
+        "kv_in": max(max(p.k_link.busy, p.v_link.busy) for p in pipes),
         "aie_qk": max(max(p.busy["aie_qk"]) for p in pipes),
         "pl_channel": max(max(p.busy["pl_channel"]) for p in pipes),
         "aie_pv": max(max(p.busy["aie_pv"]) for p in pipes),

@@ -1,8 +1,9 @@
 // C-simulation of one launch of the scalable engine (stream contract v3, hw/ENGINE.md): per pipeline,
 //
 //   DDR (q list, Q) --mm2s_engine (q mover)--> q_in --tile DMA: q buffers, broadcast--> qk_tile<0..k-1>
-//   DDR (kv list, K, V) --mm2s_engine (kv mover)--> kv_in --pktsplit<2k> by packet id--> K slices of qk j,
-//        V slices of pv j (async buffers)
+//   DDR (kv list, K) --mm2s_engine (k mover: the list's LOAD_K entries)--> k_in --pktsplit<k> by packet id j-->
+//        K slices of qk j; DDR (kv list, V) --mm2s_engine (v mover: its LOAD_V entries)--> v_in --pktsplit<k> by
+//        packet id k + j--> V slices of pv j (async buffers)
 //   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
 //        swiftmax_engine_hls (one per channel) --pktsplit<k/m> by packet id--> p buffers of pv j
 //   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 --cascade FIFO--> o_requant: o buffers (A records) --> s2mm_engine (HLS)
@@ -27,7 +28,7 @@
 // CORRUPT (test hook, a broken pktsplit of pipeline 0, channel 0 only): 0 none; 1 swap the packet ids of the
 // first P packets of kernels 0 and 1; 2 swap the first two P packets delivered to kernel k/m - 1. The merge of
 // channel c of pipeline p is seeded with SEED * 1000003 + p * 1009 + c. stdout, one line each:
-//   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_kv, p<p>.qk<j>, p<p>.norm<c>,
+//   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_k, p<p>.mm2s_v, p<p>.qk<j>, p<p>.norm<c>,
 //                                   p<p>.pv<j>, p<p>.rq, p<p>.s2mm)
 //   packets p<p>.c<c> <n>            score packets through channel c's merge
 //   records p<p> <n>                 A records s2mm_engine wrote
@@ -285,22 +286,29 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
         q_bufs.emplace_back(q_in.data() + at, Q_BUFFER_BYTES);
     count("leftover", p + ".q_in", q_in.size() % Q_BUFFER_BYTES);
 
-    // kv mover -> pktsplit<2k> by the routing word's packet id -> async K / V slices
-    const std::vector<uint8_t> kv_in = mover(p + ".mm2s_kv", read_file("kv_" + std::to_string(pl) + ".bin"), k_src,
-                                             v_src, 1, EngineShape::SK * EngineShape::D);
+    // k mover -> k_in -> pktsplit<k> (packet id j) -> K slices; v mover -> v_in -> pktsplit<k> (packet id k + j)
+    // -> V slices (async buffers). Both movers read the pipeline's one kv list, each sending its op's slices.
+    const std::vector<uint8_t> kv_cmds = read_file("kv_" + std::to_string(pl) + ".bin");
+    const std::vector<uint8_t> k_in = mover(p + ".mm2s_k", kv_cmds, k_src, v_src, 1, EngineShape::SK * EngineShape::D);
+    const std::vector<uint8_t> v_in = mover(p + ".mm2s_v", kv_cmds, k_src, v_src, 2, EngineShape::SK * EngineShape::D);
     std::vector<HostSlices> k_slices(K), v_slices(K);
     size_t unrouted = 0;
-    for (size_t at = 0; at + K_BUFFER_BYTES <= kv_in.size(); at += K_BUFFER_BYTES) {
-        const uint32_t w0 = word(kv_in.data() + at, 0);
-        const uint32_t id = (w0 >> SLICE_PACKET_ID_LO) & SLICE_PACKET_ID_MASK;
+    for (size_t at = 0; at + K_BUFFER_BYTES <= k_in.size(); at += K_BUFFER_BYTES) {
+        const uint32_t id = (word(k_in.data() + at, 0) >> SLICE_PACKET_ID_LO) & SLICE_PACKET_ID_MASK;
         if (id < (uint32_t)K)
-            k_slices[id].push(kv_in.data() + at, K_BUFFER_BYTES);
-        else if (id < (uint32_t)(2 * K))
-            v_slices[id - K].push(kv_in.data() + at, V_BUFFER_BYTES);
+            k_slices[id].push(k_in.data() + at, K_BUFFER_BYTES);
         else
             unrouted++;
     }
-    count("leftover", p + ".kv_in", kv_in.size() % K_BUFFER_BYTES);
+    for (size_t at = 0; at + V_BUFFER_BYTES <= v_in.size(); at += V_BUFFER_BYTES) {
+        const uint32_t id = (word(v_in.data() + at, 0) >> SLICE_PACKET_ID_LO) & SLICE_PACKET_ID_MASK;
+        if (id >= (uint32_t)K && id < (uint32_t)(2 * K))
+            v_slices[id - K].push(v_in.data() + at, V_BUFFER_BYTES);
+        else
+            unrouted++;
+    }
+    count("leftover", p + ".k_in", k_in.size() % K_BUFFER_BYTES);
+    count("leftover", p + ".v_in", v_in.size() % V_BUFFER_BYTES);
     count("leftover", p + ".kv_unrouted", unrouted);
 
     // QK^T kernels

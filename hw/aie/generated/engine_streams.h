@@ -39,7 +39,7 @@ constexpr int TILE_TAG_LO = 0;
 constexpr uint32_t TILE_TAG_MASK = 0xFFFFFFFFu;
 
 // slice header
-constexpr int SLICE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id j for K of QK^T kernel j, k + j for V of P.V kernel j (pktsplit<2k> on kv_in; the hardware's other header bits are not interpreted)
+constexpr int SLICE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id j for K of QK^T kernel j, k + j for V of P.V kernel j (pktsplit<k> on k_in, and on v_in output j for id k + j; the hardware's other header bits are not interpreted)
 constexpr int SLICE_PACKET_ID_LO = 0;
 constexpr uint32_t SLICE_PACKET_ID_MASK = 0x1Fu;
 constexpr int SLICE_OP_WORD = 1;  // 1 LOAD_K, 3 LOAD_V
