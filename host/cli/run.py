@@ -150,7 +150,8 @@ def add_deploy(sub: Subparsers) -> None:
         "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
         "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
         "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
-        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt only.",
+        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt and a stub of the XRT "
+        "library only.",
         epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_attention.xclbin --bundle build/bundles/minilm "
                         "--json deploy.json"),
     )

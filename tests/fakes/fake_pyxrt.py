@@ -1,5 +1,6 @@
-"""FAKE: a stand-in for XRT 2022.2's ``pyxrt`` module and for vckattn's C++ graph shim that
-records calls; not hardware.
+"""FAKE: a stand-in for XRT 2022.2's ``pyxrt`` module that records calls; not hardware. (The AIE graph and the
+RTL kernels' registers go through the project's real C++ shim, built against the stub XRT library in
+``xrt_stub/``; :func:`fakes.xrt_stub.card_handler` routes those calls to the same card.)
 
 Only the documented surface the ``xrt`` backend uses: ``device(index)`` with ``load_xclbin``;
 ``xclbin(path)`` with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(device,
@@ -17,23 +18,18 @@ all of them to the same DDR), reading a buffer the host never synced back (the d
 as 0xA5 bytes).
 
 ``module_for(card)`` returns a module object to install with
-``monkeypatch.setitem(sys.modules, "pyxrt", module_for(card))``; ``FakeShim(card)`` has the
-``graph(device_index, uuid_bytes, name)`` / ``ip(...)`` methods of :class:`vckattn.host.backends.xrt_graph.Shim`
-(pass ``graph_factory=shim.graph, ip_factory=shim.ip``).
+``monkeypatch.setitem(sys.modules, "pyxrt", module_for(card))``.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-import uuid as uuidlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
-
-from vckattn.host.backends.base import DeviceError
 
 from .card import FakeAttentionCard
 
@@ -222,63 +218,3 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
     for cls in (uuid, xclbin, device, bo, run, kernel):
         setattr(m, cls.__name__, cls)
     return m
-
-
-class FakeGraph:
-    def __init__(self, card: FakeAttentionCard, name: str) -> None:
-        self.card, self.name = card, name
-
-    def run(self, iterations: int) -> None:
-        self.card.record("graph.run", iterations=int(iterations))
-        self.card.graph_run(iterations)
-
-    def wait(self, timeout_ms: int) -> bool:
-        self.card.record("graph.wait", timeout_ms=int(timeout_ms))
-        return self.card.graph_done()
-
-    def end(self) -> None:
-        self.card.record("graph.end")
-
-    def close(self) -> None:
-        self.card.record("graph.close")
-
-
-class FakeIp:
-    def __init__(self, card: FakeAttentionCard, name: str) -> None:
-        self.card, self.name = card, name
-
-    def read(self, offset: int) -> int:
-        return self.card.reg_read(self.name, offset)
-
-    def write(self, offset: int, value: int) -> None:
-        if not 0 <= int(value) <= 0xFFFFFFFF:
-            raise ValueError(f"FAKE: register word {value} is not a uint32")
-        self.card.reg_write(self.name, offset, value)
-
-    def close(self) -> None:
-        self.card.record("ip.close", kernel=self.name)
-
-
-class FakeShim:
-    """Stands in for :class:`vckattn.host.backends.xrt_graph.Shim` (the compiled C++ shim)."""
-
-    def __init__(self, card: FakeAttentionCard) -> None:
-        self.card = card
-
-    def _check(self, device_index: int, uuid: bytes, what: str, name: str) -> None:
-        if not self.card.loaded or uuidlib.UUID(bytes=bytes(uuid)) != uuidlib.UUID(self.card.xclbin_uuid):
-            raise DeviceError(f"cannot open {what} {name!r}: no xclbin with that UUID is loaded on card {device_index}")
-
-    def graph(self, device_index: int, uuid: bytes, name: str) -> FakeGraph:
-        self.card.record("graph.open", name=name)
-        self._check(device_index, uuid, "AIE graph", name)
-        if name != self.card.graph_name:
-            raise DeviceError(f"cannot open AIE graph {name!r}: no such graph in the xclbin")
-        return FakeGraph(self.card, name)
-
-    def ip(self, device_index: int, uuid: bytes, name: str) -> FakeIp:
-        self.card.record("ip.open", kernel=name)
-        self._check(device_index, uuid, "kernel", name)
-        if name not in self.card.regs or name not in self.card.kernels:
-            raise DeviceError(f"cannot open kernel {name!r} for register access: no such IP")
-        return FakeIp(self.card, name)
