@@ -70,7 +70,7 @@ def test_engine_refuses_what_it_cannot_run():
     with pytest.raises(EngineShapeError, match="longer than this engine's 32 keys"):
         run_layer(short, narrow_layer(layer, 8), x, keep)
     with pytest.raises(DeviceError, match="no driver for engine builds"):
-        ENGINE_BACKENDS["xrt"](engine_manifest()).open()
+        ENGINE_BACKENDS["pynq"](engine_manifest()).open()
 
 
 @pytest.mark.sim

@@ -36,7 +36,7 @@ def device_class(name: str) -> Any:
 #: exists as RTL only)
 SWIFTMAX_ONLY = ("csim",)
 #: backends without a driver for engine builds (a manifest with an ``engine`` section)
-NO_ENGINE_DRIVER = ("xrt", "pynq")
+NO_ENGINE_DRIVER = ("pynq",)
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
@@ -49,7 +49,7 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
     engine = bool(manifest.data.get("engine"))
     if engine and backend in NO_ENGINE_DRIVER:
         raise UserError(f"the {backend} backend has no driver for engine builds ({manifest.name}) yet: use "
-                        f"--backend emu, csim or rtl, or a --manifest of the attention build")
+                        f"--backend emu, csim, rtl or xrt, or a --manifest of the attention build")
     if backend in SWIFTMAX_ONLY and not engine:
         soft = [int(e["index"]) for e in bundle.manifest["layers"]
                 if int(e["index"]) in layers and e.get("swiftmax") is None]

@@ -9,7 +9,9 @@ buffer is the head outputs. Backends:
   their vector path over the AIE API emulation, the HLS SwiftMax per score channel and the output mover) in
   C-simulation, packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
-  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`).
+  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
+* ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
+  the AIE graph (:mod:`vckattn.host.backends.engine_xrt`).
 
 The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
 narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
@@ -18,6 +20,7 @@ narrow scores, and the output requantization with the 16-bit multiplier the last
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -206,7 +209,7 @@ class EngineRtlDevice(EngineDevice):
 class _Unavailable(EngineDevice):
     def open(self) -> None:
         raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
-                          "run the engine on emu, csim or rtl, or the reference build vck5000_attention on "
+                          "run the engine on emu, csim, rtl or xrt, or the reference build vck190_attention on "
                           f"{self.name}")
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
@@ -214,19 +217,21 @@ class _Unavailable(EngineDevice):
         raise AssertionError("unreachable")
 
 
-class EngineXrtDevice(_Unavailable):
-    name = "xrt"
-    where = "hardware (not available for engine builds)"
-
-
 class EnginePynqDevice(_Unavailable):
     name = "pynq"
     where = "hardware (not available for engine builds)"
 
 
-ENGINE_BACKENDS: dict[str, type[EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
-                                                  "rtl": EngineRtlDevice, "xrt": EngineXrtDevice,
-                                                  "pynq": EnginePynqDevice}
+def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:
+    """The ``xrt`` backend of an engine build (:class:`vckattn.host.backends.engine_xrt.EngineXrtDevice`)."""
+    from vckattn.host.backends.engine_xrt import EngineXrtDevice
+
+    return EngineXrtDevice(manifest, **options)
 
 
-__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice"]
+ENGINE_BACKENDS: dict[str, Callable[..., EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
+                                                           "rtl": EngineRtlDevice, "xrt": engine_xrt_device,
+                                                           "pynq": EnginePynqDevice}
+
+
+__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice", "engine_xrt_device"]

@@ -2,12 +2,13 @@
 RTL kernels' registers go through the project's real C++ shim, built against the stub XRT library in
 ``xrt_stub/``; :func:`fakes.xrt_stub.card_handler` routes those calls to the same card.)
 
-Only the documented surface the ``xrt`` backend uses: ``device(index)`` with ``load_xclbin``;
-``xclbin(path)`` with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(device,
-uuid, name)`` with ``group_id(i)`` and ``__call__(*args) -> run``; ``run.wait(timeout_ms)`` /
-``run.state()``; ``bo(device, nbytes, bo.flags.normal, group)`` with ``write``, ``read``, ``sync``,
-``size``, ``map``; ``xclBOSyncDirection``, ``ert_cmd_state``, ``uuid``. Everything is routed to a
-:class:`~fakes.card.FakeAttentionCard` and logged in ``card.log``.
+Only the documented surface the ``xrt`` backend uses: ``device(index)`` with ``load_xclbin``; ``xclbin(path)``
+with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(device, uuid, name)`` (``name`` a
+kernel, or ``kernel:{cu}`` one of its compute units) with ``group_id(i)`` and ``__call__(*args) -> run``;
+``run.wait(timeout_ms)`` / ``run.state()``; ``bo(device, nbytes, bo.flags.normal, group)`` with ``write``,
+``read``, ``sync``, ``size``, ``map``; ``xclBOSyncDirection``, ``ert_cmd_state``, ``uuid``. Everything is
+routed to a :class:`~fakes.card.FakeAttentionCard` (or the engine card, ``engine_card.py``) and logged in
+``card.log``.
 
 Checks a real card would only show as garbage, made loud here: a kernel argument of the wrong kind
 (a buffer where the manifest has a scalar, ...), a buffer allocated in another argument's memory
@@ -80,8 +81,9 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
         def get_kernels(self) -> list[xclbinkernel]:
             return [xclbinkernel(k) for k in card.kernels]
 
-        def get_ips(self) -> list[xclbinkernel]:
-            return [xclbinkernel(f"{k}:{k}_1") for k in card.kernels]
+        def get_ips(self) -> list[xclbinkernel]:  # compute units: the manifest's, else one "<kernel>_1"
+            return [xclbinkernel(f"{k}:{cu}") for k in card.kernels
+                    for cu in card.manifest.kernel(k).get("compute_units") or [f"{k}_1"]]
 
     class device:  # noqa: N801
         def __init__(self, index: int = 0) -> None:
@@ -168,10 +170,17 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
             card.record("kernel", name=name)
             if not card.loaded or xuuid.to_string() != card.xclbin_uuid:
                 raise RuntimeError(f"No xclbin with that UUID is loaded (kernel '{name}')")
-            if name not in card.kernels:
-                raise RuntimeError(f"No such kernel '{name}'")
-            self.name = name
-            self.entry = card.manifest.kernel(name)
+            kname, _, cus = name.partition(":")  # "kernel:{cu}" selects one compute unit, as XRT's names do
+            if kname not in card.kernels:
+                raise RuntimeError(f"No such kernel '{kname}'")
+            self.name = kname
+            self.entry = card.manifest.kernel(kname)
+            self.cu = kname
+            if cus:
+                cu = cus.strip("{}")
+                if not (cus.startswith("{") and cus.endswith("}")) or cu not in self.entry.get("compute_units", []):
+                    raise RuntimeError(f"No compute unit matching '{name}'")
+                self.cu = cu
 
         def _group(self, index: int) -> int:
             return 1000 * kernel_names.index(self.name) + int(index)
@@ -213,7 +222,7 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
                     if not isinstance(a, int | np.integer) or isinstance(a, bool):
                         raise TypeError(f"FAKE: {self.name} argument {p['name']} must be an int, got {type(a)}")
                     named[p["name"]] = int(a)
-            return run(card.start(self.name, named))
+            return run(card.start(self.cu, named))
 
     for cls in (uuid, xclbin, device, bo, run, kernel):
         setattr(m, cls.__name__, cls)
