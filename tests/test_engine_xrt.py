@@ -23,7 +23,8 @@ from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine import ENGINE_BACKENDS
-from vckattn.host.backends.engine_xrt import EngineXrtDevice, balanced_lists, pipelines_of
+from vckattn.host.backends.engine_hw import balanced_lists, pipelines_of
+from vckattn.host.backends.engine_xrt import EngineXrtDevice
 from vckattn.host.engine import plan_launch
 from vckattn.host.scheduler import run_layer
 
