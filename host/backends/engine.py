@@ -11,7 +11,8 @@ buffer is the head outputs. Backends:
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
   backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
 * ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
-  the AIE graph (:mod:`vckattn.host.backends.engine_xrt`).
+  the AIE graph (:mod:`vckattn.host.backends.engine_xrt`);
+* ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.engine_pynq`).
 
 The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
 narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
@@ -206,22 +207,6 @@ class EngineRtlDevice(EngineDevice):
         return a, np.concatenate(done)
 
 
-class _Unavailable(EngineDevice):
-    def open(self) -> None:
-        raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
-                          "run the engine on emu, csim, rtl or xrt, or the reference build vck190_attention on "
-                          f"{self.name}")
-
-    def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        self.open()  # refuses, naming what to use instead
-        raise AssertionError("unreachable")
-
-
-class EnginePynqDevice(_Unavailable):
-    name = "pynq"
-    where = "hardware (not available for engine builds)"
-
-
 def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:
     """The ``xrt`` backend of an engine build (:class:`vckattn.host.backends.engine_xrt.EngineXrtDevice`)."""
     from vckattn.host.backends.engine_xrt import EngineXrtDevice
@@ -229,9 +214,16 @@ def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:
     return EngineXrtDevice(manifest, **options)
 
 
+def engine_pynq_device(manifest: Any, **options: Any) -> EngineDevice:
+    """The ``pynq`` backend of an engine build (:class:`vckattn.host.backends.engine_pynq.EnginePynqDevice`)."""
+    from vckattn.host.backends.engine_pynq import EnginePynqDevice
+
+    return EnginePynqDevice(manifest, **options)
+
+
 ENGINE_BACKENDS: dict[str, Callable[..., EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
                                                            "rtl": EngineRtlDevice, "xrt": engine_xrt_device,
-                                                           "pynq": EnginePynqDevice}
+                                                           "pynq": engine_pynq_device}
 
 
-__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice", "engine_xrt_device"]
+__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice", "engine_pynq_device", "engine_xrt_device"]

@@ -18,7 +18,7 @@ through :func:`fakes.xrt_stub.card_handler`) talk to, and models only what the h
   build's format;
 * ``graph.run(n)``: every AIE kernel runs ``n`` iterations, one tile each, so a pipeline whose movers send more
   tiles than ``n`` never delivers its last records (its ``s2mm_engine`` hangs) and one that sends fewer never lets
-  the graph finish (``graph.wait`` times out);
+  the graph finish (``graph.wait`` times out); behind ``fake_pynq`` (``needs_graph`` False) the graph runs free;
 * ``s2mm_engine``: the pipeline's first ``n_records`` A records into slot ``tile_id`` of ``a_out`` (an A buffer of
   ``n_slots`` slots) and their RESULT headers, with its ``pipeline`` argument, into ``done`` (a device-side write:
   the host sees it after syncing back).
@@ -120,9 +120,10 @@ class FakeEngineCard(FakeAttentionCard):
         """Run the launch once every mover has been started and the graph run."""
         names = [cu for pipe in self.pipes for cu in pipe.values()]
         runs = {cu: self.runs.get(cu) for cu in names}
-        if any(r is None or r.state != "ERT_CMD_STATE_RUNNING" for r in runs.values()) or self.graph_idle:
+        if any(r is None or r.state != "ERT_CMD_STATE_RUNNING" for r in runs.values()) or \
+                (self.needs_graph and self.graph_idle):
             return
-        p, n = self.params, self.graph_iterations
+        p = self.params
         regs = self._swiftmax(self.pl_top)
         graph_ok = True
         for i, pipe in enumerate(self.pipes):
@@ -133,6 +134,7 @@ class FakeEngineCard(FakeAttentionCard):
             a = np.zeros((n_slots, p.q_rows, p.d), np.int8)
             done = run_pipeline_model(p, i, q_in, kv_in, a, regs, self.fmt)  # the array and engine_pl
             tiles = len(done)
+            n = self.graph_iterations if self.needs_graph else tiles  # a free-running graph (PYNQ) runs on
             delivered = min(tiles, n)  # the graph runs n iterations: no more records leave the array
             want = int(out["n_records"])
             if want > delivered:
@@ -148,7 +150,7 @@ class FakeEngineCard(FakeAttentionCard):
             if self.done_fault == "stale" and i == 0:
                 recs = recs[:0]
             slot = p.q_rows * p.d
-            abuf, dbuf = out["a_out"].device, out["done"].device
+            abuf, dbuf = out["a_out"].device_bytes(), out["done"].device_bytes()  # written in place
             for r, t in enumerate(streams.decode_many("result", recs)["tile_id"] if len(recs) else []):
                 abuf[int(t) * slot:(int(t) + 1) * slot] = a[int(t)].reshape(-1).view(np.uint8)
                 dbuf[r * 16:(r + 1) * 16] = recs[r]
