@@ -12,6 +12,9 @@ What runs where (the launch, buffers and checks: :mod:`.engine_hw`):
   pipeline balanced to ``n`` tiles, ``wait(timeout)``, ``end`` at close).
 
 Not read: the movers' return values; pyxrt 2022.2 gives no kernel return value.
+
+With ``VCKATTN_EMULATION=csim`` the same code runs on an emulated card (:mod:`.emulation`): pyxrt and the shim are
+replaced by a software device whose kernels are the engine's C-simulation; no xclbin is read.
 """
 
 from __future__ import annotations
@@ -38,6 +41,12 @@ class EngineXrtDevice(EngineCardDevice):
                  timeout_ms: int | None = None, **options: Any) -> None:
         super().__init__(manifest, seed, xclbin, timeout_ms, **options)
         self.device_index = int(device_index)
+        from vckattn.host.backends.emulation import EMULATION_ENV, emulation_mode
+
+        mode = emulation_mode()
+        if mode is not None:
+            self.where = (f"emulation ({EMULATION_ENV}={mode}): the xrt backend's host code on a software card whose "
+                          "kernels are the engine's C-simulation (HLS movers, AIE kernels' scalar path, HLS SwiftMax)")
         self.graph_name = str(manifest.data.get("graph", {}).get("name", ""))
         self.uuid: str | None = None
         self._pyxrt: Any = None
@@ -53,7 +62,7 @@ class EngineXrtDevice(EngineCardDevice):
 
     def _open(self) -> None:
         m = self.manifest
-        pyxrt = self._pyxrt = import_pyxrt()
+        pyxrt = self._pyxrt = import_pyxrt(m)
         self._dev, xuuid, self.uuid = open_card(pyxrt, m, self.xclbin, self.device_index)
         for kname, cu in self.units():
             try:
@@ -65,9 +74,11 @@ class EngineXrtDevice(EngineCardDevice):
         missing = [cu for p in self.pipes for cu in (p.q, p.kv, p.out) if cu not in self._units]
         if missing:
             raise DeviceError(f"{m.file}: connectivity names compute unit(s) {', '.join(missing)} that no kernel has")
-        from vckattn.host.backends import xrt_graph
+        shim = getattr(pyxrt, "vckattn_emulated_shim", None)  # VCKATTN_EMULATION: the shim on the same card
+        if shim is None:
+            from vckattn.host.backends import xrt_graph
 
-        shim = xrt_graph.load_shim()
+            shim = xrt_graph.load_shim()
         raw = uuidlib.UUID(self.uuid).bytes
         self._ip = shim.ip(self.device_index, raw, self.pl_top)
         got = self._check_ident(IpPort(self._ip))

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from vckattn.golden.errors import ToolMissing
+from vckattn.golden.errors import ToolMissing, UserError
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
@@ -53,7 +53,17 @@ PENDING = {"ERT_CMD_STATE_TIMEOUT", "ERT_CMD_STATE_NEW", "ERT_CMD_STATE_QUEUED",
             "ERT_CMD_STATE_SUBMITTED"}
 
 
-def import_pyxrt() -> Any:
+def import_pyxrt(manifest: Manifest | None = None) -> Any:
+    """The ``pyxrt`` module; with ``VCKATTN_EMULATION=csim`` a software device running the engine build of
+    ``manifest`` (:mod:`.emulation`; UserError for a build it cannot emulate)."""
+    from vckattn.host.backends.emulation import EMULATION_ENV, emulation_mode, pyxrt_module
+
+    mode = emulation_mode()
+    if mode is not None:
+        if manifest is None:
+            raise UserError(f"{EMULATION_ENV}={mode}: the emulated card runs engine builds through `vckattn run "
+                            f"--backend xrt`; unset {EMULATION_ENV} for this command")
+        return pyxrt_module(manifest, mode)
     try:
         import pyxrt  # type: ignore[import-not-found]
     except ImportError:
@@ -104,8 +114,13 @@ def open_card(pyxrt: Any, m: Manifest, xclbin: Path, device_index: int) -> tuple
     """Open card ``device_index`` and load ``xclbin`` on it after checking the file against manifest ``m`` (the
     manifest records a UUID, the file's UUID is that one, it has every kernel the manifest lists); returns
     ``(device, the loaded xclbin's uuid object, its UUID string)``. DeviceError naming what is wrong."""
-    path = check_file(xclbin)
+    emulated = getattr(pyxrt, "vckattn_emulation", None)
+    path = Path(xclbin) if emulated else check_file(xclbin)  # the emulated card's design is the manifest's
     want = m.uuid
+    if want is None and emulated:
+        from vckattn.host.backends.emulation import emulated_uuid
+
+        want = emulated_uuid(m)
     if want is None:
         raise DeviceError(f"{m.file}: xclbin.uuid: the manifest records no built xclbin (UUID null); "
                           f"build it with Vitis and record the xclbin's UUID")
