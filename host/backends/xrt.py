@@ -179,7 +179,7 @@ class XrtDevice(hwio.BufferedDevice):
 
     def _open(self) -> None:
         m = self.manifest
-        pyxrt = self._pyxrt = import_pyxrt()
+        pyxrt = self._pyxrt = import_pyxrt(m)
         self._dev, xuuid, got = open_card(pyxrt, m, self.xclbin, self.device_index)
         self.uuid = got
         raw_uuid = uuidlib.UUID(got).bytes

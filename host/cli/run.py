@@ -52,7 +52,8 @@ def add_run(sub: Subparsers) -> None:
                    help="fail (exit status 3) when a layer's mean per-token cosine vs the float golden is below C "
                    "(default: the threshold the bundle's export check held the layer to, recorded in the bundle; "
                    f"{DEFAULT_MIN_FIDELITY} for bundles that record none; -1 accepts any)")
-    p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
+    p.add_argument("--xclbin", type=Path, metavar="F",
+                   help="xrt/pynq: the built xclbin (not for xrt on an emulated card: VCKATTN_EMULATION=csim)")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
     p.add_argument("--aie-path", choices=("scalar", "vector"), default="scalar", dest="aie_path",
