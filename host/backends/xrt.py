@@ -143,11 +143,6 @@ def open_card(pyxrt: Any, m: Manifest, xclbin: Path, device_index: int) -> tuple
     return dev, xuuid, got
 
 
-def run_state(run: Any, timeout_ms: int) -> str:
-    """Wait up to ``timeout_ms`` for a kernel run; the name of the state it ended in (``ERT_CMD_STATE_...``)."""
-    return _state_name(run.wait(timeout_ms))
-
-
 def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
@@ -310,4 +305,4 @@ class XrtDevice(hwio.BufferedDevice):
 
 
 __all__ = ["PENDING", "XRT_MISSING", "XrtDevice", "check_file", "import_pyxrt", "open_card", "read_xclbin", "reason",
-           "run_state", "xclbin_kernel_names"]
+           "xclbin_kernel_names"]
