@@ -122,7 +122,7 @@ def card_handler(card: Any) -> Callable[[str, str, str, int, int], int | None]:
     open only with the UUID the fake pyxrt loaded and a name the xclbin has; registers through ``card.reg_read`` /
     ``reg_write``; the graph through ``card.graph_run`` / ``graph_done``. Records what the card's log expects."""
 
-    def opened(what: str, name: str, uuid: str, index: int) -> None:
+    def loaded(uuid: str, index: int) -> None:
         if not card.loaded or uuidlib.UUID(uuid) != uuidlib.UUID(card.xclbin_uuid):
             raise RuntimeError(f"no xclbin with that UUID is loaded on card {index}")
 
@@ -132,12 +132,12 @@ def card_handler(card: Any) -> Callable[[str, str, str, int, int], int | None]:
                 raise RuntimeError(f"Could not open device with index '{a}'")
         elif op == "graph.open":
             card.record("graph.open", name=name)
-            opened("AIE graph", name, uuid, a)
+            loaded(uuid, a)
             if name != card.graph_name:
                 raise RuntimeError("no such graph in the xclbin")
         elif op == "ip.open":
             card.record("ip.open", kernel=name)
-            opened("kernel", name, uuid, a)
+            loaded(uuid, a)
             if name not in card.regs or name not in card.kernels:
                 raise RuntimeError("no such IP")
         elif op == "graph.run":
