@@ -55,6 +55,30 @@ def minilm_heads_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return _minilm_bundle(tmp_path_factory, "per_head", per_head=True)
 
 
+@pytest.fixture(scope="session")
+def xrt_stub_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An ``$XILINX_XRT`` folder holding the STUB XRT library (tests/fakes/xrt_stub: a stand-in for the absent XRT
+    2022.2 ``libxrt_coreutil`` and its headers), built once per session with g++."""
+    require_tools("g++")
+    from fakes.xrt_stub import build_stub
+
+    return build_stub(tmp_path_factory.mktemp("xrt_stub"))
+
+
+@pytest.fixture
+def xrt_stub(xrt_stub_root: Path, monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201 - fakes.xrt_stub.StubXrt
+    """``XILINX_XRT`` pointed at the stub (so ``xrt_graph.load_shim()`` compiles the real shim against it, once per
+    session) and the stub's hooks, reset before and after the test."""
+    from fakes.xrt_stub import StubXrt
+
+    monkeypatch.setenv("XILINX_XRT", str(xrt_stub_root))
+    monkeypatch.setenv("VCKATTN_SHIM_DIR", str(xrt_stub_root / "shim"))
+    stub = StubXrt(xrt_stub_root)
+    stub.reset()
+    yield stub
+    stub.reset()
+
+
 @pytest.fixture
 def gen() -> torch.Generator:
     """A seeded CPU generator (each test gets the same stream)."""

@@ -1,20 +1,18 @@
-"""The ``xrt`` backend (host/backends/xrt.py) on a FAKE card behind a FAKE pyxrt and graph shim
-(tests/fakes: they record calls; they are not hardware), and the C++ shim's build path."""
+"""The ``xrt`` backend (host/backends/xrt.py) on a FAKE card behind a FAKE pyxrt and, for the AIE graph and the
+RTL kernels' registers, the project's real C++ shim and ctypes layer built against the STUB XRT library
+(tests/fakes: they record calls; they are not hardware). The shim itself: tests/test_xrt_shim.py."""
 
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import sys
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import require_tool
 from fakes import fake_pyxrt
 from fakes.card import FakeAttentionCard
+from fakes.xrt_stub import card_handler
 from hw_jobs import (
     OTHER_UUID,
     emu_results,
@@ -33,17 +31,21 @@ from vckattn.host.backends.hwio import register_writes
 from vckattn.host.backends.xrt import XRT_MISSING, XrtDevice
 from vckattn.host.tiler import TileError, collect_results
 
-FAKES = Path(__file__).parent / "fakes"
 MANIFEST = manifest_with_uuid()
 
 
-def _setup(monkeypatch, tmp_path, manifest=MANIFEST, card_manifest=None, per=3, timeout_ms=None, **knobs):
-    card = FakeAttentionCard(card_manifest or manifest, **knobs)
-    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
-    shim = fake_pyxrt.FakeShim(card)
-    dev = XrtDevice(manifest, write_xclbin(tmp_path / "attention.xclbin"), tiles_per_launch=per,
-                    timeout_ms=timeout_ms, graph_factory=shim.graph, ip_factory=shim.ip)
-    return card, dev
+@pytest.fixture
+def setup(monkeypatch, tmp_path, xrt_stub):
+    """``setup(**knobs) -> (card, device)``: a fake card behind the fake pyxrt and, through the real shim and ctypes
+    layer, the stub XRT library."""
+    def make(manifest=MANIFEST, card_manifest=None, per=3, timeout_ms=None, **knobs):
+        card = FakeAttentionCard(card_manifest or manifest, **knobs)
+        monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
+        xrt_stub.set_handler(card_handler(card))
+        dev = XrtDevice(manifest, write_xclbin(tmp_path / "attention.xclbin"), tiles_per_launch=per,
+                        timeout_ms=timeout_ms)
+        return card, dev
+    return make
 
 
 def _run(dev, layer, job):
@@ -53,9 +55,9 @@ def _run(dev, layer, job):
 
 
 @pytest.mark.parametrize("normalizer", ["swiftmax", "softmax"])
-def test_bit_identical_to_emu(monkeypatch, tmp_path, normalizer):
+def test_bit_identical_to_emu(setup, monkeypatch, tmp_path, normalizer):
     layer, job = make_layer(normalizer), make_job(MANIFEST)
-    card, dev = _setup(monkeypatch, tmp_path)
+    card, dev = setup()
     got = _run(dev, layer, job)
     assert same_results(got, emu_results(MANIFEST, layer, job))
     assert card.launches == 3 and dev.launches == 3  # 8 tiles in launches of 3, 3, 2
@@ -63,8 +65,8 @@ def test_bit_identical_to_emu(monkeypatch, tmp_path, normalizer):
     assert device_class("xrt") is XrtDevice and dev.where.startswith("hardware")
 
 
-def test_open_checks_and_ids(monkeypatch, tmp_path):
-    card, dev = _setup(monkeypatch, tmp_path)
+def test_open_checks_and_ids(setup, monkeypatch, tmp_path):
+    card, dev = setup()
     with dev:
         assert dev.uuid == MANIFEST.uuid
         assert {k["name"] for k in dev.kernels_checked} == {*MANIFEST.kernel_names, "attention_graph"}
@@ -75,9 +77,9 @@ def test_open_checks_and_ids(monkeypatch, tmp_path):
     assert card.ops("graph.open")[0]["name"] == "attention_graph"
 
 
-def test_register_writes_land_at_manifest_offsets(monkeypatch, tmp_path):
+def test_register_writes_land_at_manifest_offsets(setup, monkeypatch, tmp_path):
     layer = make_layer("swiftmax")
-    card, dev = _setup(monkeypatch, tmp_path)
+    card, dev = setup()
     with dev:
         dev.configure(layer)
         read = dev.verify_registers()
@@ -96,7 +98,7 @@ def test_register_writes_land_at_manifest_offsets(monkeypatch, tmp_path):
     assert {e["kernel"] for e in starts} == set()  # configure only: nothing ran
 
 
-def test_wrong_register_offset_gives_wrong_results(monkeypatch, tmp_path):
+def test_wrong_register_offset_gives_wrong_results(setup, monkeypatch, tmp_path):
     """The fake card decodes registers at the manifest offsets: a host writing u_lo and u_hi at
     each other's offsets gets results that differ from the golden model."""
     def swap(data):
@@ -104,17 +106,17 @@ def test_wrong_register_offset_gives_wrong_results(monkeypatch, tmp_path):
         a, s = (next(r for r in regs if r["name"] == n) for n in ("u_lo", "u_hi"))
         a["offset"], s["offset"] = s["offset"], a["offset"]
     layer, job = make_layer("swiftmax"), make_job(MANIFEST)
-    _, dev = _setup(monkeypatch, tmp_path, manifest=manifest_edit(MANIFEST, swap), card_manifest=MANIFEST)
+    _, dev = setup(manifest=manifest_edit(MANIFEST, swap), card_manifest=MANIFEST)
     got = _run(dev, layer, job)
     assert [r.tile_id for r in got] == list(range(8))
     assert not same_results(got, emu_results(MANIFEST, layer, job))
 
 
-def test_wrong_switch_select_gives_wrong_results(monkeypatch, tmp_path):
+def test_wrong_switch_select_gives_wrong_results(setup, monkeypatch, tmp_path):
     """The fake card normalizes with the kernel score_switch's select routes to, not with whichever
     registers were written last: a host passing the other select gets results that differ from emu."""
     sm_layer, os_layer, job = make_layer("swiftmax"), make_layer("softmax"), make_job(MANIFEST)
-    card, dev = _setup(monkeypatch, tmp_path)
+    card, dev = setup()
     right = hwio.switch_select
     monkeypatch.setattr(hwio, "switch_select", lambda m, layer: 1 - right(m, layer))
     with dev:
@@ -128,10 +130,10 @@ def test_wrong_switch_select_gives_wrong_results(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize(("head_dim", "heads", "kv_heads"), [(64, 4, 2), (32, 4, 4)])
-def test_geometry_comes_from_the_kernel_arguments(monkeypatch, tmp_path, head_dim, heads, kv_heads):
+def test_geometry_comes_from_the_kernel_arguments(setup, monkeypatch, tmp_path, head_dim, heads, kv_heads):
     layer = make_layer("swiftmax", heads=heads, kv_heads=kv_heads, head_dim=head_dim)
     job = make_job(MANIFEST, heads=heads, kv_heads=kv_heads, head_dim=head_dim)
-    card, dev = _setup(monkeypatch, tmp_path, per=5)
+    card, dev = setup(per=5)
     got = _run(dev, layer, job)
     assert same_results(got, emu_results(MANIFEST, layer, job))
     geom = {"head_dim": head_dim, "keys_pad": job.keys_pad, "n_kv_heads": kv_heads}
@@ -159,9 +161,9 @@ def test_fake_checks_shared_buffer_groups(monkeypatch, tmp_path):
     assert card.ops("start")[-1]["kernel"] == "mm2s_kv"
 
 
-def test_double_buffering_call_order(monkeypatch, tmp_path):
+def test_double_buffering_call_order(setup, xrt_stub):
     layer, job = make_layer("swiftmax"), make_job(MANIFEST)
-    card, dev = _setup(monkeypatch, tmp_path)
+    card, dev = setup()
     _run(dev, layer, job)
     log = card.log
     starts = [i for i, e in enumerate(log) if e["op"] == "start" and e["kernel"] == "mm2s_tiles"]
@@ -179,6 +181,11 @@ def test_double_buffering_call_order(monkeypatch, tmp_path):
         assert first_wait < starts[c + 1]
     runs = [e["iterations"] for e in card.ops("graph.run")]
     assert runs == [3, 3, 2] and len(card.ops("graph.wait")) == 3
+    # ... as XRT saw them, through the shim: run(n), wait(the device's time-out in ms), end and release at close
+    graph_calls = [(op, a) for op, name, a, _ in xrt_stub.calls() if op.startswith("graph.")]
+    assert graph_calls == [("graph.open", 0), ("graph.run", 3), ("graph.wait", dev.timeout_ms), ("graph.run", 3),
+                           ("graph.wait", dev.timeout_ms), ("graph.run", 2), ("graph.wait", dev.timeout_ms),
+                           ("graph.end", 0), ("graph.close", 0)]
     kv_syncs = [e for e in card.ops("bo.sync") if e["dir"] == "to_device" and e["bo"] in
                 {s["args"]["kv"] for s in card.ops("start") if s["kernel"] == "mm2s_kv"}]
     assert len(kv_syncs) == 1  # K/V uploaded once per job
@@ -194,11 +201,38 @@ def test_double_buffering_call_order(monkeypatch, tmp_path):
      r"device error in kernel mm2s_kv on launch 0 \(tiles 0\.\.2\): run state ERT_CMD_STATE_ERROR"),
     ({"status_tile": 4}, r"the device reported status 0x5 for tile 4 \(out record 1\)"),
 ])
-def test_run_errors(monkeypatch, tmp_path, knobs, message):
+def test_run_errors(setup, monkeypatch, tmp_path, knobs, message):
     layer, job = make_layer("swiftmax"), make_job(MANIFEST)
-    _, dev = _setup(monkeypatch, tmp_path, timeout_ms=40, **knobs)
+    _, dev = setup(timeout_ms=40, **knobs)
     with pytest.raises(DeviceError, match=message):
         _run(dev, layer, job)
+
+
+@pytest.mark.parametrize(("op", "when", "message"), [
+    ("ip.open", "open", r"^cannot open kernel 'swiftmax' for register access: PCIe link down$"),
+    ("graph.open", "open", r"^cannot open AIE graph 'attention_graph': PCIe link down$"),
+    ("ip.write", "configure", r"^kernel swiftmax: register write at 0x8 failed: PCIe link down$"),
+    ("ip.read", "open", r"^kernel swiftmax: register read at 0x0 failed: PCIe link down$"),
+    ("graph.run", "run", r"^AIE graph attention_graph: run\(3\) failed: PCIe link down$"),
+    ("graph.wait", "run", r"^AIE graph attention_graph: wait failed: PCIe link down$"),
+])
+def test_failing_xrt_calls_are_device_errors(setup, xrt_stub, op, when, message):
+    """Each XRT call the shim makes, failing, stops the backend with one line (exit status 7) and releases the card."""
+    layer, job = make_layer("swiftmax"), make_job(MANIFEST)
+    card, dev = setup()
+    xrt_stub.fail(op, "PCIe link down")
+    with pytest.raises(DeviceError, match=message) as e:
+        dev.open()
+        assert when != "open"
+        dev.configure(layer)
+        assert when != "configure"
+        list(dev.run(job))
+    assert e.value.exit_code == 7
+    dev.close()
+    assert dev._graph is None and dev._ips == {}
+    ops = xrt_stub.ops()
+    assert ops.count("ip.close") == ops.count("ip.open") - (op == "ip.open")  # every handle opened was released
+    assert ops.count("graph.close") == ops.count("graph.open") - (op == "graph.open")
 
 
 @pytest.mark.parametrize(("fault", "message"), [
@@ -206,9 +240,9 @@ def test_run_errors(monkeypatch, tmp_path, knobs, message):
     ("duplicate", r"tile 0 \(sequence 0, head 0, query rows 0\.\.31\) returned twice"),
     ("reorder", r"tile 0 \(sequence 0, head 0, query rows 0\.\.31\) out of order: tile 1 arrived before it"),
 ])
-def test_out_buffer_faults_reach_the_tile_checker(monkeypatch, tmp_path, fault, message):
+def test_out_buffer_faults_reach_the_tile_checker(setup, monkeypatch, tmp_path, fault, message):
     layer, job = make_layer("swiftmax"), make_job(MANIFEST)
-    card, dev = _setup(monkeypatch, tmp_path, out_fault=fault)
+    card, dev = setup(out_fault=fault)
     with dev:
         dev.configure(layer)
         with pytest.raises(TileError, match=message):
@@ -217,9 +251,9 @@ def test_out_buffer_faults_reach_the_tile_checker(monkeypatch, tmp_path, fault, 
     assert card.launches == 3 and waited.count("s2mm_out") == 3  # the stream was drained, every launch waited on
 
 
-def test_clean_run_assembles(monkeypatch, tmp_path):
+def test_clean_run_assembles(setup, monkeypatch, tmp_path):
     layer, job = make_layer("softmax"), make_job(MANIFEST)
-    _, dev = _setup(monkeypatch, tmp_path, per=16)
+    _, dev = setup(per=16)
     with dev:
         dev.configure(layer)
         a = collect_results(job, dev.run(job))
@@ -227,7 +261,7 @@ def test_clean_run_assembles(monkeypatch, tmp_path):
     assert np.array_equal(a, ref)
 
 
-def test_open_errors(monkeypatch, tmp_path):
+def test_open_errors(setup, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pyxrt", None)
     with pytest.raises(ToolMissing) as e:  # a missing runtime: exit status 6
         XrtDevice(MANIFEST, write_xclbin(tmp_path / "a.xclbin")).open()
@@ -246,64 +280,35 @@ def test_open_errors(monkeypatch, tmp_path):
          rf"{MANIFEST.kernel('online_softmax')['id']:#010x} \(.*\): the bitstream holds a different kernel"),
     ]
     for knobs, opts, message in cases:
-        card, dev = _setup(monkeypatch, tmp_path, **knobs)
+        card, dev = setup(**knobs)
         for k, v in opts.items():
             setattr(dev, k, v)
         with pytest.raises(DeviceError, match=message):
             dev.open()
         assert dev._dev is None and dev._graph is None  # released on failure
 
-    _, dev = _setup(monkeypatch, tmp_path)
+    _, dev = setup()
     dev.xclbin = tmp_path / "missing.xclbin"
     with pytest.raises(DeviceError, match=r"missing\.xclbin: xclbin file not found"):
         dev.open()
-    _, dev = _setup(monkeypatch, tmp_path, manifest=manifest_with_uuid(uuid=None))
+    _, dev = setup(manifest=manifest_with_uuid(uuid=None))
     with pytest.raises(DeviceError, match=r"xclbin\.uuid: the manifest records no built xclbin"):
         dev.open()
 
 
-def test_configure_refusals(monkeypatch, tmp_path):
+def test_configure_refusals(setup, monkeypatch, tmp_path):
     layer = make_layer("swiftmax")
     def drop_reg(data):
         regs = next(k for k in data["kernels"] if k["name"] == "swiftmax")["registers"]
         regs[:] = [r for r in regs if r["name"] != "c_out"]
     with pytest.raises(DeviceError, match=r"no writable register for c_out"):
         register_writes(manifest_edit(MANIFEST, drop_reg), layer)
-    _, dev = _setup(monkeypatch, tmp_path)
+    _, dev = setup()
     with dev, pytest.raises(RuntimeError, match="configure"):
         list(dev.run(make_job(MANIFEST)))
 
 
 # ------------------------------------------------------------------------------------ C++ shim
-
-
-def test_shim_compiles_against_stub_headers():
-    require_tool("g++", shutil.which("g++") is not None, "g++ is not installed")
-    cmd = ["g++", "-fsyntax-only", "-std=c++17", "-Wall", "-Wextra", "-Werror", f"-I{FAKES / 'xrt_include'}",
-           str(xrt_graph.SOURCE)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
-    assert proc.returncode == 0, proc.stderr
-
-
-def test_shim_build_and_cache(monkeypatch, tmp_path):
-    """build_shim against the stub headers and an empty libxrt_coreutil: compiles once, then cached."""
-    require_tool("g++", shutil.which("g++") is not None, "g++ is not installed")
-    root = tmp_path / "xrt"
-    shutil.copytree(FAKES / "xrt_include", root / "include")
-    (root / "lib").mkdir()
-    src = tmp_path / "empty.c"
-    src.write_text("void vckattn_fake_xrt_coreutil(void) {}\n")
-    subprocess.run(["gcc", "-shared", "-fPIC", str(src), "-o", str(root / "lib" / "libxrt_coreutil.so")], check=True)
-    monkeypatch.setenv("XILINX_XRT", str(root))
-    monkeypatch.setenv("VCKATTN_SHIM_DIR", str(tmp_path / "shim"))
-    assert xrt_graph.xrt_root() == root
-    out = xrt_graph.build_shim()
-    assert out.parent == tmp_path / "shim" and out.exists()
-    mtime = out.stat().st_mtime_ns
-    assert xrt_graph.build_shim() == out and out.stat().st_mtime_ns == mtime  # cached by source hash
-    cmd = xrt_graph.compile_command(root, out)
-    for flag in ("-shared", "-fPIC", "-std=c++17", f"-I{root / 'include'}", f"-L{root / 'lib'}", "-lxrt_coreutil"):
-        assert flag in cmd
 
 
 def test_shim_missing_xrt(monkeypatch, tmp_path):

@@ -1,5 +1,6 @@
-"""host/deploy.py: ``deploy()`` on a FAKE card behind a FAKE pyxrt and graph shim (tests/fakes:
-they record calls; they are not hardware), and every one-line refusal."""
+"""host/deploy.py: ``deploy()`` on a FAKE card behind a FAKE pyxrt and, through the project's real C++ shim and
+ctypes layer, the STUB XRT library (tests/fakes: they record calls; they are not hardware), and every one-line
+refusal, through the CLI too (exit statuses 6 and 7)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import pytest
 from fakes import fake_pyxrt
 from fakes.card import FakeAttentionCard
+from fakes.xrt_stub import card_handler
 from hw_jobs import OTHER_UUID, UUID, bundle_parts, manifest_with_uuid, write_xclbin
 
 from vckattn.golden.errors import ToolMissing, UserError
@@ -44,16 +46,20 @@ def bitstreams(tmp_path, monkeypatch):
     return folder
 
 
-def _card(monkeypatch, **knobs):
-    card = FakeAttentionCard(MANIFEST, **knobs)
-    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
-    monkeypatch.setattr(xrt_graph, "load_shim", lambda: fake_pyxrt.FakeShim(card))  # stands in for the C++ shim
-    return card
+@pytest.fixture
+def make_card(monkeypatch, xrt_stub):
+    """``make_card(**knobs)``: a fake card behind the fake pyxrt and the stub XRT library (under the real shim)."""
+    def make(**knobs):
+        c = FakeAttentionCard(MANIFEST, **knobs)
+        monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(c))
+        xrt_stub.set_handler(card_handler(c))
+        return c
+    return make
 
 
 @pytest.mark.parametrize("norm", ["swiftmax", "softmax"])
-def test_deploy_success(monkeypatch, tmp_path, bundles, bitstreams, norm):
-    card = _card(monkeypatch)
+def test_deploy_success(make_card, xrt_stub, tmp_path, bundles, bitstreams, norm):
+    card = make_card()
     xclbin = write_xclbin(tmp_path / "vck5000_attention.xclbin")
     report = deploy(xclbin, bundles[norm])  # the manifest is found by the xclbin's UUID
     kernel = "swiftmax" if norm == "swiftmax" else "online_softmax"
@@ -75,22 +81,25 @@ def test_deploy_success(monkeypatch, tmp_path, bundles, bitstreams, norm):
     assert all(r["offset"] == offset(r["register"]) for r in regs)
     assert [(e["offset"], e["value"]) for e in card.ops("reg.write")] == [(r["offset"], int(r["word"], 16))
                                                                           for r in regs]
+    # the writes and read-backs went through the shim to XRT (the stub library), word for word
+    assert [(a, b) for _, _, a, b in xrt_stub.calls("ip.write")] == [(r["offset"], int(r["word"], 16)) for r in regs]
+    assert {name for _, name, _, _ in xrt_stub.calls("ip.write")} == {kernel}
     json.dumps(report)  # JSON-able for --json
     assert card.ops("start") == []  # deploy runs nothing
 
 
-def test_deploy_with_explicit_manifest_and_options(monkeypatch, tmp_path, bundles):
-    card = _card(monkeypatch)
+def test_deploy_with_explicit_manifest_and_options(make_card, monkeypatch, tmp_path, bundles):
+    make_card()
     mfile = tmp_path / "m.json"
     mfile.write_text(json.dumps(MANIFEST.data))
-    shim = fake_pyxrt.FakeShim(card)
+    shim = xrt_graph.load_shim()
     monkeypatch.setattr(xrt_graph, "load_shim", lambda: pytest.fail("the given factories must be used"))
     report = deploy(write_xclbin(tmp_path / "a.xclbin"), bundles["swiftmax"], mfile, 0,
                     device_options={"graph_factory": shim.graph, "ip_factory": shim.ip, "timeout_ms": 5})
     assert report["manifest_file"] == str(mfile)
 
 
-def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
+def test_deploy_errors(make_card, monkeypatch, tmp_path, bundles, bitstreams):
     xclbin = write_xclbin(tmp_path / "a.xclbin")
     b = bundles["swiftmax"]
     with pytest.raises(BundleError, match="no such bundle folder"):
@@ -101,22 +110,22 @@ def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
         deploy(xclbin, b)
     assert str(e.value) == XRT_MISSING
 
-    _card(monkeypatch)
+    make_card()
     with pytest.raises(DeviceError, match=r"missing\.xclbin: xclbin file not found"):
         deploy(tmp_path / "missing.xclbin", b)
     (tmp_path / "dir.xclbin").mkdir()
     with pytest.raises(DeviceError, match=r"dir\.xclbin: not a regular file"):
         deploy(tmp_path / "dir.xclbin", b)
 
-    _card(monkeypatch, unreadable_xclbin=True)
+    make_card(unreadable_xclbin=True)
     with pytest.raises(DeviceError, match=r"a\.xclbin: cannot read the xclbin: Invalid xclbin"):
         deploy(xclbin, b)
 
-    _card(monkeypatch)
+    make_card()
     with pytest.raises(DeviceError, match=r"^no card at index 3: "):
         deploy(xclbin, b, device_index=3)
 
-    _card(monkeypatch, xclbin_uuid=OTHER_UUID)
+    make_card(xclbin_uuid=OTHER_UUID)
     with pytest.raises(ManifestError, match=rf"xclbin\.uuid: no manifest records the UUID {OTHER_UUID} of .*a\.xclbin "
                                             rf"\(pass --manifest\); built manifests: vck5000_attention"):
         deploy(xclbin, b)
@@ -129,29 +138,53 @@ def test_deploy_errors(monkeypatch, tmp_path, bundles, bitstreams):
     with pytest.raises(DeviceError, match=r"null\.json: xclbin\.uuid: the manifest records no built xclbin"):
         deploy(xclbin, b, null)
 
-    _card(monkeypatch, missing_kernels=("s2mm_out",))
+    make_card(missing_kernels=("s2mm_out",))
     with pytest.raises(DeviceError, match=r"the xclbin lacks kernel\(s\) s2mm_out listed in"):
         deploy(xclbin, b)
 
-    _card(monkeypatch, ids={"swiftmax": 0})
+    make_card(ids={"swiftmax": 0})
     with pytest.raises(DeviceError, match=r"kernel swiftmax: ID register at 0x0 reads 0x00000000, expected"):
         deploy(xclbin, b)
 
     off = MANIFEST.register_offset("swiftmax", "c_out")
-    _card(monkeypatch, stuck={("swiftmax", off): 0x1234})
+    make_card(stuck={("swiftmax", off): 0x1234})
     with pytest.raises(DeviceError, match=rf"register readback mismatch: swiftmax\.c_out\[0\] at {off:#x}: "
                                           r"wrote 0x[0-9a-f]{8}, read 0x00001234"):
         deploy(xclbin, b)
 
-    _card(monkeypatch)
+    make_card()
     with pytest.raises(ManifestError, match=r"tile\.head_dims: the bundle's head_dim 16 is not supported"):
         deploy(xclbin, bundles["hd16"])
 
 
-def test_errors_are_one_line_user_errors(monkeypatch, tmp_path, bundles, bitstreams):
-    _card(monkeypatch, xclbin_uuid=OTHER_UUID)
+def test_errors_are_one_line_user_errors(make_card, tmp_path, bundles, bitstreams):
+    make_card(xclbin_uuid=OTHER_UUID)
     for call in (lambda: deploy(write_xclbin(tmp_path / "a.xclbin"), bundles["swiftmax"]),
                  lambda: deploy(tmp_path / "none.xclbin", bundles["swiftmax"])):
         with pytest.raises(UserError) as e:
             call()
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize(("fault", "status", "needle"), [
+    ("ip.write", 7, "kernel swiftmax: register write at 0x8 failed: AXI4-Lite write timed out"),
+    ("graph.open", 7, "cannot open AIE graph 'attention_graph': AXI4-Lite write timed out"),
+    ("no XRT", 6, "XRT graph shim: XILINX_XRT is not set"),
+])
+def test_cli_exit_status(make_card, xrt_stub, monkeypatch, tmp_path, bundles, bitstreams, capsys, fault, status,
+                         needle):
+    """Through ``vckattn deploy``: a failing XRT call is a device fault (7), no XRT a missing runtime (6); one line."""
+    from vckattn.host.cli import main
+
+    make_card()
+    if fault == "no XRT":
+        monkeypatch.delenv("XILINX_XRT")
+    else:
+        xrt_stub.fail(fault, "AXI4-Lite write timed out")
+    out = tmp_path / "deploy.json"
+    rc = main(["deploy", "--xclbin", str(write_xclbin(tmp_path / "a.xclbin")), "--bundle", str(bundles["swiftmax"]),
+               "--json", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == status
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()

@@ -69,8 +69,6 @@ def test_engine_refuses_what_it_cannot_run():
     short = ENGINE_BACKENDS["emu"](engine_manifest(max_seq=32))  # 45 tokens against 32 keys a group
     with pytest.raises(EngineShapeError, match="longer than this engine's 32 keys"):
         run_layer(short, narrow_layer(layer, 8), x, keep)
-    with pytest.raises(DeviceError, match="no driver for engine builds"):
-        ENGINE_BACKENDS["xrt"](engine_manifest()).open()
 
 
 @pytest.mark.sim

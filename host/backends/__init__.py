@@ -35,8 +35,6 @@ def device_class(name: str) -> Any:
 #: backends that run SwiftMax layers only (the csim build C-simulates the HLS SwiftMax kernel; online softmax
 #: exists as RTL only)
 SWIFTMAX_ONLY = ("csim",)
-#: backends without a driver for engine builds (a manifest with an ``engine`` section)
-NO_ENGINE_DRIVER = ("xrt", "pynq")
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
@@ -47,9 +45,6 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     engine = bool(manifest.data.get("engine"))
-    if engine and backend in NO_ENGINE_DRIVER:
-        raise UserError(f"the {backend} backend has no driver for engine builds ({manifest.name}) yet: use "
-                        f"--backend emu, csim or rtl, or a --manifest of the attention build")
     if backend in SWIFTMAX_ONLY and not engine:
         soft = [int(e["index"]) for e in bundle.manifest["layers"]
                 if int(e["index"]) in layers and e.get("swiftmax") is None]
@@ -59,4 +54,4 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
                             "--layers with SwiftMax layers only")
 
 
-__all__ = ["BACKENDS", "NO_ENGINE_DRIVER", "SWIFTMAX_ONLY", "check_backend", "device_class"]
+__all__ = ["BACKENDS", "SWIFTMAX_ONLY", "check_backend", "device_class"]

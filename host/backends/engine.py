@@ -9,7 +9,10 @@ buffer is the head outputs. Backends:
   their vector path over the AIE API emulation, the HLS SwiftMax per score channel and the output mover) in
   C-simulation, packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
-  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`).
+  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
+* ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
+  the AIE graph (:mod:`vckattn.host.backends.engine_xrt`);
+* ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.engine_pynq`).
 
 The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
 narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
@@ -18,6 +21,7 @@ narrow scores, and the output requantization with the 16-bit multiplier the last
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -203,30 +207,23 @@ class EngineRtlDevice(EngineDevice):
         return a, np.concatenate(done)
 
 
-class _Unavailable(EngineDevice):
-    def open(self) -> None:
-        raise DeviceError(f"the {self.name} backend has no driver for engine builds ({self.manifest.name}) yet: "
-                          "run the engine on emu, csim or rtl, or the reference build vck5000_attention on "
-                          f"{self.name}")
+def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:
+    """The ``xrt`` backend of an engine build (:class:`vckattn.host.backends.engine_xrt.EngineXrtDevice`)."""
+    from vckattn.host.backends.engine_xrt import EngineXrtDevice
 
-    def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
-        self.open()  # refuses, naming what to use instead
-        raise AssertionError("unreachable")
+    return EngineXrtDevice(manifest, **options)
 
 
-class EngineXrtDevice(_Unavailable):
-    name = "xrt"
-    where = "hardware (not available for engine builds)"
+def engine_pynq_device(manifest: Any, **options: Any) -> EngineDevice:
+    """The ``pynq`` backend of an engine build (:class:`vckattn.host.backends.engine_pynq.EnginePynqDevice`)."""
+    from vckattn.host.backends.engine_pynq import EnginePynqDevice
+
+    return EnginePynqDevice(manifest, **options)
 
 
-class EnginePynqDevice(_Unavailable):
-    name = "pynq"
-    where = "hardware (not available for engine builds)"
+ENGINE_BACKENDS: dict[str, Callable[..., EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
+                                                           "rtl": EngineRtlDevice, "xrt": engine_xrt_device,
+                                                           "pynq": engine_pynq_device}
 
 
-ENGINE_BACKENDS: dict[str, type[EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
-                                                  "rtl": EngineRtlDevice, "xrt": EngineXrtDevice,
-                                                  "pynq": EnginePynqDevice}
-
-
-__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice"]
+__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice", "engine_pynq_device", "engine_xrt_device"]

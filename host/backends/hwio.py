@@ -50,7 +50,7 @@ LAUNCHED = (*MOVERS, SWITCH)
 START_ORDER = ("s2mm_out", SWITCH, "mm2s_kv", "mm2s_tiles")
 
 
-def _values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
+def normalizer_values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
     """The layer's normalizer register values for ``regmap`` (the build's map): SwiftMax's per-head
     ``b_beta``/``c_out`` as one entry per register set the build holds (its memories' depth)."""
     regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
@@ -78,7 +78,7 @@ def register_writes(manifest: Manifest, layer: QuantAttentionLayer) -> tuple[dic
     entry = manifest.normalizer_kernel(layer.normalizer)
     try:
         regmap = manifest.regmap(entry["name"])
-        writes = regmap.writes(_values(layer, regmap))
+        writes = regmap.writes(normalizer_values(layer, regmap))
     except ValueError as exc:
         raise DeviceError(f"{manifest.file}: kernels.{entry['name']}: {exc} (the golden {layer.normalizer} "
                           f"register set and this build's register map differ)") from None
@@ -207,7 +207,7 @@ class BufferedDevice(Device):
         rq, select = requant_scalars(layer), switch_select(self.manifest, layer)
         regmap, port = self.manifest.regmap(entry["name"]), self._register_port(entry["name"])
         try:
-            writes = driver.program(port, regmap, _values(layer, regmap), entry["name"])
+            writes = driver.program(port, regmap, normalizer_values(layer, regmap), entry["name"])
         except driver.RegisterError as exc:
             raise DeviceError(f"{self.manifest.file}: {exc} (the golden {layer.normalizer} register set and this "
                               f"build's register map differ)") from None
@@ -311,4 +311,4 @@ class BufferedDevice(Device):
 
 
 __all__ = ["LAUNCHED", "MOVERS", "START_ORDER", "SWITCH", "BufferedDevice", "Launch", "kernel_args",
-           "launch_values", "register_writes", "requant_scalars", "switch_select", "timeout_error"]
+           "launch_values", "normalizer_values", "register_writes", "requant_scalars", "switch_select", "timeout_error"]

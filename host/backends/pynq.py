@@ -92,6 +92,47 @@ def arg_offsets(registers: dict, port: str, pointer: bool) -> list[int]:
     raise KeyError(port)
 
 
+def arg_words(kernel: str, port: dict, value: Any, n: int) -> list[int]:
+    """The register words of argument ``port`` (a manifest port) set to ``value``: a scalar's 32-bit word, or a
+    buffer's device address as ``n`` words (low, high); DeviceError when the address does not fit."""
+    if port["protocol"] != "m_axi":
+        return [to_word(value)]
+    addr = int(getattr(value, "device_address", None) or value.physical_address)
+    if n == 1 and addr >> 32:
+        raise DeviceError(f"kernel {kernel}: buffer {port['name']} at {addr:#x} does not fit its 32-bit "
+                          f"address register")
+    return [addr & 0xFFFFFFFF, addr >> 32][:n]
+
+
+def poll_done(ip: Any, ctrl: int, timeout_ms: int, poll_s: float) -> bool:
+    """Poll an ``ap_ctrl_hs`` kernel's ``CTRL`` register until ``ap_start`` is clear and ``ap_done`` or ``ap_idle``
+    is set: True, or False after ``timeout_ms``."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while True:
+        v = int(ip.read(ctrl))
+        if not v & AP_START and v & (AP_DONE | AP_IDLE):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
+
+
+def open_overlay(pynq: Any, path: Path, download: bool) -> tuple[Any, dict]:
+    """``(overlay, ip_dict)`` of the bitstream at ``path``; DeviceError naming what failed."""
+    if not path.exists():
+        raise DeviceError(f"{path}: bitstream file not found")
+    try:
+        overlay = pynq.Overlay(str(path), download=download)
+        return overlay, dict(overlay.ip_dict)
+    except Exception as exc:  # PYNQ raises RuntimeError, OSError, ...
+        raise DeviceError(f"{path}: cannot load the overlay: {_reason(exc)}") from None
+
+
+def ip_driver(overlay: Any, key: str) -> Any:
+    """The overlay's driver of ip_dict key ``key`` (hierarchies walked)."""
+    return functools.reduce(getattr, key.split("/"), overlay)
+
+
 class PynqDevice(hwio.BufferedDevice):
     name = "pynq"
     where = "hardware: VCK190 through PYNQ 4.0"
@@ -116,13 +157,7 @@ class PynqDevice(hwio.BufferedDevice):
         m = self.manifest
         pynq = self._pynq = import_pynq()
         path = self.bitstream
-        if not path.exists():
-            raise DeviceError(f"{path}: bitstream file not found")
-        try:
-            self._overlay = pynq.Overlay(str(path), download=self.download)
-            ip_dict = dict(self._overlay.ip_dict)
-        except Exception as exc:  # PYNQ raises RuntimeError, OSError, ...
-            raise DeviceError(f"{path}: cannot load the overlay: {_reason(exc)}") from None
+        self._overlay, ip_dict = open_overlay(pynq, path, self.download)
         keys = {k["name"]: find_ip(ip_dict, k["name"]) for k in m.data["kernels"]}
         missing = [k for k, v in keys.items() if v is None]
         if missing:
@@ -131,7 +166,7 @@ class PynqDevice(hwio.BufferedDevice):
         for k in m.data["kernels"]:
             key = keys[k["name"]]
             assert key is not None
-            ip = self._ips[k["name"]] = functools.reduce(getattr, key.split("/"), self._overlay)
+            ip = self._ips[k["name"]] = ip_driver(self._overlay, key)
             if k["kind"] == "rtl":
                 got = self._check_ident(k, IpPort(ip))
                 self.kernels_checked.append({"name": k["name"], "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
@@ -202,24 +237,11 @@ class PynqDevice(hwio.BufferedDevice):
 
     @staticmethod
     def _words(kernel: str, port: dict, value: Any, n: int) -> list[int]:
-        if port["protocol"] != "m_axi":
-            return [to_word(value)]
-        addr = int(getattr(value, "device_address", None) or value.physical_address)
-        if n == 1 and addr >> 32:
-            raise DeviceError(f"kernel {kernel}: buffer {port['name']} at {addr:#x} does not fit its 32-bit "
-                              f"address register")
-        return [addr & 0xFFFFFFFF, addr >> 32][:n]
+        return arg_words(kernel, port, value, n)
 
     def _wait(self, name: str, launch: hwio.Launch) -> None:
-        ip, ctrl = self._ips[name], self._ctrl[name]
-        deadline = time.monotonic() + self.timeout_ms / 1000
-        while True:
-            v = int(ip.read(ctrl))
-            if not v & AP_START and v & (AP_DONE | AP_IDLE):
-                return
-            if time.monotonic() > deadline:
-                raise hwio.timeout_error(self.timeout_ms, name, launch)
-            time.sleep(self.poll_s)
+        if not poll_done(self._ips[name], self._ctrl[name], self.timeout_ms, self.poll_s):
+            raise hwio.timeout_error(self.timeout_ms, name, launch)
 
     def _finish(self, job: LayerJob, launch: hwio.Launch) -> list[TileResult]:
         for name in hwio.LAUNCHED:
@@ -230,4 +252,5 @@ class PynqDevice(hwio.BufferedDevice):
         return tb.unpack_out(np.asarray(out[: tb.out_nbytes(launch.n, q_rows, hd)]), launch.n, q_rows, hd)
 
 
-__all__ = ["PYNQ_MISSING", "PynqDevice", "arg_offsets", "find_ip", "import_pynq"]
+__all__ = ["AP_DONE", "AP_IDLE", "AP_START", "PYNQ_MISSING", "PynqDevice", "arg_offsets", "arg_words", "find_ip",
+           "import_pynq", "ip_driver", "open_overlay", "poll_done"]

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from vckattn.golden.errors import ToolMissing
+from vckattn.golden.errors import ToolMissing, UserError
 from vckattn.host import tile_buffers as tb
 from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
@@ -49,11 +49,21 @@ from vckattn.hw.manifest import BITSTREAMS, Manifest
 
 XRT_MISSING = "XRT not found: cannot import pyxrt (install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`)"
 #: run states that mean "still going" after a wait: reported as a timeout
-_PENDING = {"ERT_CMD_STATE_TIMEOUT", "ERT_CMD_STATE_NEW", "ERT_CMD_STATE_QUEUED", "ERT_CMD_STATE_RUNNING",
+PENDING = {"ERT_CMD_STATE_TIMEOUT", "ERT_CMD_STATE_NEW", "ERT_CMD_STATE_QUEUED", "ERT_CMD_STATE_RUNNING",
             "ERT_CMD_STATE_SUBMITTED"}
 
 
-def import_pyxrt() -> Any:
+def import_pyxrt(manifest: Manifest | None = None) -> Any:
+    """The ``pyxrt`` module; with ``VCKATTN_EMULATION=csim`` a software device running the engine build of
+    ``manifest`` (:mod:`.emulation`; UserError for a build it cannot emulate)."""
+    from vckattn.host.backends.emulation import EMULATION_ENV, emulation_mode, pyxrt_module
+
+    mode = emulation_mode()
+    if mode is not None:
+        if manifest is None:
+            raise UserError(f"{EMULATION_ENV}={mode}: the emulated card runs engine builds through `vckattn run "
+                            f"--backend xrt`; unset {EMULATION_ENV} for this command")
+        return pyxrt_module(manifest, mode)
     try:
         import pyxrt  # type: ignore[import-not-found]
     except ImportError:
@@ -100,6 +110,39 @@ def xclbin_kernel_names(xb: Any) -> set[str]:
     return names
 
 
+def open_card(pyxrt: Any, m: Manifest, xclbin: Path, device_index: int) -> tuple[Any, Any, str]:
+    """Open card ``device_index`` and load ``xclbin`` on it after checking the file against manifest ``m`` (the
+    manifest records a UUID, the file's UUID is that one, it has every kernel the manifest lists); returns
+    ``(device, the loaded xclbin's uuid object, its UUID string)``. DeviceError naming what is wrong."""
+    emulated = getattr(pyxrt, "vckattn_emulation", None)
+    path = Path(xclbin) if emulated else check_file(xclbin)  # the emulated card's design is the manifest's
+    want = m.uuid
+    if want is None and emulated:
+        from vckattn.host.backends.emulation import emulated_uuid
+
+        want = emulated_uuid(m)
+    if want is None:
+        raise DeviceError(f"{m.file}: xclbin.uuid: the manifest records no built xclbin (UUID null); "
+                          f"build it with Vitis and record the xclbin's UUID")
+    try:
+        dev = pyxrt.device(device_index)
+    except Exception as exc:
+        raise DeviceError(f"no card at index {device_index}: {reason(exc)}") from None
+    xb, got, names = read_xclbin(pyxrt, path)
+    if got != want.lower():
+        raise DeviceError(f"{path}: xclbin UUID {got} does not match {m.file} ({want}): "
+                          f"this xclbin is not the {m.name} build")
+    missing = [k for k in m.kernel_names if k not in names]
+    if missing:
+        raise DeviceError(f"{path}: the xclbin lacks kernel(s) {', '.join(missing)} listed in {m.file} "
+                          f"(it has {', '.join(sorted(names)) or 'none'})")
+    try:
+        xuuid = dev.load_xclbin(xb)
+    except Exception as exc:
+        raise DeviceError(f"{path}: cannot load the xclbin on card {device_index}: {reason(exc)}") from None
+    return dev, xuuid, got
+
+
 def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
@@ -131,28 +174,8 @@ class XrtDevice(hwio.BufferedDevice):
 
     def _open(self) -> None:
         m = self.manifest
-        pyxrt = self._pyxrt = import_pyxrt()
-        path = check_file(self.xclbin)
-        want = m.uuid
-        if want is None:
-            raise DeviceError(f"{m.file}: xclbin.uuid: the manifest records no built xclbin (UUID null); "
-                              f"build it with Vitis and record the xclbin's UUID")
-        try:
-            self._dev = pyxrt.device(self.device_index)
-        except Exception as exc:
-            raise DeviceError(f"no card at index {self.device_index}: {reason(exc)}") from None
-        xb, got, names = read_xclbin(pyxrt, path)
-        if got != want.lower():
-            raise DeviceError(f"{path}: xclbin UUID {got} does not match {m.file} ({want}): "
-                              f"this xclbin is not the {m.name} build")
-        missing = [k for k in m.kernel_names if k not in names]
-        if missing:
-            raise DeviceError(f"{path}: the xclbin lacks kernel(s) {', '.join(missing)} listed in {m.file} "
-                              f"(it has {', '.join(sorted(names)) or 'none'})")
-        try:
-            xuuid = self._dev.load_xclbin(xb)
-        except Exception as exc:
-            raise DeviceError(f"{path}: cannot load the xclbin on card {self.device_index}: {reason(exc)}") from None
+        pyxrt = self._pyxrt = import_pyxrt(m)
+        self._dev, xuuid, got = open_card(pyxrt, m, self.xclbin, self.device_index)
         self.uuid = got
         raw_uuid = uuidlib.UUID(got).bytes
         for k in m.data["kernels"]:
@@ -267,7 +290,7 @@ class XrtDevice(hwio.BufferedDevice):
             sname = _state_name(state)
             if sname == "ERT_CMD_STATE_COMPLETED":
                 continue
-            if sname in _PENDING:
+            if sname in PENDING:
                 raise hwio.timeout_error(self.timeout_ms, name, launch)
             raise DeviceError(f"device error in kernel {name} on {launch.describe()}: run state {sname}")
         if not self._graph.wait(self.timeout_ms):
@@ -281,4 +304,5 @@ class XrtDevice(hwio.BufferedDevice):
         return tb.unpack_out(raw, launch.n, q_rows, hd)
 
 
-__all__ = ["XRT_MISSING", "XrtDevice", "check_file", "import_pyxrt", "read_xclbin", "xclbin_kernel_names"]
+__all__ = ["PENDING", "XRT_MISSING", "XrtDevice", "check_file", "import_pyxrt", "open_card", "read_xclbin", "reason",
+           "xclbin_kernel_names"]

@@ -97,6 +97,12 @@ def build_shim(root: Path | None = None, force: bool = False) -> Path:
     return out
 
 
+def _check_int(value: int, what: str) -> None:
+    """DeviceError unless ``value`` fits the shim's C ``int`` argument (0 .. 2^31 - 1): ctypes would wrap it."""
+    if not 0 <= int(value) < 1 << 31:
+        raise DeviceError(f"{what} {value} is outside 0..{(1 << 31) - 1}")
+
+
 class Graph:
     """An open AIE graph (``xrt::graph``)."""
 
@@ -104,11 +110,13 @@ class Graph:
         self._shim, self._h, self.name = shim, handle, name
 
     def run(self, iterations: int) -> None:
+        _check_int(iterations, f"AIE graph {self.name}: run iterations")
         if self._shim.lib.vckattn_graph_run(self._h, int(iterations)) != 0:
             raise DeviceError(f"AIE graph {self.name}: run({iterations}) failed: {self._shim.last_error()}")
 
     def wait(self, timeout_ms: int) -> bool:
-        """True when the graph finished its iterations, False on timeout."""
+        """True when the graph finished its iterations, False on timeout (``timeout_ms`` in milliseconds)."""
+        _check_int(timeout_ms, f"AIE graph {self.name}: wait timeout (ms)")
         rc = self._shim.lib.vckattn_graph_wait(self._h, int(timeout_ms))
         if rc < 0:
             raise DeviceError(f"AIE graph {self.name}: wait failed: {self._shim.last_error()}")
@@ -130,13 +138,22 @@ class Ip:
     def __init__(self, shim: Shim, handle: int, name: str) -> None:
         self._shim, self._h, self.name = shim, handle, name
 
+    def _offset(self, offset: int) -> int:
+        if not 0 <= int(offset) <= 0xFFFFFFFF:
+            raise DeviceError(f"kernel {self.name}: register offset {offset} is outside the 32-bit address space")
+        return int(offset)
+
     def read(self, offset: int) -> int:
+        """The 32-bit word at byte ``offset`` of the kernel's register space."""
+        offset = self._offset(offset)
         v = ctypes.c_uint32()
         if self._shim.lib.vckattn_ip_read(self._h, int(offset), ctypes.byref(v)) != 0:
             raise DeviceError(f"kernel {self.name}: register read at {offset:#x} failed: {self._shim.last_error()}")
         return int(v.value)
 
     def write(self, offset: int, value: int) -> None:
+        """Write the low 32 bits of ``value`` (a negative value as its two's complement) at byte ``offset``."""
+        offset = self._offset(offset)
         if self._shim.lib.vckattn_ip_write(self._h, int(offset), int(value) & 0xFFFFFFFF) != 0:
             raise DeviceError(f"kernel {self.name}: register write at {offset:#x} failed: {self._shim.last_error()}")
 
@@ -168,6 +185,10 @@ class Shim:
             "vckattn_ip_write": ([vp, ctypes.c_uint32, ctypes.c_uint32], ctypes.c_int),
             "vckattn_ip_close": ([vp], None),
         }
+        missing = [name for name in sig if not hasattr(lib, name)]
+        if missing:
+            raise DeviceError(f"XRT graph shim: {path} lacks {', '.join(missing)} (a build of another shim version; "
+                              f"delete it to rebuild)")
         for name, (args, res) in sig.items():
             fn = getattr(lib, name)
             fn.argtypes, fn.restype = args, res

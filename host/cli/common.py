@@ -349,7 +349,8 @@ __all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "atomic_path", "chec
 
 
 def device_options(args: argparse.Namespace) -> dict:
-    """The backend options of ``run``/``eval`` from their flags: ``--seed`` (rtl), ``--xclbin`` (xrt/pynq, required),
+    """The backend options of ``run``/``eval`` from their flags: ``--seed`` (rtl), ``--xclbin`` (xrt/pynq, required
+    except for xrt under ``VCKATTN_EMULATION``),
     ``--device`` (xrt card index), ``--aie-path vector`` (csim of an engine build: the AIE kernels' vector path)."""
     opts: dict = {}
     if args.backend == "rtl" and args.seed is not None:
@@ -359,7 +360,10 @@ def device_options(args: argparse.Namespace) -> dict:
             raise UserError("--aie-path vector selects the csim backend's AIE kernel path; use --backend csim")
         opts["vector"] = True
     if args.backend in ("xrt", "pynq"):
-        if args.xclbin is None:
+        from vckattn.host.backends.emulation import emulation_mode
+
+        emulated = args.backend == "xrt" and emulation_mode() is not None  # the manifest names the design
+        if args.xclbin is None and not emulated:
             raise UserError(f"--backend {args.backend} needs --xclbin")
         opts["xclbin"] = args.xclbin
         if args.backend == "xrt":

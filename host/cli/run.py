@@ -52,7 +52,8 @@ def add_run(sub: Subparsers) -> None:
                    help="fail (exit status 3) when a layer's mean per-token cosine vs the float golden is below C "
                    "(default: the threshold the bundle's export check held the layer to, recorded in the bundle; "
                    f"{DEFAULT_MIN_FIDELITY} for bundles that record none; -1 accepts any)")
-    p.add_argument("--xclbin", type=Path, metavar="F", help="xrt/pynq: the built xclbin")
+    p.add_argument("--xclbin", type=Path, metavar="F",
+                   help="xrt/pynq: the built xclbin (not for xrt on an emulated card: VCKATTN_EMULATION=csim)")
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
     p.add_argument("--aie-path", choices=("scalar", "vector"), default="scalar", dest="aie_path",
@@ -150,7 +151,8 @@ def add_deploy(sub: Subparsers) -> None:
         "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
         "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
         "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
-        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt only.",
+        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt and a stub of the XRT "
+        "library only.",
         epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_attention.xclbin --bundle build/bundles/minilm "
                         "--json deploy.json"),
     )

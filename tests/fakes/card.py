@@ -1,7 +1,7 @@
 """FAKE: a stand-in for the attention build on a VCK5000/VCK190 card (data movers, normalizer
 kernels, AIE graph) that records calls; not hardware.
 
-:class:`FakeAttentionCard` is what ``fake_pyxrt``, ``fake_pynq`` and the fake graph shim talk to.
+:class:`FakeAttentionCard` is what ``fake_pyxrt``, ``fake_pynq`` and the stub XRT library (``xrt_stub``) talk to.
 It models only what the host can observe:
 
 * the normalizers' AXI4-Lite register files, from the manifest's register maps: ``ID``/``VERSION``

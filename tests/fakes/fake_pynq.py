@@ -14,7 +14,7 @@ address that is no buffer is an error); ``CTRL`` reads ``ap_idle`` (0x4) before 
 running, ``ap_done|ap_idle`` (0x6) once done, then 0x4 (``ap_done`` is clear-on-read). The AIE graph
 is free-running (no graph control); a launch completes once the three movers and ``score_switch``
 have started. The normalizers sit in a hierarchy ``normalizers/<name>``, the HLS kernels are
-``<name>_1``.
+``<name>_1``, or, for a kernel with ``compute_units`` (the engine's movers), one IP per unit named as the unit.
 """
 
 from __future__ import annotations
@@ -65,9 +65,11 @@ def module_for(card: FakeAttentionCard, ip_keys: dict[str, str] | None = None) -
     m = ModuleType("pynq")
     m.__doc__ = "FAKE pynq (tests/fakes/fake_pynq.py): records calls; not hardware"
     memory: dict[int, _DevMem] = {}
-    keys = {k["name"]: (f"normalizers/{k['name']}" if k["kind"] == "rtl" else f"{k['name']}_1")
-            for k in card.manifest.data["kernels"] if k["name"] in card.kernels} | (ip_keys or {})
-    hls = {k["name"]: k for k in card.manifest.data["kernels"] if k["kind"] == "hls"}
+    units = {u: k for k in card.manifest.data["kernels"] if k["name"] in card.kernels
+             for u in k.get("compute_units") or [k["name"]]}  # IP name (a kernel, or one of its compute units)
+    keys = {u: (f"normalizers/{u}" if k["kind"] == "rtl" else u if k.get("compute_units") else f"{u}_1")
+            for u, k in units.items()} | (ip_keys or {})
+    hls = {u: k for u, k in units.items() if k["kind"] == "hls"}
     regfiles: dict[str, dict[int, int]] = {name: {} for name in hls}
 
     class PynqBuffer(np.ndarray):
@@ -165,9 +167,9 @@ def module_for(card: FakeAttentionCard, ip_keys: dict[str, str] | None = None) -
             card.loaded = True
             self.ip_dict = {}
             for i, (name, key) in enumerate(keys.items()):
-                entry = card.manifest.kernel(name)
+                entry = units[name]
                 d = {"phys_addr": 0xA400_0000 + i * 0x10000, "addr_range": 0x10000, "fullpath": key,
-                     "type": f"xilinx.com:{entry['kind']}:{name}:1.0"}
+                     "type": f"xilinx.com:{entry['kind']}:{entry['name']}:1.0"}
                 if entry["kind"] == "hls":
                     d["registers"] = hls_registers(entry)
                 self.ip_dict[key] = d

@@ -1,12 +1,14 @@
-"""FAKE: a stand-in for XRT 2022.2's ``pyxrt`` module and for vckattn's C++ graph shim that
-records calls; not hardware.
+"""FAKE: a stand-in for XRT 2022.2's ``pyxrt`` module that records calls; not hardware. (The AIE graph and the
+RTL kernels' registers go through the project's real C++ shim, built against the stub XRT library in
+``xrt_stub/``; :func:`fakes.xrt_stub.card_handler` routes those calls to the same card.)
 
-Only the documented surface the ``xrt`` backend uses: ``device(index)`` with ``load_xclbin``;
-``xclbin(path)`` with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(device,
-uuid, name)`` with ``group_id(i)`` and ``__call__(*args) -> run``; ``run.wait(timeout_ms)`` /
-``run.state()``; ``bo(device, nbytes, bo.flags.normal, group)`` with ``write``, ``read``, ``sync``,
-``size``, ``map``; ``xclBOSyncDirection``, ``ert_cmd_state``, ``uuid``. Everything is routed to a
-:class:`~fakes.card.FakeAttentionCard` and logged in ``card.log``.
+Only the documented surface the ``xrt`` backend uses: ``device(index)`` with ``load_xclbin``; ``xclbin(path)``
+with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(device, uuid, name)`` (``name`` a
+kernel, or ``kernel:{cu}`` one of its compute units) with ``group_id(i)`` and ``__call__(*args) -> run``;
+``run.wait(timeout_ms)`` / ``run.state()``; ``bo(device, nbytes, bo.flags.normal, group)`` with ``write``,
+``read``, ``sync``, ``size``, ``map``; ``xclBOSyncDirection``, ``ert_cmd_state``, ``uuid``. Everything is
+routed to a :class:`~fakes.card.FakeAttentionCard` (or the engine card, ``engine_card.py``) and logged in
+``card.log``.
 
 Checks a real card would only show as garbage, made loud here: a kernel argument of the wrong kind
 (a buffer where the manifest has a scalar, ...), a buffer allocated in another argument's memory
@@ -17,23 +19,18 @@ all of them to the same DDR), reading a buffer the host never synced back (the d
 as 0xA5 bytes).
 
 ``module_for(card)`` returns a module object to install with
-``monkeypatch.setitem(sys.modules, "pyxrt", module_for(card))``; ``FakeShim(card)`` has the
-``graph(device_index, uuid_bytes, name)`` / ``ip(...)`` methods of :class:`vckattn.host.backends.xrt_graph.Shim`
-(pass ``graph_factory=shim.graph, ip_factory=shim.ip``).
+``monkeypatch.setitem(sys.modules, "pyxrt", module_for(card))``.
 """
 
 from __future__ import annotations
 
 import enum
 import itertools
-import uuid as uuidlib
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import numpy as np
-
-from vckattn.host.backends.base import DeviceError
 
 from .card import FakeAttentionCard
 
@@ -84,8 +81,9 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
         def get_kernels(self) -> list[xclbinkernel]:
             return [xclbinkernel(k) for k in card.kernels]
 
-        def get_ips(self) -> list[xclbinkernel]:
-            return [xclbinkernel(f"{k}:{k}_1") for k in card.kernels]
+        def get_ips(self) -> list[xclbinkernel]:  # compute units: the manifest's, else one "<kernel>_1"
+            return [xclbinkernel(f"{k}:{cu}") for k in card.kernels
+                    for cu in card.manifest.kernel(k).get("compute_units") or [f"{k}_1"]]
 
     class device:  # noqa: N801
         def __init__(self, index: int = 0) -> None:
@@ -172,10 +170,17 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
             card.record("kernel", name=name)
             if not card.loaded or xuuid.to_string() != card.xclbin_uuid:
                 raise RuntimeError(f"No xclbin with that UUID is loaded (kernel '{name}')")
-            if name not in card.kernels:
-                raise RuntimeError(f"No such kernel '{name}'")
-            self.name = name
-            self.entry = card.manifest.kernel(name)
+            kname, _, cus = name.partition(":")  # "kernel:{cu}" selects one compute unit, as XRT's names do
+            if kname not in card.kernels:
+                raise RuntimeError(f"No such kernel '{kname}'")
+            self.name = kname
+            self.entry = card.manifest.kernel(kname)
+            self.cu = kname
+            if cus:
+                cu = cus.strip("{}")
+                if not (cus.startswith("{") and cus.endswith("}")) or cu not in self.entry.get("compute_units", []):
+                    raise RuntimeError(f"No compute unit matching '{name}'")
+                self.cu = cu
 
         def _group(self, index: int) -> int:
             return 1000 * kernel_names.index(self.name) + int(index)
@@ -217,68 +222,8 @@ def module_for(card: FakeAttentionCard) -> ModuleType:
                     if not isinstance(a, int | np.integer) or isinstance(a, bool):
                         raise TypeError(f"FAKE: {self.name} argument {p['name']} must be an int, got {type(a)}")
                     named[p["name"]] = int(a)
-            return run(card.start(self.name, named))
+            return run(card.start(self.cu, named))
 
     for cls in (uuid, xclbin, device, bo, run, kernel):
         setattr(m, cls.__name__, cls)
     return m
-
-
-class FakeGraph:
-    def __init__(self, card: FakeAttentionCard, name: str) -> None:
-        self.card, self.name = card, name
-
-    def run(self, iterations: int) -> None:
-        self.card.record("graph.run", iterations=int(iterations))
-        self.card.graph_run(iterations)
-
-    def wait(self, timeout_ms: int) -> bool:
-        self.card.record("graph.wait", timeout_ms=int(timeout_ms))
-        return self.card.graph_done()
-
-    def end(self) -> None:
-        self.card.record("graph.end")
-
-    def close(self) -> None:
-        self.card.record("graph.close")
-
-
-class FakeIp:
-    def __init__(self, card: FakeAttentionCard, name: str) -> None:
-        self.card, self.name = card, name
-
-    def read(self, offset: int) -> int:
-        return self.card.reg_read(self.name, offset)
-
-    def write(self, offset: int, value: int) -> None:
-        if not 0 <= int(value) <= 0xFFFFFFFF:
-            raise ValueError(f"FAKE: register word {value} is not a uint32")
-        self.card.reg_write(self.name, offset, value)
-
-    def close(self) -> None:
-        self.card.record("ip.close", kernel=self.name)
-
-
-class FakeShim:
-    """Stands in for :class:`vckattn.host.backends.xrt_graph.Shim` (the compiled C++ shim)."""
-
-    def __init__(self, card: FakeAttentionCard) -> None:
-        self.card = card
-
-    def _check(self, device_index: int, uuid: bytes, what: str, name: str) -> None:
-        if not self.card.loaded or uuidlib.UUID(bytes=bytes(uuid)) != uuidlib.UUID(self.card.xclbin_uuid):
-            raise DeviceError(f"cannot open {what} {name!r}: no xclbin with that UUID is loaded on card {device_index}")
-
-    def graph(self, device_index: int, uuid: bytes, name: str) -> FakeGraph:
-        self.card.record("graph.open", name=name)
-        self._check(device_index, uuid, "AIE graph", name)
-        if name != self.card.graph_name:
-            raise DeviceError(f"cannot open AIE graph {name!r}: no such graph in the xclbin")
-        return FakeGraph(self.card, name)
-
-    def ip(self, device_index: int, uuid: bytes, name: str) -> FakeIp:
-        self.card.record("ip.open", kernel=name)
-        self._check(device_index, uuid, "kernel", name)
-        if name not in self.card.regs or name not in self.card.kernels:
-            raise DeviceError(f"cannot open kernel {name!r} for register access: no such IP")
-        return FakeIp(self.card, name)

@@ -1,6 +1,7 @@
-// FAKE stand-in for XRT 2022.2 <experimental/xrt_graph.h>: declarations only (syntax check of the shim).
-#ifndef VCKATTN_FAKE_XRT_GRAPH_H_
-#define VCKATTN_FAKE_XRT_GRAPH_H_
+// STUB stand-in for XRT 2022.2 <experimental/xrt_graph.h> (tests/fakes/xrt_stub: no XRT here). Same names and
+// signatures as the documented API the shim uses; the stub library (../../xrt_stub.cpp) defines them.
+#ifndef VCKATTN_STUB_XRT_GRAPH_H_
+#define VCKATTN_STUB_XRT_GRAPH_H_
 #include <chrono>
 #include <cstdint>
 #include <memory>

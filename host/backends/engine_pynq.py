@@ -1,0 +1,141 @@
+"""``pynq`` for engine builds: one launch per layer on a VCK190 through PYNQ 4.0 (run on the board's Arm cores).
+
+The launch, buffers and checks: :mod:`.engine_hw`. PYNQ's side, as for the reference build (:mod:`.pynq`):
+
+* ``pynq.Overlay(path, download=...)``; each mover compute unit (``mm2s_engine_q_<i>``, ``mm2s_engine_k_<i>``,
+  ``mm2s_engine_v_<i>``, ``s2mm_engine_<i>``) and the PL top ``engine_pl`` found in ``overlay.ip_dict`` by name
+  (:func:`.pynq.find_ip`; a unit without a match is refused, naming it); ``engine_pl``'s ``ID`` checked, its SwiftMax
+  registers written and read back through the driver's ``read`` / ``write``;
+* ``pynq.allocate`` buffers (``device_address``, ``sync_to_device``, ``sync_from_device``, ``freebuffer``);
+* the movers (``ap_ctrl_hs``) started through their ``s_axi_control`` registers: every argument at its offset from
+  ``ip_dict[...]["registers"]`` (64-bit addresses as low/high words), then ``ap_start``; ``CTRL`` polled until done,
+  up to the time-out.
+
+AIE graph: PYNQ has no graph API. The build for this backend starts its graph when the device image loads and lets it
+run free (no ``--package.defer_aie_run``); its kernels block on their input buffers, so the movers pace it, and no
+pipeline needs filler tiles. A stalled array shows up as a time-out in an ``s2mm_engine`` unit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from vckattn.host.backends.base import DeviceError
+from vckattn.host.backends.engine_hw import EngineCardDevice
+from vckattn.host.backends.pynq import (
+    AP_START,
+    arg_offsets,
+    arg_words,
+    find_ip,
+    import_pynq,
+    ip_driver,
+    open_overlay,
+    poll_done,
+)
+from vckattn.hw.driver import IpPort
+from vckattn.hw.manifest import Manifest
+
+
+class EnginePynqDevice(EngineCardDevice):
+    name = "pynq"
+    where = "hardware: VCK190 through PYNQ 4.0: the engine's movers and PL top, a free-running AIE graph"
+
+    def __init__(self, manifest: Manifest, seed: int = 0, xclbin: Path | None = None, timeout_ms: int | None = None,
+                 download: bool = True, poll_s: float = 0.0002, **options: Any) -> None:
+        """``xclbin``: the overlay file PYNQ loads (``.xclbin``, or ``.pdi``/``.bit`` beside its ``.hwh``)."""
+        super().__init__(manifest, seed, xclbin, timeout_ms, **options)
+        self.download, self.poll_s = bool(download), float(poll_s)
+        self._pynq: Any = None
+        self._overlay: Any = None
+        self._ips: dict[str, Any] = {}  # compute unit or PL top -> driver
+        self._args: dict[str, dict[str, list[int]]] = {}  # unit -> port -> register offsets
+        self._ctrl: dict[str, int] = {}
+
+    def _open(self) -> None:
+        m = self.manifest
+        pynq = self._pynq = import_pynq()
+        self._overlay, ip_dict = open_overlay(pynq, self.xclbin, self.download)
+        names = [cu for _, cu in self.units()] + [self.pl_top]
+        keys = {n: find_ip(ip_dict, n) for n in names}
+        missing = [n for n, key in keys.items() if key is None]
+        if missing:
+            raise DeviceError(f"{self.xclbin}: the overlay lacks {', '.join(missing)} listed in {m.file} "
+                              f"(its IP: {', '.join(sorted(ip_dict)) or 'none'})")
+        for kname, cu in self.units():
+            key = keys[cu]
+            assert key is not None
+            self._ips[cu] = ip_driver(self._overlay, key)
+            regs = ip_dict[key].get("registers") or {}
+            self._ctrl[cu] = int(regs.get("CTRL", {}).get("address_offset", 0))
+            offs = {}
+            for p in m.kernel(kname)["ports"]:
+                if p["protocol"] == "axis":
+                    continue
+                try:
+                    offs[p["name"]] = arg_offsets(regs, p["name"], p["protocol"] == "m_axi")
+                except KeyError:
+                    raise DeviceError(f"kernel {kname} ({key}): the overlay's register map has no argument "
+                                      f"{p['name']!r} (has {', '.join(sorted(regs)) or 'no registers'})") from None
+            self._args[cu] = offs
+            self.kernels_checked.append({"name": cu, "kind": "hls", "kernel": kname, "ip": key})
+        key = keys[self.pl_top]
+        assert key is not None
+        self._ips[self.pl_top] = ip_driver(self._overlay, key)
+        got = self._check_ident(IpPort(self._ips[self.pl_top]))
+        self.kernels_checked.append({"name": self.pl_top, "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
+
+    def close(self) -> None:
+        for buf, _ in self._bufs.values():
+            try:
+                buf.freebuffer()
+            except Exception:  # releasing
+                pass
+        self._bufs, self._ips, self._args, self._ctrl = {}, {}, {}, {}
+        self._overlay = None
+
+    def _is_open(self) -> bool:
+        return self._overlay is not None
+
+    def _register_port(self) -> IpPort:
+        if self.pl_top not in self._ips:
+            raise DeviceError(f"pynq backend: kernel {self.pl_top} is not open (use the device as a context manager)")
+        return IpPort(self._ips[self.pl_top])
+
+    def _alloc(self, name: str, unit: str, port: str, nbytes: int) -> Any:
+        try:
+            return self._pynq.allocate(shape=(int(nbytes),), dtype=np.uint8)
+        except Exception as exc:
+            raise DeviceError(f"cannot allocate the {name} buffer ({nbytes} bytes): {exc}") from None
+
+    def _release(self, buf: Any) -> None:
+        buf.freebuffer()
+
+    def _upload(self, buf: Any, data: np.ndarray) -> None:
+        raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+        buf[: raw.size] = raw
+        buf.sync_to_device()
+
+    def _download(self, buf: Any, nbytes: int) -> np.ndarray:
+        buf.sync_from_device()
+        return np.asarray(buf[:nbytes]).view(np.uint8).copy()
+
+    def _start(self, unit: str, values: dict[str, Any]) -> None:
+        kname = self.kernel_of(unit)
+        ip, offs = self._ips[unit], self._args[unit]
+        for p in self.manifest.kernel(kname)["ports"]:
+            if p["protocol"] == "axis":
+                continue
+            for off, word in zip(offs[p["name"]], arg_words(unit, p, values[p["name"]], len(offs[p["name"]])),
+                                 strict=True):
+                ip.write(off, word)
+        ip.write(self._ctrl[unit], AP_START)
+
+    def _wait(self, unit: str) -> None:
+        if not poll_done(self._ips[unit], self._ctrl[unit], self.timeout_ms, self.poll_s):
+            raise DeviceError(f"device timeout after {self.timeout_ms} ms in {unit} on launch {self.launches}")
+
+
+__all__ = ["EnginePynqDevice"]
