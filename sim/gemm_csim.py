@@ -90,7 +90,7 @@ class GemmRun:
     """The result of one run: ``out`` ``(n_rows, n_out)`` (int8 or int32; None when a kernel failed), ``headers``
     the GRESULT header fields of every out buffer in order, ``status`` per kernel ``k<j>`` (code, text),
     ``leftover`` / ``missing``, ``op_counts`` one dict per kernel invocation (``kernel``, ``j``, ``tile``,
-    ``counts``)."""
+    ``counts``), ``data_bytes`` each kernel's data memory as the kernel code declares it (``gemm_data_bytes``)."""
 
     out: np.ndarray | None
     headers: list[dict[str, int]]
@@ -98,6 +98,7 @@ class GemmRun:
     leftover: dict[str, int] = field(default_factory=dict)
     missing: dict[str, int] = field(default_factory=dict)
     op_counts: list[dict] = field(default_factory=list)
+    data_bytes: dict[str, int] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -186,6 +187,7 @@ def run_gemm(p: GemmParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray | Non
     status = {m[1]: (int(m[2]), m[3].strip()) for m in re.finditer(r"^status (\S+) (-?\d+) (.*)$", text, re.M)}
     left = {m[1]: int(m[2]) for m in re.finditer(r"^leftover (\S+) (\d+)$", text, re.M)}
     missing = {m[1]: int(m[2]) for m in re.finditer(r"^missing (\S+) (\d+)$", text, re.M)}
+    mem = {m[1]: int(m[2]) for m in re.finditer(r"^data_bytes (\S+) (\d+)$", text, re.M)}
     ob = p.out_buffer_bytes()
     bufs = [raw[i:i + ob] for i in range(0, len(raw), ob)]
     headers = [streams.decode("gresult", np.frombuffer(b[:BEAT], np.uint8)) for b in bufs]
@@ -200,7 +202,7 @@ def run_gemm(p: GemmParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray | Non
             out[r * p.rows:(r + 1) * p.rows, cb * p.cols:(cb + 1) * p.cols] = \
                 np.frombuffer(b[BEAT:], dt).reshape(p.rows, p.cols)
         out = out[:n_rows]
-    return GemmRun(out, headers, status, left, missing, inv)
+    return GemmRun(out, headers, status, left, missing, inv, mem)
 
 
 __all__ = ["GemmParams", "GemmRun", "build", "build_name", "gemm_buffers", "run_gemm"]

@@ -14,6 +14,7 @@
 // (vector build only): {"kernel": "first"|"mid"|"last"|"only", "j": j, "tile": id, "counts": {"<op>": n, ...}}.
 // stdout, one line each:
 //   status k<j> <code> <text>   every kernel
+//   data_bytes k<j> <n>         the kernel's data memory (gemm_data_bytes: buffers and state)
 //   leftover <stream> <n>       unconsumed x / w buffers or cascade words, when n > 0
 //   missing <stream> <n>        cascade words read past the end, when n > 0
 // Exit 2 on bad arguments or files.
@@ -142,6 +143,7 @@ struct All {
             ++done;
         }
         std::printf("status %s %d %s\n", name.c_str(), code, vckattn_gemm::gemm_status_text(code));
+        std::printf("data_bytes %s %d\n", name.c_str(), vckattn_gemm::gemm_data_bytes(J, OUT_BITS));
         count("leftover", name + ".x", n_tiles - done);
         count("leftover", name + ".w", w.remaining() + w.held());
         if (J > 0) {
