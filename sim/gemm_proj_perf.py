@@ -118,8 +118,9 @@ def main(argv: Sequence[str] | None = None) -> int:
           f"counts: {len(rows) - len(bad)}/{len(rows)}")
     print("modeled per invocation (MACs / (cycles x 128)), data memory per kernel:")
     for r in data["shapes"]:
-        print(f"  {r['kernel']:5s} rows {r['rows']:2d} cols {r['cols']:3d} kslice {r['kslice']:3d} out int{r['out_bits']:<2d}: "
-              f"{r['cycles']:6.0f} cycles, efficiency {r['efficiency']:.1%}, {r['data_bytes']:6d} B")
+        print(f"  {r['kernel']:5s} rows {r['rows']:2d} cols {r['cols']:3d} kslice {r['kslice']:3d} "
+              f"out int{r['out_bits']:<2d}: {r['cycles']:6.0f} cycles, efficiency {r['efficiency']:.1%}, "
+              f"{r['data_bytes']:6d} B")
     return 1 if bad else 0
 
 

@@ -93,7 +93,8 @@ def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
     p = GemmParams(*build)
     x, lin, rq = random_case(np.random.default_rng(list(build)), p, 0)
     res = run_gemm(p, x, lin.w, lin.b, rq, vector=True, op_counts=True)
-    assert res.ok and np.array_equal(res.out.astype(np.int64), golden_projection(lin, x, rq))  # counting changes nothing
+    # counting changes nothing
+    assert res.ok and np.array_equal(res.out.astype(np.int64), golden_projection(lin, x, rq))
     n_tiles = len(res.headers)
     assert len(res.op_counts) == p.kernels * n_tiles
     for j in range(p.kernels):  # the kernel code's own data memory figure
