@@ -30,15 +30,15 @@ __all__ = ["COMMAND", "MEASURED", "SHAPES", "data_file", "measure_build"]
 COMMAND = "python -m vckattn.sim.gemm_proj_perf --out hw/perf/data/gemm_proj.json"
 SEED = 20261126
 
-#: builds measured (kernels, rows, cols, kslice, out_bits): the default shape (16 rows, 64 channels, 128-feature
-#: K-slices) for Q/K/V (int8) and Y (int32) with three kernels (first, mid, last), two smaller ones (RB = 1 and 2)
-#: and a one-kernel build
+#: builds measured (kernels, rows, cols, kslice, out_bits): the chosen shapes (Q/K/V: 16 rows x 48 channels over
+#: 192-feature K-slices, int8; W_O: 8 rows, int32) with three kernels (first, mid, last), the 16 x 64 x 128 shape,
+#: a small one with one row block a register block and a one-kernel build
 MEASURED: tuple[tuple[int, int, int, int, int], ...] = (
-    (3, 16, 64, 128, 8), (3, 16, 64, 128, 32), (2, 12, 32, 32, 8), (1, 8, 16, 16, 32))
+    (3, 16, 48, 192, 8), (3, 8, 48, 192, 32), (3, 16, 64, 128, 8), (2, 12, 32, 32, 8), (1, 8, 16, 16, 32))
 
-#: shapes reported (rows, cols, kslice): the default and its neighbours
-SHAPES: tuple[tuple[int, int, int], ...] = ((16, 64, 128), (32, 64, 128), (16, 32, 256), (32, 32, 128),
-                                            (16, 64, 256))
+#: shapes reported (rows, cols, kslice): the chosen ones and their neighbours
+SHAPES: tuple[tuple[int, int, int], ...] = ((16, 48, 192), (8, 48, 192), (16, 64, 128), (32, 64, 128),
+                                            (16, 32, 256), (32, 48, 128), (16, 64, 256))
 
 
 def measure_build(build: Sequence[int], seed: int = SEED) -> dict[str, dict[str, int]]:

@@ -19,13 +19,18 @@ array's int8 peak (``tiles × 128 MACs × 2 × aie clock``).
 
 Assumptions (each can make the real design slower):
 
-* The AIE kernels' cycles are the modeled cycles of their own instrumented code (:mod:`.gemm_proj`,
-  :mod:`.engine_aie`; the kernels are not compiled by aiecompiler here), and their DMA keeps up (the projection's
-  int32 Y needs ``rows·cols`` cycles of a 32-bit DMA a tile: as long as its compute).
+* A tile of a stage takes the longest of its slowest kernel's modeled cycles (its own instrumented code:
+  :mod:`.gemm_proj`, :mod:`.engine_aie`; not compiled by aiecompiler here) and the transfer of each of its buffers
+  through one 128-bit PLIO at the PL clock (250 MHz, the model's default) and the tile DMA's 32-bit stream; DMA and
+  compute overlap (ping-pong buffers); the attention pipelines have one score channel per kernel pair. It rules out
+  tiles whose 4-byte Y or whose x slice outgrows a PLIO (16 rows × 64 channels over 128 features: Y 4 KB a tile,
+  1,280 cycles of a PLIO against 1,099 of compute).
+* The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
+  compile the Q/K/V and the W_O kernels with their own parameters.
 * The PL keeps pace and is NOT costed here: the SwiftMax lanes of the attention pipelines, the requantizers, the
   residual add, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
   sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (X goes to all projection cascades by
-  broadcast, one stream per K-slice).
+  broadcast, one stream per K-slice; each cascade and pipeline has its own output PLIO).
 * Stage hand-offs cost nothing beyond the pipeline fill ``Σ_{i ≠ max} T_i / B``; no launch overhead.
 * At most ``tile_cap`` of the AIE tiles are used (default 80%: the resource headroom rule), every kernel on its own
   tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
@@ -68,22 +73,32 @@ class SublayerShape:
 
 @dataclass(frozen=True)
 class SublayerSplit:
-    """How the array is split: ``n_qkv`` / ``n_o`` projection cascades (GEMM tile ``rows × cols`` over
-    ``kslice``-feature slices), ``n_att`` attention pipelines of ``kq`` + ``kq`` kernels with ``q_rows`` query rows a
-    tile."""
+    """How the array is split: ``n_qkv`` / ``n_o`` projection cascades, ``n_att`` attention pipelines of ``kq`` +
+    ``kq`` kernels with ``q_rows`` query rows a tile. The GEMM tiles ``(rows, cols, kslice)`` of the Q/K/V cascades
+    (``qkv_tile``, int8 out) and the W_O cascades (``o_tile``, int32 out: fewer rows a tile, so that its buffers fit
+    a tile's memory with the 4-byte outputs); each is a build of the projection GEMM kernel. The defaults are the
+    shapes of highest modeled efficiency that fit a tile's memory and keep their x and out buffers within a PLIO's
+    rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates)."""
 
     n_qkv: int
     n_o: int
     n_att: int
     kq: int
     q_rows: int = 32
-    rows: int = 16
-    cols: int = 64
-    kslice: int = 128
+    qkv_tile: tuple[int, int, int] = (16, 48, 192)
+    o_tile: tuple[int, int, int] = (8, 48, 192)
 
 
 #: the device (hw/perf/device.json, VCK5000): AIE tiles, AIE clock, DDR bandwidth, data memory a kernel may use
-DEVICE = {"aie_tiles": 400, "aie_clock_hz": 1.25e9, "ddr_bytes_per_s": 57.0e9, "kernel_memory_bytes": 32768 - 2560}
+DEVICE = {"aie_tiles": 400, "aie_clock_hz": 1.25e9, "ddr_bytes_per_s": 57.0e9, "kernel_memory_bytes": 32768 - 2560,
+          "pl_clock_hz": 250e6, "plio_bytes": 16, "dma_bytes_per_cycle": 4}
+
+
+def _io_cycles(nbytes: int) -> float:
+    """AIE cycles to move ``nbytes`` through one 128-bit PLIO at the PL clock, or through the tile DMA's 32-bit
+    stream at the AIE clock, whichever is slower (every buffer crosses both)."""
+    plio = nbytes / DEVICE["plio_bytes"] * DEVICE["aie_clock_hz"] / DEVICE["pl_clock_hz"]
+    return max(plio, nbytes / DEVICE["dma_bytes_per_cycle"])
 
 
 def sublayer_macs(s: SublayerShape) -> dict[str, int]:
@@ -107,22 +122,26 @@ def _tile_cycles(kq: int, q_rows: int, sk: int, d: int) -> float:
     return max(engine_aie.invocation_cycles(k, q_rows, sk, d)["total"] for k in kernels)
 
 
-def _cascade(s: SublayerShape, sp: SublayerSplit, n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
-    """One projection stage on ``n`` cascades: seconds for the launch, kernels, weight bytes read, memory."""
-    if s.d_model % sp.kslice or out_cols % sp.cols:
-        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {sp.kslice} / cols "
-                         f"{sp.cols}")
-    k = s.d_model // sp.kslice
-    chain = _chain_cycles(k, sp.rows, sp.cols, sp.kslice, out_bits)
-    blocks = out_cols // sp.cols
+def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
+    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch,
+    kernels, weight bytes read, memory."""
+    rows, cols, kslice = tile
+    if s.d_model % kslice or out_cols % cols:
+        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
+    k = s.d_model // kslice
+    compute = _chain_cycles(k, rows, cols, kslice, out_bits)
+    # a tile: each kernel's x buffer (its own K-slice stream, broadcast to the cascades), the last kernel's output
+    io = {"x_in": _io_cycles(rows * kslice), "out": _io_cycles(rows * cols * out_bits // 8)}
+    chain = max(compute, *io.values())
+    blocks = out_cols // cols
     units = blocks * s.batch  # (column block, sequence) pairs, dealt in block-major order, contiguous
     per = math.ceil(units / n)
     loads = sum(len({u // s.batch for u in range(c * per, min(units, (c + 1) * per))}) for c in range(n))
-    memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), sp.rows, sp.cols, sp.kslice, out_bits)
-                 for j in range(k))
-    return {"seconds": per * math.ceil(s.seq / sp.rows) * chain / DEVICE["aie_clock_hz"], "kernels": n * k,
-            "chain_cycles": chain, "units_busiest": per, "weight_bytes": loads * sp.cols * s.d_model,
-            "kernel_memory_bytes": memory, "efficiency": sp.rows * sp.cols * sp.kslice / (chain * PEAK_MACS_PER_CYCLE)}
+    memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), rows, cols, kslice, out_bits) for j in range(k))
+    return {"seconds": per * math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"], "kernels": n * k,
+            "chain_cycles": chain, "compute_cycles": compute, "io_cycles": io, "units_busiest": per,
+            "weight_bytes": loads * cols * s.d_model, "kernel_memory_bytes": memory,
+            "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE)}
 
 
 def attention_memory(q_rows: int, sk: int, d: int) -> int:
@@ -138,10 +157,15 @@ def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     if s.seq % sp.kq or (s.seq // sp.kq) % 16:
         raise ValueError(f"seq {s.seq} must split into {sp.kq} slices of a multiple of 16 keys")
     sk = s.seq // sp.kq
-    tile = _tile_cycles(sp.kq, sp.q_rows, sk, s.head_dim)
+    compute = _tile_cycles(sp.kq, sp.q_rows, sk, s.head_dim)
+    # a tile of a pipeline with one score channel a kernel pair: Q in, scores out and P in (int8), A out
+    io = {"q_in": _io_cycles(sp.q_rows * s.head_dim), "scores": _io_cycles(sp.q_rows * sk),
+          "a_out": _io_cycles(sp.q_rows * s.head_dim)}
+    tile = max(compute, *io.values())
     groups = math.ceil(s.batch * s.heads / sp.n_att)  # whole (batch, head) groups round-robin: the busiest
     tiles = groups * math.ceil(s.seq / sp.q_rows)
     return {"seconds": tiles * tile / DEVICE["aie_clock_hz"], "kernels": 2 * sp.kq * sp.n_att, "tile_cycles": tile,
+            "compute_cycles": compute, "io_cycles": io,
             "kernel_memory_bytes": attention_memory(sp.q_rows, sk, s.head_dim),
             "efficiency": sp.q_rows * sk * s.head_dim / (tile * PEAK_MACS_PER_CYCLE)}
 
@@ -149,8 +173,8 @@ def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
 def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     """The modeled time and fraction of peak of one split (module doc; JSON-ready)."""
     macs = sublayer_macs(s)
-    st = {"qkv": _cascade(s, sp, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
-          "o": _cascade(s, sp, sp.n_o, s.d_model, 32)}
+    st = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
+          "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
     times = {k: v["seconds"] for k, v in st.items()}
     top = max(times, key=lambda k: times[k])
     compute = times[top] + sum(t for k, t in times.items() if k != top) / s.batch
@@ -166,19 +190,20 @@ def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
             "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak}
 
 
-def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: int) -> dict[str, Any]:
+def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
     """The split with the shortest modeled time within ``tile_cap`` of the AIE tiles (every kernel one tile), over
-    every cascade count and attention pipeline count and ``kq`` in 1, 2, 4 (``tiles``: the GEMM tile
-    ``rows``/``cols``/``kslice`` and ``q_rows``, as :class:`SublayerSplit`)."""
+    every cascade count and attention pipeline count and ``kq`` in 1, 2, 4 (``tiles``: ``qkv_tile``, ``o_tile``,
+    ``q_rows``, as :class:`SublayerSplit`)."""
     cap = int(tile_cap * DEVICE["aie_tiles"])
-    k = s.d_model // tiles.get("kslice", SublayerSplit.kslice)
+    k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
+    k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
     best = None
     for kq in (1, 2, 4):
         if s.seq % kq or (s.seq // kq) % 16:
             continue
-        for n_qkv in range(1, cap // k):
-            for n_o in range(1, (cap - n_qkv * k) // k + 1):
-                n_att = (cap - (n_qkv + n_o) * k) // (2 * kq)
+        for n_qkv in range(1, cap // k_qkv):
+            for n_o in range(1, (cap - n_qkv * k_qkv) // k_o + 1):
+                n_att = (cap - n_qkv * k_qkv - n_o * k_o) // (2 * kq)
                 if n_att < 1:
                     continue
                 c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **tiles))
