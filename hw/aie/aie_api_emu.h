@@ -8,9 +8,10 @@
 // from and converted to an accumulator; the rounding and saturation modes of every accumulator to
 // vector conversion (aie::set_rounding / aie::set_saturation, defaults floor and none as on the
 // hardware: UG1079 "Rounding and Saturation Modes"); aie::mul<acc80> of int32 by int16 or int32 lanes
-// into aie::accum<acc80, N> (the AIE1 32x16-bit and 32x32-bit vector multiplies) and its to_vector; and, for the host only,
-// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with readincr_v<8> /
-// writeincr (each word counted: the performance model's cascade slots).
+// into aie::accum<acc80, N> (the AIE1 32x16-bit and 32x32-bit vector multiplies) and its to_vector;
+// and, for the host only,
+// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with
+// readincr_v<8> / writeincr (each word counted: the performance model's cascade slots).
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
 // tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment

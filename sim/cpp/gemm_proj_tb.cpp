@@ -64,7 +64,8 @@ std::vector<uint8_t> read_file(const std::string& name, size_t unit) {
 void write_file(const std::string& name, const std::vector<uint8_t>& data) {
     const std::string path = g_dir + "/" + name;
     FILE* f = std::fopen(path.c_str(), "wb");
-    if (!f || (!data.empty() && std::fwrite(data.data(), 1, data.size(), f) != data.size())) fail("cannot write " + path);
+    if (!f || (!data.empty() && std::fwrite(data.data(), 1, data.size(), f) != data.size()))
+        fail("cannot write " + path);
     std::fclose(f);
 }
 
