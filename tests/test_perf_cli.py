@@ -185,3 +185,25 @@ def test_validate_lists_the_published_designs(capsys):
     single = json.loads(out)["single_kernels"]
     assert [s["kernel"] for s in single] == ["charm_fp32"] and 0 < single[0]["modeled_efficiency"] <= 1
     assert "MaxEVA" in err and "CHARM" in err and "docs/validation.md" in err
+
+
+def test_scope_sublayer_prints_the_best_split_and_refuses_attention_flags(capsys):
+    """`perf --scope sublayer`: the best split of the array for the whole sublayer (hw/perf/sublayer.py), its JSON
+    and its figure on the terminal; the attention-only flags refused with status 2, a shape it cannot split 4."""
+    from vckattn.hw.perf import sublayer
+
+    code, out, err = _run(capsys, "perf", "--scope", "sublayer", "--seq", "128", "--json", "-")
+    assert code == 0, err
+    got = json.loads(out)
+    want = sublayer.best_split(sublayer.SublayerShape(batch=8, seq=128))
+    assert got["modeled"] is True and got["scope"] == "sublayer"
+    assert got["split"] == json.loads(json.dumps(want["split"])) and got["seconds"] == want["seconds"]
+    assert f"{want['fraction_of_peak']:.1%} of 128 int8 TOPS" in err and "MODELED" in err
+    for extra in (["--simulate"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
+                  ["--tile-cap", "1.5"]):
+        code, _, err = _run(capsys, "perf", "--scope", "sublayer", *extra)
+        assert code == 2 and err.count("\n") == 1, (extra, err)
+    code, _, err = _run(capsys, "perf", "--scope", "sublayer", "--d-head", "40")
+    assert code == 4 and "not multiples" in err
+    code, _, err = _run(capsys, "perf", "--tile-cap", "0.5")
+    assert code == 2 and "--scope sublayer only" in err

@@ -116,6 +116,13 @@ def add_perf(sub: Subparsers) -> None:
     p.add_argument("--simulate", action="store_true", help="also run the discrete-event simulation of the engine's "
                    "graph (buffers, cascade, packet merge/split, one DDR bank; SimPy) and print it beside the closed "
                    "form")
+    p.add_argument("--scope", choices=("attention", "sublayer"), default="attention",
+                   help="attention (default): the attention block on the design point; sublayer: the whole encoder "
+                   "sublayer (Q/K/V and W_O projections on AIE GEMM cascades beside the attention pipelines, X in "
+                   "and the output once through DDR), the best split of the array for --seq, --batch, --heads and "
+                   "--d-head (closed form, MODELED)")
+    p.add_argument("--tile-cap", type=float, default=0.8, metavar="F",
+                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8)")
     p.set_defaults(func=run_perf)
     psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
     e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
@@ -351,10 +358,68 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
 # ----------------------------------------------------------------------------------------------- perf
 
 
+def run_sublayer(args: argparse.Namespace) -> int:
+    """``vckattn perf --scope sublayer``: the best split of the array for the whole encoder sublayer (closed form)."""
+    from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
+    from vckattn.hw.perf import sublayer
+
+    for flag, value in (("--simulate", args.simulate), ("--plots", args.plots), ("--bundle", args.bundle),
+                        ("--config", args.config), ("--design", args.design),
+                        ("--design-from-manifest", args.design_from_manifest)):
+        if value:
+            raise UserError(f"{flag} applies to --scope attention only; --scope sublayer takes the workload flags "
+                             "--seq, --batch, --heads, --d-head and --tile-cap")
+    if args.board != "vck5000":
+        raise UserError("--scope sublayer models the VCK5000 only")
+    if not 0 < args.tile_cap <= 1:
+        raise UserError(f"--tile-cap must be in (0, 1], got {args.tile_cap}")
+    output_file(args.json_out, what="--json")
+    shape = sublayer.SublayerShape(batch=args.batch, seq=args.seq or 512, heads=args.heads or 12,
+                                   head_dim=args.d_head or 64)
+    try:
+        r = sublayer.best_split(shape, tile_cap=args.tile_cap)
+    except ValueError as exc:
+        raise InputError(f"--scope sublayer: {exc}") from None
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    sp = r["split"]
+    t = Table(title="the whole encoder sublayer — MODELED (not measured on a board)")
+    for col in ("stage", "units", "kernels", "busy (µs)", "efficiency a tile"):
+        t.add_column(col, justify="left" if col in ("stage", "units") else "right")
+    units = {"qkv": f"{sp['n_qkv']} Q/K/V GEMM cascades ({sp['qkv_tile'][0]} x {sp['qkv_tile'][1]} x "
+                    f"{sp['qkv_tile'][2]} tiles, int8 out)",
+             "attention": f"{sp['n_att']} attention pipelines ({sp['kq']} QKᵀ + {sp['kq']} P·V kernels and a "
+                          f"requantizer, {sp['q_rows']}-row tiles)",
+             "o": f"{sp['n_o']} W_O GEMM cascades ({sp['o_tile'][0]} x {sp['o_tile'][1]} x {sp['o_tile'][2]} "
+                  "tiles, int32 out)"}
+    for name, st in r["stages"].items():
+        t.add_row(name + (" ◀ bound" if r["bound"] == name else ""), units[name], str(st["kernels"]),
+                  f"{st['seconds'] * 1e6:,.1f}", f"{st['efficiency']:.1%}")
+    console.print(t)
+    console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
+                  f"S = {shape.seq}, batch {shape.batch}; the AIE array split within {args.tile_cap:.0%} of its "
+                  "tiles")
+    console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (weights once per cascade that uses them, X in, the output "
+                  f"out) = {r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank"
+                  + (" ◀ bound" if r["bound"] == "ddr" else ""))
+    console.print(f"{r['seconds'] * 1e6:,.1f} µs per sublayer, {r['tops']:.1f} TOPS = {r['fraction_of_peak']:.1%} "
+                  f"of 128 int8 TOPS ({r['kernels']} AIE kernels); MODELED: closed form, the PL (lanes, "
+                  "requantizers, residual add, movers, on-chip buffers) and the PLIO count not costed "
+                  "(hw/perf/sublayer.py states every assumption); no graph simulation of the sublayer")
+    if args.json_out is not None:
+        _write_json({"modeled": True, "scope": "sublayer", **r}, args.json_out)
+    return 0
+
+
 def run_perf(args: argparse.Namespace) -> int:
     from vckattn.host.cli.common import make_console
     from vckattn.hw.perf import figures, model
 
+    if args.scope == "sublayer":
+        return run_sublayer(args)
+    if args.tile_cap != 0.8:
+        raise UserError("--tile-cap applies to --scope sublayer only")
     output_file(args.json_out, what="--json")
     output_dir(args.plots, what="--plots")
     w = build_workload(args)

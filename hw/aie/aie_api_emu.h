@@ -7,10 +7,11 @@
 // aie::mmul<M, K, N, TypeA, TypeB> on row-major A (M x K), B (K x N), C (M x N) blocks, also built
 // from and converted to an accumulator; the rounding and saturation modes of every accumulator to
 // vector conversion (aie::set_rounding / aie::set_saturation, defaults floor and none as on the
-// hardware: UG1079 "Rounding and Saturation Modes"); aie::mul<acc80> of int32 by int16 lanes into
-// aie::accum<acc80, N> (the AIE1 32x16-bit vector multiply) and its to_vector; and, for the host only,
-// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with readincr_v<8> /
-// writeincr (each word counted: the performance model's cascade slots).
+// hardware: UG1079 "Rounding and Saturation Modes"); aie::mul<acc80> of int32 by int16 or int32 lanes
+// into aie::accum<acc80, N> (the AIE1 32x16-bit and 32x32-bit vector multiplies) and its to_vector;
+// and, for the host only,
+// the ADF cascade ports input_cascade<acc48> / output_cascade<acc48> as a FIFO of 8-lane acc48 words with
+// readincr_v<8> / writeincr (each word counted: the performance model's cascade slots).
 //
 // Used only when the test bench is built with -DVCKATTN_AIE_VECTOR_EMU, to check the vector path's
 // tiling and index arithmetic against the scalar reference bit for bit. It checks the AIE1 alignment
@@ -453,8 +454,8 @@ struct accum<acc48, N> {
     }
 };
 
-// The 80-bit accumulator of AIE1's 32x16-bit multiplies (v8acc80 registers). Lanes are modelled in int64: the only
-// product formed here, int32 x int16, is below 2^46 in magnitude, exact in both.
+// The 80-bit accumulator of AIE1's 32x16-bit and 32x32-bit multiplies (v8acc80 registers). Lanes are modelled in
+// int64: the products formed here, int32 x int16 and int32 x int32, are below 2^62 in magnitude, exact in both.
 template <unsigned N>
 struct accum<acc80, N> {
     int64_t v[N] = {};
@@ -488,14 +489,16 @@ accum<acc48, 4 * N> concat(const accum<acc48, N>& a, const accum<acc48, N>& b, c
     return r;
 }
 
-// Lane-wise products a[i] * b[i] into an accumulator (aie::mul<AccumTag>(v1, v2)): modelled for int32 x int16 into
-// acc80 only, the AIE1 32x16-bit multiply (aie_api/detail/aie1/mul_acc80.hpp: one lmul8 intrinsic per 8 lanes).
+// Lane-wise products a[i] * b[i] into an accumulator (aie::mul<AccumTag>(v1, v2)): modelled for int32 x int16 and
+// int32 x int32 into acc80 only, the AIE1 32x16-bit and 32x32-bit multiplies (aie_api/detail/aie1/mul_acc80.hpp:
+// one lmul8 intrinsic per 8 lanes). Products are below 2^62 in magnitude: exact in the int64 lanes.
 template <class AccTag, class T1, class T2, unsigned N>
 accum<AccTag, N> mul(const vector<T1, N>& a, const vector<T2, N>& b) {
     static_assert(std::is_same<AccTag, acc80>::value && std::is_same<T1, int32_t>::value &&
-                      std::is_same<T2, int16_t>::value,
-                  "aie_api_emu models aie::mul<acc80> of int32 by int16 lanes only");
-    static std::uint64_t& count = emu::op_counter(emu::key("mul<acc80,%u,int32,int16>", N));
+                      (std::is_same<T2, int16_t>::value || std::is_same<T2, int32_t>::value),
+                  "aie_api_emu models aie::mul<acc80> of int32 by int16 or int32 lanes only");
+    static std::uint64_t& count =
+        emu::op_counter(emu::key("mul<acc80,%u,int32,%s>", N, emu::type_name<T2>::value));
     ++count;
     accum<AccTag, N> r;
     for (unsigned i = 0; i < N; ++i) r.v[i] = static_cast<int64_t>(a.v[i]) * static_cast<int64_t>(b.v[i]);

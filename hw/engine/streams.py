@@ -3,7 +3,8 @@
 Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; a field is
 ``(word, low bit, width)``; no two fields of a header share bits. Headers: ``tile`` (first beat of a q
 buffer), ``slice`` (first beat of a k / v buffer; word 0 is the k_in / v_in packet's routing word), ``packet``
-(score / P packets), ``result`` (A records and done logs). The AIE kernels
+(score / P packets), ``result`` (A records and done logs); for the projection GEMM ``xtile`` (first beat of an
+x buffer), ``wslice`` (first beat of a w buffer) and ``gresult`` (its output records). The AIE kernels
 (``hw/aie/engine/engine_kernels.h``, through the generated ``hw/aie/generated/engine_streams.h``), the
 movers (``hw/hls/*_engine.cpp``), the PL top (``hw/pl/engine.py``), the C-simulation
 (``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
@@ -27,7 +28,11 @@ BEAT_BYTES = 16
 OP_LOAD_K = 1
 OP_TILE = 2
 OP_LOAD_V = 3
-OPS = {"LOAD_K": OP_LOAD_K, "TILE": OP_TILE, "LOAD_V": OP_LOAD_V}
+#: the projection GEMM (``hw/aie/engine/gemm_kernels.h``): X_TILE in the XTILE header of an x buffer, LOAD_W in the
+#: WSLICE header of a w buffer
+OP_X_TILE = 4
+OP_LOAD_W = 5
+OPS = {"LOAD_K": OP_LOAD_K, "TILE": OP_TILE, "LOAD_V": OP_LOAD_V, "X_TILE": OP_X_TILE, "LOAD_W": OP_LOAD_W}
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,36 @@ RESULT = (
     Field("d", 3, 0, 16, "head size D of the build"),
 )
 
-HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT}
+#: first beat of every x buffer of the projection GEMM: one K-slice of a tile of X rows
+XTILE = (
+    Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for GEMM kernel j of the cascade"),
+    Field("op", 1, 0, 4, "4 (X_TILE)"),
+    Field("slice", 1, 8, 8, "K-slice index j (input features [j*KSLICE, (j+1)*KSLICE))"),
+    Field("rows", 1, 16, 16, "valid rows of the tile (the kernels compute every row; the rows beyond are padding)"),
+    Field("tag", 2, 0, 32, "the host's tile id"),
+)
+
+#: first beat of every w buffer of the projection GEMM: the weights of one K-slice of one output-channel block
+WSLICE = (
+    Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for GEMM kernel j"),
+    Field("op", 1, 0, 4, "5 (LOAD_W)"),
+    Field("slice", 1, 8, 8, "K-slice index j"),
+    Field("tiles", 1, 16, 16, "tiles that use these weights (>= 1): the kernel releases the buffer after that many"),
+    Field("first_tile", 2, 0, 32, "tile id of the first of them (its tiles are first_tile .. first_tile + tiles - 1)"),
+    Field("col_block", 3, 0, 16, "output-channel block: channels [col_block*COLS, (col_block+1)*COLS)"),
+)
+
+#: header of a GEMM output record (the last kernel of the cascade -> PL)
+GRESULT = (
+    Field("tile_id", 0, 0, 32, "the host's tile id"),
+    Field("rows", 1, 0, 16, "valid rows"),
+    Field("col_block", 2, 0, 16, "output-channel block of the record"),
+    Field("elem_bits", 2, 16, 8, "8: requantized int8 (Q/K/V); 32: int32 accumulators + bias (Y of W_O)"),
+    Field("cols", 3, 0, 16, "output channels of the record (COLS of the build)"),
+)
+
+HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
+           "gresult": GRESULT}
 
 
 def _fields(kind: str) -> dict[str, Field]:

@@ -252,6 +252,20 @@ COST_TABLE.update({
                              "UG1079 'Rounding and Saturation Modes') on the scalar slot"),
 })
 
+# Projection GEMM kernel operations (hw/aie/engine/gemm_kernels.h; hw/perf/gemm_proj.py), appended:
+COST_TABLE.update({
+    "mmul<4,16,8,int8,int8>.from_accum": _entry({}, _ACC_INPLACE),
+    "mmul<4,16,8,int8,int8>.to_accum": _entry({}, _ACC_INPLACE),
+    "accum<acc48,32>.from_vector<int32>": _entry(
+        {"srs": 4}, "AM009 'Register Move Functionality': vector to accumulator through the upshift path; ASSUMPTION: "
+        "one issue on the shift-round-saturate/upshift unit per 8 lanes (as accum<acc48,8>.from_vector)"),
+    "concat<4,int32>x8": _entry({"move": 8}, _MOVE_SRC),
+    "mul<acc80,32,int32,int32>": _entry(
+        {"vector": 4, "move": 4}, _API1 + "mul_acc80.hpp): the AIE1 32 x 32-bit multiply into v8acc80 is one lmul8 "
+        "intrinsic per 8 lanes, four for 32 (UG1079 'Vector Processing Unit' (AIE1): 32b x 32b real, 8 MACs per "
+        "cycle); ASSUMPTION: one register move per lmul8 to place its 8 int32 lanes in the X operand"),
+})
+
 #: Operations of the closed form that the emulation cannot count (plain C++, not AIE API calls).
 NOT_INSTRUMENTED: frozenset[str] = frozenset({"scalar_copy<int8>"})
 

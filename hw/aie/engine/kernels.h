@@ -34,4 +34,39 @@ void pv_slice_mid(input_window<uint8>* __restrict p, input_window<int8>* __restr
 // The requantizer: O from the last P.V kernel's cascade, the A record out (one per pipeline).
 void o_requant(input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict o);
 
+// --- the projection GEMM (hw/ENGINE.md "The projection GEMM"; logic in gemm_kernels.h, ADF kernels in gemm_proj.cc).
+// One call computes one ROWS x COLS output tile of X W^T over K-slice J of a cascade of k kernels.
+//   x     input_window<int8>    sync:  XTILE header + the X tile's K-slice J (A layout)
+//   w     input_window<int8>    async: WSLICE header + the weight slice (B layout) + the kernel's per-channel
+//                               constants (J = 0: bias; the last int8 kernel: mult32, shifts); acquired at the first
+//                               tile that uses it, released after its `tiles`-th
+//   cin / cout  input_cascade<acc48> / output_cascade<acc48>: [tile_id, rows, col_block] then the partial sums
+//   out   output_window<int8> (requantized: Q/K/V) or output_window<int32> (Y of W_O): GRESULT header + the tile
+
+// X_0 W_0^T + bias, cascade out (J = 0 of k > 1).
+template <int J>
+void gemm_proj_first(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                     output_cascade<acc48>* __restrict cout);
+
+// cascade in + X_J W_J^T, cascade out (0 < J < k - 1).
+template <int J>
+void gemm_proj_mid(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                   input_cascade<acc48>* __restrict cin, output_cascade<acc48>* __restrict cout);
+
+// cascade in + X_J W_J^T, requantized per output channel to int8 (J = k - 1 of k > 1).
+template <int J>
+void gemm_proj_last_rq(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                       input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict out);
+
+// cascade in + X_J W_J^T, int32 out (J = k - 1 of k > 1).
+template <int J>
+void gemm_proj_last_y(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                      input_cascade<acc48>* __restrict cin, output_window<int32>* __restrict out);
+
+// X W^T + bias requantized to int8 / int32 out (k = 1).
+void gemm_proj_only_rq(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                       output_window<int8>* __restrict out);
+void gemm_proj_only_y(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
+                      output_window<int32>* __restrict out);
+
 #endif

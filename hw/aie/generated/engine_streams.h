@@ -11,6 +11,8 @@ constexpr int BEAT_BYTES = 16;
 constexpr uint32_t OP_LOAD_K = 1;
 constexpr uint32_t OP_TILE = 2;
 constexpr uint32_t OP_LOAD_V = 3;
+constexpr uint32_t OP_X_TILE = 4;
+constexpr uint32_t OP_LOAD_W = 5;
 
 // tile header
 constexpr int TILE_OP_WORD = 0;  // 2 (TILE)
@@ -97,6 +99,60 @@ constexpr uint32_t RESULT_PIPELINE_MASK = 0xFFFFu;
 constexpr int RESULT_D_WORD = 3;  // head size D of the build
 constexpr int RESULT_D_LO = 0;
 constexpr uint32_t RESULT_D_MASK = 0xFFFFu;
+
+// xtile header
+constexpr int XTILE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id j for GEMM kernel j of the cascade
+constexpr int XTILE_PACKET_ID_LO = 0;
+constexpr uint32_t XTILE_PACKET_ID_MASK = 0x1Fu;
+constexpr int XTILE_OP_WORD = 1;  // 4 (X_TILE)
+constexpr int XTILE_OP_LO = 0;
+constexpr uint32_t XTILE_OP_MASK = 0xFu;
+constexpr int XTILE_SLICE_WORD = 1;  // K-slice index j (input features [j*KSLICE, (j+1)*KSLICE))
+constexpr int XTILE_SLICE_LO = 8;
+constexpr uint32_t XTILE_SLICE_MASK = 0xFFu;
+constexpr int XTILE_ROWS_WORD = 1;  // valid rows of the tile (the kernels compute every row; the rows beyond are padding)
+constexpr int XTILE_ROWS_LO = 16;
+constexpr uint32_t XTILE_ROWS_MASK = 0xFFFFu;
+constexpr int XTILE_TAG_WORD = 2;  // the host's tile id
+constexpr int XTILE_TAG_LO = 0;
+constexpr uint32_t XTILE_TAG_MASK = 0xFFFFFFFFu;
+
+// wslice header
+constexpr int WSLICE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id j for GEMM kernel j
+constexpr int WSLICE_PACKET_ID_LO = 0;
+constexpr uint32_t WSLICE_PACKET_ID_MASK = 0x1Fu;
+constexpr int WSLICE_OP_WORD = 1;  // 5 (LOAD_W)
+constexpr int WSLICE_OP_LO = 0;
+constexpr uint32_t WSLICE_OP_MASK = 0xFu;
+constexpr int WSLICE_SLICE_WORD = 1;  // K-slice index j
+constexpr int WSLICE_SLICE_LO = 8;
+constexpr uint32_t WSLICE_SLICE_MASK = 0xFFu;
+constexpr int WSLICE_TILES_WORD = 1;  // tiles that use these weights (>= 1): the kernel releases the buffer after that many
+constexpr int WSLICE_TILES_LO = 16;
+constexpr uint32_t WSLICE_TILES_MASK = 0xFFFFu;
+constexpr int WSLICE_FIRST_TILE_WORD = 2;  // tile id of the first of them (its tiles are first_tile .. first_tile + tiles - 1)
+constexpr int WSLICE_FIRST_TILE_LO = 0;
+constexpr uint32_t WSLICE_FIRST_TILE_MASK = 0xFFFFFFFFu;
+constexpr int WSLICE_COL_BLOCK_WORD = 3;  // output-channel block: channels [col_block*COLS, (col_block+1)*COLS)
+constexpr int WSLICE_COL_BLOCK_LO = 0;
+constexpr uint32_t WSLICE_COL_BLOCK_MASK = 0xFFFFu;
+
+// gresult header
+constexpr int GRESULT_TILE_ID_WORD = 0;  // the host's tile id
+constexpr int GRESULT_TILE_ID_LO = 0;
+constexpr uint32_t GRESULT_TILE_ID_MASK = 0xFFFFFFFFu;
+constexpr int GRESULT_ROWS_WORD = 1;  // valid rows
+constexpr int GRESULT_ROWS_LO = 0;
+constexpr uint32_t GRESULT_ROWS_MASK = 0xFFFFu;
+constexpr int GRESULT_COL_BLOCK_WORD = 2;  // output-channel block of the record
+constexpr int GRESULT_COL_BLOCK_LO = 0;
+constexpr uint32_t GRESULT_COL_BLOCK_MASK = 0xFFFFu;
+constexpr int GRESULT_ELEM_BITS_WORD = 2;  // 8: requantized int8 (Q/K/V); 32: int32 accumulators + bias (Y of W_O)
+constexpr int GRESULT_ELEM_BITS_LO = 16;
+constexpr uint32_t GRESULT_ELEM_BITS_MASK = 0xFFu;
+constexpr int GRESULT_COLS_WORD = 3;  // output channels of the record (COLS of the build)
+constexpr int GRESULT_COLS_LO = 0;
+constexpr uint32_t GRESULT_COLS_MASK = 0xFFFFu;
 
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {

@@ -1,0 +1,529 @@
+// Per-tile logic of the projection GEMM's AIE kernels (hw/ENGINE.md "The projection GEMM"), written once as
+// templates over a buffer adapter, so that the g++ C-simulation (sim/cpp/gemm_proj_tb.cpp) runs exactly the code
+// the AI Engine runs.
+//
+//   gemm_tile<J, OUT_BITS>  one invocation of kernel J of a cascade of KERNELS kernels per tile: computes one
+//       ROWS x COLS output tile of X W^T over the K-slice J (input features [J*KSLICE, (J+1)*KSLICE)).
+//       x buffer (sync): XTILE header + the X tile slice (A layout of mmul<4,16,8>: 4x16 blocks);
+//       w buffer (async: acquired at the first tile that uses it, released after its `tiles`-th): WSLICE header +
+//       the weight slice (B layout: 16x8 blocks of W^T) + the kernel's per-channel constants:
+//         J = 0:               the int32 bias, one 32-lane vector per 8-channel group (golden/gemm_proj.py
+//                              pack_lanes): the accumulators START from it (exact: acc48 lanes)
+//         J = KERNELS-1, int8: the folded multipliers mult32 (32-lane int32 vector per group) and the group's
+//                              shift (int32 per group, padded to 16 bytes): golden/gemm_proj.py fold_requant
+//       partial sums in the cascade accumulator, block by block: from the bias (J = 0) or the cascade (J > 0),
+//       plus X_J W_J^T, to the cascade (J < KERNELS-1) or, for the last kernel, into the out buffer:
+//         OUT_BITS = 8  (Q/K/V): GRESULT header + sat_int8(round_half_up(acc x mult32 >> shift_g)), ROWS x COLS
+//                       row-major (golden requantize, bit-exact: golden/gemm_proj.py)
+//         OUT_BITS = 32 (Y of W_O): GRESULT header + acc (int32: X W^T + b), ROWS x COLS row-major
+// Before the blocks one cascade word per tile carries [tile_id, rows, col_block] (J > 0 checks it). Block order on
+// the cascade (both paths): row-block groups of RB, column-block pairs, then the RB x 2 blocks of the group row by
+// row; each block is 4 cascade words (its 4 rows, 8 lanes).
+//
+// Header fields only through the generated ../generated/engine_streams.h (VCKATTN_GET / VCKATTN_PUT).
+//
+// Build parameters (macros; -D in the C-simulation): VCKATTN_GEMM_KERNELS (cascade length k = K / KSLICE),
+// VCKATTN_GEMM_ROWS (rows of X per call, multiple of 4), VCKATTN_GEMM_COLS (output channels per kernel, multiple
+// of 16), VCKATTN_GEMM_KSLICE (input features per kernel, multiple of 16). Every loop has a compile-time trip count.
+// Range: |X W^T + b| < 2^31 (golden/gemm_proj.py check_accumulator_range: 128 x 128 x K + max|b| < 2^31).
+//
+// Statuses: a kernel that reads a header it cannot act on returns a GemmStatus != GEMM_OK without writing its
+// output for that tile (the graph stalls; the C-simulation reports it and stops that kernel).
+//
+// Compute paths: the scalar reference (plain loops, int64 accumulation) unless VCKATTN_AIE_VECTOR (AI Engine
+// builds without VCKATTN_AIE_SCALAR, or g++ with -DVCKATTN_AIE_VECTOR_EMU over ../aie_api_emu.h, which counts every
+// AIE API call: hw/perf/gemm_proj.py is the same count in closed form). Vector path: aie::mmul<4,16,8,int8,int8>
+// with RB x 2 register blocking (RB = 2 row blocks when ROWS is a multiple of 8, else 1), every mmul a mac (the
+// accumulator starts from the bias or the cascade); the last kernel: to_vector<int32> of each 4x8 block (shift 0:
+// exact), then for int8 aie::mul<acc80> by the group's 32-lane int32 mult32 (the AIE1 32x32-bit multiply;
+// |acc x mult32| < 2^62: exact) and to_vector<int8>(shift_g) under rounding positive_inf and saturation saturate
+// ([-128, 127]), the rows of two neighbouring blocks stored as 16 bytes; for int32 the rows stored as 128-bit
+// stores. Operands are read with 128-bit loads (payloads start 16 bytes after a 32-byte aligned base).
+#ifndef VCKATTN_AIE_GEMM_KERNELS_H
+#define VCKATTN_AIE_GEMM_KERNELS_H
+
+#if !defined(VCKATTN_GEMM_KERNELS) && defined(__has_include)
+#if __has_include("gemm_config.h")
+#include "gemm_config.h"
+#endif
+#endif
+
+#ifndef VCKATTN_GEMM_KERNELS
+#error "VCKATTN_GEMM_KERNELS is not defined: include the design's gemm_config.h or pass -DVCKATTN_GEMM_KERNELS=k"
+#endif
+#ifndef VCKATTN_GEMM_ROWS
+#error "VCKATTN_GEMM_ROWS is not defined: include the design's gemm_config.h or pass -D"
+#endif
+#ifndef VCKATTN_GEMM_COLS
+#error "VCKATTN_GEMM_COLS is not defined: include the design's gemm_config.h or pass -D"
+#endif
+#ifndef VCKATTN_GEMM_KSLICE
+#error "VCKATTN_GEMM_KSLICE is not defined: include the design's gemm_config.h or pass -D"
+#endif
+
+#include <cstdint>
+
+#ifndef VCKATTN_AIE_ADF
+#if defined(__AIENGINE__) || defined(__X86SIM__)
+#define VCKATTN_AIE_ADF 1
+#else
+#define VCKATTN_AIE_ADF 0
+#endif
+#endif
+
+#ifndef VCKATTN_AIE_VECTOR
+#if defined(VCKATTN_AIE_VECTOR_EMU) && !VCKATTN_AIE_ADF
+#define VCKATTN_AIE_VECTOR 1
+#elif defined(__AIENGINE__) && !defined(VCKATTN_AIE_SCALAR)
+#define VCKATTN_AIE_VECTOR 1
+#else
+#define VCKATTN_AIE_VECTOR 0
+#endif
+#endif
+
+#if VCKATTN_AIE_ADF
+#include <adf.h>
+#include <aie_api/aie.hpp>
+#include <aie_api/aie_adf.hpp>
+#else
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "../aie_api_emu.h"  // g++: the AIE API subset (both paths use its cascade ports)
+#endif
+
+#include "../generated/engine_streams.h"
+
+namespace vckattn_gemm {
+
+using vckattn_engine::BEAT_BYTES;
+
+// ---------------------------------------------------------------------------------------------
+// Build parameters, buffers, state
+// ---------------------------------------------------------------------------------------------
+
+struct GemmShape {
+    static constexpr int KERNELS = VCKATTN_GEMM_KERNELS;  // k: kernels of the cascade (K = k x KSLICE)
+    static constexpr int ROWS = VCKATTN_GEMM_ROWS;        // rows of X per call
+    static constexpr int COLS = VCKATTN_GEMM_COLS;        // output channels per kernel
+    static constexpr int KSLICE = VCKATTN_GEMM_KSLICE;    // input features per kernel
+    static constexpr int NI = ROWS / 4;                   // row blocks (4 rows)
+    static constexpr int NE = COLS / 8;                   // column blocks (8 channels) = channel groups
+    static constexpr int ND = KSLICE / 16;                // feature blocks (16)
+    static constexpr int RB = ROWS % 8 == 0 ? 2 : 1;      // row blocks per register block
+};
+
+static_assert(GemmShape::KERNELS >= 1 && GemmShape::KERNELS <= 32, "KERNELS must be 1..32 (5-bit packet ids)");
+static_assert(GemmShape::ROWS >= 4 && GemmShape::ROWS % 4 == 0, "ROWS must be a positive multiple of 4");
+static_assert(GemmShape::COLS >= 16 && GemmShape::COLS % 16 == 0, "COLS must be a positive multiple of 16");
+static_assert(GemmShape::KSLICE >= 16 && GemmShape::KSLICE % 16 == 0, "KSLICE must be a positive multiple of 16");
+static_assert(128LL * 128 * GemmShape::KSLICE * GemmShape::KERNELS < (1LL << 31),
+              "X W^T over K = KERNELS x KSLICE features may overflow int32");
+
+constexpr int MAX_SHIFT = 62;  // golden/gemm_proj.py MAX_SHIFT: the AIE1 SRS shift range
+
+// Bytes of one half of each ping-pong buffer and of the per-channel constant tables.
+constexpr int X_BUFFER_BYTES = BEAT_BYTES + GemmShape::ROWS * GemmShape::KSLICE;
+constexpr int W_BYTES = GemmShape::KSLICE * GemmShape::COLS;             // the weight slice
+constexpr int LANES_BYTES = GemmShape::NE * 32 * 4;                      // one 32-lane int32 vector per group
+constexpr int SHIFT_BYTES = ((GemmShape::NE * 4 + 15) / 16) * 16;        // int32 per group, padded to 16 bytes
+// w buffer of kernel J: header + weights + bias (J = 0) + mult32 and shifts (last kernel, int8 output)
+constexpr int w_buffer_bytes(int j, int out_bits) {
+    return BEAT_BYTES + W_BYTES + (j == 0 ? LANES_BYTES : 0) +
+           (j == GemmShape::KERNELS - 1 && out_bits == 8 ? LANES_BYTES + SHIFT_BYTES : 0);
+}
+// out buffer of the last kernel: header + ROWS x COLS elements of OUT_BITS
+constexpr int out_buffer_bytes(int out_bits) { return BEAT_BYTES + GemmShape::ROWS * GemmShape::COLS * out_bits / 8; }
+
+// Kernel state between invocations.
+struct GemmState {
+    alignas(32) int32_t casc[8];  // the cascade header word [tile_id, rows, col_block, 0 ...]
+    uint32_t first_tile;          // the held weights' tiles: first_tile ..
+    uint32_t tiles;               //   .. first_tile + tiles - 1
+    uint32_t tiles_left;          // 0: no weights held (acquire them)
+    uint32_t col_block;           // the held weights' output-channel block
+};
+
+// Data memory per kernel (bytes): ping-pong x and w buffers, the out buffer (last kernel) and the state.
+constexpr int gemm_data_bytes(int j, int out_bits) {
+    return 2 * (X_BUFFER_BYTES + w_buffer_bytes(j, out_bits)) +
+           (j == GemmShape::KERNELS - 1 ? 2 * out_buffer_bytes(out_bits) : 0) + static_cast<int>(sizeof(GemmState));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Status
+// ---------------------------------------------------------------------------------------------
+
+enum GemmStatus : int {
+    GEMM_OK = 0,
+    GEMM_BAD_X = 1,              // x buffer: packet id, op or slice not this kernel's
+    GEMM_BAD_ROWS = 2,           // XTILE rows > ROWS
+    GEMM_BAD_W = 3,              // w buffer: packet id, op, slice or tiles not this kernel's
+    GEMM_NO_W = 4,               // no weights came (g++ only: the AI Engine would wait)
+    GEMM_TILE_NOT_IN_W = 5,      // the tile id is not one of the held weights' tiles
+    GEMM_MISROUTE = 6,           // the cascade's [tile_id, rows, col_block] is not this tile's
+    GEMM_BAD_SHIFT = 7,          // a group shift of the held weights > 62
+};
+
+inline const char* gemm_status_text(int status) {
+    switch (status) {
+        case GEMM_OK: return "ok";
+        case GEMM_BAD_X: return "bad XTILE header (packet id, op or slice not this kernel's)";
+        case GEMM_BAD_ROWS: return "bad XTILE row count (must be rows <= ROWS)";
+        case GEMM_BAD_W: return "bad WSLICE header (packet id, op, slice or tiles not this kernel's)";
+        case GEMM_NO_W: return "no weights for the tile";
+        case GEMM_TILE_NOT_IN_W: return "misrouted tile (not one of the held weights' tiles)";
+        case GEMM_MISROUTE: return "misrouted cascade (other tile, rows or output-channel block)";
+        case GEMM_BAD_SHIFT: return "bad requantization shift in the weights' constants (must be <= 62)";
+        default: return "unknown status";
+    }
+}
+
+// The four little-endian header words of a buffer's first beat (scalar loads).
+inline void read_words(const uint8_t* b, uint32_t w[4]) {
+    for (int i = 0; i < 4; ++i)
+        w[i] = static_cast<uint32_t>(b[4 * i]) | (static_cast<uint32_t>(b[4 * i + 1]) << 8) |
+               (static_cast<uint32_t>(b[4 * i + 2]) << 16) | (static_cast<uint32_t>(b[4 * i + 3]) << 24);
+}
+
+inline void write_words(uint8_t* b, const uint32_t w[4]) {
+    for (int i = 0; i < 4; ++i)
+        for (int k = 0; k < 4; ++k) b[4 * i + k] = static_cast<uint8_t>(w[i] >> (8 * k));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout offsets (elements; golden/gemm_proj.py pack_x / pack_w / pack_lanes)
+// ---------------------------------------------------------------------------------------------
+
+inline int x_off(int i, int f) { return ((i / 4) * GemmShape::ND + f / 16) * 64 + (i % 4) * 16 + f % 16; }
+inline int w_off(int c, int f) { return ((c / 8) * GemmShape::ND + f / 16) * 128 + (f % 16) * 8 + c % 8; }
+inline int lane_off(int c) { return (c / 8) * 32 + c % 8; }  // row 0 of channel c's 32-lane group vector
+
+// ---------------------------------------------------------------------------------------------
+// Scalar reference
+// ---------------------------------------------------------------------------------------------
+namespace scalar {
+
+// One cascade word <-> 8 int32.
+inline void casc_read(input_cascade<acc48>* c, int32_t* dst) {
+    aie::store_v(dst, readincr_v<8>(c).template to_vector<int32>(0));
+}
+inline void casc_write(output_cascade<acc48>* c, const int32_t* src) {
+    aie::accum<acc48, 8> a;
+    a.from_vector(aie::load_v<8>(src), 0);
+    writeincr(c, a);
+}
+
+// sat_int8(round_half_up(acc * mult * 2^-shift)) (golden requantize; |acc * mult| < 2^62).
+inline int8_t requant(int64_t acc, int64_t mult, int shift) {
+    int64_t x = acc * mult;
+    if (shift > 0) x = (x + (int64_t(1) << (shift - 1))) >> shift;  // arithmetic shift: floor
+    if (x > 127) x = 127;
+    if (x < -128) x = -128;
+    return static_cast<int8_t>(x);
+}
+
+template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS>
+inline void gemm_blocks(const int8_t* x, const int8_t* w, const int32_t* bias, const int32_t* mult,
+                        const int32_t* shift, input_cascade<acc48>* cin, output_cascade<acc48>* cout, uint8_t* out) {
+    using S = GemmShape;
+    alignas(32) int32_t blk[32];
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
+            for (int r = 0; r < S::RB; ++r)
+                for (int e = 0; e < 2; ++e) {
+                    const int ib = ib0 + r, eb = eb0 + e;
+                    for (int q = 0; q < 4; ++q) {
+                        if (HAS_CIN) {
+                            casc_read(cin, blk + 8 * q);
+                        } else {
+                            for (int c = 0; c < 8; ++c) blk[8 * q + c] = bias[lane_off(8 * eb + c)];
+                        }
+                    }
+                    for (int q = 0; q < 4; ++q)
+                        for (int c = 0; c < 8; ++c) {
+                            int64_t acc = blk[8 * q + c];
+                            for (int f = 0; f < S::KSLICE; ++f)
+                                acc += static_cast<int32_t>(x[x_off(4 * ib + q, f)]) * w[w_off(8 * eb + c, f)];
+                            blk[8 * q + c] = static_cast<int32_t>(acc);
+                        }
+                    for (int q = 0; q < 4; ++q) {
+                        if (HAS_COUT) {
+                            casc_write(cout, blk + 8 * q);
+                        } else {
+                            for (int c = 0; c < 8; ++c) {
+                                const int i = 4 * ib + q, ch = 8 * eb + c;
+                                if (OUT_BITS == 8)
+                                    reinterpret_cast<int8_t*>(out)[i * S::COLS + ch] =
+                                        requant(blk[8 * q + c], mult[lane_off(ch)], shift[eb]);
+                                else
+                                    reinterpret_cast<int32_t*>(out)[i * S::COLS + ch] = blk[8 * q + c];
+                            }
+                        }
+                    }
+                }
+}
+
+}  // namespace scalar
+
+// ---------------------------------------------------------------------------------------------
+// Vector path
+// ---------------------------------------------------------------------------------------------
+#if VCKATTN_AIE_VECTOR
+namespace vec {
+
+using GemmMmul = aie::mmul<4, 16, 8, int8, int8>;
+
+// A operand: one 4x16 X block (64 bytes, 128-bit loads).
+inline aie::vector<int8, 64> load_xa(const int8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48));
+}
+
+// B operand: one 16x8 block of W^T (128 bytes).
+inline aie::vector<int8, 128> load_wb(const int8_t* __restrict p) {
+    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48),
+                       aie::load_v<16>(p + 64), aie::load_v<16>(p + 80), aie::load_v<16>(p + 96),
+                       aie::load_v<16>(p + 112));
+}
+
+// One 32-lane int32 group vector (128 bytes: 128-bit loads).
+inline aie::vector<int32, 32> load_lanes(const int32_t* __restrict p) {
+    return aie::concat(aie::load_v<4>(p), aie::load_v<4>(p + 4), aie::load_v<4>(p + 8), aie::load_v<4>(p + 12),
+                       aie::load_v<4>(p + 16), aie::load_v<4>(p + 20), aie::load_v<4>(p + 24), aie::load_v<4>(p + 28));
+}
+
+// Four cascade words -> one 32-lane accumulator (read one after the other, in order).
+inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict cin) {
+    const aie::accum<acc48, 8> w0 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w1 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w2 = readincr_v<8>(cin);
+    const aie::accum<acc48, 8> w3 = readincr_v<8>(cin);
+    return aie::concat(w0, w1, w2, w3);
+}
+
+// The output tile: accumulators from the bias (!HAS_CIN) or the cascade, plus X_J W_J^T; to the cascade
+// (HAS_COUT) or into the out payload (requantized to int8, or int32).
+template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS>
+inline void gemm_blocks(const int8_t* __restrict x, const int8_t* __restrict w, const int32_t* __restrict bias,
+                        const int32_t* __restrict mult, const int32_t* __restrict shift, input_cascade<acc48>* cin,
+                        output_cascade<acc48>* cout, uint8_t* __restrict out) {
+    using S = GemmShape;
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
+            GemmMmul c[S::RB][2];
+            if (HAS_CIN) {
+                for (int r = 0; r < S::RB; ++r)
+                    for (int e = 0; e < 2; ++e) c[r][e] = GemmMmul(casc_read_block(cin));
+            } else {
+                for (int e = 0; e < 2; ++e) {
+                    aie::accum<acc48, 32> b;
+                    b.from_vector(load_lanes(bias + 32 * (eb0 + e)), 0);
+                    for (int r = 0; r < S::RB; ++r) c[r][e] = GemmMmul(b);
+                }
+            }
+            for (int db = 0; db < S::ND; ++db) {
+                aie::vector<int8, 64> a[S::RB];
+                aie::vector<int8, 128> b[2];
+                for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * S::ND + db) * 64);
+                for (int e = 0; e < 2; ++e) b[e] = load_wb(w + ((eb0 + e) * S::ND + db) * 128);
+                for (int r = 0; r < S::RB; ++r)
+                    for (int e = 0; e < 2; ++e) c[r][e].mac(a[r], b[e]);
+            }
+            if (HAS_COUT) {
+                for (int r = 0; r < S::RB; ++r)
+                    for (int e = 0; e < 2; ++e) {
+                        const aie::accum<acc48, 32> acc = c[r][e].to_accum();
+                        for (int q = 0; q < 4; ++q) writeincr(cout, acc.template extract<8>(q));
+                    }
+            } else if (OUT_BITS == 8) {
+                aie::vector<int32, 32> m[2];
+                for (int e = 0; e < 2; ++e) m[e] = load_lanes(mult + 32 * (eb0 + e));
+                int8_t* o = reinterpret_cast<int8_t*>(out);
+                for (int r = 0; r < S::RB; ++r) {
+                    aie::vector<int8, 32> ab[2];
+                    for (int e = 0; e < 2; ++e)
+                        ab[e] = aie::mul<acc80>(c[r][e].template to_vector<int32>(0), m[e])
+                                    .template to_vector<int8>(shift[eb0 + e]);
+                    for (int q = 0; q < 4; ++q)
+                        aie::store_v(o + (4 * (ib0 + r) + q) * S::COLS + 8 * eb0,
+                                     aie::concat(ab[0].template extract<8>(q), ab[1].template extract<8>(q)));
+                }
+            } else {
+                int32_t* o = reinterpret_cast<int32_t*>(out);
+                for (int r = 0; r < S::RB; ++r)
+                    for (int e = 0; e < 2; ++e) {
+                        const aie::vector<int32, 32> y = c[r][e].template to_vector<int32>(0);
+                        for (int q = 0; q < 4; ++q)
+                            for (int h = 0; h < 2; ++h)
+                                aie::store_v(o + (4 * (ib0 + r) + q) * S::COLS + 8 * (eb0 + e) + 4 * h,
+                                             y.template extract<4>(2 * q + h));
+                    }
+            }
+        }
+}
+
+}  // namespace vec
+#endif  // VCKATTN_AIE_VECTOR
+
+// ---------------------------------------------------------------------------------------------
+// The kernel: one tile per invocation
+// ---------------------------------------------------------------------------------------------
+
+// Kernel J of the cascade on one tile (see the file comment). x: the x buffer (XTILE header + X slice); w: the
+// weights source; cin (J > 0) / cout (J < KERNELS-1): the cascade; out (J = KERNELS-1): the out buffer (GRESULT
+// header + the output tile). hdr (optional, 4 words) receives the XTILE header.
+template <int J, int OUT_BITS, class Src>
+GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* cin, output_cascade<acc48>* cout,
+                     uint8_t* __restrict out, GemmState& st, uint32_t* hdr = nullptr) {
+    static_assert(J >= 0 && J < GemmShape::KERNELS, "kernel index out of range");
+    static_assert(OUT_BITS == 8 || OUT_BITS == 32, "OUT_BITS must be 8 (requantized) or 32 (Y)");
+    using S = GemmShape;
+    using namespace vckattn_engine;
+    constexpr bool HAS_CIN = J > 0, HAS_COUT = J < S::KERNELS - 1;
+    uint32_t h[4];
+    read_words(x, h);
+    if (hdr)
+        for (int i = 0; i < 4; ++i) hdr[i] = h[i];
+    if (VCKATTN_GET(h, XTILE_PACKET_ID) != static_cast<uint32_t>(J) || VCKATTN_GET(h, XTILE_OP) != OP_X_TILE ||
+        VCKATTN_GET(h, XTILE_SLICE) != static_cast<uint32_t>(J))
+        return GEMM_BAD_X;
+    const uint32_t rows = VCKATTN_GET(h, XTILE_ROWS), tag = VCKATTN_GET(h, XTILE_TAG);
+    if (rows > static_cast<uint32_t>(S::ROWS)) return GEMM_BAD_ROWS;
+    if (st.tiles_left == 0) {
+        const uint8_t* wb = w.acquire();
+        if (!wb) return GEMM_NO_W;
+        uint32_t wh[4];
+        read_words(wb, wh);
+        if (VCKATTN_GET(wh, WSLICE_PACKET_ID) != static_cast<uint32_t>(J) || VCKATTN_GET(wh, WSLICE_OP) != OP_LOAD_W ||
+            VCKATTN_GET(wh, WSLICE_SLICE) != static_cast<uint32_t>(J) || VCKATTN_GET(wh, WSLICE_TILES) == 0)
+            return GEMM_BAD_W;
+        if (!HAS_COUT && OUT_BITS == 8) {
+            const int32_t* sh = reinterpret_cast<const int32_t*>(wb + w_buffer_bytes(J, OUT_BITS) - SHIFT_BYTES);
+            for (int e = 0; e < S::NE; ++e)
+                if (sh[e] < 0 || sh[e] > MAX_SHIFT) return GEMM_BAD_SHIFT;
+        }
+        st.first_tile = VCKATTN_GET(wh, WSLICE_FIRST_TILE);
+        st.tiles = VCKATTN_GET(wh, WSLICE_TILES);
+        st.col_block = VCKATTN_GET(wh, WSLICE_COL_BLOCK);
+        st.tiles_left = st.tiles;
+    }
+    if (tag - st.first_tile >= st.tiles) return GEMM_TILE_NOT_IN_W;
+    // the cascade header word [tile_id, rows, col_block]: checked (J > 0), passed on (J < KERNELS-1)
+#if VCKATTN_AIE_VECTOR
+    if (HAS_CIN) aie::store_v(st.casc, readincr_v<8>(cin).template to_vector<int32>(0));
+#else
+    if (HAS_CIN) scalar::casc_read(cin, st.casc);
+#endif
+    if (HAS_CIN && (static_cast<uint32_t>(st.casc[0]) != tag || static_cast<uint32_t>(st.casc[1]) != rows ||
+                    static_cast<uint32_t>(st.casc[2]) != st.col_block))
+        return GEMM_MISROUTE;
+    if (HAS_COUT) {
+        for (int l = 0; l < 8; ++l) st.casc[l] = 0;
+        st.casc[0] = static_cast<int32_t>(tag);
+        st.casc[1] = static_cast<int32_t>(rows);
+        st.casc[2] = static_cast<int32_t>(st.col_block);
+#if VCKATTN_AIE_VECTOR
+        aie::accum<acc48, 8> hw;
+        hw.from_vector(aie::load_v<8>(st.casc), 0);
+        writeincr(cout, hw);
+#else
+        scalar::casc_write(cout, st.casc);
+#endif
+    }
+    const uint8_t* wb = w.current();
+    const int8_t* xp = reinterpret_cast<const int8_t*>(x + BEAT_BYTES);
+    const int8_t* wp = reinterpret_cast<const int8_t*>(wb + BEAT_BYTES);
+    const int32_t* bias = HAS_CIN ? nullptr : reinterpret_cast<const int32_t*>(wb + BEAT_BYTES + W_BYTES);
+    const int32_t* mult = nullptr;
+    const int32_t* shift = nullptr;
+    if (!HAS_COUT && OUT_BITS == 8) {
+        mult = reinterpret_cast<const int32_t*>(wb + w_buffer_bytes(J, OUT_BITS) - SHIFT_BYTES - LANES_BYTES);
+        shift = reinterpret_cast<const int32_t*>(wb + w_buffer_bytes(J, OUT_BITS) - SHIFT_BYTES);
+    }
+    uint8_t* op = HAS_COUT ? nullptr : out + BEAT_BYTES;
+#if VCKATTN_AIE_VECTOR
+    if (!HAS_COUT) {
+        aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
+        aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
+    }
+    vec::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS>(xp, wp, bias, mult, shift, cin, cout, op);
+#else
+    scalar::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS>(xp, wp, bias, mult, shift, cin, cout, op);
+#endif
+    if (!HAS_COUT) {
+        uint32_t r[4] = {0, 0, 0, 0};
+        VCKATTN_PUT(r, GRESULT_TILE_ID, tag);
+        VCKATTN_PUT(r, GRESULT_ROWS, rows);
+        VCKATTN_PUT(r, GRESULT_COL_BLOCK, st.col_block);
+        VCKATTN_PUT(r, GRESULT_ELEM_BITS, static_cast<uint32_t>(OUT_BITS));
+        VCKATTN_PUT(r, GRESULT_COLS, static_cast<uint32_t>(S::COLS));
+        write_words(out, r);
+    }
+    if (--st.tiles_left == 0) w.release();
+    return GEMM_OK;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffer adapters (the async w buffer)
+// ---------------------------------------------------------------------------------------------
+#if VCKATTN_AIE_ADF
+// UNVERIFIED (no aiecompiler on this project's machines): the ADF window API of Vitis 2022.2 (AIE1), as
+// engine_kernels.h AdfSliceIn; the graph declares the w window input async.
+#define VCKATTN_GEMM_WINDOW_DATA(w) reinterpret_cast<uint8_t*>((w)->ptr)
+
+class AdfWeightsIn {
+public:
+    explicit AdfWeightsIn(input_window<int8>* w) : w_(w) {}
+    const uint8_t* acquire() {
+        window_acquire(w_);
+        return current();
+    }
+    const uint8_t* current() const { return VCKATTN_GEMM_WINDOW_DATA(w_); }
+    void release() { window_release(w_); }
+
+private:
+    input_window<int8>* w_;
+};
+
+#else  // g++
+
+// The w buffers one kernel receives, in order: each a 64-byte aligned copy.
+class HostWeights {
+public:
+    void push(const uint8_t* bytes, std::size_t n) {
+        void* mem = nullptr;
+        if (posix_memalign(&mem, 64, n) != 0) std::abort();
+        std::memcpy(mem, bytes, n);
+        bufs_.emplace_back(static_cast<uint8_t*>(mem));
+    }
+    const uint8_t* acquire() {
+        if (next_ >= bufs_.size()) return nullptr;
+        held_ = bufs_[next_++].get();
+        return held_;
+    }
+    const uint8_t* current() const { return held_; }
+    void release() {
+        held_ = nullptr;
+        ++released_;
+    }
+    std::size_t remaining() const { return bufs_.size() - next_; }  // never acquired
+    std::size_t held() const { return next_ - released_; }          // acquired, not released
+
+private:
+    struct Free {
+        void operator()(uint8_t* p) const { std::free(p); }
+    };
+    std::vector<std::unique_ptr<uint8_t, Free> > bufs_;
+    std::size_t next_ = 0;
+    std::size_t released_ = 0;
+    const uint8_t* held_ = nullptr;
+};
+
+#endif  // VCKATTN_AIE_ADF
+
+}  // namespace vckattn_gemm
+
+#endif
