@@ -8,8 +8,9 @@ What is costed: an encoder sublayer (X·W_qkvᵀ + b → Q, K, V int8; attention
   projection GEMM (:mod:`.gemm_proj`: the cascade runs at its slowest kernel, the requantizing or int32 last one);
   the (output-channel block, sequence) pairs are dealt to the cascades in block-major order, contiguously; a cascade
   reads the weights of each block it serves once (weights read once a launch per cascade that uses them);
-* ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a requantizer, ``q_rows``
-  query rows a tile, ``S / kq`` keys a slice); whole (batch, head) groups are dealt round-robin, as the host does.
+* ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a
+  requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice); whole (batch, head) groups are dealt
+  round-robin, as the host does.
 
 The three stages work on different sequences at once (the projections of sequence b + 1, the attention of b, W_O of
 b − 1): ``T = max_i T_i + Σ_{i ≠ max} T_i / B`` (a three-stage pipeline over the ``B`` sequences). DDR: the
