@@ -96,6 +96,12 @@ def predicted(manifest: Manifest, batch: int, heads: int, seq: int, head_dim: in
             "assumptions": "hw/perf model.evaluate, operands from the host over PCIe (docs/performance.md)"}
 
 
+def _merged(a: np.ndarray) -> np.ndarray:
+    """Head outputs ``(B, H, S, D)`` as golden's trace holds them, ``(B, S, H·D)``."""
+    b, h, s, d = a.shape
+    return np.asarray(a).transpose(0, 2, 1, 3).reshape(b, s, h * d)
+
+
 def _mismatch(got: np.ndarray, want: np.ndarray) -> str:
     if got.shape != want.shape:
         return f"shape {got.shape}, golden {want.shape}"
@@ -192,7 +198,9 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
                 fail(c, exc)
             else:
                 bad = [(i, what, got, want) for i, r in enumerate(runs)
-                       for what, got, want in (("head outputs", r.out, want_out), ("layer output", r.y, trace["y"]))
+                       for what, got, want in (("int8 head outputs", _merged(r.a), trace["a"]),
+                                               ("int32 output accumulators", r.y, trace["y"]),
+                                               ("dequantized output", r.out, want_out))
                        if not np.array_equal(got, want)]
                 tiles = runs[0].n_tiles
                 if bad:
