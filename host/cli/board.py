@@ -37,7 +37,7 @@ def add_board(sub: Subparsers) -> None:
         "UUID, register read-back mismatch, time-out), 1 a result that is not bit-exact.",
         epilog=examples("VCKATTN_EMULATION=csim vckattn board selftest --manifest engine_small",
                         "vckattn board selftest --manifest build/vitis/vck5000_engine.json "
-                        "--xclbin build/vitis/vck5000_engine.xclbin --json selftest.json",
+                        "--xclbin build/vitis/vck5000_engine/hw/vck5000_engine.xclbin --json selftest.json",
                         note="On a card, --manifest is the manifest `make xclbin` wrote beside the xclbin (it "
                         "records the xclbin's UUID)."),
     )

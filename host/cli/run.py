@@ -157,9 +157,10 @@ def add_deploy(sub: Subparsers) -> None:
         "emulated card with `VCKATTN_EMULATION=csim vckattn board selftest --manifest engine_small`). Without XRT "
         "(status 6) or without a card (status 7) it says what is missing. Unverified on hardware: tested against a "
         "recording fake of pyxrt and a stub of the XRT library only.",
-        epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_engine.xclbin --bundle build/bundles/minilm "
-                        "--manifest build/vitis/vck5000_engine.json --json deploy.json",
-                        "vckattn deploy --xclbin build/vitis/vck5000_attention.xclbin --bundle build/bundles/minilm"),
+        epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_engine/hw/vck5000_engine.xclbin "
+                        "--bundle build/bundles/minilm --manifest build/vitis/vck5000_engine.json --json deploy.json",
+                        "vckattn deploy --xclbin build/vitis/vck5000_attention/hw/vck5000_attention.xclbin "
+                        "--bundle build/bundles/minilm"),
     )
     p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
