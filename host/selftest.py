@@ -159,22 +159,22 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     else:
         try:
             uuid = str(dev.uuid).lower() if getattr(dev, "uuid", None) else None
-            want = emulated_uuid(manifest) if mode is not None else (manifest.uuid or "").lower() or None
+            want_uuid = emulated_uuid(manifest) if mode is not None else (manifest.uuid or "").lower() or None
             c = checks["xclbin"]
             units = sum(k.get("kind") == "hls" for k in dev.kernels_checked)
             opened = f"{units} mover compute units, the PL top {dev.pl_top} (ID register checked) and the AIE graph"
-            if backend == "xrt" and uuid != want:
-                c.failed(f"the loaded design's UUID {uuid} is not {manifest.name}'s ({want})", EXIT_DEVICE,
-                         uuid=uuid, manifest_uuid=want)
+            if backend == "xrt" and uuid != want_uuid:
+                c.failed(f"the loaded design's UUID {uuid} is not {manifest.name}'s ({want_uuid})", EXIT_DEVICE,
+                         uuid=uuid, manifest_uuid=want_uuid)
             elif mode is not None:
                 whose = "the manifest's" if manifest.uuid else "derived from the manifest's name: it records none"
                 c.passed(f"emulated card ({EMULATION_ENV}={mode}): design {manifest.name}, UUID {uuid} ({whose}; "
-                         f"no xclbin read); {opened} opened", uuid=uuid, manifest_uuid=want,
+                         f"no xclbin read); {opened} opened", uuid=uuid, manifest_uuid=want_uuid,
                          kernels_checked=dev.kernels_checked)
             else:
                 where = f"card {device_index}" if backend == "xrt" else "the board (PYNQ)"
                 said = f"UUID {uuid} is {manifest.name}'s" if uuid else "PYNQ reads no UUID"
-                c.passed(f"{dev.xclbin} loaded on {where}, {said}; {opened} opened", uuid=uuid, manifest_uuid=want,
+                c.passed(f"{dev.xclbin} loaded on {where}, {said}; {opened} opened", uuid=uuid, manifest_uuid=want_uuid,
                          xclbin=str(dev.xclbin), kernels_checked=dev.kernels_checked)
             if c.status == "FAIL":
                 raise _Stop
@@ -187,8 +187,7 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
             else:
                 c.passed(f"{len(dev.written)} register words of {dev.pl_top} written and read back exactly",
                          registers=[{"register": w.name, "offset": w.offset, "word": f"{w.word:#010x}",
-                                     "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"} for w in dev.written
-                                    if w.name in read])
+                                     "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"} for w in dev.written])
             c = checks["tiles"]
             runs = []
             try:
