@@ -52,7 +52,7 @@ def test_help_and_version_via_main(capsys):
 def test_registered_commands():
     assert cli.command_names(cli.build_parser()) == ["doctor", "profile", "calibrate", "convert", "report",
                                                      "bench", "hw", "perf", "export", "inspect", "run", "deploy",
-                                                     "eval"]
+                                                     "board", "eval"]
 
 
 def test_unknown_subcommand_via_console_script():

@@ -270,6 +270,18 @@ CASES = [
      EXIT_INPUT, "is a folder", []),
     ("deploy truncated bundle", ["deploy", "--xclbin", "{tmp}/file.txt", "--bundle", "{tmp}/trunc_manifest"],
      EXIT_BUNDLE, "manifest.json", []),
+    # ---- board selftest
+    ("selftest missing xclbin", ["board", "selftest", "--manifest", "engine_small", "--xclbin", "{tmp}/none.xclbin"],
+     EXIT_INPUT, "none.xclbin", []),
+    ("selftest --json dir", ["board", "selftest", "--manifest", "engine_small", "--xclbin", "{tmp}/file.txt",
+                             "--json", "{tmp}/adir"], EXIT_INPUT, "is a folder", []),
+    ("selftest manifest not JSON", ["board", "selftest", "--manifest", "{tmp}/file.txt", "--xclbin", "{tmp}/file.txt"],
+     EXIT_BUNDLE, "file.txt", []),
+    ("selftest --timeout-ms abc", ["board", "selftest", "--manifest", "engine_small", "--timeout-ms", "abc"],
+     EXIT_USAGE, "not an integer", []),
+    ("selftest --device -1", ["board", "selftest", "--manifest", "engine_small", "--xclbin", "{tmp}/file.txt",
+                              "--device", "-1"], EXIT_USAGE, "card index", []),
+    ("board without action", ["board"], EXIT_USAGE, "choose one of: selftest", []),
     # ---- doctor
     ("doctor --json dir", ["doctor", "--fast", "--json", "{tmp}/adir"], EXIT_INPUT, "is a folder", []),
     ("doctor --json under a file", ["doctor", "--fast", "--json", "{tmp}/file.txt/d.json"], EXIT_INPUT,

@@ -27,13 +27,16 @@ def _parser(path: tuple[str, ...]) -> argparse.ArgumentParser:
 
 
 def _example_commands(epilog: str) -> list[list[str]]:
-    """The ``vckattn ...`` command lines of an epilog (indented lines; ``&&`` / ``|`` split off)."""
+    """The ``vckattn ...`` command lines of an epilog (indented lines; ``&&`` / ``|`` split off; leading environment
+    assignments such as ``VCKATTN_EMULATION=csim`` dropped)."""
     out = []
     for line in epilog.replace("\\\n", " ").splitlines():  # shell line continuations
         if not line.startswith("  "):
             continue
         for part in line.replace("&&", "|").split("|"):
             words = shlex.split(part)
+            while words and "=" in words[0] and words[0].split("=")[0].isidentifier():  # VAR=value vckattn ...
+                words = words[1:]
             if words[:1] == ["vckattn"]:
                 out.append(words[1:])
     return out

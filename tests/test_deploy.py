@@ -188,3 +188,120 @@ def test_cli_exit_status(make_card, xrt_stub, monkeypatch, tmp_path, bundles, bi
     assert rc == status
     assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
     assert not out.exists()
+
+
+# ------------------------------------------------------------------------------------------ engine builds
+
+ENGINE = manifest_with_uuid("engine_small", OTHER_UUID)
+
+
+@pytest.fixture(scope="module")
+def engine_bundle(tmp_path_factory):
+    """A one-layer SwiftMax bundle with head size 32 and the score maximum an engine build needs (``score_absmax``
+    sets its 8-bit score shift)."""
+    manifest, tensors, meta = bundle_parts("swiftmax", head_dim=32, heads=2)
+    manifest["layers"][0]["score_absmax"] = 20_000
+    return write_bundle(tmp_path_factory.mktemp("engine_bundle") / "b", manifest, tensors, meta)
+
+
+@pytest.fixture
+def engine_card(monkeypatch, xrt_stub, tmp_path):
+    """``engine_card(**knobs)``: the FAKE engine card behind the fake pyxrt and the stub XRT library, and a
+    bitstreams/ folder whose engine_small manifest records its UUID."""
+    from fakes.engine_card import FakeEngineCard
+
+    folder = tmp_path / "bitstreams_engine"
+    folder.mkdir()
+    (folder / "engine_small.json").write_text(json.dumps(ENGINE.data))
+    monkeypatch.setattr(deploy_mod, "BITSTREAMS", folder)
+
+    def make(**knobs):
+        c = FakeEngineCard(ENGINE, **knobs)
+        monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(c))
+        xrt_stub.set_handler(card_handler(c))
+        return c
+    return make
+
+
+def test_deploy_engine(engine_card, xrt_stub, tmp_path, engine_bundle):
+    """An engine build: found by the xclbin's UUID, every mover unit, the PL top and the graph opened, layer 0's
+    SwiftMax registers (narrowed to the build's 8-bit scores, as `run` does) written through the shim and read
+    back; nothing runs."""
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.host.backends.hwio import normalizer_values
+    from vckattn.host.bundle import load_bundle
+    from vckattn.host.export import to_quant_layer
+
+    card = engine_card()
+    xclbin = write_xclbin(tmp_path / "engine_small.xclbin")
+    report = deploy(xclbin, engine_bundle)
+    assert report["manifest"] == "engine_small" and report["engine"] and report["uuid"] == OTHER_UUID
+    assert report["device"].startswith("hardware: VCK5000") and report["score_bits"] == 8
+    names = {k["name"] for k in report["kernels_checked"]}
+    assert names == {f"mm2s_engine_{r}_{i}" for r in "qkv" for i in (0, 1)} | \
+        {"s2mm_engine_0", "s2mm_engine_1", "engine_pl", "engine_graph"}
+    regs = report["registers_written"]
+    assert regs and {r["kernel"] for r in regs} == {"engine_pl"} and all(r["word"] == r["readback"] for r in regs)
+    assert [(a, b) for _, _, a, b in xrt_stub.calls("ip.write")] == [(r["offset"], int(r["word"], 16)) for r in regs]
+    # the values written are golden's registers of the narrowed layer (not the bundle's int32-score layer)
+    def flat(values):  # "b_beta[3]": entry 3 of a memory
+        return {f"{n}[{i}]" if isinstance(v, list) else n: x for n, v in values.items()
+                for i, x in (enumerate(v) if isinstance(v, list) else [(0, v)])}
+    wide = to_quant_layer(load_bundle(engine_bundle), 0)
+    want = flat(normalizer_values(narrow_layer(wide, 8), ENGINE.regmap("engine_pl")))
+    got = {r["register"]: r["value"] for r in regs}
+    assert got == {n: want[n] for n in got} and set(got) >= {"a_mult", "u_lo", "b_beta[1]"}
+    int32 = flat(normalizer_values(wide, ENGINE.regmap("engine_pl")))
+    assert got != {n: int32[n] for n in got}  # narrowing the scores changes the registers
+    assert card.ops("start") == [] and xrt_stub.calls("graph.run") == []  # deploy runs nothing
+    json.dumps(report)
+
+
+@pytest.mark.parametrize(("knobs", "fault", "status", "needle"), [
+    ({}, "ip.write", 7, "kernel engine_pl: register write at 0x8 failed: AXI4-Lite write timed out"),
+    ({"stuck": "a_mult"}, None, 7, "register readback mismatch: engine_pl.a_mult"),
+    ({"xclbin_uuid": UUID}, None, 5, f"no manifest records the UUID {UUID}"),
+    ({}, "no XRT", 6, "XRT graph shim: XILINX_XRT is not set"),
+])
+def test_cli_deploy_engine_errors(engine_card, xrt_stub, monkeypatch, tmp_path, engine_bundle, capsys, knobs, fault,
+                                  status, needle):
+    from vckattn.host.cli import main
+
+    if knobs.get("stuck"):
+        off = int(next(r for r in ENGINE.kernel("engine_pl")["registers"] if r["name"] == knobs["stuck"])["offset"])
+        knobs = {"stuck": {("engine_pl", off): 0x1234}}
+    engine_card(**knobs)
+    if fault == "no XRT":
+        monkeypatch.delenv("XILINX_XRT")
+    elif fault:
+        xrt_stub.fail(fault, "AXI4-Lite write timed out")
+    out = tmp_path / "deploy.json"
+    rc = main(["deploy", "--xclbin", str(write_xclbin(tmp_path / "a.xclbin")), "--bundle", str(engine_bundle),
+               "--json", str(out)])
+    err = capsys.readouterr().err.strip()
+    assert rc == status, err
+    assert needle in err and len(err.splitlines()) == 1 and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_cli_deploy_engine_json(engine_card, tmp_path, engine_bundle, capsys):
+    from vckattn.host.cli import main
+
+    engine_card()
+    out = tmp_path / "deploy.json"
+    rc = main(["deploy", "--xclbin", str(write_xclbin(tmp_path / "a.xclbin")), "--bundle", str(engine_bundle),
+               "--json", str(out)])
+    assert rc == 0, capsys.readouterr().err
+    assert json.loads(out.read_text())["manifest"] == "engine_small"
+
+
+def test_deploy_refused_under_emulation(monkeypatch, tmp_path, engine_bundle, capsys):
+    """Deploy configures a real card: under VCKATTN_EMULATION it is refused, naming the emulated path."""
+    from vckattn.host.cli import main
+
+    monkeypatch.setenv("VCKATTN_EMULATION", "csim")
+    rc = main(["deploy", "--xclbin", str(write_xclbin(tmp_path / "a.xclbin")), "--bundle", str(engine_bundle)])
+    err = capsys.readouterr().err.strip()
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "configures a real card" in err and "vckattn board selftest --manifest M" in err and \
+        "unset VCKATTN_EMULATION for this command" in err

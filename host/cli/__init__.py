@@ -3,7 +3,7 @@
 Subcommands live in a small registry: each command is one ``add_<name>(subparsers)`` function in the
 module of its command group (:mod:`.doctor`, :mod:`.profile`, :mod:`.calibrate`, :mod:`.convert`,
 :mod:`.report`, :mod:`.bench`, :mod:`.hw`, :mod:`.perf`, :mod:`.export` (export, inspect), :mod:`.run` (run, deploy),
-:mod:`.eval`)
+:mod:`.board` (board selftest), :mod:`.eval`)
 that builds its parser and sets ``func`` (called with the parsed namespace, returning the exit code).
 To add a command, write such a function and append it to :data:`COMMANDS`. Command implementations
 are imported lazily inside ``func`` so that ``vckattn --help`` stays fast. The parser class and the
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from vckattn import __version__
 from vckattn.golden.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_USAGE, UserError
 
-from . import bench, calibrate, convert, doctor, eval, export, hw, perf, profile, report, run
+from . import bench, board, calibrate, convert, doctor, eval, export, hw, perf, profile, report, run
 from .common import (
     PROG,
     Parser,
@@ -69,6 +69,7 @@ COMMANDS: list[Callable[[Subparsers], None]] = [
     export.add_inspect,
     run.add_run,
     run.add_deploy,
+    board.add_board,
     eval.add_eval,
 ]
 

@@ -149,12 +149,18 @@ def add_deploy(sub: Subparsers) -> None:
         help="check an xclbin against a bundle and load its constants on a VCK5000 (needs XRT and a card)",
         description="Open a VCK5000 through XRT (pyxrt), load the xclbin, check its UUID and kernel names against "
         "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
-        "the build (head size, normalizers, fixed-point formats), read each RTL kernel's ID register, write layer "
-        "0's runtime constants and read them back. Without XRT or without a card it says what is missing and "
-        "exits non-zero. Unverified on hardware: tested against a recording fake of pyxrt and a stub of the XRT "
-        "library only.",
-        epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_attention.xclbin --bundle build/bundles/minilm "
-                        "--json deploy.json"),
+        "the build (head size, normalizers, fixed-point formats), open every kernel (on an engine build: every "
+        "mover compute unit, the PL top and the AIE graph), read the RTL kernels' ID registers, write layer 0's "
+        "runtime constants (on an engine build, for its narrow scores, as `run` makes them) and read them back. "
+        "Nothing runs on the card: `vckattn board selftest` runs a known layer, `vckattn run --backend xrt` the "
+        "bundle. Deploy means a real card: with VCKATTN_EMULATION set it is refused (check an engine build on the "
+        "emulated card with `VCKATTN_EMULATION=csim vckattn board selftest --manifest engine_small`). Without XRT "
+        "(status 6) or without a card (status 7) it says what is missing. Unverified on hardware: tested against a "
+        "recording fake of pyxrt and a stub of the XRT library only.",
+        epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_engine/hw/vck5000_engine.xclbin "
+                        "--bundle build/bundles/minilm --manifest build/vitis/vck5000_engine.json --json deploy.json",
+                        "vckattn deploy --xclbin build/vitis/vck5000_attention/hw/vck5000_attention.xclbin "
+                        "--bundle build/bundles/minilm"),
     )
     p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
