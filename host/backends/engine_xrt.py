@@ -27,7 +27,7 @@ import numpy as np
 
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine_hw import EngineCardDevice
-from vckattn.host.backends.xrt import PENDING, import_pyxrt, open_card, reason
+from vckattn.host.backends.xrt import PENDING, import_pyxrt, open_card, reason, release_graph
 from vckattn.hw.driver import IpPort
 from vckattn.hw.manifest import Manifest
 
@@ -95,15 +95,7 @@ class EngineXrtDevice(EngineCardDevice):
                 pass
         self._runs = {}
         if self._graph is not None:
-            try:
-                if self._graph_ran and self._graph_idle:  # end() blocks until done: never on a hung graph
-                    self._graph.end()
-            except Exception:
-                pass
-            try:
-                self._graph.close()
-            except Exception:
-                pass
+            release_graph(self._graph, self._graph_ran, self._graph_idle)
             self._graph = None
         if self._ip is not None:
             try:

@@ -147,6 +147,20 @@ def _state_name(state: Any) -> str:
     return str(getattr(state, "name", state))
 
 
+def release_graph(graph: Any, ran: bool, idle: bool) -> None:
+    """End (only after a run that finished: ``end()`` blocks on a hung graph) and close an AIE graph handle of the
+    shim; errors are ignored (this releases, it does not report)."""
+    try:
+        if ran and idle:
+            graph.end()
+    except Exception:
+        pass
+    try:
+        graph.close()
+    except Exception:
+        pass
+
+
 class XrtDevice(hwio.BufferedDevice):
     name = "xrt"
     where = "hardware: VCK5000 through XRT (pyxrt)"
@@ -214,15 +228,7 @@ class XrtDevice(hwio.BufferedDevice):
                     pass
         self._runs = {}
         if self._graph is not None:
-            try:
-                if self._graph_ran and self._graph_idle:  # end() blocks until done: never on a hung graph
-                    self._graph.end()
-            except Exception:
-                pass
-            try:
-                self._graph.close()
-            except Exception:
-                pass
+            release_graph(self._graph, self._graph_ran, self._graph_idle)
             self._graph = None
         for ip in self._ips.values():
             try:
@@ -305,4 +311,4 @@ class XrtDevice(hwio.BufferedDevice):
 
 
 __all__ = ["PENDING", "XRT_MISSING", "XrtDevice", "check_file", "import_pyxrt", "open_card", "read_xclbin", "reason",
-           "xclbin_kernel_names"]
+           "release_graph", "xclbin_kernel_names"]

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from . import aie, engine_aie
+from .engine_aie import _add, _scaled  # operation-count arithmetic, shared with the attention kernels
 
 __all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "efficiency", "invocation_cycles", "invocation_macs",
            "invocation_report", "kernel_memory", "load_data", "op_counts", "phase_counts", "variant"]
@@ -66,17 +67,6 @@ def _check(kernel: str, rows: int, cols: int, kslice: int, out_bits: int) -> int
     if out_bits not in (8, 32):
         raise ValueError(f"out_bits must be 8 or 32, got {out_bits}")
     return 2 if rows % 8 == 0 else 1
-
-
-def _scaled(counts: dict[str, int], n: int) -> dict[str, int]:
-    return {k: v * n for k, v in counts.items() if v * n}
-
-
-def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
-    out = dict(a)
-    for k, v in b.items():
-        out[k] = out.get(k, 0) + v
-    return {k: v for k, v in out.items() if v}
 
 
 def phase_counts(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> dict[str, dict[str, int]]:

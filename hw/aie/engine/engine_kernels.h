@@ -43,7 +43,7 @@
 //   void release()             gives the buffer back to the DMA
 // Sync buffers (q, s, p, o) are plain pointers to the current ping-pong half. Cascade ports are the ADF
 // types (input_cascade<acc48> / output_cascade<acc48>; on g++ the FIFOs of ../aie_api_emu.h).
-// Adapters: AdfSliceIn (ADF async window; UNVERIFIED: no aiecompiler here) and HostSlices (g++).
+// Adapters (async_buffer.h): AdfSliceIn (ADF async window; UNVERIFIED: no aiecompiler here) and HostSlices (g++).
 //
 // Compute paths: the scalar reference (plain loops, int32/int64 accumulation) unless VCKATTN_AIE_VECTOR
 // (AI Engine builds without VCKATTN_AIE_SCALAR, or g++ with -DVCKATTN_AIE_VECTOR_EMU over
@@ -121,6 +121,7 @@
 #endif
 
 #include "../generated/engine_streams.h"
+#include "async_buffer.h"
 
 namespace vckattn_engine {
 
@@ -710,63 +711,13 @@ inline Status rq_tile(input_cascade<acc48>* cin, uint8_t* __restrict o, RqState&
 }
 
 // ---------------------------------------------------------------------------------------------
-// Buffer adapters
+// Buffer adapters (async_buffer.h): the ADF async window and the g++ queue of slices
 // ---------------------------------------------------------------------------------------------
 #if VCKATTN_AIE_ADF
-// UNVERIFIED (no aiecompiler on this project's machines): written against the ADF window API of Vitis
-// 2022.2 (AIE1). The graph declares the K / V window input async (adf::async), so the kernel acquires and
-// releases it itself; a window's data is reached through its current pointer.
-#define VCKATTN_WINDOW_DATA(w) reinterpret_cast<uint8_t*>((w)->ptr)
-
-class AdfSliceIn {
-public:
-    explicit AdfSliceIn(input_window<int8>* w) : w_(w) {}
-    const uint8_t* acquire() {
-        window_acquire(w_);
-        return current();
-    }
-    const uint8_t* current() const { return VCKATTN_WINDOW_DATA(w_); }
-    void release() { window_release(w_); }
-
-private:
-    input_window<int8>* w_;
-};
-
-#else  // g++
-
-// The async K / V slices one kernel receives, in order: each a 64-byte aligned copy of a k / v buffer.
-class HostSlices {
-public:
-    void push(const uint8_t* bytes, std::size_t n) {
-        void* mem = nullptr;
-        if (posix_memalign(&mem, 64, n) != 0) std::abort();
-        std::memcpy(mem, bytes, n);
-        slices_.emplace_back(static_cast<uint8_t*>(mem));
-    }
-    const uint8_t* acquire() {
-        if (next_ >= slices_.size()) return nullptr;
-        held_ = slices_[next_++].get();
-        return held_;
-    }
-    const uint8_t* current() const { return held_; }
-    void release() {
-        held_ = nullptr;
-        ++released_;
-    }
-    std::size_t remaining() const { return slices_.size() - next_; }  // never acquired
-    std::size_t held() const { return next_ - released_; }           // acquired, not released
-
-private:
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
-    };
-    std::vector<std::unique_ptr<uint8_t, Free> > slices_;
-    std::size_t next_ = 0;
-    std::size_t released_ = 0;
-    const uint8_t* held_ = nullptr;
-};
-
-#endif  // VCKATTN_AIE_ADF
+using AdfSliceIn = vckattn_async::AdfAsyncIn;
+#else
+using HostSlices = vckattn_async::HostAsyncIn;
+#endif
 
 }  // namespace vckattn_engine
 

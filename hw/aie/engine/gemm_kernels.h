@@ -96,6 +96,7 @@
 #endif
 
 #include "../generated/engine_streams.h"
+#include "async_buffer.h"
 
 namespace vckattn_gemm {
 
@@ -467,62 +468,13 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
 }
 
 // ---------------------------------------------------------------------------------------------
-// Buffer adapters (the async w buffer)
+// Buffer adapters (the async w buffer; async_buffer.h, as the engine kernels' K / V slices)
 // ---------------------------------------------------------------------------------------------
 #if VCKATTN_AIE_ADF
-// UNVERIFIED (no aiecompiler on this project's machines): the ADF window API of Vitis 2022.2 (AIE1), as
-// engine_kernels.h AdfSliceIn; the graph declares the w window input async.
-#define VCKATTN_GEMM_WINDOW_DATA(w) reinterpret_cast<uint8_t*>((w)->ptr)
-
-class AdfWeightsIn {
-public:
-    explicit AdfWeightsIn(input_window<int8>* w) : w_(w) {}
-    const uint8_t* acquire() {
-        window_acquire(w_);
-        return current();
-    }
-    const uint8_t* current() const { return VCKATTN_GEMM_WINDOW_DATA(w_); }
-    void release() { window_release(w_); }
-
-private:
-    input_window<int8>* w_;
-};
-
-#else  // g++
-
-// The w buffers one kernel receives, in order: each a 64-byte aligned copy.
-class HostWeights {
-public:
-    void push(const uint8_t* bytes, std::size_t n) {
-        void* mem = nullptr;
-        if (posix_memalign(&mem, 64, n) != 0) std::abort();
-        std::memcpy(mem, bytes, n);
-        bufs_.emplace_back(static_cast<uint8_t*>(mem));
-    }
-    const uint8_t* acquire() {
-        if (next_ >= bufs_.size()) return nullptr;
-        held_ = bufs_[next_++].get();
-        return held_;
-    }
-    const uint8_t* current() const { return held_; }
-    void release() {
-        held_ = nullptr;
-        ++released_;
-    }
-    std::size_t remaining() const { return bufs_.size() - next_; }  // never acquired
-    std::size_t held() const { return next_ - released_; }          // acquired, not released
-
-private:
-    struct Free {
-        void operator()(uint8_t* p) const { std::free(p); }
-    };
-    std::vector<std::unique_ptr<uint8_t, Free> > bufs_;
-    std::size_t next_ = 0;
-    std::size_t released_ = 0;
-    const uint8_t* held_ = nullptr;
-};
-
-#endif  // VCKATTN_AIE_ADF
+using AdfWeightsIn = vckattn_async::AdfAsyncIn;
+#else
+using HostWeights = vckattn_async::HostAsyncIn;
+#endif
 
 }  // namespace vckattn_gemm
 

@@ -29,7 +29,7 @@ void run(const char* name, input_window<int8>* x, input_window<int8>* w, input_c
          output_cascade<acc48>* cout, uint8_t* out) {
     vckattn_gemm::AdfWeightsIn ws(w);
     uint32_t hdr[4] = {0, 0, 0, 0};
-    const int st = vckattn_gemm::gemm_tile<J, OUT_BITS>(VCKATTN_GEMM_WINDOW_DATA(x), ws, cin, cout, out,
+    const int st = vckattn_gemm::gemm_tile<J, OUT_BITS>(VCKATTN_WINDOW_DATA(x), ws, cin, cout, out,
                                                         gemm_state<J, OUT_BITS>(), hdr);
     report(name, J, st, hdr);
 }
@@ -50,24 +50,24 @@ void gemm_proj_mid(input_window<int8>* __restrict x, input_window<int8>* __restr
 template <int J>
 void gemm_proj_last_rq(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
                        input_cascade<acc48>* __restrict cin, output_window<int8>* __restrict out) {
-    run<J, 8>("gemm_proj_last_rq", x, w, cin, nullptr, VCKATTN_GEMM_WINDOW_DATA(out));
+    run<J, 8>("gemm_proj_last_rq", x, w, cin, nullptr, VCKATTN_WINDOW_DATA(out));
 }
 
 template <int J>
 void gemm_proj_last_y(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
                       input_cascade<acc48>* __restrict cin, output_window<int32>* __restrict out) {
-    run<J, 32>("gemm_proj_last_y", x, w, cin, nullptr, VCKATTN_GEMM_WINDOW_DATA(out));
+    run<J, 32>("gemm_proj_last_y", x, w, cin, nullptr, VCKATTN_WINDOW_DATA(out));
 }
 
 #if VCKATTN_GEMM_KERNELS == 1
 // The kernels of a one-kernel cascade (defined only in such designs).
 void gemm_proj_only_rq(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
                        output_window<int8>* __restrict out) {
-    run<0, 8>("gemm_proj_only_rq", x, w, nullptr, nullptr, VCKATTN_GEMM_WINDOW_DATA(out));
+    run<0, 8>("gemm_proj_only_rq", x, w, nullptr, nullptr, VCKATTN_WINDOW_DATA(out));
 }
 
 void gemm_proj_only_y(input_window<int8>* __restrict x, input_window<int8>* __restrict w,
                       output_window<int32>* __restrict out) {
-    run<0, 32>("gemm_proj_only_y", x, w, nullptr, nullptr, VCKATTN_GEMM_WINDOW_DATA(out));
+    run<0, 32>("gemm_proj_only_y", x, w, nullptr, nullptr, VCKATTN_WINDOW_DATA(out));
 }
 #endif
