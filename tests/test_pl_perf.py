@@ -101,6 +101,25 @@ def test_narrower_scores_are_smaller() -> None:
     assert fits["8"]["lut"]["per_lane"] <= 700
 
 
+def test_swiftmax_dsp_products_variant() -> None:
+    """The int8 SwiftMax build whose lanes multiply in a DSP block (the sweep's ``dsp`` variant): one DSP and
+    fewer LUTs a lane than the LUT-product build, its points reproduced by its fit; wider scores multiply in a
+    DSP by default (the same figures); ``products`` is a SwiftMax option only."""
+    entry = load_data()["kernels"]["swiftmax"]["variants"]["dsp"]
+    assert entry["build_params"] == {"lut_product": False}
+    for p in entry["widths"]["8"]["points"]:
+        got = resources("swiftmax", p["lanes"], 8, "dsp")
+        assert abs(got["lut"] - p["lut"]) <= entry["widths"]["8"]["fit"]["lut"]["max_abs_residual"] + 2e-3
+        assert got["dsp"] == p["dsp"] == p["lanes"]
+    lut, dsp = resources("swiftmax", 16, 8), resources("swiftmax", 16, 8, "dsp")
+    assert dsp["dsp"] == 16 > lut["dsp"] == 0 and dsp["lut"] < 0.8 * lut["lut"]
+    assert resources("swiftmax", 8, 16, "dsp") == resources("swiftmax", 8, 16)
+    with pytest.raises(ValueError, match="products"):
+        resources("online_softmax", 4, 8, "dsp")
+    with pytest.raises(ValueError, match="products"):
+        resources("swiftmax", 4, 8, "lut")
+
+
 # ------------------------------------------------------------------------------------------ cycle formulas
 
 
