@@ -37,11 +37,13 @@ def _split(r: dict) -> SublayerSplit:
 def test_simulation_agrees_with_the_closed_form_on_the_best_split(shape, normalizer):
     closed, sim = _best_and_sim(shape, normalizer)
     assert abs(sim.seconds / closed["seconds"] - 1) <= TOLERANCE, (sim.seconds, closed["seconds"])
-    # sequence by sequence through the three stages, each hand-off within the tolerance of the closed form's
+    # sequence by sequence through the three stages; every hand-off within 15% of the closed form's (a hand-off
+    # carries the closed form's fill and latency approximations: the attention pipelines' K/V load and a tile's way
+    # through them, which the simulated graph partly overlaps; the sublayer's end within 10%, above)
     for stage, ready in closed["sequence_ready"].items():
         got = sim.sequence_ready[stage]
         assert got == sorted(got) and len(got) == shape.batch
-        assert abs(got[-1] / ready[-1] - 1) <= TOLERANCE, stage
+        assert all(abs(x / y - 1) <= 0.15 for x, y in zip(got, ready, strict=True)), stage
     assert sim.sequence_ready["qkv"][0] < sim.sequence_ready["attention"][0] < sim.sequence_ready["o"][0]
     # the busiest instance of each projection stage computes exactly the closed form's busy time (same cycles)
     for stage in ("qkv", "o"):

@@ -100,7 +100,13 @@ class SublayerSplit:
     a tile's memory with the 4-byte outputs); each is a build of the projection GEMM kernel. The defaults are the
     shapes of highest modeled efficiency that fit a tile's memory and keep their x and out buffers within a PLIO's
     rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates). ``normalizer``: the attention pipelines'
-    normalizer (:data:`NORMALIZERS`)."""
+    normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
+    dividing ``kq`` (None: ``kq``, one a kernel pair)."""
+
+    @property
+    def channels(self) -> int:
+        """Score channels a pipeline."""
+        return self.score_channels or self.kq
 
     n_qkv: int
     n_o: int
@@ -110,6 +116,7 @@ class SublayerSplit:
     qkv_tile: tuple[int, int, int] = (16, 48, 192)
     o_tile: tuple[int, int, int] = (8, 48, 192)
     normalizer: str = "swiftmax"
+    score_channels: int | None = None
 
 
 def _device() -> dict[str, float]:
@@ -204,7 +211,7 @@ def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int
             "weight_bytes": sum(loads) * cols * s.d_model, "first_weight_bytes": sum(map(bool, loads)) * cols
             * s.d_model, "kernel_memory_bytes": memory,
             "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE),
-            "work": tuple(tuple((b, unit) for _, b in u) for u in dealt),
+            "work": _by_sequence([[(b, unit) for _, b in u] for u in dealt], s.batch),
             # a tile's latency (its x in, compute, its output out) beyond the tile interval: when a sequence's
             # last tile is through after its last interval
             "fill_seconds": 0.0, "tail_seconds": (io["x_in"] + compute + io["out"] - chain) / DEVICE["aie_clock_hz"]}
@@ -221,29 +228,32 @@ def attention_memory(q_rows: int, sk: int, d: int) -> int:
 
 def attention_geometry(s: SublayerShape, sp: SublayerSplit) -> engine.Geometry:
     """The attention pipelines of split ``sp`` as an engine :class:`~.engine.Geometry`: ``n_att`` pipelines of
-    ``kq`` + ``kq`` kernels, one score channel a kernel pair with a :data:`LANES`-lane normalizer, int8 scores, the
-    build's keys = ``seq``, not causal."""
+    ``kq`` + ``kq`` kernels, ``sp.channels`` score channels with a :data:`LANES`-lane normalizer each, int8 scores,
+    the build's keys = ``seq``, not causal."""
     if sp.normalizer not in NORMALIZERS:
         raise ValueError(f"normalizer must be one of {NORMALIZERS}, got {sp.normalizer!r}")
+    if sp.kq % sp.channels:
+        raise ValueError(f"score_channels {sp.channels} must divide kq {sp.kq}")
     if s.seq % sp.kq or (s.seq // sp.kq) % 16:
         raise ValueError(f"seq {s.seq} must split into {sp.kq} slices of a multiple of 16 keys")
-    return engine.Geometry(pipelines=sp.n_att, k=sp.kq, m=sp.kq, q_rows=sp.q_rows, d=engine.build_d(s.head_dim),
+    return engine.Geometry(pipelines=sp.n_att, k=sp.kq, m=sp.channels, q_rows=sp.q_rows, d=engine.build_d(s.head_dim),
                            keys=s.seq, sk=s.seq // sp.kq, score_bits=8, lanes=LANES, f_aie=DEVICE["aie_clock_hz"],
                            f_pl=DEVICE["pl_clock_hz"], seq=s.seq, heads=s.heads, kv_heads=s.heads, batch=s.batch,
                            causal=False, normalizer=sp.normalizer)
 
 
 def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
-    return _attention_of(s, sp.n_att, sp.kq, sp.q_rows, sp.normalizer)
+    return _attention_of(s, sp.n_att, sp.kq, sp.q_rows, sp.normalizer, sp.channels)
 
 
 @functools.cache
-def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer: str) -> dict[str, Any]:
-    sp = SublayerSplit(0, 0, n_att, kq, q_rows=q_rows, normalizer=normalizer)
+def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer: str,
+                  channels: int) -> dict[str, Any]:
+    sp = SublayerSplit(0, 0, n_att, kq, q_rows=q_rows, normalizer=normalizer, score_channels=channels)
     g = attention_geometry(s, sp)
     sk = g.sk
     compute = _tile_cycles(sp.kq, sp.q_rows, sk, s.head_dim)
-    # a tile of a pipeline: Q in; its score channel (scores out through the normalizer, P back: the engine model's
+    # a tile of a pipeline: Q in; its score channels (scores out through the normalizer, P back: the engine model's
     # costing of either normalizer, engine.tile_costs); A out
     f = DEVICE["aie_clock_hz"]
     io = {"q_in": _io_cycles(sp.q_rows * s.head_dim), "scores": engine.tile_costs(g, 0).channel * f,
@@ -257,11 +267,25 @@ def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer
             "compute_cycles": compute, "io_cycles": io,
             "kernel_memory_bytes": attention_memory(sp.q_rows, sk, s.head_dim),
             "efficiency": sp.q_rows * sk * s.head_dim / (tile * PEAK_MACS_PER_CYCLE),
-            "work": tuple(tuple((grp // s.heads, group) for grp in x) for x in dealt),
+            "work": _by_sequence([[(grp // s.heads, group) for grp in x] for x in dealt], s.batch),
             # a group that waits for its sequence: its K and V slices come in first; a tile's latency (Q in, QKᵀ,
             # its channel, P·V, the requantizer, A out) beyond the tile interval
             "fill_seconds": engine.kv_seconds(g),
             "tail_seconds": _latency(engine.tile_costs(g, 0)) - tile / f}
+
+
+def _by_sequence(work: list[list[tuple[int, float]]], batch: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """Per sequence, the (instance, seconds) of every instance with work on it, from each instance's (sequence,
+    seconds) items in run order (an instance runs its items of a sequence back to back, sequences in order)."""
+    out: list[dict[int, float]] = [{} for _ in range(batch)]
+    for c, items in enumerate(work):
+        prev = -1
+        for b, secs in items:
+            if b < prev:
+                raise ValueError("an instance's items must come in sequence order")
+            prev = b
+            out[b][c] = out[b].get(c, 0.0) + secs
+    return tuple(tuple(d.items()) for d in out)
 
 
 def _latency(c: engine.TileCosts) -> float:
@@ -271,8 +295,8 @@ def _latency(c: engine.TileCosts) -> float:
 
 def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None) -> dict[str, Any]:
     """When each sequence leaves each stage (seconds from the launch's start), the stages handing over whole
-    sequences (module docstring). ``stages`` in order, each with ``"work"`` (per instance, its (sequence, seconds)
-    items in run order, sequences non-decreasing, each item a whole number of tile intervals), ``"fill_seconds"``
+    sequences (module docstring). ``stages`` in order, each with ``"work"`` (per sequence, the (instance, seconds)
+    of every instance's work on it, a whole number of tile intervals: :func:`_by_sequence`), ``"fill_seconds"``
     (what an instance waiting for a sequence needs after the hand-off before its first tile) and ``"tail_seconds"``
     (a tile's latency through the stage beyond its interval). An instance starts its items of sequence b after its
     previous item, after the stage before has handed over b (plus the fill), and after the stage after has freed
@@ -281,23 +305,19 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
     plus the tail); ``"end"``: the last."""
     start = start or [0.0] * batch
     ready = [[0.0] * batch for _ in stages]
-    ends = [[0.0] * len(st["work"]) for st in stages]
-    pos = [[0] * len(st["work"]) for st in stages]
+    ends: list[dict[int, float]] = [{} for _ in stages]
     for b in range(batch):
         for i, st in enumerate(stages):
             t_in = start[b] if i == 0 else ready[i - 1][b] + st["fill_seconds"]
             if i + 1 < len(stages) and b >= SEQUENCE_SLOTS:
                 t_in = max(t_in, ready[i + 1][b - SEQUENCE_SLOTS])
-            last = t_in
-            for c, items in enumerate(st["work"]):
-                j, end = pos[i][c], ends[i][c]
-                if j < len(items) and items[j][0] == b:
-                    end = max(end, t_in)
-                    while j < len(items) and items[j][0] == b:
-                        end += items[j][1]
-                        j += 1
-                    pos[i][c], ends[i][c] = j, end
-                    last = max(last, end)
+            last, end_of = t_in, ends[i]
+            for c, secs in st["work"][b]:
+                e = end_of.get(c, 0.0)
+                e = (e if e > t_in else t_in) + secs
+                end_of[c] = e
+                if e > last:
+                    last = e
             ready[i][b] = last + st["tail_seconds"]
     return {"ready": ready, "end": ready[-1][-1]}
 
@@ -330,9 +350,9 @@ def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
 
 def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[dict[str, Any]]:
     """The cost (:func:`split_cost`) of every split within ``tile_cap`` of the AIE tiles (every kernel one tile)
-    whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4 and as many
-    attention pipelines as the rest of the tiles hold (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``,
-    ``normalizer``, as :class:`SublayerSplit`)."""
+    whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4, every score
+    channel count dividing it and as many attention pipelines as the rest of the tiles hold (``tiles``: ``qkv_tile``,
+    ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
     cap = int(tile_cap * DEVICE["aie_tiles"])
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
@@ -344,9 +364,11 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[di
                 n_att = (cap - n_qkv * k_qkv - n_o * k_o) // (2 * kq + 1)
                 if n_att < 1:
                     continue
-                c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **tiles))
-                if c["kernel_memory_bytes"] <= DEVICE["kernel_memory_bytes"]:
-                    yield c
+                for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
+                          [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
+                    c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m}))
+                    if c["kernel_memory_bytes"] <= DEVICE["kernel_memory_bytes"]:
+                        yield c
 
 
 def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
