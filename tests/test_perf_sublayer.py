@@ -101,3 +101,20 @@ def test_bert_base_figures():
     assert r512["fraction_of_peak"] == pytest.approx(0.471, abs=0.001)
     assert r128["fraction_of_peak"] == pytest.approx(0.464, abs=0.001)
     assert math.isclose(r512["tops"], r512["ops"] / r512["seconds"] / 1e12)
+
+
+def test_online_softmax_channel_is_the_engine_models():
+    """The attention pipelines' score channel with online softmax: the engine model's row-assembling cost
+    (engine.tile_costs: the whole tile through one unit), slower than SwiftMax's packets at S = 512."""
+    from vckattn.hw.perf import engine
+
+    s = SublayerShape(batch=8, seq=512)
+    sp = SublayerSplit(48, 16, 8, 4, normalizer="online_softmax", score_channels=1)
+    c = sublayer.split_cost(s, sp)
+    g = sublayer.attention_geometry(s, sp)
+    assert (g.m, g.k, g.lanes, g.normalizer) == (1, 4, 16, "online_softmax")
+    assert c["stages"]["attention"]["io_cycles"]["scores"] == pytest.approx(engine.tile_costs(g, 0).channel * 1.25e9)
+    swift = sublayer.split_cost(s, SublayerSplit(48, 16, 8, 4))
+    assert c["stages"]["attention"]["tile_cycles"] > 2 * swift["stages"]["attention"]["tile_cycles"]
+    with pytest.raises(ValueError, match="divide"):
+        sublayer.split_cost(s, SublayerSplit(48, 16, 8, 4, score_channels=3))
