@@ -72,3 +72,28 @@ def test_fewer_sequence_slots_stall_the_stages(monkeypatch):
     one_sim, one = simulate_sublayer(shape, sp).seconds, sublayer.split_cost(shape, sp)["seconds"]
     assert one > 1.2 * base and one_sim > 1.2 * base_sim
     assert abs(one_sim / one - 1) <= TOLERANCE
+
+
+@pytest.mark.slow
+def test_documented_sublayer_figures_are_what_the_model_says():
+    """docs/performance.md's sublayer block is what hw/perf/report.py writes at this commit (closed form, simulation,
+    SwiftMax against online softmax), and every agreement it states is within the tolerance."""
+    from pathlib import Path
+
+    from vckattn.hw.perf import report
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "performance.md").read_text(encoding="utf-8")
+    block = report.sublayer_block()
+    assert report.current_block(text, report.SUB_BEGIN, report.SUB_END) == block, (
+        "docs/performance.md's sublayer figures are stale: run `python -m vckattn.hw.perf.report --write "
+        "docs/performance.md`")
+    agree = report.sublayer_agreement()
+    assert all(abs(a["difference"]) <= TOLERANCE for a in agree)
+    # the README leads its performance section with the same figures
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for a in agree[:2]:
+        c = a["closed"]
+        row = (f"| {a['shape'].seq} | {c['seconds'] * 1e6:.1f} µs | {a['sim'].seconds * 1e6:.1f} µs "
+               f"({a['difference']:+.1%})".replace("-", "−") + f" | **{c['fraction_of_peak']:.1%}** "
+               f"({c['tops']:.1f} TOPS) |")
+        assert row in readme, row
