@@ -6,23 +6,23 @@ What is costed: an encoder sublayer (X·W_qkvᵀ + b → Q, K, V int8; attention
 
 * ``n_qkv`` projection cascades for Q/K/V and ``n_o`` for W_O, each ``k = d_model / kslice`` kernels of the
   projection GEMM (:mod:`.gemm_proj`: the cascade runs at its slowest kernel, the requantizing or int32 last one);
-  the (output-channel block, sequence) units are dealt by :func:`deal_projection`: whole blocks to each cascade
-  (or, with more cascades than blocks, a block's sequences round-robin over its cascades), every cascade running its
-  units sequence by sequence. A cascade that serves one block holds its weights for the whole launch (read once); one
-  that serves several reloads a block's weights whenever it switches block (per sequence);
+  the (output-channel block, sequence) units, in block-major order, are cut into ``n`` contiguous runs
+  (:func:`deal_projection`), so a cascade serves one block, a few neighbours or some sequences of one block, and
+  every cascade runs its units sequence by sequence. A cascade that serves one block holds its weights for the whole
+  launch (read once); one that serves several reloads a block's weights whenever it switches block;
 * ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a
-  requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice, one score channel a kernel pair with the
-  normalizer's cost from :mod:`.engine`: SwiftMax's packet slots or online softmax's row assembly); whole
-  (batch, head) groups are dealt round-robin, as the host does.
+  requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice, ``score_channels`` score channels a pipeline
+  (one a kernel pair by default) with the normalizer's cost from :mod:`.engine`: SwiftMax's packet slots or online
+  softmax's row assembly); whole (batch, head) groups are dealt round-robin, as the host does.
 
 The stages hand over whole sequences (:func:`schedule`): attention of sequence b starts once every Q/K/V cascade
-has done its units of b (and its first K/V slices and Q tile are in), W_O of b once every attention group of b is
-done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and of A) between two stages, so a stage waits for
-the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V cascades start a
-sequence once its X has come from DDR (X is read first, in sequence order; every cascade's first weight block is on
-chip at the start: prefetched while the previous sublayer ran, after its X). The launch ends when the last W_O
-tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the sublayer's int8
-output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
+has done its units of b (a waiting pipeline then loads its group's K/V slices first), W_O of b once every attention
+group of b is done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and of A) between two stages, so a
+stage waits for the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V
+cascades start a sequence once its X has come from DDR (X is read first, in sequence order; every cascade's first
+weight block is on chip at the start: prefetched while the previous sublayer ran, after its X). The launch ends
+when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the
+sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
 (``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
 simulation (buffers, links, the one DDR bank, the attention pipelines of :mod:`.simulate`) and must agree with it.
 
@@ -31,7 +31,7 @@ Assumptions (each can make the real design slower):
 * A tile of a stage takes the longest of its slowest kernel's modeled cycles (its own instrumented code:
   :mod:`.gemm_proj`, :mod:`.engine_aie`; not compiled by aiecompiler here) and the transfer of each of its buffers
   through one 128-bit PLIO at the PL clock (250 MHz, the model's default) and the tile DMA's 32-bit stream; DMA and
-  compute overlap (ping-pong buffers); the attention pipelines have one score channel per kernel pair. It rules out
+  compute overlap (ping-pong buffers); a tile's latency through a stage counts only at a hand-off. It rules out
   tiles whose 4-byte Y or whose x slice outgrows a PLIO (16 rows × 64 channels over 128 features: Y 4 KB a tile,
   1,280 cycles of a PLIO against 1,099 of compute).
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
@@ -41,6 +41,9 @@ Assumptions (each can make the real design slower):
   sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (X goes to all projection cascades by
   broadcast, one stream per K-slice; each cascade and pipeline has its own output PLIO).
 * Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
+* Every cascade's first weight block is on chip when the launch starts: the steady state of consecutive sublayers,
+  each prefetching the next one's into its w buffers' free half. A single cold launch adds their DDR load first
+  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base).
 * At most ``tile_cap`` of the AIE tiles are used (default 80%: the resource headroom rule), every kernel on its own
   tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
 
@@ -188,8 +191,8 @@ def weight_loads(units: list[tuple[int, int]]) -> int:
 @functools.cache
 def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
     """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch (the
-    busiest cascade), kernels, weight bytes read, memory, and each cascade's sequences in run order with the
-    seconds of each of its units (``"work"``, for :func:`schedule`)."""
+    busiest cascade), kernels, weight bytes read (all loads; the first of each cascade), memory, and the work of
+    each cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`)."""
     rows, cols, kslice = tile
     if s.d_model % kslice or out_cols % cols:
         raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
