@@ -113,6 +113,7 @@ def test_explore_json(capsys, tmp_path):
     w = model.Workload(heads=12, d_head=64, seq=256, batch=4, layers=("swiftmax",) * 2)
     assert model.evaluate(w, d).seconds_per_layer == pytest.approx(best["seconds_per_layer"])
     assert r["search_seconds"] < 60
+    assert r["scope"] == "attention"
 
 
 def test_explore_plots_fig5_without_cpu(capsys, tmp_path):
@@ -199,11 +200,92 @@ def test_scope_sublayer_prints_the_best_split_and_refuses_attention_flags(capsys
     assert got["modeled"] is True and got["scope"] == "sublayer"
     assert got["split"] == json.loads(json.dumps(want["split"])) and got["seconds"] == want["seconds"]
     assert f"{want['fraction_of_peak']:.1%} of 128 int8 TOPS" in err and "MODELED" in err
-    for extra in (["--simulate"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
-                  ["--tile-cap", "1.5"]):
+    for extra in (["--operands", "on_chip"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
+                  ["--tile-cap", "1.5"], ["--layers", "2"], ["--pipelines", "4"], ["--normalizer", "relu"]):
         code, _, err = _run(capsys, "perf", "--scope", "sublayer", *extra)
         assert code == 2 and err.count("\n") == 1, (extra, err)
     code, _, err = _run(capsys, "perf", "--scope", "sublayer", "--d-head", "40")
     assert code == 4 and "not multiples" in err
     code, _, err = _run(capsys, "perf", "--tile-cap", "0.5")
     assert code == 2 and "--scope sublayer only" in err
+
+
+#: a small sublayer for the CLI tests (MiniLM-like: 6 heads x 64, d_model 384, two sequences of 128)
+SMALL = ("--seq", "128", "--batch", "2", "--heads", "6")
+
+
+def test_scope_sublayer_simulate_prints_both_and_records_them(capsys):
+    """`perf --scope sublayer --simulate`: the simulated graph of the best split beside the closed form, in the
+    JSON too (scope, both times, their difference), within the documented 10%."""
+    from vckattn.hw.perf import sublayer
+
+    code, out, err = _run(capsys, "perf", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3", "--simulate", "--json",
+                          "-")
+    assert code == 0, err
+    got = json.loads(out)
+    want = sublayer.best_split(sublayer.SublayerShape(batch=2, seq=128, heads=6), tile_cap=0.3)
+    assert got["scope"] == "sublayer" and got["seconds"] == want["seconds"]
+    sim = got["simulation"]
+    assert sim["simulated"] is True and sim["closed_form_seconds"] == want["seconds"]
+    assert sim["difference"] == pytest.approx(sim["seconds"] / want["seconds"] - 1)
+    assert abs(sim["difference"]) <= 0.10
+    assert set(sim["sequence_ready"]) == {"qkv", "attention", "o"}
+    assert "simulated sublayer graph vs closed form" in err and "MODELED" in err
+    # online softmax: the best split with that normalizer
+    code, out, err = _run(capsys, "perf", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3", "--normalizer",
+                          "softmax", "--json", "-")
+    assert code == 0, err
+    want = sublayer.best_split(sublayer.SublayerShape(batch=2, seq=128, heads=6), tile_cap=0.3,
+                               normalizer="online_softmax")
+    assert json.loads(out)["split"]["normalizer"] == "online_softmax" and json.loads(out)["seconds"] == want["seconds"]
+
+
+def test_explore_scope_sublayer_compares_the_normalizers(capsys):
+    """`perf explore --scope sublayer`: each normalizer's best split, online softmax at SwiftMax's resources and
+    both at equal throughput, as hw/perf/explore_sublayer.py gives them; the JSON records the scope; the flags that
+    make no sense for it refused (status 2, one line)."""
+    from vckattn.hw.perf import explore_sublayer, sublayer
+
+    code, out, err = _run(capsys, "perf", "explore", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3", "--json", "-")
+    assert code == 0, err
+    r = json.loads(out)
+    ex = explore_sublayer.explore_sublayer(sublayer.SublayerShape(batch=2, seq=128, heads=6), 0.3)
+    assert r["scope"] == "sublayer" and r["modeled"] is True
+    assert r["best"]["swiftmax"]["seconds"] == ex.swiftmax["seconds"]
+    assert r["best"]["online_softmax"]["split"]["normalizer"] == "online_softmax"
+    eq = r["online_softmax_equal_resources"]
+    assert eq["kernels"] <= r["best"]["swiftmax"]["kernels"]
+    assert eq["normalizer_resources"]["lut"] <= r["best"]["swiftmax"]["normalizer_resources"]["lut"]
+    assert r["speedup_equal_resources"] == pytest.approx(eq["seconds"] / r["best"]["swiftmax"]["seconds"])
+    target = max(r["best"][n]["seconds"] for n in ("swiftmax", "online_softmax"))
+    for key in ("swiftmax_equal_throughput", "online_softmax_equal_throughput"):
+        assert r[key]["seconds"] <= target * 1.005
+    assert r["lut_ratio_equal_throughput"] == pytest.approx(
+        r["swiftmax_equal_throughput"]["normalizer_resources"]["lut"]
+        / r["online_softmax_equal_throughput"]["normalizer_resources"]["lut"])
+    assert "speedup at equal resources" in err
+    for extra in (["--normalizer", "softmax"], ["--operands", "on_chip"], ["--board", "vck190"],
+                  ["--pl-clock", "300"], ["--kv-heads", "2"], ["--tile-cap", "0"]):
+        code, _, err = _run(capsys, "perf", "explore", "--scope", "sublayer", *extra)
+        assert code == 2 and err.count("\n") == 1, (extra, err)
+    code, _, err = _run(capsys, "perf", "explore", "--tile-cap", "0.5")
+    assert code == 2 and "--scope sublayer only" in err
+
+
+def test_fig5_for_the_sublayer(tmp_path):
+    """Fig. 5 for the whole sublayer: its numbers from the closed form on the splits written beside them, the
+    workload in the title, a PNG."""
+    from vckattn.hw.perf import sublayer
+
+    data = figures.fig5_sublayer_data(cpu=False, tile_cap=0.3)
+    assert [c["seq"] for c in data["cases"]] == [128, 512] and "BERT-base encoder sublayer" in data["workload"]
+    for case in data["cases"]:
+        assert [r["batch"] for r in case["by_batch"]] == list(figures.BATCHES)
+        assert case["by_layers_replaced"][0]["board_speedup"] == pytest.approx(1.0)
+        sp = case["swiftmax_split"]
+        split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
+        row = next(r for r in case["by_batch"] if r["batch"] == 2)
+        want = 12 * sublayer.split_cost(sublayer.SublayerShape(2, case["seq"]), split)["seconds"]
+        assert row["board_swiftmax_s"] == pytest.approx(want)
+    path = figures.fig5_sublayer_plot(data, tmp_path / "fig5_sublayer.png")
+    assert path.read_bytes().startswith(PNG)

@@ -26,11 +26,15 @@ out, the output mover), the bottleneck, the layer time on the card and with the 
 TOPS and % of the 128 int8 TOPS peak, the DDR roof, and resources used vs available (movers and
 AXI masters counted). --simulate also runs the graph as a discrete-event simulation (buffers and
 their depths, the cascade, packet merge and split, one DDR bank) and prints it beside the closed
-form. `perf explore` searches the design space for the fastest design per normalizer."""
+form. --scope sublayer models the whole encoder sublayer instead (X·W_qkv on AIE GEMM cascades,
+attention, ·W_O, X in and the output out through DDR): the best split of the AIE array, in closed
+form and, with --simulate, as a discrete-event simulation of its graph. `perf explore` searches the
+design space for the fastest design per normalizer (--scope sublayer: the fastest split)."""
 
 EPILOG = """\
 example:
   vckattn perf --seq 512 --batch 8 --simulate
+  vckattn perf --scope sublayer --seq 128 --batch 8 --simulate --json sublayer.json
   vckattn perf --design-from-manifest engine_small --seq 128 --batch 1
   vckattn perf --operands on_chip --pipelines 16 --qk-kernels 8 --pv-kernels 8 --score-plios 4 --json perf.json
   vckattn perf explore --seq 512 --batch 8 --json explore.json --plots results/perf"""
@@ -44,11 +48,17 @@ online softmax at equal resources (speedup: online softmax restricted to the Swi
 tiles, PLIOs, LUTs, FFs and DSPs) and at equal throughput (LUT ratio of the normalizers). --plots
 also writes the roofline, the stage times and the SwiftMax paper's Fig. 5 from the model (speedup
 vs batch 1..64 and vs layers replaced, BERT-base, S = 128 and 512) with a CPU time measured in the
-same run (torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing."""
+same run (torch fp32, labeled measured). The search takes seconds; --plots adds the CPU timing.
+--scope sublayer compares the two normalizers for the whole encoder sublayer instead: the fastest
+split of the AIE array between the Q/K/V and W_O projection cascades and the attention pipelines
+for each, online softmax at the SwiftMax split's AIE kernels and normalizer LUTs and FFs (speedup),
+and each normalizer's split with the fewest normalizer LUTs at the slower one's throughput (LUT
+ratio); --plots writes Fig. 5 for the sublayer (fig5_sublayer.png, fig5_sublayer.json)."""
 
 EXPLORE_EPILOG = """\
 example:
-  vckattn perf explore --seq 512 --batch 8 --layers 12 --json explore.json --plots results/perf"""
+  vckattn perf explore --seq 512 --batch 8 --layers 12 --json explore.json --plots results/perf
+  vckattn perf explore --scope sublayer --seq 512 --batch 8 --json explore_sublayer.json"""
 
 
 def _workload_args(p: argparse.ArgumentParser) -> None:
@@ -105,6 +115,15 @@ def _design_args(p: argparse.ArgumentParser) -> None:
                    "build) instead of keeping them resident in the kernels")
 
 
+def _scope_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--scope", choices=("attention", "sublayer"), default="attention",
+                   help="attention (default): the attention block; sublayer: the whole encoder sublayer (Q/K/V and "
+                   "W_O projections on AIE GEMM cascades beside the attention pipelines, X in and the output once "
+                   "through DDR), the best split of the AIE array for --seq, --batch, --heads and --d-head (MODELED)")
+    p.add_argument("--tile-cap", type=float, default=0.8, metavar="F",
+                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8)")
+
+
 def add_perf(sub: Subparsers) -> None:
     p = sub.add_parser("perf", help="modeled performance of the attention block on a VCK5000 (stages, bottleneck, "
                        "TOPS, resources); `perf explore` finds the fastest design",
@@ -115,14 +134,8 @@ def add_perf(sub: Subparsers) -> None:
     p.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png and stages.png")
     p.add_argument("--simulate", action="store_true", help="also run the discrete-event simulation of the engine's "
                    "graph (buffers, cascade, packet merge/split, one DDR bank; SimPy) and print it beside the closed "
-                   "form")
-    p.add_argument("--scope", choices=("attention", "sublayer"), default="attention",
-                   help="attention (default): the attention block on the design point; sublayer: the whole encoder "
-                   "sublayer (Q/K/V and W_O projections on AIE GEMM cascades beside the attention pipelines, X in "
-                   "and the output once through DDR), the best split of the array for --seq, --batch, --heads and "
-                   "--d-head (closed form, MODELED)")
-    p.add_argument("--tile-cap", type=float, default=0.8, metavar="F",
-                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8)")
+                   "form (--scope sublayer: of the sublayer's graph on the best split)")
+    _scope_args(p)
     p.set_defaults(func=run_perf)
     psub = p.add_subparsers(title="actions", dest="perf_action", metavar="ACTION", parser_class=type(p))
     e = psub.add_parser("explore", help="search the design space for the fastest design per normalizer",
@@ -136,6 +149,7 @@ def add_perf(sub: Subparsers) -> None:
     e.add_argument("--plots", type=Path, metavar="DIR", help="write roofline.png, stages.png, fig5_batch.png, "
                    "fig5_layers.png (+ fig5.json)")
     e.add_argument("--no-cpu", action="store_true", help="with --plots: no CPU timing in Fig. 5")
+    _scope_args(e)
     e.add_argument("--quiet", action="store_true", help="no progress bar")
     e.set_defaults(func=run_explore)
     v = psub.add_parser("validate", help="published AIE GEMM designs (MaxEVA, CHARM) predicted with the model's cost "
@@ -359,58 +373,128 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
 # ----------------------------------------------------------------------------------------------- perf
 
 
-def run_sublayer(args: argparse.Namespace) -> int:
-    """``vckattn perf --scope sublayer``: the best split of the array for the whole encoder sublayer (closed form)."""
-    from rich.table import Table
+#: attention-only flags --scope sublayer refuses (flag, attribute, its default)
+_ATTENTION_ONLY = (("--bundle", "bundle", None), ("--config", "config", None), ("--kv-heads", "kv_heads", None),
+                   ("--layers", "layers", None), ("--norm-site", "norm_site", None), ("--operands", "operands", "ddr"),
+                   ("--design", "design", None), ("--design-from-manifest", "design_from_manifest", None),
+                   ("--plots", "plots", None), ("--pl-clock", "pl_clock", None))
+_SUBLAYER_FLAGS = "--seq, --batch, --heads, --d-head and --tile-cap"
 
-    from vckattn.host.cli.common import make_console
+
+def sublayer_shape(args: argparse.Namespace, command: str) -> Any:
+    """The :class:`SublayerShape` of ``perf [explore] --scope sublayer``'s flags; the attention-only flags refused
+    (status 2), as are a board other than the VCK5000 and a tile cap outside (0, 1]."""
     from vckattn.hw.perf import sublayer
 
-    for flag, value in (("--simulate", args.simulate), ("--plots", args.plots), ("--bundle", args.bundle),
-                        ("--config", args.config), ("--design", args.design),
-                        ("--design-from-manifest", args.design_from_manifest)):
-        if value:
-            raise UserError(f"{flag} applies to --scope attention only; --scope sublayer takes the workload flags "
-                             "--seq, --batch, --heads, --d-head and --tile-cap")
+    allowed = {"--plots"} if command == "explore" else set()
+    for flag, attr, default in _ATTENTION_ONLY:
+        if flag not in allowed and getattr(args, attr, default) != default:
+            raise UserError(f"{flag} applies to --scope attention only; {command} --scope sublayer takes "
+                            f"{_SUBLAYER_FLAGS}")
+    design_flags = ("pipelines", "qk_kernels", "pv_kernels", "q_rows", "key_block", "score_plios", "max_seq",
+                    "head_dim", "in_plios", "out_plios", "lanes", "norm_lanes", "score_bits", "plio_bits")
+    given = [f"--{f.replace('_', '-')}" for f in design_flags if getattr(args, f, None) is not None]
+    if given or getattr(args, "kv_streamed", False):
+        raise UserError(f"{(given or ['--kv-streamed'])[0]} sets an attention design point; --scope sublayer "
+                        "searches the split of the array itself")
     if args.board != "vck5000":
         raise UserError("--scope sublayer models the VCK5000 only")
     if not 0 < args.tile_cap <= 1:
         raise UserError(f"--tile-cap must be in (0, 1], got {args.tile_cap}")
-    output_file(args.json_out, what="--json")
-    shape = sublayer.SublayerShape(batch=args.batch, seq=args.seq or 512, heads=args.heads or 12,
-                                   head_dim=args.d_head or 64)
-    try:
-        r = sublayer.best_split(shape, tile_cap=args.tile_cap)
-    except ValueError as exc:
-        raise InputError(f"--scope sublayer: {exc}") from None
-    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
-    sp = r["split"]
-    t = Table(title="the whole encoder sublayer — MODELED (not measured on a board)")
+    return sublayer.SublayerShape(batch=args.batch, seq=args.seq or 512, heads=args.heads or 12,
+                                  head_dim=args.d_head or 64)
+
+
+def _sublayer_normalizer(args: argparse.Namespace) -> str:
+    names = _normalizers(args.normalizer, 1) if args.normalizer is not None else ["swiftmax"]
+    name = {"swiftmax": "swiftmax", "softmax": "online_softmax", "online_softmax": "online_softmax"}.get(names[0])
+    if name is None:
+        raise UserError(f"--normalizer: {names[0]!r} is not swiftmax or softmax")
+    return name
+
+
+def _split_units(sp: dict[str, Any]) -> dict[str, str]:
+    norm = "SwiftMax" if sp["normalizer"] == "swiftmax" else "online softmax"
+    return {"qkv": f"{sp['n_qkv']} Q/K/V GEMM cascades ({sp['qkv_tile'][0]} x {sp['qkv_tile'][1]} x "
+                   f"{sp['qkv_tile'][2]} tiles, int8 out)",
+            "attention": f"{sp['n_att']} attention pipelines ({sp['kq']} QKᵀ + {sp['kq']} P·V kernels and a "
+                         f"requantizer, {sp['q_rows']}-row tiles, {sp['score_channels']} {norm} channel(s))",
+            "o": f"{sp['n_o']} W_O GEMM cascades ({sp['o_tile'][0]} x {sp['o_tile'][1]} x {sp['o_tile'][2]} "
+                 "tiles, int32 out)"}
+
+
+def _print_split(r: dict[str, Any], title: str, console: Any) -> None:
+    from rich.table import Table
+
+    t = Table(title=f"{title} — MODELED (not measured on a board)")
     for col in ("stage", "units", "kernels", "busy (µs)", "efficiency a tile"):
         t.add_column(col, justify="left" if col in ("stage", "units") else "right")
-    units = {"qkv": f"{sp['n_qkv']} Q/K/V GEMM cascades ({sp['qkv_tile'][0]} x {sp['qkv_tile'][1]} x "
-                    f"{sp['qkv_tile'][2]} tiles, int8 out)",
-             "attention": f"{sp['n_att']} attention pipelines ({sp['kq']} QKᵀ + {sp['kq']} P·V kernels and a "
-                          f"requantizer, {sp['q_rows']}-row tiles)",
-             "o": f"{sp['n_o']} W_O GEMM cascades ({sp['o_tile'][0]} x {sp['o_tile'][1]} x {sp['o_tile'][2]} "
-                  "tiles, int32 out)"}
+    units = _split_units(r["split"])
     for name, st in r["stages"].items():
         t.add_row(name + (" ◀ bound" if r["bound"] == name else ""), units[name], str(st["kernels"]),
                   f"{st['seconds'] * 1e6:,.1f}", f"{st['efficiency']:.1%}")
     console.print(t)
-    console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
-                  f"S = {shape.seq}, batch {shape.batch}; the AIE array split within {args.tile_cap:.0%} of its "
-                  "tiles")
-    console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (weights once per cascade that uses them, X in, the output "
-                  f"out) = {r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank"
-                  + (" ◀ bound" if r["bound"] == "ddr" else ""))
     console.print(f"{r['seconds'] * 1e6:,.1f} µs per sublayer, {r['tops']:.1f} TOPS = {r['fraction_of_peak']:.1%} "
-                  f"of 128 int8 TOPS ({r['kernels']} AIE kernels); MODELED: closed form, the PL (lanes, "
-                  "requantizers, residual add, movers, on-chip buffers) and the PLIO count not costed "
-                  "(hw/perf/sublayer.py states every assumption); no graph simulation of the sublayer")
+                  f"of 128 int8 TOPS ({r['kernels']} AIE kernels)")
+
+
+def run_sublayer(args: argparse.Namespace) -> int:
+    """``vckattn perf --scope sublayer``: the best split of the array for the whole encoder sublayer (closed form;
+    with --simulate, its graph simulated beside it)."""
+    from vckattn.host.cli.common import make_console
+    from vckattn.hw.perf import sublayer
+
+    shape = sublayer_shape(args, "perf")
+    normalizer = _sublayer_normalizer(args)
+    output_file(args.json_out, what="--json")
+    try:
+        r = sublayer.best_split(shape, tile_cap=args.tile_cap, normalizer=normalizer)
+    except ValueError as exc:
+        raise InputError(f"--scope sublayer: {exc}") from None
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    _print_split(r, "the whole encoder sublayer", console)
+    console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
+                  f"S = {shape.seq}, batch {shape.batch}, {normalizer.replace('_', ' ')}; the AIE array split within "
+                  f"{args.tile_cap:.0%} of its tiles")
+    console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (the weights, X in, the output out) = "
+                  f"{r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank" + (" ◀ bound" if r["bound"] == "ddr"
+                                                                               else ""))
+    console.print("MODELED: the stages hand over whole sequences (hw/perf/sublayer.py states every assumption); the "
+                  "PL's requantizers, residual add, movers and on-chip buffers and the PLIO count not costed")
+    result = {"modeled": True, "scope": "sublayer", **r}
+    if args.simulate:
+        result["simulation"] = _simulate_sublayer(shape, r, console)
     if args.json_out is not None:
-        _write_json({"modeled": True, "scope": "sublayer", **r}, args.json_out)
+        _write_json(result, args.json_out)
     return 0
+
+
+def _simulate_sublayer(shape: Any, closed: dict[str, Any], console: Any) -> dict[str, Any]:
+    """The sublayer's graph simulated on the closed form's best split, printed beside it."""
+    from rich.table import Table
+
+    from vckattn.hw.perf import simulate, sublayer
+    from vckattn.hw.perf.simulate_sublayer import simulate_sublayer
+
+    sp = dict(closed["split"])
+    split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
+    try:
+        sim = simulate_sublayer(shape, split)
+    except simulate.Deadlock as exc:
+        raise UserError(f"--simulate: {exc}") from None
+    diff = sim.seconds / closed["seconds"] - 1
+    t = Table(title="simulated sublayer graph vs closed form, one launch (both MODELED)")
+    for col in ("", "closed form", "simulated", "difference"):
+        t.add_column(col, justify="left" if not col else "right")
+    t.add_row("sublayer", _fmt_s(closed["seconds"]), _fmt_s(sim.seconds), f"{diff:+.1%}")
+    for stage, ready in closed["sequence_ready"].items():
+        got = sim.sequence_ready[stage]
+        t.add_row(f"{stage}: last sequence handed over", _fmt_s(ready[-1]), _fmt_s(got[-1]),
+                  f"{got[-1] / ready[-1] - 1:+.1%}")
+    console.print(t)
+    console.print(f"simulated: {sim.events:,} events; {closed['ops'] / sim.seconds / 1e12:.1f} TOPS = "
+                  f"{closed['fraction_of_peak'] * closed['seconds'] / sim.seconds:.1%} of 128 int8 TOPS")
+    return {**sim.to_json(), "closed_form_seconds": closed["seconds"], "difference": diff}
 
 
 def run_perf(args: argparse.Namespace) -> int:
@@ -487,6 +571,10 @@ def run_explore(args: argparse.Namespace) -> int:
 
     if not 0 <= args.headroom < 1:
         raise UserError("--headroom must be in [0, 1)")
+    if args.scope == "sublayer":
+        return run_explore_sublayer(args)
+    if args.tile_cap != 0.8:
+        raise UserError("--tile-cap applies to --scope sublayer only")
     output_file(args.json_out, what="--json")
     output_dir(args.plots, what="--plots")
     w = build_workload(args)
@@ -546,6 +634,59 @@ def run_explore(args: argparse.Namespace) -> int:
         report["fig5"] = data
         for p in paths:
             console.print(f"wrote {p}")
+    report["scope"] = "attention"
+    if args.json_out is not None:
+        _write_json(report, args.json_out)
+    return 0
+
+
+def run_explore_sublayer(args: argparse.Namespace) -> int:
+    """``vckattn perf explore --scope sublayer``: SwiftMax against online softmax for the whole sublayer."""
+    import time
+
+    from vckattn.host.cli.common import make_console
+    from vckattn.hw.perf import explore_sublayer, figures
+
+    shape = sublayer_shape(args, "explore")
+    if args.normalizer is not None:
+        raise UserError("--normalizer: perf explore compares both normalizers")
+    output_file(args.json_out, what="--json")
+    output_dir(args.plots, what="--plots")
+    console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
+    t0 = time.perf_counter()
+    try:
+        ex = explore_sublayer.explore_sublayer(shape, args.tile_cap, args.headroom)
+    except ValueError as exc:
+        raise InputError(f"--scope sublayer: {exc}") from None
+    elapsed = time.perf_counter() - t0
+    _print_split(ex.swiftmax, "best SwiftMax split", console)
+    _print_split(ex.online_softmax, "best online-softmax split", console)
+    for title, c in (("online softmax at the SwiftMax split's resources", ex.online_equal_resources),
+                     ("SwiftMax, fewest normalizer LUTs at equal throughput", ex.swiftmax_equal_throughput),
+                     ("online softmax, fewest normalizer LUTs at equal throughput", ex.online_equal_throughput)):
+        if c is not None:
+            n = c["normalizer_resources"]
+            console.print(f"{title}: {_split_units(c['split'])['attention']}, {c['split']['n_qkv']} + "
+                          f"{c['split']['n_o']} cascades, {c['kernels']} kernels; {c['seconds'] * 1e6:,.1f} µs = "
+                          f"{c['fraction_of_peak']:.1%} of peak; normalizers {n['lut']:,.0f} LUTs, {n['ff']:,.0f} "
+                          f"FFs, {n['dsp']:,.0f} DSPs")
+    sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
+    console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
+                  f"S = {shape.seq}, batch {shape.batch}; the AIE array within {args.tile_cap:.0%} of its tiles, the "
+                  f"normalizers within {1 - args.headroom:.0%} of the PL's LUTs, FFs and DSPs")
+    console.print(f"[bold]SwiftMax vs online softmax, whole sublayer (modeled): speedup at equal resources "
+                  f"{'none: no online-softmax split fits' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at "
+                  f"equal throughput {'n/a' if lr is None else f'{lr:.1%}'}[/bold] (search: {elapsed:.1f} s)")
+    report = ex.to_json()
+    report["search_seconds"] = elapsed
+    if args.plots is not None:
+        known = {shape.seq: ex} if (shape.batch, shape.heads, shape.head_dim) == (8, 12, 64) else {}
+        data = figures.fig5_sublayer_data(cpu=not args.no_cpu, tile_cap=args.tile_cap, headroom=args.headroom,
+                                          explorations=known)
+        _write_json(data, args.plots / "fig5_sublayer.json")
+        path = figures.fig5_sublayer_plot(data, args.plots / "fig5_sublayer.png")
+        report["fig5_sublayer"] = data
+        console.print(f"wrote {path}")
     if args.json_out is not None:
         _write_json(report, args.json_out)
     return 0

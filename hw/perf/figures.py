@@ -1,5 +1,6 @@
 """Figures of the performance model (PNG, matplotlib): a roofline with the design points, stage times,
-and the SwiftMax paper's Fig. 5 from the model with a CPU time measured in the same run.
+and the SwiftMax paper's Fig. 5 from the model with a CPU time measured in the same run, for the attention block
+and for the whole encoder sublayer.
 
 Modeled board times are labeled *modeled*; the CPU times are *measured* on this machine with torch
 (fp32 QKᵀ, normalizer, P·V of the same shape), one layer timed and multiplied by the layer count.
@@ -283,4 +284,134 @@ def fig5_plots(data: dict, folder: Path) -> list[Path]:
     return paths
 
 
-__all__ = ["BATCHES", "Fig5Case", "cpu_layer_seconds", "fig5_data", "fig5_plots", "roofline", "stage_bars"]
+# ------------------------------------------------------------------------------------- Fig. 5, sublayer
+
+#: the sublayer's Fig. 5: BERT-base encoder sublayers (12 x 64, d_model 768), 12 layers, these sequence lengths
+SUBLAYER_SEQS: tuple[int, ...] = (128, 512)
+SUBLAYER_TITLE = ("BERT-base encoder sublayer (12 x 64, d_model 768: X·W_qkv → attention → ·W_O), 12 layers, "
+                  "int8 on the VCK5000")
+
+
+def cpu_sublayer_seconds(batch: int, heads: int, seq: int, d_head: int, normalizer: str, repeats: int = 3,
+                         chunk: int = 8, seed: int = 0) -> float:
+    """Measured seconds of one encoder sublayer (X·W_qkvᵀ, QKᵀ -> normalizer -> P·V, A·W_Oᵀ) in torch fp32 on this
+    CPU (median of ``repeats``); a batch above ``chunk`` runs as whole chunks of ``chunk`` (timed once, scaled)."""
+    import torch
+
+    def once(b: int) -> float:
+        g = torch.Generator().manual_seed(seed)
+        d = heads * d_head
+        x = torch.randn(b, seq, d, generator=g)
+        w_qkv, w_o = torch.randn(3 * d, d, generator=g), torch.randn(d, d, generator=g)
+        scale = d_head ** -0.5
+
+        def run() -> None:
+            q, k, v = (t.view(b, seq, heads, d_head).transpose(1, 2) for t in (x @ w_qkv.T).split(d, dim=-1))
+            s = torch.matmul(q, k.transpose(-1, -2)) * scale
+            p = torch.softmax(s, dim=-1) if normalizer == "online_softmax" else torch.exp(s - CPU_BETA) / CPU_GAMMA
+            (torch.matmul(p, v).transpose(1, 2).reshape(b, seq, d)) @ w_o.T
+
+        with torch.no_grad():
+            run()
+            times = []
+            for _ in range(repeats):
+                t0 = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    if batch <= chunk:
+        return once(batch)
+    return once(chunk) * batch / chunk
+
+
+def fig5_sublayer_data(cpu: bool = True, tile_cap: float = 0.8, headroom: float = 0.2, layers: int = 12,
+                       batches: Sequence[int] = BATCHES, layer_batch: int = 8, cpu_repeats: int = 3,
+                       explorations: dict | None = None) -> dict:
+    """The numbers of Fig. 5 for the whole sublayer: per sequence length of :data:`SUBLAYER_SEQS`, the SwiftMax
+    split and online softmax's split at its resources (:func:`.explore_sublayer.explore_sublayer` at batch
+    ``layer_batch``; the best online-softmax split where none fits them), each costed in closed form for every batch
+    (``layers`` sublayers) and for 0..``layers`` sublayers replaced by SwiftMax at ``layer_batch``; with the CPU's
+    measured seconds of the same sublayers (torch fp32). ``explorations``: already explored sequence lengths."""
+    from . import explore_sublayer, sublayer
+
+    out: dict = {"modeled": "board seconds are modeled (closed form); cpu seconds are measured on this machine",
+                 "workload": SUBLAYER_TITLE, "layers": layers, "tile_cap": tile_cap, "headroom": headroom,
+                 "cases": []}
+    for seq in SUBLAYER_SEQS:
+        ex = (explorations or {}).get(seq) or explore_sublayer.explore_sublayer(
+            sublayer.SublayerShape(layer_batch, seq), tile_cap, headroom)
+        other = ex.online_equal_resources or ex.online_softmax
+        splits = {}
+        for name, c in (("swiftmax", ex.swiftmax), ("online_softmax", other)):
+            sp = c["split"]
+            splits[name] = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
+                                                     "o_tile": tuple(sp["o_tile"])})
+
+        def board(b: int, name: str, seq: int = seq, splits: dict = splits) -> float:
+            return sublayer.split_cost(sublayer.SublayerShape(b, seq), splits[name])["seconds"]
+
+        rows = []
+        for b in batches:
+            t_s, t_o = layers * board(b, "swiftmax"), layers * board(b, "online_softmax")
+            row = {"batch": b, "board_swiftmax_s": t_s, "board_online_softmax_s": t_o, "board_speedup": t_o / t_s}
+            if cpu:
+                c_s = layers * cpu_sublayer_seconds(b, 12, seq, 64, "swiftmax", cpu_repeats)
+                c_o = layers * cpu_sublayer_seconds(b, 12, seq, 64, "online_softmax", cpu_repeats)
+                row.update({"cpu_swiftmax_s": c_s, "cpu_softmax_s": c_o, "cpu_speedup": c_o / c_s})
+            rows.append(row)
+        per_s, per_o = board(layer_batch, "swiftmax"), board(layer_batch, "online_softmax")
+        replaced = [{"replaced": k, "board_s": k * per_s + (layers - k) * per_o,
+                     "board_speedup": layers * per_o / (k * per_s + (layers - k) * per_o)} for k in range(layers + 1)]
+        out["cases"].append({"seq": seq, "swiftmax_split": ex.swiftmax["split"],
+                             "online_softmax_split": other["split"],
+                             "online_softmax_at_equal_resources": ex.online_equal_resources is not None,
+                             "by_batch": rows, "layer_batch": layer_batch, "by_layers_replaced": replaced})
+    return out
+
+
+def fig5_sublayer_plot(data: dict, path: Path) -> Path:
+    """``fig5_sublayer.png`` from :func:`fig5_sublayer_data`: speedup of SwiftMax over online softmax vs batch
+    (board modeled, CPU measured), the absolute times, and the speedup vs the sublayers replaced."""
+    plt = _plt()
+    fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.4))
+    for case in data["cases"]:
+        rows = case["by_batch"]
+        b = [r["batch"] for r in rows]
+        eq = "equal resources" if case["online_softmax_at_equal_resources"] else "best online softmax"
+        a1.plot(b, [r["board_speedup"] for r in rows], "o-", label=f"S={case['seq']} board (modeled, {eq})")
+        if "cpu_speedup" in rows[0]:
+            a1.plot(b, [r["cpu_speedup"] for r in rows], "s--", label=f"S={case['seq']} CPU torch (measured)")
+        a2.plot(b, [r["board_swiftmax_s"] for r in rows], "o-", label=f"S={case['seq']} board SwiftMax (modeled)")
+        a2.plot(b, [r["board_online_softmax_s"] for r in rows], "^-",
+                label=f"S={case['seq']} board online softmax (modeled)")
+        if "cpu_softmax_s" in rows[0]:
+            a2.plot(b, [r["cpu_softmax_s"] for r in rows], "s--", label=f"S={case['seq']} CPU softmax (measured)")
+        k = [r["replaced"] for r in case["by_layers_replaced"]]
+        a3.plot(k, [r["board_speedup"] for r in case["by_layers_replaced"]], "o-",
+                label=f"S={case['seq']} board (modeled)")
+    for ax in (a1, a2):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("batch size")
+    a1.set_ylabel("speedup: SwiftMax over online softmax")
+    a1.set_title("(a) each normalizer on its split of the AIE array", fontsize=9)
+    a2.set_yscale("log")
+    a2.set_ylabel(f"seconds for {data['layers']} sublayers")
+    a2.set_title("(a) modeled board time vs measured CPU time", fontsize=9)
+    a3.set_xlabel(f"sublayers with SwiftMax (of {data['layers']})")
+    a3.set_ylabel("speedup over all online softmax")
+    a3.set_title(f"(b) batch {data['cases'][0]['layer_batch']}", fontsize=9)
+    for ax in (a1, a2, a3):
+        ax.legend(fontsize=6)
+        ax.grid(True, which="both", alpha=0.3)
+    fig.suptitle(f"Fig. 5 for the whole sublayer: {data['workload']}; board figures modeled, CPU figures measured",
+                 fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+    return path
+
+
+__all__ = ["BATCHES", "SUBLAYER_SEQS", "SUBLAYER_TITLE", "Fig5Case", "cpu_layer_seconds", "cpu_sublayer_seconds",
+           "fig5_data", "fig5_plots", "fig5_sublayer_data", "fig5_sublayer_plot", "roofline", "stage_bars"]

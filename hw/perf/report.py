@@ -3,10 +3,11 @@
 ``python -m vckattn.hw.perf.report`` prints them.
 
 ``docs/performance.md`` holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
-exactly as :func:`readme_block` writes it (``tests/test_perf_model.py`` checks it), so the tables
-always are what the model and its sub-models say at this commit. ``--write docs/performance.md`` replaces the
-block. Only deterministic figures are in it: the CPU timings of Fig. 5 and the search time are
-measured and printed by ``vckattn perf explore``.
+exactly as :func:`readme_block` writes it (``tests/test_perf_model.py`` checks it), and the whole sublayer's block
+between ``<!-- perf-sublayer:begin -->`` and ``<!-- perf-sublayer:end -->`` as :func:`sublayer_block` writes it
+(``tests/test_perf_sublayer_sim.py``), so the tables always are what the model and its sub-models say at this
+commit. ``--write docs/performance.md`` replaces both blocks. Only deterministic figures are in them: the CPU
+timings of Fig. 5 and the search time are measured and printed by ``vckattn perf explore``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from . import engine, explore, gemm_kernels, published, simulate
 from .model import STAGES, Design, Device, Perf, Workload, design_from_manifest, evaluate, load_device
 
 BEGIN, END = "<!-- perf-tables:begin -->", "<!-- perf-tables:end -->"
+SUB_BEGIN, SUB_END = "<!-- perf-sublayer:begin -->", "<!-- perf-sublayer:end -->"
 BERT_S512_B8 = Workload(heads=12, d_head=64, seq=512, batch=8, layers=("swiftmax",) * 12, name="BERT-base")
 
 
@@ -217,28 +219,137 @@ def readme_block(dev: Device | None = None) -> str:
     return "\n".join(lines)
 
 
-def replace_block(text: str, block: str) -> str:
-    """``text`` with its perf-tables block replaced by ``block`` (ValueError if it has none)."""
-    pattern = re.compile(re.escape(BEGIN) + r".*?" + re.escape(END), re.S)
+def replace_block(text: str, block: str, begin: str = BEGIN, end: str = END) -> str:
+    """``text`` with its ``begin`` ... ``end`` block replaced by ``block`` (ValueError if it has none)."""
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
     if not pattern.search(text):
-        raise ValueError(f"no {BEGIN} ... {END} block")
+        raise ValueError(f"no {begin} ... {end} block")
     return pattern.sub(lambda _m: block, text, count=1)
 
 
-def current_block(text: str) -> str | None:
-    m = re.search(re.escape(BEGIN) + r".*?" + re.escape(END), text, re.S)
+def current_block(text: str, begin: str = BEGIN, end: str = END) -> str | None:
+    m = re.search(re.escape(begin) + r".*?" + re.escape(end), text, re.S)
     return None if m is None else m.group(0)
+
+
+# ------------------------------------------------------------------------------------------ the sublayer
+
+#: the sublayer shapes the documentation states (BERT-base at S = 512 and 128, batch 8) and a small one on which
+#: the closed form and the simulation are also compared
+SUBLAYER_GOALS = ((512, 0.35, 0.60), (128, 0.25, 0.50))
+SMALL_SUBLAYER = (2, 128, 6)
+
+
+def _split_text(c: dict) -> str:
+    sp = c["split"]
+    norm = "SwiftMax" if sp["normalizer"] == "swiftmax" else "online softmax"
+    return (f"{sp['n_qkv']} Q/K/V + {sp['n_o']} W_O cascades, {sp['n_att']} x ({sp['kq']}+{sp['kq']}+1) attention "
+            f"kernels, {sp['score_channels']} {norm} channel(s) a pipeline")
+
+
+def sublayer_agreement() -> list[dict]:
+    """The closed form against the simulated sublayer graph on the best SwiftMax split of each documented shape."""
+    from . import sublayer
+    from .simulate_sublayer import simulate_sublayer
+
+    rows = []
+    shapes = [sublayer.SublayerShape(8, seq) for seq, _, _ in SUBLAYER_GOALS]
+    b, seq, heads = SMALL_SUBLAYER
+    shapes.append(sublayer.SublayerShape(b, seq, heads=heads))
+    for s in shapes:
+        c = sublayer.best_split(s)
+        sp = c["split"]
+        sim = simulate_sublayer(s, sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
+                                                              "o_tile": tuple(sp["o_tile"])}))
+        rows.append({"shape": s, "closed": c, "sim": sim, "difference": sim.seconds / c["seconds"] - 1})
+    return rows
+
+
+def sublayer_block() -> str:
+    """The markdown of the whole sublayer's documented figures (deterministic)."""
+    from . import explore_sublayer, sublayer
+
+    dev = sublayer.DEVICE
+    agree = sublayer_agreement()
+    lines = [SUB_BEGIN, "",
+             "The best split of the AIE array for the BERT-base encoder sublayer (12 x 64, d_model 768, batch 8; "
+             "X·W_qkv + b → attention → ·W_O + b, every op counted), SwiftMax, within 80% of the AIE tiles — "
+             "`vckattn perf --scope sublayer --seq 512 --simulate` (and `--seq 128`):", "",
+             "| S | split | AIE kernels (of 400) | Q/K/V, attention, W_O busy (µs) | closed form (µs) | simulated (µs) "
+             "| difference | TOPS (% of 128) | bound | DDR (MB, µs) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for a in agree:
+        s, c = a["shape"], a["closed"]
+        if (s.batch, s.heads) != (8, 12):
+            continue
+        busy = ", ".join(_us(v["seconds"]) for v in c["stages"].values())
+        lines.append(f"| {s.seq} | {_split_text(c)} | {c['kernels']} | {busy} | {_us(c['seconds'])} | "
+                     f"{_us(a['sim'].seconds)} | {a['difference']:+.1%} | {c['tops']:.1f} "
+                     f"({c['fraction_of_peak']:.1%}) | {c['bound']} | {c['ddr_bytes'] / 1e6:.2f}, "
+                     f"{_us(c['ddr_seconds'])} |")
+    small = next(a for a in agree if a["shape"].batch != 8)
+    s = small["shape"]
+    lines += ["", f"A small sublayer ({s.heads} x {s.head_dim}, d_model {s.d_model}, S = {s.seq}, batch {s.batch}; "
+              f"`vckattn perf --scope sublayer --seq {s.seq} --batch {s.batch} --heads {s.heads} --simulate`): "
+              f"closed form {_us(small['closed']['seconds'])} µs, simulated {_us(small['sim'].seconds)} µs "
+              f"({small['difference']:+.1%}). The simulation (`hw/perf/simulate_sublayer.py`) runs the same graph "
+              "event by event: the cascades' x, w and out ping-pong buffers and their streams, the one DDR bank "
+              "serving X, weight reloads and prefetch and the output in arrival order, the attention pipelines' "
+              "own simulation fed from on-chip Q/K/V, and the hand-offs of whole sequences with "
+              f"{sublayer.SEQUENCE_SLOTS} sequences of Q/K/V and of A held in the PL.", ""]
+    lines += ["The goals for the modeled sublayer (BERT-base, batch 8, SwiftMax):", "",
+              "| goal | minimum / goal | modeled | |", "|---|---|---|---|"]
+
+    def ok(flag: bool) -> str:
+        return "met" if flag else "**not met**"
+
+    for (seq, lo, hi), a in zip(SUBLAYER_GOALS, agree, strict=False):
+        f = a["closed"]["fraction_of_peak"]
+        lines.append(f"| S = {seq}, % of the 128 int8 TOPS peak | {lo:.0%} / {hi:.0%} | {f:.1%} | {ok(f >= lo)} / "
+                     f"{ok(f >= hi)} |")
+    worst = max(abs(a["difference"]) for a in agree)
+    tiles = max(a["closed"]["kernels"] for a in agree[:2]) / dev["aie_tiles"]
+    lines += [f"| AIE tiles (every kernel one tile) | <= 80% | {tiles:.1%} | {ok(tiles <= 0.8)} |",
+              f"| closed form and simulation agree | within 10% | worst {worst:.1%} | {ok(worst <= 0.1)} |", ""]
+    lines += ["SwiftMax against online softmax for the whole sublayer — `vckattn perf explore --scope sublayer "
+              "--seq 512` (and `--seq 128`); each normalizer's split of the array, its normalizer instances (one a "
+              "score channel, 16 lanes) within 80% of the PL's LUTs, FFs and DSPs:", "",
+              "| S | choice | split | µs (closed form) | % of 128 | AIE kernels | normalizers: instances, LUTs, "
+              "DSPs |", "|---|---|---|---|---|---|---|"]
+    summary = []
+    for seq, _, _ in SUBLAYER_GOALS:
+        ex = explore_sublayer.explore_sublayer(sublayer.SublayerShape(8, seq))
+        for label, c in (("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax),
+                         ("online softmax at SwiftMax's AIE kernels, normalizer LUTs and FFs",
+                          ex.online_equal_resources),
+                         ("SwiftMax, fewest normalizer LUTs at equal throughput", ex.swiftmax_equal_throughput),
+                         ("online softmax, fewest normalizer LUTs at equal throughput", ex.online_equal_throughput)):
+            if c is None:
+                lines.append(f"| {seq} | {label} | none fits | | | | |")
+                continue
+            n = c["normalizer_resources"]
+            lines.append(f"| {seq} | {label} | {_split_text(c)} | {_us(c['seconds'])} | "
+                         f"{c['fraction_of_peak']:.1%} | {c['kernels']} | {n['instances']:.0f}, {n['lut']:,.0f}, "
+                         f"{n['dsp']:,.0f} |")
+        sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
+        summary.append(f"S = {seq}: speedup at equal resources "
+                       + ("none (no online-softmax split fits)" if sp is None else f"**{sp:.2f}x**")
+                       + "; normalizer LUTs at equal throughput "
+                       + ("n/a" if lr is None else f"**{lr:.0%}** of online softmax's"))
+    lines += ["", "SwiftMax vs online softmax, whole sublayer: " + "; ".join(summary) + ".", "", SUB_END]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m vckattn.hw.perf.report", description=__doc__)
     ap.add_argument("--write", type=Path, metavar="docs/performance.md", help="replace the block in this file")
     args = ap.parse_args(argv)
-    block = readme_block()
+    block, sub = readme_block(), sublayer_block()
     if args.write is None:
-        print(block)
+        print(block + "\n\n" + sub)
         return 0
-    args.write.write_text(replace_block(args.write.read_text(encoding="utf-8"), block), encoding="utf-8")
+    text = replace_block(args.write.read_text(encoding="utf-8"), block)
+    args.write.write_text(replace_block(text, sub, SUB_BEGIN, SUB_END), encoding="utf-8")
     print(f"wrote the perf tables into {args.write}", file=sys.stderr)
     return 0
 

@@ -25,6 +25,7 @@ naming what each pipeline still waits for.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -95,8 +96,12 @@ class SimResult:
 class _Pipeline:
     """The processes of one pipeline (module docstring)."""
 
-    def __init__(self, sim: _Sim, index: int, groups: list[int]) -> None:
-        self.sim, self.index, self.groups = sim, index, groups
+    def __init__(self, sim: _Sim, index: int, groups: list[int], ready: Callable[[int], Any] | None = None,
+                 on_done: Callable[[int], None] | None = None) -> None:
+        # ready(group): an event the movers wait for before reading the group's records (None: from the start);
+        # on_done(group): called when the group's last A record is written (the sublayer simulation's hand-offs)
+        self.sim, self.index, self.groups, self.ready, self.on_done = sim, index, groups, ready, on_done
+        self.left = {grp: sim.g.tiles_per_group for grp in groups}
         g, env = sim.g, sim.env
         self.q = [PingPong(env) for _ in range(g.k)]
         self.kbuf = [PingPong(env) for _ in range(g.k)]
@@ -124,20 +129,23 @@ class _Pipeline:
 
     # ---- movers (PL): a record streams in chunks of the m_axi adapter's read buffer; reading chunk i from DDR
     # overlaps sending chunk i - 1 over the PLIO (the adapter keeps READ_AHEAD_BYTES in flight)
-    def _reader(self, sizes: list[int], fifo: simpy.Store, room: simpy.Container):
-        """Reads every record, chunk by chunk, as soon as the mover's read buffer has room for the chunk."""
+    def _reader(self, sizes: list[int], fifo: simpy.Store, room: simpy.Container, groups: list[int]):
+        """Reads every record (of group ``groups[i]``), chunk by chunk, as soon as the mover's read buffer has room
+        for the chunk (and the group is ready)."""
         sim = self.sim
-        for n in sizes:
+        for n, grp in zip(sizes, groups, strict=True):
+            if self.ready is not None:
+                yield self.ready(grp)
             for c in _chunks(n):
                 yield room.get(c)
                 yield sim.env.process(sim.ddr.move(c))
                 yield fifo.put(c)
 
-    def _fifo(self, sizes: list[int]) -> tuple[simpy.Store, simpy.Container]:
+    def _fifo(self, sizes: list[int], groups: list[int]) -> tuple[simpy.Store, simpy.Container]:
         env = self.sim.env
         fifo = simpy.Store(env)
         room = simpy.Container(env, capacity=READ_AHEAD_BYTES, init=READ_AHEAD_BYTES)
-        env.process(self._reader(sizes, fifo, room))
+        env.process(self._reader(sizes, fifo, room, groups))
         return fifo, room
 
     def _send(self, fifo: simpy.Store, room: simpy.Container, link: Link, ddr_bytes: int, link_bytes: int):
@@ -155,7 +163,7 @@ class _Pipeline:
     def mover_q(self):
         g, sim = self.sim.g, self.sim
         n = g.q_rows * g.d + engine.DESCRIPTOR_BYTES
-        fifo, room = self._fifo([n] * len(self.tiles))
+        fifo, room = self._fifo([n] * len(self.tiles), [grp for grp, _ in self.tiles])
         for _grp, r in self.tiles:
             for b in self.q:  # the broadcast needs a free half in every QK^T kernel
                 yield b.free.get(1)
@@ -168,7 +176,7 @@ class _Pipeline:
         (the other mover's too) and its own slices' payloads."""
         g, sim = self.sim.g, self.sim
         n = g.sk * g.d + 2 * engine.DESCRIPTOR_BYTES
-        fifo, room = self._fifo([n] * (g.k * len(self.groups)))
+        fifo, room = self._fifo([n] * (g.k * len(self.groups)), [grp for grp in self.groups for _ in range(g.k)])
         for grp in self.groups:
             for b in bufs:
                 yield b.free.get(1)
@@ -260,26 +268,29 @@ class _Pipeline:
         g, sim = self.sim.g, self.sim
         room = simpy.Container(sim.env, capacity=max(READ_AHEAD_BYTES, g.a_bytes),
                                init=max(READ_AHEAD_BYTES, g.a_bytes))
-        for _ in self.tiles:
+        for grp, _ in self.tiles:
             yield self.o.full.get()
             yield sim.env.process(self.o_link.move(g.o_bytes))
             yield self.o.free.put(1)
             yield room.get(g.a_bytes)  # posted writes, up to the adapter's buffer outstanding
-            sim.env.process(self._write(room))
+            sim.env.process(self._write(room, grp))
 
-    def _write(self, room: simpy.Container):
+    def _write(self, room: simpy.Container, grp: int):
         g, sim = self.sim.g, self.sim
         yield sim.env.process(sim.ddr.move(g.a_bytes))
         yield room.put(g.a_bytes)
+        self.left[grp] -= 1
+        if self.on_done is not None and not self.left[grp]:
+            self.on_done(grp)
         self.done += 1
         sim.tiles_done += 1
         sim.last = sim.env.now
 
 
 class _Sim:
-    def __init__(self, g: Geometry, ddr_rate: float | None) -> None:
+    def __init__(self, g: Geometry, ddr_rate: float | None, env: simpy.Environment | None = None) -> None:
         self.g = g
-        self.env = simpy.Environment()
+        self.env = env or simpy.Environment()
         self.ddr = Link(self.env, ddr_rate or float("inf"), "ddr")
         self.packet_seconds = engine.packet_seconds(g) if g.normalizer == "swiftmax" else \
             engine.tile_costs(g, 0).channel / g.per_channel

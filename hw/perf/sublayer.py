@@ -6,24 +6,32 @@ What is costed: an encoder sublayer (X·W_qkvᵀ + b → Q, K, V int8; attention
 
 * ``n_qkv`` projection cascades for Q/K/V and ``n_o`` for W_O, each ``k = d_model / kslice`` kernels of the
   projection GEMM (:mod:`.gemm_proj`: the cascade runs at its slowest kernel, the requantizing or int32 last one);
-  the (output-channel block, sequence) pairs are dealt to the cascades in block-major order, contiguously; a cascade
-  reads the weights of each block it serves once (weights read once a launch per cascade that uses them);
+  the (output-channel block, sequence) units, in block-major order, are cut into ``n`` contiguous runs
+  (:func:`deal_projection`), so a cascade serves one block, a few neighbours or some sequences of one block, and
+  every cascade runs its units sequence by sequence. A cascade that serves one block holds its weights for the whole
+  launch (read once); one that serves several reloads a block's weights whenever it switches block;
 * ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a
-  requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice); whole (batch, head) groups are dealt
-  round-robin, as the host does.
+  requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice, ``score_channels`` score channels a pipeline
+  (one a kernel pair by default) with the normalizer's cost from :mod:`.engine`: SwiftMax's packet slots or online
+  softmax's row assembly); whole (batch, head) groups are dealt round-robin, as the host does.
 
-The three stages work on different sequences at once (the projections of sequence b + 1, the attention of b, W_O of
-b − 1): ``T = max_i T_i + Σ_{i ≠ max} T_i / B`` (a three-stage pipeline over the ``B`` sequences). DDR: the
-weights (each block once per cascade that serves it), X once (kept on chip for the
-residual), the sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the
-array's int8 peak (``tiles × 128 MACs × 2 × aie clock``).
+The stages hand over whole sequences (:func:`schedule`): attention of sequence b starts once every Q/K/V cascade
+has done its units of b (a waiting pipeline then loads its group's K/V slices first), W_O of b once every attention
+group of b is done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and of A) between two stages, so a
+stage waits for the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V
+cascades start a sequence once its X has come from DDR (X is read first, in sequence order; every cascade's first
+weight block is on chip at the start: prefetched while the previous sublayer ran, after its X). The launch ends
+when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the
+sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
+(``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
+simulation (buffers, links, the one DDR bank, the attention pipelines of :mod:`.simulate`) and must agree with it.
 
 Assumptions (each can make the real design slower):
 
 * A tile of a stage takes the longest of its slowest kernel's modeled cycles (its own instrumented code:
   :mod:`.gemm_proj`, :mod:`.engine_aie`; not compiled by aiecompiler here) and the transfer of each of its buffers
   through one 128-bit PLIO at the PL clock (250 MHz, the model's default) and the tile DMA's 32-bit stream; DMA and
-  compute overlap (ping-pong buffers); the attention pipelines have one score channel per kernel pair. It rules out
+  compute overlap (ping-pong buffers); a tile's latency through a stage counts only at a hand-off. It rules out
   tiles whose 4-byte Y or whose x slice outgrows a PLIO (16 rows × 64 channels over 128 features: Y 4 KB a tile,
   1,280 cycles of a PLIO against 1,099 of compute).
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
@@ -32,7 +40,10 @@ Assumptions (each can make the real design slower):
   residual add, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
   sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (X goes to all projection cascades by
   broadcast, one stream per K-slice; each cascade and pipeline has its own output PLIO).
-* Stage hand-offs cost nothing beyond the pipeline fill ``Σ_{i ≠ max} T_i / B``; no launch overhead.
+* Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
+* Every cascade's first weight block is on chip when the launch starts: the steady state of consecutive sublayers,
+  each prefetching the next one's into its w buffers' free half. A single cold launch adds their DDR load first
+  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base).
 * At most ``tile_cap`` of the AIE tiles are used (default 80%: the resource headroom rule), every kernel on its own
   tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
 
@@ -42,16 +53,28 @@ measured with several readers.
 
 from __future__ import annotations
 
+import copy
 import functools
 import math
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from . import engine_aie, gemm_proj
+from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "SublayerShape", "SublayerSplit", "attention_memory", "best_split", "bert_base", "split_cost",
-           "sublayer_macs"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit", "attention_geometry",
+           "attention_memory", "best_split", "bert_base", "deal_projection", "schedule", "split_cost", "splits",
+           "sublayer_macs", "weight_loads"]
+
+#: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
+#: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
+#: (double buffering) would stall them
+SEQUENCE_SLOTS = 4
+#: lanes of a score channel's normalizer instance: one 128-bit beat of int8 scores a PL cycle
+LANES = 16
+#: the attention normalizers a split can use
+NORMALIZERS = ("swiftmax", "online_softmax")
 
 
 @dataclass(frozen=True)
@@ -79,7 +102,14 @@ class SublayerSplit:
     (``qkv_tile``, int8 out) and the W_O cascades (``o_tile``, int32 out: fewer rows a tile, so that its buffers fit
     a tile's memory with the 4-byte outputs); each is a build of the projection GEMM kernel. The defaults are the
     shapes of highest modeled efficiency that fit a tile's memory and keep their x and out buffers within a PLIO's
-    rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates)."""
+    rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates). ``normalizer``: the attention pipelines'
+    normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
+    dividing ``kq`` (None: ``kq``, one a kernel pair)."""
+
+    @property
+    def channels(self) -> int:
+        """Score channels a pipeline."""
+        return self.score_channels or self.kq
 
     n_qkv: int
     n_o: int
@@ -88,6 +118,8 @@ class SublayerSplit:
     q_rows: int = 32
     qkv_tile: tuple[int, int, int] = (16, 48, 192)
     o_tile: tuple[int, int, int] = (8, 48, 192)
+    normalizer: str = "swiftmax"
+    score_channels: int | None = None
 
 
 def _device() -> dict[str, float]:
@@ -137,26 +169,55 @@ def _tile_cycles(kq: int, q_rows: int, sk: int, d: int) -> float:
     return max(engine_aie.invocation_cycles(k, q_rows, sk, d)["total"] for k in kernels)
 
 
+def deal_projection(blocks: int, batch: int, n: int) -> list[list[tuple[int, int]]]:
+    """The (output-channel block, sequence) units of a projection stage dealt to ``n`` cascades: per cascade its
+    units in the order it runs them. The units in block-major order (``u = block·batch + sequence``) are cut into
+    ``n`` contiguous runs as even as can be (cascade ``c``: units ``⌊c·U/n⌋ .. ⌊(c+1)·U/n⌋ - 1``), so a cascade
+    serves one block or a few neighbours; every cascade runs its units sequence by sequence (for each sequence, its
+    blocks in order), so a sequence leaves the stage once every cascade has done its units of it."""
+    if blocks < 1 or batch < 1 or n < 1:
+        raise ValueError(f"need blocks, batch and cascades >= 1, got {blocks}, {batch}, {n}")
+    units = blocks * batch
+    return [sorted(((u // batch, u % batch) for u in range(c * units // n, (c + 1) * units // n)),
+                   key=lambda x: (x[1], x[0])) for c in range(n)]
+
+
+def weight_loads(units: list[tuple[int, int]]) -> int:
+    """Weight blocks a cascade reads running ``units`` in order: one whenever the block differs from the previous
+    unit's (its w buffer holds one block; the other half is being refilled)."""
+    return sum(1 for i, (blk, _) in enumerate(units) if i == 0 or units[i - 1][0] != blk)
+
+
+@functools.cache
 def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
-    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch,
-    kernels, weight bytes read, memory."""
+    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch (the
+    busiest cascade), kernels, weight bytes read (all loads; the first of each cascade), memory, and the work of
+    each cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`)."""
     rows, cols, kslice = tile
     if s.d_model % kslice or out_cols % cols:
         raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
     k = s.d_model // kslice
     compute = _chain_cycles(k, rows, cols, kslice, out_bits)
-    # a tile: each kernel's x buffer (its own K-slice stream, broadcast to the cascades), the last kernel's output
+    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output
     io = {"x_in": _io_cycles(rows * kslice), "out": _io_cycles(rows * cols * out_bits // 8)}
     chain = max(compute, *io.values())
-    blocks = out_cols // cols
-    units = blocks * s.batch  # (column block, sequence) pairs, dealt in block-major order, contiguous
-    per = math.ceil(units / n)
-    loads = sum(len({u // s.batch for u in range(c * per, min(units, (c + 1) * per))}) for c in range(n))
+    dealt = deal_projection(out_cols // cols, s.batch, n)
+    unit = math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"]
+    per = max(len(u) for u in dealt)
+    loads = [weight_loads(u) for u in dealt]
+    # the reloads (a block after a cascade's first) come through the one weight mover while the stage runs: the
+    # busiest cascade's units take at least their share of that DDR time
+    unit = max(unit, (sum(loads) - sum(map(bool, loads))) * cols * s.d_model / DEVICE["ddr_bytes_per_s"] / per)
     memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), rows, cols, kslice, out_bits) for j in range(k))
-    return {"seconds": per * math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"], "kernels": n * k,
+    return {"seconds": per * unit, "kernels": n * k,
             "chain_cycles": chain, "compute_cycles": compute, "io_cycles": io, "units_busiest": per,
-            "weight_bytes": loads * cols * s.d_model, "kernel_memory_bytes": memory,
-            "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE)}
+            "weight_bytes": sum(loads) * cols * s.d_model, "first_weight_bytes": sum(map(bool, loads)) * cols
+            * s.d_model, "kernel_memory_bytes": memory,
+            "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE),
+            "work": _by_sequence([[(b, unit) for _, b in u] for u in dealt], s.batch),
+            # a tile's latency (its x in, compute, its output out) beyond the tile interval: when a sequence's
+            # last tile is through after its last interval
+            "fill_seconds": 0.0, "tail_seconds": (io["x_in"] + compute + io["out"] - chain) / DEVICE["aie_clock_hz"]}
 
 
 def attention_memory(q_rows: int, sk: int, d: int) -> int:
@@ -168,52 +229,136 @@ def attention_memory(q_rows: int, sk: int, d: int) -> int:
                                           score_bits=8, lanes=1)).values())
 
 
-def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
+def attention_geometry(s: SublayerShape, sp: SublayerSplit) -> engine.Geometry:
+    """The attention pipelines of split ``sp`` as an engine :class:`~.engine.Geometry`: ``n_att`` pipelines of
+    ``kq`` + ``kq`` kernels, ``sp.channels`` score channels with a :data:`LANES`-lane normalizer each, int8 scores,
+    the build's keys = ``seq``, not causal."""
+    if sp.normalizer not in NORMALIZERS:
+        raise ValueError(f"normalizer must be one of {NORMALIZERS}, got {sp.normalizer!r}")
+    if sp.kq % sp.channels:
+        raise ValueError(f"score_channels {sp.channels} must divide kq {sp.kq}")
     if s.seq % sp.kq or (s.seq // sp.kq) % 16:
         raise ValueError(f"seq {s.seq} must split into {sp.kq} slices of a multiple of 16 keys")
-    sk = s.seq // sp.kq
+    return engine.Geometry(pipelines=sp.n_att, k=sp.kq, m=sp.channels, q_rows=sp.q_rows, d=engine.build_d(s.head_dim),
+                           keys=s.seq, sk=s.seq // sp.kq, score_bits=8, lanes=LANES, f_aie=DEVICE["aie_clock_hz"],
+                           f_pl=DEVICE["pl_clock_hz"], seq=s.seq, heads=s.heads, kv_heads=s.heads, batch=s.batch,
+                           causal=False, normalizer=sp.normalizer)
+
+
+def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
+    return _attention_of(s, sp.n_att, sp.kq, sp.q_rows, sp.normalizer, sp.channels)
+
+
+@functools.cache
+def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer: str,
+                  channels: int) -> dict[str, Any]:
+    sp = SublayerSplit(0, 0, n_att, kq, q_rows=q_rows, normalizer=normalizer, score_channels=channels)
+    g = attention_geometry(s, sp)
+    sk = g.sk
     compute = _tile_cycles(sp.kq, sp.q_rows, sk, s.head_dim)
-    # a tile of a pipeline with one score channel a kernel pair: Q in, scores out and P in (int8), A out
-    io = {"q_in": _io_cycles(sp.q_rows * s.head_dim), "scores": _io_cycles(sp.q_rows * sk),
+    # a tile of a pipeline: Q in; its score channels (scores out through the normalizer, P back: the engine model's
+    # costing of either normalizer, engine.tile_costs); A out
+    f = DEVICE["aie_clock_hz"]
+    io = {"q_in": _io_cycles(sp.q_rows * s.head_dim), "scores": engine.tile_costs(g, 0).channel * f,
           "a_out": _io_cycles(sp.q_rows * s.head_dim)}
     tile = max(compute, *io.values())
-    groups = math.ceil(s.batch * s.heads / sp.n_att)  # whole (batch, head) groups round-robin: the busiest
-    tiles = groups * math.ceil(s.seq / sp.q_rows)
-    return {"seconds": tiles * tile / DEVICE["aie_clock_hz"], "kernels": (2 * sp.kq + 1) * sp.n_att,
+    dealt = engine.deal(g.groups, sp.n_att)
+    group = g.tiles_per_group * tile / f
+    tiles = max(len(x) for x in dealt) * g.tiles_per_group  # the busiest pipeline
+    return {"seconds": tiles * tile / f, "kernels": (2 * sp.kq + 1) * sp.n_att,
             "tile_cycles": tile,
             "compute_cycles": compute, "io_cycles": io,
             "kernel_memory_bytes": attention_memory(sp.q_rows, sk, s.head_dim),
-            "efficiency": sp.q_rows * sk * s.head_dim / (tile * PEAK_MACS_PER_CYCLE)}
+            "efficiency": sp.q_rows * sk * s.head_dim / (tile * PEAK_MACS_PER_CYCLE),
+            "work": _by_sequence([[(grp // s.heads, group) for grp in x] for x in dealt], s.batch),
+            # a group that waits for its sequence: its K and V slices come in first; a tile's latency (Q in, QKᵀ,
+            # its channel, P·V, the requantizer, A out) beyond the tile interval
+            "fill_seconds": engine.kv_seconds(g),
+            "tail_seconds": _latency(engine.tile_costs(g, 0)) - tile / f}
+
+
+def _by_sequence(work: list[list[tuple[int, float]]], batch: int) -> tuple[tuple[tuple[int, float], ...], ...]:
+    """Per sequence, the (instance, seconds) of every instance with work on it, from each instance's (sequence,
+    seconds) items in run order (an instance runs its items of a sequence back to back, sequences in order)."""
+    out: list[dict[int, float]] = [{} for _ in range(batch)]
+    for c, items in enumerate(work):
+        prev = -1
+        for b, secs in items:
+            if b < prev:
+                raise ValueError("an instance's items must come in sequence order")
+            prev = b
+            out[b][c] = out[b].get(c, 0.0) + secs
+    return tuple(tuple(d.items()) for d in out)
+
+
+def _latency(c: engine.TileCosts) -> float:
+    """Seconds from a tile's first Q beat to its A record out of an attention pipeline with no wait."""
+    return c.q_in + c.qk + c.channel + c.pv + c.rq + c.o_out
+
+
+def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None) -> dict[str, Any]:
+    """When each sequence leaves each stage (seconds from the launch's start), the stages handing over whole
+    sequences (module docstring). ``stages`` in order, each with ``"work"`` (per sequence, the (instance, seconds)
+    of every instance's work on it, a whole number of tile intervals: :func:`_by_sequence`), ``"fill_seconds"``
+    (what an instance waiting for a sequence needs after the hand-off before its first tile) and ``"tail_seconds"``
+    (a tile's latency through the stage beyond its interval). An instance starts its items of sequence b after its
+    previous item, after the stage before has handed over b (plus the fill), and after the stage after has freed
+    the slot of sequence ``b - SEQUENCE_SLOTS`` (the first stage after ``start[b]``, when its input is in).
+    Returns ``"ready"``: per stage, per sequence, when its last tile of the sequence is out (its last item's end
+    plus the tail); ``"end"``: the last."""
+    start = start or [0.0] * batch
+    ready = [[0.0] * batch for _ in stages]
+    ends: list[dict[int, float]] = [{} for _ in stages]
+    for b in range(batch):
+        for i, st in enumerate(stages):
+            t_in = start[b] if i == 0 else ready[i - 1][b] + st["fill_seconds"]
+            if i + 1 < len(stages) and b >= SEQUENCE_SLOTS:
+                t_in = max(t_in, ready[i + 1][b - SEQUENCE_SLOTS])
+            last, end_of = t_in, ends[i]
+            for c, secs in st["work"][b]:
+                e = end_of.get(c, 0.0)
+                e = (e if e > t_in else t_in) + secs
+                end_of[c] = e
+                if e > last:
+                    last = e
+            ready[i][b] = last + st["tail_seconds"]
+    return {"ready": ready, "end": ready[-1][-1]}
 
 
 def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     """The modeled time and fraction of peak of one split (module doc; JSON-ready)."""
     macs = sublayer_macs(s)
-    st = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
-          "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
+    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
+              "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
+    # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order at the bank's rate (their
+    # first weights are on chip: prefetched while the previous sublayer ran, after its X)
+    start = [(b + 1) * s.seq * s.d_model / DEVICE["ddr_bytes_per_s"] for b in range(s.batch)]
+    flow = schedule(s.batch, list(staged.values()), start)
+    st = {k: {x: y for x, y in v.items() if x != "work"} for k, v in staged.items()}
     times = {k: v["seconds"] for k, v in st.items()}
     top = max(times, key=lambda k: times[k])
-    compute = times[top] + sum(t for k, t in times.items() if k != top) / s.batch
+    compute = flow["end"] + sp.o_tile[0] * sp.o_tile[1] / DEVICE["ddr_bytes_per_s"]  # + the last tile's write
     ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + 2 * s.tokens * s.d_model  # + X in, R out
     ddr = ddr_bytes / DEVICE["ddr_bytes_per_s"]
     total = max(compute, ddr)
     ops = 2 * sum(macs.values())
     peak = DEVICE["aie_tiles"] * PEAK_MACS_PER_CYCLE * 2 * DEVICE["aie_clock_hz"]
-    return {"shape": asdict(s), "split": asdict(sp), "stages": st, "ops": ops,
+    return {"shape": asdict(s), "split": asdict(sp), "stages": st, "ops": ops, "start_seconds": start[0],
+            "sequence_ready": dict(zip(staged, flow["ready"], strict=True)),
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
             "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "seconds": total, "bound": "ddr" if ddr > compute else top,
             "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak}
 
 
-def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
-    """The split with the shortest modeled time within ``tile_cap`` of the AIE tiles (every kernel one tile), over
-    every cascade count and attention pipeline count and ``kq`` in 1, 2, 4 (``tiles``: ``qkv_tile``, ``o_tile``,
-    ``q_rows``, as :class:`SublayerSplit`)."""
+def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[dict[str, Any]]:
+    """The cost (:func:`split_cost`) of every split within ``tile_cap`` of the AIE tiles (every kernel one tile)
+    whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4, every score
+    channel count dividing it and as many attention pipelines as the rest of the tiles hold (``tiles``: ``qkv_tile``,
+    ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
     cap = int(tile_cap * DEVICE["aie_tiles"])
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
-    best = None
     for kq in (1, 2, 4):
         if s.seq % kq or (s.seq // kq) % 16:
             continue
@@ -222,11 +367,24 @@ def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[st
                 n_att = (cap - n_qkv * k_qkv - n_o * k_o) // (2 * kq + 1)
                 if n_att < 1:
                     continue
-                c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **tiles))
-                if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
-                    continue
-                if best is None or c["seconds"] < best["seconds"]:
-                    best = c
+                for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
+                          [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
+                    c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m}))
+                    if c["kernel_memory_bytes"] <= DEVICE["kernel_memory_bytes"]:
+                        yield c
+
+
+def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
+    """The split with the shortest modeled time of :func:`splits` (the first found among equals)."""
+    return copy.deepcopy(_best_split(s, tile_cap, tuple(sorted(tiles.items()))))
+
+
+@functools.lru_cache(maxsize=64)
+def _best_split(s: SublayerShape, tile_cap: float, tiles: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    best = None
+    for c in splits(s, tile_cap, **dict(tiles)):
+        if best is None or c["seconds"] < best["seconds"]:
+            best = c
     if best is None:
         raise ValueError("no split fits the array")
     best["tile_cap"] = tile_cap

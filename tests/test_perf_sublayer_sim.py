@@ -1,0 +1,99 @@
+"""The discrete-event simulation of the whole sublayer (hw/perf/simulate_sublayer.py, MODELED) against the closed
+form (hw/perf/sublayer.py): within 10% on the best splits of BERT-base (S = 512 and 128, batch 8) and of a small
+shape, for SwiftMax and online softmax; the hand-offs the closed form's schedule assumes are what the simulated graph
+does; and the simulation catches an optimistic schedule (the pipeline formula the hand-offs replaced)."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from vckattn.hw.perf import sublayer
+from vckattn.hw.perf.simulate_sublayer import simulate_sublayer
+from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
+
+#: the agreement the documentation states between the simulation and the closed form
+TOLERANCE = 0.10
+
+
+@functools.cache
+def _best_and_sim(shape: SublayerShape, normalizer: str) -> tuple[dict, object]:
+    closed = sublayer.best_split(shape, normalizer=normalizer)
+    return closed, simulate_sublayer(shape, _split(closed))
+
+
+def _split(r: dict) -> SublayerSplit:
+    sp = r["split"]
+    return SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
+
+
+@pytest.mark.parametrize(("shape", "normalizer"), [
+    (SublayerShape(batch=8, seq=512), "swiftmax"),
+    (SublayerShape(batch=8, seq=128), "swiftmax"),
+    (SublayerShape(batch=2, seq=128, heads=6), "swiftmax"),
+    (SublayerShape(batch=2, seq=128, heads=6), "online_softmax"),
+])
+def test_simulation_agrees_with_the_closed_form_on_the_best_split(shape, normalizer):
+    closed, sim = _best_and_sim(shape, normalizer)
+    assert abs(sim.seconds / closed["seconds"] - 1) <= TOLERANCE, (sim.seconds, closed["seconds"])
+    # sequence by sequence through the three stages; every hand-off within 15% of the closed form's (a hand-off
+    # carries the closed form's fill and latency approximations: the attention pipelines' K/V load and a tile's way
+    # through them, which the simulated graph partly overlaps; the sublayer's end within 10%, above)
+    for stage, ready in closed["sequence_ready"].items():
+        got = sim.sequence_ready[stage]
+        assert got == sorted(got) and len(got) == shape.batch
+        assert all(abs(x / y - 1) <= 0.15 for x, y in zip(got, ready, strict=True)), stage
+    assert sim.sequence_ready["qkv"][0] < sim.sequence_ready["attention"][0] < sim.sequence_ready["o"][0]
+    # the busiest instance of each projection stage computes exactly the closed form's busy time (same cycles)
+    for stage in ("qkv", "o"):
+        assert sim.busy[stage] == pytest.approx(closed["stages"][stage]["seconds"] * closed["stages"][stage][
+            "compute_cycles"] / closed["stages"][stage]["chain_cycles"])
+
+
+def test_simulation_catches_an_optimistic_schedule():
+    """The three-stage pipeline formula max T_i + sum of the others / B (every stage handing over a sequence at
+    1/B of its time) is more than 10% faster than the simulated graph at BERT-base S = 512 on the best split: the
+    stages' instances finish a sequence unevenly, and a hand-off waits for the last of them."""
+    shape = SublayerShape(batch=8, seq=512)
+    closed, sim = _best_and_sim(shape, "swiftmax")
+    t = [v["seconds"] for v in closed["stages"].values()]
+    formula = max(t) + (sum(t) - max(t)) / shape.batch
+    assert sim.seconds > (1 + TOLERANCE) * formula
+
+
+def test_fewer_sequence_slots_stall_the_stages(monkeypatch):
+    """With one sequence of Q/K/V and of A between the stages, no stage overlaps the next: both the simulation and
+    the closed form slow down, and still agree."""
+    shape, sp = SublayerShape(batch=4, seq=128, heads=6), SublayerSplit(24, 8, 8, 2)
+    base_sim, base = simulate_sublayer(shape, sp).seconds, sublayer.split_cost(shape, sp)["seconds"]
+    monkeypatch.setattr(sublayer, "SEQUENCE_SLOTS", 1)
+    monkeypatch.setattr("vckattn.hw.perf.simulate_sublayer.SEQUENCE_SLOTS", 1)
+    one_sim, one = simulate_sublayer(shape, sp).seconds, sublayer.split_cost(shape, sp)["seconds"]
+    assert one > 1.2 * base and one_sim > 1.2 * base_sim
+    assert abs(one_sim / one - 1) <= TOLERANCE
+
+
+@pytest.mark.slow
+def test_documented_sublayer_figures_are_what_the_model_says():
+    """docs/performance.md's sublayer block is what hw/perf/report.py writes at this commit (closed form, simulation,
+    SwiftMax against online softmax), and every agreement it states is within the tolerance."""
+    from pathlib import Path
+
+    from vckattn.hw.perf import report
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "performance.md").read_text(encoding="utf-8")
+    block = report.sublayer_block()
+    assert report.current_block(text, report.SUB_BEGIN, report.SUB_END) == block, (
+        "docs/performance.md's sublayer figures are stale: run `python -m vckattn.hw.perf.report --write "
+        "docs/performance.md`")
+    agree = report.sublayer_agreement()
+    assert all(abs(a["difference"]) <= TOLERANCE for a in agree)
+    # the README leads its performance section with the same figures
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    for a in agree[:2]:
+        c = a["closed"]
+        row = (f"| {a['shape'].seq} | {c['seconds'] * 1e6:.1f} µs | {a['sim'].seconds * 1e6:.1f} µs "
+               f"({a['difference']:+.1%})".replace("-", "−") + f" | **{c['fraction_of_peak']:.1%}** "
+               f"({c['tops']:.1f} TOPS) |")
+        assert row in readme, row
