@@ -118,18 +118,20 @@ class RequantKernel(wiring.Component):
         lanes: Elements per beat (>= 1).
         max_d: Channels of the tables (longest token); a multiple of ``lanes``.
         mult_bits: Width of the signed multipliers.
+        in_width: Width of the signed accumulators in (32: the GEMM's int32; narrower builds for the formal
+            proofs).
     """
 
     LATENCY = 1 + STAGES  # stage registers; input-to-output handshake latency is LATENCY + 1
 
-    def __init__(self, lanes: int = 4, max_d: int = 1024, mult_bits: int = 18) -> None:
+    def __init__(self, lanes: int = 4, max_d: int = 1024, mult_bits: int = 18, in_width: int = ACC_WIDTH) -> None:
         if lanes < 1 or max_d < lanes or max_d % lanes:
             raise ValueError(f"max_d {max_d} must be a positive multiple of lanes {lanes}")
-        self.lanes, self.max_d, self.mult_bits = lanes, max_d, mult_bits
+        self.lanes, self.max_d, self.mult_bits, self.in_width = lanes, max_d, mult_bits, in_width
         self.regmap = requant_regmap(lanes, max_d, mult_bits)
         self.regfile = RegisterFile(self.regmap)
         super().__init__({
-            **axis_port("s_axis", lanes * ACC_WIDTH, sink=True),
+            **axis_port("s_axis", lanes * in_width, sink=True),
             **axis_port("m_axis", lanes * OUT_WIDTH, sink=False),
             **axil_members("s_axil", self.regmap.addr_width),
         })
@@ -141,7 +143,7 @@ class RequantKernel(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        n = self.lanes
+        n, iw = self.lanes, self.in_width
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
         m.submodules.pipe = pipe = self.pipe
@@ -154,7 +156,7 @@ class RequantKernel(wiring.Component):
 
         outs = []
         for i in range(n):
-            acc = pipe.reg(m, self.s_axis_tdata[i * ACC_WIDTH:(i + 1) * ACC_WIDTH].as_signed(), name=f"acc{i}")
+            acc = pipe.reg(m, self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed(), name=f"acc{i}")
             ports = [regs.mem_read_port(t, i) for t in ("mult", "shift")]
             for port in ports:
                 m.d.comb += [port.addr.eq(Mux(reg["per_channel"], col + i, 0)), port.en.eq(pipe.ce)]

@@ -69,21 +69,24 @@ class ResidualKernel(wiring.Component):
         lanes: Elements per beat (>= 1).
         max_d: Channels of the ``rq_y`` tables (the longest token, d_model); a multiple of ``lanes``.
         fmt: The sublayer's formats (multiplier width, ``res_bits``, ``res_frac``, int8 activations).
+        in_width: Width of the signed ``Y`` in (32: the W_O cascade's int32; narrower builds for the formal
+            proofs).
     """
 
     LATENCY = 1 + STAGES + 1  # stage registers; input-to-output handshake latency is LATENCY + 1
 
-    def __init__(self, lanes: int = 4, max_d: int = 1024, fmt: SublayerFormat = SUBLAYER_FORMAT) -> None:
+    def __init__(self, lanes: int = 4, max_d: int = 1024, fmt: SublayerFormat = SUBLAYER_FORMAT,
+                 in_width: int = ACC_WIDTH) -> None:
         if lanes < 1 or max_d < lanes or max_d % lanes:
             raise ValueError(f"max_d {max_d} must be a positive multiple of lanes {lanes}")
         if fmt.res_frac < 1:
             raise ValueError("res_frac must be >= 1")
-        self.lanes, self.max_d, self.fmt = lanes, max_d, fmt
+        self.lanes, self.max_d, self.fmt, self.in_width = lanes, max_d, fmt, in_width
         self.regmap = residual_regmap(lanes, max_d, fmt)
         self.regfile = RegisterFile(self.regmap)
         aw = fmt.act_bits
         super().__init__({
-            **axis_port("s_axis", lanes * ACC_WIDTH, sink=True),
+            **axis_port("s_axis", lanes * in_width, sink=True),
             **axis_port("s_axis_res", lanes * aw, sink=True),
             **axis_port("m_axis", lanes * aw, sink=False),
             **axil_members("s_axil", self.regmap.addr_width),
@@ -96,7 +99,7 @@ class ResidualKernel(wiring.Component):
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
-        n, fmt, aw = self.lanes, self.fmt, self.fmt.act_bits
+        n, fmt, aw, iw = self.lanes, self.fmt, self.fmt.act_bits, self.in_width
         m.submodules.regs = regs = self.regfile
         regs.connect_axil(m, self)
         m.submodules.pipe = pipe = self.pipe
@@ -121,7 +124,7 @@ class ResidualKernel(wiring.Component):
         half = 1 << (fmt.res_frac - 1)
         outs = []
         for i in range(n):
-            y = pipe.reg(m, self.s_axis_tdata[i * ACC_WIDTH:(i + 1) * ACC_WIDTH].as_signed(), name=f"y{i}")
+            y = pipe.reg(m, self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed(), name=f"y{i}")
             x = pipe.reg(m, self.s_axis_res_tdata[i * aw:(i + 1) * aw].as_signed(), name=f"x{i}")
             ports = [regs.mem_read_port(t, i) for t in ("y_mult", "y_shift")]
             for port in ports:
