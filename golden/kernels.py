@@ -182,7 +182,7 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
     KernelContract(
         "rope", "rotate-half RoPE on int8 Q/K rows, int16 Q1.14 cos/sin tables at each row's position",
         golden="vckattn.golden.rope_int:rope_int", regmap="vckattn.golden.rope_int:rope_regmap",
-        pl="vckattn.hw.pl.rope:RopeKernel", pl_kwargs={"head_dim": 64, "max_pos": 1024},
+        pl="vckattn.hw.pl.rope:RopeKernel", pl_kwargs={"head_dim": 64, "max_pos": 256},
         testbench="vckattn.sim.tb_rope", host=REGISTER_DRIVER,
         proofs=_proofs("rope", method="bmc", depth=16, cuts=("dut.regs",))),
     KernelContract(

@@ -118,7 +118,7 @@ def rope_pos_bits(max_pos: int) -> int:
     return max(1, (max_pos - 1).bit_length())
 
 
-def rope_regmap(lanes: int = 4, head_dim: int = 64, max_pos: int = 1024) -> RegisterMap:
+def rope_regmap(lanes: int = 4, head_dim: int = 64, max_pos: int = 256) -> RegisterMap:
     """The PL RoPE unit's register map (:class:`vckattn.hw.pl.rope.RopeKernel`): ``pos_base`` (added to the
     position each row carries on TUSER), status counters, and the cos/sin table in ``lanes`` banks: bank ``k``
     holds the frequencies ``i ≡ k (mod lanes)`` of every position, entry ``p·head_dim/(2·lanes) + i // lanes``
@@ -142,7 +142,7 @@ def rope_regmap(lanes: int = 4, head_dim: int = 64, max_pos: int = 1024) -> Regi
 
 
 def rope_table_banks(c: np.ndarray, s: np.ndarray, lanes: int = 4, head_dim: int = 64,
-                     max_pos: int = 1024) -> dict[str, list[int]]:
+                     max_pos: int = 256) -> dict[str, list[int]]:
     """int16 tables ``c``, ``s`` ``(P, head_dim)`` (:func:`rope_tables_int`, ``P <= max_pos`` positions) -> the
     writes of the unit's banks (:func:`rope_regmap`): ``{"table<k>": [sin << 16 | cos, ...]}`` for positions
     ``0..P-1``. The unit stores each frequency once (Llama's rotate-half tables repeat it in both halves of a

@@ -9,6 +9,10 @@ checks every output against the golden model) at a few lane counts. Run::
 
     python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json
 
+and, to add or redo some kernels only, keeping every other entry of the file as it is::
+
+    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json --kernels residual requant rope --merge
+
 Every synthesis and every simulation is cached under ``build/pl_perf/`` keyed by a hash of the
 generated Verilog (and of the testbench source for the simulations), so a re-run only redoes
 what changed. :mod:`vckattn.hw.perf.pl` reads the JSON; nothing here is a board measurement.
@@ -77,6 +81,10 @@ SWEEP: dict[str, SweepSpec] = {
     "bhyt_approx": SweepSpec(LANES, (8,), None),
     "bhyt_exact": SweepSpec(LANES, (8,), None),
     "rmsnorm": SweepSpec(LANES, (8,), None),
+    # the sublayer's units: int32 accumulators in (residual add, requantizer), int8 rows in (RoPE)
+    "residual": SweepSpec(LANES[:4], (32,), None),
+    "requant": SweepSpec(LANES[:4], (32,), None),
+    "rope": SweepSpec(LANES[:4], (8,), None),
 }
 
 
@@ -159,7 +167,7 @@ def cycle_point(kernel: str, lanes: int) -> dict:
                    extra_env={"VCKATTN_METRICS_OUT": str(out)})
         metrics = json.loads(out.read_text())
     row_len = {"online_softmax": metrics.get("row_keys"), "bhyt_exact": metrics.get("d"),
-               "rmsnorm": metrics.get("d")}.get(kernel)
+               "rmsnorm": metrics.get("d"), "rope": metrics.get("d")}.get(kernel)
     beats = -(-int(row_len) // lanes) if row_len else 1
     point = {"lanes": lanes, "elements_per_cycle": metrics["elements_per_cycle"],
              "latency_cycles": metrics["latency_cycles"], "row_len": row_len,
@@ -256,14 +264,33 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
     return doc
 
 
+def merge(old: dict, new: dict) -> dict:
+    """``old`` with the kernels of ``new`` added or replaced, each recording the command that made it
+    (``command``); every other entry of ``old`` as it was. ValueError if the two come from different Yosys
+    versions or synthesis scripts (their figures would not compare)."""
+    for key in ("version", "script"):
+        if old["synthesis"][key] != new["synthesis"][key]:
+            raise ValueError(f"cannot merge: synthesis {key} {new['synthesis'][key]!r} differs from the file's "
+                             f"{old['synthesis'][key]!r}; rerun the whole sweep")
+    out = dict(old)
+    out["kernels"] = dict(old["kernels"])
+    for k, entry in new["kernels"].items():
+        out["kernels"][k] = {**entry, "command": new["command"] + " --merge"}
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """CLI: ``python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json``."""
     ap = argparse.ArgumentParser(prog="python -m vckattn.sim.pl_perf", description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
     ap.add_argument("--kernels", nargs="+", default=list(SWEEP), choices=list(SWEEP))
     ap.add_argument("--no-cycles", action="store_true", help="skip the Verilator measurements")
+    ap.add_argument("--merge", action="store_true",
+                    help="put these kernels' entries into the existing --out file, every other entry kept as it is")
     args = ap.parse_args(argv)
     doc = run_sweep(args.kernels, cycles=not args.no_cycles)
+    if args.merge and args.out.is_file():
+        doc = merge(json.loads(args.out.read_text()), doc)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out} ({doc['seconds']:.0f} s)")

@@ -163,9 +163,9 @@ async def test_throughput(dut: SimHandleBase) -> None:
     await start(dut)
     b = Bench(dut)
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    c, s = llama_tables(b.max_pos, b.head_dim)
+    c, s = llama_tables(min(b.max_pos, 64), b.head_dim)  # the first 64 positions: a short table write
     await b.tables(c, s)
-    pos = [int(p) for p in rng.integers(0, b.max_pos, size=max(16, 2048 // b.head_dim))]
+    pos = [int(p) for p in rng.integers(0, min(b.max_pos, 64), size=max(16, 2048 // b.head_dim))]
     rows = random_rows(rng, len(pos), b.head_dim)
     b.h.clear_pauses()
     await ClockCycles(dut.clk, 2)

@@ -11,9 +11,9 @@ both halves of a row, as Llama's; :func:`vckattn.golden.rope_int.rope_table_bank
 
 Build parameters: ``lanes``; ``head_dim`` (``D``, a multiple of ``2·lanes``: each half of a row is whole beats;
 64 for SmolLM2 and Llama-style models of that width); ``max_pos`` (positions the table holds, a power of two;
-default 1024). The table: ``max_pos · D/2`` words of ``sin << 16 | cos`` (each frequency once) in ``lanes``
+default 256). The table: ``max_pos · D/2`` words of ``sin << 16 | cos`` (each frequency once) in ``lanes``
 banks (bank ``k``: the frequencies ``≡ k mod lanes``, one kernel read port each), ``max_pos · D/2 · 32`` bits in
-all (1 Mbit at the defaults), written over AXI4-Lite (:func:`vckattn.golden.rope_int.rope_regmap`).
+all (256 Kbit at the defaults), written over AXI4-Lite (:func:`vckattn.golden.rope_int.rope_regmap`).
 
 Architecture: the row is needed before its first output (element ``i`` pairs with ``i ± D/2``), so rows are
 buffered as in :mod:`.token_engine`: the writer stores the beats of a row into one of two ping-pong buffers
@@ -60,7 +60,7 @@ __all__ = ["RopeKernel", "buffer_bits"]
 IN_WIDTH = 8
 
 
-def buffer_bits(lanes: int = 4, head_dim: int = 64, max_pos: int = 1024) -> int:
+def buffer_bits(lanes: int = 4, head_dim: int = 64, max_pos: int = 256) -> int:
     """Row-buffer bits: two ping-pong rows of ``head_dim`` int8 elements (and a TLAST bit a beat); the table
     (``max_pos · head_dim/2 · 32`` bits) is a register memory, not counted here."""
     check_rope_geometry(lanes, head_dim, max_pos)
@@ -82,7 +82,7 @@ class RopeKernel(wiring.Component):
 
     LATENCY = 4  # stage registers after the issue; issue-to-output handshake latency is LATENCY + 1
 
-    def __init__(self, lanes: int = 4, head_dim: int = 64, max_pos: int = 1024) -> None:
+    def __init__(self, lanes: int = 4, head_dim: int = 64, max_pos: int = 256) -> None:
         check_rope_geometry(lanes, head_dim, max_pos)
         self.lanes, self.head_dim, self.max_pos = lanes, head_dim, max_pos
         self.pos_bits = rope_pos_bits(max_pos)
