@@ -24,8 +24,8 @@ Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uin
 ``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out) and the sublayer's units
 ``"residual"`` (int32 W_O accumulators and int8 residual in, int8 out), ``"requant"`` (int32 in, int8 out),
 ``"rope"`` (int8 rows in and out; fits over 1-8 lanes, with the registry's ``head_dim`` 64 and ``max_pos``
-256: its cos/sin table is 256 Kbit, held twice (the AXI4-Lite read-back port)). One beat carries ``lanes`` elements; every kernel accepts and
-delivers one beat per cycle in steady state.
+256: its cos/sin table is 256 Kbit, held twice for the AXI4-Lite read-back port). One beat carries ``lanes``
+elements; every kernel accepts and delivers one beat per cycle in steady state.
 
 Stream model (:func:`stream_cycles`). ``rows`` rows (score rows / tokens) of ``row_len``
 elements, ``n = ceil(row_len / lanes)`` beats each, are streamed back to back. The source (the
