@@ -152,15 +152,17 @@ def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHea
     return np.concatenate(parts) if parts else np.zeros((0, BEAT_BYTES), np.uint8)
 
 
-def engine_top_name(channels: int, lanes: int, score_bits: int) -> str:
-    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels."""
-    return f"engine_pl_p{channels}_l{lanes}_b{score_bits}"
+def engine_top_name(channels: int, lanes: int, score_bits: int, lut_product: bool | None = None) -> str:
+    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels (``_dsp``:
+    lanes that multiply in DSP blocks where the default multiplies in LUTs)."""
+    return f"engine_pl_p{channels}_l{lanes}_b{score_bits}" + ("_dsp" if lut_product is False else "")
 
 
 def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.ndarray],
                    reg_writes: list[tuple[int, int]] | SwiftMaxRegisters | SwiftMaxHeads, ident: int,
                    seed: int | None = None,
-                   backpressure: bool = True, log: Path | None = None) -> EngineRtlResult:
+                   backpressure: bool = True, log: Path | None = None,
+                   lut_product: bool | None = None) -> EngineRtlResult:
     """Stream every score channel's packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
 
     Args:
@@ -175,6 +177,7 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
         seed: ``COCOTB_RANDOM_SEED`` (source idles / sink backpressure pattern).
         backpressure: Random source idles and sink stalls (else a source that never idles and a ready sink).
         log: File that receives the simulator's output (default: the console).
+        lut_product: The lanes' products from LUTs or DSP blocks (``EnginePL``; None: the lane's default).
 
     Returns:
         :class:`EngineRtlResult` (the P streams as received, the cycle count).
@@ -197,8 +200,8 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
             split_packets(s, score_bits)
         except ValueError as exc:
             raise ValueError(f"channel {i}: {exc}") from None
-    top = engine_top_name(channels, lanes, score_bits)
-    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top)
+    top = engine_top_name(channels, lanes, score_bits, lut_product)
+    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top, lut_product)
     work = build_root() / "engine_rtl"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:

@@ -11,7 +11,7 @@ checks every output against the golden model) at a few lane counts. Run::
 
 and, to add or redo some kernels only, keeping every other entry of the file as it is::
 
-    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json --kernels residual requant rope --merge
+    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json --kernels residual requant rope --update
 
 Every synthesis and every simulation is cached under ``build/pl_perf/`` keyed by a hash of the
 generated Verilog (and of the testbench source for the simulations), so a re-run only redoes
@@ -39,7 +39,7 @@ from vckattn.golden.paths import build_root
 from vckattn.hw.kernels import build_component
 from vckattn.hw.pl.synth import REPO_ROOT, synth_root, synthesize, yosys_binary
 
-__all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "run_sweep"]
+__all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "merge_sweep", "run_sweep"]
 
 
 
@@ -63,12 +63,16 @@ class SweepSpec:
             ``in_width``); the norm kernels take int8 activations only (one width, 8, not a parameter).
         width_param: Build parameter that sets the input width (``None``: fixed).
         cycle_lanes: Lane counts measured on Verilator (at the registry's default width).
+        variants: Other builds of the same function: name -> (build parameters, widths). The SwiftMax lane's
+            ``"dsp"`` variant builds its ``sat · a_mult`` product in a DSP block where the default build
+            uses LUTs (8-bit scores).
     """
 
     lanes: tuple[int, ...]
     widths: tuple[int, ...]
     width_param: str | None
     cycle_lanes: tuple[int, ...] = (1, 4)
+    variants: tuple[tuple[str, tuple[tuple[str, int], ...], tuple[int, ...]], ...] = ()
 
 
 #: Lane counts synthesized (each Yosys run takes 10 s to 2 min on one core).
@@ -76,7 +80,7 @@ LANES = (1, 2, 4, 8, 16)
 
 #: The sweep: the normalizers at score widths 32 (the int32 AIE accumulators of the vck5000_attention build), 16 and 8.
 SWEEP: dict[str, SweepSpec] = {
-    "swiftmax": SweepSpec(LANES, (32, 16, 8), "in_width", (1, 4, 8)),
+    "swiftmax": SweepSpec(LANES, (32, 16, 8), "in_width", (1, 4, 8), (("dsp", (("lut_product", False),), (8,)),)),
     "online_softmax": SweepSpec(LANES, (32, 16, 8), "in_width"),
     "bhyt_approx": SweepSpec(LANES, (8,), None),
     "bhyt_exact": SweepSpec(LANES, (8,), None),
@@ -102,18 +106,32 @@ def yosys_version() -> str:
     return out.strip().splitlines()[0]
 
 
-def _build(kernel: str, lanes: int, width: int) -> object:
+def _variant_params(kernel: str, variant: str) -> dict:
+    if not variant:
+        return {}
+    for name, params, _ in SWEEP[kernel].variants:
+        if name == variant:
+            return dict(params)
+    raise ValueError(f"{kernel}: no variant {variant!r}")
+
+
+def _build(kernel: str, lanes: int, width: int, variant: str = "") -> object:
     spec = SWEEP[kernel]
     params = {spec.width_param: width} if spec.width_param else {}
-    return build_component(kernel, lanes, **params)
+    return build_component(kernel, lanes, **params, **_variant_params(kernel, variant))
 
 
-def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0) -> dict:
-    """Resources of one (kernel, lanes, width) build; cached by the Verilog text and the Yosys version."""
+def _point_name(kernel: str, lanes: int, width: int, variant: str = "") -> str:
+    return f"pp_{kernel}{'_' + variant if variant else ''}_w{width}_l{lanes}"
+
+
+def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0, variant: str = "") -> dict:
+    """Resources of one (kernel, lanes, width[, variant]) build; cached by the Verilog text and the Yosys
+    version."""
     from amaranth.back import verilog
 
-    name = f"pp_{kernel}_w{width}_l{lanes}"
-    text = verilog.convert(_build(kernel, lanes, width), name=name)
+    name = _point_name(kernel, lanes, width, variant)
+    text = verilog.convert(_build(kernel, lanes, width, variant), name=name)
     key = _digest(text, SYNTH_SCRIPT, yosys_version())
     cache = cache_root() / "synth" / f"{name}.json"
     if cache.is_file():
@@ -121,7 +139,7 @@ def synth_point(kernel: str, lanes: int, width: int, timeout: float = 3600.0) ->
         if hit.get("key") == key:
             return hit["point"]
     t0 = time.perf_counter()
-    res = synthesize(_build(kernel, lanes, width), name, timeout=timeout)
+    res = synthesize(_build(kernel, lanes, width, variant), name, timeout=timeout)
     point = {"lanes": lanes, "lut": res.lut, "ff": res.ff, "dsp": res.dsp, "bram": res.bram,
              "uram": res.cells.get("URAM288", 0), "lutram": res.lutram, "carry": res.carry,
              "synth_seconds": round(time.perf_counter() - t0, 1)}
@@ -202,28 +220,30 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
     """
     from tqdm import tqdm
 
-    jobs: list[tuple[str, str, int, int]] = []
+    jobs: list[tuple[str, str, int, int, str]] = []
     for k in kernels:
         s = SWEEP[k]
-        jobs += [("synth", k, n, w) for w in s.widths for n in s.lanes]
+        jobs += [("synth", k, n, w, "") for w in s.widths for n in s.lanes]
+        jobs += [("synth", k, n, w, v) for v, _, ws in s.variants for w in ws for n in s.lanes]
     if cycles:
-        jobs += [("cycles", k, n, 0) for k in kernels for n in SWEEP[k].cycle_lanes]
-    points: dict[tuple[str, int], list[dict]] = {}
+        jobs += [("cycles", k, n, 0, "") for k in kernels for n in SWEEP[k].cycle_lanes]
+    points: dict[tuple[str, int, str], list[dict]] = {}
     cyc: dict[str, list[dict]] = {}
     skipped: dict[str, list[dict]] = {}
     t0 = time.perf_counter()
     bar = tqdm(jobs, disable=None if progress else True, unit="build", file=sys.stderr)
-    for what, k, n, w in bar:
-        bar.set_description(f"{what} {k} l{n}" + (f" w{w}" if what == "synth" else ""))
+    for what, k, n, w, v in bar:
+        bar.set_description(f"{what} {k}{' ' + v if v else ''} l{n}" + (f" w{w}" if what == "synth" else ""))
         if what == "synth":
             try:
-                points.setdefault((k, w), []).append(synth_point(k, n, w))
+                points.setdefault((k, w, v), []).append(synth_point(k, n, w, variant=v))
             except RuntimeError as exc:  # Yosys failed on this build: record it, fit the other points
                 if n <= 8:
                     raise
                 reason = str(exc).strip().splitlines()[-1].strip()
-                skipped.setdefault(k, []).append({"lanes": n, "width": w, "reason": f"Yosys failed ({reason}) "
-                                                  f"in {_failing_pass(f'pp_{k}_w{w}_l{n}')}"})
+                skipped.setdefault(k, []).append({"lanes": n, "width": w, **({"variant": v} if v else {}),
+                                                  "reason": f"Yosys failed ({reason}) "
+                                                  f"in {_failing_pass(_point_name(k, n, w, v))}"})
         else:
             cyc.setdefault(k, []).append(cycle_point(k, n))
 
@@ -248,35 +268,37 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
     }
     for k in kernels:
         s, c = SWEEP[k], CONTRACTS[k]
-        widths = {}
-        for w in s.widths:
-            pts = sorted(points.get((k, w), []), key=lambda p: p["lanes"])
-            fits = {m: fit_linear([p["lanes"] for p in pts], [p[m] for p in pts]) for m in METRICS}
-            widths[str(w)] = {"points": pts, "fit": fits,
-                              "max_rel_residual": max(f["max_rel_residual"] for f in fits.values())}
+
+        def fitted(ws: tuple[int, ...], v: str, k: str = k) -> dict:
+            out = {}
+            for w in ws:
+                pts = sorted(points.get((k, w, v), []), key=lambda p: p["lanes"])
+                fits = {m: fit_linear([p["lanes"] for p in pts], [p[m] for p in pts]) for m in METRICS}
+                out[str(w)] = {"points": pts, "fit": fits,
+                               "max_rel_residual": max(f["max_rel_residual"] for f in fits.values())}
+            return out
+
         doc["kernels"][k] = {
             "component": c.pl, "build_params": dict(c.pl_kwargs),
             "input_width_param": s.width_param,
-            "widths": widths,
+            "widths": fitted(s.widths, ""),
+            **({"variants": {v: {"build_params": dict(params), "widths": fitted(ws, v)}
+                             for v, params, ws in s.variants}} if s.variants else {}),
             "cycles": sorted(cyc.get(k, []), key=lambda p: p["lanes"]),
             "skipped": skipped.get(k, []),
         }
     return doc
 
 
-def merge(old: dict, new: dict) -> dict:
-    """``old`` with the kernels of ``new`` added or replaced, each recording the command that made it
-    (``command``); every other entry of ``old`` as it was. ValueError if the two come from different Yosys
-    versions or synthesis scripts (their figures would not compare)."""
-    for key in ("version", "script"):
-        if old["synthesis"][key] != new["synthesis"][key]:
-            raise ValueError(f"cannot merge: synthesis {key} {new['synthesis'][key]!r} differs from the file's "
-                             f"{old['synthesis'][key]!r}; rerun the whole sweep")
-    out = dict(old)
-    out["kernels"] = dict(old["kernels"])
-    for k, entry in new["kernels"].items():
-        out["kernels"][k] = {**entry, "command": new["command"] + " --merge"}
-    return out
+def merge_sweep(old: dict, new: dict) -> dict:
+    """``old`` (a whole sweep's document) with the kernels of ``new`` (a sweep of some kernels) replaced;
+    the synthesis/simulation metadata must match (same Yosys); ``old``'s command and other kernels stay."""
+    if old.get("synthesis") != new.get("synthesis"):
+        raise ValueError("the two sweeps were synthesized differently (Yosys version or script); run the "
+                         "whole sweep again")
+    doc = json.loads(json.dumps(old))
+    doc["kernels"].update(new["kernels"])
+    return doc
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -285,12 +307,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, required=True, help="JSON file to write")
     ap.add_argument("--kernels", nargs="+", default=list(SWEEP), choices=list(SWEEP))
     ap.add_argument("--no-cycles", action="store_true", help="skip the Verilator measurements")
-    ap.add_argument("--merge", action="store_true",
-                    help="put these kernels' entries into the existing --out file, every other entry kept as it is")
+    ap.add_argument("--update", action="store_true",
+                    help="replace only the --kernels entries of the existing --out file (the rest is kept)")
     args = ap.parse_args(argv)
     doc = run_sweep(args.kernels, cycles=not args.no_cycles)
-    if args.merge and args.out.is_file():
-        doc = merge(json.loads(args.out.read_text()), doc)
+    if args.update:
+        doc = merge_sweep(json.loads(args.out.read_text(encoding="utf-8")), doc)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {args.out} ({doc['seconds']:.0f} s)")

@@ -103,6 +103,25 @@ def test_narrower_scores_are_smaller() -> None:
     assert fits["8"]["lut"]["per_lane"] <= 700
 
 
+def test_swiftmax_dsp_products_variant() -> None:
+    """The int8 SwiftMax build whose lanes multiply in a DSP block (the sweep's ``dsp`` variant): one DSP and
+    fewer LUTs a lane than the LUT-product build, its points reproduced by its fit; wider scores multiply in a
+    DSP by default (the same figures); ``products`` is a SwiftMax option only."""
+    entry = load_data()["kernels"]["swiftmax"]["variants"]["dsp"]
+    assert entry["build_params"] == {"lut_product": False}
+    for p in entry["widths"]["8"]["points"]:
+        got = resources("swiftmax", p["lanes"], 8, "dsp")
+        assert abs(got["lut"] - p["lut"]) <= entry["widths"]["8"]["fit"]["lut"]["max_abs_residual"] + 2e-3
+        assert got["dsp"] == p["dsp"] == p["lanes"]
+    lut, dsp = resources("swiftmax", 16, 8), resources("swiftmax", 16, 8, "dsp")
+    assert dsp["dsp"] == 16 > lut["dsp"] == 0 and dsp["lut"] < 0.8 * lut["lut"]
+    assert resources("swiftmax", 8, 16, "dsp") == resources("swiftmax", 8, 16)
+    with pytest.raises(ValueError, match="products"):
+        resources("online_softmax", 4, 8, "dsp")
+    with pytest.raises(ValueError, match="products"):
+        resources("swiftmax", 4, 8, "lut")
+
+
 # ------------------------------------------------------------------------------------------ cycle formulas
 
 
@@ -271,20 +290,18 @@ def test_engine_stream_cycles_shape() -> None:
             bad()
 
 
-def test_merge_keeps_every_other_entry_and_refuses_another_yosys():
-    """`--merge` puts the new kernels' entries into the file and leaves every other byte of it as it was."""
-    from vckattn.sim.pl_perf import merge
+def test_update_keeps_every_other_entry_and_refuses_another_yosys():
+    """`--update` puts the new kernels' entries into the file and leaves every other entry of it as it was."""
+    from vckattn.sim.pl_perf import merge_sweep
 
     old = json.loads(pl.DATA_FILE.read_text())
     new = {"synthesis": dict(old["synthesis"]), "command": "python -m vckattn.sim.pl_perf --kernels x",
            "kernels": {"x": {"widths": {}}, "rope": {"widths": {"8": {}}}}}
-    out = merge(old, new)
-    assert out["kernels"]["x"]["command"].endswith("--kernels x --merge")
-    assert out["kernels"]["rope"] == {"widths": {"8": {}}, "command": new["command"] + " --merge"}
+    out = merge_sweep(old, new)
+    assert out["kernels"]["x"] == {"widths": {}} and out["kernels"]["rope"] == {"widths": {"8": {}}}
     for k in old["kernels"]:
         if k not in new["kernels"]:
             assert json.dumps(out["kernels"][k], indent=1) == json.dumps(old["kernels"][k], indent=1)
     assert {k: v for k, v in out.items() if k != "kernels"} == {k: v for k, v in old.items() if k != "kernels"}
-    assert json.loads(pl.DATA_FILE.read_text()) == old  # the inputs are not changed
-    with pytest.raises(ValueError, match="rerun the whole sweep"):
-        merge(old, {**new, "synthesis": {**old["synthesis"], "version": "Yosys 0.0"}})
+    with pytest.raises(ValueError, match="whole sweep again"):
+        merge_sweep(old, {**new, "synthesis": {**old["synthesis"], "version": "Yosys 0.0"}})

@@ -94,19 +94,22 @@ def test_reference_stream_per_head() -> None:
 # ------------------------------------------------------------------------------------------ Verilator
 
 
-CONFIGS = [(2, 2, 8), (2, 4, 16), (3, 16, 8), (1, 1, 8), (1, 8, 16)]
+#: (pipelines, lanes, score bits, lut_product): None the lane's default (LUT products for 8-bit scores), False DSP
+CONFIGS = [(2, 2, 8, None), (2, 4, 16, None), (3, 16, 8, None), (1, 1, 8, None), (1, 8, 16, None), (2, 4, 8, False)]
 
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("pipelines,lanes,score_bits", CONFIGS)
-def test_engine_pl(pipelines: int, lanes: int, score_bits: int, tmp_path: Path) -> None:
+@pytest.mark.parametrize("pipelines,lanes,score_bits,lut_product", CONFIGS)
+def test_engine_pl(pipelines: int, lanes: int, score_bits: int, lut_product: bool | None, tmp_path: Path) -> None:
     from vckattn.hw.pl.engine import generate_engine_verilog
     from vckattn.sim.engine_rtl import engine_top_name
     from vckattn.sim.runner import SIM_BUILD_ROOT, run_cocotb
 
-    top = engine_top_name(pipelines, lanes, score_bits)
-    src = generate_engine_verilog(SIM_BUILD_ROOT / top, pipelines, lanes, score_bits, top)
+    top = engine_top_name(pipelines, lanes, score_bits, lut_product)
+    src = generate_engine_verilog(SIM_BUILD_ROOT / top, pipelines, lanes, score_bits, top, lut_product)
+    if lut_product is False:  # the DSP build is a different circuit from the default (LUT-product) build
+        assert src.read_text() != generate_engine_verilog(tmp_path, pipelines, lanes, score_bits, top).read_text()
     metrics = tmp_path / "metrics.json"
     packets = 10 if lanes == 1 else 40
     res = run_cocotb(top, [src], TB, extra_env={

@@ -162,6 +162,7 @@ class EngineRtlDevice(EngineDevice):
         from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
         from vckattn.hw.engine.model import channel_packets, parse_packets, pv_stage, qk_stage, split_channel
+        from vckattn.hw.pl.engine import lut_product_of
         from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
 
         p = self.params
@@ -182,7 +183,9 @@ class EngineRtlDevice(EngineDevice):
             log.parent.mkdir(parents=True, exist_ok=True)
         try:
             res = run_engine_rtl(p.channels, p.lanes, p.score_bits, beats, [(w.offset, w.word) for w in writes],
-                                 int(entry["id"]), seed=self.seed + self.launches, backpressure=self.pauses, log=log)
+                                 int(entry["id"]), seed=self.seed + self.launches, backpressure=self.pauses, log=log,
+                                 lut_product=lut_product_of(self.manifest.data["engine"]["design"].get(
+                                     "swiftmax_products", "auto")))
         except EngineRtlError as exc:
             raise DeviceError(f"rtl backend: {exc}") from None
         self.last_cycles = res.cycles

@@ -303,7 +303,8 @@ def run_hw_generate(args: argparse.Namespace) -> int:
     written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
     print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels, "
           f"{design.score_plios} score channel(s)), q_rows {design.q_rows}, slices of {max_seq // design.qk_kernels} "
-          f"keys, int{design.score_bits} scores, {design.lanes_swiftmax} lanes a channel, max_seq {max_seq}, board "
+          f"keys, int{design.score_bits} scores, {design.lanes_swiftmax} lanes a channel"
+          f"{' (products in DSPs)' if design.swiftmax_products == 'dsp' else ''}, max_seq {max_seq}, board "
           f"{args.board}")
     for f in written:
         print(f"wrote {f}")

@@ -311,7 +311,8 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
     if perf.kernels:
         console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels + a "
                       "requantizer, "
-                      f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes), "
+                      f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes"
+                      f"{', products in DSPs' if d.swiftmax_products == 'dsp' else ''}), "
                       f"tile {d.q_rows} rows, int{d.score_bits} scores, O int{d.o_bits}, PL {d.pl_clock_mhz:g} MHz")
         k = Table(title="AIE kernels, one tile (modeled from their instrumented operations)")
         for col in ("kernel", "tile (rows x keys x D)", "MACs", "cycles", "efficiency"):

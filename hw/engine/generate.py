@@ -563,7 +563,8 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
     ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels + requantizer 'R', cascade ->, "
                  f"{design.score_plios} score "
                  f"channel(s)), Q_ROWS {design.q_rows}, {sk}-key slices, int{design.score_bits} scores, "
-                 f"{design.lanes_swiftmax} SwiftMax lanes/channel, PL {design.pl_clock_mhz:g} MHz"
+                 f"{design.lanes_swiftmax} SwiftMax lanes/channel"
+                 f"{' (DSP products)' if design.swiftmax_products == 'dsp' else ''}, PL {design.pl_clock_mhz:g} MHz"
                  + (f"; modeled {tops:.1f} TOPS" if tops else ""), fontsize=9)
     cols = np.arange(lay.ARRAY_COLUMNS)
     ins = np.zeros(lay.ARRAY_COLUMNS)
@@ -641,13 +642,16 @@ def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
         raise GenerateError(f"cannot write the PL top: vckattn.hw.pl.engine.generate_engine_verilog is not "
                             f"available ({exc})") from None
     from vckattn.hw.pl import vitis_kernel
-    from vckattn.hw.pl.engine import EnginePL
+    from vckattn.hw.pl.engine import EnginePL, lut_product_of
 
     folder.mkdir(parents=True, exist_ok=True)
     core_name = f"{PL_TOP}_core"
     channels = design.pipelines * design.score_plios
-    core = generate_engine_verilog(folder, channels, design.lanes_swiftmax, design.score_bits, name=core_name)
-    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP, EnginePL(channels, design.lanes_swiftmax, design.score_bits))
+    lut = lut_product_of(design.swiftmax_products)
+    core = generate_engine_verilog(folder, channels, design.lanes_swiftmax, design.score_bits, name=core_name,
+                                   lut_product=lut)
+    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP,
+                                       EnginePL(channels, design.lanes_swiftmax, design.score_bits, lut))
     top = folder / f"{PL_TOP}.v"
     top.write_text(vitis_kernel.wrapper_verilog(PL_TOP, core_name, ports, "vckattn hw generate"), encoding="utf-8")
     files = [top, Path(core)]

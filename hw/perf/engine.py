@@ -423,7 +423,7 @@ def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
               pl_resources: Any) -> dict[str, float]:
     """Resources of engine design ``d`` for workload ``w``: AIE tiles (``2k`` kernels and the requantizer a
     pipeline), the largest kernel's buffers, PLIOs, and the
-    PL -- the score channels' normalizer lanes (``pl_resources(kernel, lanes, score_bits)``: Yosys), an online
+    PL -- the score channels' normalizer lanes (``pl_resources(kernel, lanes, score_bits, products)``: Yosys), an online
     softmax's row-assembly buffers, and every pipeline's movers and AXI4 master ports (:func:`infrastructure`).
     ``axi_masters`` counts the master ports into the one DDR bank."""
     g = geometry(w, d, dev, normalizers[0])
@@ -437,7 +437,7 @@ def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
     norm_lut = 0.0
     for n in normalizers:
         lanes = d.lanes(n)
-        per = pl_resources(n, lanes, d.score_bits)
+        per = pl_resources(n, lanes, d.score_bits, d.swiftmax_products if n == "swiftmax" else "auto")
         for key, v in zip(RESOURCE_KEYS, per, strict=True):
             pl_used[key] += channels * v
         norm_lut += channels * per[0]

@@ -4,7 +4,8 @@ The space is the engine of stream contract v3 (``hw/ENGINE.md``; costed by :mod:
 pipelines, each with ``k`` QKᵀ and ``k`` P·V AIE kernels owning key slices of ``MAX_KEYS / k`` keys (the sequence
 rounded up to whole 16-key blocks per slice), ``m`` score channels per pipeline (``m`` divides ``k``; one 128-bit
 score PLIO, one P PLIO and one normalizer instance of ``lanes`` lanes each), tiles of ``q_rows`` queries, int8 or
-int16 scores, Q and K/V over two PLIOs and O over one, at one PL clock. A candidate's kernels must fit an AIE tile's
+int16 scores (int8: SwiftMax lanes multiplying in LUTs or in DSP blocks, ``Design.swiftmax_products``), Q, K and V
+over three PLIOs and O over one, at one PL clock. A candidate's kernels must fit an AIE tile's
 data memory (their ping-pong buffers plus the runtime's reserve).
 
 Every resource keeps ``headroom`` (default 20%) free: AIE tiles, PLIOs in and out, LUTs, FFs, DSPs, BRAM and URAM,
@@ -95,9 +96,12 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
                     continue
                 if mem > dev.tile_memory_bytes:
                     continue
+                # the SwiftMax lanes' products: LUTs (8-bit default) or DSP blocks (the same function)
+                products = ("auto", "dsp") if bits <= 8 and "swiftmax" in norms else ("auto",)
                 for m in (x for x in KERNELS if x <= k and k % x == 0):
                     for lanes in _lanes_options(bits):
-                        yield _with_lanes(replace(base, score_plios=m), norms, lanes)
+                        for prod in products:
+                            yield _with_lanes(replace(base, score_plios=m, swiftmax_products=prod), norms, lanes)
 
 
 def _with_lanes(d: Design, norms: set[str], lanes: int) -> Design:

@@ -308,7 +308,9 @@ class Design:
     """A design point of the attention block (see the module docstring for the structure).
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
-    per score PLIO per pipeline; 0 = that normalizer is not built). ``o_bits``: width of the output leaving
+    per score PLIO per pipeline; 0 = that normalizer is not built). ``swiftmax_products``: how the SwiftMax lanes
+    multiply (:data:`~vckattn.hw.perf.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` LUTs for 8-bit scores, ``"dsp"`` a DSP
+    block; the same function). ``o_bits``: width of the output leaving
     the AIE array: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design, whose
     requantizer kernel at the end of the P·V cascade requantizes). ``host_seconds_per_tile``: host work per tile that
     overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
@@ -327,6 +329,7 @@ class Design:
     out_plios: int = 1
     lanes_swiftmax: int = 4
     lanes_online_softmax: int = 4
+    swiftmax_products: str = "auto"
     norm_lanes: int = 4
     pl_clock_mhz: float = 250.0
     kv_resident: bool = True
@@ -351,6 +354,8 @@ class Design:
             raise ValueError("score_plios must be <= qk_kernels (every score PLIO needs a QK^T kernel feeding it)")
         if self.lanes_swiftmax < 0 or self.lanes_online_softmax < 0:
             raise ValueError("lanes must be >= 0")
+        if self.swiftmax_products not in pl.SWIFTMAX_PRODUCTS:
+            raise ValueError(f"swiftmax_products must be one of {', '.join(pl.SWIFTMAX_PRODUCTS)}")
         if not self.pl_clock_mhz > 0:
             raise ValueError("pl_clock_mhz must be > 0")
         if self.o_bits not in (8, 16, 32):
@@ -427,9 +432,10 @@ def _tile_compute_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pl_resources(kernel: str, lanes: int, score_bits: int) -> tuple[float, float, float, float, float]:
+def _pl_resources(kernel: str, lanes: int, score_bits: int,
+                  products: str = "auto") -> tuple[float, float, float, float, float]:
     if kernel in NORMALIZERS:
-        r = pl.resources(kernel, lanes, score_bits)
+        r = pl.resources(kernel, lanes, score_bits, products if kernel == "swiftmax" else "auto")
     else:
         r = pl.resources(kernel, lanes)
     return (float(r["lut"]), float(r["ff"]), float(r["dsp"]), float(r["bram"]), float(r.get("uram", 0.0)))

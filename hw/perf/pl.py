@@ -64,6 +64,7 @@ __all__ = [
     "ENGINE_OUT_DELAY",
     "KERNELS",
     "TIMING",
+    "SWIFTMAX_PRODUCTS",
     "KernelTiming",
     "elements_per_cycle",
     "engine_packet_slots",
@@ -138,7 +139,13 @@ def load_data() -> dict:
     return json.loads(DATA_FILE.read_text())
 
 
-def resources(kernel: str, lanes: int, score_bits: int = 32) -> dict[str, float]:
+#: How the SwiftMax lanes build their product ``sat · a_mult``: ``"auto"`` -- the lane's default (LUTs for 8-bit
+#: scores, a DSP block above: :func:`vckattn.hw.pl.swiftmax_lane.lut_product_default`), ``"dsp"`` -- a DSP block
+#: at every width (the sweep's ``dsp`` variant at 8 bits; wider scores use a DSP block by default).
+SWIFTMAX_PRODUCTS: tuple[str, ...] = ("auto", "dsp")
+
+
+def resources(kernel: str, lanes: int, score_bits: int = 32, products: str = "auto") -> dict[str, float]:
     """Modeled PL resources of ``kernel`` with ``lanes`` lanes (whole kernel incl. its AXI4-Lite registers).
 
     ``base + per_lane · lanes`` from the least-squares fit over Yosys syntheses at the lane counts in
@@ -149,6 +156,8 @@ def resources(kernel: str, lanes: int, score_bits: int = 32) -> dict[str, float]
         lanes: Elements per beat (>= 1).
         score_bits: Score input width of the normalizers (8, 16 or 32: the synthesized widths). The
             norm kernels take int8 activations whatever it is.
+        products: SwiftMax only (:data:`SWIFTMAX_PRODUCTS`): ``"dsp"`` -- the build whose lanes multiply in
+            a DSP block (the sweep's ``dsp`` variant where the default build multiplies in LUTs).
 
     Returns:
         ``{"lut", "ff", "dsp", "bram", "uram", "lutram"}``: LUT6 logic cells, flip-flops, DSP48E2
@@ -159,8 +168,12 @@ def resources(kernel: str, lanes: int, score_bits: int = 32) -> dict[str, float]
         ValueError: Unknown kernel, ``lanes < 1``, or a normalizer score width that was not synthesized.
     """
     _check(kernel, lanes)
+    if products not in SWIFTMAX_PRODUCTS or (products != "auto" and kernel != "swiftmax"):
+        raise ValueError(f"{kernel}: products must be 'auto'" + (" or 'dsp'" if kernel == "swiftmax" else ""))
     entry = load_data()["kernels"][kernel]
     widths = entry["widths"]
+    if products == "dsp" and score_bits <= 8:  # the default 8-bit lane multiplies in LUTs: the dsp build's data
+        widths = entry.get("variants", {}).get("dsp", {}).get("widths", {})
     key = str(score_bits) if kernel in NORMALIZERS else next(iter(widths))
     if key not in widths:
         raise ValueError(f"{kernel}: score_bits {score_bits} not synthesized; available: {', '.join(widths)}")

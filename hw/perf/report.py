@@ -34,7 +34,8 @@ def _design_text(d: Design) -> str:
     lanes = d.lanes_swiftmax or d.lanes_online_softmax
     if engine.is_engine(d):
         return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels, {d.score_plios} score channel(s) x "
-                f"{lanes} lanes), Q_ROWS {d.q_rows}, int{d.score_bits}, O int{d.o_bits}")
+                f"{lanes} lanes{', DSP products' if d.swiftmax_products == 'dsp' else ''}), Q_ROWS {d.q_rows}, "
+                f"int{d.score_bits}, O int{d.o_bits}")
     return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels), {d.q_rows}x{d.key_block} tiles, "
             f"int{d.score_bits}, {d.score_plios} score PLIO x {lanes} lanes, {d.in_plios} in PLIO, "
             f"K/V {'resident' if d.kv_resident else 're-streamed'}")

@@ -67,8 +67,8 @@ from .stream import SkidBuffer, Slot, axis_members
 from .swiftmax_lane import SwiftMaxLane
 from .verilog import generate_verilog
 
-__all__ = ["BEAT_BITS", "LANES", "SWIFTMAX_ID", "EnginePL", "EnginePipeline", "generate_engine_verilog",
-           "issue_slots"]
+__all__ = ["BEAT_BITS", "LANES", "SWIFTMAX_ID", "EnginePL", "EnginePipeline", "generate_engine_verilog", "issue_slots",
+           "lut_product_of"]
 
 #: Bits of one stream beat.
 BEAT_BITS = 8 * BEAT_BYTES
@@ -120,14 +120,16 @@ class EnginePipeline(wiring.Component):
     Args:
         lanes: SwiftMax lanes (:data:`LANES`, at most ``128 / score_bits``).
         score_bits: Input score width, 8 or 16.
+        lut_product: Each lane's ``sat · a_mult`` from LUTs (True) or a DSP block (False); default
+            :func:`~vckattn.hw.pl.swiftmax_lane.lut_product_default` (LUTs for 8-bit scores). Same function.
     """
 
     #: Cycles from a slot's issue (its input handshake) to its output handshake: lanes (6) + skid buffer (1).
     LATENCY = SwiftMaxLane.LATENCY + 1
 
-    def __init__(self, lanes: int, score_bits: int = 8) -> None:
+    def __init__(self, lanes: int, score_bits: int = 8, lut_product: bool | None = None) -> None:
         check_params(lanes, score_bits)
-        self.lanes, self.score_bits = lanes, score_bits
+        self.lanes, self.score_bits, self.lut_product = lanes, score_bits, lut_product
         self.fmt = engine_format(score_bits)
         self.regmap = swiftmax_regmap(self.fmt)
         super().__init__({
@@ -235,7 +237,7 @@ class EnginePipeline(wiring.Component):
         # ---------------- lanes (stages 1..6) and the sideband beside them ----------------
         outs = []
         for j in range(n):
-            lane = SwiftMaxLane(self.fmt, b)
+            lane = SwiftMaxLane(self.fmt, b, lut_product=self.lut_product)
             m.submodules[f"lane{j}"] = lane
             m.d.comb += [lane.en.eq(ce), lane.acc.eq(group[j * b:(j + 1) * b].as_signed()), lane.keep.eq(keep[j])]
             for r in self.regmap.writable:
@@ -284,11 +286,12 @@ class EnginePL(wiring.Component):
         channels: Score channels ``P·m`` (>= 1): stream ports ``s0..s{P·m-1}`` and ``p0..p{P·m-1}``.
         lanes: SwiftMax lanes per channel (:data:`LANES`, at most ``128 / score_bits``).
         score_bits: Input score width, 8 or 16.
+        lut_product: The lanes' products from LUTs or DSP blocks (:class:`EnginePipeline`).
     """
 
     LATENCY = EnginePipeline.LATENCY
 
-    def __init__(self, channels: int, lanes: int, score_bits: int = 8) -> None:
+    def __init__(self, channels: int, lanes: int, score_bits: int = 8, lut_product: bool | None = None) -> None:
         if channels < 1:
             raise ValueError(f"channels must be >= 1, got {channels}")
         check_params(lanes, score_bits)
@@ -296,7 +299,7 @@ class EnginePL(wiring.Component):
         self.fmt = engine_format(score_bits)
         self.regmap = swiftmax_regmap(self.fmt, read_ports=channels)
         self.regfile = RegisterFile(self.regmap)
-        self.pipes = [EnginePipeline(lanes, score_bits) for _ in range(channels)]
+        self.pipes = [EnginePipeline(lanes, score_bits, lut_product) for _ in range(channels)]
         members: dict[str, wiring.Member] = {}
         for i in range(channels):
             members.update(axis_members(f"s{i}", BEAT_BITS, sink=True))
@@ -332,8 +335,16 @@ class EnginePL(wiring.Component):
         return m
 
 
+def lut_product_of(products: str) -> bool | None:
+    """The lanes' ``lut_product`` for a design's ``swiftmax_products`` (``"auto"``: the lane's default, ``"dsp"``:
+    a DSP block)."""
+    if products not in ("auto", "dsp"):
+        raise ValueError(f"swiftmax_products must be 'auto' or 'dsp', got {products!r}")
+    return None if products == "auto" else False
+
+
 def generate_engine_verilog(out_dir: Path, channels: int, lanes: int, score_bits: int,
-                            name: str = "engine_pl") -> Path:
-    """Write the Verilog of :class:`EnginePL` ``(channels, lanes, score_bits)`` as ``<out_dir>/<name>.v``
-    (module ``name``; rewritten only when its text changes) and return its path."""
-    return generate_verilog(EnginePL(channels, lanes, score_bits), name, out_dir)
+                            name: str = "engine_pl", lut_product: bool | None = None) -> Path:
+    """Write the Verilog of :class:`EnginePL` ``(channels, lanes, score_bits, lut_product)`` as
+    ``<out_dir>/<name>.v`` (module ``name``; rewritten only when its text changes) and return its path."""
+    return generate_verilog(EnginePL(channels, lanes, score_bits, lut_product), name, out_dir)

@@ -70,12 +70,16 @@ def buffer_bits(lanes: int) -> int:
 class SwiftMaxKernel(wiring.Component):
     """``lanes`` SwiftMax lanes behind one stall pipeline; see the module docstring."""
 
-    def __init__(self, lanes: int = 4, fmt: SwiftMaxFormat = SwiftMaxFormat(), in_width: int = IN_WIDTH) -> None:
+    def __init__(self, lanes: int = 4, fmt: SwiftMaxFormat = SwiftMaxFormat(), in_width: int = IN_WIDTH,
+                 lut_product: bool | None = None) -> None:
+        """``lut_product``: each lane's ``sat · a_mult`` from LUTs (True) or a DSP block (False); default
+        :func:`~vckattn.hw.pl.swiftmax_lane.lut_product_default` (LUTs for scores of at most 8 bits).
+        The same function either way."""
         if lanes < 1:
             raise ValueError("lanes must be >= 1")
         if in_width < 2:
             raise ValueError("in_width must be >= 2")
-        self.lanes, self.fmt, self.in_width = lanes, fmt, in_width
+        self.lanes, self.fmt, self.in_width, self.lut_product = lanes, fmt, in_width, lut_product
         self.regmap = swiftmax_regmap(fmt)
         self.regfile = RegisterFile(self.regmap)
         self.LATENCY = SwiftMaxLane.LATENCY
@@ -112,7 +116,7 @@ class SwiftMaxKernel(wiring.Component):
 
         outs = []
         for i in range(n):
-            lane = SwiftMaxLane(self.fmt, iw)
+            lane = SwiftMaxLane(self.fmt, iw, lut_product=self.lut_product)
             m.submodules[f"lane{i}"] = lane
             m.d.comb += [lane.en.eq(pipe.ce),
                          lane.acc.eq(self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed()),
