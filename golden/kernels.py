@@ -170,6 +170,22 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
         pl="vckattn.hw.pl.scale:ScaleKernel", testbench="vckattn.sim.tb_scale", host=REGISTER_DRIVER,
         proofs=_proofs("scale", depth=10, cuts=("dut.regs",), full_depth=10)),
     KernelContract(
+        "residual", "residual add R = X + Y: both aligned to the output scale, one rounding to int8",
+        golden="vckattn.golden.sublayer:residual_add_int", regmap="vckattn.golden.sublayer:residual_regmap",
+        pl="vckattn.hw.pl.residual:ResidualKernel", pl_kwargs={"max_d": 1024}, testbench="vckattn.sim.tb_residual",
+        host=REGISTER_DRIVER, proofs=_proofs("residual", depth=12, cuts=("dut.regs",), full_depth=12)),
+    KernelContract(
+        "requant", "per-channel requantizer: int32 accumulators to int8 (18-bit multiplier, shift, round half up)",
+        golden="vckattn.golden.requant:requantize", regmap="vckattn.golden.requant:requant_regmap",
+        pl="vckattn.hw.pl.requant:RequantKernel", pl_kwargs={"max_d": 1024}, testbench="vckattn.sim.tb_requant",
+        host=REGISTER_DRIVER, proofs=_proofs("requant", depth=12, cuts=("dut.regs",), full_depth=12)),
+    KernelContract(
+        "rope", "rotate-half RoPE on int8 Q/K rows, int16 Q1.14 cos/sin tables at each row's position",
+        golden="vckattn.golden.rope_int:rope_int", regmap="vckattn.golden.rope_int:rope_regmap",
+        pl="vckattn.hw.pl.rope:RopeKernel", pl_kwargs={"head_dim": 64, "max_pos": 256},
+        testbench="vckattn.sim.tb_rope", host=REGISTER_DRIVER,
+        proofs=_proofs("rope", method="bmc", depth=16, cuts=("dut.regs",))),
+    KernelContract(
         "qk_matmul", "AIE int8 Q·K^T tile matmul (int32 scores)",
         golden="vckattn.golden.aie_matmul:tile_matmul", regmap=None, pl=None,
         aie="hw/aie/qk_matmul.cc:qk_matmul", testbench="vckattn.sim.aie_csim",

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from .fixedpoint import QFormat, Rounding, saturate, shift_round
+from .regmap import Mem, Reg, RegisterMap
 from .swiftmax_int import fold_multiplier
 
 INT8 = QFormat(8, 0)
@@ -59,6 +60,45 @@ def _requantize_torch(acc: np.ndarray, regs: RequantRegisters, out: QFormat) -> 
     shift = torch.as_tensor(np.asarray(regs.shift, dtype=np.int64))
     y = torch.bitwise_right_shift(a * mult + torch.bitwise_left_shift(torch.ones_like(shift), shift - 1), shift)
     return y.clamp_(out.min_int, out.max_int).numpy()
+
+
+#: ``ID`` of the PL requantizer's register block
+REQUANT_ID = 0x2E910001
+#: bits of a requantization shift register: shifts 0..62 (:func:`.fixedpoint.shift_round`'s range)
+SHIFT_BITS = 6
+
+
+def requant_regmap(lanes: int = 4, max_d: int = 1024, mult_bits: int = 18) -> RegisterMap:
+    """The PL requantizer's register map (:class:`vckattn.hw.pl.requant.RequantKernel`): per output channel
+    ``mult`` (signed ``mult_bits``) and ``shift`` (0..62) tables of ``max_d`` entries, one kernel read port per
+    lane; ``per_channel`` selects them per channel (1) or entry 0 for every channel (0: per-tensor registers,
+    such as ``rq_a``); status counters."""
+    return RegisterMap(
+        [Reg("per_channel", 1, reset=1, doc="1: channel j uses mult[j], shift[j]; 0: every channel uses entry 0"),
+         Reg("tokens", 32, access="ro", doc="tokens (input TLAST handshakes) since reset"),
+         Reg("overlong", 32, access="ro", doc="tokens longer than max_d (their extra channels reuse entry max_d-1)")],
+        [Mem("mult", mult_bits, max_d, signed=True, read_ports=lanes, doc=f"multiplier of channel j (signed "
+             f"{mult_bits}-bit)"),
+         Mem("shift", SHIFT_BITS, max_d, read_ports=lanes, doc="right shift of channel j (0..62, round half up)")],
+        ident=REQUANT_ID,
+        version=1,
+    )
+
+
+def requant_register_values(regs: RequantRegisters, d: int, max_d: int = 1024) -> dict[str, int | list[int]]:
+    """Golden registers (scalar or ``(d,)`` per channel) -> the requantizer's register and table writes for
+    ``d`` channels: a scalar pair is written once (``per_channel = 0``), an array per channel. ValueError if
+    ``d > max_d`` or a shift is outside 0..62 (a multiplier that does not fit is refused by the map's
+    :meth:`~.regmap.RegisterMap.writes`)."""
+    mult, shift = np.asarray(regs.mult, np.int64), np.asarray(regs.shift, np.int64)
+    if not 1 <= d <= max_d:
+        raise ValueError(f"{d} channels outside 1..{max_d} (the requantizer's table depth)")
+    if np.any(shift < 0) or np.any(shift > 62):
+        raise ValueError("requantization shifts must be in 0..62")
+    if mult.ndim == 0 and shift.ndim == 0:
+        return {"per_channel": 0, "mult": [int(mult)], "shift": [int(shift)]}
+    mult, shift = np.broadcast_to(mult, (d,)), np.broadcast_to(shift, (d,))
+    return {"per_channel": 1, "mult": [int(v) for v in mult], "shift": [int(v) for v in shift]}
 
 
 def quantize_symmetric(x: np.ndarray, scale: float | np.ndarray, bits: int = 8) -> np.ndarray:

@@ -35,6 +35,7 @@ import numpy as np
 
 from .aie_matmul import srs
 from .fixedpoint import QFormat, quantize
+from .regmap import Mem, Reg, RegisterMap
 
 INT8 = QFormat(8, 0)
 ROPE_FRAC = 14  # fractional bits of the cos/sin tables (Q1.14 in int16)
@@ -97,4 +98,71 @@ def rope_error_bound(x: np.ndarray, frac: int = ROPE_FRAC) -> np.ndarray:
     return 0.5 + (np.abs(x) + np.abs(rotate_half_int(x))) * 2.0 ** -(frac + 1)
 
 
-__all__ = ["ROPE_FRAC", "table_format", "rope_tables_int", "rotate_half_int", "rope_int", "rope_error_bound"]
+# ------------------------------------------------------------------------------------------------ the PL unit
+
+#: ``ID`` of the PL RoPE unit's register block
+ROPE_ID = 0x20BE0001
+
+
+def check_rope_geometry(lanes: int, head_dim: int, max_pos: int) -> None:
+    """ValueError unless ``lanes >= 1``, ``head_dim`` a positive multiple of ``2·lanes`` (each half of a row is
+    whole beats) and ``max_pos`` a power of two (positions are ``log2(max_pos)``-bit indices)."""
+    if lanes < 1 or head_dim < 2 * lanes or head_dim % (2 * lanes):
+        raise ValueError(f"head_dim {head_dim} must be a positive multiple of 2·lanes = {2 * lanes}")
+    if max_pos < 1 or max_pos & (max_pos - 1):
+        raise ValueError(f"max_pos {max_pos} must be a power of two")
+
+
+def rope_pos_bits(max_pos: int) -> int:
+    """Bits of a position index below ``max_pos`` (a power of two; at least 1)."""
+    return max(1, (max_pos - 1).bit_length())
+
+
+def rope_regmap(lanes: int = 4, head_dim: int = 64, max_pos: int = 256) -> RegisterMap:
+    """The PL RoPE unit's register map (:class:`vckattn.hw.pl.rope.RopeKernel`): ``pos_base`` (added to the
+    position each row carries on TUSER), status counters, and the cos/sin table in ``lanes`` banks: bank ``k``
+    holds the frequencies ``i ≡ k (mod lanes)`` of every position, entry ``p·head_dim/(2·lanes) + i // lanes``
+    = ``sin << 16 | cos`` (two int16 Q1.14 halves of one word; :func:`rope_table_banks`). One kernel read port a
+    bank."""
+    check_rope_geometry(lanes, head_dim, max_pos)
+    hpl = head_dim // (2 * lanes)  # frequencies of a position in one bank
+    depth = max_pos * hpl
+    pb = rope_pos_bits(max_pos)
+    return RegisterMap(
+        [Reg("pos_base", pb, doc=f"added to each row's TUSER position (mod {max_pos})"),
+         Reg("rows", 32, access="ro", doc="rows (head_dim elements) since reset"),
+         Reg("pos_overflow", 32, access="ro", doc=f"rows whose position TUSER + pos_base reached max_pos = "
+             f"{max_pos} (their table index wrapped: their output is not RoPE at that position)")],
+        [Mem(f"table{k}", 32, depth, read_ports=1, doc=f"bank {k}: entry e = sin << 16 | cos (int16 Q1.14 each) "
+             f"of frequency {lanes}·(e mod {hpl}) + {k} at position e // {hpl}")
+         for k in range(lanes)],
+        ident=ROPE_ID,
+        version=1,
+    )
+
+
+def rope_table_banks(c: np.ndarray, s: np.ndarray, lanes: int = 4, head_dim: int = 64,
+                     max_pos: int = 256) -> dict[str, list[int]]:
+    """int16 tables ``c``, ``s`` ``(P, head_dim)`` (:func:`rope_tables_int`, ``P <= max_pos`` positions) -> the
+    writes of the unit's banks (:func:`rope_regmap`): ``{"table<k>": [sin << 16 | cos, ...]}`` for positions
+    ``0..P-1``. The unit stores each frequency once (Llama's rotate-half tables repeat it in both halves of a
+    row): ValueError unless ``c[:, i] == c[:, i + head_dim/2]`` and the same for ``s``, or if the shapes or
+    geometry do not fit."""
+    check_rope_geometry(lanes, head_dim, max_pos)
+    c, s = np.asarray(c), np.asarray(s)
+    tab = table_format()
+    if c.shape != s.shape or c.ndim != 2 or c.shape[1] != head_dim or not 1 <= c.shape[0] <= max_pos:
+        raise ValueError(f"tables must be (P <= {max_pos}, {head_dim}), got {c.shape} and {s.shape}")
+    for name, t in (("c", c), ("s", s)):
+        if t.dtype.kind not in "iu" or (t.size and (int(t.min()) < tab.min_int or int(t.max()) > tab.max_int)):
+            raise ValueError(f"table {name} must hold raw int16 values")
+    h = head_dim // 2
+    if not (np.array_equal(c[:, :h], c[:, h:]) and np.array_equal(s[:, :h], s[:, h:])):
+        raise ValueError("the RoPE unit stores each frequency once: the tables' two halves must be equal "
+                         "(rotate-half tables)")
+    words = ((s[:, :h].astype(np.int64) & 0xFFFF) << 16) | (c[:, :h].astype(np.int64) & 0xFFFF)  # (P, h)
+    return {f"table{k}": [int(w) for w in words[:, k::lanes].reshape(-1)] for k in range(lanes)}
+
+
+__all__ = ["ROPE_FRAC", "ROPE_ID", "check_rope_geometry", "table_format", "rope_pos_bits", "rope_regmap",
+           "rope_table_banks", "rope_tables_int", "rotate_half_int", "rope_int", "rope_error_bound"]

@@ -82,7 +82,15 @@ from .quant_attention import (
     key_mask,
     normalizer_int,
 )
-from .requant import RequantRegisters, quantize_symmetric, requant_registers, requantize, symmetric_scale
+from .regmap import Mem, Reg, RegisterMap
+from .requant import (
+    SHIFT_BITS,
+    RequantRegisters,
+    quantize_symmetric,
+    requant_registers,
+    requantize,
+    symmetric_scale,
+)
 from .rope_int import ROPE_FRAC, rope_int, rope_tables_int
 
 INT8 = QFormat(8, 0)
@@ -157,6 +165,44 @@ def residual_add_int(y: np.ndarray, x: np.ndarray, regs: ResidualRegisters,
     ya = requantize(np.asarray(y), regs.rq_y, fmt.res)
     xa = requantize(np.asarray(x), regs.rq_x, fmt.res)
     return saturate(shift_round(ya + xa, fmt.res_frac, "half_up"), fmt.act).astype(np.int8)
+
+
+#: ``ID`` of the PL residual-add unit's register block
+RESIDUAL_ID = 0x2E5A0001
+
+
+def residual_regmap(lanes: int = 4, max_d: int = 1024, fmt: SublayerFormat = SUBLAYER_FORMAT) -> RegisterMap:
+    """The PL residual-add unit's register map (:class:`vckattn.hw.pl.residual.ResidualKernel`): the residual
+    input's scalar ``rq_x`` (``x_mult``, ``x_shift``), the per-output-channel ``rq_y`` tables (``y_mult``,
+    ``y_shift``, ``max_d`` entries, one kernel read port per lane) and status counters. Widths from ``fmt``:
+    multipliers signed ``mult_bits``, shifts 0..62."""
+    return RegisterMap(
+        [Reg("x_mult", fmt.mult_bits, signed=True, doc=f"rq_x multiplier (signed {fmt.mult_bits}-bit): "
+             "s_res/s_out·2^res_frac"),
+         Reg("x_shift", SHIFT_BITS, doc="rq_x right shift (0..62, round half up)"),
+         Reg("tokens", 32, access="ro", doc="tokens (Y input TLAST handshakes) since reset"),
+         Reg("overlong", 32, access="ro", doc="tokens longer than max_d (their extra channels reuse entry max_d-1)")],
+        [Mem("y_mult", fmt.mult_bits, max_d, signed=True, read_ports=lanes,
+             doc=f"rq_y multiplier of channel j (signed {fmt.mult_bits}-bit): s_y[j]/s_out·2^res_frac"),
+         Mem("y_shift", SHIFT_BITS, max_d, read_ports=lanes, doc="rq_y right shift of channel j (0..62)")],
+        ident=RESIDUAL_ID,
+        version=1,
+    )
+
+
+def residual_register_values(regs: ResidualRegisters, d: int, max_d: int = 1024) -> dict[str, int | list[int]]:
+    """Golden residual registers -> the unit's register and table writes for ``d`` output channels (a scalar
+    ``rq_y`` is written to every channel). ValueError if ``d > max_d`` or a shift is outside 0..62 (a multiplier
+    that does not fit its register is refused by the map's :meth:`~.regmap.RegisterMap.writes`)."""
+    if not 1 <= d <= max_d:
+        raise ValueError(f"{d} channels outside 1..{max_d} (the residual unit's table depth)")
+    my = np.broadcast_to(np.asarray(regs.rq_y.mult, np.int64), (d,))
+    sy = np.broadcast_to(np.asarray(regs.rq_y.shift, np.int64), (d,))
+    sx = int(regs.rq_x.shift)
+    if np.any(sy < 0) or np.any(sy > 62) or not 0 <= sx <= 62:
+        raise ValueError("residual shifts must be in 0..62")
+    return {"x_mult": int(regs.rq_x.mult), "x_shift": sx, "y_mult": [int(v) for v in my],
+            "y_shift": [int(v) for v in sy]}
 
 
 # ------------------------------------------------------------------------------------------------ constants
@@ -385,6 +431,7 @@ def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np
 
 
 __all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_registers", "residual_add_int",
+           "RESIDUAL_ID", "residual_regmap", "residual_register_values",
            "EncoderSublayer", "DecoderSublayer", "check_formats", "calibrate_encoder", "calibrate_decoder",
            "swiftmax_constants", "rope_tables", "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm",
            "quantize_input", "encoder_sublayer_float", "decoder_sublayer_float"]

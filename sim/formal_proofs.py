@@ -241,6 +241,15 @@ def _max_beats(chk: Checks, s: Stream, beats: int) -> None:
     chk.env("packet.max_beats", s.name, ~s.valid | (idx < beats - 1) | s.last)
 
 
+def _exact_beats(chk: Checks, s: Stream, beats: int) -> None:
+    """``packet.exact_beats``: an input packet has exactly ``beats`` beats (TLAST on the ``beats``-th only)."""
+    m = chk.m
+    idx = Signal(range(beats), name=f"{s.name}_row_index")
+    with m.If(s.fire):
+        m.d.sync += idx.eq(Mux(s.last, 0, idx + 1))
+    chk.env("packet.exact_beats", s.name, ~s.valid | (s.last == (idx == beats - 1)))
+
+
 def skid_buffer(width: int = 4, *, capacity: int = 2, bound: int = 0) -> Spec:
     """SkidBuffer: (a)-(d), TDATA and TLAST passed through; induction over its two slots. ``capacity`` and
     ``bound`` are the claims (2 beats, no cycle without delivery while the sink is ready)."""
@@ -282,7 +291,7 @@ def stall_pipeline(latency: int = 3, width: int = 4, user: int = 2, *, bound: in
 
 def stream_kernel(make: Callable[[], wiring.Component], what: str, *, latency: int, capacity: int, bound: int,
                   buffer: int = 2, user: int = 0, packet_beats: int | None = None, slots: bool = True,
-                  cover_full: bool = True) -> Spec:
+                  cover_full: bool = True, exact: bool = False) -> Spec:
     """A kernel with ``s_axis`` -> ``m_axis``, one output beat per input beat: (a)-(d); TLAST (and the low
     ``user`` bits of TUSER, passed through) followed beat by beat. Every input is free -- the AXI4-Lite port
     included: the host may write any register at any time. ``packet_beats``: the kernel buffers whole
@@ -290,7 +299,8 @@ def stream_kernel(make: Callable[[], wiring.Component], what: str, *, latency: i
     ``slots``: the component's ``formal_slots()`` invariants (unbounded proof). ``latency``: cycles from a
     packet's first beat in to its first beat out; ``buffer``: beats the kernel stores (its skid buffer, its
     token or row buffers); ``capacity``: most beats in flight (buffers and pipeline stages); ``cover_full``:
-    cover a full kernel (off where ``capacity`` is an upper bound no short trace reaches)."""
+    cover a full kernel (off where ``capacity`` is an upper bound no short trace reaches); ``exact``: packets of
+    exactly ``packet_beats`` beats (``packet.exact_beats``, a kernel with fixed-length rows)."""
 
     def harness(mutant: str | None) -> Build:
         def build(m: Module, chk: Checks) -> None:
@@ -302,7 +312,7 @@ def stream_kernel(make: Callable[[], wiring.Component], what: str, *, latency: i
             if user:
                 expect["user"] = o.s_axis_tuser[:user]
             if packet_beats:
-                _max_beats(chk, s_in, packet_beats)
+                (_exact_beats if exact else _max_beats)(chk, s_in, packet_beats)
             _ledger_stream(m, chk, s_in, s_out, o, capacity=capacity, bound=bound, expect=expect,
                            packet_end=o.s_axis_tlast if packet_beats else None, cover_full=cover_full,
                            slots=dut.formal_slots() if slots and not mutant else None)
@@ -537,12 +547,18 @@ _SWIFTMAX = dict(lanes=1, in_width=8)
 _NORM = dict(lanes=1, max_d=2)
 _SOFTMAX = dict(lanes=1, max_keys=2, in_width=8, max_rows=2)
 _SCALE = dict(lanes=1, in_width=4, out_width=4)
+_REQUANT = dict(lanes=1, max_d=2, mult_bits=4, in_width=4)
+_ROPE = dict(lanes=1, head_dim=2, max_pos=2)
 
 
 def _harnesses() -> dict[str, Callable[[], Spec]]:
+    from vckattn.golden.sublayer import SublayerFormat
     from vckattn.hw.pl.bhyt_exact import BHyTExactKernel
     from vckattn.hw.pl.online_softmax import PASS1_LATENCY, PASS2_LATENCY
+    from vckattn.hw.pl.requant import RequantKernel
+    from vckattn.hw.pl.residual import ResidualKernel
     from vckattn.hw.pl.rmsnorm import RMSNormKernel
+    from vckattn.hw.pl.rope import RopeKernel
 
     sm, nm, osm, sc = _kernel("swiftmax", **_SWIFTMAX), _kernel("bhyt_exact", **_NORM), \
         _kernel("online_softmax", **_SOFTMAX), _kernel("scale", **_SCALE)
@@ -551,6 +567,10 @@ def _harnesses() -> dict[str, Callable[[], Spec]]:
     kb = _SOFTMAX["max_keys"] // _SOFTMAX["lanes"]
     osm_lat = PASS1_LATENCY + 2 + 1 + PASS2_LATENCY + 1  # pass 1, descriptor FIFO, issue, pass 2, skid
     fmt = SwiftMaxFormat()
+    rq, rp = _kernel("requant", **_REQUANT), _kernel("rope", **_ROPE)
+    rs = _kernel("residual", lanes=1, max_d=2, fmt=SublayerFormat(mult_bits=4, res_bits=6, res_frac=2), in_width=4)
+    rq_lat, rs_lat, rp_lat = RequantKernel.LATENCY, ResidualKernel.LATENCY, RopeKernel.LATENCY
+    rb = _ROPE["head_dim"] // _ROPE["lanes"]
     return {
         "skid_buffer": lambda: skid_buffer(4),
         "stall_pipeline": lambda: stall_pipeline(3, 4, 2),
@@ -590,6 +610,17 @@ def _harnesses() -> dict[str, Callable[[], Spec]]:
                                                 # of 38 cycles did not reach it
                                                 cover_full=False),
         "online_softmax_regs": lambda: register_file(_regmap_of(osm), "RegisterFile(online_softmax_regmap(2))"),
+        "requant": lambda: stream_kernel(rq, "RequantKernel(lanes=1, max_d=2, mult_bits=4, in_width=4)",
+                                         latency=rq_lat + 1, capacity=rq_lat + 2, bound=rq_lat),
+        "requant_regs": lambda: register_file(_regmap_of(rq), "RegisterFile(requant_regmap(1, 2, 4))"),
+        # the residual stream (s_axis_res) is a free input: the proof holds whatever it does
+        "residual": lambda: stream_kernel(rs, "ResidualKernel(lanes=1, max_d=2, mult_bits=4, res_bits=6, res_frac=2, "
+                                          "in_width=4)", latency=rs_lat + 1, capacity=rs_lat + 2, bound=rs_lat),
+        "residual_regs": lambda: register_file(_regmap_of(rs), "RegisterFile(residual_regmap(1, 2, mult_bits=4))"),
+        "rope": lambda: stream_kernel(rp, "RopeKernel(lanes=1, head_dim=2, max_pos=2)", latency=rp_lat + 1 + rb,
+                                      buffer=2 * rb, capacity=2 * rb + rp_lat + 2, bound=rp_lat + 1,
+                                      packet_beats=rb, slots=False, exact=True),
+        "rope_regs": lambda: register_file(_regmap_of(rp), "RegisterFile(rope_regmap(1, 2, 2))"),
         "engine_small": lambda: engine_from_manifest("engine_small"),
         "engine_c4_l16_int8": lambda: engine(4, 16, 8),
         "engine_c1_l8_int16": lambda: engine(1, 8, 16),

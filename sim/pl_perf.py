@@ -9,6 +9,10 @@ checks every output against the golden model) at a few lane counts. Run::
 
     python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json
 
+and, to add or redo some kernels only, keeping every other entry of the file as it is::
+
+    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json --kernels residual requant rope --update
+
 Every synthesis and every simulation is cached under ``build/pl_perf/`` keyed by a hash of the
 generated Verilog (and of the testbench source for the simulations), so a re-run only redoes
 what changed. :mod:`vckattn.hw.perf.pl` reads the JSON; nothing here is a board measurement.
@@ -81,6 +85,10 @@ SWEEP: dict[str, SweepSpec] = {
     "bhyt_approx": SweepSpec(LANES, (8,), None),
     "bhyt_exact": SweepSpec(LANES, (8,), None),
     "rmsnorm": SweepSpec(LANES, (8,), None),
+    # the sublayer's units: int32 accumulators in (residual add, requantizer), int8 rows in (RoPE)
+    "residual": SweepSpec(LANES[:4], (32,), None),
+    "requant": SweepSpec(LANES[:4], (32,), None),
+    "rope": SweepSpec(LANES[:4], (8,), None),
 }
 
 
@@ -177,7 +185,7 @@ def cycle_point(kernel: str, lanes: int) -> dict:
                    extra_env={"VCKATTN_METRICS_OUT": str(out)})
         metrics = json.loads(out.read_text())
     row_len = {"online_softmax": metrics.get("row_keys"), "bhyt_exact": metrics.get("d"),
-               "rmsnorm": metrics.get("d")}.get(kernel)
+               "rmsnorm": metrics.get("d"), "rope": metrics.get("d")}.get(kernel)
     beats = -(-int(row_len) // lanes) if row_len else 1
     point = {"lanes": lanes, "elements_per_cycle": metrics["elements_per_cycle"],
              "latency_cycles": metrics["latency_cycles"], "row_len": row_len,

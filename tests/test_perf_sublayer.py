@@ -118,3 +118,27 @@ def test_online_softmax_channel_is_the_engine_models():
     assert c["stages"]["attention"]["tile_cycles"] > 2 * swift["stages"]["attention"]["tile_cycles"]
     with pytest.raises(ValueError, match="divide"):
         sublayer.split_cost(s, SublayerSplit(48, 16, 8, 4, score_channels=3))
+
+
+def test_pl_units_are_costed_from_their_synthesis_fits():
+    """The sublayer's PL units (MODELED): a 4-lane residual add a W_O cascade (its int32 PLIO carries 4 accumulators
+    a cycle), no PL requantizer (the AIE requantizes), RoPE only for a decoder (8-lane units, 16 int8 a PLIO beat);
+    each unit's resources from pl.resources, the totals their sums, in split_cost and within the best split's cap."""
+    from vckattn.hw.perf import pl
+
+    s, sp = SublayerShape(batch=8, seq=512), SublayerSplit(48, 16, 12, 4)
+    u = sublayer.pl_units(s, sp)
+    assert (u["units"]["residual"]["count"], u["units"]["residual"]["lanes"]) == (16, 4)
+    assert u["units"]["requant"]["count"] == 0 and u["units"]["rope"]["count"] == 0
+    r = pl.resources("residual", 4)
+    for k in ("lut", "ff", "dsp", "bram"):
+        assert u["units"]["residual"][k] == pytest.approx(16 * r[k])
+        assert u["total"][k] == pytest.approx(sum(v[k] for v in u["units"].values()))
+    assert u["total"]["lut"] > 0 and u["fraction"]["lut"] == pytest.approx(u["total"]["lut"] / 880_000)
+    d = sublayer.pl_units(s, sp, rope=True)
+    assert (d["units"]["rope"]["count"], d["units"]["rope"]["lanes"]) == (96, 8)
+    assert d["units"]["rope"]["bram"] == pytest.approx(96 * pl.resources("rope", 8)["bram"])
+    assert d["total"]["lut"] > u["total"]["lut"]
+    assert sublayer.split_cost(s, sp)["pl"] == u
+    best = sublayer.bert_base(512)
+    assert max(best["pl"]["fraction"].values()) <= 0.8

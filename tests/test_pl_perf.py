@@ -74,7 +74,8 @@ def test_data_file_provenance() -> None:
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_fit_reproduces_the_synthesized_points(kernel: str) -> None:
     """resources() at a synthesized lane count is the fit, within the residual the JSON records; the
-    linear-in-lanes model describes LUT and FF of every kernel to within 10%."""
+    linear-in-lanes model describes LUT and FF of every kernel to within 10%, but RoPE's LUTs to within 16%
+    (its table's read multiplexers shrink as more lanes split it into banks: 403 LUTs at 1 lane, 333 at 2)."""
     for w, entry in load_data()["kernels"][kernel]["widths"].items():
         pts = entry["points"]
         assert {1, 2, 4, 8} <= {p["lanes"] for p in pts}
@@ -84,7 +85,8 @@ def test_fit_reproduces_the_synthesized_points(kernel: str) -> None:
                 tol = entry["fit"][m]["max_abs_residual"] + 2e-3  # the JSON rounds to 4 decimals
                 assert abs(got[m] - p[m]) <= tol, (kernel, w, p["lanes"], m, got[m], p[m])
         for m in ("lut", "ff"):
-            assert entry["fit"][m]["max_rel_residual"] <= 0.10, (kernel, w, m, entry["fit"][m])
+            bound = 0.16 if (kernel, m) == ("rope", "lut") else 0.10
+            assert entry["fit"][m]["max_rel_residual"] <= bound, (kernel, w, m, entry["fit"][m])
 
 
 def test_narrower_scores_are_smaller() -> None:
@@ -137,6 +139,14 @@ def test_timing_constants_are_the_rtl_ones() -> None:
     assert TIMING["online_softmax"].issue_delay == osm.PASS1_LATENCY + 2  # + the buffered descriptor FIFO
     assert TIMING["online_softmax"].out_delay == osm.PASS2_LATENCY + 1
     assert TIMING["online_softmax"].slots == osm.OnlineSoftmaxKernel(4).max_rows
+    from vckattn.hw.pl.requant import RequantKernel
+    from vckattn.hw.pl.residual import ResidualKernel
+    from vckattn.hw.pl.rope import RopeKernel
+
+    assert TIMING["residual"].out_delay == ResidualKernel.LATENCY + 1
+    assert TIMING["requant"].out_delay == RequantKernel.LATENCY + 1
+    assert TIMING["rope"].out_delay == RopeKernel.LATENCY + 1
+    assert latency_cycles("rope", 4) + 64 // 4 - 1 == RopeKernel(4, 64).row_latency()
 
 
 @pytest.mark.parametrize("kernel", KERNELS)
@@ -278,3 +288,20 @@ def test_engine_stream_cycles_shape() -> None:
                 lambda: engine_stream_cycles([[16]], 4, 32), lambda: engine_packet_slots(-1, 4)):
         with pytest.raises(ValueError):
             bad()
+
+
+def test_update_keeps_every_other_entry_and_refuses_another_yosys():
+    """`--update` puts the new kernels' entries into the file and leaves every other entry of it as it was."""
+    from vckattn.sim.pl_perf import merge_sweep
+
+    old = json.loads(pl.DATA_FILE.read_text())
+    new = {"synthesis": dict(old["synthesis"]), "command": "python -m vckattn.sim.pl_perf --kernels x",
+           "kernels": {"x": {"widths": {}}, "rope": {"widths": {"8": {}}}}}
+    out = merge_sweep(old, new)
+    assert out["kernels"]["x"] == {"widths": {}} and out["kernels"]["rope"] == {"widths": {"8": {}}}
+    for k in old["kernels"]:
+        if k not in new["kernels"]:
+            assert json.dumps(out["kernels"][k], indent=1) == json.dumps(old["kernels"][k], indent=1)
+    assert {k: v for k, v in out.items() if k != "kernels"} == {k: v for k, v in old.items() if k != "kernels"}
+    with pytest.raises(ValueError, match="whole sweep again"):
+        merge_sweep(old, {**new, "synthesis": {**old["synthesis"], "version": "Yosys 0.0"}})

@@ -1,4 +1,4 @@
-"""PL side of the performance model: resources and cycles of the normalizer and norm kernels (modeled).
+"""PL side of the performance model: resources and cycles of the normalizer, norm and sublayer kernels (modeled).
 
 Everything here is **modeled**, not measured on a board:
 
@@ -20,9 +20,12 @@ Everything here is **modeled**, not measured on a board:
   through SwiftMax, online softmax, RMSNorm and BHyT exact (``sim/tb_perf_stream.py``,
   ``tests/test_pl_perf.py``: bit-exact outputs, cycles within 5%; they agree to the cycle).
 
-Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out) and
-``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out). One beat
-carries ``lanes`` elements; every kernel accepts and delivers one beat per cycle in steady state.
+Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out),
+``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out) and the sublayer's units
+``"residual"`` (int32 W_O accumulators and int8 residual in, int8 out), ``"requant"`` (int32 in, int8 out),
+``"rope"`` (int8 rows in and out; fits over 1-8 lanes, with the registry's ``head_dim`` 64 and ``max_pos``
+256: its cos/sin table is 256 Kbit, held twice for the AXI4-Lite read-back port). One beat carries ``lanes``
+elements; every kernel accepts and delivers one beat per cycle in steady state.
 
 Stream model (:func:`stream_cycles`). ``rows`` rows (score rows / tokens) of ``row_len``
 elements, ``n = ceil(row_len / lanes)`` beats each, are streamed back to back. The source (the
@@ -76,7 +79,8 @@ __all__ = [
 DATA_FILE: Path = Path(__file__).resolve().parent / "data" / "pl_kernels.json"
 
 #: Kernel names, normalizers first.
-KERNELS: tuple[str, ...] = ("swiftmax", "online_softmax", "bhyt_approx", "bhyt_exact", "rmsnorm")
+KERNELS: tuple[str, ...] = ("swiftmax", "online_softmax", "bhyt_approx", "bhyt_exact", "rmsnorm", "residual",
+                             "requant", "rope")
 NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
 
 #: Resource keys of :func:`resources` (``bram`` in RAMB36 equivalents; ``lutram`` is not in ``lut``).
@@ -114,6 +118,10 @@ TIMING: dict[str, KernelTiming] = {
                                "slots = 2 ping-pong token buffers"),
     "rmsnorm": KernelTiming(True, 1, 7, 2, "D = 1 (issue after TLAST); O = LATENCY (4 + 2) + skid buffer (1); "
                             "slots = 2 ping-pong token buffers"),
+    "residual": KernelTiming(False, 0, 6, 0, "ResidualKernel.LATENCY (5) + skid buffer (1)"),
+    "requant": KernelTiming(False, 0, 5, 0, "RequantKernel.LATENCY (4) + skid buffer (1)"),
+    "rope": KernelTiming(True, 1, 5, 2, "D = 1 (issue after the row's last beat); O = LATENCY (4) + skid buffer "
+                         "(1); slots = 2 ping-pong row buffers"),
 }
 
 
@@ -176,9 +184,9 @@ def resources(kernel: str, lanes: int, score_bits: int = 32, products: str = "au
 def latency_cycles(kernel: str, lanes: int) -> int:
     """Cycles from the first input handshake to the first output handshake for a one-beat row.
 
-    For the element-wise kernels this is the latency of every beat (SwiftMax 7, BHyT approx 11); the
-    row-buffered kernels add ``ceil(row_len/lanes) - 1`` cycles for a longer row (their output starts
-    after the row's last input beat): online softmax 24, BHyT exact 12, RMSNorm 8. Independent of
+    For the element-wise kernels this is the latency of every beat (SwiftMax 7, BHyT approx 11, residual 6,
+    requant 5); the row-buffered kernels add ``ceil(row_len/lanes) - 1`` cycles for a longer row (their output
+    starts after the row's last input beat): online softmax 24, BHyT exact 12, RMSNorm 8, RoPE 6. Independent of
     ``lanes`` (the lane reductions are single pipeline stages).
     """
     t = _check(kernel, lanes)

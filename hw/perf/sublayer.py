@@ -36,8 +36,12 @@ Assumptions (each can make the real design slower):
   1,280 cycles of a PLIO against 1,099 of compute).
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
   compile the Q/K/V and the W_O kernels with their own parameters.
-* The PL keeps pace and is NOT costed here: the SwiftMax lanes of the attention pipelines, the requantizers, the
-  residual add, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
+* The PL keeps pace. Costed (:func:`pl_units`, from the Yosys fits of :mod:`.pl`, in ``split_cost``'s ``pl`` and
+  within ``tile_cap`` of every PL resource in :func:`best_split`): the residual add, one 4-lane unit a W_O cascade
+  (its int32 output PLIO carries 4 accumulators a PL cycle); the requantizers, none (Q/K/V are requantized by the
+  GEMM's last kernel and A by the attention pipelines' requantizer kernel, on the AIE); RoPE, none for this
+  encoder sublayer (:func:`pl_units` sizes it for a decoder). NOT costed: the SwiftMax lanes of the attention
+  pipelines, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
   sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (X goes to all projection cascades by
   broadcast, one stream per K-slice; each cascade and pipeline has its own output PLIO).
 * Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
@@ -64,8 +68,8 @@ from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
 __all__ = ["DEVICE", "LANES", "NORMALIZERS", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit", "attention_geometry",
-           "attention_memory", "best_split", "bert_base", "deal_projection", "schedule", "split_cost", "splits",
-           "sublayer_macs", "weight_loads"]
+           "attention_memory", "best_split", "bert_base", "deal_projection", "pl_units", "schedule", "split_cost",
+           "splits", "sublayer_macs", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -325,6 +329,36 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
     return {"ready": ready, "end": ready[-1][-1]}
 
 
+def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[str, Any]:
+    """The sublayer's PL units at its throughput, MODELED: each unit's LUT/FF/DSP/BRAM/URAM from its Yosys fit
+    (:func:`.pl.resources`, UltraScale+ cells as a proxy for the Versal PL) times the units needed to keep pace
+    with the AIE stages' output PLIOs (128 bits a PL cycle):
+
+    * ``residual``: one unit a W_O cascade, ``lanes`` = the int32 accumulators a PLIO beat carries (4);
+    * ``requant``: none: the GEMM's last cascade kernel requantizes Q/K/V and the attention pipelines'
+      requantizer kernel A (on the AIE);
+    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): 8-lane
+      units, enough for the 16 int8 elements a PLIO beat carries on every Q/K/V cascade, each with the registry
+      build's table (``max_pos`` 256 positions of ``head_dim`` 64).
+
+    Returns ``{"units": {name: {"count", "lanes", <resource>: total}}, "total": {<resource>: ...},
+    "fraction": {<resource>: total / the device's PL}}`` (resources: ``lut, ff, dsp, bram, uram``)."""
+    from . import pl
+    from .model import load_device
+
+    dev = load_device("vck5000").pl
+    keys = ("lut", "ff", "dsp", "bram", "uram")
+    rope_lanes = 8
+    plan = {"residual": (sp.n_o, DEVICE["plio_bytes"] // 4), "requant": (0, 1),
+            "rope": (sp.n_qkv * DEVICE["plio_bytes"] // rope_lanes if rope else 0, rope_lanes)}
+    units = {}
+    for name, (count, lanes) in plan.items():
+        r = pl.resources(name, lanes)
+        units[name] = {"count": count, "lanes": lanes, **{k: count * r[k] for k in keys}}
+    total = {k: sum(u[k] for u in units.values()) for k in keys}
+    return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
+
+
 def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     """The modeled time and fraction of peak of one split (module doc; JSON-ready)."""
     macs = sublayer_macs(s)
@@ -348,14 +382,15 @@ def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
             "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "seconds": total, "bound": "ddr" if ddr > compute else top,
-            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak}
+            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp)}
 
 
 def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[dict[str, Any]]:
     """The cost (:func:`split_cost`) of every split within ``tile_cap`` of the AIE tiles (every kernel one tile)
     whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4, every score
-    channel count dividing it and as many attention pipelines as the rest of the tiles hold (``tiles``: ``qkv_tile``,
-    ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
+    channel count dividing it and as many attention pipelines as the rest of the tiles hold, whose costed PL units
+    (:func:`pl_units`) stay within ``tile_cap`` of every PL resource (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``,
+    ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
     cap = int(tile_cap * DEVICE["aie_tiles"])
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
@@ -370,8 +405,11 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[di
                 for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
                           [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
                     c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m}))
-                    if c["kernel_memory_bytes"] <= DEVICE["kernel_memory_bytes"]:
-                        yield c
+                    if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
+                        continue
+                    if max(c["pl"]["fraction"].values()) > tile_cap:  # the costed PL units within the cap
+                        continue
+                    yield c
 
 
 def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:

@@ -46,6 +46,8 @@ Environment assumptions (:data:`ASSUMPTIONS`), on inputs only
   BREADY/RREADY are free.
 * ``packet.max_beats``: (where a contract lists it) an input packet has at most the kernel's longest
   packet of beats (the kernel's documented limit, e.g. ``max_d``, ``max_keys``).
+* ``packet.exact_beats``: (where a contract lists it) an input packet has exactly the kernel's row length
+  of beats (the RoPE unit, whose rows are ``head_dim`` elements).
 * ``regs.stable``: (where a lane's proof lists it) the lane's inputs from the register file hold their
   value: the host writes registers while the kernel is idle (each kernel's documented rule).
 
@@ -108,6 +110,7 @@ ASSUMPTIONS: dict[str, str] = {
     "axis.source": "an input stream's source holds TVALID and its payload until TREADY",
     "axil.master": "the AXI4-Lite master holds AWVALID/WVALID/ARVALID and their payload until accepted",
     "packet.max_beats": "an input packet has at most the kernel's longest packet of beats",
+    "packet.exact_beats": "an input packet has exactly the kernel's row length of beats",
     "regs.stable": "a lane's register inputs (from the register file) hold their value (written while idle)",
 }
 

@@ -1,0 +1,165 @@
+"""Requantizer: int32 accumulators in, int8 out, per output channel, ``lanes`` elements per cycle.
+
+Golden model: :func:`vckattn.golden.requant.requantize` with int8 output and round half up, bit for bit::
+
+    y[j] = saturate8(round_half_up(acc[j] · mult[c] · 2^-shift[c]))      c = j (per_channel = 1) or 0
+
+``acc``: signed 32-bit (the projection GEMM's ``X·Wᵀ + b``, bias included: the requantization point of
+:mod:`vckattn.golden.sublayer`); ``mult``: signed ``mult_bits`` (18: one DSP58 port); ``shift``: 0..62.
+
+Where it sits in the sublayer: the AIE projection GEMM requantizes Q/K/V on its last cascade kernel
+(:mod:`vckattn.golden.gemm_proj`) and the attention pipeline's requantizer kernel makes A, so a design built as
+:mod:`vckattn.hw.perf.sublayer` models it needs none of these; this unit is for a cascade that emits its int32
+accumulators to the PL (e.g. a channel group whose shifts differ too much for the AIE's one-shift-a-group
+requantization, which :func:`vckattn.golden.gemm_proj.fold_requant` refuses).
+
+Datapath (:func:`requant_stages`, shared with the residual add of :mod:`.residual`): the product is exact
+(``32 + mult_bits`` bits); round half up of a right shift by ``s`` is ``((p << 1) >> s) + 1 >> 1`` with
+arithmetic (floor) shifts: ``floor((floor(2p / 2^s) + 1) / 2) = floor(p / 2^s + 1/2)``, and ``s = 0`` gives
+``p`` exactly. No wide rounding constant, one barrel shifter.
+
+Pipeline (``LATENCY`` = 4 stage registers + the output skid buffer, II = 1 beat):
+
+1. ``mult``/``shift`` table reads (address: the channel ``j``), ``acc`` delayed
+2. ``p = acc · mult``
+3. ``t = (p << 1) >> shift``
+4. ``y = saturate8((t + 1) >> 1)``
+
+Streams
+-------
+* ``s_axis``: TDATA = ``lanes`` signed int32 accumulators, element ``j`` of the token (its channel) in lane
+  ``j % lanes`` of beat ``j // lanes``; one token per frame, TLAST on its last beat; no TUSER. The channel
+  counter restarts after every TLAST; a token longer than ``max_d`` is counted in ``overlong`` and its
+  channels beyond the table reuse the last beat's entries.
+* ``m_axis``: TDATA = ``lanes`` signed int8, same layout, beats and TLAST.
+
+Registers: declared once by :func:`vckattn.golden.requant.requant_regmap` (``per_channel``, the ``mult`` and
+``shift`` tables, ``tokens`` and ``overlong`` counters); :func:`vckattn.golden.requant.requant_register_values`
+turns golden registers into writes. Write them while the unit is idle.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
+from amaranth.lib import wiring
+
+from vckattn.golden.requant import requant_regmap
+
+from .axil import RegisterFile, axil_members
+from .pipeline import StallPipeline, axis_port
+from .stream import Slot
+
+__all__ = ["ACC_WIDTH", "RequantKernel", "buffer_bits", "channel_counter", "requant_stages", "saturate"]
+
+ACC_WIDTH = 32  # int32 accumulators in
+OUT_WIDTH = 8  # int8 out
+#: stage registers of :func:`requant_stages` after its (stage-1) inputs
+STAGES = 3
+
+
+def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
+    """Row buffer bits: none (element-wise)."""
+    return 0
+
+
+def saturate(m: Module, v: Value, bits: int, name: str) -> Signal:
+    """``v`` clamped to signed ``bits`` (combinational)."""
+    hi, lo = (1 << (bits - 1)) - 1, -(1 << (bits - 1))
+    out = Signal(signed(bits), name=name)
+    with m.If(v > hi):
+        m.d.comb += out.eq(hi)
+    with m.Elif(v < lo):
+        m.d.comb += out.eq(lo)
+    with m.Else():
+        m.d.comb += out.eq(v)
+    return out
+
+
+def requant_stages(m: Module, pipe: StallPipeline, acc: Value, mult: Value, shift: Value, out_bits: int,
+                   name: str) -> Signal:
+    """``saturate_out(round_half_up(acc · mult · 2^-shift))`` in :data:`STAGES` pipeline stages after its inputs
+    (signed ``acc`` and ``mult``, unsigned ``shift``; module doc). Returns the stage register (signed
+    ``out_bits``)."""
+    p = pipe.reg(m, acc * mult, name=f"{name}_p")
+    sh = pipe.reg(m, shift, name=f"{name}_sh")
+    t = pipe.reg(m, (p << 1) >> sh, name=f"{name}_t")
+    r = Signal(signed(len(t)), name=f"{name}_r")
+    m.d.comb += r.eq((t + 1) >> 1)
+    return pipe.reg(m, saturate(m, r, out_bits, f"{name}_sat"), name=f"{name}_y")
+
+
+def channel_counter(m: Module, fire: Value, last: Value, lanes: int, max_d: int, tokens: Signal,
+                    overlong: Signal) -> Signal:
+    """Channel of lane 0 of the current input beat: steps by ``lanes`` per accepted beat (``fire``), restarts
+    after TLAST (``last``), stays at the last beat's base (``max_d - lanes``) for a token longer than ``max_d``
+    (counted in ``overlong`` at its TLAST); ``tokens`` counts TLASTs."""
+    col = Signal(range(max_d), name="col")
+    over = Signal(name="over")
+    with m.If(fire):
+        with m.If(last):
+            m.d.sync += [col.eq(0), over.eq(0), tokens.eq(tokens + 1)]
+            with m.If(over):
+                m.d.sync += overlong.eq(overlong + 1)
+        with m.Elif(col + lanes < max_d):
+            m.d.sync += col.eq(col + lanes)
+        with m.Else():
+            m.d.sync += over.eq(1)
+    return col
+
+
+class RequantKernel(wiring.Component):
+    """Per-channel int32 → int8 requantization; II = 1 beat (module doc).
+
+    Ports: ``s_axis_tdata[lanes*32]``, ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``;
+    ``m_axis_tdata[lanes*8]``, ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``; the AXI4-Lite slave
+    ``s_axil_*``; ``clk``, ``rst``.
+
+    Args:
+        lanes: Elements per beat (>= 1).
+        max_d: Channels of the tables (longest token); a multiple of ``lanes``.
+        mult_bits: Width of the signed multipliers.
+        in_width: Width of the signed accumulators in (32: the GEMM's int32; narrower builds for the formal
+            proofs).
+    """
+
+    LATENCY = 1 + STAGES  # stage registers; input-to-output handshake latency is LATENCY + 1
+
+    def __init__(self, lanes: int = 4, max_d: int = 1024, mult_bits: int = 18, in_width: int = ACC_WIDTH) -> None:
+        if lanes < 1 or max_d < lanes or max_d % lanes:
+            raise ValueError(f"max_d {max_d} must be a positive multiple of lanes {lanes}")
+        self.lanes, self.max_d, self.mult_bits, self.in_width = lanes, max_d, mult_bits, in_width
+        self.regmap = requant_regmap(lanes, max_d, mult_bits)
+        self.regfile = RegisterFile(self.regmap)
+        super().__init__({
+            **axis_port("s_axis", lanes * in_width, sink=True),
+            **axis_port("m_axis", lanes * OUT_WIDTH, sink=False),
+            **axil_members("s_axil", self.regmap.addr_width),
+        })
+        self.pipe = StallPipeline(self.LATENCY, lanes * OUT_WIDTH)
+
+    def formal_slots(self) -> list[Slot]:
+        """Beat places oldest first, for the formal proofs: the stall pipeline's."""
+        return self.pipe.formal_slots()
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        n, iw = self.lanes, self.in_width
+        m.submodules.regs = regs = self.regfile
+        regs.connect_axil(m, self)
+        m.submodules.pipe = pipe = self.pipe
+        pipe.connect(m, self)
+        reg = regs.reg
+
+        tokens, overlong = Signal(32), Signal(32)
+        m.d.comb += [reg["tokens"].eq(tokens), reg["overlong"].eq(overlong)]
+        col = channel_counter(m, pipe.in_fire, self.s_axis_tlast, n, self.max_d, tokens, overlong)
+
+        outs = []
+        for i in range(n):
+            acc = pipe.reg(m, self.s_axis_tdata[i * iw:(i + 1) * iw].as_signed(), name=f"acc{i}")
+            ports = [regs.mem_read_port(t, i) for t in ("mult", "shift")]
+            for port in ports:
+                m.d.comb += [port.addr.eq(Mux(reg["per_channel"], col + i, 0)), port.en.eq(pipe.ce)]
+            outs.append(requant_stages(m, pipe, acc, ports[0].data, ports[1].data, OUT_WIDTH, f"l{i}"))
+        m.d.comb += pipe.out_data.eq(Cat(*outs))
+        return m
