@@ -152,9 +152,14 @@ def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHea
     return np.concatenate(parts) if parts else np.zeros((0, BEAT_BYTES), np.uint8)
 
 
-def engine_top_name(channels: int, lanes: int, score_bits: int) -> str:
-    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels."""
-    return f"engine_pl_p{channels}_l{lanes}_b{score_bits}"
+def engine_top_name(channels: int, lanes: int, score_bits: int, online: object = None) -> str:
+    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels (``online``: the
+    build's :class:`~vckattn.hw.pl.engine_online.OnlineBuild`, None for SwiftMax only)."""
+    name = f"engine_pl_p{channels}_l{lanes}_b{score_bits}"
+    if online is not None:
+        o = online
+        name += f"_os_q{o.q_rows}_k{o.kernels}_sk{o.slice_keys}_l{o.lanes}"  # type: ignore[attr-defined]
+    return name
 
 
 def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.ndarray],
