@@ -313,6 +313,20 @@ def engine_regmap(fmt: SwiftMaxFormat, normalizers: tuple[str, ...] = ("swiftmax
     return RegisterMap([*base.regs, *extra], base.mems, ident=base.ident, version=base.version)
 
 
+def engine_mode_values(normalizer: str, online: OnlineSoftmaxRegisters | None = None) -> dict[str, int]:
+    """The values of a dual build's mode and online-softmax registers (:func:`engine_regmap`) for a layer of
+    ``normalizer`` (``"swiftmax"``, or ``"online_softmax"`` / ``"softmax"`` with its ``online`` registers for the
+    engine's scores, :func:`engine_online_registers`); a SwiftMax layer leaves the online registers 0."""
+    name = "online_softmax" if normalizer in ("softmax", "online_softmax") else normalizer
+    if name not in ENGINE_NORMALIZERS:
+        raise ValueError(f"unknown normalizer {normalizer!r}")
+    if name == "online_softmax" and online is None:
+        raise ValueError("an online-softmax layer needs its online-softmax registers")
+    regs = online if name == "online_softmax" else None
+    return {"normalizer": ENGINE_NORMALIZERS.index(name), f"{ONLINE_PREFIX}a_mult": regs.a_mult if regs else 0,
+            f"{ONLINE_PREFIX}a_shift": regs.a_shift if regs else 0}
+
+
 def engine_online_format(lanes: int, fmt: OnlineSoftmaxFormat | None = None) -> OnlineSoftmaxFormat:
     """The online-softmax format of an engine build of ``lanes`` online-softmax lanes: ``fmt`` (default
     :class:`OnlineSoftmaxFormat`) with ``block = lanes`` (the unit takes ``lanes`` scores a beat)."""
@@ -345,7 +359,8 @@ def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, 
 
 
 __all__ = ["ENGINE_NORMALIZERS", "MAX_RQ_SHIFT", "ONLINE_PREFIX", "RQ_MULT_BITS", "SCORE_BITS", "engine_format",
-           "engine_online_format", "engine_online_p", "engine_online_registers", "engine_p", "engine_regmap",
+           "engine_mode_values", "engine_online_format", "engine_online_p", "engine_online_registers", "engine_p",
+           "engine_regmap",
            "engine_registers", "engine_requant", "engine_scores",
            "narrow_scores", "pack_k", "pack_q", "pack_scores", "pack_v", "row_limits", "score_max", "score_shift_for",
            "sentinel", "slice_keys", "slice_needs_mask", "tile_keep", "unpack_k", "unpack_q", "unpack_scores",

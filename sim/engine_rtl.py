@@ -165,7 +165,7 @@ def engine_top_name(channels: int, lanes: int, score_bits: int, online: object =
 def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.ndarray],
                    reg_writes: list[tuple[int, int]] | SwiftMaxRegisters | SwiftMaxHeads, ident: int,
                    seed: int | None = None,
-                   backpressure: bool = True, log: Path | None = None) -> EngineRtlResult:
+                   backpressure: bool = True, log: Path | None = None, online: object = None) -> EngineRtlResult:
     """Stream every score channel's packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
 
     Args:
@@ -180,6 +180,8 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
         seed: ``COCOTB_RANDOM_SEED`` (source idles / sink backpressure pattern).
         backpressure: Random source idles and sink stalls (else a source that never idles and a ready sink).
         log: File that receives the simulator's output (default: the console).
+        online: The build's online-softmax channels (:class:`~vckattn.hw.pl.engine_online.OnlineBuild`; None: a
+            SwiftMax-only build). ``reg_writes`` then include the ``normalizer`` register, which routes the packets.
 
     Returns:
         :class:`EngineRtlResult` (the P streams as received, the cycle count).
@@ -202,8 +204,9 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
             split_packets(s, score_bits)
         except ValueError as exc:
             raise ValueError(f"channel {i}: {exc}") from None
-    top = engine_top_name(channels, lanes, score_bits)
-    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top)
+    top = engine_top_name(channels, lanes, score_bits, online)
+    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top,
+                                  online)  # type: ignore[arg-type]
     work = build_root() / "engine_rtl"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:

@@ -64,6 +64,8 @@ MASK_INDEX_LIMIT = (1 << 15) - 1
 MAX_KERNELS = 16
 #: tiles whose score slices the online-softmax channel gathers at once (its two tile buffers)
 ONLINE_TILES = 2
+#: online-softmax lanes a channel can have (``hw/pl/engine_online.py``: a beat of lanes within an 8-key block row)
+ONLINE_LANES = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,9 @@ class EngineParams:
     ``kernels`` QKᵀ and ``kernels`` P·V AIE kernels and ``score_plios`` score channels (``m``, divides ``k``);
     tiles of ``q_rows`` query rows (multiple of 4); head size ``d`` the kernels compute (``D``, multiple of 16);
     ``max_keys`` keys of every group (``MAX_KEYS``, multiple of ``16·k``: slices of ``SK = MAX_KEYS / k`` keys);
-    ``score_bits``-bit scores; ``lanes`` SwiftMax lanes per score channel (PL only)."""
+    ``score_bits``-bit scores; ``lanes`` SwiftMax lanes per score channel (PL only); ``online_lanes`` the lanes of
+    each channel's online-softmax unit (PL only; 0: the build normalizes with SwiftMax only, else with either, chosen
+    per layer; online softmax needs a tile's whole rows on one channel, ``score_plios = 1``)."""
 
     pipelines: int
     kernels: int
@@ -82,6 +86,7 @@ class EngineParams:
     max_keys: int = 512
     score_bits: int = 8
     lanes: int = 8
+    online_lanes: int = 0
 
     def __post_init__(self) -> None:
         if self.pipelines < 1:
@@ -105,6 +110,16 @@ class EngineParams:
             raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
         if self.lanes not in (1, 2, 4, 8, 16) or self.lanes > 128 // self.score_bits:
             raise ValueError(f"lanes must be 1, 2, 4, 8 or 16 and at most {128 // self.score_bits}, got {self.lanes}")
+        if self.online_lanes not in (0, *ONLINE_LANES):
+            raise ValueError(f"online_lanes must be 0 or one of {ONLINE_LANES}, got {self.online_lanes}")
+        if self.online_lanes and self.score_plios != 1:
+            raise ValueError(f"online softmax needs a tile's whole rows on one score channel: score_plios must be 1, "
+                             f"got {self.score_plios}")
+
+    @property
+    def normalizers(self) -> tuple[str, ...]:
+        """The normalizers the build carries (names of :data:`vckattn.golden.engine.ENGINE_NORMALIZERS`)."""
+        return ("swiftmax", "online_softmax") if self.online_lanes else ("swiftmax",)
 
     @property
     def slice_keys(self) -> int:
@@ -507,7 +522,8 @@ def run_launch_model(p: EngineParams, q_in: list[np.ndarray], kv_in: list[np.nda
     return a, done
 
 
-__all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "ONLINE_TILES", "Packet",
+__all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "ONLINE_LANES", "ONLINE_TILES",
+           "Packet",
            "buffer_bytes", "channel_packets", "kernel_memory", "kv_slices", "merge", "online_stage", "parse_packets",
            "pl_stage", "pv_stage",
            "q_tiles", "qk_stage", "run_launch_model", "run_pipeline_model", "slice_requant", "split_channel",

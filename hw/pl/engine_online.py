@@ -46,6 +46,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.engine import engine_online_format, sentinel
+from vckattn.hw.engine.model import ONLINE_LANES
 from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
 
 from .online_softmax import OnlineSoftmaxKernel
@@ -54,8 +55,6 @@ from .stream import axis_members
 __all__ = ["HANDOVER", "ONLINE_LANES", "OnlineBuild", "OnlineChannel", "tile_cycles"]
 
 BEAT_BITS = 8 * BEAT_BYTES
-#: online-softmax lanes a channel can have (a beat of L scores lies within one 8-score block row)
-ONLINE_LANES: tuple[int, ...] = (1, 2, 4, 8)
 #: block row: 8 keys of one row (the 4×8 block layout's row)
 _W = 8
 #: cycles a tile spends besides the unit's rows and the sending: the start of its rows (busy set, 1), the score
