@@ -18,7 +18,8 @@ Tests:
   kernels merged in a random order at most one tile apart, random source idles and sink backpressure; then the
   status counters.
 * ``test_online_throughput``: no idles, no backpressure: the cycles of an online layer against
-  :func:`vckattn.hw.pl.engine_online.tile_cycles`; writes ``{"cycles", "modeled_cycles", ...}`` to
+  :func:`vckattn.hw.pl.engine_online.channel_cycles` (rows-bound: a tile every ``Q_ROWS·MAX_KEYS / L + 1``
+  cycles); writes ``{"cycles", "modeled_cycles", ...}`` to
   ``$VCKATTN_METRICS_OUT`` if set.
 """
 
@@ -46,7 +47,7 @@ from vckattn.golden.engine import (
 from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_head_registers
 from vckattn.hw.engine.model import EngineParams, Packet, channel_packets, online_stage
-from vckattn.hw.pl.engine_online import tile_cycles
+from vckattn.hw.pl.engine_online import channel_cycles, rows_bound
 from vckattn.sim.engine_rtl import engine_pl_reference
 from vckattn.sim.kernel_tb import start
 from vckattn.sim.tb_engine import EngineHarness, random_stream
@@ -180,12 +181,11 @@ async def test_online_throughput(dut: SimHandleBase) -> None:
     n_tiles = 4
     streams, refs, _ = online_layer_streams(rng, p, _online_regs(rng, o_lanes)[0], o_lanes, n_tiles, shuffle=False)
     res = await eh.run(streams, refs)
-    per_tile = tile_cycles(p.q_rows, p.kernels, p.slice_keys, o_lanes)
-    first = p.kernels * (1 + p.q_rows * p.slice_keys * p.score_bits // 128)  # the first tile's packets in
-    model = first + n_tiles * per_tile
-    dut._log.info("online throughput: %d tiles, %d cycles (model %d: %d a tile)", n_tiles, res.cycles, model,
-                  per_tile)
+    assert rows_bound(p.q_rows, p.kernels, p.slice_keys, p.score_bits, o_lanes)
+    model = channel_cycles(n_tiles, p.q_rows, p.kernels, p.slice_keys, p.score_bits, o_lanes)
+    dut._log.info("online throughput: %d tiles, %d cycles (model %d)", n_tiles, res.cycles, model)
     out = os.environ.get("VCKATTN_METRICS_OUT")
     if out:
         with open(out, "w") as f:
-            json.dump({"tiles": n_tiles, "cycles": res.cycles, "modeled_cycles": model, "tile_cycles": per_tile}, f)
+            json.dump({"tiles": n_tiles, "cycles": res.cycles, "modeled_cycles": model,
+                       "rows_cycles": n_tiles * p.q_rows * p.max_keys // o_lanes}, f)

@@ -23,12 +23,14 @@ Structure (one cycle a beat at every step):
    channel takes packets of a second tile while the first is normalized and sent.
 2. **Rows**: the oldest complete tile's rows are read, ``L`` scores a beat (keep = not the sentinel), into the
    online-softmax unit (``OnlineSoftmaxKernel(L, MAX_KEYS, score_bits)``, its registers the engine top's
-   ``os_a_mult`` / ``os_a_shift``); its P rows are written into the P buffer (``Q_ROWS × MAX_KEYS`` uint8, two banks).
-3. **Send**: after the tile's last P row, the ``k`` P packets leave from the P buffer and the header buffer; then
-   the tile buffer is free.
+   ``os_a_mult`` / ``os_a_shift``), the next tile's rows right behind them; the P rows are written into the tile's
+   P buffer (two, one per tile buffer, each ``Q_ROWS × MAX_KEYS`` uint8 in two banks).
+3. **Send**: after a tile's last P row, its ``k`` P packets leave from its P buffer and header buffer (while the next
+   tile's rows go through the unit); then its buffers are free.
 
-Rows and send do not overlap: a tile takes ``Q_ROWS·MAX_KEYS / L`` cycles of rows, the unit's latency, and
-``k·(1 + Q_ROWS·SK / 16)`` cycles of sending (:func:`tile_cycles`), while the next tile gathers.
+So the storage is two tiles of scores and two of P, ``2·Q_ROWS·MAX_KEYS·(score_bits + 8)`` bits (what
+:func:`vckattn.hw.perf.engine.resources` costs), and a tile takes ``Q_ROWS·MAX_KEYS / L`` cycles in steady state
+(+ 1) while the rows are the bound (:func:`rows_bound`, :func:`channel_cycles`).
 
 Deadlock freedom: a kernel of the channel may run at most one tile ahead of the slowest (two tiles in flight). The
 kernels receive the broadcast Q tile in ping-pong buffers, so one cannot take a tile while another still holds
@@ -52,13 +54,13 @@ from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
 from .online_softmax import OnlineSoftmaxKernel
 from .stream import axis_members
 
-__all__ = ["HANDOVER", "ONLINE_LANES", "OnlineBuild", "OnlineChannel", "tile_cycles"]
+__all__ = ["HANDOVER", "ONLINE_LANES", "OnlineBuild", "OnlineChannel", "channel_cycles", "rows_bound"]
 
 BEAT_BITS = 8 * BEAT_BYTES
 #: block row: 8 keys of one row (the 4×8 block layout's row)
 _W = 8
-#: cycles a tile spends besides the unit's rows and the sending: the start of its rows (busy set, 1), the score
-#: buffer's read (1), the last P row to the start of the sending (1), the first header's read (1)
+#: cycles of a tile besides the unit's rows and the sending (:func:`channel_cycles`): the start of its rows (1), the
+#: score buffer's read (1), the last P row to the start of the sending (1), the first header's read (1)
 HANDOVER = 4
 
 _COUNT: Field = next(f for f in PACKET if f.name == "count")
@@ -86,15 +88,34 @@ class OnlineBuild:
     lanes: int
 
 
-def tile_cycles(q_rows: int, kernels: int, slice_keys: int, lanes: int) -> int:
-    """Cycles one complete tile occupies the rows and send steps with a ready sink (closed form of the RTL, measured
-    by ``tests/test_sim_engine.py``): the unit's :func:`vckattn.hw.perf.pl.stream_cycles` for ``Q_ROWS`` rows of
-    ``MAX_KEYS`` keys (first beat in to last P out), :data:`HANDOVER` cycles, and ``k·(1 + Q_ROWS·SK / 16)`` beats
-    out."""
+def channel_cycles(tiles: int, q_rows: int, kernels: int, slice_keys: int, score_bits: int, lanes: int) -> int:
+    """Cycles from the first input beat to the last output beat of ``tiles`` tiles sent back to back (each tile's
+    ``k`` packets in slice order, a source that never idles, a ready sink; closed form of the RTL, measured by
+    ``tests/test_sim_engine.py``): the first tile's packets in, the unit's
+    :func:`vckattn.hw.perf.pl.stream_cycles` for all the tiles' rows back to back, one cycle between two tiles' rows
+    (the next tile's start), :data:`HANDOVER` cycles and the last tile's ``k·(1 + Q_ROWS·SK / 16)`` beats out.
+    Exact while the rows are the bound: the next tile's packets and the last one's sending fit in one tile's rows
+    (:func:`rows_bound`); so a tile takes ``Q_ROWS·MAX_KEYS / L + 1`` cycles in steady state, the unit's rate."""
     from vckattn.hw.perf.pl import stream_cycles
 
-    rows = stream_cycles("online_softmax", q_rows, kernels * slice_keys, lanes)
-    return rows + HANDOVER + kernels * (1 + q_rows * slice_keys // BEAT_BYTES)
+    per_beat = BEAT_BITS // score_bits
+    gather = kernels * (1 + q_rows * slice_keys // per_beat)
+    rows = stream_cycles("online_softmax", tiles * q_rows, kernels * slice_keys, lanes)
+    return gather + rows + (tiles - 1) + HANDOVER + kernels * (1 + q_rows * slice_keys // BEAT_BYTES)
+
+
+def rows_bound(q_rows: int, kernels: int, slice_keys: int, score_bits: int, lanes: int) -> bool:
+    """Whether a channel's tiles are bound by the unit's rows (:func:`channel_cycles`): one tile's rows
+    (``Q_ROWS·MAX_KEYS / L`` cycles) outlast the unit's latency after a tile's last row, the sending of that tile and
+    the gathering of the tile after next (which waits for its buffer)."""
+    from vckattn.hw.perf.pl import TIMING
+
+    t = TIMING["online_softmax"]
+    keys = kernels * slice_keys
+    latency = keys // lanes + t.issue_delay + t.out_delay
+    send = kernels * (1 + q_rows * slice_keys // BEAT_BYTES)
+    gather = kernels * (1 + q_rows * slice_keys * score_bits // BEAT_BITS)
+    return latency + HANDOVER + send + gather <= q_rows * keys // lanes + 1
 
 
 class OnlineChannel(wiring.Component):
@@ -145,7 +166,7 @@ class OnlineChannel(wiring.Component):
 
         # ---------------- storage ----------------
         sbank = [Memory(shape=_W * b, depth=2 * half * kw, init=[]) for _ in range(2)]
-        pbank = [Memory(shape=_W * 8, depth=half * kw, init=[]) for _ in range(2)]
+        pbank = [Memory(shape=_W * 8, depth=2 * half * kw, init=[]) for _ in range(2)]
         hdrs = Memory(shape=BEAT_BITS, depth=2 * k, init=[])
         for i in range(2):
             m.submodules[f"scores{i}"] = sbank[i]
@@ -163,8 +184,12 @@ class OnlineChannel(wiring.Component):
         held = [Signal(name=f"held{i}") for i in range(2)]
         tile = [Signal(_TILE.width, name=f"tile{i}") for i in range(2)]
         got = [Signal(range(k + 1), name=f"got{i}") for i in range(2)]
+        fed = [Signal(name=f"fed{i}") for i in range(2)]  # the tile's rows all went into the unit
+        pdone = [Signal(name=f"pdone{i}") for i in range(2)]  # the tile's P rows are all in its P buffer
         aptr = Signal(name="alloc_ptr")  # the buffer the next new tile takes
-        eptr = Signal(name="emit_ptr")  # the oldest tile's buffer
+        fptr = Signal(name="feed_ptr")  # the buffer whose rows go into the unit next
+        cptr = Signal(name="collect_ptr")  # the P buffer the unit's rows go to
+        eptr = Signal(name="emit_ptr")  # the oldest tile's buffer (sent next)
         free_now = Signal()  # the tile at eptr has been sent (this cycle)
 
         # ---------------- gather ----------------
@@ -252,9 +277,9 @@ class OnlineChannel(wiring.Component):
         with m.If(free_now):
             m.d.sync += eptr.eq(~eptr)
 
-        # ---------------- rows into the unit ----------------
+        # ---------------- rows into the unit (tile buffer fptr, its rows one after the other) ----------------
         complete = Signal()
-        m.d.comb += complete.eq(Mux(eptr, held[1] & (got[1] == k), held[0] & (got[0] == k)))
+        m.d.comb += complete.eq(Mux(fptr, held[1] & (got[1] == k) & ~fed[1], held[0] & (got[0] == k) & ~fed[0]))
         n_kb = self.max_keys // lanes  # beats of a row
         feeding = Signal()
         fi = Signal(range(q + 1))
@@ -267,18 +292,22 @@ class OnlineChannel(wiring.Component):
         m.d.comb += issue.eq(feeding & advance)
         words_per_beat = _W // lanes
         f_word = fk >> (words_per_beat.bit_length() - 1) if words_per_beat > 1 else fk
-        f_addr = (eptr * half + (fi >> 1)) * kw + (f_word if lanes < _W else fk)
+        f_addr = (fptr * half + (fi >> 1)) * kw + f_word
         for i in range(2):
             m.d.comb += [s_r[i].addr.eq(f_addr), s_r[i].en.eq(advance)]
         with m.If(advance):
             m.d.sync += [ov.eq(issue), olast.eq(fk == n_kb - 1), obank.eq(fi[0]),
                          osel.eq(fk[:len(osel)] if words_per_beat > 1 else 0)]
+        fed_now = Signal()  # the last beat of tile buffer fptr's rows issues now
+        m.d.comb += fed_now.eq(issue & (fk == n_kb - 1) & (fi == q - 1))
         with m.If(issue):
             m.d.sync += fk.eq(Mux(fk == n_kb - 1, 0, fk + 1))
             with m.If(fk == n_kb - 1):
                 m.d.sync += fi.eq(fi + 1)
-                with m.If(fi == q - 1):
-                    m.d.sync += feeding.eq(0)
+        with m.If(fed_now):
+            m.d.sync += [feeding.eq(0), fptr.eq(~fptr)]
+        with m.Elif(~feeding & complete):
+            m.d.sync += [feeding.eq(1), fi.eq(0), fk.eq(0)]
         word = Mux(obank, s_r[1].data, s_r[0].data)
         if words_per_beat > 1:
             lanes_data = word.word_select(osel, lanes * b)
@@ -288,8 +317,8 @@ class OnlineChannel(wiring.Component):
         m.d.comb += [unit.s_axis_tdata.eq(lanes_data), unit.s_axis_tuser.eq(keep_bits),
                      unit.s_axis_tlast.eq(olast), unit.s_axis_tvalid.eq(ov)]
 
-        # ---------------- P rows into the P buffer ----------------
-        ci = Signal(range(q + 1))
+        # ---------------- P rows into P buffer cptr (the unit's rows come out in order) ----------------
+        ci = Signal(range(q))
         ck = Signal(range(max(n_kb, 2)))
         m.d.comb += unit.m_axis_tready.eq(1)
         p_fire = Signal()
@@ -306,16 +335,18 @@ class OnlineChannel(wiring.Component):
             word_done = Const(1, 1)
             c_word = ck
         for i in range(2):
-            m.d.comb += [p_w[i].addr.eq((ci >> 1) * kw + c_word), p_w[i].data.eq(p_word),
+            m.d.comb += [p_w[i].addr.eq((cptr * half + (ci >> 1)) * kw + c_word), p_w[i].data.eq(p_word),
                          p_w[i].en.eq(p_fire & word_done & (ci[0] == i))]
-        rows_done = Signal()
-        m.d.comb += rows_done.eq(ci == q)
+        rows_now = Signal()  # the tile's last P beat
+        m.d.comb += rows_now.eq(p_fire & (ck == n_kb - 1) & (ci == q - 1))
         with m.If(p_fire):
             m.d.sync += ck.eq(Mux(ck == n_kb - 1, 0, ck + 1))
             with m.If(ck == n_kb - 1):
-                m.d.sync += ci.eq(ci + 1)
+                m.d.sync += ci.eq(Mux(ci == q - 1, 0, ci + 1))
+        with m.If(rows_now):
+            m.d.sync += cptr.eq(~cptr)
 
-        # ---------------- send ----------------
+        # ---------------- send (tile buffer eptr: its headers and P buffer) ----------------
         sending = Signal()
         sj = Signal(range(k + 1))
         s_hdr = Signal()  # the next beat to issue is slice sj's header
@@ -332,11 +363,14 @@ class OnlineChannel(wiring.Component):
         m.d.comb += issue2.eq(sending & adv2)
         m.d.comb += [h_r.addr.eq(eptr * k + sj[:len(j_cur)]), h_r.en.eq(adv2)]
         for i in range(2):
-            m.d.comb += [p_r[i].addr.eq((2 * e_ib + e_sub) * kw + sj[:len(j_cur)] * skw + e_jb), p_r[i].en.eq(adv2)]
+            m.d.comb += [p_r[i].addr.eq((eptr * half + 2 * e_ib + e_sub) * kw + sj[:len(j_cur)] * skw + e_jb),
+                         p_r[i].en.eq(adv2)]
         last_pay = sp == n_pay - 1
         with m.If(adv2):
             m.d.sync += [tv.eq(issue2), t_hdr.eq(s_hdr), t_last.eq(~s_hdr & last_pay),
                          t_final.eq(~s_hdr & last_pay & (sj == k - 1))]
+        ready_send = Signal()
+        m.d.comb += ready_send.eq(Mux(eptr, pdone[1], pdone[0]))
         with m.If(issue2):
             with m.If(s_hdr):
                 m.d.sync += [s_hdr.eq(0), sp.eq(0), e_sub.eq(0), e_jb.eq(0), e_ib.eq(0)]
@@ -350,19 +384,22 @@ class OnlineChannel(wiring.Component):
                     m.d.sync += [s_hdr.eq(1), sj.eq(sj + 1)]
                     with m.If(sj == k - 1):
                         m.d.sync += sending.eq(0)
+        with m.Elif(~sending & ~tv & ready_send & (sj == 0)):
+            m.d.sync += [sending.eq(1), s_hdr.eq(1)]
         m.d.comb += [
             self.m_axis_tvalid.eq(tv),
             self.m_axis_tdata.eq(Mux(t_hdr, h_r.data, Cat(p_r[0].data, p_r[1].data))),
             self.m_axis_tlast.eq(t_last),
             free_now.eq(tv & self.m_axis_tready & t_final),
         ]
-
-        # ---------------- the steps of the oldest tile ----------------
-        busy = Signal()  # a tile is in rows or send
-        with m.If(~busy & complete):
-            m.d.sync += [busy.eq(1), feeding.eq(1), fi.eq(0), fk.eq(0), ci.eq(0), ck.eq(0)]
-        with m.If(busy & rows_done & ~sending & ~tv & ~feeding & (sj == 0)):
-            m.d.sync += [sending.eq(1), s_hdr.eq(1)]
         with m.If(free_now):
-            m.d.sync += [busy.eq(0), sj.eq(0), ci.eq(0)]
+            m.d.sync += sj.eq(0)
+        for i in range(2):
+            with m.If(free_now & (eptr == i)):
+                m.d.sync += [fed[i].eq(0), pdone[i].eq(0)]
+            with m.Else():
+                with m.If(fed_now & (fptr == i)):
+                    m.d.sync += fed[i].eq(1)
+                with m.If(rows_now & (cptr == i)):
+                    m.d.sync += pdone[i].eq(1)
         return m
