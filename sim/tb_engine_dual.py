@@ -17,6 +17,8 @@ Tests:
   of ``k`` slices of realistic scores (padding rows, valid keys, causal rows, fully masked rows), each channel's
   kernels merged in a random order at most one tile apart, random source idles and sink backpressure; then the
   status counters.
+* ``test_online_drops_malformed_packets``: in online mode, packets of a wrong count or slice are consumed and
+  dropped; the tile after them comes back whole and bit-exact, nothing else.
 * ``test_online_throughput``: no idles, no backpressure: the cycles of an online layer against
   :func:`vckattn.hw.pl.engine_online.channel_cycles` (rows-bound: a tile every ``Q_ROWS·MAX_KEYS / L + 1``
   cycles); writes ``{"cycles", "modeled_cycles", ...}`` to
@@ -28,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from dataclasses import replace
 
 import cocotb
 import numpy as np
@@ -189,3 +192,36 @@ async def test_online_throughput(dut: SimHandleBase) -> None:
         with open(out, "w") as f:
             json.dump({"tiles": n_tiles, "cycles": res.cycles, "modeled_cycles": model,
                        "rows_cycles": n_tiles * p.q_rows * p.max_keys // o_lanes}, f)
+
+
+@cocotb.test(timeout_time=50, timeout_unit="ms")
+async def test_online_drops_malformed_packets(dut: SimHandleBase) -> None:
+    """In online mode a packet the unit cannot place (a count other than Q_ROWS·SK, a slice not below k) is consumed
+    and dropped: only the whole tile that follows comes back, bit-exact, and nothing else."""
+    from cocotbext.axi import AxiStreamFrame
+
+    from vckattn.sim.engine_rtl import score_packet
+    from vckattn.sim.tb_engine import beats_to_ints, ints_to_beats
+
+    pipes, _, o_lanes, p = _build(dut)
+    await start(dut)
+    eh = EngineHarness(dut, pipes, p.score_bits)
+    rm = engine_regmap(engine_format(p.score_bits), ("swiftmax", "online_softmax"), read_ports=pipes)
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    regs = _online_regs(rng, o_lanes)[0]
+    await _mode(eh, rm, regs)
+    streams, refs, _ = online_layer_streams(rng, replace(p, pipelines=1), regs, o_lanes, 1)
+    bits = p.score_bits
+    bad = [score_packet(rng.integers(-100, 100, 40), bits, slice=0, tile_id=77),
+           score_packet(rng.integers(-100, 100, p.q_rows * p.slice_keys), bits, slice=p.kernels, tile_id=78)]
+    h = eh.h[0]
+    for pk in bad:
+        h.source.send_nowait(AxiStreamFrame(beats_to_ints(pk)))
+    h.source.send_nowait(AxiStreamFrame(beats_to_ints(streams[0])))
+    got = []
+    for _ in range(p.kernels):
+        f = await h.sink.recv(compact=False)
+        got += [int(w) for w in f.tdata]
+    await ClockCycles(eh.clk, 50)
+    assert h.sink.empty(), "a P packet for a dropped score packet"
+    assert np.array_equal(ints_to_beats(got), refs[0])

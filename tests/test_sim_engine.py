@@ -193,7 +193,8 @@ def test_engine_pl_both_normalizers(channels, lanes, score_bits, q_rows, kernels
         "TB_ENGINE_PIPELINES": str(channels), "TB_ENGINE_LANES": str(lanes), "TB_ENGINE_SCORE_BITS": str(score_bits),
         "TB_DUAL_Q_ROWS": str(q_rows), "TB_DUAL_KERNELS": str(kernels), "TB_DUAL_SLICE_KEYS": str(sk),
         "TB_DUAL_LANES": str(o_lanes), "VCKATTN_METRICS_OUT": str(metrics)})
-    assert {"test_registers", "test_layers", "test_online_throughput"} <= {t.name for t in res.passed}, res.tests
+    assert {"test_registers", "test_layers", "test_online_throughput", "test_online_drops_malformed_packets"} <= \
+        {t.name for t in res.passed}, res.tests
     m = json.loads(metrics.read_text())
     print(f"online channel {online}: {m['tiles']} tiles in {m['cycles']} cycles (model {m['modeled_cycles']}; "
           f"rows alone {m['rows_cycles']})")
