@@ -49,8 +49,8 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     engine = bool(manifest.data.get("engine"))
-    soft = [int(e["index"]) for e in bundle.manifest["layers"]
-            if int(e["index"]) in layers and e.get("swiftmax") is None]
+    soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
+                                      if int(e["index"]) in layers and e.get("swiftmax") is None]
     if engine and soft and backend not in ENGINE_ONLINE:
         raise UserError(f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) {soft} use online "
                         f"softmax: use --backend {' or '.join(ENGINE_ONLINE)}, or --layers with SwiftMax layers only")
