@@ -3,6 +3,10 @@ channel (``P·m`` channels: ``m`` score channels of each of the engine's ``P`` p
 Channel ``i·m + c`` serves score channel ``c`` of engine pipeline ``i``. Score packets carry their ``Q_ROWS × SK``
 scores in the 4×8 block layout of the contract; the normalizer is element-wise, so P leaves in the same order.
 
+A build with both normalizers (``EnginePL(..., online=OnlineBuild(...))``) also has, per channel, an
+:class:`~vckattn.hw.pl.engine_online.OnlineChannel`; the register ``normalizer`` routes every channel's packets
+through the SwiftMax pipeline (0) or the online-softmax channel (1).
+
 Golden model: :func:`vckattn.golden.engine.engine_p` on each packet's payload (bit for bit); the
 stream-level reference (header rewrite, packing, padding) is
 :func:`vckattn.sim.engine_rtl.engine_pl_reference`.
