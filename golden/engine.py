@@ -42,9 +42,22 @@ import numpy as np
 
 from .fixedpoint import shift_round
 from .funcunits import LOG2E
-from .online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters, online_softmax_registers
+from .online_softmax_int import (
+    OnlineSoftmaxFormat,
+    OnlineSoftmaxRegisters,
+    online_softmax_int,
+    online_softmax_registers,
+)
+from .regmap import Reg, RegisterMap
 from .requant import RequantRegisters, requant_registers
-from .swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, fold_multiplier, swiftmax_int
+from .swiftmax_int import (
+    SwiftMaxFormat,
+    SwiftMaxHeads,
+    SwiftMaxRegisters,
+    fold_multiplier,
+    swiftmax_int,
+    swiftmax_regmap,
+)
 
 RegsT = TypeVar("RegsT", SwiftMaxRegisters, SwiftMaxHeads)
 
@@ -269,6 +282,73 @@ def engine_online_registers(s_q: float, s_k: float, d: int, shift: int,
     return online_softmax_registers(s_q * 2.0**shift, s_k, d, fmt)
 
 
+#: the normalizers an engine build can carry, in the order of the ``normalizer`` register's codes (0: SwiftMax,
+#: 1: online softmax)
+ENGINE_NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
+#: the online-softmax registers of the engine's register map, prefixed (the SwiftMax ones keep their names)
+ONLINE_PREFIX = "os_"
+
+
+def engine_regmap(fmt: SwiftMaxFormat, normalizers: tuple[str, ...] = ("swiftmax",),
+                  read_ports: int = 1) -> RegisterMap:
+    """The register map of the engine's PL top: the one declaration of its registers.
+
+    A SwiftMax-only build (``normalizers = ("swiftmax",)``) has exactly :func:`swiftmax_regmap`. A build that also
+    carries online softmax adds, after SwiftMax's registers: ``normalizer`` (1 bit, the layer's normalizer, the index
+    into :data:`ENGINE_NORMALIZERS`: 0 SwiftMax, 1 online softmax) and the online-softmax unit's ``os_a_mult`` (s24) /
+    ``os_a_shift`` (u6) (:func:`engine_online_registers`). ID and VERSION are SwiftMax's."""
+    norms = tuple(normalizers)
+    if not norms or len(set(norms)) != len(norms) or any(n not in ENGINE_NORMALIZERS for n in norms) \
+            or "swiftmax" not in norms:
+        raise ValueError(f"normalizers must be swiftmax, optionally with online_softmax; got {norms}")
+    base = swiftmax_regmap(fmt, read_ports=read_ports)
+    if norms == ("swiftmax",):
+        return base
+    osf = OnlineSoftmaxFormat()
+    extra = [
+        Reg("normalizer", 1, doc="the layer's normalizer: 0 SwiftMax, 1 online softmax (write while idle)"),
+        Reg(f"{ONLINE_PREFIX}a_mult", osf.a_bits, signed=True, doc="online softmax: A·2^t_frac ≈ a_mult·2^-a_shift"),
+        Reg(f"{ONLINE_PREFIX}a_shift", 6, doc="online softmax: right shift of s·a_mult (round half up)"),
+    ]
+    return RegisterMap([*base.regs, *extra], base.mems, ident=base.ident, version=base.version)
+
+
+def engine_mode_values(normalizer: str, online: OnlineSoftmaxRegisters | None = None) -> dict[str, int]:
+    """The values of a dual build's mode and online-softmax registers (:func:`engine_regmap`) for a layer of
+    ``normalizer`` (``"swiftmax"``, or ``"online_softmax"`` / ``"softmax"`` with its ``online`` registers for the
+    engine's scores, :func:`engine_online_registers`); a SwiftMax layer leaves the online registers 0."""
+    name = "online_softmax" if normalizer in ("softmax", "online_softmax") else normalizer
+    if name not in ENGINE_NORMALIZERS:
+        raise ValueError(f"unknown normalizer {normalizer!r}")
+    if name == "online_softmax" and online is None:
+        raise ValueError("an online-softmax layer needs its online-softmax registers")
+    regs = online if name == "online_softmax" else None
+    return {"normalizer": ENGINE_NORMALIZERS.index(name), f"{ONLINE_PREFIX}a_mult": regs.a_mult if regs else 0,
+            f"{ONLINE_PREFIX}a_shift": regs.a_shift if regs else 0}
+
+
+def engine_online_format(lanes: int, fmt: OnlineSoftmaxFormat | None = None) -> OnlineSoftmaxFormat:
+    """The online-softmax format of an engine build of ``lanes`` online-softmax lanes: ``fmt`` (default
+    :class:`OnlineSoftmaxFormat`) with ``block = lanes`` (the unit takes ``lanes`` scores a beat)."""
+    return replace(fmt or OnlineSoftmaxFormat(), block=int(lanes))
+
+
+def engine_online_p(slices: np.ndarray, regs: OnlineSoftmaxRegisters, bits: int,
+                    fmt: OnlineSoftmaxFormat) -> np.ndarray:
+    """The engine's PL online softmax on one tile's score slices ``(k, Q_ROWS, SK)`` (stream scores, slice ``j``
+    = keys ``[j·SK, (j+1)·SK)``, the sentinel where masked): the slices gathered into rows of ``MAX_KEYS = k·SK``
+    keys, :func:`~vckattn.golden.online_softmax_int.online_softmax_int` on each row with ``keep = (s != sentinel)``
+    (blocks of ``fmt.block`` keys from key 0), and the P rows cut back into slices: uint8-valued int64
+    ``(k, Q_ROWS, SK)``, 0 where masked (a fully masked row is all 0)."""
+    s = np.asarray(slices, dtype=np.int64)
+    if s.ndim != 3:
+        raise ValueError(f"slices must be (k, Q_ROWS, SK), got shape {s.shape}")
+    k, q_rows, sk = s.shape
+    rows = s.transpose(1, 0, 2).reshape(q_rows, k * sk)
+    p = online_softmax_int(rows, regs, rows != sentinel(bits), fmt)
+    return np.ascontiguousarray(p.reshape(q_rows, k, sk).transpose(1, 0, 2))
+
+
 def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, fmt: SwiftMaxFormat | None = None,
              head: np.ndarray | int | None = None) -> np.ndarray:
     """The engine's PL SwiftMax on stream scores ``s``: P uint8-valued int64, 0 where ``s`` is the sentinel.
@@ -278,7 +358,9 @@ def engine_p(s: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int, 
     return swiftmax_int(s, regs, s != sentinel(bits), f, head=head)
 
 
-__all__ = ["MAX_RQ_SHIFT", "RQ_MULT_BITS", "SCORE_BITS", "engine_format", "engine_online_registers", "engine_p",
+__all__ = ["ENGINE_NORMALIZERS", "MAX_RQ_SHIFT", "ONLINE_PREFIX", "RQ_MULT_BITS", "SCORE_BITS", "engine_format",
+           "engine_mode_values", "engine_online_format", "engine_online_p", "engine_online_registers", "engine_p",
+           "engine_regmap",
            "engine_registers", "engine_requant", "engine_scores",
            "narrow_scores", "pack_k", "pack_q", "pack_scores", "pack_v", "row_limits", "score_max", "score_shift_for",
            "sentinel", "slice_keys", "slice_needs_mask", "tile_keep", "unpack_k", "unpack_q", "unpack_scores",

@@ -94,7 +94,8 @@ def params_from_manifest(manifest: object) -> EngineParams:
     tile = data["tile"]
     return EngineParams(pipelines=int(eng["pipelines"]), kernels=int(eng["kernels_per_pipeline"]),
                         score_plios=int(eng["score_plios"]), q_rows=int(tile["q_rows"]), d=int(eng["d"]),
-                        max_keys=int(eng["max_keys"]), score_bits=int(eng["score_bits"]), lanes=int(tile["lanes"]))
+                        max_keys=int(eng["max_keys"]), score_bits=int(eng["score_bits"]), lanes=int(tile["lanes"]),
+                        online_lanes=int(eng.get("lanes_online_softmax", 0)))
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ class Manifest:
     def normalizer_kernel(self, normalizer: str) -> dict:
         """The PL kernel implementing ``normalizer`` ("swiftmax" or "softmax")."""
         for k in self.data["kernels"]:
-            if k.get("normalizer") == normalizer:
+            if k.get("normalizer") == normalizer or normalizer in k.get("normalizers", ()):
                 return k
         raise ManifestError(self.file, "kernels", f"this build has no {normalizer} normalizer kernel")
 
@@ -322,14 +322,17 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
         raise ManifestError(file, "tile", "q_rows and key_block must be multiples of lanes")
     if data["max_seq_len"] % t["key_block"]:
         raise ManifestError(file, "max_seq_len", f"must be a multiple of tile.key_block ({t['key_block']})")
-    if "online_softmax" in data["formats"] and data["formats"]["online_softmax"]["block"] != t["lanes"]:
-        raise ManifestError(file, "formats.online_softmax.block", "must equal tile.lanes (the kernel's block size)")
+    os_lanes = int(data["engine"].get("lanes_online_softmax", 0)) if "engine" in data else t["lanes"]
+    if "online_softmax" in data["formats"] and data["formats"]["online_softmax"]["block"] != os_lanes:
+        raise ManifestError(file, "formats.online_softmax.block",
+                            "must equal the online-softmax lanes (the kernel's block size: "
+                            + ("engine.lanes_online_softmax)" if "engine" in data else "tile.lanes)"))
     names = [k["name"] for k in data["kernels"]]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
         raise ManifestError(file, "kernels", f"duplicate kernel names {dup}")
     for norm in data["normalizers"]:
-        if not any(k.get("normalizer") == norm for k in data["kernels"]):
+        if not any(k.get("normalizer") == norm or norm in k.get("normalizers", ()) for k in data["kernels"]):
             raise ManifestError(file, "normalizers", f"{norm!r} has no kernel")
     if "engine" in data:
         _check_engine(data, file)
@@ -364,6 +367,13 @@ def _check_engine(data: dict, file: str | Path) -> None:
             raise ManifestError(file, f"engine.design.{key}", f"{d.get(key)!r} differs from tile.{key} {t[key]}")
     if e["lanes"] != t["lanes"]:
         raise ManifestError(file, "engine.lanes", f"{e['lanes']} differs from tile.lanes {t['lanes']}")
+    os_lanes = int(e.get("lanes_online_softmax", 0))
+    if os_lanes != int(d.get("lanes_online_softmax", 0)):
+        raise ManifestError(file, "engine.design.lanes_online_softmax", f"{d.get('lanes_online_softmax')!r} differs "
+                                                                      f"from engine.lanes_online_softmax {os_lanes}")
+    if bool(os_lanes) != ("softmax" in data["normalizers"]):
+        raise ManifestError(file, "engine.lanes_online_softmax", f"{os_lanes} online-softmax lanes, but normalizers "
+                                                                 f"{data['normalizers']}")
     from vckattn.hw.engine.layout import pipeline_plios
 
     want = {(f"p{i}_{s}", dr) for i in range(e["pipelines"]) for s, dr in pipeline_plios(m)}

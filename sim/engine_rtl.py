@@ -152,16 +152,22 @@ def engine_pl_reference(beats: np.ndarray, regs: SwiftMaxRegisters | SwiftMaxHea
     return np.concatenate(parts) if parts else np.zeros((0, BEAT_BYTES), np.uint8)
 
 
-def engine_top_name(channels: int, lanes: int, score_bits: int, lut_product: bool | None = None) -> str:
-    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels (``_dsp``:
-    lanes that multiply in DSP blocks where the default multiplies in LUTs)."""
-    return f"engine_pl_p{channels}_l{lanes}_b{score_bits}" + ("_dsp" if lut_product is False else "")
+def engine_top_name(channels: int, lanes: int, score_bits: int, online: object = None,
+                    lut_product: bool | None = None) -> str:
+    """Verilog top (and build folder) name of one engine PL instance of ``channels`` score channels (``online``: the
+    build's :class:`~vckattn.hw.pl.engine_online.OnlineBuild`, None for SwiftMax only; ``_dsp``: SwiftMax lanes that
+    multiply in DSP blocks where the default multiplies in LUTs)."""
+    name = f"engine_pl_p{channels}_l{lanes}_b{score_bits}"
+    if online is not None:
+        o = online
+        name += f"_os_q{o.q_rows}_k{o.kernels}_sk{o.slice_keys}_l{o.lanes}"  # type: ignore[attr-defined]
+    return name + ("_dsp" if lut_product is False else "")
 
 
 def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.ndarray],
                    reg_writes: list[tuple[int, int]] | SwiftMaxRegisters | SwiftMaxHeads, ident: int,
                    seed: int | None = None,
-                   backpressure: bool = True, log: Path | None = None,
+                   backpressure: bool = True, log: Path | None = None, online: object = None,
                    lut_product: bool | None = None) -> EngineRtlResult:
     """Stream every score channel's packets through :class:`~vckattn.hw.pl.engine.EnginePL` on Verilator.
 
@@ -177,7 +183,9 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
         seed: ``COCOTB_RANDOM_SEED`` (source idles / sink backpressure pattern).
         backpressure: Random source idles and sink stalls (else a source that never idles and a ready sink).
         log: File that receives the simulator's output (default: the console).
-        lut_product: The lanes' products from LUTs or DSP blocks (``EnginePL``; None: the lane's default).
+        online: The build's online-softmax channels (:class:`~vckattn.hw.pl.engine_online.OnlineBuild`; None: a
+            SwiftMax-only build). ``reg_writes`` then include the ``normalizer`` register, which routes the packets.
+        lut_product: The SwiftMax lanes' products from LUTs or DSP blocks (``EnginePL``; None: the lane's default).
 
     Returns:
         :class:`EngineRtlResult` (the P streams as received, the cycle count).
@@ -200,8 +208,9 @@ def run_engine_rtl(channels: int, lanes: int, score_bits: int, packets: list[np.
             split_packets(s, score_bits)
         except ValueError as exc:
             raise ValueError(f"channel {i}: {exc}") from None
-    top = engine_top_name(channels, lanes, score_bits, lut_product)
-    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top, lut_product)
+    top = engine_top_name(channels, lanes, score_bits, online, lut_product)
+    src = generate_engine_verilog(sim_build_root() / top, channels, lanes, score_bits, top,
+                                  online, lut_product)  # type: ignore[arg-type]
     work = build_root() / "engine_rtl"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:

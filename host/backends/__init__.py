@@ -35,6 +35,10 @@ def device_class(name: str) -> Any:
 #: backends that run SwiftMax layers only (the csim build C-simulates the HLS SwiftMax kernel; online softmax
 #: exists as RTL only)
 SWIFTMAX_ONLY = ("csim",)
+#: backends that run an engine build's online-softmax layers (on a build with both normalizers): the functional model
+#: and the generated PL top in Verilator; the engine's C-simulation has the HLS SwiftMax only, and the card backends
+#: program SwiftMax layers only
+ENGINE_ONLINE = ("emu", "rtl")
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
@@ -45,13 +49,16 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     engine = bool(manifest.data.get("engine"))
+    soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
+                                      if int(e["index"]) in layers and e.get("swiftmax") is None]
+    if engine and soft and backend not in ENGINE_ONLINE:
+        raise UserError(f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) {soft} use online "
+                        f"softmax: use --backend {' or '.join(ENGINE_ONLINE)}, or --layers with SwiftMax layers only")
     if backend in SWIFTMAX_ONLY and not engine:
-        soft = [int(e["index"]) for e in bundle.manifest["layers"]
-                if int(e["index"]) in layers and e.get("swiftmax") is None]
         if soft:
             raise UserError(f"the {backend} backend has only the HLS SwiftMax normalizer; layer(s) {soft} use the "
                             "online-softmax baseline (its kernel exists as RTL): use --backend emu or rtl, or "
                             "--layers with SwiftMax layers only")
 
 
-__all__ = ["BACKENDS", "SWIFTMAX_ONLY", "check_backend", "device_class"]
+__all__ = ["BACKENDS", "ENGINE_ONLINE", "SWIFTMAX_ONLY", "check_backend", "device_class"]

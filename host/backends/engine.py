@@ -15,7 +15,11 @@ buffer is the head outputs. Backends:
 * ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.engine_pynq`).
 
 The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
-narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies).
+narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies). Each layer runs
+with its own normalizer: SwiftMax on every build; online softmax on a build that carries both normalizers (its
+manifest's ``engine.lanes_online_softmax``; the PL top's ``normalizer`` register is written per layer) and on the
+backends that implement it (``emu``, ``rtl``; :attr:`EngineDevice.online_softmax`). Any other layer is refused in
+one line before the launch.
 """
 
 from __future__ import annotations
@@ -26,8 +30,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from vckattn.golden.engine import engine_online_format
 from vckattn.golden.errors import ToolMissing
+from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters
 from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.engine import (
     EngineRequantError,
@@ -48,6 +55,8 @@ class EngineDevice(Device):
 
     name: ClassVar[str] = "engine"
     where: ClassVar[str] = "engine"
+    #: whether this backend runs an online-softmax layer on a build that carries both normalizers
+    online_softmax: ClassVar[bool] = False
 
     def __init__(self, manifest: Any, seed: int = 0, **options: Any) -> None:
         super().__init__(manifest)
@@ -60,8 +69,16 @@ class EngineDevice(Device):
     def configure(self, layer: QuantAttentionLayer) -> None:
         super().configure(layer)
         if layer.normalizer != "swiftmax":
-            raise DeviceError(f"{self.manifest.name}: the engine runs SwiftMax layers only (this layer: "
-                              f"{layer.normalizer}); use the reference build vck5000_attention")
+            if not self.params.online_lanes:
+                raise DeviceError(f"{self.manifest.name}: this engine normalizes with SwiftMax only (this layer: "
+                                  f"{layer.normalizer}); use a build with both normalizers (engine_small_dual)")
+            if not self.online_softmax:
+                raise DeviceError(f"the {self.name} backend runs an engine's SwiftMax layers only (this layer: "
+                                  f"{layer.normalizer}); run online-softmax layers on the emu or rtl backend")
+            if layer.online is None or layer.os_fmt.block != self.params.online_lanes:
+                raise DeviceError(f"{self.manifest.name}: the layer's online softmax takes blocks of "
+                                  f"{layer.os_fmt.block} keys; this build's unit has {self.params.online_lanes} lanes "
+                                  "(re-export the bundle for this build's format)")
         if layer.score_bits != self.params.score_bits:
             raise DeviceError(f"{self.manifest.name}: the engine takes {self.params.score_bits}-bit scores; the "
                               f"layer has {layer.score_bits}-bit scores (narrow_layer(layer, "
@@ -70,6 +87,13 @@ class EngineDevice(Device):
             requant_fields(layer.rq_a)
         except EngineRequantError as exc:
             raise DeviceError(f"{self.manifest.name}: {exc}") from None
+
+    def normalizer(self, layer: QuantAttentionLayer) -> tuple[
+            SwiftMaxRegisters | SwiftMaxHeads | OnlineSoftmaxRegisters, SwiftMaxFormat | OnlineSoftmaxFormat]:
+        """The layer's normalizer registers and format for the engine (online softmax: the build's format)."""
+        if layer.normalizer == "swiftmax":
+            return layer.swiftmax, layer.sm_fmt
+        return layer.online, engine_online_format(self.params.online_lanes, layer.os_fmt)
 
     def run(self, job: LayerJob) -> Any:  # pragma: no cover - the scheduler calls run_heads on engines
         raise DeviceError("an engine build runs whole layers (run_heads), not tile jobs")
@@ -98,11 +122,12 @@ class EngineDevice(Device):
 class EngineEmuDevice(EngineDevice):
     name = "emu"
     where = "software: the engine's functional model on the launch's command streams (golden numerics)"
+    online_softmax = True
 
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         q_in, kv_in = streams_of(launch)
         try:
-            a, done = run_launch_model(self.params, q_in, kv_in, launch.cmds.n_tiles, layer.swiftmax, layer.sm_fmt)
+            a, done = run_launch_model(self.params, q_in, kv_in, launch.cmds.n_tiles, *self.normalizer(layer))
         except EngineStreamError as exc:
             raise DeviceError(f"engine model: {exc}") from None
         return a, np.concatenate(done)
@@ -141,8 +166,10 @@ class EngineCsimDevice(EngineDevice):
 
 class EngineRtlDevice(EngineDevice):
     name = "rtl"
-    where = ("RTL simulation: the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator "
-             "model, random backpressure); the AIE kernels' arithmetic by the engine model")
+    where = ("RTL simulation: the engine's generated PL top (every score channel's SwiftMax lanes, and on a build "
+             "with both normalizers its online-softmax units, in one Verilator model, random backpressure); the AIE "
+             "kernels' arithmetic by the engine model")
+    online_softmax = True
 
     def __init__(self, manifest: Any, seed: int = 0, pauses: bool = True, quiet: bool = True,
                  **options: Any) -> None:
@@ -161,11 +188,20 @@ class EngineRtlDevice(EngineDevice):
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
-        from vckattn.hw.engine.model import channel_packets, parse_packets, pv_stage, qk_stage, split_channel
+        from vckattn.hw.engine.model import (
+            ONLINE_TILES,
+            channel_packets,
+            online_stage,
+            parse_packets,
+            pv_stage,
+            qk_stage,
+            split_channel,
+        )
         from vckattn.hw.pl.engine import lut_product_of
         from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
 
         p = self.params
+        online = layer.normalizer != "swiftmax"
         q_in, kv_in = streams_of(launch)
         rng = np.random.default_rng(self.seed + self.launches)
         sent = []  # per score channel i·m + c
@@ -174,7 +210,8 @@ class EngineRtlDevice(EngineDevice):
                 scores = qk_stage(p, q_in[i], kv_in[i], f"pipeline {i} ")
             except EngineStreamError as exc:
                 raise DeviceError(f"engine model: {exc}") from None
-            sent += [channel_packets(p, scores, c, rng) for c in range(p.score_plios)]
+            sent += [channel_packets(p, scores, c, rng, ahead=ONLINE_TILES - 1 if online else None)
+                     for c in range(p.score_plios)]
         beats = [np.concatenate([pk.beats(signed=True) for pk in s]) if s else np.zeros((0, 16), np.uint8)
                  for s in sent]
         entry, writes = register_writes(self.manifest, layer)
@@ -184,6 +221,7 @@ class EngineRtlDevice(EngineDevice):
         try:
             res = run_engine_rtl(p.channels, p.lanes, p.score_bits, beats, [(w.offset, w.word) for w in writes],
                                  int(entry["id"]), seed=self.seed + self.launches, backpressure=self.pauses, log=log,
+                                 online=_online_build(p),
                                  lut_product=lut_product_of(self.manifest.data["engine"]["design"].get(
                                      "swiftmax_products", "auto")))
         except EngineRtlError as exc:
@@ -199,7 +237,10 @@ class EngineRtlDevice(EngineDevice):
                     back = parse_packets(res.p[ch], p.q_rows, signed=False, where=f"channel {ch} P stream")
                 except EngineStreamError as exc:
                     raise DeviceError(f"rtl backend: {exc}") from None
-                if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in sent[ch]]:
+                # the P packets the channel sends: SwiftMax one per score packet, in their order; online softmax a
+                # tile's packets in slice order once its last slice is in (hw/engine/model.py: online_stage)
+                order = online_stage(p, sent[ch], *self.normalizer(layer)) if online else sent[ch]  # type: ignore
+                if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in order]:
                     raise DeviceError(f"rtl backend: channel {ch}: the P packets' headers are not the score packets' "
                                       "(dropped, reordered or altered packets)")
                 per_kernel += split_channel(p, c, back, f"pipeline {i} ")
@@ -208,6 +249,15 @@ class EngineRtlDevice(EngineDevice):
             except (EngineStreamError, ValueError) as exc:
                 raise DeviceError(f"rtl backend: pipeline {i}: {exc}") from None
         return a, np.concatenate(done)
+
+
+def _online_build(p: Any) -> Any:
+    """The PL top's online-softmax channels of build ``p`` (None: SwiftMax only)."""
+    if not p.online_lanes:
+        return None
+    from vckattn.hw.pl.engine_online import OnlineBuild
+
+    return OnlineBuild(p.q_rows, p.kernels, p.slice_keys, p.online_lanes)
 
 
 def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:

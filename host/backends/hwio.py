@@ -52,12 +52,28 @@ START_ORDER = ("s2mm_out", SWITCH, "mm2s_kv", "mm2s_tiles")
 
 def normalizer_values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
     """The layer's normalizer register values for ``regmap`` (the build's map): SwiftMax's per-head
-    ``b_beta``/``c_out`` as one entry per register set the build holds (its memories' depth)."""
+    ``b_beta``/``c_out`` as one entry per register set the build holds (its memories' depth). On an engine built with
+    both normalizers (a map with the ``normalizer`` register, :func:`vckattn.golden.engine.engine_regmap`) also the
+    mode and the online-softmax registers (:func:`vckattn.golden.engine.engine_mode_values`); an online-softmax
+    layer leaves SwiftMax's registers 0."""
+    if "normalizer" in {r.name for r in regmap.regs}:
+        from vckattn.golden.engine import engine_mode_values
+
+        mode = engine_mode_values(layer.normalizer, layer.online)
+        if layer.normalizer != "swiftmax":
+            return {**{r.name: 0 for r in regmap.writable if r.name not in mode}, **mode}
+        return {**_swiftmax_values(layer, regmap), **mode}
     regs = layer.swiftmax if layer.normalizer == "swiftmax" else layer.online
     if regs is None:
         raise DeviceError(f"the layer uses {layer.normalizer} but carries no {layer.normalizer} registers")
     if layer.normalizer != "swiftmax":
         return regs.registers()
+    return _swiftmax_values(layer, regmap)
+
+
+def _swiftmax_values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:
+    if layer.swiftmax is None:
+        raise DeviceError("the layer uses swiftmax but carries no swiftmax registers")
     if "b_beta" not in {m.name for m in regmap.mems}:  # the bundle does not match the build: status 5
         raise ManifestError("the build's manifest", "kernels.swiftmax", "this build's SwiftMax kernel has one "
                             "register set per layer (register map version 1); per-head constants need a build of "

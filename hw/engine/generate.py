@@ -71,11 +71,15 @@ SMALL_DESIGN = {"pipelines": 2, "qk_kernels": 2, "pv_kernels": 2, "q_rows": 16, 
                 "plio_bits": 128, "score_plios": 1, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 2,
                 "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "score_switch": False,
                 "o_bits": 8, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
+#: the small engine with both normalizers (``engine_small`` with a 4-lane online-softmax unit beside each channel's
+#: SwiftMax lanes; the ``normalizer`` register chooses per layer)
+SMALL_DUAL_DESIGN = {**SMALL_DESIGN, "lanes_online_softmax": 4, "name": "engine_small_dual"}
 #: committed engine manifests: name -> (board, design: "best" = the explorer's best buildable SwiftMax design)
 ENGINE_BUILDS: dict[str, tuple[str, str | dict]] = {
     "vck5000_engine": ("vck5000", "best"),
     "vck190_engine": ("vck190", "best"),
     "engine_small": ("vck5000", SMALL_DESIGN),
+    "engine_small_dual": ("vck5000", SMALL_DUAL_DESIGN),
 }
 
 
@@ -105,7 +109,7 @@ def engine_params(design: Any, max_seq: int, head_dims: tuple[int, ...] = HEAD_D
     try:
         return EngineParams(pipelines=design.pipelines, kernels=design.qk_kernels, score_plios=design.score_plios,
                             q_rows=design.q_rows, d=max(head_dims), max_keys=max_seq, score_bits=design.score_bits,
-                            lanes=design.lanes_swiftmax)
+                            lanes=design.lanes_swiftmax, online_lanes=design.lanes_online_softmax)
     except ValueError as exc:
         raise GenerateError(f"design: {exc}") from None
 
@@ -129,7 +133,11 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
         (d.kv_resident, "kv_resident must be true (the kernels hold their K/V slices)"),
         (not d.score_switch, "score_switch must be false (the engine has no score switch)"),
         (d.lanes_swiftmax >= 1, "lanes_swiftmax must be >= 1 (the engine normalizes with SwiftMax)"),
-        (d.lanes_online_softmax == 0, "lanes_online_softmax must be 0 (the engine builds SwiftMax only)"),
+        (d.lanes_online_softmax in (0, 1, 2, 4, 8), f"lanes_online_softmax must be 0 (SwiftMax only) or 1, 2, 4, 8 "
+                                                    f"(both normalizers), not {d.lanes_online_softmax}"),
+        (d.lanes_online_softmax == 0 or d.score_plios == 1,
+         f"score_plios must be 1 with online softmax (lanes_online_softmax {d.lanes_online_softmax}): a tile's whole "
+         f"rows meet on one score channel, not {d.score_plios}"),
         (d.lanes_swiftmax <= 128 // d.score_bits,
          f"lanes_swiftmax {d.lanes_swiftmax} > {128 // d.score_bits} scores a 128-bit beat"),
         (d.q_rows % 4 == 0, f"q_rows ({d.q_rows}) must be a multiple of 4 (the mmul row block)"),
@@ -434,8 +442,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
                     head_dims: tuple[int, ...] = HEAD_DIMS) -> dict:
     """The bitstream manifest of the engine built from ``design`` on ``board`` (validated by
     :func:`vckattn.hw.manifest.validate_manifest`)."""
-    from vckattn.golden.engine import engine_format
-    from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
+    from vckattn.golden.engine import engine_format, engine_online_format, engine_regmap
+    from vckattn.golden.swiftmax_int import SWIFTMAX_ID
     from vckattn.hw import manifest as mf
 
     check_design(design, max_seq, head_dims)
@@ -443,6 +451,15 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
     n, k, m, bits, lanes = p.pipelines, p.kernels, p.score_plios, p.score_bits, p.lanes
     placed = lay.layout(n, k, m)
     fmt = engine_format(bits)
+    dual = p.online_lanes > 0
+    normalizers = ["swiftmax", "softmax"] if dual else ["swiftmax"]
+    formats = {"swiftmax": asdict(fmt)}
+    if dual:
+        formats["online_softmax"] = asdict(engine_online_format(p.online_lanes))
+    online_doc = (f"; beside the lanes, per channel an online-softmax unit ({p.online_lanes} lanes) that gathers a "
+                  f"tile's {k} slices into rows of {p.max_keys} keys and sends the tile's P packets in slice order; "
+                  "the register normalizer (0 SwiftMax, 1 online softmax) chooses per layer (hw/pl/engine_online.py)"
+                  if dual else "")
     cus = {"mm2s_engine": [f"mm2s_engine_{s}_{i}" for i in range(n) for s in ("q", "k", "v")],
            "s2mm_engine": [f"s2mm_engine_{i}" for i in range(n)]}
     kernels = [
@@ -454,16 +471,17 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          "ports": [_port("cmds", "m_axi"), _port("n_cmds", "scalar"), _port("src", "m_axi"), _port("src_v", "m_axi"),
                    _port("kv", "scalar"), _port("payload_bytes", "scalar"), _port("out", "axis", "out", 128)],
          "registers": []},
-        {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", "id": SWIFTMAX_ID,
+        {"name": PL_TOP, "kind": "rtl", "normalizer": "swiftmax", **({"normalizers": normalizers} if dual else {}),
+         "id": SWIFTMAX_ID,
          "doc": f"SwiftMax on the score packets of every score channel ({m} per pipeline, {lanes} lanes each, "
                 f"int{bits} scores, the mask sentinel in-band): channel i*{m}+c takes s<i*{m}+c> from p<i>_s_out<c> "
                 f"and sends its P packets on p<i*{m}+c> to p<i>_p_in<c>; one register file shared by the channels, "
                 "b_beta/c_out per head (the packet header's head) with a read port per channel (s_axil, "
-                "s_axi_control in the Vitis wrapper)",
+                f"s_axi_control in the Vitis wrapper){online_doc}",
          "ports": [x for ch in range(n * m) for x in (_port(f"s{ch}", "axis", "in", 128),
                                                       _port(f"p{ch}", "axis", "out", 128))]
          + [_port("s_axil", "axi4lite", "in")],
-         "registers": mf._regs(swiftmax_regmap(fmt, read_ports=n * m))},
+         "registers": mf._regs(engine_regmap(fmt, p.normalizers, read_ports=n * m))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
          "doc": "per pipeline: A records (requantized by the requantizer kernel) from p<i>_o_out -> A of tile t into "
                 "slot t of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done "
@@ -495,8 +513,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
         "tile": {"q_rows": design.q_rows, "key_block": design.key_block, "lanes": lanes,
                  "head_dims": list(head_dims)},
         "max_seq_len": max_seq,
-        "normalizers": ["swiftmax"],
-        "formats": {"swiftmax": asdict(fmt)},
+        "normalizers": normalizers,
+        "formats": formats,
         "kernels": kernels,
         "graph": {"name": GRAPH_NAME,
                   "kernels": [name for i in range(n)
@@ -509,7 +527,8 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
         "connectivity": [{"from": a, "to": b} for a, b in links],
         "timeout_ms": 10_000,
         "engine": {"pipelines": n, "kernels_per_pipeline": k, "score_plios": m, "d": p.d, "max_keys": p.max_keys,
-                   "slice_keys": p.slice_keys, "score_bits": bits, "lanes": lanes, "design": dj,
+                   "slice_keys": p.slice_keys, "score_bits": bits, "lanes": lanes,
+                   **({"lanes_online_softmax": p.online_lanes} if dual else {}), "design": dj,
                    "streams": dict(streams), "pl_top": PL_TOP},
     }
 
@@ -643,15 +662,19 @@ def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
                             f"available ({exc})") from None
     from vckattn.hw.pl import vitis_kernel
     from vckattn.hw.pl.engine import EnginePL, lut_product_of
+    from vckattn.hw.pl.engine_online import OnlineBuild
 
     folder.mkdir(parents=True, exist_ok=True)
     core_name = f"{PL_TOP}_core"
     channels = design.pipelines * design.score_plios
+    eng = manifest["engine"]
+    online = OnlineBuild(design.q_rows, design.qk_kernels, eng["slice_keys"], design.lanes_online_softmax) \
+        if design.lanes_online_softmax else None
     lut = lut_product_of(design.swiftmax_products)
     core = generate_engine_verilog(folder, channels, design.lanes_swiftmax, design.score_bits, name=core_name,
-                                   lut_product=lut)
-    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP,
-                                       EnginePL(channels, design.lanes_swiftmax, design.score_bits, lut))
+                                   online=online, lut_product=lut)
+    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP, EnginePL(channels, design.lanes_swiftmax, design.score_bits,
+                                                                  online, lut))
     top = folder / f"{PL_TOP}.v"
     top.write_text(vitis_kernel.wrapper_verilog(PL_TOP, core_name, ports, "vckattn hw generate"), encoding="utf-8")
     files = [top, Path(core)]
@@ -679,11 +702,15 @@ def build_design(name: str, search: bool = False) -> Any:
     return best_design(board) if search else design_from_file(BITSTREAMS / DESIGNS_DIR / f"{name}.design.json")
 
 
-def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False) -> dict[Path, str]:
-    """Every committed engine file: ``<name>.json`` (manifest) and ``engine_designs/<name>.design.json`` -> its
-    text (``search``: the best designs searched again, :func:`build_design`)."""
+def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
+                         names: tuple[str, ...] | None = None) -> dict[Path, str]:
+    """Every committed engine file (or those of ``names``): ``<name>.json`` (manifest) and
+    ``engine_designs/<name>.design.json`` -> its text (``search``: the best designs searched again,
+    :func:`build_design`)."""
     out: dict[Path, str] = {}
     for name, (board, _) in ENGINE_BUILDS.items():
+        if names is not None and name not in names:
+            continue
         d = build_design(name, search)
         max_seq = d.max_seq or BERT_SEQ
         m = engine_manifest(d, board, name, max_seq)
@@ -693,10 +720,11 @@ def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False) -> dic
     return out
 
 
-def write_bitstreams(folder: Path = BITSTREAMS) -> list[Path]:
-    """(Re)write the committed engine manifests and design points; returns the files written."""
+def write_bitstreams(folder: Path = BITSTREAMS, names: tuple[str, ...] | None = None) -> list[Path]:
+    """(Re)write the committed engine manifests and design points (or those of ``names``); returns the files
+    written."""
     written = []
-    for path, text in committed_bitstreams(folder, search=True).items():
+    for path, text in committed_bitstreams(folder, search=True, names=names).items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
         written.append(path)
@@ -710,18 +738,23 @@ def main(argv: list[str] | None = None) -> int:
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write-bitstreams", action="store_true", help="write bitstreams/<engine>.json and its design")
     g.add_argument("--check", action="store_true", help="exit 1 if a committed file is stale")
+    ap.add_argument("--only", action="append", choices=sorted(ENGINE_BUILDS), metavar="NAME",
+                    help=f"only this engine (repeatable; one of {', '.join(sorted(ENGINE_BUILDS))}); default: all")
     args = ap.parse_args(argv)
+    names = tuple(args.only) if args.only else None
     if args.check:
-        stale = [p for p, t in committed_bitstreams(search=True).items() if not p.is_file() or p.read_text() != t]
+        stale = [p for p, t in committed_bitstreams(search=True, names=names).items()
+                 if not p.is_file() or p.read_text() != t]
         for p in stale:
             print(f"stale: {p} (python -m vckattn.hw.engine.generate --write-bitstreams)", file=sys.stderr)
         return 1 if stale else 0
-    for p in write_bitstreams():
+    for p in write_bitstreams(names=names):
         print(f"wrote {p}")
     return 0
 
 
 __all__ = ["BITSTREAMS", "ENGINE_BUILDS", "GRAPH_NAME", "GenerateError", "HEAD_DIMS", "PL_TOP", "SMALL_DESIGN",
+           "SMALL_DUAL_DESIGN",
            "STREAMS_VERSION", "best_design", "bert_workload", "build_design", "buildable", "check_design",
            "committed_bitstreams", "design_from_file", "engine_manifest", "engine_params", "generate", "modeled",
            "render_config", "render_graph_cpp", "render_graph_h", "write_bitstreams", "write_diagram"]

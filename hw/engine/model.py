@@ -14,8 +14,9 @@ them (the ``rtl`` backend runs :func:`pl_stage` in Verilator):
 * :func:`qk_stage` — the QKᵀ kernels: per kernel ``j`` one score packet per tile (``Q_ROWS × SK`` scores of its
   key slice, in the 4×8 block layout on the stream);
 * :func:`channel_packets` — the ``pktmerge`` of a score channel (its ``k/m`` kernels' packets interleaved);
-* :func:`pl_stage` — the PL SwiftMax of a channel: each score packet becomes a P packet (header kept,
-  ``elem_bits`` 8);
+* :func:`pl_stage` — the PL normalizer of a channel: SwiftMax makes each score packet a P packet (header kept,
+  ``elem_bits`` 8); online softmax (:func:`online_stage`) gathers a tile's ``k`` slices, normalizes its whole rows
+  and sends the tile's P packets in slice order;
 * :func:`split_channel` — the channel's ``pktsplit`` (P packets to the P·V kernels by packet id);
 * :func:`pv_stage` — the P·V kernels, the cascade, the requantizer at its end (O to A with the ``rq_mult`` /
   ``rq_shift`` that P·V kernel 0 puts into the cascade's header word from the V slice it holds) and the output
@@ -36,6 +37,7 @@ from vckattn.golden.aie_matmul import exact_int_matmul
 from vckattn.golden.engine import (
     MAX_RQ_SHIFT,
     engine_format,
+    engine_online_p,
     engine_p,
     engine_scores,
     pack_scores,
@@ -46,6 +48,7 @@ from vckattn.golden.engine import (
     unpack_scores,
     unpack_v,
 )
+from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmaxRegisters
 from vckattn.golden.requant import RequantRegisters, requantize
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 
@@ -59,6 +62,10 @@ MASK_INDEX_LIMIT = (1 << 15) - 1
 
 #: QKᵀ (and P·V) kernels a pipeline can have: its V slices' packet ids k + j have 5 bits
 MAX_KERNELS = 16
+#: tiles whose score slices the online-softmax channel gathers at once (its two tile buffers)
+ONLINE_TILES = 2
+#: online-softmax lanes a channel can have (``hw/pl/engine_online.py``: a beat of lanes within an 8-key block row)
+ONLINE_LANES = (1, 2, 4, 8)
 
 
 @dataclass(frozen=True)
@@ -67,7 +74,9 @@ class EngineParams:
     ``kernels`` QKᵀ and ``kernels`` P·V AIE kernels and ``score_plios`` score channels (``m``, divides ``k``);
     tiles of ``q_rows`` query rows (multiple of 4); head size ``d`` the kernels compute (``D``, multiple of 16);
     ``max_keys`` keys of every group (``MAX_KEYS``, multiple of ``16·k``: slices of ``SK = MAX_KEYS / k`` keys);
-    ``score_bits``-bit scores; ``lanes`` SwiftMax lanes per score channel (PL only)."""
+    ``score_bits``-bit scores; ``lanes`` SwiftMax lanes per score channel (PL only); ``online_lanes`` the lanes of
+    each channel's online-softmax unit (PL only; 0: the build normalizes with SwiftMax only, else with either, chosen
+    per layer; online softmax needs a tile's whole rows on one channel, ``score_plios = 1``)."""
 
     pipelines: int
     kernels: int
@@ -77,6 +86,7 @@ class EngineParams:
     max_keys: int = 512
     score_bits: int = 8
     lanes: int = 8
+    online_lanes: int = 0
 
     def __post_init__(self) -> None:
         if self.pipelines < 1:
@@ -100,6 +110,16 @@ class EngineParams:
             raise ValueError(f"score_bits must be 8 or 16, got {self.score_bits}")
         if self.lanes not in (1, 2, 4, 8, 16) or self.lanes > 128 // self.score_bits:
             raise ValueError(f"lanes must be 1, 2, 4, 8 or 16 and at most {128 // self.score_bits}, got {self.lanes}")
+        if self.online_lanes not in (0, *ONLINE_LANES):
+            raise ValueError(f"online_lanes must be 0 or one of {ONLINE_LANES}, got {self.online_lanes}")
+        if self.online_lanes and self.score_plios != 1:
+            raise ValueError(f"online softmax needs a tile's whole rows on one score channel: score_plios must be 1, "
+                             f"got {self.score_plios}")
+
+    @property
+    def normalizers(self) -> tuple[str, ...]:
+        """The normalizers the build carries (names of :data:`vckattn.golden.engine.ENGINE_NORMALIZERS`)."""
+        return ("swiftmax", "online_softmax") if self.online_lanes else ("swiftmax",)
 
     @property
     def slice_keys(self) -> int:
@@ -306,14 +326,17 @@ def qk_stage(p: EngineParams, q_in: np.ndarray, kv_in: np.ndarray, where: str = 
     return out
 
 
-def merge(per_kernel: list[list[Packet]], rng: np.random.Generator | None = None) -> list[Packet]:
+def merge(per_kernel: list[list[Packet]], rng: np.random.Generator | None = None,
+          ahead: int | None = None) -> list[Packet]:
     """``pktmerge``: whole packets of the kernels interleaved (each kernel's order kept); ``rng`` None =
-    round-robin, else a random interleaving."""
+    round-robin, else a random interleaving. ``ahead``: a kernel sends its packet ``n`` only once every kernel has
+    sent ``n − ahead`` (no kernel more than ``ahead`` tiles ahead of the slowest; None: unbounded)."""
     queues = [list(q) for q in per_kernel]
     pos = [0] * len(queues)
     out: list[Packet] = []
     while True:
-        live = [j for j, q in enumerate(queues) if pos[j] < len(q)]
+        low = min(pos, default=0)
+        live = [j for j, q in enumerate(queues) if pos[j] < len(q) and (ahead is None or pos[j] <= low + ahead)]
         if not live:
             return out
         for j in (live if rng is None else [int(rng.choice(live))]):
@@ -322,11 +345,11 @@ def merge(per_kernel: list[list[Packet]], rng: np.random.Generator | None = None
 
 
 def channel_packets(p: EngineParams, per_kernel: list[list[Packet]], c: int,
-                    rng: np.random.Generator | None = None) -> list[Packet]:
+                    rng: np.random.Generator | None = None, ahead: int | None = None) -> list[Packet]:
     """The score packets on score channel ``c`` of a pipeline: its kernels ``c·(k/m) .. (c+1)·(k/m) − 1`` merged
-    (:func:`merge`; with ``k/m = 1`` the kernel's packets as they are)."""
+    (:func:`merge`, ``ahead`` as there; with ``k/m = 1`` the kernel's packets as they are)."""
     n = p.per_channel
-    return merge(per_kernel[c * n:(c + 1) * n], rng)
+    return merge(per_kernel[c * n:(c + 1) * n], rng, ahead)
 
 
 def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters | SwiftMaxHeads, bits: int,
@@ -340,6 +363,44 @@ def pl_stage(packets: list[Packet], regs: SwiftMaxRegisters | SwiftMaxHeads, bit
             raise EngineStreamError(f"packet of tile {bad[0]}: head beyond the layer's {regs.n_heads} register sets")
     return [Packet(pk.header | {"elem_bits": 8}, engine_p(pk.values, regs, bits, f, head=pk.header.get("head", 0)))
             for pk in packets]
+
+
+def online_stage(p: EngineParams, packets: list[Packet], regs: OnlineSoftmaxRegisters,
+                 fmt: OnlineSoftmaxFormat, where: str = "") -> list[Packet]:
+    """The PL online softmax on a pipeline's one score channel (``m = 1``): each tile's ``k`` score packets (any
+    order, packets of at most :data:`ONLINE_TILES` tiles in flight) gathered into rows of ``MAX_KEYS`` keys,
+    :func:`~vckattn.golden.engine.engine_online_p`, then the tile's P packets in slice order ``j = 0 .. k−1`` (each
+    with its score packet's header, ``elem_bits`` 8) once its last slice is in. Raises EngineStreamError for a
+    packet the unit refuses (slice ``>= k``, a count other than ``Q_ROWS·SK``, a slice twice, a third tile in
+    flight) and for tiles left incomplete."""
+    if p.score_plios != 1:
+        raise EngineStreamError(f"{where}online softmax needs the whole row on one score channel (score_plios 1, "
+                                f"the build has {p.score_plios})")
+    k, want = p.kernels, p.q_rows * p.slice_keys
+    open_tiles: dict[int, dict[int, Packet]] = {}
+    out: list[Packet] = []
+    for pk in packets:
+        h = pk.header
+        t, j = h["tile_id"], h["slice"]
+        if j >= k or h["count"] != want:
+            raise EngineStreamError(f"{where}online softmax: packet of tile {t}: slice {j}, {h['count']} scores "
+                                    f"(want slice < {k}, {want} scores)")
+        got = open_tiles.setdefault(t, {})
+        if len(open_tiles) > ONLINE_TILES:
+            raise EngineStreamError(f"{where}online softmax: tile {t} is a third tile in flight (the unit gathers "
+                                    f"{ONLINE_TILES})")
+        if j in got:
+            raise EngineStreamError(f"{where}online softmax: tile {t}: slice {j} twice")
+        got[j] = pk
+        if len(got) == k:
+            del open_tiles[t]
+            s = np.stack([got[i].values for i in range(k)])
+            pv = engine_online_p(s, regs, p.score_bits, fmt)
+            out += [Packet(got[i].header | {"elem_bits": 8}, pv[i]) for i in range(k)]
+    if open_tiles:
+        t = next(iter(open_tiles))
+        raise EngineStreamError(f"{where}online softmax: tile {t} has {len(open_tiles[t])} of {k} slices")
+    return out
 
 
 def split_channel(p: EngineParams, c: int, packets: list[Packet], where: str = "") -> list[list[Packet]]:
@@ -422,23 +483,35 @@ def pv_stage(p: EngineParams, pipeline: int, kv_in: np.ndarray, p_packets: list[
 
 
 def run_pipeline_model(p: EngineParams, pipeline: int, q_in: np.ndarray, kv_in: np.ndarray, a: np.ndarray,
-                       regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
+                       regs: SwiftMaxRegisters | SwiftMaxHeads | OnlineSoftmaxRegisters,
+                       fmt: SwiftMaxFormat | OnlineSoftmaxFormat | None = None,
                        rng: np.random.Generator | None = None) -> np.ndarray:
-    """One pipeline of a launch (writes its tiles into ``a``); returns its done log."""
+    """One pipeline of a launch (writes its tiles into ``a``); returns its done log. The layer's normalizer is the
+    kind of ``regs``: SwiftMax registers (``fmt`` a :class:`SwiftMaxFormat` or None), or online-softmax registers
+    (``fmt`` the build's :class:`OnlineSoftmaxFormat`, :func:`~vckattn.golden.engine.engine_online_format`; the
+    channel's kernels then run at most one tile apart, as the broadcast Q keeps them)."""
     where = f"pipeline {pipeline} "
     scores = qk_stage(p, q_in, kv_in, where)
     per_kernel: list[list[Packet]] = []
+    online = isinstance(regs, OnlineSoftmaxRegisters)
+    if online and not isinstance(fmt, OnlineSoftmaxFormat):
+        raise ValueError("online-softmax registers need the build's OnlineSoftmaxFormat")
     for c in range(p.score_plios):
-        pp = pl_stage(channel_packets(p, scores, c, rng), regs, p.score_bits, fmt)
+        if online:
+            pp = online_stage(p, channel_packets(p, scores, c, rng, ahead=ONLINE_TILES - 1), regs, fmt, where)
+        else:
+            pp = pl_stage(channel_packets(p, scores, c, rng), regs, p.score_bits, fmt)  # type: ignore[arg-type]
         per_kernel += split_channel(p, c, pp, where)
     return pv_stage(p, pipeline, kv_in, per_kernel, a, where)
 
 
 def run_launch_model(p: EngineParams, q_in: list[np.ndarray], kv_in: list[np.ndarray], n_tiles: int,
-                     regs: SwiftMaxRegisters | SwiftMaxHeads, fmt: SwiftMaxFormat | None = None,
+                     regs: SwiftMaxRegisters | SwiftMaxHeads | OnlineSoftmaxRegisters,
+                     fmt: SwiftMaxFormat | OnlineSoftmaxFormat | None = None,
                      seed: int | None = None) -> tuple[np.ndarray, list[np.ndarray]]:
     """One launch: the A buffer ``(n_tiles, Q_ROWS, D)`` int8 and each pipeline's done log (module docstring). The
-    output requantization comes with the streams (the LOAD_V SLICE headers).
+    output requantization comes with the streams (the LOAD_V SLICE headers). The layer's normalizer is the kind of
+    ``regs`` (:func:`run_pipeline_model`).
     ``seed``: merge the score packets of a channel in a random order (None: round-robin) — the result must not
     depend on it."""
     if not len(q_in) == len(kv_in) == p.pipelines:
@@ -449,7 +522,9 @@ def run_launch_model(p: EngineParams, q_in: list[np.ndarray], kv_in: list[np.nda
     return a, done
 
 
-__all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "Packet", "buffer_bytes",
-           "channel_packets", "kernel_memory", "kv_slices", "merge", "parse_packets", "pl_stage", "pv_stage",
+__all__ = ["EngineParams", "EngineStreamError", "MASK_INDEX_LIMIT", "MAX_SCORE_SHIFT", "ONLINE_LANES", "ONLINE_TILES",
+           "Packet",
+           "buffer_bytes", "channel_packets", "kernel_memory", "kv_slices", "merge", "online_stage", "parse_packets",
+           "pl_stage", "pv_stage",
            "q_tiles", "qk_stage", "run_launch_model", "run_pipeline_model", "slice_requant", "split_channel",
            "state_bytes", "workspace_bytes"]

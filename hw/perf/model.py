@@ -822,7 +822,8 @@ def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
 def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL)."""
     if _is_engine(d):
-        norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0 and n in w.normalizers) or ("swiftmax",)
+        # the normalizer units the build carries (a build with both carries both whatever the workload's layers)
+        norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0) or ("swiftmax",)
         used = engine.resources(w, d, dev, norms, _pl_resources)
         if w.norm_site is not None:
             for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):

@@ -3,6 +3,10 @@ channel (``P·m`` channels: ``m`` score channels of each of the engine's ``P`` p
 Channel ``i·m + c`` serves score channel ``c`` of engine pipeline ``i``. Score packets carry their ``Q_ROWS × SK``
 scores in the 4×8 block layout of the contract; the normalizer is element-wise, so P leaves in the same order.
 
+A build with both normalizers (``EnginePL(..., online=OnlineBuild(...))``) also has, per channel, an
+:class:`~vckattn.hw.pl.engine_online.OnlineChannel`; the register ``normalizer`` routes every channel's packets
+through the SwiftMax pipeline (0) or the online-softmax channel (1).
+
 Golden model: :func:`vckattn.golden.engine.engine_p` on each packet's payload (bit for bit); the
 stream-level reference (header rewrite, packing, padding) is
 :func:`vckattn.sim.engine_rtl.engine_pl_reference`.
@@ -58,11 +62,12 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from vckattn.golden.engine import engine_format, sentinel
+from vckattn.golden.engine import engine_format, engine_regmap, sentinel
 from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
 from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
 
 from .axil import RegisterFile, axil_members, shape_of
+from .engine_online import OnlineBuild, OnlineChannel
 from .stream import SkidBuffer, Slot, axis_members
 from .swiftmax_lane import SwiftMaxLane
 from .verilog import generate_verilog
@@ -286,20 +291,30 @@ class EnginePL(wiring.Component):
         channels: Score channels ``P·m`` (>= 1): stream ports ``s0..s{P·m-1}`` and ``p0..p{P·m-1}``.
         lanes: SwiftMax lanes per channel (:data:`LANES`, at most ``128 / score_bits``).
         score_bits: Input score width, 8 or 16.
-        lut_product: The lanes' products from LUTs or DSP blocks (:class:`EnginePipeline`).
+        online: None (SwiftMax only), or the build's online-softmax channels
+            (:class:`~vckattn.hw.pl.engine_online.OnlineBuild`): each channel then also carries an
+            :class:`~vckattn.hw.pl.engine_online.OnlineChannel` and the register ``normalizer`` (0 SwiftMax, 1
+            online softmax; :func:`vckattn.golden.engine.engine_regmap`) routes every channel's packets through one of
+            the two (write it while the channels are idle, between layers).
+        lut_product: The SwiftMax lanes' products from LUTs or DSP blocks (:class:`EnginePipeline`).
     """
 
     LATENCY = EnginePipeline.LATENCY
 
-    def __init__(self, channels: int, lanes: int, score_bits: int = 8, lut_product: bool | None = None) -> None:
+    def __init__(self, channels: int, lanes: int, score_bits: int = 8, online: OnlineBuild | None = None,
+                 lut_product: bool | None = None) -> None:
         if channels < 1:
             raise ValueError(f"channels must be >= 1, got {channels}")
         check_params(lanes, score_bits)
         self.channels, self.lanes, self.score_bits = channels, lanes, score_bits
         self.fmt = engine_format(score_bits)
-        self.regmap = swiftmax_regmap(self.fmt, read_ports=channels)
+        self.online = online
+        self.normalizers = ("swiftmax", "online_softmax") if online else ("swiftmax",)
+        self.regmap = engine_regmap(self.fmt, self.normalizers, read_ports=channels)
         self.regfile = RegisterFile(self.regmap)
         self.pipes = [EnginePipeline(lanes, score_bits, lut_product) for _ in range(channels)]
+        self.online_channels = [OnlineChannel(online.q_rows, online.kernels, online.slice_keys, score_bits,
+                                              online.lanes) for _ in range(channels)] if online else []
         members: dict[str, wiring.Member] = {}
         for i in range(channels):
             members.update(axis_members(f"s{i}", BEAT_BITS, sink=True))
@@ -315,12 +330,15 @@ class EnginePL(wiring.Component):
         for i in range(self.channels):
             pipe = self.pipes[i]
             m.submodules[f"pipe{i}"] = pipe
-            for f in ("data", "valid", "last"):
-                m.d.comb += [getattr(pipe, f"s_axis_t{f}").eq(getattr(self, f"s{i}_t{f}")),
-                             getattr(self, f"p{i}_t{f}").eq(getattr(pipe, f"m_axis_t{f}"))]
-            m.d.comb += [getattr(self, f"s{i}_tready").eq(pipe.s_axis_tready),
-                         pipe.m_axis_tready.eq(getattr(self, f"p{i}_tready"))]
-            for r in self.regmap.writable:
+            if self.online:
+                self._route(m, i, pipe, self.online_channels[i], kept, packets)
+            else:
+                for f in ("data", "valid", "last"):
+                    m.d.comb += [getattr(pipe, f"s_axis_t{f}").eq(getattr(self, f"s{i}_t{f}")),
+                                 getattr(self, f"p{i}_t{f}").eq(getattr(pipe, f"m_axis_t{f}"))]
+                m.d.comb += [getattr(self, f"s{i}_tready").eq(pipe.s_axis_tready),
+                             pipe.m_axis_tready.eq(getattr(self, f"p{i}_tready"))]
+            for r in pipe.regmap.writable:
                 m.d.comb += getattr(pipe, r.name).eq(regs.reg[r.name])
             for mem in self.regmap.mems:  # read port i of each per-head memory, addressed by pipeline i
                 port = regs.mem_read_port(mem.name, i)
@@ -334,6 +352,29 @@ class EnginePL(wiring.Component):
         m.d.comb += [regs.reg["elements"].eq(elements), regs.reg["rows"].eq(rows)]
         return m
 
+    def _route(self, m: Module, i: int, pipe: EnginePipeline, oc: OnlineChannel, kept: list, packets: list) -> None:
+        """Channel ``i`` of a build with both normalizers: its streams through the SwiftMax pipeline or the
+        online-softmax channel, as the ``normalizer`` register says."""
+        m.submodules[f"online{i}"] = oc
+        mode = self.regfile.reg["normalizer"]
+        for unit in (pipe, oc):
+            m.d.comb += [unit.s_axis_tdata.eq(getattr(self, f"s{i}_tdata")),
+                         unit.s_axis_tlast.eq(getattr(self, f"s{i}_tlast"))]
+        m.d.comb += [
+            pipe.s_axis_tvalid.eq(getattr(self, f"s{i}_tvalid") & ~mode),
+            oc.s_axis_tvalid.eq(getattr(self, f"s{i}_tvalid") & mode),
+            getattr(self, f"s{i}_tready").eq(Mux(mode, oc.s_axis_tready, pipe.s_axis_tready)),
+            pipe.m_axis_tready.eq(getattr(self, f"p{i}_tready") & ~mode),
+            oc.m_axis_tready.eq(getattr(self, f"p{i}_tready") & mode),
+            oc.a_mult.eq(self.regfile.reg["os_a_mult"]),
+            oc.a_shift.eq(self.regfile.reg["os_a_shift"]),
+        ]
+        for f in ("data", "valid", "last"):
+            m.d.comb += getattr(self, f"p{i}_t{f}").eq(Mux(mode, getattr(oc, f"m_axis_t{f}"),
+                                                           getattr(pipe, f"m_axis_t{f}")))
+        kept.append(oc.kept)
+        packets.append(oc.packet)
+
 
 def lut_product_of(products: str) -> bool | None:
     """The lanes' ``lut_product`` for a design's ``swiftmax_products`` (``"auto"``: the lane's default, ``"dsp"``:
@@ -344,7 +385,8 @@ def lut_product_of(products: str) -> bool | None:
 
 
 def generate_engine_verilog(out_dir: Path, channels: int, lanes: int, score_bits: int,
-                            name: str = "engine_pl", lut_product: bool | None = None) -> Path:
-    """Write the Verilog of :class:`EnginePL` ``(channels, lanes, score_bits, lut_product)`` as
+                            name: str = "engine_pl", online: OnlineBuild | None = None,
+                            lut_product: bool | None = None) -> Path:
+    """Write the Verilog of :class:`EnginePL` ``(channels, lanes, score_bits, online, lut_product)`` as
     ``<out_dir>/<name>.v`` (module ``name``; rewritten only when its text changes) and return its path."""
-    return generate_verilog(EnginePL(channels, lanes, score_bits, lut_product), name, out_dir)
+    return generate_verilog(EnginePL(channels, lanes, score_bits, online, lut_product), name, out_dir)

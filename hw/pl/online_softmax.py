@@ -123,6 +123,7 @@ from amaranth.hdl import Cat, Const, Module, Mux, Shape, Signal, Value, signed, 
 from amaranth.lib import data, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.funcunits import Pow2Config
 from vckattn.golden.online_softmax_int import (
@@ -302,10 +303,13 @@ class OnlineSoftmaxKernel(wiring.Component):
         in_width: Input score width (signed; saturated to ``fmt.acc_bits``).
         max_rows: Rows that may be between the input and pass 2 at once (descriptor FIFO).
         fmt: Golden format (``block`` is set to ``lanes``).
+        axil: Own AXI4-Lite register file (default). ``False``: no ``s_axil_*``; the writable registers are
+            inputs (``a_mult``, ``a_shift``) and the status outputs (``rows``, ``overflow_rows``), for a top that
+            holds the registers (the engine's PL top).
     """
 
     def __init__(self, lanes: int = 4, max_keys: int = 1024, in_width: int = IN_WIDTH, *, max_rows: int = 8,
-                 fmt: OnlineSoftmaxFormat | None = None) -> None:
+                 fmt: OnlineSoftmaxFormat | None = None, axil: bool = True) -> None:
         fmt = replace(fmt or OnlineSoftmaxFormat(), block=lanes)
         self.geom = OnlineSoftmaxGeometry(lanes, max_keys, fmt)  # validates lanes/max_keys/fmt
         if in_width < 2 or max_rows < 1:
@@ -313,20 +317,28 @@ class OnlineSoftmaxKernel(wiring.Component):
         self.lanes, self.max_keys, self.in_width, self.max_rows = lanes, max_keys, in_width, max_rows
         self.fmt = fmt
         self.regmap = online_softmax_regmap(max_keys)
-        self.regfile = RegisterFile(self.regmap)
+        self.axil = axil
+        self.regfile = RegisterFile(self.regmap) if axil else None
+        regs: dict[str, wiring.Member] = (axil_members("s_axil", self.regmap.addr_width) if axil else {
+            "a_mult": In(signed(fmt.a_bits)), "a_shift": In(6), "rows": Out(32), "overflow_rows": Out(32)})
         super().__init__({
             **axis_port("s_axis", lanes * in_width, sink=True, user_width=lanes),
             **axis_port("m_axis", lanes * fmt.out_bits, sink=False, user_width=lanes),
-            **axil_members("s_axil", self.regmap.addr_width),
+            **regs,
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         g, fmt, n = self.geom, self.fmt, self.lanes
         F, iw = fmt.t_frac, self.in_width
-        m.submodules.regs = regs = self.regfile
-        regs.connect_axil(m, self)
-        a_mult, a_shift = regs.reg["a_mult"], regs.reg["a_shift"]
+        if self.regfile is not None:
+            m.submodules.regs = regs = self.regfile
+            regs.connect_axil(m, self)
+            a_mult, a_shift = regs.reg["a_mult"], regs.reg["a_shift"]
+            status = regs.reg
+        else:
+            a_mult, a_shift = self.a_mult, self.a_shift
+            status = {"rows": self.rows, "overflow_rows": self.overflow_rows}
 
         def R(value: object, name: str, *, reset: bool = False) -> Signal:
             """Free-running pass-1 register (no stall)."""
@@ -526,7 +538,7 @@ class OnlineSoftmaxKernel(wiring.Component):
         overflow_rows = Signal(32)
         with m.If(rd[3] & (nb13 > g.max_beats)):
             m.d.sync += overflow_rows.eq(overflow_rows + 1)
-        m.d.comb += regs.reg["overflow_rows"].eq(overflow_rows)
+        m.d.comb += status["overflow_rows"].eq(overflow_rows)
 
         # ------------------------------------------------------------------ pass 2
         ob = fmt.out_bits
@@ -668,5 +680,5 @@ class OnlineSoftmaxKernel(wiring.Component):
         rows = Signal(32)
         with m.If(self.m_axis_tvalid & self.m_axis_tready & self.m_axis_tlast):
             m.d.sync += rows.eq(rows + 1)
-        m.d.comb += regs.reg["rows"].eq(rows)
+        m.d.comb += status["rows"].eq(rows)
         return m
