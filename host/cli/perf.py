@@ -459,8 +459,11 @@ def run_sublayer(args: argparse.Namespace) -> int:
     console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (the weights, X in, the output out) = "
                   f"{r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank" + (" ◀ bound" if r["bound"] == "ddr"
                                                                                else ""))
+    pl_lut = r["pl"]["total"]["lut"]
     console.print("MODELED: the stages hand over whole sequences (hw/perf/sublayer.py states every assumption); the "
-                  "PL's requantizers, residual add, movers and on-chip buffers and the PLIO count not costed")
+                  f"PL's residual adds costed from their synthesis ({pl_lut:,.0f} LUT, "
+                  f"{max(r['pl']['fraction'].values()):.0%} of the fullest PL resource); the attention normalizer "
+                  "lanes, movers, on-chip buffers and the PLIO count not costed")
     result = {"modeled": True, "scope": "sublayer", **r}
     if args.simulate:
         result["simulation"] = _simulate_sublayer(shape, r, console)

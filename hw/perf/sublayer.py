@@ -42,8 +42,9 @@ Assumptions (each can make the real design slower):
   GEMM's last kernel and A by the attention pipelines' requantizer kernel, on the AIE); RoPE, none for this
   encoder sublayer (:func:`pl_units` sizes it for a decoder). NOT costed: the SwiftMax lanes of the attention
   pipelines, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
-  sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (X goes to all projection cascades by
-  broadcast, one stream per K-slice; each cascade and pipeline has its own output PLIO).
+  sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (each projection cascade has its own x
+  streams, one per K-slice, as the graph simulation has them, and its own output PLIO; each attention pipeline its
+  own PLIOs).
 * Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
 * Every cascade's first weight block is on chip when the launch starts: the steady state of consecutive sublayers,
   each prefetching the next one's into its w buffers' free half. A single cold launch adds their DDR load first
