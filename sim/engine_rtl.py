@@ -24,13 +24,13 @@ import numpy as np
 
 from vckattn.golden.engine import engine_format, engine_p
 from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters, swiftmax_regmap
-from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, decode, encode
+from vckattn.hw.engine.streams import BEAT_BYTES, decode, encode, field
 
 __all__ = ["EngineRtlError", "EngineRtlResult", "as_heads", "engine_pl_reference", "engine_reg_writes",
            "engine_top_name", "p_header", "pack_scores", "run_engine_rtl", "score_packet", "split_packets",
            "unpack_scores"]
 
-_ELEM_BITS = next(f for f in PACKET if f.name == "elem_bits")
+_ELEM_BITS = field("packet", "elem_bits")
 
 
 class EngineRtlError(RuntimeError):
@@ -88,7 +88,7 @@ def score_packet(scores: np.ndarray, score_bits: int, *, packet_id: int = 0, til
     hdr = encode("packet", packet_id=packet_id, tile_id=tile_id, slice=slice, elem_bits=score_bits, rows=rows,
                  count=s.size, head=head)
     if extra_bits:
-        pid = next(f for f in PACKET if f.name == "packet_id")
+        pid = field("packet", "packet_id")
         w = hdr.view("<u4").copy()
         w[0] |= np.uint32((int(extra_bits) << (pid.lo + pid.width)) & 0xFFFFFFFF)
         hdr = w.view(np.uint8)

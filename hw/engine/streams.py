@@ -19,6 +19,7 @@ import argparse
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,6 +49,15 @@ class Field:
     @property
     def max(self) -> int:
         return (1 << self.width) - 1
+
+    @property
+    def bit(self) -> int:
+        """First bit of the field within the 128-bit beat (little-endian words)."""
+        return 32 * self.word + self.lo
+
+    def bits_of(self, beat: Any) -> Any:
+        """The field's bits of a 128-bit beat value (anything sliced by bit index: an Amaranth value)."""
+        return beat[self.bit:self.bit + self.width]
 
 
 #: first beat of every q buffer (q_in): one tile of Q_ROWS queries
@@ -135,6 +145,11 @@ HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xt
 
 def _fields(kind: str) -> dict[str, Field]:
     return {f.name: f for f in HEADERS[kind]}
+
+
+def field(kind: str, name: str) -> Field:
+    """Field ``name`` of header ``kind`` (a key of :data:`HEADERS`)."""
+    return _fields(kind)[name]
 
 
 def int16_bits(value: int) -> int:

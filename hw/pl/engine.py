@@ -64,7 +64,7 @@ from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.engine import engine_format, engine_regmap, sentinel
 from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
-from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
+from vckattn.hw.engine.streams import BEAT_BYTES, Field, field
 
 from .axil import RegisterFile, axil_members, shape_of
 from .engine_online import OnlineBuild, OnlineChannel
@@ -84,14 +84,9 @@ LANES: tuple[int, ...] = (1, 2, 4, 8, 16)
 #: Score widths the engine's PL top is built for.
 ENGINE_SCORE_BITS: tuple[int, ...] = (8, 16)
 
-_COUNT: Field = next(f for f in PACKET if f.name == "count")
-_ELEM_BITS: Field = next(f for f in PACKET if f.name == "elem_bits")
-_HEAD: Field = next(f for f in PACKET if f.name == "head")
-
-
-def _bit(f: Field) -> int:
-    """First bit of field ``f`` within the 128-bit beat (little-endian words)."""
-    return 32 * f.word + f.lo
+_COUNT: Field = field("packet", "count")
+_ELEM_BITS: Field = field("packet", "elem_bits")
+_HEAD: Field = field("packet", "head")
 
 
 def check_params(lanes: int, score_bits: int) -> None:
@@ -191,7 +186,7 @@ class EnginePipeline(wiring.Component):
         in_payload, rem, sub, grp = self.in_payload, self.rem, self.sub, self.grp
         assert len(rem) == cw
         data = self.s_axis_tdata
-        count = data[_bit(_COUNT):_bit(_COUNT) + _COUNT.width]
+        count = _COUNT.bits_of(data)
         hb = self.fmt.head_bits
         head = Signal(max(hb, 1))  # the head of the packet whose payload is issuing (latched at its header)
         head_1 = Signal(max(hb, 1))  # the head of the slot in stage 1
@@ -214,7 +209,7 @@ class EnginePipeline(wiring.Component):
             with m.If(hdr_slot):
                 m.d.sync += [in_payload.eq(count != 0), rem.eq(count)]
                 if hb:
-                    m.d.sync += head.eq(data[_bit(_HEAD):_bit(_HEAD) + hb])
+                    m.d.sync += head.eq(data[_HEAD.bit:_HEAD.bit + hb])
                 m.d.sync += [s.eq(0) for s in (sub, grp) if isinstance(s, Signal)]
             with m.Elif(pay_slot):
                 m.d.sync += rem.eq(rem - n)
@@ -236,7 +231,7 @@ class EnginePipeline(wiring.Component):
         m.d.comb += [self.kept.eq(Mux(ce, sum(keep), 0)), self.packet.eq(ce & hdr_slot)]
 
         # header with elem_bits = 8
-        lo, hi = _bit(_ELEM_BITS), _bit(_ELEM_BITS) + _ELEM_BITS.width
+        lo, hi = _ELEM_BITS.bit, _ELEM_BITS.bit + _ELEM_BITS.width
         header = Cat(data[:lo], Const(P_BITS, _ELEM_BITS.width), data[hi:])
 
         # ---------------- lanes (stages 1..6) and the sideband beside them ----------------

@@ -49,7 +49,7 @@ from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.engine import engine_online_format, sentinel
 from vckattn.hw.engine.model import ONLINE_LANES
-from vckattn.hw.engine.streams import BEAT_BYTES, PACKET, Field
+from vckattn.hw.engine.streams import BEAT_BYTES, Field, field
 
 from .online_softmax import OnlineSoftmaxKernel
 from .stream import axis_members
@@ -63,18 +63,10 @@ _W = 8
 #: score buffer's read (1), the last P row to the start of the sending (1), the first header's read (1)
 HANDOVER = 4
 
-_COUNT: Field = next(f for f in PACKET if f.name == "count")
-_ELEM_BITS: Field = next(f for f in PACKET if f.name == "elem_bits")
-_SLICE: Field = next(f for f in PACKET if f.name == "slice")
-_TILE: Field = next(f for f in PACKET if f.name == "tile_id")
-
-
-def _bit(f: Field) -> int:
-    return 32 * f.word + f.lo
-
-
-def _field(data: object, f: Field) -> object:
-    return data[_bit(f):_bit(f) + f.width]  # type: ignore[index]
+_COUNT: Field = field("packet", "count")
+_ELEM_BITS: Field = field("packet", "elem_bits")
+_SLICE: Field = field("packet", "slice")
+_TILE: Field = field("packet", "tile_id")
 
 
 @dataclass(frozen=True)
@@ -203,9 +195,9 @@ class OnlineChannel(wiring.Component):
         jb = Signal(range(max(skw, 2)))
         ib = Signal(range(max(q // 4, 2)))
 
-        h_tile = _field(data, _TILE)
-        h_slice = _field(data, _SLICE)
-        h_count = _field(data, _COUNT)
+        h_tile = _TILE.bits_of(data)
+        h_slice = _SLICE.bits_of(data)
+        h_count = _COUNT.bits_of(data)
         h_good = Signal()
         m.d.comb += h_good.eq((h_count == q * sk) & (h_slice < k))
         match = [Signal(name=f"match{i}") for i in range(2)]
@@ -227,7 +219,7 @@ class OnlineChannel(wiring.Component):
         alloc = Signal()
         m.d.comb += alloc.eq(hdr_fire & h_good & new_tile)
 
-        lo, hi = _bit(_ELEM_BITS), _bit(_ELEM_BITS) + _ELEM_BITS.width
+        lo, hi = _ELEM_BITS.bit, _ELEM_BITS.bit + _ELEM_BITS.width
         m.d.comb += [
             h_w.addr.eq(h_slot * k + h_slice[:len(j_cur)]),
             h_w.data.eq(Cat(data[:lo], Const(8, _ELEM_BITS.width), data[hi:])),
