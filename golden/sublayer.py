@@ -328,6 +328,43 @@ def rope_tables(rope: RopeTables, batch: int, seq: int, head_dim: int,
     return rope_tables_int(*_rope_tables(rope, batch, seq, head_dim), frac=fmt.rope_frac)
 
 
+# ------------------------------------------------------------------------------------------------ the fused Q/K/V GEMM
+
+
+@dataclass(frozen=True)
+class FusedQKV:
+    """The Q, K and V projections as ONE GEMM, as the device runs them: ``w`` ``(n_out, d)`` int8 = W_Q, W_K, W_V
+    stacked by output channel (``n_out = (H + 2·KV)·D``); ``b`` ``(n_out,)`` int64 (zeros where a projection has no
+    bias); ``rq`` the per-output-channel requantization (``rq_q`` on the first ``H·D`` channels, then ``rq_k``,
+    ``rq_v``; scalars broadcast); ``split`` the channel counts ``(H·D, KV·D, KV·D)``."""
+
+    w: np.ndarray
+    b: np.ndarray
+    rq: RequantRegisters
+    split: tuple[int, int, int]
+
+    def unfuse(self, out: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The GEMM's output ``(..., n_out)`` -> ``(q, k, v)`` ``(..., H·D)``, ``(..., KV·D)``, ``(..., KV·D)``."""
+        a, b = self.split[0], self.split[0] + self.split[1]
+        return out[..., :a], out[..., a:b], out[..., b:]
+
+
+def fused_qkv(layer: QuantAttentionLayer) -> FusedQKV:
+    """The layer's Q/K/V projections as one GEMM (:class:`FusedQKV`): ``requantize(x·wᵀ + b, rq)`` then
+    :meth:`FusedQKV.unfuse` equals the three projections of :func:`.quant_attention.head_operands` exactly (the
+    same integers, per channel)."""
+    lins = (layer.q_proj, layer.k_proj, layer.v_proj)
+    regs = (layer.rq_q, layer.rq_k, layer.rq_v)
+    n = tuple(int(lin.w.shape[0]) for lin in lins)
+    w = np.concatenate([np.asarray(lin.w, np.int8) for lin in lins], axis=0)
+    b = np.concatenate([np.zeros(c, np.int64) if lin.b is None else np.broadcast_to(np.asarray(lin.b, np.int64), (c,))
+                        for lin, c in zip(lins, n, strict=True)])
+    mult = np.concatenate([np.broadcast_to(np.asarray(r.mult, np.int64), (c,)) for r, c in zip(regs, n, strict=True)])
+    shift = np.concatenate([np.broadcast_to(np.asarray(r.shift, np.int64), (c,))
+                            for r, c in zip(regs, n, strict=True)])
+    return FusedQKV(w, b, RequantRegisters(mult, shift), n)  # type: ignore[arg-type]
+
+
 # ------------------------------------------------------------------------------------------------ integer forward
 
 
@@ -432,6 +469,7 @@ def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np
 
 __all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_registers", "residual_add_int",
            "RESIDUAL_ID", "residual_regmap", "residual_register_values",
-           "EncoderSublayer", "DecoderSublayer", "check_formats", "calibrate_encoder", "calibrate_decoder",
+           "EncoderSublayer", "DecoderSublayer", "check_formats", "FusedQKV", "fused_qkv", "calibrate_encoder",
+           "calibrate_decoder",
            "swiftmax_constants", "rope_tables", "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm",
            "quantize_input", "encoder_sublayer_float", "decoder_sublayer_float"]

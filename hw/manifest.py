@@ -336,6 +336,15 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
             raise ManifestError(file, "normalizers", f"{norm!r} has no kernel")
     if "engine" in data:
         _check_engine(data, file)
+    if "sublayer" in data:
+        from vckattn.hw.engine.sublayer_build import check_sublayer_section
+
+        if "engine" not in data:
+            raise ManifestError(file, "sublayer", "a sublayer build is an engine build: it needs the engine section")
+        problem = check_sublayer_section(data)
+        if problem:
+            where, _, message = problem.partition(": ")
+            raise ManifestError(file, where, message)
     _check_connectivity(data, file)
 
 

@@ -705,7 +705,8 @@ def build_design(name: str, search: bool = False) -> Any:
 def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
                          names: tuple[str, ...] | None = None) -> dict[Path, str]:
     """Every committed engine file (or those of ``names``): ``<name>.json`` (manifest) and
-    ``engine_designs/<name>.design.json`` -> its text (``search``: the best designs searched again,
+    ``engine_designs/<name>.design.json``, and the sublayer builds' manifests (:mod:`.sublayer_build`) -> its text
+    (``search``: the best designs searched again,
     :func:`build_design`)."""
     out: dict[Path, str] = {}
     for name, (board, _) in ENGINE_BUILDS.items():
@@ -717,6 +718,11 @@ def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
         out[folder / f"{name}.json"] = json.dumps(m, indent=2) + "\n"
         out[folder / DESIGNS_DIR / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(),
                                                                        indent=2) + "\n"
+    from .sublayer_build import SUBLAYER_BUILDS, sublayer_manifest
+
+    for name, build in SUBLAYER_BUILDS.items():
+        if names is None or name in names:
+            out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
     return out
 
 
@@ -738,8 +744,11 @@ def main(argv: list[str] | None = None) -> int:
     g = ap.add_mutually_exclusive_group(required=True)
     g.add_argument("--write-bitstreams", action="store_true", help="write bitstreams/<engine>.json and its design")
     g.add_argument("--check", action="store_true", help="exit 1 if a committed file is stale")
-    ap.add_argument("--only", action="append", choices=sorted(ENGINE_BUILDS), metavar="NAME",
-                    help=f"only this engine (repeatable; one of {', '.join(sorted(ENGINE_BUILDS))}); default: all")
+    from .sublayer_build import SUBLAYER_BUILDS
+
+    builds = sorted([*ENGINE_BUILDS, *SUBLAYER_BUILDS])
+    ap.add_argument("--only", action="append", choices=builds, metavar="NAME",
+                    help=f"only this build (repeatable; one of {', '.join(builds)}); default: all")
     args = ap.parse_args(argv)
     names = tuple(args.only) if args.only else None
     if args.check:

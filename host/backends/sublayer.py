@@ -1,0 +1,464 @@
+"""A sublayer build on a backend: the whole attention sublayer, X in, Y out (``hw/engine/sublayer_build.py``).
+
+:class:`SublayerDevice` runs one layer of a bundle (a :class:`vckattn.golden.sublayer.EncoderSublayer` or
+:class:`~vckattn.golden.sublayer.DecoderSublayer`, from :func:`vckattn.host.export.to_sublayer`) stage by stage, as
+the build's dataflow orders them::
+
+    decoder:  H ─ BHyT site A (PL) ─ U ─ fused Q/K/V GEMM (AIE) ─ RoPE on Q, K (PL) ─ attention engine ─ A
+    encoder:  X ─────────────────────── fused Q/K/V GEMM (AIE) ──────────────────── attention engine ─ A
+    both:     A ─ W_O GEMM (AIE) ─ Y int32 ─ residual add with X / H (PL) ─ R int8      (encoder: LayerNorm on the host)
+
+Every PL unit is first programmed from the bundle's constants through its register map as the manifest records it
+(:func:`vckattn.hw.driver.program`): the ID register checked, every register and table entry written and read back
+exactly (:func:`~vckattn.hw.driver.verify`), and the unit then runs from the registers AS READ BACK (decoded by the
+same map), so a constant that does not survive its register is caught, not silently replaced.
+
+Backends (what runs each stage):
+
+=========  =====================================  ======================================  ===========================
+backend    GEMM cascades (AIE)                    attention                               PL units, their registers
+=========  =====================================  ======================================  ===========================
+``emu``    golden model (``requantize(X·Wᵀ+b)``)  the engine's functional model            golden model; a software
+                                                                                          register file
+``csim``   the cascade's own C++ (scalar path;    the engine's C-simulation               BHyT site A: the HLS
+           vector path with ``vector``)                                                   kernel's C++; residual add,
+                                                                                          RoPE: golden model; a
+                                                                                          software register file
+``rtl``    golden model (the AIE's bit-exact       the engine's PL top in Verilator        every unit in Verilator,
+           model)                                                                         registers over AXI4-Lite
+=========  =====================================  ======================================  ===========================
+
+A sublayer build has no xclbin flow yet (its GEMM stages' graph is not generated): ``xrt`` and ``pynq`` refuse it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import numpy as np
+
+from vckattn.golden.bhyt_int import BHyTSiteRegisters, bhyt_register_values, bhyt_site_int, gamma_values
+from vckattn.golden.errors import UserError
+from vckattn.golden.quant_attention import QuantAttentionLayer, key_mask, narrow_layer
+from vckattn.golden.regmap import RegisterMap, from_word, to_word, wide_names
+from vckattn.golden.requant import RequantRegisters, requantize
+from vckattn.golden.rope_int import rope_int, rope_table_banks
+from vckattn.golden.sublayer import (
+    DecoderSublayer,
+    EncoderSublayer,
+    ResidualRegisters,
+    fused_qkv,
+    residual_add_int,
+    residual_register_values,
+)
+from vckattn.host.backends.base import DeviceError
+
+SUBLAYER_BACKENDS = ("emu", "csim", "rtl")
+
+Sublayer = EncoderSublayer | DecoderSublayer
+
+
+class SublayerError(UserError):
+    """A sublayer this build cannot run (family, width, heads, sequence): refused before any work."""
+
+    exit_code = 5
+
+
+# ------------------------------------------------------------------------------------------------ registers
+
+
+class RegisterFileModel:
+    """A PL unit's register file in software (the ``emu`` and ``csim`` backends): the ID register reads the map's
+    constant; a word written to a register or table entry is held in that entry's width (sign-extended when it is
+    signed) and read back so, as the unit's AXI4-Lite register file does; a write to no writable entry is an
+    error."""
+
+    def __init__(self, regmap: RegisterMap) -> None:
+        self.regmap = regmap
+        self.words: dict[int, int] = {regmap.offset("ID"): regmap.ident}
+        self.fields: dict[int, tuple[int, bool]] = {regmap.offset(r.name): (r.width, r.signed)
+                                                    for r in regmap.writable}
+        self.mems = [(regmap.offset(m.name), m.depth, m.width, m.signed) for m in regmap.mems]
+
+    def _field(self, offset: int) -> tuple[int, bool]:
+        if offset in self.fields:
+            return self.fields[offset]
+        for base, depth, width, signed in self.mems:
+            if base <= offset < base + 4 * depth and not (offset - base) % 4:
+                return width, signed
+        raise DeviceError(f"register file model: write to {offset:#x}, no writable register or table entry")
+
+    def write32(self, offset: int, word: int) -> None:
+        width, signed = self._field(offset)
+        self.words[offset] = to_word(from_word(int(word) & ((1 << width) - 1), width, signed))
+
+    def read32(self, offset: int) -> int:
+        return self.words.get(offset, 0)
+
+
+def program_unit(port: Any, regmap: RegisterMap, values: dict[str, Any], unit: str) -> dict[str, Any]:
+    """Program a unit through ``port``: its ID checked, every value of ``values`` written and read back exactly
+    (:mod:`vckattn.hw.driver`). Returns the values AS READ BACK, decoded by ``regmap`` (tables as lists)."""
+    from vckattn.hw.driver import RegisterError, check_ident, program, verify
+
+    try:
+        check_ident(port, regmap, unit)
+        writes = program(port, regmap, values, unit)
+        words = verify(port, writes, unit)
+    except RegisterError as exc:
+        raise DeviceError(str(exc)) from None
+    out: dict[str, Any] = {}
+    for w in writes:
+        name, _, idx = w.name.partition("[")
+        v = from_word(to_word(words[w.name]), w.width, w.signed)
+        if idx:
+            out.setdefault(name, []).append(v)
+        else:
+            out[name] = v
+    return out
+
+
+def residual_from_values(v: dict[str, Any], d: int, s_out: float) -> ResidualRegisters:
+    """The residual add's registers from its register values (:func:`residual_register_values`' inverse)."""
+    return ResidualRegisters(RequantRegisters(np.asarray(v["y_mult"][:d], np.int64), np.asarray(v["y_shift"][:d],
+                                                                                                  np.int64)),
+                             RequantRegisters(np.int64(v["x_mult"]), np.int64(v["x_shift"])), s_out)
+
+
+def _wide(v: dict[str, Any], name: str, bits: int) -> int:
+    names = wide_names(name, bits)
+    return sum(int(v[n]) << (32 * i) for i, n in enumerate(names))
+
+
+def bhyt_from_values(v: dict[str, Any], d: int, s_out: float, fmt: Any) -> BHyTSiteRegisters:
+    """A BHyT site's registers from its register values (:func:`bhyt_register_values` plus ``gamma``, inverted)."""
+    return BHyTSiteRegisters(int(v["k_mult"]), int(v["k_shift"]), _wide(v, "eps_int", fmt.stat_bits),
+                             _wide(v, "c_int", fmt.stat_bits), np.asarray(v["gamma"][:d], np.int64), int(v["g_frac"]),
+                             s_out)
+
+
+def rope_from_values(v: dict[str, Any], lanes: int, head_dim: int, positions: int) -> tuple[np.ndarray, np.ndarray]:
+    """The int16 tables ``(positions, head_dim)`` from the RoPE unit's banks (:func:`rope_table_banks` inverted)."""
+    hpl = head_dim // (2 * lanes)
+    words = np.zeros((positions, head_dim // 2), np.int64)
+    for k in range(lanes):
+        bank = np.asarray(v[f"table{k}"][:positions * hpl], np.int64) & 0xFFFFFFFF
+        words[:, k::lanes] = bank.reshape(positions, hpl)
+    half_c = ((words & 0xFFFF) ^ 0x8000) - 0x8000
+    half_s = (((words >> 16) & 0xFFFF) ^ 0x8000) - 0x8000
+    return (np.concatenate([half_c, half_c], axis=1).astype(np.int16),
+            np.concatenate([half_s, half_s], axis=1).astype(np.int16))
+
+
+# ------------------------------------------------------------------------------------------------ the device
+
+
+@dataclass
+class SublayerRun:
+    """One sublayer on the device: ``out`` the residual output ``(B, S, d)`` int8 at ``residual.s_out``; ``trace``
+    the stages' integers as the device produced them (``u``, ``stat`` decoder; ``q``, ``k``, ``v`` heads; ``a``
+    heads; ``y`` int32); ``registers`` per unit the words programmed and read back; ``seconds`` per stage."""
+
+    out: np.ndarray
+    trace: dict[str, np.ndarray]
+    registers: dict[str, dict]
+    seconds: dict[str, float] = field(default_factory=dict)
+    cycles: dict[str, int] = field(default_factory=dict)
+
+
+class SublayerDevice:
+    """A sublayer build on ``backend`` (module docstring). Use as a context manager around :meth:`run`."""
+
+    name: ClassVar[str] = "sublayer"
+
+    def __init__(self, manifest: Any, backend: str, seed: int = 0, **options: Any) -> None:
+        from vckattn.host.backends.engine import ENGINE_BACKENDS
+
+        if "sublayer" not in manifest.data:
+            raise UserError(f"{manifest.name}: not a sublayer build (no sublayer section)")
+        if backend not in SUBLAYER_BACKENDS:
+            raise UserError(f"{manifest.name}: a sublayer build runs on {', '.join(SUBLAYER_BACKENDS)}; its GEMM "
+                            f"stages have no xclbin flow yet, so --backend {backend} cannot run it")
+        self.manifest, self.backend, self.seed = manifest, backend, seed
+        self.section = manifest.data["sublayer"]
+        self.vector = bool(options.get("vector", False))
+        self.pauses = bool(options.get("pauses", True))
+        self.engine = ENGINE_BACKENDS[backend](manifest, seed=seed, **options)
+        self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend]}"
+
+    def __enter__(self) -> SublayerDevice:
+        self.engine.open()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.engine.close()
+
+    @property
+    def family(self) -> str:
+        return str(self.section["family"])
+
+    # ---------------------------------------------------------------- checks
+
+    def check(self, sub: Sublayer, seq: int) -> None:
+        """SublayerError naming what this build cannot run: the family, the width, the sequence length, the
+        heads (the engine's head size), the Q/K/V channels (a multiple of the cascade's ``cols``)."""
+        fam = "encoder" if isinstance(sub, EncoderSublayer) else "decoder"
+        name = self.manifest.name
+        if fam != self.family:
+            raise SublayerError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
+                                f"(choose sublayer_small_{fam})")
+        d = int(sub.attn.q_proj.w.shape[1])
+        if d != int(self.section["d_model"]):
+            raise SublayerError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
+                                f"layer has d_model {d}")
+        if seq > self.manifest.max_seq_len:
+            raise SublayerError(f"{name} takes up to {self.manifest.max_seq_len} tokens, got {seq}")
+        layer = sub.attn
+        if layer.head_dim > self.manifest.engine.d:
+            raise SublayerError(f"{name}: head size {layer.head_dim} exceeds the engine's {self.manifest.engine.d}")
+        n_out = (layer.n_heads + 2 * int(layer.n_kv_heads)) * layer.head_dim
+        for g, n in (("qkv", n_out), ("o", d)):
+            cols = int(self.section["gemm"][g]["cols"])
+            if n % cols:
+                raise SublayerError(f"{name}: the {g} cascade makes {cols} channels a block; this layer has {n}")
+        if fam == "decoder":
+            rope = self.section["units"]["rope"]
+            if layer.head_dim != rope["head_dim"]:
+                raise SublayerError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
+                                    f"have {layer.head_dim}")
+
+    def attention_layer(self, layer: QuantAttentionLayer) -> QuantAttentionLayer:
+        """The layer as the engine runs it: its scores narrowed to the build's width (:func:`narrow_layer`)."""
+        try:
+            return narrow_layer(layer, int(self.manifest.engine.score_bits))
+        except ValueError as exc:
+            raise SublayerError(f"{self.manifest.name}: {exc}") from None
+
+    # ---------------------------------------------------------------- stages
+
+    def _gemm(self, x: np.ndarray, w: np.ndarray, b: np.ndarray | None, rq: RequantRegisters | None,
+              which: str) -> np.ndarray:
+        """``x`` ``(n, K)`` int8 through cascade ``which`` (``qkv``: requantized int8; ``o``: int32)."""
+        g = self.section["gemm"][which]
+        if self.backend == "csim":
+            from vckattn.sim.gemm_csim import GemmParams, run_gemm
+
+            p = GemmParams(g["kernels"], g["rows"], g["cols"], g["kslice"], g["out_bits"])
+            try:
+                res = run_gemm(p, x, w, b, rq, vector=self.vector)
+            except ValueError as exc:
+                raise DeviceError(f"{which} GEMM: {exc}") from None
+            if not res.ok or res.out is None:
+                bad = [f"{k}: {t}" for k, (c, t) in res.status.items() if c] + \
+                      [f"{k}: {n} left" for k, n in res.leftover.items()] + \
+                      [f"{k}: {n} missing" for k, n in res.missing.items()]
+                raise DeviceError(f"C-simulation of the {which} GEMM: {'; '.join(bad[:4]) or 'no output'}")
+            return res.out
+        from vckattn.golden.gemm_proj import check_accumulator_range, fold_requant
+
+        try:  # the constants the cascade can hold, as the C++ refuses them
+            check_accumulator_range(np.zeros(w.shape[0], np.int64) if b is None else b, w.shape[1], w.shape[0])
+            if rq is not None:
+                fold_requant(rq, w.shape[0])
+        except ValueError as exc:
+            raise DeviceError(f"{which} GEMM: {exc}") from None
+        acc = x.astype(np.int64) @ w.astype(np.int64).T + (0 if b is None else np.asarray(b, np.int64))
+        return acc.astype(np.int32) if rq is None else requantize(acc, rq).astype(np.int8)
+
+    def _unit_values(self, sub: Sublayer, rope: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict]:
+        d = int(sub.attn.q_proj.w.shape[1])
+        u = self.section["units"]
+        vals = {"residual": residual_register_values(sub.residual, d, int(u["residual"]["max_d"]))}
+        if isinstance(sub, DecoderSublayer):
+            vals["bhyt_site"] = {**bhyt_register_values(sub.site_a, sub.fmt.norm), "gamma": gamma_values(sub.site_a)}
+            c, s = rope  # type: ignore[misc]
+            r = u["rope"]
+            vals["rope"] = {"pos_base": 0, **rope_table_banks(c, s, r["lanes"], r["head_dim"], r["max_pos"])}
+        return vals
+
+    def _program_models(self, vals: dict[str, dict]) -> dict[str, dict]:
+        from vckattn.hw.engine.sublayer_build import unit_regmap
+
+        return {unit: program_unit(RegisterFileModel(unit_regmap(self.manifest, unit)), unit_regmap(self.manifest,
+                                                                                                    unit), v, unit)
+                for unit, v in vals.items()}
+
+    def run(self, sub: Sublayer, x: np.ndarray, keep: np.ndarray | None = None,
+            rope: tuple[np.ndarray, np.ndarray] | None = None) -> SublayerRun:
+        """The sublayer on raw int8 ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder, H at ``s_h`` for the
+        decoder); ``keep`` ``(B, S)`` valid tokens; ``rope`` the int16 tables ``(S, head_dim)`` (decoder). ``sub``
+        must already be the engine's layer of the build's width (:meth:`attention_layer`)."""
+        x = np.asarray(x)
+        if x.ndim != 3 or x.dtype != np.int8:
+            raise ValueError(f"x must be (B, S, d) int8, got {x.shape} {x.dtype}")
+        b, s, d = x.shape
+        self.check(sub, s)
+        dec = isinstance(sub, DecoderSublayer)
+        if dec and (rope is None or np.shape(rope[0]) != (s, sub.attn.head_dim)):
+            raise ValueError(f"a decoder sublayer needs int16 RoPE tables ({s}, {sub.attn.head_dim})")
+        layer = sub.attn
+        t: dict[str, float] = {}
+        trace: dict[str, np.ndarray] = {}
+        cycles: dict[str, int] = {}
+        t0 = time.perf_counter()
+        vals = self._unit_values(sub, rope)
+        rows = x.reshape(b * s, d)
+        if self.backend == "rtl":
+            read = {}
+        else:
+            read = self._program_models(vals)
+        t["program"] = time.perf_counter() - t0
+
+        # BHyT site A (decoder)
+        if dec:
+            t0 = time.perf_counter()
+            u_rows, stat, read_b, cyc = self._bhyt(sub, rows, read)
+            read.setdefault("bhyt_site", read_b)
+            if cyc is not None:
+                cycles["bhyt_site"] = cyc
+            trace["stat"], trace["u"] = stat.reshape(b, s, 1), u_rows.reshape(b, s, d)
+            t["bhyt_site"] = time.perf_counter() - t0
+            gemm_in = u_rows
+        else:
+            gemm_in = rows
+
+        # the fused Q/K/V GEMM
+        t0 = time.perf_counter()
+        fq = fused_qkv(layer)
+        qkv = self._gemm(gemm_in, fq.w, fq.b, fq.rq, "qkv")
+        q, k, v = (_heads(a.reshape(b, s, -1), n) for a, n in zip(fq.unfuse(qkv), (layer.n_heads, layer.n_kv_heads,
+                                                                                   layer.n_kv_heads), strict=True))
+        t["qkv_gemm"] = time.perf_counter() - t0
+        if dec:
+            t0 = time.perf_counter()
+            trace["q_pre"], trace["k_pre"] = q, k
+            q, k, read_r, cyc = self._rope(q, k, vals["rope"], read)
+            read.setdefault("rope", read_r)
+            if cyc is not None:
+                cycles["rope"] = cyc
+            t["rope"] = time.perf_counter() - t0
+        trace.update(q=q, k=k, v=v)
+
+        # attention on the engine
+        t0 = time.perf_counter()
+        self.engine.configure(layer)
+        a = self.engine.run_heads({"q": q, "k": k, "v": v, "keep": key_mask(keep, b, s, layer.causal)})
+        if self.engine.last_cycles:
+            cycles["attention"] = int(self.engine.last_cycles)
+        trace["a"] = a
+        t["attention"] = time.perf_counter() - t0
+
+        # W_O and the residual add
+        t0 = time.perf_counter()
+        a_flat = np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(b * s, -1)
+        y = self._gemm(a_flat, layer.o_proj.w, layer.o_proj.b, None, "o")
+        trace["y"] = y.reshape(b, s, d)
+        t["o_gemm"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out, read_res, cyc = self._residual(sub, y, rows, vals["residual"], read)
+        read.setdefault("residual", read_res)
+        if cyc is not None:
+            cycles["residual"] = cyc
+        t["residual"] = time.perf_counter() - t0
+        return SublayerRun(out.reshape(b, s, d), trace, read, t, cycles)
+
+    # each PL stage: run from the registers as read back (emu, csim), or in Verilator (rtl, which reads them back)
+
+    def _bhyt(self, sub: DecoderSublayer, h: np.ndarray, read: dict) -> tuple[np.ndarray, np.ndarray, dict, int | None]:
+        d = h.shape[1]
+        unit = self.section["units"]["bhyt_site"]
+        if self.backend == "rtl":
+            from vckattn.sim.sublayer_rtl import run_bhyt_site_rtl
+
+            r = run_bhyt_site_rtl(h, sub.site_a, sub.fmt.norm, lanes=unit["lanes"], max_d=unit["max_d"],
+                                  pauses=self.pauses, seed=self.seed)
+            regs = bhyt_from_values(r.readback, d, sub.site_a.s_out, sub.fmt.norm)
+            _same(regs, sub.site_a, "bhyt_site")
+            return np.asarray(r.out, np.int8), np.asarray(r.stat, np.int64), r.readback, r.cycles
+        regs = bhyt_from_values(read["bhyt_site"], d, sub.site_a.s_out, sub.fmt.norm)
+        if self.backend == "csim":
+            from vckattn.sim.hls_norm_csim import bhyt_block
+
+            o = bhyt_block(h, h, regs, regs)
+            return o.u[:, :d].astype(np.int8), o.a_user[:, 0].astype(np.int64), read["bhyt_site"], None
+        stat = (h.astype(np.int64) ** 2).sum(axis=1, keepdims=True)
+        return bhyt_site_int(h, stat, regs, sub.fmt.norm).astype(np.int8), stat[:, 0], read["bhyt_site"], None
+
+    def _rope(self, q: np.ndarray, k: np.ndarray, values: dict, read: dict
+              ) -> tuple[np.ndarray, np.ndarray, dict, int | None]:
+        unit = self.section["units"]["rope"]
+        s, hd = q.shape[2], q.shape[3]
+        if self.backend == "rtl":
+            from vckattn.sim.sublayer_rtl import run_rope_rtl
+
+            c, sn = rope_from_values(values, unit["lanes"], hd, s)
+            rows = np.concatenate([q.reshape(-1, hd), k.reshape(-1, hd)])
+            pos = np.concatenate([np.tile(np.arange(s), q.shape[0] * q.shape[1]),
+                                  np.tile(np.arange(s), k.shape[0] * k.shape[1])])
+            r = run_rope_rtl(rows, pos, c, sn, lanes=unit["lanes"], head_dim=hd, max_pos=unit["max_pos"],
+                             pauses=self.pauses, seed=self.seed)
+            got = rope_from_values(r.readback, unit["lanes"], hd, s)
+            if not (np.array_equal(got[0], c) and np.array_equal(got[1], sn)):
+                raise DeviceError("rope: the tables read back differ from the tables programmed")
+            out = np.asarray(r.out, np.int8)
+            nq = q.size // hd
+            return out[:nq].reshape(q.shape), out[nq:].reshape(k.shape), r.readback, r.cycles
+        c, sn = rope_from_values(read["rope"], unit["lanes"], hd, s)
+        return (rope_int(q, c[None, None], sn[None, None]).astype(np.int8),
+                rope_int(k, c[None, None], sn[None, None]).astype(np.int8), read["rope"], None)
+
+    def _residual(self, sub: Sublayer, y: np.ndarray, x: np.ndarray, values: dict, read: dict
+                  ) -> tuple[np.ndarray, dict, int | None]:
+        d = x.shape[1]
+        unit = self.section["units"]["residual"]
+        if self.backend == "rtl":
+            from vckattn.sim.sublayer_rtl import run_residual_rtl
+
+            r = run_residual_rtl(y, x, sub.residual, lanes=unit["lanes"], max_d=unit["max_d"], pauses=self.pauses,
+                                 seed=self.seed)
+            regs = residual_from_values(r.readback, d, sub.residual.s_out)
+            _same(regs, sub.residual, "residual")
+            return np.asarray(r.out, np.int8), r.readback, r.cycles
+        regs = residual_from_values(read["residual"], d, sub.residual.s_out)
+        return residual_add_int(y, x, regs, sub.fmt), read["residual"], None
+
+
+_WHERE = {
+    "emu": "GEMM cascades and PL units by their golden models, registers in a software register file",
+    "csim": "GEMM cascades in their C++ (C-simulation), BHyT site A in its HLS C++, the residual add and RoPE by "
+            "their golden models, registers in a software register file",
+    "rtl": "every PL unit (BHyT site A, RoPE, residual add) in Verilator with its registers over AXI4-Lite; the GEMM "
+           "cascades by the AIE's bit-exact model",
+}
+
+
+def _heads(t: np.ndarray, heads: int) -> np.ndarray:
+    b, s, n = t.shape
+    return np.ascontiguousarray(t.reshape(b, s, heads, n // heads).transpose(0, 2, 1, 3))
+
+
+def _same(got: Any, want: Any, unit: str) -> None:
+    """DeviceError unless the registers decoded from the read-back words equal the ones programmed."""
+    def flat(r: Any) -> list:
+        if isinstance(r, ResidualRegisters):
+            return [np.asarray(r.rq_y.mult).tolist(), np.asarray(r.rq_y.shift).tolist(), int(r.rq_x.mult),
+                    int(r.rq_x.shift)]
+        return [r.k_mult, r.k_shift, r.eps_int, r.c_int, r.g_frac, np.asarray(r.gamma).tolist()]
+
+    g, w = flat(got), flat(want)
+    if isinstance(got, ResidualRegisters):  # a scalar rq_y is written to every channel
+        w[0] = np.broadcast_to(np.asarray(want.rq_y.mult), np.shape(got.rq_y.mult)).tolist()
+        w[1] = np.broadcast_to(np.asarray(want.rq_y.shift), np.shape(got.rq_y.shift)).tolist()
+    if g != w:
+        raise DeviceError(f"{unit}: the registers read back differ from the constants programmed")
+
+
+def sublayer_of(sub: Sublayer, layer: QuantAttentionLayer) -> Sublayer:
+    """``sub`` with its attention layer replaced (the engine's narrowed layer)."""
+    return replace(sub, attn=layer)
+
+
+__all__ = ["SUBLAYER_BACKENDS", "RegisterFileModel", "SublayerDevice", "SublayerError", "SublayerRun",
+           "bhyt_from_values", "program_unit", "residual_from_values", "rope_from_values", "sublayer_of"]
