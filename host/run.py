@@ -210,6 +210,12 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                             "(layer{i}_input arrays, the format --save writes), or score it on images with "
                             "`vckattn eval --task digits` (or mnist5k)")
         check_text_length(bundle, checkpoint, text, truncate)
+    if "sublayer" in manifest.data:  # a sublayer build: whole sublayers, X in, Y out
+        from vckattn.host.run_sublayer import run_sublayers
+
+        return run_sublayers(bundle_path, backend, bundle, manifest, layers, text=text, input_npz=input_npz,
+                             checkpoint=checkpoint, save=save, device_options=device_options, progress=progress,
+                             arrays=arrays)
 
     m = _source_model(bundle, checkpoint, progress)
     inputs = _text_inputs(m, text, layers, progress) if text is not None else _npz_inputs(m, input_npz, layers)
@@ -316,6 +322,14 @@ def _heads_of(a_flat: np.ndarray, layer: Any) -> np.ndarray:
 
 
 def print_report(report: dict) -> None:
+    if report.get("scope") == "sublayer":
+        from vckattn.host.run_sublayer import print_sublayer_report
+
+        print_sublayer_report(report)
+        from vckattn.host.cli.common import make_console
+
+        make_console().print(model_fidelity_line(report.get("model_fidelity")))
+        return
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console

@@ -48,6 +48,9 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
 
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if "sublayer" in manifest.data and backend not in ("emu", "csim", "rtl"):
+        raise UserError(f"{manifest.name} is a sublayer build: it runs on emu, csim and rtl (its GEMM stages have no "
+                        f"xclbin flow yet, so --backend {backend} cannot run it)")
     engine = bool(manifest.data.get("engine"))
     soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
                                       if int(e["index"]) in layers and e.get("swiftmax") is None]
