@@ -517,6 +517,13 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    if "sublayer" in manifest.data:  # whole sublayers on the device: X in, Y out
+        from vckattn.host.eval_sublayer import evaluate_sublayers
+
+        return evaluate_sublayers(bundle_path, backend, manifest, layers=layers, checkpoint=checkpoint,
+                                  n_sentences=n_sentences, start_topic=start_topic, max_tokens=max_tokens,
+                                  device_options=device_options, progress=progress, task=task, reference=reference,
+                                  n_samples=n_samples)
     max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
                           backend)
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
@@ -588,7 +595,8 @@ def print_report(report: dict) -> None:
     from vckattn.host.cli.common import make_console
 
     b = report["backend"]
-    t = Table(title=f"vckattn eval — attention output per layer, backend {b} ({report['device']})")
+    what = "sublayer" if report.get("scope") == "sublayer" else "attention"
+    t = Table(title=f"vckattn eval — {what} output per layer, backend {b} ({report['device']})")
     for col in ("layer", "normalizer", f"{b} cos vs float layer", f"{b} max rel err", f"{b} cos vs softmax model",
                 "float SwiftMax cos vs softmax model", "tiles"):
         t.add_column(col, justify="right")
@@ -596,7 +604,7 @@ def print_report(report: dict) -> None:
         t.add_row(str(r["layer"]), r["normalizer"], f"{r['backend_vs_float_layer']['cosine']:.6f}",
                   f"{r['backend_vs_float_layer']['max_rel_error']:.3g}",
                   f"{r['backend_vs_softmax_model']['cosine']:.6f}",
-                  f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r["tiles"]))
+                  f"{r['float_swiftmax_vs_softmax_model']['cosine']:.6f}", str(r.get("tiles", "—")))
     s = report["sentences"]
     task = report.get("task")
     what = ("held-out sentences" if task is None else f"{task} test images" if task in IMAGE_TASKS
@@ -645,7 +653,7 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xticks(ly)
     ax.set_xlabel("layer")
-    ax.set_ylabel("1 − cosine of the attention output")
+    ax.set_ylabel(f"1 − cosine of the {'sublayer' if report.get('scope') == 'sublayer' else 'attention'} output")
     ax.legend(fontsize=8)
     fig.tight_layout()
     p1 = out_dir / "layers.png"

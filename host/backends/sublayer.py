@@ -34,6 +34,7 @@ A sublayer build has no xclbin flow yet (its GEMM stages' graph is not generated
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
@@ -372,8 +373,8 @@ class SublayerDevice:
         if self.backend == "rtl":
             from vckattn.sim.sublayer_rtl import run_bhyt_site_rtl
 
-            r = run_bhyt_site_rtl(h, sub.site_a, sub.fmt.norm, lanes=unit["lanes"], max_d=unit["max_d"],
-                                  pauses=self.pauses, seed=self.seed)
+            r = _rtl(run_bhyt_site_rtl, h, sub.site_a, sub.fmt.norm, lanes=unit["lanes"], max_d=unit["max_d"],
+                                  pauses=self.pauses, seed=self.seed, ident=unit["id"])
             regs = bhyt_from_values(r.readback, d, sub.site_a.s_out, sub.fmt.norm)
             _same(regs, sub.site_a, "bhyt_site")
             return np.asarray(r.out, np.int8), np.asarray(r.stat, np.int64), r.readback, r.cycles
@@ -397,8 +398,8 @@ class SublayerDevice:
             rows = np.concatenate([q.reshape(-1, hd), k.reshape(-1, hd)])
             pos = np.concatenate([np.tile(np.arange(s), q.shape[0] * q.shape[1]),
                                   np.tile(np.arange(s), k.shape[0] * k.shape[1])])
-            r = run_rope_rtl(rows, pos, c, sn, lanes=unit["lanes"], head_dim=hd, max_pos=unit["max_pos"],
-                             pauses=self.pauses, seed=self.seed)
+            r = _rtl(run_rope_rtl, rows, pos, c, sn, lanes=unit["lanes"], head_dim=hd, max_pos=unit["max_pos"],
+                             pauses=self.pauses, seed=self.seed, ident=unit["id"])
             got = rope_from_values(r.readback, unit["lanes"], hd, s)
             if not (np.array_equal(got[0], c) and np.array_equal(got[1], sn)):
                 raise DeviceError("rope: the tables read back differ from the tables programmed")
@@ -416,8 +417,8 @@ class SublayerDevice:
         if self.backend == "rtl":
             from vckattn.sim.sublayer_rtl import run_residual_rtl
 
-            r = run_residual_rtl(y, x, sub.residual, lanes=unit["lanes"], max_d=unit["max_d"], pauses=self.pauses,
-                                 seed=self.seed)
+            r = _rtl(run_residual_rtl, y, x, sub.residual, lanes=unit["lanes"], max_d=unit["max_d"], pauses=self.pauses,
+                                 seed=self.seed, ident=unit["id"])
             regs = residual_from_values(r.readback, d, sub.residual.s_out)
             _same(regs, sub.residual, "residual")
             return np.asarray(r.out, np.int8), r.readback, r.cycles
@@ -432,6 +433,17 @@ _WHERE = {
     "rtl": "every PL unit (BHyT site A, RoPE, residual add) in Verilator with its registers over AXI4-Lite; the GEMM "
            "cascades by the AIE's bit-exact model",
 }
+
+
+def _rtl(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """A PL unit's Verilator run; its failures (wrong ID, a register that reads back differently, a run that
+    breaks) as DeviceError."""
+    from vckattn.sim.sublayer_rtl import UnitRtlError
+
+    try:
+        return fn(*args, **kwargs)
+    except UnitRtlError as exc:
+        raise DeviceError(f"rtl: {exc}") from None
 
 
 def _heads(t: np.ndarray, heads: int) -> np.ndarray:
