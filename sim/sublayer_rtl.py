@@ -125,10 +125,20 @@ class _Replay:
         raise AssertionError("the replayed port is read-only")
 
 
-@functools.cache
 def _verilog(top: str, unit: str, params: tuple) -> Path:
-    """Generate the unit's Verilog once a process (the file is rewritten only when its text changes, so the
-    Verilator build stays cached)."""
+    """The unit's Verilog, generated once a process and build folder (the file is rewritten only when its text
+    changes, so the Verilator build stays cached)."""
+    from vckattn.hw.pl.verilog import hw_build_root
+
+    path = _generate(top, unit, params, str(hw_build_root()))
+    if not path.is_file():  # removed since: generate it again
+        _generate.cache_clear()
+        path = _generate(top, unit, params, str(hw_build_root()))
+    return path
+
+
+@functools.cache
+def _generate(top: str, unit: str, params: tuple, root: str) -> Path:
     from vckattn.hw.pl.verilog import generate_verilog
 
     if unit == "bhyt_exact":
@@ -143,7 +153,7 @@ def _verilog(top: str, unit: str, params: tuple) -> Path:
         from vckattn.hw.pl.residual import ResidualKernel
 
         component = ResidualKernel(*params)
-    return generate_verilog(component, top)
+    return generate_verilog(component, top, Path(root) / top)
 
 
 def _run(unit: str, kernel: str, top: str, params: tuple, regmap: RegisterMap, values: dict[str, Any],
