@@ -38,10 +38,15 @@ def minilm_layer(index: int = 2) -> tuple[object, np.ndarray, dict[str, np.ndarr
     return sub, x, {**tr, "r": r}
 
 
-@functools.cache
 def smollm2_layer(index: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """``(trace, c, s)``: layer ``index`` of SmolLM2-135M converted to BHyT as a
-    :class:`~vckattn.golden.sublayer.DecoderSublayer` calibrated on 6 real sentences, the trace of
+    """``(trace, c, s)`` of :func:`smollm2_sublayer`. Slow (loads and converts the checkpoint)."""
+    return smollm2_sublayer(index)[1:]
+
+
+@functools.cache
+def smollm2_sublayer(index: int = 0) -> tuple[object, dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """``(sub, trace, c, s)``: layer ``index`` of SmolLM2-135M converted to BHyT as a
+    :class:`~vckattn.golden.sublayer.DecoderSublayer` ``sub`` calibrated on 6 real sentences, the trace of
     :func:`~vckattn.golden.sublayer.decoder_sublayer_int` on 3 other sentences and its int16 RoPE tables (the
     checkpoint's own rotary embedding). Slow (loads and converts the checkpoint)."""
     require_module("transformers")
@@ -80,4 +85,4 @@ def smollm2_layer(index: int = 0) -> tuple[dict[str, np.ndarray], np.ndarray, np
     hi = quantize_input(ce["h"], sub.s_h)
     c, s = rope_tables(ce["rope"], *hi.shape[:2], 64)
     _, tr = decoder_sublayer_int(sub, hi, c, s, ke)
-    return tr, c, s
+    return sub, tr, c, s
