@@ -42,9 +42,9 @@ STAGES = {"encoder": ("q", "k", "v", "a", "y"), "decoder": ("stat", "u", "q_pre"
 
 
 @functools.cache
-def minilm_swiftmax(index: int = 2) -> tuple:
+def minilm_swiftmax(index: int = 2, n: int = 2) -> tuple:
     """MiniLM layer ``index`` as a SwiftMax encoder sublayer (β/γ initialised from its calibration scores, as the
-    exporter does) calibrated on 8 real sentences; its int8 input on 2 others (padded) and their keep mask."""
+    exporter does) calibrated on 8 real sentences; its int8 input on ``n`` others (padded) and their keep mask."""
     require_module("transformers")
     from vckattn.golden.blocks import BertLayer
     from vckattn.golden.models import load_minilm
@@ -60,7 +60,7 @@ def minilm_swiftmax(index: int = 2) -> tuple:
         return out.hidden_states[index].numpy(), enc["attention_mask"].numpy().astype(bool)
 
     hc, kc = hidden(real_sentences(8))
-    he, ke = hidden(real_sentences(2, start_topic=60))
+    he, ke = hidden(real_sentences(n, start_topic=60))
     blk = BertLayer(384, 12, 1536).double().load_hf(model.encoder.layer[index])
     beta, gamma = swiftmax_constants(blk.attn, hc, kc)
     sub = calibrate_encoder(blk.attn, blk.norm1, hc, kc, "swiftmax", beta, gamma)
@@ -68,9 +68,9 @@ def minilm_swiftmax(index: int = 2) -> tuple:
 
 
 @functools.cache
-def smollm2_swiftmax(index: int = 0) -> tuple:
+def smollm2_swiftmax(index: int = 0, n: int = 2) -> tuple:
     """SmolLM2-135M layer ``index`` converted to BHyT as a SwiftMax decoder sublayer calibrated on 6 real sentences;
-    its int8 block input on 2 others, their keep mask and the int16 RoPE tables ``(S, 64)`` (slow)."""
+    its int8 block input on ``n`` others, their keep mask and the int16 RoPE tables ``(S, 64)`` (slow)."""
     require_module("transformers")
     require_module("gguf")
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -106,7 +106,7 @@ def smollm2_swiftmax(index: int = 0) -> tuple:
         hook.remove()
         return seen, enc["attention_mask"].numpy().astype(bool)
 
-    (cc, kc), (ce, ke) = capture(real_sentences(6)), capture(real_sentences(2, start_topic=60))
+    (cc, kc), (ce, ke) = capture(real_sentences(6)), capture(real_sentences(n, start_topic=60))
     blk = LlamaBlock(576, 9, 3, 1536, "bhyt", seq_len=64).double().load_hf(model.layers[index])
     blk.bhyt.load_state_dict(model.layers[index].bhyt.state_dict())
     f = decoder_sublayer_float(blk.attn, blk.bhyt, cc["h"], kc, cc["rope"])
@@ -119,15 +119,16 @@ def smollm2_swiftmax(index: int = 0) -> tuple:
     return sub, h, ke, c[0], s[0]
 
 
-def _check_run(backend: str, family: str, **options: object) -> None:
-    """Run the family's real layer on ``backend`` and compare every stage with golden, bit for bit."""
+def _check_run(backend: str, family: str, n: int = 2, **options: object) -> None:
+    """Run the family's real layer on ``n`` sentences on ``backend`` and compare every stage with golden, bit for
+    bit."""
     m = load_manifest(f"sublayer_small_{family}")
     dev = SublayerDevice(m, backend, **options)
     if family == "encoder":
-        sub, x, keep = minilm_swiftmax()
+        sub, x, keep = minilm_swiftmax(n=n)
         rope = None
     else:
-        sub, x, keep, c, s = smollm2_swiftmax()
+        sub, x, keep, c, s = smollm2_swiftmax(n=n)
         rope = (c, s)
     sub = sublayer_of(sub, dev.attention_layer(sub.attn))
     if family == "encoder":
@@ -291,3 +292,13 @@ def test_smollm2_bhyt_decoder_sublayer_bit_exact(backend: str) -> None:
 
         require_tools("g++", "hls4ml")
     _check_run(backend, "decoder")
+
+
+@pytest.mark.slow
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+@pytest.mark.parametrize("family", ["encoder", "decoder"])
+def test_sublayer_bit_exact_on_rtl(family: str) -> None:
+    """The PL units (and the engine's PL top) in Verilator, registers over AXI4-Lite, on one real sentence (the
+    units' random pauses are covered by their own tests and tests/test_sublayer_rtl.py)."""
+    _check_run("rtl", family, n=1, pauses=False)

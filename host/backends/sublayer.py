@@ -187,14 +187,28 @@ class SublayerDevice:
         self.vector = bool(options.get("vector", False))
         self.pauses = bool(options.get("pauses", True))
         self.engine = ENGINE_BACKENDS[backend](manifest, seed=seed, **options)
+        self.quiet = bool(options.get("quiet", True))
+        self._logs: Any = None
         self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend]}"
 
     def __enter__(self) -> SublayerDevice:
         self.engine.open()
+        if self.backend == "rtl" and self.quiet:  # the units' simulator output goes to logs, not the terminal
+            import tempfile
+
+            self._logs = tempfile.TemporaryDirectory(prefix="vckattn_sublayer_")
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.engine.close()
+        if self._logs is not None:
+            self._logs.cleanup()
+            self._logs = None
+
+    def _log(self, unit: str) -> Any:
+        from pathlib import Path
+
+        return None if self._logs is None else Path(self._logs.name) / f"{unit}.log"
 
     @property
     def family(self) -> str:
@@ -374,7 +388,7 @@ class SublayerDevice:
             from vckattn.sim.sublayer_rtl import run_bhyt_site_rtl
 
             r = _rtl(run_bhyt_site_rtl, h, sub.site_a, sub.fmt.norm, lanes=unit["lanes"], max_d=unit["max_d"],
-                                  pauses=self.pauses, seed=self.seed, ident=unit["id"])
+                                  pauses=self.pauses, seed=self.seed, ident=unit["id"], log=self._log("bhyt_site"))
             regs = bhyt_from_values(r.readback, d, sub.site_a.s_out, sub.fmt.norm)
             _same(regs, sub.site_a, "bhyt_site")
             return np.asarray(r.out, np.int8), np.asarray(r.stat, np.int64), r.readback, r.cycles
@@ -399,7 +413,7 @@ class SublayerDevice:
             pos = np.concatenate([np.tile(np.arange(s), q.shape[0] * q.shape[1]),
                                   np.tile(np.arange(s), k.shape[0] * k.shape[1])])
             r = _rtl(run_rope_rtl, rows, pos, c, sn, lanes=unit["lanes"], head_dim=hd, max_pos=unit["max_pos"],
-                             pauses=self.pauses, seed=self.seed, ident=unit["id"])
+                             pauses=self.pauses, seed=self.seed, ident=unit["id"], log=self._log("rope"))
             got = rope_from_values(r.readback, unit["lanes"], hd, s)
             if not (np.array_equal(got[0], c) and np.array_equal(got[1], sn)):
                 raise DeviceError("rope: the tables read back differ from the tables programmed")
@@ -418,7 +432,7 @@ class SublayerDevice:
             from vckattn.sim.sublayer_rtl import run_residual_rtl
 
             r = _rtl(run_residual_rtl, y, x, sub.residual, lanes=unit["lanes"], max_d=unit["max_d"], pauses=self.pauses,
-                                 seed=self.seed, ident=unit["id"])
+                                 seed=self.seed, ident=unit["id"], log=self._log("residual"))
             regs = residual_from_values(r.readback, d, sub.residual.s_out)
             _same(regs, sub.residual, "residual")
             return np.asarray(r.out, np.int8), r.readback, r.cycles
