@@ -450,22 +450,7 @@ def _check_semantics(m: dict, file: Path) -> None:
                       f"scale tensor {scale!r} has {st['shape'][0]} entries but this tensor of shape {t['shape']} "
                       f"has {t['shape'][0] if t['shape'] else 'no'} output channels (axis 0)")
 
-    for i, layer in enumerate(layers):
-        _check_layer(m, i, layer, file)
-
-    for name in tensors:
-        mt = _LAYER_TENSOR.match(name)
-        if mt is not None:
-            i = int(mt.group(1))
-            if i >= len(layers) or name not in layers[i]["tensors"]:
-                _fail(file, _field(("tensors", name)),
-                      f"is named as a tensor of layer {i} but is not listed in layers[{i}].tensors")
     version = m["schema_version"]
-    for key, what in (("model_fidelity", "the whole-model check"),):
-        if version < 3 and key in m:
-            _fail(file, key, f"{what} needs schema_version 3 (this manifest says {version})")
-    if version < 3 and any((layer.get("swiftmax") or {}).get("source") is not None for layer in m["layers"]):
-        _fail(file, "layers", f"swiftmax.source needs schema_version 3 (this manifest says {version})")
     for j, layer in enumerate(layers):
         if version < 4 and "sublayer" in layer:
             _fail(file, _field(("layers", j, "sublayer")),
@@ -476,6 +461,21 @@ def _check_semantics(m: dict, file: Path) -> None:
         _fail(file, "formats.sublayer", "missing: a bundle with sublayer constants records the sublayer's formats")
     if "sublayer" in m["formats"]:
         _check_formats(m["formats"]["sublayer"], sublayer_formats(), ("formats", "sublayer"), file)
+    for i, layer in enumerate(layers):
+        _check_layer(m, i, layer, file)
+
+    for name in tensors:
+        mt = _LAYER_TENSOR.match(name)
+        if mt is not None:
+            i = int(mt.group(1))
+            if i >= len(layers) or name not in layers[i]["tensors"]:
+                _fail(file, _field(("tensors", name)),
+                      f"is named as a tensor of layer {i} but is not listed in layers[{i}].tensors")
+    for key, what in (("model_fidelity", "the whole-model check"),):
+        if version < 3 and key in m:
+            _fail(file, key, f"{what} needs schema_version 3 (this manifest says {version})")
+    if version < 3 and any((layer.get("swiftmax") or {}).get("source") is not None for layer in m["layers"]):
+        _fail(file, "layers", f"swiftmax.source needs schema_version 3 (this manifest says {version})")
     fid = m.get("model_fidelity")
     if fid is not None:
         present = {int(layer["index"]) for layer in m["layers"]}
@@ -667,6 +667,10 @@ def rope_format(frac: int) -> str:
     return f"Q{16 - frac}.{frac}"
 
 
+def _an(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
 _SUBLAYER_FIELDS = {"encoder": ("layernorm",), "decoder": ("s_h", "bhyt_eps", "rope")}
 
 
@@ -685,15 +689,15 @@ def _check_sublayer(m: dict, i: int, layer: dict, file: Path) -> None:
                                   "encoders and BHyT Llama decoders have one): must be absent")
     kind = sub["kind"]
     if kind != want:
-        _fail(file, _field(base + ("kind",)), f'= "{kind}", but a {family} model with norm "{norm}" has an {want} '
+        _fail(file, _field(base + ("kind",)), f'= "{kind}", but a {family} model with norm "{norm}" has {_an(want)} '
                                               "sublayer")
     other = "decoder" if kind == "encoder" else "encoder"
     for key in _SUBLAYER_FIELDS[kind]:
         if key not in sub:
-            _fail(file, _field(base + (key,)), f"missing (required in an {kind} sublayer)")
+            _fail(file, _field(base + (key,)), f"missing (required in {_an(kind)} sublayer)")
     for key in _SUBLAYER_FIELDS[other]:
         if key in sub:
-            _fail(file, _field(base + (key,)), f"an {kind} sublayer has no {key} (a field of the {other} sublayer)")
+            _fail(file, _field(base + (key,)), f"{_an(kind)} sublayer has no {key} (a field of the {other} sublayer)")
     d = model["hidden_size"]
 
     def ref(path: tuple, name: str, dtypes: tuple[str, ...], shape: list[int], fmt: str | None = None,

@@ -18,10 +18,12 @@ its tensors), computed by golden's constant functions from calibrated scales:
   positions ``0..max_seq_len-1`` from the checkpoint's own rotary embedding, once per model (``rope.cos``,
   ``rope.sin``). Site A writes the attention input, so its output scale is the attention layer's ``s_x``.
 
-Calibration: every new scale as the attention scales are (:mod:`.quantize`): ``max|v|/127`` (``minmax``) or the
-``percentile`` of ``|v|`` (``percentile``) over every position of the calibration tensors, padded ones included.
-Golden's :func:`~vckattn.golden.sublayer.calibrate_encoder` / ``calibrate_decoder`` take the valid tokens only; the
-two agree whenever the calibration batches hold no padding.
+Calibration: ``max|v|/127`` (``minmax``) or the ``percentile`` of ``|v|`` (``percentile``), as every scale of the
+bundle. The encoder's ``s_out`` is taken over the valid calibration tokens, as golden's
+:func:`~vckattn.golden.sublayer.calibrate_encoder` takes it (padded query rows of an unnormalized SwiftMax hold
+values no real token does). The decoder's ``s_h`` and ``s_out`` are the BHyT sites' input scales, which the exporter
+takes over every position of the calibration tensors, padded ones included (as the attention scales); they equal
+golden's :func:`~vckattn.golden.sublayer.calibrate_decoder` choice whenever the calibration batches hold no padding.
 
 The way back: :func:`to_sublayer` (golden's :class:`EncoderSublayer` / :class:`DecoderSublayer` of a layer) and
 :func:`sublayer_rope` (the decoder's int16 tables for a run's positions) are what the host programs into the device.
@@ -68,13 +70,17 @@ def stored_scales(s_w: np.ndarray) -> np.ndarray:
 @torch.no_grad()
 def encoder_residual_scale(m: LoadedModel, i: int, cap: Captured, normalizer: str, beta: float | np.ndarray,
                            gamma: float | np.ndarray, p_max: float | None, method: str, percentile: float) -> float:
-    """``s_out`` of encoder layer ``i``: the int8 scale of ``x + Attn(x)`` over the calibration tensors (``Attn``:
-    the float golden attention with the layer's normalizer, β/γ and saturation ``p_max``)."""
+    """``s_out`` of encoder layer ``i``: the int8 scale of ``x + Attn(x)`` over the valid calibration tokens
+    (``Attn``: the float golden attention with the layer's normalizer, β/γ and saturation ``p_max``). Padded positions
+    are left out, as golden's calibrate_encoder leaves them: a padded query row of an unnormalized SwiftMax holds
+    values no real token does (MiniLM layer 0, untuned SwiftMax: max |x + Attn(x)| 83 at a padded position, 6.4 over
+    the real tokens)."""
     ly = m.layers[i]
     r = Range(method, percentile, seed=20)
     for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True):
         x64 = x.astype(np.float64)
-        r.add(x64 + float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)["y"])
+        res = x64 + float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)["y"]
+        r.add(res[np.asarray(b.keep, bool)])
     return r.scale()
 
 
