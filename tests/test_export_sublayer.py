@@ -391,9 +391,16 @@ def test_encoder_refusals_and_a_bundle_without_a_sublayer(minilm_bundle, tmp_pat
         sublayer_rope(b, 0, 4)
 
 
-def test_sublayer_round_trips_through_write_load_and_describe(tiny_bundle, minilm_bundle, tmp_path):
+def test_sublayer_round_trips_through_write_load_and_describe(tiny_bundle, minilm_bundle, tmp_path, capsys):
+    from vckattn.host import cli
+
     for name, b in (("decoder", tiny_bundle[0]), ("encoder", load_bundle(minilm_bundle))):
         again = load_bundle(_rewrite(tmp_path, b, lambda m, t: None, name))
+        assert cli.main(["inspect", str(again.path)]) == 0
+        shown = {"decoder": "decoder in 2 of 2 layers: residual add, BHyT site A before the attention, RoPE tables "
+                            "64 x 8",
+                 "encoder": "encoder in 2 of 2 layers: residual add, LayerNorm after it on the host (eps 1e-12)"}
+        assert shown[name] in " ".join(capsys.readouterr().out.split())
         assert again.manifest["layers"] == b.manifest["layers"] and again.manifest["formats"] == b.manifest["formats"]
         assert again.tensors.keys() == b.tensors.keys()
         assert all(np.array_equal(again.tensors[n], a) and again.tensors[n].dtype == a.dtype
