@@ -284,6 +284,67 @@ def test_hf_llama_bhyt_rope_tables_are_the_checkpoints(tmp_path):
     assert isinstance(sub, DecoderSublayer) and sub.attn.online is not None
 
 
+@pytest.mark.slow
+def test_smollm2_bhyt_sublayer(tmp_path):
+    """SmolLM2-135M converted to BHyT, its first layer exported: the bundle's RoPE tables are those the checkpoint's
+    layers receive, the decoder sublayer's s_h and BHyT site A registers are golden's calibrate_decoder ones on the same
+    (unpadded) calibration text, and the bundle's integer sublayer tracks the float sublayer on held-out text within
+    the budget measured on this checkpoint (tests/test_golden_sublayer.py)."""
+    import time
+
+    require_module("gguf")
+    from vckattn.golden.sublayer import calibrate_decoder
+    from vckattn.host.convert_cmd import convert_bhyt
+    from vckattn.host.export import load_model, resolve_checkpoint
+
+    resolve_checkpoint("smollm2")  # installed by `make setup`: a missing checkpoint is a failure, not a skip
+    t0 = time.perf_counter()
+    conv = convert_bhyt("smollm2", tmp_path / "conv", seq_len=64)["checkpoint"]
+    t1 = time.perf_counter()
+    b = load_bundle(export_checkpoint(conv, tmp_path / "b", real_sentences(6), normalizer="softmax", max_layers=1,
+                                      seq_len=12, progress=False, min_model_fidelity=-1, check_samples=4))
+    t2 = time.perf_counter()
+    print(f"\nSmolLM2 BHyT conversion {t1 - t0:.1f} s, export of layer 0 {t2 - t1:.1f} s")
+    assert b.tensors["rope.cos"].shape == (8192, 64)
+    m = load_model(resolve_checkpoint(conv), False)
+    ly = m.layers[0]
+
+    @torch.no_grad()
+    def capture(sentences: list[str], n: int) -> tuple[np.ndarray, tuple, np.ndarray]:
+        seen = {}
+
+        def pre(_m, a, kw):  # noqa: ANN001, ANN202 - a torch forward pre-hook
+            seen["h"] = (a[0] if a else kw["hidden_states"]).double().numpy()
+            seen["rope"] = tuple(t.double().numpy() for t in kw["position_embeddings"])
+
+        hook = ly.block_module.register_forward_pre_hook(pre, with_kwargs=True)
+        enc = m.tokenizer(sentences, padding=True, truncation=True, max_length=n, return_tensors="pt")
+        m.model(**enc, use_cache=False)
+        hook.remove()
+        return seen["h"], seen["rope"], enc["attention_mask"].numpy().astype(bool)
+
+    hc, rc, kc = capture(real_sentences(6), 12)
+    assert kc.all()  # unpadded: the exporter's positions are golden's valid tokens
+    gold = calibrate_decoder(ly.mha, ly.bhyt, hc, kc, rc)
+    sub = to_sublayer(b, 0)
+    assert isinstance(sub, DecoderSublayer) and sub.s_h == gold.s_h
+    for k in ("k_mult", "k_shift", "eps_int", "c_int"):
+        assert sub.site_a.scalars()[k] == gold.site_a.scalars()[k], k
+    # s_out: max |h + Attn(u)|, the float32 model's attention output here, golden's float64 one there
+    assert sub.residual.s_out == pytest.approx(gold.residual.s_out, rel=1e-4)
+    he, re_, ke = capture(real_sentences(4, start_topic=60), 32)
+    seq = he.shape[1]
+    c, s = sublayer_rope(b, 0, seq)
+    want = rope_tables(re_, 4, seq, 64)
+    assert np.array_equal(c, want[0].reshape(c.shape)) and np.array_equal(s, want[1].reshape(s.shape))
+    out, tr = decoder_sublayer_int(sub, quantize_input(he, sub.s_h), c, s, ke)
+    f = decoder_sublayer_float(ly.mha, ly.bhyt, he, ke, re_)
+    mu = compare(tr["u"] * sub.attn.s_x, f["u"], ke)
+    mh = compare(out * sub.residual.s_out, f["h_mid"], ke)
+    print(f"SmolLM2 BHyT layer 0 from the bundle: U cos {mu['cosine']:.5f}, H' = H + Y cos {mh['cosine']:.5f}")
+    assert mu["cosine"] > 0.996 and mh["cosine"] > DEC_MID, (mu, mh)
+
+
 # ------------------------------------------------------------------------------------------ refusals, round trip
 
 
