@@ -804,8 +804,9 @@ def _check_rope(c: np.ndarray, s: np.ndarray, frac: int, base: tuple, file: Path
         if c.shape[1] % 2 or not np.array_equal(t[:, :h], t[:, h:]):
             _fail(file, _field(base + (name,)), "the two halves of each position's row must be equal (rotate-half "
                                                 "RoPE: one angle per pair of dimensions)")
-    if c.shape[0] and (np.any(c64[0] != one) or np.any(s64[0] != 0)):
-        _fail(file, _field(base + ("cos",)), f"position 0 must be the identity (cos 2^{frac}, sin 0)")
+    for name, t, want in (("cos", c64, one), ("sin", s64, 0)):
+        if t.shape[0] and np.any(t[0] != want):
+            _fail(file, _field(base + (name,)), f"position 0 must be the identity (cos 2^{frac}, sin 0)")
     norm2 = c64 * c64 + s64 * s64
     dev = np.abs(norm2 - one * one)
     if dev.size and float(dev.max()) > math.sqrt(2.0) * one + 64:

@@ -378,7 +378,7 @@ DECODER_REFUSALS = [
      r"layers\[0\]\.sublayer\.rope\.cos: tensor 'rope\.cos' is int16 Q2\.14 of shape \[63, 8\]; expected int16 "
      r"Q2\.14 of shape \[64, 8\]"),
     (lambda m, t: t.__setitem__("rope.sin", t["rope.cos"].copy()),
-     r"layers\[0\]\.sublayer\.rope\.cos: position 0 must be the identity"),
+     r"layers\[0\]\.sublayer\.rope\.sin: position 0 must be the identity"),
     (lambda m, t: t.__setitem__("rope.sin", (t["rope.sin"] // 2).astype(np.int16)),
      r"layers\[0\]\.sublayer\.rope\.sin: position \d+, dimension \d+: cos² \+ sin² = \d+, not 2\^28"),
     (lambda m, t: m["layers"][0]["sublayer"].__setitem__("s_h", m["layers"][0]["sublayer"]["s_h"] * 1.01),
