@@ -6,8 +6,10 @@ A bundle is a folder with two files:
   scales, normalizer constants and register values (JSON, schema
   ``host/bundle_schema.json``, ``schema_version`` :data:`SCHEMA_VERSION`);
 * ``tensors.safetensors`` — the integer weights, biases, per-channel scales,
-  requantization registers and BHyT γ registers, keyed by name
-  (``layers.<i>.<...>`` for tensors of layer ``i``).
+  requantization registers, BHyT γ registers and the sublayer's tensors (residual
+  registers, LayerNorm weight/bias, RoPE tables), keyed by name
+  (``layers.<i>.<...>`` for tensors of layer ``i``; ``rope.cos``/``rope.sin`` once
+  per model).
 
 The manifest records every tensor's dtype, shape and the sha256 of its raw
 little-endian bytes; the tensors file carries, in its safetensors header
@@ -29,6 +31,13 @@ layer's float constants (``swiftmax_registers``, ``online_softmax_registers``,
 the requant fold, BHyT site A's ``k_mult``; 1 LSB of tolerance on multipliers and
 rounded offsets, shifts exact); layer order and count; tensor names, dtypes,
 shapes, hashes, declared fixed-point formats and scale references.
+
+The sublayer (schema 4, :func:`_check_sublayer`): every residual register equals
+golden's ``residual_registers`` of the stored scales exactly (``rq_y`` from
+``s_a`` and the stored float32 ``o_proj.weight_scale``); a decoder's BHyT site
+registers equal ``bhyt_site_registers`` of ``s_h`` (site A; site M reads the
+residual's ``s_out``) and site A writes the attention input's ``s_x``; RoPE tables
+are rotations in Q1.14 within their rounding.
 """
 
 from __future__ import annotations
@@ -70,12 +79,14 @@ from vckattn.golden.swiftmax_int import (
 )
 
 SCHEMA_NAME = "vckattn.bundle"
-#: 3: the whole-model export check (``model_fidelity``) and where each layer's SwiftMax β/γ came from
+#: 4: each layer's whole attention sublayer (``sublayer``: the residual add's registers, the encoder's LayerNorm,
+#: the decoder's block-input scale and RoPE tables) and its formats (``formats.sublayer``); 3 (still read, without
+#: sublayer constants): the whole-model export check (``model_fidelity``) and where each layer's SwiftMax β/γ came from
 #: (``swiftmax.source``); 2 (still read): per-head SwiftMax constants (β, γ and the b_beta/c_out registers one per
 #: query head), export warnings and the per-layer fidelity check; 1 (still read): one β/γ per layer, which means
 #: the same constants for every head
-SCHEMA_VERSION = 3
-SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3)
+SCHEMA_VERSION = 4
+SUPPORTED_SCHEMA_VERSIONS: tuple[int, ...] = (1, 2, 3, 4)
 SCHEMA_PATH = Path(__file__).with_name("bundle_schema.json")
 MANIFEST_FILE = "manifest.json"
 TENSORS_FILE = "tensors.safetensors"
@@ -439,6 +450,17 @@ def _check_semantics(m: dict, file: Path) -> None:
                       f"scale tensor {scale!r} has {st['shape'][0]} entries but this tensor of shape {t['shape']} "
                       f"has {t['shape'][0] if t['shape'] else 'no'} output channels (axis 0)")
 
+    version = m["schema_version"]
+    for j, layer in enumerate(layers):
+        if version < 4 and "sublayer" in layer:
+            _fail(file, _field(("layers", j, "sublayer")),
+                  f"sublayer constants need schema_version 4 (this manifest says {version})")
+    if version < 4 and "sublayer" in m["formats"]:
+        _fail(file, "formats.sublayer", f"the sublayer's formats need schema_version 4 (this manifest says {version})")
+    if any(layer.get("sublayer") is not None for layer in layers) and "sublayer" not in m["formats"]:
+        _fail(file, "formats.sublayer", "missing: a bundle with sublayer constants records the sublayer's formats")
+    if "sublayer" in m["formats"]:
+        _check_formats(m["formats"]["sublayer"], sublayer_formats(), ("formats", "sublayer"), file)
     for i, layer in enumerate(layers):
         _check_layer(m, i, layer, file)
 
@@ -449,7 +471,6 @@ def _check_semantics(m: dict, file: Path) -> None:
             if i >= len(layers) or name not in layers[i]["tensors"]:
                 _fail(file, _field(("tensors", name)),
                       f"is named as a tensor of layer {i} but is not listed in layers[{i}].tensors")
-    version = m["schema_version"]
     for key, what in (("model_fidelity", "the whole-model check"),):
         if version < 3 and key in m:
             _fail(file, key, f"{what} needs schema_version 3 (this manifest says {version})")
@@ -579,6 +600,7 @@ def _check_layer(m: dict, i: int, layer: dict, file: Path) -> None:
                   "requant_registers(s_v·2^-p_frac/s_a)")
 
     _check_bhyt(m, i, layer, file)
+    _check_sublayer(m, i, layer, file)
 
 
 def _check_bhyt(m: dict, i: int, layer: dict, file: Path) -> None:
@@ -620,6 +642,179 @@ def _check_bhyt(m: dict, i: int, layer: dict, file: Path) -> None:
                   "bhyt_site_registers(lam_attn, kappa, d=model.hidden_size, s_in=s_stat)")
 
 
+def sublayer_formats() -> dict:
+    """The sublayer's formats a bundle records (``formats.sublayer``): golden's :data:`SUBLAYER_FORMAT` without its
+    ``norm`` (that is ``formats.norm``)."""
+    from vckattn.golden.sublayer import SUBLAYER_FORMAT  # imports torch: only for bundles with a sublayer
+
+    fmt = asdict(SUBLAYER_FORMAT)
+    fmt.pop("norm")
+    return fmt
+
+
+def sublayer_kind(family: str, norm: str) -> str | None:
+    """The sublayer golden declares for a model: ``encoder`` (post-LN BERT: LayerNorm), ``decoder`` (a BHyT Llama),
+    or None (a ViT, a Llama without BHyT: no sublayer declaration)."""
+    if family == "bert" and norm == "layernorm":
+        return "encoder"
+    if family == "llama" and norm == "bhyt":
+        return "decoder"
+    return None
+
+
+def rope_format(frac: int) -> str:
+    """The bundle format of the int16 RoPE tables with ``frac`` fractional bits (Q1.14 is ``Q2.14``: 16 bits)."""
+    return f"Q{16 - frac}.{frac}"
+
+
+def _an(kind: str) -> str:
+    return f"an {kind}" if kind[0] in "aeiou" else f"a {kind}"
+
+
+_SUBLAYER_FIELDS = {"encoder": ("layernorm",), "decoder": ("s_h", "bhyt_eps", "rope")}
+
+
+def _check_sublayer(m: dict, i: int, layer: dict, file: Path) -> None:
+    """A layer's ``sublayer`` entry against the model and the layer's other constants (manifest only; the registers
+    held in tensors are checked by :func:`_check_sublayer_tensors`)."""
+    sub = layer.get("sublayer")
+    if sub is None:
+        return
+    base = ("layers", i, "sublayer")
+    model, tensors = m["model"], m["tensors"]
+    family, norm = model["family"], m["norm"]
+    want = sublayer_kind(family, norm)
+    if want is None:
+        _fail(file, _field(base), f'a {family} model with norm "{norm}" has no sublayer declaration (post-LN BERT '
+                                  "encoders and BHyT Llama decoders have one): must be absent")
+    kind = sub["kind"]
+    if kind != want:
+        _fail(file, _field(base + ("kind",)), f'= "{kind}", but a {family} model with norm "{norm}" has {_an(want)} '
+                                              "sublayer")
+    other = "decoder" if kind == "encoder" else "encoder"
+    for key in _SUBLAYER_FIELDS[kind]:
+        if key not in sub:
+            _fail(file, _field(base + (key,)), f"missing (required in {_an(kind)} sublayer)")
+    for key in _SUBLAYER_FIELDS[other]:
+        if key in sub:
+            _fail(file, _field(base + (key,)), f"{_an(kind)} sublayer has no {key} (a field of the {other} sublayer)")
+    d = model["hidden_size"]
+
+    def ref(path: tuple, name: str, dtypes: tuple[str, ...], shape: list[int], fmt: str | None = None,
+            listed: bool = True) -> None:
+        f = _field(base + path)
+        if name not in tensors:
+            _fail(file, f, f"refers to tensor {name!r}, which is not in the bundle")
+        if listed and name not in layer["tensors"]:
+            _fail(file, f, f"tensor {name!r} is not listed in layers[{i}].tensors")
+        t = tensors[name]
+        if t["dtype"] not in dtypes or t["shape"] != shape or (fmt is not None and t["format"] != fmt):
+            _fail(file, f, f"tensor {name!r} is {t['dtype']} {t['format']} of shape {t['shape']}; expected "
+                           f"{' or '.join(dtypes)}{'' if fmt is None else ' ' + fmt} of shape {shape}")
+
+    o_w = tensor_name_of(i, "o_proj.weight")
+    if o_w not in tensors or not isinstance(tensors[o_w]["scale"], str):
+        _fail(file, _field(base + ("residual", "rq_y")), f"the residual's registers derive from the W_O scales: the "
+                                                         f"bundle needs {o_w!r} with a per-channel scale tensor")
+    ints = tuple(_INT_BITS)
+    for part in ("mult", "shift"):
+        ref(("residual", "rq_y", part), sub["residual"]["rq_y"][part], ints, [d])
+    if kind == "encoder":
+        for part in ("weight", "bias"):
+            ref(("layernorm", part), sub["layernorm"][part], ("float32",), [d])
+        return
+    frac = m["formats"]["sublayer"]["rope_frac"]
+    for part in ("cos", "sin"):
+        ref(("rope", part), sub["rope"][part], ("int16",), [model["max_seq_len"], model["head_dim"]],
+            rope_format(frac), listed=False)
+    bh = layer["bhyt"]
+    bbase = ("layers", i, "bhyt")
+    s_x = layer["scales"]["s_x"]
+    if bh["site_a"]["s_out"] != s_x:
+        _fail(file, _field(bbase + ("site_a", "s_out")),
+              f"= {bh['site_a']['s_out']!r}, but scales.s_x = {s_x!r}: site A writes the attention input, so its "
+              "output scale is the attention layer's s_x")
+    s_h, eps, s_mid = sub["s_h"], sub["bhyt_eps"], sub["residual"]["s_out"]
+    fmt = NormFormat()
+    try:
+        a = bhyt_site_registers(bh["lam_attn"], bh["kappa"], np.zeros(d), d, s_h, s_h, s_x, eps=eps, fmt=fmt)
+        mm = bhyt_site_registers(bh["lam_mlp"], bh["kappa"], np.zeros(d), d, s_mid, s_h, 1.0, c_attn=bh["c_attn"],
+                                 lam_attn=bh["lam_attn"], eps=eps, fmt=fmt)
+    except ValueError as exc:
+        _fail(file, _field(base + ("s_h",)), f"gives no representable BHyT site registers: {exc}")
+    _reg_mismatch(file, bbase + ("site_a",), bh["site_a"], {k: a.scalars()[k] for k in ("eps_int", "k_mult")},
+                  "bhyt_site_registers(lam_attn, kappa, d, s_in = s_stat = sublayer.s_h, eps = sublayer.bhyt_eps)")
+    _reg_mismatch(file, bbase + ("site_m",), bh["site_m"],
+                  {k: mm.scalars()[k] for k in ("eps_int", "c_int", "k_shift", "k_mult")},
+                  "bhyt_site_registers(lam_mlp, kappa, d, s_in = sublayer.residual.s_out, s_stat = sublayer.s_h, "
+                  "c_attn, lam_attn, eps = sublayer.bhyt_eps)")
+
+
+def tensor_name_of(i: int, what: str) -> str:
+    """Layer ``i``'s tensor ``what``: ``layers.{i}.{what}`` (the exporter's names)."""
+    return f"layers.{i}.{what}"
+
+
+def _check_sublayer_tensors(m: dict, arrays: dict[str, np.ndarray], file: Path) -> None:
+    """The sublayer's registers against golden's derivation from the stored scales, exactly, and the RoPE tables."""
+    if all(layer.get("sublayer") is None for layer in m["layers"]):
+        return
+    from vckattn.golden.sublayer import SUBLAYER_FORMAT, residual_registers  # imports torch
+
+    fmt = SUBLAYER_FORMAT
+    for i, layer in enumerate(m["layers"]):
+        sub = layer.get("sublayer")
+        if sub is None:
+            continue
+        base = ("layers", i, "sublayer")
+        res = sub["residual"]
+        s_res = layer["scales"]["s_x"] if sub["kind"] == "encoder" else sub["s_h"]
+        s_w = arrays[m["tensors"][tensor_name_of(i, "o_proj.weight")]["scale"]].astype(np.float64)
+        try:
+            want = residual_registers(layer["scales"]["s_a"] * s_w, s_res, res["s_out"], fmt)
+        except ValueError as exc:
+            _fail(file, _field(base + ("residual", "s_out")), f"gives no representable residual registers: {exc}")
+        source = ("residual_registers(s_a·o_proj.weight_scale, " + ("scales.s_x" if sub["kind"] == "encoder" else
+                                                                   "sublayer.s_h") + ", residual.s_out)")
+        _reg_mismatch(file, base + ("residual", "rq_x"), res["rq_x"],
+                      {"mult": int(want.rq_x.mult), "shift": int(want.rq_x.shift)}, source)
+        for part in ("mult", "shift"):
+            got = arrays[res["rq_y"][part]].astype(np.int64)
+            w = np.asarray(getattr(want.rq_y, part), np.int64)
+            bad = np.flatnonzero(got != w)
+            if bad.size:
+                j = int(bad[0])
+                _fail(file, _field(base + ("residual", "rq_y", part)),
+                      f"channel {j} = {int(got[j])}, but {source} gives {int(w[j])} ({bad.size} of {w.size} channels "
+                      "differ): the registers must be computed from the layer's constants")
+        if sub["kind"] == "decoder":
+            _check_rope(arrays[sub["rope"]["cos"]], arrays[sub["rope"]["sin"]], fmt.rope_frac, base + ("rope",), file)
+
+
+def _check_rope(c: np.ndarray, s: np.ndarray, frac: int, base: tuple, file: Path) -> None:
+    """Int16 RoPE tables ``(positions, D)`` with ``frac`` fractional bits: rotate-half layout (the two halves of a
+    row equal), position 0 the identity, and every (cos, sin) pair a rotation within the tables' rounding
+    (``|c² + s² − 2^(2·frac)| ≤ √2·2^frac + 64``: half an LSB each, and float32 tables' own rounding)."""
+    one = 1 << frac
+    c64, s64 = c.astype(np.int64), s.astype(np.int64)
+    h = c.shape[1] // 2
+    for name, t in (("cos", c64), ("sin", s64)):
+        if t.size and int(np.abs(t).max()) > one:
+            _fail(file, _field(base + (name,)), f"values beyond ±2^{frac} (±1 in Q1.{frac})")
+        if c.shape[1] % 2 or not np.array_equal(t[:, :h], t[:, h:]):
+            _fail(file, _field(base + (name,)), "the two halves of each position's row must be equal (rotate-half "
+                                                "RoPE: one angle per pair of dimensions)")
+    for name, t, want in (("cos", c64, one), ("sin", s64, 0)):
+        if t.shape[0] and np.any(t[0] != want):
+            _fail(file, _field(base + (name,)), f"position 0 must be the identity (cos 2^{frac}, sin 0)")
+    norm2 = c64 * c64 + s64 * s64
+    dev = np.abs(norm2 - one * one)
+    if dev.size and float(dev.max()) > math.sqrt(2.0) * one + 64:
+        p, j = (int(v) for v in np.argwhere(dev == dev.max())[0])
+        _fail(file, _field(base + ("sin",)), f"position {p}, dimension {j}: cos² + sin² = {int(norm2[p, j])}, not "
+                                             f"2^{2 * frac} within the rounding: the tables are not rotations")
+
+
 # --------------------------------------------------------------------------- tensor checks
 
 
@@ -656,6 +851,7 @@ def _check_tensor_data(m: dict, arrays: dict[str, np.ndarray], file: Path) -> No
                     bad = int(np.argwhere((a < lo) | (a > hi))[0][0])
                     _fail(file, refs[part], f"requant {part} registers of layers[{i}].requant.{which} must be in "
                                             f"{lo}..{hi}; found {int(a[bad])} at index {bad}")
+    _check_sublayer_tensors(m, arrays, file)
 
 
 def _check_tensor_files(m: dict, arrays: dict[str, np.ndarray], file: Path) -> None:
@@ -1004,6 +1200,7 @@ def describe(bundle: Bundle) -> dict:
             "scales": dict(layer["scales"]),
             "requant_a": dict(layer["requant"]["a"]),
             "bhyt": None if bh is None else {k: bh[k] for k in ("lam_attn", "lam_mlp", "kappa", "c_attn", "seq_len")},
+            "sublayer": _describe_sublayer(layer.get("sublayer"), bundle),
             "tensor_count": len(layer["tensors"]),
             "tensor_bytes": int(sum(bundle.tensors[n].nbytes for n in layer["tensors"])),
         })
@@ -1030,4 +1227,19 @@ def describe(bundle: Bundle) -> dict:
     }
 
 
-__all__ = ["SCHEMA_VERSION", "BundleError", "Bundle", "write_bundle", "load_bundle", "describe", "tensor_sha256"]
+def _describe_sublayer(sub: dict | None, bundle: Bundle) -> dict | None:
+    """A layer's sublayer summary: its kind, the residual output's scale, and the encoder's LayerNorm ε or the
+    decoder's block-input scale and RoPE table shape."""
+    if sub is None:
+        return None
+    out: dict[str, Any] = {"kind": sub["kind"], "s_out": sub["residual"]["s_out"]}
+    if sub["kind"] == "encoder":
+        out["ln_eps"] = sub["layernorm"]["eps"]
+    else:
+        out |= {"s_h": sub["s_h"], "bhyt_eps": sub["bhyt_eps"],
+                "rope_shape": list(bundle.tensors[sub["rope"]["cos"]].shape)}
+    return out
+
+
+__all__ = ["SCHEMA_VERSION", "BundleError", "Bundle", "write_bundle", "load_bundle", "describe", "rope_format",
+           "sublayer_formats", "sublayer_kind", "tensor_name_of", "tensor_sha256"]

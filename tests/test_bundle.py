@@ -153,7 +153,7 @@ def test_round_trip(tmp_path):
     for name, a in tensors.items():
         assert b.tensor(name).dtype == a.dtype and np.array_equal(b.tensor(name), a), name
     m = b.manifest
-    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 3
+    assert m["schema"] == "vckattn.bundle" and m["schema_version"] == B.SCHEMA_VERSION == 4
     assert m["tool"] == {"name": "vckattn", "version": vckattn.__version__}
     assert m["created"].endswith("Z")
     for key in ("source", "model", "normalizer", "norm", "calibration", "formats"):
@@ -351,17 +351,17 @@ def _both_normalizers(m):
 
 MANIFEST_CASES = [
     _manifest_case(_set(("schema",), "acme.bundle"), "schema", 'unknown schema "acme.bundle": not a vckattn bundle'),
-    _manifest_case(_set(("schema_version",), 4), "schema_version",
-                   "unsupported schema_version 4: this vckattn 0.1.0 reads schema_version 1, 2, 3; it was written by "
-                   "a newer vckattn: upgrade vckattn"),
+    _manifest_case(_set(("schema_version",), 5), "schema_version",
+                   "unsupported schema_version 5: this vckattn 0.1.0 reads schema_version 1, 2, 3, 4; it was written "
+                   "by a newer vckattn: upgrade vckattn"),
     _manifest_case(_delete(("schema_version",)), "schema_version",
-                   "missing (this vckattn 0.1.0 reads schema_version 1, 2, 3)"),
+                   "missing (this vckattn 0.1.0 reads schema_version 1, 2, 3, 4)"),
     _manifest_case(_set(("schema_version",), 1), "layers[0].swiftmax.beta",
                    "per-head values need schema_version 2"),
     _manifest_case(_set(("layers", 0, "swiftmax", "gamma"), [3.5]), "layers[0].swiftmax.gamma",
-                   "schema_version 3 needs one value per query head (2, model.num_heads)"),
+                   "schema_version 4 needs one value per query head (2, model.num_heads)"),
     _manifest_case(_set(("layers", 0, "swiftmax", "registers", "b_beta"), -1000),
-                   "layers[0].swiftmax.registers.b_beta", "schema_version 3 needs one value per query head"),
+                   "layers[0].swiftmax.registers.b_beta", "schema_version 4 needs one value per query head"),
     _manifest_case(_delete(("layers", 1, "scales", "s_v")), "layers[1].scales.s_v", "missing (required field)"),
     _manifest_case(_set(("model", "hidden_size"), "8"), "model.hidden_size", 'must be integer, got string "8"'),
     _manifest_case(_set(("model", "hidden_size"), 8.0), "model.hidden_size", "must be integer, got number 8.0"),
@@ -986,7 +986,7 @@ def test_schema_3_records_the_whole_model_check_and_schema_2_still_loads(tmp_pat
     manifest["model_fidelity"] = dict(MODEL_FIDELITY)
     manifest["layers"][0]["swiftmax"]["source"] = "checkpoint"
     b = load_bundle(write_bundle(tmp_path / "v3", manifest, tensors, meta))
-    assert b.manifest["schema_version"] == 3
+    assert b.manifest["schema_version"] == B.SCHEMA_VERSION
     d = describe(b)
     assert d["model_fidelity"] == MODEL_FIDELITY and d["layers"][0]["beta_source"] == "checkpoint"
 

@@ -63,7 +63,7 @@ def test_untuned_export_is_refused_with_the_exact_fix(bundles, capsys):
     assert rc == 0, err
     man = load_bundle(out).manifest
     fid = man["model_fidelity"]
-    assert man["schema_version"] == 3 and fid["metric"] == "embedding_cosine" and fid["layers"] == [0, 1]
+    assert man["schema_version"] == 4 and fid["metric"] == "embedding_cosine" and fid["layers"] == [0, 1]
     assert fid["score"] < fid["threshold"] == DEFAULT_MIN_MODEL_FIDELITY and fid["samples"] == N
     assert fid["float_swiftmax"] is not None and fid["float_swiftmax"] < fid["threshold"]
     assert fid["min"] <= fid["score"]

@@ -232,6 +232,12 @@ def print_bundle_summary(s: dict) -> None:
                   f"from {escape(cal['data'])}{data_hash}")
     dtypes = ", ".join(f"{k} {v['count']} ({v['bytes']:,} B)" for k, v in t["by_dtype"].items())
     console.print(f"[bold]tensors[/]      {t['count']}, {t['bytes']:,} bytes: {dtypes}")
+    subs = [layer["sublayer"] for layer in s["layers"] if layer.get("sublayer") is not None]
+    if subs:
+        extra = (f"LayerNorm after it on the host (eps {subs[0]['ln_eps']:g})" if subs[0]["kind"] == "encoder" else
+                 f"BHyT site A before the attention, RoPE tables {' x '.join(map(str, subs[0]['rope_shape']))}")
+        console.print(f"[bold]sublayer[/]     {subs[0]['kind']} in {len(subs)} of {len(s['layers'])} layers: residual "
+                      f"add, {extra}")
     from vckattn.host.run import model_fidelity_line
 
     console.print(f"[bold]check[/]        {model_fidelity_line(s.get('model_fidelity'))}")

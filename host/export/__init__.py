@@ -18,7 +18,10 @@ The pipeline (:func:`export_checkpoint`), one module per step, each usable on it
    :func:`float_layer`, which ``vckattn run`` also uses);
 4. :mod:`.constants` — SwiftMax β/γ (checkpoint, or :func:`vckattn.golden.calibrate.init_beta_gamma`) and
    BHyT site constants: :func:`swiftmax_beta_gamma`, :func:`bhyt_registers`;
-5. :mod:`.writer` — the manifest, tensors and bundle (:func:`vckattn.host.bundle.write_bundle`), and
+5. :mod:`.sublayer` — the rest of each layer's sublayer (golden/sublayer.py): the residual add's registers, the
+   encoder's LayerNorm, the decoder's block-input scale and RoPE tables; :func:`to_sublayer` rebuilds golden's
+   :class:`EncoderSublayer` / :class:`DecoderSublayer` from a loaded bundle, :func:`sublayer_rope` its RoPE tables;
+6. :mod:`.writer` — the manifest, tensors and bundle (:func:`vckattn.host.bundle.write_bundle`), and
    :func:`to_quant_layer` to rebuild golden's :class:`QuantAttentionLayer` from a loaded bundle.
 
 :mod:`.pipeline` chains them (:func:`calibrate_layer` for one layer) and runs two checks before anything is
@@ -42,7 +45,7 @@ from .common import (
     LowFidelityError,
     first_line,
 )
-from .constants import SWIFTMAX_INITS, bhyt_registers, calibration_rows, swiftmax_beta_gamma
+from .constants import SWIFTMAX_INITS, bhyt_registers, bhyt_scales, calibration_rows, swiftmax_beta_gamma
 from .golden_checkpoint import (
     GOLDEN_KEY,
     GOLDEN_VERSION,
@@ -67,19 +70,22 @@ from .sources import (
     swiftmax_from_state,
     vckattn_tensors,
 )
+from .sublayer import ROPE_TENSORS, rope_contents, rope_float_tables, sublayer_contents, sublayer_rope, to_sublayer
 from .writer import ExportedLayer, build_manifest, layer_contents, tensor_name, text_sha256, to_quant_layer, write
 
 __all__ = [
     "DEFAULT_BATCH", "DEFAULT_BHYT_SEQ_LEN", "DEFAULT_CALIB_SENTENCES", "DEFAULT_MAX_SENTENCES",
-    "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "FAMILIES", "GOLDEN_KEY", "GOLDEN_VERSION", "SWIFTMAX_INITS",
+    "DEFAULT_PERCENTILE", "DEFAULT_SEQ_LEN", "FAMILIES", "GOLDEN_KEY", "GOLDEN_VERSION", "ROPE_TENSORS",
+    "SWIFTMAX_INITS",
     "Batch", "Captured", "ExportError", "ExportedLayer", "GoldenStack", "LowFidelityError", "LoadedLayer",
     "LoadedModel", "PRange",
-    "Range", "Source", "activation_scales", "bhyt_registers", "build_golden_stack", "build_layer",
+    "Range", "Source", "activation_scales", "bhyt_registers", "bhyt_scales", "build_golden_stack", "build_layer",
     "build_manifest", "bundle_contents", "calibrate_layer", "calibration_batches", "calibration_rows",
     "capture_activations", "check_golden_config", "check_layers", "check_model_type", "check_runs",
     "export_checkpoint",
     "first_line", "float_layer", "hf_weight_files", "keep4", "layer_contents", "layer_output", "load_model",
-    "quiet_transformers", "read_config_json", "resolve_checkpoint", "save_golden_checkpoint",
-    "swiftmax_beta_gamma", "swiftmax_from_state", "tensor_name", "text_sha256", "to_quant_layer",
+    "quiet_transformers", "read_config_json", "resolve_checkpoint", "rope_contents", "rope_float_tables",
+    "save_golden_checkpoint", "sublayer_contents", "sublayer_rope", "swiftmax_beta_gamma", "swiftmax_from_state",
+    "tensor_name", "text_sha256", "to_quant_layer", "to_sublayer",
     "vckattn_tensors", "write",
 ]

@@ -74,10 +74,10 @@ def swiftmax_beta_gamma(m: LoadedModel, i: int, cap: Captured, swiftmax_init: st
 
 
 @torch.no_grad()
-def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: str,
-                   percentile: float) -> tuple[dict, tuple[np.ndarray, np.ndarray]]:
-    """Site A/M registers of BHyT layer ``i`` (golden bhyt_site_registers) from calibrated scales: the manifest's
-    ``bhyt`` entry and the two sites' integer γ vectors."""
+def bhyt_scales(m: LoadedModel, i: int, cap: Captured, method: str, percentile: float) -> tuple[float, float, float]:
+    """The int8 scales around BHyT layer ``i``'s sites, ``(s_h, s_mid, s_mlp)``: the block input ``h`` (site A's input
+    and statistic, the residual input), ``h' = h + Attn(u)`` (the residual output, site M's input) and site M's output,
+    over every position of the calibration tensors (``method``, ``percentile`` as every other scale)."""
     nb = m.layers[i].bhyt
     assert nb is not None
     r_h, r_mid, r_v = (Range(method, percentile, seed=10 + j) for j in range(3))
@@ -88,7 +88,18 @@ def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: st
         r_h.add(ht.numpy())
         r_mid.add(mid.numpy())
         r_v.add(v.numpy())
-    s_h, s_mid, s_mlp = r_h.scale(), r_mid.scale(), r_v.scale()
+    return r_h.scale(), r_mid.scale(), r_v.scale()
+
+
+@torch.no_grad()
+def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: str, percentile: float,
+                   scales: tuple[float, float, float] | None = None) -> tuple[dict, tuple[np.ndarray, np.ndarray]]:
+    """Site A/M registers of BHyT layer ``i`` (golden bhyt_site_registers) from calibrated scales (``scales``: those
+    of :func:`bhyt_scales`, computed when not given): the manifest's ``bhyt`` entry and the two sites' integer γ
+    vectors."""
+    nb = m.layers[i].bhyt
+    assert nb is not None
+    s_h, s_mid, s_mlp = bhyt_scales(m, i, cap, method, percentile) if scales is None else scales
     lam_a, lam_m, c_attn = float(nb.lam_attn), float(nb.lam_mlp), float(nb.c_attn)
     d = nb.weight_attn.shape[0]
     ga = nb.weight_attn.detach().numpy()
@@ -103,4 +114,4 @@ def bhyt_registers(m: LoadedModel, i: int, cap: Captured, s_x: float, method: st
     return entry, (site_a.gamma, site_m.gamma)
 
 
-__all__ = ["SWIFTMAX_INITS", "bhyt_registers", "calibration_rows", "swiftmax_beta_gamma"]
+__all__ = ["SWIFTMAX_INITS", "bhyt_registers", "bhyt_scales", "calibration_rows", "swiftmax_beta_gamma"]

@@ -25,7 +25,7 @@ from .common import (
     ExportError,
     LowFidelityError,
 )
-from .constants import SWIFTMAX_INITS, bhyt_registers, swiftmax_beta_gamma
+from .constants import SWIFTMAX_INITS, bhyt_registers, bhyt_scales, swiftmax_beta_gamma
 from .fidelity import DEFAULT_MIN_FIDELITY, fidelity_problem, layer_fidelity
 from .model_check import (
     DEFAULT_CHECK_SAMPLES,
@@ -38,6 +38,7 @@ from .model_check import (
 from .model_check import check_data as check_data_of
 from .quantize import activation_scales, build_layer
 from .sources import LoadedModel, Source, load_model, resolve_checkpoint
+from .sublayer import rope_contents, sublayer_contents
 from .writer import ExportedLayer, build_manifest, layer_contents, text_sha256, write
 
 
@@ -46,8 +47,8 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
                     min_fidelity: float = DEFAULT_MIN_FIDELITY) -> ExportedLayer:
     """Layer ``i`` through the per-layer steps: SwiftMax β/γ per head (checkpoint or calibration), int8 scales
     and P format (a checkpoint layer tuned for its P format keeps that format: its ``p_max``), the integer layer,
-    BHyT site constants for BHyT layers, and the fidelity check of the integer layer against its float layer
-    (:mod:`.fidelity`)."""
+    BHyT site constants for BHyT layers, the rest of the sublayer (:mod:`.sublayer`), and the fidelity check of the
+    integer layer against its float layer (:mod:`.fidelity`)."""
     ly = m.layers[i]
     beta = gamma = None
     source = None
@@ -60,10 +61,12 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
     layer.causal = m.family == "llama"  # as the bundle's reader builds it (writer.to_quant_layer)
     layer.score_absmax = max((score_absmax(layer, x.astype(np.float64), b.keep, rope)
                               for x, rope, b in zip(cap.x[i], cap.rope[i], cap.batches, strict=True)), default=0)
+    b_scales = None if ly.bhyt is None else bhyt_scales(m, i, cap, method, percentile)
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
-                                                                           percentile)
+                                                                           percentile, b_scales)
+    sub, sub_tensors, _ = sublayer_contents(m, i, cap, layer, normalizer, b_, g_, sat, method, percentile, b_scales)
     fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity, sat)
-    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid, sat)
+    return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid, sat, sub, sub_tensors)
 
 
 def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normalizer: str, chosen: set[int],
@@ -110,6 +113,10 @@ def bundle_contents(m: LoadedModel, source: Source, sentences: list[str], normal
         exported[i] = ex
         entry, t, mt = layer_contents(i, ex)
         entries.append(entry)
+        tensors |= t
+        meta |= mt
+    if any((e.get("sublayer") or {}).get("kind") == "decoder" for e in entries):  # one RoPE table pair per model
+        t, mt = rope_contents(m)
         tensors |= t
         meta |= mt
     model_fid = None

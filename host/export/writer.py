@@ -2,17 +2,17 @@
 
 Per layer (:func:`layer_contents`): the int8 weights ``layers.{i}.{q,k,v,o}_proj.weight`` with their float32
 per-channel ``weight_scale``, int32 biases, the requantization registers (per-channel tensors for q/k/v,
-scalars for the attention output), the SwiftMax (β, γ, registers) or online-softmax registers, and the BHyT
-site constants and integer γ vectors of BHyT layers. :func:`build_manifest` adds the source, the model, the
-calibration provenance and the fixed-point formats. :func:`to_quant_layer` is the way back: golden's
-:class:`QuantAttentionLayer` from a loaded bundle.
+scalars for the attention output), the SwiftMax (β, γ, registers) or online-softmax registers, the BHyT
+site constants and integer γ vectors of BHyT layers, and the rest of the sublayer (:mod:`.sublayer`).
+:func:`build_manifest` adds the source, the model, the calibration provenance and the fixed-point formats.
+:func:`to_quant_layer` is the way back: golden's :class:`QuantAttentionLayer` from a loaded bundle.
 """
 
 from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, OnlineSoftmax
 from vckattn.golden.quant_attention import QuantAttentionLayer, QuantLinear
 from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads
+from vckattn.host.bundle import sublayer_formats
 
 from .common import ExportError
 from .sources import LoadedModel, Source
@@ -41,6 +42,8 @@ class ExportedLayer:
     bhyt_gamma: tuple[np.ndarray, np.ndarray] | None  # integer γ of sites A and M
     fidelity: dict | None = None  # the export check: the integer layer against its float layer (export.fidelity)
     p_max: float | None = None  # a SwiftMax layer tuned for its P format: the saturation of its float layer
+    sublayer: dict | None = None  # the manifest's sublayer entry (export.sublayer); None: no sublayer declaration
+    sublayer_tensors: dict[str, np.ndarray] = field(default_factory=dict)  # its tensors (the RoPE tables: per model)
 
 
 def tensor_name(i: int, what: str) -> str:
@@ -81,6 +84,7 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
             gn = tensor_name(i, f"bhyt.{site}")
             tensors[gn] = np.asarray(g, dtype=np.int16)
             meta[gn] = {"format": f"Q{fmt.g_bits - bhyt[key]['g_frac']}.{bhyt[key]['g_frac']}"}
+    tensors |= ex.sublayer_tensors
     entry = {
         "index": i,
         "scales": {"s_x": L.s_x, "s_q": L.s_q, "s_k": L.s_k, "s_v": L.s_v, "s_a": L.s_a},
@@ -95,6 +99,8 @@ def layer_contents(i: int, ex: ExportedLayer) -> tuple[dict, dict[str, np.ndarra
         "bhyt": bhyt,
         "tensors": list(tensors),
     }
+    if ex.sublayer is not None:
+        entry["sublayer"] = ex.sublayer
     if ex.fidelity is not None:
         entry["fidelity"] = ex.fidelity
     return entry, tensors, meta
@@ -120,7 +126,8 @@ def build_manifest(m: LoadedModel, source: Source, entries: list[dict], n_export
         "normalizer": normalizer,
         "norm": m.norm,
         "calibration": calibration,
-        "formats": numeric_formats(),
+        "formats": numeric_formats() | ({"sublayer": sublayer_formats()} if any("sublayer" in e for e in entries)
+                                        else {}),
         "layers": entries,
     }
 
