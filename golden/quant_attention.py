@@ -255,12 +255,16 @@ def calibrate_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray
     uint8 output (100 = the maximum; lower values saturate the largest weights).
     ``rope``: float ``(cos, sin)`` tables of the calibration positions (Llama); ``s_q``/``s_k`` then
     cover both the projection outputs and the rotated values (the int8 Q/K keep one scale through
-    the integer RoPE). ``causal``: the layer masks future keys (also excluded from P's range).
+    the integer RoPE). ``causal``: the layer masks future keys (also excluded from P's range). ``s_a`` is taken over
+    the real query rows only (``keep``): a padded row's output is dropped, and with SwiftMax it can be far larger than
+    any real one (it would leave every real A at 0).
     """
     f = float_attention(mha, x, keep, normalizer, beta, gamma, rope=rope, causal=causal)
     scales = {"s_x": float(symmetric_scale(x))}
     for n in ("q", "k", "v", "a"):
         vals = f[n] if f"{n}_pre" not in f else np.concatenate((f[n].ravel(), f[f"{n}_pre"].ravel()))
+        if n == "a" and keep is not None:  # real query rows: a padded row's output is dropped
+            vals = vals[np.asarray(keep, bool)]
         scales[f"s_{n}"] = float(symmetric_scale(vals))
     p_max = 1.0
     if normalizer == "swiftmax":

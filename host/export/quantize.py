@@ -96,11 +96,12 @@ class PRange:
 def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, method: str, percentile: float,
                       beta: float | np.ndarray, gamma: float | np.ndarray,
                       p_max: float | None = None) -> tuple[dict[str, float], float]:
-    """Layer ``i``'s int8 scales ``{"s_x", "s_q", "s_k", "s_v", "s_a"}`` and the P value its format must hold
-    (max, or the percentile with ``method="percentile"``, over the kept keys of real query rows; SwiftMax layers only,
-    else 1), from the float golden attention with ``normalizer`` (β, γ for SwiftMax) on the captured inputs. A
-    SwiftMax layer tuned for its P format (``p_max``: its saturation) runs saturating, and its format is that one:
-    the P value returned is ``p_max``."""
+    """Layer ``i``'s int8 scales ``{"s_x", "s_q", "s_k", "s_v", "s_a"}`` (``s_a`` over real query rows only: a
+    padded row's output is dropped, and with SwiftMax it can be far larger than any real one) and the P value its
+    format must hold (max, or the percentile with ``method="percentile"``, over the kept keys of real query rows;
+    SwiftMax layers only, else 1), from the float golden attention with ``normalizer`` (β, γ for SwiftMax) on the
+    captured inputs. A SwiftMax layer tuned for its P format (``p_max``: its saturation) runs saturating, and its
+    format is that one: the P value returned is ``p_max``."""
     ly = m.layers[i]
     rng = {n: Range(method, percentile, seed=j) for j, n in enumerate(SCALED)}
     p_rng = PRange(percentile if method == "percentile" else 100.0)
@@ -108,8 +109,9 @@ def activation_scales(m: LoadedModel, i: int, cap: Captured, normalizer: str, me
         x64 = x.astype(np.float64)
         f = float_layer(m, ly, x64, b.keep, rope, normalizer, beta, gamma, p_max)
         rng["x"].add(x64)
-        for n in ("q", "k", "v", "a"):
+        for n in ("q", "k", "v"):
             rng[n].add(f[n])
+        rng["a"].add(f["a"][np.asarray(b.keep, bool)])  # real query rows: a padded row's output is dropped
         if "q_pre" in f:  # Llama: the projection output (pre-RoPE) must fit the same int8 scale
             rng["q"].add(f["q_pre"])
             rng["k"].add(f["k_pre"])
