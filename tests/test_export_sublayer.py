@@ -13,7 +13,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from conftest import require_module
+from conftest import require_module, tool_available
 
 require_module("transformers")
 
@@ -301,8 +301,9 @@ def test_smollm2_bhyt_sublayer(tmp_path):
     t0 = time.perf_counter()
     conv = convert_bhyt("smollm2", tmp_path / "conv", seq_len=64)["checkpoint"]
     t1 = time.perf_counter()
-    b = load_bundle(export_checkpoint(conv, tmp_path / "b", real_sentences(6), normalizer="softmax", max_layers=1,
-                                      seq_len=12, progress=False, min_model_fidelity=-1, check_samples=4))
+    b = load_bundle(export_checkpoint(conv, tmp_path / "b", real_sentences(6), normalizer="swiftmax",
+                                      swiftmax_init="max", swiftmax_per_head=False, max_layers=1, seq_len=12,
+                                      progress=False, min_model_fidelity=-1, check_samples=4))
     t2 = time.perf_counter()
     print(f"\nSmolLM2 BHyT conversion {t1 - t0:.1f} s, export of layer 0 {t2 - t1:.1f} s")
     assert b.tensors["rope.cos"].shape == (8192, 64)
@@ -325,6 +326,8 @@ def test_smollm2_bhyt_sublayer(tmp_path):
 
     hc, rc, kc = capture(real_sentences(6), 12)
     assert kc.all()  # unpadded: the exporter's positions are golden's valid tokens
+    # the BHyT sites' scales (s_h, and s_out: what site M reads) come from the float model's own forward (softmax:
+    # the SwiftMax of this untuned export is the bundle's only); golden's calibrate_decoder on the same text
     gold = calibrate_decoder(ly.mha, ly.bhyt, hc, kc, rc)
     sub = to_sublayer(b, 0)
     assert isinstance(sub, DecoderSublayer) and sub.s_h == gold.s_h
@@ -338,11 +341,29 @@ def test_smollm2_bhyt_sublayer(tmp_path):
     want = rope_tables(re_, 4, seq, 64)
     assert np.array_equal(c, want[0].reshape(c.shape)) and np.array_equal(s, want[1].reshape(s.shape))
     out, tr = decoder_sublayer_int(sub, quantize_input(he, sub.s_h), c, s, ke)
-    f = decoder_sublayer_float(ly.mha, ly.bhyt, he, ke, re_)
+    sm = b.manifest["layers"][0]["swiftmax"]  # the float sublayer with the bundle's normalizer
+    f = decoder_sublayer_float(ly.mha, ly.bhyt, he, ke, re_, "swiftmax", sm["beta"], sm["gamma"])
     mu = compare(tr["u"] * sub.attn.s_x, f["u"], ke)
     mh = compare(out * sub.residual.s_out, f["h_mid"], ke)
     print(f"SmolLM2 BHyT layer 0 from the bundle: U cos {mu['cosine']:.5f}, H' = H + Y cos {mh['cosine']:.5f}")
     assert mu["cosine"] > 0.996 and mh["cosine"] > DEC_MID, (mu, mh)
+
+    # the bundle's whole sublayer through `vckattn run` on the sublayer build: BHyT site A, the fused Q/K/V GEMM,
+    # RoPE, the engine, W_O and the residual add, every unit programmed from the bundle and read back exactly
+    from vckattn.host.run import run
+
+    text = "The committee approved the new budget after a long debate about schools, roads and the city's parks."
+    backends = ["emu"]
+    if tool_available("g++") and tool_available("hls4ml"):
+        backends.append("csim")
+    for backend in backends:
+        r = run(b.path, backend, text=text, manifest_path="sublayer_small_decoder", progress=False)
+        row = r["layers"][0]
+        assert r["family"] == "decoder" and row["bit_exact"] and row["first_difference"] is None, row
+        assert row["cosine"] > DEC_MID, row
+        assert set(row["registers"]) == {"bhyt_site", "rope", "residual"}
+        assert all(v["read_back"] == "exact" for v in row["registers"].values())
+        assert row["registers"]["bhyt_site"]["words"] == 7 + 576  # k_mult, k_shift, eps/c lo+hi, g_frac; gamma
 
 
 # ------------------------------------------------------------------------------------------ refusals, round trip
