@@ -156,6 +156,7 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
                 fref = _float_reference(m, i, entry, sub, family, x, keep, rope_f[i])
                 row = {"layer": i, "bit_exact": diff is None, "first_difference": diff, **errors(out, fref, keep),
                        "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
+                       "beta_source": (entry.get("swiftmax") or {}).get("source"),
                        "registers": {u: {"words": sum(len(v) if isinstance(v, list) else 1 for v in vals.values()),
                                          "read_back": "exact"} for u, vals in run.registers.items()},
                        "stage_seconds": {k: round(v, 6) for k, v in run.seconds.items()},

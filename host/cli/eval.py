@@ -33,7 +33,9 @@ def add_eval(sub: Subparsers) -> None:
     p.add_argument("--layers", type=index_list, metavar="I[,I...]",
                    help="0-based layers to put on the backend (default: all of the bundle's)")
     p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/, e.g. "
-                   "engine_small (default: vck5000_attention; vck190_attention for pynq)")
+                   "engine_small (default: vck5000_attention; vck190_attention for pynq); a sublayer build "
+                   "(sublayer_small_encoder, sublayer_small_decoder) puts each layer's whole attention sublayer on "
+                   "the backend")
     p.add_argument("--checkpoint", type=Path, metavar="PATH", help="the source checkpoint, if it moved since export")
     p.add_argument("--sentences", type=positive_int, default=32, metavar="N",
                    help="held-out sentences (default 32)")

@@ -28,7 +28,11 @@ def add_run(sub: Subparsers) -> None:
         "SwiftMax layers only), xrt (a VCK5000 "
         "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
         "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
-        "--checkpoint). Exit status 1 if a layer is not bit-exact (the device is wrong), 3 if a bit-exact layer's "
+        "--checkpoint). With a sublayer build (--manifest sublayer_small_encoder or sublayer_small_decoder) the "
+        "whole attention sublayer runs on the device instead, X in, Y out: the Q/K/V and W_O GEMM cascades, the "
+        "engine, the residual add and, for a BHyT decoder, its site A and RoPE, every PL unit programmed from the "
+        "bundle and read back exactly (emu, csim, rtl). Exit status 1 if a layer is not bit-exact (the device is "
+        "wrong), 3 if a bit-exact layer's "
         "cosine vs the float golden is below --min-cosine (the bundle's constants do not fit this input).",
         epilog=examples("vckattn export minilm --out B",
                         "vckattn run --bundle B --backend emu --text \"Attention on the Versal array.\"",
@@ -45,7 +49,7 @@ def add_run(sub: Subparsers) -> None:
                      "the format --save writes")
     p.add_argument("--layers", type=index_list, metavar="I[,I...]", help="0-based layers to run (default: all)")
     p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/ (default: "
-                   "vck5000_attention; vck190_attention for pynq)")
+                   "vck5000_attention; vck190_attention for pynq); a sublayer build runs whole sublayers")
     p.add_argument("--checkpoint", type=Path, metavar="PATH",
                    help="the source checkpoint, if it moved since export (float reference)")
     p.add_argument("--min-cosine", type=_cosine, default=None, metavar="C",
