@@ -5,11 +5,13 @@ projection GEMM kernels' instrumented cycles, :mod:`.gemm_proj`; the attention k
 links' rates), and lets the parts interact:
 
 * **the projection cascades** (Q/K/V, then W_O): each runs its (block, sequence) units in the order
-  :func:`.sublayer.deal_projection` gives; a tile's x slices come over the cascade's x streams (one per K-slice, in
-  parallel) into a ping-pong x buffer, the cascade computes at its slowest kernel's cycles (its kernels in lock-step)
+  :func:`.sublayer.deal_projection` gives; a tile's x slices come over x streams (one per K-slice, in parallel)
+  into a ping-pong x buffer. The cascades that run the same sequences in the same order share their x streams
+  (:func:`.sublayer.broadcast_groups`): a tile goes out once, broadcast to every cascade of the group, when each of
+  them has a free x half (lock-step). A cascade computes at its slowest kernel's cycles (its kernels in lock-step)
   into a ping-pong out buffer, which drains over the cascade's output PLIO into the PL. The w buffer holds one block;
-  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) over
-  the cascade's w stream. Every cascade's first block is on chip at the start (prefetched while the previous
+  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) and then
+  over the cascade's one w stream (every kernel's slice of the block, packet-split to the kernels). Every cascade's first block is on chip at the start (prefetched while the previous
   sublayer ran); the next sublayer's first blocks are prefetched during this one, once its X is in, and the launch
   ends only when they are in.
 * **X** comes from DDR sequence by sequence (one mover) and stays on chip; **the output** (W_O + bias + the
@@ -135,10 +137,23 @@ class _Graph:
         compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
                       for j in range(k)) / DEVICE["aie_clock_hz"]
         tiles = -(-s.seq // rows)
-        for c, units in enumerate(dealt):
-            if units:
-                _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles)
+        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles)
+                    for c, units in enumerate(dealt) if units}
+        for group in sublayer.broadcast_groups(dealt):
+            self.env.process(self.x_in(name, [cascades[c] for c in group], rows * kslice, tiles))
         return left
+
+    def x_in(self, stage: str, group: list[_Cascade], nbytes: int, tiles: int):
+        """A broadcast group's x streams (one a K-slice, in parallel: one link): each tile once, into every
+        cascade's x buffer when all of them have a free half."""
+        link = Link(self.env, self.link_rate, "x_in")
+        for _, b in group[0].units:
+            yield self._gate(stage, b)
+            for _ in range(tiles):
+                yield self.env.all_of([c.x.free.get(1) for c in group])
+                yield self.env.process(link.move(HEADER + nbytes))
+                for c in group:
+                    yield c.x.full.put(1)
 
     # ---- the attention pipelines
     def _attention(self) -> None:
@@ -179,21 +194,11 @@ class _Cascade:
         self.w = PingPong(env)
         self.w.free = simpy.Container(env, capacity=engine.BUFFER_HALVES, init=engine.BUFFER_HALVES - 1)
         self.w.full.put(units[0][0])  # the first block: prefetched
-        self.x_link = Link(env, graph.link_rate, "x_in")
         self.w_link = Link(env, graph.link_rate, "w_in")
         self.out_link = Link(env, graph.link_rate, "out")
         self.busy = 0.0
-        for proc in (self.x_in(), self.w_in(), self.run(), self.drain()):
+        for proc in (self.w_in(), self.run(), self.drain()):
             env.process(proc)
-
-    def x_in(self):
-        g = self.g
-        for _, b in self.units:
-            yield g._gate(self.stage, b)
-            for _ in range(self.tiles):
-                yield self.x.free.get(1)
-                yield g.env.process(self.x_link.move(HEADER + self.rows * self.kslice))
-                yield self.x.full.put(1)
 
     def w_in(self):
         """The blocks after the first, each when the cascade switches to it: DDR (the weight mover), then the w
@@ -205,7 +210,7 @@ class _Cascade:
             with g.weight_mover.request() as req:
                 yield req
                 yield g.env.process(g._read(self.cols * g.s.d_model))
-            yield g.env.process(self.w_link.move(HEADER + self.kslice * self.cols))
+            yield g.env.process(self.w_link.move(g.s.d_model // self.kslice * (HEADER + self.kslice * self.cols)))
             yield self.w.full.put(blk)
 
     def run(self):

@@ -68,9 +68,10 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit", "attention_geometry",
-           "attention_memory", "best_split", "bert_base", "deal_projection", "pl_units", "schedule", "split_cost",
-           "splits", "sublayer_macs", "weight_loads"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit",
+           "attention_geometry", "attention_memory", "available", "best_split", "bert_base", "broadcast_groups",
+           "buffers", "deal_projection", "pl_units", "plios", "resources", "schedule", "split_cost", "splits",
+           "sublayer_macs", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -109,7 +110,8 @@ class SublayerSplit:
     shapes of highest modeled efficiency that fit a tile's memory and keep their x and out buffers within a PLIO's
     rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates). ``normalizer``: the attention pipelines'
     normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
-    dividing ``kq`` (None: ``kq``, one a kernel pair)."""
+    dividing ``kq`` (None: ``kq``, one a kernel pair); ``swiftmax_products``: how the SwiftMax lanes multiply
+    (:data:`.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` in LUTs, ``"dsp"`` in DSP blocks; the same function)."""
 
     @property
     def channels(self) -> int:
@@ -125,6 +127,7 @@ class SublayerSplit:
     o_tile: tuple[int, int, int] = (8, 48, 192)
     normalizer: str = "swiftmax"
     score_channels: int | None = None
+    swiftmax_products: str = "auto"
 
 
 def _device() -> dict[str, float]:
@@ -330,6 +333,25 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
     return {"ready": ready, "end": ready[-1][-1]}
 
 
+#: RoPE units that read one copy of its table: a BRAM36 has two ports, each unit reads at its own row's position
+ROPE_TABLE_READERS = 2
+
+
+def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
+    """Lanes of a Q/K/V cascade's RoPE unit: the fewest (a power of two, whole beats of a half row) that take a
+    tile's ``rows × cols`` int8 outputs within the cascade's tile interval (``chain_cycles`` AIE cycles at the PL
+    clock), so that the unit never slows the cascade."""
+    rows, cols, _ = sp.qkv_tile
+    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8)["chain_cycles"]
+    need = rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
+    lanes = 1
+    while lanes < need:
+        lanes *= 2
+    if s.head_dim % (2 * lanes):
+        raise ValueError(f"a RoPE unit of {lanes} lanes does not divide head_dim {s.head_dim} into whole beats")
+    return lanes
+
+
 def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[str, Any]:
     """The sublayer's PL units at its throughput, MODELED: each unit's LUT/FF/DSP/BRAM/URAM from its Yosys fit
     (:func:`.pl.resources`, UltraScale+ cells as a proxy for the Versal PL) times the units needed to keep pace
@@ -338,9 +360,12 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
     * ``residual``: one unit a W_O cascade, ``lanes`` = the int32 accumulators a PLIO beat carries (4);
     * ``requant``: none: the GEMM's last cascade kernel requantizes Q/K/V and the attention pipelines'
       requantizer kernel A (on the AIE);
-    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): 8-lane
-      units, enough for the 16 int8 elements a PLIO beat carries on every Q/K/V cascade, each with the registry
-      build's table (``max_pos`` 256 positions of ``head_dim`` 64).
+    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): one
+      unit a Q/K/V cascade of :func:`rope_lanes` lanes (its average output rate, not the PLIO's peak: the unit
+      backpressures the out buffer's drain, within the tile interval), each with the registry build's table
+      (``max_pos`` 256 positions of ``head_dim`` 64; the fit's BRAM, the same at every lane count, is the table),
+      one table copy shared by :data:`ROPE_TABLE_READERS` units (a BRAM's two read ports; the host writes it
+      while they are idle).
 
     Returns ``{"units": {name: {"count", "lanes", <resource>: total}}, "total": {<resource>: ...},
     "fraction": {<resource>: total / the device's PL}}`` (resources: ``lut, ff, dsp, bram, uram``)."""
@@ -349,19 +374,201 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
 
     dev = load_device("vck5000").pl
     keys = ("lut", "ff", "dsp", "bram", "uram")
-    rope_lanes = 8
     plan = {"residual": (sp.n_o, DEVICE["plio_bytes"] // 4), "requant": (0, 1),
-            "rope": (sp.n_qkv * DEVICE["plio_bytes"] // rope_lanes if rope else 0, rope_lanes)}
+            "rope": (sp.n_qkv, rope_lanes(s, sp)) if rope else (0, 1)}
     units = {}
     for name, (count, lanes) in plan.items():
         r = pl.resources(name, lanes)
         units[name] = {"count": count, "lanes": lanes, **{k: count * r[k] for k in keys}}
+        if name == "rope":
+            units[name]["bram"] = math.ceil(count / ROPE_TABLE_READERS) * r["bram"]
+            units[name]["table_copies"] = math.ceil(count / ROPE_TABLE_READERS)
     total = {k: sum(u[k] for u in units.values()) for k in keys}
     return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
 
 
-def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
-    """The modeled time and fraction of peak of one split (module doc; JSON-ready)."""
+#: the resources a split uses and is checked on (each within ``tile_cap`` of the device's: :func:`resources`)
+RESOURCES = ("aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram")
+#: bits a stream into or out of a PL buffer moves a PL cycle: one 128-bit PLIO beat
+STREAM_BITS = 8 * engine.PLIO_BEAT_BYTES
+
+
+@functools.cache
+def available() -> dict[str, float]:
+    """The VCK5000's limits of every :data:`RESOURCES` entry (``hw/perf/device.json``: 400 AIE tiles; 156 in and
+    117 out usable 128-bit PLIOs, CHARM's CDSE; the PL less the shell: 880K LUT, 1.76M FF, 1,968 DSP58, 867
+    BRAM36, 420 URAM) and the memory blocks' bits and port widths (URAM288 4K × 72, BRAM36 512 × 72, AM007)."""
+    from .model import Design, device_data, load_device, resources_available
+
+    dev = load_device("vck5000")
+    avail = resources_available(Design(plio_bits=engine.PLIO_BEAT_BYTES * 8), dev)
+    raw = device_data()["devices"]["vck5000"]
+    return {**{k: avail[k] for k in RESOURCES}, "uram_bits": dev.uram_bits, "uram_width_bits": dev.uram_width_bits,
+            "bram_bits": raw["bram_bits"]["value"], "bram_width_bits": raw["bram_width_bits"]["value"]}
+
+
+def broadcast_groups(dealt: list[list[tuple[int, int]]]) -> list[list[int]]:
+    """The cascades of a projection stage that share x streams (:func:`deal_projection`'s dealing): those that run
+    the same sequences in the same order, as many units of each, so that they take the same x tiles in lock-step.
+    A group has one x stream per K-slice, broadcast by the AIE stream switch to its cascades' kernels of that
+    K-slice (as the engine broadcasts q_in to its QKᵀ kernels); cascades in different places of the sequences need
+    their own streams."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for c, units in enumerate(dealt):
+        if units:
+            groups.setdefault(tuple(b for _, b in units), []).append(c)
+    return list(groups.values())
+
+
+@functools.cache
+def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int) -> dict[str, int]:
+    """A projection stage's 128-bit PLIOs: ``x`` one a K-slice a broadcast group (:func:`broadcast_groups`),
+    ``w`` one a cascade (its weight blocks, packet-split to its kernels as the engine's k_in), ``out`` one a
+    cascade (its last kernel's output buffer); ``cascades``: those with work, ``groups``: broadcast groups."""
+    dealt = deal_projection(out_cols // tile[1], s.batch, n)
+    groups = len(broadcast_groups(dealt))
+    active = sum(1 for u in dealt if u)
+    return {"x": s.d_model // tile[2] * groups, "w": active, "out": active, "cascades": active, "groups": groups}
+
+
+def _attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
+    """The attention pipelines of split ``sp`` as the engine model's workload and design (operands on chip)."""
+    from .model import Design, Workload
+
+    g = attention_geometry(s, sp)
+    w = Workload(heads=s.heads, d_head=s.head_dim, seq=s.seq, batch=s.batch, layers=(sp.normalizer,),
+                 operands="on_chip")
+    lanes = {"lanes_swiftmax": LANES if sp.normalizer == "swiftmax" else 0,
+             "lanes_online_softmax": LANES if sp.normalizer == "online_softmax" else 0}
+    d = Design(pipelines=sp.n_att, qk_kernels=sp.kq, pv_kernels=sp.kq, q_rows=sp.q_rows, score_bits=8,
+               score_plios=sp.channels, swiftmax_products=sp.swiftmax_products, pl_clock_mhz=g.f_pl / 1e6, o_bits=8,
+               max_seq=g.keys, head_dim=g.d, **lanes)
+    return w, d
+
+
+def _attention_resources(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
+    """The attention pipelines' resources as the engine model counts them (:func:`.engine.resources`): AIE tiles,
+    PLIOs (q_in, k_in, v_in and a p_in a channel in; an s_out a channel and o_out out), the score channels'
+    normalizer instances (their Yosys fits, SwiftMax's products in LUTs or DSPs; online softmax's row-assembly
+    buffers in URAM) and each pipeline's q, k, v and output movers, here without AXI4 master ports (they read and
+    write the PL's Q/K/V and A buffers)."""
+    return _attention_resources_of(s, SublayerSplit(0, 0, sp.n_att, sp.kq, q_rows=sp.q_rows, normalizer=sp.normalizer,
+                                                    score_channels=sp.channels,
+                                                    swiftmax_products=sp.swiftmax_products))
+
+
+@functools.cache
+def _attention_resources_of(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
+    from .model import _pl_resources, load_device
+
+    w, d = _attention_design(s, sp)
+    return engine.resources(w, d, load_device("vck5000"), (sp.normalizer,), _pl_resources, ddr_ports=False)
+
+
+@functools.cache
+def _attention_plios(n_att: int, channels: int) -> dict[str, int]:
+    from .model import Design
+
+    return engine.plios(Design(pipelines=n_att, qk_kernels=channels, pv_kernels=channels, score_plios=channels))
+
+
+def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
+    """128-bit PLIOs of split ``sp``, in (PL → AIE) and out: each projection stage's x streams (one a K-slice a
+    broadcast group), w streams and output PLIOs (:func:`_stage_streams`), the attention pipelines' as the engine
+    counts them (:func:`.engine.plios`)."""
+    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
+    o = _stage_streams(s, sp.o_tile, sp.n_o, s.d_model)
+    att = _attention_plios(sp.n_att, sp.channels)
+    return {"qkv": qkv, "o": o, "attention": att, "in": qkv["x"] + qkv["w"] + o["x"] + o["w"] + att["in"],
+            "out": qkv["out"] + o["out"] + att["out"]}
+
+
+def _blocks(bits: int, streams: dict[int, int], block_bits: int, width_bits: int) -> int:
+    """Memory blocks of a buffer of ``bits``, every stream (``streams``: {its bits a PL cycle: how many}) on ports
+    of its own (one port a block, ``width_bits`` wide, as the engine model sizes the online-softmax row buffers)."""
+    return max(math.ceil(bits / block_bits), sum(n * math.ceil(w / width_bits) for w, n in streams.items()))
+
+
+def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The PL buffers between the stages (bytes, and the streams on them, bits a PL cycle each):
+
+    * ``x``: all of X, ``N·d`` bytes (read from DDR first, in sequence order, and kept for the residual): written
+      by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each);
+    * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``3·S·d`` bytes each: written by the Q/K/V
+      cascades' output PLIOs, read by every attention pipeline's q_in, k_in and v_in;
+    * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, ``S·d`` bytes each: written by the pipelines' o_out, read by
+      the W_O stage's x streams.
+
+    Each entry: ``bytes``, ``streams`` and the blocks it takes in URAM (``uram``) or BRAM (``bram``)
+    (``io``: :func:`plios` of the split, if known)."""
+    a = available()
+    io = io or plios(s, sp)
+    d = s.d_model
+    residual_bits = 8 * DEVICE["plio_bytes"] // 4  # a residual unit's int8 X a cycle (its lanes)
+    spec = {"x": (s.tokens * d, {STREAM_BITS: 1 + io["qkv"]["x"], residual_bits: sp.n_o}),
+            "qkv": (SEQUENCE_SLOTS * 3 * s.seq * d, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
+            "a": (SEQUENCE_SLOTS * s.seq * d, {STREAM_BITS: sp.n_att + io["o"]["x"]})}
+    return {k: {"bytes": n, "streams": sum(st.values()),
+                "uram": _blocks(8 * n, st, a["uram_bits"], a["uram_width_bits"]),
+                "bram": _blocks(8 * n, st, a["bram_bits"], a["bram_width_bits"])} for k, (n, st) in spec.items()}
+
+
+def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:
+    """The projection stages' PL movers in the parts of ``pl_infrastructure.json``: a buffer reader
+    (``mm2s_engine``) on every x and w stream, plus the X mover and the weight mover (DDR readers); a writer
+    (``s2mm_engine``) on every cascade's output (into the Q/K/V buffer, or the residual's Y into DDR); AXI4 master
+    ports: the X mover's, the weight mover's and one a W_O cascade's output writer."""
+    io = io or plios(s, sp)
+    q, o = io["qkv"], io["o"]
+    return {"mm2s_engine": q["x"] + q["w"] + o["x"] + o["w"] + 2, "s2mm_engine": q["out"] + o["out"],
+            "axi_master": 2 + o["out"]}
+
+
+def resources(s: SublayerShape, sp: SublayerSplit, rope: bool = False,
+              limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    """Every resource split ``sp`` uses (:data:`RESOURCES`) against the device's (:func:`available`, or
+    ``limits`` in its place), MODELED:
+
+    * ``aie_tiles``: every kernel on its own tile (the Q/K/V and W_O cascades' kernels, the pipelines' ``2·kq + 1``);
+    * ``plio_in`` / ``plio_out``: :func:`plios`;
+    * the PL: the attention pipelines' normalizers and movers (:func:`_attention_resources`), the PL units
+      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the projection movers (:func:`projection_movers`)
+      and the buffers (:func:`buffers`), each buffer placed in URAM or BRAM, whichever leaves the fuller of the two
+      the emptier (the largest first).
+
+    Returns ``{"used", "available", "fraction", "fullest", "parts", "buffers", "plios"}``."""
+    avail = {**available(), **dict(limits)}
+    io = plios(s, sp)
+    att = _attention_resources(s, sp)
+    pl_keys = engine.RESOURCE_KEYS
+    units = pl_units(s, sp, rope)["total"]
+    movers = engine.parts_resources(projection_movers(s, sp, io))
+    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers}
+    used = {k: sum(p[k] for p in parts.values()) for k in pl_keys}
+    bufs = buffers(s, sp, io)
+    for name in sorted(bufs, key=lambda k: -bufs[k]["bytes"]):
+        b = bufs[name]
+
+        def fuller(mem: str, b: dict[str, Any] = b) -> float:
+            after = {m: used[m] + (b[m] if m == mem else 0) for m in ("uram", "bram")}
+            return max(after[m] / avail[m] for m in after)
+
+        b["memory"] = min(("uram", "bram"), key=fuller)
+        used[b["memory"]] += b[b["memory"]]
+    parts["buffers"] = {k: float(sum(b[b["memory"]] for b in bufs.values() if b["memory"] == k) if k in
+                                 ("uram", "bram") else 0.0) for k in pl_keys}
+    used["aie_tiles"] = float(sp.n_qkv * s.d_model // sp.qkv_tile[2] + sp.n_o * s.d_model // sp.o_tile[2]
+                              + att["aie_tiles"])
+    used["plio_in"], used["plio_out"] = float(io["in"]), float(io["out"])
+    used = {k: used[k] for k in RESOURCES}
+    fraction = {k: used[k] / avail[k] for k in RESOURCES}
+    return {"used": used, "available": {k: avail[k] for k in RESOURCES}, "fraction": fraction,
+            "fullest": max(fraction, key=lambda k: fraction[k]), "parts": parts, "buffers": bufs, "plios": io}
+
+
+def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    """The modeled time and fraction of peak of one split (module doc; JSON-ready), with every resource it uses
+    (``"resources"``: :func:`resources`, against the device's limits or ``limits``)."""
     macs = sublayer_macs(s)
     staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
               "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
@@ -383,18 +590,26 @@ def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
             "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "seconds": total, "bound": "ddr" if ddr > compute else top,
-            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp)}
+            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp),
+            "resources": resources(s, sp, limits=limits)}
 
 
-def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[dict[str, Any]]:
-    """The cost (:func:`split_cost`) of every split within ``tile_cap`` of the AIE tiles (every kernel one tile)
-    whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4, every score
-    channel count dividing it and as many attention pipelines as the rest of the tiles hold, whose costed PL units
-    (:func:`pl_units`) stay within ``tile_cap`` of every PL resource (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``,
-    ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
-    cap = int(tile_cap * DEVICE["aie_tiles"])
+def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, float], ...] = (),
+           **tiles: Any) -> Iterator[dict[str, Any]]:
+    """The cost (:func:`split_cost`) of every split whose kernels fit a tile's data memory and that uses at most
+    ``tile_cap`` of EVERY resource (:data:`RESOURCES`: AIE tiles, PLIOs in and out, LUT, FF, DSP, BRAM, URAM;
+    :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4,
+    every score channel count dividing it and as many attention pipelines as the rest of the tiles hold; a SwiftMax
+    split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest resource the emptier (``tiles``:
+    ``qkv_tile``, ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``: fixed, as
+    :class:`SublayerSplit`)."""
+    avail = {**available(), **dict(limits)}
+    cap = int(tile_cap * avail["aie_tiles"])
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
+    swift = tiles.get("normalizer", "swiftmax") == "swiftmax"
+    products = [tiles["swiftmax_products"]] if "swiftmax_products" in tiles else (["auto", "dsp"] if swift else
+                                                                                  ["auto"])
     for kq in (1, 2, 4):
         if s.seq % kq or (s.seq // kq) % 16:
             continue
@@ -405,27 +620,42 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[di
                     continue
                 for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
                           [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
-                    c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m}))
-                    if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
+                    io = plios(s, SublayerSplit(n_qkv, n_o, n_att, kq, score_channels=m))
+                    if (io["in"] > tile_cap * avail["plio_in"] or io["out"] > tile_cap * avail["plio_out"]):
+                        continue  # (checked again with the rest below: the PLIOs first, the cheapest)
+                    best = None
+                    for prod in products:
+                        sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
+                                                                     "swiftmax_products": prod})
+                        r = resources(s, sp, limits=limits)
+                        if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
+                            best = (sp, r)
+                    sp, r = best
+                    if max(r["fraction"].values()) > tile_cap:  # every resource within the cap
                         continue
-                    if max(c["pl"]["fraction"].values()) > tile_cap:  # the costed PL units within the cap
+                    c = split_cost(s, sp, limits)
+                    if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
                         continue
                     yield c
 
 
-def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
-    """The split with the shortest modeled time of :func:`splits` (the first found among equals)."""
-    return copy.deepcopy(_best_split(s, tile_cap, tuple(sorted(tiles.items()))))
+def best_split(s: SublayerShape, tile_cap: float = 0.8, limits: dict[str, float] | None = None,
+               **tiles: Any) -> dict[str, Any]:
+    """The split with the shortest modeled time of :func:`splits` (the first found among equals); ``limits``: some
+    of the device's limits replaced (:data:`RESOURCES` names)."""
+    return copy.deepcopy(_best_split(s, tile_cap, tuple(sorted((limits or {}).items())),
+                                     tuple(sorted(tiles.items()))))
 
 
 @functools.lru_cache(maxsize=64)
-def _best_split(s: SublayerShape, tile_cap: float, tiles: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+def _best_split(s: SublayerShape, tile_cap: float, limits: tuple[tuple[str, float], ...],
+                tiles: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     best = None
-    for c in splits(s, tile_cap, **dict(tiles)):
+    for c in splits(s, tile_cap, limits, **dict(tiles)):
         if best is None or c["seconds"] < best["seconds"]:
             best = c
     if best is None:
-        raise ValueError("no split fits the array")
+        raise ValueError(f"no split fits the device (every resource within {tile_cap:.0%})")
     best["tile_cap"] = tile_cap
     return best
 
