@@ -11,9 +11,12 @@ links' rates), and lets the parts interact:
   them has a free x half (lock-step). A cascade computes at its slowest kernel's cycles (its kernels in lock-step)
   into a ping-pong out buffer, which drains over the cascade's output PLIO into the PL. The w buffer holds one block;
   a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) and then
-  over the cascade's one w stream (every kernel's slice of the block, packet-split to the kernels). Every cascade's first block is on chip at the start (prefetched while the previous
-  sublayer ran); the next sublayer's first blocks are prefetched during this one, once its X is in, and the launch
-  ends only when they are in.
+  over its w PLIO (every kernel's slice of the block, packet-split to the kernels), which ``w_share`` consecutive
+  cascades share; the outputs of :func:`.sublayer.out_share` consecutive cascades merge onto one output PLIO.
+  Every cascade's first block is on chip at the start (prefetched while the previous sublayer ran); a cascade that
+  switches block asks for its second at once. The next sublayer's first blocks are prefetched during this one,
+  once its X is in and the cascade's own reloads are done (DDR, then their w PLIO), and the launch ends only when
+  they are in.
 * **X** comes from DDR sequence by sequence (one mover) and stays on chip; **the output** (W_O + bias + the
   residual, requantized to int8 in the PL) is written to DDR tile by tile, posted writes.
 * **the attention pipelines** are :mod:`.simulate`'s own (ping-pong buffers, the Q broadcast, packet merge and
@@ -78,12 +81,16 @@ class _Graph:
         self.busy: dict[str, float] = {"qkv": 0.0, "attention": 0.0, "o": 0.0}
         self.last = 0.0
         self.prefetched = env.event()
+        self._w_link_bytes: dict[Link, int] = {}
         env.process(self.x_mover())
-        first: list[int] = []
+        first: list[tuple[Link, int, _Cascade]] = []
         left_q = self._stage("qkv", sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, first)
         left_o = self._stage("o", sp.o_tile, sp.n_o, s.d_model, 32, first)
         self.left = {"qkv": left_q, "o": left_o}
-        env.process(self.prefetch(first))
+        links = list(dict.fromkeys(link for link, _, _ in first))
+        self._prefetching = len(links)
+        for link in links:
+            env.process(self.prefetch(link, [(n, ev) for w, n, ev in first if w is link]))
         self._attention()
 
     # ---- helpers
@@ -111,19 +118,26 @@ class _Graph:
             yield self.env.process(self._read(s.seq * s.d_model))
             self.x_ready[b].succeed()
 
-    def prefetch(self, first: list[int]):
-        """The next sublayer's first weight block of every cascade, through the one weight mover, once all of
-        this sublayer's X is in."""
+    def prefetch(self, link: Link, first: list[tuple[int, _Cascade]]):
+        """The next sublayer's first weight block of every cascade a w PLIO serves, once all of this sublayer's X
+        is in and the cascade's last block of this one is in (a w half free): each from DDR through the one weight
+        mover, then through the w PLIO (``first``: the blocks' DDR bytes and their cascades; the PLIO carries every
+        kernel's slice with its header)."""
         yield self.x_ready[-1]
-        for nbytes in first:
+        for nbytes, cascade in first:
+            yield cascade.reloaded
+            yield cascade.w.free.get(1)
             with self.weight_mover.request() as req:
                 yield req
                 yield self.env.process(self._read(nbytes))
-        self.prefetched.succeed(self.env.now)
+            yield self.env.process(link.move(self._w_link_bytes[link]))
+        self._prefetching -= 1
+        if not self._prefetching:
+            self.prefetched.succeed(self.env.now)
 
     # ---- a projection stage
     def _stage(self, name: str, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
-               first: list[int]) -> list[int]:
+               first: list[tuple[Link, int, _Cascade]]) -> list[int]:
         s = self.s
         rows, cols, kslice = tile
         k = s.d_model // kslice
@@ -132,13 +146,21 @@ class _Graph:
         for units in dealt:
             for _, b in units:
                 left[b] += 1
-            if units:
-                first.append(cols * s.d_model)
         compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
                       for j in range(k)) / DEVICE["aie_clock_hz"]
         tiles = -(-s.seq // rows)
-        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles)
+        # the w PLIOs (w_share cascades each) and the merged output PLIOs (out_share cascades each)
+        w_links, out_links = {}, {}
+        for group in sublayer.share_groups(n, self.sp.w_share):
+            link = Link(self.env, self.link_rate, "w_in")
+            self._w_link_bytes[link] = k * (HEADER + kslice * cols)
+            w_links.update(dict.fromkeys(group, link))
+        for group in sublayer.share_groups(n, sublayer.out_share(tile, k, out_bits)):
+            out_links.update(dict.fromkeys(group, Link(self.env, self.link_rate, "out")))
+        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles, w_links[c],
+                                out_links[c])
                     for c, units in enumerate(dealt) if units}
+        first += [(w_links[c], cols * s.d_model, cascades[c]) for c in cascades]
         for group in sublayer.broadcast_groups(dealt):
             self.env.process(self.x_in(name, [cascades[c] for c in group], rows * kslice, tiles))
         return left
@@ -184,7 +206,7 @@ class _Cascade:
     """One projection cascade's processes: x in, w switches, compute, out (module docstring)."""
 
     def __init__(self, graph: _Graph, stage: str, index: int, units: list[tuple[int, int]], rows: int, cols: int,
-                 kslice: int, out_bits: int, compute: float, tiles: int) -> None:
+                 kslice: int, out_bits: int, compute: float, tiles: int, w_link: Link, out_link: Link) -> None:
         self.g, self.stage, self.index, self.units = graph, stage, index, units
         env = graph.env
         self.rows, self.cols, self.kslice, self.out_bits = rows, cols, kslice, out_bits
@@ -194,9 +216,9 @@ class _Cascade:
         self.w = PingPong(env)
         self.w.free = simpy.Container(env, capacity=engine.BUFFER_HALVES, init=engine.BUFFER_HALVES - 1)
         self.w.full.put(units[0][0])  # the first block: prefetched
-        self.w_link = Link(env, graph.link_rate, "w_in")
-        self.out_link = Link(env, graph.link_rate, "out")
+        self.w_link, self.out_link = w_link, out_link  # shared with the other cascades of their groups
         self.busy = 0.0
+        self.reloaded = env.event()
         for proc in (self.w_in(), self.run(), self.drain()):
             env.process(proc)
 
@@ -210,8 +232,9 @@ class _Cascade:
             with g.weight_mover.request() as req:
                 yield req
                 yield g.env.process(g._read(self.cols * g.s.d_model))
-            yield g.env.process(self.w_link.move(g.s.d_model // self.kslice * (HEADER + self.kslice * self.cols)))
+            yield g.env.process(self.w_link.move(g._w_link_bytes[self.w_link]))
             yield self.w.full.put(blk)
+        self.reloaded.succeed()
 
     def run(self):
         env = self.g.env

@@ -68,10 +68,11 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit",
-           "attention_geometry", "attention_memory", "available", "best_split", "bert_base", "broadcast_groups",
-           "buffers", "deal_projection", "pl_units", "plios", "resources", "schedule", "split_cost", "splits",
-           "sublayer_macs", "weight_loads"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "SEQUENCE_SLOTS", "W_SHARES", "SublayerShape",
+           "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split", "bert_base",
+           "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share", "pl_units", "plios",
+           "resources", "rope_lanes", "schedule", "share_groups", "split_cost", "splits", "sublayer_macs",
+           "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -111,7 +112,8 @@ class SublayerSplit:
     rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates). ``normalizer``: the attention pipelines'
     normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
     dividing ``kq`` (None: ``kq``, one a kernel pair); ``swiftmax_products``: how the SwiftMax lanes multiply
-    (:data:`.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` in LUTs, ``"dsp"`` in DSP blocks; the same function)."""
+    (:data:`.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` in LUTs, ``"dsp"`` in DSP blocks; the same function); ``w_share``:
+    projection cascades a w PLIO serves (:func:`share_groups`), packet-split to their kernels."""
 
     @property
     def channels(self) -> int:
@@ -128,6 +130,7 @@ class SublayerSplit:
     normalizer: str = "swiftmax"
     score_channels: int | None = None
     swiftmax_products: str = "auto"
+    w_share: int = 1
 
 
 def _device() -> dict[str, float]:
@@ -196,33 +199,122 @@ def weight_loads(units: list[tuple[int, int]]) -> int:
     return sum(1 for i, (blk, _) in enumerate(units) if i == 0 or units[i - 1][0] != blk)
 
 
+def _x_in(s: SublayerShape, b: int, first_reloads: float) -> float:
+    """When X of sequence ``b`` is on chip: X is read in sequence order from the launch's start, beside the first
+    reloads (``first_reloads`` bytes: :func:`first_reload_bytes`)."""
+    return _shared_bank((b + 1) * s.seq * s.d_model, first_reloads)
+
+
+def share_groups(n: int, share: int) -> list[list[int]]:
+    """Cascades ``0 .. n-1`` in groups of ``share`` consecutive ones (the last may be smaller): the cascades a w
+    PLIO serves, or whose outputs merge onto one output PLIO."""
+    if share < 1:
+        raise ValueError(f"a PLIO serves at least one cascade, got {share}")
+    return [list(range(i, min(i + share, n))) for i in range(0, n, share)]
+
+
+def out_share(tile: tuple[int, int, int], k: int, out_bits: int) -> int:
+    """Cascades whose outputs merge onto one output PLIO (packet merge): the most whose tiles, drained back to back
+    (lock-step cascades finish their tiles together), take no longer than one cascade's compute, so that the merge
+    never slows a cascade."""
+    rows, cols, kslice = tile
+    return max(1, int(_chain_cycles(k, rows, cols, kslice, out_bits) // _io_cycles(rows * cols * out_bits // 8)))
+
+
+def w_link_seconds(s: SublayerShape, tile: tuple[int, int, int]) -> float:
+    """Seconds one weight block (every kernel's K-slice of ``cols`` channels, a header each) takes through a w
+    PLIO into its cascade's kernels."""
+    _, cols, kslice = tile
+    link = min(DEVICE["plio_bytes"] * DEVICE["pl_clock_hz"], DEVICE["dma_bytes_per_cycle"] * DEVICE["aie_clock_hz"])
+    return s.d_model // kslice * (engine.HEADER_BYTES + kslice * cols) / link
+
+
+def _shared_bank(nbytes: float, other: float) -> float:
+    """Seconds until the first ``nbytes`` of one of two movers that start reading the one DDR bank together are
+    in, the other with ``other`` bytes to read (the bank alternates between them: half its rate each while both
+    read)."""
+    return (2 * nbytes if nbytes <= other else nbytes + other) / DEVICE["ddr_bytes_per_s"]
+
+
+def first_reload_bytes(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int) -> int:
+    """Bytes of the blocks the cascades of a projection stage ask for at the launch's start: every cascade that
+    switches block during the launch asks for its second one at once (its w buffer's other half is free)."""
+    dealt = deal_projection(out_cols // tile[1], s.batch, n)
+    return sum(1 for u in dealt if weight_loads(u) > 1) * tile[1] * s.d_model
+
+
 @functools.cache
-def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
-    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch (the
-    busiest cascade), kernels, weight bytes read (all loads; the first of each cascade), memory, and the work of
-    each cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`)."""
+def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
+             w_share: int = 1, first_reloads: float | None = None) -> dict[str, Any]:
+    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``, ``w_share`` cascades a w
+    PLIO: seconds for the launch (the busiest cascade), kernels, weight bytes read (all loads; the first of each
+    cascade), the next sublayer's first blocks on each w PLIO (``prefetch``: per w PLIO, whether a cascade of it
+    reloads during the launch, and the seconds its first blocks take through it), memory, and the work of each
+    cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`).
+    ``first_reloads``: for the first stage, the bytes of every stage's first reloads (:func:`first_reload_bytes`),
+    which share the bank with X at the start."""
     rows, cols, kslice = tile
     if s.d_model % kslice or out_cols % cols:
         raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
     k = s.d_model // kslice
     compute = _chain_cycles(k, rows, cols, kslice, out_bits)
-    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output
+    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output (out_share cascades merge
+    # onto one output PLIO, within the compute: out_share)
     io = {"x_in": _io_cycles(rows * kslice), "out": _io_cycles(rows * cols * out_bits // 8)}
     chain = max(compute, *io.values())
     dealt = deal_projection(out_cols // cols, s.batch, n)
     unit = math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"]
     per = max(len(u) for u in dealt)
     loads = [weight_loads(u) for u in dealt]
-    # the reloads (a block after a cascade's first) come through the one weight mover while the stage runs: the
-    # busiest cascade's units take at least their share of that DDR time
-    unit = max(unit, (sum(loads) - sum(map(bool, loads))) * cols * s.d_model / DEVICE["ddr_bytes_per_s"] / per)
+    # the reloads (a block after a cascade's first) come through the one weight mover while the stage runs, and
+    # through their w PLIO (shared by w_share cascades): the busiest cascade's units take at least their share of
+    # that DDR time and of the busiest w PLIO's
+    reloads = [x - bool(x) for x in loads]
+    w_s = w_link_seconds(s, tile)
+    w_groups = share_groups(n, w_share)
+    unit = max(unit, sum(reloads) * cols * s.d_model / DEVICE["ddr_bytes_per_s"] / per,
+               max(sum(reloads[c] for c in g) for g in w_groups) * w_s / per)
+    # a switch's block comes in while the cascade runs its unit before (its w buffer's other half) and may queue
+    # behind a block of every other reloading cascade of its w PLIO: the unit after a switch waits for what of
+    # that does not fit in one unit
+    items = [[(b, unit) for _, b in u] for u in dealt]
+    if first_reloads is not None:
+        # the first stage's first reloads, asked for at the start: read from DDR in cascade order beside X, then
+        # each through its w PLIO; a cascade's first switch waits for its block
+        queued, link_free = 0.0, [0.0] * len(w_groups)
+        for c, u in enumerate(dealt):
+            if not reloads[c]:
+                continue
+            queued += cols * s.d_model
+            g = c // w_share
+            link_free[g] = max(_shared_bank(queued, s.tokens * s.d_model), link_free[g]) + w_s
+            i = next(i for i in range(1, len(u)) if u[i][0] != u[i - 1][0])
+            reach = max(_x_in(s, u[i][1], first_reloads), _x_in(s, u[0][1], first_reloads) + i * unit)
+            if link_free[g] > reach:
+                items[c][i] = (items[c][i][0], items[c][i][1] + link_free[g] - reach)
+    for g in w_groups:
+        wait = sum(1 for c in g if reloads[c]) * w_s - unit
+        for c in g if wait > 0 else ():
+            for i in range(1, len(dealt[c])):
+                if dealt[c][i][0] != dealt[c][i - 1][0]:
+                    items[c][i] = (items[c][i][0], max(items[c][i][1], unit + wait))
+    # the cascades of a broadcast group take their x tiles together: a unit takes as long on all of them as on the
+    # slowest
+    for g in broadcast_groups(dealt):
+        for i in range(len(dealt[g[0]])):
+            longest = max(items[c][i][1] for c in g)
+            for c in g:
+                items[c][i] = (items[c][i][0], longest)
+    busiest = max(sum(x for _, x in it) for it in items)
     memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), rows, cols, kslice, out_bits) for j in range(k))
-    return {"seconds": per * unit, "kernels": n * k,
+    return {"seconds": busiest, "kernels": n * k,
             "chain_cycles": chain, "compute_cycles": compute, "io_cycles": io, "units_busiest": per,
             "weight_bytes": sum(loads) * cols * s.d_model, "first_weight_bytes": sum(map(bool, loads)) * cols
-            * s.d_model, "kernel_memory_bytes": memory,
+            * s.d_model, "prefetch": [(any(reloads[c] for c in g), sum(bool(loads[c]) for c in g) * w_s)
+                                       for g in w_groups],
+            "w_share": w_share, "out_share": out_share(tile, k, out_bits), "kernel_memory_bytes": memory,
             "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE),
-            "work": _by_sequence([[(b, unit) for _, b in u] for u in dealt], s.batch),
+            "work": _by_sequence(items, s.batch),
             # a tile's latency (its x in, compute, its output out) beyond the tile interval: when a sequence's
             # last tile is through after its last interval
             "fill_seconds": 0.0, "tail_seconds": (io["x_in"] + compute + io["out"] - chain) / DEVICE["aie_clock_hz"]}
@@ -342,7 +434,7 @@ def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
     tile's ``rows × cols`` int8 outputs within the cascade's tile interval (``chain_cycles`` AIE cycles at the PL
     clock), so that the unit never slows the cascade."""
     rows, cols, _ = sp.qkv_tile
-    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8)["chain_cycles"]
+    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)["chain_cycles"]
     need = rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
     lanes = 1
     while lanes < need:
@@ -387,6 +479,8 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
     return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
 
 
+#: cascades a w PLIO may serve (:attr:`SublayerSplit.w_share`), the fewest that fit the PLIOs chosen
+W_SHARES = (1, 2, 4, 8)
 #: the resources a split uses and is checked on (each within ``tile_cap`` of the device's: :func:`resources`)
 RESOURCES = ("aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram")
 #: bits a stream into or out of a PL buffer moves a PL cycle: one 128-bit PLIO beat
@@ -421,14 +515,21 @@ def broadcast_groups(dealt: list[list[tuple[int, int]]]) -> list[list[int]]:
 
 
 @functools.cache
-def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int) -> dict[str, int]:
+def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
+                   w_share: int) -> dict[str, int]:
     """A projection stage's 128-bit PLIOs: ``x`` one a K-slice a broadcast group (:func:`broadcast_groups`),
-    ``w`` one a cascade (its weight blocks, packet-split to its kernels as the engine's k_in), ``out`` one a
-    cascade (its last kernel's output buffer); ``cascades``: those with work, ``groups``: broadcast groups."""
+    ``w`` one a ``w_share`` cascades (their weight blocks, packet-split to their kernels as the engine's k_in
+    splits K), ``out`` one a :func:`out_share` cascades (their last kernels' output buffers, packet-merged);
+    ``cascades``: those with work, ``groups``: broadcast groups."""
     dealt = deal_projection(out_cols // tile[1], s.batch, n)
     groups = len(broadcast_groups(dealt))
-    active = sum(1 for u in dealt if u)
-    return {"x": s.d_model // tile[2] * groups, "w": active, "out": active, "cascades": active, "groups": groups}
+
+    def used(share: int) -> int:
+        return sum(1 for g in share_groups(n, share) if any(dealt[c] for c in g))
+
+    merge = out_share(tile, s.d_model // tile[2], out_bits)
+    return {"x": s.d_model // tile[2] * groups, "w": used(w_share), "out": used(merge),
+            "cascades": sum(1 for u in dealt if u), "groups": groups, "w_share": w_share, "out_share": merge}
 
 
 def _attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
@@ -476,8 +577,8 @@ def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     """128-bit PLIOs of split ``sp``, in (PL → AIE) and out: each projection stage's x streams (one a K-slice a
     broadcast group), w streams and output PLIOs (:func:`_stage_streams`), the attention pipelines' as the engine
     counts them (:func:`.engine.plios`)."""
-    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
-    o = _stage_streams(s, sp.o_tile, sp.n_o, s.d_model)
+    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)
+    o = _stage_streams(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)
     att = _attention_plios(sp.n_att, sp.channels)
     return {"qkv": qkv, "o": o, "attention": att, "in": qkv["x"] + qkv["w"] + o["x"] + o["w"] + att["in"],
             "out": qkv["out"] + o["out"] + att["out"]}
@@ -570,11 +671,13 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     """The modeled time and fraction of peak of one split (module doc; JSON-ready), with every resource it uses
     (``"resources"``: :func:`resources`, against the device's limits or ``limits``)."""
     macs = sublayer_macs(s)
-    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
-              "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
-    # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order at the bank's rate (their
-    # first weights are on chip: prefetched while the previous sublayer ran, after its X)
-    start = [(b + 1) * s.seq * s.d_model / DEVICE["ddr_bytes_per_s"] for b in range(s.batch)]
+    w1 = (first_reload_bytes(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
+          + first_reload_bytes(s, sp.o_tile, sp.n_o, s.d_model))
+    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share, float(w1)),
+              "attention": _attention(s, sp), "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)}
+    # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order, sharing the bank with the
+    # first reloads (their first weights are on chip: prefetched while the previous sublayer ran, after its X)
+    start = [_x_in(s, b, float(w1)) for b in range(s.batch)]
     flow = schedule(s.batch, list(staged.values()), start)
     st = {k: {x: y for x, y in v.items() if x != "work"} for k, v in staged.items()}
     times = {k: v["seconds"] for k, v in st.items()}
@@ -582,14 +685,25 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     compute = flow["end"] + sp.o_tile[0] * sp.o_tile[1] / DEVICE["ddr_bytes_per_s"]  # + the last tile's write
     ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + 2 * s.tokens * s.d_model  # + X in, R out
     ddr = ddr_bytes / DEVICE["ddr_bytes_per_s"]
-    total = max(compute, ddr)
+    # the next sublayer's first weight blocks, once all of X is in and, on a w PLIO whose cascades reload, once
+    # their stage is done (the w buffers' halves are free then): through the one weight mover from DDR and then
+    # each through its w PLIO (the w PLIOs in parallel, a shared one a block after the other)
+    first = st["qkv"]["first_weight_bytes"] + st["o"]["first_weight_bytes"]
+    block = max(sp.qkv_tile[1], sp.o_tile[1]) * s.d_model / DEVICE["ddr_bytes_per_s"]
+    ready = dict(zip(staged, flow["ready"], strict=True))
+    links = max((ready[k][-1] if busy else start[-1]) + secs + block
+                for k in ("qkv", "o") for busy, secs in st[k]["prefetch"])
+    prefetch = max(start[-1] + first / DEVICE["ddr_bytes_per_s"], links)
+    total = max(compute, ddr, prefetch)
+    bound = "ddr" if ddr >= max(compute, prefetch) else "w_prefetch" if prefetch > compute else top
     ops = 2 * sum(macs.values())
     peak = DEVICE["aie_tiles"] * PEAK_MACS_PER_CYCLE * 2 * DEVICE["aie_clock_hz"]
     return {"shape": asdict(s), "split": asdict(sp), "stages": st, "ops": ops, "start_seconds": start[0],
             "sequence_ready": dict(zip(staged, flow["ready"], strict=True)),
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
-            "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "seconds": total, "bound": "ddr" if ddr > compute else top,
+            "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "prefetch_seconds": prefetch, "seconds": total,
+            "bound": bound,
             "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp),
             "resources": resources(s, sp, limits=limits)}
 
@@ -600,8 +714,9 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
     ``tile_cap`` of EVERY resource (:data:`RESOURCES`: AIE tiles, PLIOs in and out, LUT, FF, DSP, BRAM, URAM;
     :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4,
     every score channel count dividing it and as many attention pipelines as the rest of the tiles hold; a SwiftMax
-    split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest resource the emptier (``tiles``:
-    ``qkv_tile``, ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``: fixed, as
+    split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest resource the emptier; a w PLIO
+    serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap (``tiles``: ``qkv_tile``,
+    ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``, ``w_share``: fixed, as
     :class:`SublayerSplit`)."""
     avail = {**available(), **dict(limits)}
     cap = int(tile_cap * avail["aie_tiles"])
@@ -620,13 +735,21 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                     continue
                 for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
                           [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
-                    io = plios(s, SublayerSplit(n_qkv, n_o, n_att, kq, score_channels=m))
-                    if (io["in"] > tile_cap * avail["plio_in"] or io["out"] > tile_cap * avail["plio_out"]):
-                        continue  # (checked again with the rest below: the PLIOs first, the cheapest)
+                    # the fewest cascades a w PLIO that keeps the PLIOs within the cap (the PLIOs first: the
+                    # cheapest check; all of them again below)
+                    fixed = {k: v for k, v in tiles.items() if k in ("qkv_tile", "o_tile")}
+                    share = None
+                    for ws in ([tiles["w_share"]] if "w_share" in tiles else W_SHARES):
+                        io = plios(s, SublayerSplit(n_qkv, n_o, n_att, kq, score_channels=m, w_share=ws, **fixed))
+                        if io["in"] <= tile_cap * avail["plio_in"] and io["out"] <= tile_cap * avail["plio_out"]:
+                            share = ws
+                            break
+                    if share is None:
+                        continue
                     best = None
                     for prod in products:
                         sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
-                                                                     "swiftmax_products": prod})
+                                                                     "swiftmax_products": prod, "w_share": share})
                         r = resources(s, sp, limits=limits)
                         if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
                             best = (sp, r)
