@@ -699,9 +699,9 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
                           f"FFs, {n['dsp']:,.0f} DSPs")
     sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
     console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
-                  f"S = {shape.seq}, batch {shape.batch}; every split within {args.tile_cap:.0%} of every resource (AIE "
-                  f"tiles, PLIOs, LUT, FF, DSP, BRAM, URAM), its normalizers alone within {1 - args.headroom:.0%} of "
-                  "the PL's LUTs, FFs and DSPs")
+                  f"S = {shape.seq}, batch {shape.batch}; every split within {args.tile_cap:.0%} of every resource "
+                  f"(AIE tiles, PLIOs, LUT, FF, DSP, BRAM, URAM), its normalizers alone within "
+                  f"{1 - args.headroom:.0%} of the PL's LUTs, FFs and DSPs")
     console.print(f"[bold]SwiftMax vs online softmax, whole sublayer (modeled): speedup at equal resources "
                   f"{'none: no online-softmax split fits' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at "
                   f"equal throughput {'n/a' if lr is None else f'{lr:.1%}'}[/bold] (search: {elapsed:.1f} s)")

@@ -9,7 +9,11 @@ What is costed: an encoder sublayer (X·W_qkvᵀ + b → Q, K, V int8; attention
   the (output-channel block, sequence) units, in block-major order, are cut into ``n`` contiguous runs
   (:func:`deal_projection`), so a cascade serves one block, a few neighbours or some sequences of one block, and
   every cascade runs its units sequence by sequence. A cascade that serves one block holds its weights for the whole
-  launch (read once); one that serves several reloads a block's weights whenever it switches block;
+  launch (read once); one that serves several reloads a block's weights whenever it switches block. The cascades
+  that run the same sequences in the same order take their x tiles together from one x stream a K-slice,
+  broadcast by the AIE stream switch (:func:`broadcast_groups`: one group when the cascades divide the blocks
+  evenly); ``w_share`` consecutive cascades share a w PLIO (packet-split to their kernels) and the outputs of
+  :func:`out_share` consecutive cascades merge onto one output PLIO;
 * ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a
   requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice, ``score_channels`` score channels a pipeline
   (one a kernel pair by default) with the normalizer's cost from :mod:`.engine`: SwiftMax's packet slots or online
@@ -19,8 +23,9 @@ The stages hand over whole sequences (:func:`schedule`): attention of sequence b
 has done its units of b (a waiting pipeline then loads its group's K/V slices first), W_O of b once every attention
 group of b is done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and of A) between two stages, so a
 stage waits for the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V
-cascades start a sequence once its X has come from DDR (X is read first, in sequence order; every cascade's first
-weight block is on chip at the start: prefetched while the previous sublayer ran, after its X). The launch ends
+cascades start a sequence once its X has come from DDR (X is read first, in sequence order, beside the first
+reloads; every cascade's first weight block is on chip at the start: prefetched while the previous sublayer ran,
+after its X). The launch ends
 when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the
 sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
 (``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
@@ -36,24 +41,46 @@ Assumptions (each can make the real design slower):
   1,280 cycles of a PLIO against 1,099 of compute).
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
   compile the Q/K/V and the W_O kernels with their own parameters.
-* The PL keeps pace. Costed (:func:`pl_units`, from the Yosys fits of :mod:`.pl`, in ``split_cost``'s ``pl`` and
-  within ``tile_cap`` of every PL resource in :func:`best_split`): the residual add, one 4-lane unit a W_O cascade
-  (its int32 output PLIO carries 4 accumulators a PL cycle); the requantizers, none (Q/K/V are requantized by the
-  GEMM's last kernel and A by the attention pipelines' requantizer kernel, on the AIE); RoPE, none for this
-  encoder sublayer (:func:`pl_units` sizes it for a decoder). NOT costed: the SwiftMax lanes of the attention
-  pipelines, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
-  sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (each projection cascade has its own x
-  streams, one per K-slice, as the graph simulation has them, and its own output PLIO; each attention pipeline its
-  own PLIOs).
+* The PL keeps pace: its units are sized to the AIE stages' rates.
+* Every resource is costed and each kept within ``tile_cap`` (80%) of the device's (:func:`resources`;
+  :func:`splits` rules out a split over it in ANY of them):
+
+  - AIE tiles: every kernel on its own tile;
+  - 128-bit PLIOs in and out (:func:`plios`; 156 in and 117 out usable, CHARM's CDSE): a projection stage's x
+    streams (one a K-slice a broadcast group: a cascade with x streams of its own would need ``k`` a cascade,
+    beyond the PLIOs of any fast split), w PLIOs and output PLIOs; the attention pipelines' as the engine model
+    counts them (q_in, k_in, v_in and a p_in a score channel in; an s_out a channel and o_out out);
+  - the PL (LUT, FF, DSP, BRAM, URAM): the attention pipelines' normalizer instances (one a score channel,
+    :data:`LANES` lanes, the Yosys fits; SwiftMax's products in LUTs or DSP blocks, the lighter for the split;
+    online softmax's row buffers) and their q, k, v and output movers as the engine model counts them, without
+    AXI4 master ports (they read and write PL buffers); the residual adds (:func:`pl_units`; RoPE for a decoder);
+    the projection movers (:func:`projection_movers`: a reader on every x and w stream, a writer on every output
+    PLIO, the X and weight movers with their master ports, the output writers'); the buffers between the stages
+    (:func:`buffers`: all of X, ``N·d`` bytes, kept for the residual; :data:`SEQUENCE_SLOTS` sequences of Q, K, V
+    (``3·S·d`` bytes each) and of A (``S·d``)), each in URAM or BRAM, as many blocks as its bytes need or as its
+    streams need ports (two 72-bit ports, on two blocks, a stream's 128 bits a cycle, as the engine model sizes
+    the online-softmax buffers). X stays on chip: the schedule reads it first, all of it, and the residual needs
+    it at the end; a shape whose X does not fit within the cap has no split.
+
+  The movers' LUTs/FFs are assumptions (``pl_infrastructure.json``: no HLS synthesis here); the rest are Yosys
+  fits on UltraScale+ cells as a proxy for the Versal PL.
+* The requantizers run on the AIE (Q/K/V in the GEMM's last kernel, A in the attention pipelines' requantizer
+  kernel); the encoder needs no RoPE (:func:`pl_units` sizes it for a decoder: one unit a Q/K/V cascade at its
+  output rate, a table copy shared by two units).
 * Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
 * Every cascade's first weight block is on chip when the launch starts: the steady state of consecutive sublayers,
-  each prefetching the next one's into its w buffers' free half. A single cold launch adds their DDR load first
-  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base).
-* At most ``tile_cap`` of the AIE tiles are used (default 80%: the resource headroom rule), every kernel on its own
-  tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
+  each prefetching the next one's into its w buffers' free half (once all of X is in and the cascade's reloads are
+  done; through the one weight mover and its w PLIO). A single cold launch adds their DDR load first
+  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base). A cascade that switches block
+  asks for its second one at the start, beside X on the bank; a switch waits for its block when the blocks queued
+  on its shared w PLIO take longer than a unit.
+* Every kernel on its own tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
+* A broadcast reaches every kernel of a K-slice across the array, and the PLIOs fit the interface columns near
+  their kernels (no placement or routing is modeled; ARIES reports routing failures above ~350 cores).
 
 Device numbers from ``hw/perf/device.json`` (VCK5000): 400 AIE tiles at 1.25 GHz (128 int8 TOPS), DDR 57 GB/s
-measured with several readers.
+measured with several readers, 156 / 117 usable 128-bit PLIOs in / out, the PL less the shell (880K LUT, 1.76M FF,
+1,968 DSP58, 867 BRAM36, 420 URAM; URAM288 4K × 72, BRAM36 512 × 72).
 """
 
 from __future__ import annotations
@@ -748,6 +775,8 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                         continue
                     best = None
                     for prod in products:
+                        if best is not None and best[1]["fullest"] != "lut":
+                            break  # DSP products only take LUTs off
                         sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
                                                                      "swiftmax_products": prod, "w_share": share})
                         r = resources(s, sp, limits=limits)
@@ -796,4 +825,5 @@ if __name__ == "__main__":
               f"{r['fraction_of_peak']:.1%} of 128; {r['kernels']} kernels: {sp['n_qkv']} Q/K/V + {sp['n_o']} W_O "
               f"cascades, {sp['n_att']} attention pipelines of {sp['kq']}+{sp['kq']}; bound: {r['bound']}; stage us "
               + ", ".join(f"{k} {v['seconds'] * 1e6:.1f}" for k, v in st.items())
-              + f"; DDR {r['ddr_bytes'] / 1e6:.2f} MB = {r['ddr_seconds'] * 1e6:.1f} us")
+              + f"; DDR {r['ddr_bytes'] / 1e6:.2f} MB = {r['ddr_seconds'] * 1e6:.1f} us; resources "
+              + ", ".join(f"{k} {v:.1%}" for k, v in r["resources"]["fraction"].items()))
