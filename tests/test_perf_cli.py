@@ -200,6 +200,11 @@ def test_scope_sublayer_prints_the_best_split_and_refuses_attention_flags(capsys
     assert got["modeled"] is True and got["scope"] == "sublayer"
     assert got["split"] == json.loads(json.dumps(want["split"])) and got["seconds"] == want["seconds"]
     assert f"{want['fraction_of_peak']:.1%} of 128 int8 TOPS" in err and "MODELED" in err
+    # every resource in the JSON and on the terminal, each within 80%
+    res = got["resources"]
+    assert set(res["fraction"]) == {"aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram"}
+    assert all(v <= 0.8 for v in res["fraction"].values()) and res["fraction"] == want["resources"]["fraction"]
+    assert "resources of the split" in err and "◀ fullest" in err and "URAM" in err
     for extra in (["--operands", "on_chip"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
                   ["--tile-cap", "1.5"], ["--layers", "2"], ["--pipelines", "4"], ["--normalizer", "relu"]):
         code, _, err = _run(capsys, "perf", "--scope", "sublayer", *extra)

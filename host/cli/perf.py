@@ -121,8 +121,8 @@ def _scope_args(p: argparse.ArgumentParser) -> None:
                    "W_O projections on AIE GEMM cascades beside the attention pipelines, X in and the output once "
                    "through DDR), the best split of the AIE array for --seq, --batch, --heads and --d-head (MODELED)")
     p.add_argument("--tile-cap", type=float, default=0.8, metavar="F",
-                   help="with --scope sublayer: the fraction of every resource (AIE tiles, PLIOs, LUT, FF, DSP, "
-                   "BRAM, URAM) the split may use (default 0.8)")
+                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8; "
+                   "every other resource, PLIOs, LUT, FF, DSP, BRAM and URAM, within 80%%)")
 
 
 def add_perf(sub: Subparsers) -> None:
@@ -481,13 +481,13 @@ def run_sublayer(args: argparse.Namespace) -> int:
     _print_split(r, "the whole encoder sublayer", console)
     console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
                   f"S = {shape.seq}, batch {shape.batch}, {normalizer.replace('_', ' ')}; the AIE array split within "
-                  f"{args.tile_cap:.0%} of every resource")
+                  f"{args.tile_cap:.0%} of its tiles, every other resource within 80%")
     console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (the weights, X in, the output out) = "
                   f"{r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank" + (" ◀ bound" if r["bound"] == "ddr"
                                                                                else ""))
     console.print("MODELED: the stages hand over whole sequences (hw/perf/sublayer.py states every assumption); "
                   "every resource costed (AIE tiles, PLIOs, the PL's normalizers, residual adds, movers and buffers) "
-                  f"and each within {args.tile_cap:.0%} of the device's")
+                  "and each within its cap")
     result = {"modeled": True, "scope": "sublayer", **r}
     if args.simulate:
         result["simulation"] = _simulate_sublayer(shape, r, console)
@@ -699,8 +699,8 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
                           f"FFs, {n['dsp']:,.0f} DSPs")
     sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
     console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
-                  f"S = {shape.seq}, batch {shape.batch}; every split within {args.tile_cap:.0%} of every resource "
-                  f"(AIE tiles, PLIOs, LUT, FF, DSP, BRAM, URAM), its normalizers alone within "
+                  f"S = {shape.seq}, batch {shape.batch}; every split within {args.tile_cap:.0%} of the AIE tiles and "
+                  f"80% of every other resource (PLIOs, LUT, FF, DSP, BRAM, URAM), its normalizers alone within "
                   f"{1 - args.headroom:.0%} of the PL's LUTs, FFs and DSPs")
     console.print(f"[bold]SwiftMax vs online softmax, whole sublayer (modeled): speedup at equal resources "
                   f"{'none: no online-softmax split fits' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at "

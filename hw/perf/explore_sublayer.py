@@ -1,11 +1,11 @@
 """SwiftMax against online softmax for the whole encoder sublayer: MODELED, not measured.
 
 For a sublayer shape the splits of the AIE array (:func:`.sublayer.splits`: Q/K/V and W_O cascades, attention
-pipelines, every resource of the split within ``tile_cap`` of the device's: AIE tiles, PLIOs, LUT, FF, DSP, BRAM,
-URAM, :func:`.sublayer.resources`) are costed once per normalizer; the attention pipelines' score channels carry
-either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a channel, every channel count dividing
-the kernel pairs searched; online softmax's channel assembles whole rows, :mod:`.engine`; SwiftMax's lanes multiply
-in LUTs or DSP blocks). The normalizer instances' PL resources are the Yosys figures of
+pipelines within ``tile_cap`` of the AIE tiles, every other resource of the split within 80% of the device's:
+PLIOs, LUT, FF, DSP, BRAM, URAM, :func:`.sublayer.resources`) are costed once per normalizer; the attention
+pipelines' score channels carry either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a
+channel, every channel count dividing the kernel pairs searched; online softmax's channel assembles whole rows,
+:mod:`.engine`; SwiftMax's lanes multiply in LUTs or DSP blocks). The normalizer instances' PL resources are the Yosys figures of
 :func:`vckattn.hw.perf.model._pl_resources` (the same the attention explorer uses); besides, a split whose
 normalizers alone take more than ``1 - headroom`` of the device's LUTs, FFs or DSPs is no candidate.
 
@@ -84,10 +84,10 @@ class SublayerExploration:
             "speedup_equal_resources": self.speedup_equal_resources,
             "lut_ratio_equal_throughput": self.lut_ratio_equal_throughput,
             "definitions": {
-                "best": f"fastest split of the AIE array within {self.tile_cap:.0%} of every resource (AIE "
-                        "tiles: every kernel one tile, within a tile's data memory; PLIOs in and out; LUT, FF, DSP, "
-                        f"BRAM, URAM), its normalizer instances alone within {1 - self.headroom:.0%} of the "
-                        "device's LUTs, FFs and DSPs",
+                "best": f"fastest split of the AIE array within {self.tile_cap:.0%} of its tiles (every kernel "
+                        "one tile, within a tile's data memory) and 80% of every other resource (PLIOs in and out, "
+                        f"LUT, FF, DSP, BRAM, URAM), its normalizer instances alone within {1 - self.headroom:.0%} "
+                        "of the device's LUTs, FFs and DSPs",
                 "speedup_equal_resources": "online-softmax seconds per sublayer on its fastest split within the "
                                            "SwiftMax split's AIE kernels and its normalizers' LUTs and FFs (DSPs "
                                            "not capped: SwiftMax uses none) / SwiftMax seconds per sublayer",

@@ -42,8 +42,8 @@ Assumptions (each can make the real design slower):
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
   compile the Q/K/V and the W_O kernels with their own parameters.
 * The PL keeps pace: its units are sized to the AIE stages' rates.
-* Every resource is costed and each kept within ``tile_cap`` (80%) of the device's (:func:`resources`;
-  :func:`splits` rules out a split over it in ANY of them):
+* Every resource is costed and each kept within 80% of the device's (:data:`RESOURCE_CAP`; the AIE tiles within
+  ``tile_cap``, 80% by default) (:func:`resources`; :func:`splits` rules out a split over it in ANY of them):
 
   - AIE tiles: every kernel on its own tile;
   - 128-bit PLIOs in and out (:func:`plios`; 156 in and 117 out usable, CHARM's CDSE): a projection stage's x
@@ -95,10 +95,10 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "SEQUENCE_SLOTS", "W_SHARES", "SublayerShape",
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "W_SHARES", "SublayerShape",
            "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split", "bert_base",
            "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share", "pl_units", "plios",
-           "resources", "rope_lanes", "schedule", "share_groups", "split_cost", "splits", "sublayer_macs",
+           "resources", "rope_lanes", "schedule", "share_groups", "split_cost", "splits", "sublayer_macs", "tile_caps",
            "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
@@ -281,8 +281,7 @@ def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int
     ``first_reloads``: for the first stage, the bytes of every stage's first reloads (:func:`first_reload_bytes`),
     which share the bank with X at the start."""
     rows, cols, kslice = tile
-    if s.d_model % kslice or out_cols % cols:
-        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
+    _check_tile(s, tile, out_cols)
     k = s.d_model // kslice
     compute = _chain_cycles(k, rows, cols, kslice, out_bits)
     # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output (out_share cascades merge
@@ -508,7 +507,10 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
 
 #: cascades a w PLIO may serve (:attr:`SublayerSplit.w_share`), the fewest that fit the PLIOs chosen
 W_SHARES = (1, 2, 4, 8)
-#: the resources a split uses and is checked on (each within ``tile_cap`` of the device's: :func:`resources`)
+#: the fraction of every resource of the device a split may use (the AIE tiles: ``tile_cap``, this by default)
+RESOURCE_CAP = 0.8
+#: the resources a split uses and is checked on (each within :data:`RESOURCE_CAP` of the device's, the AIE tiles
+#: within ``tile_cap``: :func:`resources`)
 RESOURCES = ("aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram")
 #: bits a stream into or out of a PL buffer moves a PL cycle: one 128-bit PLIO beat
 STREAM_BITS = 8 * engine.PLIO_BEAT_BYTES
@@ -735,18 +737,34 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
             "resources": resources(s, sp, limits=limits)}
 
 
+def tile_caps(tile_cap: float = RESOURCE_CAP) -> dict[str, float]:
+    """The fraction of each of :data:`RESOURCES` a split may use: ``tile_cap`` of the AIE tiles,
+    :data:`RESOURCE_CAP` of the rest."""
+    return {k: tile_cap if k == "aie_tiles" else RESOURCE_CAP for k in RESOURCES}
+
+
+def _check_tile(s: SublayerShape, tile: tuple[int, int, int], out_cols: int) -> None:
+    if s.d_model % tile[2] or out_cols % tile[1]:
+        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {tile[2]} / cols "
+                         f"{tile[1]}")
+
+
 def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, float], ...] = (),
            **tiles: Any) -> Iterator[dict[str, Any]]:
     """The cost (:func:`split_cost`) of every split whose kernels fit a tile's data memory and that uses at most
-    ``tile_cap`` of EVERY resource (:data:`RESOURCES`: AIE tiles, PLIOs in and out, LUT, FF, DSP, BRAM, URAM;
-    :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4,
-    every score channel count dividing it and as many attention pipelines as the rest of the tiles hold; a SwiftMax
-    split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest resource the emptier; a w PLIO
-    serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap (``tiles``: ``qkv_tile``,
-    ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``, ``w_share``: fixed, as
-    :class:`SublayerSplit`)."""
+    ``tile_cap`` of the AIE tiles and :data:`RESOURCE_CAP` of EVERY other resource (:data:`RESOURCES`: PLIOs in
+    and out, LUT, FF, DSP, BRAM, URAM; :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O
+    cascade count, ``kq`` in 1, 2, 4, every score channel count dividing it and as many attention pipelines as the
+    rest of the tiles hold; a SwiftMax split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest
+    resource the emptier; a w PLIO serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap
+    (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``,
+    ``w_share``: fixed, as :class:`SublayerSplit`)."""
     avail = {**available(), **dict(limits)}
-    cap = int(tile_cap * avail["aie_tiles"])
+    cap = int(tile_caps(tile_cap)["aie_tiles"] * avail["aie_tiles"])
+    caps = tile_caps(tile_cap)
+    for tile, out_cols in ((tiles.get("qkv_tile", SublayerSplit.qkv_tile), 3 * s.d_model),
+                           (tiles.get("o_tile", SublayerSplit.o_tile), s.d_model)):
+        _check_tile(s, tile, out_cols)
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
     swift = tiles.get("normalizer", "swiftmax") == "swiftmax"
@@ -768,7 +786,8 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                     share = None
                     for ws in ([tiles["w_share"]] if "w_share" in tiles else W_SHARES):
                         io = plios(s, SublayerSplit(n_qkv, n_o, n_att, kq, score_channels=m, w_share=ws, **fixed))
-                        if io["in"] <= tile_cap * avail["plio_in"] and io["out"] <= tile_cap * avail["plio_out"]:
+                        if io["in"] <= caps["plio_in"] * avail["plio_in"] and io["out"] <= caps["plio_out"] * \
+                                avail["plio_out"]:
                             share = ws
                             break
                     if share is None:
@@ -783,7 +802,7 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                         if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
                             best = (sp, r)
                     sp, r = best
-                    if max(r["fraction"].values()) > tile_cap:  # every resource within the cap
+                    if any(r["fraction"][k] > caps[k] for k in RESOURCES):  # every resource within its cap
                         continue
                     c = split_cost(s, sp, limits)
                     if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
@@ -807,7 +826,8 @@ def _best_split(s: SublayerShape, tile_cap: float, limits: tuple[tuple[str, floa
         if best is None or c["seconds"] < best["seconds"]:
             best = c
     if best is None:
-        raise ValueError(f"no split fits the device (every resource within {tile_cap:.0%})")
+        raise ValueError(f"no split fits the device (the AIE tiles within {tile_cap:.0%}, every other resource "
+                         f"within {RESOURCE_CAP:.0%})")
     best["tile_cap"] = tile_cap
     return best
 
