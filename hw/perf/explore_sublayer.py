@@ -5,9 +5,9 @@ pipelines within ``tile_cap`` of the AIE tiles, every other resource of the spli
 PLIOs, LUT, FF, DSP, BRAM, URAM, :func:`.sublayer.resources`) are costed once per normalizer; the attention
 pipelines' score channels carry either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a
 channel, every channel count dividing the kernel pairs searched; online softmax's channel assembles whole rows,
-:mod:`.engine`; SwiftMax's lanes multiply in LUTs or DSP blocks). The normalizer instances' PL resources are the Yosys figures of
-:func:`vckattn.hw.perf.model._pl_resources` (the same the attention explorer uses); besides, a split whose
-normalizers alone take more than ``1 - headroom`` of the device's LUTs, FFs or DSPs is no candidate.
+:mod:`.engine`; SwiftMax's lanes multiply in LUTs or DSP blocks). The normalizer instances' PL resources are the
+Yosys figures of :func:`vckattn.hw.perf.model._pl_resources` (the same the attention explorer uses); besides, a
+split whose normalizers alone take more than ``1 - headroom`` of the device's LUTs, FFs or DSPs is no candidate.
 
 * **best**: the fastest split per normalizer.
 * **equal resources**: online softmax's fastest split within the best SwiftMax split's AIE kernels and its
