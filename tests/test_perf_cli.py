@@ -290,7 +290,11 @@ def test_fig5_for_the_sublayer(tmp_path):
         sp = case["swiftmax_split"]
         split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
         row = next(r for r in case["by_batch"] if r["batch"] == 2)
-        want = 12 * sublayer.split_cost(sublayer.SublayerShape(2, case["seq"]), split)["seconds"]
+        fitted = sublayer.refit(sublayer.SublayerShape(2, case["seq"]), split, 0.3)
+        want = 12 * sublayer.split_cost(sublayer.SublayerShape(2, case["seq"]), fitted)["seconds"]
         assert row["board_swiftmax_s"] == pytest.approx(want)
+        # the split of the search's batch fits there; every row says whether its splits fit at its batch
+        assert next(r for r in case["by_batch"] if r["batch"] == 8)["fits"] is True
+        assert all(isinstance(r["fits"], bool) for r in case["by_batch"])
     path = figures.fig5_sublayer_plot(data, tmp_path / "fig5_sublayer.png")
     assert path.read_bytes().startswith(PNG)

@@ -294,3 +294,20 @@ def test_a_decoder_sized_rope_fits_with_shared_tables():
     assert rope["count"] == sp.n_qkv and rope["bram"] == math.ceil(sp.n_qkv / 2) * 16
     unshared = sp.n_qkv * pl.resources("rope", rope["lanes"])["bram"]
     assert r["used"]["bram"] - rope["bram"] + unshared > 0.8 * 867
+
+
+def test_x_in_slots_when_all_of_it_does_not_fit():
+    """Batch 32 at S = 512: all of X (12 MiB, 342 URAM) does not fit beside the Q/K/V buffer, so the best split
+    holds 4 sequences of it and reads each again from DDR for the residual (N·d more DDR bytes); by hand."""
+    s = SublayerShape(batch=32, seq=512)
+    n, d = 32 * 512, 768
+    sp = SublayerSplit(48, 16, 7, 4, score_channels=4, w_share=4)
+    whole, slots = sublayer.split_cost(s, sp), sublayer.split_cost(s, SublayerSplit(**{**sp.__dict__,
+                                                                                      "x_on_chip": False}))
+    assert whole["resources"]["buffers"]["x"]["bytes"] == n * d
+    assert slots["resources"]["buffers"]["x"]["bytes"] == 4 * 512 * d
+    assert math.ceil(8 * n * d / (4096 * 72)) == 342 and whole["resources"]["fraction"]["uram"] > 0.8
+    assert slots["ddr_bytes"] - whole["ddr_bytes"] == n * d
+    assert max(slots["resources"]["fraction"].values()) <= 0.8
+    best = sublayer.best_split(s)
+    assert best["split"]["x_on_chip"] is False and max(best["resources"]["fraction"].values()) <= 0.8

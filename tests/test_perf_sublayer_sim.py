@@ -80,6 +80,15 @@ def test_shared_w_plios_and_broadcast_x_slow_both_alike():
     assert abs(s1 / c1 - 1) <= TOLERANCE and abs(s4 / c4 - 1) <= TOLERANCE
 
 
+def test_x_in_slots_agrees_with_the_simulation():
+    """X held in 4 slots and read again for the residual: the X mover waits for a free slot, the output tiles for
+    their X rows; closed form and simulation agree, and the schedule's X arrivals wait for the slots."""
+    shape, sp = SublayerShape(batch=8, seq=128, heads=6), SublayerSplit(24, 8, 8, 2, x_on_chip=False)
+    closed, sim = sublayer.split_cost(shape, sp), simulate_sublayer(shape, sp)
+    assert abs(sim.seconds / closed["seconds"] - 1) <= TOLERANCE
+    assert closed["ddr_bytes"] == sublayer.split_cost(shape, SublayerSplit(24, 8, 8, 2))["ddr_bytes"] + 8 * 128 * 384
+
+
 def test_fewer_sequence_slots_stall_the_stages(monkeypatch):
     """With one sequence of Q/K/V and of A between the stages, no stage overlaps the next: both the simulation and
     the closed form slow down, and still agree."""

@@ -17,8 +17,10 @@ links' rates), and lets the parts interact:
   switches block asks for its second at once. The next sublayer's first blocks are prefetched during this one,
   once its X is in and the cascade's own reloads are done (DDR, then their w PLIO), and the launch ends only when
   they are in.
-* **X** comes from DDR sequence by sequence (one mover) and stays on chip; **the output** (W_O + bias + the
-  residual, requantized to int8 in the PL) is written to DDR tile by tile, posted writes.
+* **X** comes from DDR sequence by sequence (one mover) and stays on chip (or, without ``x_on_chip``, in
+  :data:`.sublayer.SEQUENCE_SLOTS` slots, the residual reading its rows again from DDR before each output tile);
+  **the output** (W_O + bias + the residual, requantized to int8 in the PL) is written to DDR tile by tile, posted
+  writes.
 * **the attention pipelines** are :mod:`.simulate`'s own (ping-pong buffers, the Q broadcast, packet merge and
   split with the normalizer's channel cost, the cascade, the requantizer), fed from the on-chip Q/K/V buffers (no
   DDR) and writing A on chip; a group's records are read only once its sequence has been handed over.
@@ -113,8 +115,12 @@ class _Graph:
 
     # ---- DDR movers
     def x_mover(self):
+        """X sequence by sequence; held in :data:`SEQUENCE_SLOTS` slots when not all of it stays on chip (a slot
+        is free once the Q/K/V cascades are done with its sequence)."""
         s = self.s
         for b in range(s.batch):
+            if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
+                yield self.done["qkv"][b - SEQUENCE_SLOTS]
             yield self.env.process(self._read(s.seq * s.d_model))
             self.x_ready[b].succeed()
 
@@ -273,6 +279,8 @@ class _Cascade:
 
     def _write(self, room: simpy.Container, nbytes: int):
         g = self.g
+        if not g.sp.x_on_chip:  # the residual's X rows, read again
+            yield g.env.process(g._read(nbytes))
         yield g.env.process(g._read(nbytes))  # a write occupies the bank as a read does
         yield room.put(min(nbytes, room.capacity))
         g.last = max(g.last, g.env.now)

@@ -26,8 +26,8 @@ stage waits for the next one to free a slot. Each instance of a stage runs its w
 cascades start a sequence once its X has come from DDR (X is read first, in sequence order, beside the first
 reloads; every cascade's first weight block is on chip at the start: prefetched while the previous sublayer ran,
 after its X). The launch ends
-when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the
-sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
+when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual; twice
+when it does not fit: ``x_on_chip``), the sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
 (``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
 simulation (buffers, links, the one DDR bank, the attention pipelines of :mod:`.simulate`) and must agree with it.
 
@@ -59,8 +59,9 @@ Assumptions (each can make the real design slower):
     (:func:`buffers`: all of X, ``N·d`` bytes, kept for the residual; :data:`SEQUENCE_SLOTS` sequences of Q, K, V
     (``3·S·d`` bytes each) and of A (``S·d``)), each in URAM or BRAM, as many blocks as its bytes need or as its
     streams need ports (two 72-bit ports, on two blocks, a stream's 128 bits a cycle, as the engine model sizes
-    the online-softmax buffers). X stays on chip: the schedule reads it first, all of it, and the residual needs
-    it at the end; a shape whose X does not fit within the cap has no split.
+    the online-softmax buffers). All of X stays on chip when it fits (read first, kept for the residual);
+    otherwise the PL holds :data:`SEQUENCE_SLOTS` sequences of it, a slot refilled once the Q/K/V cascades are
+    done with its sequence, and the residual reads X again from DDR (``N·d`` more bytes; ``x_on_chip``).
 
   The movers' LUTs/FFs are assumptions (``pl_infrastructure.json``: no HLS synthesis here); the rest are Yosys
   fits on UltraScale+ cells as a proxy for the Versal PL.
@@ -95,11 +96,11 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "W_SHARES", "SublayerShape",
-           "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split", "bert_base",
-           "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share", "pl_units", "plios",
-           "resources", "rope_lanes", "schedule", "share_groups", "split_cost", "splits", "sublayer_macs", "tile_caps",
-           "w_link_seconds", "weight_loads"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "W_SHARES",
+           "SublayerShape", "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split",
+           "bert_base", "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share",
+           "pl_units", "plios", "refit", "resources", "rope_lanes", "schedule", "share_groups", "split_cost",
+           "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -140,7 +141,9 @@ class SublayerSplit:
     normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
     dividing ``kq`` (None: ``kq``, one a kernel pair); ``swiftmax_products``: how the SwiftMax lanes multiply
     (:data:`.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` in LUTs, ``"dsp"`` in DSP blocks; the same function); ``w_share``:
-    projection cascades a w PLIO serves (:func:`share_groups`), packet-split to their kernels."""
+    projection cascades a w PLIO serves (:func:`share_groups`), packet-split to their kernels; ``x_on_chip``: all of
+    X kept in the PL for the residual (read once), or only :data:`SEQUENCE_SLOTS` sequences of it (each read again
+    from DDR for the residual: ``N·d`` more DDR bytes)."""
 
     @property
     def channels(self) -> int:
@@ -158,6 +161,7 @@ class SublayerSplit:
     score_channels: int | None = None
     swiftmax_products: str = "auto"
     w_share: int = 1
+    x_on_chip: bool = True
 
 
 def _device() -> dict[str, float]:
@@ -422,22 +426,30 @@ def _latency(c: engine.TileCosts) -> float:
     return c.q_in + c.qk + c.channel + c.pv + c.rq + c.o_out
 
 
-def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None) -> dict[str, Any]:
+def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None,
+             refill: float | None = None) -> dict[str, Any]:
     """When each sequence leaves each stage (seconds from the launch's start), the stages handing over whole
     sequences (module docstring). ``stages`` in order, each with ``"work"`` (per sequence, the (instance, seconds)
     of every instance's work on it, a whole number of tile intervals: :func:`_by_sequence`), ``"fill_seconds"``
     (what an instance waiting for a sequence needs after the hand-off before its first tile) and ``"tail_seconds"``
     (a tile's latency through the stage beyond its interval). An instance starts its items of sequence b after its
     previous item, after the stage before has handed over b (plus the fill), and after the stage after has freed
-    the slot of sequence ``b - SEQUENCE_SLOTS`` (the first stage after ``start[b]``, when its input is in).
-    Returns ``"ready"``: per stage, per sequence, when its last tile of the sequence is out (its last item's end
-    plus the tail); ``"end"``: the last."""
+    the slot of sequence ``b - SEQUENCE_SLOTS`` (the first stage after ``start[b]``, when its input is in; with
+    ``refill``, its input too is held in :data:`SEQUENCE_SLOTS` slots: sequence b's comes in, ``refill`` seconds,
+    after the one before it and once the first stage has handed over ``b - SEQUENCE_SLOTS``). Returns
+    ``"ready"``: per stage, per sequence, when its last tile of the sequence is out (its last item's end plus the
+    tail); ``"end"``: the last; ``"input"``: when each sequence's input is in."""
     start = start or [0.0] * batch
     ready = [[0.0] * batch for _ in stages]
     ends: list[dict[int, float]] = [{} for _ in stages]
+    arrived, inputs = 0.0, [0.0] * batch
     for b in range(batch):
         for i, st in enumerate(stages):
             t_in = start[b] if i == 0 else ready[i - 1][b] + st["fill_seconds"]
+            if i == 0 and refill is not None and b >= SEQUENCE_SLOTS:
+                t_in = max(t_in, max(arrived, ready[0][b - SEQUENCE_SLOTS]) + refill)
+            if i == 0:
+                arrived = inputs[b] = t_in
             if i + 1 < len(stages) and b >= SEQUENCE_SLOTS:
                 t_in = max(t_in, ready[i + 1][b - SEQUENCE_SLOTS])
             last, end_of = t_in, ends[i]
@@ -448,7 +460,7 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
                 if e > last:
                     last = e
             ready[i][b] = last + st["tail_seconds"]
-    return {"ready": ready, "end": ready[-1][-1]}
+    return {"ready": ready, "end": ready[-1][-1], "input": inputs}
 
 
 #: RoPE units that read one copy of its table: a BRAM36 has two ports, each unit reads at its own row's position
@@ -623,7 +635,9 @@ def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = Non
     """The PL buffers between the stages (bytes, and the streams on them, bits a PL cycle each):
 
     * ``x``: all of X, ``N·d`` bytes (read from DDR first, in sequence order, and kept for the residual): written
-      by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each);
+      by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each); without
+      ``x_on_chip``, :data:`SEQUENCE_SLOTS` sequences of it, ``S·d`` bytes each, not read by the residual units
+      (theirs comes again from DDR);
     * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``3·S·d`` bytes each: written by the Q/K/V
       cascades' output PLIOs, read by every attention pipeline's q_in, k_in and v_in;
     * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, ``S·d`` bytes each: written by the pipelines' o_out, read by
@@ -635,7 +649,8 @@ def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = Non
     io = io or plios(s, sp)
     d = s.d_model
     residual_bits = 8 * DEVICE["plio_bytes"] // 4  # a residual unit's int8 X a cycle (its lanes)
-    spec = {"x": (s.tokens * d, {STREAM_BITS: 1 + io["qkv"]["x"], residual_bits: sp.n_o}),
+    x_bytes = s.tokens * d if sp.x_on_chip else min(s.batch, SEQUENCE_SLOTS) * s.seq * d
+    spec = {"x": (x_bytes, {STREAM_BITS: 1 + io["qkv"]["x"], residual_bits: 0 if not sp.x_on_chip else sp.n_o}),
             "qkv": (SEQUENCE_SLOTS * 3 * s.seq * d, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
             "a": (SEQUENCE_SLOTS * s.seq * d, {STREAM_BITS: sp.n_att + io["o"]["x"]})}
     return {k: {"bytes": n, "streams": sum(st.values()),
@@ -707,12 +722,14 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order, sharing the bank with the
     # first reloads (their first weights are on chip: prefetched while the previous sublayer ran, after its X)
     start = [_x_in(s, b, float(w1)) for b in range(s.batch)]
-    flow = schedule(s.batch, list(staged.values()), start)
+    x_seq = s.seq * s.d_model / DEVICE["ddr_bytes_per_s"]
+    flow = schedule(s.batch, list(staged.values()), start, None if sp.x_on_chip else x_seq)
     st = {k: {x: y for x, y in v.items() if x != "work"} for k, v in staged.items()}
     times = {k: v["seconds"] for k, v in st.items()}
     top = max(times, key=lambda k: times[k])
     compute = flow["end"] + sp.o_tile[0] * sp.o_tile[1] / DEVICE["ddr_bytes_per_s"]  # + the last tile's write
-    ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + 2 * s.tokens * s.d_model  # + X in, R out
+    # + X in (again for the residual when it is not kept), the output out
+    ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + (2 if sp.x_on_chip else 3) * s.tokens * s.d_model
     ddr = ddr_bytes / DEVICE["ddr_bytes_per_s"]
     # the next sublayer's first weight blocks, once all of X is in and, on a w PLIO whose cascades reload, once
     # their stage is done (the w buffers' halves are free then): through the one weight mover from DDR and then
@@ -720,9 +737,10 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     first = st["qkv"]["first_weight_bytes"] + st["o"]["first_weight_bytes"]
     block = max(sp.qkv_tile[1], sp.o_tile[1]) * s.d_model / DEVICE["ddr_bytes_per_s"]
     ready = dict(zip(staged, flow["ready"], strict=True))
-    links = max((ready[k][-1] if busy else start[-1]) + secs + block
+    x_all = flow["input"][-1]  # all of X is in
+    links = max((ready[k][-1] if busy else x_all) + secs + block
                 for k in ("qkv", "o") for busy, secs in st[k]["prefetch"])
-    prefetch = max(start[-1] + first / DEVICE["ddr_bytes_per_s"], links)
+    prefetch = max(x_all + first / DEVICE["ddr_bytes_per_s"], links)
     total = max(compute, ddr, prefetch)
     bound = "ddr" if ddr >= max(compute, prefetch) else "w_prefetch" if prefetch > compute else top
     ops = 2 * sum(macs.values())
@@ -756,9 +774,10 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
     and out, LUT, FF, DSP, BRAM, URAM; :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O
     cascade count, ``kq`` in 1, 2, 4, every score channel count dividing it and as many attention pipelines as the
     rest of the tiles hold; a SwiftMax split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest
-    resource the emptier; a w PLIO serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap
-    (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``,
-    ``w_share``: fixed, as :class:`SublayerSplit`)."""
+    resource the emptier; a w PLIO serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap;
+    all of X stays on chip unless it does not fit the URAM and BRAM (``tiles``: ``qkv_tile``, ``o_tile``,
+    ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``, ``w_share``, ``x_on_chip``: fixed, as
+    :class:`SublayerSplit`)."""
     avail = {**available(), **dict(limits)}
     cap = int(tile_caps(tile_cap)["aie_tiles"] * avail["aie_tiles"])
     caps = tile_caps(tile_cap)
@@ -792,17 +811,22 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                             break
                     if share is None:
                         continue
-                    best = None
-                    for prod in products:
-                        if best is not None and best[1]["fullest"] != "lut":
-                            break  # DSP products only take LUTs off
-                        sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
-                                                                     "swiftmax_products": prod, "w_share": share})
-                        r = resources(s, sp, limits=limits)
-                        if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
-                            best = (sp, r)
-                    sp, r = best
-                    if any(r["fraction"][k] > caps[k] for k in RESOURCES):  # every resource within its cap
+                    for x_on_chip in [tiles["x_on_chip"]] if "x_on_chip" in tiles else [True, False]:
+                        best = None
+                        for prod in products:
+                            if best is not None and best[1]["fullest"] != "lut":
+                                break  # DSP products only take LUTs off
+                            sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
+                                                                         "swiftmax_products": prod, "w_share": share,
+                                                                         "x_on_chip": x_on_chip})
+                            r = resources(s, sp, limits=limits)
+                            if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
+                                best = (sp, r)
+                        sp, r = best
+                        fits = all(r["fraction"][k] <= caps[k] for k in RESOURCES)  # every resource within its cap
+                        if fits or r["fullest"] not in ("uram", "bram"):
+                            break  # X in slots only when all of it does not fit the PL's memory
+                    if not fits:
                         continue
                     c = split_cost(s, sp, limits)
                     if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
@@ -830,6 +854,22 @@ def _best_split(s: SublayerShape, tile_cap: float, limits: tuple[tuple[str, floa
                          f"within {RESOURCE_CAP:.0%})")
     best["tile_cap"] = tile_cap
     return best
+
+
+def refit(s: SublayerShape, sp: SublayerSplit, tile_cap: float = RESOURCE_CAP) -> SublayerSplit | None:
+    """Split ``sp`` (found for another batch) made to fit shape ``s``: its w PLIO sharing (:data:`W_SHARES`, the
+    fewest) and X on chip or in slots (on chip first) chosen again so that every resource stays within its cap;
+    None where none fits."""
+    from dataclasses import replace
+
+    caps = tile_caps(tile_cap)
+    for x_on_chip in (True, False):
+        for ws in W_SHARES:
+            c = replace(sp, w_share=ws, x_on_chip=x_on_chip)
+            r = resources(s, c)
+            if all(r["fraction"][k] <= caps[k] for k in RESOURCES):
+                return c
+    return None
 
 
 def bert_base(seq: int, batch: int = 8) -> dict[str, Any]:
