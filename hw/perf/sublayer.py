@@ -25,10 +25,10 @@ group of b is done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and 
 stage waits for the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V
 cascades start a sequence once its X has come from DDR (X is read first, in sequence order, beside the first
 reloads; every cascade's first weight block is on chip at the start: prefetched while the previous sublayer ran,
-after its X). The launch ends
-when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual; twice
-when it does not fit: ``x_on_chip``), the sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
-(``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
+after its X). The launch ends when the last W_O tile is out. DDR: the weights (each load above), X once (kept on
+chip for the residual; twice when it does not fit: ``x_on_chip``), the sublayer's int8 output once;
+``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak (``tiles × 128 MACs × 2 × aie
+clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
 simulation (buffers, links, the one DDR bank, the attention pipelines of :mod:`.simulate`) and must agree with it.
 
 Assumptions (each can make the real design slower):
