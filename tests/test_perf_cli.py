@@ -200,6 +200,11 @@ def test_scope_sublayer_prints_the_best_split_and_refuses_attention_flags(capsys
     assert got["modeled"] is True and got["scope"] == "sublayer"
     assert got["split"] == json.loads(json.dumps(want["split"])) and got["seconds"] == want["seconds"]
     assert f"{want['fraction_of_peak']:.1%} of 128 int8 TOPS" in err and "MODELED" in err
+    # every resource in the JSON and on the terminal, each within 80%
+    res = got["resources"]
+    assert set(res["fraction"]) == {"aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram"}
+    assert all(v <= 0.8 for v in res["fraction"].values()) and res["fraction"] == want["resources"]["fraction"]
+    assert "resources of the split" in err and "◀ fullest" in err and "URAM" in err
     for extra in (["--operands", "on_chip"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
                   ["--tile-cap", "1.5"], ["--layers", "2"], ["--pipelines", "4"], ["--normalizer", "relu"]):
         code, _, err = _run(capsys, "perf", "--scope", "sublayer", *extra)
@@ -285,7 +290,11 @@ def test_fig5_for_the_sublayer(tmp_path):
         sp = case["swiftmax_split"]
         split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
         row = next(r for r in case["by_batch"] if r["batch"] == 2)
-        want = 12 * sublayer.split_cost(sublayer.SublayerShape(2, case["seq"]), split)["seconds"]
+        fitted = sublayer.refit(sublayer.SublayerShape(2, case["seq"]), split, 0.3)
+        want = 12 * sublayer.split_cost(sublayer.SublayerShape(2, case["seq"]), fitted)["seconds"]
         assert row["board_swiftmax_s"] == pytest.approx(want)
+        # the split of the search's batch fits there; every row says whether its splits fit at its batch
+        assert next(r for r in case["by_batch"] if r["batch"] == 8)["fits"] is True
+        assert all(isinstance(r["fits"], bool) for r in case["by_batch"])
     path = figures.fig5_sublayer_plot(data, tmp_path / "fig5_sublayer.png")
     assert path.read_bytes().startswith(PNG)

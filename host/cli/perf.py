@@ -121,7 +121,8 @@ def _scope_args(p: argparse.ArgumentParser) -> None:
                    "W_O projections on AIE GEMM cascades beside the attention pipelines, X in and the output once "
                    "through DDR), the best split of the AIE array for --seq, --batch, --heads and --d-head (MODELED)")
     p.add_argument("--tile-cap", type=float, default=0.8, metavar="F",
-                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8)")
+                   help="with --scope sublayer: the fraction of the AIE tiles the split may use (default 0.8; "
+                   "every other resource, PLIOs, LUT, FF, DSP, BRAM and URAM, within 80%%)")
 
 
 def add_perf(sub: Subparsers) -> None:
@@ -436,6 +437,31 @@ def _print_split(r: dict[str, Any], title: str, console: Any) -> None:
     console.print(t)
     console.print(f"{r['seconds'] * 1e6:,.1f} µs per sublayer, {r['tops']:.1f} TOPS = {r['fraction_of_peak']:.1%} "
                   f"of 128 int8 TOPS ({r['kernels']} AIE kernels)")
+    _print_resources(r["resources"], console)
+
+
+#: how the sublayer's resources are named in its table
+_RESOURCE_LABELS = {"aie_tiles": "AIE tiles", "plio_in": "PLIOs in (128-bit)", "plio_out": "PLIOs out (128-bit)",
+                    "lut": "LUT", "ff": "FF", "dsp": "DSP", "bram": "BRAM36", "uram": "URAM"}
+
+
+def _print_resources(res: dict[str, Any], console: Any) -> None:
+    """Every resource of a sublayer split: used, of the device's, the fraction; its fullest marked."""
+    from rich.table import Table
+
+    t = Table(title="resources of the split (MODELED; each must stay within 80%)")
+    for col in ("resource", "used", "available", "fraction"):
+        t.add_column(col, justify="left" if col == "resource" else "right")
+    for k, label in _RESOURCE_LABELS.items():
+        t.add_row(label + (" ◀ fullest" if res["fullest"] == k else ""), f"{res['used'][k]:,.0f}",
+                  f"{res['available'][k]:,.0f}", f"{res['fraction'][k]:.1%}")
+    console.print(t)
+    io, bufs = res["plios"], res["buffers"]
+    console.print(f"PLIOs: Q/K/V {io['qkv']['x']} x (broadcast to {io['qkv']['groups']} lock-step group(s)) + "
+                  f"{io['qkv']['w']} w in, {io['qkv']['out']} out; W_O {io['o']['x']} x + {io['o']['w']} w in, "
+                  f"{io['o']['out']} out; attention {io['attention']['in']} in, {io['attention']['out']} out. "
+                  "PL buffers: " + ", ".join(f"{k} {b['bytes'] / 2**20:.2f} MiB in {b[b['memory']]} "
+                                             f"{b['memory'].upper()}" for k, b in bufs.items()))
 
 
 def run_sublayer(args: argparse.Namespace) -> int:
@@ -455,15 +481,13 @@ def run_sublayer(args: argparse.Namespace) -> int:
     _print_split(r, "the whole encoder sublayer", console)
     console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
                   f"S = {shape.seq}, batch {shape.batch}, {normalizer.replace('_', ' ')}; the AIE array split within "
-                  f"{args.tile_cap:.0%} of its tiles")
+                  f"{args.tile_cap:.0%} of its tiles, every other resource within 80%")
     console.print(f"DDR: {r['ddr_bytes'] / 1e6:.2f} MB (the weights, X in, the output out) = "
                   f"{r['ddr_seconds'] * 1e6:,.1f} µs at the card's one bank" + (" ◀ bound" if r["bound"] == "ddr"
                                                                                else ""))
-    pl_lut = r["pl"]["total"]["lut"]
-    console.print("MODELED: the stages hand over whole sequences (hw/perf/sublayer.py states every assumption); the "
-                  f"PL's residual adds costed from their synthesis ({pl_lut:,.0f} LUT, "
-                  f"{max(r['pl']['fraction'].values()):.0%} of the fullest PL resource); the attention normalizer "
-                  "lanes, movers, on-chip buffers and the PLIO count not costed")
+    console.print("MODELED: the stages hand over whole sequences (hw/perf/sublayer.py states every assumption); "
+                  "every resource costed (AIE tiles, PLIOs, the PL's normalizers, residual adds, movers and buffers) "
+                  "and each within its cap")
     result = {"modeled": True, "scope": "sublayer", **r}
     if args.simulate:
         result["simulation"] = _simulate_sublayer(shape, r, console)
@@ -675,8 +699,9 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
                           f"FFs, {n['dsp']:,.0f} DSPs")
     sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
     console.print(f"workload: encoder sublayer, {shape.heads} heads x {shape.head_dim} (d_model {shape.d_model}), "
-                  f"S = {shape.seq}, batch {shape.batch}; the AIE array within {args.tile_cap:.0%} of its tiles, the "
-                  f"normalizers within {1 - args.headroom:.0%} of the PL's LUTs, FFs and DSPs")
+                  f"S = {shape.seq}, batch {shape.batch}; every split within {args.tile_cap:.0%} of the AIE tiles and "
+                  f"80% of every other resource (PLIOs, LUT, FF, DSP, BRAM, URAM), its normalizers alone within "
+                  f"{1 - args.headroom:.0%} of the PL's LUTs, FFs and DSPs")
     console.print(f"[bold]SwiftMax vs online softmax, whole sublayer (modeled): speedup at equal resources "
                   f"{'none: no online-softmax split fits' if sp is None else f'{sp:.2f}x'}; normalizer LUT ratio at "
                   f"equal throughput {'n/a' if lr is None else f'{lr:.1%}'}[/bold] (search: {elapsed:.1f} s)")

@@ -412,20 +412,29 @@ def infrastructure() -> dict[str, Any]:
     return json.loads(INFRA_FILE.read_text(encoding="utf-8"))
 
 
-def infrastructure_per_pipeline() -> dict[str, float]:
-    """PL resources of one pipeline's movers and AXI4 master ports (``pl_infrastructure.json``)."""
-    data = infrastructure()
-    count = data["ports_per_pipeline"]["value"]
-    return {r: float(sum(n * data["parts"][part][r]["value"] for part, n in count.items())) for r in RESOURCE_KEYS}
+def parts_resources(count: dict[str, int]) -> dict[str, float]:
+    """PL resources of ``count`` instances of each part of ``pl_infrastructure.json`` (``{part: instances}``)."""
+    parts = infrastructure()["parts"]
+    return {r: float(sum(n * parts[part][r]["value"] for part, n in count.items())) for r in RESOURCE_KEYS}
+
+
+def infrastructure_per_pipeline(ddr_ports: bool = True) -> dict[str, float]:
+    """PL resources of one pipeline's movers and AXI4 master ports (``pl_infrastructure.json``); without
+    ``ddr_ports`` the movers alone (a pipeline fed from PL buffers, not DDR: the whole sublayer's)."""
+    count = dict(infrastructure()["ports_per_pipeline"]["value"])
+    if not ddr_ports:
+        count.pop("axi_master")
+    return parts_resources(count)
 
 
 def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
-              pl_resources: Any) -> dict[str, float]:
+              pl_resources: Any, ddr_ports: bool = True) -> dict[str, float]:
     """Resources of engine design ``d`` for workload ``w``: AIE tiles (``2k`` kernels and the requantizer a
     pipeline), the largest kernel's buffers, PLIOs, and the
     PL -- the score channels' normalizer lanes (``pl_resources(kernel, lanes, score_bits, products)``: Yosys), an online
-    softmax's row-assembly buffers, and every pipeline's movers and AXI4 master ports (:func:`infrastructure`).
-    ``axi_masters`` counts the master ports into the one DDR bank."""
+    softmax's row-assembly buffers, and every pipeline's movers and AXI4 master ports (:func:`infrastructure`;
+    ``ddr_ports`` False: no master ports, the movers read and write PL buffers). ``axi_masters`` counts the master
+    ports into the one DDR bank."""
     g = geometry(w, d, dev, normalizers[0])
     mem = memory_bytes(g)
     io = plios(d)
@@ -445,15 +454,16 @@ def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
             bits = 2 * g.q_rows * g.keys * (g.score_bits + 8)
             pl_used["uram"] += d.pipelines * max(math.ceil(bits / dev.uram_bits),
                                                  2 * math.ceil(PLIO_BEAT_BYTES * 8 / dev.uram_width_bits))
-    infra = infrastructure_per_pipeline()
+    infra = infrastructure_per_pipeline(ddr_ports)
     for key in RESOURCE_KEYS:
         pl_used[key] += d.pipelines * infra[key]
     used.update(pl_used)
     used["lut_normalizers"] = norm_lut
-    used["axi_masters"] = float(d.pipelines * infrastructure()["ports_per_pipeline"]["value"]["axi_master"])
+    used["axi_masters"] = float(d.pipelines * infrastructure()["ports_per_pipeline"]["value"]["axi_master"]
+                                if ddr_ports else 0)
     return used
 
 
 __all__ = ["BUFFER_HALVES", "Geometry", "StageTime", "TileCosts", "build_d", "build_keys", "cascade_blocks",
            "ddr_bytes", "deal", "geometry", "is_engine", "kernel_report", "kernel_seconds", "kv_seconds", "layer_time",
-           "memory_bytes", "packet_seconds", "plios", "pv_variant", "resources", "tile_costs"]
+           "memory_bytes", "packet_seconds", "parts_resources", "plios", "pv_variant", "resources", "tile_costs"]

@@ -1,12 +1,13 @@
 """SwiftMax against online softmax for the whole encoder sublayer: MODELED, not measured.
 
 For a sublayer shape the splits of the AIE array (:func:`.sublayer.splits`: Q/K/V and W_O cascades, attention
-pipelines within ``tile_cap`` of the tiles) are costed once per normalizer; the attention pipelines' score channels
-carry either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a channel, every channel count
-dividing the kernel pairs searched; online softmax's channel assembles whole rows, :mod:`.engine`). The normalizer
-instances' PL resources are the Yosys figures of :func:`vckattn.hw.perf.model._pl_resources` (the same the
-attention explorer uses); a split whose normalizers take more than ``1 - headroom`` of the device's LUTs, FFs or
-DSPs is no candidate.
+pipelines within ``tile_cap`` of the AIE tiles, every other resource of the split within 80% of the device's:
+PLIOs, LUT, FF, DSP, BRAM, URAM, :func:`.sublayer.resources`) are costed once per normalizer; the attention
+pipelines' score channels carry either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a
+channel, every channel count dividing the kernel pairs searched; online softmax's channel assembles whole rows,
+:mod:`.engine`; SwiftMax's lanes multiply in LUTs or DSP blocks). The normalizer instances' PL resources are the
+Yosys figures of :func:`vckattn.hw.perf.model._pl_resources` (the same the attention explorer uses); besides, a
+split whose normalizers alone take more than ``1 - headroom`` of the device's LUTs, FFs or DSPs is no candidate.
 
 * **best**: the fastest split per normalizer.
 * **equal resources**: online softmax's fastest split within the best SwiftMax split's AIE kernels and its
@@ -41,7 +42,8 @@ def normalizer_resources(c: dict[str, Any]) -> dict[str, float]:
 
     sp = c["split"]
     n = sp["n_att"] * (sp["score_channels"] or sp["kq"])
-    per = _pl_resources(sp["normalizer"], LANES, 8)
+    per = _pl_resources(sp["normalizer"], LANES, 8, sp["swiftmax_products"] if sp["normalizer"] == "swiftmax"
+                        else "auto")
     return {"instances": float(n), **{k: n * v for k, v in zip(NORMALIZER_KEYS, per, strict=False)}}
 
 
@@ -82,9 +84,10 @@ class SublayerExploration:
             "speedup_equal_resources": self.speedup_equal_resources,
             "lut_ratio_equal_throughput": self.lut_ratio_equal_throughput,
             "definitions": {
-                "best": f"fastest split of the AIE array within {self.tile_cap:.0%} of its tiles (every kernel one "
-                        "tile, within a tile's data memory), its normalizer instances within "
-                        f"{1 - self.headroom:.0%} of the device's LUTs, FFs and DSPs",
+                "best": f"fastest split of the AIE array within {self.tile_cap:.0%} of its tiles (every kernel "
+                        "one tile, within a tile's data memory) and 80% of every other resource (PLIOs in and out, "
+                        f"LUT, FF, DSP, BRAM, URAM), its normalizer instances alone within {1 - self.headroom:.0%} "
+                        "of the device's LUTs, FFs and DSPs",
                 "speedup_equal_resources": "online-softmax seconds per sublayer on its fastest split within the "
                                            "SwiftMax split's AIE kernels and its normalizers' LUTs and FFs (DSPs "
                                            "not capped: SwiftMax uses none) / SwiftMax seconds per sublayer",
@@ -115,7 +118,7 @@ def explore_sublayer(s: SublayerShape, tile_cap: float = 0.8, headroom: float = 
     found = {n: [c for c in sublayer.splits(s, tile_cap, normalizer=n)
                  if all(normalizer_resources(c)[k] <= room[k] for k in NORMALIZER_KEYS)] for n in sublayer.NORMALIZERS}
     if not all(found.values()):
-        raise ValueError("no split fits the array (its AIE tiles, and its normalizers the PL)")
+        raise ValueError("no split fits the device (every resource within the cap, its normalizers the PL)")
     best = {n: min(v, key=lambda c: c["seconds"]) for n, v in found.items()}
     bs = best["swiftmax"]
     cap = normalizer_resources(bs)

@@ -331,8 +331,10 @@ def fig5_sublayer_data(cpu: bool = True, tile_cap: float = 0.8, headroom: float 
     """The numbers of Fig. 5 for the whole sublayer: per sequence length of :data:`SUBLAYER_SEQS`, the SwiftMax
     split and online softmax's split at its resources (:func:`.explore_sublayer.explore_sublayer` at batch
     ``layer_batch``; the best online-softmax split where none fits them), each costed in closed form for every batch
-    (``layers`` sublayers) and for 0..``layers`` sublayers replaced by SwiftMax at ``layer_batch``; with the CPU's
-    measured seconds of the same sublayers (torch fp32). ``explorations``: already explored sequence lengths."""
+    (``layers`` sublayers; at another batch the split's w PLIO sharing and X on chip or in slots chosen again so
+    that every resource stays within 80%: ``fits`` False where that cannot be) and for 0..``layers`` sublayers
+    replaced by SwiftMax at ``layer_batch``; with the CPU's measured seconds of the same sublayers (torch fp32).
+    ``explorations``: already explored sequence lengths."""
     from . import explore_sublayer, sublayer
 
     out: dict = {"modeled": "board seconds are modeled (closed form); cpu seconds are measured on this machine",
@@ -348,13 +350,23 @@ def fig5_sublayer_data(cpu: bool = True, tile_cap: float = 0.8, headroom: float 
             splits[name] = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
                                                      "o_tile": tuple(sp["o_tile"])})
 
-        def board(b: int, name: str, seq: int = seq, splits: dict = splits) -> float:
-            return sublayer.split_cost(sublayer.SublayerShape(b, seq), splits[name])["seconds"]
+        def fitted(b: int, name: str, seq: int = seq, splits: dict = splits) -> tuple:
+            """The split at batch ``b``: its w PLIO sharing and X on chip or in slots chosen again to fit
+            (:func:`.sublayer.refit`); as found at ``layer_batch`` (and marked) where nothing fits."""
+            shape = sublayer.SublayerShape(b, seq)
+            sp = sublayer.refit(shape, splits[name], tile_cap)
+            return shape, sp or splits[name], sp is not None
+
+        def board(b: int, name: str) -> float:
+            shape, sp, _ = fitted(b, name)
+            return sublayer.split_cost(shape, sp)["seconds"]
 
         rows = []
         for b in batches:
             t_s, t_o = layers * board(b, "swiftmax"), layers * board(b, "online_softmax")
-            row = {"batch": b, "board_swiftmax_s": t_s, "board_online_softmax_s": t_o, "board_speedup": t_o / t_s}
+            row = {"batch": b, "board_swiftmax_s": t_s, "board_online_softmax_s": t_o, "board_speedup": t_o / t_s,
+                   "fits": fitted(b, "swiftmax")[2] and fitted(b, "online_softmax")[2],
+                   "x_on_chip": {n: fitted(b, n)[1].x_on_chip for n in splits}}
             if cpu:
                 c_s = layers * cpu_sublayer_seconds(b, 12, seq, 64, "swiftmax", cpu_repeats)
                 c_o = layers * cpu_sublayer_seconds(b, 12, seq, 64, "online_softmax", cpu_repeats)
@@ -380,6 +392,10 @@ def fig5_sublayer_plot(data: dict, path: Path) -> Path:
         b = [r["batch"] for r in rows]
         eq = "equal resources" if case["online_softmax_at_equal_resources"] else "best online softmax"
         a1.plot(b, [r["board_speedup"] for r in rows], "o-", label=f"S={case['seq']} board (modeled, {eq})")
+        over = [r for r in rows if not r.get("fits", True)]
+        if over:
+            a1.plot([r["batch"] for r in over], [r["board_speedup"] for r in over], "kx", ms=9,
+                    label=f"S={case['seq']} split does not fit the device at this batch")
         if "cpu_speedup" in rows[0]:
             a1.plot(b, [r["cpu_speedup"] for r in rows], "s--", label=f"S={case['seq']} CPU torch (measured)")
         a2.plot(b, [r["board_swiftmax_s"] for r in rows], "o-", label=f"S={case['seq']} board SwiftMax (modeled)")

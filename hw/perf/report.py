@@ -243,8 +243,20 @@ SMALL_SUBLAYER = (2, 128, 6)
 def _split_text(c: dict) -> str:
     sp = c["split"]
     norm = "SwiftMax" if sp["normalizer"] == "swiftmax" else "online softmax"
+    products = " (products in DSPs)" if sp["normalizer"] == "swiftmax" and sp["swiftmax_products"] == "dsp" else ""
     return (f"{sp['n_qkv']} Q/K/V + {sp['n_o']} W_O cascades, {sp['n_att']} x ({sp['kq']}+{sp['kq']}+1) attention "
-            f"kernels, {sp['score_channels']} {norm} channel(s) a pipeline")
+            f"kernels, {sp['score_channels']} {norm} channel(s){products} a pipeline, a w PLIO for "
+            f"{sp['w_share']} cascade(s)")
+
+
+#: the sublayer's resources as its tables name them (hw/perf/sublayer.py RESOURCES)
+_RESOURCE_NAMES = {"aie_tiles": "AIE tiles", "plio_in": "PLIO in", "plio_out": "PLIO out", "lut": "LUT",
+                   "ff": "FF", "dsp": "DSP", "bram": "BRAM36", "uram": "URAM"}
+
+
+def _fullest(c: dict) -> str:
+    r = c["resources"]
+    return f"{_RESOURCE_NAMES[r['fullest']]} {r['fraction'][r['fullest']]:.1%}"
 
 
 def sublayer_agreement() -> list[dict]:
@@ -269,12 +281,11 @@ def sublayer_block() -> str:
     """The markdown of the whole sublayer's documented figures (deterministic)."""
     from . import explore_sublayer, sublayer
 
-    dev = sublayer.DEVICE
     agree = sublayer_agreement()
     lines = [SUB_BEGIN, "",
              "The best split of the AIE array for the BERT-base encoder sublayer (12 x 64, d_model 768, batch 8; "
-             "X·W_qkv + b → attention → ·W_O + b, every op counted), SwiftMax, within 80% of the AIE tiles — "
-             "`vckattn perf --scope sublayer --seq 512 --simulate` (and `--seq 128`):", "",
+             "X·W_qkv + b → attention → ·W_O + b, every op counted), SwiftMax, every resource within 80% of the "
+             "device's — `vckattn perf --scope sublayer --seq 512 --simulate` (and `--seq 128`):", "",
              "| S | split | AIE kernels (of 400) | Q/K/V, attention, W_O busy (µs) | closed form (µs) | simulated (µs) "
              "| difference | TOPS (% of 128) | bound | DDR (MB, µs) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
@@ -287,6 +298,19 @@ def sublayer_block() -> str:
                      f"{_us(a['sim'].seconds)} | {a['difference']:+.1%} | {c['tops']:.1f} "
                      f"({c['fraction_of_peak']:.1%}) | {c['bound']} | {c['ddr_bytes'] / 1e6:.2f}, "
                      f"{_us(c['ddr_seconds'])} |")
+    lines += ["", "Every resource of those splits (used / the device's, MODELED: the AIE tiles one a kernel; 128-bit "
+              "PLIOs; the PL's normalizers, movers, residual adds and the buffers of X, Q/K/V and A):", "",
+              "| S | " + " | ".join(_RESOURCE_NAMES.values()) + " | PL buffers |",
+              "|---|" + "---|" * (len(_RESOURCE_NAMES) + 1)]
+    for a in agree:
+        s, r = a["shape"], a["closed"]["resources"]
+        if (s.batch, s.heads) != (8, 12):
+            continue
+        cells = [f"{r['used'][k]:,.0f} / {r['available'][k]:,.0f} ({r['fraction'][k]:.0%})"
+                 + (" ◀" if k == r["fullest"] else "") for k in _RESOURCE_NAMES]
+        bufs = "; ".join(f"{k} {b['bytes'] / 2**20:.2f} MiB in {b[b['memory']]} {b['memory'].upper()}"
+                         for k, b in r["buffers"].items())
+        lines.append(f"| {s.seq} | " + " | ".join(cells) + f" | {bufs} |")
     small = next(a for a in agree if a["shape"].batch != 8)
     s = small["shape"]
     lines += ["", f"A small sublayer ({s.heads} x {s.head_dim}, d_model {s.d_model}, S = {s.seq}, batch {s.batch}; "
@@ -308,14 +332,16 @@ def sublayer_block() -> str:
         lines.append(f"| S = {seq}, % of the 128 int8 TOPS peak | {lo:.0%} / {hi:.0%} | {f:.1%} | {ok(f >= lo)} / "
                      f"{ok(f >= hi)} |")
     worst = max(abs(a["difference"]) for a in agree)
-    tiles = max(a["closed"]["kernels"] for a in agree[:2]) / dev["aie_tiles"]
-    lines += [f"| AIE tiles (every kernel one tile) | <= 80% | {tiles:.1%} | {ok(tiles <= 0.8)} |",
+    full = max((a["closed"] for a in agree[:2]), key=lambda c: c["resources"]["fraction"][c["resources"]["fullest"]])
+    top = full["resources"]["fraction"][full["resources"]["fullest"]]
+    lines += [f"| every resource (AIE tiles, PLIOs, LUT, FF, DSP, BRAM, URAM) | <= 80% | fullest: {_fullest(full)} | "
+              f"{ok(top <= 0.8)} |",
               f"| closed form and simulation agree | within 10% | worst {worst:.1%} | {ok(worst <= 0.1)} |", ""]
     lines += ["SwiftMax against online softmax for the whole sublayer — `vckattn perf explore --scope sublayer "
-              "--seq 512` (and `--seq 128`); each normalizer's split of the array, its normalizer instances (one a "
-              "score channel, 16 lanes) within 80% of the PL's LUTs, FFs and DSPs:", "",
+              "--seq 512` (and `--seq 128`); each normalizer's split of the array, every resource within 80% of the "
+              "device's, its normalizer instances (one a score channel, 16 lanes) counted apart:", "",
               "| S | choice | split | µs (closed form) | % of 128 | AIE kernels | normalizers: instances, LUTs, "
-              "DSPs |", "|---|---|---|---|---|---|---|"]
+              "DSPs | fullest resource |", "|---|---|---|---|---|---|---|---|"]
     summary = []
     for seq, _, _ in SUBLAYER_GOALS:
         ex = explore_sublayer.explore_sublayer(sublayer.SublayerShape(8, seq))
@@ -325,12 +351,12 @@ def sublayer_block() -> str:
                          ("SwiftMax, fewest normalizer LUTs at equal throughput", ex.swiftmax_equal_throughput),
                          ("online softmax, fewest normalizer LUTs at equal throughput", ex.online_equal_throughput)):
             if c is None:
-                lines.append(f"| {seq} | {label} | none fits | | | | |")
+                lines.append(f"| {seq} | {label} | none fits | | | | | |")
                 continue
             n = c["normalizer_resources"]
             lines.append(f"| {seq} | {label} | {_split_text(c)} | {_us(c['seconds'])} | "
                          f"{c['fraction_of_peak']:.1%} | {c['kernels']} | {n['instances']:.0f}, {n['lut']:,.0f}, "
-                         f"{n['dsp']:,.0f} |")
+                         f"{n['dsp']:,.0f} | {_fullest(c)} |")
         sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
         summary.append(f"S = {seq}: speedup at equal resources "
                        + ("none (no online-softmax split fits)" if sp is None else f"**{sp:.2f}x**")

@@ -5,15 +5,22 @@ projection GEMM kernels' instrumented cycles, :mod:`.gemm_proj`; the attention k
 links' rates), and lets the parts interact:
 
 * **the projection cascades** (Q/K/V, then W_O): each runs its (block, sequence) units in the order
-  :func:`.sublayer.deal_projection` gives; a tile's x slices come over the cascade's x streams (one per K-slice, in
-  parallel) into a ping-pong x buffer, the cascade computes at its slowest kernel's cycles (its kernels in lock-step)
+  :func:`.sublayer.deal_projection` gives; a tile's x slices come over x streams (one per K-slice, in parallel)
+  into a ping-pong x buffer. The cascades that run the same sequences in the same order share their x streams
+  (:func:`.sublayer.broadcast_groups`): a tile goes out once, broadcast to every cascade of the group, when each of
+  them has a free x half (lock-step). A cascade computes at its slowest kernel's cycles (its kernels in lock-step)
   into a ping-pong out buffer, which drains over the cascade's output PLIO into the PL. The w buffer holds one block;
-  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) over
-  the cascade's w stream. Every cascade's first block is on chip at the start (prefetched while the previous
-  sublayer ran); the next sublayer's first blocks are prefetched during this one, once its X is in, and the launch
-  ends only when they are in.
-* **X** comes from DDR sequence by sequence (one mover) and stays on chip; **the output** (W_O + bias + the
-  residual, requantized to int8 in the PL) is written to DDR tile by tile, posted writes.
+  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) and then
+  over its w PLIO (every kernel's slice of the block, packet-split to the kernels), which ``w_share`` consecutive
+  cascades share; the outputs of :func:`.sublayer.out_share` consecutive cascades merge onto one output PLIO.
+  Every cascade's first block is on chip at the start (prefetched while the previous sublayer ran); a cascade that
+  switches block asks for its second at once. The next sublayer's first blocks are prefetched during this one,
+  once its X is in and the cascade's own reloads are done (DDR, then their w PLIO), and the launch ends only when
+  they are in.
+* **X** comes from DDR sequence by sequence (one mover) and stays on chip (or, without ``x_on_chip``, in
+  :data:`.sublayer.SEQUENCE_SLOTS` slots, the residual reading its rows again from DDR before each output tile);
+  **the output** (W_O + bias + the residual, requantized to int8 in the PL) is written to DDR tile by tile, posted
+  writes.
 * **the attention pipelines** are :mod:`.simulate`'s own (ping-pong buffers, the Q broadcast, packet merge and
   split with the normalizer's channel cost, the cascade, the requantizer), fed from the on-chip Q/K/V buffers (no
   DDR) and writing A on chip; a group's records are read only once its sequence has been handed over.
@@ -76,12 +83,16 @@ class _Graph:
         self.busy: dict[str, float] = {"qkv": 0.0, "attention": 0.0, "o": 0.0}
         self.last = 0.0
         self.prefetched = env.event()
+        self._w_link_bytes: dict[Link, int] = {}
         env.process(self.x_mover())
-        first: list[int] = []
+        first: list[tuple[Link, int, _Cascade]] = []
         left_q = self._stage("qkv", sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, first)
         left_o = self._stage("o", sp.o_tile, sp.n_o, s.d_model, 32, first)
         self.left = {"qkv": left_q, "o": left_o}
-        env.process(self.prefetch(first))
+        links = list(dict.fromkeys(link for link, _, _ in first))
+        self._prefetching = len(links)
+        for link in links:
+            env.process(self.prefetch(link, [(n, ev) for w, n, ev in first if w is link]))
         self._attention()
 
     # ---- helpers
@@ -104,24 +115,35 @@ class _Graph:
 
     # ---- DDR movers
     def x_mover(self):
+        """X sequence by sequence; held in :data:`SEQUENCE_SLOTS` slots when not all of it stays on chip (a slot
+        is free once the Q/K/V cascades are done with its sequence)."""
         s = self.s
         for b in range(s.batch):
+            if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
+                yield self.done["qkv"][b - SEQUENCE_SLOTS]
             yield self.env.process(self._read(s.seq * s.d_model))
             self.x_ready[b].succeed()
 
-    def prefetch(self, first: list[int]):
-        """The next sublayer's first weight block of every cascade, through the one weight mover, once all of
-        this sublayer's X is in."""
+    def prefetch(self, link: Link, first: list[tuple[int, _Cascade]]):
+        """The next sublayer's first weight block of every cascade a w PLIO serves, once all of this sublayer's X
+        is in and the cascade's last block of this one is in (a w half free): each from DDR through the one weight
+        mover, then through the w PLIO (``first``: the blocks' DDR bytes and their cascades; the PLIO carries every
+        kernel's slice with its header)."""
         yield self.x_ready[-1]
-        for nbytes in first:
+        for nbytes, cascade in first:
+            yield cascade.reloaded
+            yield cascade.w.free.get(1)
             with self.weight_mover.request() as req:
                 yield req
                 yield self.env.process(self._read(nbytes))
-        self.prefetched.succeed(self.env.now)
+            yield self.env.process(link.move(self._w_link_bytes[link]))
+        self._prefetching -= 1
+        if not self._prefetching:
+            self.prefetched.succeed(self.env.now)
 
     # ---- a projection stage
     def _stage(self, name: str, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
-               first: list[int]) -> list[int]:
+               first: list[tuple[Link, int, _Cascade]]) -> list[int]:
         s = self.s
         rows, cols, kslice = tile
         k = s.d_model // kslice
@@ -130,15 +152,36 @@ class _Graph:
         for units in dealt:
             for _, b in units:
                 left[b] += 1
-            if units:
-                first.append(cols * s.d_model)
         compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
                       for j in range(k)) / DEVICE["aie_clock_hz"]
         tiles = -(-s.seq // rows)
-        for c, units in enumerate(dealt):
-            if units:
-                _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles)
+        # the w PLIOs (w_share cascades each) and the merged output PLIOs (out_share cascades each)
+        w_links, out_links = {}, {}
+        for group in sublayer.share_groups(n, self.sp.w_share):
+            link = Link(self.env, self.link_rate, "w_in")
+            self._w_link_bytes[link] = k * (HEADER + kslice * cols)
+            w_links.update(dict.fromkeys(group, link))
+        for group in sublayer.share_groups(n, sublayer.out_share(tile, k, out_bits)):
+            out_links.update(dict.fromkeys(group, Link(self.env, self.link_rate, "out")))
+        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles, w_links[c],
+                                out_links[c])
+                    for c, units in enumerate(dealt) if units}
+        first += [(w_links[c], cols * s.d_model, cascades[c]) for c in cascades]
+        for group in sublayer.broadcast_groups(dealt):
+            self.env.process(self.x_in(name, [cascades[c] for c in group], rows * kslice, tiles))
         return left
+
+    def x_in(self, stage: str, group: list[_Cascade], nbytes: int, tiles: int):
+        """A broadcast group's x streams (one a K-slice, in parallel: one link): each tile once, into every
+        cascade's x buffer when all of them have a free half."""
+        link = Link(self.env, self.link_rate, "x_in")
+        for _, b in group[0].units:
+            yield self._gate(stage, b)
+            for _ in range(tiles):
+                yield self.env.all_of([c.x.free.get(1) for c in group])
+                yield self.env.process(link.move(HEADER + nbytes))
+                for c in group:
+                    yield c.x.full.put(1)
 
     # ---- the attention pipelines
     def _attention(self) -> None:
@@ -169,7 +212,7 @@ class _Cascade:
     """One projection cascade's processes: x in, w switches, compute, out (module docstring)."""
 
     def __init__(self, graph: _Graph, stage: str, index: int, units: list[tuple[int, int]], rows: int, cols: int,
-                 kslice: int, out_bits: int, compute: float, tiles: int) -> None:
+                 kslice: int, out_bits: int, compute: float, tiles: int, w_link: Link, out_link: Link) -> None:
         self.g, self.stage, self.index, self.units = graph, stage, index, units
         env = graph.env
         self.rows, self.cols, self.kslice, self.out_bits = rows, cols, kslice, out_bits
@@ -179,21 +222,11 @@ class _Cascade:
         self.w = PingPong(env)
         self.w.free = simpy.Container(env, capacity=engine.BUFFER_HALVES, init=engine.BUFFER_HALVES - 1)
         self.w.full.put(units[0][0])  # the first block: prefetched
-        self.x_link = Link(env, graph.link_rate, "x_in")
-        self.w_link = Link(env, graph.link_rate, "w_in")
-        self.out_link = Link(env, graph.link_rate, "out")
+        self.w_link, self.out_link = w_link, out_link  # shared with the other cascades of their groups
         self.busy = 0.0
-        for proc in (self.x_in(), self.w_in(), self.run(), self.drain()):
+        self.reloaded = env.event()
+        for proc in (self.w_in(), self.run(), self.drain()):
             env.process(proc)
-
-    def x_in(self):
-        g = self.g
-        for _, b in self.units:
-            yield g._gate(self.stage, b)
-            for _ in range(self.tiles):
-                yield self.x.free.get(1)
-                yield g.env.process(self.x_link.move(HEADER + self.rows * self.kslice))
-                yield self.x.full.put(1)
 
     def w_in(self):
         """The blocks after the first, each when the cascade switches to it: DDR (the weight mover), then the w
@@ -205,8 +238,9 @@ class _Cascade:
             with g.weight_mover.request() as req:
                 yield req
                 yield g.env.process(g._read(self.cols * g.s.d_model))
-            yield g.env.process(self.w_link.move(HEADER + self.kslice * self.cols))
+            yield g.env.process(self.w_link.move(g._w_link_bytes[self.w_link]))
             yield self.w.full.put(blk)
+        self.reloaded.succeed()
 
     def run(self):
         env = self.g.env
@@ -245,6 +279,8 @@ class _Cascade:
 
     def _write(self, room: simpy.Container, nbytes: int):
         g = self.g
+        if not g.sp.x_on_chip:  # the residual's X rows, read again
+            yield g.env.process(g._read(nbytes))
         yield g.env.process(g._read(nbytes))  # a write occupies the bank as a read does
         yield room.put(min(nbytes, room.capacity))
         g.last = max(g.last, g.env.now)

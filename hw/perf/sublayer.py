@@ -9,7 +9,11 @@ What is costed: an encoder sublayer (X·W_qkvᵀ + b → Q, K, V int8; attention
   the (output-channel block, sequence) units, in block-major order, are cut into ``n`` contiguous runs
   (:func:`deal_projection`), so a cascade serves one block, a few neighbours or some sequences of one block, and
   every cascade runs its units sequence by sequence. A cascade that serves one block holds its weights for the whole
-  launch (read once); one that serves several reloads a block's weights whenever it switches block;
+  launch (read once); one that serves several reloads a block's weights whenever it switches block. The cascades
+  that run the same sequences in the same order take their x tiles together from one x stream a K-slice,
+  broadcast by the AIE stream switch (:func:`broadcast_groups`: one group when the cascades divide the blocks
+  evenly); ``w_share`` consecutive cascades share a w PLIO (packet-split to their kernels) and the outputs of
+  :func:`out_share` consecutive cascades merge onto one output PLIO;
 * ``n_att`` attention pipelines of the engine (:mod:`.engine_aie`: ``kq`` QKᵀ, ``kq`` P·V kernels and a
   requantizer, ``q_rows`` query rows a tile, ``S / kq`` keys a slice, ``score_channels`` score channels a pipeline
   (one a kernel pair by default) with the normalizer's cost from :mod:`.engine`: SwiftMax's packet slots or online
@@ -19,11 +23,12 @@ The stages hand over whole sequences (:func:`schedule`): attention of sequence b
 has done its units of b (a waiting pipeline then loads its group's K/V slices first), W_O of b once every attention
 group of b is done; the PL holds :data:`SEQUENCE_SLOTS` sequences of Q/K/V (and of A) between two stages, so a
 stage waits for the next one to free a slot. Each instance of a stage runs its work in sequence order; the Q/K/V
-cascades start a sequence once its X has come from DDR (X is read first, in sequence order; every cascade's first
-weight block is on chip at the start: prefetched while the previous sublayer ran, after its X). The launch ends
-when the last W_O tile is out. DDR: the weights (each load above), X once (kept on chip for the residual), the
-sublayer's int8 output once; ``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak
-(``tiles × 128 MACs × 2 × aie clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
+cascades start a sequence once its X has come from DDR (X is read first, in sequence order, beside the first
+reloads; every cascade's first weight block is on chip at the start: prefetched while the previous sublayer ran,
+after its X). The launch ends when the last W_O tile is out. DDR: the weights (each load above), X once (kept on
+chip for the residual; twice when it does not fit: ``x_on_chip``), the sublayer's int8 output once;
+``T ≥ bytes / ddr_gbps``. The figure is ``ops / T`` against the array's int8 peak (``tiles × 128 MACs × 2 × aie
+clock``). :mod:`.simulate_sublayer` runs the same graph as a discrete-event
 simulation (buffers, links, the one DDR bank, the attention pipelines of :mod:`.simulate`) and must agree with it.
 
 Assumptions (each can make the real design slower):
@@ -36,24 +41,47 @@ Assumptions (each can make the real design slower):
   1,280 cycles of a PLIO against 1,099 of compute).
 * The two projections are two builds of the GEMM kernel (its shape is a compile-time parameter): the graph must
   compile the Q/K/V and the W_O kernels with their own parameters.
-* The PL keeps pace. Costed (:func:`pl_units`, from the Yosys fits of :mod:`.pl`, in ``split_cost``'s ``pl`` and
-  within ``tile_cap`` of every PL resource in :func:`best_split`): the residual add, one 4-lane unit a W_O cascade
-  (its int32 output PLIO carries 4 accumulators a PL cycle); the requantizers, none (Q/K/V are requantized by the
-  GEMM's last kernel and A by the attention pipelines' requantizer kernel, on the AIE); RoPE, none for this
-  encoder sublayer (:func:`pl_units` sizes it for a decoder). NOT costed: the SwiftMax lanes of the attention
-  pipelines, the movers, the on-chip buffers of Q, K, V and A between the stages (``3·S·d`` + ``S·d`` bytes a
-  sequence in URAM/BRAM) and of X (``N·d`` bytes); nor the PLIO count (each projection cascade has its own x
-  streams, one per K-slice, as the graph simulation has them, and its own output PLIO; each attention pipeline its
-  own PLIOs).
+* The PL keeps pace: its units are sized to the AIE stages' rates.
+* Every resource is costed and each kept within 80% of the device's (:data:`RESOURCE_CAP`; the AIE tiles within
+  ``tile_cap``, 80% by default) (:func:`resources`; :func:`splits` rules out a split over it in ANY of them):
+
+  - AIE tiles: every kernel on its own tile;
+  - 128-bit PLIOs in and out (:func:`plios`; 156 in and 117 out usable, CHARM's CDSE): a projection stage's x
+    streams (one a K-slice a broadcast group: a cascade with x streams of its own would need ``k`` a cascade,
+    beyond the PLIOs of any fast split), w PLIOs and output PLIOs; the attention pipelines' as the engine model
+    counts them (q_in, k_in, v_in and a p_in a score channel in; an s_out a channel and o_out out);
+  - the PL (LUT, FF, DSP, BRAM, URAM): the attention pipelines' normalizer instances (one a score channel,
+    :data:`LANES` lanes, the Yosys fits; SwiftMax's products in LUTs or DSP blocks, the lighter for the split;
+    online softmax's row buffers) and their q, k, v and output movers as the engine model counts them, without
+    AXI4 master ports (they read and write PL buffers); the residual adds (:func:`pl_units`; RoPE for a decoder);
+    the projection movers (:func:`projection_movers`: a reader on every x and w stream, a writer on every output
+    PLIO, the X and weight movers with their master ports, the output writers'); the buffers between the stages
+    (:func:`buffers`: all of X, ``N·d`` bytes, kept for the residual; :data:`SEQUENCE_SLOTS` sequences of Q, K, V
+    (``3·S·d`` bytes each) and of A (``S·d``)), each in URAM or BRAM, as many blocks as its bytes need or as its
+    streams need ports (two 72-bit ports, on two blocks, a stream's 128 bits a cycle, as the engine model sizes
+    the online-softmax buffers). All of X stays on chip when it fits (read first, kept for the residual);
+    otherwise the PL holds :data:`SEQUENCE_SLOTS` sequences of it, a slot refilled once the Q/K/V cascades are
+    done with its sequence, and the residual reads X again from DDR (``N·d`` more bytes; ``x_on_chip``).
+
+  The movers' LUTs/FFs are assumptions (``pl_infrastructure.json``: no HLS synthesis here); the rest are Yosys
+  fits on UltraScale+ cells as a proxy for the Versal PL.
+* The requantizers run on the AIE (Q/K/V in the GEMM's last kernel, A in the attention pipelines' requantizer
+  kernel); the encoder needs no RoPE (:func:`pl_units` sizes it for a decoder: one unit a Q/K/V cascade at its
+  output rate, a table copy shared by two units).
 * Stage hand-offs cost nothing beyond the waits :func:`schedule` counts; no launch overhead.
 * Every cascade's first weight block is on chip when the launch starts: the steady state of consecutive sublayers,
-  each prefetching the next one's into its w buffers' free half. A single cold launch adds their DDR load first
-  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base).
-* At most ``tile_cap`` of the AIE tiles are used (default 80%: the resource headroom rule), every kernel on its own
-  tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
+  each prefetching the next one's into its w buffers' free half (once all of X is in and the cascade's reloads are
+  done; through the one weight mover and its w PLIO). A single cold launch adds their DDR load first
+  (``first_weight_bytes`` of both stages / the DDR rate: about 41 µs for BERT-base). A cascade that switches block
+  asks for its second one at the start, beside X on the bank; a switch waits for its block when the blocks queued
+  on its shared w PLIO take longer than a unit.
+* Every kernel on its own tile with its buffers and state in that tile's data memory less 2.5 KB of stack and heap.
+* A broadcast reaches every kernel of a K-slice across the array, and the PLIOs fit the interface columns near
+  their kernels (no placement or routing is modeled; ARIES reports routing failures above ~350 cores).
 
 Device numbers from ``hw/perf/device.json`` (VCK5000): 400 AIE tiles at 1.25 GHz (128 int8 TOPS), DDR 57 GB/s
-measured with several readers.
+measured with several readers, 156 / 117 usable 128-bit PLIOs in / out, the PL less the shell (880K LUT, 1.76M FF,
+1,968 DSP58, 867 BRAM36, 420 URAM; URAM288 4K × 72, BRAM36 512 × 72).
 """
 
 from __future__ import annotations
@@ -68,9 +96,11 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "SEQUENCE_SLOTS", "SublayerShape", "SublayerSplit", "attention_geometry",
-           "attention_memory", "best_split", "bert_base", "deal_projection", "pl_units", "schedule", "split_cost",
-           "splits", "sublayer_macs", "weight_loads"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "W_SHARES",
+           "SublayerShape", "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split",
+           "bert_base", "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share",
+           "pl_units", "plios", "refit", "resources", "rope_lanes", "schedule", "share_groups", "split_cost",
+           "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -109,7 +139,11 @@ class SublayerSplit:
     shapes of highest modeled efficiency that fit a tile's memory and keep their x and out buffers within a PLIO's
     rate (``python -m vckattn.sim.gemm_proj_perf`` lists the candidates). ``normalizer``: the attention pipelines'
     normalizer (:data:`NORMALIZERS`); ``score_channels``: score channels (a normalizer instance each) a pipeline,
-    dividing ``kq`` (None: ``kq``, one a kernel pair)."""
+    dividing ``kq`` (None: ``kq``, one a kernel pair); ``swiftmax_products``: how the SwiftMax lanes multiply
+    (:data:`.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` in LUTs, ``"dsp"`` in DSP blocks; the same function); ``w_share``:
+    projection cascades a w PLIO serves (:func:`share_groups`), packet-split to their kernels; ``x_on_chip``: all of
+    X kept in the PL for the residual (read once), or only :data:`SEQUENCE_SLOTS` sequences of it (each read again
+    from DDR for the residual: ``N·d`` more DDR bytes)."""
 
     @property
     def channels(self) -> int:
@@ -125,6 +159,9 @@ class SublayerSplit:
     o_tile: tuple[int, int, int] = (8, 48, 192)
     normalizer: str = "swiftmax"
     score_channels: int | None = None
+    swiftmax_products: str = "auto"
+    w_share: int = 1
+    x_on_chip: bool = True
 
 
 def _device() -> dict[str, float]:
@@ -193,33 +230,121 @@ def weight_loads(units: list[tuple[int, int]]) -> int:
     return sum(1 for i, (blk, _) in enumerate(units) if i == 0 or units[i - 1][0] != blk)
 
 
-@functools.cache
-def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int) -> dict[str, Any]:
-    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``: seconds for the launch (the
-    busiest cascade), kernels, weight bytes read (all loads; the first of each cascade), memory, and the work of
-    each cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`)."""
+def _x_in(s: SublayerShape, b: int, first_reloads: float) -> float:
+    """When X of sequence ``b`` is on chip: X is read in sequence order from the launch's start, beside the first
+    reloads (``first_reloads`` bytes: :func:`first_reload_bytes`)."""
+    return _shared_bank((b + 1) * s.seq * s.d_model, first_reloads)
+
+
+def share_groups(n: int, share: int) -> list[list[int]]:
+    """Cascades ``0 .. n-1`` in groups of ``share`` consecutive ones (the last may be smaller): the cascades a w
+    PLIO serves, or whose outputs merge onto one output PLIO."""
+    if share < 1:
+        raise ValueError(f"a PLIO serves at least one cascade, got {share}")
+    return [list(range(i, min(i + share, n))) for i in range(0, n, share)]
+
+
+def out_share(tile: tuple[int, int, int], k: int, out_bits: int) -> int:
+    """Cascades whose outputs merge onto one output PLIO (packet merge): the most whose tiles, drained back to back
+    (lock-step cascades finish their tiles together), take no longer than one cascade's compute, so that the merge
+    never slows a cascade."""
     rows, cols, kslice = tile
-    if s.d_model % kslice or out_cols % cols:
-        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {kslice} / cols {cols}")
+    return max(1, int(_chain_cycles(k, rows, cols, kslice, out_bits) // _io_cycles(rows * cols * out_bits // 8)))
+
+
+def w_link_seconds(s: SublayerShape, tile: tuple[int, int, int]) -> float:
+    """Seconds one weight block (every kernel's K-slice of ``cols`` channels, a header each) takes through a w
+    PLIO into its cascade's kernels."""
+    _, cols, kslice = tile
+    link = min(DEVICE["plio_bytes"] * DEVICE["pl_clock_hz"], DEVICE["dma_bytes_per_cycle"] * DEVICE["aie_clock_hz"])
+    return s.d_model // kslice * (engine.HEADER_BYTES + kslice * cols) / link
+
+
+def _shared_bank(nbytes: float, other: float) -> float:
+    """Seconds until the first ``nbytes`` of one of two movers that start reading the one DDR bank together are
+    in, the other with ``other`` bytes to read (the bank alternates between them: half its rate each while both
+    read)."""
+    return (2 * nbytes if nbytes <= other else nbytes + other) / DEVICE["ddr_bytes_per_s"]
+
+
+def first_reload_bytes(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int) -> int:
+    """Bytes of the blocks the cascades of a projection stage ask for at the launch's start: every cascade that
+    switches block during the launch asks for its second one at once (its w buffer's other half is free)."""
+    dealt = deal_projection(out_cols // tile[1], s.batch, n)
+    return sum(1 for u in dealt if weight_loads(u) > 1) * tile[1] * s.d_model
+
+
+@functools.cache
+def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
+             w_share: int = 1, first_reloads: float | None = None) -> dict[str, Any]:
+    """One projection stage on ``n`` cascades of GEMM tile ``(rows, cols, kslice)``, ``w_share`` cascades a w
+    PLIO: seconds for the launch (the busiest cascade), kernels, weight bytes read (all loads; the first of each
+    cascade), the next sublayer's first blocks on each w PLIO (``prefetch``: per w PLIO, whether a cascade of it
+    reloads during the launch, and the seconds its first blocks take through it), memory, and the work of each
+    cascade on each sequence with the stage's fill and tail (``"work"``, ... for :func:`schedule`).
+    ``first_reloads``: for the first stage, the bytes of every stage's first reloads (:func:`first_reload_bytes`),
+    which share the bank with X at the start."""
+    rows, cols, kslice = tile
+    _check_tile(s, tile, out_cols)
     k = s.d_model // kslice
     compute = _chain_cycles(k, rows, cols, kslice, out_bits)
-    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output
+    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output (out_share cascades merge
+    # onto one output PLIO, within the compute: out_share)
     io = {"x_in": _io_cycles(rows * kslice), "out": _io_cycles(rows * cols * out_bits // 8)}
     chain = max(compute, *io.values())
     dealt = deal_projection(out_cols // cols, s.batch, n)
     unit = math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"]
     per = max(len(u) for u in dealt)
     loads = [weight_loads(u) for u in dealt]
-    # the reloads (a block after a cascade's first) come through the one weight mover while the stage runs: the
-    # busiest cascade's units take at least their share of that DDR time
-    unit = max(unit, (sum(loads) - sum(map(bool, loads))) * cols * s.d_model / DEVICE["ddr_bytes_per_s"] / per)
+    # the reloads (a block after a cascade's first) come through the one weight mover while the stage runs, and
+    # through their w PLIO (shared by w_share cascades): the busiest cascade's units take at least their share of
+    # that DDR time and of the busiest w PLIO's
+    reloads = [x - bool(x) for x in loads]
+    w_s = w_link_seconds(s, tile)
+    w_groups = share_groups(n, w_share)
+    unit = max(unit, sum(reloads) * cols * s.d_model / DEVICE["ddr_bytes_per_s"] / per,
+               max(sum(reloads[c] for c in g) for g in w_groups) * w_s / per)
+    # a switch's block comes in while the cascade runs its unit before (its w buffer's other half) and may queue
+    # behind a block of every other reloading cascade of its w PLIO: the unit after a switch waits for what of
+    # that does not fit in one unit
+    items = [[(b, unit) for _, b in u] for u in dealt]
+    if first_reloads is not None:
+        # the first stage's first reloads, asked for at the start: read from DDR in cascade order beside X, then
+        # each through its w PLIO; a cascade's first switch waits for its block
+        queued, link_free = 0.0, [0.0] * len(w_groups)
+        for c, u in enumerate(dealt):
+            if not reloads[c]:
+                continue
+            queued += cols * s.d_model
+            g = c // w_share
+            link_free[g] = max(_shared_bank(queued, s.tokens * s.d_model), link_free[g]) + w_s
+            i = next(i for i in range(1, len(u)) if u[i][0] != u[i - 1][0])
+            reach = max(_x_in(s, u[i][1], first_reloads), _x_in(s, u[0][1], first_reloads) + i * unit)
+            if link_free[g] > reach:
+                items[c][i] = (items[c][i][0], items[c][i][1] + link_free[g] - reach)
+    for g in w_groups:
+        wait = sum(1 for c in g if reloads[c]) * w_s - unit
+        for c in g if wait > 0 else ():
+            for i in range(1, len(dealt[c])):
+                if dealt[c][i][0] != dealt[c][i - 1][0]:
+                    items[c][i] = (items[c][i][0], max(items[c][i][1], unit + wait))
+    # the cascades of a broadcast group take their x tiles together: a unit takes as long on all of them as on the
+    # slowest
+    for g in broadcast_groups(dealt):
+        for i in range(len(dealt[g[0]])):
+            longest = max(items[c][i][1] for c in g)
+            for c in g:
+                items[c][i] = (items[c][i][0], longest)
+    busiest = max(sum(x for _, x in it) for it in items)
     memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), rows, cols, kslice, out_bits) for j in range(k))
-    return {"seconds": per * unit, "kernels": n * k,
+    return {"seconds": busiest, "kernels": n * k,
             "chain_cycles": chain, "compute_cycles": compute, "io_cycles": io, "units_busiest": per,
             "weight_bytes": sum(loads) * cols * s.d_model, "first_weight_bytes": sum(map(bool, loads)) * cols
-            * s.d_model, "kernel_memory_bytes": memory,
+            * s.d_model, "prefetch": [(any(reloads[c] for c in g), sum(bool(loads[c]) for c in g) * w_s)
+                                       for g in w_groups],
+            "w_share": w_share, "out_share": out_share(tile, k, out_bits), "kernel_memory_bytes": memory,
             "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE),
-            "work": _by_sequence([[(b, unit) for _, b in u] for u in dealt], s.batch),
+            "work": _by_sequence(items, s.batch),
             # a tile's latency (its x in, compute, its output out) beyond the tile interval: when a sequence's
             # last tile is through after its last interval
             "fill_seconds": 0.0, "tail_seconds": (io["x_in"] + compute + io["out"] - chain) / DEVICE["aie_clock_hz"]}
@@ -301,22 +426,30 @@ def _latency(c: engine.TileCosts) -> float:
     return c.q_in + c.qk + c.channel + c.pv + c.rq + c.o_out
 
 
-def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None) -> dict[str, Any]:
+def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None = None,
+             refill: float | None = None) -> dict[str, Any]:
     """When each sequence leaves each stage (seconds from the launch's start), the stages handing over whole
     sequences (module docstring). ``stages`` in order, each with ``"work"`` (per sequence, the (instance, seconds)
     of every instance's work on it, a whole number of tile intervals: :func:`_by_sequence`), ``"fill_seconds"``
     (what an instance waiting for a sequence needs after the hand-off before its first tile) and ``"tail_seconds"``
     (a tile's latency through the stage beyond its interval). An instance starts its items of sequence b after its
     previous item, after the stage before has handed over b (plus the fill), and after the stage after has freed
-    the slot of sequence ``b - SEQUENCE_SLOTS`` (the first stage after ``start[b]``, when its input is in).
-    Returns ``"ready"``: per stage, per sequence, when its last tile of the sequence is out (its last item's end
-    plus the tail); ``"end"``: the last."""
+    the slot of sequence ``b - SEQUENCE_SLOTS`` (the first stage after ``start[b]``, when its input is in; with
+    ``refill``, its input too is held in :data:`SEQUENCE_SLOTS` slots: sequence b's comes in, ``refill`` seconds,
+    after the one before it and once the first stage has handed over ``b - SEQUENCE_SLOTS``). Returns
+    ``"ready"``: per stage, per sequence, when its last tile of the sequence is out (its last item's end plus the
+    tail); ``"end"``: the last; ``"input"``: when each sequence's input is in."""
     start = start or [0.0] * batch
     ready = [[0.0] * batch for _ in stages]
     ends: list[dict[int, float]] = [{} for _ in stages]
+    arrived, inputs = 0.0, [0.0] * batch
     for b in range(batch):
         for i, st in enumerate(stages):
             t_in = start[b] if i == 0 else ready[i - 1][b] + st["fill_seconds"]
+            if i == 0 and refill is not None and b >= SEQUENCE_SLOTS:
+                t_in = max(t_in, max(arrived, ready[0][b - SEQUENCE_SLOTS]) + refill)
+            if i == 0:
+                arrived = inputs[b] = t_in
             if i + 1 < len(stages) and b >= SEQUENCE_SLOTS:
                 t_in = max(t_in, ready[i + 1][b - SEQUENCE_SLOTS])
             last, end_of = t_in, ends[i]
@@ -327,7 +460,26 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
                 if e > last:
                     last = e
             ready[i][b] = last + st["tail_seconds"]
-    return {"ready": ready, "end": ready[-1][-1]}
+    return {"ready": ready, "end": ready[-1][-1], "input": inputs}
+
+
+#: RoPE units that read one copy of its table: a BRAM36 has two ports, each unit reads at its own row's position
+ROPE_TABLE_READERS = 2
+
+
+def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
+    """Lanes of a Q/K/V cascade's RoPE unit: the fewest (a power of two, whole beats of a half row) that take a
+    tile's ``rows × cols`` int8 outputs within the cascade's tile interval (``chain_cycles`` AIE cycles at the PL
+    clock), so that the unit never slows the cascade."""
+    rows, cols, _ = sp.qkv_tile
+    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)["chain_cycles"]
+    need = rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
+    lanes = 1
+    while lanes < need:
+        lanes *= 2
+    if s.head_dim % (2 * lanes):
+        raise ValueError(f"a RoPE unit of {lanes} lanes does not divide head_dim {s.head_dim} into whole beats")
+    return lanes
 
 
 def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[str, Any]:
@@ -338,9 +490,12 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
     * ``residual``: one unit a W_O cascade, ``lanes`` = the int32 accumulators a PLIO beat carries (4);
     * ``requant``: none: the GEMM's last cascade kernel requantizes Q/K/V and the attention pipelines'
       requantizer kernel A (on the AIE);
-    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): 8-lane
-      units, enough for the 16 int8 elements a PLIO beat carries on every Q/K/V cascade, each with the registry
-      build's table (``max_pos`` 256 positions of ``head_dim`` 64).
+    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): one
+      unit a Q/K/V cascade of :func:`rope_lanes` lanes (its average output rate, not the PLIO's peak: the unit
+      backpressures the out buffer's drain, within the tile interval), each with the registry build's table
+      (``max_pos`` 256 positions of ``head_dim`` 64; the fit's BRAM, the same at every lane count, is the table),
+      one table copy shared by :data:`ROPE_TABLE_READERS` units (a BRAM's two read ports; the host writes it
+      while they are idle).
 
     Returns ``{"units": {name: {"count", "lanes", <resource>: total}}, "total": {<resource>: ...},
     "fraction": {<resource>: total / the device's PL}}`` (resources: ``lut, ff, dsp, bram, uram``)."""
@@ -349,52 +504,291 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
 
     dev = load_device("vck5000").pl
     keys = ("lut", "ff", "dsp", "bram", "uram")
-    rope_lanes = 8
     plan = {"residual": (sp.n_o, DEVICE["plio_bytes"] // 4), "requant": (0, 1),
-            "rope": (sp.n_qkv * DEVICE["plio_bytes"] // rope_lanes if rope else 0, rope_lanes)}
+            "rope": (sp.n_qkv, rope_lanes(s, sp)) if rope else (0, 1)}
     units = {}
     for name, (count, lanes) in plan.items():
         r = pl.resources(name, lanes)
         units[name] = {"count": count, "lanes": lanes, **{k: count * r[k] for k in keys}}
+        if name == "rope":
+            units[name]["bram"] = math.ceil(count / ROPE_TABLE_READERS) * r["bram"]
+            units[name]["table_copies"] = math.ceil(count / ROPE_TABLE_READERS)
     total = {k: sum(u[k] for u in units.values()) for k in keys}
     return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
 
 
-def split_cost(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
-    """The modeled time and fraction of peak of one split (module doc; JSON-ready)."""
+#: cascades a w PLIO may serve (:attr:`SublayerSplit.w_share`), the fewest that fit the PLIOs chosen
+W_SHARES = (1, 2, 4, 8)
+#: the fraction of every resource of the device a split may use (the AIE tiles: ``tile_cap``, this by default)
+RESOURCE_CAP = 0.8
+#: the resources a split uses and is checked on (each within :data:`RESOURCE_CAP` of the device's, the AIE tiles
+#: within ``tile_cap``: :func:`resources`)
+RESOURCES = ("aie_tiles", "plio_in", "plio_out", "lut", "ff", "dsp", "bram", "uram")
+#: bits a stream into or out of a PL buffer moves a PL cycle: one 128-bit PLIO beat
+STREAM_BITS = 8 * engine.PLIO_BEAT_BYTES
+
+
+@functools.cache
+def available() -> dict[str, float]:
+    """The VCK5000's limits of every :data:`RESOURCES` entry (``hw/perf/device.json``: 400 AIE tiles; 156 in and
+    117 out usable 128-bit PLIOs, CHARM's CDSE; the PL less the shell: 880K LUT, 1.76M FF, 1,968 DSP58, 867
+    BRAM36, 420 URAM) and the memory blocks' bits and port widths (URAM288 4K × 72, BRAM36 512 × 72, AM007)."""
+    from .model import Design, device_data, load_device, resources_available
+
+    dev = load_device("vck5000")
+    avail = resources_available(Design(plio_bits=engine.PLIO_BEAT_BYTES * 8), dev)
+    raw = device_data()["devices"]["vck5000"]
+    return {**{k: avail[k] for k in RESOURCES}, "uram_bits": dev.uram_bits, "uram_width_bits": dev.uram_width_bits,
+            "bram_bits": raw["bram_bits"]["value"], "bram_width_bits": raw["bram_width_bits"]["value"]}
+
+
+def broadcast_groups(dealt: list[list[tuple[int, int]]]) -> list[list[int]]:
+    """The cascades of a projection stage that share x streams (:func:`deal_projection`'s dealing): those that run
+    the same sequences in the same order, as many units of each, so that they take the same x tiles in lock-step.
+    A group has one x stream per K-slice, broadcast by the AIE stream switch to its cascades' kernels of that
+    K-slice (as the engine broadcasts q_in to its QKᵀ kernels); cascades in different places of the sequences need
+    their own streams."""
+    groups: dict[tuple[int, ...], list[int]] = {}
+    for c, units in enumerate(dealt):
+        if units:
+            groups.setdefault(tuple(b for _, b in units), []).append(c)
+    return list(groups.values())
+
+
+@functools.cache
+def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
+                   w_share: int) -> dict[str, int]:
+    """A projection stage's 128-bit PLIOs: ``x`` one a K-slice a broadcast group (:func:`broadcast_groups`),
+    ``w`` one a ``w_share`` cascades (their weight blocks, packet-split to their kernels as the engine's k_in
+    splits K), ``out`` one a :func:`out_share` cascades (their last kernels' output buffers, packet-merged);
+    ``cascades``: those with work, ``groups``: broadcast groups."""
+    dealt = deal_projection(out_cols // tile[1], s.batch, n)
+    groups = len(broadcast_groups(dealt))
+
+    def used(share: int) -> int:
+        return sum(1 for g in share_groups(n, share) if any(dealt[c] for c in g))
+
+    merge = out_share(tile, s.d_model // tile[2], out_bits)
+    return {"x": s.d_model // tile[2] * groups, "w": used(w_share), "out": used(merge),
+            "cascades": sum(1 for u in dealt if u), "groups": groups, "w_share": w_share, "out_share": merge}
+
+
+def _attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
+    """The attention pipelines of split ``sp`` as the engine model's workload and design (operands on chip)."""
+    from .model import Design, Workload
+
+    g = attention_geometry(s, sp)
+    w = Workload(heads=s.heads, d_head=s.head_dim, seq=s.seq, batch=s.batch, layers=(sp.normalizer,),
+                 operands="on_chip")
+    lanes = {"lanes_swiftmax": LANES if sp.normalizer == "swiftmax" else 0,
+             "lanes_online_softmax": LANES if sp.normalizer == "online_softmax" else 0}
+    d = Design(pipelines=sp.n_att, qk_kernels=sp.kq, pv_kernels=sp.kq, q_rows=sp.q_rows, score_bits=8,
+               score_plios=sp.channels, swiftmax_products=sp.swiftmax_products, pl_clock_mhz=g.f_pl / 1e6, o_bits=8,
+               max_seq=g.keys, head_dim=g.d, **lanes)
+    return w, d
+
+
+def _attention_resources(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
+    """The attention pipelines' resources as the engine model counts them (:func:`.engine.resources`): AIE tiles,
+    PLIOs (q_in, k_in, v_in and a p_in a channel in; an s_out a channel and o_out out), the score channels'
+    normalizer instances (their Yosys fits, SwiftMax's products in LUTs or DSPs; online softmax's row-assembly
+    buffers in URAM) and each pipeline's q, k, v and output movers, here without AXI4 master ports (they read and
+    write the PL's Q/K/V and A buffers)."""
+    return _attention_resources_of(s, SublayerSplit(0, 0, sp.n_att, sp.kq, q_rows=sp.q_rows, normalizer=sp.normalizer,
+                                                    score_channels=sp.channels,
+                                                    swiftmax_products=sp.swiftmax_products))
+
+
+@functools.cache
+def _attention_resources_of(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
+    from .model import _pl_resources, load_device
+
+    w, d = _attention_design(s, sp)
+    return engine.resources(w, d, load_device("vck5000"), (sp.normalizer,), _pl_resources, ddr_ports=False)
+
+
+@functools.cache
+def _attention_plios(n_att: int, channels: int) -> dict[str, int]:
+    from .model import Design
+
+    return engine.plios(Design(pipelines=n_att, qk_kernels=channels, pv_kernels=channels, score_plios=channels))
+
+
+def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
+    """128-bit PLIOs of split ``sp``, in (PL → AIE) and out: each projection stage's x streams (one a K-slice a
+    broadcast group), w streams and output PLIOs (:func:`_stage_streams`), the attention pipelines' as the engine
+    counts them (:func:`.engine.plios`)."""
+    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)
+    o = _stage_streams(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)
+    att = _attention_plios(sp.n_att, sp.channels)
+    return {"qkv": qkv, "o": o, "attention": att, "in": qkv["x"] + qkv["w"] + o["x"] + o["w"] + att["in"],
+            "out": qkv["out"] + o["out"] + att["out"]}
+
+
+def _blocks(bits: int, streams: dict[int, int], block_bits: int, width_bits: int) -> int:
+    """Memory blocks of a buffer of ``bits``, every stream (``streams``: {its bits a PL cycle: how many}) on ports
+    of its own (one port a block, ``width_bits`` wide, as the engine model sizes the online-softmax row buffers)."""
+    return max(math.ceil(bits / block_bits), sum(n * math.ceil(w / width_bits) for w, n in streams.items()))
+
+
+def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """The PL buffers between the stages (bytes, and the streams on them, bits a PL cycle each):
+
+    * ``x``: all of X, ``N·d`` bytes (read from DDR first, in sequence order, and kept for the residual): written
+      by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each); without
+      ``x_on_chip``, :data:`SEQUENCE_SLOTS` sequences of it, ``S·d`` bytes each, not read by the residual units
+      (theirs comes again from DDR);
+    * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``3·S·d`` bytes each: written by the Q/K/V
+      cascades' output PLIOs, read by every attention pipeline's q_in, k_in and v_in;
+    * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, ``S·d`` bytes each: written by the pipelines' o_out, read by
+      the W_O stage's x streams.
+
+    Each entry: ``bytes``, ``streams`` and the blocks it takes in URAM (``uram``) or BRAM (``bram``)
+    (``io``: :func:`plios` of the split, if known)."""
+    a = available()
+    io = io or plios(s, sp)
+    d = s.d_model
+    residual_bits = 8 * DEVICE["plio_bytes"] // 4  # a residual unit's int8 X a cycle (its lanes)
+    x_bytes = s.tokens * d if sp.x_on_chip else min(s.batch, SEQUENCE_SLOTS) * s.seq * d
+    spec = {"x": (x_bytes, {STREAM_BITS: 1 + io["qkv"]["x"], residual_bits: 0 if not sp.x_on_chip else sp.n_o}),
+            "qkv": (SEQUENCE_SLOTS * 3 * s.seq * d, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
+            "a": (SEQUENCE_SLOTS * s.seq * d, {STREAM_BITS: sp.n_att + io["o"]["x"]})}
+    return {k: {"bytes": n, "streams": sum(st.values()),
+                "uram": _blocks(8 * n, st, a["uram_bits"], a["uram_width_bits"]),
+                "bram": _blocks(8 * n, st, a["bram_bits"], a["bram_width_bits"])} for k, (n, st) in spec.items()}
+
+
+def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:
+    """The projection stages' PL movers in the parts of ``pl_infrastructure.json``: a buffer reader
+    (``mm2s_engine``) on every x and w stream, plus the X mover and the weight mover (DDR readers); a writer
+    (``s2mm_engine``) on every cascade's output (into the Q/K/V buffer, or the residual's Y into DDR); AXI4 master
+    ports: the X mover's, the weight mover's and one a W_O cascade's output writer."""
+    io = io or plios(s, sp)
+    q, o = io["qkv"], io["o"]
+    return {"mm2s_engine": q["x"] + q["w"] + o["x"] + o["w"] + 2, "s2mm_engine": q["out"] + o["out"],
+            "axi_master": 2 + o["out"]}
+
+
+def resources(s: SublayerShape, sp: SublayerSplit, rope: bool = False,
+              limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    """Every resource split ``sp`` uses (:data:`RESOURCES`) against the device's (:func:`available`, or
+    ``limits`` in its place), MODELED:
+
+    * ``aie_tiles``: every kernel on its own tile (the Q/K/V and W_O cascades' kernels, the pipelines' ``2·kq + 1``);
+    * ``plio_in`` / ``plio_out``: :func:`plios`;
+    * the PL: the attention pipelines' normalizers and movers (:func:`_attention_resources`), the PL units
+      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the projection movers (:func:`projection_movers`)
+      and the buffers (:func:`buffers`), each buffer placed in URAM or BRAM, whichever leaves the fuller of the two
+      the emptier (the largest first).
+
+    Returns ``{"used", "available", "fraction", "fullest", "parts", "buffers", "plios"}``."""
+    avail = {**available(), **dict(limits)}
+    io = plios(s, sp)
+    att = _attention_resources(s, sp)
+    pl_keys = engine.RESOURCE_KEYS
+    units = pl_units(s, sp, rope)["total"]
+    movers = engine.parts_resources(projection_movers(s, sp, io))
+    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers}
+    used = {k: sum(p[k] for p in parts.values()) for k in pl_keys}
+    bufs = buffers(s, sp, io)
+    for name in sorted(bufs, key=lambda k: -bufs[k]["bytes"]):
+        b = bufs[name]
+
+        def fuller(mem: str, b: dict[str, Any] = b) -> float:
+            after = {m: used[m] + (b[m] if m == mem else 0) for m in ("uram", "bram")}
+            return max(after[m] / avail[m] for m in after)
+
+        b["memory"] = min(("uram", "bram"), key=fuller)
+        used[b["memory"]] += b[b["memory"]]
+    parts["buffers"] = {k: float(sum(b[b["memory"]] for b in bufs.values() if b["memory"] == k) if k in
+                                 ("uram", "bram") else 0.0) for k in pl_keys}
+    used["aie_tiles"] = float(sp.n_qkv * s.d_model // sp.qkv_tile[2] + sp.n_o * s.d_model // sp.o_tile[2]
+                              + att["aie_tiles"])
+    used["plio_in"], used["plio_out"] = float(io["in"]), float(io["out"])
+    used = {k: used[k] for k in RESOURCES}
+    fraction = {k: used[k] / avail[k] for k in RESOURCES}
+    return {"used": used, "available": {k: avail[k] for k in RESOURCES}, "fraction": fraction,
+            "fullest": max(fraction, key=lambda k: fraction[k]), "parts": parts, "buffers": bufs, "plios": io}
+
+
+def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+    """The modeled time and fraction of peak of one split (module doc; JSON-ready), with every resource it uses
+    (``"resources"``: :func:`resources`, against the device's limits or ``limits``)."""
     macs = sublayer_macs(s)
-    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8), "attention": _attention(s, sp),
-              "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32)}
-    # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order at the bank's rate (their
-    # first weights are on chip: prefetched while the previous sublayer ran, after its X)
-    start = [(b + 1) * s.seq * s.d_model / DEVICE["ddr_bytes_per_s"] for b in range(s.batch)]
-    flow = schedule(s.batch, list(staged.values()), start)
+    w1 = (first_reload_bytes(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
+          + first_reload_bytes(s, sp.o_tile, sp.n_o, s.d_model))
+    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share, float(w1)),
+              "attention": _attention(s, sp), "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)}
+    # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order, sharing the bank with the
+    # first reloads (their first weights are on chip: prefetched while the previous sublayer ran, after its X)
+    start = [_x_in(s, b, float(w1)) for b in range(s.batch)]
+    x_seq = s.seq * s.d_model / DEVICE["ddr_bytes_per_s"]
+    flow = schedule(s.batch, list(staged.values()), start, None if sp.x_on_chip else x_seq)
     st = {k: {x: y for x, y in v.items() if x != "work"} for k, v in staged.items()}
     times = {k: v["seconds"] for k, v in st.items()}
     top = max(times, key=lambda k: times[k])
     compute = flow["end"] + sp.o_tile[0] * sp.o_tile[1] / DEVICE["ddr_bytes_per_s"]  # + the last tile's write
-    ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + 2 * s.tokens * s.d_model  # + X in, R out
+    # + X in (again for the residual when it is not kept), the output out
+    ddr_bytes = st["qkv"]["weight_bytes"] + st["o"]["weight_bytes"] + (2 if sp.x_on_chip else 3) * s.tokens * s.d_model
     ddr = ddr_bytes / DEVICE["ddr_bytes_per_s"]
-    total = max(compute, ddr)
+    # the next sublayer's first weight blocks, once all of X is in and, on a w PLIO whose cascades reload, once
+    # their stage is done (the w buffers' halves are free then): through the one weight mover from DDR and then
+    # each through its w PLIO (the w PLIOs in parallel, a shared one a block after the other)
+    first = st["qkv"]["first_weight_bytes"] + st["o"]["first_weight_bytes"]
+    block = max(sp.qkv_tile[1], sp.o_tile[1]) * s.d_model / DEVICE["ddr_bytes_per_s"]
+    ready = dict(zip(staged, flow["ready"], strict=True))
+    x_all = flow["input"][-1]  # all of X is in
+    links = max((ready[k][-1] if busy else x_all) + secs + block
+                for k in ("qkv", "o") for busy, secs in st[k]["prefetch"])
+    prefetch = max(x_all + first / DEVICE["ddr_bytes_per_s"], links)
+    total = max(compute, ddr, prefetch)
+    bound = "ddr" if ddr >= max(compute, prefetch) else "w_prefetch" if prefetch > compute else top
     ops = 2 * sum(macs.values())
     peak = DEVICE["aie_tiles"] * PEAK_MACS_PER_CYCLE * 2 * DEVICE["aie_clock_hz"]
     return {"shape": asdict(s), "split": asdict(sp), "stages": st, "ops": ops, "start_seconds": start[0],
             "sequence_ready": dict(zip(staged, flow["ready"], strict=True)),
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
-            "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "seconds": total, "bound": "ddr" if ddr > compute else top,
-            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp)}
+            "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "prefetch_seconds": prefetch, "seconds": total,
+            "bound": bound,
+            "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp),
+            "resources": resources(s, sp, limits=limits)}
 
 
-def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[dict[str, Any]]:
-    """The cost (:func:`split_cost`) of every split within ``tile_cap`` of the AIE tiles (every kernel one tile)
-    whose kernels fit a tile's data memory: every Q/K/V and W_O cascade count, ``kq`` in 1, 2, 4, every score
-    channel count dividing it and as many attention pipelines as the rest of the tiles hold, whose costed PL units
-    (:func:`pl_units`) stay within ``tile_cap`` of every PL resource (``tiles``: ``qkv_tile``, ``o_tile``, ``q_rows``,
-    ``normalizer``, ``score_channels``: fixed, as :class:`SublayerSplit`)."""
-    cap = int(tile_cap * DEVICE["aie_tiles"])
+def tile_caps(tile_cap: float = RESOURCE_CAP) -> dict[str, float]:
+    """The fraction of each of :data:`RESOURCES` a split may use: ``tile_cap`` of the AIE tiles,
+    :data:`RESOURCE_CAP` of the rest."""
+    return {k: tile_cap if k == "aie_tiles" else RESOURCE_CAP for k in RESOURCES}
+
+
+def _check_tile(s: SublayerShape, tile: tuple[int, int, int], out_cols: int) -> None:
+    if s.d_model % tile[2] or out_cols % tile[1]:
+        raise ValueError(f"d_model {s.d_model} / outputs {out_cols} not multiples of kslice {tile[2]} / cols "
+                         f"{tile[1]}")
+
+
+def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, float], ...] = (),
+           **tiles: Any) -> Iterator[dict[str, Any]]:
+    """The cost (:func:`split_cost`) of every split whose kernels fit a tile's data memory and that uses at most
+    ``tile_cap`` of the AIE tiles and :data:`RESOURCE_CAP` of EVERY other resource (:data:`RESOURCES`: PLIOs in
+    and out, LUT, FF, DSP, BRAM, URAM; :func:`resources`, against the device's or ``limits``): every Q/K/V and W_O
+    cascade count, ``kq`` in 1, 2, 4, every score channel count dividing it and as many attention pipelines as the
+    rest of the tiles hold; a SwiftMax split's lanes multiply in LUTs or in DSP blocks, whichever leaves its fullest
+    resource the emptier; a w PLIO serves the fewest cascades (:data:`W_SHARES`) that keep the PLIOs within the cap;
+    all of X stays on chip unless it does not fit the URAM and BRAM (``tiles``: ``qkv_tile``, ``o_tile``,
+    ``q_rows``, ``normalizer``, ``score_channels``, ``swiftmax_products``, ``w_share``, ``x_on_chip``: fixed, as
+    :class:`SublayerSplit`)."""
+    avail = {**available(), **dict(limits)}
+    cap = int(tile_caps(tile_cap)["aie_tiles"] * avail["aie_tiles"])
+    caps = tile_caps(tile_cap)
+    for tile, out_cols in ((tiles.get("qkv_tile", SublayerSplit.qkv_tile), 3 * s.d_model),
+                           (tiles.get("o_tile", SublayerSplit.o_tile), s.d_model)):
+        _check_tile(s, tile, out_cols)
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]
     k_o = s.d_model // tiles.get("o_tile", SublayerSplit.o_tile)[2]
+    swift = tiles.get("normalizer", "swiftmax") == "swiftmax"
+    products = [tiles["swiftmax_products"]] if "swiftmax_products" in tiles else (["auto", "dsp"] if swift else
+                                                                                  ["auto"])
     for kq in (1, 2, 4):
         if s.seq % kq or (s.seq // kq) % 16:
             continue
@@ -405,29 +799,77 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> Iterator[di
                     continue
                 for m in ([tiles["score_channels"]] if tiles.get("score_channels") else
                           [x for x in (1, 2, 4) if x <= kq and kq % x == 0]):
-                    c = split_cost(s, SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m}))
-                    if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
+                    # the fewest cascades a w PLIO that keeps the PLIOs within the cap (the PLIOs first: the
+                    # cheapest check; all of them again below)
+                    fixed = {k: v for k, v in tiles.items() if k in ("qkv_tile", "o_tile")}
+                    share = None
+                    for ws in ([tiles["w_share"]] if "w_share" in tiles else W_SHARES):
+                        io = plios(s, SublayerSplit(n_qkv, n_o, n_att, kq, score_channels=m, w_share=ws, **fixed))
+                        if io["in"] <= caps["plio_in"] * avail["plio_in"] and io["out"] <= caps["plio_out"] * \
+                                avail["plio_out"]:
+                            share = ws
+                            break
+                    if share is None:
                         continue
-                    if max(c["pl"]["fraction"].values()) > tile_cap:  # the costed PL units within the cap
+                    for x_on_chip in [tiles["x_on_chip"]] if "x_on_chip" in tiles else [True, False]:
+                        best = None
+                        for prod in products:
+                            if best is not None and best[1]["fullest"] != "lut":
+                                break  # DSP products only take LUTs off
+                            sp = SublayerSplit(n_qkv, n_o, n_att, kq, **{**tiles, "score_channels": m,
+                                                                         "swiftmax_products": prod, "w_share": share,
+                                                                         "x_on_chip": x_on_chip})
+                            r = resources(s, sp, limits=limits)
+                            if best is None or max(r["fraction"].values()) < max(best[1]["fraction"].values()):
+                                best = (sp, r)
+                        sp, r = best
+                        fits = all(r["fraction"][k] <= caps[k] for k in RESOURCES)  # every resource within its cap
+                        if fits or r["fullest"] not in ("uram", "bram"):
+                            break  # X in slots only when all of it does not fit the PL's memory
+                    if not fits:
+                        continue
+                    c = split_cost(s, sp, limits)
+                    if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
                         continue
                     yield c
 
 
-def best_split(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
-    """The split with the shortest modeled time of :func:`splits` (the first found among equals)."""
-    return copy.deepcopy(_best_split(s, tile_cap, tuple(sorted(tiles.items()))))
+def best_split(s: SublayerShape, tile_cap: float = 0.8, limits: dict[str, float] | None = None,
+               **tiles: Any) -> dict[str, Any]:
+    """The split with the shortest modeled time of :func:`splits` (the first found among equals); ``limits``: some
+    of the device's limits replaced (:data:`RESOURCES` names)."""
+    return copy.deepcopy(_best_split(s, tile_cap, tuple(sorted((limits or {}).items())),
+                                     tuple(sorted(tiles.items()))))
 
 
 @functools.lru_cache(maxsize=64)
-def _best_split(s: SublayerShape, tile_cap: float, tiles: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+def _best_split(s: SublayerShape, tile_cap: float, limits: tuple[tuple[str, float], ...],
+                tiles: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
     best = None
-    for c in splits(s, tile_cap, **dict(tiles)):
+    for c in splits(s, tile_cap, limits, **dict(tiles)):
         if best is None or c["seconds"] < best["seconds"]:
             best = c
     if best is None:
-        raise ValueError("no split fits the array")
+        raise ValueError(f"no split fits the device (the AIE tiles within {tile_cap:.0%}, every other resource "
+                         f"within {RESOURCE_CAP:.0%})")
     best["tile_cap"] = tile_cap
     return best
+
+
+def refit(s: SublayerShape, sp: SublayerSplit, tile_cap: float = RESOURCE_CAP) -> SublayerSplit | None:
+    """Split ``sp`` (found for another batch) made to fit shape ``s``: its w PLIO sharing (:data:`W_SHARES`, the
+    fewest) and X on chip or in slots (on chip first) chosen again so that every resource stays within its cap;
+    None where none fits."""
+    from dataclasses import replace
+
+    caps = tile_caps(tile_cap)
+    for x_on_chip in (True, False):
+        for ws in W_SHARES:
+            c = replace(sp, w_share=ws, x_on_chip=x_on_chip)
+            r = resources(s, c)
+            if all(r["fraction"][k] <= caps[k] for k in RESOURCES):
+                return c
+    return None
 
 
 def bert_base(seq: int, batch: int = 8) -> dict[str, Any]:
@@ -443,4 +885,5 @@ if __name__ == "__main__":
               f"{r['fraction_of_peak']:.1%} of 128; {r['kernels']} kernels: {sp['n_qkv']} Q/K/V + {sp['n_o']} W_O "
               f"cascades, {sp['n_att']} attention pipelines of {sp['kq']}+{sp['kq']}; bound: {r['bound']}; stage us "
               + ", ".join(f"{k} {v['seconds'] * 1e6:.1f}" for k, v in st.items())
-              + f"; DDR {r['ddr_bytes'] / 1e6:.2f} MB = {r['ddr_seconds'] * 1e6:.1f} us")
+              + f"; DDR {r['ddr_bytes'] / 1e6:.2f} MB = {r['ddr_seconds'] * 1e6:.1f} us; resources "
+              + ", ".join(f"{k} {v:.1%}" for k, v in r["resources"]["fraction"].items()))
