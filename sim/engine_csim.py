@@ -83,7 +83,8 @@ class EngineLaunch:
     ``p<p>.norm<c>``, ``p<p>.pv<j>``, ``p<p>.rq``, ``p<p>.s2mm``); ``leftover`` / ``missing``: unconsumed buffers, bytes
     or cascade words of a stream / cascade words read past its end, only non-zero ones; ``packets[p][c]``: score packets
     through channel ``c`` of pipeline ``p``; ``records[p]``: A records written; ``op_counts``: with ``op_counts=True``,
-    one dict per AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``)."""
+    one dict per AIE kernel invocation (``pipeline``, ``kernel``, ``j``, ``tile``, ``masked``, ``counts``);
+    ``normalizer``: the normalizer the score channels ran (``swiftmax`` or ``online_softmax``)."""
 
     a: np.ndarray
     done: list[np.ndarray]
@@ -93,6 +94,7 @@ class EngineLaunch:
     packets: list[list[int]] = field(default_factory=list)
     records: list[int] = field(default_factory=list)
     op_counts: list[dict] = field(default_factory=list)
+    normalizer: str = ""
 
     @property
     def failed(self) -> dict[str, KernelStatus]:
@@ -215,7 +217,8 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
     for m in re.finditer(r"^packets p(\d+)\.c(\d+) (\d+)$", text, re.M):
         packets[int(m[1])][int(m[2])] = int(m[3])
     records = [int(m[1]) for m in re.finditer(r"^records p\d+ (\d+)$", text, re.M)]
-    return EngineLaunch(a, done, status, left, missing, packets, records, inv)
+    norm = re.search(r"^normalizer (\S+)$", text, re.M)
+    return EngineLaunch(a, done, status, left, missing, packets, records, inv, norm[1] if norm else "")
 
 
 def run_launch(launch: object, regs: SwiftMaxHeads | SwiftMaxRegisters | None, seed: int = 0, vector: bool = False,
