@@ -160,9 +160,10 @@ def _raw(name: str, buf: np.ndarray) -> bytes:
 
 
 def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: list[np.ndarray], q_src: np.ndarray,
-                      k_src: np.ndarray, v_src: np.ndarray, n_tiles: list[int], regs: SwiftMaxHeads | SwiftMaxRegisters,
-                      seed: int = 0, vector: bool = False, *, n_slots: int | None = None,
-                      corrupt: str | None = None, op_counts: bool = False, timeout: float = 300.0,
+                      k_src: np.ndarray, v_src: np.ndarray, n_tiles: list[int],
+                      regs: SwiftMaxHeads | SwiftMaxRegisters | None, seed: int = 0, vector: bool = False, *,
+                      n_slots: int | None = None, corrupt: str | None = None, op_counts: bool = False,
+                      timeout: float = 300.0,
                       online: OnlineSoftmaxRegisters | None = None) -> EngineLaunch:
     """Run one launch of a ``params.pipelines``-pipeline engine.
 

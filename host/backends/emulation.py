@@ -19,8 +19,8 @@ What the software device models, and only from what the host hands it:
   other writes change nothing) and the graph (``run(n)``, ``wait``, ``end``);
 * a launch, once every mover unit has been started and the graph run: each mover's command list (``n_cmds``
   descriptors) and source buffers and the register words (SwiftMax's, or the mode and the online-softmax unit's), all
-  read from the device side, go to the C-simulation; its
-  A buffer and done logs are written into the ``s2mm_engine`` units' device-side buffers. ``graph.run(n)`` runs each
+  read from the device side, go to the C-simulation; its A buffer and done logs are written into the
+  ``s2mm_engine`` units' device-side buffers. ``graph.run(n)`` runs each
   AIE kernel ``n`` times: a pipeline sent more tiles leaves its output mover waiting, one sent fewer keeps the graph
   from finishing (both time out, as on a card). A kernel status the C-simulation reports is a failed run (a mover) or
   a graph error (the AIE kernels, SwiftMax, leftover or missing stream data).
