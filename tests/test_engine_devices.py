@@ -1,6 +1,8 @@
 """Engine builds behind the Device interface (host/backends/engine.py): one launch per layer through the scheduler,
 bit-exact with golden's narrow-score integer layer, on the emu (functional model) and csim (the engine's C++)
-backends; the refusals (online softmax, wrong score width, masks the engine cannot express)."""
+backends, SwiftMax layers and, on a build with both normalizers, online-softmax layers; the refusals (online softmax
+where the build or the backend lacks it, a format the build's channel does not compute, wrong score width, masks the
+engine cannot express)."""
 
 from __future__ import annotations
 
@@ -19,14 +21,18 @@ from vckattn.host.scheduler import run_layer
 from vckattn.hw.manifest import Manifest
 
 
-def engine_manifest(pipelines=2, kernels=2, plios=1, lanes=2, bits=8, q_rows=16, max_seq=128) -> Manifest:
-    """A minimal engine manifest (the fields the engine backends read)."""
+def engine_manifest(pipelines=2, kernels=2, plios=1, lanes=2, bits=8, q_rows=16, max_seq=128,
+                    online_lanes=0) -> Manifest:
+    """A minimal engine manifest (the fields the engine backends read); ``online_lanes`` > 0: both normalizers."""
+    eng = {"pipelines": pipelines, "kernels_per_pipeline": kernels, "score_plios": plios, "d": 64,
+           "max_keys": max_seq, "slice_keys": max_seq // kernels, "score_bits": bits}
+    if online_lanes:
+        eng["lanes_online_softmax"] = online_lanes
     return Manifest({"name": f"test_engine_p{pipelines}k{kernels}", "board": "vck5000",
-                     "normalizers": ["swiftmax"], "max_seq_len": max_seq,
+                     "normalizers": ["swiftmax", "softmax"] if online_lanes else ["swiftmax"],
+                     "max_seq_len": max_seq,
                      "tile": {"q_rows": q_rows, "key_block": 32, "lanes": lanes, "head_dims": [32, 64]},
-                     "engine": {"pipelines": pipelines, "kernels_per_pipeline": kernels, "score_plios": plios, "d": 64,
-                                "max_keys": max_seq, "slice_keys": max_seq // kernels, "score_bits": bits},
-                     "kernels": []}, Path("<test>"))
+                     "engine": eng, "kernels": []}, Path("<test>"))
 
 
 def _layer(normalizer="swiftmax", causal=False, seed=0, d_model=128, heads=4):
@@ -52,6 +58,34 @@ def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     assert np.array_equal(lr.y, trace["y"])
     assert np.array_equal(lr.out, want)
     assert lr.tiles == 3 * 4 * 3 and lr.job is None and dev.launches == 1
+
+
+@pytest.mark.parametrize("backend", ["emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml"))])
+@pytest.mark.parametrize("causal", [False, True])
+def test_online_softmax_layer_bit_exact_on_a_dual_build(backend, causal):
+    """An online-softmax layer on a build with both normalizers: the csim backend's HLS online-softmax channel and the
+    functional model both give golden's integer layer."""
+    layer, x, keep = _layer("softmax", causal=causal, seed=2 + int(causal))
+    narrow = narrow_layer(layer, 8)
+    want, trace = attention_int(narrow, x, keep)
+    with ENGINE_BACKENDS[backend](engine_manifest(online_lanes=4)) as dev:
+        lr = run_layer(dev, narrow, x, keep)
+    assert np.array_equal(lr.y, trace["y"]) and np.array_equal(lr.out, want)
+    assert dev.launches == 1
+
+
+def test_online_softmax_layer_of_another_format_is_refused_on_csim():
+    """The C++ channel computes the build's online-softmax format only: a layer rounding P another way is refused in
+    one line before any launch (the functional model, which takes any format, still runs it)."""
+    from dataclasses import replace
+
+    layer, x, keep = _layer("softmax")
+    narrow = narrow_layer(layer, 8)
+    nearest = replace(narrow, os_fmt=replace(narrow.os_fmt, p_rounding="nearest"))
+    with pytest.raises(DeviceError, match=r"p_rounding 'nearest' \(the build's: 'cumulative'\)"):
+        ENGINE_BACKENDS["csim"](engine_manifest(online_lanes=4)).configure(nearest)
+    ENGINE_BACKENDS["emu"](engine_manifest(online_lanes=4)).configure(nearest)
+    ENGINE_BACKENDS["csim"](engine_manifest(online_lanes=4)).configure(narrow)
 
 
 def test_engine_refuses_what_it_cannot_run():

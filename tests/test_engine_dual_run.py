@@ -1,8 +1,9 @@
 """`vckattn run` on the small engine with both normalizers (``engine_small_dual``: ``engine_small`` with an
 online-softmax unit beside each score channel's SwiftMax lanes): a MiniLM bundle whose layers use different
 normalizers (layer 0 SwiftMax, layer 1 online softmax), each layer with its own, bit-exact with golden's narrow-score
-layer on the emu and rtl backends; the refusals (one line, documented exit status) where a build or a backend does not
-carry a layer's normalizer."""
+layer on the emu, csim (the engine's C++: HLS SwiftMax and the HLS online-softmax channel), rtl and emulated-card xrt
+backends; the refusals (one line, documented exit status) where a build or a backend does not carry a layer's
+normalizer."""
 
 from __future__ import annotations
 
@@ -56,11 +57,12 @@ def _run(bundle: Path, manifest: str, backend: str, tmp_path: Path, capsys, *ext
 
 
 @pytest.mark.parametrize("backend", [
-    "emu", pytest.param("rtl", marks=[pytest.mark.sim, pytest.mark.tool("verilator")])])
+    "emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml")),
+    pytest.param("rtl", marks=[pytest.mark.sim, pytest.mark.tool("verilator")])])
 def test_mixed_layers_on_the_dual_engine_are_bit_exact(mixed_bundle, tmp_path, capsys, backend):
     code, rep, err = _run(mixed_bundle, "engine_small_dual", backend, tmp_path, capsys)
     assert code == 0, err
-    assert rep["manifest"] == "engine_small_dual"
+    assert rep["manifest"] == "engine_small_dual" and rep["backend"] == backend
     assert [(r["layer"], r["normalizer"]) for r in rep["layers"]] == [(0, "swiftmax"), (1, "softmax")]
     for r in rep["layers"]:
         assert r["bit_exact"] is True, r
@@ -81,9 +83,26 @@ def test_a_layer_the_build_does_not_carry_is_refused_in_one_line(mixed_bundle, t
     assert code == 0 and rep["layers"][0]["bit_exact"] is True, err
 
 
-def test_a_backend_without_the_online_unit_refuses_the_layer(mixed_bundle, tmp_path, capsys):
-    """The engine's C-simulation has the HLS SwiftMax only: an online-softmax layer is refused in one line, a usage
-    problem (status 2), before any work."""
-    code, _, err = _run(mixed_bundle, "engine_small_dual", "csim", tmp_path, capsys)
+@pytest.mark.tool("g++", "hls4ml")
+def test_mixed_layers_on_the_emulated_card_are_bit_exact(mixed_bundle, tmp_path, capsys, monkeypatch):
+    """``VCKATTN_EMULATION=csim``: the xrt backend's host code programs each layer's normalizer into the PL top's
+    registers; the emulated card's C-simulation runs the one the register says."""
+    monkeypatch.setenv("VCKATTN_EMULATION", "csim")
+    code, rep, err = _run(mixed_bundle, "engine_small_dual", "xrt", tmp_path, capsys)
+    assert code == 0, err
+    assert rep["backend"] == "xrt" and rep["device"].startswith("emulation")
+    assert [(r["layer"], r["normalizer"], r["bit_exact"]) for r in rep["layers"]] == [(0, "swiftmax", True),
+                                                                                     (1, "softmax", True)]
+
+
+@pytest.mark.parametrize("backend", ["pynq", "xrt"])
+def test_a_backend_without_the_online_unit_refuses_the_layer(mixed_bundle, tmp_path, capsys, monkeypatch, backend):
+    """A card is programmed for SwiftMax layers only (pynq, and xrt on a card, not emulated): an online-softmax layer is
+    refused in one line, a usage problem (status 2), before any work, naming the backends that run it."""
+    monkeypatch.delenv("VCKATTN_EMULATION", raising=False)
+    xclbin = tmp_path / "engine_small_dual.xclbin"
+    xclbin.write_bytes(b"xclbin2\0")  # never read: the refusal comes first
+    code, _, err = _run(mixed_bundle, "engine_small_dual", backend, tmp_path, capsys, "--xclbin", str(xclbin))
     assert code == 2 and len(err.strip().splitlines()) == 1, err
-    assert "runs an engine's SwiftMax layers only; layer(s) [1] use online softmax" in err and "emu or rtl" in err
+    assert f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) [1] use online softmax" in err
+    assert "emu, rtl or csim" in err and "VCKATTN_EMULATION=csim" in err

@@ -15,15 +15,17 @@ import numpy as np
 import pytest
 
 from vckattn.golden.bhyt_int import C_SHIFT, NormFormat
-from vckattn.golden.funcunits import rsqrt_octave_table
+from vckattn.golden.funcunits import recip_table, rsqrt_octave_table
+from vckattn.golden.online_softmax_int import NEG_SENTINEL, OnlineSoftmaxFormat
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
 from vckattn.hw.hls import tables
 
-SM, NF = SwiftMaxFormat(), NormFormat()
+SM, NF, OS = SwiftMaxFormat(), NormFormat(), OnlineSoftmaxFormat()
 GOLDEN = {
     "pow2": SM.pow2.table(),
     "rsqrt": rsqrt_octave_table(NF.rsqrt),
     "tanh": NF.tanh.table(),
+    "recip": recip_table(OS.recip),
 }
 
 
@@ -63,8 +65,10 @@ def test_table_literals_equal_golden(name: str) -> None:
 
 
 def test_table_configs_equal_golden() -> None:
-    p, r, t = SM.pow2, NF.rsqrt, NF.tanh
+    p, r, t, rc = SM.pow2, NF.rsqrt, NF.tanh, OS.recip
     want = {
+        "recip": {"MANT_BITS": rc.mant_bits, "LUT_BITS": rc.lut_bits, "OUT_FRAC": rc.out_frac,
+                  "INTERP": int(rc.interp)},
         "pow2": {"IN_FRAC": p.in_frac, "LUT_BITS": p.lut_bits, "OUT_FRAC": p.out_frac, "INTERP": int(p.interp)},
         "rsqrt": {"MANT_BITS": r.mant_bits, "LUT_BITS": r.lut_bits, "OUT_FRAC": r.out_frac, "INTERP": int(r.interp),
                   "OCTAVE_ENTRIES": (1 << r.lut_bits) + 1},
@@ -78,12 +82,43 @@ def test_table_configs_equal_golden() -> None:
 
 def test_formats_header_equals_golden() -> None:
     text = (tables.GENERATED_DIR / "formats.h").read_text()
-    sm_part, nf_part = text.split("namespace norm_fmt {", 1)
-    sm, nf = _constants(sm_part), _constants(nf_part)
+    sm_part, rest = text.split("namespace norm_fmt {", 1)
+    nf_part, os_part = rest.split("namespace online_softmax_fmt {", 1)
+    sm, nf, osf = _constants(sm_part), _constants(nf_part), _constants(os_part)
     assert sm == {"ACC_BITS": SM.acc_bits, "A_BITS": SM.a_bits, "T_FRAC": SM.t_frac, "REG_BITS": SM.reg_bits,
                   "OUT_BITS": SM.out_bits, "MAX_A_SHIFT": SM.max_a_shift}
     assert nf == {"STAT_BITS": NF.stat_bits, "K_BITS": NF.k_bits, "ARG_FRAC": NF.arg_frac, "G_BITS": NF.g_bits,
                   "OUT_BITS": NF.out_bits, "C_SHIFT": C_SHIFT}
+    assert osf == {"ACC_BITS": OS.acc_bits, "A_BITS": OS.a_bits, "T_FRAC": OS.t_frac, "SUM_FRAC": OS.sum_frac,
+                   "SUM_BITS": OS.sum_bits, "OUT_BITS": OS.out_bits, "OUT_FRAC": OS.out_frac,
+                   "NEG_SENTINEL_LOG2": 47, "P_CUMULATIVE": 1}
+    assert -(1 << osf["NEG_SENTINEL_LOG2"]) == NEG_SENTINEL and OS.p_rounding == "cumulative"
+
+
+def test_online_softmax_shares_swiftmax_pow2_unit() -> None:
+    """The online-softmax unit's 2^f unit is SwiftMax's (one pow2_table.h); a format whose differs is refused."""
+    from dataclasses import replace
+
+    from vckattn.golden.funcunits import Pow2Config
+
+    assert OS.pow2 == SM.pow2
+    with pytest.raises(ValueError, match="share"):
+        tables.headers(osf=replace(OS, pow2=Pow2Config(in_frac=12, lut_bits=5, out_frac=15)))
+
+
+def test_engine_regs_header_equals_regmap() -> None:
+    """engine_regs.h lists exactly the registers a dual engine build adds to SwiftMax's, at the engine map's
+    offsets, in its order."""
+    from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_regmap
+    from vckattn.golden.swiftmax_int import swiftmax_regmap
+
+    full, base = engine_regmap(SM, ENGINE_NORMALIZERS), {r.name for r in swiftmax_regmap(SM).regs}
+    text = (tables.GENERATED_DIR / "engine_regs.h").read_text()
+    regs = re.findall(r"X\((\w+), (\d+), ([01]), 0x([0-9A-F]+)\) \\", text)
+    want = [(r.name, r.width, r.signed, full.offset(r.name)) for r in full.writable if r.name not in base]
+    assert [(n, int(w), bool(int(s)), int(o, 16)) for n, w, s, o in regs] == want
+    assert [n for n, *_ in want] == ["normalizer", "os_a_mult", "os_a_shift"]
+    assert f"#define VCKATTN_ENGINE_ONLINE_WORDS {len(want)} " in text
 
 
 def test_swiftmax_regs_header_equals_regmap() -> None:

@@ -32,13 +32,14 @@ def device_class(name: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
-#: backends that run SwiftMax layers only (the csim build C-simulates the HLS SwiftMax kernel; online softmax
-#: exists as RTL only)
+#: backends that run SwiftMax layers only on the reference (non-engine) build: its C-simulation has the HLS SwiftMax
+#: kernel; its online-softmax kernel exists as RTL only
 SWIFTMAX_ONLY = ("csim",)
-#: backends that run an engine build's online-softmax layers (on a build with both normalizers): the functional model
-#: and the generated PL top in Verilator; the engine's C-simulation has the HLS SwiftMax only, and the card backends
-#: program SwiftMax layers only
-ENGINE_ONLINE = ("emu", "rtl")
+#: backends that run an engine build's online-softmax layers (on a build with both normalizers): the functional model,
+#: the generated PL top in Verilator and the engine's C-simulation (its HLS online-softmax channel); also ``xrt`` on
+#: the emulated card (``VCKATTN_EMULATION=csim``, the same C-simulation). A card (``xrt``, ``pynq``) is programmed
+#: for SwiftMax layers only.
+ENGINE_ONLINE = ("emu", "rtl", "csim")
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
@@ -54,14 +55,22 @@ def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -
     engine = bool(manifest.data.get("engine"))
     soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
                                       if int(e["index"]) in layers and e.get("swiftmax") is None]
-    if engine and soft and backend not in ENGINE_ONLINE:
+    if engine and soft and backend not in ENGINE_ONLINE and not (backend == "xrt" and _emulated()):
         raise UserError(f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) {soft} use online "
-                        f"softmax: use --backend {' or '.join(ENGINE_ONLINE)}, or --layers with SwiftMax layers only")
+                        f"softmax: use --backend {', '.join(ENGINE_ONLINE[:-1])} or {ENGINE_ONLINE[-1]} (or xrt on the "
+                        "emulated card, VCKATTN_EMULATION=csim), or --layers with SwiftMax layers only")
     if backend in SWIFTMAX_ONLY and not engine:
         if soft:
             raise UserError(f"the {backend} backend has only the HLS SwiftMax normalizer; layer(s) {soft} use the "
                             "online-softmax baseline (its kernel exists as RTL): use --backend emu or rtl, or "
                             "--layers with SwiftMax layers only")
+
+
+def _emulated() -> bool:
+    """Whether the xrt backend opens the emulated card (``VCKATTN_EMULATION`` set)."""
+    from vckattn.host.backends.emulation import emulation_mode
+
+    return emulation_mode() is not None
 
 
 __all__ = ["BACKENDS", "ENGINE_ONLINE", "SWIFTMAX_ONLY", "check_backend", "device_class"]

@@ -4,9 +4,10 @@ With ``VCKATTN_EMULATION=csim`` the ``xrt`` backend of an engine build opens a s
 exact host code that drives a VCK5000 (:mod:`.engine_xrt`: buffers, command lists, the movers' compute units, the PL
 top's registers, the AIE graph's iteration count, done logs, time-outs) runs against it. What computes is the
 engine's C-simulation (:func:`vckattn.sim.engine_csim.run_engine_launch`: the HLS movers ``mm2s_engine`` /
-``s2mm_engine``, the AIE kernels' C++ on their scalar path, the HLS SwiftMax per score channel), built with g++ and
-AMD's ap_types headers. No xclbin is needed: the manifest names the design (its ``xclbin.uuid``, or, when none is
-recorded, a UUID derived from the manifest's name).
+``s2mm_engine``, the AIE kernels' C++ on their scalar path, per score channel the HLS SwiftMax or, on a design with
+both normalizers whose ``normalizer`` register the host set to online softmax, the HLS online-softmax channel), built
+with g++ and AMD's ap_types headers. No xclbin is needed: the manifest names the design (its ``xclbin.uuid``, or, when
+none is recorded, a UUID derived from the manifest's name).
 
 What the software device models, and only from what the host hands it:
 
@@ -17,8 +18,9 @@ What the software device models, and only from what the host hands it:
   read back, ``rw`` registers and memory entries keep their ``width`` bits and read back sign-extended when signed,
   other writes change nothing) and the graph (``run(n)``, ``wait``, ``end``);
 * a launch, once every mover unit has been started and the graph run: each mover's command list (``n_cmds``
-  descriptors) and source buffers and the register words, all read from the device side, go to the C-simulation; its
-  A buffer and done logs are written into the ``s2mm_engine`` units' device-side buffers. ``graph.run(n)`` runs each
+  descriptors) and source buffers and the register words (SwiftMax's, or the mode and the online-softmax unit's), all
+  read from the device side, go to the C-simulation; its A buffer and done logs are written into the
+  ``s2mm_engine`` units' device-side buffers. ``graph.run(n)`` runs each
   AIE kernel ``n`` times: a pipeline sent more tiles leaves its output mover waiting, one sent fewer keeps the graph
   from finishing (both time out, as on a card). A kernel status the C-simulation reports is a failed run (a mover) or
   a graph error (the AIE kernels, SwiftMax, leftover or missing stream data).
@@ -37,7 +39,9 @@ from typing import Any
 
 import numpy as np
 
+from vckattn.golden.engine import ENGINE_NORMALIZERS, ONLINE_PREFIX
 from vckattn.golden.errors import ToolMissing, UserError
+from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.regmap import from_word
 from vckattn.golden.swiftmax_int import HEAD_FIELDS, SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.host.backends.base import DeviceError
@@ -115,6 +119,16 @@ class RegisterFile:
         shared = {r.name: self.value(r.name) for r in SwiftMaxRegisters.regmap.writable}
         return SwiftMaxHeads([SwiftMaxRegisters(**shared, **{n: self.value(n, h) for n in HEAD_FIELDS}, out_frac=0)
                               for h in range(depth)])
+
+    def online(self) -> OnlineSoftmaxRegisters | None:
+        """The online-softmax constants when the map has the ``normalizer`` register (a design with both
+        normalizers) and it says online softmax; None otherwise (SwiftMax)."""
+        if not any(r["name"] == "normalizer" for r in self.entries):
+            return None
+        if ENGINE_NORMALIZERS[self.value("normalizer")] != "online_softmax":
+            return None
+        return OnlineSoftmaxRegisters(**{r.name: self.value(f"{ONLINE_PREFIX}{r.name}")
+                                         for r in OnlineSoftmaxRegisters.regmap.writable})
 
 
 class Buffer:
@@ -226,9 +240,11 @@ class EmulatedCard:
                                    f"arguments of another build")
         out0 = self.runs[self.pipes[0].out].args
         n_slots = int(out0["n_slots"])
+        online = self.registers.online()
         try:
             res = run_engine_launch(p, q_cmds, kv_cmds, q_src.device, k_src.device, v_src.device, tiles,  # type: ignore
-                                    self.registers.swiftmax(), seed=self.launches, n_slots=n_slots)
+                                    None if online is not None else self.registers.swiftmax(), seed=self.launches,
+                                    n_slots=n_slots, online=online)
         except HlsToolsMissing as exc:
             raise ToolMissing(f"the emulated card ({EMULATION_ENV}=csim) needs g++ and the hls4ml ap_types "
                               f"headers: {exc}") from None

@@ -6,8 +6,9 @@ buffer is the head outputs. Backends:
 
 * ``emu`` — the functional model of the engine on the launch's streams (:mod:`vckattn.hw.engine.model`);
 * ``csim`` — the engine's own C++ (the HLS movers, the AIE kernels on their scalar path, or with ``vector=True``
-  their vector path over the AIE API emulation, the HLS SwiftMax per score channel and the output mover) in
-  C-simulation, packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
+  their vector path over the AIE API emulation, per score channel the HLS SwiftMax, or on a build with both
+  normalizers the HLS online-softmax channel for an online-softmax layer, and the output mover) in C-simulation,
+  packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
   backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
 * ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
@@ -18,14 +19,15 @@ The layer must be the engine's layer of the build's score width (:func:`vckattn.
 narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies). Each layer runs
 with its own normalizer: SwiftMax on every build; online softmax on a build that carries both normalizers (its
 manifest's ``engine.lanes_online_softmax``; the PL top's ``normalizer`` register is written per layer) and on the
-backends that implement it (``emu``, ``rtl``; :attr:`EngineDevice.online_softmax`). Any other layer is refused in
-one line before the launch.
+backends that implement it (``emu``, ``rtl``, ``csim``, and ``xrt`` on the emulated card;
+:attr:`EngineDevice.online_softmax`). Any other layer is refused in one line before the launch.
 """
 
 from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
+from dataclasses import fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -56,7 +58,7 @@ class EngineDevice(Device):
     name: ClassVar[str] = "engine"
     where: ClassVar[str] = "engine"
     #: whether this backend runs an online-softmax layer on a build that carries both normalizers
-    online_softmax: ClassVar[bool] = False
+    online_softmax: bool = False
 
     def __init__(self, manifest: Any, seed: int = 0, **options: Any) -> None:
         super().__init__(manifest)
@@ -74,7 +76,7 @@ class EngineDevice(Device):
                                   f"{layer.normalizer}); use a build with both normalizers (engine_small_dual)")
             if not self.online_softmax:
                 raise DeviceError(f"the {self.name} backend runs an engine's SwiftMax layers only (this layer: "
-                                  f"{layer.normalizer}); run online-softmax layers on the emu or rtl backend")
+                                  f"{layer.normalizer}); run online-softmax layers on the emu, rtl or csim backend")
             if layer.online is None or layer.os_fmt.block != self.params.online_lanes:
                 raise DeviceError(f"{self.manifest.name}: the layer's online softmax takes blocks of "
                                   f"{layer.os_fmt.block} keys; this build's unit has {self.params.online_lanes} lanes "
@@ -136,8 +138,10 @@ class EngineEmuDevice(EngineDevice):
 class EngineCsimDevice(EngineDevice):
     name = "csim"
     where = ("C-simulation (g++ + AMD ap_types): the engine's HLS movers, AIE kernels qk_slice/pv_slice (scalar "
-             "path; vector path with the vector option), a random-order pktmerge and the HLS SwiftMax per score "
-             "channel, the cascade and the output mover, per pipeline")
+             "path; vector path with the vector option), a random-order pktmerge and per score channel the HLS "
+             "SwiftMax (on a build with both normalizers, the HLS online-softmax channel for an online-softmax "
+             "layer), the cascade and the output mover, per pipeline")
+    online_softmax = True
 
     def __init__(self, manifest: Any, seed: int = 0, vector: bool = False, **options: Any) -> None:
         super().__init__(manifest, seed, **options)
@@ -152,10 +156,16 @@ class EngineCsimDevice(EngineDevice):
         except HlsToolsMissing as exc:
             raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
 
+    def configure(self, layer: QuantAttentionLayer) -> None:
+        super().configure(layer)
+        check_online_format(self, layer)
+
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.sim.engine_csim import run_launch
 
-        res = run_launch(launch, layer.swiftmax, seed=self.seed + self.launches, vector=self.vector)
+        online = layer.online if layer.normalizer != "swiftmax" else None
+        res = run_launch(launch, None if online is not None else layer.swiftmax, seed=self.seed + self.launches,
+                         vector=self.vector, online=online)
         if not res.ok:
             what = [f"{k}: {s.text}" for k, s in res.failed.items()] + \
                    [f"{k}: {n} beats left unread" for k, n in res.leftover.items()] + \
@@ -249,6 +259,21 @@ class EngineRtlDevice(EngineDevice):
             except (EngineStreamError, ValueError) as exc:
                 raise DeviceError(f"rtl backend: pipeline {i}: {exc}") from None
         return a, np.concatenate(done)
+
+
+def check_online_format(device: EngineDevice, layer: QuantAttentionLayer) -> None:
+    """Refuse an online-softmax layer whose format is not the one the build's online-softmax channel is compiled
+    with (:func:`vckattn.golden.engine.engine_online_format` of its lanes): the C++ channel computes that format
+    only (DeviceError, one line)."""
+    if layer.normalizer == "swiftmax":
+        return
+    want = engine_online_format(device.params.online_lanes)
+    got = engine_online_format(device.params.online_lanes, layer.os_fmt)
+    if got != want:
+        diff = ", ".join(f"{f.name} {getattr(got, f.name)!r} (the build's: {getattr(want, f.name)!r})"
+                         for f in fields(want) if getattr(got, f.name) != getattr(want, f.name))
+        raise DeviceError(f"{device.manifest.name}: the layer's online-softmax format differs from the one this "
+                          f"build's online-softmax channel computes: {diff}")
 
 
 def _online_build(p: Any) -> Any:

@@ -46,7 +46,7 @@ import numpy as np
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.engine import EngineDevice
+from vckattn.host.backends.engine import EngineDevice, check_online_format
 from vckattn.host.engine import Commands, Launch
 from vckattn.hw import driver
 from vckattn.hw.engine import streams
@@ -181,6 +181,7 @@ class EngineCardDevice(EngineDevice):
         """Check the layer (:meth:`EngineDevice.configure`) and program the PL top's SwiftMax registers (every
         writable register and memory entry; values checked before the first write)."""
         super().configure(layer)
+        check_online_format(self, layer)
         regmap = self.manifest.regmap(self.pl_top)
         try:
             self.written = driver.program(self._register_port(), regmap, hwio.normalizer_values(layer, regmap),

@@ -45,8 +45,10 @@ class EngineXrtDevice(EngineCardDevice):
 
         mode = emulation_mode()
         if mode is not None:
+            norm = "HLS SwiftMax and online-softmax channel" if self.params.online_lanes else "HLS SwiftMax"
             self.where = (f"emulation ({EMULATION_ENV}={mode}): the xrt backend's host code on a software card whose "
-                          "kernels are the engine's C-simulation (HLS movers, AIE kernels' scalar path, HLS SwiftMax)")
+                          f"kernels are the engine's C-simulation (HLS movers, AIE kernels' scalar path, {norm})")
+            self.online_softmax = True  # the emulated card's C-simulation carries the online-softmax channel
         self.graph_name = str(manifest.data.get("graph", {}).get("name", ""))
         self.uuid: str | None = None
         self._pyxrt: Any = None

@@ -66,6 +66,9 @@ enum PlStatus : int {
     PL_BAD_D = 3,          // A record whose d is not the build's D
     PL_BAD_SLOT = 4,       // A record whose tile id is outside the A buffer
     PL_BAD_HEAD = 5,       // score packet whose head is outside the register sets (>= MAX_HEADS)
+    PL_THIRD_TILE = 6,     // online softmax: a packet of a third tile while two are held
+    PL_SLICE_TWICE = 7,    // online softmax: a slice a held tile already has
+    PL_INCOMPLETE = 8,     // online softmax: a tile still incomplete after the last packet
 };
 
 inline const char* pl_status_text(int st) {
@@ -76,6 +79,9 @@ inline const char* pl_status_text(int st) {
         case PL_BAD_D: return "A record head size d differs from the build's D";
         case PL_BAD_SLOT: return "A record tile id outside the A buffer";
         case PL_BAD_HEAD: return "score packet head outside the SwiftMax register sets (>= MAX_HEADS)";
+        case PL_THIRD_TILE: return "online softmax: a packet of a third tile while two tiles are held";
+        case PL_SLICE_TWICE: return "online softmax: a slice its tile already has";
+        case PL_INCOMPLETE: return "online softmax: a tile incomplete after the last packet";
         default: return "unknown status";
     }
 }

@@ -10,8 +10,15 @@ header                 contents (golden source)
 ``rsqrt_table.h``      ``rsqrt_octave_table(NormFormat().rsqrt)``: ``1/sqrt(m)`` on [1, 2] then
                        [2, 4], UQ1.15, 2 × 65 entries
 ``tanh_table.h``       ``NormFormat().tanh.table()``: ``tanh`` on [0, 8], Q1.15, 257 entries
-``formats.h``          the build-time widths of :class:`SwiftMaxFormat` and :class:`NormFormat`
-                       (``acc_bits``, ``t_frac``, ``stat_bits``, ...) and ``C_SHIFT``
+``recip_table.h``      ``recip_table(OnlineSoftmaxFormat().recip)``: ``1/m`` on [1, 2], UQ1.15,
+                       129 entries (the online-softmax unit's reciprocal; its ``2^f`` unit is
+                       SwiftMax's, ``pow2_table.h``: the two formats' ``pow2`` must be equal)
+``formats.h``          the build-time widths of :class:`SwiftMaxFormat`, :class:`NormFormat` and
+                       :class:`OnlineSoftmaxFormat` (``acc_bits``, ``t_frac``, ``stat_bits``,
+                       ``sum_frac``, ...) and ``C_SHIFT``
+``engine_regs.h``      the registers an engine build with both normalizers adds to SwiftMax's
+                       (:func:`~vckattn.golden.engine.engine_regmap`: ``normalizer`` and the
+                       online-softmax unit's), X-macro and struct as ``<kernel>_regs.h``
 ``<kernel>_regs.h``    a kernel's register map (:func:`render_regs`) from its one declaration in
                        golden (e.g. :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap`): the
                        struct ``<kernel>_regs`` of its writable registers and memories (arrays),
@@ -42,12 +49,14 @@ from pathlib import Path
 import numpy as np
 
 from vckattn.golden.bhyt_int import C_SHIFT, NormFormat
-from vckattn.golden.funcunits import rsqrt_octave_table
+from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_regmap
+from vckattn.golden.funcunits import recip_table, rsqrt_octave_table
+from vckattn.golden.online_softmax_int import NEG_SENTINEL, P_ROUNDINGS, OnlineSoftmaxFormat
 from vckattn.golden.regmap import RegisterMap
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_regmap
 
-__all__ = ["GENERATED_DIR", "REGISTER_HEADERS", "HeaderSpec", "check", "generate", "headers", "main", "render_regs",
-           "render_table"]
+__all__ = ["GENERATED_DIR", "REGISTER_HEADERS", "HeaderSpec", "check", "generate", "headers", "main",
+           "render_engine_regs", "render_regs", "render_table"]
 
 #: Folder of the generated headers (committed).
 GENERATED_DIR: Path = Path(__file__).resolve().parent / "generated"
@@ -109,7 +118,7 @@ def render_table(name: str, table: np.ndarray, description: Sequence[str], confi
     return "\n".join(lines)
 
 
-def _render_formats(sm: SwiftMaxFormat, nf: NormFormat) -> str:
+def _render_formats(sm: SwiftMaxFormat, nf: NormFormat, osf: OnlineSoftmaxFormat) -> str:
     guard = "VCKATTN_GENERATED_FORMATS_H"
     sm_rows = [
         ("ACC_BITS", sm.acc_bits, "score accumulator input width (signed, saturated)"),
@@ -127,19 +136,43 @@ def _render_formats(sm: SwiftMaxFormat, nf: NormFormat) -> str:
         ("OUT_BITS", nf.out_bits, "signed output width"),
         ("C_SHIFT", C_SHIFT, "per-token scale c = (r*k_mult + 2^(C_SHIFT-1)) >> C_SHIFT"),
     ]
+    if NEG_SENTINEL != -(1 << ((-NEG_SENTINEL).bit_length() - 1)):
+        raise ValueError(f"NEG_SENTINEL {NEG_SENTINEL} is not minus a power of two")
+    os_rows = [
+        ("ACC_BITS", osf.acc_bits, "score input width (signed, saturated)"),
+        ("A_BITS", osf.a_bits, "a_mult register width (signed)"),
+        ("T_FRAC", osf.t_frac, "fraction bits of the log2-domain exponent u"),
+        ("SUM_FRAC", osf.sum_frac, "fraction bits of the running sum l"),
+        ("SUM_BITS", osf.sum_bits, "width of l (unsigned)"),
+        ("OUT_BITS", osf.out_bits, "unsigned P output width"),
+        ("OUT_FRAC", osf.out_frac, "fraction bits of P"),
+        ("NEG_SENTINEL_LOG2", (-NEG_SENTINEL).bit_length() - 1,
+         "the running max starts at -2^NEG_SENTINEL_LOG2, below every u (NEG_SENTINEL)"),
+        ("P_CUMULATIVE", int(osf.p_rounding == "cumulative"),
+         f"1: P rounded on the row's running sum, 0: each P on its own ({'/'.join(P_ROUNDINGS)})"),
+    ]
     lines = [_BANNER, f"// Build-time formats: vckattn.golden.swiftmax_int.{sm!r}",
              f"//                    vckattn.golden.bhyt_int.{nf!r}",
+             f"//                    vckattn.golden.online_softmax_int.{osf!r}",
+             "// (the online-softmax unit's block is its lanes, a build parameter: VCKATTN_ENGINE_ONLINE_LANES)",
              f"#ifndef {guard}", f"#define {guard}", "", "namespace vckattn {", "", "namespace swiftmax_fmt {"]
     lines += [f"constexpr int {k} = {v};  // {doc}" for k, v, doc in sm_rows]
     lines += ["}  // namespace swiftmax_fmt", "", "namespace norm_fmt {"]
     lines += [f"constexpr int {k} = {v};  // {doc}" for k, v, doc in nf_rows]
-    lines += ["}  // namespace norm_fmt", "", "}  // namespace vckattn", "", f"#endif  // {guard}", ""]
+    lines += ["}  // namespace norm_fmt", "", "namespace online_softmax_fmt {"]
+    lines += [f"constexpr int {k} = {v};  // {doc}" for k, v, doc in os_rows]
+    lines += ["}  // namespace online_softmax_fmt", "", "}  // namespace vckattn", "", f"#endif  // {guard}", ""]
     return "\n".join(lines)
 
 
-def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat()) -> list[HeaderSpec]:
-    """Every generated header, from the golden build formats ``sm`` (SwiftMax) and ``nf`` (BHyT)."""
-    p, r, t = sm.pow2, nf.rsqrt, nf.tanh
+def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat(),
+            osf: OnlineSoftmaxFormat = OnlineSoftmaxFormat()) -> list[HeaderSpec]:
+    """Every generated header, from the golden build formats ``sm`` (SwiftMax), ``nf`` (BHyT) and ``osf`` (online
+    softmax; ValueError when its ``2^f`` unit is not SwiftMax's: the two share ``pow2_table.h``)."""
+    p, r, t, rc = sm.pow2, nf.rsqrt, nf.tanh, osf.recip
+    if osf.pow2 != p:
+        raise ValueError(f"the online-softmax 2^f unit {osf.pow2!r} differs from SwiftMax's {p!r}; they share "
+                         "pow2_table.h")
     pow2 = render_table(
         "pow2", p.table(),
         [f"Source: vckattn.golden.funcunits.Pow2Config.table() of SwiftMaxFormat().pow2 = {p!r}",
@@ -164,8 +197,16 @@ def headers(sm: SwiftMaxFormat = SwiftMaxFormat(), nf: NormFormat = NormFormat()
          f"tanh on [0, 2^{t.range_log2}] as Q1.{t.out_frac} (odd symmetry and saturation are in the unit)."],
         {"IN_FRAC": t.in_frac, "RANGE_LOG2": t.range_log2, "LUT_BITS": t.lut_bits, "OUT_FRAC": t.out_frac,
          "INTERP": t.interp})
+    recip = render_table(
+        "recip", recip_table(rc),
+        [f"Source: vckattn.golden.funcunits.recip_table(OnlineSoftmaxFormat().recip), recip = {rc!r}",
+         f"Entry i = round_half_even(2^{rc.out_frac} / m) for m = 1 + i / 2^{rc.lut_bits}, i = 0 .. 2^{rc.lut_bits}:",
+         f"1/m for m in [1, 2] as UQ1.{rc.out_frac} (golden recip: x = m * 2^e, the top LUT_BITS of the "
+         f"MANT_BITS-bit fraction index it)."],
+        {"MANT_BITS": rc.mant_bits, "LUT_BITS": rc.lut_bits, "OUT_FRAC": rc.out_frac, "INTERP": rc.interp})
     return [HeaderSpec("pow2_table.h", pow2), HeaderSpec("rsqrt_table.h", rsqrt), HeaderSpec("tanh_table.h", tanh),
-            HeaderSpec("formats.h", _render_formats(sm, nf)),
+            HeaderSpec("recip_table.h", recip), HeaderSpec("formats.h", _render_formats(sm, nf, osf)),
+            HeaderSpec("engine_regs.h", render_engine_regs(sm)),
             *(HeaderSpec(f"{k}_regs.h",
                          render_regs(k, rm, f"vckattn.golden.{k}_int.{k}_regmap()", _register_defines(k)))
               for k, rm in REGISTER_HEADERS.items())]
@@ -185,6 +226,28 @@ def _register_defines(kernel: str) -> dict[str, tuple[int, str]]:
                 "HEAD_BITS": (sm.head_bits, "bits of the head index that selects one (log2 MAX_HEADS)"),
                 "WORDS": (words, "values a host writes: every writable register, then every memory entry")}
     return {}
+
+
+def render_engine_regs(sm: SwiftMaxFormat = SwiftMaxFormat()) -> str:
+    """``engine_regs.h``: the registers an engine build with both normalizers adds after SwiftMax's
+    (:func:`~vckattn.golden.engine.engine_regmap` with every normalizer, less :func:`swiftmax_regmap`), with their
+    offsets in the engine's map: the X-macro ``VCKATTN_ENGINE_ONLINE_REGS(X)`` (``X(name, width, is_signed,
+    offset)``), ``VCKATTN_ENGINE_ONLINE_WORDS`` and ``struct vckattn::engine_online_regs``."""
+    full = engine_regmap(sm, ENGINE_NORMALIZERS)
+    base = {r.name for r in swiftmax_regmap(sm).regs}
+    extra = [r for r in full.writable if r.name not in base]
+    guard = "VCKATTN_GENERATED_ENGINE_REGS_H"
+    lines = [_BANNER, "// The registers an engine build with both normalizers adds to SwiftMax's. Source:",
+             "// vckattn.golden.engine.engine_regmap(SwiftMaxFormat(), ENGINE_NORMALIZERS), less swiftmax_regmap().",
+             "// Writable registers in declaration order: X(name, width, is_signed, byte offset in the engine's map).",
+             f"#ifndef {guard}", f"#define {guard}", "", "#include <ap_int.h>", "",
+             f"#define VCKATTN_ENGINE_ONLINE_WORDS {len(extra)}  // values a host writes besides SwiftMax's", "",
+             "#define VCKATTN_ENGINE_ONLINE_REGS(X) \\"]
+    lines += [f"    X({r.name}, {r.width}, {int(r.signed)}, 0x{full.offset(r.name):02X}) \\" for r in extra]
+    lines += ["", "namespace vckattn {", "", "struct engine_online_regs {"]
+    lines += [f"    ap_{'' if r.signed else 'u'}int<{r.width}> {r.name};  // {r.doc}" for r in extra]
+    lines += ["};", "", "}  // namespace vckattn", "", f"#endif  // {guard}", ""]
+    return "\n".join(lines)
 
 
 def render_regs(kernel: str, regmap: RegisterMap, source: str,

@@ -5,7 +5,9 @@
 //        K slices of qk j; DDR (kv list, V) --mm2s_engine (v mover: its LOAD_V entries)--> v_in --pktsplit<k> by
 //        packet id k + j--> V slices of pv j (async buffers)
 //   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
-//        swiftmax_engine_hls (one per channel) --pktsplit<k/m> by packet id--> p buffers of pv j
+//        swiftmax_engine_hls (one per channel), or on a build with both normalizers (VCKATTN_ENGINE_ONLINE_LANES)
+//        whose normalizer register is 1, online_softmax_engine_hls (the merge then keeps every kernel within one
+//        tile of the slowest: the channel holds two tiles) --pktsplit<k/m> by packet id--> p buffers of pv j
 //   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 --cascade FIFO--> o_requant: o buffers (A records) --> s2mm_engine (HLS)
 //        --> A slots + done log
 //
@@ -16,6 +18,10 @@
 // there (its status is printed; what it did not consume is counted as leftover).
 //
 //   engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES_0 .. N_TILES_{P-1} REGISTERS
+//
+// REGISTERS: SwiftMax's (VCKATTN_SWIFTMAX_REGS, then every entry of VCKATTN_SWIFTMAX_MEMS), then on a build with
+// both normalizers the registers the engine's map adds (VCKATTN_ENGINE_ONLINE_REGS: normalizer and the
+// online-softmax unit's).
 //
 // reads DIR/q_src.bin, DIR/k_src.bin, DIR/v_src.bin (the re-tiled operands) and DIR/q_<p>.bin, DIR/kv_<p>.bin
 // (pipeline p's command lists, 32-byte descriptors); writes DIR/a.bin (the launch's shared A buffer: N_SLOTS
@@ -30,9 +36,11 @@
 // channel c of pipeline p is seeded with SEED * 1000003 + p * 1009 + c. stdout, one line each:
 //   status <kernel> <code> <text>   every kernel (p<p>.mm2s_q, p<p>.mm2s_k, p<p>.mm2s_v, p<p>.qk<j>, p<p>.norm<c>,
 //                                   p<p>.pv<j>, p<p>.rq, p<p>.s2mm)
+//   normalizer <name>                the normalizer the channels ran (swiftmax or online_softmax)
 //   packets p<p>.c<c> <n>            score packets through channel c's merge
 //   records p<p> <n>                 A records s2mm_engine wrote
-//   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, when n > 0
+//   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, and packets the online-
+//                                   softmax channel dropped (p<p>.c<c>.dropped), when n > 0
 //   missing <stream> <n>             cascade words read past the end, when n > 0
 // Exit 2 on bad arguments or files.
 #include <algorithm>
@@ -47,6 +55,12 @@
 
 #include "engine_kernels.h"
 #include "swiftmax_engine_hls.h"
+#ifdef VCKATTN_ENGINE_ONLINE_LANES
+#include "online_softmax_engine_hls.h"
+#define VCKATTN_DUAL 1
+#else
+#define VCKATTN_DUAL 0
+#endif
 
 typedef ap_uint<128> beat128;
 unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* src, const beat128* src_v, unsigned kv,
@@ -66,6 +80,21 @@ std::string g_dir;
 std::vector<ap_uint<128> > g_a;  // the launch's shared A buffer (s2mm_engine writes tile t into slot t)
 unsigned g_slots = 0;
 FILE* g_counts = nullptr;
+
+// The normalizer registers: SwiftMax's, and on a build with both normalizers the ones the engine's map adds.
+struct Registers {
+    vckattn::swiftmax_regs sm;
+#if VCKATTN_DUAL
+    vckattn::engine_online_regs os;
+#endif
+    bool online() const {
+#if VCKATTN_DUAL
+        return os.normalizer == 1;
+#else
+        return false;
+#endif
+    }
+};
 
 [[noreturn]] void fail(const std::string& msg) {
     std::fprintf(stderr, "engine_csim_tb: %s\n", msg.c_str());
@@ -274,7 +303,7 @@ std::vector<uint8_t> mover(const std::string& name, const std::vector<uint8_t>& 
 
 void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
                   const std::vector<beat128>& q_src, const std::vector<beat128>& k_src,
-                  const std::vector<beat128>& v_src, const vckattn::swiftmax_regs& regs) {
+                  const std::vector<beat128>& v_src, const Registers& regs) {
     using namespace vckattn_engine;
     const std::string p = "p" + std::to_string(pl);
 
@@ -322,10 +351,13 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
         std::mt19937 rng(seed * 1000003u + pl * 1009u + (unsigned)c);
         std::vector<size_t> next(PER, 0);
         std::vector<const Buf*> merged;
+        const bool online = regs.online();
         for (;;) {
+            // online softmax: a kernel sends its packet n only once every kernel has sent n - 1 (ONLINE_TILES = 2)
+            const size_t low = *std::min_element(next.begin(), next.end());
             std::vector<int> ready;
             for (int i = 0; i < PER; i++)
-                if (next[i] < s_out[c * PER + i].size()) ready.push_back(i);
+                if (next[i] < s_out[c * PER + i].size() && (!online || next[i] <= low + 1)) ready.push_back(i);
             if (ready.empty()) break;
             const int i = ready[rng() % ready.size()];
             merged.push_back(&s_out[c * PER + i][next[i]++]);
@@ -344,7 +376,19 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
                 s_axis.write(x);
             }
         }
-        const int nst = swiftmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs);
+        int nst;
+        if (online) {
+#if VCKATTN_DUAL
+            unsigned dropped = 0;
+            nst = online_softmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs.os.os_a_mult,
+                                            regs.os.os_a_shift, &dropped);
+            count("leftover", ch + ".dropped", dropped);
+#else
+            nst = -1;  // unreachable: online() is false on a SwiftMax-only build
+#endif
+        } else {
+            nst = swiftmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs.sm);
+        }
         status(p + ".norm" + std::to_string(c), nst, vckattn_engine_pl::pl_status_text(nst));
         size_t left = 0;
         while (!s_axis.empty()) {
@@ -418,7 +462,11 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
 }  // namespace
 
 int main(int argc, char** argv) {
+#if VCKATTN_DUAL
+    const int n_regs = VCKATTN_SWIFTMAX_WORDS + VCKATTN_ENGINE_ONLINE_WORDS;
+#else
     const int n_regs = VCKATTN_SWIFTMAX_WORDS;
+#endif
     if (argc < 7)
         fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES... REGISTERS...");
     g_dir = argv[1];
@@ -438,18 +486,24 @@ int main(int argc, char** argv) {
     g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D / 16 + 1, 0);
     if (pipelines < 1 || argc != 7 + (int)pipelines + n_regs)
         fail("expected " + std::to_string(pipelines) + " tile counts and " + std::to_string(n_regs) +
-             " SwiftMax registers (declaration order)");
+             " register values (SwiftMax's, then on a build with both normalizers the engine's added ones)");
     std::vector<unsigned> n_tiles;
     for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[7 + i], nullptr, 0));
-    vckattn::swiftmax_regs regs;
+    Registers regs;
     int arg = 7 + (int)pipelines;
-#define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.name = std::strtol(argv[arg++], nullptr, 0);
+#define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.sm.name = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
 #undef VCKATTN_PARSE_REG
 #define VCKATTN_PARSE_MEM(name, width, is_signed, offset, depth) \
-    for (int e = 0; e < depth; e++) regs.name[e] = std::strtol(argv[arg++], nullptr, 0);
+    for (int e = 0; e < depth; e++) regs.sm.name[e] = std::strtol(argv[arg++], nullptr, 0);
     VCKATTN_SWIFTMAX_MEMS(VCKATTN_PARSE_MEM)
 #undef VCKATTN_PARSE_MEM
+#if VCKATTN_DUAL
+#define VCKATTN_PARSE_OS(name, width, is_signed, offset) regs.os.name = std::strtol(argv[arg++], nullptr, 0);
+    VCKATTN_ENGINE_ONLINE_REGS(VCKATTN_PARSE_OS)
+#undef VCKATTN_PARSE_OS
+#endif
+    std::printf("normalizer %s\n", regs.online() ? "online_softmax" : "swiftmax");
     const std::vector<beat128> q_src = to_beats(read_file("q_src.bin"));
     const std::vector<beat128> k_src = to_beats(read_file("k_src.bin"));
     const std::vector<beat128> v_src = to_beats(read_file("v_src.bin"));
