@@ -30,8 +30,9 @@ def _export(capsys, *argv: str) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def bundles(tmp_path_factory) -> dict[str, Path]:
-    """MiniLM's first two layers: untuned SwiftMax (the default export: refused, then written with
-    --allow-low-fidelity) and the online-softmax baseline (passes)."""
+    """MiniLM untuned SwiftMax in all six layers (the default export: refused, then written with
+    --allow-low-fidelity; its first two layers alone keep the model) and the online-softmax baseline of the first two
+    layers (passes)."""
     from vckattn.host.export import export_checkpoint
 
     root = tmp_path_factory.mktemp("model_check")
@@ -46,10 +47,10 @@ def test_untuned_export_is_refused_with_the_exact_fix(bundles, capsys):
     its float layer, but the model is not kept. One line, exit 3, nothing written; the fix is the tuning command
     with the user's own model and paths, then the export of the tuned model; never a default as a fix."""
     out = bundles["swiftmax"]
-    rc, err = _export(capsys, "minilm", "--out", str(out), "--max-layers", "2", "--check-samples", str(N), "--quiet")
+    rc, err = _export(capsys, "minilm", "--out", str(out), "--max-layers", "6", "--check-samples", str(N), "--quiet")
     assert rc == EXIT_FIDELITY, err
     assert err.count("\n") == 1 and "Traceback" not in err
-    assert "the whole model with its 2 integer attention layers scores" in err and "embedding cosine" in err
+    assert "the whole model with its 6 integer attention layers scores" in err and "embedding cosine" in err
     assert f"below {DEFAULT_MIN_MODEL_FIDELITY:g}" in err and "float SwiftMax model scores" in err
     assert (f"`vckattn calibrate swiftmax minilm --data pydoc --out {out}.tune --per-head --init mean "
             "--epochs-per-stage 3 --main-lr 2e-5`") in err
@@ -58,12 +59,12 @@ def test_untuned_export_is_refused_with_the_exact_fix(bundles, capsys):
     assert "--swiftmax-init" not in err  # `max` is the default: never advised
     assert not out.exists()
 
-    rc, err = _export(capsys, "minilm", "--out", str(out), "--max-layers", "2", "--check-samples", str(N), "--quiet",
+    rc, err = _export(capsys, "minilm", "--out", str(out), "--max-layers", "6", "--check-samples", str(N), "--quiet",
                       "--allow-low-fidelity")
     assert rc == 0, err
     man = load_bundle(out).manifest
     fid = man["model_fidelity"]
-    assert man["schema_version"] == 4 and fid["metric"] == "embedding_cosine" and fid["layers"] == [0, 1]
+    assert man["schema_version"] == 4 and fid["metric"] == "embedding_cosine" and fid["layers"] == list(range(6))
     assert fid["score"] < fid["threshold"] == DEFAULT_MIN_MODEL_FIDELITY and fid["samples"] == N
     assert fid["float_swiftmax"] is not None and fid["float_swiftmax"] < fid["threshold"]
     assert fid["min"] <= fid["score"]
