@@ -285,20 +285,11 @@ def test_minilm_encoder_sublayer_bit_exact(backend: str) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["emu", "csim"])
-def test_smollm2_bhyt_decoder_sublayer_bit_exact(backend: str) -> None:
-    if backend == "csim":
-        from conftest import require_tools
-
-        require_tools("g++", "hls4ml")
-    _check_run(backend, "decoder")
-
-
-@pytest.mark.slow
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
 @pytest.mark.parametrize("family", ["encoder", "decoder"])
 def test_sublayer_bit_exact_on_rtl(family: str) -> None:
     """The PL units (and the engine's PL top) in Verilator, registers over AXI4-Lite, on one real sentence (the
-    units' random pauses are covered by their own tests and tests/test_sublayer_rtl.py)."""
+    units' random pauses are covered by their own tests and tests/test_sublayer_rtl.py; the decoder on emu and csim
+    through `vckattn run`: tests/test_export_sublayer.py)."""
     _check_run("rtl", family, n=1, pauses=False)
