@@ -568,24 +568,37 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
                           "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
                           "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
                           **stats[i]})
+    return {**report_head(bundle_path, backend, device, manifest, bundle, checkpoint, reference, task, chosen, data,
+                          start_topic, max_tokens),
+            "end_to_end": end_to_end(task, data, ref, swift, dev),
+            "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
+            "seconds": time.perf_counter() - t0}
+
+
+def end_to_end(task: str | None, data: EvalData, ref: np.ndarray, swift: np.ndarray, dev: np.ndarray) -> dict:
+    """The three models' end-to-end scores against the softmax model's outputs ``ref``: the embedding cosine
+    (:func:`cosine_to`) or, with a task, the accuracy and agreement (:func:`accuracy`)."""
     if task is None:
-        e2e = {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
-               "backend": cosine_to(dev, ref)}
-    else:
-        assert data.labels is not None
-        e2e = {"float_softmax": accuracy(ref, data.labels, ref), "float_swiftmax": accuracy(swift, data.labels, ref),
-               "backend": accuracy(dev, data.labels, ref)}
+        return {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
+                "backend": cosine_to(dev, ref)}
+    assert data.labels is not None
+    return {"float_softmax": accuracy(ref, data.labels, ref), "float_swiftmax": accuracy(swift, data.labels, ref),
+            "backend": accuracy(dev, data.labels, ref)}
+
+
+def report_head(bundle_path: Path, backend: str, device: Any, manifest: Any, bundle: Any, checkpoint: Path | None,
+                reference: Path | str | None, task: str | None, chosen: list[int], data: EvalData, start_topic: int,
+                max_tokens: int | None) -> dict:
+    """The report's fields that say what was scored and on what (the module docstring's JSON, up to
+    ``end_to_end``)."""
     return {"report": "eval", "bundle": str(bundle_path), "backend": backend, "device": device.where,
             "manifest": manifest.name, "checkpoint": str(bundle.manifest["source"]["path"] if checkpoint is None
                                                          else checkpoint),
             "reference": str(reference) if reference is not None else "the source checkpoint with softmax",
             "task": task, "layers": chosen,
             "sentences": {"count": len(data.sentences), "start_topic": start_topic if task is None else None,
-                          "tokens": int(keep.sum()), "max_tokens": max_tokens},
-            "metric": METRIC if task is None else f"{task}: {TASK_METRIC}",
-            "end_to_end": e2e,
-            "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
-            "seconds": time.perf_counter() - t0}
+                          "tokens": int(data.keep.sum()), "max_tokens": max_tokens},
+            "metric": METRIC if task is None else f"{task}: {TASK_METRIC}"}
 
 
 def print_report(report: dict) -> None:
@@ -680,7 +693,6 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
 
 
 __all__ = ["BACKEND_CHOICES", "TASKS", "EvalData", "Runner", "accuracy", "attention_on", "cosine_to", "device_runner",
-           "embeddings", "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection", "print_report",
-           "quant_layers", "reference_model", "softmax_everywhere", "swiftmax_constants", "swiftmax_saturations",
-           "task_data", "write_json",
-           "write_plots"]
+           "embeddings", "end_to_end", "evaluate", "golden_runner", "held_out", "load_inputs", "output_projection",
+           "print_report", "quant_layers", "reference_model", "report_head", "softmax_everywhere", "swiftmax_constants",
+           "swiftmax_saturations", "task_data", "write_json", "write_plots"]

@@ -97,13 +97,13 @@ def evaluate_sublayers(bundle_path: Path, backend: str, manifest: Any, *, layers
     from vckattn.golden.sublayer import host_layernorm, quantize_input
     from vckattn.host.backends.sublayer import SublayerDevice, sublayer_of
     from vckattn.host.eval import (
-        accuracy,
-        cosine_to,
         embeddings,
+        end_to_end,
         held_out,
         load_inputs,
         precheck,
         reference_model,
+        report_head,
         set_swiftmax,
         swiftmax_constants,
         swiftmax_saturations,
@@ -175,23 +175,9 @@ def evaluate_sublayers(bundle_path: Path, backend: str, manifest: Any, *, layers
                           "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
                           "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
                           **stats[i]})
-    if task is None:
-        e2e = {"float_softmax": cosine_to(ref, ref), "float_swiftmax": cosine_to(swift, ref),
-               "backend": cosine_to(dev, ref)}
-    else:
-        assert data.labels is not None
-        e2e = {"float_softmax": accuracy(ref, data.labels, ref), "float_swiftmax": accuracy(swift, data.labels, ref),
-               "backend": accuracy(dev, data.labels, ref)}
-    from vckattn.host.eval import METRIC, TASK_METRIC
-
-    return {"report": "eval", "scope": "sublayer", "family": family, "bundle": str(bundle_path), "backend": backend,
-            "device": device.where, "manifest": manifest.name,
-            "checkpoint": str(bundle.manifest["source"]["path"] if checkpoint is None else checkpoint),
-            "reference": str(reference) if reference is not None else "the source checkpoint with softmax",
-            "task": task, "layers": chosen,
-            "sentences": {"count": len(data.sentences), "start_topic": start_topic if task is None else None,
-                          "tokens": int(keep.sum()), "max_tokens": max_tokens},
-            "metric": METRIC if task is None else f"{task}: {TASK_METRIC}", "end_to_end": e2e,
+    return {**report_head(bundle_path, backend, device, manifest, bundle, checkpoint, reference, task, chosen, data,
+                          start_topic, max_tokens),
+            "scope": "sublayer", "family": family, "end_to_end": end_to_end(task, data, ref, swift, dev),
             "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
             "seconds": time.perf_counter() - t0}
 

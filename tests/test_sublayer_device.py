@@ -10,8 +10,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
-from conftest import require_module
 
 from vckattn.golden.bhyt_int import NormFormat, bhyt_exact_regmap, bhyt_register_values, gamma_values
 from vckattn.golden.rope_int import rope_regmap, rope_table_banks, rope_tables_int
@@ -45,23 +43,14 @@ STAGES = {"encoder": ("q", "k", "v", "a", "y"), "decoder": ("stat", "u", "q_pre"
 def minilm_swiftmax(index: int = 2, n: int = 2) -> tuple:
     """MiniLM layer ``index`` as a SwiftMax encoder sublayer (β/γ initialised from its calibration scores, as the
     exporter does) calibrated on 8 real sentences; its int8 input on ``n`` others (padded) and their keep mask."""
-    require_module("transformers")
-    from vckattn.golden.blocks import BertLayer
-    from vckattn.golden.models import load_minilm
+    from sublayer_data import minilm_source
+
     from vckattn.golden.sublayer import calibrate_encoder, quantize_input, swiftmax_constants
     from vckattn.host.textdata import real_sentences
 
-    tok, model = load_minilm(torch.float64)
-
-    def hidden(sents: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        enc = tok(sents, padding=True, truncation=True, max_length=32, return_tensors="pt")
-        with torch.no_grad():
-            out = model(**enc, output_hidden_states=True)
-        return out.hidden_states[index].numpy(), enc["attention_mask"].numpy().astype(bool)
-
+    blk, hidden = minilm_source(index)
     hc, kc = hidden(real_sentences(8))
     he, ke = hidden(real_sentences(n, start_topic=60))
-    blk = BertLayer(384, 12, 1536).double().load_hf(model.encoder.layer[index])
     beta, gamma = swiftmax_constants(blk.attn, hc, kc)
     sub = calibrate_encoder(blk.attn, blk.norm1, hc, kc, "swiftmax", beta, gamma)
     return sub, quantize_input(he, sub.attn.s_x), ke
@@ -71,12 +60,8 @@ def minilm_swiftmax(index: int = 2, n: int = 2) -> tuple:
 def smollm2_swiftmax(index: int = 0, n: int = 2) -> tuple:
     """SmolLM2-135M layer ``index`` converted to BHyT as a SwiftMax decoder sublayer calibrated on 6 real sentences;
     its int8 block input on ``n`` others, their keep mask and the int16 RoPE tables ``(S, 64)`` (slow)."""
-    require_module("transformers")
-    require_module("gguf")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from sublayer_data import smollm2_source
 
-    from vckattn.golden import convert
-    from vckattn.golden.blocks import LlamaBlock
     from vckattn.golden.sublayer import (
         calibrate_decoder,
         decoder_sublayer_float,
@@ -84,31 +69,10 @@ def smollm2_swiftmax(index: int = 0, n: int = 2) -> tuple:
         rope_tables,
         swiftmax_constants,
     )
-    from vckattn.host.export.sources import resolve_checkpoint
     from vckattn.host.textdata import real_sentences
 
-    src = resolve_checkpoint("smollm2")
-    tok = AutoTokenizer.from_pretrained(src.path, gguf_file=src.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(src.path, gguf_file=src.gguf_file, dtype=torch.float64).model
-    convert.convert_llama_norms_to_bhyt(model, seq_len=64)
-
-    def capture(sents: list[str]) -> tuple[dict, np.ndarray]:
-        seen: dict = {}
-
-        def pre(_m, args, kwargs):  # noqa: ANN001, ANN202 - a torch forward pre-hook
-            seen["h"] = (args[0] if args else kwargs["hidden_states"]).double().numpy().copy()
-            seen["rope"] = kwargs["position_embeddings"]
-
-        hook = model.layers[index].register_forward_pre_hook(pre, with_kwargs=True)
-        enc = tok(sents, padding=True, truncation=True, max_length=32, return_tensors="pt")
-        with torch.no_grad():
-            model(**enc, use_cache=False)
-        hook.remove()
-        return seen, enc["attention_mask"].numpy().astype(bool)
-
+    blk, capture = smollm2_source(index)
     (cc, kc), (ce, ke) = capture(real_sentences(6)), capture(real_sentences(n, start_topic=60))
-    blk = LlamaBlock(576, 9, 3, 1536, "bhyt", seq_len=64).double().load_hf(model.layers[index])
-    blk.bhyt.load_state_dict(model.layers[index].bhyt.state_dict())
     f = decoder_sublayer_float(blk.attn, blk.bhyt, cc["h"], kc, cc["rope"])
     beta, gamma = swiftmax_constants(blk.attn, f["u"], kc, rope=cc["rope"], causal=True)
     sub = calibrate_decoder(blk.attn, blk.bhyt, cc["h"], kc, cc["rope"], "swiftmax", beta, gamma)
