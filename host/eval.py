@@ -509,14 +509,14 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     """Score the model with the bundle's layers on ``backend``; the JSON report of the module docstring."""
     from vckattn.host.export import layer_output
     from vckattn.host.run import errors, open_device
-    from vckattn.hw.manifest import DEFAULT_MANIFEST, load_manifest
+    from vckattn.hw.manifest import default_manifest, load_manifest
 
     t0 = time.perf_counter()
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
-    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    manifest = load_manifest(manifest_path or default_manifest(backend))
     if "sublayer" in manifest.data:  # whole sublayers on the device: X in, Y out
         from vckattn.host.eval_sublayer import evaluate_sublayers
 

@@ -189,7 +189,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     from vckattn.host.export import to_quant_layer
     from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
-    from vckattn.hw.manifest import DEFAULT_MANIFEST, check_bundle, load_manifest
+    from vckattn.hw.manifest import check_bundle, default_manifest, load_manifest
 
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
@@ -201,7 +201,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     bad = [i for i in layers if i not in present]
     if bad:
         raise UserError(f"{bundle_path}: no layer(s) {bad} in the bundle (it has {present[0]}..{present[-1]})")
-    manifest = load_manifest(manifest_path or DEFAULT_MANIFEST.get(backend, "vck5000_attention"))
+    manifest = load_manifest(manifest_path or default_manifest(backend))
     check_bundle(manifest, bundle, layers)  # head size, formats, normalizers: before any model is loaded
     check_backend(backend, manifest, bundle, layers)
     if text is not None:

@@ -55,7 +55,17 @@ BUILDS: dict[str, tuple[str, str]] = {
     "vck5000_attention": ("vck5000", "xilinx_vck5000_gen4x8_qdma_2_202220_1"),
     "vck190_attention": ("vck190", "xilinx_vck190_base_202220_1"),
 }
-DEFAULT_MANIFEST = {"xrt": "vck5000_attention", "pynq": "vck190_attention"}
+#: The committed best design per board: what ``run``, ``eval``, ``deploy``, ``board selftest`` and ``perf`` use
+#: when no ``--manifest`` is given (the ``pynq`` backend drives a VCK190, every other backend the VCK5000's design).
+DEFAULT_DESIGN = "vck5000_engine"
+DEFAULT_MANIFEST = {"pynq": "vck190_engine"}
+
+
+def default_manifest(backend: str | None = None) -> str:
+    """The name in ``bitstreams/`` of the committed best design for ``backend`` (None: the VCK5000's)."""
+    return DEFAULT_MANIFEST.get(backend or "", DEFAULT_DESIGN)
+
+
 #: ``score_switch``'s ``select`` scalar per normalizer kernel: which normalizer gets the scores
 SCORE_SWITCH_SELECT: dict[str, int] = {"swiftmax": 0, "online_softmax": 1}
 #: AIE graph PLIOs (128 bit each): name, direction seen from the AIE array (hw/aie/graph.h)
@@ -554,7 +564,7 @@ def write_manifests(folder: Path = BITSTREAMS) -> list[Path]:
     return out
 
 
-__all__ = ["BITSTREAMS", "BUILDS", "CONNECTIVITY", "DEFAULT_MANIFEST", "PLIOS", "SCORE_SWITCH_SELECT", "EngineSection",
-           "Manifest", "ManifestError", "TileShape", "build_manifest", "check_bundle", "committed_manifests",
-           "compute_units", "load_manifest", "padded_keys", "runnable_problem", "validate_manifest",
-           "write_manifests"]
+__all__ = ["BITSTREAMS", "BUILDS", "CONNECTIVITY", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "PLIOS", "SCORE_SWITCH_SELECT",
+           "EngineSection", "Manifest", "ManifestError", "TileShape", "build_manifest", "check_bundle",
+           "committed_manifests", "compute_units", "default_manifest", "load_manifest", "padded_keys",
+           "runnable_problem", "validate_manifest", "write_manifests"]
