@@ -1,7 +1,7 @@
 """Benchmarks: measured side by side in one run, ratios printed, JSON written.
 
-``vckattn bench host``: host overhead per tile on the emu backend against the emulator's own
-compute (:func:`bench_host`).
+``vckattn bench host``: the host's own time per launch of an engine build against the modeled device time of that
+launch (:func:`bench_host`).
 
 ``vckattn bench emulator``: the bit-exact integer emulation of one attention layer
 (projections, QKᵀ, SwiftMax or online-softmax normalizer, P·V, W_O) against torch
@@ -78,93 +78,6 @@ def bench_emulator(seq: int = 512, heads: int = 12, d_head: int = 64, repeats: i
     }
 
 
-def bench_host(seq: int = 256, heads: int = 12, d_head: int = 64, repeats: int = 7, seed: int = 0,
-               normalizer: str = "swiftmax") -> dict:
-    """Host overhead per tile on the emu backend against the emulator's own per-tile compute.
-
-    One layer through :func:`vckattn.host.scheduler.run_layer` on :class:`EmuDevice` (tiles of the
-    vck5000 manifest): ``compute`` = time inside the tile arithmetic (QKᵀ, normalizer, P·V, requant),
-    ``overhead`` = the tile path's own cost: tiling plus the stream's wall time minus that compute
-    (thread hand-off, id checks, assembly; compute overlapped by the double buffering is not counted);
-    ``projections`` (Q/K/V and W_O on the host) are reported apart. Alternated with the monolithic
-    emulator (:func:`attention_int`, no tiling) of the same layer; medians of ``repeats`` runs.
-    """
-    from vckattn.host.backends.emu import EmuDevice
-    from vckattn.host.scheduler import run_layer
-    from vckattn.hw.manifest import load_manifest
-
-    torch.manual_seed(seed)
-    d = heads * d_head
-    mha = MultiHeadAttention(d, heads, bias=True)
-    x64 = torch.randn(1, seq, d, generator=torch.Generator().manual_seed(seed)).double().numpy()
-    layer = calibrate_attention(mha, x64, None, normalizer, beta=3.0, gamma=float(seq) / 8)
-    manifest = load_manifest("vck5000_attention")
-    dev = EmuDevice(manifest)
-    run_layer(dev, layer, x64)  # warm-up
-    attention_int(layer, x64)
-    rows: dict[str, list[float]] = {"wall": [], "compute": [], "overhead": [], "projections": [],
-                                    "monolithic": []}
-    n_tiles = 0
-    for _ in range(repeats):
-        dev.compute_seconds = 0.0
-        t = time.perf_counter()
-        lr = run_layer(dev, layer, x64)
-        wall = time.perf_counter() - t
-        n_tiles = lr.tiles
-        rows["wall"].append(wall)
-        rows["compute"].append(dev.compute_seconds)
-        rows["projections"].append(lr.seconds["projections"] + lr.seconds["output_projection"])
-        # the tile path's own cost: planning, hand-off between threads, id checks, assembly
-        rows["overhead"].append(lr.seconds["tiling"] + lr.seconds["stream"] - dev.compute_seconds)
-        t = time.perf_counter()
-        attention_int(layer, x64)
-        rows["monolithic"].append(time.perf_counter() - t)
-    med = {k: statistics.median(v) for k, v in rows.items()}
-    return {
-        "benchmark": "host",
-        "shape": {"seq": seq, "heads": heads, "d_head": d_head, "d_model": d, "batch": 1, "normalizer": normalizer,
-                  "tile_q_rows": manifest.tile.q_rows, "tiles": n_tiles},
-        "repeats": repeats,
-        "median_seconds": med,
-        "all_seconds": rows,
-        "per_tile_us": {"compute": med["compute"] / n_tiles * 1e6, "overhead": med["overhead"] / n_tiles * 1e6},
-        "overhead_over_compute": statistics.median(o / c for o, c in zip(rows["overhead"], rows["compute"],
-                                                                          strict=True)),
-        "tiled_over_monolithic": statistics.median(w / m for w, m in zip(rows["wall"], rows["monolithic"],
-                                                                         strict=True)),
-        "torch_threads": torch.get_num_threads(),
-        "machine": {"python": platform.python_version(), "torch": torch.__version__, "numpy": np.__version__,
-                    "processor": platform.processor() or platform.machine()},
-        "note": "overhead = tiling + stream wall - time in tile arithmetic; ratios are medians of per-run ratios",
-    }
-
-
-def run_host(json_out: Path | None, **kwargs: object) -> dict:
-    """Run :func:`bench_host`, print a table, write JSON."""
-    from rich.table import Table
-
-    from vckattn.host.cli.common import make_console
-
-    r = bench_host(**kwargs)  # type: ignore[arg-type]
-    sh = r["shape"]
-    t = Table(title=f"host overhead, emu backend: S={sh['seq']}, {sh['heads']} heads × {sh['d_head']}, "
-                    f"{sh['tiles']} tiles of {sh['tile_q_rows']} rows (median of {r['repeats']})")
-    t.add_column("quantity")
-    t.add_column("median", justify="right")
-    for k in ("wall", "projections", "compute", "overhead", "monolithic"):
-        t.add_row(f"{k} (ms per layer)", f"{r['median_seconds'][k] * 1e3:.1f}")
-    t.add_row("compute per tile (µs)", f"{r['per_tile_us']['compute']:.0f}")
-    t.add_row("host overhead per tile (µs)", f"{r['per_tile_us']['overhead']:.0f}")
-    t.add_row("overhead / compute", f"{r['overhead_over_compute']:.2f}")
-    t.add_row("tiled path / monolithic emulator", f"{r['tiled_over_monolithic']:.2f}")
-    make_console().print(t)
-    if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(r, indent=2))
-        make_console().print(f"wrote {json_out}")
-    return r
-
-
 def run(json_out: Path | None, **kwargs: object) -> dict:
     """Run :func:`bench_emulator`, print a table, write JSON."""
     from rich.table import Table
@@ -191,10 +104,10 @@ def run(json_out: Path | None, **kwargs: object) -> dict:
     return report
 
 
-# ------------------------------------------------------------------------------------ engine host overhead
+# ------------------------------------------------------------------------------------ host time per launch
 
 
-def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, heads: int = 12, d_head: int = 64,
+def bench_host(manifest_name: str = "vck5000_engine", seq: int = 512, heads: int = 12, d_head: int = 64,
                       batch: int = 8, repeats: int = 21, seed: int = 0) -> dict:
     """Host time per launch of an engine build (one launch per layer) against the modeled device time of that
     launch (:mod:`vckattn.hw.perf.model` on the build's design point, BERT-style workload from the flags).
@@ -304,13 +217,13 @@ def bench_engine_host(manifest_name: str = "vck5000_engine", seq: int = 512, hea
     }
 
 
-def run_engine_host(json_out: Path | None, **kwargs: object) -> dict:
-    """Run :func:`bench_engine_host`, print a table, write JSON."""
+def run_host(json_out: Path | None, **kwargs: object) -> dict:
+    """Run :func:`bench_host`, print a table, write JSON."""
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
 
-    r = bench_engine_host(**kwargs)  # type: ignore[arg-type]
+    r = bench_host(**kwargs)  # type: ignore[arg-type]
     sh, e = r["shape"], r["engine"]
     t = Table(title=f"host time per launch, {r['manifest']} ({e['pipelines']} pipelines × {e['kernels_per_pipeline']} "
                     f"kernels): batch {sh['batch']} × {sh['heads']} heads × S={sh['seq']}, {sh['tiles']} tiles, "

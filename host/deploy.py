@@ -2,13 +2,9 @@
 
 :func:`deploy` loads the bundle, reads the xclbin's UUID, picks the manifest (the one given, else
 the one in ``bitstreams/`` recording that UUID), checks the bundle against it, opens the card and writes the first
-layer's normalizer registers and reads them back:
-
-* a reference build through :class:`~vckattn.host.backends.xrt.XrtDevice` (UUID, kernel names, the normalizers' ID
-  registers, the AIE graph);
-* an engine build (a manifest with an ``engine`` section) through
-  :class:`~vckattn.host.backends.engine_xrt.EngineXrtDevice` (UUID, kernel names, every mover compute unit, the PL
-  top's ID register, the AIE graph), with the layer narrowed to the build's score width as ``run`` does.
+layer's normalizer registers and reads them back, through :class:`~vckattn.host.backends.xrt.XrtDevice` (UUID,
+kernel names, every mover compute unit, the PL top's ID register, the AIE graph), with the layer narrowed to the
+build's score width as ``run`` does. A sublayer build is refused (its GEMM stages have no xclbin flow).
 
 Nothing runs on the card (``vckattn board selftest`` runs a known layer; ``vckattn run --backend xrt`` the bundle).
 Deploy means a real card: with ``VCKATTN_EMULATION`` set it is refused, pointing at ``board selftest`` and ``run``,
@@ -51,12 +47,10 @@ def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_inde
            device_options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check and configure the card at ``device_index`` for ``bundle`` with ``xclbin``; return the report.
 
-    ``device_options``: extra keyword arguments of :class:`~vckattn.host.backends.xrt.XrtDevice`
-    (``timeout_ms``, or ``graph_factory``/``ip_factory`` in tests).
+    ``device_options``: extra keyword arguments of :class:`~vckattn.host.backends.xrt.XrtDevice` (``timeout_ms``).
     """
     from vckattn.golden.errors import UserError
     from vckattn.host.backends.emulation import EMULATION_ENV, emulation_mode
-    from vckattn.host.backends.hwio import requant_scalars
     from vckattn.host.backends.xrt import XrtDevice, check_file, import_pyxrt, read_xclbin
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
@@ -78,24 +72,21 @@ def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_inde
     index = int(layers[0]["index"])
     layer = to_quant_layer(b, index)
     engine = man.data.get("engine")
-    if engine:
-        from vckattn.golden.quant_attention import narrow_layer
-        from vckattn.host.backends.engine_xrt import EngineXrtDevice
-        from vckattn.host.engine import EngineRequantError, requant_fields
+    if not engine or "sublayer" in man.data:
+        raise UserError(f"{man.name}: `vckattn deploy` configures an attention engine build (this manifest is "
+                        f"{'a sublayer build' if engine else 'not an engine build'})")
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.host.engine import EngineRequantError, requant_fields
 
-        try:
-            layer = narrow_layer(layer, int(engine["score_bits"]))  # the engine's layer, as `run` makes it
-            requant = requant_fields(layer.rq_a)
-        except (ValueError, EngineRequantError) as exc:
-            raise UserError(f"{bundle}: layer {index}: {exc}") from None
-        dev: Any = EngineXrtDevice(man, xclbin=xclbin, device_index=device_index, **(device_options or {}))
-    else:
-        requant = requant_scalars(layer)
-        dev = XrtDevice(man, xclbin, device_index, **(device_options or {}))
+    try:
+        layer = narrow_layer(layer, int(engine["score_bits"]))  # the engine's layer, as `run` makes it
+        requant = requant_fields(layer.rq_a)
+    except (ValueError, EngineRequantError) as exc:
+        raise UserError(f"{bundle}: layer {index}: {exc}") from None
+    dev = XrtDevice(man, xclbin=xclbin, device_index=device_index, **(device_options or {}))
     with dev:
         dev.configure(layer)
         read = dev.verify_registers()
-        kernel = dev.pl_top if engine else dev.written_kernel
         report = {
             "device": dev.where,
             "device_index": int(device_index),
@@ -103,13 +94,12 @@ def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_inde
             "uuid": dev.uuid,
             "manifest": man.name,
             "manifest_file": str(man.file),
-            "engine": bool(engine),
             "bundle": str(bundle),
             "layer": index,
             "normalizer": layer.normalizer,
             "score_bits": int(layer.score_bits),
             "kernels_checked": list(dev.kernels_checked),
-            "registers_written": [{"kernel": kernel, "register": w.name, "offset": w.offset,
+            "registers_written": [{"kernel": dev.pl_top, "register": w.name, "offset": w.offset,
                                    "value": w.value, "word": f"{w.word:#010x}",
                                    "readback": f"{read[w.name] & 0xFFFFFFFF:#010x}"} for w in dev.written],
             "requant": dict(zip(("rq_mult", "rq_shift"), requant, strict=True)),

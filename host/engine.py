@@ -39,13 +39,17 @@ import numpy as np
 from vckattn.golden.engine import MAX_RQ_SHIFT, RQ_MULT_BITS, pack_k, pack_q, pack_v
 from vckattn.golden.errors import EXIT_INPUT, UserError
 from vckattn.golden.requant import RequantRegisters
-from vckattn.host.tiler import TileError
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams
 from vckattn.hw.engine.schedule import deal_groups
 
 #: bytes of one command descriptor: the header beat, the uint64 payload byte offset, 8 reserved bytes
 CMD_BYTES = 32
+
+
+class TileError(RuntimeError):
+    """A tile missing, duplicated, out of order or malformed in what a device returned (its done record)."""
+
 
 
 class EngineMaskError(UserError):
@@ -441,5 +445,5 @@ def heads_from_a(cmds: Commands, a: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["CMD_BYTES", "Commands", "EngineMaskError", "EngineRequantError", "EngineShapeError", "Geometry", "Launch",
-           "check_done", "check_shape", "commands", "heads_from_a", "launch_commands", "params_from_manifest",
-           "plan_launch", "requant_fields", "retile", "streams_of", "valid_keys"]
+           "TileError", "check_done", "check_shape", "commands", "heads_from_a", "launch_commands",
+           "params_from_manifest", "plan_launch", "requant_fields", "retile", "streams_of", "valid_keys"]

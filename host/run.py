@@ -158,19 +158,14 @@ def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, floa
 
 
 def open_device(backend: str, manifest: Any, **options: Any) -> Any:
-    """The backend's device for ``manifest`` (an engine build's backends for a manifest with an ``engine``
-    section)."""
-    from vckattn.host.backends import device_class
+    """The backend's device for the engine build ``manifest`` (UserError for a manifest without an ``engine``
+    section or an unknown backend)."""
+    from vckattn.host.backends import BACKENDS, device_class
 
-    if manifest.data.get("engine"):
-        from vckattn.host.backends.engine import ENGINE_BACKENDS
-
-        if backend not in ENGINE_BACKENDS:
-            raise UserError(f"{manifest.name}: no {backend} backend for engine builds "
-                            f"(choose {', '.join(ENGINE_BACKENDS)})")
-        return ENGINE_BACKENDS[backend](manifest, **options)
-    if options.get("vector"):
-        raise UserError(f"{manifest.name}: --aie-path vector runs engine builds only (this is a reference build)")
+    if not manifest.data.get("engine"):
+        raise UserError(f"{manifest.name}: not an engine build (its manifest has no engine section)")
+    if backend not in BACKENDS:
+        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return device_class(backend)(manifest, **options)
 
 

@@ -116,14 +116,14 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     ``device_index``, or the emulated card; ``pynq``); returns the JSON-able report with every check and the exit
     status (``exit_code``: 0 when all pass, else the first failed check's)."""
     from vckattn.golden.quant_attention import attention_int
+    from vckattn.host.backends import device_class
     from vckattn.host.backends.base import DeviceError
     from vckattn.host.backends.emulation import EMULATION_ENV, emulated_uuid, emulation_mode
-    from vckattn.host.backends.engine import ENGINE_BACKENDS
     from vckattn.host.scheduler import run_layer
 
     if not manifest.data.get("engine"):
         raise UserError(f"{manifest.name}: board selftest runs engine builds (such as vck5000_engine or "
-                        "engine_small); this is the reference build")
+                        "engine_small); this manifest has no engine section")
     if backend not in BACKENDS:
         raise UserError(f"board selftest: backend {backend!r}; choose {', '.join(BACKENDS)}")
     mode = emulation_mode()
@@ -139,7 +139,7 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     want_out, trace = attention_int(layer, x, keep)
     batch, seq, _ = x.shape
     head_dim, heads = min(manifest.tile.head_dims), int(KNOWN["heads"])
-    dev = ENGINE_BACKENDS[backend](manifest, **options)
+    dev = device_class(backend)(manifest, **options)
     report: dict[str, Any] = {
         "manifest": manifest.name, "manifest_file": str(manifest.file), "backend": backend, "device": dev.where,
         "emulated": mode is not None,

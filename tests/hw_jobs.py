@@ -1,5 +1,5 @@
-"""Shared builders for the hardware-backend tests: a small quantized layer, a tiled job, a manifest
-with a (made-up) built-xclbin UUID, a bundle the VCK builds accept, the emu reference."""
+"""Shared builders for the hardware-backend tests: a small quantized layer, a manifest with a (made-up) built-xclbin
+UUID, a bundle the engine builds accept."""
 
 from __future__ import annotations
 
@@ -17,8 +17,6 @@ from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softma
 from vckattn.golden.quant_attention import QuantAttentionLayer, build_quant_layer
 from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_head_registers
-from vckattn.host.backends.emu import EmuDevice
-from vckattn.host.tiler import LayerJob, TileResult, plan_tiles
 from vckattn.hw.manifest import Manifest, load_manifest
 
 UUID = "3f2a9c1e-5b7d-4e21-9a0c-1d2e3f405162"
@@ -26,7 +24,7 @@ OTHER_UUID = "00112233-4455-6677-8899-aabbccddeeff"
 SCALES = {"s_x": 0.02, "s_q": 0.05, "s_k": 0.045, "s_v": 0.03, "s_a": 0.012}
 
 
-def manifest_with_uuid(name: str = "vck5000_attention", uuid: str | None = UUID) -> Manifest:
+def manifest_with_uuid(name: str = "engine_small", uuid: str | None = UUID) -> Manifest:
     """The committed manifest ``name`` with ``xclbin.uuid`` patched (in a copy)."""
     m = load_manifest(name)
     data = copy.deepcopy(m.data)
@@ -49,30 +47,6 @@ def make_layer(normalizer: str = "swiftmax", heads: int = 2, kv_heads: int = 1, 
     beta, gamma = ((np.linspace(-1.0, 2.5, heads), np.geomspace(0.5, 8.0, heads)[::-1]) if per_head
                    else (0.5, 2.0))
     return build_quant_layer(mha, SCALES, normalizer, beta=beta, gamma=gamma, p_max=1.0)  # type: ignore[arg-type]
-
-
-def make_job(manifest: Manifest, batch: int = 2, heads: int = 2, kv_heads: int = 1, seq: int = 45,
-             head_dim: int = 32, seed: int = 0) -> LayerJob:
-    """Random int8 Q/K/V, causal with the second sequence right-padded, tiled for ``manifest``."""
-    rng = np.random.default_rng(seed)
-    q = rng.integers(-40, 41, (batch, heads, seq, head_dim)).astype(np.int8)
-    k = rng.integers(-40, 41, (batch, kv_heads, seq, head_dim)).astype(np.int8)
-    v = rng.integers(-128, 128, (batch, kv_heads, seq, head_dim)).astype(np.int8)
-    keep = np.tril(np.ones((seq, seq), bool))[None].repeat(batch, 0)
-    keep[1:, :, seq - 12:] = False  # padding keys of the second sequence
-    return plan_tiles(q, k, v, keep, manifest.tile)
-
-
-def emu_results(manifest: Manifest, layer: QuantAttentionLayer, job: LayerJob) -> list[TileResult]:
-    dev = EmuDevice(manifest)
-    with dev:
-        dev.configure(layer)
-        return list(dev.run(job))
-
-
-def same_results(got: list[TileResult], want: list[TileResult]) -> bool:
-    return [r.tile_id for r in got] == [r.tile_id for r in want] and all(
-        g.a.dtype == np.int8 and np.array_equal(g.a, w.a) for g, w in zip(got, want, strict=True))
 
 
 def write_xclbin(path: Path) -> Path:

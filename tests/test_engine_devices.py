@@ -14,8 +14,8 @@ import torch
 
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
+from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.engine import ENGINE_BACKENDS
 from vckattn.host.engine import EngineMaskError, EngineShapeError
 from vckattn.host.scheduler import run_layer
 from vckattn.hw.manifest import Manifest
@@ -53,11 +53,11 @@ def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     layer, x, keep = _layer(causal=causal, seed=int(causal))
     narrow = narrow_layer(layer, 8)
     want, trace = attention_int(narrow, x, keep)
-    with ENGINE_BACKENDS[backend](engine_manifest(), **options) as dev:
+    with device_class(backend)(engine_manifest(), **options) as dev:
         lr = run_layer(dev, narrow, x, keep)
     assert np.array_equal(lr.y, trace["y"])
     assert np.array_equal(lr.out, want)
-    assert lr.tiles == 3 * 4 * 3 and lr.job is None and dev.launches == 1
+    assert lr.tiles == 3 * 4 * 3 and dev.launches == 1
 
 
 @pytest.mark.parametrize("backend", ["emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml"))])
@@ -68,7 +68,7 @@ def test_online_softmax_layer_bit_exact_on_a_dual_build(backend, causal):
     layer, x, keep = _layer("softmax", causal=causal, seed=2 + int(causal))
     narrow = narrow_layer(layer, 8)
     want, trace = attention_int(narrow, x, keep)
-    with ENGINE_BACKENDS[backend](engine_manifest(online_lanes=4)) as dev:
+    with device_class(backend)(engine_manifest(online_lanes=4)) as dev:
         lr = run_layer(dev, narrow, x, keep)
     assert np.array_equal(lr.y, trace["y"]) and np.array_equal(lr.out, want)
     assert dev.launches == 1
@@ -83,14 +83,14 @@ def test_online_softmax_layer_of_another_format_is_refused_on_csim():
     narrow = narrow_layer(layer, 8)
     nearest = replace(narrow, os_fmt=replace(narrow.os_fmt, p_rounding="nearest"))
     with pytest.raises(DeviceError, match=r"p_rounding 'nearest' \(the build's: 'cumulative'\)"):
-        ENGINE_BACKENDS["csim"](engine_manifest(online_lanes=4)).configure(nearest)
-    ENGINE_BACKENDS["emu"](engine_manifest(online_lanes=4)).configure(nearest)
-    ENGINE_BACKENDS["csim"](engine_manifest(online_lanes=4)).configure(narrow)
+        device_class("csim")(engine_manifest(online_lanes=4)).configure(nearest)
+    device_class("emu")(engine_manifest(online_lanes=4)).configure(nearest)
+    device_class("csim")(engine_manifest(online_lanes=4)).configure(narrow)
 
 
 def test_engine_refuses_what_it_cannot_run():
     layer, x, keep = _layer()
-    dev = ENGINE_BACKENDS["emu"](engine_manifest())
+    dev = device_class("emu")(engine_manifest())
     with pytest.raises(DeviceError, match="8-bit scores"):
         dev.configure(layer)  # an int32-score layer
     soft, _, _ = _layer("softmax")
@@ -100,7 +100,7 @@ def test_engine_refuses_what_it_cannot_run():
     left[0] = np.roll(left[2], 15)  # left padding
     with pytest.raises(EngineMaskError, match="sequence 0"):
         run_layer(dev, narrow_layer(layer, 8), x, left)
-    short = ENGINE_BACKENDS["emu"](engine_manifest(max_seq=32))  # 45 tokens against 32 keys a group
+    short = device_class("emu")(engine_manifest(max_seq=32))  # 45 tokens against 32 keys a group
     with pytest.raises(EngineShapeError, match="longer than this engine's 32 keys"):
         run_layer(short, narrow_layer(layer, 8), x, keep)
 
@@ -119,10 +119,63 @@ def test_rtl_engine_cycles_match_the_performance_model(seq):
     mha = MultiHeadAttention(384, 12).double()
     x = np.random.default_rng(seq).normal(size=(1, seq, 384))
     layer = narrow_layer(calibrate_attention(mha, x, None, "swiftmax", beta=3.0, gamma=5.0), 8)
-    with ENGINE_BACKENDS["rtl"](manifest, pauses=False) as dev:
+    with device_class("rtl")(manifest, pauses=False) as dev:
         lr = run_layer(dev, layer, x)
     assert np.array_equal(lr.y, attention_int(layer, x)[1]["y"])
     design = design_from_json(manifest.data["engine"]["design"])
     modeled = engine_pl_cycles(workload_from_flags(12, 32, seq), design)
     print(f"seq {seq}: modeled {modeled} PL cycles, Verilator {dev.last_cycles}")
     assert abs(modeled - dev.last_cycles) <= 0.05 * dev.last_cycles, (modeled, dev.last_cycles)
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_rtl_per_head_gqa_causal_under_backpressure_and_a_wrong_map():
+    """The generated PL top in Verilator under random backpressure: per-head β/γ (each head's rows read its own
+    b_beta / c_out entries), grouped K/V heads, causal masks: bit-exact with golden. The same run with a manifest
+    whose map swaps two registers' offsets is not (what `vckattn run` reports as not bit-exact)."""
+    import copy
+
+    from vckattn.hw.manifest import load_manifest
+
+    torch.manual_seed(7)
+    mha = MultiHeadAttention(128, 4, 2).double()
+    x = np.random.default_rng(7).normal(size=(2, 40, 128))
+    keep = np.ones((2, 40), bool)
+    keep[1, 29:] = False
+    layer = narrow_layer(calibrate_attention(mha, x, keep, "swiftmax", causal=True, beta=np.array([0.5, 2.5, 5.0, 1.0]),
+                                             gamma=np.array([1.0, 6.0, 30.0, 2.0])), 8)
+    assert not layer.swiftmax.uniform
+    want = attention_int(layer, x, keep)[1]["y"]
+    good = load_manifest("engine_small")
+    with device_class("rtl")(good, pauses=True) as dev:
+        assert np.array_equal(run_layer(dev, layer, x, keep).y, want)
+    data = copy.deepcopy(good.data)
+    regs = {r["name"]: r for r in next(k for k in data["kernels"] if k["name"] == "engine_pl")["registers"]}
+    regs["u_hi"]["offset"], regs["u_lo"]["offset"] = regs["u_lo"]["offset"], regs["u_hi"]["offset"]
+    with device_class("rtl")(Manifest(data, good.file), pauses=True) as dev:
+        assert not np.array_equal(run_layer(dev, layer, x, keep).y, want)
+
+
+def test_check_bundle_refuses_what_the_build_cannot_run():
+    """A bundle's head size, sequence length, SwiftMax format and head count against an engine build's manifest."""
+    from types import SimpleNamespace
+
+    from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest
+
+    manifest = load_manifest("engine_small")
+    b = SimpleNamespace(manifest={"model": {"head_dim": 48, "num_heads": 12}, "formats": dict(manifest.data["formats"]),
+                                  "layers": []})
+    with pytest.raises(ManifestError, match=r"head_dim 48 is not supported by this build \(supports \(32, 64\)\)"):
+        check_bundle(manifest, b)
+    b.manifest["model"]["head_dim"] = 32
+    check_bundle(manifest, b, seq_len=128)
+    with pytest.raises(ManifestError, match="129 tokens is longer than this build's maximum 128"):
+        check_bundle(manifest, b, seq_len=129)
+    b.manifest["formats"] = {"swiftmax": dict(manifest.data["formats"]["swiftmax"], t_frac=9)}
+    with pytest.raises(ManifestError, match=r"different swiftmax format \(fields \['t_frac'\] differ\)"):
+        check_bundle(manifest, b)
+    b.manifest["formats"] = dict(manifest.data["formats"])
+    b.manifest["model"]["num_heads"] = 33  # one more head than the PL top's register sets
+    with pytest.raises(ManifestError, match="33 heads; this build's SwiftMax kernel holds 32 register sets"):
+        check_bundle(manifest, b)

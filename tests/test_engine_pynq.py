@@ -1,4 +1,4 @@
-"""The ``pynq`` backend of engine builds (host/backends/engine_pynq.py) on the small generated instance, on the FAKE
+"""The ``pynq`` backend (host/backends/pynq.py) on the small generated instance, on the FAKE
 engine card (tests/fakes/engine_card.py) behind the FAKE pynq module (tests/fakes/fake_pynq.py: one IP per mover
 compute unit, ``ap_ctrl_hs`` control registers, a free-running AIE graph). They record calls; none of this is
 hardware. The backend's results must equal the emu backend's bit for bit."""
@@ -17,10 +17,9 @@ from hw_jobs import manifest_edit, manifest_with_uuid, write_xclbin
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
+from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.engine import ENGINE_BACKENDS
-from vckattn.host.backends.engine_pynq import EnginePynqDevice
-from vckattn.host.backends.pynq import PYNQ_MISSING
+from vckattn.host.backends.pynq import PYNQ_MISSING, PynqDevice, arg_offsets, find_ip
 from vckattn.host.scheduler import run_layer
 
 MANIFEST = manifest_with_uuid("engine_small", None)  # a .pdi/.hwh overlay has no xclbin UUID
@@ -40,7 +39,7 @@ def setup(monkeypatch, tmp_path):
     def make(manifest=MANIFEST, card_manifest=None, timeout_ms=None, ip_keys=None, **knobs):
         card = FakeEngineCard(card_manifest or manifest, **knobs)
         monkeypatch.setitem(sys.modules, "pynq", fake_pynq.module_for(card, ip_keys))
-        dev = ENGINE_BACKENDS["pynq"](manifest, xclbin=write_xclbin(tmp_path / "engine_small.xclbin"),
+        dev = device_class("pynq")(manifest, xclbin=write_xclbin(tmp_path / "engine_small.xclbin"),
                                       timeout_ms=timeout_ms, poll_s=0.0)
         return card, dev
     return make
@@ -51,10 +50,10 @@ def test_bit_identical_to_emu(setup, batch, heads, causal):
     layer, x, keep = _layer(batch, heads, causal=causal, seed=batch + heads)
     card, dev = setup()
     with dev:
-        assert isinstance(dev, EnginePynqDevice) and dev.where.startswith("hardware")
+        assert isinstance(dev, PynqDevice) and dev.where.startswith("hardware")
         got = run_layer(dev, layer, x, keep)
         dev.verify_registers()
-    with ENGINE_BACKENDS["emu"](MANIFEST) as emu:
+    with device_class("emu")(MANIFEST) as emu:
         ref = run_layer(emu, layer, x, keep)
     assert np.array_equal(got.out, ref.out) and np.array_equal(got.y, ref.y)
     assert np.array_equal(got.out, attention_int(layer, x, keep)[0])
@@ -96,7 +95,7 @@ def test_run_errors(setup, knobs, message):
 def test_open_errors(setup, monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "pynq", None)
     with pytest.raises(ToolMissing) as e:
-        EnginePynqDevice(MANIFEST, xclbin=write_xclbin(tmp_path / "a.xclbin")).open()
+        PynqDevice(MANIFEST, xclbin=write_xclbin(tmp_path / "a.xclbin")).open()
     assert str(e.value) == PYNQ_MISSING and e.value.exit_code == 6
     _, dev = setup(missing_kernels=("s2mm_engine",))
     with pytest.raises(DeviceError, match=r"the overlay lacks s2mm_engine_0, s2mm_engine_1 listed in"):
@@ -121,5 +120,55 @@ def test_wrong_register_offset_gives_wrong_results(setup):
     _, dev = setup(manifest=manifest_edit(MANIFEST, swap), card_manifest=MANIFEST)
     with dev:
         got = run_layer(dev, layer, x, keep)
-    with ENGINE_BACKENDS["emu"](MANIFEST) as emu:
+    with device_class("emu")(MANIFEST) as emu:
         assert not np.array_equal(got.out, run_layer(emu, layer, x, keep).out)
+
+
+def test_register_readback_mismatch(setup):
+    """A register that does not hold what was written is a device fault, named with its offset."""
+    layer, x, keep = _layer()
+    card, dev = setup()
+    off = {r["name"]: int(r["offset"]) for r in MANIFEST.kernel("engine_pl")["registers"]}
+    with dev:
+        dev.configure(layer)
+        assert {(e["offset"], e["value"]) for e in card.ops("reg.write")} == \
+            {(w.offset, w.word) for w in dev.written}
+        card.stuck[("engine_pl", off["u_hi"])] = 0
+        with pytest.raises(DeviceError, match=rf"register readback mismatch: engine_pl\.u_hi at {off['u_hi']:#x}: "
+                                              "wrote") as e:
+            dev.verify_registers()
+    assert e.value.exit_code == 7
+
+
+def test_ip_names_and_register_naming():
+    ip = {"mm2s_engine_q_0": {}, "movers/mm2s_engine_k_0": {}, "normalizers/engine_pl": {}, "s2mm_engine_1": {}}
+    assert find_ip(ip, "mm2s_engine_q_0") == "mm2s_engine_q_0"
+    assert find_ip(ip, "mm2s_engine_k_0") == "movers/mm2s_engine_k_0" and find_ip(ip, "engine_pl") == \
+        "normalizers/engine_pl"
+    assert find_ip(ip, "s2mm_engine") == "s2mm_engine_1"  # Vitis' default compute-unit name of a kernel
+    assert find_ip(ip, "mm2s_engine_v_0") is None
+    regs = {"out_r_1": {"address_offset": 0x10}, "out_r_2": {"address_offset": 0x14}, "n": {"address_offset": 0x1c},
+            "q": {"address_offset": 0x24, "size": 64}}
+    assert arg_offsets(regs, "out", True) == [0x10, 0x14]
+    assert arg_offsets(regs, "n", False) == [0x1C] and arg_offsets(regs, "q", True) == [0x24, 0x28]
+    with pytest.raises(KeyError):
+        arg_offsets(regs, "mask", True)
+
+
+def test_custom_ip_keys_and_a_missing_argument(setup):
+    """Units found in a hierarchy run bit-exact; a mover whose register map lacks an argument is refused by name."""
+    layer, x, keep = _layer(1, 3)
+    _, dev = setup(ip_keys={"mm2s_engine_k_1": "movers/mm2s_engine_k_1"})
+    with dev:
+        assert {k.get("ip") for k in dev.kernels_checked if k["name"] == "mm2s_engine_k_1"} == \
+            {"movers/mm2s_engine_k_1"}
+        got = run_layer(dev, layer, x, keep)
+    assert np.array_equal(got.out, attention_int(layer, x, keep)[0])
+
+    def rename_port(data):
+        k = next(k for k in data["kernels"] if k["name"] == "s2mm_engine")
+        next(p for p in k["ports"] if p["name"] == "done")["name"] = "done_log"
+    _, dev = setup(manifest=manifest_edit(MANIFEST, rename_port), card_manifest=MANIFEST)
+    with pytest.raises(DeviceError, match=r"kernel s2mm_engine \(s2mm_engine_0\): the overlay's register map has no "
+                                          r"argument 'done_log'"):
+        dev.open()

@@ -1,4 +1,4 @@
-"""The ``xrt`` backend of engine builds (host/backends/engine_xrt.py) on the small generated instance (2 pipelines x
+"""The ``xrt`` backend (host/backends/xrt.py) on the small generated instance (2 pipelines x
 2 QKᵀ/P·V kernels, one score channel of 2 SwiftMax lanes, int8 scores), on a FAKE engine card (tests/fakes/
 engine_card.py: the movers read the device-side buffers as hw/hls/mm2s_engine.cpp does, the array and the PL top are
 the engine's bit-exact functional model on the registers the host wrote) behind the FAKE pyxrt and, for ``engine_pl``'s
@@ -21,23 +21,26 @@ from hw_jobs import OTHER_UUID, manifest_edit, manifest_with_uuid, write_xclbin
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.errors import ToolMissing
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
+from vckattn.host.backends import device_class, xrt_graph
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.engine import ENGINE_BACKENDS
 from vckattn.host.backends.engine_hw import balanced_lists, pipelines_of
-from vckattn.host.backends.engine_xrt import EngineXrtDevice
+from vckattn.host.backends.hwio import register_writes
+from vckattn.host.backends.xrt import XrtDevice
 from vckattn.host.engine import plan_launch
 from vckattn.host.scheduler import run_layer
 
 MANIFEST = manifest_with_uuid("engine_small")
 
 
-def _layer(batch=3, heads=4, seq=45, causal=False, seed=0):
+def _layer(batch=3, heads=4, seq=45, causal=False, seed=0, kv_heads=None, head_dim=32, per_head=False):
+    """A narrow SwiftMax layer; ``per_head``: every head its own β/γ (the b_beta / c_out memories' entries)."""
     torch.manual_seed(seed)
-    mha = MultiHeadAttention(32 * heads, heads).double()
-    x = np.random.default_rng(seed).normal(size=(batch, seq, 32 * heads))
+    mha = MultiHeadAttention(head_dim * heads, heads, kv_heads or heads, head_dim).double()
+    x = np.random.default_rng(seed).normal(size=(batch, seq, head_dim * heads))
     keep = np.ones((batch, seq), bool)
     keep[-1, seq * 2 // 3:] = False
-    layer = calibrate_attention(mha, x, keep, "swiftmax", causal=causal, beta=3.0, gamma=5.0)
+    beta, gamma = ((np.linspace(1.0, 4.0, heads), np.geomspace(3.0, 9.0, heads)) if per_head else (3.0, 5.0))
+    layer = calibrate_attention(mha, x, keep, "swiftmax", causal=causal, beta=beta, gamma=gamma)
     return narrow_layer(layer, 8), x, keep
 
 
@@ -48,14 +51,14 @@ def setup(monkeypatch, tmp_path, xrt_stub):
         card = FakeEngineCard(card_manifest or manifest, **knobs)
         monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
         xrt_stub.set_handler(card_handler(card))
-        dev = ENGINE_BACKENDS["xrt"](manifest, xclbin=write_xclbin(tmp_path / "engine_small.xclbin"),
+        dev = device_class("xrt")(manifest, xclbin=write_xclbin(tmp_path / "engine_small.xclbin"),
                                      timeout_ms=timeout_ms)
         return card, dev
     return make
 
 
 def _emu(layer, x, keep):
-    with ENGINE_BACKENDS["emu"](MANIFEST) as dev:
+    with device_class("emu")(MANIFEST) as dev:
         return run_layer(dev, layer, x, keep)
 
 
@@ -67,7 +70,7 @@ def test_bit_identical_to_emu(setup, xrt_stub, batch, heads, causal):
     want, trace = attention_int(layer, x, keep)
     card, dev = setup()
     with dev:
-        assert isinstance(dev, EngineXrtDevice) and dev.where.startswith("hardware")
+        assert isinstance(dev, XrtDevice) and dev.where.startswith("hardware")
         got = run_layer(dev, layer, x, keep)
     ref = _emu(layer, x, keep)
     assert np.array_equal(got.out, ref.out) and np.array_equal(got.y, ref.y)
@@ -78,6 +81,22 @@ def test_bit_identical_to_emu(setup, xrt_stub, batch, heads, causal):
     assert [e["tiles"] for e in card.ops("computed")] == [n, n]  # every pipeline ran the graph's count
     assert [c[2] for c in xrt_stub.calls("graph.run")] == [n]
     assert [c[2] for c in xrt_stub.calls("graph.wait")] == [dev.timeout_ms]
+    assert device_class("xrt") is XrtDevice
+
+
+@pytest.mark.parametrize(("heads", "kv_heads", "head_dim", "per_head"), [(4, 2, 64, False), (4, 1, 32, True),
+                                                                         (2, 2, 64, True)])
+def test_geometry_and_per_head_constants_bit_identical(setup, heads, kv_heads, head_dim, per_head):
+    """Grouped K/V heads, the build's full head size and a smaller one, per-head SwiftMax constants (each head reads
+    its own b_beta / c_out entries on the card): equal to emu and to golden's layer."""
+    layer, x, keep = _layer(2, heads, kv_heads=kv_heads, head_dim=head_dim, per_head=per_head, seed=heads + head_dim)
+    if per_head:
+        assert len({h.b_beta for h in layer.swiftmax.heads}) == heads  # distinct register sets
+    card, dev = setup()
+    with dev:
+        got = run_layer(dev, layer, x, keep)
+    assert np.array_equal(got.out, _emu(layer, x, keep).out)
+    assert np.array_equal(got.y, attention_int(layer, x, keep)[1]["y"])
 
 
 def test_open_checks_ids_and_units(setup, xrt_stub):
@@ -106,6 +125,76 @@ def test_registers_written_and_read_back(setup, xrt_stub):
     assert writes == [(w.offset, w.word) for w in dev.written] and len(writes) > 2 * 32  # b_beta/c_out per head
     assert {(e["offset"], e["value"]) for e in card.ops("reg.write")} == set(writes)
     assert all(read[w.name] & 0xFFFFFFFF == w.word for w in dev.written if w.name in read)
+
+
+def test_register_writes_land_at_manifest_offsets(setup, xrt_stub):
+    """Every SwiftMax register and every entry of the b_beta / c_out memories is written once, at the offset the
+    manifest's map gives (entry i at offset + 4 i), as a two's-complement word; configuring runs nothing."""
+    from dataclasses import replace
+
+    layer, x, keep = _layer(per_head=True)
+    card, dev = setup()
+    with dev:
+        dev.configure(layer)
+        read = dev.verify_registers()
+    table = {r["name"]: r for r in MANIFEST.kernel("engine_pl")["registers"]}
+    depth = int(table["b_beta"]["depth"])
+    regs = layer.swiftmax.register_values(replace(layer.sm_fmt, max_heads=depth))  # shared ints, per-head lists
+    want = {(int(table[n]["offset"]) + 4 * i, e & 0xFFFFFFFF)
+            for n, v in regs.items() for i, e in enumerate(v if isinstance(v, list) else [v])}
+    scalars = [r for r in table.values() if r["access"] == "rw" and r["kind"] == "reg"]
+    assert len(want) == len(scalars) + 2 * depth  # every shared register, every entry of b_beta and c_out
+    writes = {(e["offset"], e["value"]) for e in card.ops("reg.write")}
+    assert writes == want and all(e["kernel"] == "engine_pl" for e in card.ops("reg.write"))
+    assert regs["u_lo"] < 0 and (int(table["u_lo"]["offset"]), regs["u_lo"] + (1 << 32)) in writes
+    assert read["u_lo"] == regs["u_lo"] & 0xFFFFFFFF
+    assert card.ops("start") == [] and xrt_stub.calls("graph.run") == []  # configure only: nothing ran
+
+
+def test_configure_refusals(setup):
+    """A map without a register golden sets is refused before any write; running before configure is an error."""
+    layer, x, keep = _layer()
+
+    def drop_reg(data):
+        regs = next(k for k in data["kernels"] if k["name"] == "engine_pl")["registers"]
+        regs[:] = [r for r in regs if r["name"] != "c_out"]
+    with pytest.raises(DeviceError, match=r"no writable register for c_out"):
+        register_writes(manifest_edit(MANIFEST, drop_reg), layer)
+    _, dev = setup()
+    with dev, pytest.raises(RuntimeError, match="configure"):
+        dev.run_heads({})
+
+
+def test_fake_checks_buffer_groups(tmp_path):
+    """The fake pyxrt accepts a buffer only in the memory group of the argument it is passed to (or of another
+    user of that argument: the A buffer both output movers share), so the group test of the backend can fail."""
+    card = FakeEngineCard(MANIFEST)
+    pyxrt = fake_pyxrt.module_for(card)
+    dev = pyxrt.device(0)
+    xuuid = dev.load_xclbin(pyxrt.xclbin(str(write_xclbin(tmp_path / "a.xclbin"))))
+    out0 = pyxrt.kernel(dev, xuuid, "s2mm_engine:{s2mm_engine_0}")
+    out1 = pyxrt.kernel(dev, xuuid, "s2mm_engine:{s2mm_engine_1}")
+    a = pyxrt.bo(dev, 4096, pyxrt.bo.flags.normal, out0.group_id(1))  # s2mm_engine_0.a_out
+    done = pyxrt.bo(dev, 4096, pyxrt.bo.flags.normal, out1.group_id(2))  # s2mm_engine_1.done
+    with pytest.raises(ValueError, match=r"bo for s2mm_engine.*\.a_out was allocated in group"):
+        out1(None, done, done, 1, 1, 1)  # the done buffer passed as a_out
+    out1(None, a, done, 1, 1, 1)  # a_out from s2mm_engine_0's group: a user of the same argument
+    assert card.ops("start")[-1]["kernel"] == "s2mm_engine_1"
+
+
+def test_shim_without_xrt_names_what_is_missing(monkeypatch, tmp_path):
+    """The graph shim without XRT's headers and library: one line naming each missing file (status 6), raised by
+    the backend after pyxrt opened the card."""
+    monkeypatch.setenv("XILINX_XRT", str(tmp_path))
+    monkeypatch.setenv("VCKATTN_SHIM_DIR", str(tmp_path / "shim"))
+    with pytest.raises(ToolMissing) as e:
+        xrt_graph.load_shim()
+    msg = str(e.value)
+    assert "include/xrt/xrt_device.h" in msg and "experimental/xrt_graph.h" in msg and "libxrt_coreutil.so" in msg
+    assert "\n" not in msg and e.value.exit_code == 6
+    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(FakeEngineCard(MANIFEST)))
+    with pytest.raises(ToolMissing, match="XRT graph shim: XILINX_XRT="):
+        XrtDevice(MANIFEST, xclbin=write_xclbin(tmp_path / "a.xclbin")).open()
 
 
 def test_launch_call_order_and_arguments(setup, xrt_stub):
@@ -138,7 +227,7 @@ def test_launch_call_order_and_arguments(setup, xrt_stub):
 
 def test_balanced_lists():
     layer, x, keep = _layer(1, 3)
-    p = EngineXrtDevice(MANIFEST).params
+    p = XrtDevice(MANIFEST).params
     q, k, v = (np.zeros((1, h, 45, 32), np.int8) for h in (3, 3, 3))
     launch = plan_launch(p, q, k, v, keep[:, None, :], False, layer.score_shift, layer.rq_a)
     lists = balanced_lists(launch.cmds)
@@ -193,7 +282,7 @@ def test_wrong_register_offset_gives_wrong_results(setup):
 def test_open_errors(setup, monkeypatch, xrt_stub, tmp_path):
     monkeypatch.setitem(sys.modules, "pyxrt", None)
     with pytest.raises(ToolMissing, match="XRT not found: cannot import pyxrt"):
-        EngineXrtDevice(MANIFEST, xclbin=write_xclbin(tmp_path / "a.xclbin")).open()
+        XrtDevice(MANIFEST, xclbin=write_xclbin(tmp_path / "a.xclbin")).open()
     for knobs, message in [
         ({"xclbin_uuid": OTHER_UUID}, rf"xclbin UUID {OTHER_UUID} does not match .*engine_small\.json"),
         ({"missing_kernels": ("s2mm_engine",)}, r"the xclbin lacks kernel\(s\) s2mm_engine listed in"),
@@ -243,7 +332,6 @@ def test_cli_run_on_the_small_engine(setup, minilm_bundle, tmp_path, capsys, mon
     rep = json.loads(js.read_text())
     assert rep["backend"] == "xrt" and rep["device"].startswith("hardware")
     assert [r["bit_exact"] for r in rep["layers"]] == [True, True]
-
 
 
 def test_backend_check_lets_the_card_backends_run_engines():

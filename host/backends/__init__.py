@@ -1,10 +1,11 @@
-"""Device backends behind one interface (:class:`vckattn.host.backends.base.Device`).
+"""Device backends behind one interface (:class:`vckattn.host.backends.base.Device`), each running an engine build
+(a manifest with an ``engine`` section, stream contract ``hw/ENGINE.md``) one launch per layer:
 
-* ``emu``  — the golden fixed-point model in software (:mod:`.emu`);
-* ``rtl``  — the PL normalizer kernels in cocotb + Verilator, the AIE matmuls by the bit-exact
-  AIE model (:mod:`.rtl`);
-* ``csim`` — the Versal build's HLS and AIE C++ in g++ C-simulation (:mod:`.csim`);
-* ``xrt``  — a VCK5000 through pyxrt (:mod:`.xrt`);
+* ``emu``  — the engine's functional model on the launch's streams (:mod:`.engine`);
+* ``csim`` — the engine's HLS movers, AIE kernels and normalizer channels in g++ C-simulation (:mod:`.engine`);
+* ``rtl``  — the engine's generated PL top in Verilator, the AIE kernels by the functional model (:mod:`.engine`);
+* ``xrt``  — a VCK5000 through pyxrt and the graph shim (:mod:`.xrt`); with ``VCKATTN_EMULATION=csim`` the same host
+  code on an emulated card (:mod:`.emulation`);
 * ``pynq`` — a VCK190 through a PYNQ 4.0 Overlay (:mod:`.pynq`).
 """
 
@@ -14,9 +15,9 @@ import importlib
 from typing import Any
 
 BACKENDS: dict[str, str] = {
-    "emu": "vckattn.host.backends.emu:EmuDevice",
-    "rtl": "vckattn.host.backends.rtl:RtlDevice",
-    "csim": "vckattn.host.backends.csim:CsimDevice",
+    "emu": "vckattn.host.backends.engine:EngineEmuDevice",
+    "rtl": "vckattn.host.backends.engine:EngineRtlDevice",
+    "csim": "vckattn.host.backends.engine:EngineCsimDevice",
     "xrt": "vckattn.host.backends.xrt:XrtDevice",
     "pynq": "vckattn.host.backends.pynq:PynqDevice",
 }
@@ -32,9 +33,6 @@ def device_class(name: str) -> Any:
     return getattr(importlib.import_module(module), cls)
 
 
-#: backends that run SwiftMax layers only on the reference (non-engine) build: its C-simulation has the HLS SwiftMax
-#: kernel; its online-softmax kernel exists as RTL only
-SWIFTMAX_ONLY = ("csim",)
 #: backends that run an engine build's online-softmax layers (on a build with both normalizers): the functional model,
 #: the generated PL top in Verilator and the engine's C-simulation (its HLS online-softmax channel); also ``xrt`` on
 #: the emulated card (``VCKATTN_EMULATION=csim``, the same C-simulation). A card (``xrt``, ``pynq``) is programmed
@@ -43,27 +41,30 @@ ENGINE_ONLINE = ("emu", "rtl", "csim")
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
-    """Refuse, before any work, a backend that cannot run these layers of the bundle on this build: a usage
-    problem (status 2) naming the backends that can."""
+    """Refuse, before any work, a backend or build that cannot run these layers of the bundle: a usage problem
+    (status 2) naming what can."""
     from vckattn.golden.errors import UserError
 
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if not manifest.data.get("engine"):
+        raise UserError(f"{manifest.name} is not an engine build (its manifest has no engine section): the backends "
+                        "run engine builds; choose one of the manifests in bitstreams/")
     if "sublayer" in manifest.data and backend not in ("emu", "csim", "rtl"):
         raise UserError(f"{manifest.name} is a sublayer build: it runs on emu, csim and rtl (its GEMM stages have no "
                         f"xclbin flow yet, so --backend {backend} cannot run it)")
-    engine = bool(manifest.data.get("engine"))
     soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
                                       if int(e["index"]) in layers and e.get("swiftmax") is None]
-    if engine and soft and backend not in ENGINE_ONLINE and not (backend == "xrt" and _emulated()):
+    if not soft:
+        return
+    if "softmax" not in manifest.data["normalizers"]:
+        raise UserError(f"{manifest.name} normalizes with SwiftMax only; layer(s) {soft} use online softmax: use a "
+                        "build that carries both normalizers (--manifest engine_small_dual), or --layers with "
+                        "SwiftMax layers only")
+    if backend not in ENGINE_ONLINE and not (backend == "xrt" and _emulated()):
         raise UserError(f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) {soft} use online "
                         f"softmax: use --backend {', '.join(ENGINE_ONLINE[:-1])} or {ENGINE_ONLINE[-1]} (or xrt on the "
                         "emulated card, VCKATTN_EMULATION=csim), or --layers with SwiftMax layers only")
-    if backend in SWIFTMAX_ONLY and not engine:
-        if soft:
-            raise UserError(f"the {backend} backend has only the HLS SwiftMax normalizer; layer(s) {soft} use the "
-                            "online-softmax baseline (its kernel exists as RTL): use --backend emu or rtl, or "
-                            "--layers with SwiftMax layers only")
 
 
 def _emulated() -> bool:
@@ -73,4 +74,4 @@ def _emulated() -> bool:
     return emulation_mode() is not None
 
 
-__all__ = ["BACKENDS", "ENGINE_ONLINE", "SWIFTMAX_ONLY", "check_backend", "device_class"]
+__all__ = ["BACKENDS", "ENGINE_ONLINE", "check_backend", "device_class"]

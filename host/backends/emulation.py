@@ -1,7 +1,7 @@
 """An emulated card behind the ``xrt`` backend's own API, in the spirit of XRT's ``XCL_EMULATION_MODE``.
 
 With ``VCKATTN_EMULATION=csim`` the ``xrt`` backend of an engine build opens a software device instead of a card: the
-exact host code that drives a VCK5000 (:mod:`.engine_xrt`: buffers, command lists, the movers' compute units, the PL
+exact host code that drives a VCK5000 (:mod:`.xrt`: buffers, command lists, the movers' compute units, the PL
 top's registers, the AIE graph's iteration count, done logs, time-outs) runs against it. What computes is the
 engine's C-simulation (:func:`vckattn.sim.engine_csim.run_engine_launch`: the HLS movers ``mm2s_engine`` /
 ``s2mm_engine``, the AIE kernels' C++ on their scalar path, per score channel the HLS SwiftMax or, on a design with

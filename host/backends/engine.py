@@ -12,8 +12,8 @@ buffer is the head outputs. Backends:
 * ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
   backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
 * ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
-  the AIE graph (:mod:`vckattn.host.backends.engine_xrt`);
-* ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.engine_pynq`).
+  the AIE graph (:mod:`vckattn.host.backends.xrt`);
+* ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.pynq`).
 
 The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
 narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies). Each layer runs
@@ -26,7 +26,6 @@ backends that implement it (``emu``, ``rtl``, ``csim``, and ``xrt`` on the emula
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
 from dataclasses import fields
 from typing import Any, ClassVar
 
@@ -41,6 +40,7 @@ from vckattn.host.backends.base import Device, DeviceError
 from vckattn.host.engine import (
     EngineRequantError,
     Launch,
+    TileError,
     check_done,
     heads_from_a,
     params_from_manifest,
@@ -48,7 +48,6 @@ from vckattn.host.engine import (
     requant_fields,
     streams_of,
 )
-from vckattn.host.tiler import LayerJob, TileError
 from vckattn.hw.engine.model import EngineStreamError, run_launch_model
 
 
@@ -96,9 +95,6 @@ class EngineDevice(Device):
         if layer.normalizer == "swiftmax":
             return layer.swiftmax, layer.sm_fmt
         return layer.online, engine_online_format(self.params.online_lanes, layer.os_fmt)
-
-    def run(self, job: LayerJob) -> Any:  # pragma: no cover - the scheduler calls run_heads on engines
-        raise DeviceError("an engine build runs whole layers (run_heads), not tile jobs")
 
     def run_heads(self, ops: dict[str, np.ndarray]) -> np.ndarray:
         """The layer's int8 head outputs ``(B, H, S, d)`` from its head operands (``head_operands``)."""
@@ -285,23 +281,4 @@ def _online_build(p: Any) -> Any:
     return OnlineBuild(p.q_rows, p.kernels, p.slice_keys, p.online_lanes)
 
 
-def engine_xrt_device(manifest: Any, **options: Any) -> EngineDevice:
-    """The ``xrt`` backend of an engine build (:class:`vckattn.host.backends.engine_xrt.EngineXrtDevice`)."""
-    from vckattn.host.backends.engine_xrt import EngineXrtDevice
-
-    return EngineXrtDevice(manifest, **options)
-
-
-def engine_pynq_device(manifest: Any, **options: Any) -> EngineDevice:
-    """The ``pynq`` backend of an engine build (:class:`vckattn.host.backends.engine_pynq.EnginePynqDevice`)."""
-    from vckattn.host.backends.engine_pynq import EnginePynqDevice
-
-    return EnginePynqDevice(manifest, **options)
-
-
-ENGINE_BACKENDS: dict[str, Callable[..., EngineDevice]] = {"emu": EngineEmuDevice, "csim": EngineCsimDevice,
-                                                           "rtl": EngineRtlDevice, "xrt": engine_xrt_device,
-                                                           "pynq": engine_pynq_device}
-
-
-__all__ = ["ENGINE_BACKENDS", "EngineDevice", "EngineEmuDevice", "engine_pynq_device", "engine_xrt_device"]
+__all__ = ["EngineCsimDevice", "EngineDevice", "EngineEmuDevice", "EngineRtlDevice", "check_online_format"]

@@ -1,37 +1,26 @@
-"""``pynq``: the attention build on a VCK190 board through PYNQ 4.0 (run on the board's Arm cores).
+"""``pynq``: an engine build, one launch per layer, on a VCK190 through PYNQ 4.0 (run on the board's Arm cores).
 
-PYNQ 4.0 supports Versal on the VCK190 only (no VCK5000). Its embedded flow programs the PL
-through the Linux FPGA manager and talks to IP over ``/dev/mem``; this backend uses only the
-documented surface:
+PYNQ 4.0 supports Versal on the VCK190 only (no VCK5000). Its embedded flow programs the PL through the Linux FPGA
+manager and talks to IP over ``/dev/mem``; this backend uses only the documented surface. The launch, buffers and
+checks: :mod:`.engine_hw`. PYNQ's side:
 
-* ``pynq.Overlay(path, download=...)`` with a ``.pdi``/``.bit`` (plus its sibling ``.hwh``) or an
-  ``.xclbin``; ``overlay.ip_dict`` names the IP. A manifest kernel ``k`` matches the ip_dict key
-  ``k``, a hierarchical key ending in ``/k``, or ``k_1`` (Vitis' default compute-unit name); a
-  kernel without a match is refused, naming it.
-* drivers (``DefaultIP``) from the overlay: ``.read(offset)`` / ``.write(offset, value)`` for
-  every register access.
-* ``pynq.allocate(shape, dtype)`` buffers: ``.device_address``, ``.sync_to_device()``,
-  ``.sync_from_device()``, ``.freebuffer()``.
+* ``pynq.Overlay(path, download=...)`` with an ``.xclbin`` or a ``.pdi``/``.bit`` beside its ``.hwh``; each mover
+  compute unit (``mm2s_engine_q_<i>``, ``mm2s_engine_k_<i>``, ``mm2s_engine_v_<i>``, ``s2mm_engine_<i>``) and the PL
+  top ``engine_pl`` found in ``overlay.ip_dict`` (:func:`find_ip`: the key itself, a hierarchical key ending in
+  ``/name``, or ``name_1``, Vitis' default compute-unit name; a unit without a match is refused, naming it);
+  ``engine_pl``'s ``ID`` checked, its registers written and read back through the driver's ``read`` / ``write``;
+* ``pynq.allocate`` buffers (``device_address``, ``sync_to_device``, ``sync_from_device``, ``freebuffer``);
+* the movers (``ap_ctrl_hs``) started through their ``s_axi_control`` registers, not ``DefaultIP.call``/``.start``
+  (PYNQ's embedded devices report the ``CALLABLE`` capability as False): every argument at its offset from
+  ``ip_dict[...]["registers"]`` (64-bit addresses as low/high words: one 64-bit register ``arg`` or the pair
+  ``arg_1``/``arg_2`` Vitis HLS exports; an argument named like a C keyword may carry HLS' ``_r`` suffix), then
+  ``ap_start`` (bit 0 of ``CTRL``); ``CTRL`` polled until ``ap_start`` is clear and ``ap_done`` (bit 1) or ``ap_idle``
+  (bit 2) is set, up to the time-out.
 
-HLS kernels (the movers and ``score_switch``, ``ap_ctrl_hs``; arguments as for ``xrt``,
-:func:`.hwio.launch_values`, the ``desc`` buffer's address going to all three movers): started
-through their ``s_axi_control`` registers, not ``DefaultIP.call``/``.start``: PYNQ's embedded
-devices (Zynq, Versal) report the ``CALLABLE`` capability as False, so ``call``/``start`` have no
-signature there. The host writes each argument at its offset from ``ip_dict[...]["registers"]``
-(64-bit addresses as low/high words: either one 64-bit register ``arg`` or the pair
-``arg_1``/``arg_2`` Vitis HLS exports; an argument named like a C keyword may carry HLS' ``_r``
-suffix), sets ``ap_start`` (bit 0 of ``CTRL`` at 0x00) and polls ``CTRL`` until ``ap_start`` is
-clear and ``ap_done`` (bit 1) or ``ap_idle`` (bit 2) is set, up to ``timeout_ms``.
-
-AIE graph: PYNQ has no AIE graph API. The build for this backend is packaged *without*
-``v++ --package.defer_aie_run``, so the graph starts when the device image loads and runs forever
-(the documented "run forever" deployment); its kernels block on their input streams, so the PL
-movers pace it. The host never starts or waits on the graph; a stalled AIE shows up as a timeout in
-``s2mm_out``, the last mover. ``PynqDevice`` does not check the xclbin UUID (a ``.pdi``/``.hwh``
-overlay has none); it checks the kernel names and the normalizers' ``ID`` registers.
-
-Normalizer registers, buffer layout and the launch loop are shared with ``xrt``
-(:mod:`.hwio`, :mod:`vckattn.host.tile_buffers`).
+AIE graph: PYNQ has no graph API. The build for this backend starts its graph when the device image loads and lets it
+run free (no ``--package.defer_aie_run``); its kernels block on their input buffers, so the movers pace it, and no
+pipeline needs filler tiles. A stalled array shows up as a time-out in an ``s2mm_engine`` unit. An overlay has no
+xclbin UUID to check (a ``.pdi``/``.hwh`` has none): the units' names and the PL top's ``ID`` are checked.
 """
 
 from __future__ import annotations
@@ -45,12 +34,10 @@ import numpy as np
 
 from vckattn.golden.errors import ToolMissing
 from vckattn.golden.regmap import to_word
-from vckattn.host import tile_buffers as tb
-from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.host.backends.engine_hw import EngineCardDevice
 from vckattn.hw.driver import IpPort
-from vckattn.hw.manifest import BITSTREAMS, Manifest
+from vckattn.hw.manifest import Manifest
 
 PYNQ_MISSING = ("PYNQ not found: cannot import pynq (the pynq backend runs on the VCK190's Arm cores "
                 "with PYNQ 4.0 installed)")
@@ -133,124 +120,103 @@ def ip_driver(overlay: Any, key: str) -> Any:
     return functools.reduce(getattr, key.split("/"), overlay)
 
 
-class PynqDevice(hwio.BufferedDevice):
+class PynqDevice(EngineCardDevice):
     name = "pynq"
-    where = "hardware: VCK190 through PYNQ 4.0"
+    where = "hardware: VCK190 through PYNQ 4.0: the engine's movers and PL top, a free-running AIE graph"
 
-    def __init__(self, manifest: Manifest, xclbin: Path | None = None, tiles_per_launch: int = tb.TILES_PER_LAUNCH,
-                 timeout_ms: int | None = None, download: bool = True, poll_s: float = 0.0002) -> None:
-        """``xclbin``: the overlay file PYNQ loads (``.xclbin``, or ``.pdi``/``.bit`` beside its ``.hwh``);
-        default: the manifest's ``xclbin.file`` in ``bitstreams/``."""
-        super().__init__(manifest, tiles_per_launch, timeout_ms)
-        self.bitstream = Path(xclbin) if xclbin is not None else BITSTREAMS / manifest.data["xclbin"]["file"]
-        self.download, self.poll_s = download, float(poll_s)
-        self.kernels_checked: list[dict[str, Any]] = []
+    def __init__(self, manifest: Manifest, seed: int = 0, xclbin: Path | None = None, timeout_ms: int | None = None,
+                 download: bool = True, poll_s: float = 0.0002, **options: Any) -> None:
+        """``xclbin``: the overlay file PYNQ loads (``.xclbin``, or ``.pdi``/``.bit`` beside its ``.hwh``)."""
+        super().__init__(manifest, seed, xclbin, timeout_ms, **options)
+        self.download, self.poll_s = bool(download), float(poll_s)
         self._pynq: Any = None
         self._overlay: Any = None
-        self._ips: dict[str, Any] = {}
-        self._args: dict[str, dict[str, list[int]]] = {}  # kernel -> port -> register offsets
+        self._ips: dict[str, Any] = {}  # compute unit or PL top -> driver
+        self._args: dict[str, dict[str, list[int]]] = {}  # unit -> port -> register offsets
         self._ctrl: dict[str, int] = {}
-
-    # ------------------------------------------------------------------------------ open / close
 
     def _open(self) -> None:
         m = self.manifest
         pynq = self._pynq = import_pynq()
-        path = self.bitstream
-        self._overlay, ip_dict = open_overlay(pynq, path, self.download)
-        keys = {k["name"]: find_ip(ip_dict, k["name"]) for k in m.data["kernels"]}
-        missing = [k for k, v in keys.items() if v is None]
+        self._overlay, ip_dict = open_overlay(pynq, self.xclbin, self.download)
+        names = [cu for _, cu in self.units()] + [self.pl_top]
+        keys = {n: find_ip(ip_dict, n) for n in names}
+        missing = [n for n, key in keys.items() if key is None]
         if missing:
-            raise DeviceError(f"{path}: the overlay lacks kernel(s) {', '.join(missing)} listed in {m.file} "
+            raise DeviceError(f"{self.xclbin}: the overlay lacks {', '.join(missing)} listed in {m.file} "
                               f"(its IP: {', '.join(sorted(ip_dict)) or 'none'})")
-        for k in m.data["kernels"]:
-            key = keys[k["name"]]
+        for kname, cu in self.units():
+            key = keys[cu]
             assert key is not None
-            ip = self._ips[k["name"]] = ip_driver(self._overlay, key)
-            if k["kind"] == "rtl":
-                got = self._check_ident(k, IpPort(ip))
-                self.kernels_checked.append({"name": k["name"], "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
-                continue
+            self._ips[cu] = ip_driver(self._overlay, key)
             regs = ip_dict[key].get("registers") or {}
-            self._ctrl[k["name"]] = int(regs.get("CTRL", {}).get("address_offset", 0))
+            self._ctrl[cu] = int(regs.get("CTRL", {}).get("address_offset", 0))
             offs = {}
-            for p in k["ports"]:
+            for p in m.kernel(kname)["ports"]:
                 if p["protocol"] == "axis":
                     continue
                 try:
                     offs[p["name"]] = arg_offsets(regs, p["name"], p["protocol"] == "m_axi")
                 except KeyError:
-                    raise DeviceError(f"kernel {k['name']} ({key}): the overlay's register map has no argument "
+                    raise DeviceError(f"kernel {kname} ({key}): the overlay's register map has no argument "
                                       f"{p['name']!r} (has {', '.join(sorted(regs)) or 'no registers'})") from None
-            self._args[k["name"]] = offs
-            self.kernels_checked.append({"name": k["name"], "kind": "hls", "ip": key})
+            self._args[cu] = offs
+            self.kernels_checked.append({"name": cu, "kind": "hls", "kernel": kname, "ip": key})
+        key = keys[self.pl_top]
+        assert key is not None
+        self._ips[self.pl_top] = ip_driver(self._overlay, key)
+        got = self._check_ident(IpPort(self._ips[self.pl_top]))
+        self.kernels_checked.append({"name": self.pl_top, "kind": "rtl", "ip": key, "id": f"{got:#010x}"})
 
     def close(self) -> None:
-        for s in [*self._sets, {"kv": self._kv}]:
-            for buf in s.values():
-                free = getattr(buf, "freebuffer", None)
-                if free is not None:
-                    try:
-                        free()
-                    except Exception:  # releasing
-                        pass
-        self._sets, self._kv, self._geom = [], None, None
-        self._ips, self._args, self._ctrl = {}, {}, {}
+        for buf, _ in self._bufs.values():
+            try:
+                buf.freebuffer()
+            except Exception:  # releasing
+                pass
+        self._bufs, self._ips, self._args, self._ctrl = {}, {}, {}, {}
         self._overlay = None
-
-    # ------------------------------------------------------------------------------ configure
-
-    def _register_port(self, kernel: str) -> IpPort:
-        if kernel not in self._ips:
-            raise DeviceError(f"pynq backend: kernel {kernel} is not open (call open() first)")
-        return IpPort(self._ips[kernel])
-
-    # ------------------------------------------------------------------------------ buffers / runs
 
     def _is_open(self) -> bool:
         return self._overlay is not None
 
-    def _alloc(self, port: str, nbytes: int) -> Any:
-        return self._pynq.allocate(shape=(max(int(nbytes), 64),), dtype=np.uint8)
+    def _register_port(self) -> IpPort:
+        if self.pl_top not in self._ips:
+            raise DeviceError(f"pynq backend: kernel {self.pl_top} is not open (use the device as a context manager)")
+        return IpPort(self._ips[self.pl_top])
+
+    def _alloc(self, name: str, unit: str, port: str, nbytes: int) -> Any:
+        try:
+            return self._pynq.allocate(shape=(int(nbytes),), dtype=np.uint8)
+        except Exception as exc:
+            raise DeviceError(f"cannot allocate the {name} buffer ({nbytes} bytes): {exc}") from None
 
     def _release(self, buf: Any) -> None:
         buf.freebuffer()
 
-    @staticmethod
-    def _write(buf: Any, data: np.ndarray) -> None:
+    def _upload(self, buf: Any, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
         buf[: raw.size] = raw
         buf.sync_to_device()
 
-    def _start(self, job: LayerJob, launch: hwio.Launch) -> None:
-        values = hwio.launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
-        for name in hwio.START_ORDER:
-            k = self.manifest.kernel(name)
-            ip, offs = self._ips[name], self._args[name]
-            for p, value in zip(k["ports"], hwio.kernel_args(k, values), strict=True):
-                if p["protocol"] == "axis":
-                    continue
-                words = self._words(name, p, value, len(offs[p["name"]]))
-                for off, word in zip(offs[p["name"]], words, strict=True):
-                    ip.write(off, word)
-            ip.write(self._ctrl[name], AP_START)
+    def _download(self, buf: Any, nbytes: int) -> np.ndarray:
+        buf.sync_from_device()
+        return np.asarray(buf[:nbytes]).view(np.uint8).copy()
 
-    @staticmethod
-    def _words(kernel: str, port: dict, value: Any, n: int) -> list[int]:
-        return arg_words(kernel, port, value, n)
+    def _start(self, unit: str, values: dict[str, Any]) -> None:
+        kname = self.kernel_of(unit)
+        ip, offs = self._ips[unit], self._args[unit]
+        for p in self.manifest.kernel(kname)["ports"]:
+            if p["protocol"] == "axis":
+                continue
+            for off, word in zip(offs[p["name"]], arg_words(unit, p, values[p["name"]], len(offs[p["name"]])),
+                                 strict=True):
+                ip.write(off, word)
+        ip.write(self._ctrl[unit], AP_START)
 
-    def _wait(self, name: str, launch: hwio.Launch) -> None:
-        if not poll_done(self._ips[name], self._ctrl[name], self.timeout_ms, self.poll_s):
-            raise hwio.timeout_error(self.timeout_ms, name, launch)
-
-    def _finish(self, job: LayerJob, launch: hwio.Launch) -> list[TileResult]:
-        for name in hwio.LAUNCHED:
-            self._wait(name, launch)
-        q_rows, hd = job.tile.q_rows, int(job.k.shape[-1])
-        out = self._sets[launch.slot]["out"]
-        out.sync_from_device()
-        return tb.unpack_out(np.asarray(out[: tb.out_nbytes(launch.n, q_rows, hd)]), launch.n, q_rows, hd)
+    def _wait(self, unit: str) -> None:
+        if not poll_done(self._ips[unit], self._ctrl[unit], self.timeout_ms, self.poll_s):
+            raise DeviceError(f"device timeout after {self.timeout_ms} ms in {unit} on launch {self.launches}")
 
 
-__all__ = ["AP_DONE", "AP_IDLE", "AP_START", "PYNQ_MISSING", "PynqDevice", "arg_offsets", "arg_words", "find_ip",
-           "import_pynq", "ip_driver", "open_overlay", "poll_done"]
+__all__ = ["PynqDevice", "arg_offsets", "arg_words", "find_ip", "import_pynq", "poll_done"]

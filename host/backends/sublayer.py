@@ -175,7 +175,7 @@ class SublayerDevice:
     name: ClassVar[str] = "sublayer"
 
     def __init__(self, manifest: Any, backend: str, seed: int = 0, **options: Any) -> None:
-        from vckattn.host.backends.engine import ENGINE_BACKENDS
+        from vckattn.host.backends import device_class
 
         if "sublayer" not in manifest.data:
             raise UserError(f"{manifest.name}: not a sublayer build (no sublayer section)")
@@ -186,7 +186,7 @@ class SublayerDevice:
         self.section = manifest.data["sublayer"]
         self.vector = bool(options.get("vector", False))
         self.pauses = bool(options.get("pauses", True))
-        self.engine = ENGINE_BACKENDS[backend](manifest, seed=seed, **options)
+        self.engine = device_class(backend)(manifest, seed=seed, **options)
         self.quiet = bool(options.get("quiet", True))
         self._logs: Any = None
         self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend]}"

@@ -1,51 +1,38 @@
-"""``xrt``: the attention build on a VCK5000 through XRT 2022.2's Python binding (pyxrt).
+"""``xrt``: an engine build, one launch per layer, on a VCK5000 through XRT 2022.2 (pyxrt and the C++ shim).
 
-What runs where:
+What runs where (the launch, buffers and checks: :mod:`.engine_hw`):
 
-* **pyxrt** (as documented for XRT 2022.2): ``device(index)``, ``xclbin(path)`` (UUID and kernel
-  names checked against the manifest before anything is loaded), ``device.load_xclbin``,
-  ``kernel(device, uuid, name)`` for the HLS kernels (three data movers, ``score_switch``), ``bo(device, nbytes,
-  bo.flags.normal, kernel.group_id(arg))`` buffers with ``write``/``read``/``sync``, runs started by
-  calling the kernel with its arguments and waited with ``run.wait(timeout_ms)``.
-* **the C++ shim** (:mod:`.xrt_graph`): the AIE graph (``xrt::graph``: ``run(n_tiles)``,
-  ``wait(timeout)``) and the normalizer kernels' AXI4-Lite registers (``xrt::ip``), neither of
-  which pyxrt 2022.2 binds. The normalizers are user-managed RTL kernels (AXI4-Stream in/out plus
-  registers, no ``ap_ctrl``), for which XRT documents ``xrt::ip``; their ``ID`` register is read
-  back at :meth:`XrtDevice.open` and compared with the manifest.
+* **pyxrt**: the card, the xclbin (UUID and kernel names checked against the manifest before it is loaded,
+  :func:`open_card`), one ``pyxrt.kernel`` per mover compute unit (``mm2s_engine:{mm2s_engine_q_<i>}``,
+  ``mm2s_engine:{mm2s_engine_k_<i>}``, ``mm2s_engine:{mm2s_engine_v_<i>}``, ``s2mm_engine:{s2mm_engine_<i>}``), each
+  buffer allocated in ``kernel.group_id`` of its first user, the units' runs (waited with ``run.wait(timeout_ms)``);
+* **the C++ shim** (:mod:`.xrt_graph`): the PL top ``engine_pl``'s AXI4-Lite registers (``xrt::ip``: its ``ID``
+  checked at :meth:`~.engine_hw.EngineCardDevice.open`; the layer's SwiftMax constants written by
+  :func:`vckattn.hw.driver.program` and read back exactly) and the AIE graph (``xrt::graph``: ``run(n)`` with every
+  pipeline balanced to ``n`` tiles, ``wait(timeout)``, ``end`` at close).
 
-Kernel arguments follow the manifest's port order (AXI4-Stream ports get a ``None`` placeholder):
-``mm2s_tiles(desc, q, mask, n_tiles, head_dim, keys_pad)``, ``mm2s_kv(desc, kv, n_tiles, n_kv_heads,
-head_dim, keys_pad)``, ``s2mm_out(desc, out, n_tiles, head_dim, rq_mult, rq_shift)``,
-``score_switch(n_tiles, select)`` (:func:`.hwio.launch_values`). Buffers and the double-buffered
-launch loop: :mod:`vckattn.host.tile_buffers` and :mod:`.hwio`.
+Not read: the movers' return values; pyxrt 2022.2 gives no kernel return value.
 
-Buffer memory groups: each buffer is allocated once, in ``kernel.group_id(arg)`` of the *first*
-kernel in manifest order with an ``m_axi`` port of that name (``desc``: ``mm2s_tiles``, although
-``mm2s_kv`` and ``s2mm_out`` read it too). On the VCK5000 build every ``m_axi`` port is connected to
-the same DDR, so the group ids of all users of a shared buffer agree; a build that spread the ports
-over several memory banks would need the shared ones connected to a common bank.
+Tests run this code on a fake ``pyxrt`` module and the real ctypes shim compiled against a stub XRT library (a
+labeled stand-in for the absent XRT, ``tests/fakes``).
 
-``graph_factory`` / ``ip_factory`` (callables ``(device_index, uuid_bytes, name)`` returning
-objects with the :class:`.xrt_graph.Graph` / :class:`.xrt_graph.Ip` methods) replace the shim,
-for tests.
+With ``VCKATTN_EMULATION=csim`` the same code runs on an emulated card (:mod:`.emulation`): pyxrt and the shim are
+replaced by a software device whose kernels are the engine's C-simulation; no xclbin is read.
 """
 
 from __future__ import annotations
 
 import uuid as uuidlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from vckattn.golden.errors import ToolMissing, UserError
-from vckattn.host import tile_buffers as tb
-from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.tiler import LayerJob, TileResult
+from vckattn.host.backends.engine_hw import EngineCardDevice
 from vckattn.hw.driver import IpPort
-from vckattn.hw.manifest import BITSTREAMS, Manifest
+from vckattn.hw.manifest import Manifest
 
 XRT_MISSING = "XRT not found: cannot import pyxrt (install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`)"
 #: run states that mean "still going" after a wait: reported as a timeout
@@ -161,154 +148,138 @@ def release_graph(graph: Any, ran: bool, idle: bool) -> None:
         pass
 
 
-class XrtDevice(hwio.BufferedDevice):
+class XrtDevice(EngineCardDevice):
     name = "xrt"
-    where = "hardware: VCK5000 through XRT (pyxrt)"
+    where = "hardware: VCK5000 through XRT (pyxrt and the graph shim): the engine's movers, PL top and AIE graph"
+    balance = True
 
-    def __init__(self, manifest: Manifest, xclbin: Path | None = None, device_index: int = 0,
-                 tiles_per_launch: int = tb.TILES_PER_LAUNCH, timeout_ms: int | None = None,
-                 graph_factory: Callable[[int, bytes, str], Any] | None = None,
-                 ip_factory: Callable[[int, bytes, str], Any] | None = None) -> None:
-        super().__init__(manifest, tiles_per_launch, timeout_ms)
-        self.xclbin = Path(xclbin) if xclbin is not None else BITSTREAMS / manifest.data["xclbin"]["file"]
+    def __init__(self, manifest: Manifest, seed: int = 0, xclbin: Path | None = None, device_index: int = 0,
+                 timeout_ms: int | None = None, **options: Any) -> None:
+        super().__init__(manifest, seed, xclbin, timeout_ms, **options)
         self.device_index = int(device_index)
-        self.graph_factory, self.ip_factory = graph_factory, ip_factory
+        from vckattn.host.backends.emulation import EMULATION_ENV, emulation_mode
+
+        mode = emulation_mode()
+        if mode is not None:
+            norm = "HLS SwiftMax and online-softmax channel" if self.params.online_lanes else "HLS SwiftMax"
+            self.where = (f"emulation ({EMULATION_ENV}={mode}): the xrt backend's host code on a software card whose "
+                          f"kernels are the engine's C-simulation (HLS movers, AIE kernels' scalar path, {norm})")
+            self.online_softmax = True  # the emulated card's C-simulation carries the online-softmax channel
+        self.graph_name = str(manifest.data.get("graph", {}).get("name", ""))
         self.uuid: str | None = None
-        self.kernels_checked: list[dict[str, Any]] = []
         self._pyxrt: Any = None
         self._dev: Any = None
-        self._kernels: dict[str, Any] = {}
-        self._ips: dict[str, Any] = {}
+        self._units: dict[str, Any] = {}  # compute unit -> pyxrt.kernel
+        self._ip: Any = None
         self._graph: Any = None
-        self._graph_idle = True
         self._graph_ran = False
-        self._runs: dict[int, dict[str, Any]] = {}
+        self._graph_idle = True
+        self._runs: dict[str, Any] = {}
 
     # ------------------------------------------------------------------------------ open / close
 
     def _open(self) -> None:
         m = self.manifest
         pyxrt = self._pyxrt = import_pyxrt(m)
-        self._dev, xuuid, got = open_card(pyxrt, m, self.xclbin, self.device_index)
-        self.uuid = got
-        raw_uuid = uuidlib.UUID(got).bytes
-        for k in m.data["kernels"]:
-            if k["kind"] != "hls":
-                continue
+        self._dev, xuuid, self.uuid = open_card(pyxrt, m, self.xclbin, self.device_index)
+        for kname, cu in self.units():
             try:
-                self._kernels[k["name"]] = pyxrt.kernel(self._dev, xuuid, k["name"])
+                self._units[cu] = pyxrt.kernel(self._dev, xuuid, f"{kname}:{{{cu}}}")
             except Exception as exc:
-                raise DeviceError(f"kernel {k['name']}: cannot open it on card {self.device_index}: {reason(exc)}") \
-                    from None
-            self.kernels_checked.append({"name": k["name"], "kind": "hls"})
-        ip_factory, graph_factory = self.ip_factory, self.graph_factory
-        if ip_factory is None or graph_factory is None:
+                raise DeviceError(f"kernel {kname} ({cu}): cannot open it on card {self.device_index}: "
+                                  f"{reason(exc)}") from None
+            self.kernels_checked.append({"name": cu, "kind": "hls", "kernel": kname})
+        missing = [cu for p in self.pipes for cu in (p.q, p.k, p.v, p.out) if cu not in self._units]
+        if missing:
+            raise DeviceError(f"{m.file}: connectivity names compute unit(s) {', '.join(missing)} that no kernel has")
+        shim = getattr(pyxrt, "vckattn_emulated_shim", None)  # VCKATTN_EMULATION: the shim on the same card
+        if shim is None:
             from vckattn.host.backends import xrt_graph
 
             shim = xrt_graph.load_shim()
-            ip_factory = ip_factory or shim.ip
-            graph_factory = graph_factory or shim.graph
-        for k in m.data["kernels"]:
-            if k["kind"] != "rtl":
-                continue
-            ip = self._ips[k["name"]] = ip_factory(self.device_index, raw_uuid, k["name"])
-            got_id = self._check_ident(k, IpPort(ip))
-            self.kernels_checked.append({"name": k["name"], "kind": "rtl", "id": f"{got_id:#010x}"})
-        gname = m.data["graph"]["name"]
-        self._graph = graph_factory(self.device_index, raw_uuid, gname)
-        self._graph_idle = True
-        self.kernels_checked.append({"name": gname, "kind": "aie-graph"})
+        raw = uuidlib.UUID(self.uuid).bytes
+        self._ip = shim.ip(self.device_index, raw, self.pl_top)
+        got = self._check_ident(IpPort(self._ip))
+        self.kernels_checked.append({"name": self.pl_top, "kind": "rtl", "id": f"{got:#010x}"})
+        self._graph = shim.graph(self.device_index, raw, self.graph_name)
+        self._graph_idle, self._graph_ran = True, False
+        self.kernels_checked.append({"name": self.graph_name, "kind": "aie-graph"})
 
     def close(self) -> None:
-        for runs in self._runs.values():
-            for r in runs.values():
-                try:
-                    r.wait(1)
-                except Exception:  # releasing
-                    pass
+        for r in self._runs.values():
+            try:
+                r.wait(1)
+            except Exception:  # releasing
+                pass
         self._runs = {}
         if self._graph is not None:
             release_graph(self._graph, self._graph_ran, self._graph_idle)
             self._graph = None
-        for ip in self._ips.values():
+        if self._ip is not None:
             try:
-                ip.close()
+                self._ip.close()
             except Exception:
                 pass
-        self._ips = {}
-        self._sets, self._kv, self._geom = [], None, None
-        self._kernels = {}
-        self._dev = None
-
-    # ------------------------------------------------------------------------------ configure
-
-    def _ip(self, name: str) -> Any:
-        if name not in self._ips:
-            raise DeviceError(f"xrt backend: kernel {name} is not open (call open() first)")
-        return self._ips[name]
-
-    def _register_port(self, kernel: str) -> IpPort:
-        return IpPort(self._ip(kernel))
-
-    def read_registers(self, kernel: str) -> dict[str, int]:
-        """Every register of ``kernel`` in the manifest, read from the card (32-bit words)."""
-        port = self._register_port(kernel)
-        return {r["name"]: port.read32(int(r["offset"])) for r in self.manifest.kernel(kernel)["registers"]}
-
-    # ------------------------------------------------------------------------------ buffers / runs
-
-    def _alloc(self, port: str, nbytes: int) -> Any:
-        """A buffer for ``m_axi`` argument ``port``, in the memory group of its first user (module docstring)."""
-        pyxrt = self._pyxrt
-        for k in self.manifest.data["kernels"]:
-            names = [p["name"] for p in k["ports"] if p["protocol"] == "m_axi"]
-            if k["kind"] == "hls" and port in names:
-                idx = [p["name"] for p in k["ports"]].index(port)
-                group = self._kernels[k["name"]].group_id(idx)
-                return pyxrt.bo(self._dev, max(int(nbytes), 64), pyxrt.bo.flags.normal, group)
-        raise DeviceError(f"{self.manifest.file}: no kernel has a buffer argument {port!r}")
+            self._ip = None
+        self._bufs, self._units, self._dev = {}, {}, None
 
     def _is_open(self) -> bool:
-        return self._dev is not None
+        return self._dev is not None and self._graph is not None
 
-    def _write(self, bo: Any, data: np.ndarray) -> None:
+    def _register_port(self) -> IpPort:
+        if self._ip is None:
+            raise DeviceError(f"xrt backend: kernel {self.pl_top} is not open (use the device as a context manager)")
+        return IpPort(self._ip)
+
+    # ------------------------------------------------------------------------------ buffers, units, graph
+
+    def _alloc(self, name: str, unit: str, port: str, nbytes: int) -> Any:
+        ports = [p["name"] for p in self.manifest.kernel(self.kernel_of(unit))["ports"]]
+        try:
+            group = self._units[unit].group_id(ports.index(port))
+            return self._pyxrt.bo(self._dev, int(nbytes), self._pyxrt.bo.flags.normal, group)
+        except Exception as exc:
+            raise DeviceError(f"cannot allocate the {name} buffer ({nbytes} bytes) on card {self.device_index}: "
+                              f"{reason(exc)}") from None
+
+    def _upload(self, buf: Any, data: np.ndarray) -> None:
         raw = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
-        bo.write(raw, 0)
-        bo.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, raw.nbytes, 0)
+        buf.write(raw, 0)
+        buf.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_TO_DEVICE, raw.nbytes, 0)
 
-    def _start(self, job: LayerJob, launch: hwio.Launch) -> None:
-        values = hwio.launch_values(job, launch.n, {**self._sets[launch.slot], "kv": self._kv}, self._rq, self._select)
+    def _download(self, buf: Any, nbytes: int) -> np.ndarray:
+        buf.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE, nbytes, 0)
+        return np.asarray(buf.read(nbytes, 0)).view(np.uint8).reshape(-1)[:nbytes].copy()
+
+    def _start(self, unit: str, values: dict[str, Any]) -> None:
+        from vckattn.host.backends import hwio
+
+        kname = self.kernel_of(unit)
+        args = hwio.kernel_args(self.manifest.kernel(kname), values)
+        try:
+            self._runs[unit] = self._units[unit](*args)
+        except Exception as exc:
+            raise DeviceError(f"kernel {kname} ({unit}): cannot start launch {self.launches}: {reason(exc)}") from None
+
+    def _wait(self, unit: str) -> None:
+        run = self._runs.pop(unit)
+        state = run.wait(self.timeout_ms)
+        sname = str(getattr(state, "name", state))
+        if sname == "ERT_CMD_STATE_COMPLETED":
+            return
+        if sname in PENDING:
+            raise DeviceError(f"device timeout after {self.timeout_ms} ms in {unit} on launch {self.launches}")
+        raise DeviceError(f"device error in {unit} on launch {self.launches}: run state {sname}")
+
+    def _graph_run(self, iterations: int) -> None:
         self._graph_idle, self._graph_ran = False, True
-        self._graph.run(launch.n)
-        runs = {}
-        for name in hwio.START_ORDER:
-            args = hwio.kernel_args(self.manifest.kernel(name), values)
-            try:
-                runs[name] = self._kernels[name](*args)
-            except Exception as exc:
-                raise DeviceError(f"kernel {name}: cannot start {launch.describe()}: {reason(exc)}") from None
-        self._runs[launch.index] = runs
+        self._graph.run(iterations)
 
-    def _finish(self, job: LayerJob, launch: hwio.Launch) -> list[TileResult]:
-        runs = self._runs.pop(launch.index)
-        for name in hwio.LAUNCHED:
-            state = runs[name].wait(self.timeout_ms)
-            sname = _state_name(state)
-            if sname == "ERT_CMD_STATE_COMPLETED":
-                continue
-            if sname in PENDING:
-                raise hwio.timeout_error(self.timeout_ms, name, launch)
-            raise DeviceError(f"device error in kernel {name} on {launch.describe()}: run state {sname}")
+    def _graph_wait(self) -> None:
         if not self._graph.wait(self.timeout_ms):
-            raise hwio.timeout_error(self.timeout_ms, self.manifest.data["graph"]["name"], launch)
+            raise DeviceError(f"device timeout after {self.timeout_ms} ms in the AIE graph {self.graph_name} on "
+                              f"launch {self.launches}")
         self._graph_idle = True
-        q_rows, hd = job.tile.q_rows, int(job.k.shape[-1])
-        n = tb.out_nbytes(launch.n, q_rows, hd)
-        out = self._sets[launch.slot]["out"]
-        out.sync(self._pyxrt.xclBOSyncDirection.XCL_BO_SYNC_BO_FROM_DEVICE, n, 0)
-        raw = np.asarray(out.read(n, 0)).view(np.uint8)
-        return tb.unpack_out(raw, launch.n, q_rows, hd)
 
 
-__all__ = ["PENDING", "XRT_MISSING", "XrtDevice", "check_file", "import_pyxrt", "open_card", "read_xclbin", "reason",
-           "release_graph", "xclbin_kernel_names"]
+__all__ = ["PENDING", "XRT_MISSING", "XrtDevice", "import_pyxrt", "open_card", "read_xclbin", "release_graph"]

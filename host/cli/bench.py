@@ -37,44 +37,39 @@ def add_bench(sub: Subparsers) -> None:
     e.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
     e.set_defaults(func=run_bench_emulator)
     h = bsub.add_parser(
-        "host", help="host overhead per tile (tiling, id checks, hand-off) vs the emulator's per-tile compute, on "
-        "the emu backend",
-        description="Measure the host stack's overhead per tile on the emu backend (projections, tiling, tile-id "
-        "checks, thread hand-off, W_O) against the emulator's own per-tile compute, alternated with the monolithic "
-        "emulator in one run; --engine measures an engine build's host path instead.",
-        epilog=examples("vckattn bench host --seq 128 --repeats 3",
-                        "vckattn bench host --engine vck5000_engine --json results/bench_host.json"),
+        "host", help="host time per launch of an engine build vs the MODELED device time of the launch",
+        description="Measure the host's own work for one launch per layer of an engine build (the cached command "
+        "lists, the key-mask check, the done-log check, the A buffer as head outputs; also after the operand copy, "
+        "with new padding, for a new shape) against the MODELED device time of that launch; medians of --repeats "
+        "(at least 21). The card is not run: the done buffer is the one a correct launch leaves.",
+        epilog=examples("vckattn bench host --seq 128 --repeats 21",
+                        "vckattn bench host --manifest vck5000_engine --json results/bench_host.json"),
     )
-    h.add_argument("--seq", type=positive_int, default=None, help="sequence length (default: 256; 512 with --engine)")
+    h.add_argument("--manifest", metavar="NAME", default=None, help="engine build: a name in bitstreams/ or a .json "
+                   "file (default: the committed best design, vck5000_engine)")
+    h.add_argument("--seq", type=positive_int, default=512, help="sequence length (default: %(default)s)")
     h.add_argument("--heads", type=positive_int, default=12, help="heads (default: %(default)s)")
     h.add_argument("--d-head", type=int, choices=(32, 64), default=64, help="head dimension (default: %(default)s)")
-    h.add_argument("--normalizer", choices=("swiftmax", "softmax"), default="swiftmax")
-    h.add_argument("--repeats", type=positive_int, default=7, help="runs (default: %(default)s)")
+    h.add_argument("--batch", type=positive_int, default=8, help="sequences per launch (default: %(default)s)")
+    h.add_argument("--repeats", type=positive_int, default=21, help="launches timed per case, at least 21 "
+                   "(default: %(default)s)")
     h.add_argument("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     h.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the report as JSON")
-    h.add_argument("--engine", metavar="MANIFEST", help="measure an engine build instead (e.g. vck5000_engine): host "
-                   "time per launch (one launch per layer: cached command lists, key-mask check, done-buffer "
-                   "check) against the MODELED device time of that launch; --seq/--heads/--d-head/--batch give "
-                   "the workload (defaults for --engine: S=512, batch 8)")
-    h.add_argument("--batch", type=positive_int, default=8, help="sequences per launch with --engine "
-                   "(default: %(default)s)")
     h.set_defaults(func=run_bench_host)
     p.set_defaults(func=lambda args: missing_subcommand(p))
 
 
 def run_bench_host(args: argparse.Namespace) -> int:
     from vckattn.host import bench
+    from vckattn.host.cli.common import UserError
+    from vckattn.hw.manifest import default_manifest, load_manifest
 
     output_file(args.json_out, what="--json")
-    if args.engine:
-        from vckattn.hw.manifest import load_manifest
-
-        load_manifest(args.engine)
-        bench.run_engine_host(args.json_out, manifest_name=args.engine, seq=args.seq or 512, heads=args.heads,
-                              d_head=args.d_head, batch=args.batch, repeats=max(args.repeats, 21), seed=args.seed)
-        return 0
-    bench.run_host(args.json_out, seq=args.seq or 256, heads=args.heads, d_head=args.d_head, repeats=args.repeats,
-                   seed=args.seed, normalizer=args.normalizer)
+    manifest = load_manifest(args.manifest or default_manifest())
+    if not manifest.data.get("engine"):
+        raise UserError(f"{manifest.name}: bench host measures an engine build's launches (no engine section)")
+    bench.run_host(args.json_out, manifest_name=str(manifest.file), seq=args.seq, heads=args.heads,
+                   d_head=args.d_head, batch=args.batch, repeats=max(args.repeats, 21), seed=args.seed)
     return 0
 
 

@@ -23,7 +23,8 @@ def add_eval(sub: Subparsers) -> None:
         "rotten-tomatoes (a sentiment classifier: a checkpoint with a sequence-classification head), digits or "
         "mnist5k (a ViT image classifier; a ViT takes images only, so its bundles are scored this way).",
         epilog=examples("vckattn export minilm --out B --normalizer softmax",
-                        "vckattn eval --bundle B --backend emu --json eval.json --plots plots/",
+                        "vckattn eval --bundle B --backend emu --manifest engine_small_dual --json eval.json "
+                        "--plots plots/",
                         "vckattn eval --bundle B --backend emu --sentences 8 --layers 0,1",
                         "vckattn eval --bundle VIT_B --backend rtl --task digits --samples 64"),
     )
@@ -33,7 +34,8 @@ def add_eval(sub: Subparsers) -> None:
     p.add_argument("--layers", type=index_list, metavar="I[,I...]",
                    help="0-based layers to put on the backend (default: all of the bundle's)")
     p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/, e.g. "
-                   "engine_small (default: vck5000_attention; vck190_attention for pynq); a sublayer build "
+                   "engine_small (default: the committed best design, vck5000_engine; vck190_engine for pynq; "
+                   "online-softmax layers need a build with both normalizers, engine_small_dual); a sublayer build "
                    "(sublayer_small_encoder, sublayer_small_decoder) puts each layer's whole attention sublayer on "
                    "the backend")
     p.add_argument("--checkpoint", type=Path, metavar="PATH", help="the source checkpoint, if it moved since export")

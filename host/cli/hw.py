@@ -68,12 +68,13 @@ def add_hw(sub: Subparsers) -> None:
         "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
         "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
         "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
-        epilog=examples("vckattn hw package", "vckattn hw package --manifest vck190_attention --out build/vitis190"),
+        epilog=examples("vckattn hw package", "vckattn hw package --manifest vck190_engine --out build/vitis190"),
     )
     k.add_argument("--out", type=Path, default=None, metavar="DIR",
                    help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
-    k.add_argument("--manifest", default="vck5000_attention", metavar="NAME",
-                   help="bitstream manifest: a name in bitstreams/ or a .json file (default: vck5000_attention)")
+    k.add_argument("--manifest", default="vck5000_engine", metavar="NAME",
+                   help="bitstream manifest: a name in bitstreams/ or a .json file (default: the committed best "
+                   "design, vck5000_engine)")
     k.set_defaults(func=run_hw_package)
     g = hsub.add_parser(
         "generate",

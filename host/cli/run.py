@@ -16,29 +16,30 @@ def add_run(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run",
         help="run a bundle's attention layers on a backend with real inputs; check bit-exactness and error",
-        description="Stream real model inputs through the attention block on a backend and prove the outputs "
-        "right. The host computes the Q/K/V projections (and RoPE) with the bit-exact integer model, splits Q, K, "
-        "V per head into the hardware tiles of the bitstream manifest, streams every tile through QK^T -> "
-        "normalizer -> P.V -> requantization on the device (double-buffered; every tile id checked on return), "
-        "then applies W_O. Each layer's output is compared with the integer golden model (bit_exact: every "
-        "output accumulator equal) and with the float golden of the source checkpoint (max abs / max relative "
-        "error, mean per-token cosine). Backends: emu (the golden fixed-point model, software), rtl (the PL "
-        "normalizer kernel in Verilator via cocotb, the AIE matmuls by the bit-exact AIE model), csim (the Versal "
-        "build's HLS movers, score_switch and HLS SwiftMax plus the AIE kernels' scalar path, C-simulated with g++; "
-        "SwiftMax layers only, except on an engine build with both normalizers, whose HLS online-softmax channel runs "
-        "online-softmax layers), xrt (a VCK5000 "
-        "through pyxrt; needs XRT and a card; unverified on hardware), pynq (a VCK190 through PYNQ 4.0; "
-        "unverified on hardware). The bundle's source checkpoint must be where it was at export (or "
-        "--checkpoint). With a sublayer build (--manifest sublayer_small_encoder or sublayer_small_decoder) the "
-        "whole attention sublayer runs on the device instead, X in, Y out: the Q/K/V and W_O GEMM cascades, the "
-        "engine, the residual add and, for a BHyT decoder, its site A and RoPE, every PL unit programmed from the "
-        "bundle and read back exactly (emu, csim, rtl). Exit status 1 if a layer is not bit-exact (the device is "
-        "wrong), 3 if a bit-exact layer's "
-        "cosine vs the float golden is below --min-cosine (the bundle's constants do not fit this input).",
+        description="Stream real model inputs through the attention engine on a backend and prove the outputs "
+        "right. The host computes the Q/K/V projections (and RoPE) with the bit-exact integer model and runs each "
+        "layer in one launch of the engine build named by --manifest (default: the committed best design, "
+        "vck5000_engine; vck190_engine for pynq): the command lists, every tile through QK^T -> normalizer -> "
+        "P.V -> requantization, every tile's done record checked on return; then W_O. Each layer's output is "
+        "compared with the integer golden model (bit_exact: every output accumulator equal) and with the float "
+        "golden of the source checkpoint (max abs / max relative error, mean per-token cosine). Backends: emu (the "
+        "engine's functional model on the launch's streams), csim (the engine's HLS movers, AIE kernels and HLS "
+        "normalizer channels C-simulated with g++), rtl (the engine's generated PL top in Verilator, the AIE "
+        "kernels by the functional model; a large design such as vck5000_engine takes minutes to build, "
+        "engine_small seconds), xrt (a VCK5000 through pyxrt; needs XRT and a card; unverified on hardware; "
+        "VCKATTN_EMULATION=csim runs the same host code on an emulated card), pynq (a VCK190 through PYNQ 4.0; "
+        "unverified on hardware). Online-softmax layers need a build with both normalizers (engine_small_dual) "
+        "and the emu, csim or rtl backend (or the emulated card). The bundle's source checkpoint must be where it "
+        "was at export (or --checkpoint). With a sublayer build (--manifest sublayer_small_encoder or "
+        "sublayer_small_decoder) the whole attention sublayer runs on the device instead, X in, Y out: the Q/K/V "
+        "and W_O GEMM cascades, the engine, the residual add and, for a BHyT decoder, its site A and RoPE, every PL "
+        "unit programmed from the bundle and read back exactly (emu, csim, rtl). Exit status 1 if a layer is not "
+        "bit-exact (the device is wrong), 3 if a bit-exact layer's cosine vs the float golden is below "
+        "--min-cosine (the bundle's constants do not fit this input).",
         epilog=examples("vckattn export minilm --out B",
                         "vckattn run --bundle B --backend emu --text \"Attention on the Versal array.\"",
-                        "vckattn run --bundle B --backend rtl --text \"Attention on the Versal array.\" "
-                        "--json run.json"),
+                        "vckattn run --bundle B --backend rtl --manifest engine_small --text \"Attention on the "
+                        "Versal array.\" --json run.json"),
     )
     p.add_argument("--bundle", type=Path, required=True, metavar="B", help="bundle folder (vckattn export)")
     p.add_argument("--backend", choices=("emu", "rtl", "csim", "xrt", "pynq"), default="emu",
@@ -50,7 +51,7 @@ def add_run(sub: Subparsers) -> None:
                      "the format --save writes")
     p.add_argument("--layers", type=index_list, metavar="I[,I...]", help="0-based layers to run (default: all)")
     p.add_argument("--manifest", metavar="M", help="bitstream manifest file or name in bitstreams/ (default: "
-                   "vck5000_attention; vck190_attention for pynq); a sublayer build runs whole sublayers")
+                   "vck5000_engine; vck190_engine for pynq); a sublayer build runs whole sublayers")
     p.add_argument("--checkpoint", type=Path, metavar="PATH",
                    help="the source checkpoint, if it moved since export (float reference)")
     p.add_argument("--min-cosine", type=_cosine, default=None, metavar="C",
@@ -62,8 +63,8 @@ def add_run(sub: Subparsers) -> None:
     p.add_argument("--device", type=int, default=0, metavar="N", help="xrt: card index (default 0)")
     p.add_argument("--seed", type=int, default=None, metavar="S", help="rtl: cocotb random seed")
     p.add_argument("--aie-path", choices=("scalar", "vector"), default="scalar", dest="aie_path",
-                   help="csim of an engine build: run the AIE kernels' scalar reference path (default) or their vector "
-                   "path over the AIE API emulation")
+                   help="csim: run the AIE kernels' scalar path (default) or their vector path over the AIE API "
+                   "emulation")
     p.add_argument("--json", type=Path, metavar="OUT", dest="json_out", help="write the report as JSON")
     p.add_argument("--save", type=Path, metavar="OUT.npz",
                    help="save per layer layer{i}_input / layer{i}_output (tokens, hidden), dequantized float")
@@ -154,9 +155,9 @@ def add_deploy(sub: Subparsers) -> None:
         help="check an xclbin against a bundle and load its constants on a VCK5000 (needs XRT and a card)",
         description="Open a VCK5000 through XRT (pyxrt), load the xclbin, check its UUID and kernel names against "
         "the bitstream manifest (given, or the one in bitstreams/ recording that UUID), check the bundle against "
-        "the build (head size, normalizers, fixed-point formats), open every kernel (on an engine build: every "
-        "mover compute unit, the PL top and the AIE graph), read the RTL kernels' ID registers, write layer 0's "
-        "runtime constants (on an engine build, for its narrow scores, as `run` makes them) and read them back. "
+        "the build (head size, normalizers, fixed-point formats), open every mover compute unit, the PL top and "
+        "the AIE graph, read the PL top's ID register, write layer 0's runtime constants (for the build's narrow "
+        "scores, as `run` makes them) and read them back. "
         "Nothing runs on the card: `vckattn board selftest` runs a known layer, `vckattn run --backend xrt` the "
         "bundle. Deploy means a real card: with VCKATTN_EMULATION set it is refused (check an engine build on the "
         "emulated card with `VCKATTN_EMULATION=csim vckattn board selftest --manifest engine_small`). Without XRT "
@@ -164,7 +165,7 @@ def add_deploy(sub: Subparsers) -> None:
         "recording fake of pyxrt and a stub of the XRT library only.",
         epilog=examples("vckattn deploy --xclbin build/vitis/vck5000_engine/hw/vck5000_engine.xclbin "
                         "--bundle build/bundles/minilm --manifest build/vitis/vck5000_engine.json --json deploy.json",
-                        "vckattn deploy --xclbin build/vitis/vck5000_attention/hw/vck5000_attention.xclbin "
+                        "vckattn deploy --xclbin build/vitis/vck5000_engine/hw/vck5000_engine.xclbin "
                         "--bundle build/bundles/minilm"),
     )
     p.add_argument("--xclbin", type=Path, required=True, metavar="F", help="the built xclbin")

@@ -5,8 +5,10 @@ hardware.
 It is what ``fake_pyxrt`` (buffers, kernel runs) and the stub XRT library (the graph, ``engine_pl``'s registers,
 through :func:`fakes.xrt_stub.card_handler`) talk to, and models only what the host can observe:
 
-* ``engine_pl``'s AXI4-Lite register file, as :class:`~fakes.card.FakeAttentionCard` does (from the manifest's map;
-  ``b_beta`` / ``c_out`` memories one word an entry);
+* ``engine_pl``'s AXI4-Lite register file, from the manifest's map: ``ID``/``VERSION`` constants, ``rw`` registers keep
+  the low ``width`` bits of a write and read back sign/zero-extended, ``ro`` registers and unmapped offsets ignore
+  writes (SLVERR) and unmapped reads return 0; memories (``b_beta`` / ``c_out``) hold one such word per entry, entry
+  ``i`` at ``offset + 4 i``;
 * the movers, from the *device-side* bytes of their buffers and their own arguments, as ``hw/hls/mm2s_engine.cpp``
   reads them: each of ``n_cmds`` 32-byte descriptors is a header beat sent as is and the uint64 byte offset of its
   ``payload_bytes`` payload, from ``src`` (TILE, LOAD_K) or ``src_v`` (LOAD_V); the k mover (``kv = 1``) sends the
@@ -24,7 +26,9 @@ through :func:`fakes.xrt_stub.card_handler`) talk to, and models only what the h
   ``n_slots`` slots) and their RESULT headers, with its ``pipeline`` argument, into ``done`` (a device-side write:
   the host sees it after syncing back).
 
-Knobs: ``xclbin_uuid``, ``missing_kernels``, ``ids``, ``stuck`` and ``n_cards`` as on the attention card; ``hang``
+Knobs: ``xclbin_uuid`` (what the xclbin file claims), ``missing_kernels`` (absent from the xclbin / overlay), ``ids``
+(ID register values), ``stuck`` (``{(kernel, offset): word}`` returned by register reads), ``n_cards``,
+``unreadable_xclbin``; ``hang``
 (a compute unit or the graph never completes), ``fail`` (``{compute unit: run state name}``), ``done_fault``
 (``"duplicate"``: pipeline 0's last record is a copy of the one before; ``"misroute"``: pipeline 1's records carry
 pipeline 0; ``"stale"``: pipeline 0 completes without writing a record).
@@ -36,14 +40,27 @@ from typing import Any
 
 import numpy as np
 
-from vckattn.golden.swiftmax_int import SwiftMaxFormat
+from vckattn.golden.funcunits import Pow2Config, RecipConfig
+from vckattn.golden.swiftmax_int import HEAD_FIELDS, SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams, run_pipeline_model
 from vckattn.hw.manifest import Manifest
 
-from .card import FakeAttentionCard, FakeRun, _fmt
-
 CMD_BYTES = 32
+
+
+def _fmt(cls: type, d: dict) -> Any:
+    nested = {"pow2": Pow2Config, "recip": RecipConfig}
+    return cls(**{k: nested[k](**v) if k in nested else v for k, v in d.items()})
+
+
+class FakeRun:
+    """One started compute unit: ``args`` maps port name -> buffer handle or scalar."""
+
+    def __init__(self, card: FakeEngineCard, kernel: str, args: dict[str, Any]) -> None:
+        self.card, self.kernel, self.args = card, kernel, args
+        self.state = "ERT_CMD_STATE_RUNNING"
+        self.done_read = False  # ap_done is clear-on-read (PYNQ register view)
 
 
 def _params(manifest: Manifest) -> EngineParams:
@@ -53,9 +70,35 @@ def _params(manifest: Manifest) -> EngineParams:
                         max_keys=int(e["max_keys"]), score_bits=int(e["score_bits"]), lanes=int(t["lanes"]))
 
 
-class FakeEngineCard(FakeAttentionCard):
-    def __init__(self, manifest: Manifest, *, done_fault: str | None = None, **knobs: Any) -> None:
-        super().__init__(manifest, **knobs)
+class FakeEngineCard:
+    needs_graph = True  # fake_pynq sets it False: PYNQ's graph is free-running
+
+    def __init__(self, manifest: Manifest, *, done_fault: str | None = None, xclbin_uuid: str | None = None,
+                 missing_kernels: tuple[str, ...] = (), ids: dict[str, int] | None = None, hang: str | None = None,
+                 fail: dict[str, str] | None = None, stuck: dict[tuple[str, int], int] | None = None,
+                 n_cards: int = 1, unreadable_xclbin: bool = False) -> None:
+        self.manifest = manifest
+        self.xclbin_uuid = (xclbin_uuid or manifest.uuid or "00000000-0000-0000-0000-000000000000").lower()
+        self.kernels = [k for k in manifest.kernel_names if k not in missing_kernels]
+        self.ids = {k["name"]: int(k["id"]) for k in manifest.data["kernels"] if "id" in k} | (ids or {})
+        self.hang, self.fail = hang, dict(fail or {})
+        self.stuck = dict(stuck or {})
+        self.n_cards, self.unreadable_xclbin = n_cards, unreadable_xclbin
+        self.graph_name = manifest.data["graph"]["name"]
+        self.log: list[dict[str, Any]] = []
+        self.loaded = False
+        self.launches = 0
+        self.graph_idle = True
+        self.runs: dict[str, FakeRun] = {}
+        self.regs: dict[str, dict[int, int]] = {}
+        for k in manifest.data["kernels"]:
+            if k["kind"] == "rtl":
+                self.regs[k["name"]] = {int(r["offset"]): int(r.get("value", r.get("reset", 0))) & 0xFFFFFFFF
+                                        for r in k["registers"] if r["kind"] != "mem"}
+                for r in k["registers"]:  # memories: one word per entry, entry i at offset + 4 i, 0 initially
+                    if r["kind"] == "mem":
+                        base, depth = int(r["offset"]), int(r.get("depth", 1))
+                        self.regs[k["name"]].update({base + 4 * i: 0 for i in range(depth)})
         self.params = _params(manifest)
         self.fmt = _fmt(SwiftMaxFormat, manifest.data["formats"]["swiftmax"])
         self.done_fault = done_fault
@@ -72,6 +115,69 @@ class FakeEngineCard(FakeAttentionCard):
         self.graph_iterations = 0
         self.graph_finished = True
 
+    # ---------------------------------------------------------------------------- bookkeeping
+
+    def record(self, op: str, **kw: Any) -> None:
+        self.log.append({"op": op, **kw})
+
+    def ops(self, op: str) -> list[dict[str, Any]]:
+        return [e for e in self.log if e["op"] == op]
+
+    # ---------------------------------------------------------------------------- registers
+
+    def _reg(self, kernel: str, offset: int) -> dict | None:
+        """The register at ``offset``, or the memory one of whose entries it is."""
+        for r in self.manifest.kernel(kernel)["registers"]:
+            if int(r["offset"]) == offset:
+                return r
+            if r["kind"] == "mem" and 0 <= offset - int(r["offset"]) < 4 * int(r.get("depth", 1)) and offset % 4 == 0:
+                return r
+        return None
+
+    def reg_write(self, kernel: str, offset: int, word: int) -> None:
+        self.record("reg.write", kernel=kernel, offset=int(offset), value=int(word))
+        r = self._reg(kernel, int(offset))
+        if r is None or r["kind"] == "const" or r["access"] not in (("rw",) if r["kind"] == "reg" else ("rw", "wo")):
+            return  # SLVERR: nothing changes
+        self.regs[kernel][int(offset)] = int(word) & ((1 << int(r["width"])) - 1)
+
+    def reg_read(self, kernel: str, offset: int) -> int:
+        self.record("reg.read", kernel=kernel, offset=int(offset))
+        if (kernel, int(offset)) in self.stuck:
+            return self.stuck[(kernel, int(offset))]
+        r = self._reg(kernel, int(offset))
+        if r is None:
+            return 0
+        if r["name"] == "ID":
+            return self.ids[kernel] & 0xFFFFFFFF
+        if r["kind"] == "mem" and r["access"] == "wo":
+            return 0  # no read-back port
+        v, w = self.regs[kernel][int(offset)], int(r["width"])
+        if r.get("signed") and v >> (w - 1):
+            v -= 1 << w
+        return v & 0xFFFFFFFF
+
+    def _value(self, kernel: str, name: str, entry: int = 0) -> int:
+        """Register ``name`` (or entry ``entry`` of memory ``name``) as the kernel reads it."""
+        off = self.manifest.register_offset(kernel, name) + 4 * entry
+        r = self._reg(kernel, off)
+        assert r is not None
+        v, w = self.regs[kernel][off], int(r["width"])
+        return v - (1 << w) if r["signed"] and v >> (w - 1) else v
+
+    def _swiftmax(self, kernel: str) -> SwiftMaxRegisters | SwiftMaxHeads:
+        """The SwiftMax constants as written: register map v2 (``b_beta``/``c_out`` memories) gives one set per
+        memory entry (:class:`SwiftMaxHeads` of ``depth`` heads; a tile of head ``h`` uses set ``h``), a v1 map
+        (all scalar registers) one set."""
+        entries = {r["name"]: r for r in self.manifest.kernel(kernel)["registers"]}
+        shared = {r.name: self._value(kernel, r.name) for r in SwiftMaxRegisters.regmap.writable}
+        if all(entries.get(n, {}).get("kind") == "mem" for n in HEAD_FIELDS):
+            depth = min(int(entries[n].get("depth", 1)) for n in HEAD_FIELDS)
+            return SwiftMaxHeads([SwiftMaxRegisters(**shared, **{n: self._value(kernel, n, h) for n in HEAD_FIELDS},
+                                                    out_frac=0) for h in range(depth)])
+        vals = {n: self._value(kernel, n) for n in HEAD_FIELDS}
+        return SwiftMaxRegisters(**shared, **vals, out_frac=0)  # out_frac is folded into c_out; no register
+
     # ---------------------------------------------------------------------------- the graph
 
     def graph_run(self, iterations: int) -> None:
@@ -87,9 +193,14 @@ class FakeEngineCard(FakeAttentionCard):
     # ---------------------------------------------------------------------------- the movers
 
     def start(self, kernel: str, args: dict[str, Any]) -> FakeRun:
-        run = super().start(kernel, args)
+        run = FakeRun(self, kernel, args)
+        if kernel in self.runs and self.runs[kernel].state == "ERT_CMD_STATE_RUNNING":
+            raise RuntimeError(f"FAKE: {kernel} started while its previous run is still running")
+        self.runs[kernel] = run
+        self.record("start", kernel=kernel, args={k: getattr(v, "tag", v) for k, v in args.items()})
         self.progress()
         return run
+
 
     def _stream(self, run: FakeRun) -> tuple[np.ndarray, int]:
         """What ``mm2s_engine`` sends: ``(beats as uint8, descriptors sent)``."""

@@ -6,15 +6,14 @@ named the way Vitis HLS exports them: ``CTRL`` at 0x00, a 64-bit pointer ``x`` a
 from 0x10 on) and attribute access to IP drivers (hierarchies included); drivers with ``read(offset)``
 / ``write(offset, value)``; ``allocate(shape, dtype)`` buffers (ndarrays with ``device_address``,
 ``sync_to_device``, ``sync_from_device``, ``freebuffer``). Everything is routed to a
-:class:`~fakes.card.FakeAttentionCard` and logged in ``card.log``.
+:class:`~fakes.engine_card.FakeEngineCard` and logged in ``card.log``.
 
-Model: the HLS movers and ``score_switch`` are ``ap_ctrl_hs``: writing bit 0 of ``CTRL`` starts
-them with the arguments in their registers (addresses resolved to the buffers allocated here; an
-address that is no buffer is an error); ``CTRL`` reads ``ap_idle`` (0x4) before a start, 0 while
-running, ``ap_done|ap_idle`` (0x6) once done, then 0x4 (``ap_done`` is clear-on-read). The AIE graph
-is free-running (no graph control); a launch completes once the three movers and ``score_switch``
-have started. The normalizers sit in a hierarchy ``normalizers/<name>``, the HLS kernels are
-``<name>_1``, or, for a kernel with ``compute_units`` (the engine's movers), one IP per unit named as the unit.
+Model: the HLS movers are ``ap_ctrl_hs``: writing bit 0 of ``CTRL`` starts them with the arguments in their
+registers (addresses resolved to the buffers allocated here; an address that is no buffer is an error); ``CTRL``
+reads ``ap_idle`` (0x4) before a start, 0 while running, ``ap_done|ap_idle`` (0x6) once done, then 0x4 (``ap_done``
+is clear-on-read). The AIE graph is free-running (no graph control); a launch completes once every mover compute
+unit has started. The PL top sits in a hierarchy ``normalizers/<name>``; each mover compute unit is one IP named as
+the unit (a kernel without compute units would be ``<name>_1``).
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .card import FakeAttentionCard
+from .engine_card import FakeEngineCard
 
 AP_START, AP_DONE, AP_IDLE = 0x1, 0x2, 0x4
 _addresses = itertools.count(0x8_0000_0000, 0x10_0000)  # above 4 GiB: the high address word matters
@@ -59,7 +58,7 @@ class _DevMem:
         return self.dev
 
 
-def module_for(card: FakeAttentionCard, ip_keys: dict[str, str] | None = None) -> ModuleType:
+def module_for(card: FakeEngineCard, ip_keys: dict[str, str] | None = None) -> ModuleType:
     """A ``pynq`` module object bound to ``card``."""
     card.needs_graph = False
     m = ModuleType("pynq")

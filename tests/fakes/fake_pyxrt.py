@@ -7,7 +7,7 @@ with ``get_uuid().to_string()``, ``get_kernels()``, ``get_ips()``; ``kernel(devi
 kernel, or ``kernel:{cu}`` one of its compute units) with ``group_id(i)`` and ``__call__(*args) -> run``;
 ``run.wait(timeout_ms)`` / ``run.state()``; ``bo(device, nbytes, bo.flags.normal, group)`` with ``write``,
 ``read``, ``sync``, ``size``, ``map``; ``xclBOSyncDirection``, ``ert_cmd_state``, ``uuid``. Everything is
-routed to a :class:`~fakes.card.FakeAttentionCard` (or the engine card, ``engine_card.py``) and logged in
+routed to a :class:`~fakes.engine_card.FakeEngineCard` and logged in
 ``card.log``.
 
 Checks a real card would only show as garbage, made loud here: a kernel argument of the wrong kind
@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from .card import FakeAttentionCard
+from .engine_card import FakeEngineCard
 
 ert_cmd_state = enum.IntEnum("ert_cmd_state", {
     "ERT_CMD_STATE_NEW": 1, "ERT_CMD_STATE_QUEUED": 2, "ERT_CMD_STATE_RUNNING": 3, "ERT_CMD_STATE_COMPLETED": 4,
@@ -44,7 +44,7 @@ xclBOSyncDirection = enum.IntEnum("xclBOSyncDirection", {
 _ids = itertools.count()
 
 
-def module_for(card: FakeAttentionCard) -> ModuleType:
+def module_for(card: FakeEngineCard) -> ModuleType:
     """A ``pyxrt`` module object bound to ``card``."""
     m = ModuleType("pyxrt")
     m.__doc__ = "FAKE pyxrt (tests/fakes/fake_pyxrt.py): records calls; not hardware"

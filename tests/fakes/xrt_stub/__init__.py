@@ -8,7 +8,7 @@ our code; nothing here is hardware.
 * ``xrt_stub.cpp``: the library; it records every call and can be told to fail any of them (its header comment);
 * :func:`build_stub` lays out an ``$XILINX_XRT`` folder (``include/``, ``lib/libxrt_coreutil.so``);
 * :class:`StubXrt`: the library's test hooks through ctypes (:meth:`StubXrt.calls`, :meth:`StubXrt.fail`, ...);
-* :func:`card_handler`: answers the stub's calls from a :class:`~fakes.card.FakeAttentionCard` (or any card with
+* :func:`card_handler`: answers the stub's calls from a :class:`~fakes.engine_card.FakeEngineCard` (or any card with
   the same register / graph methods), the card ``fake_pyxrt`` talks to, so both layers see one card.
 """
 
@@ -118,9 +118,10 @@ class StubXrt:
 
 
 def card_handler(card: Any) -> Callable[[str, str, str, int, int], int | None]:
-    """The stub's calls answered by a fake card (``tests/fakes/card.py``): devices ``< card.n_cards``; graphs and IPs
-    open only with the UUID the fake pyxrt loaded and a name the xclbin has; registers through ``card.reg_read`` /
-    ``reg_write``; the graph through ``card.graph_run`` / ``graph_done``. Records what the card's log expects."""
+    """The stub's calls answered by a fake card (``tests/fakes/engine_card.py``): devices ``< card.n_cards``; graphs
+    and IPs open only with the UUID the fake pyxrt loaded and a name the xclbin has; registers through
+    ``card.reg_read`` / ``reg_write``; the graph through ``card.graph_run`` / ``graph_done``. Records what the card's
+    log expects."""
 
     def loaded(uuid: str, index: int) -> None:
         if not card.loaded or uuidlib.UUID(uuid) != uuidlib.UUID(card.xclbin_uuid):
