@@ -124,6 +124,10 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     if not manifest.data.get("engine"):
         raise UserError(f"{manifest.name}: board selftest runs engine builds (such as vck5000_engine or "
                         "engine_small); this manifest has no engine section")
+    if "sublayer" in manifest.data:
+        raise UserError(f"{manifest.name} is a sublayer build: its GEMM stages have no xclbin flow, so no card runs "
+                        "it; "
+                        "board selftest runs attention engine builds (such as vck5000_engine or engine_small)")
     if backend not in BACKENDS:
         raise UserError(f"board selftest: backend {backend!r}; choose {', '.join(BACKENDS)}")
     mode = emulation_mode()
@@ -201,7 +205,7 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
                                                ("int32 output accumulators", r.y, trace["y"]),
                                                ("dequantized output", r.out, want_out))
                        if not np.array_equal(got, want)]
-                tiles = runs[0].n_tiles
+                tiles = runs[0].tiles
                 if bad:
                     i, what, got, want = bad[0]
                     c.failed(f"run {i + 1}: {what} not bit-exact vs the integer golden model: {_mismatch(got, want)}",

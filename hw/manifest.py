@@ -496,7 +496,9 @@ def check_bundle(manifest: Manifest, bundle: Any, layers: list[int] | None = Non
             continue
         norm = "swiftmax" if e.get("swiftmax") is not None else "softmax"
         if norm not in manifest.data["normalizers"]:
-            raise ManifestError(where, "normalizers", f"layer {e['index']} needs {norm}, which this build lacks")
+            having = [c.name for c in committed_manifests() if norm in c.data["normalizers"]]
+            raise ManifestError(where, "normalizers", f"layer {e['index']} needs {norm}, which this build lacks "
+                                f"(committed builds with it: {', '.join(having) or 'none'}; --manifest NAME)")
         if eng and e.get("score_absmax") is None:
             raise ManifestError(where, "engine.score_bits",
                                 f"layer {e['index']} of the bundle has no score_absmax (the calibration |Q·Kᵀ| maximum "

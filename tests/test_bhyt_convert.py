@@ -194,10 +194,12 @@ def test_cli_convert_hf_llama_then_export(tmp_path, monkeypatch, capsys):
     for row, layer in zip(report["layers"], llama.layers, strict=True):
         want = c_attn_from_weights(layer.self_attn.v_proj.weight, layer.self_attn.o_proj.weight, 6, 2, 256)
         assert row["c_attn"] == pytest.approx(float(want), rel=1e-6)
-    from vckattn.hw.manifest import build_manifest
+    import copy
 
-    build = build_manifest("vck5000_attention")  # a build that takes this tiny model's head size 8
-    build["tile"]["head_dims"] = [8]
+    from vckattn.hw.manifest import load_manifest
+
+    build = copy.deepcopy(load_manifest("engine_small").data)  # a build that takes this tiny model's head size 8
+    build["tile"]["head_dims"] = [8, int(build["engine"]["d"])]  # the engine takes head sizes up to its D
     (tmp_path / "hd8.json").write_text(json.dumps(build), encoding="utf-8")
     rc = cli.main(["export", str(tmp_path / "conv"), "--out", str(tmp_path / "bundle"), "--quiet", "--manifest",
                    str(tmp_path / "hd8.json"), "--min-model-fidelity", "-1", "--check-samples", "4"])

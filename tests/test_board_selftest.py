@@ -19,6 +19,7 @@ from hw_jobs import OTHER_UUID, manifest_edit, manifest_with_uuid, write_xclbin
 from vckattn.golden.quant_attention import attention_int
 from vckattn.host.cli import main
 from vckattn.host.selftest import CHECKS, known_layer
+from vckattn.hw.manifest import load_manifest
 
 MANIFEST = manifest_with_uuid("engine_small")
 
@@ -173,7 +174,9 @@ def test_pynq_selftest_passes(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("env", "argv", "status", "message"), [
-    ("", ["--manifest", "vck5000_attention", "--xclbin", "X"], 2, "board selftest runs engine builds"),
+    ("", ["--manifest", "NOENGINE", "--xclbin", "X"], 2, "board selftest runs engine builds"),
+    ("csim", ["--manifest", "sublayer_small_encoder"], 2, "sublayer_small_encoder is a sublayer build: its GEMM stages "
+     "have no xclbin flow"),
     ("", ["--manifest", "engine_small"], 2, "needs --xclbin"),
     ("csim", ["--manifest", "engine_small", "--backend", "pynq", "--xclbin", "X"], 2,
      "VCKATTN_EMULATION=csim emulates the xrt backend's card; unset it for --backend pynq"),
@@ -184,7 +187,11 @@ def test_pynq_selftest_passes(monkeypatch, tmp_path, capsys):
 ])
 def test_refusals(monkeypatch, tmp_path, capsys, env, argv, status, message):
     monkeypatch.setenv("VCKATTN_EMULATION", env)
-    argv = [str(write_xclbin(tmp_path / "a.xclbin")) if a == "X" else a for a in argv]
+    if "NOENGINE" in argv:  # a manifest without an engine section
+        data = {k: v for k, v in load_manifest("engine_small").data.items() if k != "engine"}
+        (tmp_path / "noengine.json").write_text(json.dumps(data))
+    argv = [str(write_xclbin(tmp_path / "a.xclbin")) if a == "X" else
+            str(tmp_path / "noengine.json") if a == "NOENGINE" else a for a in argv]
     assert main(["board", "selftest", *argv]) == status
     err = capsys.readouterr().err.strip()
     assert message in err and len(err.splitlines()) == 1, err

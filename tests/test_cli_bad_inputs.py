@@ -62,9 +62,11 @@ def _files(tmp: Path, bundle: Path) -> None:
     (tmp / "trunc_tensors" / "tensors.safetensors").write_bytes(ten[: len(ten) // 2])
     _nan_weights(tmp / "nan_weights")
     # a bitstream manifest for another head size (64 only; MiniLM's heads are 32 wide)
-    from vckattn.hw.manifest import build_manifest
+    import copy
 
-    other = build_manifest("vck5000_attention")
+    from vckattn.hw.manifest import load_manifest
+
+    other = copy.deepcopy(load_manifest("engine_small").data)
     other["tile"]["head_dims"] = [64]
     (tmp / "hd64.json").write_text(json.dumps(other), encoding="utf-8")
     (tmp / "bad_design.json").write_text('{"pipelines": -3, "q_rows": "many"}', encoding="utf-8")
@@ -90,8 +92,8 @@ def _nan_weights(folder: Path) -> None:
 LONG = " ".join(["attention"] * 700)  # > 512 tokens
 
 B = "{bundle}"
-RUN = ["run", "--bundle", B, "--quiet"]
-EVAL = ["eval", "--bundle", B, "--quiet"]
+RUN = ["run", "--bundle", B, "--manifest", "engine_small_dual", "--quiet"]  # a build with online softmax
+EVAL = ["eval", "--bundle", B, "--manifest", "engine_small_dual", "--quiet"]
 
 CASES = [
     # ---- run: text
@@ -140,8 +142,10 @@ CASES = [
     ("run missing bundle", ["run", "--bundle", "{tmp}/nobundle", "--text", TEXT], EXIT_BUNDLE, "nobundle", []),
     ("run non-UTF-8 --text", [*RUN, "--text", NOT_UTF8.decode("utf-8", "surrogateescape")], EXIT_INPUT,
      "not UTF-8", []),
-    ("run --backend csim on online softmax", [*RUN, "--text", TEXT, "--backend", "csim"], EXIT_USAGE,
-     "--backend emu or rtl", []),
+    ("run --backend pynq on online softmax", [*RUN, "--text", TEXT, "--backend", "pynq", "--xclbin", "{tmp}/file.txt"],
+     EXIT_USAGE, "--backend emu, rtl or csim", []),
+    ("run online softmax on the default design", ["run", "--bundle", B, "--quiet", "--text", TEXT], EXIT_BUNDLE,
+     "engine_small_dual", []),
     ("run --checkpoint a folder without a model", [*RUN, "--text", TEXT, "--checkpoint", "{tmp}/adir"], EXIT_INPUT,
      "adir", []),
     ("--build-dir a file", ["--build-dir", "{tmp}/file.txt", *RUN, "--text", TEXT], EXIT_INPUT, "--build-dir", []),
@@ -349,10 +353,11 @@ def test_output_validators(tmp_path):
     assert (tmp_path / "f").read_text() == "new" and sorted(p.name for p in tmp_path.iterdir()) == ["f"]
 
 
-def test_run_truncate_runs_a_long_text(bundle, tmp_path, capsys):
-    """--truncate: the text is cut to the model's 512 positions (said on stderr) and the run goes on."""
+def test_run_truncate_runs_a_long_text(minilm_bundle, tmp_path, capsys):
+    """--truncate: the text is cut to the model's 512 positions (said on stderr) and the run goes on (a SwiftMax
+    bundle on the default design, which takes 512 tokens)."""
     js = tmp_path / "r.json"
-    code = main(["run", "--bundle", str(bundle), "--quiet", "--text", LONG, "--truncate", "--json", str(js)])
+    code = main(["run", "--bundle", str(minilm_bundle), "--quiet", "--text", LONG, "--truncate", "--json", str(js)])
     cap = capsys.readouterr()
     assert code in (0, 3), cap.err
     assert "--truncate keeps the first 512" in cap.err

@@ -21,6 +21,7 @@ from vckattn.golden.errors import EXIT_BUNDLE, EXIT_INPUT, EXIT_INTERNAL, EXIT_U
 from vckattn.host.cli import main
 
 TEXT = "Attention on the Versal array."
+DUAL = ("--manifest", "engine_small_dual")  # a build with online softmax: these bundles are softmax exports
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
@@ -87,10 +88,10 @@ def test_a_folder_without_tokenizer_files_is_refused(tmp_path, capsys):
     assert rc == 0, err
     for f in TOKENIZER_FILES:
         (good / f).unlink(missing_ok=True)  # the weights (and so the recorded hash) are unchanged
-    rc, _, err = _cli(capsys, "run", "--bundle", str(tmp_path / "g"), "--text", TEXT, "--quiet")
+    rc, _, err = _cli(capsys, "run", "--bundle", str(tmp_path / "g"), *DUAL, "--text", TEXT, "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert "[UNK]" in err
-    rc, _, err = _cli(capsys, "eval", "--bundle", str(tmp_path / "g"), "--sentences", "2", "--quiet")
+    rc, _, err = _cli(capsys, "eval", "--bundle", str(tmp_path / "g"), *DUAL, "--sentences", "2", "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert "[UNK]" in err
 
@@ -138,10 +139,10 @@ def test_vit_takes_images_and_no_text(tmp_path, capsys):
     rc, _, err = _cli(capsys, "export", str(vit), "--out", str(tmp_path / "t"), "--calib", str(text), "--quiet")
     _one_line(err, EXIT_USAGE, rc)
     assert "a ViT calibrates on images" in err and not (tmp_path / "t").exists()
-    rc, _, err = _cli(capsys, "run", "--bundle", str(tmp_path / "b"), "--text", TEXT, "--quiet")
+    rc, _, err = _cli(capsys, "run", "--bundle", str(tmp_path / "b"), *DUAL, "--text", TEXT, "--quiet")
     _one_line(err, EXIT_USAGE, rc)
     assert "a ViT takes images, not --text" in err and "--input" in err
-    rc, _, err = _cli(capsys, "eval", "--bundle", str(tmp_path / "b"), "--quiet")
+    rc, _, err = _cli(capsys, "eval", "--bundle", str(tmp_path / "b"), *DUAL, "--quiet")
     _one_line(err, EXIT_USAGE, rc)
     assert "--task digits" in err
 
@@ -157,7 +158,7 @@ def test_a_head_size_no_build_runs_is_refused_at_export_and_by_perf(tmp_path, ca
     rc, _, err = _cli(capsys, "export", str(vit), "--out", str(tmp_path / "b"), "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert "no committed hardware build runs head size 16" in err and "head sizes 32, 64" in err
-    assert "vck5000_attention" in err and "up to 1024 tokens" in err
+    assert "vck5000_engine" in err and "up to 512 tokens" in err
     hd16 = write_bundle(tmp_path / "hd16", *bundle_parts("swiftmax", head_dim=16, heads=4))
     rc, out, err = _cli(capsys, "perf", "--bundle", str(hd16))
     _one_line(err, EXIT_BUNDLE, rc)
@@ -207,9 +208,9 @@ def test_a_checkpoint_other_than_the_source_is_refused(softmax_bundle, tmp_path,
     """`run --checkpoint` of another model: the recorded hash of the source's weights differs; refused before the
     model is loaded (it was an internal error)."""
     other = _tiny_bert(tmp_path / "other")
-    for cmd in (["run", "--bundle", str(softmax_bundle), "--text", TEXT], ["eval", "--bundle", str(softmax_bundle),
-                                                                              "--sentences", "2"]):
-        rc, _, err = _cli(capsys, *cmd, "--checkpoint", str(other), "--quiet")
+    for cmd in (["run", "--bundle", str(softmax_bundle), "--text", TEXT],
+                ["eval", "--bundle", str(softmax_bundle), "--sentences", "2"]):
+        rc, _, err = _cli(capsys, *cmd, *DUAL, "--checkpoint", str(other), "--quiet")
         _one_line(err, EXIT_INPUT, rc)
         assert f"--checkpoint {other} is not the bundle's source" in err and "sha256" in err
 
@@ -273,12 +274,12 @@ def test_unwritable_outputs_are_refused_before_the_work(softmax_bundle, tmp_path
     """--json in a folder that refuses writes (os.access cannot tell for root or a read-only file system): refused
     before the model is loaded, not after the whole run; --build-dir likewise."""
     ro = _unwritable(tmp_path)
-    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), "--text", TEXT, "--json", str(ro / "r.json"),
-                      "--quiet")
+    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), *DUAL, "--text", TEXT, "--json",
+                      str(ro / "r.json"), "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert f"--json {ro / 'r.json'}" in err
     rc, _, err = _cli(capsys, "--build-dir", str(ro / "build"), "run", "--bundle", str(softmax_bundle), "--text",
-                      TEXT, "--backend", "rtl", "--quiet")
+                      TEXT, *DUAL, "--backend", "rtl", "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert f"--build-dir {ro / 'build'}" in err and "cannot write" in err
     assert os.environ.get("VCKATTN_BUILD_DIR") != str(ro / "build")
@@ -288,7 +289,7 @@ def test_text_that_is_not_utf8_is_refused(softmax_bundle, capsys):
     """Undecodable bytes on the command line reach Python as lone surrogates: refused as input (status 4; it was
     exit 1 with a traceback from the crash handler)."""
     text = b"caf\xe9 au lait".decode("utf-8", "surrogateescape")
-    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), "--text", text, "--quiet")
+    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), *DUAL, "--text", text, "--quiet")
     _one_line(err, EXIT_INPUT, rc)
     assert "--text is not UTF-8 text (byte e9 at character 3" in err
 
@@ -331,19 +332,27 @@ def test_a_folder_given_as_a_file_is_named_as_a_folder(tmp_path, capsys):
 
 def test_similar_problems_get_the_same_status(softmax_bundle, tmp_path, capsys):
     """A missing input file is status 4 for every command; a backend that cannot run the bundle is a usage problem
-    (2), refused before the model is loaded (the csim backend answered 7, a device fault, after it)."""
+    (2), refused before the model is loaded; a build that cannot run it is a bundle/build mismatch (5) naming the build
+    that can."""
     missing = str(tmp_path / "missing")
     for cmd in (["export", "minilm", "--out", str(tmp_path / "b"), "--calib", missing + ".txt"],
                 ["calibrate", "stats", "minilm", "--data", missing + ".txt", "--out", str(tmp_path / "s")],
                 ["profile", missing, "--out", str(tmp_path / "p")],
                 ["report", "quant", "--data", missing + ".txt"],
-                ["run", "--bundle", str(softmax_bundle), "--text", TEXT, "--checkpoint", missing]):
+                ["run", "--bundle", str(softmax_bundle), *DUAL, "--text", TEXT, "--checkpoint",
+                 missing]):
         rc, _, err = _cli(capsys, *cmd)
         _one_line(err, EXIT_INPUT, rc)
         assert "missing" in err
-    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), "--text", TEXT, "--backend", "csim", "--quiet")
+    xclbin = tmp_path / "a.xclbin"
+    xclbin.write_bytes(bytes(256))
+    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), *DUAL, "--text", TEXT, "--backend",
+                      "pynq", "--xclbin", str(xclbin), "--quiet")
     _one_line(err, EXIT_USAGE, rc)
-    assert "the csim backend has only the HLS SwiftMax normalizer" in err and "--backend emu or rtl" in err
+    assert "the pynq backend runs an engine's SwiftMax layers only" in err and "--backend emu, rtl or csim" in err
+    rc, _, err = _cli(capsys, "run", "--bundle", str(softmax_bundle), "--text", TEXT, "--quiet")  # the default design
+    _one_line(err, EXIT_BUNDLE, rc)
+    assert "vck5000_engine" in err and "needs softmax" in err and "engine_small_dual" in err
 
 
 # ------------------------------------------------------------------------------------------- files and bars

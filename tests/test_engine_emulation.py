@@ -14,11 +14,11 @@ from hw_jobs import write_xclbin
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.errors import UserError
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
+from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.emulation import RegisterFile, emulated_uuid
-from vckattn.host.backends.engine import ENGINE_BACKENDS
 from vckattn.host.scheduler import run_layer
-from vckattn.hw.manifest import load_manifest
+from vckattn.hw.manifest import Manifest, load_manifest
 
 pytestmark = pytest.mark.tool("g++", "hls4ml")
 
@@ -45,12 +45,12 @@ def test_bit_identical_to_emu(emulation, batch, heads, causal):
     """Equal pipelines, and unequal ones (the short pipeline runs a group of pipeline 0 again so every AIE kernel
     runs the graph's one iteration count; the C-simulation computes it too)."""
     layer, x, keep = _layer(batch, heads, causal=causal, seed=heads)
-    with ENGINE_BACKENDS["xrt"](MANIFEST) as dev:  # no xclbin: the manifest names the design
+    with device_class("xrt")(MANIFEST) as dev:  # no xclbin: the manifest names the design
         assert dev.where.startswith("emulation (VCKATTN_EMULATION=csim)")
         got = run_layer(dev, layer, x, keep)
         regs = dev.verify_registers()  # read back from the emulated register file, exactly
         assert dev.uuid == emulated_uuid(MANIFEST)
-    with ENGINE_BACKENDS["emu"](MANIFEST) as emu:
+    with device_class("emu")(MANIFEST) as emu:
         ref = run_layer(emu, layer, x, keep)
     assert np.array_equal(got.out, ref.out) and np.array_equal(got.y, ref.y)
     assert np.array_equal(got.out, attention_int(layer, x, keep)[0])
@@ -60,12 +60,12 @@ def test_bit_identical_to_emu(emulation, batch, heads, causal):
 def test_graph_iterations_are_checked(emulation, monkeypatch):
     """Without balancing, a launch whose pipelines get different tile counts cannot run on a graph started for one
     count: the emulated card times out as a card would."""
-    from vckattn.host.backends.engine_xrt import EngineXrtDevice
+    from vckattn.host.backends.xrt import XrtDevice
 
     layer, x, keep = _layer(1, 3)
-    monkeypatch.setattr(EngineXrtDevice, "balance", False)
+    monkeypatch.setattr(XrtDevice, "balance", False)
     with pytest.raises(DeviceError, match=r"device timeout after 50 ms in (s2mm_engine_1|the AIE graph)"), \
-            ENGINE_BACKENDS["xrt"](MANIFEST, timeout_ms=50) as dev:
+            device_class("xrt")(MANIFEST, timeout_ms=50) as dev:
         run_layer(dev, layer, x, keep)
 
 
@@ -111,7 +111,9 @@ def test_refusals(monkeypatch, minilm_bundle, tmp_path, capsys):
     from vckattn.host.backends.xrt import XrtDevice
     from vckattn.host.deploy import deploy
 
-    with pytest.raises(UserError, match=r"the emulated card runs engine builds; vck5000_attention is not one"):
-        XrtDevice(load_manifest("vck5000_attention")).open()
+    small = load_manifest("engine_small")
+    noengine = Manifest({k: v for k, v in small.data.items() if k != "engine"}, small.file)
+    with pytest.raises(UserError, match=r"the emulated card runs engine builds; engine_small is not one"):
+        XrtDevice(noengine).open()
     with pytest.raises(UserError, match=r"unset VCKATTN_EMULATION for this command"):
         deploy(write_xclbin(tmp_path / "a.xclbin"), minilm_bundle)

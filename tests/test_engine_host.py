@@ -32,6 +32,7 @@ from vckattn.host.engine import (
     EngineMaskError,
     EngineRequantError,
     EngineShapeError,
+    TileError,
     check_done,
     commands,
     heads_from_a,
@@ -39,7 +40,6 @@ from vckattn.host.engine import (
     streams_of,
     valid_keys,
 )
-from vckattn.host.tiler import TileError
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams, EngineStreamError, run_launch_model
 

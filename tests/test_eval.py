@@ -50,7 +50,7 @@ def _metric_with(bundle: Path, runner_of, corrupt: bool = False) -> float:
     from vckattn.hw.manifest import load_manifest
 
     b, layers, m = ev.load_inputs(bundle, None, None, False)
-    qls = ev.quant_layers(b, bundle, layers, load_manifest("vck5000_attention"))
+    qls = ev.quant_layers(b, bundle, layers, load_manifest("engine_small_dual"))
     if corrupt:  # layer 1's output requantization multiplier with the wrong sign
         rq = qls[1].rq_a
         qls[1] = dataclasses.replace(qls[1], rq_a=dataclasses.replace(rq, mult=-rq.mult))
@@ -95,12 +95,12 @@ def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     from vckattn.host.run import open_device
     from vckattn.hw.manifest import load_manifest
 
-    r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False)
+    r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False, manifest_path="engine_small_dual")
     assert r["end_to_end"]["float_swiftmax"]["mean_cosine"] == pytest.approx(1.0, abs=1e-12)
     good = r["end_to_end"]["backend"]["mean_cosine"]
     assert good > 0.999
     assert all(p["normalizer"] == "softmax" and p["beta"] is None for p in r["per_layer"])
-    device = open_device("emu", load_manifest("vck5000_attention"))
+    device = open_device("emu", load_manifest("engine_small_dual"))
     with device:
         broken = _metric_with(softmax_bundle, lambda: ev.device_runner(device, {}), corrupt=True)
     assert broken < good - 0.1
@@ -165,7 +165,8 @@ def test_task_accuracy_of_a_classifier(classifier, tmp_path, capsys):
 
     folder, bundle = classifier
     js = tmp_path / "t.json"
-    rc = main(["eval", "--bundle", str(bundle), "--task", "rotten-tomatoes", "--samples", "48", "--quiet",
+    rc = main(["eval", "--bundle", str(bundle), "--manifest", "engine_small_dual", "--task", "rotten-tomatoes",
+               "--samples", "48", "--quiet",
                "--json", str(js), "--plots", str(tmp_path / "plots")])
     assert rc == 0, capsys.readouterr().err
     r = json.loads(js.read_text())

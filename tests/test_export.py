@@ -231,11 +231,13 @@ GOLDEN_ONLY = {"check_hardware": False, "min_model_fidelity": -1, "check_samples
 
 
 def _build_with_head_size(tmp_path: Path, head_dim: int) -> str:
-    """A bitstream manifest file like vck5000_attention's whose tile takes ``head_dim`` (a user's own build)."""
-    from vckattn.hw.manifest import build_manifest
+    """A bitstream manifest file like engine_small_dual's whose tile takes ``head_dim`` (a user's own build)."""
+    import copy
 
-    m = build_manifest("vck5000_attention")
-    m["tile"]["head_dims"] = [head_dim]
+    from vckattn.hw.manifest import load_manifest
+
+    m = copy.deepcopy(load_manifest("engine_small_dual").data)
+    m["tile"]["head_dims"] = sorted({head_dim, int(m["engine"]["d"])})  # the engine takes head sizes up to its D
     path = tmp_path / f"hd{head_dim}.json"
     path.write_text(json.dumps(m), encoding="utf-8")
     return str(path)

@@ -1,4 +1,5 @@
-"""`vckattn run` end to end: real MiniLM bundle and text on the emu and rtl backends, a tiny Llama
+"""`vckattn run` end to end on the default design (vck5000_engine; rtl on engine_small): real MiniLM bundle and text on
+the emu, csim and rtl backends, a tiny Llama
 (RoPE, GQA, causal), the JSON report's shape, --save/--input round trip, and the refusals."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import torch
 from vckattn.host.cli import main
 from vckattn.host.export import export_checkpoint
 from vckattn.host.textdata import real_sentences
-from vckattn.hw.manifest import build_manifest
+from vckattn.hw.manifest import load_manifest
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
 LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",
@@ -58,7 +59,9 @@ def test_run_emu_text_report_save_and_input_round_trip(minilm_bundle, tmp_path, 
 
 
 def test_run_refusals_are_one_line(minilm_bundle, tmp_path, capsys):
-    small = build_manifest("vck5000_attention") | {"max_seq_len": 32}
+    small = load_manifest("engine_small").data | {"max_seq_len": 32}
+    eng = small["engine"]  # a build of 32 keys a group
+    small["engine"] = eng | {"max_keys": 32, "slice_keys": 16, "design": eng["design"] | {"max_seq": 32}}
     mf = tmp_path / "small.json"
     mf.write_text(json.dumps(small))
     long_text = " ".join(real_sentences(4))
@@ -122,34 +125,37 @@ def test_run_llama_rope_gqa_causal_on_emu(tmp_path, capsys):
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
 def test_run_rtl_minilm_layer0_bit_exact(minilm_heads_bundle, tmp_path, capsys):
-    """Per-head constants: each tile's rows carry its head on TUSER; the kernel's per-head memories select."""
+    """Per-head constants on the small engine's PL top: each tile's rows carry its head to the per-head memories."""
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_heads_bundle), "--backend", "rtl", "--layers", "0",
-                        "--text", "Attention on the Versal array.", "--json", str(js), "--quiet", "--seed", "7")
+                        "--manifest", "engine_small", "--text", "Attention on the Versal array.", "--json", str(js),
+                        "--quiet", "--seed", "7")
     assert code == 0, err
     rep = json.loads(js.read_text())
     (r,) = rep["layers"]
     assert r["bit_exact"] is True and set(r) == LAYER_KEYS | {"cycles"}
-    # one frame of keys_pad scores per valid query row, lanes per beat: cycles >= beats
-    assert r["cycles"] >= 12 * rep["tokens"] * 32 // 4
+    # every valid score of the 12 heads passes one of the 2 channels x 2 SwiftMax lanes: cycles >= scores / 4
+    assert r["cycles"] >= 12 * rep["tokens"] ** 2 // 4
 
 
 @pytest.mark.tool("g++", "hls4ml")
 def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
-    """The real MiniLM layers through the Versal build's C++ (HLS movers/switch/SwiftMax, AIE scalar path)."""
+    """The real MiniLM layers through the default design's C++ (vck5000_engine: HLS movers, AIE kernels' scalar
+    path, HLS SwiftMax channels)."""
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "csim", "--text", TEXT,
                         "--json", str(js), "--quiet")
     assert code == 0, err
     rep = json.loads(js.read_text())
-    assert rep["backend"] == "csim" and [r["bit_exact"] for r in rep["layers"]] == [True, True]
+    assert rep["backend"] == "csim" and rep["manifest"] == "vck5000_engine"
+    assert [r["bit_exact"] for r in rep["layers"]] == [True, True]
     assert all(r["cosine"] > 0.99 for r in rep["layers"])
 
 
 @pytest.mark.tool("g++", "hls4ml")
 def test_run_csim_minilm_per_head_bit_exact(minilm_heads_bundle, tmp_path, capsys):
-    """Per-head constants through the Versal build's C++: the head rides the descriptor, the mask stream and
-    the score TUSER to the HLS SwiftMax's per-head registers."""
+    """Per-head constants through the default design's C++: the head rides the tile header to the HLS SwiftMax's
+    per-head registers."""
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_heads_bundle), "--backend", "csim", "--layers", "0",
                         "--text", TEXT, "--json", str(js), "--quiet")
