@@ -29,6 +29,20 @@ def test_bench_emulator_small(tmp_path):
         assert abs(r - rep["median_seconds"]["torch_fp32"] / rep["median_seconds"][k]) < 1e-12
 
 
+def test_bench_host_small(tmp_path, capsys):
+    """The host's time per launch of a small engine against the model's device time of that launch: every case
+    timed, the ratios the report's own medians, and the launch's tiles and commands those of the workload."""
+    out = tmp_path / "host.json"
+    assert cli.main(["bench", "host", "--manifest", "engine_small", "--seq", "64", "--heads", "2", "--d-head", "32",
+                     "--batch", "2", "--repeats", "21", "--json", str(out)]) == 0
+    rep = json.loads(out.read_text())
+    assert rep["manifest"] == "engine_small" and rep["repeats"] == 21
+    assert rep["shape"]["tiles"] == 2 * 2 * (64 // 16)  # batch x heads x query tiles of 16 rows
+    assert len(rep["all_seconds"]["host_launch"]) == 21 and rep["modeled_device_seconds"] > 0
+    assert rep["host_over_device"] == rep["median_seconds"]["host_launch"] / rep["modeled_device_seconds"]
+    assert "MODELED" in rep["modeled_device_note"] and "host / device" in capsys.readouterr().out
+
+
 def test_report_errors_clear_messages(tmp_path, capsys):
     assert cli.main(["report"]) == 2
     assert "choose one of: errors, quant" in capsys.readouterr().err
