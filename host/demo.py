@@ -10,9 +10,11 @@ first Verilator build):
    all registers from the golden constant functions, the export checks → a bundle (``vckattn export``; the
    untuned constants keep each layer but not the whole model: the bundle is written with that warning recorded
    and printed);
-3. run layer 0 on the ``rtl`` backend: the SwiftMax RTL kernel in Verilator (cocotb), the AIE
-   matmuls by the bit-exact AIE model, a few tiles (``vckattn run --backend rtl``);
-4. run all 6 layers on the ``emu`` backend (``vckattn run --backend emu``);
+3. run layer 0 on the ``rtl`` backend: the small engine's generated PL top (``engine_small``: 2 pipelines, SwiftMax
+   lanes) in Verilator (cocotb), the AIE kernels' arithmetic by the engine's functional model, one launch
+   (``vckattn run --backend rtl --manifest engine_small``);
+4. run all 6 layers on the ``emu`` backend on the committed best design (``vckattn run --backend emu``:
+   ``vck5000_engine``'s functional model);
 5. print both reports and save plots: per-layer error against the float golden, and layer 0's
    device output against the float golden.
 
@@ -82,7 +84,8 @@ def run(out_dir: Path, seed: int = 0) -> dict:
 
     t = time.perf_counter()
     rtl_arrays: dict = {}
-    rtl = host_run.run(bundle, "rtl", text=TEXT, layers=[0], device_options={"seed": seed}, arrays=rtl_arrays)
+    rtl = host_run.run(bundle, "rtl", text=TEXT, layers=[0], manifest_path="engine_small",
+                       device_options={"seed": seed}, arrays=rtl_arrays)
     console.print(f"[bold]3[/] layer 0 on the rtl backend ({time.perf_counter() - t:.1f} s incl. the Verilator build)")
     host_run.print_report(rtl)
 

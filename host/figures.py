@@ -127,10 +127,10 @@ def demo_block() -> str:
     rows = [
         ("golden softmax attention vs Hugging Face",
          f"max relative error {rep['golden_softmax_vs_hf_max_rel_error']:.3g} (bound 1e-5)"),
-        (f"layer 0 on `rtl` ({rtl['tiles']} tiles, {rep['rtl']['tokens']} tokens)",
+        (f"layer 0 on `rtl`, `{rep['rtl']['manifest']}` ({rtl['tiles']} tiles, {rep['rtl']['tokens']} tokens)",
          f"{'**bit-exact**' if rtl['bit_exact'] else '**NOT bit-exact**'}; {rtl['cycles']:,} PL cycles; "
          f"cosine vs float {rtl['cosine']:.5f}, max rel. error {rtl['max_rel_error']:.2g}"),
-        (f"all layers on `emu` ({rep['emu']['tiles']} tiles)",
+        (f"all layers on `emu`, `{rep['emu']['manifest']}` ({rep['emu']['tiles']} tiles)",
          f"{ok} in every layer; cosine vs float {min(cos):.5f}–{max(cos):.5f}, max rel. error "
          f"{min(rel):.2g}–{max(rel):.2g}"),
         ("whole demo", f"{rep['seconds']:.0f} s inside the demo, {wall:.0f} s with Python start-up"),
