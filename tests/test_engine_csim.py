@@ -268,6 +268,18 @@ def test_engine_csim_one_register_set_is_broadcast():
 
 
 @TOOLS
+def test_engine_csim_a_wrong_register_is_caught():
+    """A perturbed SwiftMax register (b_beta + 700) changes the C-simulated A records: the bit-exact comparison with
+    golden is not vacuous (and the perturbed launch is still golden's result for the registers it was given)."""
+    launch = make_launch("small")
+    want = launch.expected()[0]
+    launch.regs = launch.regs.replace(b_beta=launch.regs.b_beta + 700)
+    res = launch.run(seed=0)
+    assert not np.array_equal(res.a, want)
+    assert_bit_exact(launch, res)
+
+
+@TOOLS
 @pytest.mark.parametrize("vector", [False, True])
 def test_engine_csim_requantizes_on_the_aie_like_golden(vector):
     """The requantizer at the end of the cascade (rq_mult / rq_shift from P.V kernel 0's LOAD_V header, along the
