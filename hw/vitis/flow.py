@@ -47,7 +47,7 @@ DEFAULT_PLATFORM = PLATFORMS["vck5000"]
 REQUIRED_TOOLS: dict[str, str] = {
     "v++": "Vitis compiler/linker (HLS kernels, link, package)",
     "aiecompiler": "AI Engine compiler (the AIE graph)",
-    "vivado": "Vivado (packages the RTL kernels into .xo)",
+    "vivado": "Vivado (packages the RTL PL top into .xo)",
     "xclbinutil": "reads the xclbin's UUID after packaging",
 }
 #: Searched for ``<platform>.xpfm`` after the folders of ``$PLATFORM_REPO_PATHS`` (where the platform
@@ -151,7 +151,7 @@ def format_problems(problems: list[str], platform: str = DEFAULT_PLATFORM) -> st
         f"  3. install the platform package {platform} (AMD's deployment + development",
         "     platform packages for the card; they install under /opt/xilinx/platforms), or point",
         "       export PLATFORM_REPO_PATHS=<folder holding the platform's .xpfm>",
-        "  The RTL kernel sources need none of this: `vckattn hw package` writes them.",
+        "  The generated sources need none of this: `vckattn hw generate` writes them (DRY_RUN=1 lists them).",
     ]
     return "\n".join(lines)
 
