@@ -33,11 +33,10 @@ help:
 	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make formal  every formal proof of the PL kernels (make test runs the fast set): docs/formal.md"
-	@echo "make xclbin  Vitis 2022.2 build: AIE graph + HLS + RTL kernels -> xclbin (TARGET=hw|hw_emu,"
-	@echo "             MANIFEST=vck5000_attention|vck190_attention); needs AMD Vitis, XRT and the platform"
-	@echo "             DESIGN=path/design.json or a committed name (vck5000_engine) [BOARD=vck5000|vck190]: the scalable"
-	@echo "             engine of a design point; DRY_RUN=1 prints every command and checks every input, no tools needed"
-	@echo "             (vckattn hw generate, then the same Vitis flow)"
+	@echo "make xclbin  Vitis 2022.2 build of an engine design: vckattn hw generate, then AIE graph + HLS movers + RTL"
+	@echo "             PL top -> xclbin (TARGET=hw|hw_emu; DESIGN=a committed name, default vck5000_engine, or"
+	@echo "             path/design.json; BOARD=vck5000|vck190, default the committed design's); needs AMD Vitis, XRT"
+	@echo "             and the platform; DRY_RUN=1 prints every command and checks every input, no tools needed"
 	@echo "make figures regenerate the generated tables of README.md and docs/ (SLOW=1: also the export/eval ones, ~5 min)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
@@ -72,8 +71,8 @@ demo: setup
 
 # The Versal build (hw/vitis/Makefile): stops at once with what is missing when Vitis is not installed.
 xclbin: setup
-	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) $(if $(DESIGN),DESIGN=$(DESIGN) BOARD=$(or $(BOARD),vck5000)) \
-		$(if $(DRY_RUN),DRY_RUN=$(DRY_RUN))
+	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) DESIGN=$(or $(DESIGN),vck5000_engine) \
+		$(if $(BOARD),BOARD=$(BOARD)) $(if $(TARGET),TARGET=$(TARGET)) $(if $(DRY_RUN),DRY_RUN=$(DRY_RUN))
 
 figures: setup
 	$(PY) -m vckattn.host.figures --write . $(if $(SLOW),--slow)

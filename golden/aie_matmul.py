@@ -112,7 +112,7 @@ def tile_matmul(a: np.ndarray, b: np.ndarray, tile: TileShape = TileShape(), acc
         a: ``(..., M, K)`` integers in ``a_fmt`` (int8, or uint8 for P in P·V).
         b: ``(..., K, N)`` integers in ``b_fmt``.
         tile: the kernel's tile shape; M, K, N need not be multiples (edge tiles are
-            zero-padded, as the host's tiler does).
+            zero-padded, as the host pads the engine's Q tiles and K / V slices).
         acc_bits: accumulator width; an accumulator that would overflow raises.
 
     Returns the accumulators ``(..., M, N)`` (int32 when they provably fit, else int64).

@@ -185,16 +185,6 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
         pl="vckattn.hw.pl.rope:RopeKernel", pl_kwargs={"head_dim": 64, "max_pos": 256},
         testbench="vckattn.sim.tb_rope", host=REGISTER_DRIVER,
         proofs=_proofs("rope", method="bmc", depth=16, cuts=("dut.regs",))),
-    KernelContract(
-        "qk_matmul", "AIE int8 Q·K^T tile matmul (int32 scores)",
-        golden="vckattn.golden.aie_matmul:tile_matmul", regmap=None, pl=None,
-        aie="hw/aie/qk_matmul.cc:qk_matmul", testbench="vckattn.sim.aie_csim",
-        host="vckattn.host.tile_buffers:pack_tiles"),
-    KernelContract(
-        "pv_matmul", "AIE uint8 x int8 P·V tile matmul",
-        golden="vckattn.golden.aie_matmul:tile_matmul", regmap=None, pl=None,
-        aie="hw/aie/pv_matmul.cc:pv_matmul", testbench="vckattn.sim.aie_csim",
-        host="vckattn.host.tile_buffers:pack_kv"),
 )}
 
 

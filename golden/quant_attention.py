@@ -19,7 +19,7 @@ does, as the exporter).
 
 :func:`calibrate_attention` picks every scale from float activations (max-abs,
 symmetric) and computes all register values with the golden constant functions;
-:func:`attention_int` runs the integer pipeline, in stages a host tiler can reuse:
+:func:`attention_int` runs the integer pipeline, in stages that can be reused one by one:
 :func:`head_operands` (projections, requantization, RoPE, key mask: the int8 operands the AIE
 sees), :func:`normalizer_int` (the PL normalizer on the score accumulators) and :func:`finish_int`
 (W_O on the int8 head outputs).

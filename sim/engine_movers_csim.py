@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
-from vckattn.sim.hls_movers_csim import ASAN_FLAGS, FLAGS, asan_available
+from vckattn.sim.hls_csim import ASAN_FLAGS, FLAGS, REPO_ROOT, asan_available, compile_cpp, run_binary
 
 KERNEL = REPO_ROOT / "hw" / "hls" / "mm2s_engine.cpp"
 TB = REPO_ROOT / "sim" / "cpp" / "engine_movers_tb.cpp"

@@ -44,12 +44,15 @@ from functools import lru_cache
 from pathlib import Path
 
 __all__ = [
+    "ASAN_FLAGS",
     "BASE_FLAGS",
+    "FLAGS",
     "REPO_ROOT",
     "CompileError",
     "HlsToolsMissing",
     "RunError",
     "ap_types_include",
+    "asan_available",
     "hls_build_root",
     "compile_cpp",
     "csim_available",
@@ -208,3 +211,19 @@ def run_binary(path: Path | str, stdin_bytes: bytes | None = None, *, input_file
         stderr = proc.stderr.decode(errors="replace").strip()
         raise RunError(f"{shlex.join(cmd)} exited with status {proc.returncode}\n--- stderr ---\n{stderr}")
     return proc.stdout
+
+
+#: the stream test benches' optimization: -O1 builds faster than the default -O2 and is plenty for them
+FLAGS = ("-O1",)
+#: AddressSanitizer: a kernel reading or writing outside a DDR buffer the test bench passes fails the run
+ASAN_FLAGS = ("-fsanitize=address", "-fno-omit-frame-pointer")
+
+
+@lru_cache(maxsize=1)
+def asan_available() -> bool:
+    """True when g++ builds with AddressSanitizer (then the movers' test benches use it)."""
+    try:
+        compile_cpp("int main() { return 0; }\n", "asan_probe", extra_flags=ASAN_FLAGS)
+    except CompileError:
+        return False
+    return True

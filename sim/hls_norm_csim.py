@@ -37,7 +37,7 @@ __all__ = [
 HLS_DIR: Path = REPO_ROOT / "hw" / "hls"
 CPP_DIR: Path = REPO_ROOT / "sim" / "cpp"
 
-SCORE_LANES = 4  # scores per SwiftMax beat (hw/STREAMS.md)
+SCORE_LANES = 4  # scores per SwiftMax beat (hw/hls/swiftmax_hls.h "Streams")
 BHYT_LANES = 8  # int8 elements per BHyT beat (hw/hls/bhyt_hls.h)
 BHYT_MAX_D = 2048  # longest BHyT token (hw/hls/bhyt_hls.h)
 BHYT_ARG_BITS = 37  # width of the tanh argument inside bhyt_elem (hw/hls/bhyt_hls.h)
@@ -118,8 +118,8 @@ def _user_head(head: np.ndarray | int | None, n: int) -> np.ndarray:
 def score_beats(acc: np.ndarray, keep: np.ndarray | None = None,
                 head: np.ndarray | int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Score rows ``(rows, kp)`` (``kp`` a multiple of 4), a keep mask and the rows' query heads (``(rows,)``
-    or one int; default 0) -> beats per hw/STREAMS.md: ``data`` ``(rows·kp/4, 4)``, ``user`` (keep of lane l
-    at bit l, the row's head at bits [4, 4 + head_bits)), ``last`` (1 on a row's last beat)."""
+    or one int; default 0) -> beats per hw/hls/swiftmax_hls.h "Streams": ``data`` ``(rows·kp/4, 4)``, ``user``
+    (keep of lane l at bit l, the row's head at bits [4, 4 + head_bits)), ``last`` (1 on a row's last beat)."""
     acc = np.asarray(acc, dtype=np.int64)
     if acc.ndim != 2 or acc.shape[1] % SCORE_LANES:
         raise ValueError(f"scores must be (rows, kp) with kp a multiple of {SCORE_LANES}, got {acc.shape}")

@@ -78,7 +78,8 @@ class SweepSpec:
 #: Lane counts synthesized (each Yosys run takes 10 s to 2 min on one core).
 LANES = (1, 2, 4, 8, 16)
 
-#: The sweep: the normalizers at score widths 32 (the int32 AIE accumulators of the vck5000_attention build), 16 and 8.
+#: The sweep: the normalizers at score widths 32 (int32 AIE accumulators, unnarrowed), 16 and 8 (the engine's narrowed
+#: scores, `score_bits`).
 SWEEP: dict[str, SweepSpec] = {
     "swiftmax": SweepSpec(LANES, (32, 16, 8), "in_width", (1, 4, 8), (("dsp", (("lut_product", False),), (8,)),)),
     "online_softmax": SweepSpec(LANES, (32, 16, 8), "in_width"),

@@ -119,8 +119,7 @@ def _ap_types() -> bool:
 
 
 def _asan() -> bool:
-    from vckattn.sim.hls_csim import HlsToolsMissing
-    from vckattn.sim.hls_movers_csim import asan_available
+    from vckattn.sim.hls_csim import HlsToolsMissing, asan_available
 
     try:
         return asan_available()

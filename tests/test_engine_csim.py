@@ -269,6 +269,40 @@ def test_engine_csim_one_register_set_is_broadcast():
 
 @TOOLS
 @pytest.mark.parametrize("vector", [False, True])
+def test_engine_csim_extreme_operands_are_bit_exact_with_golden(vector):
+    """The int8 corners on every key: Q all -128 against K all -128 or all 127 (|S| at its largest, D products of
+    (-128)(-128), and of (-128)(127)), V all 127 or all -128; the score shift set for that |S|: the kernels'
+    accumulators, the narrowing and the cascade agree with golden, scalar and vector paths."""
+    launch = make_launch("small", seed=17)
+    p = launch.params
+    for n, g in enumerate(launch.all_groups()):
+        g.k[:] = -128 if n % 2 == 0 else 127
+        g.v[:] = 127 if n % 2 == 0 else -128
+        for t in g.tiles:
+            t.q[:] = -128
+    accs = [exact_int_matmul(t.q, g.k.T) for g in launch.all_groups() for t in g.tiles]
+    assert {int(a.max()) for a in accs} == {128 * 128 * p.d, -128 * 127 * p.d}
+    launch.shift = score_shift_for(128 * 128 * p.d, p.score_bits)
+    o_max = max(int(np.abs(golden_o(p, g, t, launch.regs, launch.shift)).max()) for g in launch.all_groups()
+                for t in g.tiles)
+    launch.rq = requant_registers(110.0 / o_max, bits=RQ_MULT_BITS)
+    assert_bit_exact(launch, launch.run(seed=4, vector=vector))
+
+
+@TOOLS
+def test_engine_csim_a_wrong_register_is_caught():
+    """A perturbed SwiftMax register (b_beta + 700) changes the C-simulated A records: the bit-exact comparison with
+    golden is not vacuous (and the perturbed launch is still golden's result for the registers it was given)."""
+    launch = make_launch("small")
+    want = launch.expected()[0]
+    launch.regs = launch.regs.replace(b_beta=launch.regs.b_beta + 700)
+    res = launch.run(seed=0)
+    assert not np.array_equal(res.a, want)
+    assert_bit_exact(launch, res)
+
+
+@TOOLS
+@pytest.mark.parametrize("vector", [False, True])
 def test_engine_csim_requantizes_on_the_aie_like_golden(vector):
     """The requantizer at the end of the cascade (rq_mult / rq_shift from P.V kernel 0's LOAD_V header, along the
     cascade; the vector path's int32 x int16
@@ -326,6 +360,19 @@ def test_engine_csim_refuses_tiles_and_slices_the_kernels_cannot_act_on():
     # a descriptor of the wrong kind stops the mover
     res = launch.run(mutate=lambda q, kv: _patch(q[0], 3, "tile", op=streams.OP_LOAD_K))
     assert res.status["p0.mm2s_q"].code != OK and res.records[0] < launch.n_tiles()[0]
+
+
+@TOOLS
+def test_engine_csim_short_streams_are_reported():
+    """A command list one entry short (pipeline 0's kv list without its last V slice; pipeline 1's q list without its
+    last tile) is no success: the pipeline's last tiles never reach the output mover and what was sent for them is
+    counted as left over, while the other pipeline completes."""
+    launch = make_launch("small")
+    n = launch.n_tiles()
+    res = launch.run(mutate=lambda q, kv: kv.__setitem__(0, kv[0][:-1]))
+    assert not res.ok and res.leftover and res.records[0] < n[0] and res.records[1] == n[1]
+    res = launch.run(mutate=lambda q, kv: q.__setitem__(1, q[1][:-1]))
+    assert not res.ok and res.leftover and res.records[1] < n[1] and res.records[0] == n[0]
 
 
 @TOOLS

@@ -332,11 +332,6 @@ def test_committed_engine_manifests_are_generated(name):
                 e.slice_keys) == (2, 2, 1, 2, 8, 16, 64, 64)
 
 
-def test_v1_manifests_have_no_engine():
-    for name in ("vck5000_attention", "vck190_attention"):
-        assert load_manifest(name).engine is None
-
-
 @pytest.mark.parametrize("mutate, field, message", [
     (lambda m: m["engine"].update(pipelines=3), "engine.design.pipelines", "differs from engine.pipelines"),
     (lambda m: m["engine"]["streams"].update(version=2), "engine.streams.version", "3 was expected"),
@@ -354,13 +349,6 @@ def test_broken_engine_manifests_are_refused(mutate, field, message):
     with pytest.raises(ManifestError) as exc:
         validate_manifest(m, "e.json")
     assert exc.value.field == field and message in exc.value.message, str(exc.value)
-
-
-def test_v1_manifest_still_needs_the_online_softmax_format():
-    m = json.loads((BITSTREAMS / "vck5000_attention.json").read_text())
-    m["formats"].pop("online_softmax")
-    with pytest.raises(ManifestError, match="online_softmax"):
-        validate_manifest(m, "v1.json")
 
 
 # ---------------------------------------------------------------------------------------------- PL top

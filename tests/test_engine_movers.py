@@ -100,6 +100,27 @@ def test_mover_passes_the_tile_heads_through():
     assert heads[:3] == [31, 16, 1] and len(set(heads)) == min(len(heads), 32)
 
 
+@pytest.mark.tool("asan")
+def test_reading_past_a_ddr_buffer_fails_the_run():
+    """The test bench passes the source buffers at exactly their size: a command list whose payloads lie past the end
+    of the re-tiled Q or K it is given (a buffer one beat short) fails the run (AddressSanitizer), not reads stale
+    memory."""
+    from vckattn.sim.engine_movers_csim import mm2s_engine
+    from vckattn.sim.hls_csim import RunError
+
+    p, la = _launch()
+    for mode, cmds, src, payload in (("q", la.cmds.q[0], la.q, p.q_rows * p.d),
+                                     ("k", la.cmds.kv[0], la.k, p.slice_keys * p.d)):
+        raw = np.ascontiguousarray(src).reshape(-1).view(np.uint8)
+        ops = streams.decode_many("slice" if mode == "k" else "tile", cmds[:, :16])["op"]
+        mine = cmds[ops == (streams.OP_LOAD_K if mode == "k" else streams.OP_TILE)]
+        end = int(mine[:, 16:24].copy().view("<u8").max()) + payload  # the last byte the list reads, + 1
+        assert end <= raw.size
+        mm2s_engine(cmds, raw[:end], la.v, mode, payload)  # exactly what the list reads: runs clean
+        with pytest.raises(RunError, match="AddressSanitizer"):
+            mm2s_engine(cmds, raw[:end - 16], la.v, mode, payload)
+
+
 def _records(rng, q_rows, d, tiles, rows=None):
     """The a_in stream of A records for ``tiles`` (in arrival order): RESULT header as the last P.V kernel writes it
     (pipeline 0) + random int8 payloads."""

@@ -232,7 +232,7 @@ def test_stream_per_head_bit_exact(n_heads: int) -> None:
 
 
 def test_rows_of_several_heads() -> None:
-    """Tiles of rows, each row of its own head (as score_switch sends them), heads switching row to row; the
+    """Tiles of rows, each row of its own head (a tile of one query head after another), heads switching row to row; the
     same scores under every one of the 32 entries (the whole memory is addressed)."""
     heads = _layer(FMT.max_heads, SEED + 7)
     rng = np.random.default_rng(SEED + 8)

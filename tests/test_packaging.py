@@ -16,11 +16,12 @@ ROOT = Path(__file__).resolve().parents[1]
 #: which no command reads)
 NOT_PACKAGED = {"ARCHITECTURE.md", "Makefile", "README.md", "pyproject.toml", "requirements.lock", ".gitignore"}
 #: what the csim backend and the manifests need (a readable failure when one of these goes missing)
-NEEDED = ["bitstreams/vck5000_attention.json", "bitstreams/manifest_schema.json",
+NEEDED = ["bitstreams/vck5000_engine.json", "bitstreams/engine_small.json", "bitstreams/manifest_schema.json",
           "bitstreams/engine_designs/engine_small.design.json", "host/bundle_schema.json",
-          "hw/hls/swiftmax_hls.cpp", "hw/hls/generated/swiftmax_regs.h", "hw/aie/kernels.h",
-          "hw/aie/generated/engine_streams.h", "hw/aie/engine/qk_slice.cc", "sim/cpp/system_csim_tb.cpp",
-          "sim/cpp/engine_csim_tb.cpp", "hw/perf/device.json", "hw/engine/__init__.py"]
+          "hw/hls/mm2s_engine.cpp", "hw/hls/s2mm_engine.cpp", "hw/hls/swiftmax_engine_hls.cpp",
+          "hw/hls/generated/swiftmax_regs.h", "hw/aie/engine/kernels.h", "hw/aie/generated/engine_streams.h",
+          "hw/aie/engine/qk_slice.cc", "sim/cpp/engine_csim_tb.cpp", "sim/cpp/beat_files.h", "hw/perf/device.json",
+          "hw/engine/__init__.py"]
 
 
 def _tracked() -> list[str]:

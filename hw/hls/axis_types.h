@@ -1,4 +1,5 @@
-// AXI4-Stream beat types shared by the HLS kernels of the attention build (hw/STREAMS.md).
+// AXI4-Stream beat types shared by the HLS normalizers (swiftmax_hls.h: the score and P beats of the SwiftMax /
+// online-softmax kernels' stream pair; bhyt_hls.h).
 //
 // With Vitis HLS, ap_axi_sdata.h provides hls::axis<data, user, id, dest> (TDATA, TKEEP, TSTRB,
 // TUSER, TLAST, TID, TDEST). The open-source ap_types headers this project compiles against for
@@ -35,14 +36,8 @@ struct vck_axis {
 
 namespace vckattn {
 
-constexpr int Q_ROWS = 32;     // query rows per tile
-constexpr int KEY_BLOCK = 32;  // keys per AIE block
-constexpr int LANES = 4;       // scores per PL beat
-constexpr int MAX_KEYS = 1024; // longest padded key count of the build
-constexpr int MAX_HEAD_DIM = 64;
+constexpr int LANES = 4;       // scores per beat of the normalizers' stream pair
 
-using beat128 = ap_uint<128>;      // PLIO beat (AIE side), 16 int8 / 4 int32
-using word32 = ap_uint<32>;        // mask word / descriptor word
 constexpr int SM_HEAD_BITS = VCKATTN_SWIFTMAX_HEAD_BITS;  // head index bits on the score TUSER
 constexpr int SCORE_USER_BITS = LANES + SM_HEAD_BITS;        // score TUSER: keep bits [0, 4), head [4, 9)
 using score_beat = vck_axis<128, SCORE_USER_BITS>;  // scores to a normalizer: 4 × int32, keep + head on TUSER

@@ -13,7 +13,8 @@
 // for the scores of head h. The host computes the values (golden swiftmax_head_registers / SwiftMaxHeads) and
 // checks a_shift <= MAX_A_SHIFT (check_registers).
 //
-// Streams (hw/STREAMS.md "scores" and "P"):
+// Streams (the stream pair of the RTL normalizers hw/pl/swiftmax.py and hw/pl/online_softmax.py; rows of KP/4
+// beats, KP a multiple of 4):
 //   s_axis  score_beat: TDATA 128 = 4 x int32 score (lane l at bits [32l, 32l+32)), TUSER 4 + HEAD_BITS
 //           = keep of lane l at bit l, the beat's query head h at bits [4, 4 + HEAD_BITS) (every lane of
 //           the beat uses b_beta[h], c_out[h]), TLAST = last beat of a score row.

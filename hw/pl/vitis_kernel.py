@@ -1,40 +1,34 @@
-"""Vitis RTL kernel packaging of the PL normalizers (`vckattn hw package`).
+"""Vitis RTL kernel packaging of the engine's PL top (``vckattn hw generate`` writes it into ``<out>/pl/``).
 
-For every RTL kernel of a bitstream manifest (``kind: "rtl"``: ``swiftmax``, ``online_softmax``) this
-writes into ``<out>/<name>/`` (default ``build/vitis/rtl/<name>/``):
+For the RTL kernel of an engine manifest (``kind: "rtl"``: the PL top ``engine_pl``,
+:mod:`vckattn.hw.engine.generate`) this module writes, beside the core's Verilog (``engine_pl_core.v``,
+the Amaranth :class:`vckattn.hw.pl.engine.EnginePL`):
 
-* ``<name>_core.v``: the Amaranth kernel's Verilog (:func:`vckattn.hw.pl.verilog.generate_verilog`), built
-  with the manifest's lane count (``tile.lanes``), formats (``formats.<name>``) and, for the online
-  softmax, ``max_seq_len`` as its longest row. The kernel's register map and stream widths are checked
-  against the manifest's, so a stale manifest is refused instead of packaged.
-* ``<name>.v``: a wrapper module ``<name>`` with the ports a Vitis RTL kernel needs: ``ap_clk``;
-  ``ap_rst_n`` (active low; inverted and registered into the core's synchronous active-high ``rst``);
-  the manifest's AXI4-Stream ports under their own names (``s_axis_t*``, ``m_axis_t*``); the AXI4-Lite
-  port ``s_axil_*`` renamed ``s_axi_control_*`` (Vitis' one control port). The wrapper is an Amaranth
+* ``<name>.v`` (:func:`wrapper_verilog`): a wrapper module ``<name>`` with the ports a Vitis RTL kernel
+  needs: ``ap_clk``; ``ap_rst_n`` (active low; inverted and registered into the core's synchronous
+  active-high ``rst``); the manifest's AXI4-Stream ports under their own names; the AXI4-Lite port
+  ``s_axil_*`` renamed ``s_axi_control_*`` (Vitis' one control port). The wrapper is an Amaranth
   component (:class:`VitisWrapper`) that instantiates ``<name>_core`` and is emitted by Amaranth too.
-* ``kernel.xml``: the kernel description for ``package_xo``: ``hwControlProtocol="ap_ctrl_none"``
-  (free running; the host reaches the registers through ``xrt::ip``), the control port with a range
-  covering the register map, one stream port and one ``addressQualifier="4"`` argument per stream,
-  and one scalar argument (``addressQualifier="0"``) per host-writable register at its offset.
-* ``package_kernel.tcl``: Vivado batch script: create a project for the board's part, add the Verilog,
-  ``ipx::package_project``, associate ``ap_clk`` with every bus and ``ap_rst_n``, declare the register
-  map on ``s_axi_control``, mark the core as a Vitis RTL kernel and ``package_xo`` it into
-  ``<name>.xo`` with ``kernel.xml``. Run it in that folder::
+* ``kernel.xml`` (:func:`kernel_xml`): the kernel description for ``package_xo``:
+  ``hwControlProtocol="ap_ctrl_none"`` (free running; the host reaches the registers through ``xrt::ip``),
+  the control port with a range covering the register map, one stream port and one
+  ``addressQualifier="4"`` argument per stream, and one scalar argument (``addressQualifier="0"``) per
+  host-writable register at its offset.
+* ``package_kernel.tcl`` (:func:`package_tcl`): Vivado batch script: create a project for the board's part,
+  add the Verilog, ``ipx::package_project``, associate ``ap_clk`` with every bus and ``ap_rst_n``, declare
+  the register map on ``s_axi_control``, mark the core as a Vitis RTL kernel and ``package_xo`` it into
+  ``<name>.xo`` with ``kernel.xml``. ``hw/vitis/Makefile`` runs it in that folder::
 
-      cd build/vitis/rtl/swiftmax && vivado -mode batch -nojournal -log vivado.log -source package_kernel.tcl
+      cd <out>/pl && vivado -mode batch -nojournal -log vivado.log -source package_kernel.tcl
 
-Everything is derived from the manifest and the kernels' Python: port names and widths come from the
+Everything is derived from the manifest and the kernel's Python: port names and widths come from the
 Amaranth component's signature (flattened and named as Amaranth names a module's ports), registers from
 the manifest's register map; no Verilog is parsed back.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import typing
-from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from xml.etree import ElementTree
 
 from vckattn.golden.extras import require
@@ -43,82 +37,19 @@ require("packaging RTL kernels", "amaranth")
 from amaranth.hdl import ClockDomain, ClockSignal, Instance, Module, Shape, Signal
 from amaranth.lib import wiring
 
-# and DEFAULT_OUT (module __getattr__)
-__all__ = ["BOARD_PARTS", "CONTROL_PORT", "default_out", "PackagedKernel", "VitisPort", "VitisWrapper",
-           "build_core", "core_ports", "kernel_xml", "package_kernel", "package_kernels", "package_tcl",
-           "vivado_command", "wrapper_ports", "wrapper_verilog"]
+__all__ = ["BOARD_PARTS", "CONTROL_PORT", "VitisPort", "VitisWrapper", "core_ports", "kernel_xml", "package_tcl",
+           "wrapper_ports", "wrapper_verilog"]
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def default_out() -> Path:
-    """Default output folder of :func:`package_kernels` (one subfolder per kernel): ``build_root()/vitis/rtl``."""
-    from vckattn.golden.paths import build_root
-
-    return build_root() / "vitis" / "rtl"
-
-
-def __getattr__(name: str) -> Path:
-    # DEFAULT_OUT is computed on each access so that VCKATTN_BUILD_DIR set later (--build-dir) applies.
-    if name == "DEFAULT_OUT":
-        return default_out()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Vivado part of each board's Versal device (XCVC1902; the VCK5000's and the VCK190's packages).
 BOARD_PARTS: dict[str, str] = {"vck5000": "xcvc1902-vsvd1760-2MP-e-S", "vck190": "xcvc1902-vsva2197-2MP-e-S"}
 #: Vitis' AXI4-Lite control port name; the kernels' ``s_axil`` port is renamed to it in the wrapper.
 CONTROL_PORT = "s_axi_control"
 VENDOR, LIBRARY, VERSION = "vckattn.dev", "kernel", "1.0"
-_GENERATED = "Generated by vckattn.hw.pl.vitis_kernel (`vckattn hw package`) from {source}: do not edit."
+_GENERATED = "Generated by vckattn.hw.pl.vitis_kernel (`vckattn hw generate`) from {source}: do not edit."
 
 
-# ---------------------------------------------------------------------------------------- cores
-
-
-def _format(cls: type, data: dict) -> object:
-    """A (frozen) format dataclass ``cls`` from its ``asdict`` form, nested dataclasses included."""
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name not in data:
-            continue
-        value, kind = data[f.name], hints.get(f.name)
-        kwargs[f.name] = _format(kind, value) if dataclasses.is_dataclass(kind) and isinstance(value, dict) else value
-    return cls(**kwargs)
-
-
-def _swiftmax(manifest: dict) -> wiring.Component:
-    from vckattn.golden.swiftmax_int import SwiftMaxFormat
-    from vckattn.hw.pl.swiftmax import SwiftMaxKernel
-
-    return SwiftMaxKernel(manifest["tile"]["lanes"], fmt=_format(SwiftMaxFormat, manifest["formats"]["swiftmax"]))
-
-
-def _online_softmax(manifest: dict) -> wiring.Component:
-    from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
-    from vckattn.hw.pl.online_softmax import OnlineSoftmaxKernel
-
-    fmt = _format(OnlineSoftmaxFormat, manifest["formats"]["online_softmax"])
-    return OnlineSoftmaxKernel(manifest["tile"]["lanes"], max_keys=manifest["max_seq_len"], fmt=fmt)
-
-
-#: RTL kernel name (in the manifest) -> builder of its Amaranth component from the manifest.
-CORES: dict[str, Callable[[dict], wiring.Component]] = {"swiftmax": _swiftmax, "online_softmax": _online_softmax}
-
-
-def build_core(manifest: dict, name: str) -> wiring.Component:
-    """The Amaranth component of RTL kernel ``name``, built as the manifest records it.
-
-    Raises:
-        ValueError: ``name`` is no RTL kernel of the manifest or has no known component, or the built
-            component's register map or stream widths differ from the manifest's (a stale manifest).
-    """
-    entry = _rtl_entry(manifest, name)
-    if name not in CORES:
-        raise ValueError(f"RTL kernel {name!r}: no Amaranth component known for it (have {', '.join(CORES)})")
-    core = CORES[name](manifest)
-    _check_core(manifest, entry, core)
-    return core
+# ---------------------------------------------------------------------------------------- ports
 
 
 def _rtl_entry(manifest: dict, name: str) -> dict:
@@ -127,30 +58,6 @@ def _rtl_entry(manifest: dict, name: str) -> dict:
             return k
     rtl = [k["name"] for k in manifest["kernels"] if k["kind"] == "rtl"]
     raise ValueError(f"{manifest['name']}: no RTL kernel named {name!r} (RTL kernels: {', '.join(rtl)})")
-
-
-def _check_core(manifest: dict, entry: dict, core: wiring.Component) -> None:
-    """Refuse a component whose registers or stream widths differ from the manifest entry."""
-    where = f"{manifest['name']}: kernel {entry['name']}"
-    keep = ("name", "kind", "offset", "width", "signed", "access", "value", "reset")
-    got = [{k: e[k] for k in keep if k in e} for e in core.regmap.describe()]
-    want = [{k: e[k] for k in keep if k in e} for e in entry["registers"]]
-    if got != want:
-        raise ValueError(f"{where}: the manifest's register map differs from the kernel's Python "
-                         "(regenerate the manifests: vckattn.hw.manifest.write_manifests)")
-    members = core.signature.members
-    for port in entry["ports"]:
-        if port["protocol"] != "axis":
-            continue
-        for field, key in (("tdata", "tdata_bits"), ("tuser", "tuser_bits")):
-            member = members.get(f"{port['name']}_{field}")
-            have = Shape.cast(member.shape).width if member is not None else None
-            if have != port.get(key):
-                raise ValueError(f"{where}: {port['name']}_{field} is {have} bit in the kernel, "
-                                 f"{port.get(key)} in the manifest")
-
-
-# ---------------------------------------------------------------------------------------- ports
 
 
 @dataclass(frozen=True)
@@ -403,66 +310,3 @@ package_xo -force -xo_path [file join $here $kernel.xo] -kernel_name $kernel \\
     -ip_directory [file join $here ip] -kernel_xml [file join $here kernel.xml]
 puts "package_kernel.tcl: wrote [file join $here $kernel.xo]"
 """
-
-
-def vivado_command(folder: Path) -> str:
-    """The shell command that packages the kernel in ``folder`` into its ``.xo``."""
-    return f"cd {folder} && vivado -mode batch -nojournal -log vivado.log -source package_kernel.tcl"
-
-
-# ---------------------------------------------------------------------------------------- driver
-
-
-@dataclass(frozen=True)
-class PackagedKernel:
-    """What :func:`package_kernel` wrote for one kernel."""
-
-    name: str
-    folder: Path
-    core_verilog: Path
-    wrapper: Path
-    kernel_xml: Path
-    tcl: Path
-
-    @property
-    def files(self) -> list[Path]:
-        return [self.core_verilog, self.wrapper, self.kernel_xml, self.tcl]
-
-    @property
-    def xo(self) -> Path:
-        """Where ``package_kernel.tcl`` writes the kernel object."""
-        return self.folder / f"{self.name}.xo"
-
-
-def package_kernel(manifest: dict, name: str, out: Path | str | None = None,
-                   source: str | None = None) -> PackagedKernel:
-    """Write the four files of RTL kernel ``name`` into ``<out>/<name>/`` (see the module docstring).
-
-    Args:
-        manifest: The manifest's JSON object (e.g. ``load_manifest(...).data``).
-        name: An RTL kernel of the manifest.
-        out: Parent folder (default :func:`default_out`).
-        source: How the generated files name their origin (default: the manifest's name).
-    """
-    from vckattn.hw.pl.verilog import generate_verilog
-
-    source = source or str(manifest["name"])
-    if manifest["board"] not in BOARD_PARTS:
-        raise ValueError(f"{manifest['name']}: no Vivado part known for board {manifest['board']!r}")
-    core = build_core(manifest, name)
-    folder = Path(out if out is not None else default_out()) / name
-    core_module = f"{name}_core"
-    core_v = generate_verilog(core, core_module, folder)
-    ports = wrapper_ports(manifest, name, core)
-    wrapper = folder / f"{name}.v"
-    wrapper.write_text(wrapper_verilog(name, core_module, ports, source))
-    xml = folder / "kernel.xml"
-    xml.write_text(kernel_xml(manifest, name))
-    tcl = folder / "package_kernel.tcl"
-    tcl.write_text(package_tcl(manifest, name, [wrapper.name, core_v.name], source))
-    return PackagedKernel(name, folder, core_v, wrapper, xml, tcl)
-
-
-def package_kernels(manifest: dict, out: Path | str | None = None, source: str | None = None) -> list[PackagedKernel]:
-    """:func:`package_kernel` for every RTL kernel of the manifest, in manifest order."""
-    return [package_kernel(manifest, k["name"], out, source) for k in manifest["kernels"] if k["kind"] == "rtl"]

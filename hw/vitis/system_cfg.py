@@ -1,42 +1,23 @@
-"""Vitis linker configuration (``v++ -l --config``) of each build, generated from its manifest.
+"""Vitis linker configuration (``v++ -l --config``) of an engine build, generated from its manifest.
 
-For every build of :data:`vckattn.hw.manifest.BUILDS` this writes ``hw/vitis/<board>_system.cfg``
-(``vck5000_system.cfg``, ``vck190_system.cfg``) from the committed manifest ``bitstreams/<name>.json``:
+``vckattn hw generate`` writes it as ``<out>/system.cfg`` beside the build's graph and PL top
+(:mod:`vckattn.hw.engine.generate`):
 
-* ``[connectivity]``: ``nk=<kernel>:1:<kernel>`` for every kernel (one compute unit, named as the
-  kernel: the host opens kernels by these names; ``nk=<kernel>:<n>:<cu0>.<cu1>...`` for a kernel with
-  ``compute_units``, as the engine's per-pipeline movers), and ``sc=<from>:<to>`` for every manifest
-  ``connectivity`` link, ``ai_engine_0.<PLIO>`` endpoints as they are;
+* ``[connectivity]``: ``nk=<kernel>:<n>:<cu0>.<cu1>...`` for every kernel (its ``compute_units``, as the
+  engine's per-pipeline movers; one unit named as the kernel where the manifest lists none: the host opens
+  kernels by these names), and ``sc=<from>:<to>`` for every manifest ``connectivity`` link,
+  ``ai_engine_0.<PLIO>`` endpoints as they are;
 * ``[clock]``: ``freqHz=<Hz>:<cu>.ap_clk`` for every PL compute unit at the manifest's ``clocks_mhz.pl``.
-
-The engine's configuration (``vckattn hw generate``) comes from the same :func:`system_cfg`.
-
-The files are committed; ``tests/test_vitis_build.py`` fails when one differs from what this module
-generates. Regenerate with ``.venv/bin/python -m vckattn.hw.vitis.system_cfg``.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-__all__ = ["HERE", "cfg_path", "generated_cfgs", "system_cfg", "write_system_cfgs"]
-
-#: ``hw/vitis/``: where the generated configurations are committed.
-HERE = Path(__file__).resolve().parent
+__all__ = ["system_cfg"]
 
 
-def cfg_path(manifest: dict, folder: Path = HERE) -> Path:
-    """Where the configuration of ``manifest``'s build lives: ``<folder>/<board>_system.cfg``."""
-    return folder / f"{manifest['board']}_system.cfg"
-
-
-REGENERATE = ".venv/bin/python -m vckattn.hw.vitis.system_cfg (tests/test_vitis_build.py checks it)"
-
-
-def system_cfg(manifest: dict, source: str, regenerate: str = REGENERATE) -> str:
+def system_cfg(manifest: dict, source: str, regenerate: str) -> str:
     """The ``v++ --config`` text of ``manifest`` (a manifest's JSON object); ``source`` names it in the
-    header comment (e.g. ``bitstreams/vck5000_attention.json``), ``regenerate`` the command that rewrites it."""
+    header comment (e.g. ``engine_small/manifest.json``), ``regenerate`` the command that rewrites it."""
     units = {k["name"]: list(k.get("compute_units") or [k["name"]]) for k in manifest["kernels"]}
     cus = [cu for names in units.values() for cu in names]
     freq_hz = int(manifest["clocks_mhz"]["pl"]) * 1_000_000
@@ -52,52 +33,8 @@ def system_cfg(manifest: dict, source: str, regenerate: str = REGENERATE) -> str
         else "# compute units per kernel (one named as the kernel where the manifest lists no compute_units)",
     ]
     lines += [f"nk={k}:{len(names)}:{'.'.join(names)}" for k, names in units.items()]
-    doc = manifest.get("streams", {}).get("doc", "hw/STREAMS.md")
-    lines += [f"# AXI4-Stream links ({doc}); ai_engine_0.<PLIO> are the AIE graph's PLIOs"]
+    lines += [f"# AXI4-Stream links ({manifest['streams']['doc']}); ai_engine_0.<PLIO> are the AIE graph's PLIOs"]
     lines += [f"sc={link['from']}:{link['to']}" for link in manifest["connectivity"]]
     lines += ["", "[clock]", f"# every PL kernel at the manifest's PL clock ({manifest['clocks_mhz']['pl']} MHz)"]
     lines += [f"freqHz={freq_hz}:{cu}.ap_clk" for cu in cus]
     return "\n".join(lines) + "\n"
-
-
-def generated_cfgs() -> dict[Path, str]:
-    """Every build's configuration: path -> text, from the committed manifests."""
-    from vckattn.hw.manifest import BITSTREAMS, BUILDS, load_manifest
-
-    out: dict[Path, str] = {}
-    for name in BUILDS:
-        m = load_manifest(name)
-        path = cfg_path(m.data)
-        if path in out:
-            raise ValueError(f"two builds write {path.name}: name the configurations by build, not by board")
-        out[path] = system_cfg(m.data, f"{BITSTREAMS.name}/{m.file.name}")
-    return out
-
-
-def write_system_cfgs() -> list[Path]:
-    """(Re)write every build's configuration into ``hw/vitis/``; returns the files written."""
-    written = []
-    for path, text in generated_cfgs().items():
-        path.write_text(text, encoding="utf-8")
-        written.append(path)
-    return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m vckattn.hw.vitis.system_cfg [--check]``: regenerate, or only report stale files."""
-    args = sys.argv[1:] if argv is None else argv
-    if args == ["--check"]:
-        stale = [p for p, text in generated_cfgs().items() if not p.is_file() or p.read_text() != text]
-        for p in stale:
-            print(f"stale: {p} (regenerate: python -m vckattn.hw.vitis.system_cfg)", file=sys.stderr)
-        return 1 if stale else 0
-    if args:
-        print("usage: python -m vckattn.hw.vitis.system_cfg [--check]", file=sys.stderr)
-        return 2
-    for p in write_system_cfgs():
-        print(f"wrote {p}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
