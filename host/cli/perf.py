@@ -19,7 +19,7 @@ the card's DDR (or on chip). Every figure is MODELED, not measured on a board: d
 from hw/perf/device.json (each with its source); the AIE kernels' cycles from their own
 instrumented vector path and a documented cost table; PL resources and cycles from Yosys and
 Verilator; the movers' costs from documented assumptions. For a workload (flags, --bundle or
---config) on a design point (the committed engine by default, --design-from-manifest NAME,
+--config) on a design point (the committed best design by default, --design-from-manifest NAME,
 --design FILE, the design flags) it prints each kernel's efficiency (MACs / (cycles x 128)), the
 time each stage is busy per layer (DDR, Q and K/V into the AIE, QKᵀ, the score channels, P·V, O
 out, the output mover), the bottleneck, the layer time on the card and with the host's launch,
