@@ -163,7 +163,9 @@ def test_a_head_size_no_build_runs_is_refused_at_export_and_by_perf(tmp_path, ca
     rc, out, err = _cli(capsys, "perf", "--bundle", str(hd16))
     _one_line(err, EXIT_BUNDLE, rc)
     assert "head size 16" in err and "fits" not in out
-    hd32 = write_bundle(tmp_path / "hd32", *bundle_parts("swiftmax", head_dim=32, heads=2))
+    manifest, tensors, meta = bundle_parts("swiftmax", head_dim=32, heads=2)
+    manifest["layers"][0]["score_absmax"] = 20_000  # the score maximum the committed engine's 8-bit scores need
+    hd32 = write_bundle(tmp_path / "hd32", manifest, tensors, meta)
     rc, out, err = _cli(capsys, "perf", "--bundle", str(hd32))
     assert rc == 0 and "fits the device" in out, err
 

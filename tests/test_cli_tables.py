@@ -41,7 +41,7 @@ def test_doctor_table_not_cut_when_piped(capsys):
     assert LONG in out and "install " + LONG in out
 
 
-@pytest.mark.parametrize("argv", [("perf", "validate"), ("perf", "--design-from-manifest", "vck5000_attention")])
+@pytest.mark.parametrize("argv", [("perf", "validate"), ("perf", "--design-from-manifest", "vck5000_engine")])
 def test_command_tables_not_cut_when_piped(capsys, argv):
     assert main(list(argv)) == 0
     out = capsys.readouterr().out

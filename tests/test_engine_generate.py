@@ -225,7 +225,6 @@ def test_graph_cpp_and_window_sizes(built):
     ({"score_bits": 32}, "score_bits must be 8 or 16"),
     ({"kv_resident": False}, "kv_resident"),
     ({"o_bits": 32}, "o_bits must be 8"),
-    ({"score_switch": True}, "score_switch"),
     ({"lanes_online_softmax": 3}, "lanes_online_softmax must be 0 (SwiftMax only) or 1, 2, 4, 8"),
     ({"lanes_online_softmax": 4, "score_plios": 2}, "score_plios must be 1 with online softmax"),
     ({"score_bits": 16, "lanes_swiftmax": 16}, "scores a 128-bit beat"),

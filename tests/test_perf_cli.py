@@ -9,7 +9,7 @@ from hw_jobs import bundle_parts
 
 from vckattn.host.bundle import write_bundle
 from vckattn.host.cli import main
-from vckattn.hw.manifest import load_manifest
+from vckattn.hw.manifest import default_manifest, load_manifest
 from vckattn.hw.perf import figures, model
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -28,19 +28,24 @@ def test_help_has_a_description_and_an_example(capsys):
         code, out, _ = _run(capsys, *argv)
         assert code == 0
         assert "MODELED" in out and "example:" in out and "vckattn perf" in out
+        for gone in ("--kv-streamed", "--key-block", "--in-plios", "--plio-bits", "vck5000_attention", "two-tile",
+                     "reference build"):
+            assert gone not in out, gone
+    code, out, _ = _run(capsys, "perf", "--help")
+    assert f"bitstreams/{default_manifest()}.json" in out  # the default design named where the flags are
 
 
 def test_perf_json_equals_the_model(capsys):
-    code, out, err = _run(capsys, "perf", "--design-from-manifest", "vck5000_attention", "--seq", "256", "--batch",
+    code, out, err = _run(capsys, "perf", "--design-from-manifest", "engine_small", "--seq", "128", "--batch",
                           "2", "--layers", "3", "--json", "-")
     assert code == 0, err
     got = json.loads(out)
-    d = model.design_from_manifest(load_manifest("vck5000_attention").data)
-    w = model.Workload(heads=12, d_head=64, seq=256, batch=2, layers=("swiftmax",) * 3)
+    d = model.design_from_manifest(load_manifest("engine_small").data)
+    w = model.Workload(heads=12, d_head=64, seq=128, batch=2, layers=("swiftmax",) * 3)
     want = model.evaluate(w, d, model.load_device())
     assert got["seconds_per_layer"] == pytest.approx(want.seconds_per_layer)
     assert got["bottleneck"] == want.bottleneck and got["tops"] == pytest.approx(want.tops)
-    assert got["design"]["name"] == "vck5000_attention" and got["workload"]["layers"] == 3
+    assert got["design"]["name"] == "engine_small" and got["workload"]["layers"] == 3
     assert "MODELED" in err  # the tables go to stderr when the JSON goes to stdout
 
 
@@ -77,10 +82,16 @@ def test_workload_from_config_and_bundle(capsys, tmp_path):
     assert (w["heads"], w["kv_heads"], w["d_head"], w["seq"], w["layers"], w["norm_site"]) == (8, 2, 64, 128, 4,
                                                                                                 "rmsnorm")
     b = write_bundle(tmp_path / "b", *bundle_parts("softmax", head_dim=32, heads=2))
+    # the committed best design builds SwiftMax only: the build's own refusal, as `run` gives it (bad manifest, 5)
     code, out, err = _run(capsys, "perf", "--bundle", str(b), "--json", "-")
-    assert code == 2 and "no online_softmax lanes" in err  # the committed engine builds SwiftMax only
-    code, out, err = _run(capsys, "perf", "--bundle", str(b), "--lanes", "8", "--json", "-")
-    assert code == 0, err
+    assert code == 5 and "softmax, which this build lacks" in err and len(err.strip().splitlines()) == 1
+    # a design point of one's own (--design) is modeled for the bundle's shape, if it has the layers' normalizer
+    committed = model.design_from_manifest(load_manifest(default_manifest()).data)
+    for lanes, want in ((0, 2), (8, 0)):
+        (tmp_path / "d.json").write_text(json.dumps(committed.to_json() | {"lanes_online_softmax": lanes}))
+        code, out, err = _run(capsys, "perf", "--bundle", str(b), "--design", str(tmp_path / "d.json"), "--json", "-")
+        assert code == want, err
+        assert ("no online_softmax lanes" in err) == (want == 2)
     w = json.loads(out)["workload"]
     assert (w["heads"], w["d_head"], w["seq"], w["normalizers"]) == (2, 32, 64, ["online_softmax"])
 
@@ -90,8 +101,10 @@ def test_workload_from_config_and_bundle(capsys, tmp_path):
     (("--bundle", "x", "--config", "y"), "not both"),
     (("--design-from-manifest", "no_such_build"), "no_such_build"),
     (("--normalizer", "relu"), "unknown normalizer"),
-    (("--seq", "4096", "--design-from-manifest", "vck5000_attention"), "max_seq"),
+    (("--seq", "4096", "--design-from-manifest", "vck5000_engine"), "max_seq"),
     (("--pl-clock", "900"), "PLIO limit"),
+    (("--kv-streamed",), "unrecognized arguments"),
+    (("--score-bits", "32"), "invalid choice"),
 ])
 def test_user_errors_are_one_line(capsys, argv, message):
     code, out, err = _run(capsys, "perf", *argv)
@@ -155,22 +168,26 @@ def test_bert_workload_default_matches_the_issue(capsys):
 
 
 def test_default_design_is_the_committed_engine(capsys, tmp_path):
-    from vckattn.hw.manifest import load_manifest
-    from vckattn.hw.perf import model
-
+    committed = model.design_from_manifest(load_manifest(default_manifest()).data)
+    code, out, err = _run(capsys, "perf", "--json", "-")
+    assert code == 0, err
+    assert model.design_from_json(json.loads(out)["design"]) == committed
     code, out, err = _run(capsys, "perf", "--pipelines", "3", "--score-bits", "16", "--json", "-")
     assert code == 0, err
     d, p = json.loads(out)["design"], json.loads(out)
-    committed = model.design_from_manifest(load_manifest("vck5000_engine").data)
-    assert d["kv_resident"] and not d["score_switch"] and d["pipelines"] == 3 and d["score_bits"] == 16
+    assert d["kv_resident"] and "score_switch" not in d and d["pipelines"] == 3 and d["score_bits"] == 16
     assert d["qk_kernels"] == committed.qk_kernels and d["q_rows"] == committed.q_rows
     assert [k["kernel"] for k in p["kernels"]][:2] == ["qk", "qk (masked tile)"]
     assert all(0 < k["efficiency"] <= 1 for k in p["kernels"] if k["kernel"] != "rq")
     assert [k for k in p["kernels"] if k["kernel"] == "rq"][0]["efficiency"] is None  # no MACs: requantizes
     (tmp_path / "d.json").write_text(json.dumps(d))
     code, _, err = _run(capsys, "perf", "--design", str(tmp_path / "d.json"), "--design-from-manifest",
-                        "vck5000_attention")
+                        default_manifest())
     assert code == 2 and "one of" in err
+    # a design the model cannot cost (not the engine's) is refused in one line, not costed
+    (tmp_path / "d32.json").write_text(json.dumps({**d, "score_bits": 32}))
+    code, _, err = _run(capsys, "perf", "--design", str(tmp_path / "d32.json"))
+    assert code == 2 and "score_bits must be 8 or 16" in err and len(err.strip().splitlines()) == 1
 
 
 def test_validate_lists_the_published_designs(capsys):

@@ -13,8 +13,7 @@ from vckattn.hw.perf import engine, explore, model, simulate
 DEV = model.load_device("vck5000")
 BERT = model.workload_from_flags(12, 64, 512, batch=8, layers=12)
 ENGINE = model.Design(pipelines=16, qk_kernels=8, pv_kernels=8, q_rows=16, score_bits=8, score_plios=2, in_plios=3,
-                      out_plios=1, lanes_swiftmax=16, lanes_online_softmax=0, kv_resident=True, score_switch=False,
-                      o_bits=8, host_seconds_per_tile=0.0)
+                      out_plios=1, lanes_swiftmax=16, lanes_online_softmax=0, kv_resident=True, o_bits=8)
 
 
 def test_plio_counts_per_width():

@@ -17,13 +17,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from vckattn.hw.manifest import load_manifest
-from vckattn.hw.perf import engine, explore, model, report
+from vckattn.hw.manifest import default_manifest, load_manifest
+from vckattn.hw.perf import engine_aie, explore, model, report
 from vckattn.hw.perf.model import Design, Workload, evaluate, load_device
 
 DEV = load_device("vck5000")
 BERT = Workload(heads=12, d_head=64, seq=512, batch=8, layers=("swiftmax",) * 12)
-MANIFEST = load_manifest("vck5000_attention").data
+MANIFEST = load_manifest(default_manifest()).data
 
 
 # ------------------------------------------------------------------------------------------ device data
@@ -64,52 +64,74 @@ def test_device_limits_match_the_reference():
         load_device("u55c")
 
 
-# ------------------------------------------------------------------------------------- today's design
+# ----------------------------------------------------------------------------------- the committed design
 
 
-def test_todays_design_comes_from_the_manifest():
+def test_the_committed_design_comes_from_its_manifest():
     d = model.design_from_manifest(MANIFEST)
-    tile, graph = MANIFEST["tile"], MANIFEST["graph"]
+    eng, tile = MANIFEST["engine"], MANIFEST["tile"]
+    assert d.pipelines == eng["pipelines"] and d.qk_kernels == d.pv_kernels == eng["kernels_per_pipeline"]
+    assert (d.score_plios, d.score_bits, d.lanes_swiftmax) == (eng["score_plios"], eng["score_bits"], eng["lanes"])
+    assert (d.max_seq, d.head_dim) == (eng["max_keys"], eng["d"])
     assert (d.q_rows, d.key_block) == (tile["q_rows"], tile["key_block"])
-    assert d.lanes_swiftmax == d.lanes_online_softmax == tile["lanes"]
-    assert d.qk_kernels == d.pv_kernels == d.pipelines == 1 and len(graph["kernels"]) == 2
     assert d.pl_clock_mhz == MANIFEST["clocks_mhz"]["pl"]
-    assert d.in_plios + d.score_plios == sum(p["direction"] == "in" for p in graph["plios"])
-    assert d.out_plios + d.score_plios == sum(p["direction"] == "out" for p in graph["plios"])
-    assert {p["bits"] for p in graph["plios"]} == {d.plio_bits}
-    assert d.score_bits == 32 and not d.kv_resident and d.score_switch
+    assert d.kv_resident and d.plio_bits == 128 and d.o_bits == 8
+    with pytest.raises(ValueError, match="not an engine build"):
+        model.design_from_manifest({"name": "no_engine", "graph": {"kernels": ["qk", "pv"]}})
 
 
-def test_todays_design_is_slow_and_shows_why():
+def test_the_committed_design_fits_is_ddr_bound_and_shows_why():
+    """On BERT-base S = 512, batch 8 the committed engine fits the device, its bottleneck is the one DDR bank, it never
+    beats its DDR roof, and on chip it never beats what its score channels carry (a score out as int8, a P back, over
+    128-bit PLIOs at the PL clock; 4·d ops a score)."""
     d = model.design_from_manifest(MANIFEST)
-    w = replace(BERT, batch=1, layers=("swiftmax",))
-    p = evaluate(w, d, DEV)
-    assert p.fits
-    # physical ceiling of this build: int32 scores over one 128-bit PLIO at the PL clock, 4·d ops per score
-    scores_per_s = d.plio_bits / d.score_bits * d.pl_clock_mhz * 1e6
-    assert 0 < p.tops_on_chip * 1e12 <= 4 * w.d_head * scores_per_s * (1 + 1e-9)
-    assert p.fraction_of_peak < 0.005
-    # with today's measured per-tile host path the host is the bottleneck; without it, the score path is
-    assert p.bottleneck == "host"
-    q = evaluate(w, replace(d, host_seconds_per_tile=0.0), DEV)
-    assert q.bottleneck in ("aie_to_pl", "pl_normalizer", "aie_qk")
-    assert q.seconds_per_layer < p.seconds_per_layer
+    p = evaluate(BERT, d, DEV)
+    assert p.fits and p.bottleneck == "ddr"
+    assert p.ddr_roof_seconds <= p.device_seconds_per_layer
+    links = d.pipelines * d.score_plios
+    scores_per_s = links * _plio_rate(d) / (d.score_bits / 8)
+    assert 0 < p.tops_on_chip * 1e12 <= 4 * BERT.d_head * scores_per_s * (1 + 1e-9)
 
 
-def test_json_has_the_issue_shape():
+def test_the_committed_design_costs_its_kernels_instrumented_cycles():
+    """Each AIE kernel of the committed design costs the cycles of the committed instrumented data (hw/perf/data/
+    engine_kernels.json, whose counts the C-simulated vector path makes: tests/test_engine_aie_perf.py)."""
+    d = model.design_from_manifest(MANIFEST)
+    rows = {(r["kernel"] + (" (masked tile)" if r["masked"] else ""), r["q_rows"], r["sk"], r["d"], r["score_bits"]):
+            r for r in engine_aie.load_data()["bert_base"]}
+    kernels = evaluate(BERT, d, DEV).kernels
+    assert {k["kernel"] for k in kernels} == {"qk", "qk (masked tile)", "pv_first", "pv_mid", "rq"}
+    for k in kernels:
+        r = rows[(k["kernel"], k["q_rows"], k["slice_keys"], k["d"], d.score_bits)]
+        assert k["cycles"] == r["cycles"]["total"] and k["macs"] == r["macs"], k["kernel"]
+
+
+def test_json_has_every_field():
     p = evaluate(BERT, model.design_from_manifest(MANIFEST), DEV).to_json()
     for key in ("device", "workload", "design", "stages", "seconds_per_layer", "tops", "fraction_of_peak",
-                "bottleneck", "resources"):
+                "bottleneck", "resources", "kernels", "ddr_roof", "assumptions"):
         assert key in p, key
     assert set(p["resources"]) >= {"used", "available"}
     names = [s["name"] for s in p["stages"]]
-    assert names == ["ddr_to_aie", "aie_qk", "aie_to_pl", "pl_normalizer", "pl_to_aie", "aie_pv", "to_ddr", "host"]
+    assert names == ["ddr", "kv_in", "q_in", "aie_qk", "pl_channel", "aie_pv", "aie_rq", "o_out", "s2mm", "host"]
     for s in p["stages"]:
         assert set(s) >= {"name", "seconds", "bound_by"} and s["seconds"] >= 0
     assert p["bottleneck"] in names
     assert p["tops"] == pytest.approx(BERT.ops_per_layer / p["seconds_per_layer"] / 1e12)
     assert p["fraction_of_peak"] == pytest.approx(p["tops"] / 128)
     json.dumps(p)
+
+
+@pytest.mark.parametrize(("change", "message"), [({"kv_resident": False}, "kv_resident must be true"),
+                                                 ({"score_bits": 32}, "score_bits must be 8 or 16"),
+                                                 ({"plio_bits": 64}, "plio_bits must be 128")])
+def test_a_design_that_is_not_the_engine_is_refused(change, message):
+    """The model costs the engine only: a design it cannot cost is refused by every entry point, not costed."""
+    d = replace(model.design_from_manifest(MANIFEST), **change)
+    for call in (lambda: evaluate(BERT, d, DEV), lambda: model.layer_seconds(BERT, d, DEV),
+                 lambda: model.resources_used(BERT, d, DEV), lambda: model.traffic(BERT, d, DEV)):
+        with pytest.raises(ValueError, match=message):
+            call()
 
 
 # ----------------------------------------------------------------------- validation (b): physical bounds
@@ -122,11 +144,10 @@ def _plio_rate(d: Design) -> float:
 designs = st.builds(
     Design,
     pipelines=st.integers(1, 64), qk_kernels=st.integers(1, 16), pv_kernels=st.integers(1, 16),
-    q_rows=st.sampled_from([16, 32, 64]), key_block=st.sampled_from([32, 64]), score_bits=st.sampled_from([8, 16, 32]),
-    plio_bits=st.sampled_from([64, 128]), score_plios=st.just(1), in_plios=st.integers(1, 3),
-    out_plios=st.integers(1, 2), lanes_swiftmax=st.sampled_from([1, 2, 4, 8, 16]),
+    q_rows=st.sampled_from([16, 32, 64]), key_block=st.sampled_from([16, 32]), score_bits=st.sampled_from([8, 16]),
+    plio_bits=st.just(128), score_plios=st.just(1), lanes_swiftmax=st.sampled_from([1, 2, 4, 8, 16]),
     lanes_online_softmax=st.sampled_from([1, 2, 4, 8, 16]), pl_clock_mhz=st.sampled_from([200.0, 250.0, 300.0]),
-    kv_resident=st.booleans(), score_switch=st.booleans(),
+    swiftmax_products=st.sampled_from(["auto", "dsp"]),
 )
 workloads = st.builds(
     Workload, heads=st.sampled_from([1, 4, 12]), d_head=st.sampled_from([32, 64]), seq=st.integers(16, 1024),
@@ -139,14 +160,12 @@ workloads = st.builds(
 
 def _valid(d: Design, score_plios: int) -> Design:
     """An engine design (stream contract v3) must pair each QK^T kernel with a P.V kernel, have score channels that
-    divide its kernels and lanes that fit a beat; other designs take the two-tile reference build's rules."""
-    if engine.is_engine(d):
-        k = min(d.qk_kernels, 16)
-        m = max(x for x in (1, 2, 4, 8, 16) if x <= min(score_plios, k) and k % x == 0)
-        lanes = min(d.lanes_swiftmax, 128 // d.score_bits)
-        return replace(d, qk_kernels=k, pv_kernels=k, score_plios=m, lanes_swiftmax=lanes,
-                       lanes_online_softmax=min(d.lanes_online_softmax, 128 // d.score_bits))
-    return replace(d, score_plios=min(score_plios, d.qk_kernels))
+    divide its kernels and lanes that fit a beat."""
+    k = min(d.qk_kernels, 16)
+    m = max(x for x in (1, 2, 4, 8, 16) if x <= min(score_plios, k) and k % x == 0)
+    lanes = min(d.lanes_swiftmax, 128 // d.score_bits)
+    return replace(d, qk_kernels=k, pv_kernels=k, score_plios=m, lanes_swiftmax=lanes,
+                   lanes_online_softmax=min(d.lanes_online_softmax, 128 // d.score_bits))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,7 +199,7 @@ def test_resource_overflow_is_named():
     d = Design(pipelines=300, qk_kernels=1, pv_kernels=1, score_bits=8, lanes_swiftmax=16, lanes_online_softmax=0)
     p = evaluate(BERT, d, DEV)
     assert not p.fits and "aie_tiles" in p.over and "plio_out" in p.over
-    big = Design(pipelines=4, qk_kernels=1, pv_kernels=1, q_rows=64, key_block=64, kv_resident=True)
+    big = Design(pipelines=4, qk_kernels=1, pv_kernels=1, q_rows=32, score_bits=8)
     q = evaluate(replace(BERT, seq=1024), big, DEV)  # a 1024 x 64 K slice does not fit 32 KB
     assert "aie_kernel_memory_bytes" in q.over
 
@@ -188,15 +207,15 @@ def test_resource_overflow_is_named():
 # --------------------------------------------------------------------------------------- monotonicity
 
 
-BASE = Design(pipelines=4, qk_kernels=4, pv_kernels=4, q_rows=32, key_block=32, score_bits=16, score_plios=2,
-              in_plios=2, lanes_swiftmax=4, lanes_online_softmax=4)
+BASE = Design(pipelines=4, qk_kernels=4, pv_kernels=4, q_rows=32, key_block=16, score_bits=16, score_plios=2,
+              lanes_swiftmax=4, lanes_online_softmax=4)
 
 
 @pytest.mark.parametrize("w", [BERT, replace(BERT, operands="on_chip", layers=("online_softmax",))])
 def test_more_hardware_is_never_slower(w):
     t0 = evaluate(w, BASE, DEV).seconds_per_layer
     for change in ({"pipelines": 8}, {"lanes_swiftmax": 8, "lanes_online_softmax": 8}, {"score_bits": 8},
-                   {"score_plios": 4}, {"in_plios": 3}, {"pl_clock_mhz": 300.0}, {"out_plios": 2}):
+                   {"score_plios": 4}, {"pl_clock_mhz": 300.0}):
         assert evaluate(w, replace(BASE, **change), DEV).seconds_per_layer <= t0 * (1 + 1e-12), change
 
 
@@ -283,8 +302,9 @@ def test_explorer_finds_a_fitting_design_no_sampled_design_beats(norm):
     budget = explore.default_budget(DEV)
     assert p.fits and all(p.used[k] <= budget[k] * (1 + 1e-9) for k in budget)
     assert p.seconds_per_layer == pytest.approx(best.seconds)
-    # an engine design: narrow scores through the SRS, resident K/V slices, 128-bit PLIOs, no score switch
-    assert engine.is_engine(best.design) and best.design.plio_bits == 128
+    # an engine design: narrow scores through the SRS, resident K/V slices, 128-bit PLIOs
+    model.check_engine(best.design)
+    assert best.design.kv_resident and best.design.score_bits in (8, 16) and best.design.plio_bits == 128
     for _d, t in _random_feasible(w, random.Random(0), budget):
         assert t >= best.seconds * (1 - explore.TIE)
 
@@ -325,17 +345,3 @@ def test_documented_tables_are_what_the_model_says():
     assert report.replace_block("a\n" + report.BEGIN + "old" + report.END + "\nb", "NEW") == "a\nNEW\nb"
     with pytest.raises(ValueError):
         report.replace_block("no block", "x")
-
-
-@pytest.mark.parametrize(("kernel", "keys"),
-                         [("qk_matmul", 32), ("qk_matmul", 512), ("pv_matmul", 128), ("pv_matmul", 512)])
-def test_todays_kernel_costs_its_instrumented_cycles(kernel, keys):
-    """With K/V re-streamed and int32 scores (today's kernels) the model's core cycles per tile are the
-    instrumented tile cycles exactly; K resident and int8 scores only remove stream words."""
-    from vckattn.hw.perf import aie
-    from vckattn.hw.perf.model import _tile_compute_cycles
-
-    q, d = 32, 64
-    words = (q * d + keys * d + q * keys * 4) if kernel == "qk_matmul" else (q * keys + keys * d + q * d * 4)
-    words += aie.BEAT_BYTES  # the tile's header beat
-    assert _tile_compute_cycles(kernel, q, keys, d) + words / 4 == aie.tile_cycles(kernel, q, keys, d)

@@ -19,7 +19,7 @@ the card's DDR (or on chip). Every figure is MODELED, not measured on a board: d
 from hw/perf/device.json (each with its source); the AIE kernels' cycles from their own
 instrumented vector path and a documented cost table; PL resources and cycles from Yosys and
 Verilator; the movers' costs from documented assumptions. For a workload (flags, --bundle or
---config) on a design point (the committed engine by default, --design-from-manifest NAME,
+--config) on a design point (the committed best design by default, --design-from-manifest NAME,
 --design FILE, the design flags) it prints each kernel's efficiency (MACs / (cycles x 128)), the
 time each stage is busy per layer (DDR, Q and K/V into the AIE, QKᵀ, the score channels, P·V, O
 out, the output mover), the bottleneck, the layer time on the card and with the host's launch,
@@ -87,10 +87,13 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _design_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("design point (default: the committed engine, bitstreams/vck5000_engine.json; each "
-                             "flag overrides one field)")
+    from vckattn.hw.manifest import default_manifest
+
+    g = p.add_argument_group(f"design point (default: the committed best design, bitstreams/{default_manifest()}.json; "
+                             "each flag overrides one field)")
     g.add_argument("--design-from-manifest", metavar="NAME", default=None,
-                   help="a bitstream manifest (name in bitstreams/ or .json file) as the design")
+                   help=f"an engine build's manifest (name in bitstreams/ or .json file) as the design (default "
+                   f"{default_manifest()})")
     g.add_argument("--design", type=Path, metavar="FILE", help="a design point as JSON (the `design` object of "
                    "`perf --json` or of `perf explore --json`'s best designs)")
     for flag, typ, what in (
@@ -98,21 +101,15 @@ def _design_args(p: argparse.ArgumentParser) -> None:
         ("--qk-kernels", positive_int, "QKᵀ AIE kernels per pipeline (each owns a key slice)"),
         ("--pv-kernels", positive_int, "P·V AIE kernels per pipeline"),
         ("--q-rows", positive_int, "query rows per tile"),
-        ("--key-block", positive_int, "keys per AIE block (the two-tile reference build only)"),
         ("--score-plios", positive_int, "score channels per pipeline: AIE->PL score PLIOs (as many P PLIOs back)"),
         ("--max-seq", positive_int, "keys the engine's kernels are built for (MAX_KEYS)"),
         ("--head-dim", positive_int, "head size the engine's kernels compute (D)"),
-        ("--in-plios", positive_int, "Q/K/V PLIOs per pipeline"),
-        ("--out-plios", positive_int, "O PLIOs per pipeline"),
         ("--lanes", positive_int, "lanes per normalizer instance (both normalizers)"),
         ("--norm-lanes", positive_int, "lanes of the pre-norm site unit"),
         ("--pl-clock", positive_float, "PL clock in MHz"),
     ):
         g.add_argument(flag, type=typ, default=None, help=what)
-    g.add_argument("--score-bits", type=int, choices=(8, 16, 32), default=None, help="score width leaving the AIE")
-    g.add_argument("--plio-bits", type=int, choices=(32, 64, 128), default=None, help="PLIO width")
-    g.add_argument("--kv-streamed", action="store_true", help="re-stream K/V for every tile (the two-tile reference "
-                   "build) instead of keeping them resident in the kernels")
+    g.add_argument("--score-bits", type=int, choices=(8, 16), default=None, help="score width leaving the AIE")
 
 
 def _scope_args(p: argparse.ArgumentParser) -> None:
@@ -166,10 +163,6 @@ def add_perf(sub: Subparsers) -> None:
 
 
 # -------------------------------------------------------------------------------------------- helpers
-
-
-#: the committed design `vckattn perf` models by default (bitstreams/vck5000_engine.json)
-DEFAULT_DESIGN = "vck5000_engine"
 
 
 def _normalizers(text: str | None, layers: int) -> list[str] | None:
@@ -232,9 +225,9 @@ def build_workload(args: argparse.Namespace) -> Any:
 
 def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -> None:
     """A bundle is modeled only if a committed build runs it (head size, heads, normalizers, the sequence), and the
-    build the design comes from (--design-from-manifest, default vck5000_attention) when it is one: else the same
-    refusal as `run` and `export` give (status 5), not a model of a design that cannot run it."""
-    from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest, runnable_problem
+    build the design comes from (--design-from-manifest, default the committed best design) when it is one: else the
+    same refusal as `run` and `export` give (status 5), not a model of a design that cannot run it."""
+    from vckattn.hw.manifest import ManifestError, check_bundle, default_manifest, load_manifest, runnable_problem
 
     model = bundle.manifest["model"]
     seq = args.seq or int(model["max_seq_len"])
@@ -242,7 +235,7 @@ def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -
     if problem is not None:
         raise ManifestError(args.bundle, "model", problem)
     if getattr(args, "design", None) is None and not getattr(args, "generated", False):
-        manifest = load_manifest(getattr(args, "design_from_manifest", None) or "vck5000_attention")
+        manifest = load_manifest(getattr(args, "design_from_manifest", None) or default_manifest())
         check_bundle(manifest, bundle, seq_len=seq)
 
 
@@ -250,7 +243,7 @@ def build_design(args: argparse.Namespace) -> Any:
     """The :class:`Design` of --design-from-manifest / --design / the defaults, with the flags applied."""
     from dataclasses import replace
 
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.manifest import default_manifest, load_manifest
     from vckattn.hw.perf import model
 
     if args.design is not None and args.design_from_manifest is not None:
@@ -266,19 +259,16 @@ def build_design(args: argparse.Namespace) -> Any:
             except (ValueError, TypeError, KeyError, AttributeError) as exc:
                 raise InputError(f"{args.design}: not a usable design ({exc})") from None
         else:
-            d = model.design_from_manifest(load_manifest(args.design_from_manifest or DEFAULT_DESIGN).data)
+            d = model.design_from_manifest(load_manifest(args.design_from_manifest or default_manifest()).data)
         changes: dict[str, Any] = {}
         for flag, name in (("pipelines", "pipelines"), ("qk_kernels", "qk_kernels"), ("pv_kernels", "pv_kernels"),
-                           ("q_rows", "q_rows"), ("key_block", "key_block"), ("score_plios", "score_plios"),
-                           ("in_plios", "in_plios"), ("out_plios", "out_plios"), ("norm_lanes", "norm_lanes"),
-                           ("pl_clock", "pl_clock_mhz"), ("score_bits", "score_bits"), ("plio_bits", "plio_bits"),
-                           ("max_seq", "max_seq"), ("head_dim", "head_dim")):
+                           ("q_rows", "q_rows"), ("score_plios", "score_plios"), ("norm_lanes", "norm_lanes"),
+                           ("pl_clock", "pl_clock_mhz"), ("score_bits", "score_bits"), ("max_seq", "max_seq"),
+                           ("head_dim", "head_dim")):
             if getattr(args, flag) is not None:
                 changes[name] = getattr(args, flag)
         if args.lanes is not None:
             changes["lanes_swiftmax"] = changes["lanes_online_softmax"] = args.lanes
-        if args.kv_streamed:
-            changes["kv_resident"] = False
         if changes:
             d = replace(d, **changes, name=d.name + " (modified)" if d.name else "")
         return d
@@ -323,26 +313,19 @@ def print_perf(perf: Any, title: str, console: Any) -> None:
     console.print(f"workload: {w.batch} x {w.heads} heads x {w.d_head}, S = {w.seq}, {len(w.layers)} layers "
                   f"({', '.join(w.normalizers)}), operands in {w.operands}"
                   + (f", norm site {w.norm_site}" if w.norm_site else ""))
-    if perf.kernels:
-        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels + a "
-                      "requantizer, "
-                      f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes"
-                      f"{', products in DSPs' if d.swiftmax_products == 'dsp' else ''}), "
-                      f"tile {d.q_rows} rows, int{d.score_bits} scores, O int{d.o_bits}, PL {d.pl_clock_mhz:g} MHz")
-        k = Table(title="AIE kernels, one tile (modeled from their instrumented operations)")
-        for col in ("kernel", "tile (rows x keys x D)", "MACs", "cycles", "efficiency"):
-            k.add_column(col, justify="left" if col == "kernel" else "right")
-        for row in perf.kernels:
-            k.add_row(row["kernel"], f"{row['q_rows']} x {row['slice_keys']} x {row['d']}", f"{row['macs']:,}",
-                      f"{row['cycles']:,.0f}",
-                      "—" if row["efficiency"] is None else f"{row['efficiency']:.1%}")
-        console.print(k)
-    else:
-        console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels), tile "
-                      f"{d.q_rows} x {d.key_block}, int{d.score_bits} scores over {d.score_plios} x {d.plio_bits}-bit "
-                      f"PLIO(s)/pipeline, lanes swiftmax {d.lanes_swiftmax} / online softmax "
-                      f"{d.lanes_online_softmax} per instance, PL {d.pl_clock_mhz:g} MHz, K/V "
-                      f"{'resident' if d.kv_resident else 're-streamed'}")
+    console.print(f"design: {d.pipelines} pipeline(s) x ({d.qk_kernels} QKᵀ + {d.pv_kernels} P·V kernels + a "
+                  "requantizer, "
+                  f"{d.score_plios} score channel(s) of {d.lanes_swiftmax or d.lanes_online_softmax} lanes"
+                  f"{', products in DSPs' if d.swiftmax_products == 'dsp' else ''}), "
+                  f"tile {d.q_rows} rows, int{d.score_bits} scores, O int{d.o_bits}, PL {d.pl_clock_mhz:g} MHz")
+    k = Table(title="AIE kernels, one tile (modeled from their instrumented operations)")
+    for col in ("kernel", "tile (rows x keys x D)", "MACs", "cycles", "efficiency"):
+        k.add_column(col, justify="left" if col == "kernel" else "right")
+    for row in perf.kernels:
+        k.add_row(row["kernel"], f"{row['q_rows']} x {row['slice_keys']} x {row['d']}", f"{row['macs']:,}",
+                  f"{row['cycles']:,.0f}",
+                  "—" if row["efficiency"] is None else f"{row['efficiency']:.1%}")
+    console.print(k)
     console.print(f"[bold]{_fmt_s(perf.seconds_per_layer)} per layer[/bold] ({_fmt_s(perf.seconds_total)} for "
                   f"{len(w.layers)}), [bold]{perf.tops:.3g} TOPS = {perf.fraction_of_peak:.2%} of "
                   f"{perf.device.peak_int8_ops / 1e12:.0f} int8 TOPS[/bold]; bottleneck: {STAGES[perf.bottleneck]}")
@@ -392,12 +375,12 @@ def sublayer_shape(args: argparse.Namespace, command: str) -> Any:
         if flag not in allowed and getattr(args, attr, default) != default:
             raise UserError(f"{flag} applies to --scope attention only; {command} --scope sublayer takes "
                             f"{_SUBLAYER_FLAGS}")
-    design_flags = ("pipelines", "qk_kernels", "pv_kernels", "q_rows", "key_block", "score_plios", "max_seq",
-                    "head_dim", "in_plios", "out_plios", "lanes", "norm_lanes", "score_bits", "plio_bits")
+    design_flags = ("pipelines", "qk_kernels", "pv_kernels", "q_rows", "score_plios", "max_seq", "head_dim", "lanes",
+                    "norm_lanes", "score_bits")
     given = [f"--{f.replace('_', '-')}" for f in design_flags if getattr(args, f, None) is not None]
-    if given or getattr(args, "kv_streamed", False):
-        raise UserError(f"{(given or ['--kv-streamed'])[0]} sets an attention design point; --scope sublayer "
-                        "searches the split of the array itself")
+    if given:
+        raise UserError(f"{given[0]} sets an attention design point; --scope sublayer searches the split of the array "
+                        "itself")
     if args.board != "vck5000":
         raise UserError("--scope sublayer models the VCK5000 only")
     if not 0 < args.tile_cap <= 1:
@@ -561,10 +544,8 @@ def _simulate(w: Any, d: Any, dev: Any, perf: Any, console: Any) -> dict:
     """Run the discrete-event simulation of each normalizer's layer and print it beside the closed form."""
     from rich.table import Table
 
-    from vckattn.hw.perf import engine, simulate
+    from vckattn.hw.perf import simulate
 
-    if not engine.is_engine(d):
-        raise UserError("--simulate: only engine designs are simulated (this is the two-tile reference build)")
     t = Table(title="simulated graph vs closed form, one layer (both MODELED)")
     for col in ("normalizer", "closed form", "simulated", "difference", "sim events"):
         t.add_column(col, justify="left" if col == "normalizer" else "right")
@@ -593,7 +574,7 @@ def run_explore(args: argparse.Namespace) -> int:
 
     from vckattn.host.cli.common import make_console
     from vckattn.host.progress import bar_disable
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.manifest import default_manifest, load_manifest
     from vckattn.hw.perf import explore, figures, model
 
     if not 0 <= args.headroom < 1:
@@ -630,11 +611,12 @@ def run_explore(args: argparse.Namespace) -> int:
     report = ex.to_json()
     report["search_seconds"] = elapsed
     if args.plots is not None:
-        built = model.design_from_manifest(load_manifest("vck5000_attention").data)
+        name = default_manifest()
+        built = model.design_from_manifest(load_manifest(name).data)
         points = []
-        try:
-            points.append(("vck5000_attention", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
-                                                               built, dev)))
+        try:  # the committed best design, where it runs the workload (its keys and head size)
+            points.append((f"{name} (committed)", model.evaluate(replace(w, layers=("swiftmax",) * len(w.layers)),
+                                                                 built, dev)))
         except ValueError:
             pass
         points += [("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax)]

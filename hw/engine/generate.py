@@ -69,8 +69,8 @@ RUNTIME_RATIO = 0.9
 #: head size 64, 128 keys a group: slices of 64 keys, 2 SwiftMax lanes, int8 scores)
 SMALL_DESIGN = {"pipelines": 2, "qk_kernels": 2, "pv_kernels": 2, "q_rows": 16, "key_block": 32, "score_bits": 8,
                 "plio_bits": 128, "score_plios": 1, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 2,
-                "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "score_switch": False,
-                "o_bits": 8, "host_seconds_per_tile": 0.0, "max_seq": 128, "name": "engine_small"}
+                "lanes_online_softmax": 0, "pl_clock_mhz": 250.0, "kv_resident": True, "o_bits": 8,
+                "max_seq": 128, "name": "engine_small"}
 #: the small engine with both normalizers (``engine_small`` with a 4-lane online-softmax unit beside each channel's
 #: SwiftMax lanes; the ``normalizer`` register chooses per layer)
 SMALL_DUAL_DESIGN = {**SMALL_DESIGN, "lanes_online_softmax": 4, "name": "engine_small_dual"}
@@ -131,7 +131,6 @@ def check_design(design: Any, max_seq: int = 512, head_dims: tuple[int, ...] = H
         (d.o_bits == 8, "o_bits must be 8 (the requantizer at the end of the cascade: int8 A records leave the "
                         f"array), not {d.o_bits}"),
         (d.kv_resident, "kv_resident must be true (the kernels hold their K/V slices)"),
-        (not d.score_switch, "score_switch must be false (the engine has no score switch)"),
         (d.lanes_swiftmax >= 1, "lanes_swiftmax must be >= 1 (the engine normalizes with SwiftMax)"),
         (d.lanes_online_softmax in (0, 1, 2, 4, 8), f"lanes_online_softmax must be 0 (SwiftMax only) or 1, 2, 4, 8 "
                                                     f"(both normalizers), not {d.lanes_online_softmax}"),

@@ -144,11 +144,6 @@ class Geometry:
         return lim < (j + 1) * self.sk
 
 
-def is_engine(d: Any) -> bool:
-    """A design of the engine (contract v3): K/V resident in slices, no score switch, 8/16-bit scores."""
-    return bool(d.kv_resident) and not d.score_switch and d.score_bits in (8, 16)
-
-
 def build_keys(seq: int, k: int) -> int:
     """``MAX_KEYS`` of a build for sequences up to ``seq`` with ``k`` kernels: ``seq`` rounded up to a multiple of
     ``16·k`` (every slice a multiple of 16 keys)."""
@@ -465,5 +460,5 @@ def resources(w: Any, d: Any, dev: Any, normalizers: tuple[str, ...],
 
 
 __all__ = ["BUFFER_HALVES", "Geometry", "StageTime", "TileCosts", "build_d", "build_keys", "cascade_blocks",
-           "ddr_bytes", "deal", "geometry", "is_engine", "kernel_report", "kernel_seconds", "kv_seconds", "layer_time",
+           "ddr_bytes", "deal", "geometry", "kernel_report", "kernel_seconds", "kv_seconds", "layer_time",
            "memory_bytes", "packet_seconds", "parts_resources", "plios", "pv_variant", "resources", "tile_costs"]

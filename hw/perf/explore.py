@@ -88,7 +88,7 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
                 base = Design(pipelines=1, qk_kernels=k, pv_kernels=k, q_rows=q_rows, key_block=16,
                               score_bits=bits, plio_bits=PLIO_BITS, score_plios=1, in_plios=3, out_plios=1,
                               lanes_swiftmax=0, lanes_online_softmax=0, pl_clock_mhz=pl_clock_mhz,
-                              kv_resident=True, score_switch=False, o_bits=8, host_seconds_per_tile=0.0,
+                              kv_resident=True, o_bits=8,
                               max_seq=keys, head_dim=d_build)
                 try:  # a build the kernels' limits refuse (slice sizes, packet counts, mask indices) is no candidate
                     mem = resources_used(w, _with_lanes(base, norms, 1), dev)["aie_kernel_memory_bytes"]

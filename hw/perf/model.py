@@ -1,51 +1,31 @@
 """Block-level performance model of the attention block on the XCVC1902 (VCK5000 / VCK190).
 
 Every figure this module returns is **modeled**, not measured on a board: it combines the device
-limits of ``device.json`` (each with its source), the AIE kernels' tile cycles from the instrumented
-vector path (:mod:`.aie`) and the PL kernels' resources, lanes and latencies from Yosys/Verilator
-(:mod:`.pl`) with the structure of a design point described below.
+limits of ``device.json`` (each with its source), the AIE kernels' cycles from their instrumented
+vector path (:mod:`.engine_aie` with the cost table of :mod:`.aie`) and the PL kernels' resources,
+lanes and latencies from Yosys/Verilator (:mod:`.pl`) with the structure of a design point.
 
 The block (one attention layer, :class:`Workload`: ``batch`` x ``heads`` x ``seq`` queries against
-``seq`` keys of size ``d_head``; int8 Q, K, V; int8 output A) runs as a stream of **tiles**: ``q_rows``
-query rows of one (batch, head) against all keys. A design point (:class:`Design`) has ``pipelines``
-identical pipelines; the host deals tiles round-robin, whole (batch, head) groups to one pipeline
-where possible. In one pipeline:
+``seq`` keys of size ``d_head``; int8 Q, K, V; int8 output A) runs on the scalable engine (stream contract v3,
+``hw/ENGINE.md``; costed stage by stage by :mod:`.engine`). A design point (:class:`Design`) has ``pipelines``
+identical pipelines; the host deals tiles of ``q_rows`` query rows as whole (batch, head) groups round-robin over
+them. In one pipeline ``qk_kernels`` QKᵀ and as many P·V AIE kernels each own a key slice and keep its K and V
+resident; the scores leave the array as int8/int16 words (the AIE's shift-round-saturate) over ``score_plios``
+score channels (a 128-bit PLIO out, a normalizer instance of ``lanes_<normalizer>`` lanes in the PL, a PLIO back
+with P); the P·V kernels' partial O add up along the cascade and a requantizer kernel at its end sends int8 A to
+the PL's output mover, which writes DDR.
 
-* ``qk_kernels`` QKᵀ AIE kernels each own a **key slice** (``ceil(key blocks / qk_kernels)`` blocks
-  of ``key_block`` keys). The Q tile is broadcast to all of them; with ``kv_resident`` each kernel
-  keeps its K slice in its data memory for all tiles of a (batch, head) group (double-buffered, so
-  the next group's slice loads while this one computes); without it (the ``vck5000_attention`` build) K is
-  re-streamed for every tile.
-* The scores leave each kernel through its 32-bit output stream as ``score_bits``-bit words (int32
-  in the ``vck5000_attention`` build; int8/int16 from the AIE's shift-round-saturate in the scalable
-  engine), merged onto ``score_plios``
-  AIE→PL PLIOs of ``plio_bits``.
-* Each score PLIO feeds one **normalizer instance** of ``lanes_<normalizer>`` lanes. SwiftMax is
-  element-wise, so its P leaves in the order the scores came and goes straight back to the P·V
-  kernel that owns the same key slice; online softmax needs whole rows, so each pipeline has a
-  row-assembly buffer (a tile of scores, and a tile of P to re-slice them), double-buffered in URAM
-  (the ``vck5000_attention`` build's ``score_switch`` holds such a tile for both normalizers: ``score_switch=True``).
-* P returns over ``score_plios`` PL→AIE PLIOs (uint8) to ``pv_kernels`` P·V kernels, each owning a
-  key slice of V (resident like K); their partial O (int32) add up along the cascade, the last one
-  sends O (``o_bits``: 32, the PL requantizes to int8; 8, the kernel requantized it, as the engine's last P·V
-  kernel does) over ``out_plios`` PLIOs to the PL, which writes DDR.
-
-**Pipelining**: the stages of the tile stream overlap (double-buffered AIE windows, FIFOs and
-ping-pong buffers in the PL): each stage works on a different tile. A layer takes the busiest
-stage's busy time (its seconds in :attr:`Perf.stages`) plus fill/drain: the time the first tile
-needs to reach the busiest stage and the last tile to leave it, i.e. the first-unit latency of every
-other stage (a key block for streaming stages, a whole tile where a stage needs it whole: QKᵀ before
-a row-assembling normalizer, P·V before O leaves), plus the PL kernels' pipeline latencies. The
-DDR (one bank shared by reads and writes and by all pipelines) and the host are stages too: DDR
-time counts every byte read and written; the host's per-tile work overlaps the device (double
-buffering), its per-launch start/wait does not. A pre-norm site (BHyT approximate variance,
-RMSNorm; LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted) runs on the
-token stream before the projections (done on the host), so it adds its own time to the layer.
+**Pipelining**: the stages overlap (ping-pong buffers, FIFOs); a layer takes the longest head + busy + tail over
+the stages (closed form, :func:`.engine.layer_time`; :mod:`.simulate` runs the same graph as a discrete-event
+simulation). DDR (one bank shared by reads and writes and by all pipelines) is a stage too; the host's one launch
+per layer is serial and reported apart from the device time. A pre-norm site (BHyT approximate variance, RMSNorm;
+LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted) runs on the token stream before the
+projections (done on the host), so it adds its own time to the layer.
 
 Operands (``Workload.operands``): ``"ddr"`` — Q, K, V are in card DDR and A goes back there (the
 block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow as built:
 the host computes the projections); ``"on_chip"`` — Q, K, V arrive from the PL at PLIO rate and A
-leaves there (a fused projection engine that neither this toolkit nor the scalable engine builds): the
+leaves there (a fused projection engine that this toolkit's attention builds do not have): the
 attention engine's own ceiling.
 """
 
@@ -58,7 +38,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-from . import aie, engine, pl
+from . import engine, pl
 
 DEVICE_FILE = Path(__file__).with_name("device.json")
 NORMALIZERS: tuple[str, ...] = ("swiftmax", "online_softmax")
@@ -70,32 +50,25 @@ NORM_SITE_KERNEL = {"bhyt_approx": "bhyt_approx", "rmsnorm": "rmsnorm", "layerno
 OPERANDS: tuple[str, ...] = ("ddr", "host", "on_chip")
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
 PLIO_BITS: tuple[int, ...] = (32, 64, 128)
+#: score widths the engine's QK^T kernels write (the AIE's shift-round-saturate) and its PLIO width: what the model
+#: costs (``hw/engine/generate.py`` refuses the same designs when generating one)
+ENGINE_SCORE_BITS: tuple[int, ...] = (8, 16)
+ENGINE_PLIO_BITS = 128
 #: stage name -> label, in stream order
 STAGES: dict[str, str] = {
     "host_link": "host <-> card (PCIe)",
     "norm_site": "PL norm site",
-    "ddr_to_aie": "DDR -> AIE",
-    "aie_qk": "AIE QK^T",
-    "aie_to_pl": "AIE -> PL",
-    "pl_normalizer": "PL normalizer",
-    "pl_to_aie": "PL -> AIE",
-    "aie_pv": "AIE P.V",
-    "to_ddr": "back to DDR",
-    "host": "host overhead",
-    # the engine (stream contract v3, hw/perf/engine.py)
     "ddr": "DDR (one bank)",
     "kv_in": "K/V slices -> AIE (k_in, v_in)",
     "q_in": "Q -> AIE",
+    "aie_qk": "AIE QK^T",
     "pl_channel": "score channel (PLIO out, PL, PLIO back)",
+    "aie_pv": "AIE P.V",
     "aie_rq": "AIE requantizer",
     "o_out": "A -> PL",
     "s2mm": "PL output mover",
+    "host": "host overhead",
 }
-#: PL cost of one PLIO stream endpoint (data mover / width adapter / FIFO) -- an ASSUMPTION: no mover
-#: of the scaled design is synthesized in this toolkit; the order of a Vitis HLS AXI4-Stream mover.
-MOVER_PER_PLIO = {"lut": 1000.0, "ff": 1500.0, "dsp": 0.0, "bram": 1.0, "uram": 0.0}
-#: tile header beat on the Q stream (hw/STREAMS.md)
-HEADER_BYTES = 16
 OPS_PER_MAC = 2
 
 
@@ -123,7 +96,6 @@ class Device:
     pl_clock_mhz: dict[str, float]
     ddr_bytes_per_s: float
     pcie_bytes_per_s: float | None
-    host_seconds_per_tile: float
     host_seconds_per_launch: float
 
     @property
@@ -180,7 +152,6 @@ def load_device(board: str = "vck5000") -> Device:
         uram_width_bits=int(_v(d["uram_width_bits"])), pl_clock_mhz=dict(_v(d["pl_clock_mhz"])),
         ddr_bytes_per_s=float(_v(d["ddr_gbps"])) * 1e9,
         pcie_bytes_per_s=None if pcie is None else float(pcie) * 1e9,
-        host_seconds_per_tile=float(_v(d["host_seconds_per_tile_measured"])),
         host_seconds_per_launch=float(_v(d["host_seconds_per_launch"])),
     )
 
@@ -305,16 +276,18 @@ BERT_BASE = {"heads": 12, "d_head": 64, "layers": 12}
 
 @dataclass(frozen=True)
 class Design:
-    """A design point of the attention block (see the module docstring for the structure).
+    """A design point of the engine (see the module docstring for the structure).
 
     ``lanes_swiftmax`` / ``lanes_online_softmax``: lanes of each normalizer instance (one instance
-    per score PLIO per pipeline; 0 = that normalizer is not built). ``swiftmax_products``: how the SwiftMax lanes
+    per score channel per pipeline; 0 = that normalizer is not built). ``swiftmax_products``: how the SwiftMax lanes
     multiply (:data:`~vckattn.hw.perf.pl.SWIFTMAX_PRODUCTS`: ``"auto"`` LUTs for 8-bit scores, ``"dsp"`` a DSP
-    block; the same function). ``o_bits``: width of the output leaving
-    the AIE array: 32 (int32 O, requantized in the PL: the reference build) or 8 (int8 A: an engine design, whose
-    requantizer kernel at the end of the P·V cascade requantizes). ``host_seconds_per_tile``: host work per tile that
-    overlaps the device (None: the device file's measured figure when ``score_switch`` (the tile-by-tile
-    host path), else 0: the scalable engine's bulk launches); ``host_launches_per_layer``: serial launch overheads.
+    block; the same function). ``score_bits``: the scores the QKᵀ kernels write; ``kv_resident``: the kernels keep
+    their K/V slices (the model costs 8- or 16-bit scores, resident K/V and 128-bit PLIOs: :func:`check_engine`).
+    ``o_bits``: width of the output leaving the AIE array (8: int8 A, requantized by the kernel at the end of the P·V
+    cascade). ``key_block``, ``plio_bits``,
+    ``in_plios``, ``out_plios``: the build's tile key block and its PLIOs (128-bit; Q, K, V in and A out a pipeline),
+    as its manifest records them. ``host_launches_per_layer``: serial launch overheads. ``max_seq`` / ``head_dim``:
+    the keys and head size the kernels are built for (None: the workload's, rounded up as a build would).
     """
 
     pipelines: int = 1
@@ -322,7 +295,7 @@ class Design:
     pv_kernels: int = 1
     q_rows: int = 32
     key_block: int = 32
-    score_bits: int = 32
+    score_bits: int = 8
     plio_bits: int = 128
     score_plios: int = 1
     in_plios: int = 3
@@ -333,9 +306,7 @@ class Design:
     norm_lanes: int = 4
     pl_clock_mhz: float = 250.0
     kv_resident: bool = True
-    score_switch: bool = False
     o_bits: int = 8
-    host_seconds_per_tile: float | None = None
     host_launches_per_layer: int = 1
     max_seq: int | None = None
     head_dim: int | None = None
@@ -384,51 +355,17 @@ def design_from_json(data: dict) -> Design:
 
 
 def design_from_manifest(manifest: dict) -> Design:
-    """The design point of a committed build (a bitstream manifest): an engine build's own design point
-    (its ``engine.design``), or, for the two-tile reference build (``bitstreams/vck5000_attention.json``), its
-    AIE graph's kernels (one QKᵀ, one P·V), its PLIOs and their width, its tile shape, lanes and PL clock
-    (int32 scores, stream contract v1, ``hw/STREAMS.md``; K and V re-streamed for every tile;
-    ``score_switch`` holds a tile of scores and of P)."""
-    if manifest.get("engine"):
-        eng = manifest["engine"]
-        d = design_from_json(dict(eng["design"]))
-        return replace(d, head_dim=d.head_dim or int(eng["d"]), max_seq=d.max_seq or int(eng["max_keys"]))
-    graph = manifest["graph"]
-    kernels = list(graph["kernels"])
-    plios = graph["plios"]
-    ins = [p for p in plios if p["direction"] == "in"]
-    outs = [p for p in plios if p["direction"] == "out"]
-    bits = {int(p["bits"]) for p in plios}
-    if len(bits) != 1:
-        raise ValueError("manifest PLIOs of mixed widths are not modeled")
-    tile = manifest["tile"]
-    lanes = int(tile["lanes"])
-    norms = {normalizer_name(n) for n in manifest["normalizers"]}
-    # the s_out/p_in pair carries the scores and P; everything else is Q/K/V in and O out
-    score_out = [p for p in outs if p["name"].startswith("s")]
-    return Design(
-        pipelines=1, qk_kernels=sum(k.startswith("qk") for k in kernels),
-        pv_kernels=sum(k.startswith("pv") for k in kernels), q_rows=int(tile["q_rows"]),
-        key_block=int(tile["key_block"]), score_bits=32, plio_bits=bits.pop(), score_plios=len(score_out),
-        in_plios=len(ins) - len(score_out), out_plios=len(outs) - len(score_out),
-        lanes_swiftmax=lanes if "swiftmax" in norms else 0,
-        lanes_online_softmax=lanes if "online_softmax" in norms else 0,
-        pl_clock_mhz=float(manifest["clocks_mhz"]["pl"]), kv_resident=False, score_switch=True, o_bits=32,
-        max_seq=int(manifest["max_seq_len"]), name=str(manifest["name"]),
-    )
+    """The design point of a committed engine build (a bitstream manifest's ``engine.design``, with the build's
+    head size and keys); ValueError for a manifest without an ``engine`` section."""
+    eng = manifest.get("engine")
+    if not eng:
+        raise ValueError(f"{manifest.get('name', 'the manifest')} is not an engine build (no engine section): the "
+                         "model costs the engine's designs")
+    d = design_from_json(dict(eng["design"]))
+    return replace(d, head_dim=d.head_dim or int(eng["d"]), max_seq=d.max_seq or int(eng["max_keys"]))
 
 
 # ------------------------------------------------------------------------------------ sub-model caches
-
-
-@functools.lru_cache(maxsize=65536)
-def _tile_compute_cycles(kernel: str, q_rows: int, keys: int, d: int) -> float:
-    """A tile's core cycles without its stream words: the compute term (vector loops with their fills)
-    and the stream loops' fills (:func:`aie.tile_breakdown`). The model adds this design's stream words
-    (4 bytes per cycle on a 32-bit port, plus the tile's header beat); for the ``vck5000_attention`` kernel
-    (K re-streamed, int32 scores) the sum is exactly :func:`aie.tile_cycles`."""
-    bd = aie.tile_breakdown(kernel, q_rows, keys, d)
-    return float(bd["compute"] + bd["stream_in.loop_fill"] + bd["stream_out.loop_fill"])
 
 
 @functools.lru_cache(maxsize=4096)
@@ -444,11 +381,6 @@ def _pl_resources(kernel: str, lanes: int, score_bits: int,
 @functools.lru_cache(maxsize=4096)
 def _epc(kernel: str, lanes: int) -> float:
     return float(pl.elements_per_cycle(kernel, lanes))
-
-
-@functools.lru_cache(maxsize=4096)
-def _latency(kernel: str, lanes: int) -> int:
-    return int(pl.latency_cycles(kernel, lanes))
 
 
 RESOURCE_KEYS = ("lut", "ff", "dsp", "bram", "uram")
@@ -559,24 +491,11 @@ class Perf:
         }
 
 
-PIPELINING = ("tiles stream through the stages, each stage busy on a different tile; layer time = the busiest "
-              "stage's seconds + the first-unit latencies of the other stages (fill/drain) + serial host launch "
-              "overheads + a pre-norm site's own time; DDR is one bank shared by reads, writes and all pipelines")
+PIPELINING = ("tiles stream through the stages, each stage busy on a different tile; layer time = the longest head + "
+              "busy + tail over the stages (closed form) + the serial host launch + a pre-norm site's own time; DDR "
+              "is one bank shared by reads, writes and all pipelines")
 
 ASSUMPTIONS = [
-    "modeled, not measured on a board: device limits from hw/perf/device.json (sources there)",
-    "AIE kernel cycles: hw/perf/aie.py tile_cycles (instrumented vector path x cost table); kernels overlap "
-    "compute with their DMA streams (32-bit per port at the AIE clock)",
-    "PL normalizers: hw/perf/pl.py (Yosys resources fitted over lane counts, Verilator cycles)",
-    "PLIO: min(plio_bits/8 x PL clock, one 32-bit AIE stream x AIE clock) per PLIO",
-    "data movers: an assumed 1,000 LUT / 1,500 FF / 1 BRAM36 per PLIO stream endpoint (not synthesized)",
-    "one normalizer instance per score PLIO; online softmax (and the vck5000_attention build's score_switch) needs a "
-    "row-assembly tile buffer of scores and of P per pipeline in URAM",
-    "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
-]
-
-
-ENGINE_ASSUMPTIONS = [
     "modeled, not measured on a board: device limits from hw/perf/device.json (sources there)",
     "AIE kernels: cycles of one invocation (one tile) from the engine kernels' instrumented vector path "
     "(hw/perf/engine_aie.py: closed-form counts = the counts of hw/aie/aie_api_emu.h, x the cost table of "
@@ -602,43 +521,26 @@ ENGINE_ASSUMPTIONS = [
 # --------------------------------------------------------------------------------------------- the core
 
 
-@dataclass
-class _Geometry:
-    keys_pad: int
-    slice_q: int
-    slice_p: int
-    kq_per_plio: int
-    kp_per_plio: int
-    tiles: int
-    tiles_per_pipe: int
-    groups: int
-    kv_loads: int
-
-
-def _geometry(w: Workload, d: Design) -> _Geometry:
-    nb = -(-w.seq // d.key_block)
-    keys_pad = nb * d.key_block
-    slice_q = -(-nb // d.qk_kernels) * d.key_block
-    slice_p = -(-nb // d.pv_kernels) * d.key_block
-    tiles = w.batch * w.heads * -(-w.seq // d.q_rows)
-    groups = w.batch * w.heads
-    # each pipeline that works on a (batch, head) group loads its K/V once (resident); a group is
-    # split over pipelines only when there are more pipelines than groups
-    kv_loads = max(groups, min(d.pipelines, tiles)) if d.kv_resident else tiles
-    return _Geometry(keys_pad, slice_q, slice_p, -(-d.qk_kernels // d.score_plios),
-                     -(-d.pv_kernels // d.score_plios), tiles, -(-tiles // d.pipelines), groups, kv_loads)
-
-
-def _plio_bytes_per_s(d: Design, dev: Device) -> float:
-    return min(d.plio_bits / 8 * d.pl_clock_mhz * 1e6, dev.stream_bytes_per_cycle * dev.aie_clock_hz)
-
-
 def _bound(parts: dict[str, float]) -> tuple[float, str]:
     key = max(parts, key=lambda k: parts[k])
     return parts[key], key
 
 
+def check_engine(d: Design) -> None:
+    """ValueError naming the first field of ``d`` that is not the engine's (the model costs the engine only): K/V
+    resident in the kernels, int8 or int16 scores, 128-bit PLIOs."""
+    if not d.kv_resident:
+        raise ValueError("kv_resident must be true: the model costs the engine, whose kernels keep their K/V slices")
+    if d.score_bits not in ENGINE_SCORE_BITS:
+        raise ValueError(f"score_bits must be 8 or 16, not {d.score_bits}: the model costs the engine, whose QK^T "
+                         "kernels write int8 or int16 scores")
+    if d.plio_bits != ENGINE_PLIO_BITS:
+        raise ValueError(f"plio_bits must be {ENGINE_PLIO_BITS}, not {d.plio_bits}: the model costs the engine, whose "
+                         "PLIOs are 128-bit")
+
+
 def _check(w: Workload, d: Design, dev: Device) -> None:
+    check_engine(d)
     if d.pl_clock_mhz * 1e6 > dev.plio_max_pl_clock_fraction * dev.aie_clock_hz * (1 + 1e-9):
         raise ValueError(f"PL clock {d.pl_clock_mhz} MHz is above the PLIO limit "
                          f"({dev.plio_max_pl_clock_fraction:g} x AIE clock)")
@@ -647,11 +549,6 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
             raise ValueError(f"the design has no {n} lanes but the workload has {n} layers")
     if d.max_seq is not None and w.seq > d.max_seq:
         raise ValueError(f"seq {w.seq} is longer than the design's max_seq {d.max_seq}")
-
-
-def _is_engine(d: Design) -> bool:
-    """A design of the engine (stream contract v3, ``hw/ENGINE.md``; costed by :mod:`.engine`)."""
-    return engine.is_engine(d)
 
 
 def engine_pl_cycles(w: Workload, d: Design) -> int:
@@ -663,135 +560,14 @@ def engine_pl_cycles(w: Workload, d: Design) -> int:
     return tiles * g.per_channel * pl.engine_packet_slots(g.q_rows * g.sk, g.lanes) + pl.ENGINE_OUT_DELAY
 
 
-def _engine_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
+def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
+    """The stages of one layer with ``normalizer`` (:func:`.engine.layer_time`, the host's serial launch and a
+    pre-norm site added) and the layer's modeled seconds and bottleneck."""
     times, seconds, bottleneck = engine.layer_time(w, d, dev, normalizer)
     stages = [Stage(t.name, t.busy, t.bound_by, t.head + t.tail, t.on_chip) for t in times]
     serial = d.host_launches_per_layer * dev.host_seconds_per_launch
     stages.append(Stage("host", serial, "host launch (assumed)", 0.0, on_chip=False))
     return stages, seconds + serial + _norm_site(w, d, dev, stages), bottleneck
-
-
-def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
-    """The stages of one layer with ``normalizer`` and the layer's modeled seconds and bottleneck."""
-    if _is_engine(d):
-        return _engine_stages(w, d, dev, normalizer)
-    g = _geometry(w, d)
-    f_aie, f_pl = dev.aie_clock_hz, d.pl_clock_mhz * 1e6
-    plio = _plio_bytes_per_s(d, dev)
-    sb = d.score_bits / 8
-    sbpc = dev.stream_bytes_per_cycle
-    dh, qr, kb = w.d_head, d.q_rows, d.key_block
-    tp = g.tiles_per_pipe
-    rows_assembled = d.score_switch or normalizer == "online_softmax"
-    stages: list[Stage] = []
-    serial = 0.0
-
-    # host <-> card (PCIe): Q, K, V up and A down, full duplex
-    if w.operands == "host":
-        if dev.pcie_bytes_per_s is None:
-            raise ValueError(f"{dev.board} has no PCIe host link; use operands 'ddr'")
-        up = w.batch * w.seq * dh * (w.heads + 2 * w.n_kv_heads)
-        down = w.batch * w.seq * dh * w.heads
-        stages.append(Stage("host_link", max(up, down) / dev.pcie_bytes_per_s, "PCIe (per direction)",
-                            (qr * dh * 3) / dev.pcie_bytes_per_s, on_chip=False))
-
-    # DDR -> AIE: Q (+ header) per tile, K/V per group (resident) or per tile, over the in-PLIOs; DDR shared
-    kv_pipe = (-(-g.kv_loads // d.pipelines)) * 2 * g.keys_pad * dh
-    in_bytes_pipe = tp * (qr * dh + HEADER_BYTES) + kv_pipe
-    parts = {"PLIO in (Q/K/V)": in_bytes_pipe / (d.in_plios * plio)}
-    if w.operands != "on_chip":
-        kv_rows = (g.kv_loads if d.kv_resident else g.tiles) * 2 * w.seq * dh
-        kv_rows = kv_rows * w.n_kv_heads // w.heads if d.kv_resident else kv_rows
-        reads = w.batch * w.heads * w.seq * dh + kv_rows
-        writes = w.batch * w.heads * w.seq * dh
-        parts["DDR (reads + writes, one bank)"] = (reads + writes) / dev.ddr_bytes_per_s
-    first_kv = (2 * g.slice_q * dh) if d.kv_resident else 2 * kb * dh
-    sec, why = _bound(parts)
-    stages.append(Stage("ddr_to_aie", sec, why, (qr * dh + first_kv) / (d.in_plios * plio)))
-
-    # AIE QK^T: each kernel computes q_rows x slice_q scores per tile
-    # the kernel code reads its streams, computes and writes on the one core, one after the other
-    # (hw/perf/aie.py): the instrumented compute term plus this design's own stream traffic (no K with
-    # K resident; the score words at the design's width)
-    k_in = 0 if d.kv_resident else g.slice_q * dh
-    # the engine (stream contract v2, hw/ENGINE.md) frames every score/P packet and O record with a header beat
-    pkt = 0 if d.score_switch else HEADER_BYTES
-    core = (_tile_compute_cycles("qk_matmul", qr, g.slice_q, dh) + (aie.BEAT_BYTES + qr * dh + k_in) / sbpc
-            + (qr * g.slice_q * sb + pkt) / sbpc)
-    cyc = {"AIE vector core (QK^T)": core,
-           "AIE stream out (scores, 32-bit port)": qr * g.slice_q * sb / sbpc,
-           "AIE stream in (Q, K)": (qr * dh + k_in) / sbpc}
-    c, why = _bound(cyc)
-    t_qk = c / f_aie
-    lat = t_qk if rows_assembled else t_qk * kb / g.slice_q
-    # resident K is loaded per (batch, head) group: on the engine every slice kernel reads the group's whole K
-    # (a broadcast LOAD_K, hw/ENGINE.md) through its 32-bit stream port and keeps its slice
-    kv_groups_pipe = -(-g.kv_loads // d.pipelines) if d.kv_resident else 0
-    load_s = kv_groups_pipe * (HEADER_BYTES + g.keys_pad * dh) / sbpc / f_aie if d.kv_resident else 0.0
-    stages.append(Stage("aie_qk", tp * t_qk + load_s, why, lat))
-
-    # AIE -> PL: the busiest score PLIO carries kq_per_plio slices
-    bytes_plio = (qr * g.slice_q * sb + pkt) * g.kq_per_plio
-    stages.append(Stage("aie_to_pl", tp * bytes_plio / plio, f"PLIO out (scores, {d.score_bits}-bit, "
-                        f"{d.score_plios}/pipeline)", qr * kb * sb / plio))
-
-    # PL normalizer: one instance per score PLIO
-    lanes = d.lanes(normalizer)
-    if rows_assembled:
-        elems = -(-qr // d.score_plios) * g.keys_pad
-    else:
-        elems = qr * g.slice_q * g.kq_per_plio
-    epc = _epc(normalizer, lanes)
-    t_norm = elems / epc / f_pl
-    lat = _latency(normalizer, lanes) / f_pl + (g.keys_pad / epc / f_pl if rows_assembled else qr * kb / epc / f_pl)
-    stages.append(Stage("pl_normalizer", tp * t_norm, f"PL lanes ({lanes} x {d.pl_clock_mhz:g} MHz "
-                        f"x {d.score_plios}/pipeline)", lat))
-
-    # PL -> AIE: P (uint8) back over as many PLIOs as carry the scores
-    bytes_p = (qr * g.slice_p + pkt) * g.kp_per_plio
-    stages.append(Stage("pl_to_aie", tp * bytes_p / plio, "PLIO in (P, 8-bit)", qr * kb / plio))
-
-    # AIE P.V: each kernel accumulates q_rows x d over its slice; partial O along the cascade
-    v_in = 0 if d.kv_resident else g.slice_p * dh
-    core = (_tile_compute_cycles("pv_matmul", qr, g.slice_p, dh) + (aie.BEAT_BYTES + qr * g.slice_p + v_in) / sbpc
-            + (qr * dh * d.o_bits / 8 + pkt) / sbpc)
-    cyc = {"AIE vector core (P.V)": core, "AIE stream in (P, V)": (qr * g.slice_p + v_in) / sbpc,
-           "AIE stream out (O)": qr * dh * d.o_bits / 8 / sbpc}
-    if d.pv_kernels > 1:
-        cyc["AIE cascade (partial O)"] = qr * dh * 4 / dev.cascade_bytes_per_cycle
-    c, why = _bound(cyc)
-    t_pv = c / f_aie
-    stages.append(Stage("aie_pv", tp * t_pv + load_s, why, t_pv))  # + the broadcast LOAD_V, as LOAD_K
-
-    # back to DDR: O over the out-PLIOs, requantized to int8 in the PL, written to DDR
-    o_bytes = qr * dh * d.o_bits / 8 + pkt
-    parts = {"PLIO out (O)": tp * o_bytes / (d.out_plios * plio)}
-    if w.operands != "on_chip":
-        parts["DDR writes"] = w.batch * w.heads * w.seq * dh / dev.ddr_bytes_per_s
-    sec, why = _bound(parts)
-    stages.append(Stage("to_ddr", sec, why, o_bytes / (d.out_plios * plio)))
-
-    # host: per-tile work overlapping the device, per-launch start/wait in series
-    h_tile = d.host_seconds_per_tile
-    if h_tile is None:
-        h_tile = dev.host_seconds_per_tile if d.score_switch else 0.0
-    serial = d.host_launches_per_layer * dev.host_seconds_per_launch
-    stages.append(Stage("host", g.tiles * h_tile + serial,
-                        "host per-tile path (measured, emu backend)" if h_tile else "host launch (assumed)",
-                        h_tile, on_chip=False))
-
-    # pipelined layer time: busiest overlapping stage + the other stages' first-unit latencies
-    piped = [s for s in stages if s.name != "host"] + [Stage("host", g.tiles * h_tile, "", h_tile, False)]
-    # on a tie the stage feeding the normalizer is the bound (lanes that keep pace are not the limit)
-    top = max(s.seconds for s in piped)
-    tied = [s for s in piped if s.seconds >= top * (1 - 1e-9)]
-    busiest = next((s for s in tied if s.name != "pl_normalizer"), tied[0])
-    fill = sum(s.latency_s for s in piped if s is not busiest)
-    seconds = busiest.seconds + fill + serial
-    bottleneck = busiest.name
-
-    seconds += _norm_site(w, d, dev, stages)
-    return stages, seconds, bottleneck
 
 
 def _norm_site(w: Workload, d: Design, dev: Device, stages: list[Stage]) -> float:
@@ -814,57 +590,16 @@ def _norm_site(w: Workload, d: Design, dev: Device, stages: list[Stage]) -> floa
     return nsec + nlat
 
 
-def _buffer_urams(bits: float, width_bits: int, dev: Device) -> float:
-    """URAMs for a buffer of ``bits`` read and written ``width_bits`` at a time."""
-    return float(max(math.ceil(bits / dev.uram_bits), math.ceil(width_bits / dev.uram_width_bits)))
-
-
 def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
-    """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL)."""
-    if _is_engine(d):
-        # the normalizer units the build carries (a build with both carries both whatever the workload's layers)
-        norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0) or ("swiftmax",)
-        used = engine.resources(w, d, dev, norms, _pl_resources)
-        if w.norm_site is not None:
-            for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
-                used[k] += v
-        return used
-    g = _geometry(w, d)
-    dh, qr, kb = w.d_head, d.q_rows, d.key_block
-    sb = d.score_bits / 8
-    qk_k = 2 * g.slice_q * dh if d.kv_resident else 2 * kb * dh
-    qk_mem = qk_k + 2 * qr * dh + qr * dh + qr * kb * 4 + 2 * qr * kb * sb + dev.tile_memory_reserve_bytes
-    pv_v = 2 * g.slice_p * dh if d.kv_resident else 2 * kb * dh
-    pv_mem = pv_v + kb * dh + 2 * qr * kb + qr * dh * 4 + qr * dh * d.o_bits / 8 + dev.tile_memory_reserve_bytes
-    plios_per_pipe_in = d.in_plios + d.score_plios
-    plios_per_pipe_out = d.score_plios + d.out_plios
-    used = {"aie_tiles": float(d.aie_kernels), "aie_kernel_memory_bytes": float(max(qk_mem, pv_mem)),
-            "plio_in": float(d.pipelines * plios_per_pipe_in), "plio_out": float(d.pipelines * plios_per_pipe_out)}
-    pl_used = dict.fromkeys(RESOURCE_KEYS, 0.0)
-    insts = d.pipelines * d.score_plios
-    norm_lut = 0.0
-    for n in NORMALIZERS:
-        lanes = d.lanes(n)
-        if lanes < 1 or (n not in w.normalizers and not d.score_switch):
-            continue
-        for k, v in zip(RESOURCE_KEYS, _pl_resources(n, lanes, d.score_bits), strict=True):
-            pl_used[k] += insts * v
-        norm_lut += insts * _pl_resources(n, lanes, d.score_bits)[0]
-    if d.score_switch or "online_softmax" in w.normalizers:
-        keys = max(g.keys_pad, d.max_seq or 0)
-        copies = 1 if d.score_switch else 2  # vck5000_attention's switch: one tile; the scaled design double-buffers
-        s_bits = copies * qr * keys * d.score_bits
-        p_bits = copies * qr * keys * 8
-        pl_used["uram"] += d.pipelines * (_buffer_urams(s_bits, d.plio_bits, dev) + _buffer_urams(p_bits, d.plio_bits,
-                                                                                                  dev))
-    n_plio = d.pipelines * (plios_per_pipe_in + plios_per_pipe_out)
-    for k in RESOURCE_KEYS:
-        pl_used[k] += n_plio * MOVER_PER_PLIO[k]
+    """Resources the design uses for the workload (AIE tiles and kernel memory, PLIOs, PL; :func:`.engine.resources`,
+    plus a pre-norm site's unit)."""
+    check_engine(d)
+    # the normalizer units the build carries (a build with both carries both whatever the workload's layers)
+    norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0) or ("swiftmax",)
+    used = engine.resources(w, d, dev, norms, _pl_resources)
     if w.norm_site is not None:
         for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
-            pl_used[k] += v
-    used.update(pl_used)
-    used["lut_normalizers"] = norm_lut  # part of "lut": the normalizer instances alone
+            used[k] += v
     return used
 
 
@@ -876,24 +611,13 @@ def resources_available(d: Design, dev: Device) -> dict[str, float]:
 
 def traffic(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     """Bytes one layer moves: over DDR (reads + writes), over all PLIOs (both directions) and over PCIe."""
-    if _is_engine(d):
-        ge = engine.geometry(w, d, dev, w.normalizers[0])
-        b = engine.ddr_bytes(ge, w.operands)
-        tiles = ge.groups * ge.tiles_per_group
-        plio = tiles * (ge.q_bytes + ge.k * (ge.s_bytes + ge.p_bytes) + ge.o_bytes) + ge.groups * 2 * ge.k * \
-            ge.kv_bytes
-        pcie = float(w.batch * w.seq * w.d_head * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
-        return {"ddr_bytes": b["reads"] + b["writes"], "plio_bytes": float(plio), "pcie_bytes": pcie}
-    g = _geometry(w, d)
-    dh, qr = w.d_head, d.q_rows
-    kv = (g.kv_loads if d.kv_resident else g.tiles) * 2 * g.keys_pad * dh
-    plio = (g.tiles * (qr * dh + HEADER_BYTES) + kv + g.tiles * qr * g.keys_pad * (d.score_bits / 8 + 1)
-            + g.tiles * qr * dh * d.o_bits / 8)
-    act = w.batch * w.heads * w.seq * dh
-    kv_ddr = (g.kv_loads * w.n_kv_heads // w.heads if d.kv_resident else g.tiles) * 2 * w.seq * dh
-    ddr = 0.0 if w.operands == "on_chip" else float(act + kv_ddr + act)
-    pcie = float(w.batch * w.seq * dh * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
-    return {"ddr_bytes": ddr, "plio_bytes": float(plio), "pcie_bytes": pcie}
+    check_engine(d)
+    ge = engine.geometry(w, d, dev, w.normalizers[0])
+    b = engine.ddr_bytes(ge, w.operands)
+    tiles = ge.groups * ge.tiles_per_group
+    plio = tiles * (ge.q_bytes + ge.k * (ge.s_bytes + ge.p_bytes) + ge.o_bytes) + ge.groups * 2 * ge.k * ge.kv_bytes
+    pcie = float(w.batch * w.seq * w.d_head * (2 * w.heads + 2 * w.n_kv_heads)) if w.operands == "host" else 0.0
+    return {"ddr_bytes": b["reads"] + b["writes"], "plio_bytes": float(plio), "pcie_bytes": pcie}
 
 
 def layer_seconds(w: Workload, d: Design, dev: Device) -> float:
@@ -925,20 +649,20 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
     oc_busy = sum(max(s.seconds for s in oc_per[n][0] if s.on_chip) * counts[n] for n in oc_per) / n_layers
     ops = w.ops_per_layer
     tops = ops / seconds / 1e12
-    serial = d.host_launches_per_layer * dev.host_seconds_per_launch if _is_engine(d) else 0.0
-    kernels = engine.kernel_report(w, d, dev, w.normalizers[0]) if _is_engine(d) else []
+    serial = d.host_launches_per_layer * dev.host_seconds_per_launch
     return Perf(
         device=dev, workload=w, design=d, stages=stages, seconds_per_layer=seconds,
         layer_seconds=[{"index": i, "normalizer": n, "seconds": per[n][1], "bottleneck": per[n][2]}
                        for i, n in enumerate(w.layers)],
         tops=tops, fraction_of_peak=ops / seconds / dev.peak_int8_ops, tops_on_chip=ops / oc_busy / 1e12,
         bottleneck=bottleneck, used=resources_used(w, d, dev), available=resources_available(d, dev),
-        traffic=traffic(w, d, dev), assumptions=list(ENGINE_ASSUMPTIONS if _is_engine(d) else ASSUMPTIONS),
-        host_serial_seconds=serial, kernels=kernels,
+        traffic=traffic(w, d, dev), assumptions=list(ASSUMPTIONS), host_serial_seconds=serial,
+        kernels=engine.kernel_report(w, d, dev, w.normalizers[0]),
     )
 
 
 __all__ = ["ASSUMPTIONS", "BERT_BASE", "DEVICE_FILE", "Design", "Device", "NORMALIZERS", "NORM_SITES", "OPERANDS",
-           "PIPELINING", "Perf", "STAGES", "Stage", "Workload", "design_from_json", "design_from_manifest",
-           "evaluate", "layer_seconds", "layer_stages", "load_device", "normalizer_name", "resources_available",
-           "resources_used", "traffic", "workload_from_bundle_info", "workload_from_flags", "workload_from_hf_config"]
+           "PIPELINING", "Perf", "STAGES", "Stage", "Workload", "check_engine", "design_from_json",
+           "design_from_manifest", "engine_pl_cycles", "evaluate", "layer_seconds", "layer_stages", "load_device",
+           "normalizer_name", "resources_available", "resources_used", "traffic", "workload_from_bundle_info",
+           "workload_from_flags", "workload_from_hf_config"]

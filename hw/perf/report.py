@@ -18,7 +18,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from . import engine, explore, gemm_kernels, published, simulate
+from . import explore, gemm_kernels, published, simulate
 from .model import STAGES, Design, Device, Perf, Workload, design_from_manifest, evaluate, load_device
 
 BEGIN, END = "<!-- perf-tables:begin -->", "<!-- perf-tables:end -->"
@@ -34,13 +34,9 @@ def _committed(name: str) -> Design:
 
 def _design_text(d: Design) -> str:
     lanes = d.lanes_swiftmax or d.lanes_online_softmax
-    if engine.is_engine(d):
-        return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels, {d.score_plios} score channel(s) x "
-                f"{lanes} lanes{', DSP products' if d.swiftmax_products == 'dsp' else ''}), Q_ROWS {d.q_rows}, "
-                f"int{d.score_bits}, O int{d.o_bits}")
-    return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels), {d.q_rows}x{d.key_block} tiles, "
-            f"int{d.score_bits}, {d.score_plios} score PLIO x {lanes} lanes, {d.in_plios} in PLIO, "
-            f"K/V {'resident' if d.kv_resident else 're-streamed'}")
+    return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels, {d.score_plios} score channel(s) x "
+            f"{lanes} lanes{', DSP products' if d.swiftmax_products == 'dsp' else ''}), Q_ROWS {d.q_rows}, "
+            f"int{d.score_bits}, O int{d.o_bits}")
 
 
 def _us(s: float) -> str:

@@ -304,8 +304,6 @@ class _Sim:
 def simulate(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax") -> SimResult:
     """Simulate one layer of workload ``w`` on engine design ``d`` (module docstring). Raises :class:`Deadlock`
     when the graph stops before every tile is done, ValueError for a design the engine cannot run."""
-    if not engine.is_engine(d):
-        raise ValueError("only engine designs (stream contract v3) are simulated")
     g = engine.geometry(w, d, dev, normalizer)
     sim = _Sim(g, None if w.operands == "on_chip" else dev.ddr_bytes_per_s)
     pipes = [_Pipeline(sim, p, groups) for p, groups in enumerate(engine.deal(g.groups, g.pipelines))]
