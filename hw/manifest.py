@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,9 +60,6 @@ def default_manifest(backend: str | None = None) -> str:
 
 #: the AI Engine array's clock of every build (MHz)
 AIE_CLOCK_MHZ = 1250
-#: Kept only while ``host/backends/hwio.py`` (the retired tile-by-tile design's backends, which the engine's
-#: backends still import) reads it; no build has a ``score_switch`` kernel: remove with that module's select code.
-SCORE_SWITCH_SELECT: dict[str, int] = {"swiftmax": 0, "online_softmax": 1}
 
 
 class ManifestError(UserError):
@@ -440,12 +436,6 @@ def runnable_problem(head_dim: int, heads: int, normalizers: set[str], seq_len: 
     return f"{which} runs {' with '.join(asked)} (what runs: {listed})"
 
 
-def padded_keys(seq_len: int, tile: TileShape) -> int:
-    """Keys per row padded to a whole key block: ``seq_len`` rounded up to a multiple of ``tile.key_block`` (read
-    only by ``host/tiler.py``, the retired tile-by-tile design's tiler: remove with it)."""
-    return max(1, math.ceil(seq_len / tile.key_block)) * tile.key_block
-
-
 __all__ = ["AIE_CLOCK_MHZ", "BITSTREAMS", "BUILDS", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "PLATFORMS", "EngineSection",
            "Manifest", "ManifestError", "TileShape", "check_bundle", "committed_manifests", "compute_units",
-           "default_manifest", "load_manifest", "padded_keys", "runnable_problem", "validate_manifest"]
+           "default_manifest", "load_manifest", "runnable_problem", "validate_manifest"]

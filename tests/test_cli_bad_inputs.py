@@ -228,8 +228,8 @@ CASES = [
     ("hw generate --max-seq 0", ["hw", "generate", "best", "--out", "{tmp}/gen", "--max-seq", "0"], EXIT_USAGE,
      "--max-seq", ["gen"]),
     ("hw report --json dir", ["hw", "report", "--json", "{tmp}/adir"], EXIT_INPUT, "is a folder", []),
-    ("hw package unknown manifest", ["hw", "package", "--manifest", "no_such_build", "--out", "{tmp}/pkg"],
-     EXIT_BUNDLE, "no_such_build", ["pkg"]),
+    ("hw generate missing design file", ["hw", "generate", "{tmp}/no_such_design.json", "--out", "{tmp}/gen"],
+     EXIT_INPUT, "no_such_design.json", ["gen"]),
     # ---- perf
     ("perf --pipelines 0", ["perf", "--pipelines", "0"], EXIT_USAGE, "pipelines", []),
     ("perf impossible design", ["perf", "--score-plios", "64"], EXIT_USAGE, "score_plios must be <=", []),

@@ -1,4 +1,4 @@
-"""``vckattn hw report|package|generate``: hardware figures of the PL kernels, their Vitis packaging, and the
+"""``vckattn hw report|generate``: hardware figures of the PL kernels, and the
 scalable engine's build sources from a design point."""
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ def add_hw(sub: Subparsers) -> None:
         "BHyT approximate variance, RMSNorm) and lane count, LUT/FF/DSP/BRAM from real Yosys synthesis "
         "(synth_xilinx -family xcup: UltraScale+ as the proxy for the Versal PL), throughput in elements/cycle "
         "and latency in cycles measured on Verilator (the kernel's throughput test, checked against the golden "
-        "model), and row/token buffer bits. Takes a few minutes per kernel. `package`: the RTL normalizers as "
-        "Vitis RTL kernel sources. `generate`: the scalable engine's build sources from a design point.",
+        "model), and row/token buffer bits. Takes a few minutes per kernel. `generate`: a design's build sources "
+        "from a design point (the ADF graph, system.cfg, the PL top as a Vitis RTL kernel, the manifest).",
         epilog=examples("vckattn hw report --kernels swiftmax --lanes 4 --json results/hw.json",
-                        "vckattn hw package --out build/vitis/rtl",
                         "vckattn hw generate best --out build/engine"),
     )
     hsub = p.add_subparsers(title="hardware", dest="hw", metavar="ACTION", parser_class=type(p))
@@ -58,24 +57,6 @@ def add_hw(sub: Subparsers) -> None:
                    help="show the synthesis and simulator output (Yosys, Verilator, cocotb) instead of writing it to "
                         "<build>/logs/hw_report.log")
     r.set_defaults(func=run_hw_report)
-    k = hsub.add_parser(
-        "package",
-        help="write the RTL normalizers as Vitis RTL kernel sources (Verilog, kernel.xml, Vivado Tcl)",
-        description="For each RTL kernel of a bitstream manifest (swiftmax, online_softmax), built with the "
-        "manifest's lane count and formats, write into OUT/<kernel>/: the Amaranth core's Verilog "
-        "(<kernel>_core.v), a wrapper module <kernel> with the ports Vitis expects (ap_clk, ap_rst_n active low, "
-        "the AXI4-Stream ports s_axis/m_axis, the AXI4-Lite control port s_axi_control), kernel.xml (free running, "
-        "ap_ctrl_none; one argument per stream and per host-writable register) and package_kernel.tcl, the Vivado "
-        "batch script that packages them into <kernel>/<kernel>.xo with package_xo. Needs no AMD tools; running the "
-        "printed Vivado commands does (`make xclbin` runs them as part of the whole Vitis build).",
-        epilog=examples("vckattn hw package", "vckattn hw package --manifest vck190_engine --out build/vitis190"),
-    )
-    k.add_argument("--out", type=Path, default=None, metavar="DIR",
-                   help="output folder, one subfolder per kernel (default: build/vitis/rtl)")
-    k.add_argument("--manifest", default="vck5000_engine", metavar="NAME",
-                   help="bitstream manifest: a name in bitstreams/ or a .json file (default: the committed best "
-                   "design, vck5000_engine)")
-    k.set_defaults(func=run_hw_package)
     g = hsub.add_parser(
         "generate",
         help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point",
@@ -248,30 +229,6 @@ def normalizer_table(comp: dict) -> object:
                   f"{ref['online_softmax']['lut']:,}", f"{ref['online_softmax']['ff']:,}", "—",
                   _pct(ref["ratio"]["lut"]), _pct(ref["ratio"]["ff"]), "—")
     return table
-
-
-def run_hw_package(args: argparse.Namespace) -> int:
-    from vckattn.hw.manifest import load_manifest
-    from vckattn.hw.pl import vitis_kernel
-
-    from .common import output_dir
-
-    output_dir(args.out, what="--out")
-    manifest = load_manifest(args.manifest)
-    out = args.out if args.out is not None else vitis_kernel.DEFAULT_OUT
-    try:
-        packaged = vitis_kernel.package_kernels(manifest.data, out, source=str(manifest.file.name))
-    except ValueError as exc:
-        raise UserError(str(exc)) from None
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
-    for pk in packaged:
-        print(f"{pk.name}: wrote {', '.join(str(f) for f in pk.files)}")
-    vivado = manifest.data["tools"].get("vivado", "")
-    print(f"next, package each kernel into its .xo with AMD Vivado {vivado} (vivado on PATH):")
-    for pk in packaged:
-        print(f"  {vitis_kernel.vivado_command(pk.folder)}")
-    return 0
 
 
 def run_hw_generate(args: argparse.Namespace) -> int:

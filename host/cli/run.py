@@ -134,7 +134,7 @@ def check_device_flags(args: argparse.Namespace) -> None:
     xclbin = getattr(args, "xclbin", None)
     if xclbin is not None and (getattr(args, "backend", "xrt") in ("xrt", "pynq")):
         if not xclbin.exists():
-            raise InputError(f"--xclbin {xclbin} does not exist (build it with `vckattn hw package` / the Vitis flow)")
+            raise InputError(f"--xclbin {xclbin} does not exist (build it with `make xclbin DESIGN=...`)")
         if not xclbin.is_file():
             raise InputError(f"--xclbin {xclbin} is not a file")
 
