@@ -74,16 +74,19 @@ def test_online_softmax_layer_bit_exact_on_a_dual_build(backend, causal):
     assert dev.launches == 1
 
 
-def test_online_softmax_layer_of_another_format_is_refused_on_csim():
-    """The C++ channel computes the build's online-softmax format only: a layer rounding P another way is refused in
-    one line before any launch (the functional model, which takes any format, still runs it)."""
+def test_online_softmax_layer_of_another_format_is_refused_on_csim_and_rtl():
+    """The C++ channel and the PL top's online-softmax unit compute the build's online-softmax format only: a layer
+    rounding P another way is refused in one line before any launch (the functional model, which takes any format,
+    still runs it)."""
     from dataclasses import replace
 
     layer, x, keep = _layer("softmax")
     narrow = narrow_layer(layer, 8)
     nearest = replace(narrow, os_fmt=replace(narrow.os_fmt, p_rounding="nearest"))
-    with pytest.raises(DeviceError, match=r"p_rounding 'nearest' \(the build's: 'cumulative'\)"):
-        device_class("csim")(engine_manifest(online_lanes=4)).configure(nearest)
+    for backend in ("csim", "rtl"):
+        with pytest.raises(DeviceError, match=r"p_rounding 'nearest' \(the build's: 'cumulative'\)"):
+            device_class(backend)(engine_manifest(online_lanes=4)).configure(nearest)
+        device_class(backend)(engine_manifest(online_lanes=4)).configure(narrow)
     device_class("emu")(engine_manifest(online_lanes=4)).configure(nearest)
     device_class("csim")(engine_manifest(online_lanes=4)).configure(narrow)
 

