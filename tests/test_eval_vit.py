@@ -33,7 +33,8 @@ def vit_bundle(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def _eval(bundle: Path, out: Path, *extra: str) -> dict:
-    assert main(["eval", "--bundle", str(bundle), "--task", "digits", "--quiet", "--json", str(out), *extra]) == 0
+    assert main(["eval", "--bundle", str(bundle), "--manifest", "engine_small_dual", "--task", "digits", "--quiet",
+                 "--json", str(out), *extra]) == 0  # an online-softmax bundle: a build that carries both normalizers
     return json.loads(out.read_text())
 
 

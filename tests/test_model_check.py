@@ -74,14 +74,15 @@ def test_untuned_export_is_refused_with_the_exact_fix(bundles, capsys):
 
 
 def test_the_recorded_score_is_what_eval_measures(bundles):
-    """An independent path to the same figure: `vckattn eval` on emu (the bundle read back, tile by tile through the
-    emu device) on the same held-out sentences gives the score the export recorded (the export scores the integer
+    """An independent path to the same figure: `vckattn eval` on emu (the bundle read back, one launch a layer
+    through the engine's functional model, 8-bit scores as every committed design) on the same held-out sentences
+    gives the score the export recorded (the export scores the integer
     layers with float64 weight scales, the bundle stores float32 ones: equal to 1e-5)."""
     from vckattn.host import eval as ev
 
     for name in ("softmax", "swiftmax"):
         fid = load_bundle(bundles[name]).manifest["model_fidelity"]
-        r = ev.evaluate(bundles[name], "emu", n_sentences=N, progress=False)
+        r = ev.evaluate(bundles[name], "emu", n_sentences=N, progress=False, manifest_path="engine_small_dual")
         assert r["end_to_end"]["backend"]["mean_cosine"] == pytest.approx(fid["score"], abs=1e-5), name
         if fid["float_swiftmax"] is not None:
             assert r["end_to_end"]["float_swiftmax"]["mean_cosine"] == pytest.approx(fid["float_swiftmax"], abs=1e-9)
@@ -117,7 +118,8 @@ def test_inspect_and_run_show_the_whole_model_figure(bundles, tmp_path, capsys, 
     assert "whole model (export check): embedding cosine" in out and "BELOW" in out and "threshold 0.9" in out
     assert "SwiftMax per head, untuned" in out
     js = tmp_path / "r.json"
-    assert main(["run", "--bundle", str(bundles["softmax"]), "--text", TEXT, "--quiet", "--json", str(js)]) == 0
+    assert main(["run", "--bundle", str(bundles["softmax"]), "--manifest", "engine_small_dual", "--text", TEXT,
+                 "--quiet", "--json", str(js)]) == 0
     out = capsys.readouterr().out
     fid = load_bundle(bundles["softmax"]).manifest["model_fidelity"]
     assert f"embedding cosine {fid['score']:.4f}" in out and "passes" in out

@@ -2,8 +2,10 @@
 
 The per-layer check (:mod:`.fidelity`) asks whether each integer layer follows its float layer of the same
 normalizer; it cannot see that replacing softmax by untuned SwiftMax changes what the model computes. This
-check runs the **whole model** with every exported attention layer replaced by its integer layer (the bit-exact
-golden integer attention, what the ``emu`` backend computes; residuals, norms and MLPs stay float) and scores it
+check runs the **whole model** with every exported attention layer replaced by its integer layer as the committed
+engine designs compute it (the bit-exact golden integer attention with the designs' 8-bit scores,
+:func:`engine_layer`: what every backend computes, ``vckattn eval`` on ``emu`` included; residuals, norms and MLPs
+stay float) and scores it
 against the **softmax model** (the source with softmax in every layer, or ``reference``: the original of a
 checkpoint tuned with ``vckattn calibrate swiftmax``) on **held-out inputs**, never the calibration inputs:
 
@@ -174,6 +176,18 @@ def _score(out: np.ndarray, ref: np.ndarray, keep: np.ndarray, metric: str,
     return c["mean_cosine"], c["min_cosine"]
 
 
+def engine_layer(layer: QuantAttentionLayer) -> QuantAttentionLayer:
+    """``layer`` with the score width of the committed best design (:func:`vckattn.hw.manifest.default_manifest`;
+    every committed design takes 8-bit scores): :func:`vckattn.golden.quant_attention.narrow_layer`, as ``run`` and
+    ``eval`` make it; a layer without a calibration score maximum stays as it is."""
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.hw.manifest import default_manifest, load_manifest
+
+    if layer.score_absmax is None:
+        return layer
+    return narrow_layer(layer, int(load_manifest(default_manifest()).data["engine"]["score_bits"]))
+
+
 def model_fidelity(m: LoadedModel, layers: dict[int, QuantAttentionLayer],
                    swiftmax: dict[int, tuple[Any, Any]], check: CheckData, threshold: float,
                    reference: LoadedModel | None = None, reference_name: str | None = None,
@@ -261,5 +275,5 @@ def model_problem(fid: dict, fix: str) -> str | None:
 
 
 __all__ = ["DEFAULT_CHECK_SAMPLES", "DEFAULT_MIN_MODEL_FIDELITY", "IMAGE_CHECK_DATA", "METRICS", "METRIC_NAMES",
-           "TASK_TUNE_FLAGS", "TEXT_CHECK_DATA", "CheckData", "check_data", "fix_command", "metric_of",
+           "TASK_TUNE_FLAGS", "TEXT_CHECK_DATA", "CheckData", "check_data", "engine_layer", "fix_command", "metric_of",
            "model_fidelity", "model_problem"]

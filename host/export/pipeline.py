@@ -31,6 +31,7 @@ from .model_check import (
     DEFAULT_CHECK_SAMPLES,
     DEFAULT_MIN_MODEL_FIDELITY,
     CheckData,
+    engine_layer,
     fix_command,
     model_fidelity,
     model_problem,
@@ -172,8 +173,8 @@ class ModelCheck:
         swiftmax = {i: ([float(b) for b in np.atleast_1d(ex.beta)], [float(g) for g in np.atleast_1d(ex.gamma)])
                     for i, ex in layers.items() if ex.beta is not None}
         p_max = {i: float(ex.p_max) for i, ex in layers.items() if ex.p_max is not None}
-        fid = model_fidelity(m, {i: ex.layer for i, ex in layers.items()}, swiftmax, self.data, self.threshold,
-                             self.reference, self.reference_name, p_max)
+        fid = model_fidelity(m, {i: engine_layer(ex.layer) for i, ex in layers.items()}, swiftmax, self.data,
+                             self.threshold, self.reference, self.reference_name, p_max)
         tuned = any(ex.beta_source == "checkpoint" for ex in layers.values())
         unsaturated = any(ex.beta_source == "checkpoint" and ex.p_max is None for ex in layers.values())
         low = fid["float_swiftmax"] is not None and fid["float_swiftmax"] < self.threshold
