@@ -174,7 +174,7 @@ def test_pynq_selftest_passes(monkeypatch, tmp_path, capsys):
 
 
 @pytest.mark.parametrize(("env", "argv", "status", "message"), [
-    ("", ["--manifest", "NOENGINE", "--xclbin", "X"], 2, "board selftest runs engine builds"),
+    ("", ["--manifest", "NOENGINE", "--xclbin", "X"], 5, "'engine' is a required property"),
     ("csim", ["--manifest", "sublayer_small_encoder"], 2, "sublayer_small_encoder is a sublayer build: its GEMM stages "
      "have no xclbin flow"),
     ("", ["--manifest", "engine_small"], 2, "needs --xclbin"),

@@ -173,8 +173,11 @@ def test_a_head_size_no_build_runs_is_refused_at_export_and_by_perf(tmp_path, ca
 def test_runnable_problem_names_the_nearest_build():
     from vckattn.hw.manifest import runnable_problem
 
-    assert runnable_problem(32, 12, {"swiftmax", "softmax"}, 512) is None
-    assert runnable_problem(64, 32, {"swiftmax"}, 1024) is None
+    assert runnable_problem(32, 12, {"swiftmax", "softmax"}, 128) is None  # engine_small_dual
+    assert runnable_problem(64, 32, {"swiftmax"}, 512) is None  # vck5000_engine
+    long_soft = runnable_problem(32, 12, {"softmax"}, 512)  # online softmax at full size: no committed build
+    assert long_soft.startswith("no committed hardware build runs 512 tokens") and \
+        "engine_small_dual: head sizes 32, 64, up to 32 heads, up to 128 tokens, swiftmax and softmax" in long_soft
     assert runnable_problem(32, 12, {"softmax"}, 2048).startswith("no committed hardware build runs 2048 tokens")
     assert "40 heads" in runnable_problem(64, 40, {"swiftmax"})
 

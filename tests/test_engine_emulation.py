@@ -18,7 +18,7 @@ from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.emulation import RegisterFile, emulated_uuid
 from vckattn.host.scheduler import run_layer
-from vckattn.hw.manifest import Manifest, load_manifest
+from vckattn.hw.manifest import ManifestError, load_manifest
 
 pytestmark = pytest.mark.tool("g++", "hls4ml")
 
@@ -112,8 +112,9 @@ def test_refusals(monkeypatch, minilm_bundle, tmp_path, capsys):
     from vckattn.host.deploy import deploy
 
     small = load_manifest("engine_small")
-    noengine = Manifest({k: v for k, v in small.data.items() if k != "engine"}, small.file)
-    with pytest.raises(UserError, match=r"the emulated card runs engine builds; engine_small is not one"):
-        XrtDevice(noengine).open()
+    noengine = tmp_path / "noengine.json"  # every manifest is an engine build: one without is refused on load
+    noengine.write_text(json.dumps({k: v for k, v in small.data.items() if k != "engine"}))
+    with pytest.raises(ManifestError, match=r"'engine' is a required property"):
+        XrtDevice(load_manifest(noengine)).open()
     with pytest.raises(UserError, match=r"unset VCKATTN_EMULATION for this command"):
         deploy(write_xclbin(tmp_path / "a.xclbin"), minilm_bundle)
