@@ -48,7 +48,7 @@ from .sources import LoadedModel
 
 #: the default threshold of the whole-model score (``vckattn export --min-model-fidelity``; README "Export"). It
 #: separates tuned from untuned SwiftMax on MiniLM (embedding cosine on the 32 held-out sentences): untuned
-#: constants keep 0.467-0.610 (the integer layers follow their float layers; the float SwiftMax model itself is not
+#: constants keep 0.467-0.592 (the integer layers follow their float layers; the float SwiftMax model itself is not
 #: the model), tuned per head with the main weights (README "Quick start") 0.9546, the online-softmax baseline
 #: 0.9979
 DEFAULT_MIN_MODEL_FIDELITY = 0.9
