@@ -71,10 +71,10 @@ def deploy(xclbin: Path, bundle: Path, manifest: Path | None = None, device_inde
         raise DeviceError(f"{bundle}: the bundle has no attention layer to configure")
     index = int(layers[0]["index"])
     layer = to_quant_layer(b, index)
-    engine = man.data.get("engine")
-    if not engine or "sublayer" in man.data:
-        raise UserError(f"{man.name}: `vckattn deploy` configures an attention engine build (this manifest is "
-                        f"{'a sublayer build' if engine else 'not an engine build'})")
+    if "sublayer" in man.data:
+        raise UserError(f"{man.name}: `vckattn deploy` configures an attention engine build (this manifest is a "
+                        "sublayer build)")
+    engine = man.data["engine"]
     from vckattn.golden.quant_attention import narrow_layer
     from vckattn.host.engine import EngineRequantError, requant_fields
 

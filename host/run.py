@@ -158,12 +158,10 @@ def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, floa
 
 
 def open_device(backend: str, manifest: Any, **options: Any) -> Any:
-    """The backend's device for the engine build ``manifest`` (UserError for a manifest without an ``engine``
-    section or an unknown backend)."""
+    """The backend's device for the engine build ``manifest`` (every manifest is one: the schema requires the
+    ``engine`` section); UserError for an unknown backend."""
     from vckattn.host.backends import BACKENDS, device_class
 
-    if not manifest.data.get("engine"):
-        raise UserError(f"{manifest.name}: not an engine build (its manifest has no engine section)")
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     return device_class(backend)(manifest, **options)

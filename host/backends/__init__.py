@@ -41,27 +41,18 @@ ENGINE_ONLINE = ("emu", "rtl", "csim")
 
 
 def check_backend(backend: str, manifest: Any, bundle: Any, layers: list[int]) -> None:
-    """Refuse, before any work, a backend or build that cannot run these layers of the bundle: a usage problem
-    (status 2) naming what can."""
+    """Refuse, before any work, a backend that cannot run these layers of the bundle on this engine build: a usage
+    problem (status 2) naming what can (a build that lacks a layer's normalizer is ``check_bundle``'s refusal)."""
     from vckattn.golden.errors import UserError
 
     if backend not in BACKENDS:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if not manifest.data.get("engine"):
-        raise UserError(f"{manifest.name} is not an engine build (its manifest has no engine section): the backends "
-                        "run engine builds; choose one of the manifests in bitstreams/")
     if "sublayer" in manifest.data and backend not in ("emu", "csim", "rtl"):
         raise UserError(f"{manifest.name} is a sublayer build: it runs on emu, csim and rtl (its GEMM stages have no "
                         f"xclbin flow yet, so --backend {backend} cannot run it)")
     soft = [] if bundle is None else [int(e["index"]) for e in bundle.manifest["layers"]
                                       if int(e["index"]) in layers and e.get("swiftmax") is None]
-    if not soft:
-        return
-    if "softmax" not in manifest.data["normalizers"]:
-        raise UserError(f"{manifest.name} normalizes with SwiftMax only; layer(s) {soft} use online softmax: use a "
-                        "build that carries both normalizers (--manifest engine_small_dual), or --layers with "
-                        "SwiftMax layers only")
-    if backend not in ENGINE_ONLINE and not (backend == "xrt" and _emulated()):
+    if soft and backend not in ENGINE_ONLINE and not (backend == "xrt" and _emulated()):
         raise UserError(f"the {backend} backend runs an engine's SwiftMax layers only; layer(s) {soft} use online "
                         f"softmax: use --backend {', '.join(ENGINE_ONLINE[:-1])} or {ENGINE_ONLINE[-1]} (or xrt on the "
                         "emulated card, VCKATTN_EMULATION=csim), or --layers with SwiftMax layers only")
