@@ -35,7 +35,7 @@ from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import swiftmax_registers
 from vckattn.hw.engine import streams
 from vckattn.hw.engine.model import EngineParams, run_launch_model
-from vckattn.hw.perf import aie, engine_aie
+from vckattn.hw.perf import aie, calibration, engine_aie
 from vckattn.sim.engine_csim import run_engine_launch
 from vckattn.sim.hls_csim import REPO_ROOT
 
@@ -179,8 +179,9 @@ def data_file(measured: Sequence[dict[str, int]] = MEASURED) -> dict[str, Any]:
         "generated_by": COMMAND,
         "counts_from": "sim/cpp/engine_csim_tb.cpp built with -DVCKATTN_AIE_VECTOR_EMU, run with OPCOUNTS",
         "peak_macs_per_cycle": aie.PEAK_MACS_PER_CYCLE,
-        "loop_fill_cycles": aie.LOOP_FILL_CYCLES,
-        "overhead_cycles": {"kernel_call": engine_aie.KERNEL_CALL_CYCLES, "header": engine_aie.HEADER_CYCLES},
+        "loop_fill_cycles": aie.loop_fill_cycles(),
+        "sync_cycles_per_port": calibration.param("sync_cycles_per_port"),
+        "sync_ports": {kernel: engine_aie.sync_ports(kernel) for kernel in engine_aie.KERNELS},
         "slots": aie.SLOTS,
         "cost_table": {k: aie.COST_TABLE[k] for k in sorted(used)},
         "builds": builds,

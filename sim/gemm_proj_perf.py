@@ -21,7 +21,7 @@ import numpy as np
 
 from vckattn.golden.quant_attention import QuantLinear
 from vckattn.golden.requant import requant_registers, requantize
-from vckattn.hw.perf import aie, engine_aie, gemm_proj
+from vckattn.hw.perf import aie, calibration, gemm_proj
 from vckattn.sim.gemm_csim import GemmParams, run_gemm
 from vckattn.sim.hls_csim import REPO_ROOT
 
@@ -93,8 +93,9 @@ def data_file(measured: Sequence[Sequence[int]] = MEASURED) -> dict[str, Any]:
         "generated_by": COMMAND,
         "counts_from": "sim/cpp/gemm_proj_tb.cpp built with -DVCKATTN_AIE_VECTOR_EMU, run with OPCOUNTS",
         "peak_macs_per_cycle": aie.PEAK_MACS_PER_CYCLE,
-        "loop_fill_cycles": aie.LOOP_FILL_CYCLES,
-        "overhead_cycles": engine_aie.OVERHEAD_CYCLES,
+        "loop_fill_cycles": aie.loop_fill_cycles(),
+        "sync_cycles_per_port": calibration.param("sync_cycles_per_port"),
+        "sync_ports": {kernel: gemm_proj.sync_ports(kernel) for kernel in gemm_proj.KERNELS},
         "cost_table": {k: aie.COST_TABLE[k] for k in sorted(used)},
         "builds": builds,
         "shapes": shapes,

@@ -73,7 +73,8 @@ def test_data_file_matches_the_model():
     data = engine_aie.load_data()
     assert data["generated_by"] == COMMAND
     assert data["slots"] == json.loads(json.dumps(aie.SLOTS))
-    assert data["overhead_cycles"] == {"kernel_call": engine_aie.KERNEL_CALL_CYCLES, "header": engine_aie.HEADER_CYCLES}
+    assert data["loop_fill_cycles"] == aie.loop_fill_cycles()
+    assert data["sync_ports"] == {k: engine_aie.sync_ports(k) for k in engine_aie.KERNELS}
     assert [b["build"] for b in data["builds"]] == [dict(m) for m in MEASURED]
     for b in data["builds"]:
         p = b["build"]
@@ -98,11 +99,12 @@ def test_cycles_respect_physical_bounds(kernel, q_rows, sk, d, bits):
     for masked in ((False, True) if kernel == "qk" else (False,)):
         cyc = engine_aie.invocation_cycles(kernel, q_rows, sk, d, bits, masked)
         macs = engine_aie.invocation_macs(kernel, q_rows, sk, d, bits, masked)
-        assert cyc["total"] >= macs / aie.PEAK_MACS_PER_CYCLE + engine_aie.OVERHEAD_CYCLES
+        assert cyc["overhead"] == engine_aie.overhead_cycles(kernel) > 0
+        assert cyc["total"] >= macs / aie.PEAK_MACS_PER_CYCLE + cyc["overhead"]
         assert cyc["total"] == pytest.approx(sum(v for k, v in cyc.items() if k != "total"))
         if kernel == "rq":  # no MACs: at least its cascade words in, one a cycle (four per O block, the header word)
             assert engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) == 0
-            assert cyc["total"] >= 4 * (q_rows // 4) * (d // 8) + 1 + engine_aie.OVERHEAD_CYCLES
+            assert cyc["total"] >= 4 * (q_rows // 4) * (d // 8) + 1 + cyc["overhead"]
         else:
             assert 0 < engine_aie.efficiency(kernel, q_rows, sk, d, bits, masked) < 1
     if kernel == "qk":
@@ -112,19 +114,61 @@ def test_cycles_respect_physical_bounds(kernel, q_rows, sk, d, bits):
 
 def test_hand_count_of_the_bert_qk_tile():
     """QK^T of a 32-row tile against a 128-key slice, D 64: 32 x 128 x 64 MACs in 4 x 16 x 8 mmuls of 4 vector issues
-    (mmul_8_8.hpp), 2x2 register blocks of 4 x (D/16) mmuls: the vector slot binds the loop; no stream ports."""
+    (mmul_8_8.hpp), 2x1 register blocks: the inner loop over the D/16 = 4 feature blocks is entered once per block,
+    4 row-block pairs x 16 key blocks = 64 entries, each paying one fill."""
     phases = engine_aie.phase_counts("qk", 32, 128, 64, 8)
     mmuls = 32 // 4 * 128 // 8 * 64 // 16
     assert phases["mmul"]["mmul<4,16,8,int8,int8>.mul"] + phases["mmul"]["mmul<4,16,8,int8,int8>.mac"] == mmuls
     slots = aie.phase_cycles(phases["mmul"])
     assert slots["vector"] == 4 * mmuls == 32 * 128 * 64 / 128
-    assert max(slots, key=slots.get) == "vector"
+    # per feature block: 2 Q blocks (8 x 128-bit) + 1 K^T block (8 x 128-bit) = 16 loads, two a cycle = the 8 vector
+    # issues of the two mmuls
+    assert slots["load"] == slots["vector"]
+    assert engine_aie.loop_invocations("qk", 32, 128, 64, 8)["mmul"] == 4 * 16
     cyc = engine_aie.invocation_cycles("qk", 32, 128, 64, 8)
-    assert cyc["total"] == 2048 + aie.LOOP_FILL_CYCLES + 2 + engine_aie.OVERHEAD_CYCLES
+    assert cyc["mmul"] == 2048 + 64 * aie.loop_fill_cycles()
+    # the drain of a block: loop control of the key-block loop (2), the q / k / s bases (3), the db loop's count (1)
+    # on the scalar slot; plus the row-block-pair loop's control (2) four times
+    assert phases["drain"]["scalar"] == 64 * 6 + 4 * 2
+    assert cyc["total"] == pytest.approx(sum(v for k, v in cyc.items() if k != "total"))
     # P.V of the middle kernel: 32 x 128 x 64 MACs in mmul<4,8,8> of 2 issues; 64 O blocks of 4 cascade words in and out
-    pv = engine_aie.phase_counts("pv_mid", 32, 128, 64)["mmul"]
-    assert pv["readincr_v<8>(input_cascade<acc48>)"] == pv["writeincr(output_cascade<acc48>)"] == 32 // 4 * 64 // 8 * 4
-    assert aie.phase_cycles(pv)["vector"] == 2 * (32 // 4) * (128 // 8) * (64 // 8)
+    pv = engine_aie.phase_counts("pv_mid", 32, 128, 64)
+    assert pv["drain"]["readincr_v<8>(input_cascade<acc48>)"] == pv["drain"]["writeincr(output_cascade<acc48>)"] \
+        == 32 // 4 * 64 // 8 * 4
+    assert aie.phase_cycles(pv["mmul"])["vector"] == 2 * (32 // 4) * (128 // 8) * (64 // 8)
+    assert engine_aie.loop_invocations("pv_mid", 32, 128, 64)["mmul"] == 4 * 8
+
+
+def test_loop_control_constants_are_the_kernels():
+    """The per-iteration and per-entry loop-control costs of the model are the ones the emulation header defines."""
+    from vckattn.sim.hls_csim import REPO_ROOT
+
+    text = (REPO_ROOT / "hw" / "aie" / "aie_api_emu.h").read_text()
+    assert f"#define VCK_LOOP_ITER {aie.LOOP_ITER_SCALAR_OPS}\n" in text
+    assert f"#define VCK_LOOP_ENTRY {aie.LOOP_ENTRY_SCALAR_OPS}\n" in text
+    for name in ("engine_kernels.h", "gemm_kernels.h"):  # the AI Engine fallbacks agree
+        k = (REPO_ROOT / "hw" / "aie" / "engine" / name).read_text()
+        assert f"#define VCK_LOOP_ITER {aie.LOOP_ITER_SCALAR_OPS}\n" in k and \
+            f"#define VCK_LOOP_ENTRY {aie.LOOP_ENTRY_SCALAR_OPS}\n" in k, name
+
+
+def test_register_blocks_fit_the_accumulator_file():
+    """AIE1 has four 768-bit accumulator registers (UG1079 'Accumulator Registers': bm0..bm3, each two 384-bit halves of
+    eight acc48 lanes): 4 x 768 / 48 = 64 acc48 lanes. Each kernel's register block is RB (<= 2) mmul outputs of 4 x 8 =
+    32 lanes (read from the kernel source: one accumulator array of RB entries, RB = 2 at most): at most 64 lanes."""
+    import re
+
+    from vckattn.sim.hls_csim import REPO_ROOT
+
+    lanes_in_file = 4 * 768 // 48
+    for name, mmul in (("engine_kernels.h", "QkMmul"), ("engine_kernels.h", "PvMmul"), ("gemm_kernels.h", "GemmMmul")):
+        text = (REPO_ROOT / "hw" / "aie" / "engine" / name).read_text()
+        arrays = re.findall(rf"{mmul} c(\[[^\]]+\])+;", text)
+        decls = re.findall(rf"{mmul} c((?:\[[^\]]+\])+);", text)
+        assert arrays and decls == ["[S::RB]"], (name, mmul, decls)
+        assert re.search(r"RB = \w+ % 8 == 0 \? 2 : 1;", text), name
+        assert 2 * 4 * 8 <= lanes_in_file  # RB = 2 blocks of 4 x 8 lanes
+        assert 2 * 2 * 4 * 8 > lanes_in_file  # a 2 x 2 block would not fit
 
 
 @pytest.mark.parametrize("args, match", [(("qx", 32, 128, 64), "kernel must be"), (("qk", 30, 128, 64), "q_rows"),
@@ -162,3 +206,16 @@ def test_op_counts_need_the_vector_path():
     empty = np.zeros((0, 32), np.uint8)
     with pytest.raises(ValueError, match="op_counts needs the vector path"):
         run_engine_launch(p, [empty], [empty], empty, empty, empty, [0], None, vector=False, op_counts=True)
+
+
+def test_bank_conflicts_by_hand():
+    """Two 128-bit loads a cycle; an even and an odd word of a double bank are in different banks (UG1079 'AI Engine
+    Memory'): loads pair even with odd, each leftover same-parity pair may share a bank and costs a cycle."""
+    assert aie.bank_conflict_cycles([0, 16]) == 0
+    assert aie.bank_conflict_cycles([0, 32]) == 1
+    assert aie.bank_conflict_cycles([16, 48, 80, 112, 0]) == 1  # 4 odd words, 1 even: one odd pair left over
+    assert aie.bank_conflict_cycles([16 * i for i in range(8)]) == 0
+    # the kernels' operand blocks span whole pairs of words: no conflict at any shape
+    for kernel in engine_aie.KERNELS:
+        for q_rows, sk, d in ((32, 128, 64), (12, 48, 32), (4, 16, 16)):
+            assert engine_aie.bank_conflicts(kernel, q_rows, sk, d) == 0

@@ -213,14 +213,17 @@ def test_cycles_respect_physical_bounds(kernel, rows, cols, kslice, out_bits):
 
 def test_hand_count_of_the_default_shape():
     """16 rows x 64 channels x 128 features: 16·64·128 MACs in mmul<4,16,8> of 4 vector issues = 1024 cycles of
-    macs; the last int8 kernel adds 4 vector issues (lmul8 x 4) a 4x8 block for the multiply: 32 blocks."""
-    ph = gemm_proj.phase_counts("last", 16, 64, 128, 8)["mmul"]
-    assert ph["mmul<4,16,8,int8,int8>.mac"] == 16 * 64 * 128 // 512
-    assert ph["mul<acc80,32,int32,int32>"] == 16 // 4 * 64 // 8
-    assert aie.phase_cycles(ph)["vector"] == 1024 + 4 * 32
-    mid = gemm_proj.phase_counts("mid", 16, 64, 128)["mmul"]
+    macs; the last int8 kernel adds 4 vector issues (lmul8 x 4) a 4x8 block for the multiply: 32 blocks, in the drain
+    after each register block's loop. 2x1 register blocks: 2 row-block pairs x 8 column blocks = 16 loop entries."""
+    ph = gemm_proj.phase_counts("last", 16, 64, 128, 8)
+    assert ph["mmul"]["mmul<4,16,8,int8,int8>.mac"] == 16 * 64 * 128 // 512
+    assert ph["drain"]["mul<acc80,32,int32,int32>"] == 16 // 4 * 64 // 8
+    assert aie.phase_cycles(ph["mmul"])["vector"] == 1024
+    assert aie.phase_cycles(ph["drain"])["vector"] == 4 * 32
+    mid = gemm_proj.phase_counts("mid", 16, 64, 128)["drain"]
     assert mid["readincr_v<8>(input_cascade<acc48>)"] == mid["writeincr(output_cascade<acc48>)"] == 32 * 4
-    assert gemm_proj.invocation_cycles("mid", 16, 64, 128)["mmul"] == 1024 + aie.LOOP_FILL_CYCLES
+    assert gemm_proj.loop_invocations("mid", 16, 64, 128)["mmul"] == 2 * 8
+    assert gemm_proj.invocation_cycles("mid", 16, 64, 128)["mmul"] == 1024 + 16 * aie.loop_fill_cycles()
 
 
 def test_data_file_matches_the_model():
@@ -244,3 +247,21 @@ def test_data_file_matches_the_model():
         assert r["data_bytes"] == gemm_proj.kernel_memory(r["kernel"], r["rows"], r["cols"], r["kslice"], r["out_bits"])
         assert r["efficiency"] == pytest.approx(gemm_proj.efficiency(r["kernel"], r["rows"], r["cols"], r["kslice"],
                                                                      r["out_bits"]))
+
+
+def test_overheads_read_the_calibration_and_loops_enter_per_block():
+    """The per-invocation overhead is the calibration's per-port hand-off times the sync ports the variant locks (x,
+    and the out buffer of the last kernel); 12 rows (RB = 1, three row blocks) x 32 channels (4 column blocks): 12 loop
+    entries; the 128-bit loads balance even and odd words: no bank conflict."""
+    from vckattn.hw.perf import calibration
+
+    per_port = calibration.param("sync_cycles_per_port")
+    for kernel, ports in (("first", 1), ("mid", 1), ("last", 2), ("only", 2)):
+        assert gemm_proj.invocation_cycles(kernel, 12, 32, 48, 8)["overhead"] == pytest.approx(per_port * ports)
+        assert gemm_proj.loop_invocations(kernel, 12, 32, 48, 8)["mmul"] == 3 * 4
+        assert gemm_proj.bank_conflicts(kernel, 12, 32, 48, 8) == 0
+    mmul = gemm_proj.phase_counts("mid", 12, 32, 48, 8)["mmul"]
+    assert mmul["load_v<16,int8>"] == 12 * 3 * (4 + 8)  # per entry 3 feature blocks of one X and one W^T block
+    cyc = gemm_proj.invocation_cycles("mid", 12, 32, 48, 8)
+    # 12 loads a feature block, two a cycle: 6 cycles, load-bound over the mmul's 4 vector issues
+    assert cyc["mmul"] == 12 * 3 * 6 + 12 * aie.loop_fill_cycles()

@@ -53,7 +53,8 @@ def test_every_entry_is_counted_by_some_kernel():
                 for q_rows in (4, 8, 12, 32):
                     used |= set(engine_aie.op_counts(kernel, q_rows, 32, 32, bits, masked))
     shapes = {"maxeva_int8": (32, 128, 32), "maxeva_add_int32": (64,), "maxeva_add_float": (64,),
-              "charm_fp32": (32, 32, 32), "charm_fp32_acc": (32, 32, 32)}
+              "charm_fp32": (32, 32, 32), "charm_fp32_acc": (32, 32, 32), "aries_fp32": (32, 32, 32),
+              "aries_fp32_acc": (32, 32, 32)}
     assert set(shapes) == set(gemm_kernels.KERNELS)
     for kernel, dims in shapes.items():
         used |= set(gemm_kernels.op_counts(kernel, dims))

@@ -25,8 +25,18 @@
 // instantiation, a map lookup only for the calls whose key holds a run-time argument) and does not
 // touch the values computed. aie::emu::op_counts() holds the counters; reset_op_counts() zeroes
 // them (the entries stay, so the cached references remain valid); count_op(key) adds to any
-// counter (the test bench counts its stream beats that way). Scalar C++ in the kernels (loops over
-// plain pointers) is not an API call and is not counted.
+// counter (the test bench counts its stream beats that way).
+//
+// Scalar work is not an API call: the kernels annotate it where they write it, with VCK_SCALAR(n) (n scalar ALU
+// operations: integer arithmetic, compares, branches, header field shifts and masks), VCK_SCALAR_LOAD(n) and
+// VCK_SCALAR_STORE(n) (n scalar loads / stores), counted under "scalar", "scalar_load" and "scalar_store" (no-ops
+// on the AI Engine: the kernels define them empty there). Loop control as the kernels write it: per iteration of a
+// loop that is not the innermost loop of its nest, VCK_LOOP_ITER operations (the counter's increment and the
+// conditional branch); per entry of an innermost (software-pipelined) loop, VCK_LOOP_ENTRY (the zero-overhead
+// loop's count register; its iterations cost no scalar issue: AM009 'Register Files', the loop start / end / count
+// registers ls, le, lc); pointer increments inside a pipelined loop fold into the loads' post-modify addressing
+// (AM009 'Register Files': pointer and modifier registers p0..p7, m0..m7), each base address computed per outer
+// iteration is one operation. Loops over register arrays (r, x, w, ...) are unrolled: no loop control.
 #ifndef VCKATTN_AIE_API_EMU_H
 #define VCKATTN_AIE_API_EMU_H
 
@@ -618,5 +628,26 @@ inline void writeincr(output_cascade<acc48>* c, const aie::accum<acc48, 8>& a) {
     ++count;
     c->fifo->words.push_back(a);
 }
+
+// Scalar work the kernel code issues (see the file comment).
+#define VCK_SCALAR(n)                                                                        \
+    do {                                                                                     \
+        static std::uint64_t& vck_scalar_count_ = ::aie::emu::op_counter("scalar");          \
+        vck_scalar_count_ += static_cast<std::uint64_t>(n);                                  \
+    } while (0)
+#define VCK_SCALAR_LOAD(n)                                                                   \
+    do {                                                                                     \
+        static std::uint64_t& vck_scalar_count_ = ::aie::emu::op_counter("scalar_load");     \
+        vck_scalar_count_ += static_cast<std::uint64_t>(n);                                  \
+    } while (0)
+#define VCK_SCALAR_STORE(n)                                                                  \
+    do {                                                                                     \
+        static std::uint64_t& vck_scalar_count_ = ::aie::emu::op_counter("scalar_store");    \
+        vck_scalar_count_ += static_cast<std::uint64_t>(n);                                  \
+    } while (0)
+// scalar operations per iteration of a loop that is not innermost (increment, conditional branch)
+#define VCK_LOOP_ITER 2
+// scalar operations per entry of an innermost, software-pipelined loop (the loop count register)
+#define VCK_LOOP_ENTRY 1
 
 #endif

@@ -18,17 +18,23 @@ Where the numbers come from
 3. **Cycles.** Per phase (a loop nest of the kernel code), the cycles are the bottleneck slot
    (:func:`phase_cycles`): ``max over slots of (issues on the slot / slot throughput)`` -- the "kernel coding
    bounds" method of UG1079 (compute bound vs. memory bound), extended to every slot -- plus a pipeline fill of
-   :data:`LOOP_FILL_CYCLES` for every invocation of a loop whose trip count is only known at run time (the
-   compiler can software-pipeline but not unroll it).
+   :func:`loop_fill_cycles` for every ENTRY of a software-pipelined loop, as the code writes the loop nest (an inner
+   loop entered once per outer iteration pays once per entry; a nest counts as one loop only where the kernel asks
+   for ``chess_flatten_loop`` and program memory holds the flattened code).
+4. **Scalar work.** The kernels annotate the scalar operations their code issues (loop control, base addresses,
+   header parsing and writing, scalar loads and stores: ``VCK_SCALAR`` in ``hw/aie/aie_api_emu.h``); they are
+   counted like API calls and cost the scalar slot (loads and stores: the load / store units).
 
 Assumptions (each can make the real kernel slower, none faster, except where said)
 -------------------------------------------------------------------------------------
 * Perfect slot packing inside a phase (the compiler fills every VLIW slot every cycle up to the
   bottleneck); data dependences and register pressure are ignored apart from :data:`LOOP_FILL_CYCLES`.
-* Loads and stores never conflict on memory banks (UG1079: parallel accesses need different banks).
+* Bank conflicts: only where the loads of one cycle must share a bank (:func:`bank_conflict_cycles`); stores
+  and the tile DMA's accesses to the other ping-pong half are assumed to find a free bank.
 * ``concat``/``extract`` cost one move each on the two move slots (when the loads write the register parts
   directly they cost nothing).
-* Kernel call, lock and header parsing overheads are left out here (each kernel module states its own).
+* Kernel call and lock overheads are left out here (each kernel module reads them from
+  :mod:`vckattn.hw.perf.calibration`).
 * The AIE API of the vector paths is unverified (never compiled by aiecompiler): if the real API compiles a call
   differently, the cost table is wrong for it.
 """
@@ -41,8 +47,14 @@ __all__ = [
     "COST_TABLE",
     "LOOP_FILL_CYCLES",
     "PEAK_MACS_PER_CYCLE",
+    "BANK_WORD_BYTES",
+    "DATA_MEMORY_BANKS",
+    "LOOP_ENTRY_SCALAR_OPS",
+    "LOOP_ITER_SCALAR_OPS",
     "SLOTS",
+    "bank_conflict_cycles",
     "cost_of",
+    "loop_fill_cycles",
     "phase_cycles",
 ]
 
@@ -52,6 +64,45 @@ PEAK_MACS_PER_CYCLE = 128
 #: measured: UG1079 "Software Pipelining of Loops" illustrates a 9-cycle iteration whose fully pipelined
 #: loop runs n iterations in n + 8 cycles (latency - II); the real value depends on the schedule.
 LOOP_FILL_CYCLES = 8
+#: scalar operations per iteration of a loop that is not the innermost of its nest: the counter's increment and the
+#: conditional branch (``VCK_LOOP_ITER`` in ``hw/aie/aie_api_emu.h``; a test reads it there). ASSUMPTION: one scalar
+#: ALU issue each (WP552: one scalar slot).
+LOOP_ITER_SCALAR_OPS = 2
+#: scalar operations per entry of an innermost, software-pipelined loop: its count into the zero-overhead loop's
+#: count register (``VCK_LOOP_ENTRY``); its iterations cost no scalar issue (AM009 'Register Files': loop start /
+#: end / count registers ls, le, lc). ASSUMPTION: one scalar issue.
+LOOP_ENTRY_SCALAR_OPS = 1
+
+#: AIE1 data memory of a tile: eight single-port banks of 256 x 128-bit words (4 KB each, 32 KB); an even and an odd
+#: bank are interleaved into a double bank and a 256-bit access is an even and odd pair, i.e. consecutive 128-bit
+#: words alternate between the two; the three ports (two loads, one store) run concurrently when each accesses a
+#: different bank (UG1079 'AI Engine Memory'; AM009 'Load and Store Unit': 'divided and interleaved as odd and even
+#: banks').
+DATA_MEMORY_BANKS = 8
+BANK_WORD_BYTES = 16
+
+
+def bank_conflict_cycles(load_offsets: list[int]) -> int:
+    """Extra cycles of one loop iteration's 128-bit loads from bank conflicts, under the buffer placement the
+    generator makes (each buffer pinned to its kernel's tile, its address and bank left to aiecompiler). Two loads
+    issue a cycle (two load units); in one double bank, consecutive 128-bit words alternate between the even and
+    the odd bank, so a load of an even word paired with a load of an odd word never conflicts, whatever the
+    buffers' addresses. ``load_offsets``: byte offsets of the iteration's 128-bit loads from a 32-byte aligned
+    base (the kernels' buffers are). The loads pair even with odd as far as they go; each leftover pair of one
+    parity MAY share a bank (the placement does not say) and is counted as one extra cycle. MODELED."""
+    words = [o // BANK_WORD_BYTES for o in load_offsets]
+    even = sum(1 for w in words if w % 2 == 0)
+    odd = len(words) - even
+    return abs(even - odd) // 2
+
+
+def loop_fill_cycles() -> float:
+    """Pipeline fill + drain (cycles) per entry of a software-pipelined loop: ``loop_fill_cycles`` of
+    :mod:`vckattn.hw.perf.calibration` (:data:`LOOP_FILL_CYCLES` is its assumed value)."""
+    from . import calibration
+
+    return float(calibration.param("loop_fill_cycles"))
+
 
 # ------------------------------------------------------------------------------------------------
 # Sources
@@ -184,6 +235,17 @@ COST_TABLE.update({
                              "UG1079 'Rounding and Saturation Modes') on the scalar slot"),
 })
 
+# Scalar work the kernels annotate where they write it (VCK_SCALAR / VCK_SCALAR_LOAD / VCK_SCALAR_STORE in
+# hw/aie/engine/*.h, counted by aie_api_emu.h):
+COST_TABLE.update({
+    "scalar": _entry({"scalar": 1}, _WP552 + ": one scalar ALU operation (arithmetic, compare, branch, shift, mask) "
+                     "a cycle on the scalar slot"),
+    "scalar_load": _entry({"load": 1}, "AM009 'Load and Store Unit' / " + _UG1079_TILE + ": a scalar load uses one of "
+                          "the two load units"),
+    "scalar_store": _entry({"store": 1}, "AM009 'Load and Store Unit' / " + _UG1079_TILE + ": a scalar store uses the "
+                           "store unit"),
+})
+
 # Projection GEMM kernel operations (hw/aie/engine/gemm_kernels.h; hw/perf/gemm_proj.py):
 COST_TABLE.update({
     "mmul<4,16,8,int8,int8>.from_accum": _entry({}, _ACC_INPLACE),
@@ -236,6 +298,13 @@ COST_TABLE.update({
     "ext_w(v16float)": _entry({"move": 1}, _MOVE_SRC),
     "null_v8float": _entry({"move": 1}, "ASSUMPTION: one register clear on a move slot; " + _WP552),
     "undef_v16float": _entry({}, "UG1078 undef_v16float: an undefined register value, no instruction"),
+    # ARIES's fp32 GEMM kernel (hw/aie/published/gemm_kernels.h): the same AIE1 operations through the AIE API
+    "load_v<4,float>": _entry({"load": 1}, _LD_SRC + " (128 bits)"),
+    "load_v<8,float>": _entry({"load": 1}, _LD_SRC + " (256 bits)"),
+    "store_v<8,float>": _entry({"store": 1}, _LD_SRC + " (256 bits)"),
+    "insert<4>(vector<float,16>)": _entry({"move": 1}, _MOVE_SRC + " (as upd_v)"),
+    "insert<8>(vector<float,16>)": _entry({"move": 1}, _MOVE_SRC + " (as upd_w)"),
+    "extract<8>(vector<float,16>)": _entry({"move": 1}, _MOVE_SRC + " (as ext_w)"),
     "window_incr(float)": _entry(
         {}, "ASSUMPTION: no slot of its own, the window pointer's move is folded into the next access's address "
         "post-modify with circular addressing (" + _AM009_REGS + "); charged as one scalar op each it would still "

@@ -5,7 +5,9 @@ aiesimulator here), from the kernels' own vector code.
 Where the numbers come from
 ---------------------------
 1. **Operation counts.** The kernels' vector path runs on g++ over ``hw/aie/aie_api_emu.h``, which counts every
-   AIE API call (``mmul<4,16,8,int8,int8>.mac``, ``load_v<16,int8>``, ``readincr_v<8>(input_cascade<acc48>)``, ...);
+   AIE API call (``mmul<4,16,8,int8,int8>.mac``, ``load_v<16,int8>``, ``readincr_v<8>(input_cascade<acc48>)``, ...)
+   and the scalar work the kernel code annotates where it writes it (``scalar``, ``scalar_load``, ``scalar_store``:
+   loop control, base addresses, header parsing and writing);
    the launch C-simulation (``sim/cpp/engine_csim_tb.cpp``, OPCOUNTS) dumps the counts of every kernel invocation.
    :func:`phase_counts` is the same count in closed form, from the loop trip counts of the kernel code, split by
    phase; ``tests/test_engine_aie_perf.py`` checks that it EQUALS the instrumented counts of every invocation of
@@ -14,12 +16,14 @@ Where the numbers come from
 2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` turns each operation into issues on the VLIW slots it
    occupies (every entry with its source, or labeled ASSUMPTION); :data:`vckattn.hw.perf.aie.SLOTS` gives each
    slot's throughput (the engine adds the cascade in / out and scalar slots).
-3. **Cycles.** Per phase (a loop nest or a straight run of the kernel code), the bottleneck slot
-   (:func:`vckattn.hw.perf.aie.phase_cycles`), plus :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES` for each
-   software-pipelined loop nest the invocation enters (all trip counts are compile-time constants, so each nest is
-   assumed flattened into one pipelined loop); plus :data:`OVERHEAD_CYCLES` per invocation (kernel call and buffer
-   synchronization, header parsing and writing). No stream-port cycles: the tile DMA moves every byte into and out
-   of the ping-pong buffers while the core computes (the graph simulation accounts for the DMA and PLIO rates).
+3. **Cycles.** Per phase (a pipelined loop or a straight run of the kernel code), the bottleneck slot
+   (:func:`vckattn.hw.perf.aie.phase_cycles`), plus :func:`vckattn.hw.perf.aie.loop_fill_cycles` for each ENTRY of a
+   software-pipelined loop, as the code writes the nest (:func:`loop_invocations`: the inner loop of a register
+   block is entered once per block; no kernel asks for ``chess_flatten_loop``, so no nest is assumed flattened);
+   the phases are serialized (see the accumulator registers below); plus :func:`overhead_cycles` per invocation
+   (the sync buffers' lock hand-offs and the call, from :mod:`vckattn.hw.perf.calibration`). No stream-port
+   cycles: the tile DMA moves every byte into and out of the ping-pong buffers while the core computes (the graph
+   simulation accounts for the DMA and PLIO rates).
 
 Kernels (``KERNELS``): ``qk`` (QKᵀ of one tile against one ``SK``-key slice, narrowed to ``score_bits``; ``masked``:
 the tile needs the mask, the second loop body), ``pv_first`` / ``pv_mid`` (P·V of one slice; the first starts the
@@ -29,10 +33,21 @@ accumulator, shift-round-saturate to int8).
 
 Assumptions (each can make the real kernel slower, none faster)
 ---------------------------------------------------------------
-* Perfect slot packing inside a phase; data dependences and register pressure (the 2x2 register blocks hold four
-  32-lane accumulators: all of AIE1's accumulator registers) are ignored apart from the loop fill.
-* 128-bit loads and stores everywhere (the buffers' payloads start 16 bytes after their base), never conflicting on
-  memory banks (UG1079: parallel accesses need different banks; the generator does not pin banks).
+* Accumulator registers as AIE1 has them: four 768-bit registers bm0..bm3, each two 384-bit halves of eight acc48
+  lanes (UG1079 'Accumulator Registers', AM009 'Register Files'): 64 acc48 lanes in all. The output of one
+  ``mmul<4,16,8,int8,int8>`` or ``mmul<4,8,8,uint8,int8>`` is a 4x8 block, 32 acc48 lanes (1,536 bits): two
+  registers. A 2x2 register block (four such outputs, 128 lanes) would need twice the file; the kernels therefore
+  block RB x 1 (RB = 2 row blocks when Q_ROWS is a multiple of 8), which uses all four registers (RB = 2) -- so a
+  block's narrowing, stores and cascade writes (``drain``) cannot overlap the next block's loop: they are costed
+  one after the other. (A 16-lane 4x4 output, as the published ``mmul<4,8,4>`` kernels have, is one register: four
+  of them fit.)
+* Perfect slot packing inside a phase; data dependences are ignored apart from the loop fill.
+* 128-bit loads and stores everywhere (the buffers' payloads start 16 bytes after their base). Bank conflicts of
+  the loads of one cycle are counted (:func:`bank_conflicts`) under the generator's placement: each buffer pinned
+  to its kernel's tile, its address left to aiecompiler; as an even and an odd bank are interleaved word by word
+  (UG1079 'AI Engine Memory'), the loads pair even with odd words and the count is 0 for these kernels. Stores
+  and the tile DMA's accesses to the other ping-pong half are assumed not to conflict.
+* The acquire / release of the async K / V slice (once per group of tiles) is not counted.
 * The cascade never stalls (the neighbour produces and consumes at the same rate: a chain runs in lock-step).
 * The AIE API of the vector path is unverified (never compiled by aiecompiler): if the real API compiles a call
   differently, its cost entry is wrong.
@@ -40,19 +55,19 @@ Assumptions (each can make the real kernel slower, none faster)
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
-from . import aie
+from . import aie, calibration
 
 __all__ = [
+    "BEAT_BYTES",
     "DATA_PATH",
-    "HEADER_CYCLES",
     "KERNELS",
-    "KERNEL_CALL_CYCLES",
-    "OVERHEAD_CYCLES",
     "SCORE_BITS",
+    "bank_conflicts",
     "efficiency",
     "invocation_cycles",
     "invocation_macs",
@@ -60,23 +75,16 @@ __all__ = [
     "load_data",
     "loop_invocations",
     "op_counts",
+    "overhead_cycles",
     "phase_counts",
+    "sync_ports",
 ]
 
 KERNELS: tuple[str, ...] = ("qk", "pv_first", "pv_mid", "rq")
 SCORE_BITS: tuple[int, ...] = (8, 16)
-#: kernel call and synchronization of the sync buffers (lock acquire / release of q and s, or p and o), cycles per
-#: invocation. ASSUMPTION within UG1079 "Run-Time Ratio" (2023.1): "synchronization of synchronous buffers +
-#: function initialization takes tens of cycles, depending on the interface numbers".
-KERNEL_CALL_CYCLES = 40
-#: header work per invocation: read and check the TILE / PACKET header (4 words, 4-6 field checks), the held slice's
-#: tile range (and, at a group's first tile, acquire the async K / V buffer and check its SLICE header), the mask
-#: decision, write the PACKET / RESULT header (4 words). ASSUMPTION: 24 scalar operations at one a cycle (WP552: one
-#: scalar slot); the async acquire at a group's first tile is amortized over the group's tiles inside this figure.
-HEADER_CYCLES = 24
-#: per-invocation overhead (cycles): :data:`KERNEL_CALL_CYCLES` + :data:`HEADER_CYCLES`
-OVERHEAD_CYCLES = KERNEL_CALL_CYCLES + HEADER_CYCLES
 DATA_PATH: Path = Path(__file__).resolve().parent / "data" / "engine_kernels.json"
+#: bytes of a buffer's header beat (the payload starts this far after the buffer's 32-byte aligned base)
+BEAT_BYTES = 16
 
 
 def _check(kernel: str, q_rows: int, sk: int, d: int, score_bits: int, masked: bool) -> int:
@@ -107,51 +115,70 @@ def _add(a: dict[str, int], b: dict[str, int]) -> dict[str, int]:
     return {k: v for k, v in out.items() if v}
 
 
+def _header(kernel: str, masked: bool) -> dict[str, int]:
+    """The scalar work of one invocation outside the loops, as the kernel code annotates it (``VCK_SCALAR``,
+    ``VCK_SCALAR_LOAD``, ``VCK_SCALAR_STORE`` in ``engine_kernels.h`` qk_tile / pv_tile / rq_tile): reading the
+    header (16 byte loads, 12 shifts, 12 ors), its fields and checks, the held slice's tile range, the pointers,
+    writing the output header (field puts, 12 shifts, 16 byte stores), the held slice's tile count. The acquire and
+    release of the async slice happen once per group of tiles and are not counted."""
+    if kernel == "qk":
+        alu = 24 + 1 + (2 * 7 + 1 + 2 * 4) + 2 + 3 + (3 + 8 + 1) + (4 + 3 * 7 + 2) + 12 + 3 + (4 if masked else 0)
+        return {"scalar": alu, "scalar_load": 16 + 1 + 2 + 1 + 1, "scalar_store": 4 + 16 + 1}
+    if kernel in ("pv_first", "pv_mid"):
+        mid = kernel == "pv_mid"
+        alu = 24 + 1 + (2 * 5 + 2 * 3) + 2 + 3 + (4 if mid else 0) + 2 + 3
+        return {"scalar": alu, "scalar_load": 16 + 1 + 2 + 2 + 1 + 1, "scalar_store": 4 + (0 if mid else 12) + 1}
+    return {"scalar": 4 + 1 + 4 + 3 * 3 + 12 + 1, "scalar_load": 4, "scalar_store": 16 + 4}  # rq
+
+
 def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
                  masked: bool = False) -> dict[str, dict[str, int]]:
-    """Operation counts of one invocation by phase, in closed form (the loop trip counts of the vector path).
+    """Operation counts of one invocation by phase, in closed form (the loop trip counts of the vector path and the
+    scalar work its code annotates).
 
     ``q_rows``: the build's Q_ROWS (every row is computed); ``sk``: keys of the slice (SK = MAX_KEYS / k); ``d``: the
-    build's D; ``score_bits``: 8 or 16 (qk only); ``masked``: the qk tile needs the mask. Phases in program order:
-    qk ``setup`` (rounding / saturation modes), ``mask_limits`` (masked only: the per-row key limits and the key
-    pattern), ``mmul`` (the register-blocked loop: loads, mmuls, narrowing, the mask, stores); pv
-    ``cascade_header`` (the [tile_id, rows, rq_mult, rq_shift] word out, and in for ``pv_mid``), ``mmul`` (the
-    register-blocked loop: the O blocks from / to the cascade); rq ``cascade_header`` (the word in), ``setup`` (the
-    rounding and saturation modes of the requantization, ``rq_mult`` broadcast to 32 int16 lanes), ``requant`` (the
-    loop over the O blocks: from the cascade, requantized into the A record). Keys are ``aie_api_emu.h`` counter
-    names.
-    """
+    build's D; ``score_bits``: 8 or 16 (qk only); ``masked``: the qk tile needs the mask. Phases, as the code is
+    written: ``header`` (straight-line scalar header work, :func:`_header`); qk ``setup`` (rounding / saturation
+    modes), ``mask_limits`` (masked only: the per-row key limits and the key pattern; one pipelined loop), ``mmul``
+    (the pipelined inner loop over the feature blocks, summed over its entries: one per register block of RB row
+    blocks x 1 key block), ``drain`` (per register block, after the loop: narrowing, the mask, stores, the outer
+    loops' control); pv ``cascade_header`` (the [tile_id, rows, rq_mult, rq_shift] word out, and in for
+    ``pv_mid``), ``mmul`` (the pipelined loop over the key blocks, one entry per register block of RB row blocks x 1
+    feature block), ``drain`` (per register block: the accumulators from the cascade before the loop (``pv_mid``)
+    and to it after, the outer loops' control); rq ``cascade_header`` (the word in), ``setup`` (the modes,
+    ``rq_mult`` broadcast to 32 int16 lanes), ``requant`` (the pipelined loop over the feature-block pairs, one entry
+    per row-block group: the O blocks from the cascade, requantized into the A record; with the outer loop's
+    control). Keys are ``aie_api_emu.h`` counter names."""
     rb = _check(kernel, q_rows, sk, d, score_bits, masked)
     ni, nj = q_rows // 4, sk // 8
     st = f"int{score_bits}"
+    outer = ni // rb  # iterations of the row-block-group loop
+    it, entry = aie.LOOP_ITER_SCALAR_OPS, aie.LOOP_ENTRY_SCALAR_OPS
+    phases: dict[str, dict[str, int]] = {"header": _header(kernel, masked)}
     if kernel == "qk":
         nd = d // 16
-        groups = (ni // rb) * (nj // 2)
-        per_group = {
-            "load_v<16,int8>": (4 * rb + 16) * nd,           # rb Q blocks (4 x 128 bits), 2 K^T blocks (8 x 128 bits)
-            "concat<16,int8>x4": rb * nd,
-            "concat<16,int8>x8": 2 * nd,
-            "mmul<4,16,8,int8,int8>.mul": 2 * rb,
-            "mmul<4,16,8,int8,int8>.mac": 2 * rb * (nd - 1),
-            f"mmul<4,16,8,int8,int8>.to_vector<{st}>": 2 * rb,
-        }
+        groups = outer * nj
+        per_iter = {"load_v<16,int8>": 4 * rb + 8,  # rb Q blocks (4 x 128 bits), one K^T block (8 x 128 bits)
+                    "concat<16,int8>x4": rb, "concat<16,int8>x8": 1}
+        mmul = _scaled(per_iter, nd)
+        mmul |= {"mmul<4,16,8,int8,int8>.mul": rb, "mmul<4,16,8,int8,int8>.mac": rb * (nd - 1)}
+        drain = {f"mmul<4,16,8,int8,int8>.to_vector<{st}>": rb, "scalar": it + 2 + entry + 1}
         if score_bits == 8:  # a 4x8 block of int8 scores: two 128-bit stores
-            per_group |= {"extract<16>(vector<int8,32>)": 4 * rb, "store_v<16,int8>": 4 * rb}
+            drain |= {"extract<16>(vector<int8,32>)": 2 * rb, "store_v<16,int8>": 2 * rb}
         else:  # of int16 scores: four
-            per_group |= {"extract<8>(vector<int16,32>)": 8 * rb, "store_v<8,int16>": 8 * rb}
-        phases = {"setup": {"set_rounding": 1, "set_saturation": 1}}
+            drain |= {"extract<8>(vector<int16,32>)": 4 * rb, "store_v<8,int16>": 4 * rb}
+        phases["setup"] = {"set_rounding": 1, "set_saturation": 1}
         if masked:
-            phases["mask_limits"] = _add({"load_v<32,int16>": 2},  # the row and the key lane patterns
+            phases["mask_limits"] = _add({"load_v<32,int16>": 2, "scalar": entry},  # the row and key lane patterns
                                          _scaled({"add<32,int16>(scalar)": 2, "min<32,int16>(scalar)": 1,
                                                   "lt<32,int16>(scalar)": 1, "select<32,int16>(scalar)": 1,
-                                                  "store_v<32,int16>": 1}, ni))
-            per_group = _add(per_group, {"add<32,int16>(scalar)": 2, "load_v<32,int16>": rb, "lt<32,int16>": 2 * rb,
-                                         f"select<32,{st}>(scalar)": 2 * rb})
-        phases["mmul"] = _scaled(per_group, groups)
+                                                  "store_v<32,int16>": 1, "scalar": 2}, ni))
+            drain = _add(drain, {"scalar": 1, "add<32,int16>(scalar)": 1, "load_v<32,int16>": rb,
+                                 "lt<32,int16>": rb, f"select<32,{st}>(scalar)": rb})
+        phases["mmul"] = _scaled(mmul, groups)
+        phases["drain"] = _add(_scaled(drain, groups), {"scalar": it * outer})
         return phases
     ne = d // 8
-    groups = (ni // rb) * (ne // 2)
-    blocks = 2 * rb  # per group
     mm = "mmul<4,8,8,uint8,int8>"
     cin_header = {"readincr_v<8>(input_cascade<acc48>)": 1, "accum<acc48,8>.to_vector<int32>": 1,
                   "store_v<8,int32>": 1}
@@ -160,29 +187,33 @@ def phase_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
         per_block = {"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1, f"{mm}.from_accum": 1,
                      f"{mm}.to_vector<int32>": 1, "mul<acc80,32,int32,int16>": 1,
                      "accum<acc80,32>.to_vector<int8>": 1, "extract<8>(vector<int8,32>)": 4}
-        per_group = _add(_scaled(per_block, blocks), _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
-        return {"cascade_header": cin_header,
-                "setup": {"set_rounding": 1, "set_saturation": 1, "broadcast<32,int16>": 1},
-                "requant": _scaled(per_group, groups)}
+        per_iter = _add(_scaled(per_block, 2 * rb), _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
+        requant = _add(_scaled(per_iter, ne // 2), {"scalar": it + 1 + entry})
+        phases |= {"cascade_header": cin_header,
+                   "setup": {"set_rounding": 1, "set_saturation": 1, "broadcast<32,int16>": 1},
+                   "requant": _scaled(requant, outer)}
+        return phases
     has_cin = kernel == "pv_mid"
-    per_group = {
-        "load_v<16,uint8>": 2 * rb * nj,          # rb P blocks of 32 bytes a key block
-        "concat<16,uint8>x2": rb * nj,
-        "load_v<16,int8>": 8 * nj,                # 2 V blocks of 64 bytes a key block
-        "concat<16,int8>x4": 2 * nj,
-        f"{mm}.mac": blocks * nj - (0 if has_cin else blocks),
-        f"{mm}.mul": 0 if has_cin else blocks,
-    }
-    if has_cin:  # each O block from four cascade words
-        per_group = _add(per_group, _scaled({"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1,
-                                             f"{mm}.from_accum": 1}, blocks))
+    groups = outer * ne
+    mmul = _scaled({"load_v<16,uint8>": 2 * rb,  # rb P blocks of 32 bytes a key block
+                    "concat<16,uint8>x2": rb,
+                    "load_v<16,int8>": 4,        # one V block of 64 bytes a key block
+                    "concat<16,int8>x4": 1}, nj)
+    mmul |= {f"{mm}.mac": rb * nj - (0 if has_cin else rb), f"{mm}.mul": 0 if has_cin else rb}
+    mmul = {k: v for k, v in mmul.items() if v}
     # every P.V kernel passes the blocks on: to four cascade words each
-    per_group = _add(per_group, _scaled({f"{mm}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
-                                         "writeincr(output_cascade<acc48>)": 4}, blocks))
+    drain = _scaled({f"{mm}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4, "writeincr(output_cascade<acc48>)": 4},
+                    rb)
+    drain["scalar"] = it + 2 + entry
+    if has_cin:  # each O block from four cascade words
+        drain = _add(drain, _scaled({"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1,
+                                     f"{mm}.from_accum": 1}, rb))
     header = dict(cin_header) if has_cin else {}
     header = _add(header, {"load_v<8,int32>": 1, "accum<acc48,8>.from_vector<int32>": 1,
                            "writeincr(output_cascade<acc48>)": 1})
-    return {"cascade_header": header, "mmul": _scaled(per_group, groups)}
+    phases |= {"cascade_header": header, "mmul": _scaled(mmul, groups),
+               "drain": _add(_scaled(drain, groups), {"scalar": it * outer})}
+    return phases
 
 
 def op_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> dict[str, int]:
@@ -196,25 +227,84 @@ def op_counts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, ma
 
 def loop_invocations(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
                      masked: bool = False) -> dict[str, int]:
-    """Software-pipelined loop nests entered per invocation, by phase (each pays
-    :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES`): ``mmul`` 1, ``mask_limits`` 1, ``requant`` 1; ``setup`` and
-    ``cascade_header`` are straight-line code."""
-    phases = phase_counts(kernel, q_rows, sk, d, score_bits, masked)
-    return {ph: (1 if ph in ("mmul", "mask_limits", "requant") else 0) for ph in phases}
+    """Entries of software-pipelined loops per invocation, by phase, as the code writes the loop nests (each entry
+    pays :func:`vckattn.hw.perf.aie.loop_fill_cycles`; no kernel asks for ``chess_flatten_loop``): qk / pv ``mmul``
+    one entry per register block (the inner loop is entered once per iteration of the loops around it), qk
+    ``mask_limits`` one, rq ``requant`` one per row-block group; straight-line phases none."""
+    rb = _check(kernel, q_rows, sk, d, score_bits, masked)
+    outer = q_rows // 4 // rb
+    entries = {"mmul": outer * (sk // 8 if kernel == "qk" else d // 8), "mask_limits": 1, "requant": outer}
+    return {ph: entries.get(ph, 0) for ph in phase_counts(kernel, q_rows, sk, d, score_bits, masked)}
+
+
+def bank_conflicts(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> int:
+    """Extra cycles of one invocation's pipelined ``mmul`` loop from memory-bank conflicts of its 128-bit loads
+    (:func:`vckattn.hw.perf.aie.bank_conflict_cycles` per iteration), from the byte offsets the code loads: the
+    payloads start :data:`BEAT_BYTES` after a 32-byte aligned buffer base; qk loads RB Q blocks (64 bytes, 4 loads)
+    and one K^T block (128 bytes, 8 loads) an iteration, pv RB P blocks (32 bytes, 2 loads) and one V block (64 bytes,
+    4 loads). Every block spans whole 32-byte pairs of words, so even and odd words balance and the count is 0 for
+    every shape the kernels take; it is computed, not assumed. Units: AIE clock cycles. MODELED."""
+    rb = _check(kernel, q_rows, sk, d, score_bits, masked)
+    if kernel == "rq":
+        return 0
+    ni, nj = q_rows // 4, sk // 8
+    total = 0
+    if kernel == "qk":
+        nd = d // 16
+        for ib0 in range(0, ni, rb):
+            for jb in range(nj):
+                for db in range(nd):
+                    offs = [BEAT_BYTES + ((ib0 + r) * nd + db) * 64 + 16 * i for r in range(rb) for i in range(4)]
+                    offs += [BEAT_BYTES + (jb * nd + db) * 128 + 16 * i for i in range(8)]
+                    total += aie.bank_conflict_cycles(offs)
+        return total
+    for ib0 in range(0, ni, rb):
+        for eb in range(d // 8):
+            for jb in range(nj):
+                offs = [BEAT_BYTES + ((ib0 + r) * nj + jb) * 32 + 16 * i for r in range(rb) for i in range(2)]
+                offs += [BEAT_BYTES + (eb * nj + jb) * 64 + 16 * i for i in range(4)]
+                total += aie.bank_conflict_cycles(offs)
+    return total
+
+
+def sync_ports(kernel: str) -> int:
+    """Sync (ping-pong) buffer ports one invocation acquires and releases: qk 2 (q in, s out), pv 1 (p in), rq 1 (o
+    out). The async K / V slice is acquired once per group of tiles (not counted); cascades are streams."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    return 2 if kernel == "qk" else 1
+
+
+def overhead_cycles(kernel: str) -> float:
+    """Per-invocation cycles no code shows: the lock hand-off of each sync buffer port with the call's
+    initialization, ``sync_cycles_per_port`` (:mod:`vckattn.hw.perf.calibration`) x :func:`sync_ports`. The
+    calibration's per-port figure includes the call's initialization (its definition), so no separate call cost is
+    added. Units: AIE clock cycles. MODELED."""
+    return calibration.param("sync_cycles_per_port") * sync_ports(kernel)
 
 
 def invocation_cycles(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8,
                       masked: bool = False) -> dict[str, float]:
-    """Modeled AIE core cycles of one invocation: per phase (bottleneck slot + loop fill), ``"overhead"``
-    (:data:`OVERHEAD_CYCLES`) and ``"total"``. Units: AIE clock cycles. No stream-port cycles (module docstring)."""
+    """Modeled AIE core cycles of one invocation: per phase (bottleneck slot + the loop fills of its entries; the
+    phases are serialized: the register blocks use all four accumulator registers, so a block's drain cannot overlap
+    the next block's loop), ``"overhead"`` (:func:`overhead_cycles`) and ``"total"``. Units: AIE clock cycles. No
+    stream-port cycles (module docstring)."""
+    return dict(_cycles(kernel, q_rows, sk, d, score_bits, masked, aie.loop_fill_cycles(), overhead_cycles(kernel)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cycles(kernel: str, q_rows: int, sk: int, d: int, score_bits: int, masked: bool, fill: float,
+            overhead: float) -> tuple[tuple[str, float], ...]:
     phases = phase_counts(kernel, q_rows, sk, d, score_bits, masked)
     fills = loop_invocations(kernel, q_rows, sk, d, score_bits, masked)
     out: dict[str, float] = {}
     for ph, counts in phases.items():
-        out[ph] = max(aie.phase_cycles(counts).values()) + aie.LOOP_FILL_CYCLES * fills[ph]
-    out["overhead"] = float(OVERHEAD_CYCLES)
+        out[ph] = max(aie.phase_cycles(counts).values()) + fill * fills[ph]
+    if "mmul" in out:
+        out["mmul"] += bank_conflicts(kernel, q_rows, sk, d, score_bits, masked)
+    out["overhead"] = float(overhead)
     out["total"] = sum(out.values())
-    return out
+    return tuple(out.items())
 
 
 def invocation_macs(kernel: str, q_rows: int, sk: int, d: int, score_bits: int = 8, masked: bool = False) -> int:

@@ -10,10 +10,12 @@ attention kernels:
    ``hw/perf/data/gemm_proj.json`` with both).
 2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` (every entry with its source, or labeled ASSUMPTION).
 3. **Cycles.** Per phase the bottleneck slot (:func:`vckattn.hw.perf.aie.phase_cycles`), plus
-   :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES` for the one software-pipelined loop nest (compile-time trip
-   counts: assumed flattened), plus :data:`vckattn.hw.perf.engine_aie.OVERHEAD_CYCLES` per invocation (kernel call,
-   buffer locks, header work). No stream-port cycles: the tile DMA fills and drains the ping-pong buffers while the
-   core computes.
+   :func:`vckattn.hw.perf.aie.loop_fill_cycles` per entry of the software-pipelined feature-block loop (one entry per
+   register block: the nest is not flattened, no ``chess_flatten_loop``), phases serialized (RB x 1 register blocks
+   of 32-lane acc48 outputs use all four 768-bit accumulator registers: UG1079 'Accumulator Registers'), plus the
+   sync buffers' lock hand-offs with the call (:func:`sync_ports` x ``sync_cycles_per_port`` of
+   :mod:`vckattn.hw.perf.calibration`); the scalar header work is counted from the code. No stream-port cycles:
+   the tile DMA fills and drains the ping-pong buffers while the core computes.
 
 Kernels (:data:`KERNELS`): ``first`` (J = 0 of k > 1: the accumulators start from the bias, partial sums to the
 cascade), ``mid`` (cascade in and out), ``last`` (cascade in; int8 out: ``aie::mul`` of the int32 sums by the
@@ -21,21 +23,27 @@ group's folded 32-bit multipliers into 80-bit lanes, shift-round-saturate to int
 bias in, output out). ``out_bits`` (8 or 32) matters for ``last`` and ``only``.
 
 Assumptions (each can make the real kernel slower, none faster): as :mod:`.engine_aie` (perfect slot packing inside
-a phase, 128-bit accesses never conflicting on banks, a cascade that never stalls, the AIE API unverified by
-aiecompiler); the AIE1 32×32-bit multiply of the requantization at 8 lanes a vector issue (its cost entry).
+a phase, bank conflicts of the loads counted (:func:`bank_conflicts`: none, even and odd words balance), a cascade
+that never stalls, the AIE API unverified by aiecompiler); the AIE1 32×32-bit multiply of the requantization at 8
+lanes a vector issue (its cost entry). The int8 last kernel's ``aie::mul<acc80>`` of 32 lanes fills four v8acc80
+accumulators, the whole register file: its blocks are requantized one after the other inside the drain (each
+block's ``to_vector<int32>`` first frees its registers); the drain is costed as one serialized phase, with no
+further spill term.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 from typing import Any
 
-from . import aie, engine_aie
+from . import aie, calibration
 from .engine_aie import _add, _scaled  # operation-count arithmetic, shared with the attention kernels
 
-__all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "efficiency", "invocation_cycles", "invocation_macs",
-           "invocation_report", "kernel_memory", "load_data", "op_counts", "phase_counts", "variant"]
+__all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "bank_conflicts", "efficiency", "invocation_cycles",
+           "invocation_macs", "invocation_report", "kernel_memory", "load_data", "loop_invocations", "op_counts",
+           "phase_counts", "sync_ports", "variant"]
 
 KERNELS: tuple[str, ...] = ("first", "mid", "last", "only")
 DATA_PATH: Path = Path(__file__).resolve().parent / "data" / "gemm_proj.json"
@@ -69,41 +77,62 @@ def _check(kernel: str, rows: int, cols: int, kslice: int, out_bits: int) -> int
     return 2 if rows % 8 == 0 else 1
 
 
+def _header(has_cin: bool, has_cout: bool, out_bits: int) -> dict[str, int]:
+    """The scalar work of one invocation outside the loops, as ``gemm_tile`` annotates it (``VCK_SCALAR``,
+    ``VCK_SCALAR_LOAD``, ``VCK_SCALAR_STORE``): reading the XTILE header (16 byte loads, 12 shifts, 12 ors), its
+    fields and checks, the held weights' tile range, the cascade word's check (cascade in) or fill (cascade out),
+    the pointers, the GRESULT header (last kernel: field puts, 12 shifts, 16 byte stores), the held weights' tile
+    count. The acquire and release of the async weights (once per group of tiles) are not counted."""
+    alu = (24 + 1 + (2 * 5 + 2 * 4) + 2 + 3 + (6 if has_cin else 0)
+           + 2 + (0 if has_cin else 1) + (2 if not has_cout and out_bits == 8 else 0) + (0 if has_cout else 1)
+           + (0 if has_cout else 4 + 3 * 5 + 12) + 3)
+    loads = 16 + 1 + 2 + (4 if has_cin else 0) + (1 if has_cout else 0) + 1 + (0 if has_cout else 1) + 1
+    stores = 4 + (11 if has_cout else 16) + 1
+    return {"scalar": alu, "scalar_load": loads, "scalar_store": stores}
+
+
 def phase_counts(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> dict[str, dict[str, int]]:
-    """Operation counts of one invocation by phase, in closed form (the loop trip counts of the vector path).
+    """Operation counts of one invocation by phase, in closed form (the loop trip counts of the vector path and the
+    scalar work its code annotates).
 
     ``rows``: the build's ROWS (every row computed); ``cols``: output channels per kernel; ``kslice``: input features
-    per kernel; ``out_bits``: 8 or 32 (``last`` / ``only``). Phases in program order: ``cascade_header`` (the
-    [tile_id, rows, col_block] word in / out; not in ``only``), ``setup`` (``last`` / ``only``: rounding and
-    saturation modes), ``mmul`` (the register-blocked loop: the accumulators from the bias or the cascade, the
-    macs, the blocks to the cascade or requantized / stored). Keys are ``aie_api_emu.h`` counter names."""
+    per kernel; ``out_bits``: 8 or 32 (``last`` / ``only``). Phases, as the code is written: ``header`` (straight-line
+    scalar header work, :func:`_header`), ``cascade_header`` (the [tile_id, rows, col_block] word in / out; not in
+    ``only``), ``setup`` (``last`` / ``only``: rounding and saturation modes), ``mmul`` (the pipelined loop over the
+    feature blocks, summed over its entries: one per register block of RB row blocks x 1 column block), ``drain``
+    (per register block, around the loop: the accumulators from the bias or the cascade, the blocks to the cascade
+    or requantized / stored; per column-block pair the int8 rows stored; the outer loops' control). Keys are
+    ``aie_api_emu.h`` counter names."""
     rb = _check(kernel, rows, cols, kslice, out_bits)
     ni, ne, nd = rows // 4, cols // 8, kslice // 16
-    groups = (ni // rb) * (ne // 2)
-    blocks = 2 * rb  # per group
+    outer = ni // rb
+    blocks = outer * ne  # register blocks (entries of the pipelined loop)
+    it, entry = aie.LOOP_ITER_SCALAR_OPS, aie.LOOP_ENTRY_SCALAR_OPS
     has_cin, has_cout = kernel in ("mid", "last"), kernel in ("first", "mid")
     lanes = {"load_v<4,int32>": 8, "concat<4,int32>x8": 1}  # one 32-lane int32 group vector (128-bit loads)
-    per_group = _scaled({"load_v<16,int8>": 4 * rb + 16,  # rb X blocks (4 x 128 bits), 2 W^T blocks (8 x 128 bits)
-                         "concat<16,int8>x4": rb, "concat<16,int8>x8": 2, f"{_MM}.mac": 2 * rb}, nd)
+    mmul = _scaled({"load_v<16,int8>": 4 * rb + 8,  # rb X blocks (4 x 128 bits), one W^T block (8 x 128 bits)
+                    "concat<16,int8>x4": rb, "concat<16,int8>x8": 1, f"{_MM}.mac": rb}, nd)
+    drain: dict[str, int] = {"scalar": 2 + entry}  # per register block: the x and w bases, the loop's count
     if has_cin:  # each block from four cascade words
-        per_group = _add(per_group, _scaled({"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1,
-                                             f"{_MM}.from_accum": 1}, blocks))
-    else:  # per column block the bias vector into an accumulator, shared by the rb row blocks
-        per_group = _add(per_group, _scaled(_add(lanes, {"accum<acc48,32>.from_vector<int32>": 1}), 2))
-        per_group = _add(per_group, {f"{_MM}.from_accum": blocks})
+        drain = _add(drain, _scaled({"readincr_v<8>(input_cascade<acc48>)": 4, "concat<acc48,8>x4": 1,
+                                     f"{_MM}.from_accum": 1}, rb))
+    else:  # the column block's bias vector into an accumulator, shared by the rb row blocks
+        drain = _add(drain, _add(lanes, {"accum<acc48,32>.from_vector<int32>": 1, f"{_MM}.from_accum": rb}))
+    pair: dict[str, int] = {"scalar": it}  # per column-block pair: the eb0 loop
     if has_cout:
-        per_group = _add(per_group, _scaled({f"{_MM}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
-                                             "writeincr(output_cascade<acc48>)": 4}, blocks))
-    elif out_bits == 8:  # the two groups' multipliers; per block int32, x mult32 (acc80), srs to int8; rows stored
-        per_group = _add(per_group, _scaled(lanes, 2))
-        per_group = _add(per_group, _scaled({f"{_MM}.to_vector<int32>": 1, "mul<acc80,32,int32,int32>": 1,
-                                             "accum<acc80,32>.to_vector<int8>": 1, "extract<8>(vector<int8,32>)": 4},
-                                            blocks))
-        per_group = _add(per_group, _scaled({"concat<8,int8>x2": 4, "store_v<16,int8>": 4}, rb))
+        drain = _add(drain, _scaled({f"{_MM}.to_accum": 1, "extract<8>(accum<acc48,32>)": 4,
+                                     "writeincr(output_cascade<acc48>)": 4}, rb))
+    elif out_bits == 8:  # the group's shift and multipliers; per block int32, x mult32 (acc80), srs to int8
+        drain = _add(drain, _add(lanes, {"scalar_load": 1}))
+        drain = _add(drain, _scaled({f"{_MM}.to_vector<int32>": 1, "mul<acc80,32,int32,int32>": 1,
+                                     "accum<acc80,32>.to_vector<int8>": 1}, rb))
+        pair = _add(pair, _add({"scalar": 1}, _scaled({"extract<8>(vector<int8,32>)": 8, "concat<8,int8>x2": 4,
+                                                       "store_v<16,int8>": 4}, rb)))
     else:  # int32 rows: two 128-bit stores a row of a block
-        per_group = _add(per_group, _scaled({f"{_MM}.to_vector<int32>": 1, "extract<4>(vector<int32,32>)": 8,
-                                             "store_v<4,int32>": 8}, blocks))
-    phases: dict[str, dict[str, int]] = {}
+        drain = _add(drain, _add({"scalar": 1}, _scaled({f"{_MM}.to_vector<int32>": 1,
+                                                          "extract<4>(vector<int32,32>)": 8,
+                                                          "store_v<4,int32>": 8}, rb)))
+    phases: dict[str, dict[str, int]] = {"header": _header(has_cin, has_cout, out_bits)}
     header: dict[str, int] = {}
     if has_cin:
         header |= {"readincr_v<8>(input_cascade<acc48>)": 1, "accum<acc48,8>.to_vector<int32>": 1,
@@ -115,7 +144,8 @@ def phase_counts(kernel: str, rows: int, cols: int, kslice: int, out_bits: int =
         phases["cascade_header"] = header
     if not has_cout:
         phases["setup"] = {"set_rounding": 1, "set_saturation": 1}
-    phases["mmul"] = _scaled(per_group, groups)
+    phases["mmul"] = _scaled(mmul, blocks)
+    phases["drain"] = _add(_add(_scaled(drain, blocks), _scaled(pair, outer * (ne // 2))), {"scalar": it * outer})
     return phases
 
 
@@ -128,15 +158,60 @@ def op_counts(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8)
     return dict(sorted(total.items()))
 
 
+def loop_invocations(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> dict[str, int]:
+    """Entries of software-pipelined loops per invocation, by phase (each pays
+    :func:`vckattn.hw.perf.aie.loop_fill_cycles`): ``mmul`` one per register block (the feature-block loop is
+    entered once per iteration of the loops around it; no ``chess_flatten_loop``); the other phases none."""
+    rb = _check(kernel, rows, cols, kslice, out_bits)
+    blocks = rows // 4 // rb * (cols // 8)
+    return {ph: (blocks if ph == "mmul" else 0) for ph in phase_counts(kernel, rows, cols, kslice, out_bits)}
+
+
+def bank_conflicts(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:
+    """Extra cycles of one invocation's pipelined ``mmul`` loop from memory-bank conflicts of its 128-bit loads
+    (:func:`vckattn.hw.perf.aie.bank_conflict_cycles` per iteration), from the byte offsets the code loads: RB X
+    blocks (64 bytes, 4 loads) and one W^T block (128 bytes, 8 loads) an iteration, the payloads :data:`BEAT_BYTES`
+    after a 32-byte aligned base (0 for every shape: even and odd words balance). Units: AIE cycles. MODELED."""
+    rb = _check(kernel, rows, cols, kslice, out_bits)
+    nd = kslice // 16
+    total = 0
+    for ib0 in range(0, rows // 4, rb):
+        for eb in range(cols // 8):
+            for db in range(nd):
+                offs = [BEAT_BYTES + ((ib0 + r) * nd + db) * 64 + 16 * i for r in range(rb) for i in range(4)]
+                offs += [BEAT_BYTES + (eb * nd + db) * 128 + 16 * i for i in range(8)]
+                total += aie.bank_conflict_cycles(offs)
+    return total
+
+
+def sync_ports(kernel: str) -> int:
+    """Sync buffer ports one invocation acquires and releases: the x buffer, and the out buffer of ``last`` /
+    ``only`` (the async w buffer once per group of tiles: not counted; cascades are streams)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    return 2 if kernel in ("last", "only") else 1
+
+
 def invocation_cycles(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> dict[str, float]:
-    """Modeled AIE core cycles of one invocation: per phase (bottleneck slot; ``mmul`` plus one loop fill),
-    ``"overhead"`` (:data:`.engine_aie.OVERHEAD_CYCLES`) and ``"total"``. Units: AIE clock cycles."""
+    """Modeled AIE core cycles of one invocation: per phase (bottleneck slot + the loop fills of its entries; phases
+    serialized: a register block uses all four accumulator registers), ``"overhead"`` (``sync_cycles_per_port`` of
+    :mod:`vckattn.hw.perf.calibration` x :func:`sync_ports`, the call's initialization included) and ``"total"``.
+    Units: AIE clock cycles."""
+    return dict(_cycles(kernel, rows, cols, kslice, out_bits, aie.loop_fill_cycles(),
+                        calibration.param("sync_cycles_per_port") * sync_ports(kernel)))
+
+
+@functools.lru_cache(maxsize=4096)
+def _cycles(kernel: str, rows: int, cols: int, kslice: int, out_bits: int, fill: float,
+            overhead: float) -> tuple[tuple[str, float], ...]:
+    fills = loop_invocations(kernel, rows, cols, kslice, out_bits)
     out: dict[str, float] = {}
     for ph, counts in phase_counts(kernel, rows, cols, kslice, out_bits).items():
-        out[ph] = max(aie.phase_cycles(counts).values()) + (aie.LOOP_FILL_CYCLES if ph == "mmul" else 0)
-    out["overhead"] = float(engine_aie.OVERHEAD_CYCLES)
+        out[ph] = max(aie.phase_cycles(counts).values()) + fill * fills[ph]
+    out["mmul"] += bank_conflicts(kernel, rows, cols, kslice, out_bits)
+    out["overhead"] = float(overhead)
     out["total"] = sum(out.values())
-    return out
+    return tuple(out.items())
 
 
 def invocation_macs(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:

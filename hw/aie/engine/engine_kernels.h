@@ -17,8 +17,7 @@
 // 0 writes it (rq_mult / rq_shift from the SLICE header of the V slice it holds: the layer's output
 // requantization), P.V kernels J > 0 check [tile_id, rows] against the P packet's header and pass the word on
 // as they received it, the requantizer reads it. Block order on the cascade (both paths): row-block groups of
-// RB, feature-block pairs, then the RB x 2 blocks of the group row by row; each block is 4 cascade words (its
-// 4 rows, 8 lanes).
+// RB, feature blocks, then the group's RB blocks; each block is 4 cascade words (its 4 rows, 8 lanes).
 //
 // Numerics: golden/engine.py (engine_scores with lim_i, narrow_scores); layouts: golden/engine.py
 // pack_q / pack_k / pack_v / pack_scores; header fields only through the generated
@@ -48,14 +47,16 @@
 // Compute paths: the scalar reference (plain loops, int32/int64 accumulation) unless VCKATTN_AIE_VECTOR
 // (AI Engine builds without VCKATTN_AIE_SCALAR, or g++ with -DVCKATTN_AIE_VECTOR_EMU over
 // ../aie_api_emu.h, which counts every AIE API call: hw/perf/engine_aie.py is the same count in closed
-// form). Vector path: QK^T aie::mmul<4,16,8,int8,int8> with RB x 2 register blocking (RB = 2 row blocks
-// when Q_ROWS is a multiple of 8, else 1), narrowed by to_vector<score_t>(shift) under rounding
-// positive_inf and symmetric saturation, the mask (only in tiles that need it: a second loop body) by a
-// vector compare against per-row key limits and a select of the sentinel; P.V aie::mmul<4,8,8,uint8,int8>
-// with RB x 2 blocking, the accumulator from / to the cascade; the requantizer takes each 4x8 O block:
-// to_vector<int32> of the accumulator, aie::mul<acc80> by the int16 rq_mult (the AIE1 32x16-bit multiply,
-// |O x rq_mult| < 2^46: exact), to_vector<int8>(rq_shift) under rounding positive_inf and saturation
-// saturate ([-128, 127], golden requantize), the rows of two neighbouring blocks stored as 16 bytes.
+// form; the scalar work the code issues is annotated with VCK_SCALAR). Vector path: QK^T
+// aie::mmul<4,16,8,int8,int8> with RB x 1 register blocking (RB = 2 row blocks when Q_ROWS is a multiple of 8,
+// else 1: a 4x8 block is 32 lanes of acc48, two of AIE1's four 768-bit accumulator registers, UG1079 'Accumulator
+// Registers', so RB x 1 blocks fit and RB x 2 would need twice the register file), narrowed by
+// to_vector<score_t>(shift) under rounding positive_inf and symmetric saturation, the mask (only in tiles that
+// need it: a second loop body) by a vector compare against per-row key limits and a select of the sentinel; P.V
+// aie::mmul<4,8,8,uint8,int8> with RB x 1 blocking, the accumulator from / to the cascade; the requantizer takes
+// each 4x8 O block: to_vector<int32> of the accumulator, aie::mul<acc80> by the int16 rq_mult (the AIE1
+// 32x16-bit multiply, |O x rq_mult| < 2^46: exact), to_vector<int8>(rq_shift) under rounding positive_inf and
+// saturation saturate ([-128, 127], golden requantize), the rows of two neighbouring blocks stored as 16 bytes.
 // Operands are read with 128-bit loads (the buffers' payloads start 16 bytes after a 32-byte aligned base:
 // AIE1 256-bit accesses need 32).
 #ifndef VCKATTN_AIE_ENGINE_KERNELS_H
@@ -122,6 +123,15 @@
 
 #include "../generated/engine_streams.h"
 #include "async_buffer.h"
+
+// Scalar-work annotations (counted by ../aie_api_emu.h on g++; nothing on the AI Engine).
+#ifndef VCK_SCALAR
+#define VCK_SCALAR(n) ((void)0)
+#define VCK_SCALAR_LOAD(n) ((void)0)
+#define VCK_SCALAR_STORE(n) ((void)0)
+#define VCK_LOOP_ITER 2
+#define VCK_LOOP_ENTRY 1
+#endif
 
 namespace vckattn_engine {
 
@@ -358,8 +368,8 @@ inline void pv_blocks(const uint8_t* p, const int8_t* v, input_cascade<acc48>* c
     alignas(32) int32_t blk[32];
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
-            for (int r = 0; r < S::RB; ++r)
-                for (int x = 0; x < 2; ++x) {
+            for (int x = 0; x < 2; ++x)
+                for (int r = 0; r < S::RB; ++r) {
                     const int ib = ib0 + r, eb = eb0 + x;
                     for (int q = 0; q < 4; ++q) {
                         if (HAS_CIN) {
@@ -385,8 +395,8 @@ inline void rq_blocks(input_cascade<acc48>* cin, int8_t* a, int32_t rq_mult, int
     alignas(32) int32_t blk[32];
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
-            for (int r = 0; r < S::RB; ++r)
-                for (int x = 0; x < 2; ++x) {
+            for (int x = 0; x < 2; ++x)
+                for (int r = 0; r < S::RB; ++r) {
                     const int ib = ib0 + r, eb = eb0 + x;
                     for (int q = 0; q < 4; ++q) casc_read(cin, blk + 8 * q);
                     for (int q = 0; q < 4; ++q)
@@ -442,7 +452,9 @@ inline void store_scores(int16_t* __restrict dst, const aie::vector<int16, 32>& 
 inline void qk_limits(int16_t* __restrict lim, uint32_t rows, int base, uint32_t valid) {
     using S = EngineShape;
     const aie::vector<int16, 32> rpat = aie::load_v<32>(MASK_TABLES.rpat);
+    VCK_SCALAR(VCK_LOOP_ENTRY);  // the pipelined ib loop's count
     for (int ib = 0; ib < S::NI; ++ib) {
+        VCK_SCALAR(2);  // 4 ib, 4 ib + base
         const aie::vector<int16, 32> row = aie::add(rpat, static_cast<int16>(4 * ib));
         const aie::vector<int16, 32> t =
             aie::min(aie::add(rpat, static_cast<int16>(4 * ib + base)), static_cast<int16>(valid));
@@ -450,42 +462,45 @@ inline void qk_limits(int16_t* __restrict lim, uint32_t rows, int base, uint32_t
     }
 }
 
-// S = Q K_J^T narrowed, into the s payload; MASKED: keys >= lim of their row become the sentinel.
+// S = Q K_J^T narrowed, into the s payload; MASKED: keys >= lim of their row become the sentinel. Register blocks
+// of RB row blocks x 1 key block: RB 32-lane acc48 accumulators, at most the four 768-bit accumulator registers.
 template <bool MASKED>
 inline void qk_scores(const int8_t* __restrict q, const int8_t* __restrict k, score_t* __restrict s, int shift,
                       const int16_t* __restrict lim, int key0) {
     using S = EngineShape;
     aie::vector<int16, 32> kpat;
     if (MASKED) kpat = aie::load_v<32>(MASK_TABLES.kpat);
-    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
-        for (int jb0 = 0; jb0 < S::NJ; jb0 += 2) {
-            QkMmul c[S::RB][2];
-            for (int db = 0; db < S::ND; ++db) {
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB) {
+        VCK_SCALAR(VCK_LOOP_ITER);  // the ib0 loop's counter and branch
+        for (int jb = 0; jb < S::NJ; ++jb) {
+            VCK_SCALAR(VCK_LOOP_ITER + 2 + VCK_LOOP_ENTRY);  // counter, branch; the q and k bases; the db loop's count
+            QkMmul c[S::RB];
+            for (int db = 0; db < S::ND; ++db) {  // the pipelined loop (zero-overhead loop, post-modify addressing)
                 aie::vector<int8, 64> a[S::RB];
-                aie::vector<int8, 128> b[2];
                 for (int r = 0; r < S::RB; ++r) a[r] = load_qa(q + ((ib0 + r) * S::ND + db) * 64);
-                for (int x = 0; x < 2; ++x) b[x] = load_kb(k + ((jb0 + x) * S::ND + db) * 128);
-                for (int r = 0; r < S::RB; ++r)
-                    for (int x = 0; x < 2; ++x) {
-                        if (db == 0)
-                            c[r][x].mul(a[r], b[x]);
-                        else
-                            c[r][x].mac(a[r], b[x]);
-                    }
-            }
-            aie::vector<int16, 32> keys[2];
-            if (MASKED)
-                for (int x = 0; x < 2; ++x) keys[x] = aie::add(kpat, static_cast<int16>(key0 + 8 * (jb0 + x)));
-            for (int r = 0; r < S::RB; ++r) {
-                aie::vector<int16, 32> limv;
-                if (MASKED) limv = aie::load_v<32>(lim + 32 * (ib0 + r));
-                for (int x = 0; x < 2; ++x) {
-                    aie::vector<score_t, 32> v = c[r][x].template to_vector<score_t>(shift);
-                    if (MASKED) v = aie::select(static_cast<score_t>(SCORE_SENTINEL), v, aie::lt(keys[x], limv));
-                    store_scores(s + ((ib0 + r) * S::NJ + jb0 + x) * 32, v);
+                const aie::vector<int8, 128> b = load_kb(k + (jb * S::ND + db) * 128);
+                for (int r = 0; r < S::RB; ++r) {
+                    if (db == 0)
+                        c[r].mul(a[r], b);
+                    else
+                        c[r].mac(a[r], b);
                 }
             }
+            VCK_SCALAR(1);  // the s base
+            aie::vector<int16, 32> keys;
+            if (MASKED) {
+                VCK_SCALAR(1);  // key0 + 8 jb
+                keys = aie::add(kpat, static_cast<int16>(key0 + 8 * jb));
+            }
+            for (int r = 0; r < S::RB; ++r) {
+                aie::vector<score_t, 32> v = c[r].template to_vector<score_t>(shift);
+                if (MASKED)
+                    v = aie::select(static_cast<score_t>(SCORE_SENTINEL), v,
+                                    aie::lt(keys, aie::load_v<32>(lim + 32 * (ib0 + r))));
+                store_scores(s + ((ib0 + r) * S::NJ + jb) * 32, v);
+            }
         }
+    }
 }
 
 // Four cascade words -> one 32-lane accumulator (read one after the other, in order).
@@ -497,54 +512,57 @@ inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict ci
     return aie::concat(w0, w1, w2, w3);
 }
 
-// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade.
+// O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade. Register blocks of RB row blocks x 1 feature block.
 template <bool HAS_CIN>
 inline void pv_blocks(const uint8_t* __restrict p, const int8_t* __restrict v, input_cascade<acc48>* cin,
                       output_cascade<acc48>* cout) {
     using S = EngineShape;
-    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
-        for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
-            PvMmul c[S::RB][2];
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB) {
+        VCK_SCALAR(VCK_LOOP_ITER);  // the ib0 loop
+        for (int eb = 0; eb < S::NE; ++eb) {
+            VCK_SCALAR(VCK_LOOP_ITER + 2 + VCK_LOOP_ENTRY);  // counter, branch; the p and v bases; the jb loop's count
+            PvMmul c[S::RB];
             if (HAS_CIN)
-                for (int r = 0; r < S::RB; ++r)
-                    for (int x = 0; x < 2; ++x) c[r][x] = PvMmul(casc_read_block(cin));
-            for (int jb = 0; jb < S::NJ; ++jb) {
+                for (int r = 0; r < S::RB; ++r) c[r] = PvMmul(casc_read_block(cin));
+            for (int jb = 0; jb < S::NJ; ++jb) {  // the pipelined loop
                 aie::vector<uint8, 32> a[S::RB];
-                aie::vector<int8, 64> b[2];
                 for (int r = 0; r < S::RB; ++r) a[r] = load_pa(p + ((ib0 + r) * S::NJ + jb) * 32);
-                for (int x = 0; x < 2; ++x) b[x] = load_vb(v + ((eb0 + x) * S::NJ + jb) * 64);
-                for (int r = 0; r < S::RB; ++r)
-                    for (int x = 0; x < 2; ++x) {
-                        if (!HAS_CIN && jb == 0)
-                            c[r][x].mul(a[r], b[x]);
-                        else
-                            c[r][x].mac(a[r], b[x]);
-                    }
-            }
-            for (int r = 0; r < S::RB; ++r)
-                for (int x = 0; x < 2; ++x) {
-                    const aie::accum<acc48, 32> acc = c[r][x].to_accum();
-                    for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
+                const aie::vector<int8, 64> b = load_vb(v + (eb * S::NJ + jb) * 64);
+                for (int r = 0; r < S::RB; ++r) {
+                    if (!HAS_CIN && jb == 0)
+                        c[r].mul(a[r], b);
+                    else
+                        c[r].mac(a[r], b);
                 }
+            }
+            for (int r = 0; r < S::RB; ++r) {
+                const aie::accum<acc48, 32> acc = c[r].to_accum();
+                for (int w = 0; w < 4; ++w) writeincr(cout, acc.template extract<8>(w));
+            }
         }
+    }
 }
 
-// The requantizer: each 4x8 O block from the cascade times rq_mult (acc80) shifted by rq_shift to int8 (the
-// modes set by the caller), the rows of the feature-block pair (8 + 8 int8) stored as 16 bytes of A.
+// The requantizer: each 4x8 O block from the cascade (the P.V kernels' order: per row-block group, feature block by
+// feature block, the group's RB blocks) times rq_mult (acc80) shifted by rq_shift to int8 (the modes set by the
+// caller); the rows of a feature-block pair (8 + 8 int8) stored as 16 bytes of A.
 inline void rq_blocks(input_cascade<acc48>* __restrict cin, int8_t* __restrict a,
                       const aie::vector<int16, 32>& rq_mult, int rq_shift) {
     using S = EngineShape;
-    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
-        for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
-            for (int r = 0; r < S::RB; ++r) {
-                aie::vector<int8, 32> ab[2];
-                for (int x = 0; x < 2; ++x)
-                    ab[x] = aie::mul<acc80>(PvMmul(casc_read_block(cin)).template to_vector<int32>(0), rq_mult)
-                                .template to_vector<int8>(rq_shift);
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB) {
+        VCK_SCALAR(VCK_LOOP_ITER + 1 + VCK_LOOP_ENTRY);  // counter, branch; the a base; the eb0 loop's count
+        for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {  // the pipelined loop
+            aie::vector<int8, 32> ab[2][S::RB];
+            for (int x = 0; x < 2; ++x)
+                for (int r = 0; r < S::RB; ++r)
+                    ab[x][r] = aie::mul<acc80>(PvMmul(casc_read_block(cin)).template to_vector<int32>(0), rq_mult)
+                                   .template to_vector<int8>(rq_shift);
+            for (int r = 0; r < S::RB; ++r)
                 for (int w = 0; w < 4; ++w)
                     aie::store_v(a + (4 * (ib0 + r) + w) * S::D + 8 * eb0,
-                                 aie::concat(ab[0].template extract<8>(w), ab[1].template extract<8>(w)));
-            }
+                                 aie::concat(ab[0][r].template extract<8>(w), ab[1][r].template extract<8>(w)));
+        }
+    }
 }
 
 }  // namespace vec
@@ -564,8 +582,13 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
     using S = EngineShape;
     uint32_t w[4];
     read_words(q, w);
+    VCK_SCALAR_LOAD(16);  // read_words: 16 byte loads,
+    VCK_SCALAR(24);       //   12 shifts and 12 ors
     if (hdr)
         for (int i = 0; i < 4; ++i) hdr[i] = w[i];
+    VCK_SCALAR(1);        // if (hdr)
+    VCK_SCALAR_STORE(4);  //   4 words
+    VCK_SCALAR(2 * 7 + 1 + 2 * 4);  // 7 fields (shift, mask), causal != 0; 4 checks (compare, branch)
     const uint32_t rows = VCKATTN_GET(w, TILE_ROWS), valid = VCKATTN_GET(w, TILE_VALID_KEYS);
     const uint32_t q0 = VCKATTN_GET(w, TILE_Q0), tag = VCKATTN_GET(w, TILE_TAG);
     const bool causal = VCKATTN_GET(w, TILE_CAUSAL) != 0;
@@ -574,6 +597,8 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
     if (rows > static_cast<uint32_t>(S::Q_ROWS)) return ENGINE_BAD_ROWS;
     if (valid > static_cast<uint32_t>(S::MAX_KEYS)) return ENGINE_BAD_VALID_KEYS;
     if (shift > MAX_SCORE_SHIFT) return ENGINE_BAD_SHIFT;
+    VCK_SCALAR_LOAD(1);  // st.tiles_left
+    VCK_SCALAR(2);       //   == 0, branch (the acquire at a group's first tile: not counted, once per group)
     if (st.tiles_left == 0) {
         const uint8_t* kb = k.acquire();
         if (!kb) return ENGINE_NO_SLICE;
@@ -581,7 +606,11 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
         if (ss != ENGINE_OK) return ss;
         st.tiles_left = st.tiles;
     }
+    VCK_SCALAR_LOAD(2);  // st.first_tile, st.tiles
+    VCK_SCALAR(3);       //   subtract, compare, branch
     if (tag - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
+    VCK_SCALAR_LOAD(1);  // k.current()
+    VCK_SCALAR(3 + 8 + 1);  // kp, qp, sp; slice_needs_mask (4 compares / selects, 4 compares / ors); if (m)
     const int8_t* kp = reinterpret_cast<const int8_t*>(k.current() + BEAT_BYTES);
     const int8_t* qp = reinterpret_cast<const int8_t*>(q + BEAT_BYTES);
     score_t* sp = reinterpret_cast<score_t*>(s + BEAT_BYTES);
@@ -591,6 +620,7 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
     aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
     aie::set_saturation(aie::saturation_mode::symmetric);  // [-SCORE_MAX, SCORE_MAX]: never the sentinel
     if (m) {
+        VCK_SCALAR(4);  // base: compare, add, select; J * SK folded
         int base = MASK_BASE;
         if (causal && q0 + 1 < static_cast<uint32_t>(MASK_BASE)) base = static_cast<int>(q0) + 1;
         vec::qk_limits(st.lim, rows, base, valid);
@@ -610,6 +640,12 @@ Status qk_tile(const uint8_t* __restrict q, Src& k, uint8_t* __restrict s, QkSta
     VCKATTN_PUT(h, PACKET_COUNT, static_cast<uint32_t>(S::Q_ROWS * S::SK));
     VCKATTN_PUT(h, PACKET_HEAD, VCKATTN_GET(w, TILE_HEAD));  // the tile's query head: the PL's register set
     write_words(s, h);
+    VCK_SCALAR(4 + 3 * 7 + 2);  // h = 0; 7 fields put (clear, mask and shift, or); TILE_HEAD got
+    VCK_SCALAR(12);             // write_words: 12 shifts,
+    VCK_SCALAR_STORE(16);       //   16 byte stores
+    VCK_SCALAR_LOAD(1);         // --st.tiles_left
+    VCK_SCALAR_STORE(1);
+    VCK_SCALAR(3);              //   decrement, == 0, branch (the release: once per group, not counted)
     if (--st.tiles_left == 0) k.release();
     return ENGINE_OK;
 }
@@ -625,12 +661,19 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
     constexpr bool HAS_CIN = J > 0;
     uint32_t w[4];
     read_words(p, w);
+    VCK_SCALAR_LOAD(16);  // read_words: 16 byte loads,
+    VCK_SCALAR(24);       //   12 shifts and 12 ors
     if (hdr)
         for (int i = 0; i < 4; ++i) hdr[i] = w[i];
+    VCK_SCALAR(1);        // if (hdr)
+    VCK_SCALAR_STORE(4);  //   4 words
+    VCK_SCALAR(2 * 5 + 2 * 3);  // 5 fields (shift, mask); 3 checks (compare, branch)
     if (VCKATTN_GET(w, PACKET_SLICE) != static_cast<uint32_t>(J)) return ENGINE_MISROUTE;
     if (VCKATTN_GET(w, PACKET_ELEM_BITS) != 8 || VCKATTN_GET(w, PACKET_COUNT) != static_cast<uint32_t>(S::Q_ROWS * S::SK))
         return ENGINE_BAD_PACKET;
     const uint32_t tile_id = VCKATTN_GET(w, PACKET_TILE_ID), rows = VCKATTN_GET(w, PACKET_ROWS);
+    VCK_SCALAR_LOAD(1);  // st.tiles_left
+    VCK_SCALAR(2);       //   == 0, branch (the acquire at a group's first tile: not counted, once per group)
     if (st.tiles_left == 0) {
         const uint8_t* vb = v.acquire();
         if (!vb) return ENGINE_NO_SLICE;
@@ -643,6 +686,8 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
         if (st.rq_shift > static_cast<uint32_t>(MAX_RQ_SHIFT)) return ENGINE_BAD_RQ_SHIFT;
         st.tiles_left = st.tiles;
     }
+    VCK_SCALAR_LOAD(2);  // st.first_tile, st.tiles
+    VCK_SCALAR(3);       //   subtract, compare, branch
     if (tile_id - st.first_tile >= st.tiles) return ENGINE_TILE_NOT_IN_SLICE;
     // the cascade header word [tile_id, rows, rq_mult, rq_shift]: written by kernel 0, checked and passed on by
     // the others
@@ -652,9 +697,13 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
 #else
         scalar::casc_read(cin, st.casc);
 #endif
+        VCK_SCALAR_LOAD(2);  // casc[0], casc[1]
+        VCK_SCALAR(4);       //   2 compares, 2 branches
         if (static_cast<uint32_t>(st.casc[0]) != tile_id || static_cast<uint32_t>(st.casc[1]) != rows)
             return ENGINE_MISROUTE;
     } else {
+        VCK_SCALAR_LOAD(2);    // st.rq_mult, st.rq_shift
+        VCK_SCALAR_STORE(12);  // casc[0..7] = 0, casc[0..3]
         for (int l = 0; l < 8; ++l) st.casc[l] = 0;
         st.casc[0] = static_cast<int32_t>(tile_id);
         st.casc[1] = static_cast<int32_t>(rows);
@@ -668,6 +717,8 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
 #else
     scalar::casc_write(cout, st.casc);
 #endif
+    VCK_SCALAR_LOAD(1);  // v.current()
+    VCK_SCALAR(2);       // pp, vp
     const uint8_t* pp = p + BEAT_BYTES;
     const int8_t* vp = reinterpret_cast<const int8_t*>(v.current() + BEAT_BYTES);
 #if VCKATTN_AIE_VECTOR
@@ -675,6 +726,9 @@ Status pv_tile(const uint8_t* __restrict p, Src& v, input_cascade<acc48>* cin, o
 #else
     scalar::pv_blocks<HAS_CIN>(pp, vp, cin, cout);
 #endif
+    VCK_SCALAR_LOAD(1);   // --st.tiles_left
+    VCK_SCALAR_STORE(1);
+    VCK_SCALAR(3);        //   decrement, == 0, branch (the release: once per group, not counted)
     if (--st.tiles_left == 0) v.release();
     return ENGINE_OK;
 }
@@ -688,6 +742,8 @@ inline Status rq_tile(input_cascade<acc48>* cin, uint8_t* __restrict o, RqState&
 #else
     scalar::casc_read(cin, st.casc);
 #endif
+    VCK_SCALAR_LOAD(4);  // casc[0..3]
+    VCK_SCALAR(4 + 1);   // 2 compares, 2 branches; ap
     const uint32_t tile_id = static_cast<uint32_t>(st.casc[0]), rows = static_cast<uint32_t>(st.casc[1]);
     const int32_t rq_mult = st.casc[2];
     const int rq_shift = st.casc[3];
@@ -705,8 +761,13 @@ inline Status rq_tile(input_cascade<acc48>* cin, uint8_t* __restrict o, RqState&
     VCKATTN_PUT(h, RESULT_ROWS, rows);
     VCKATTN_PUT(h, RESULT_D, static_cast<uint32_t>(S::D));
     write_words(o, h);
+    VCK_SCALAR(4 + 3 * 3);  // h = 0; 3 fields put (clear, mask and shift, or)
+    VCK_SCALAR(12);         // write_words: 12 shifts,
+    VCK_SCALAR_STORE(16);   //   16 byte stores
     if (hdr)
         for (int i = 0; i < 4; ++i) hdr[i] = h[i];
+    VCK_SCALAR(1);          // if (hdr)
+    VCK_SCALAR_STORE(4);    //   4 words
     return ENGINE_OK;
 }
 

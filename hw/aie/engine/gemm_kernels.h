@@ -17,8 +17,8 @@
 //                       row-major (golden requantize, bit-exact: golden/gemm_proj.py)
 //         OUT_BITS = 32 (Y of W_O): GRESULT header + acc (int32: X W^T + b), ROWS x COLS row-major
 // Before the blocks one cascade word per tile carries [tile_id, rows, col_block] (J > 0 checks it). Block order on
-// the cascade (both paths): row-block groups of RB, column-block pairs, then the RB x 2 blocks of the group row by
-// row; each block is 4 cascade words (its 4 rows, 8 lanes).
+// the cascade (both paths): row-block groups of RB, column-block pairs, then per column block of the pair the
+// group's RB blocks; each block is 4 cascade words (its 4 rows, 8 lanes).
 //
 // Header fields only through the generated ../generated/engine_streams.h (VCKATTN_GET / VCKATTN_PUT).
 //
@@ -33,9 +33,10 @@
 // Compute paths: the scalar reference (plain loops, int64 accumulation) unless VCKATTN_AIE_VECTOR (AI Engine
 // builds without VCKATTN_AIE_SCALAR, or g++ with -DVCKATTN_AIE_VECTOR_EMU over ../aie_api_emu.h, which counts every
 // AIE API call: hw/perf/gemm_proj.py is the same count in closed form). Vector path: aie::mmul<4,16,8,int8,int8>
-// with RB x 2 register blocking (RB = 2 row blocks when ROWS is a multiple of 8, else 1), every mmul a mac (the
-// accumulator starts from the bias or the cascade); the last kernel: to_vector<int32> of each 4x8 block (shift 0:
-// exact), then for int8 aie::mul<acc80> by the group's 32-lane int32 mult32 (the AIE1 32x32-bit multiply;
+// with RB x 1 register blocking (RB = 2 row blocks when ROWS is a multiple of 8, else 1: each 4x8 block is 32
+// lanes of acc48, two of AIE1's four 768-bit accumulator registers, UG1079 'Accumulator Registers'), every mmul a
+// mac (the accumulator starts from the bias or the cascade); the last kernel: to_vector<int32> of each 4x8 block
+// (shift 0: exact), then for int8 aie::mul<acc80> by the group's 32-lane int32 mult32 (the AIE1 32x32-bit multiply;
 // |acc x mult32| < 2^62: exact) and to_vector<int8>(shift_g) under rounding positive_inf and saturation saturate
 // ([-128, 127]), the rows of two neighbouring blocks stored as 16 bytes; for int32 the rows stored as 128-bit
 // stores. Operands are read with 128-bit loads (payloads start 16 bytes after a 32-byte aligned base).
@@ -97,6 +98,15 @@
 
 #include "../generated/engine_streams.h"
 #include "async_buffer.h"
+
+// Scalar-work annotations (counted by ../aie_api_emu.h on g++; nothing on the AI Engine).
+#ifndef VCK_SCALAR
+#define VCK_SCALAR(n) ((void)0)
+#define VCK_SCALAR_LOAD(n) ((void)0)
+#define VCK_SCALAR_STORE(n) ((void)0)
+#define VCK_LOOP_ITER 2
+#define VCK_LOOP_ENTRY 1
+#endif
 
 namespace vckattn_gemm {
 
@@ -234,8 +244,8 @@ inline void gemm_blocks(const int8_t* x, const int8_t* w, const int32_t* bias, c
     alignas(32) int32_t blk[32];
     for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2)
-            for (int r = 0; r < S::RB; ++r)
-                for (int e = 0; e < 2; ++e) {
+            for (int e = 0; e < 2; ++e)
+                for (int r = 0; r < S::RB; ++r) {
                     const int ib = ib0 + r, eb = eb0 + e;
                     for (int q = 0; q < 4; ++q) {
                         if (HAS_CIN) {
@@ -306,66 +316,69 @@ inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict ci
 }
 
 // The output tile: accumulators from the bias (!HAS_CIN) or the cascade, plus X_J W_J^T; to the cascade
-// (HAS_COUT) or into the out payload (requantized to int8, or int32).
+// (HAS_COUT) or into the out payload (requantized to int8, or int32). Register blocks of RB row blocks x 1 column
+// block (RB 32-lane acc48 accumulators: at most the four 768-bit accumulator registers), two column blocks a pass
+// so that the int8 rows of a column-block pair are stored as 16 bytes.
 template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS>
 inline void gemm_blocks(const int8_t* __restrict x, const int8_t* __restrict w, const int32_t* __restrict bias,
                         const int32_t* __restrict mult, const int32_t* __restrict shift, input_cascade<acc48>* cin,
                         output_cascade<acc48>* cout, uint8_t* __restrict out) {
     using S = GemmShape;
-    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB)
+    for (int ib0 = 0; ib0 < S::NI; ib0 += S::RB) {
+        VCK_SCALAR(VCK_LOOP_ITER);  // the ib0 loop
         for (int eb0 = 0; eb0 < S::NE; eb0 += 2) {
-            GemmMmul c[S::RB][2];
-            if (HAS_CIN) {
-                for (int r = 0; r < S::RB; ++r)
-                    for (int e = 0; e < 2; ++e) c[r][e] = GemmMmul(casc_read_block(cin));
-            } else {
-                for (int e = 0; e < 2; ++e) {
+            VCK_SCALAR(VCK_LOOP_ITER);  // the eb0 loop
+            aie::vector<int8, 32> ab[2][S::RB];
+            for (int e = 0; e < 2; ++e) {
+                VCK_SCALAR(2 + VCK_LOOP_ENTRY);  // the x and w bases; the db loop's count
+                GemmMmul c[S::RB];
+                if (HAS_CIN) {
+                    for (int r = 0; r < S::RB; ++r) c[r] = GemmMmul(casc_read_block(cin));
+                } else {
                     aie::accum<acc48, 32> b;
                     b.from_vector(load_lanes(bias + 32 * (eb0 + e)), 0);
-                    for (int r = 0; r < S::RB; ++r) c[r][e] = GemmMmul(b);
+                    for (int r = 0; r < S::RB; ++r) c[r] = GemmMmul(b);
                 }
-            }
-            for (int db = 0; db < S::ND; ++db) {
-                aie::vector<int8, 64> a[S::RB];
-                aie::vector<int8, 128> b[2];
-                for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * S::ND + db) * 64);
-                for (int e = 0; e < 2; ++e) b[e] = load_wb(w + ((eb0 + e) * S::ND + db) * 128);
-                for (int r = 0; r < S::RB; ++r)
-                    for (int e = 0; e < 2; ++e) c[r][e].mac(a[r], b[e]);
-            }
-            if (HAS_COUT) {
-                for (int r = 0; r < S::RB; ++r)
-                    for (int e = 0; e < 2; ++e) {
-                        const aie::accum<acc48, 32> acc = c[r][e].to_accum();
+                for (int db = 0; db < S::ND; ++db) {  // the pipelined loop
+                    aie::vector<int8, 64> a[S::RB];
+                    for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * S::ND + db) * 64);
+                    const aie::vector<int8, 128> b = load_wb(w + ((eb0 + e) * S::ND + db) * 128);
+                    for (int r = 0; r < S::RB; ++r) c[r].mac(a[r], b);
+                }
+                if (HAS_COUT) {
+                    for (int r = 0; r < S::RB; ++r) {
+                        const aie::accum<acc48, 32> acc = c[r].to_accum();
                         for (int q = 0; q < 4; ++q) writeincr(cout, acc.template extract<8>(q));
                     }
-            } else if (OUT_BITS == 8) {
-                aie::vector<int32, 32> m[2];
-                for (int e = 0; e < 2; ++e) m[e] = load_lanes(mult + 32 * (eb0 + e));
-                int8_t* o = reinterpret_cast<int8_t*>(out);
-                for (int r = 0; r < S::RB; ++r) {
-                    aie::vector<int8, 32> ab[2];
-                    for (int e = 0; e < 2; ++e)
-                        ab[e] = aie::mul<acc80>(c[r][e].template to_vector<int32>(0), m[e])
-                                    .template to_vector<int8>(shift[eb0 + e]);
-                    for (int q = 0; q < 4; ++q)
-                        aie::store_v(o + (4 * (ib0 + r) + q) * S::COLS + 8 * eb0,
-                                     aie::concat(ab[0].template extract<8>(q), ab[1].template extract<8>(q)));
-                }
-            } else {
-                int32_t* o = reinterpret_cast<int32_t*>(out);
-                for (int r = 0; r < S::RB; ++r)
-                    for (int e = 0; e < 2; ++e) {
-                        const aie::vector<int32, 32> y = c[r][e].template to_vector<int32>(0);
+                } else if (OUT_BITS == 8) {
+                    VCK_SCALAR_LOAD(1);  // shift[eb0 + e]
+                    const aie::vector<int32, 32> m = load_lanes(mult + 32 * (eb0 + e));
+                    for (int r = 0; r < S::RB; ++r)
+                        ab[e][r] = aie::mul<acc80>(c[r].template to_vector<int32>(0), m)
+                                       .template to_vector<int8>(shift[eb0 + e]);
+                } else {
+                    VCK_SCALAR(1);  // the out base
+                    int32_t* o = reinterpret_cast<int32_t*>(out);
+                    for (int r = 0; r < S::RB; ++r) {
+                        const aie::vector<int32, 32> y = c[r].template to_vector<int32>(0);
                         for (int q = 0; q < 4; ++q)
                             for (int h = 0; h < 2; ++h)
                                 aie::store_v(o + (4 * (ib0 + r) + q) * S::COLS + 8 * (eb0 + e) + 4 * h,
                                              y.template extract<4>(2 * q + h));
                     }
+                }
+            }
+            if (!HAS_COUT && OUT_BITS == 8) {
+                VCK_SCALAR(1);  // the out base
+                int8_t* o = reinterpret_cast<int8_t*>(out);
+                for (int r = 0; r < S::RB; ++r)
+                    for (int q = 0; q < 4; ++q)
+                        aie::store_v(o + (4 * (ib0 + r) + q) * S::COLS + 8 * eb0,
+                                     aie::concat(ab[0][r].template extract<8>(q), ab[1][r].template extract<8>(q)));
             }
         }
+    }
 }
-
 }  // namespace vec
 #endif  // VCKATTN_AIE_VECTOR
 
@@ -386,13 +399,20 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
     constexpr bool HAS_CIN = J > 0, HAS_COUT = J < S::KERNELS - 1;
     uint32_t h[4];
     read_words(x, h);
+    VCK_SCALAR_LOAD(16);  // read_words: 16 byte loads,
+    VCK_SCALAR(24);       //   12 shifts and 12 ors
     if (hdr)
         for (int i = 0; i < 4; ++i) hdr[i] = h[i];
+    VCK_SCALAR(1);        // if (hdr)
+    VCK_SCALAR_STORE(4);  //   4 words
+    VCK_SCALAR(2 * 5 + 2 * 4);  // 5 fields (shift, mask); 4 checks (compare, branch)
     if (VCKATTN_GET(h, XTILE_PACKET_ID) != static_cast<uint32_t>(J) || VCKATTN_GET(h, XTILE_OP) != OP_X_TILE ||
         VCKATTN_GET(h, XTILE_SLICE) != static_cast<uint32_t>(J))
         return GEMM_BAD_X;
     const uint32_t rows = VCKATTN_GET(h, XTILE_ROWS), tag = VCKATTN_GET(h, XTILE_TAG);
     if (rows > static_cast<uint32_t>(S::ROWS)) return GEMM_BAD_ROWS;
+    VCK_SCALAR_LOAD(1);  // st.tiles_left
+    VCK_SCALAR(2);       //   == 0, branch (the acquire at a tile group's first tile: not counted, once per group)
     if (st.tiles_left == 0) {
         const uint8_t* wb = w.acquire();
         if (!wb) return GEMM_NO_W;
@@ -411,6 +431,8 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
         st.col_block = VCKATTN_GET(wh, WSLICE_COL_BLOCK);
         st.tiles_left = st.tiles;
     }
+    VCK_SCALAR_LOAD(2);  // st.first_tile, st.tiles
+    VCK_SCALAR(3);       //   subtract, compare, branch
     if (tag - st.first_tile >= st.tiles) return GEMM_TILE_NOT_IN_W;
     // the cascade header word [tile_id, rows, col_block]: checked (J > 0), passed on (J < KERNELS-1)
 #if VCKATTN_AIE_VECTOR
@@ -418,10 +440,16 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
 #else
     if (HAS_CIN) scalar::casc_read(cin, st.casc);
 #endif
+    if (HAS_CIN) {
+        VCK_SCALAR_LOAD(4);  // casc[0..2], st.col_block
+        VCK_SCALAR(6);       //   3 compares, 3 branches
+    }
     if (HAS_CIN && (static_cast<uint32_t>(st.casc[0]) != tag || static_cast<uint32_t>(st.casc[1]) != rows ||
                     static_cast<uint32_t>(st.casc[2]) != st.col_block))
         return GEMM_MISROUTE;
     if (HAS_COUT) {
+        VCK_SCALAR_LOAD(1);    // st.col_block
+        VCK_SCALAR_STORE(11);  // casc[0..7] = 0, casc[0..2]
         for (int l = 0; l < 8; ++l) st.casc[l] = 0;
         st.casc[0] = static_cast<int32_t>(tag);
         st.casc[1] = static_cast<int32_t>(rows);
@@ -434,6 +462,8 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
         scalar::casc_write(cout, st.casc);
 #endif
     }
+    VCK_SCALAR_LOAD(1);  // w.current()
+    VCK_SCALAR(2 + (HAS_CIN ? 0 : 1) + (!HAS_COUT && OUT_BITS == 8 ? 2 : 0) + (HAS_COUT ? 0 : 1));  // the pointers
     const uint8_t* wb = w.current();
     const int8_t* xp = reinterpret_cast<const int8_t*>(x + BEAT_BYTES);
     const int8_t* wp = reinterpret_cast<const int8_t*>(wb + BEAT_BYTES);
@@ -462,7 +492,14 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
         VCKATTN_PUT(r, GRESULT_ELEM_BITS, static_cast<uint32_t>(OUT_BITS));
         VCKATTN_PUT(r, GRESULT_COLS, static_cast<uint32_t>(S::COLS));
         write_words(out, r);
+        VCK_SCALAR_LOAD(1);       // st.col_block
+        VCK_SCALAR(4 + 3 * 5);    // r = 0; 5 fields put (clear, mask and shift, or)
+        VCK_SCALAR(12);           // write_words: 12 shifts,
+        VCK_SCALAR_STORE(16);     //   16 byte stores
     }
+    VCK_SCALAR_LOAD(1);   // --st.tiles_left
+    VCK_SCALAR_STORE(1);
+    VCK_SCALAR(3);        //   decrement, == 0, branch (the release: once per group, not counted)
     if (--st.tiles_left == 0) w.release();
     return GEMM_OK;
 }
