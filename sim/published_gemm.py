@@ -1,4 +1,4 @@
-"""Instrumented operation counts of the published GEMM kernels (MaxEVA, CHARM) for the validation of the
+"""Instrumented operation counts of the published GEMM kernels (MaxEVA, CHARM, ARIES) for the validation of the
 performance model against published designs.
 
 Runs the renderings of ``hw/aie/published/gemm_kernels.h`` on g++ over the counting emulations

@@ -17,6 +17,12 @@ kept; sources there):
     which MaxEVA's fp32 designs also use: ``fpmac`` intrinsics on 8 x 2 output blocks, a reduction loop
     of W1 / 8 - 1 iterations (``chess_prepare_for_pipelining``, 16 fpmac unrolled by hand) and the last
     group of 8 written out after it.
+``aries_fp32`` / ``aries_fp32_acc`` (TI, TK, TJ)
+    ARIES's fp32 kernel ``kernel_gemm0`` (``kernel_gemm``: accumulators read from a partial-sum buffer),
+    ``templates/aie1/adf/kernel_mm/aie_fp32_v0`` of github.com/arc-research-lab/Aries: row-major, ``fpmac``
+    intrinsics on 2 x 8 output blocks through ``aie::vector`` registers (``insert`` / ``extract``), a
+    reduction loop of TK / 8 - 1 iterations (``chess_prepare_for_pipelining``, 16 fpmac unrolled by hand)
+    and the last group of 8 written out after it.
 
 Counts: :func:`op_counts` is the closed form of each kernel's calls (from the loop trip counts of the
 rendering); ``tests/test_perf_published.py`` checks it EQUALS the counts of the instrumented
@@ -32,32 +38,45 @@ Cycles of one call (:func:`kernel_breakdown`), each term with its source:
   :data:`FP32_ACC_CYCLES` cycles (the Vitis tutorial's NOP between dependent VFPMACs); CHARM's two
   interleaved accumulators (acc0, acc1) hide it: the bound equals the fpmac count, it never binds;
   the model takes ``max(issue, fp32 accumulation)``;
-* ``loop fill``: :data:`vckattn.hw.perf.aie.LOOP_FILL_CYCLES` (an assumption, UG1079's
-  software-pipelining example) per invocation of a software-pipelined loop -- CHARM's reduction loop,
-  once per 8 x 2 block -- and once per call for a flattened kernel (the prologue/epilogue of its one
-  straight-line schedule; MaxEVA's kernels have no loop left, so no per-block fill);
-* ``buffer sync``: :data:`SYNC_CYCLES_PER_PORT` per buffer (window) port and call (an assumption:
-  UG1079 gives "tens of cycles, depending on the interface numbers" for synchronizing a kernel's
-  buffers and initializing the function).
+* ``loop fill``: ``loop_fill_cycles`` (:mod:`vckattn.hw.perf.calibration`, an assumption from UG1079's
+  software-pipelining example) per invocation of a software-pipelined loop -- CHARM's and ARIES's reduction loops,
+  once per 8 x 2 (2 x 8) block -- and per invocation of a loop left as a loop. MaxEVA asks for every loop to be
+  flattened (``chess_flatten_loop``); a loop is flattened only where the straight-line code fits the
+  16 KB program memory (:func:`flattened_levels`, :data:`PROGRAM_MEMORY_BYTES`): the whole
+  32 x 128 x 32 int8 kernel is about 1,024 full VLIW bundles (16 KB) and does not, so its outer
+  ``i`` loop stays a loop (one fill per iteration);
+* ``accumulator drain``: AIE1 has four 768-bit accumulator registers (AM009 'Register Files':
+  bm0..bm3). MaxEVA's 2 x 2 register blocking holds four 16-lane acc48 results, all four registers:
+  the next block's first ``mul`` needs a register the current block's shift-round-saturate and
+  store still hold, so each block's drain (its ``to_vector`` and 512-bit stores, the busier of the SRS
+  and store slots) is serialized with the next block's MACs (:func:`accumulator_drain_cycles`).
+  CHARM's fp32 kernel accumulates in vector registers (two v8float), so it has no drain term;
+* ``buffer sync``: ``sync_cycles_per_port`` per buffer (window) port and call -- the lock hand-off
+  of each buffer and the call's initialization (UG1079 'Run-Time Ratio': "tens of cycles, depending
+  on the interface numbers"); a FITTED parameter (:func:`vckattn.hw.perf.calibration.fit`, on one
+  published design only; ``docs/validation.md``).
 
 Not in the model: memory-bank conflicts (MaxEVA and CHARM place their two input windows in different
-banks), the DMA and lock hand-offs of the windows outside the core, the program-memory limit of a
-fully unrolled kernel (MaxEVA's int8 kernel as flattened is about 1,024 VLIW bundles).
+banks), scalar address arithmetic (folded into the loads' post-modify addressing), the exact bundle
+encoding (the program-memory check assumes full 128-bit bundles, one a cycle).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from . import aie
+from . import aie, calibration
 
 __all__ = [
     "FP32_ACC_CYCLES",
     "KERNELS",
     "PEAK_MACS",
     "PUBLISHED_EFFICIENCY",
-    "SYNC_CYCLES_PER_PORT",
+    "PROGRAM_MEMORY_BYTES",
+    "BUNDLE_BYTES",
+    "accumulator_drain_cycles",
     "buffer_ports",
+    "flattened_levels",
     "check_dims",
     "kernel_breakdown",
     "kernel_cycles",
@@ -74,6 +93,8 @@ KERNELS: dict[str, tuple[tuple[str, ...], str]] = {
     "maxeva_add_float": (("elements",), "fp32"),
     "charm_fp32": (("h1", "w1", "w2"), "fp32"),
     "charm_fp32_acc": (("h1", "w1", "w2"), "fp32"),
+    "aries_fp32": (("ti", "tk", "tj"), "fp32"),
+    "aries_fp32_acc": (("ti", "tk", "tj"), "fp32"),
 }
 
 #: MACs per cycle of one AIE1 core (UG1079 'Vector Processing Unit': 8b x 8b -> 128; AM009
@@ -85,17 +106,24 @@ PEAK_MACS: dict[str, int] = {"int8": aie.PEAK_MACS_PER_CYCLE, "fp32": 8}
 #: two cycles" (a NOP between dependent VFPMACs)
 FP32_ACC_CYCLES = 2
 
-#: cycles per buffer port and kernel call for the buffers' lock synchronization and the function's
-#: initialization. ASSUMPTION: UG1079 'Run-Time Ratio' says only "synchronization of synchronous buffers +
-#: function initialization takes tens of cycles, depending on the interface numbers"; 10 a port puts a
-#: 3-port GEMM kernel at 30 cycles. Changing it by +-10 moves the 32x128x32 int8 kernel by about +-3%.
-SYNC_CYCLES_PER_PORT = 10
+#: program memory of one AIE1 tile, bytes: AM009 'AI Engine Tile Architecture' / 'Program Memory' (16 KB)
+PROGRAM_MEMORY_BYTES = 16 * 1024
+#: bytes of one full VLIW bundle: AM009 'Instruction Fetch and Decode Unit' (instructions up to 128 bits).
+#: ASSUMPTION for the program-memory check: one full bundle per cycle of a flattened schedule
+BUNDLE_BYTES = 16
+#: accumulator registers of AIE1, as 768-bit registers: AM009 'Register Files' (bm0..bm3, each two 384-bit
+#: aml/amh halves); one aie::mmul<4,8,4,int8,int8> result (16 lanes acc48) fills one
+ACC_REGISTERS_768 = 4
 
 #: single-kernel efficiencies published for these kernels (MACs / (cycles x peak)), for comparison only:
 #: kernel -> (dims, efficiency, source)
 PUBLISHED_EFFICIENCY: dict[str, tuple[tuple[int, ...], float, str]] = {
     "charm_fp32": ((32, 32, 32), 0.95, "CHARM README (github.com/arc-research-lab/CHARM): mm_kernel0 'achieves 95% "
                                        "efficiency when calculating 32*32*32 MM' (AMD's cycle-accurate simulator)"),
+    "aries_fp32": ((32, 32, 32), 4096 / 4448,
+                   "ARIES (github.com/arc-research-lab/Aries), example_new/example_Versal/FCCM25_Tutorial/"
+                   "2_example_gemm_opt/gemm.ipynb: kernel_gemm0 (aie_fp32_v0, 32x32x32) 4448 cycles in the vendor "
+                   "tools' AIE profile, 'Measured Efficiency: 4096 / 4448'"),
 }
 
 
@@ -113,6 +141,8 @@ def check_dims(kernel: str, dims: tuple[int, ...]) -> tuple[int, ...]:
         raise ValueError(f"{kernel} {d}: the element count must be a multiple of 8")
     if kernel.startswith("charm_fp32") and (d[0] % 8 or d[1] % 8 or d[2] % 2):
         raise ValueError(f"{kernel} {d}: H1 and W1 must be multiples of 8, W2 of 2")
+    if kernel.startswith("aries_fp32") and (d[0] % 2 or d[1] % 8 or d[2] % 8):
+        raise ValueError(f"{kernel} {d}: TI must be a multiple of 2, TK and TJ of 8")
     return d
 
 
@@ -133,6 +163,20 @@ def op_counts(kernel: str, dims: tuple[int, ...]) -> dict[str, int]:
         t = "int32" if kernel.endswith("int32") else "float"
         s = d[0] // 8
         c = {f"window_readincr_v<8,{t}>": 2 * s, f"add<8,{t}>": s, f"window_writeincr<8,{t}>": s}
+    elif kernel.startswith("aries_fp32"):
+        ti, tk, tj = d
+        acc_in = kernel == "aries_fp32_acc"
+        blocks = (ti // 2) * (tj // 8)
+        groups = tk // 8  # reduction groups of 8 per block: tk/8 - 1 in the loop, the last after it
+        c = {"fpmac(v8float,v16float,v8float)": 16 * groups * blocks,
+             "extract<8>(vector<float,16>)": 16 * groups * blocks,  # one lhs_v16.extract<8> per fpmac
+             "load_v<4,float>": 4 * groups * blocks,  # A: 4 elements of each of the two rows, twice a group
+             "insert<4>(vector<float,16>)": 4 * groups * blocks,
+             "load_v<8,float>": 8 * groups * blocks + (2 * blocks if acc_in else 0),  # B: one row a step
+             "insert<8>(vector<float,16>)": 8 * groups * blocks,
+             "null_v8float": 0 if acc_in else 2 * blocks,
+             "undef_v16float": 2,
+             "store_v<8,float>": 2 * blocks}
     else:
         h1, w1, w2 = d
         acc_in = kernel == "charm_fp32_acc"
@@ -166,43 +210,101 @@ def buffer_ports(kernel: str) -> int:
     """Buffer (window) ports of the kernel: A, B, C (+ acc_in); in_1, in_2, out."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {tuple(KERNELS)}, got {kernel!r}")
-    return 4 if kernel == "charm_fp32_acc" else 3
+    return 4 if kernel in ("charm_fp32_acc", "aries_fp32_acc") else 3
+
+
+def _bundles(kernel: str, dims: tuple[int, ...]) -> float:
+    """VLIW bundles of the straight-line code of one call: the issue-bound cycles of its counts plus the
+    accumulator drains (one bundle a cycle)."""
+    return max(aie.phase_cycles(op_counts(kernel, dims)).values()) + accumulator_drain_cycles(kernel, dims)
+
+
+def flattened_levels(kernel: str, dims: tuple[int, ...]) -> tuple[str, ...]:
+    """The loops of MaxEVA's kernels that are flattened as the code asks (``chess_flatten_loop``) AND whose
+    straight-line code fits :data:`PROGRAM_MEMORY_BYTES` at :data:`BUNDLE_BYTES` a bundle, outermost first:
+    ``("i", "j", "k")`` is the whole int8 kernel, ``("j", "k")`` one iteration of its ``i`` loop (one pair
+    of block rows), ``("k",)`` one 2 x 2 block; the adder's one loop is ``("i",)``. CHARM's and ARIES's kernels ask
+    for no flattening: ``()``."""
+    d = check_dims(kernel, dims)
+    if kernel.startswith(("charm_fp32", "aries_fp32")):
+        return ()
+    if kernel.startswith("maxeva_add"):
+        return ("i",) if _bundles(kernel, d) * BUNDLE_BYTES <= PROGRAM_MEMORY_BYTES else ()
+    m, k, n = d
+    for levels, region in ((("i", "j", "k"), (m, k, n)), (("j", "k"), (8, k, n)), (("k",), (8, k, 8))):
+        if _bundles(kernel, region) * BUNDLE_BYTES <= PROGRAM_MEMORY_BYTES:
+            return levels
+    return ()
 
 
 def loop_fills(kernel: str, dims: tuple[int, ...]) -> int:
-    """Pipeline fills of one call: MaxEVA's kernels are fully flattened (``chess_flatten_loop`` on every
-    loop), one straight-line schedule: 1. CHARM's reduction loop (``chess_prepare_for_pipelining``) is
-    entered once per 8 x 2 block when it iterates at all (W1 >= 16); its i and j loops hold a loop, so
-    they are not software-pipelined and add no fill of their own."""
+    """Pipeline fills of one call. MaxEVA's kernels: one for the flattened straight-line schedule, times the
+    iterations of every loop left as a loop because the flattened code would not fit program memory
+    (:func:`flattened_levels`): 1 when the whole kernel fits, M/8 when only an ``i`` iteration does,
+    (M/8)(N/8) when only a block does. CHARM's reduction loop (``chess_prepare_for_pipelining``) is entered
+    once per 8 x 2 block when it iterates at all (W1 >= 16); its i and j loops hold a loop, so they are not
+    software-pipelined and add no fill of their own."""
     d = check_dims(kernel, dims)
     if kernel.startswith("charm_fp32"):
         h1, w1, w2 = d
         return (h1 // 8) * (w2 // 2) if w1 // 8 - 1 >= 1 else 0
-    return 1
+    if kernel.startswith("aries_fp32"):  # the same loop structure on 2 x 8 blocks
+        ti, tk, tj = d
+        return (ti // 2) * (tj // 8) if tk // 8 - 1 >= 1 else 0
+    levels = flattened_levels(kernel, d)
+    if kernel.startswith("maxeva_add"):
+        return 1 if levels else d[0] // 8
+    m, _k, n = d
+    return {("i", "j", "k"): 1, ("j", "k"): m // 8}.get(levels, (m // 8) * (n // 8))
 
 
-def kernel_breakdown(kernel: str, dims: tuple[int, ...]) -> dict[str, Any]:
+def accumulator_drain_cycles(kernel: str, dims: tuple[int, ...]) -> float:
+    """Cycles of one call in which the MACs wait for the accumulator registers (AM009 'Register Files': four
+    768-bit registers on AIE1). MaxEVA's int8 kernel holds four 16-lane acc48 results per 2 x 2 block, all
+    :data:`ACC_REGISTERS_768`: each block's drain -- four ``to_vector`` (SRS) and four 512-bit stores, the
+    busier slot under :func:`vckattn.hw.perf.aie.phase_cycles` -- cannot overlap the next block's MACs.
+    0 for the other kernels (CHARM's fp32 sums live in vector registers; the adders hold no accumulator)."""
+    d = check_dims(kernel, dims)
+    if kernel != "maxeva_int8":
+        return 0.0
+    accumulators = 4  # c00 c01 c10 c11 of the 2 x 2 blocking
+    if accumulators < ACC_REGISTERS_768:
+        return 0.0
+    m, _k, n = d
+    blocks = (m // 8) * (n // 8)
+    tail = aie.phase_cycles({"mmul<4,8,4,int8,int8>.to_vector<int32>": 4, "store_v<16,int32>": 4})
+    return blocks * max(tail.values())
+
+
+def kernel_breakdown(kernel: str, dims: tuple[int, ...],
+                     params: dict[str, float] | None = None) -> dict[str, Any]:
     """Modeled cycles of one call, by term (AIE clock cycles): ``slots`` (cycles each VLIW slot needs),
     ``issue`` (the busiest slot), ``bottleneck_slot``, ``fp32_accumulation`` (dependence bound, 0 for
-    integer kernels), ``compute`` (the larger of the two), ``loop_fill``, ``buffer_sync``, ``total``."""
+    integer kernels), ``compute`` (the larger of the two), ``accumulator_drain``, ``loop_fill``,
+    ``buffer_sync``, ``total``. ``params`` overrides calibration parameters by name (the fit uses it)."""
+    def p(name: str) -> float:
+        return float(params[name]) if params and name in params else float(calibration.param(name))
+
     counts = op_counts(kernel, dims)
     slots = aie.phase_cycles(counts)
     slot = max(slots, key=lambda s: slots[s])
     chain = 0.0
-    if kernel.startswith("charm_fp32"):
+    if kernel.startswith(("charm_fp32", "aries_fp32")):
         accumulators = 2  # acc0, acc1: one fpmac each in turn
         chain = FP32_ACC_CYCLES * counts["fpmac(v8float,v16float,v8float)"] / accumulators
     compute = max(slots[slot], chain)
-    fill = float(aie.LOOP_FILL_CYCLES * loop_fills(kernel, dims))
-    sync = float(SYNC_CYCLES_PER_PORT * buffer_ports(kernel))
+    drain = accumulator_drain_cycles(kernel, dims)
+    fill = p("loop_fill_cycles") * loop_fills(kernel, dims)
+    sync = p("sync_cycles_per_port") * buffer_ports(kernel)
     return {"kernel": kernel, "dims": list(check_dims(kernel, dims)), "slots": slots, "issue": slots[slot],
-            "bottleneck_slot": slot, "fp32_accumulation": chain, "compute": compute, "loop_fill": fill,
-            "buffer_sync": sync, "total": compute + fill + sync}
+            "bottleneck_slot": slot, "fp32_accumulation": chain, "compute": compute, "accumulator_drain": drain,
+            "flattened": list(flattened_levels(kernel, dims)), "loop_fill": fill, "buffer_sync": sync,
+            "total": compute + drain + fill + sync}
 
 
-def kernel_cycles(kernel: str, dims: tuple[int, ...]) -> float:
+def kernel_cycles(kernel: str, dims: tuple[int, ...], params: dict[str, float] | None = None) -> float:
     """Modeled AIE cycles of one call of ``kernel`` on ``dims`` (:func:`kernel_breakdown` ``total``)."""
-    return float(kernel_breakdown(kernel, dims)["total"])
+    return float(kernel_breakdown(kernel, dims, params)["total"])
 
 
 def kernel_efficiency(kernel: str, dims: tuple[int, ...]) -> float:

@@ -1,5 +1,5 @@
 // Test bench of the published GEMM kernels rendered in hw/aie/published/gemm_kernels.h (MaxEVA int8,
-// MaxEVA's adder, CHARM fp32), over the counting emulations aie_api_emu.h and aie1_intrinsics_emu.h.
+// MaxEVA's adder, CHARM fp32, ARIES fp32), over the counting emulations aie_api_emu.h and aie1_intrinsics_emu.h.
 //
 // Usage: published_gemm_tb CASE...   with CASE one of
 //   maxeva_int8:MxKxN         C = A B, int8 x int8 -> int32, MaxEVA's blocked layout
@@ -7,6 +7,8 @@
 //   maxeva_add_float:ELEMS    out = in_1 + in_2, float
 //   charm_fp32:H1xW1xW2       C = A B, fp32, column-major (CHARM's mm_kernel0)
 //   charm_fp32_acc:H1xW1xW2   C = A B + ACC, fp32 (mm_kernel1: partial sums from an acc_in window)
+//   aries_fp32:TIxTKxTJ       C = A B, fp32, row-major (ARIES's kernel_gemm0)
+//   aries_fp32_acc:TIxTKxTJ   C = A B + ACC, fp32 (ARIES's kernel_gemm: partial sums from a buffer)
 //
 // Each case runs the kernel once on pseudo-random data (a fixed seed per case) and checks its output
 // against a plain C++ reference, exactly: int8 products are exact in int32, and the fp32 cases use small
@@ -179,6 +181,28 @@ void run_charm(const std::string& case_text, int h1, int w1, int w2, Rng& rng) {
         }
 }
 
+// ARIES fp32, row-major: element (r, c) of a C-column matrix at r * C + c.
+template <bool AccIn>
+void run_aries(const std::string& case_text, int ti, int tk, int tj, Rng& rng) {
+    Buffer<float> a(static_cast<std::size_t>(ti) * tk), b(static_cast<std::size_t>(tk) * tj),
+        acc(static_cast<std::size_t>(ti) * tj), c(static_cast<std::size_t>(ti) * tj);
+    for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(rng.uniform(-4, 4));
+    for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(rng.uniform(-4, 4));
+    for (std::size_t i = 0; i < acc.size(); ++i) acc[i] = AccIn ? static_cast<float>(rng.uniform(-4, 4)) : 0.0f;
+    for (std::size_t i = 0; i < c.size(); ++i) c[i] = __builtin_nanf("");
+    aie::emu::reset_op_counts();
+    published::aries_fp32_matmul<AccIn>(a.data(), b.data(), acc.data(), c.data(), ti, tj, tk);
+    dump(case_text, AccIn ? "aries_fp32_acc" : "aries_fp32", {ti, tk, tj});
+    for (int r = 0; r < ti; ++r)
+        for (int col = 0; col < tj; ++col) {
+            double want = acc[static_cast<std::size_t>(r) * tj + col];
+            for (int t = 0; t < tk; ++t)
+                want += static_cast<double>(a[static_cast<std::size_t>(r) * tk + t]) * b[static_cast<std::size_t>(t) * tj + col];
+            const std::size_t i = static_cast<std::size_t>(r) * tj + col;
+            check(case_text, i, static_cast<double>(c[i]), want);
+        }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -207,6 +231,13 @@ int main(int argc, char** argv) {
                 run_charm<false>(text, d[0], d[1], d[2], rng);
             else
                 run_charm<true>(text, d[0], d[1], d[2], rng);
+        } else if (kernel == "aries_fp32" || kernel == "aries_fp32_acc") {
+            const auto d = parse_dims(dims, 3);
+            if (d[0] % 2 || d[1] % 8 || d[2] % 8) usage(text + ": TI must be a multiple of 2, TK and TJ of 8");
+            if (kernel == "aries_fp32")
+                run_aries<false>(text, d[0], d[1], d[2], rng);
+            else
+                run_aries<true>(text, d[0], d[1], d[2], rng);
         } else {
             usage("unknown kernel '" + kernel + "'");
         }

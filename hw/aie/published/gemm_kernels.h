@@ -25,6 +25,8 @@
 //   "achieves 95% efficiency when calculating 32*32*32 MM", src/aie/mm_kernel0.cc) and `mm_kernel1`
 //   (example/MLP/one_specialized/aie/mm_kernel1.cc: the same loop, its accumulators first read from an
 //   `acc_in` window of partial sums).
+// * ARIES (Zhuang et al., FPGA 2025), github.com/arc-research-lab/Aries, commit 30013db:
+//   templates/aie1/adf/kernel_mm/aie_fp32_v0/kernel_gemm0.cc and kernel_gemm.cc (see its section).
 #ifndef VCKATTN_PUBLISHED_GEMM_KERNELS_H
 #define VCKATTN_PUBLISHED_GEMM_KERNELS_H
 
@@ -46,8 +48,9 @@ namespace published {
 // accumulator registers bm0..bm3 of AIE1); per step of K: two A blocks and two B blocks loaded
 // (256-bit each) and four mmul calls; the first step `mul`, the k/8 - 1 others `mac`; then the four
 // results shifted by SHIFT to int32 (to_vector) and stored (512 bits each). All three loops carry
-// `chess_flatten_loop` in MaxEVA (the i, j and k loops are fully unrolled; `chess_prepare_for_pipelining`
-// is commented out).
+// `chess_flatten_loop` in MaxEVA (`chess_prepare_for_pipelining` is commented out). The model flattens a
+// loop only where the straight-line code fits the 16 KB program memory (hw/perf/gemm_kernels.py
+// `flattened_levels`): for 32x128x32 the j and k loops, not the i loop.
 inline void maxeva_int8_matmul(input_window_int8* mat_a, input_window_int8* mat_b, output_window_int32* mat_c,
                                unsigned m, unsigned k, unsigned n, int shift = 0) {
     using MMUL = aie::mmul<4, 8, 4, int8, int8>;
@@ -219,6 +222,173 @@ void charm_fp32_matmul(input_window_float* mat_a, input_window_float* mat_b, inp
             for (int s = 0; s < boundary_k; ++s)  // chess_prepare_for_pipelining chess_loop_range(boundary_k,)
                 group(acc0, acc1, false, jump);
             group(acc0, acc1, true, jump);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------------
+// ARIES fp32: C (TI x TJ) = A (TI x TK) * B (TK x TJ) [+ accin], all row-major, fpmac intrinsics on
+// aie::vector registers
+// ------------------------------------------------------------------------------------------------
+//
+// Source: ARIES (Zhuang et al., FPGA 2025), github.com/arc-research-lab/Aries, commit 30013db:
+// templates/aie1/adf/kernel_mm/aie_fp32_v0/kernel_gemm0.cc (`kernel_gemm0`: accumulators start at zero)
+// and kernel_gemm.cc (`kernel_gemm`: accumulators first read from the partial-sum buffer `in2`), the
+// kernel the FCCM25 tutorial's GEMM examples instantiate (external_path="aie1/adf/kernel_mm/aie_fp32_v0").
+//
+// Structure: the output is walked in blocks of 2 rows x 8 columns (loops i < TI/2 and j < TJ/8, both
+// `chess_prepare_for_pipelining chess_loop_range`); two aie::vector<float,8> accumulators acc0 / acc1
+// hold the block's two rows. Per j iteration the three pointer jumps are chosen by `if (j == judge_j)`
+// (the last block of a block row moves A to the next row pair). The reduction runs in groups of 8: a
+// loop of TK/8 - 1 iterations (`chess_prepare_for_pipelining chess_loop_range(boundary_k,boundary_k)`,
+// 16 fpmac unrolled by hand) and the last group written out after the loop, where the block is stored
+// (two aie::store_v). Each fpmac multiplies one B row segment (8 columns, a 256-bit half of rhs_v16) by
+// one A element (lane of lhs_v16.extract<8>(h)); lhs_v16 is filled 4 elements of each of the two rows at
+// a time (4 x insert(aie::load_v<4>)), rhs_v16 one B row ahead (8 x insert(aie::load_v<8>) a group).
+// Rendering notes: `v.insert(idx, x)` is written `aries_insert(v, idx, x)` (aie_api_emu.h has no
+// vector::insert; counted under the aie_api call's name); the aie::vector <-> v8float / v16float
+// conversions around the fpmac intrinsic are the aie_api vector's native-type conversions (the same
+// register, no instruction) and are not counted.
+template <unsigned M>
+inline void aries_insert(aie::vector<float, 16>& v, unsigned idx, const aie::vector<float, M>& x) {
+    static std::uint64_t& count = aie::emu::op_counter(aie::emu::key("insert<%u>(vector<float,16>)", M));
+    ++count;
+    if (idx >= 16 / M) aie1_emu::fail("aries_insert: index out of range");
+    for (unsigned i = 0; i < M; ++i) v.v[M * idx + i] = x.v[i];
+}
+
+inline v8float aries_native(const aie::vector<float, 8>& x) {
+    v8float r;
+    for (unsigned i = 0; i < 8; ++i) r.v[i] = x.v[i];
+    return r;
+}
+inline v16float aries_native(const aie::vector<float, 16>& x) {
+    v16float r;
+    for (unsigned i = 0; i < 16; ++i) r.v[i] = x.v[i];
+    return r;
+}
+inline aie::vector<float, 8> aries_vector(const v8float& x) {
+    aie::vector<float, 8> r;
+    for (unsigned i = 0; i < 8; ++i) r.v[i] = x.v[i];
+    return r;
+}
+inline aie::vector<float, 16> aries_vector(const v16float& x) {
+    aie::vector<float, 16> r;
+    for (unsigned i = 0; i < 16; ++i) r.v[i] = x.v[i];
+    return r;
+}
+
+// acc = fpmac(acc, rhs_v16, xstart, 0x76543210, lhs_v16.extract<8>(h), zstart, 0x0), as ARIES writes it.
+inline void aries_fpmac(aie::vector<float, 8>& acc, const aie::vector<float, 16>& rhs_v16, int xstart,
+                        const aie::vector<float, 16>& lhs_v16, unsigned h, int zstart) {
+    acc = aries_vector(fpmac(aries_native(acc), aries_native(rhs_v16), xstart, 0x76543210,
+                             aries_native(lhs_v16.extract<8>(h)), zstart, 0x0));
+}
+
+template <bool AccIn>
+void aries_fp32_matmul(const float* in0, const float* in1, const float* in2, float* out0, int TI, int TJ, int TK) {
+    if (TI % 2 || TJ % 8 || TK % 8 || TI <= 0 || TJ <= 0 || TK <= 0)
+        aie1_emu::fail("aries_fp32_matmul: TI must be a positive multiple of 2, TJ and TK of 8");
+    const int boundary_i = TI / 2, boundary_j = TJ / 8, boundary_k = TK / 8 - 1;
+    const int judge_j = boundary_j - 1;
+    const int lhs_jump0 = TK - 4, lhs_jump1 = 2 * TK - 4, lhs_jump2 = -4;
+    const int rhs_jump0 = (TK - 1) * TJ - 8, rhs_jump1 = TK * TJ - 8;
+    const int out_jump0 = TJ - 8, out_jump1 = -8;
+    const float* lhs = in0;
+    const float* rhs = in1;
+    const float* accin = in2;
+    float* out = out0;
+
+    aie::vector<float, 16> lhs_v16 = aries_vector(undef_v16float());
+    aie::vector<float, 16> rhs_v16 = aries_vector(undef_v16float());
+
+    // One group of 8 reduction steps, call for call: `last` is the group after the loop (A and B take
+    // the block's jumps at their last loads, the block is stored).
+    auto group = [&](aie::vector<float, 8>& acc0, aie::vector<float, 8>& acc1, bool last, int jump_lhs,
+                     int jump_rhs, int jump_out) {
+        aries_insert(lhs_v16, 0, aie::load_v<4>(lhs));
+        lhs += TK;
+        aries_insert(rhs_v16, 0, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_insert(lhs_v16, 1, aie::load_v<4>(lhs));
+        lhs -= lhs_jump0;
+
+        aries_fpmac(acc0, rhs_v16, 0, lhs_v16, 0, 0);
+        aries_insert(lhs_v16, 2, aie::load_v<4>(lhs));
+        lhs += TK;
+        aries_insert(rhs_v16, 1, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 0, lhs_v16, 0, 4);
+        aries_insert(lhs_v16, 3, aie::load_v<4>(lhs));
+        lhs -= last ? jump_lhs : lhs_jump0;
+
+        aries_fpmac(acc0, rhs_v16, 8, lhs_v16, 0, 1);
+        aries_insert(rhs_v16, 0, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 8, lhs_v16, 0, 5);
+
+        aries_fpmac(acc0, rhs_v16, 0, lhs_v16, 0, 2);
+        aries_insert(rhs_v16, 1, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 0, lhs_v16, 0, 6);
+
+        aries_fpmac(acc0, rhs_v16, 8, lhs_v16, 0, 3);
+        aries_insert(rhs_v16, 0, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 8, lhs_v16, 0, 7);
+
+        aries_fpmac(acc0, rhs_v16, 0, lhs_v16, 1, 0);
+        aries_insert(rhs_v16, 1, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 0, lhs_v16, 1, 4);
+
+        aries_fpmac(acc0, rhs_v16, 8, lhs_v16, 1, 1);
+        aries_insert(rhs_v16, 0, aie::load_v<8>(rhs));
+        rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 8, lhs_v16, 1, 5);
+
+        aries_fpmac(acc0, rhs_v16, 0, lhs_v16, 1, 2);
+        aries_insert(rhs_v16, 1, aie::load_v<8>(rhs));
+        if (last)
+            rhs -= jump_rhs;
+        else
+            rhs += TJ;
+        aries_fpmac(acc1, rhs_v16, 0, lhs_v16, 1, 6);
+
+        aries_fpmac(acc0, rhs_v16, 8, lhs_v16, 1, 3);
+        if (last) {
+            aie::store_v(out, acc0);
+            out += TJ;
+        }
+        aries_fpmac(acc1, rhs_v16, 8, lhs_v16, 1, 7);
+        if (last) {
+            aie::store_v(out, acc1);
+            out -= jump_out;
+        }
+    };
+
+    for (int i = 0; i < boundary_i; ++i) {      // chess_prepare_for_pipelining chess_loop_range(boundary_i,boundary_i)
+        for (int j = 0; j < boundary_j; ++j) {  // chess_prepare_for_pipelining chess_loop_range(boundary_j,boundary_j)
+            aie::vector<float, 8> acc0, acc1;
+            if (!AccIn) {
+                acc0 = aries_vector(null_v8float());
+                acc1 = aries_vector(null_v8float());
+            }
+            int jump_lhs = lhs_jump1, jump_rhs = rhs_jump0, jump_out = out_jump0;
+            if (j == judge_j) {
+                jump_lhs = lhs_jump2;
+                jump_rhs = rhs_jump1;
+                jump_out = out_jump1;
+            }
+            if (AccIn) {
+                acc0 = aie::load_v<8>(accin);
+                accin += TJ;
+                acc1 = aie::load_v<8>(accin);
+                accin -= jump_out;
+            }
+            for (int k = 0; k < boundary_k; ++k)  // chess_prepare_for_pipelining chess_loop_range(boundary_k,boundary_k)
+                group(acc0, acc1, false, jump_lhs, jump_rhs, jump_out);
+            group(acc0, acc1, true, jump_lhs, jump_rhs, jump_out);
         }
     }
 }
