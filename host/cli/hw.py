@@ -1,5 +1,5 @@
-"""``vckattn hw report|generate``: hardware figures of the PL kernels, and the
-scalable engine's build sources from a design point."""
+"""``vckattn hw report|generate|check``: hardware figures of the PL kernels, the scalable engine's build sources
+from a design point, and the design-rule check of a design."""
 
 from __future__ import annotations
 
@@ -83,6 +83,28 @@ def add_hw(sub: Subparsers) -> None:
                    "max_seq, else 512)")
     g.add_argument("--name", default=None, help="manifest name (default <board>_engine)")
     g.set_defaults(func=run_hw_generate)
+    c = hsub.add_parser(
+        "check", help="design-rule check of an engine design: every AIE array and PL rule, PASS/FAIL with its source",
+        description="Check an engine design against the rules that decide whether aiecompiler and v++ accept it "
+        "(docs/hardware.md \"Design-rule check\"): data and program memory a tile, buffers in memories the kernel "
+        "reaches, ping-pong banks, DMA buffer descriptors, locks and channels, stream-switch ports and routes, "
+        "packet switching, cascades, PL interface columns and their streams, 128-bit PLIO pairing, AXI masters and "
+        "the PL resources with every mover's m_axi port counted. The check runs on the ADF graph the generator "
+        "writes for the design (a build folder's own aie/graph.h). DESIGN is a committed engine build "
+        "(vck5000_engine, vck190_engine, engine_small, engine_small_dual), a design JSON (as for `hw generate`) or "
+        "a build folder written by `hw generate`. Exit status 0 when every rule passes, 4 when one fails (a design "
+        "no build runs). Needs no AMD tools.",
+        epilog=examples("vckattn hw check vck5000_engine",
+                        "vckattn hw check build/engine --json results/drc.json",
+                        "vckattn hw check my_design.json --board vck190"),
+    )
+    c.add_argument("design", metavar="DESIGN", help="committed engine build name, design JSON or build folder")
+    c.add_argument("--board", choices=("vck5000", "vck190"), default=None,
+                   help="board (default: the build's, else vck5000)")
+    c.add_argument("--max-seq", type=int, default=None, metavar="N",
+                   help="longest sequence the build accepts (default: the design's max_seq, else 512)")
+    c.add_argument("--json", metavar="OUT", dest="json_out", type=Path, help="also write the result as JSON")
+    c.set_defaults(func=run_hw_check)
     p.set_defaults(func=lambda args: missing_subcommand(p))
 
 
@@ -266,4 +288,91 @@ def run_hw_generate(args: argparse.Namespace) -> int:
           f"{args.board}")
     for f in written:
         print(f"wrote {f}")
+    return 0
+
+
+def _check_target(args: argparse.Namespace) -> tuple[object, str, int | None, str | None]:
+    """(design, board, max_seq, graph.h text or None) of ``hw check``'s DESIGN."""
+    import json
+
+    from vckattn.hw.engine import generate as gen
+
+    name, board, graph = args.design, args.board, None
+    path = Path(name)
+    if name in gen.ENGINE_BUILDS and not path.exists():
+        design = gen.build_design(name)
+        board = board or gen.ENGINE_BUILDS[name][0]
+    elif path.is_dir():
+        if not (path / "design.json").is_file():
+            raise InputError(f"{path}: not a build folder (no design.json; write one with `vckattn hw generate`)")
+        design = _design_file(path / "design.json")
+        try:
+            manifest = json.loads((path / "manifest.json").read_text(encoding="utf-8"))
+            board = board or str(manifest["board"])
+        except (OSError, ValueError, KeyError, TypeError):
+            board = board or "vck5000"
+        graph_h = path / "aie" / "graph.h"
+        if graph_h.is_file():
+            graph = graph_h.read_text(encoding="utf-8")
+    elif path.is_file():
+        design = _design_file(path)
+    else:
+        raise InputError(f"{name}: no such design (give a committed build name: {', '.join(gen.ENGINE_BUILDS)}; a "
+                         "design JSON; or a build folder)")
+    return design, board or "vck5000", args.max_seq, graph
+
+
+def _design_file(path: Path) -> object:
+    from vckattn.hw.engine import generate as gen
+
+    try:
+        return gen.design_from_file(path)
+    except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:
+        text = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise InputError(text if text.startswith(str(path)) else f"{path}: not a usable design ({text})") from None
+
+
+def run_hw_check(args: argparse.Namespace) -> int:
+    import json
+
+    from rich.table import Table
+
+    from vckattn.host.cli.common import make_console
+    from vckattn.hw.engine import check
+    from vckattn.hw.engine import generate as gen
+
+    from .common import output_file, write_text_atomic
+
+    output_file(args.json_out, what="--json")
+    if args.max_seq is not None and args.max_seq < 1:
+        raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
+    design, board, max_seq, graph_text = _check_target(args)
+    try:
+        graph = check.parse_graph(graph_text) if graph_text is not None else None
+        ctx = check.context(design, board, max_seq, graph=graph)
+    except gen.GenerateError as exc:
+        raise gen.DesignRuleError(str(exc)) from None
+    results = check.run_rules(ctx)
+    console = make_console()
+    table = Table(title=f"Design-rule check: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + "
+                        f"{design.pv_kernels} P.V kernels), {design.score_plios} score channel(s) on the {board} "
+                        "(MODELED resources; no AMD tool run)")
+    for col in ("rule", "result", "limit", "found", "source"):
+        table.add_column(col, overflow="fold")
+    for r, vs in results:
+        found = "; ".join(v.message for v in vs[:3]) + (f" (+{len(vs) - 3} more)" if len(vs) > 3 else "")
+        table.add_row(r.id, "FAIL" if vs else "PASS", r.limit, found or "-", r.source)
+    console.print(table)
+    failed = [v for _, vs in results for v in vs]
+    if args.json_out is not None:
+        doc = {"design": design.to_json(), "board": board, "modeled": True, "passed": not failed,
+               "rules": [{"rule": r.id, "statement": r.statement, "limit": r.limit, "source": r.source,
+                          "passed": not vs, "violations": [v.to_json() for v in vs]} for r, vs in results]}
+        write_text_atomic(args.json_out, json.dumps(doc, indent=2) + "\n")
+        console.print(f"wrote {args.json_out}")
+    if failed:
+        rules = sorted({v.rule for v in failed})
+        raise gen.DesignRuleError(f"{len(failed)} violation(s) of rule(s) {', '.join(rules)}: {failed[0].message} "
+                                  f"(limit {failed[0].limit:g}; {failed[0].source})")
+    console.print(f"all {len(results)} rules pass")
     return 0

@@ -44,7 +44,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
-from vckattn.golden.errors import UserError
+from vckattn.golden.errors import EXIT_INPUT, UserError
 
 from . import layout as lay
 from .layout import Layout, plio_name, pv_name, qk_name, rq_name
@@ -85,6 +85,24 @@ ENGINE_BUILDS: dict[str, tuple[str, str | dict]] = {
 
 class GenerateError(UserError):
     """A design the engine cannot be built from, or a build folder that cannot be written (one line)."""
+
+
+class DesignRuleError(GenerateError):
+    """A design that breaks a rule of the design-rule check (:mod:`.check`): status 4, a design no build runs."""
+
+    exit_code = EXIT_INPUT
+
+
+def refuse_violations(design: Any, board: str, max_seq: int | None = None,
+                      head_dims: tuple[int, ...] | None = None) -> None:
+    """Raise :class:`DesignRuleError` naming the first broken rules of the design-rule check (:mod:`.check`)."""
+    from .check import check_design as drc
+
+    bad = drc(design, board, max_seq, head_dims)
+    if bad:
+        first = "; ".join(f"{v.rule}: {v.message} (limit {v.limit:g}; {v.source})" for v in bad[:2])
+        more = f" (+{len(bad) - 2} more: vckattn hw check)" if len(bad) > 2 else ""
+        raise DesignRuleError(f"design fails the design-rule check: {first}{more}")
 
 
 # ---------------------------------------------------------------------------------------------- design
@@ -204,14 +222,17 @@ def bert_workload(seq: int = BERT_SEQ) -> Any:
                                layers=BERT_BASE["layers"], normalizer="swiftmax", name="bert-base")
 
 
-def buildable(design: Any) -> bool:
-    """Whether stream contract v3 builds ``design`` (:func:`check_design` with the defaults passes)."""
+def buildable(design: Any, board: str = "vck5000") -> bool:
+    """Whether stream contract v3 builds ``design`` (:func:`check_design` with the defaults passes) and it passes
+    the design-rule check on ``board`` (:mod:`.check`)."""
+    from .check import passes
+
     try:
         check_design(replace(design, max_seq=None))
         lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
     except (GenerateError, lay.LayoutError):
         return False
-    return True
+    return passes(design, board)
 
 
 @functools.cache
@@ -230,10 +251,10 @@ def best_design(board: str) -> Any:
     budget = explore.default_budget(dev, explore.HEADROOM, clock)
     found = []
     for cand in explore.candidates(w, dev, clock):
-        if not buildable(cand):
+        if not explore._builds(cand, dev):  # buildable(cand, board), cached
             continue
-        c = explore._best_for(w, cand, dev, budget)
-        if c is not None and buildable(c.design):
+        c = explore._best_for(w, cand, dev, budget)  # lowered to a pipeline count that builds and passes the check
+        if c is not None:
             found.append(c)
     if not found:
         raise GenerateError(f"no buildable SwiftMax design fits the {board}")
@@ -628,6 +649,7 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
         placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
     except lay.LayoutError as exc:
         raise GenerateError(f"design: {exc}") from None
+    refuse_violations(design, board, max_seq, head_dims)  # the design-rule check, before anything is written
     manifest = engine_manifest(design, board, name, max_seq, head_dims)
     validate_manifest(manifest, f"{name} (generated)")
     perf = modeled(replace(design, max_seq=max_seq), board)
@@ -761,10 +783,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-__all__ = ["BITSTREAMS", "ENGINE_BUILDS", "GRAPH_NAME", "GenerateError", "HEAD_DIMS", "PL_TOP", "SMALL_DESIGN",
-           "SMALL_DUAL_DESIGN",
+__all__ = ["BITSTREAMS", "DesignRuleError", "ENGINE_BUILDS", "GRAPH_NAME", "GenerateError", "HEAD_DIMS", "PL_TOP",
+           "SMALL_DESIGN", "SMALL_DUAL_DESIGN",
            "STREAMS_VERSION", "best_design", "bert_workload", "build_design", "buildable", "check_design",
            "committed_bitstreams", "design_from_file", "engine_manifest", "engine_params", "generate", "modeled",
+           "refuse_violations",
            "render_config", "render_graph_cpp", "render_graph_h", "write_bitstreams", "write_diagram"]
 
 if __name__ == "__main__":

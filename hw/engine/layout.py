@@ -13,9 +13,15 @@ Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/
 * Blocks fill a row pair left to right (centred), then the next row pair up.
 * PLIOs go to the PL interface column nearest their block that has a free stream of that direction.
 
-Assumptions (AIE1, AM009; not checked by an AMD tool here): the cascade runs east on even rows and
-west on odd rows; 39 of the 50 interface tiles reach the PL (:data:`PL_COLUMNS` is a guess of which:
-the middle 39) with 8 PL->AIE and 6 AIE->PL 64-bit streams each, i.e. 4 and 3 128-bit PLIOs.
+Sources (AIE1): the cascade runs east on even rows and west on odd rows (AM009, "AI Engine Tile Architecture":
+cascade stream); each PL interface tile carries 8 PL->AIE and 6 AIE->PL 64-bit streams, two of them paired for a
+128-bit PLIO, i.e. 4 and 3 128-bit PLIOs (AM009, "AI Engine to Programmable Logic Interface"). Which interface
+columns reach the PL (:data:`PL_COLUMNS`, :data:`PL_COLUMNS_SOURCE`): AM009 states that 39 of the VC1902's 50 array
+interface tiles are available to the PL, and UG1079 ("Shim Constraint") that columns 0-5 cannot hold a PLIO on the
+xcvc1902; no public document reached here names the other five columns without a PL interface among 6-49. The
+layout uses columns 6-44 (39 columns): the documented exclusion of 0-5, then, as a labeled choice, the highest
+five columns 45-49 left out so that it never counts more PL interface columns than AM009 gives. The design-rule
+check (:mod:`.check`, rule SHIM-PL) checks every PLIO against this table.
 """
 
 from __future__ import annotations
@@ -24,8 +30,19 @@ from dataclasses import dataclass
 
 ARRAY_COLUMNS = 50
 ARRAY_ROWS = 8
-#: interface columns assumed to reach the PL (AM009: 39 of 50 on the VC1902; which ones is not stated there)
-PL_COLUMNS: tuple[int, ...] = tuple(range(6, 45))
+#: interface columns without a PL interface on the xcvc1902 (UG1079 (AI Engine Kernel and Graph Programming Guide),
+#: "Shim Constraint": "columns 0-5 cannot be used for PLIO for the xcvc1902-vsva2197-2MP-e-S device")
+NO_PL_COLUMNS_DOCUMENTED: tuple[int, ...] = tuple(range(0, 6))
+#: PL interface tiles of the VC1902 (AM009 (AI Engine Architecture Manual), "AI Engine to Programmable Logic
+#: Interface": "only 39 array interface tiles are available to the PL interface")
+PL_INTERFACE_TILES = 39
+#: interface columns the layout places PLIOs on: after the documented 0-5, the next 39 (6-44); 45-49 left out as a
+#: labeled choice (the five other columns without a PL interface are not named in a public document)
+PL_COLUMNS: tuple[int, ...] = tuple(c for c in range(ARRAY_COLUMNS) if c not in NO_PL_COLUMNS_DOCUMENTED)[
+    :PL_INTERFACE_TILES]
+PL_COLUMNS_SOURCE = ("AM009 'AI Engine to Programmable Logic Interface' (39 of 50 interface tiles reach the PL); "
+                     "UG1079 'Shim Constraint' (columns 0-5 cannot hold a PLIO on the xcvc1902); columns 45-49 left "
+                     "out: CHOICE (the other five are not named publicly), so no more than 39 columns are used")
 #: 128-bit PLIOs per interface column and direction (8 PL->AIE and 6 AIE->PL 64-bit streams, two a PLIO)
 PLIOS_PER_COLUMN = {"in": 4, "out": 3}
 
@@ -128,5 +145,6 @@ def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
     return Layout(pipelines, kernels, tiles, columns, score_plios)
 
 
-__all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "PLIOS_PER_COLUMN", "PL_COLUMNS", "cascade_step",
-           "layout", "max_pipelines", "pipeline_plios", "plio_name", "pv_name", "qk_name", "rq_name"]
+__all__ = ["ARRAY_COLUMNS", "ARRAY_ROWS", "Layout", "LayoutError", "NO_PL_COLUMNS_DOCUMENTED", "PLIOS_PER_COLUMN",
+           "PL_COLUMNS", "PL_COLUMNS_SOURCE", "PL_INTERFACE_TILES", "cascade_step", "layout", "max_pipelines",
+           "pipeline_plios", "plio_name", "pv_name", "qk_name", "rq_name"]

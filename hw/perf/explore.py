@@ -9,7 +9,12 @@ over three PLIOs and O over one, at one PL clock. A candidate's kernels must fit
 data memory (their ping-pong buffers plus the runtime's reserve).
 
 Every resource keeps ``headroom`` (default 20%) free: AIE tiles, PLIOs in and out, LUTs, FFs, DSPs, BRAM and URAM,
-with the movers and their AXI4 master ports counted (:func:`.engine.resources`).
+with the movers and every one of their AXI4 master ports counted (:func:`.engine.resources`). Every design the
+explorer proposes is one ``vckattn hw generate`` builds and the design-rule check passes
+(:func:`vckattn.hw.engine.generate.buildable`, :mod:`vckattn.hw.engine.check`): a candidate the generator refuses is
+no candidate, and a pipeline count the check refuses is lowered until it passes. Designs with online softmax are the
+builds the generator makes: one score channel a pipeline (``score_plios = 1``), online-softmax lanes of
+:data:`~vckattn.hw.engine.model.ONLINE_LANES`, and the SwiftMax lanes every build carries (at least one a channel).
 
 The search is pruned, not blind: for every (score width, tile rows, kernels, channels, lanes) it computes the
 design's per-pipeline resources once (the resources are linear in ``pipelines``), takes the largest pipeline count
@@ -20,11 +25,12 @@ of the fastest, the one with the fewest LUTs wins. Runs in seconds on one core.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import astuple, dataclass, replace
 
-from vckattn.hw.engine.model import MAX_KERNELS
+from vckattn.hw.engine.model import MAX_KERNELS, ONLINE_LANES
 
 from . import engine
 from .model import (
@@ -98,15 +104,39 @@ def candidates(w: Workload, dev: Device, pl_clock_mhz: float) -> Iterator[Design
                     continue
                 # the SwiftMax lanes' products: LUTs (8-bit default) or DSP blocks (the same function)
                 products = ("auto", "dsp") if bits <= 8 and "swiftmax" in norms else ("auto",)
-                for m in (x for x in KERNELS if x <= k and k % x == 0):
-                    for lanes in _lanes_options(bits):
+                online = "online_softmax" in norms  # the generator's online channel: m = 1, ONLINE_LANES lanes
+                for m in (1,) if online else (x for x in KERNELS if x <= k and k % x == 0):
+                    for lanes in (x for x in _lanes_options(bits) if not online or x in ONLINE_LANES):
                         for prod in products:
                             yield _with_lanes(replace(base, score_plios=m, swiftmax_products=prod), norms, lanes)
 
 
 def _with_lanes(d: Design, norms: set[str], lanes: int) -> Design:
-    return replace(d, lanes_swiftmax=lanes if "swiftmax" in norms else 0,
+    """``d`` with ``lanes`` lanes of each normalizer in ``norms``; a build with online softmax only still carries
+    one SwiftMax lane a channel (the generator builds SwiftMax into every engine)."""
+    return replace(d, lanes_swiftmax=lanes if "swiftmax" in norms else 1,
                    lanes_online_softmax=lanes if "online_softmax" in norms else 0)
+
+
+def _builds(d: Design, dev: Device) -> bool:
+    """Whether ``vckattn hw generate`` builds ``d`` on the device's board and the design-rule check passes."""
+    return _builds_cached(astuple(replace(d, name="")), dev.board)
+
+
+@functools.lru_cache(maxsize=4096)
+def _builds_cached(fields: tuple, board: str) -> bool:
+    from vckattn.hw.engine import check, generate
+    from vckattn.hw.engine.layout import LayoutError, layout
+
+    d = Design(*fields)
+    seq = d.max_seq or generate.BERT_SEQ
+    heads = (d.head_dim,) if d.head_dim else generate.HEAD_DIMS
+    try:
+        generate.check_design(d, seq, heads)
+        layout(d.pipelines, d.qk_kernels, d.score_plios)
+    except (generate.GenerateError, LayoutError):
+        return False
+    return check.passes(d, board, seq)
 
 
 def _max_pipelines(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> int:
@@ -125,6 +155,8 @@ def _max_pipelines(w: Workload, d: Design, dev: Device, budget: dict[str, float]
 
 
 def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> Choice | None:
+    """The smallest pipeline count of ``d`` as fast as the most that fit ``budget``, lowered until the generator
+    builds it and the design-rule check passes on the device's board (None: no pipeline count does)."""
     n_max = _max_pipelines(w, d, dev, budget)
     if n_max < 1:
         return None
@@ -143,6 +175,10 @@ def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> 
             hi = mid
         else:
             lo = mid + 1
+    while lo >= 1 and not _builds(replace(d, pipelines=lo), dev):
+        lo -= 1
+    if lo < 1:
+        return None
     design = replace(d, pipelines=lo)
     return Choice(design, t(lo), resources_used(w, design, dev)["lut"])
 
