@@ -66,13 +66,13 @@ def test_explorer_keeps_headroom_on_every_resource():
 
 def test_dsp_lanes_lift_the_on_chip_design():
     """With its operands on chip the best SwiftMax design is bound by its score channels' LUTs; lanes that multiply
-    in DSP blocks (372 LUT + 1 DSP against 543 LUT) fit more channels: the search takes them, and the design reaches
-    at least 40% of the int8 peak on the card (the 20 us host launch excluded), where LUT lanes alone stay below."""
+    in DSP blocks (372 LUT + 1 DSP against 543 LUT) fit more channels: the search takes them, and the design is
+    faster on the card than the best with LUT lanes alone. (The model's on-chip ceiling, not a reported design:
+    the generator emits no operand feeder.)"""
     w = replace(BERT, operands="on_chip")
     best = explore.search(w, DEV)
     assert best.design.swiftmax_products == "dsp"
     on_card = model.evaluate(w, best.design, DEV).device_seconds_per_layer
-    assert w.ops_per_layer / on_card / DEV.peak_int8_ops >= 0.40
 
     def lut_only(*args: object, **kw: object):
         for d in original(*args, **kw):
@@ -86,8 +86,7 @@ def test_dsp_lanes_lift_the_on_chip_design():
     finally:
         explore.candidates = original
     assert lut.design.swiftmax_products == "auto" and lut.seconds > best.seconds
-    lut_card = model.evaluate(w, lut.design, DEV).device_seconds_per_layer
-    assert w.ops_per_layer / lut_card / DEV.peak_int8_ops < 0.40
+    assert model.evaluate(w, lut.design, DEV).device_seconds_per_layer > on_card
 
 
 def test_movers_and_axi_masters_are_counted():
@@ -106,12 +105,17 @@ def test_movers_and_axi_masters_are_counted():
 
 @pytest.mark.parametrize("operands", ["ddr", "on_chip"])
 def test_simulation_and_closed_form_agree(operands):
-    """The SimPy graph and the closed form within 10% on a BERT-base-sized layer (batch 2 keeps the test short)."""
+    """The SimPy graph and the closed form on a BERT-base-sized layer (batch 2 keeps the test short): within 10% on
+    chip; with DDR the simulation is the slower, and the headline."""
     w = replace(BERT, batch=2, operands=operands)
     closed = model.evaluate(w, ENGINE, DEV).seconds_per_layer
     sim = simulate.simulate(w, ENGINE, DEV)
     assert sim.tiles == 2 * 12 * 32
-    assert abs(sim.seconds / closed - 1) < 0.10, (sim.seconds, closed)
+    if operands == "on_chip":  # no DDR: nothing the closed form leaves out couples the stages
+        assert abs(sim.seconds / closed - 1) < 0.10, (sim.seconds, closed)
+    else:  # DDR turnaround and many masters on the bank: what the closed form leaves out only adds time
+        assert sim.seconds >= closed * 0.99, (sim.seconds, closed)
+        assert simulate.headline(closed, sim.seconds) == (sim.seconds, "simulation")
     # the simulation can only be slower than each part's own work
     for part, busy in sim.busy.items():
         assert sim.device_seconds >= busy * (1 - 1e-9), part

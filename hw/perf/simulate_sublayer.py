@@ -21,14 +21,16 @@ links' rates), and lets the parts interact:
   :data:`.sublayer.SEQUENCE_SLOTS` slots, the residual reading its rows again from DDR before each output tile);
   **the output** (W_O + bias + the residual, requantized to int8 in the PL) is written to DDR tile by tile, posted
   writes.
-* **the attention pipelines** are :mod:`.simulate`'s own (ping-pong buffers, the Q broadcast, packet merge and
+* **the attention pipelines** are :mod:`.simulate`'s own, on the graph the engine generator writes for them
+  (:func:`.simulate.geometry_design`; ping-pong buffers with their DMA hand-offs, the Q broadcast, packet merge and
   split with the normalizer's channel cost, the cascade, the requantizer), fed from the on-chip Q/K/V buffers (no
   DDR) and writing A on chip; a group's records are read only once its sequence has been handed over.
 * **the hand-offs**: a stage starts sequence ``b`` once the stage before has finished it, and once the stage after
   has freed the slot of sequence ``b - SEQUENCE_SLOTS`` (:data:`.sublayer.SEQUENCE_SLOTS` sequences of Q/K/V and of
   A in the PL).
 * **DDR as one bank** serving X, the weight reloads and prefetch, and the output in arrival order, in chunks of
-  the m_axi adapter's read-ahead.
+  the m_axi adapter's read-ahead, with the read/write turnaround and row conflicts of :class:`.simulate.DdrBank`
+  (one master per mover: X, weights, the residual's rows, the output).
 
 What it does not model (as the closed form): the PL's own cycles beyond the score channels (requantizers, the
 residual add: assumed to keep pace), a cascade's fill (its kernels run in lock-step), the host's launch overhead.
@@ -42,7 +44,7 @@ from typing import Any
 import simpy
 
 from . import engine, gemm_proj, sublayer
-from .simulate import Deadlock, Link, PingPong, _chunks, _Pipeline, _Sim
+from .simulate import DdrBank, Deadlock, Link, PingPong, _chunks, _Pipeline, _Sim
 from .sublayer import DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
 
 __all__ = ["SublayerSimResult", "simulate_sublayer"]
@@ -72,7 +74,7 @@ class _Graph:
     def __init__(self, s: SublayerShape, sp: SublayerSplit) -> None:
         self.s, self.sp = s, sp
         self.env = env = simpy.Environment()
-        self.ddr = Link(env, DEVICE["ddr_bytes_per_s"], "ddr")
+        self.ddr = DdrBank(env, DEVICE["ddr_bytes_per_s"])
         self.weight_mover = simpy.Resource(env, capacity=1)
         self.link_rate = min(engine.PLIO_BEAT_BYTES * DEVICE["pl_clock_hz"],
                              engine.AIE_STREAM_BYTES * DEVICE["aie_clock_hz"])
@@ -109,9 +111,10 @@ class _Graph:
         self.ready_at[stage][b] = self.env.now
         self.done[stage][b].succeed()
 
-    def _read(self, nbytes: int):
+    def _read(self, nbytes: int, master: str, write: bool = False):
+        """``nbytes`` through the DDR bank in chunks, for ``master`` (a mover), reads or writes."""
         for c in _chunks(nbytes):
-            yield self.env.process(self.ddr.move(c))
+            yield self.env.process(self.ddr.move(c, master, write))
 
     # ---- DDR movers
     def x_mover(self):
@@ -121,7 +124,7 @@ class _Graph:
         for b in range(s.batch):
             if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
                 yield self.done["qkv"][b - SEQUENCE_SLOTS]
-            yield self.env.process(self._read(s.seq * s.d_model))
+            yield self.env.process(self._read(s.seq * s.d_model, "x_mm2s"))
             self.x_ready[b].succeed()
 
     def prefetch(self, link: Link, first: list[tuple[int, _Cascade]]):
@@ -135,7 +138,7 @@ class _Graph:
             yield cascade.w.free.get(1)
             with self.weight_mover.request() as req:
                 yield req
-                yield self.env.process(self._read(nbytes))
+                yield self.env.process(self._read(nbytes, "w_mm2s"))
             yield self.env.process(link.move(self._w_link_bytes[link]))
         self._prefetching -= 1
         if not self._prefetching:
@@ -237,7 +240,7 @@ class _Cascade:
             yield self.w.free.get(1)
             with g.weight_mover.request() as req:
                 yield req
-                yield g.env.process(g._read(self.cols * g.s.d_model))
+                yield g.env.process(g._read(self.cols * g.s.d_model, "w_mm2s"))
             yield g.env.process(self.w_link.move(g._w_link_bytes[self.w_link]))
             yield self.w.full.put(blk)
         self.reloaded.succeed()
@@ -280,8 +283,8 @@ class _Cascade:
     def _write(self, room: simpy.Container, nbytes: int):
         g = self.g
         if not g.sp.x_on_chip:  # the residual's X rows, read again
-            yield g.env.process(g._read(nbytes))
-        yield g.env.process(g._read(nbytes))  # a write occupies the bank as a read does
+            yield g.env.process(g._read(nbytes, "residual_mm2s"))
+        yield g.env.process(g._read(nbytes, "out_s2mm", write=True))
         yield room.put(min(nbytes, room.capacity))
         g.last = max(g.last, g.env.now)
 
@@ -302,8 +305,8 @@ def simulate_sublayer(s: SublayerShape, sp: SublayerSplit) -> SublayerSimResult:
     if stuck or not graph.prefetched.triggered:
         raise Deadlock(f"the simulated sublayer stops with stages {', '.join(stuck) or 'none'} unfinished")
     busy = dict(graph.busy)
-    busy["attention"] = max(max(max(p.busy["aie_qk"]), max(p.busy["aie_pv"]), max(p.busy["pl_channel"]))
+    busy["attention"] = max(max(max(p.busy["aie_qk"]), max(p.busy["aie_pv"]), max(p.busy["pl_channel"].values()))
                             for p in graph.pipes)
-    busy["ddr"] = graph.ddr.busy
+    busy["ddr"] = graph.ddr.busy + graph.ddr.overhead
     return SublayerSimResult(seconds=max(graph.last, graph.prefetched.value), sequence_ready=graph.ready_at,
                              busy=busy, events=steps)
