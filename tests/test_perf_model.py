@@ -54,7 +54,8 @@ def test_every_device_number_has_a_unit_and_a_source(board):
 
 
 def test_device_limits_match_the_reference():
-    # VERSAL.md: 400 tiles x 128 int8 MACs x 1.25 GHz = 128 TOPS; CHARM's usable PLIOs; 880K LUT after the shell
+    # device.json (DS950, DS957, UG1079): 400 tiles x 128 int8 MACs x 1.25 GHz = 128 TOPS; CHARM's usable PLIOs;
+    # 880K LUT after the shell
     assert DEV.peak_int8_ops == pytest.approx(128e12)
     assert DEV.plio_available(128) == {"in": 156, "out": 117}
     assert DEV.plio_available(64) == {"in": 312, "out": 234}
@@ -345,3 +346,168 @@ def test_documented_tables_are_what_the_model_says():
     assert report.replace_block("a\n" + report.BEGIN + "old" + report.END + "\nb", "NEW") == "a\nNEW\nb"
     with pytest.raises(ValueError):
         report.replace_block("no block", "x")
+
+
+# ------------------------------------------------------------------------------------------ end to end
+
+
+def _fake_layer(batch, heads, seq, head_dim, seed=0):
+    """A narrow SwiftMax layer for the fake card (as tests/test_engine_xrt.py builds one)."""
+    import numpy as np
+    import torch
+
+    from vckattn.golden.attention import MultiHeadAttention
+    from vckattn.golden.quant_attention import calibrate_attention, narrow_layer
+
+    torch.manual_seed(seed)
+    mha = MultiHeadAttention(head_dim * heads, heads, heads, head_dim).double()
+    x = np.random.default_rng(seed).normal(size=(batch, seq, head_dim * heads))
+    keep = np.ones((batch, seq), bool)
+    layer = calibrate_attention(mha, x, keep, "swiftmax", causal=False, beta=3.0, gamma=5.0)
+    return narrow_layer(layer, 8), x, keep
+
+
+def test_host_calls_counted_equal_the_calls_on_the_fake_card(monkeypatch, tmp_path, xrt_stub):
+    """The host's calls per layer that the model prices (host/launch_counts.py, the launch on a recording runtime)
+    are the calls the xrt backend makes on the FAKE card behind the FAKE pyxrt (tests/fakes): compute-unit starts and
+    waits, buffer syncs each way with their bytes, graph runs."""
+    import sys
+
+    from fakes import fake_pyxrt
+    from fakes.engine_card import FakeEngineCard
+    from fakes.xrt_stub import card_handler
+    from hw_jobs import manifest_with_uuid, write_xclbin
+
+    from vckattn.host.backends import device_class
+    from vckattn.host.engine import params_from_manifest
+    from vckattn.host.launch_counts import count_launch
+    from vckattn.host.scheduler import run_layer
+
+    manifest = manifest_with_uuid("engine_small")
+    card = FakeEngineCard(manifest)
+    monkeypatch.setitem(sys.modules, "pyxrt", fake_pyxrt.module_for(card))
+    xrt_stub.set_handler(card_handler(card))
+    batch, heads, seq, head_dim = 3, 4, 45, 32
+    layer, x, keep = _fake_layer(batch, heads, seq, head_dim)
+    with device_class("xrt")(manifest, xclbin=write_xclbin(tmp_path / "engine_small.xclbin")) as dev:
+        dev.configure(layer)
+        start = len(card.log)
+        run_layer(dev, layer, x, keep)
+    log = card.log[start:]
+    syncs = [e for e in log if e["op"] == "bo.sync"]
+    p = params_from_manifest(manifest)
+    got = count_launch(p.pipelines, p.kernels, p.score_plios, p.q_rows, p.d, p.max_keys, batch, heads, heads, seq,
+                       head_dim)
+    assert got.cu_starts == sum(e["op"] == "start" for e in log) == 4 * p.pipelines
+    assert got.cu_waits == sum(e["op"] == "wait" for e in log)
+    assert got.syncs_to_device == sum(e["dir"] == "to_device" for e in syncs)
+    assert got.syncs_from_device == sum(e["dir"] == "from_device" for e in syncs)
+    assert got.bytes_to_device == sum(e["nbytes"] for e in syncs if e["dir"] == "to_device")
+    assert got.bytes_from_device == sum(e["nbytes"] for e in syncs if e["dir"] == "from_device")
+    assert got.graph_runs == len(xrt_stub.calls("graph.run")) == 1
+
+
+@pytest.mark.parametrize("pipelines", [1, 3, 16])
+def test_host_calls_follow_the_launch_as_documented(pipelines):
+    """The launch as host/backends/engine_hw.py documents it: per pipeline three mm2s movers and one s2mm mover
+    started and waited for, a command list per mover and a zeroed done log synced to the card; Q, K, V once; the A
+    buffer and every done log back; one graph run. Q, K, V and A cross PCIe at least once."""
+    from vckattn.host.launch_counts import count_launch
+
+    b, h, s, d = 8, 12, 512, 64
+    c = count_launch(pipelines, 8, 4, 32, d, 512, b, h, h, s)
+    assert (c.cu_starts, c.cu_waits, c.graph_runs, c.graph_waits) == (4 * pipelines, 4 * pipelines, 1, 1)
+    assert (c.syncs_to_device, c.syncs_from_device) == (3 + 4 * pipelines, 1 + pipelines)
+    assert c.bytes_to_device >= 3 * b * h * s * d and c.bytes_from_device >= b * h * s * d
+
+
+def test_end_to_end_is_the_device_time_plus_the_priced_host_calls():
+    """End to end = the card's time (operands in DDR) + each counted call at its cited price + the bytes at the PCIe
+    rate + the host's LayerNorm (an encoder) + the projections only when the host does them; every part labeled."""
+    from vckattn.host.launch_counts import with_end_to_end
+    from vckattn.hw.perf import host_cost
+
+    d = model.design_from_manifest(load_manifest(default_manifest()).data)
+    for operands in ("ddr", "host"):
+        w = replace(BERT, operands=operands)
+        assert evaluate(w, d, DEV).end_to_end is None  # the host layer counts the host's calls
+        p = with_end_to_end(evaluate(w, d, DEV))
+        e = p.end_to_end
+        c = e.counts
+        assert e.parts["cu_starts"] == pytest.approx(c.cu_starts * 17e-6)  # github.com/Xilinx/XRT/issues/6601
+        assert e.parts["syncs_fixed"] == pytest.approx(c.syncs * 19e-6)  # github.com/Xilinx/XRT/issues/6590
+        assert e.parts["pcie_bytes"] == pytest.approx((c.bytes_to_device + c.bytes_from_device) / 16e9)
+        assert ("host_qkv_projections" in e.parts) == (operands == "host") and "host_layernorm" in e.parts
+        assert p.end_to_end_seconds_per_layer == pytest.approx(p.end_to_end_device_seconds + sum(e.parts.values()))
+        ddr = evaluate(replace(w, operands="ddr"), d, DEV)
+        assert p.end_to_end_device_seconds == pytest.approx(ddr.device_seconds_per_layer)
+        assert p.end_to_end_seconds_per_layer > p.device_seconds_per_layer
+        assert all(e.sources[k] for k in ("cu_start", "cu_wait", "graph_run", "sync_fixed", "pcie_bytes", "counts",
+                                          *(k for k in e.parts if k.startswith("host_"))))
+        assert "XRT" in e.sources["cu_start"] and host_cost.host_ops()["measured"] is True
+        j = p.to_json()["end_to_end"]
+        assert j["modeled"] and j["counts"]["cu_starts"] == c.cu_starts and j["end_to_end_seconds_per_layer"] > 0
+
+
+def test_host_measurements_are_stored_with_command_machine_and_date():
+    from vckattn.hw.perf import host_cost
+
+    data = host_cost.host_ops()
+    assert data["measured"] is True and data["command"].startswith("python -m vckattn.hw.perf.host_cost")
+    assert data["machine"] and len(data["date"]) == 10
+    ops = {(r["op"], r["seq"]) for r in data["rows"]}
+    assert {("layernorm", 512), ("qkv_projections", 512), ("layernorm", 128)} <= ops
+    assert all(r["seconds"] > 0 for r in data["rows"])
+
+
+def test_a_config_whose_heads_do_not_divide_its_hidden_size_is_refused():
+    with pytest.raises(ValueError, match="not a multiple of num_attention_heads 7"):
+        model.workload_from_hf_config({"hidden_size": 100, "num_attention_heads": 7, "num_hidden_layers": 2})
+    w = model.workload_from_hf_config({"hidden_size": 96, "num_attention_heads": 4, "head_dim": 32,
+                                       "num_hidden_layers": 1})  # an explicit head size is the model's own
+    assert (w.heads, w.d_head) == (4, 32)
+
+
+# ------------------------------------------------------------------------------------------ sources
+
+
+ROOT = Path(__file__).resolve().parents[1]
+#: how a citation of a file of this repository (or of a file outside it, such as shared/...) starts: a top-level
+#: folder; files of other public repositories (CHARM's CDSE/cdse.py, aie_api's headers) are cited with their repository
+LOCAL = ("golden/", "hw/", "host/", "sim/", "tests/", "docs/", "bitstreams/", "shared/", "reference/", "../")
+
+
+def _cited_files(text: str) -> set[str]:
+    """Paths a text cites as files of this repository (or outside it): a top-level folder first, or a bare
+    Markdown file name."""
+    import re
+
+    names = re.findall(r"(?<![\w/.-])((?:[\w.-]+/)*[\w-]+\.(?:md|py|json|cpp|h|hpp|cfg|toml))\b", text)
+    return {n for n in names if n.startswith(LOCAL) or ("/" not in n and n.endswith(".md"))}
+
+
+def _exists(name: str) -> bool:
+    return (ROOT / name).exists() if "/" in name else any(ROOT.glob(f"**/{name}"))
+
+
+def test_every_cited_file_is_in_the_repository():
+    """Every device limit and cost cites a public document or a file of this repository: no file named in
+    device.json, the perf data or the perf code is missing from the repository (VERSAL.md, a reference outside it,
+    must not be cited)."""
+    files = [ROOT / "hw" / "perf" / "device.json", *sorted((ROOT / "hw" / "perf").glob("*.py")),
+             *sorted((ROOT / "hw" / "perf" / "data").glob("*.json"))]
+    missing = {}
+    for f in files:
+        text = f.read_text(encoding="utf-8")
+        assert "VERSAL" not in text, f"{f.name} cites VERSAL.md, which is not in the repository"
+        bad = sorted(n for n in _cited_files(text) if not _exists(n))
+        if bad:
+            missing[f.name] = bad
+    assert not missing, missing
+
+
+def test_the_citation_check_catches_a_missing_file():
+    assert "shared/reference/VERSAL.md" in _cited_files("source: shared/reference/VERSAL.md, table 1")
+    assert not _cited_files("CHARM (github.com/arc-research-lab/CHARM, CDSE/cdse.py)")  # a public repository's
+    assert _cited_files("see VERSAL.md") == {"VERSAL.md"} and not _exists("VERSAL.md")
+    assert not _exists("shared/reference/VERSAL.md") and _exists("hw/perf/device.json") and _exists("device.json")

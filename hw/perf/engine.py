@@ -19,7 +19,7 @@ Tiles are dealt as the host deals them (whole (batch, head) groups round-robin o
 **Layer time** (:func:`layer_time`): every stage is busy for its work (:class:`StageTime`); a stage cannot start
 before its first input has come through the stages before it (``head``) and the layer ends only after the last
 unit has gone through the stages after it (``tail``). The layer takes the longest ``head + busy + tail`` over the
-stages (the critical-path form of CHARM's "max(load, compute, store)" per tile, VERSAL.md), plus the host's serial
+stages (the critical-path form of "max(load, compute, store)" per tile in CHARM, FPGA'23), plus the host's serial
 launch overhead. :mod:`.simulate` runs the same graph as a discrete-event simulation (SimPy) with the buffers'
 depths, the cascade, the packet merge/split and the one DDR bank, and must agree with this closed form.
 """

@@ -240,6 +240,11 @@ def workload_from_hf_config(config: dict, seq: int | None = None, batch: int = 1
     Llama-style (``rms_norm_eps``): an RMSNorm site before attention)."""
     heads = int(config["num_attention_heads"])
     hidden = int(config["hidden_size"])
+    if heads < 1 or hidden < 1:
+        raise ValueError(f"num_attention_heads {heads} and hidden_size {hidden} must be >= 1")
+    if not config.get("head_dim") and hidden % heads:
+        raise ValueError(f"hidden_size {hidden} is not a multiple of num_attention_heads {heads} (and no head_dim "
+                         "is given): not a model this toolkit can run")
     d_head = int(config.get("head_dim") or hidden // heads)
     n_layers = int(layers or config["num_hidden_layers"])
     seq = int(seq or config.get("max_position_embeddings") or 512)
@@ -424,6 +429,18 @@ class Perf:
     assumptions: list[str] = field(default_factory=list)
     host_serial_seconds: float = 0.0
     kernels: list[dict] = field(default_factory=list)
+    #: the host's side of one layer as the host code does it (priced by :mod:`.host_cost`, counted by vckattn.host.launch_counts); None with ``end_to_end_refused``
+    end_to_end: Any = None
+    end_to_end_refused: str = ""
+    #: the card's time per layer once the operands are in its DDR (the host's syncs are serial and counted apart)
+    end_to_end_device_seconds: float = 0.0
+
+    @property
+    def end_to_end_seconds_per_layer(self) -> float | None:
+        """The card's time (operands in its DDR) plus the host's counted calls, their PCIe bytes and the host's own
+        operations per layer, all serial as the host issues them (None when the host cannot launch the layer on the
+        design)."""
+        return None if self.end_to_end is None else self.end_to_end_device_seconds + self.end_to_end.seconds
 
     @property
     def device_seconds_per_layer(self) -> float:
@@ -488,6 +505,12 @@ class Perf:
                          "definition": "ops / (4·B·H·S·d bytes / DDR bandwidth) against the layer's time"},
             "kernels": self.kernels,
             "assumptions": self.assumptions,
+            "end_to_end": None if self.end_to_end is None else {
+                **self.end_to_end.to_json(), "device_seconds_per_layer": self.end_to_end_device_seconds,
+                "end_to_end_seconds_per_layer": self.end_to_end_seconds_per_layer,
+                "fraction_of_peak_end_to_end": self.workload.ops_per_layer / self.end_to_end_seconds_per_layer
+                / self.device.peak_int8_ops},
+            "end_to_end_refused": self.end_to_end_refused or None,
         }
 
 
@@ -504,7 +527,8 @@ ASSUMPTIONS = [
     "channel, AM009) while the kernel computes on the other half; each kernel's buffers in its own tile's 32 KB",
     "a 128-bit PLIO moves min(16 B x PL clock, 4 B x AIE clock) per second; a score channel streams a packet out, "
     "through the PL SwiftMax (Verilator-exact slots) and back without buffering in between",
-    "DDR: one bank, 57 GB/s for all reads and writes together (measured on a VCK5000, VERSAL.md)",
+    "DDR: one bank, 57 GB/s for all reads and writes together (an assumption, device.json ddr_gbps: no public VCK5000 "
+    "measurement found)",
     "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
     "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
     "same graph as a discrete-event simulation",
@@ -513,7 +537,10 @@ ASSUMPTIONS = [
     "per-instance costs in "
     "hw/perf/data/pl_infrastructure.json (assumptions with their reasoning; no Vitis HLS here)",
     "host: one serial launch per layer (device.json host_seconds_per_launch, an assumption), reported apart from "
-    "the device time",
+    "the device time; the end-to-end time replaces it with the host's own calls per layer (compute-unit starts "
+    "and waits, graph run, buffer syncs and their PCIe bytes), counted by running the host's launch code "
+    "(host/launch_counts.py) and priced from public XRT measurements, plus the host's LayerNorm (encoders) and "
+    "Q/K/V projections (operands on the host) measured here (hw/perf/data/host_ops.json)",
     "useful ops: 4·batch·heads·seq²·d_head per layer (padding and masked work cost time, not ops)",
 ]
 
@@ -650,6 +677,12 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
     ops = w.ops_per_layer
     tops = ops / seconds / 1e12
     serial = d.host_launches_per_layer * dev.host_seconds_per_launch
+    # the host's side is counted from the host's own code by the host layer (vckattn.host.launch_counts)
+    e2e, refused = None, "not counted here: the host layer adds it (vckattn.host.launch_counts.with_end_to_end)"
+    e2e_device = seconds - serial
+    if w.operands == "host":  # the host's syncs move the operands, serially: the card's part is the DDR flow's
+        wd = replace(w, operands="ddr")
+        e2e_device = sum(layer_stages(wd, d, dev, n)[1] * counts[n] for n in per) / n_layers - serial
     return Perf(
         device=dev, workload=w, design=d, stages=stages, seconds_per_layer=seconds,
         layer_seconds=[{"index": i, "normalizer": n, "seconds": per[n][1], "bottleneck": per[n][2]}
@@ -657,7 +690,8 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
         tops=tops, fraction_of_peak=ops / seconds / dev.peak_int8_ops, tops_on_chip=ops / oc_busy / 1e12,
         bottleneck=bottleneck, used=resources_used(w, d, dev), available=resources_available(d, dev),
         traffic=traffic(w, d, dev), assumptions=list(ASSUMPTIONS), host_serial_seconds=serial,
-        kernels=engine.kernel_report(w, d, dev, w.normalizers[0]),
+        kernels=engine.kernel_report(w, d, dev, w.normalizers[0]), end_to_end=e2e, end_to_end_refused=refused,
+        end_to_end_device_seconds=e2e_device,
     )
 
 

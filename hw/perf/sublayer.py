@@ -193,6 +193,19 @@ def _io_cycles(nbytes: int) -> float:
     return max(plio, nbytes / DEVICE["dma_bytes_per_cycle"])
 
 
+#: why no split of this model can be built: what the generator emits for a sublayer build
+#: (hw/engine/sublayer_build.py) against what the split needs
+NOT_BUILT = ("the generator builds no sublayer hardware: a sublayer build (hw/engine/sublayer_build.py) has no ADF "
+             "graph for the Q/K/V and W_O GEMM cascades, no PL buffers between the stages and no movers for them, so "
+             "no xclbin exists for any split; only the attention engine (--scope attention) is built")
+
+
+def buildable_problem(s: SublayerShape | None = None) -> str | None:
+    """Why the splits this module models for shape ``s`` cannot be built (None once the generator builds them); the
+    command line refuses to report a figure for an unbuildable split."""
+    return NOT_BUILT
+
+
 def sublayer_macs(s: SublayerShape) -> dict[str, int]:
     """MACs of each stage: ``qkv`` N·d·3d, ``attention`` 2·B·H·S²·D, ``o`` N·d·d (units: multiply-accumulates)."""
     d = s.d_model
