@@ -34,7 +34,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from .attention import repeat_kv
 from .convert import attention_modules, recording, register_attention, swap_attention_normalizer
+from .engine import score_shift_for
 from .normalizers import SwiftMax
 
 ATTN_IMPL = "vckattn"
@@ -159,6 +161,106 @@ def _value(t: Tensor) -> float | list[float]:
     return float(t) if t.dim() == 0 else [float(v) for v in t.detach().flatten()]
 
 
+# ----------------------------------------------------------------------------- the deployed numerics
+
+
+@dataclass(frozen=True)
+class Deployed:
+    """The deployed numerics a SwiftMax layer is tuned on, in float (:meth:`SwiftMax.set_deployed`): its scores
+    narrowed to ``score_bits`` bits with LSB ``score_steps[layer]`` (z units; 32 bits or no step: not narrowed)
+    and, with ``p_round``, P rounded to its format's grid (needs the layers' ``p_max``)."""
+
+    score_bits: int = 8
+    score_steps: tuple[float, ...] = ()
+    p_round: bool = False
+
+    def step(self, layer: int) -> float | None:
+        """Layer ``layer``'s score LSB (None: scores not narrowed)."""
+        if self.score_bits >= 32 or layer >= len(self.score_steps):
+            return None
+        return self.score_steps[layer]
+
+    def identity(self) -> dict:
+        """What a checkpoint records of it."""
+        return {"score_bits": self.score_bits, "score_steps": [float(v) for v in self.score_steps],
+                "p_round": self.p_round}
+
+
+def _sample_abs(x: Tensor, n: int, gen: torch.Generator) -> Tensor:
+    a = x.detach().abs().flatten().float().cpu()
+    if a.numel() > n:
+        a = a[torch.randint(a.numel(), (n,), generator=gen)]
+    return a
+
+
+def _quantile(parts: list[Tensor], q: float) -> float:
+    a = torch.cat(parts)
+    if a.numel() == 0:
+        return 0.0
+    if q >= 100.0:
+        return float(a.max())
+    if a.numel() > 1 << 22:  # torch.quantile's input limit
+        a = a[torch.randperm(a.numel(), generator=torch.Generator().manual_seed(0))[: 1 << 22]]
+    return float(torch.quantile(a.double(), q / 100.0))
+
+
+@torch.no_grad()
+def score_steps(model: nn.Module, batches: Sequence[dict[str, Tensor]], bits: int = 8, percentile: float = 99.9,
+                sample: int = 1 << 16, seed: int = 0) -> list[float]:
+    """Per layer the LSB (z units) of the engine's ``bits``-bit scores, chosen as the export chooses it: the int8
+    scales ``s_q``, ``s_k`` of the QKᵀ operands (the ``percentile``-th percentile of ``|q|``, ``|k|`` over the
+    batches, / 127; 100: max-abs, the export's ``minmax``), the score shift the smallest that keeps the largest
+    ``|round(q/s_q)·round(k/s_k)|`` of an unmasked element unsaturated
+    (:func:`vckattn.golden.engine.score_shift_for`), the LSB ``s_q·s_k·2^shift·scaling`` (``scaling`` the
+    attention's, 1/√d). Two passes over ``batches`` with the model as it is (its normalizers do not change q, k);
+    ``sample`` |values| per tensor and call are kept for the percentile. 32 bits: every step 0 (not narrowed)."""
+    register_attention()
+    model.set_attn_implementation(ATTN_IMPL)
+    model.eval()
+    attns = attention_modules(model)
+    if bits >= 32:
+        return [0.0] * len(attns)
+    gen = torch.Generator().manual_seed(seed)
+    parts: list[dict[str, list[Tensor]]] = [{"q": [], "k": []} for _ in attns]
+    scales: list[tuple[float, float]] = []
+    absmax = [0] * len(attns)
+    scaling = [0.0] * len(attns)
+
+    def pass1(i: int) -> Callable:
+        def rec(q: Tensor, k: Tensor, keep: Tensor | None, scale: float | None) -> None:
+            parts[i]["q"].append(_sample_abs(q, sample, gen))
+            parts[i]["k"].append(_sample_abs(k, sample, gen))
+            scaling[i] = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+        return rec
+
+    def pass2(i: int) -> Callable:
+        def rec(q: Tensor, k: Tensor, keep: Tensor | None, scale: float | None) -> None:
+            s_q, s_k = scales[i]
+            qi = torch.clamp(torch.floor(q.double() / s_q + 0.5), -127, 127)
+            ki = repeat_kv(torch.clamp(torch.floor(k.double() / s_k + 0.5), -127, 127), q.shape[1] // k.shape[1])
+            acc = torch.matmul(qi, ki.transpose(-1, -2)).abs()
+            if keep is not None:
+                acc = torch.where(keep.expand_as(acc), acc, torch.zeros_like(acc))
+            absmax[i] = max(absmax[i], int(acc.max()))
+        return rec
+
+    for make in (pass1, pass2):
+        for i, a in enumerate(attns):
+            a.vckattn_qk_record = make(i)
+        try:
+            for b in batches:
+                model(**b)
+        finally:
+            for a in attns:
+                a.vckattn_qk_record = None
+        if make is pass1:
+            for p in parts:
+                vq, vk = _quantile(p["q"], percentile), _quantile(p["k"], percentile)
+                scales.append((vq / 127.0 if vq > 0 else 1.0, vk / 127.0 if vk > 0 else 1.0))
+    return [s_q * s_k * 2.0 ** score_shift_for(m, bits) * sc
+            for (s_q, s_k), m, sc in zip(scales, absmax, scaling, strict=True)]
+
+
 # ----------------------------------------------------------------------------- replace and tune
 
 
@@ -220,10 +322,12 @@ def load_checkpoints(ckpt_dir: Path, config: dict) -> list[StageLog]:
 
 
 def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gammas: dict[int, float | list[float]],
-                   base: str = "e", p_max: float | dict[int, float | None] | None = None) -> dict[int, SwiftMax]:
+                   base: str = "e", p_max: float | dict[int, float | None] | None = None,
+                   deployed: Deployed | None = None) -> dict[int, SwiftMax]:
     """Replace the softmax of the layers in ``betas`` by SwiftMax with these β/γ (floats per layer, or lists
     per head), e.g. from a checkpoint; ``p_max``: the saturation of every layer (a float), or per layer (a dict;
-    missing layers: none), or none. Returns the new normalizers."""
+    missing layers: none), or none; ``deployed``: the layers compute the deployed numerics in float (narrow
+    scores, P rounded to its format; :class:`Deployed`). Returns the new normalizers."""
     layers = sorted(betas)
     per_head = any(isinstance(betas[i], list) for i in layers)
     out = swap_attention_normalizer(model, "swiftmax", layers, [1.0] * len(layers), [1.0] * len(layers),
@@ -235,6 +339,8 @@ def apply_swiftmax(model: nn.Module, betas: dict[int, float | list[float]], gamm
             n.gamma.copy_(torch.as_tensor(gammas[i], dtype=n.gamma.dtype).expand_as(n.gamma))
             n.check()
             n.set_p_max(p_max.get(i) if isinstance(p_max, dict) else p_max)  # type: ignore[union-attr]
+            if deployed is not None:
+                n.set_deployed(deployed.step(i), deployed.score_bits, deployed.p_round and n.p_max is not None)
     return out  # type: ignore[return-value]
 
 
@@ -282,6 +388,7 @@ def replace_and_tune(
     on_step: Callable[[], None] | None = None,
     hooks: TrainHooks | None = None,
     p_max: float | None = None,
+    deployed: Deployed | None = None,
 ) -> list[StageLog]:
     """Algorithm 1 (layer-wise replace-and-tune), in place on ``model``.
 
@@ -308,6 +415,9 @@ def replace_and_tune(
         p_max: the replaced layers' SwiftMax saturates there (``min(p, p_max)``, the top of the kernel's P format,
             :func:`~vckattn.golden.swiftmax_int.saturation`): the layers are tuned as the hardware computes them
             (None: no saturation, the paper's operator).
+        deployed: the replaced layers compute the deployed numerics in float (:class:`Deployed`: narrow scores,
+            P rounded to its format; straight-through gradients), so that β/γ are tuned for what the design
+            computes (None: float scores and P).
 
     Returns the stage logs, including those loaded from checkpoints.
     """
@@ -321,9 +431,11 @@ def replace_and_tune(
                                    "lr": lr, "main_lr": main_lr, "stages": stages, "base": base, "seed": seed}
     if p_max is not None:  # (absent otherwise: checkpoints of runs without saturation stay resumable)
         config["p_max"] = p_max
+    if deployed is not None:
+        config["deployed"] = deployed.identity()
     done: list[StageLog] = load_checkpoints(ckpt_dir, config) if ckpt_dir is not None else []
     if done:  # resume: the model as it was after the last completed stage
-        apply_swiftmax(model, done[-1].betas, done[-1].gammas, base, p_max)
+        apply_swiftmax(model, done[-1].betas, done[-1].gammas, base, p_max, deployed)
         if main_lr > 0 and ckpt_dir is not None:
             state = ckpt_dir / f"main_stage{done[-1].stage:02d}.pt"
             model.load_state_dict(torch.load(state, weights_only=True, map_location="cpu"))
@@ -332,7 +444,7 @@ def replace_and_tune(
         t0 = time.perf_counter()
         stage = stages[si]
         torch.manual_seed(seed + si)
-        apply_swiftmax(model, {i: betas0[i] for i in stage}, {i: gammas0[i] for i in stage}, base, p_max)
+        apply_swiftmax(model, {i: betas0[i] for i in stage}, {i: gammas0[i] for i in stage}, base, p_max, deployed)
         sm = swiftmax_layers(model)
         log_gamma = {i: nn.Parameter(torch.log(n.gamma.detach().clone().double()).float()) for i, n in sm.items()}
         for p in model.parameters():
@@ -422,6 +534,6 @@ def embedding_distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
     return (1.0 - torch.nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
 
 
-__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
+__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Deployed", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
            "apply_swiftmax", "collect_stats", "embedding_distillation_loss", "init_beta_gamma", "load_checkpoints",
-           "mean_pool", "propose_init", "replace_and_tune", "swiftmax_layers"]
+           "mean_pool", "propose_init", "replace_and_tune", "score_steps", "swiftmax_layers"]

@@ -81,6 +81,9 @@ def vckattn_attention_forward(
     record = getattr(module, "vckattn_record", None)
     if record is not None:
         record.append(row_stats(attention_scores(query, key, scaling).detach(), keep))
+    record_qk = getattr(module, "vckattn_qk_record", None)
+    if record_qk is not None:  # the QKᵀ operands (calibrate.score_steps: the engine's score format)
+        record_qk(query.detach(), key.detach(), keep, scaling)
     if dropout > 0.0 and module.training:
         z = attention_scores(query, key, scaling)
         w = F.dropout(normalizer(z, keep), p=dropout, training=True)

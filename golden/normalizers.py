@@ -18,7 +18,10 @@ exactly ``0``; a row whose keys are all masked is all zeros (never NaN).
   reduction: the normalizer is element-wise. Optionally *saturating*:
   ``p = min(base^clamp(z - beta, -10, 40) / gamma, p_max)``, ``p_max`` the top of the
   kernel's P format (``(2^out_bits - 1)·2^-p_frac``, where the integer kernel saturates
-  anyway), so that a model tuned with it is the function the hardware computes.
+  anyway), so that a model tuned with it is the function the hardware computes. A SwiftMax can also model the
+  rest of the deployed numerics in float (:meth:`SwiftMax.set_deployed`): scores narrowed to the engine's
+  ``score_bits``-bit grid (:func:`narrow_scores_ste`) and P rounded to its ``2^-p_frac`` grid
+  (:func:`round_ste`), with straight-through gradients through both roundings.
 
 All functions are differentiable and work in any float dtype; the tests run them
 in float64.
@@ -35,6 +38,8 @@ from torch import Tensor, nn
 #: Clamp range of the SwiftMax exponent ``z - beta`` (official operator; keeps
 #: ``base^t`` finite in fp16/bf16 under AMP).
 SWIFTMAX_CLAMP = (-10.0, 40.0)
+#: the largest code of the kernel's uint8 P: P's grid is ``p_max / P_LEVELS`` (``p_max = 255·2^-p_frac``)
+P_LEVELS = 255
 
 
 def _keep_like(scores: Tensor, keep: Tensor | None) -> Tensor:
@@ -114,6 +119,23 @@ def softermax(scores: Tensor, keep: Tensor | None = None, block: int = 16) -> Te
         m = m_new
     m_safe = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     return torch.exp2(z - m_safe) / torch.where(l > 0, l, torch.ones_like(l))
+
+
+def round_ste(x: Tensor) -> Tensor:
+    """``floor(x + 0.5)`` (round half up, the kernels' rounding) with the identity as its gradient (straight-through
+    estimator: a rounding has no useful gradient)."""
+    return x + (torch.floor(x + 0.5) - x).detach()
+
+
+def narrow_scores_ste(scores: Tensor, step: float | Tensor, bits: int = 8) -> Tensor:
+    """Scores ``z`` on the engine's narrow-score grid, in z units: ``clamp(round_half_up(z/step), −(2^(b−1)−1),
+    2^(b−1)−1)·step`` (the float image of :func:`vckattn.golden.engine.narrow_scores`, ``step`` the score LSB in z
+    units ``s_q·s_k·2^score_shift/√d``). Straight-through inside the range (:func:`round_ste`); no gradient where
+    it saturates (the hardware clamps there too)."""
+    if not 2 <= bits <= 31:
+        raise ValueError(f"bits must be 2..31, got {bits}")
+    top = float((1 << (bits - 1)) - 1)
+    return torch.clamp(round_ste(scores / step), -top, top) * step
 
 
 def swiftmax(
@@ -253,6 +275,10 @@ class SwiftMax(Normalizer):
         self.base = base
         self.register_buffer("p_max", None)
         self.set_p_max(p_max)
+        # the deployed numerics in float (set_deployed); not saved with the model (the export measures its own)
+        self.register_buffer("score_step", None, persistent=False)
+        self.score_bits = 32
+        self.p_round = False
 
     def set_p_max(self, p_max: float | None) -> None:
         """Saturate the weights at ``p_max`` (> 0, finite), or not at all (None)."""
@@ -260,10 +286,28 @@ class SwiftMax(Normalizer):
             raise ValueError(f"p_max must be finite and > 0, got {p_max}")
         self.p_max = None if p_max is None else torch.tensor(float(p_max), device=self.beta.device)
 
+    def set_deployed(self, score_step: float | None = None, score_bits: int = 8, p_round: bool = False) -> None:
+        """Model the deployed numerics in float: scores narrowed to ``score_bits`` bits with LSB ``score_step``
+        (z units, > 0; None: scores unchanged) and, with ``p_round`` (needs ``p_max``, the top of the P format
+        ``(2^8 − 1)·2^-p_frac``), P rounded half up to its grid ``p_max/255``. Straight-through gradients."""
+        if score_step is not None and not (math.isfinite(score_step) and score_step > 0):
+            raise ValueError(f"score_step must be finite and > 0, got {score_step}")
+        if p_round and self.p_max is None:
+            raise ValueError("rounding P to its format needs p_max (the format's top)")
+        self.score_step = None if score_step is None else torch.tensor(float(score_step), device=self.beta.device)
+        self.score_bits = int(score_bits)
+        self.p_round = bool(p_round)
+
     def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        if self.score_step is not None:
+            scores = narrow_scores_ste(scores, self.score_step.to(scores.dtype), self.score_bits)
         p_max = None if self.p_max is None else self.p_max.to(scores.dtype)
-        return swiftmax(scores, self.beta.to(scores.dtype), self.gamma.to(scores.dtype), keep, self.base,
-                        p_max=p_max)
+        p = swiftmax(scores, self.beta.to(scores.dtype), self.gamma.to(scores.dtype), keep, self.base,
+                     p_max=p_max)
+        if self.p_round and p_max is not None:
+            lsb = p_max / P_LEVELS
+            p = round_ste(p / lsb) * lsb
+        return p
 
     def check(self) -> None:
         """Raise ValueError if beta/gamma are non-finite or gamma <= 0."""
@@ -275,7 +319,8 @@ class SwiftMax(Normalizer):
     def extra_repr(self) -> str:
         per = "layer" if self.beta.dim() == 0 else f"head (H={self.beta.shape[0]})"
         sat = "" if self.p_max is None else f", p_max={float(self.p_max):g}"
-        return f"per={per}, base={self.base}{sat}"
+        dep = "" if self.score_step is None else f", int{self.score_bits} scores step={float(self.score_step):g}"
+        return f"per={per}, base={self.base}{sat}{dep}{', P rounded' if self.p_round else ''}"
 
 
 

@@ -24,6 +24,12 @@ on a shared file system for resume). Without dropout, a data-parallel run comput
 the same global batches up to float32 reduction order (``tests/test_calibrate_accelerate.py``); with dropout
 the masks differ (each process draws its shard's).
 
+The deployed numerics: by default (``--score-bits``: the committed default design's score width, 8) the replaced
+layers compute in float what the design computes: scores narrowed to each layer's 8-bit grid (the LSB the export
+will give it, :func:`vckattn.golden.calibrate.score_steps`) and, with ``--p-frac``, P saturated at its format's top
+and rounded to its grid, both roundings with straight-through gradients (:class:`vckattn.golden.calibrate.Deployed`);
+the held-out metric is measured on them too. Every objective and recipe tunes this way.
+
 Objectives: ``distill`` keeps the softmax model's outputs — the cosine of mean-pooled sentence
 embeddings (text) or the KL divergence of the logits (classifiers); ``task`` trains on the labels
 (cross-entropy) and reports accuracy.
@@ -379,12 +385,23 @@ class TuneConfig:
     #: the P format the layers are tuned for (scale 2^-p_frac): the float SwiftMax saturates at its top,
     #: (2^8 − 1)·2^-p_frac, as the kernel does (None: no saturation, the paper's operator)
     p_frac: int | None = None
+    #: the deployed score width the float path models (:func:`default_score_bits`: the committed default design's,
+    #: 8): scores narrowed to it with the LSB the export would give each layer, P rounded to its 2^-p_frac grid
+    #: (with ``p_frac``), straight-through gradients (:class:`vckattn.golden.calibrate.Deployed`); 32: float scores,
+    #: P still rounded; None: neither (float scores and P, as before)
+    score_bits: int | None = None
+    #: the percentile of |q|, |k| the score LSB is modeled from (the export's ``--percentile``; 100: ``minmax``)
+    score_percentile: float = 99.9
 
     def identity(self) -> dict:
-        """What a checkpoint of this run records (``p_frac`` only when set: runs without it resume as before)."""
+        """What a checkpoint of this run records (``p_frac``, ``score_bits`` only when set: runs without them resume
+        as before)."""
         d = asdict(self)
         if self.p_frac is None:
             d.pop("p_frac")
+        if self.score_bits is None:
+            d.pop("score_bits")
+            d.pop("score_percentile")
         return d
 
     @property
@@ -393,6 +410,26 @@ class TuneConfig:
         from vckattn.golden.swiftmax_int import saturation
 
         return None if self.p_frac is None else saturation(self.p_frac)
+
+
+def default_score_bits() -> int:
+    """The score width of the committed default design (``bitstreams/``, :func:`vckattn.hw.manifest.default_manifest`):
+    what ``vckattn run`` and ``eval`` compute a bundle with, and the export's whole-model check scores."""
+    from vckattn.hw.manifest import default_manifest, load_manifest
+
+    return int(load_manifest(default_manifest()).data["engine"]["score_bits"])
+
+
+def deployed_numerics(cfg: TuneConfig, model: nn.Module, train: list[dict]) -> Any:
+    """The :class:`~vckattn.golden.calibrate.Deployed` numerics of ``cfg`` for ``model`` (softmax, as loaded): each
+    layer's score LSB measured on the training batches as the export sets it (:func:`~vckattn.golden.calibrate.
+    score_steps`); None when ``cfg.score_bits`` is None."""
+    from vckattn.golden.calibrate import Deployed, score_steps
+
+    if cfg.score_bits is None:
+        return None
+    steps = score_steps(model, [_inputs(b) for b in train], cfg.score_bits, cfg.score_percentile, seed=cfg.seed)
+    return Deployed(cfg.score_bits, tuple(steps), p_round=cfg.p_frac is not None)
 
 
 def make_objective(model: nn.Module, objective: str, train: list[dict], held: list[dict],
@@ -492,6 +529,9 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
                                                                                            "head")))
              for i in range(len(stats))]
     init = cal.propose_init(stats, cfg.init, cfg.per_head)
+    deployed = deployed_numerics(cfg, model, train)
+    if deployed is not None and rt.world > 1:  # every process tunes on the same steps: the main process's
+        deployed = rt.gather(deployed)[0]
     stats_s = time.perf_counter() - t0
     n_layers = len(stats)
     layers = cfg.layers if cfg.layers is not None else list(range(n_layers))
@@ -501,7 +541,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
 
     # untuned: the statistical β/γ alone, all layers at once
     untuned = copy.deepcopy(model)
-    cal.apply_swiftmax(untuned, {i: init[0][i] for i in layers}, {i: init[1][i] for i in layers}, p_max=cfg.p_max)
+    cal.apply_swiftmax(untuned, {i: init[0][i] for i in layers}, {i: init[1][i] for i in layers}, p_max=cfg.p_max,
+                       deployed=deployed)
     with torch.no_grad():
         fixed = float(eval_fn(untuned))
     del untuned
@@ -520,7 +561,7 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
                                     layers_per_stage=per_stage, epochs_per_stage=epochs, lr=lr, main_lr=main_lr,
                                     ckpt_dir=ckpt, seed=cfg.seed,
                                     config=cfg.identity(), on_epoch=on_epoch, on_step=lambda: bar.update(1),
-                                    hooks=rt.hooks(), p_max=cfg.p_max)
+                                    hooks=rt.hooks(), p_max=cfg.p_max, deployed=deployed)
     except ValueError as exc:
         raise UserError(str(exc)) from None
     except FloatingPointError as exc:
@@ -529,7 +570,7 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
         bar.close()
     model_dir = out / "model"
     report = {"model": desc, "data": data.source, "held_out": held_pool.source, "config": asdict(cfg), "metric": metric,
-              "p_max": cfg.p_max,
+              "p_max": cfg.p_max, "deployed": None if deployed is None else deployed.identity(),
               "epochs_per_stage": epochs, "layers_per_stage": per_stage, "lr": lr, "main_lr": main_lr,
               "softmax_baseline": baseline, "untuned_statistical": fixed, "final": logs[-1].metrics[-1],
               "stats_seconds": stats_s, "tune_seconds": sum(lg.seconds for lg in logs),
@@ -552,4 +593,5 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
 
 
 __all__ = ["DEVICES", "MIXED_PRECISION", "Data", "Runtime", "TuneConfig", "batches", "load_data", "load_model",
-           "make_objective", "make_runtime", "plot_stats", "run_stats", "run_swiftmax"]
+           "default_score_bits", "deployed_numerics", "make_objective", "make_runtime", "plot_stats", "run_stats",
+           "run_swiftmax"]

@@ -107,7 +107,16 @@ def add_calibrate(sub: Subparsers) -> None:
             c.add_argument("--p-frac", type=int, default=None, metavar="F",
                            help="tune for the kernel's P format of scale 2^-F: the SwiftMax of the replaced layers "
                            "saturates at (2^8 - 1)·2^-F, as the kernel does, and `vckattn export` gives them that "
-                           "format (e.g. 8: P <= 0.996, softmax's range; default: no saturation)")
+                           "format, and P is rounded to its 2^-F grid in the float path (e.g. 8: P <= 0.996, "
+                           "softmax's range; default: no saturation, no rounding)")
+            c.add_argument("--score-bits", type=int, choices=(8, 16, 32), default=None, metavar="B",
+                           help="tune on B-bit scores, as the design computes them: each layer's scores narrowed "
+                           "in float to the grid the export gives it, P rounded to its 2^-F grid with --p-frac "
+                           "(straight-through gradients); 32: float scores (default: the committed default "
+                           "design's, 8)")
+            c.add_argument("--score-percentile", type=float, default=99.9, metavar="P",
+                           help="the percentile of |q|, |k| the modeled score grid is set from: the export's "
+                           "--percentile (100: --calib-method minmax; default 99.9, the tuned flow's)")
             c.add_argument("--train-samples", type=positive_int, default=256, metavar="N")
             c.add_argument("--eval-samples", type=positive_int, default=128, metavar="N")
             c.set_defaults(func=run_calibrate_swiftmax)
@@ -179,9 +188,13 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
         raise UserError(f"--p-frac {args.p_frac}: give a P scale 2^-F with F in 0..16")
     cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
                                args.batch_size, max_length(args), args.seed, args.init, args.per_head, args.one_shot,
-                               args.layers, args.p_frac)
+                               args.layers, args.p_frac,
+                               args.score_bits if args.score_bits is not None else calibrate.default_score_bits(),
+                               args.score_percentile)
     if args.main_lr < 0:
         raise UserError("--main-lr must be >= 0")
+    if not 0 < args.score_percentile <= 100:
+        raise UserError(f"--score-percentile {args.score_percentile}: give a percentile in (0, 100]")
     rt = calibrate.make_runtime(args.device, args.mixed_precision)
     rep = calibrate.run_swiftmax(cfg, args.out, args.epochs_per_stage, args.layers_per_stage, args.lr,
                                  progress=not args.quiet, main_lr=args.main_lr, runtime=rt)
@@ -192,6 +205,11 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
     if rep["resumed_stages"]:
         print(f"resumed after {rep['resumed_stages']} completed stage(s) found in {args.out / 'checkpoints'}")
     print(f"{rep['model']} on {rep['data']}, objective {args.objective} ({rep['metric']}):")
+    dep = rep.get("deployed")
+    if dep is not None:
+        grid = ("float scores" if dep["score_bits"] >= 32 else
+                f"int{dep['score_bits']} scores (LSB per layer {', '.join(f'{v:.3g}' for v in dep['score_steps'])})")
+        print(f"  on the deployed numerics: {grid}{', P rounded to its format' if dep['p_round'] else ''}")
     print(f"  softmax {rep['softmax_baseline']:.4f}  untuned statistical beta/gamma {rep['untuned_statistical']:.4f}")
     for st in rep["stages"]:
         print(f"  stage {st['stage']} layers {st['layers']}: {rep['metric']} per epoch "

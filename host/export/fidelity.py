@@ -1,8 +1,9 @@
 """The export check: does the integer layer follow its float layer? (the exporter never writes a bundle it can
 tell is unusable).
 
-For each exported layer, on the calibration data, the bit-exact integer layer (golden
-:func:`~vckattn.golden.quant_attention.attention_int`) is compared with the float64 layer of the same model,
+For each exported layer, on the calibration data, the bit-exact integer layer as the committed designs compute it
+(golden :func:`~vckattn.golden.quant_attention.attention_int` with the default design's 8-bit scores,
+:func:`.model_check.engine_layer`) is compared with the float64 layer of the same model,
 normalizer and constants (:func:`.reference.float_layer`): for the layer, the mean per-token cosine of the
 attention output (after W_O, real tokens); for each query head ``h``, the same cosine with only that head's
 output taken from the integer layer (``y_float + (a_int,h − a_float,h)·W_O,hᵀ``): the head's share of the

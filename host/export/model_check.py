@@ -67,8 +67,9 @@ METRICS = {"accuracy": "1 - the accuracy points lost against the softmax model o
            "embedding_cosine": "cosine of the mean-pooled last hidden states to the softmax model's",
            "token_cosine": "per-token cosine of the last hidden states to the softmax model's"}
 #: the tuning recipe the refusal names (README "Quick start": per head, the paper's mean initialisation, main
-#: weights at a tiny learning rate) and the export that follows it (percentile scales for tuned constants)
-TUNE_FLAGS = "--per-head --init mean --epochs-per-stage 3 --main-lr 2e-5"
+#: weights at a tiny learning rate, tuned for the kernel's P format; `calibrate swiftmax` tunes on the committed
+#: design's 8-bit scores by default) and the export that follows it (percentile scales for tuned constants)
+TUNE_FLAGS = f"--per-head --init mean --epochs-per-stage 3 --main-lr 2e-5 {P_FORMAT_FLAG}"
 EXPORT_TUNED_FLAGS = "--calib-method percentile --percentile 99.9"
 #: the recipe for a classifier with labeled data (docs/accuracy.md, the sentiment classifier): the task objective,
 #: per head, tuned for the kernel's P format, main weights at a tiny learning rate, 1,024 snippets, 3 epochs a stage
@@ -236,13 +237,14 @@ def fix_command(checkpoint: str, out: str, data: str, tuned: bool, float_low: bo
     or ``unsaturated``: tuned β/γ not tuned for the kernel's P format, whose float model the integer path cannot
     follow), or percentile activation scales (the integer path loses it). ``checkpoint``, ``out``, ``data``: the
     user's checkpoint, --out and calibration data (for `calibrate --data`); ``base``: the original of a tuned
-    checkpoint; ``unsaturated`` adds the P format to the tuning (:data:`~.fidelity.P_FORMAT_FLAG`); ``task``: a
+    checkpoint; ``unsaturated`` names the P format as the reason (every recipe tunes for it,
+    :data:`~.fidelity.P_FORMAT_FLAG`); ``task``: a
     classifier checked on this labeled data set is tuned on it with the task objective (:data:`TASK_TUNE_FLAGS`)."""
     export_tuned = "{tune}/model"
     if has_swiftmax and (float_low or (tuned and unsaturated)):
         src = base if (tuned and base) else checkpoint
         tune = f"{out}.tune"
-        flags = TASK_TUNE_FLAGS if task else f"{TUNE_FLAGS} {P_FORMAT_FLAG}" if unsaturated else TUNE_FLAGS
+        flags = TASK_TUNE_FLAGS if task else TUNE_FLAGS  # both tune for the P format
         first = _cmd("vckattn", "calibrate", "swiftmax", src, "--data", task or data, "--out", tune) + f" {flags}"
         then = _cmd("vckattn", "export", export_tuned.format(tune=tune), "--out", out, "--overwrite") + \
             f" {EXPORT_TUNED_FLAGS}"

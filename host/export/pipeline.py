@@ -66,7 +66,8 @@ def calibrate_layer(m: LoadedModel, i: int, cap: Captured, normalizer: str, meth
     bhyt, bhyt_gamma = (None, None) if ly.bhyt is None else bhyt_registers(m, i, cap, scales["s_x"], method,
                                                                            percentile, b_scales)
     sub, sub_tensors, _ = sublayer_contents(m, i, cap, layer, normalizer, b_, g_, sat, method, percentile, b_scales)
-    fid = layer_fidelity(m, i, cap, layer, normalizer, b_, g_, min_fidelity, sat)
+    # checked as the committed designs compute it: 8-bit scores (engine_layer), as the whole-model check and `run`
+    fid = layer_fidelity(m, i, cap, engine_layer(layer), normalizer, b_, g_, min_fidelity, sat)
     return ExportedLayer(layer, beta, gamma, source, bhyt, bhyt_gamma, fid, sat, sub, sub_tensors)
 
 
