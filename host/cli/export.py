@@ -51,7 +51,7 @@ def add_export(sub: Subparsers) -> None:
         "one), a golden checkpoint .pt (vckattn.host.export.save_golden_checkpoint), or the shortcuts "
         "`minilm` (all-MiniLM-L6-v2) and `smollm2` (SmolLM2-135M-Instruct GGUF).",
         epilog=examples("vckattn calibrate swiftmax minilm --data pydoc --out build/tune --per-head --init mean "
-                        "--epochs-per-stage 3 --main-lr 2e-5",
+                        "--epochs-per-stage 3 --main-lr 2e-5 --p-frac 8",
                         "vckattn export build/tune/model --out build/bundles/minilm --calib-method percentile "
                         "--percentile 99.9",
                         "vckattn export minilm --out build/bundles/minilm_softmax --normalizer softmax",

@@ -66,7 +66,6 @@ HEADER = ("| design | structure | µs/layer | µs on the card | TOPS | % of 128 
 #: committed designs and the workloads the closed form and the simulation are compared on
 AGREEMENT_CASES = (
     ("vck5000_engine", "vck5000", BERT_S512_B8),
-    ("vck5000_engine", "vck5000", replace(BERT_S512_B8, operands="on_chip")),
     ("vck190_engine", "vck190", BERT_S512_B8),
     ("engine_small", "vck5000", Workload(heads=12, d_head=32, seq=128, batch=2, layers=("swiftmax",), name="MiniLM")),
 )
@@ -90,7 +89,7 @@ def _eff(e: float | None) -> str:
     return "—" if e is None else f"{e:.1%}"
 
 
-def _goals(dev: Device, committed: Perf, chip: Perf, agree: list[dict]) -> list[str]:
+def _goals(dev: Device, committed: Perf, agree: list[dict]) -> list[str]:
     def ok(flag: bool) -> str:
         return "met" if flag else "**not met**"
 
@@ -100,25 +99,23 @@ def _goals(dev: Device, committed: Perf, chip: Perf, agree: list[dict]) -> list[
     sim_ddr = next(a for a in agree if a["design"] == "vck5000_engine" and a["workload"].operands == "ddr")["sim"]
     roof = committed.ddr_roof_seconds
     f_model, f_sim = roof / committed.device_seconds_per_layer, roof / sim_ddr.device_seconds
-    f_chip = chip.workload.ops_per_layer / chip.device_seconds_per_layer / dev.peak_int8_ops
     k, use = _max_use(committed)
-    worst = max(abs(a["difference"]) for a in agree)
-    rows = published.validate()
+    rows = [r for r in published.validate() if r["role"] == "validation"]
     within = sum(abs(r["error"]) <= published.TOLERANCE for r in rows)
-    return ["The design goals against the model (BERT-base attention, 12 x 64, S = 512, batch 8, int8):", "",
+    goal = sum(abs(r["error"]) <= published.GOAL for r in rows)
+    return ["The design goals against the model (BERT-base attention, 12 x 64, S = 512, batch 8, int8; MODELED):", "",
             "| goal | minimum / goal | modeled | |", "|---|---|---|---|",
             f"| QKᵀ efficiency per tile (the committed design's shape, no masked key) | 65% / 90% | {qk:.1%} | "
             f"{ok(qk >= 0.65)} / {ok(qk >= 0.9)} |",
             f"| P·V efficiency per tile (the slowest P·V kernel) | 80% / 90% | {pv:.1%} | {ok(pv >= 0.8)} / "
             f"{ok(pv >= 0.9)} |",
-            f"| the committed design, operands in DDR, against the DDR roof (on the card) | 90% | closed form "
-            f"{f_model:.1%}, simulated {f_sim:.1%} | {ok(min(f_model, f_sim) >= 0.9)} |",
-            f"| the best SwiftMax design, operands on chip (on the card) | 40% / 60% of peak | {f_chip:.1%} | "
-            f"{ok(f_chip >= 0.4)} / {ok(f_chip >= 0.6)} |",
-            f"| every resource of the committed design, movers counted | <= 80% | fullest: {k} {use:.0%} | "
-            f"{ok(use <= 0.8)} |",
-            f"| closed form and simulation agree | within 10% | worst {worst:.1%} | {ok(worst <= 0.1)} |",
-            f"| published designs within ±20% | 3 of 3 | {within} of {len(rows)} | {ok(within == len(rows))} |", ""]
+            f"| the committed design, operands in DDR, against the DDR roof (on the card; the slower of closed form "
+            f"and simulation) | 90% | closed form {f_model:.1%}, simulated {f_sim:.1%} | "
+            f"{ok(min(f_model, f_sim) >= 0.9)} |",
+            f"| every resource of the committed design, every mover's m_axi ports counted | <= 80% | fullest: {k} "
+            f"{use:.0%} | {ok(use <= 0.8)} |",
+            f"| published designs other than the fitting one, without refitting | ±20% / ±15% | {within} / {goal} of "
+            f"{len(rows)} | {ok(within == len(rows))} / {ok(goal == len(rows))} |", ""]
 
 
 def readme_block(dev: Device | None = None) -> str:
@@ -142,18 +139,27 @@ def readme_block(dev: Device | None = None) -> str:
         mark = " **(bottleneck)**" if s.name == pc.bottleneck else ""
         lines.append(f"| {STAGES[s.name]}{mark} | {_us(s.seconds)} | {s.bound_by} |")
     lines += ["", f"{_us(pc.seconds_per_layer)} µs per layer ({_us(pc.device_seconds_per_layer)} µs on the card + "
-              f"{_us(pc.host_serial_seconds)} µs host launch, assumed) = **{pc.tops:.2f} TOPS "
+              f"{_us(pc.host_serial_seconds)} µs host launch, assumed; `vckattn perf` prints the end-to-end time "
+              "beside it, the host's calls counted from its launch code) = "
+              f"**{pc.tops:.2f} TOPS "
               f"({pc.fraction_of_peak:.1%} of 128)**; the DDR roof (Q, K, V and A once at "
               f"{dev.ddr_bytes_per_s / 1e9:g} GB/s) is "
               f"{_us(pc.ddr_roof_seconds)} µs: {pc.ddr_roof_seconds / pc.device_seconds_per_layer:.1%} of it on the "
               "card.", "",
-              "The closed form against the discrete-event simulation of the graph (`vckattn perf --simulate`; buffers, "
-              "the Q broadcast, packet merge and split, the cascade, one DDR bank):", "",
-              "| design | workload | closed form (µs) | simulated (µs) | difference |", "|---|---|---|---|---|"]
+              "The closed form against the discrete-event simulation of the graph the generator writes (`vckattn perf "
+              "--simulate`, `hw/perf/simulate.py`, MODELED: the parsed `aie/graph.h` and manifest; ping-pong buffers "
+              "with their DMA and lock hand-offs, buffer descriptors per tile, the Q broadcast, packet merge and split "
+              "with back-pressure, shared interface streams, the cascade, one DDR bank with read/write turnaround "
+              "(JESD79-4 DDR4-3200 timings) and row conflicts past the masters a controller keeps pages open for "
+              "(PG313, an assumption beyond its eight)). The figure to quote is the slower of the two:", "",
+              "| design | workload | closed form (µs) | simulated (µs) | difference | headline (slower) (µs) |",
+              "|---|---|---|---|---|---|"]
     for a in agree:
         w = a["workload"]
+        head, which = simulate.headline(a["closed"], a["simulated"])
         lines.append(f"| {a['design']} ({a['board']}) | {w.heads} x {w.d_head}, S = {w.seq}, batch {w.batch}, "
-                     f"operands {w.operands} | {_us(a['closed'])} | {_us(a['simulated'])} | {a['difference']:+.1%} |")
+                     f"operands {w.operands} | {_us(a['closed'])} | {_us(a['simulated'])} | {a['difference']:+.1%} | "
+                     f"{_us(head)} ({which}) |")
     lines += ["", "The committed builds (`bitstreams/<name>.json`, `python -m vckattn.hw.engine.generate "
               "--write-bitstreams`), each on the workload above, operands in card DDR:", "",
               "| build | design | µs/layer (closed form / simulated) | TOPS (% of 128) | bottleneck | AIE tiles | "
@@ -168,18 +174,15 @@ def readme_block(dev: Device | None = None) -> str:
                      f"{STAGES[p.bottleneck]} | {u['aie_tiles']:.0f} | {u['plio_in']:.0f} / {u['plio_out']:.0f} | "
                      f"{u['lut']:,.0f} | {u['dsp']:,.0f} | {u['aie_kernel_memory_bytes']:,.0f} B |")
     lines.append("")
-    exs = {}
-    for operands in ("ddr", "on_chip"):
+    for operands in ("ddr",):  # on-chip operands need a feeder the generator does not emit: not reported
         w = replace(BERT_S512_B8, operands=operands)
         ex = explore.explore(w, dev)
-        exs[operands] = ex
-        title = ("operands in card DDR" if operands == "ddr" else
-                 "operands on chip (Q/K/V from a fused projection engine: the attention engine's ceiling)")
+        title = "operands in card DDR, every design one `vckattn hw generate` builds and `vckattn hw check` passes"
         lines += [f"Best designs, BERT-base S = 512, batch 8, {title}, {explore.HEADROOM:.0%} of every resource kept "
                   f"free — `vckattn perf explore --operands {operands}`:", "", HEADER]
         lines.append(_row("the committed engine", evaluate(w, committed, dev)))
-        lines.append(_row("best SwiftMax (closed form; the committed engine: the simulation's pick of its near-ties)"
-                          if operands == "ddr" else "best SwiftMax", ex.swiftmax))
+        lines.append(_row("best SwiftMax (closed form; the committed engine: the simulation's pick of its near-ties)",
+                          ex.swiftmax))
         lines.append(_row("best online softmax", ex.online_softmax))
         if ex.online_equal_resources is not None:
             lines.append(_row("online softmax at SwiftMax's resources", ex.online_equal_resources))
@@ -194,16 +197,18 @@ def readme_block(dev: Device | None = None) -> str:
             f"{ex.lut_ratio_equal_throughput_design:.0%})" if lr is not None else \
             "no pair of designs reaches equal throughput"
         lines += ["", f"SwiftMax vs online softmax: {speed}; {luts}.", ""]
-    lines += _goals(dev, pc, exs["on_chip"].swiftmax, agree)
-    lines += ["Published AIE designs, modeled with the same cost path, each matmul kernel costed from its own code "
-              "(`vckattn perf validate`; what this covers and what not: [validation.md](validation.md)):", "",
-              "| design | board | published | modeled | error | modeled bound | kernel (modeled efficiency) "
+    lines += _goals(dev, pc, agree)
+    lines += ["Published AIE designs, modeled with the same cost path, each matmul kernel costed from its own code; "
+              "the costs no code shows fitted on one of them (role `fit`), the others modeled without refitting "
+              "(`vckattn perf validate`; the fit, the leave-one-out table and what this covers and what not: "
+              "[validation.md](validation.md)):", "",
+              "| design | role | board | published | modeled | error | modeled bound | kernel (modeled efficiency) "
               "| parameters taken from |",
-              "|---|---|---|---|---|---|---|---|"]
+              "|---|---|---|---|---|---|---|---|---|"]
     for r in published.validate():
         unit = 1e12
         dims = "x".join(str(x) for x in r["kernel_dims"])
-        lines.append(f"| {r['name']} ({r['citation']}) | {r['board']} | {r['published'] / unit:.2f} "
+        lines.append(f"| {r['name']} ({r['citation']}) | {r['role']} | {r['board']} | {r['published'] / unit:.2f} "
                      f"{'TOPS' if r['dtype'] == 'int8' else 'TFLOPS'} | {r['modeled'] / unit:.2f} | "
                      f"{r['error']:+.1%} | {r['bound_by']} | {r['kernel']} {dims} ({r['kernel_efficiency']:.1%}) | "
                      f"{r['parameters_from']} |")
@@ -274,92 +279,12 @@ def sublayer_agreement() -> list[dict]:
 
 
 def sublayer_block() -> str:
-    """The markdown of the whole sublayer's documented figures (deterministic)."""
-    from . import explore_sublayer, sublayer
+    """The whole sublayer's documented block: no figure while the generator does not build the sublayer."""
+    from . import sublayer
 
-    agree = sublayer_agreement()
-    lines = [SUB_BEGIN, "",
-             "The best split of the AIE array for the BERT-base encoder sublayer (12 x 64, d_model 768, batch 8; "
-             "X·W_qkv + b → attention → ·W_O + b, every op counted), SwiftMax, every resource within 80% of the "
-             "device's — `vckattn perf --scope sublayer --seq 512 --simulate` (and `--seq 128`):", "",
-             "| S | split | AIE kernels (of 400) | Q/K/V, attention, W_O busy (µs) | closed form (µs) | simulated (µs) "
-             "| difference | TOPS (% of 128) | bound | DDR (MB, µs) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for a in agree:
-        s, c = a["shape"], a["closed"]
-        if (s.batch, s.heads) != (8, 12):
-            continue
-        busy = ", ".join(_us(v["seconds"]) for v in c["stages"].values())
-        lines.append(f"| {s.seq} | {_split_text(c)} | {c['kernels']} | {busy} | {_us(c['seconds'])} | "
-                     f"{_us(a['sim'].seconds)} | {a['difference']:+.1%} | {c['tops']:.1f} "
-                     f"({c['fraction_of_peak']:.1%}) | {c['bound']} | {c['ddr_bytes'] / 1e6:.2f}, "
-                     f"{_us(c['ddr_seconds'])} |")
-    lines += ["", "Every resource of those splits (used / the device's, MODELED: the AIE tiles one a kernel; 128-bit "
-              "PLIOs; the PL's normalizers, movers, residual adds and the buffers of X, Q/K/V and A):", "",
-              "| S | " + " | ".join(_RESOURCE_NAMES.values()) + " | PL buffers |",
-              "|---|" + "---|" * (len(_RESOURCE_NAMES) + 1)]
-    for a in agree:
-        s, r = a["shape"], a["closed"]["resources"]
-        if (s.batch, s.heads) != (8, 12):
-            continue
-        cells = [f"{r['used'][k]:,.0f} / {r['available'][k]:,.0f} ({r['fraction'][k]:.0%})"
-                 + (" ◀" if k == r["fullest"] else "") for k in _RESOURCE_NAMES]
-        bufs = "; ".join(f"{k} {b['bytes'] / 2**20:.2f} MiB in {b[b['memory']]} {b['memory'].upper()}"
-                         for k, b in r["buffers"].items())
-        lines.append(f"| {s.seq} | " + " | ".join(cells) + f" | {bufs} |")
-    small = next(a for a in agree if a["shape"].batch != 8)
-    s = small["shape"]
-    lines += ["", f"A small sublayer ({s.heads} x {s.head_dim}, d_model {s.d_model}, S = {s.seq}, batch {s.batch}; "
-              f"`vckattn perf --scope sublayer --seq {s.seq} --batch {s.batch} --heads {s.heads} --simulate`): "
-              f"closed form {_us(small['closed']['seconds'])} µs, simulated {_us(small['sim'].seconds)} µs "
-              f"({small['difference']:+.1%}). The simulation (`hw/perf/simulate_sublayer.py`) runs the same graph "
-              "event by event: the cascades' x, w and out ping-pong buffers and their streams, the one DDR bank "
-              "serving X, weight reloads and prefetch and the output in arrival order, the attention pipelines' "
-              "own simulation fed from on-chip Q/K/V, and the hand-offs of whole sequences with "
-              f"{sublayer.SEQUENCE_SLOTS} sequences of Q/K/V and of A held in the PL.", ""]
-    lines += ["The goals for the modeled sublayer (BERT-base, batch 8, SwiftMax):", "",
-              "| goal | minimum / goal | modeled | |", "|---|---|---|---|"]
-
-    def ok(flag: bool) -> str:
-        return "met" if flag else "**not met**"
-
-    for (seq, lo, hi), a in zip(SUBLAYER_GOALS, agree, strict=False):
-        f = a["closed"]["fraction_of_peak"]
-        lines.append(f"| S = {seq}, % of the 128 int8 TOPS peak | {lo:.0%} / {hi:.0%} | {f:.1%} | {ok(f >= lo)} / "
-                     f"{ok(f >= hi)} |")
-    worst = max(abs(a["difference"]) for a in agree)
-    full = max((a["closed"] for a in agree[:2]), key=lambda c: c["resources"]["fraction"][c["resources"]["fullest"]])
-    top = full["resources"]["fraction"][full["resources"]["fullest"]]
-    lines += [f"| every resource (AIE tiles, PLIOs, LUT, FF, DSP, BRAM, URAM) | <= 80% | fullest: {_fullest(full)} | "
-              f"{ok(top <= 0.8)} |",
-              f"| closed form and simulation agree | within 10% | worst {worst:.1%} | {ok(worst <= 0.1)} |", ""]
-    lines += ["SwiftMax against online softmax for the whole sublayer — `vckattn perf explore --scope sublayer "
-              "--seq 512` (and `--seq 128`); each normalizer's split of the array, every resource within 80% of the "
-              "device's, its normalizer instances (one a score channel, 16 lanes) counted apart:", "",
-              "| S | choice | split | µs (closed form) | % of 128 | AIE kernels | normalizers: instances, LUTs, "
-              "DSPs | fullest resource |", "|---|---|---|---|---|---|---|---|"]
-    summary = []
-    for seq, _, _ in SUBLAYER_GOALS:
-        ex = explore_sublayer.explore_sublayer(sublayer.SublayerShape(8, seq))
-        for label, c in (("best SwiftMax", ex.swiftmax), ("best online softmax", ex.online_softmax),
-                         ("online softmax at SwiftMax's AIE kernels, normalizer LUTs and FFs",
-                          ex.online_equal_resources),
-                         ("SwiftMax, fewest normalizer LUTs at equal throughput", ex.swiftmax_equal_throughput),
-                         ("online softmax, fewest normalizer LUTs at equal throughput", ex.online_equal_throughput)):
-            if c is None:
-                lines.append(f"| {seq} | {label} | none fits | | | | | |")
-                continue
-            n = c["normalizer_resources"]
-            lines.append(f"| {seq} | {label} | {_split_text(c)} | {_us(c['seconds'])} | "
-                         f"{c['fraction_of_peak']:.1%} | {c['kernels']} | {n['instances']:.0f}, {n['lut']:,.0f}, "
-                         f"{n['dsp']:,.0f} | {_fullest(c)} |")
-        sp, lr = ex.speedup_equal_resources, ex.lut_ratio_equal_throughput
-        summary.append(f"S = {seq}: speedup at equal resources "
-                       + ("none (no online-softmax split fits)" if sp is None else f"**{sp:.2f}x**")
-                       + "; normalizer LUTs at equal throughput "
-                       + ("n/a" if lr is None else f"**{lr:.0%}** of online softmax's"))
-    lines += ["", "SwiftMax vs online softmax, whole sublayer: " + "; ".join(summary) + ".", "", SUB_END]
-    return "\n".join(lines)
+    return "\n".join([SUB_BEGIN, "", "No figure of the whole encoder sublayer is reported: " + sublayer.NOT_BUILT +
+                      " (`vckattn perf --scope sublayer` refuses; the model in `hw/perf/sublayer.py` stays for the "
+                      "design that will build it).", "", SUB_END])
 
 
 def main(argv: list[str] | None = None) -> int:
