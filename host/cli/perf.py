@@ -249,6 +249,20 @@ def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -
         check_bundle(manifest, bundle, seq_len=seq)
 
 
+def refuse_unbuildable(d: Any, board: str) -> None:
+    """Refuse (one line) a design the generator does not build (status 2) or the design-rule check fails (status 4):
+    only designs that can exist are modeled."""
+    from vckattn.hw.engine import layout
+    from vckattn.hw.engine.generate import HEAD_DIMS, check_design, refuse_violations
+
+    try:
+        check_design(d, d.max_seq or 512, (d.head_dim,) if d.head_dim else HEAD_DIMS)
+        layout.layout(d.pipelines, d.qk_kernels, d.score_plios)
+    except layout.LayoutError as exc:
+        raise UserError(f"the generator does not build this design: {exc}") from None
+    refuse_violations(d, board, d.max_seq)
+
+
 def build_design(args: argparse.Namespace) -> Any:
     """The :class:`Design` of --design-from-manifest / --design / the defaults, with the flags applied."""
     from dataclasses import replace
@@ -277,8 +291,10 @@ def build_design(args: argparse.Namespace) -> Any:
                            ("head_dim", "head_dim")):
             if getattr(args, flag) is not None:
                 changes[name] = getattr(args, flag)
-        if args.lanes is not None:
-            changes["lanes_swiftmax"] = changes["lanes_online_softmax"] = args.lanes
+        if args.lanes is not None:  # the online-softmax unit's lanes too where the design has one
+            changes["lanes_swiftmax"] = args.lanes
+            if d.lanes_online_softmax or "softmax" in (args.normalizer or ""):
+                changes["lanes_online_softmax"] = args.lanes
         if changes:
             d = replace(d, **changes, name=d.name + " (modified)" if d.name else "")
         return d
@@ -599,6 +615,7 @@ def run_perf(args: argparse.Namespace) -> int:
     output_dir(args.plots, what="--plots")
     w = build_workload(args)
     d = build_design(args)
+    refuse_unbuildable(d, args.board)
     try:
         dev = model.load_device(args.board)
         perf = with_end_to_end(model.evaluate(w, d, dev))
