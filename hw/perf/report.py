@@ -33,9 +33,11 @@ def _committed(name: str) -> Design:
 
 
 def _design_text(d: Design) -> str:
-    lanes = d.lanes_swiftmax or d.lanes_online_softmax
+    lanes = f"{d.lanes_swiftmax} SwiftMax lanes"
+    if d.lanes_online_softmax:
+        lanes += f" + {d.lanes_online_softmax} online-softmax lanes"
     return (f"{d.pipelines} x ({d.qk_kernels}+{d.pv_kernels} kernels, {d.score_plios} score channel(s) x "
-            f"{lanes} lanes{', DSP products' if d.swiftmax_products == 'dsp' else ''}), Q_ROWS {d.q_rows}, "
+            f"{lanes}{', DSP products' if d.swiftmax_products == 'dsp' else ''}), Q_ROWS {d.q_rows}, "
             f"int{d.score_bits}, O int{d.o_bits}")
 
 
