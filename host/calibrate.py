@@ -529,9 +529,10 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
                                                                                            "head")))
              for i in range(len(stats))]
     init = cal.propose_init(stats, cfg.init, cfg.per_head)
-    deployed = deployed_numerics(cfg, model, train)
-    if deployed is not None and rt.world > 1:  # every process tunes on the same steps: the main process's
-        deployed = rt.gather(deployed)[0]
+    # the score steps of the whole training set, as one process measures them: every process computes the same
+    whole = train if rt.world == 1 else [_to(b, rt.device) for b in batches(
+        model, tok, pool.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)]
+    deployed = deployed_numerics(cfg, model, whole)
     stats_s = time.perf_counter() - t0
     n_layers = len(stats)
     layers = cfg.layers if cfg.layers is not None else list(range(n_layers))

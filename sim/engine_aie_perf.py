@@ -63,7 +63,8 @@ MEASURED: tuple[dict[str, int], ...] = (
 )
 
 #: BERT-base attention's per-invocation shapes (head size 64, int8 scores): (q_rows, sk)
-BERT_SHAPES: tuple[tuple[int, int], ...] = ((32, 128), (32, 64), (16, 128), (16, 64))
+BERT_SHAPES: tuple[tuple[int, int], ...] = ((64, 128), (64, 64), (32, 128), (32, 64), (32, 32), (16, 128), (16, 64),
+                                            (16, 32))
 
 
 def variant_key(kernel: str, masked: bool) -> str:

@@ -41,7 +41,8 @@ def test_run_emu_text_report_save_and_input_round_trip(minilm_bundle, tmp_path, 
         assert r["bit_exact"] is True
         assert r["cosine"] > 0.99 and 0 < r["max_rel_error"] < 0.2, r
     tokens = rep["tokens"]
-    assert rep["tiles"] == 2 * 12 * -(-tokens // 32)  # layers x heads x query tiles
+    q_rows = load_manifest(rep["manifest"]).data["engine"]["design"]["q_rows"]  # the default design's query tile
+    assert rep["tiles"] == 2 * 12 * -(-tokens // q_rows)  # layers x heads x query tiles
     assert rep["elements_per_second"] > 0
     saved = np.load(npz)
     assert sorted(saved.files) == ["layer0_input", "layer0_output", "layer1_input", "layer1_output"]
