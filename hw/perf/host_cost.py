@@ -31,8 +31,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 DATA_FILE = Path(__file__).with_name("data") / "host_ops.json"
 
 

@@ -429,7 +429,8 @@ class Perf:
     assumptions: list[str] = field(default_factory=list)
     host_serial_seconds: float = 0.0
     kernels: list[dict] = field(default_factory=list)
-    #: the host's side of one layer as the host code does it (priced by :mod:`.host_cost`, counted by vckattn.host.launch_counts); None with ``end_to_end_refused``
+    #: the host's side of one layer as the host code does it (priced by :mod:`.host_cost`, counted by
+    #: vckattn.host.launch_counts); None with ``end_to_end_refused``
     end_to_end: Any = None
     end_to_end_refused: str = ""
     #: the card's time per layer once the operands are in its DDR (the host's syncs are serial and counted apart)
