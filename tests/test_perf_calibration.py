@@ -17,7 +17,7 @@ import json
 
 import pytest
 
-from vckattn.hw.perf import calibration, published
+from vckattn.hw.perf import calibration, calibration_fit, published
 
 
 def test_parameters_are_named_with_unit_meaning_and_source() -> None:
@@ -45,7 +45,7 @@ def test_calibration_does_not_import_the_model() -> None:
 def test_stored_fit_equals_a_refit() -> None:
     stored = calibration.load_fit()
     assert stored is not None, f"no stored fit: run `{calibration.FIT_COMMAND}`"
-    refit = calibration.fit()
+    refit = calibration_fit.fit()
     assert stored["design"] == refit["design"] == calibration.FIT_DESIGN
     assert stored["parameters"] == refit["parameters"]
     assert stored["command"] == calibration.FIT_COMMAND
@@ -64,13 +64,13 @@ def test_fit_design_is_the_published_maxeva_int8_and_its_hand_off_is_tens_of_cyc
 
 
 def test_fitting_design_is_not_among_the_validated_ones() -> None:
-    names = [r["name"] for r in calibration.validation()]
+    names = [r["name"] for r in calibration_fit.validation()]
     assert calibration.FIT_DESIGN not in names
     assert len(names) == len(published.DESIGNS) - 1 >= 3
     roles = {r["name"]: r["role"] for r in published.validate()}
     assert [n for n, role in roles.items() if role == "fit"] == [calibration.FIT_DESIGN]
     # validation rows are the stored parameters' predictions, not refits
-    for r in calibration.validation():
+    for r in calibration_fit.validation():
         g = next(g for g in published.DESIGNS if g.name == r["name"])
         assert r["modeled"] == published.predict(g)["modeled"]
 
@@ -87,16 +87,16 @@ def test_fit_moves_with_the_fitted_parameter_and_can_fail() -> None:
     original = published.DESIGNS
     try:
         published.DESIGNS = (*original, unreachable)
-        f = calibration.fit("unreachable")
+        f = calibration_fit.fit("unreachable")
     finally:
         published.DESIGNS = original
     assert f["parameters"]["sync_cycles_per_port"] == 0.0 and f["residual"] < -0.5
     with pytest.raises(KeyError, match="no published design"):
-        calibration.fit("nope")
+        calibration_fit.fit("nope")
 
 
 def test_leave_one_out_table() -> None:
-    rows = calibration.leave_one_out()
+    rows = calibration_fit.leave_one_out()
     names = [g.name for g in published.DESIGNS]
     assert [r["fit_design"] for r in rows] == names
     for r in rows:

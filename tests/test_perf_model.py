@@ -407,6 +407,16 @@ def test_host_calls_counted_equal_the_calls_on_the_fake_card(monkeypatch, tmp_pa
     assert got.graph_runs == len(xrt_stub.calls("graph.run")) == 1
 
 
+def test_the_recording_runtime_refuses_register_access():
+    """The recording runtime counts a launch and nothing else: a register access (configure) is refused by name."""
+    from vckattn.host.launch_counts import _recording_device
+    from vckattn.hw.engine.model import EngineParams
+
+    dev = _recording_device(EngineParams(pipelines=1, kernels=2, score_plios=1, q_rows=16, d=64, max_keys=128))
+    with pytest.raises(RuntimeError, match="no register port"):
+        dev._register_port()
+
+
 @pytest.mark.parametrize("pipelines", [1, 3, 16])
 def test_host_calls_follow_the_launch_as_documented(pipelines):
     """The launch as host/backends/engine_hw.py documents it: per pipeline three mm2s movers and one s2mm mover

@@ -823,12 +823,12 @@ def run_validate(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
-    from vckattn.hw.perf import calibration, gemm_kernels, published
+    from vckattn.hw.perf import calibration, calibration_fit, gemm_kernels, published
 
     output_file(args.json_out, what="--json")
     rows = published.validate()
     stored = calibration.load_fit()
-    loo = calibration.leave_one_out()
+    loo = calibration_fit.leave_one_out()
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
     tol, goal = published.TOLERANCE, published.GOAL
     fit_row = next(r for r in rows if r["role"] == "fit")

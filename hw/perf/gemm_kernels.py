@@ -53,7 +53,7 @@ Cycles of one call (:func:`kernel_breakdown`), each term with its source:
   CHARM's fp32 kernel accumulates in vector registers (two v8float), so it has no drain term;
 * ``buffer sync``: ``sync_cycles_per_port`` per buffer (window) port and call -- the lock hand-off
   of each buffer and the call's initialization (UG1079 'Run-Time Ratio': "tens of cycles, depending
-  on the interface numbers"); a FITTED parameter (:func:`vckattn.hw.perf.calibration.fit`, on one
+  on the interface numbers"); a FITTED parameter (:func:`vckattn.hw.perf.calibration_fit.fit`, on one
   published design only; ``docs/validation.md``).
 
 Not in the model: memory-bank conflicts (MaxEVA and CHARM place their two input windows in different

@@ -125,7 +125,7 @@ GOAL = 0.15
 def predict(g: GemmDesign, dev: Device | None = None, params: dict[str, float] | None = None) -> dict:
     """The modeled throughput of ``g`` (ops/s) with the time of every term per iteration (seconds) and
     the matmul kernel's modeled cycles and efficiency. MODELED. ``params`` overrides calibration
-    parameters by name (:func:`vckattn.hw.perf.calibration.fit` uses it); otherwise the stored ones.
+    parameters by name (:func:`vckattn.hw.perf.calibration_fit.fit` uses it); otherwise the stored ones.
 
     Buffer hand-offs: every buffer a stream carries per iteration pays ``sync_cycles_per_port`` AIE
     cycles on that stream (the DMA's lock and buffer-descriptor hand-off, the other side of the lock the
