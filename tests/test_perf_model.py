@@ -14,7 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from vckattn.hw.manifest import default_manifest, load_manifest
@@ -173,7 +173,11 @@ def _valid(d: Design, score_plios: int) -> Design:
 @given(w=workloads, d=designs, score_plios=st.integers(1, 16))
 def test_modeled_time_never_beats_the_physical_bounds(w, d, score_plios):
     d = _valid(d, score_plios)
-    p = evaluate(w, d, DEV)
+    try:
+        p = evaluate(w, d, DEV)
+    except ValueError as exc:  # a tile whose scores overflow the packet header's count: no build runs it
+        assume("16-bit count" not in str(exc))
+        raise
     t = p.seconds_per_layer
     n_scores = w.batch * w.heads * w.seq * w.seq
     assert t >= w.ops_per_layer / DEV.peak_int8_ops  # ops / peak MACs of the whole array
