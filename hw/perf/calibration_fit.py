@@ -76,7 +76,7 @@ def leave_one_out() -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m vckattn.hw.perf.calibration [--write]``: print the fit (and store it with ``--write``)."""
+    """``python -m vckattn.hw.perf.calibration_fit [--write]``: print the fit (and store it with ``--write``)."""
     ap = argparse.ArgumentParser(description="Fit the calibration parameters on one published design.")
     ap.add_argument("--write", action="store_true", help=f"store the fit in {STORE_PATH.name}")
     args = ap.parse_args(argv)
