@@ -24,7 +24,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim formal demo lint clean help xclbin figures
+.PHONY: setup test sim formal demo lint clean help xclbin regen
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
@@ -37,7 +37,9 @@ help:
 	@echo "             PL top -> xclbin (TARGET=hw|hw_emu; DESIGN=a committed name, default vck5000_engine, or"
 	@echo "             path/design.json; BOARD=vck5000|vck190, default the committed design's); needs AMD Vitis, XRT"
 	@echo "             and the platform; DRY_RUN=1 prints every command and checks every input, no tools needed"
-	@echo "make figures regenerate the generated tables of README.md and docs/ (SLOW=1: also the export/eval ones, ~5 min)"
+	@echo "make regen   rewrite every committed generated file (HLS headers, stream header, manifests, calibration,"
+	@echo "             docs tables); CHECK=1 writes nothing and fails naming what is stale; SLOW=1 also the"
+	@echo "             export/eval blocks (minutes); SEARCH=1 searches the best designs again (minutes)"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -67,16 +69,15 @@ formal: setup
 	$(PY) -m vckattn.sim.formal_proofs
 
 demo: setup
-	$(PY) -m vckattn.host.demo
+	$(PY) examples/demo.py
 
 # The Versal build (hw/vitis/Makefile): stops at once with what is missing when Vitis is not installed.
 xclbin: setup
 	$(MAKE) -f hw/vitis/Makefile xclbin VENV=$(VENV) DESIGN=$(or $(DESIGN),vck5000_engine) \
 		$(if $(BOARD),BOARD=$(BOARD)) $(if $(TARGET),TARGET=$(TARGET)) $(if $(DRY_RUN),DRY_RUN=$(DRY_RUN))
 
-figures: setup
-	$(PY) -m vckattn.host.figures --write . $(if $(SLOW),--slow)
-	$(PY) -m vckattn.hw.perf.report --write docs/performance.md
+regen: setup
+	$(PY) tools/regen.py $(if $(CHECK),--check) $(if $(SLOW),--slow) $(if $(SEARCH),--search)
 
 lint: setup
 	$(PY) -m ruff check .

@@ -35,11 +35,10 @@ import torch
 from torch import Tensor, nn
 
 from .attention import repeat_kv
-from .convert import attention_modules, recording, register_attention, swap_attention_normalizer
+from .convert import ATTN_IMPL, attention_modules, recording, register_attention, swap_attention_normalizer
 from .engine import score_shift_for
 from .normalizers import SwiftMax
 
-ATTN_IMPL = "vckattn"
 CHECKPOINT_NAME = "swiftmax_stage{stage:02d}.json"
 
 
@@ -534,6 +533,18 @@ def embedding_distillation_loss(student: Tensor, teacher: Tensor) -> Tensor:
     return (1.0 - torch.nn.functional.cosine_similarity(student, teacher, dim=-1)).mean()
 
 
-__all__ = ["CHECKPOINT_NAME", "INIT_MODES", "Deployed", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
-           "apply_swiftmax", "collect_stats", "embedding_distillation_loss", "init_beta_gamma", "load_checkpoints",
-           "mean_pool", "propose_init", "replace_and_tune", "score_steps", "swiftmax_layers"]
+def collect_softmax_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> list[dict[str, float]]:
+    """Per layer, from :func:`collect_stats`: the proposed β and γ (:func:`init_beta_gamma`, ``mean``: mean
+    ``z_max``, mean ``S``), the standard deviations of ``z_max`` and ``S`` (sample, n - 1) and the row count."""
+    out = []
+    for s in collect_stats(model, batches):
+        beta, gamma = init_beta_gamma(RowSummary.of(s.z_max, s.sum_exp), "mean")
+        out.append({"beta": beta, "gamma": gamma, "z_max_std": float(np.std(s.z_max, ddof=1)),
+                    "sum_exp_std": float(np.std(s.sum_exp, ddof=1)), "rows": int(s.z_max.size)})
+    return out
+
+
+__all__ = ["CHECKPOINT_NAME", "Deployed", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
+           "apply_swiftmax", "collect_softmax_stats", "collect_stats", "embedding_distillation_loss",
+           "init_beta_gamma", "load_checkpoints", "mean_pool", "propose_init", "replace_and_tune", "score_steps",
+           "swiftmax_layers"]

@@ -12,7 +12,7 @@
   layer of a ``LlamaModel`` by the BHyT block form (:class:`.bhyt.BHyTBlockNorms`):
   the first site computes the block's only reduction ``s² = mean(h²)``, the
   second uses ``ŝ² = s² + c_attn λ_A²/κ²`` (or the exact statistic, "bhytstar").
-* :func:`collect_softmax_stats` — per-layer means of ``z_max`` and
+* :func:`vckattn.golden.calibrate.collect_softmax_stats` — per-layer means of ``z_max`` and
   ``S = Σ_j exp(z_j - z_max)`` (the SwiftMax initialisation of β and γ).
 
 transformers is imported lazily so that the rest of ``golden`` works without it.
@@ -180,7 +180,7 @@ def swap_attention_normalizer(
         kind: ``swiftmax`` | ``softmax`` | ``online_softmax`` | ``softermax``.
         layers: 0-based layer indices (default: all).
         beta, gamma: SwiftMax initial values, one float for all layers or one per
-            selected layer (e.g. from :func:`collect_softmax_stats`).
+            selected layer (e.g. from :func:`vckattn.golden.calibrate.collect_softmax_stats`).
         per_head: SwiftMax β/γ per head instead of per layer.
         base: SwiftMax exponent base, ``"e"`` or ``"2"``.
 
@@ -345,29 +345,3 @@ def recording(model: nn.Module) -> Iterator[list[list[RowStats]]]:
     finally:
         for a in attns:
             a.vckattn_record = None
-
-
-@torch.no_grad()
-def collect_softmax_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]]) -> list[dict[str, float]]:
-    """Run ``model(**batch)`` for each batch and return per layer the mean ``z_max``
-    (proposed β), mean ``S`` (proposed γ; :func:`calibrate.init_beta_gamma`, ``mean``), their standard
-    deviations and the row count.
-
-    The model's normalizers are left as they are (statistics are of the scores, which
-    do not depend on the normalizer of the same layer).
-    """
-    from .calibrate import RowSummary, init_beta_gamma  # calibrate imports this module
-
-    register_attention()
-    model.set_attn_implementation(ATTN_IMPL)
-    with recording(model) as records:
-        for batch in batches:
-            model(**batch)
-    out = []
-    for layer_recs in records:
-        zm = torch.cat([r.z_max for r in layer_recs])
-        se = torch.cat([r.sum_exp for r in layer_recs])
-        beta, gamma = init_beta_gamma(RowSummary.of(zm, se), "mean")
-        out.append({"beta": beta, "gamma": gamma, "z_max_std": float(zm.std()),
-                    "sum_exp_std": float(se.std()), "rows": int(zm.numel())})
-    return out

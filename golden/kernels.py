@@ -15,7 +15,7 @@ pl             the Amaranth component (``hw/pl/<name>.py``)
 hls            the HLS C++ top, if any (``hw/hls/<name>_hls.cpp``, C-simulated bit-exact)
 aie            the AIE kernel, if any (``hw/aie/<name>.cc``)
 testbench      the cocotb testbench (``sim/tb_<name>.py``) or the C-simulation driver
-host           how the host drives it: :func:`vckattn.hw.driver.program` for register kernels
+host           how the host drives it: :func:`vckattn.hw.spec.driver.program` for register kernels
 =============  =========================================================================================
 
 ``vckattn hw report``, the testbench tests and the backends iterate :data:`KERNELS`; adding a kernel
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 __all__ = ["COMPONENT_PROOFS", "KERNELS", "FormalProof", "KernelContract"]
 
 #: the generic host driver of every kernel with AXI4-Lite registers
-REGISTER_DRIVER = "vckattn.hw.driver:program"
+REGISTER_DRIVER = "vckattn.hw.spec.driver:program"
 
 
 #: The AXI4-Stream properties (a)-(d) of a stream pair, and the AXI4-Lite properties of a register file.

@@ -9,7 +9,7 @@ that declaration:
 * the C++ header for HLS (``hw/hls/generated/<kernel>_regs.h``, :func:`vckattn.hw.hls.tables`);
 * the manifest's register table (:meth:`RegisterMap.describe`) and the bundle schema's register fields;
 * the writes of the cocotb testbenches and of every host backend (:meth:`RegisterMap.writes`, driven
-  through :func:`vckattn.hw.driver.program`).
+  through :func:`vckattn.hw.spec.driver.program`).
 
 Address map (byte offsets relative to the block): ``0x00`` ID (ro constant), ``0x04`` VERSION (ro
 constant), ``0x08 + 4*i`` the i-th :class:`Reg` in declaration order, then each :class:`Mem` in its own

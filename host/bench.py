@@ -141,7 +141,7 @@ def bench_host(manifest_name: str = "vck5000_engine", seq: int = 512, heads: int
         plan_launch,
         retile,
     )
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
     from vckattn.hw.perf.model import design_from_json, evaluate, load_device, workload_from_flags
 
     manifest = load_manifest(manifest_name)

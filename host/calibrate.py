@@ -413,9 +413,10 @@ class TuneConfig:
 
 
 def default_score_bits() -> int:
-    """The score width of the committed default design (``bitstreams/``, :func:`vckattn.hw.manifest.default_manifest`):
-    what ``vckattn run`` and ``eval`` compute a bundle with, and the export's whole-model check scores."""
-    from vckattn.hw.manifest import default_manifest, load_manifest
+    """The score width of the committed default design (``bitstreams/``,
+    :func:`vckattn.hw.design.manifest.default_manifest`): what ``vckattn run`` and ``eval`` compute a bundle with,
+    and the export's whole-model check scores."""
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
 
     return int(load_manifest(default_manifest()).data["engine"]["score_bits"])
 

@@ -11,7 +11,7 @@ Deploy means a real card: with ``VCKATTN_EMULATION`` set it is refused, pointing
 which run on the emulated card.
 
 It returns a JSON-able report; every failure is one line: a
-:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.hw.manifest.ManifestError` or
+:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.hw.design.manifest.ManifestError` or
 :class:`~vckattn.host.backends.base.DeviceError` (no XRT, no card, xclbin missing or unreadable,
 UUID mismatch, kernel missing, ID register mismatch, register readback mismatch).
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from vckattn.host.backends.base import DeviceError
-from vckattn.hw.manifest import BITSTREAMS, Manifest, ManifestError, check_bundle, load_manifest
+from vckattn.hw.design.manifest import BITSTREAMS, Manifest, ManifestError, check_bundle, load_manifest
 
 
 def find_manifest(uuid: str, folder: Path | None = None, xclbin: Path | None = None) -> Manifest:

@@ -11,7 +11,7 @@ entries on k_in, the v mover its LOAD_V entries on v_in); the A buffer ``(tiles,
 (tile ``t`` in slot ``t``) and the ``done`` buffer of RESULT headers (pipeline ``p`` writes its ``i``-th record at
 ``done_start[p] + i``).
 
-Whole (batch, head) groups go to one pipeline, round-robin (:func:`vckattn.hw.engine.schedule.deal_groups`, the
+Whole (batch, head) groups go to one pipeline, round-robin (:func:`vckattn.hw.spec.schedule.deal_groups`, the
 function the performance model uses too). Tile ``t = (b·H + h)·T + r`` (sequence ``b``, query head ``h``, query
 block ``r`` of ``T = ceil(S / Q_ROWS)``), so the A buffer *is* the head outputs ``(B, H, T·Q_ROWS, D)``. A
 pipeline finishes its tiles in issue order (its kernels are FIFO-connected), so the ``done`` buffer a correct
@@ -39,9 +39,9 @@ import numpy as np
 from vckattn.golden.engine import MAX_RQ_SHIFT, RQ_MULT_BITS, pack_k, pack_q, pack_v
 from vckattn.golden.errors import EXIT_INPUT, UserError
 from vckattn.golden.requant import RequantRegisters
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams
-from vckattn.hw.engine.schedule import deal_groups
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams
+from vckattn.hw.spec.schedule import deal_groups
 
 #: bytes of one command descriptor: the header beat, the uint64 payload byte offset, 8 reserved bytes
 CMD_BYTES = 32

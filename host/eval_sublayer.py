@@ -96,22 +96,18 @@ def evaluate_sublayers(bundle_path: Path, backend: str, manifest: Any, *, layers
     """The sublayer path of :func:`vckattn.host.eval.evaluate` (module docstring)."""
     from vckattn.golden.sublayer import host_layernorm, quantize_input
     from vckattn.host.backends.sublayer import SublayerDevice, sublayer_of
-    from vckattn.host.eval import (
+    from vckattn.host.export import sublayer_rope, to_sublayer
+    from vckattn.host.run_common import errors, load_inputs, precheck, reference_model, report_head
+    from vckattn.host.run_sublayer import _family, _float_reference
+    from vckattn.host.scoring import (
         embeddings,
         end_to_end,
         held_out,
-        load_inputs,
-        precheck,
-        reference_model,
-        report_head,
         set_swiftmax,
         swiftmax_constants,
         swiftmax_saturations,
         task_data,
     )
-    from vckattn.host.export import sublayer_rope, to_sublayer
-    from vckattn.host.run import errors
-    from vckattn.host.run_sublayer import _family, _float_reference
 
     t0 = time.perf_counter()
     max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
@@ -133,7 +129,7 @@ def evaluate_sublayers(bundle_path: Path, backend: str, manifest: Any, *, layers
         device.check(subs[i], seq)
     if reference is None:
         from vckattn.host.export.pipeline import tuned_base
-        from vckattn.host.run import source_checkpoint
+        from vckattn.host.run_common import source_checkpoint
 
         reference = tuned_base(source_checkpoint(bundle, checkpoint))
     ref_m = reference_model(m, reference, progress, task is not None)

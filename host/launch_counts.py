@@ -20,7 +20,7 @@ from vckattn.hw.perf.host_cost import Counts, layer_host_cost
 def _recording_device(params: Any) -> Any:
     """An :class:`EngineCardDevice` of ``params`` over a runtime that records every call (no card, no XRT)."""
     from vckattn.host.backends.engine_hw import MM2S, S2MM, EngineCardDevice, Pipeline
-    from vckattn.hw.engine import streams
+    from vckattn.hw.spec import streams
 
     class Recorder(EngineCardDevice):
         name = "count"
@@ -88,7 +88,7 @@ def count_launch(pipelines: int, kernels: int, score_plios: int, q_rows: int, d:
     from vckattn.golden.requant import RequantRegisters
     from vckattn.host.backends.engine_hw import balanced_lists
     from vckattn.host.engine import plan_launch
-    from vckattn.hw.engine.model import EngineParams
+    from vckattn.hw.spec.functional import EngineParams
 
     params = EngineParams(pipelines=pipelines, kernels=kernels, score_plios=score_plios, q_rows=q_rows, d=d,
                           max_keys=max_keys)

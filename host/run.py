@@ -30,113 +30,27 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import torch
 
 from vckattn.golden.errors import InputError, UserError
+from vckattn.host.run_common import BACKEND_CHOICES, _npz_inputs, _source_model, _text_inputs, errors, open_device
 
 if TYPE_CHECKING:
-    from vckattn.host.export import LoadedModel
-
-BACKEND_CHOICES = ("emu", "rtl", "csim", "xrt", "pynq")
+    from vckattn.host.export.sources import LoadedModel
 
 
-@dataclass
-class RunInputs:
-    """Per layer: float input (1, S, d), RoPE tables or None; and the (1, S) keep mask."""
-
-    x: dict[int, np.ndarray]
-    rope: dict[int, tuple[np.ndarray, np.ndarray] | None]
-    keep: np.ndarray
-    tokens: list[str] | None
 
 
-def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
-    """The bundle's source model (:func:`source_checkpoint`), loaded."""
-    from vckattn.host import export
-
-    return export.load_model(source_checkpoint(bundle, checkpoint), progress, classifier)
 
 
-def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
-    """The bundle's source checkpoint (``checkpoint`` when given: it moved) as a resolved
-    :class:`~vckattn.host.export.Source`, after proving it is the one exported: the sha256 of its weight files
-    must be the one the bundle recorded. InputError (status 4) otherwise, before the model is loaded."""
-    from vckattn.host import export
-
-    src = bundle.manifest["source"]
-    path = checkpoint if checkpoint is not None else src["path"]
-    try:
-        source = export.resolve_checkpoint(path)
-    except export.ExportError as exc:
-        raise InputError(f"the float reference needs the bundle's source checkpoint: {exc} "
-                         "(pass --checkpoint PATH if it moved)") from None
-    digest = source.sha256()
-    if digest != src["sha256"]:
-        if checkpoint is None:
-            raise InputError(f"{path}: the checkpoint changed since the bundle was exported (its weights' sha256 "
-                             f"{digest[:12]}… is not the recorded {src['sha256'][:12]}…); re-export, or pass "
-                             "--checkpoint with the original")
-        raise InputError(f"--checkpoint {checkpoint} is not the bundle's source: its weights' sha256 {digest[:12]}… "
-                         f"differs from the {src['sha256'][:12]}… recorded at export (of {src['path']}); pass the "
-                         "checkpoint the bundle was exported from")
-    return source
 
 
-def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:
-    from vckattn.host import export
-
-    seq_len = int(m.info["max_seq_len"])
-    cap = export.capture_activations(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
-    keep = cap.batches[0].keep
-    tokens = None
-    if m.tokenizer is not None:
-        ids = m.tokenizer(text, truncation=True, max_length=seq_len)["input_ids"]
-        tokens = m.tokenizer.convert_ids_to_tokens(ids)
-    return RunInputs({i: cap.x[i][0].astype(np.float64) for i in layers}, {i: cap.rope[i][0] for i in layers},
-                     keep, tokens)
 
 
-def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
-    try:
-        data = np.load(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read the input npz: {exc}") from None
-    d = int(m.info["hidden_size"])
-    x, s = {}, None
-    for i in layers:
-        name = f"layer{i}_input"
-        if name not in data.files:
-            raise InputError(f"{path}: no array {name!r} (has {', '.join(data.files) or 'nothing'})")
-        a = np.asarray(data[name], np.float64)
-        if a.ndim != 2 or a.shape[1] != d:
-            raise InputError(f"{path}: {name} has shape {a.shape}, expected (tokens, {d})")
-        if not np.isfinite(a).all():
-            raise InputError(f"{path}: {name} holds NaN or Inf")
-        if s is not None and a.shape[0] != s:
-            raise InputError(f"{path}: {name} has {a.shape[0]} tokens, other layers {s}")
-        s = a.shape[0]
-        x[i] = a[None]
-    keep = np.ones((1, s), bool)
-    if "keep" in data.files:
-        k = np.asarray(data["keep"])
-        if k.shape != (s,):
-            raise InputError(f"{path}: keep has shape {k.shape}, expected ({s},)")
-        keep = k.astype(bool)[None]
-    rope: dict[int, tuple[np.ndarray, np.ndarray] | None] = dict.fromkeys(layers)
-    if m.family == "llama":
-        rot = getattr(getattr(m.model, "model", None), "rotary_emb", None)
-        if rot is None:
-            raise UserError("--input on a Llama model needs a Hugging Face source (for its RoPE tables)")
-        with torch.no_grad():
-            cos, sin = rot(torch.zeros(1, s, d), torch.arange(s)[None])
-        tables = (cos[0].double().numpy(), sin[0].double().numpy())
-        rope = dict.fromkeys(layers, tables)
-    return RunInputs(x, rope, keep, None)
+
 
 
 def _float_reference(m: LoadedModel, i: int, entry: dict, x: np.ndarray, keep: np.ndarray,
@@ -148,23 +62,8 @@ def _float_reference(m: LoadedModel, i: int, entry: dict, x: np.ndarray, keep: n
     return layer_output(m, i, x, keep, rope, norm, beta, gamma, sm.get("p_max") if sm else None)
 
 
-def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:
-    """Float-vs-float comparison over valid tokens (see the module docstring)."""
-    o, r = out[keep], ref[keep]
-    diff = np.abs(o - r)
-    cos = (o * r).sum(-1) / (np.linalg.norm(o, axis=-1) * np.linalg.norm(r, axis=-1) + 1e-300)
-    return {"max_abs_error": float(diff.max()), "max_rel_error": float(diff.max() / max(np.abs(r).max(), 1e-300)),
-            "cosine": float(cos.mean())}
 
 
-def open_device(backend: str, manifest: Any, **options: Any) -> Any:
-    """The backend's device for the engine build ``manifest`` (every manifest is one: the schema requires the
-    ``engine`` section); UserError for an unknown backend."""
-    from vckattn.host.backends import BACKENDS, device_class
-
-    if backend not in BACKENDS:
-        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return device_class(backend)(manifest, **options)
 
 
 def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: Path | None = None,
@@ -182,7 +81,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     from vckattn.host.export import to_quant_layer
     from vckattn.host.progress import bar_disable
     from vckattn.host.scheduler import run_layer
-    from vckattn.hw.manifest import check_bundle, default_manifest, load_manifest
+    from vckattn.hw.design.manifest import check_bundle, default_manifest, load_manifest
 
     if backend not in BACKEND_CHOICES:
         raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKEND_CHOICES)}")
@@ -293,7 +192,6 @@ def early_tokenizer(bundle: Any, checkpoint: str | Path | None) -> Any:
 def check_text_length(bundle: Any, checkpoint: str | Path | None, text: str, truncate: bool) -> None:
     """Refuse a text longer than the model's positions (``max_seq_len``) unless ``truncate`` (then say so on
     stderr), before the model is loaded."""
-    from vckattn.golden.errors import InputError
 
     limit = int(bundle.manifest["model"]["max_seq_len"])
     tok = early_tokenizer(bundle, checkpoint)
@@ -372,5 +270,4 @@ def write_json(report: dict, path: Path) -> None:
     write_text_atomic(path, json.dumps(report, indent=2) + "\n")
 
 
-__all__ = ["BACKEND_CHOICES", "errors", "model_fidelity_line", "print_report", "run", "source_checkpoint",
-           "write_json"]
+__all__ = ["check_text_length", "early_tokenizer", "model_fidelity_line", "print_report", "run", "write_json"]

@@ -54,7 +54,7 @@ def _inputs(m: Any, family: str, text: str | None, input_npz: Path | None, layer
             ) -> tuple[dict[int, np.ndarray], np.ndarray, dict[int, Any]]:
     """Per layer the sublayer's float input ``(1, S, d)``, the keep mask ``(1, S)`` and the float RoPE tables."""
     from vckattn.host import export
-    from vckattn.host.run import _npz_inputs
+    from vckattn.host.run_common import _npz_inputs
 
     if text is not None:
         seq_len = int(m.info["max_seq_len"])
@@ -110,7 +110,7 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
     from vckattn.host.backends.sublayer import SublayerDevice, sublayer_of
     from vckattn.host.export import sublayer_rope, to_sublayer
     from vckattn.host.progress import bar_disable
-    from vckattn.host.run import _source_model, errors
+    from vckattn.host.run_common import _source_model, errors
 
     family = _family(bundle)
     device = SublayerDevice(manifest, backend, **(device_options or {}))

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from vckattn.golden.errors import EXIT_DEVICE, EXIT_NOT_BIT_EXACT, EXIT_OK, EXIT_TOOL, ToolMissing, UserError
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
 
 #: the known layer's shape (module docstring)
 KNOWN = {"batch": 2, "heads": 4, "seq": 45, "valid_last": 30, "seed": 0, "beta": 3.0, "gamma": 5.0}

@@ -33,9 +33,9 @@ from vckattn.golden.engine import (
 )
 from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import swiftmax_registers
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams, run_launch_model
 from vckattn.hw.perf import aie, calibration, engine_aie
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams, run_launch_model
 from vckattn.sim.engine_csim import run_engine_launch
 from vckattn.sim.hls_csim import REPO_ROOT
 

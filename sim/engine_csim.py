@@ -41,7 +41,7 @@ import numpy as np
 from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_mode_values, engine_regmap
 from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, swiftmax_regmap
-from vckattn.hw.engine.model import EngineParams
+from vckattn.hw.spec.functional import EngineParams
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
 from vckattn.sim.hls_norm_csim import swiftmax_register_words
 

@@ -1,7 +1,7 @@
 """The engine's PL top (:class:`vckattn.hw.pl.engine.EnginePL`) as a host would run it: one Verilator run.
 
 Streams are uint8 beats ``(n, 16)`` (stream contract v3, ``hw/ENGINE.md``): a score channel's stream is
-its packets back to back (header beat from :data:`vckattn.hw.engine.streams.PACKET`, then
+its packets back to back (header beat from :data:`vckattn.hw.spec.streams.PACKET`, then
 ``ceil(count / (128 / score_bits))`` beats of little-endian signed scores, in whatever order the AIE wrote them:
 the PL is element-wise), its P stream the same packets as the PL writes them (header with ``elem_bits = 8``,
 ``ceil(count / 16)`` beats of uint8 P). The PL top has one channel per score channel of the engine (``P·m``).
@@ -24,7 +24,7 @@ import numpy as np
 
 from vckattn.golden.engine import engine_format, engine_p
 from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters, swiftmax_regmap
-from vckattn.hw.engine.streams import BEAT_BYTES, decode, encode, field
+from vckattn.hw.spec.streams import BEAT_BYTES, decode, encode, field
 
 __all__ = ["EngineRtlError", "EngineRtlResult", "as_heads", "engine_pl_reference", "engine_reg_writes",
            "engine_top_name", "p_header", "pack_scores", "run_engine_rtl", "score_packet", "split_packets",

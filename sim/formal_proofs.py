@@ -36,8 +36,6 @@ from amaranth.lib import wiring
 from vckattn.golden.bhyt_int import NormFormat
 from vckattn.golden.kernels import AXIL, AXIS, COMPONENT_PROOFS, KERNELS, FormalProof
 from vckattn.golden.swiftmax_int import SwiftMaxFormat
-from vckattn.hw.engine.streams import BEAT_BYTES, PACKET
-from vckattn.hw.kernels import resolve
 from vckattn.hw.pl.axil import RegisterFile, RegisterMap
 from vckattn.hw.pl.formal import (
     AxiLite,
@@ -57,6 +55,8 @@ from vckattn.hw.pl.norm_lanes import BHyTLane, BHyTScaleUnit, RMSNormLane, RMSNo
 from vckattn.hw.pl.pipeline import StallPipeline
 from vckattn.hw.pl.stream import SkidBuffer, Slot
 from vckattn.hw.pl.swiftmax_lane import SwiftMaxLane
+from vckattn.hw.spec.kernels import resolve
+from vckattn.hw.spec.streams import BEAT_BYTES, PACKET
 
 from .formal import FormalResult, check, elaborate_checks
 
@@ -386,7 +386,7 @@ def _field(data: Value, name: str) -> Value:
 
 def engine(channels: int, lanes: int, score_bits: int, *, slots: bool = True) -> Spec:
     """The engine's PL top (:class:`~vckattn.hw.pl.engine.EnginePL`): per score channel ``s{i}`` -> ``p{i}``, packets
-    framed by the header's ``count`` (:data:`vckattn.hw.engine.streams.PACKET`; input TLAST is not
+    framed by the header's ``count`` (:data:`vckattn.hw.spec.streams.PACKET`; input TLAST is not
     interpreted). The harness parses the input packets itself (from the stream declaration), so it knows for
     every accepted beat whether it completes an output beat, its expected TLAST, and -- for a header -- the
     output header (``elem_bits`` rewritten to 8); P data (the lanes') is not compared."""
@@ -511,7 +511,7 @@ def _group_invariants(pipe: wiring.Component, lanes: int) -> list[Value]:
 
 def engine_from_manifest(name: str, **kw: object) -> Spec:
     """:func:`engine` at a bitstream manifest's parameters (its ``engine`` section)."""
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     e = load_manifest(name).engine
     assert e is not None, f"{name} has no engine section"
@@ -632,7 +632,7 @@ def _harnesses() -> dict[str, Callable[[], Spec]]:
 def _engine_regmap(name: str) -> RegisterMap:
     from vckattn.golden.engine import engine_format
     from vckattn.golden.swiftmax_int import swiftmax_regmap
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     e = load_manifest(name).engine
     assert e is not None

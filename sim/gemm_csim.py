@@ -4,7 +4,7 @@ int32 (Y of W_O), over every tile of X rows and every output-channel block, on t
 (over the counting ``hw/aie/aie_api_emu.h``), through ``sim/cpp/gemm_proj_tb.cpp``.
 
 :func:`gemm_buffers` builds the buffers the kernels receive (the host's re-tiling: golden's pack functions and the
-stream headers of :mod:`vckattn.hw.engine.streams`): per column block ``cb`` and tile ``r`` of ``ROWS`` rows one x
+stream headers of :mod:`vckattn.hw.spec.streams`): per column block ``cb`` and tile ``r`` of ``ROWS`` rows one x
 buffer per kernel (tile id ``cb·T + r``: X is sent once per column block), per column block one w buffer per kernel
 held for its ``T`` tiles. :func:`run_gemm` runs them and returns the output matrix. What this verifies: formats,
 routing and numerics (bit for bit against golden in the tests), and the vector path's tiling. What it cannot: the
@@ -23,7 +23,7 @@ import numpy as np
 
 from vckattn.golden.gemm_proj import GROUP, check_accumulator_range, fold_requant, pack_lanes, pack_w, pack_x
 from vckattn.golden.requant import RequantRegisters
-from vckattn.hw.engine import streams
+from vckattn.hw.spec import streams
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"

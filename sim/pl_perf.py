@@ -36,8 +36,8 @@ import numpy as np
 
 from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.golden.paths import build_root
-from vckattn.hw.kernels import build_component
 from vckattn.hw.pl.synth import REPO_ROOT, synth_root, synthesize, yosys_binary
+from vckattn.hw.spec.kernels import build_component
 
 __all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "merge_sweep", "run_sweep"]
 

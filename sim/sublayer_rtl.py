@@ -3,10 +3,10 @@
 Each ``run_*_rtl`` function checks its input, turns the golden constants into the unit's register values
 (the one declaration in ``golden/``), writes a job and runs :mod:`vckattn.sim.tb_sublayer_host` on the unit's
 generated Verilog (a Verilator build cached per unit and build parameters, ``build/sim/<top>/verilator``). In
-the simulation the registers are programmed by the host driver, :mod:`vckattn.hw.driver`, over the unit's
-AXI4-Lite port: the ID register checked (:func:`~vckattn.hw.driver.check_ident`), every register and table
-entry written (:func:`~vckattn.hw.driver.program`) and read back, each compared with the word written, bit for
-bit (:func:`~vckattn.hw.driver.verify`); then the data is streamed. The caller, not this module, decides
+the simulation the registers are programmed by the host driver, :mod:`vckattn.hw.spec.driver`, over the unit's
+AXI4-Lite port: the ID register checked (:func:`~vckattn.hw.spec.driver.check_ident`), every register and table
+entry written (:func:`~vckattn.hw.spec.driver.program`) and read back, each compared with the word written, bit for
+bit (:func:`~vckattn.hw.spec.driver.verify`); then the data is streamed. The caller, not this module, decides
 whether the outputs are right (compare them with the golden model).
 
 Units, their build parameters and streams (``lanes`` elements a beat, one row a frame):
@@ -50,7 +50,7 @@ from vckattn.golden.bhyt_int import (
 from vckattn.golden.regmap import RegisterMap, RegisterWrite
 from vckattn.golden.rope_int import check_rope_geometry, rope_regmap, rope_table_banks
 from vckattn.golden.sublayer import ResidualRegisters, residual_register_values, residual_regmap
-from vckattn.hw.driver import RegisterError, verify
+from vckattn.hw.spec.driver import RegisterError, verify
 
 #: the BHyT unit's default number formats
 DEFAULT_NORM_FORMAT = NormFormat()
@@ -113,7 +113,7 @@ def _readback(regmap: RegisterMap, read: dict[str, int]) -> dict[str, int | list
 
 
 class _Replay:
-    """A read-only :class:`~vckattn.hw.driver.RegisterPort` answering with the words the simulation read."""
+    """A read-only :class:`~vckattn.hw.spec.driver.RegisterPort` answering with the words the simulation read."""
 
     def __init__(self, words: dict[int, int]) -> None:
         self.words = words

@@ -19,7 +19,7 @@ Tests:
   several layers' per-head register sets (random β/γ per head, raw values at the limits), random TVALID
   gaps and TREADY backpressure; then the ``elements``/``rows`` status counters.
 * ``test_throughput``: no gaps, no backpressure: the measured cycles (first input beat to last output
-  beat) equal :func:`vckattn.hw.perf.pl.engine_stream_cycles`; writes ``{"cycles", "modeled_cycles",
+  beat) equal :func:`vckattn.hw.pl.timing.engine_stream_cycles`; writes ``{"cycles", "modeled_cycles",
   "in_beats", "out_beats", ...}`` to ``$VCKATTN_METRICS_OUT`` if set.
 """
 
@@ -44,8 +44,8 @@ from vckattn.golden.swiftmax_int import (
     swiftmax_head_registers,
     swiftmax_regmap,
 )
-from vckattn.hw.engine.streams import BEAT_BYTES, decode
-from vckattn.hw.perf.pl import engine_stream_cycles
+from vckattn.hw.pl.timing import engine_stream_cycles
+from vckattn.hw.spec.streams import BEAT_BYTES, decode
 from vckattn.sim.engine_rtl import engine_pl_reference, score_packet, split_packets, unpack_scores
 from vckattn.sim.kernel_tb import KernelHarness, start
 

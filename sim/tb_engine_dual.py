@@ -5,7 +5,7 @@ The build is read from ``TB_ENGINE_PIPELINES`` (score channels), ``TB_ENGINE_LAN
 ``TB_ENGINE_SCORE_BITS``, ``TB_DUAL_Q_ROWS``, ``TB_DUAL_KERNELS``, ``TB_DUAL_SLICE_KEYS``, ``TB_DUAL_LANES`` (set by
 ``tests/test_sim_engine.py``). Every output beat is compared bit for bit with golden: SwiftMax layers with
 :func:`vckattn.sim.engine_rtl.engine_pl_reference`, online-softmax layers with
-:func:`vckattn.hw.engine.model.online_stage` (:func:`vckattn.golden.engine.engine_online_p` per tile, the tile's P
+:func:`vckattn.hw.spec.functional.online_stage` (:func:`vckattn.golden.engine.engine_online_p` per tile, the tile's P
 packets in slice order). Seeds come from ``cocotb.RANDOM_SEED``.
 
 Tests:
@@ -49,8 +49,8 @@ from vckattn.golden.engine import (
 )
 from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_head_registers
-from vckattn.hw.engine.model import EngineParams, Packet, channel_packets, online_stage
 from vckattn.hw.pl.engine_online import channel_cycles, rows_bound
+from vckattn.hw.spec.functional import EngineParams, Packet, channel_packets, online_stage
 from vckattn.sim.engine_rtl import engine_pl_reference
 from vckattn.sim.kernel_tb import start
 from vckattn.sim.tb_engine import EngineHarness, random_stream

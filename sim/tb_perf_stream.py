@@ -1,6 +1,6 @@
 """cocotb testbench: a whole layer of score rows (or tokens) through a PL kernel, source at a modeled rate.
 
-Validates the PL cycle model (:func:`vckattn.hw.perf.pl.stream_cycles`) against the RTL on
+Validates the PL cycle model (:func:`vckattn.hw.pl.timing.stream_cycles`) against the RTL on
 Verilator, and every output element against the golden model, bit for bit. Runs on the
 normalizers :class:`~vckattn.hw.pl.swiftmax.SwiftMaxKernel` and
 :class:`~vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel` (score rows, TUSER keep masks) and on
@@ -58,7 +58,7 @@ from vckattn.golden.swiftmax_int import (
     swiftmax_registers,
     swiftmax_regmap,
 )
-from vckattn.hw.perf.pl import stream_cycles
+from vckattn.hw.pl.timing import stream_cycles
 from vckattn.sim.kernel_tb import start
 from vckattn.sim.norm_tb import NormSpec, random_token
 

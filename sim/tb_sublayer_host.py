@@ -10,17 +10,17 @@ The job file (``$VCKATTN_UNIT_JOB``, npz) holds ``meta`` (a JSON string) and the
   each; residual: tokens of int32 ``Y``); ``res`` int64 ``(n, d)``: the residual's int8 ``X`` (residual only);
   ``tuser`` int64 ``(n,)``: the row's position, on TUSER of its every beat (RoPE only).
 
-The registers are programmed by the one host driver, :mod:`vckattn.hw.driver`, called from the simulation
-(``cocotb.task.bridge``) through a :class:`~vckattn.hw.driver.RegisterPort` whose words go over the unit's
-AXI4-Lite port (cocotbext-axi): :func:`~vckattn.hw.driver.check_ident`, :func:`~vckattn.hw.driver.program`,
-:func:`~vckattn.hw.driver.verify` (every written word read back and compared exactly). A
-:class:`~vckattn.hw.driver.RegisterError` (wrong ID, a word that reads back differently, a bus error) ends
+The registers are programmed by the one host driver, :mod:`vckattn.hw.spec.driver`, called from the simulation
+(``cocotb.task.bridge``) through a :class:`~vckattn.hw.spec.driver.RegisterPort` whose words go over the unit's
+AXI4-Lite port (cocotbext-axi): :func:`~vckattn.hw.spec.driver.check_ident`, :func:`~vckattn.hw.spec.driver.program`,
+:func:`~vckattn.hw.spec.driver.verify` (every written word read back and compared exactly). A
+:class:`~vckattn.hw.spec.driver.RegisterError` (wrong ID, a word that reads back differently, a bus error) ends
 the job with its message in the result (``error``) and nothing streamed; the test itself passes, the host
 raises.
 
 Otherwise every row is streamed as one AXI4-Stream frame (the residual's ``X`` beat for beat on
 ``s_axis_res``), as many frames received, and ``$VCKATTN_UNIT_OUT`` (npz) written: ``ident``, ``read_names`` /
-``read_words`` (:func:`~vckattn.hw.driver.verify`'s words), ``out`` int64 ``(n, d)`` (the output rows, padding
+``read_words`` (:func:`~vckattn.hw.spec.driver.verify`'s words), ``out`` int64 ``(n, d)`` (the output rows, padding
 lanes dropped), ``tuser`` int64 ``(n, beats)`` (every output beat's TUSER; BHyT: the statistic ``S``; 0 for a
 unit without output TUSER), ``cycles`` (first input beat to last output beat, both counted). An output frame
 with a different number of beats than its input frame, or a missing one, fails the test. The host, not this
@@ -42,7 +42,7 @@ from cocotb.triggers import ClockCycles, with_timeout
 from cocotbext.axi import AxiResp, AxiStreamBus, AxiStreamFrame, AxiStreamSource
 
 from vckattn.golden.regmap import RegisterMap
-from vckattn.hw.driver import RegisterError, check_ident, program, verify
+from vckattn.hw.spec.driver import RegisterError, check_ident, program, verify
 from vckattn.sim.kernel_tb import KernelHarness, frames_to_rows, pack, pause_pattern, rows_to_frames, start
 
 #: (input element bits, output element bits) of each unit's main streams
@@ -50,8 +50,8 @@ WIDTHS = {"bhyt_exact": (8, 8), "rope": (8, 8), "residual": (32, 8)}
 
 
 class AxilPort:
-    """A blocking :class:`~vckattn.hw.driver.RegisterPort` over the harness's AXI4-Lite master, for code run by
-    ``cocotb.task.bridge``; a response other than OKAY is a :class:`~vckattn.hw.driver.RegisterError`."""
+    """A blocking :class:`~vckattn.hw.spec.driver.RegisterPort` over the harness's AXI4-Lite master, for code run by
+    ``cocotb.task.bridge``; a response other than OKAY is a :class:`~vckattn.hw.spec.driver.RegisterError`."""
 
     def __init__(self, h: KernelHarness, kernel: str) -> None:
         self.h, self.kernel = h, kernel

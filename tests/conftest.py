@@ -15,6 +15,7 @@ from __future__ import annotations
 import importlib
 import os
 import shutil
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,9 @@ from types import ModuleType
 
 import pytest
 import torch
+
+# research/, tools/ and examples/ run from the checkout (they are not installed): their tests import them from it
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

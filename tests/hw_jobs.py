@@ -17,7 +17,7 @@ from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softma
 from vckattn.golden.quant_attention import QuantAttentionLayer, build_quant_layer
 from vckattn.golden.requant import requant_registers
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_head_registers
-from vckattn.hw.manifest import Manifest, load_manifest
+from vckattn.hw.design.manifest import Manifest, load_manifest
 
 UUID = "3f2a9c1e-5b7d-4e21-9a0c-1d2e3f405162"
 OTHER_UUID = "00112233-4455-6677-8899-aabbccddeeff"

@@ -196,7 +196,7 @@ def test_cli_convert_hf_llama_then_export(tmp_path, monkeypatch, capsys):
         assert row["c_attn"] == pytest.approx(float(want), rel=1e-6)
     import copy
 
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     build = copy.deepcopy(load_manifest("engine_small").data)  # a build that takes this tiny model's head size 8
     build["tile"]["head_dims"] = [8, int(build["engine"]["d"])]  # the engine takes head sizes up to its D
@@ -239,7 +239,7 @@ def test_cli_convert_one_line_errors(tmp_path, monkeypatch, capsys):
 
 
 def test_bhyt_depth_smoke(tmp_path):
-    from vckattn.host.experiments import bhyt_depth
+    from research.experiments import bhyt_depth
 
     out = tmp_path / "exp"
     assert bhyt_depth.main(["--layers", "2", "--width", "32", "--heads", "4", "--steps", "4", "--eval-every", "2",

@@ -19,7 +19,7 @@ from hw_jobs import OTHER_UUID, manifest_edit, manifest_with_uuid, write_xclbin
 from vckattn.golden.quant_attention import attention_int
 from vckattn.host.cli import main
 from vckattn.host.selftest import CHECKS, known_layer
-from vckattn.hw.manifest import load_manifest
+from vckattn.hw.design.manifest import load_manifest
 
 MANIFEST = manifest_with_uuid("engine_small")
 

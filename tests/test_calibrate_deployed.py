@@ -140,7 +140,7 @@ def test_cli_tunes_on_the_committed_designs_score_width_by_default(tmp_path):
     from its manifest, 8 bits) with a score LSB per layer, and rounds P with --p-frac; --score-bits 32 keeps float
     scores (P still rounded); the report records which."""
     from vckattn.host.cli import main
-    from vckattn.hw.manifest import default_manifest, load_manifest
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
 
     bits = int(load_manifest(default_manifest()).data["engine"]["score_bits"])
     common = ["--data", "pydoc", "--train-samples", "8", "--eval-samples", "4", "--batch-size", "4", "--max-length",

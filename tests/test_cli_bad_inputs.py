@@ -64,7 +64,7 @@ def _files(tmp: Path, bundle: Path) -> None:
     # a bitstream manifest for another head size (64 only; MiniLM's heads are 32 wide)
     import copy
 
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     other = copy.deepcopy(load_manifest("engine_small").data)
     other["tile"]["head_dims"] = [64]

@@ -34,7 +34,7 @@ def test_bundle_manifest_device_and_fidelity_kinds():
     from vckattn.host.backends.base import DeviceError
     from vckattn.host.bundle import BundleError
     from vckattn.host.export import ExportError, LowFidelityError
-    from vckattn.hw.manifest import ManifestError
+    from vckattn.hw.design.manifest import ManifestError
 
     assert BundleError("f", "x", "y").exit_code == ManifestError("f", "x", "y").exit_code == E.EXIT_BUNDLE
     assert DeviceError("x").exit_code == E.EXIT_DEVICE and ExportError("x").exit_code == E.EXIT_INPUT

@@ -171,7 +171,7 @@ def test_a_head_size_no_build_runs_is_refused_at_export_and_by_perf(tmp_path, ca
 
 
 def test_runnable_problem_names_the_nearest_build():
-    from vckattn.hw.manifest import runnable_problem
+    from vckattn.hw.design.manifest import runnable_problem
 
     assert runnable_problem(32, 12, {"swiftmax", "softmax"}, 128) is None  # engine_small_dual
     assert runnable_problem(64, 32, {"swiftmax"}, 512) is None  # vck5000_engine
@@ -245,8 +245,9 @@ def test_nan_or_inf_weights_are_named(where, value, tmp_path, capsys):
 def test_explore_handles_long_sequences(capsys):
     """`perf explore --seq 1025 / 2048`: a pipeline holds at most MAX_KERNELS key slices (it was an internal error,
     "kernels must be 1..N"); 10^6 tokens fit no design of the search space: a usage error naming why."""
-    from vckattn.hw.engine.model import MAX_KERNELS, EngineParams
-    from vckattn.hw.perf import explore, model
+    from vckattn.hw.design import explore
+    from vckattn.hw.perf import model
+    from vckattn.hw.spec.functional import MAX_KERNELS, EngineParams
 
     dev = model.load_device()
     for seq in (1025, 2048):

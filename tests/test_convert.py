@@ -7,7 +7,7 @@ import torch
 from conftest import require_module
 from hf_tiny import F64, right_padding, tiny_bert, tiny_llama, tiny_vit
 
-from vckattn.golden import convert
+from vckattn.golden import calibrate, convert
 from vckattn.golden.attention import padding_keep
 from vckattn.golden.bhyt import BHyTBlockNorms, c_attn_from_weights
 from vckattn.golden.blocks import LlamaBlock
@@ -201,7 +201,7 @@ def test_bhyt_refresh_and_training():
 def test_collect_softmax_stats_proposes_beta_gamma():
     model = tiny_bert()
     ids = torch.randint(1, 100, (3, 8))
-    stats = convert.collect_softmax_stats(model, [{"input_ids": ids}])
+    stats = calibrate.collect_softmax_stats(model, [{"input_ids": ids}])
     assert len(stats) == 2
     for s in stats:
         assert s["rows"] == 3 * 4 * 8

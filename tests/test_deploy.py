@@ -19,7 +19,7 @@ from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.xrt import XRT_MISSING
 from vckattn.host.bundle import BundleError, write_bundle
 from vckattn.host.deploy import deploy
-from vckattn.hw.manifest import ManifestError
+from vckattn.hw.design.manifest import ManifestError
 
 ENGINE = manifest_with_uuid("engine_small", OTHER_UUID)
 

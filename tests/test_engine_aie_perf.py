@@ -199,7 +199,7 @@ def test_macs_from_the_instrumented_counts():
 
 def test_op_counts_need_the_vector_path():
     """The counts come from the instrumented vector path only: asking the scalar build for them is refused."""
-    from vckattn.hw.engine.model import EngineParams
+    from vckattn.hw.spec.functional import EngineParams
     from vckattn.sim.engine_csim import run_engine_launch
 
     p = EngineParams(pipelines=1, kernels=1, q_rows=4, d=16, max_keys=16)

@@ -5,7 +5,7 @@ P.V kernel requantizes O with the 16-bit rq_mult and rq_shift of its LOAD_V head
 chained per pipeline, against A records computed from golden only (golden.engine numerics, exact_int_matmul,
 requantize on the logical matrices), bit for bit.
 
-The card buffers are built here from golden's pack functions and hw.engine.streams.encode (not the host's packer):
+The card buffers are built here from golden's pack functions and hw.spec.streams.encode (not the host's packer):
 per tile a TILE descriptor into the re-tiled Q, per group k LOAD_K then k LOAD_V descriptors into the re-tiled K / V.
 The output mover writes A of tile t into slot t of one shared buffer and each pipeline's RESULT headers into its
 done log."""
@@ -32,7 +32,7 @@ from vckattn.golden.engine import (
 )
 from vckattn.golden.requant import RequantRegisters, requant_registers, requantize
 from vckattn.golden.swiftmax_int import SwiftMaxHeads, swiftmax_head_registers, swiftmax_registers
-from vckattn.hw.engine import streams
+from vckattn.hw.spec import streams
 from vckattn.sim.engine_csim import EngineParams, run_engine_launch
 
 TOOLS = pytest.mark.tool("g++", "hls4ml")
@@ -419,11 +419,11 @@ def test_engine_params_are_checked():
     (4, 1, 32, 64, 512, 8), (4, 2, 16, 64, 512, 16), (2, 2, 12, 32, 256, 8), (8, 4, 16, 128, 1024, 8),
     (1, 1, 4, 16, 16, 16)])
 def test_kernel_memory_equals_the_kernels_sizeof(tmp_path, kernels, plios, q_rows, d, max_keys, bits):
-    """hw/engine/model.py: buffer_bytes / state_bytes / kernel_memory (the generator's memory check, the model's kernel
-    memory) are the kernels' constants and sizeof, compiled."""
+    """hw/spec/functional.py: buffer_bytes / state_bytes / kernel_memory (the generator's memory check, the model's
+    kernel memory) are the kernels' constants and sizeof, compiled."""
     import subprocess
 
-    from vckattn.hw.engine.model import buffer_bytes, kernel_memory, state_bytes
+    from vckattn.hw.spec.functional import buffer_bytes, kernel_memory, state_bytes
     from vckattn.sim.engine_csim import ENGINE_DIR
     from vckattn.sim.hls_csim import REPO_ROOT
 

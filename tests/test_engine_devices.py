@@ -18,7 +18,7 @@ from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.engine import EngineMaskError, EngineShapeError
 from vckattn.host.scheduler import run_layer
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
 
 
 def engine_manifest(pipelines=2, kernels=2, plios=1, lanes=2, bits=8, q_rows=16, max_seq=128,
@@ -114,7 +114,7 @@ def test_engine_refuses_what_it_cannot_run():
 def test_rtl_engine_cycles_match_the_performance_model(seq):
     """The model's PL cycles of a layer on the small generated instance (2 pipelines x 1 score channel x 2 lanes)
     against the Verilator run of the same layer without backpressure (within 5%)."""
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
     from vckattn.hw.perf.model import design_from_json, engine_pl_cycles, workload_from_flags
 
     manifest = load_manifest("engine_small")
@@ -139,7 +139,7 @@ def test_rtl_per_head_gqa_causal_under_backpressure_and_a_wrong_map():
     whose map swaps two registers' offsets is not (what `vckattn run` reports as not bit-exact)."""
     import copy
 
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     torch.manual_seed(7)
     mha = MultiHeadAttention(128, 4, 2).double()
@@ -164,7 +164,7 @@ def test_check_bundle_refuses_what_the_build_cannot_run():
     """A bundle's head size, sequence length, SwiftMax format and head count against an engine build's manifest."""
     from types import SimpleNamespace
 
-    from vckattn.hw.manifest import ManifestError, check_bundle, load_manifest
+    from vckattn.hw.design.manifest import ManifestError, check_bundle, load_manifest
 
     manifest = load_manifest("engine_small")
     b = SimpleNamespace(manifest={"model": {"head_dim": 48, "num_heads": 12}, "formats": dict(manifest.data["formats"]),

@@ -18,7 +18,7 @@ from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.emulation import RegisterFile, emulated_uuid
 from vckattn.host.scheduler import run_layer
-from vckattn.hw.manifest import ManifestError, load_manifest
+from vckattn.hw.design.manifest import ManifestError, load_manifest
 
 pytestmark = pytest.mark.tool("g++", "hls4ml")
 

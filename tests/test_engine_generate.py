@@ -1,4 +1,4 @@
-"""The engine generator (hw/engine/generate.py, stream contract v3): design checks, the ADF graph's structure (every
+"""The engine generator (hw/design/generate.py, stream contract v3): design checks, the ADF graph's structure (every
 kernel connected, ports used once, window sizes the kernels' buffer sizes, async K/V windows, the kv packet split,
 per-channel merge/split or direct links, cascade neighbours adjacent, kernels and their buffers placed on unique tiles
 in the array), system.cfg and manifest agreeing on the PLIOs, the committed engine manifests, `vckattn hw generate`,
@@ -19,13 +19,14 @@ import pytest
 from conftest import require_tool
 
 from vckattn.host import cli
-from vckattn.hw.engine import generate as gen
-from vckattn.hw.engine import layout as lay
-from vckattn.hw.manifest import BITSTREAMS, ManifestError, load_manifest, validate_manifest
-from vckattn.hw.perf import explore, model
+from vckattn.hw.design import check, explore, render
+from vckattn.hw.design import generate as gen
+from vckattn.hw.design import layout as lay
+from vckattn.hw.design.manifest import BITSTREAMS, ManifestError, load_manifest, validate_manifest
+from vckattn.hw.perf import model
 
 REPO = Path(__file__).resolve().parents[1]
-SMALL = model.design_from_json(dict(gen.SMALL_DESIGN))
+SMALL = model.design_from_json(dict(render.SMALL_DESIGN))
 
 
 
@@ -79,7 +80,7 @@ def test_generate_writes_the_build_folder(built):
     max_seq = design.max_seq or 512
     assert json.loads((out / "design.json").read_text()) == replace(design, max_seq=max_seq).to_json()
     perf = json.loads((out / "modeled.json").read_text())
-    expect = model.evaluate(gen.bert_workload(min(512, max_seq)), replace(design, max_seq=max_seq),
+    expect = model.evaluate(render.bert_workload(min(512, max_seq)), replace(design, max_seq=max_seq),
                             model.load_device("vck5000"))
     assert perf["modeled"] is True and perf["tops"] == pytest.approx(expect.tops)
     assert perf["resources"]["used"]["aie_tiles"] == (2 * design.qk_kernels + 1) * design.pipelines
@@ -203,7 +204,7 @@ def test_plio_names_agree_across_graph_cfg_and_manifest(built):
 
 
 def test_graph_cpp_and_window_sizes(built):
-    """The window sizes are the kernels' buffer sizes (engine_kernels.h, = hw/engine/model.py buffer_bytes)."""
+    """The window sizes are the kernels' buffer sizes (engine_kernels.h, = hw/spec/functional.py buffer_bytes)."""
     design, out, _ = built
     h = (out / "aie" / "graph.h").read_text()
     n, k = design.pipelines, design.qk_kernels
@@ -236,30 +237,30 @@ def test_graph_cpp_and_window_sizes(built):
 def test_unbuildable_designs_are_refused(change, message, tmp_path):
     d = replace(SMALL, **change)
     max_seq = 128 if message.startswith("differs") else d.max_seq
-    with pytest.raises(gen.GenerateError, match=re.escape(message)):
+    with pytest.raises(render.GenerateError, match=re.escape(message)):
         gen.generate(d, "vck5000", tmp_path, max_seq=max_seq, with_pl=False)
     assert not any(tmp_path.iterdir()), "nothing is written for a refused design"
 
 
 def test_memory_check_is_the_kernels_memory_in_one_tile():
     """The generator's memory rule: buffers (ping-pong) + state of every kernel variant + the runtime reserve within one
-    tile's 32 KB (hw/engine/model.py kernel_memory, whose sizes a C-simulation test compiles)."""
-    from vckattn.hw.engine.model import kernel_memory
+    tile's 32 KB (hw/spec/functional.py kernel_memory, whose sizes a C-simulation test compiles)."""
+    from vckattn.hw.spec.functional import kernel_memory
 
     dev = model.load_device("vck5000")
     best = gen.build_design("vck5000_engine")
-    mem = kernel_memory(gen.engine_params(best, 512))
+    mem = kernel_memory(render.engine_params(best, 512))
     assert max(mem.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes == 32768
     # four kernels (128-key slices): Q_ROWS 32 fits (the requantizer's o buffer is the int8 A record, 16 + 32·64
     # bytes a half, in a tile of its own); Q_ROWS 48 does not (the QK^T kernel's q, k, s buffers)
     four = replace(best, qk_kernels=4, pv_kernels=4, score_plios=1, score_bits=8, lanes_swiftmax=16)
-    mem32 = kernel_memory(gen.engine_params(replace(four, q_rows=32), 512))
+    mem32 = kernel_memory(render.engine_params(replace(four, q_rows=32), 512))
     assert mem32["rq"] == 2 * (16 + 32 * 64) + 32
     assert max(mem32.values()) + dev.tile_memory_reserve_bytes <= dev.tile_memory_bytes
-    assert gen.buildable(replace(four, q_rows=32))
-    big = kernel_memory(gen.engine_params(replace(four, q_rows=48), 512))
+    assert check.buildable(replace(four, q_rows=32))
+    big = kernel_memory(render.engine_params(replace(four, q_rows=48), 512))
     assert big["qk"] + dev.tile_memory_reserve_bytes > dev.tile_memory_bytes
-    assert not gen.buildable(replace(four, q_rows=48))
+    assert not check.buildable(replace(four, q_rows=48))
 
 
 def test_layout_limits():
@@ -267,7 +268,7 @@ def test_layout_limits():
     assert lay.max_pipelines(4) == 40 and lay.max_pipelines(8) == 20 and lay.max_pipelines(16) == 8
     with pytest.raises(lay.LayoutError, match="do not fit"):
         lay.layout(41, 4)
-    with pytest.raises(gen.GenerateError, match="do not fit"):
+    with pytest.raises(render.GenerateError, match="do not fit"):
         gen.generate(replace(SMALL, pipelines=41, qk_kernels=4, pv_kernels=4), "vck5000", Path("/nonexistent"),
                      max_seq=128, with_pl=False)
     assert [lay.cascade_step(r) for r in range(4)] == [1, -1, 1, -1]
@@ -277,7 +278,7 @@ def test_layout_limits():
 def test_committed_best_designs_are_the_search_results():
     """The committed best designs are what the search finds: the closed form's near-ties on every board, the
     fastest in the graph simulation (a few minutes: every near-tie is simulated)."""
-    w = gen.bert_workload()
+    w = render.bert_workload()
     dev = model.load_device("vck5000")
     best = gen.best_design("vck5000")
     assert best == gen.build_design("vck5000_engine")
@@ -287,7 +288,7 @@ def test_committed_best_designs_are_the_search_results():
     assert (best.pipelines, best.qk_kernels, best.q_rows, best.key_block, best.score_bits, best.lanes_swiftmax,
             best.in_plios, best.swiftmax_products) == (8, 16, 16, 16, 8, 16, 3, "dsp")
     v190 = gen.best_design("vck190")
-    assert v190 == gen.build_design("vck190_engine") and gen.buildable(v190) and v190.in_plios == 3
+    assert v190 == gen.build_design("vck190_engine") and check.buildable(v190) and v190.in_plios == 3
 
 
 # ---------------------------------------------------------------------------------------------- manifests
@@ -297,12 +298,11 @@ def test_committed_best_designs_are_the_search_results():
 def test_committed_engine_manifests_are_generated(name):
     texts = gen.committed_bitstreams()
     for path in (BITSTREAMS / f"{name}.json", BITSTREAMS / gen.DESIGNS_DIR / f"{name}.design.json"):
-        assert path.is_file(), f"{path} missing: python -m vckattn.hw.engine.generate --write-bitstreams"
+        assert path.is_file(), f"{path} missing: make regen SEARCH=1"
         committed = json.loads(path.read_text())
         if "xclbin" in committed:
             committed["xclbin"]["uuid"] = None  # recorded by a build
-        assert committed == json.loads(texts[path]), f"{path} is stale: python -m vckattn.hw.engine.generate " \
-                                                     "--write-bitstreams"
+        assert committed == json.loads(texts[path]), f"{path} is stale: make regen SEARCH=1"
     m = load_manifest(name)
     e = m.engine
     assert e is not None and e.streams_version == 3 and m.data["streams"] == {"doc": "hw/ENGINE.md", "version": 3}
@@ -343,7 +343,7 @@ def test_committed_engine_manifests_are_generated(name):
     (lambda m: m["formats"].pop("swiftmax"), "formats", "'swiftmax' is a required property"),
 ])
 def test_broken_engine_manifests_are_refused(mutate, field, message):
-    m = gen.engine_manifest(SMALL, "vck5000", "engine_small", max_seq=128)
+    m = render.engine_manifest(SMALL, "vck5000", "engine_small", max_seq=128)
     mutate(m)
     with pytest.raises(ManifestError) as exc:
         validate_manifest(m, "e.json")
@@ -440,7 +440,7 @@ def test_cli_generate_best_with_max_seq(tmp_path, capsys):
     design = tmp_path / "d.json"
     design.write_text(json.dumps(committed | {"max_seq": None}))
     code, _, err = _run_cli(["hw", "generate", str(design), "--out", str(tmp_path / "x"), "--max-seq", "4096"], capsys)
-    from vckattn.hw.engine.model import EngineParams, kernel_memory
+    from vckattn.hw.spec.functional import EngineParams, kernel_memory
 
     qk = kernel_memory(EngineParams(1, committed["qk_kernels"], q_rows=committed["q_rows"], d=64, max_keys=4096,
                                     score_bits=committed["score_bits"]))["qk"]
@@ -452,7 +452,7 @@ def test_cli_generate_best_with_max_seq(tmp_path, capsys):
     ("{not json", "not valid JSON"),
     ('{"pipelines": 2, "bogus": 1}', "unknown design fields: bogus"),
     ('[1, 2]', "not a design point"),
-    (json.dumps(gen.SMALL_DESIGN | {"in_plios": 2}), "in_plios must be 3"),
+    (json.dumps(render.SMALL_DESIGN | {"in_plios": 2}), "in_plios must be 3"),
 ])
 def test_cli_generate_errors_are_one_line(tmp_path, capsys, content, message):
     f = tmp_path / "d.json"

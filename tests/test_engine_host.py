@@ -1,4 +1,4 @@
-"""The engine's host side (host/engine.py) and functional model (hw/engine/model.py) against golden.
+"""The engine's host side (host/engine.py) and functional model (hw/spec/functional.py) against golden.
 
 The reference is golden's integer layer of the engine (``narrow_layer``: narrow scores and the 16-bit output
 multiplier; + ``attention_int``), computed without any engine code; the engine path goes through the command lists
@@ -40,8 +40,8 @@ from vckattn.host.engine import (
     streams_of,
     valid_keys,
 )
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams, EngineStreamError, run_launch_model
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams, EngineStreamError, run_launch_model
 
 #: an engine layer's output requantization (the 16-bit multiplier) for launches whose A is not checked
 RQ = requant_registers(1 / 3000, bits=RQ_MULT_BITS)
@@ -286,7 +286,7 @@ def test_narrow_layer_keeps_the_calibration_maximum_unsaturated():
 
 
 def test_merge_order_does_not_change_the_launch_and_packets_round_trip():
-    from vckattn.hw.engine.model import merge, parse_packets, qk_stage
+    from vckattn.hw.spec.functional import merge, parse_packets, qk_stage
 
     layer, x, keep = _layer(bits=16)
     p = EngineParams(pipelines=2, kernels=4, q_rows=16, d=32, max_keys=128, score_bits=16)
@@ -308,7 +308,7 @@ def test_merge_order_does_not_change_the_launch_and_packets_round_trip():
 
 
 def test_pv_stage_names_a_misrouted_p_packet():
-    from vckattn.hw.engine.model import channel_packets, pl_stage, pv_stage, qk_stage, split_channel
+    from vckattn.hw.spec.functional import channel_packets, pl_stage, pv_stage, qk_stage, split_channel
 
     layer, x, keep = _layer()
     p = EngineParams(pipelines=1, kernels=2, q_rows=16, d=32, max_keys=128)
@@ -345,10 +345,10 @@ def test_patched_command_lists_equal_lists_built_from_scratch(causal):
 
 
 def test_command_lists_follow_the_schedule_and_the_contract():
-    """Per pipeline: its groups (hw/engine/schedule.py deal_groups), one TILE per tile with the payload offset of the
+    """Per pipeline: its groups (hw/spec/schedule.py deal_groups), one TILE per tile with the payload offset of the
     tile's row of Q, and per group k LOAD_K then k LOAD_V slices with their routing word, slice index and tile range."""
     from vckattn.host.engine import Geometry, _build
-    from vckattn.hw.engine.schedule import deal_groups
+    from vckattn.hw.spec.schedule import deal_groups
 
     p = EngineParams(pipelines=3, kernels=4, q_rows=8, d=32, max_keys=128)
     g = Geometry(2, 4, 2, 20, 32, (20, 15), False, 3, 17000, 24)
@@ -376,7 +376,7 @@ def test_command_lists_follow_the_schedule_and_the_contract():
 
 
 def test_the_scheduler_deals_whole_groups_round_robin():
-    from vckattn.hw.engine.schedule import deal_groups, tiles_per_pipeline
+    from vckattn.hw.spec.schedule import deal_groups, tiles_per_pipeline
 
     assert deal_groups(10, 3) == [[0, 3, 6, 9], [1, 4, 7], [2, 5, 8]]
     assert deal_groups(2, 4) == [[0], [1], [], []]

@@ -12,8 +12,8 @@ import pytest
 from vckattn.golden.engine import RQ_MULT_BITS
 from vckattn.golden.requant import requant_registers
 from vckattn.host.engine import CMD_BYTES, plan_launch, streams_of
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams
 
 pytestmark = pytest.mark.tool("g++", "hls4ml")
 

@@ -1,6 +1,6 @@
 """The engine's online-softmax path, golden and functional model: the score channel gathers a tile's ``k`` key slices
 into whole rows (``golden/engine.py: engine_online_p``), bit-exact with ``golden/online_softmax_int`` on the same
-rows; whole launches of online-softmax layers through the model (``hw/engine/model.py``) bit-exact with golden's
+rows; whole launches of online-softmax layers through the model (``hw/spec/functional.py``) bit-exact with golden's
 integer layer (``attention_int`` of the narrow-score layer), whatever the order the kernels' packets merge in."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softma
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, head_operands, narrow_layer
 from vckattn.golden.swiftmax_int import swiftmax_regmap
 from vckattn.host.engine import check_done, heads_from_a, plan_launch, streams_of
-from vckattn.hw.engine.model import (
+from vckattn.hw.spec.functional import (
     EngineParams,
     EngineStreamError,
     Packet,

@@ -1,9 +1,9 @@
 """C-simulation of the engine's online-softmax score channel (``hw/hls/online_softmax_engine_hls.cpp``), on its own
 and inside whole launches (``sim/cpp/engine_csim_tb.cpp`` on a build with both normalizers), bit for bit against
 golden: each tile's P is ``golden/engine.py: engine_online_p`` (``online_softmax_int`` on the tile's whole rows), the
-P packets leave in slice order with their score packets' headers (``elem_bits`` 8), as
-``hw/engine/model.py: online_stage`` and the Amaranth ``OnlineChannel`` send them; whole online-softmax launches equal
-golden's integer attention layer (``attention_int``)."""
+P packets leave in slice order with their score packets' headers (``elem_bits`` 8),
+as ``hw/spec/functional.py: online_stage`` and the Amaranth ``OnlineChannel`` send them; whole online-softmax
+launches equal golden's integer attention layer (``attention_int``)."""
 
 from __future__ import annotations
 
@@ -21,8 +21,8 @@ from vckattn.golden.engine import (
 )
 from vckattn.golden.quant_attention import attention_int, calibrate_attention, head_operands, narrow_layer
 from vckattn.host.engine import check_done, heads_from_a, plan_launch
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams, Packet, merge, online_stage, parse_packets
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams, Packet, merge, online_stage, parse_packets
 from vckattn.sim.engine_csim import register_words, run_launch, run_online_channel
 
 pytestmark = pytest.mark.tool("g++", "hls4ml")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from vckattn.host import eval as ev
+from vckattn.host import run_common, scoring
 from vckattn.host.cli import main
 
 N_SENTENCES = 8
@@ -47,19 +48,19 @@ def cli_report(bundle, tmp_path_factory) -> tuple[dict, Path]:
 
 def _metric_with(bundle: Path, runner_of, corrupt: bool = False) -> float:
     """The backend metric recomputed here: a fresh model, the given runner in eval's wrapper."""
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
-    b, layers, m = ev.load_inputs(bundle, None, None, False)
+    b, layers, m = run_common.load_inputs(bundle, None, None, False)
     qls = ev.quant_layers(b, bundle, layers, load_manifest("engine_small_dual"))
     if corrupt:  # layer 1's output requantization multiplier with the wrong sign
         rq = qls[1].rq_a
         qls[1] = dataclasses.replace(qls[1], rq_a=dataclasses.replace(rq, mult=-rq.mult))
-    data = ev.held_out(m, N_SENTENCES)
-    with ev.attention_on(m, qls, data.keep, None, {}):
-        ref = ev.embeddings(m, data)
-    with ev.attention_on(m, qls, data.keep, runner_of(), {}):
-        got = ev.embeddings(m, data)
-    return ev.cosine_to(got, ref)["mean_cosine"]
+    data = scoring.held_out(m, N_SENTENCES)
+    with scoring.attention_on(m, qls, data.keep, None, {}):
+        ref = scoring.embeddings(m, data)
+    with scoring.attention_on(m, qls, data.keep, runner_of(), {}):
+        got = scoring.embeddings(m, data)
+    return scoring.cosine_to(got, ref)["mean_cosine"]
 
 
 def test_json_shape_and_plots(cli_report):
@@ -85,15 +86,15 @@ def test_json_shape_and_plots(cli_report):
 
 def test_backend_metric_equals_golden_integer_model(bundle, cli_report):
     r, _ = cli_report
-    golden = _metric_with(bundle, ev.golden_runner)
+    golden = _metric_with(bundle, scoring.golden_runner)
     assert r["end_to_end"]["backend"]["mean_cosine"] == pytest.approx(golden, abs=1e-12)
 
 
 def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     """A softmax bundle: no SwiftMax layer, so the float SwiftMax model is the softmax model; the integer
     softmax layers on emu keep the embeddings; one register wrong on the device path and the metric falls."""
-    from vckattn.host.run import open_device
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.host.run_common import open_device
+    from vckattn.hw.design.manifest import load_manifest
 
     r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False, manifest_path="engine_small_dual")
     assert r["end_to_end"]["float_swiftmax"]["mean_cosine"] == pytest.approx(1.0, abs=1e-12)

@@ -66,9 +66,9 @@ def minilm(tmp_path_factory):
     cfg = model.config
     blocks = [BertLayer(cfg.hidden_size, cfg.num_attention_heads, cfg.intermediate_size).double().load_hf(layer)
               for layer in model.encoder.layer]
-    from vckattn.golden import convert
+    from vckattn.golden import calibrate
 
-    stats = convert.collect_softmax_stats(model, [cenc])  # last: switches the model to the vckattn attention
+    stats = calibrate.collect_softmax_stats(model, [cenc])  # last: switches the model to the vckattn attention
     print(f"\nMiniLM export seconds (model load included): {seconds}")
     return {"bundles": bundles, "seconds": seconds, "blocks": blocks, "calib": (cx, ck), "held": (hx, hk),
             "stats": stats, "runs": {}}
@@ -234,7 +234,7 @@ def _build_with_head_size(tmp_path: Path, head_dim: int) -> str:
     """A bitstream manifest file like engine_small_dual's whose tile takes ``head_dim`` (a user's own build)."""
     import copy
 
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     m = copy.deepcopy(load_manifest("engine_small_dual").data)
     m["tile"]["head_dims"] = sorted({head_dim, int(m["engine"]["d"])})  # the engine takes head sizes up to its D

@@ -89,7 +89,7 @@ def test_proof_names_are_unique() -> None:
 def test_engine_parameters_come_from_the_manifest() -> None:
     """The engine's proof is of engine_small's PL top: score channels (pipelines x score channels each), lanes
     and score width from its manifest."""
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     e = load_manifest("engine_small").engine
     assert e is not None

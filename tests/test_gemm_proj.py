@@ -146,7 +146,7 @@ def test_bit_exact_on_real_minilm_projections():
 
 @TOOLS
 def test_kernel_refuses_misrouted_and_bad_buffers():
-    from vckattn.hw.engine import streams
+    from vckattn.hw.spec import streams
     from vckattn.sim.gemm_csim import GemmParams, gemm_buffers, run_gemm
 
     p = GemmParams(2, 8, 16, 16, 8)

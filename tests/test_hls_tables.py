@@ -1,7 +1,7 @@
 """The committed HLS ROM headers (``hw/hls/generated/``) are exactly what the golden models generate.
 
 ``vckattn.hw.hls.tables`` renders the golden tables as C++ integer literals; these tests fail when a
-committed header is stale (golden table or format changed without ``python -m vckattn.hw.hls.tables``)
+committed header is stale (golden table or format changed without ``make regen``)
 and read the literals back to check them against the golden arrays independently of the renderer.
 No compiler needed.
 """
@@ -30,15 +30,15 @@ GOLDEN = {
 
 
 def test_committed_headers_equal_generated() -> None:
-    assert tables.check() == [], "run `python -m vckattn.hw.hls.tables` and commit hw/hls/generated/"
+    assert tables.check() == [], "run `make regen` and commit hw/hls/generated/"
     names = {p.name for p in tables.GENERATED_DIR.glob("*.h")}
     assert names == {s.name for s in tables.headers()}, "unexpected or missing files in hw/hls/generated/"
 
 
-def test_main_check_and_generate(tmp_path: Path) -> None:
-    assert tables.main(["--check"]) == 0
-    assert tables.main(["--check", "--out", str(tmp_path)]) == 1  # empty folder: everything stale
-    assert tables.main(["--out", str(tmp_path)]) == 0
+def test_check_and_generate(tmp_path: Path) -> None:
+    assert tables.check() == []
+    assert tables.check(tmp_path) == [s.name for s in tables.headers()]  # empty folder: everything stale
+    assert tables.generate(tmp_path) == [tmp_path / s.name for s in tables.headers()]
     for spec in tables.headers():
         assert (tmp_path / spec.name).read_text() == (tables.GENERATED_DIR / spec.name).read_text()
     (tmp_path / "tanh_table.h").write_text((tmp_path / "tanh_table.h").read_text().replace("32768", "32767", 1))

@@ -1,4 +1,4 @@
-"""The design-rule check (``hw/engine/check.py``, ``vckattn hw check``): every committed design passes; one test per
+"""The design-rule check (``hw/design/check.py``, ``vckattn hw check``): every committed design passes; one test per
 rule shows a design (or its generated graph mutated) refused with the rule's id and its source; the movers' m_axi
 bundles are counted from their code; ``hw generate`` refuses a failing design and ``perf explore`` never proposes
 one."""
@@ -14,10 +14,10 @@ import pytest
 
 from vckattn.golden.errors import EXIT_INPUT
 from vckattn.host.cli import main
-from vckattn.hw.engine import check
-from vckattn.hw.engine import generate as gen
-from vckattn.hw.engine import layout as lay
-from vckattn.hw.perf import engine, explore, model
+from vckattn.hw.design import check, explore, render
+from vckattn.hw.design import generate as gen
+from vckattn.hw.design import layout as lay
+from vckattn.hw.perf import engine, model
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL = gen.build_design("engine_small")
@@ -59,7 +59,7 @@ def test_committed_designs_pass(name):
 def test_the_graph_is_read_back_from_the_generated_source():
     """The parser finds every kernel, buffer, PLIO and split/merge the generator writes (independent counts)."""
     d = SMALL
-    text = gen.render_graph_h(d, lay.layout(d.pipelines, d.qk_kernels, d.score_plios))
+    text = render.render_graph_h(d, lay.layout(d.pipelines, d.qk_kernels, d.score_plios))
     g = check.parse_graph(text)
     n, k = d.pipelines, d.qk_kernels
     assert len(g.kernels) == n * (2 * k + 1) == text.count("adf::kernel::create(")
@@ -233,7 +233,7 @@ def test_maxi_bundles_counted_from_the_movers_pragmas():
     per = infra["value"]
     assert per["axi_master"] == per["mm2s_engine"] * counts["mm2s_engine"] + per["s2mm_engine"] * counts["s2mm_engine"]
     d = gen.build_design("vck5000_engine")
-    used = model.resources_used(gen.bert_workload(), d, model.load_device("vck5000"))
+    used = model.resources_used(render.bert_workload(), d, model.load_device("vck5000"))
     assert used["axi_masters"] == d.pipelines * (3 * 3 + 1 * 2)
     # every m_axi port costed: the infrastructure's LUTs a pipeline include 11 adapters
     lut = engine.infrastructure()["parts"]
@@ -245,11 +245,11 @@ def test_maxi_bundles_counted_from_the_movers_pragmas():
 
 
 def test_generate_refuses_a_failing_design(tmp_path):
-    with pytest.raises(gen.DesignRuleError, match="AXI-MASTERS.*UG1393"):
+    with pytest.raises(render.DesignRuleError, match="AXI-MASTERS.*UG1393"):
         gen.generate(replace(SMALL, pipelines=20), "vck5000", tmp_path, max_seq=128, with_pl=False)
     assert not any(tmp_path.iterdir()), "nothing is written for a refused design"
-    assert not gen.buildable(replace(SMALL, pipelines=20))
-    with pytest.raises(gen.DesignRuleError, match="PL-RES"):
+    assert not check.buildable(replace(SMALL, pipelines=20))
+    with pytest.raises(render.DesignRuleError, match="PL-RES"):
         gen.generate(OLD_VCK5000, "vck5000", tmp_path, max_seq=512, with_pl=False)
     assert not any(tmp_path.iterdir())
 
@@ -277,7 +277,7 @@ def test_explore_proposes_only_designs_that_pass(monkeypatch):
 def test_explore_online_designs_are_the_generators():
     """Online-softmax candidates are what the generator builds: one score channel, the online unit's lanes, and a
     SwiftMax lane a channel."""
-    w = replace(gen.bert_workload(128), layers=("online_softmax",) * 12)
+    w = replace(render.bert_workload(128), layers=("online_softmax",) * 12)
     dev = model.load_device("vck5000")
     cands = list(explore.candidates(w, dev, 250.0))
     assert cands and all(c.score_plios == 1 and c.lanes_online_softmax in (1, 2, 4, 8) and c.lanes_swiftmax >= 1

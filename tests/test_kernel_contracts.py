@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from vckattn.golden.kernels import KERNELS, KernelContract
-from vckattn.hw.kernels import resolve
+from vckattn.hw.spec.kernels import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 LAYERS = ("golden", "hw", "sim", "host", "tests")

@@ -98,3 +98,59 @@ def test_top_level_layout():
     present = {p.name for p in ROOT.iterdir()}
     assert expected <= present, f"missing: {sorted(expected - present)}"
     assert vckattn.__version__
+
+
+#: hw's sub-packages, one way: what the hardware computes (spec) <- the gateware (pl) <- the cost model (perf, which
+#: reads the gateware's own timing) <- the build part (design: generator, catalog, layout, check, explorer, graph
+#: simulation) <- the Vitis flow (vitis). hls (HLS C++ and its generated tables) imports golden only.
+HW_ALLOWED: dict[str, frozenset[str]] = {
+    "spec": frozenset(),
+    "hls": frozenset(),
+    "pl": frozenset({"spec"}),
+    "perf": frozenset({"spec", "pl"}),
+    "design": frozenset({"spec", "pl", "perf"}),
+    "vitis": frozenset({"spec", "pl", "perf", "design"}),
+}
+
+
+def hw_violations() -> list[str]:
+    """``file:line hw.<sub> -> module`` for every import inside hw against :data:`HW_ALLOWED` (a module directly in
+    hw/ other than its ``__init__`` is refused too: every hw module belongs to one sub-package)."""
+    bad = []
+    for path in sorted((ROOT / "hw").rglob("*.py")):
+        rel = path.relative_to(ROOT / "hw")
+        if len(rel.parts) == 1:
+            if rel.name != "__init__.py":
+                bad.append(f"hw/{rel}: a module outside hw's sub-packages")
+            continue
+        sub = rel.parts[0]
+        if sub not in HW_ALLOWED:
+            bad.append(f"hw/{rel}: hw.{sub} is not a declared sub-package")
+            continue
+        for line, module in _imported_modules(path):
+            parts = module.split(".")
+            if parts[:2] != ["vckattn", "hw"] or len(parts) < 3:
+                continue
+            target = parts[2]
+            if target != sub and target not in HW_ALLOWED[sub]:
+                bad.append(f"hw/{rel}:{line} hw.{sub} -> {module}")
+    return bad
+
+
+def test_hw_sub_packages_follow_one_direction():
+    """spec <- pl <- perf <- design <- vitis (hls: golden only); no module loose in hw/."""
+    offenders = hw_violations()
+    assert not offenders, "hw imports against its sub-package order:\n" + "\n".join(offenders)
+
+
+def test_hw_check_catches_a_violation(tmp_path, monkeypatch):
+    """The check itself can fail: gateware importing the cost model, and a module loose in hw/, are named."""
+    fake = tmp_path / "repo"
+    (fake / "hw" / "pl").mkdir(parents=True)
+    (fake / "hw" / "spec").mkdir(parents=True)
+    (fake / "hw" / "pl" / "bad.py").write_text("from vckattn.hw.perf import pl\nfrom ..spec import streams\n")
+    (fake / "hw" / "spec" / "ok.py").write_text("from vckattn.golden import fixedpoint\n")
+    (fake / "hw" / "loose.py").write_text("")
+    monkeypatch.setattr(__import__(__name__), "ROOT", fake)
+    assert hw_violations() == ["hw/loose.py: a module outside hw's sub-packages",
+                               "hw/pl/bad.py:1 hw.pl -> vckattn.hw.perf"]

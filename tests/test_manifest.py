@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from vckattn.hw.manifest import (
+from vckattn.hw.design.manifest import (
     BITSTREAMS,
     BUILDS,
     DEFAULT_DESIGN,

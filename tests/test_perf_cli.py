@@ -7,10 +7,11 @@ import json
 import pytest
 from hw_jobs import bundle_parts
 
+from vckattn.host import perf_plots as figures
 from vckattn.host.bundle import write_bundle
 from vckattn.host.cli import main
-from vckattn.hw.manifest import default_manifest, load_manifest
-from vckattn.hw.perf import figures, model
+from vckattn.hw.design.manifest import default_manifest, load_manifest
+from vckattn.hw.perf import model
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -236,11 +237,11 @@ SMALL = ("--seq", "128", "--batch", "2", "--heads", "6")
                                   ("perf", "explore", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3")])
 def test_scope_sublayer_is_refused_while_the_generator_builds_no_sublayer(capsys, argv):
     """A sublayer build has no ADF graph for its GEMM cascades, no PL buffers between the stages and no movers for
-    them (hw/engine/sublayer_build.py): no split of the sublayer model is buildable, so `perf [explore] --scope
+    them (hw/design/sublayer_build.py): no split of the sublayer model is buildable, so `perf [explore] --scope
     sublayer` reports no figure -- one line, status 2, naming why; no JSON, no table."""
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-    assert "generator builds no sublayer hardware" in err and "hw/engine/sublayer_build.py" in err
+    assert "generator builds no sublayer hardware" in err and "hw/design/sublayer_build.py" in err
     assert "TOPS" not in err and "of peak" not in err
 
 

@@ -1,4 +1,4 @@
-"""The engine's performance model (hw/perf/engine.py), its discrete-event simulation (hw/perf/simulate.py) and the
+"""The engine's performance model (hw/perf/engine.py), its discrete-event simulation (hw/design/simulate.py) and the
 explorer's honest rules: the host's dealing, every resource's headroom, the PLIO counts. All MODELED figures."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from vckattn.hw.perf import engine, explore, model, simulate
+from vckattn.hw.design import explore, simulate
+from vckattn.hw.perf import engine, model
 
 DEV = model.load_device("vck5000")
 BERT = model.workload_from_flags(12, 64, 512, batch=8, layers=12)
@@ -27,7 +28,7 @@ def test_plio_counts_per_width():
 def test_the_model_deals_tiles_as_the_host_does(batch, heads, seq, pipelines):
     """The host's command lists for a launch and the model's busiest pipeline count the same tiles per pipeline."""
     from vckattn.host import engine as host_engine
-    from vckattn.hw.engine.model import EngineParams
+    from vckattn.hw.spec.functional import EngineParams
 
     p = EngineParams(pipelines=pipelines, kernels=2, q_rows=16, d=64, max_keys=-(-seq // 32) * 32)
     geom = host_engine.Geometry(batch, heads, heads, seq, 64, (seq,) * batch, False, 0, 0, 0)

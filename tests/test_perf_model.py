@@ -17,8 +17,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from vckattn.hw.manifest import default_manifest, load_manifest
-from vckattn.hw.perf import engine_aie, explore, model, report
+from vckattn.hw.design import explore, report
+from vckattn.hw.design.manifest import default_manifest, load_manifest
+from vckattn.hw.perf import engine_aie, model
 from vckattn.hw.perf.model import Design, Workload, evaluate, load_device
 
 DEV = load_device("vck5000")
@@ -231,7 +232,7 @@ def test_more_work_is_never_faster():
 
 
 def test_norm_site_bhyt_has_no_buffer_and_shorter_latency_than_rmsnorm():
-    from vckattn.hw.perf import pl
+    from vckattn.hw.pl import timing
 
     w = replace(BERT, operands="on_chip")
     b = evaluate(replace(w, norm_site="bhyt_approx"), BASE, DEV)
@@ -239,9 +240,9 @@ def test_norm_site_bhyt_has_no_buffer_and_shorter_latency_than_rmsnorm():
     assert b.stage("norm_site").latency_s < r.stage("norm_site").latency_s
     # the first output of a 1024-element token: BHyT's unit streams it through, RMSNorm holds the whole token
     beats = 1024 // 4
-    first_out = {k: pl.stream_cycles(k, 1, 1024, 4) - beats for k in ("bhyt_approx", "rmsnorm")}
-    assert first_out["bhyt_approx"] == pl.latency_cycles("bhyt_approx", 4)  # no buffer: the pipeline alone
-    assert first_out["rmsnorm"] >= pl.latency_cycles("rmsnorm", 4) + beats - 1 > first_out["bhyt_approx"]
+    first_out = {k: timing.stream_cycles(k, 1, 1024, 4) - beats for k in ("bhyt_approx", "rmsnorm")}
+    assert first_out["bhyt_approx"] == timing.latency_cycles("bhyt_approx", 4)  # no buffer: the pipeline alone
+    assert first_out["rmsnorm"] >= timing.latency_cycles("rmsnorm", 4) + beats - 1 > first_out["bhyt_approx"]
     plain = evaluate(w, BASE, DEV)
     assert b.seconds_per_layer > plain.seconds_per_layer and r.seconds_per_layer > plain.seconds_per_layer
 
@@ -346,7 +347,7 @@ def test_documented_tables_are_what_the_model_says():
     text = (Path(__file__).resolve().parents[1] / "docs" / "performance.md").read_text(encoding="utf-8")
     assert report.current_block(text) == report.readme_block(), (
         "docs/performance.md's perf tables are stale: "
-        "run `python -m vckattn.hw.perf.report --write docs/performance.md`")
+        "run `make regen`")
     assert report.replace_block("a\n" + report.BEGIN + "old" + report.END + "\nb", "NEW") == "a\nNEW\nb"
     with pytest.raises(ValueError):
         report.replace_block("no block", "x")
@@ -414,7 +415,7 @@ def test_host_calls_counted_equal_the_calls_on_the_fake_card(monkeypatch, tmp_pa
 def test_the_recording_runtime_refuses_register_access():
     """The recording runtime counts a launch and nothing else: a register access (configure) is refused by name."""
     from vckattn.host.launch_counts import _recording_device
-    from vckattn.hw.engine.model import EngineParams
+    from vckattn.hw.spec.functional import EngineParams
 
     dev = _recording_device(EngineParams(pipelines=1, kernels=2, score_plios=1, q_rows=16, d=64, max_keys=128))
     with pytest.raises(RuntimeError, match="no register port"):

@@ -1,4 +1,4 @@
-"""The graph simulation (hw/perf/simulate.py) runs the topology the generator writes (hw/perf/graph_topology.py
+"""The graph simulation (hw/design/simulate.py) runs the topology the generator writes (hw/design/graph_topology.py
 parses aie/graph.h, engine_config.h and manifest.json): a mutated graph changes what is simulated; it models DMA
 and lock hand-offs, buffer descriptors, shared interface streams and DDR turnaround and row conflicts, and it can
 disagree with the closed form. All figures MODELED."""
@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 import simpy
 
-from vckattn.hw.engine import generate as gen
-from vckattn.hw.perf import graph_topology as gt
-from vckattn.hw.perf import model, simulate
+from vckattn.hw.design import generate as gen
+from vckattn.hw.design import graph_topology as gt
+from vckattn.hw.design import render, simulate
+from vckattn.hw.perf import model
 
 DEV = model.load_device("vck5000")
 #: a short workload for engine_small (max_seq 128): 2 heads x 64, S = 128, batch 1
@@ -205,7 +206,7 @@ def test_simulation_disagrees_where_ddr_couples_and_agrees_where_nothing_does():
     out: the simulation is more than 10% slower. With operands on chip nothing couples the pipelines but the
     hand-offs: within 3%. Runtime of the DDR case printed (a budget of 60 s on one core)."""
     d = gen.build_design("vck5000_engine")
-    w = gen.bert_workload()
+    w = render.bert_workload()
     rows = {}
     for operands in ("ddr", "on_chip"):
         wo = replace(w, operands=operands)

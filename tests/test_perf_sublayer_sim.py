@@ -1,4 +1,4 @@
-"""The discrete-event simulation of the whole sublayer (hw/perf/simulate_sublayer.py, MODELED) against the closed
+"""The discrete-event simulation of the whole sublayer (hw/design/simulate_sublayer.py, MODELED) against the closed
 form (hw/perf/sublayer.py): within 10% on the best splits of BERT-base (S = 512 and 128, batch 8) and of a small
 shape, for SwiftMax and online softmax, every resource of those splits within 80%; the hand-offs the closed form's
 schedule assumes are what the simulated graph does; shared w PLIOs and broadcast x streams slow both alike; and the
@@ -10,8 +10,8 @@ import functools
 
 import pytest
 
+from vckattn.hw.design.simulate_sublayer import simulate_sublayer
 from vckattn.hw.perf import sublayer
-from vckattn.hw.perf.simulate_sublayer import simulate_sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 
 #: the agreement the documentation states between the simulation and the closed form
@@ -100,7 +100,7 @@ def test_fewer_sequence_slots_stall_the_stages(monkeypatch):
     shape, sp = SublayerShape(batch=4, seq=128, heads=6), SublayerSplit(24, 8, 8, 2)
     base_sim, base = simulate_sublayer(shape, sp).seconds, sublayer.split_cost(shape, sp)["seconds"]
     monkeypatch.setattr(sublayer, "SEQUENCE_SLOTS", 1)
-    monkeypatch.setattr("vckattn.hw.perf.simulate_sublayer.SEQUENCE_SLOTS", 1)
+    monkeypatch.setattr("vckattn.hw.design.simulate_sublayer.SEQUENCE_SLOTS", 1)
     one_sim, one = simulate_sublayer(shape, sp).seconds, sublayer.split_cost(shape, sp)["seconds"]
     assert one > 1.2 * base and one_sim > 1.2 * base_sim
     assert abs(one_sim / one - 1) <= TOLERANCE
@@ -109,19 +109,19 @@ def test_fewer_sequence_slots_stall_the_stages(monkeypatch):
 @pytest.mark.slow
 def test_the_docs_quote_no_sublayer_figure_as_reported():
     """The sublayer is not built, so no figure of it is reported: docs/performance.md's sublayer block is what
-    hw/perf/report.py writes (the refusal, not a table), and neither it nor the README quotes a closed-form or
+    hw/design/report.py writes (the refusal, not a table), and neither it nor the README quotes a closed-form or
     simulated sublayer row (seq | closed µs | simulated µs (difference) | fraction of peak). The model's agreement
     with its simulation stays within the tolerance."""
     import re
     from pathlib import Path
 
-    from vckattn.hw.perf import report
+    from vckattn.hw.design import report
 
     root = Path(__file__).resolve().parents[1]
     text = (root / "docs" / "performance.md").read_text(encoding="utf-8")
     block = report.sublayer_block()
     assert report.current_block(text, report.SUB_BEGIN, report.SUB_END) == block, (
-        "docs/performance.md's sublayer block is stale: run `python -m vckattn.hw.perf.report --write "
+        "docs/performance.md's sublayer block is stale: run `make regen "
         "docs/performance.md`")
     assert "No figure of the whole encoder sublayer is reported" in block and "µs" not in block
     row = re.compile(r"\|\s*\d+\s*\|\s*[\d.,]+ µs\s*\|\s*[\d.,]+ µs \([−+-]")

@@ -13,11 +13,14 @@ import pytest
 from vckattn.hw.perf import pl
 from vckattn.hw.perf.pl import (
     KERNELS,
+    load_data,
+    resources,
+)
+from vckattn.hw.pl import timing
+from vckattn.hw.pl.timing import (
     TIMING,
     elements_per_cycle,
     latency_cycles,
-    load_data,
-    resources,
     stream_cycles,
 )
 
@@ -172,7 +175,7 @@ def test_closed_form_equals_the_row_recurrence() -> None:
                 continue
             for rows in (1, 2, 9, 50):
                 for r in (Fraction(1), Fraction(1, 3), Fraction(2, 5), Fraction(1, 4)):
-                    assert pl._row_recurrence(t, rows, n, r) == stream_cycles(kernel, rows, 4 * n, 4, float(r)), (
+                    assert timing._row_recurrence(t, rows, n, r) == stream_cycles(kernel, rows, 4 * n, 4, float(r)), (
                         kernel, n, rows, r)
 
 
@@ -194,7 +197,7 @@ def test_stream_cycles_shape() -> None:
 
 def _layer_stream(kernel: str, lanes: int, rows: int, row_len: int, rates: str, tmp_path: Path,
                   in_width: int = 32) -> list[dict]:
-    from vckattn.hw.kernels import build_component
+    from vckattn.hw.spec.kernels import build_component
     from vckattn.sim.runner import generate_verilog, run_cocotb
 
     top = f"perf_{kernel}_l{lanes}" + (f"_w{in_width}" if in_width != 32 else "")
@@ -265,14 +268,14 @@ def test_engine_constants_are_the_rtl_ones() -> None:
     from vckattn.hw.pl.engine import EnginePipeline, EnginePL, issue_slots
     from vckattn.hw.pl.swiftmax_lane import SwiftMaxLane
 
-    assert pl.ENGINE_OUT_DELAY == EnginePipeline.LATENCY == EnginePL.LATENCY == SwiftMaxLane.LATENCY + 1
+    assert timing.ENGINE_OUT_DELAY == EnginePipeline.LATENCY == EnginePL.LATENCY == SwiftMaxLane.LATENCY + 1
     for lanes in (1, 2, 4, 8, 16):
         for count in (0, 1, 15, 16, 17, 100, 4096):
-            assert pl.engine_packet_slots(count, lanes) == issue_slots(count, lanes)
+            assert timing.engine_packet_slots(count, lanes) == issue_slots(count, lanes)
 
 
 def test_engine_stream_cycles_shape() -> None:
-    from vckattn.hw.perf.pl import engine_packet_slots, engine_stream_cycles
+    from vckattn.hw.pl.timing import engine_packet_slots, engine_stream_cycles
 
     # full rate at lanes = scores per beat: one input beat per cycle (int8: 16 lanes; int16: 8 lanes, 2 beats a P beat)
     assert engine_stream_cycles([[256] * 10], 16, 8) == 10 * (1 + 16) + 7

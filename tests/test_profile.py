@@ -15,7 +15,7 @@ from conftest import require_module
 
 require_module("transformers")
 
-from vckattn.golden import convert  # noqa: E402
+from vckattn.golden import calibrate  # noqa: E402
 from vckattn.golden.models import minilm_dir  # noqa: E402
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat  # noqa: E402
 from vckattn.golden.requant import quantize_symmetric, symmetric_scale  # noqa: E402
@@ -234,7 +234,7 @@ def test_without_padding_beta_gamma_equal_collect_softmax_stats(tiny_ckpt, sente
     report = profile.run_profile(tiny_ckpt, few, tmp_path, plots=False, batch_size=1)
     tok = AutoTokenizer.from_pretrained(tiny_ckpt)
     model = AutoModel.from_pretrained(tiny_ckpt, dtype=torch.float32).eval()
-    stats = convert.collect_softmax_stats(model, [dict(tok([s], return_tensors="pt")) for s in few])
+    stats = calibrate.collect_softmax_stats(model, [dict(tok([s], return_tensors="pt")) for s in few])
     for e, s in zip(report["layers"], stats, strict=True):
         assert e["swiftmax"]["rows"] == s["rows"]
         assert e["swiftmax"]["beta"] == pytest.approx(s["beta"], rel=1e-6)

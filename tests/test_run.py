@@ -13,7 +13,7 @@ import torch
 from vckattn.host.cli import main
 from vckattn.host.export import export_checkpoint
 from vckattn.host.textdata import real_sentences
-from vckattn.hw.manifest import load_manifest
+from vckattn.hw.design.manifest import load_manifest
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
 LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",

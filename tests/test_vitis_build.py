@@ -21,16 +21,17 @@ from xml.etree import ElementTree
 
 import pytest
 
-from vckattn.hw.engine import generate as gen
-from vckattn.hw.manifest import load_manifest
+from vckattn.hw.design import generate as gen
+from vckattn.hw.design import render
+from vckattn.hw.design.manifest import load_manifest
 from vckattn.hw.perf import model
 from vckattn.hw.pl import vitis_kernel
 from vckattn.hw.vitis import flow
 
 REPO = Path(__file__).resolve().parents[1]
 MANIFEST = load_manifest("engine_small")
-SMALL = model.design_from_json(dict(gen.SMALL_DESIGN))
-PL_TOP = MANIFEST.kernel(gen.PL_TOP)
+SMALL = model.design_from_json(dict(render.SMALL_DESIGN))
+PL_TOP = MANIFEST.kernel(render.PL_TOP)
 AXIL_FIELDS = ("awaddr", "awvalid", "awready", "wdata", "wstrb", "wvalid", "wready", "bresp", "bvalid", "bready",
                "araddr", "arvalid", "arready", "rdata", "rresp", "rvalid", "rready")
 SAMPLE_UUID = "6f3b2a10-9c4d-4e5f-8a7b-0c1d2e3f4a5b"

@@ -17,7 +17,7 @@ import numpy as np
 
 from vckattn.golden.errors import EXIT_DEVICE, UserError
 from vckattn.golden.quant_attention import QuantAttentionLayer
-from vckattn.hw.manifest import Manifest, check_bundle
+from vckattn.hw.design.manifest import Manifest, check_bundle
 
 
 class DeviceError(UserError):
@@ -53,7 +53,7 @@ class Device(ABC):
         self.close()
 
     def check_bundle(self, bundle: Any, layers: list[int] | None = None, seq_len: int | None = None) -> None:
-        """Refuse a bundle this device's build cannot run (see :func:`vckattn.hw.manifest.check_bundle`)."""
+        """Refuse a bundle this device's build cannot run (see :func:`vckattn.hw.design.manifest.check_bundle`)."""
         check_bundle(self.manifest, bundle, layers, seq_len)
 
     def configure(self, layer: QuantAttentionLayer) -> None:

@@ -45,8 +45,8 @@ from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.regmap import from_word
 from vckattn.golden.swiftmax_int import HEAD_FIELDS, SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.host.backends.base import DeviceError
-from vckattn.hw.engine import streams
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
+from vckattn.hw.spec import streams
 
 #: Environment variable selecting the emulated card (unset: a real card)
 EMULATION_ENV = "VCKATTN_EMULATION"

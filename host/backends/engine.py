@@ -4,7 +4,7 @@ One launch per layer: :func:`vckattn.host.engine.plan_launch` builds the command
 the backend runs the launch, :func:`vckattn.host.engine.check_done` checks every tile's record and the A
 buffer is the head outputs. Backends:
 
-* ``emu`` — the functional model of the engine on the launch's streams (:mod:`vckattn.hw.engine.model`);
+* ``emu`` — the functional model of the engine on the launch's streams (:mod:`vckattn.hw.spec.functional`);
 * ``csim`` — the engine's own C++ (the HLS movers, the AIE kernels on their scalar path, or with ``vector=True``
   their vector path over the AIE API emulation, per score channel the HLS SwiftMax, or on a build with both
   normalizers the HLS online-softmax channel for an online-softmax layer, and the output mover) in C-simulation,
@@ -48,7 +48,7 @@ from vckattn.host.engine import (
     requant_fields,
     streams_of,
 )
-from vckattn.hw.engine.model import EngineStreamError, run_launch_model
+from vckattn.hw.spec.functional import EngineStreamError, run_launch_model
 
 
 class EngineDevice(Device):
@@ -198,7 +198,8 @@ class EngineRtlDevice(EngineDevice):
     def _launch(self, launch: Launch, layer: QuantAttentionLayer) -> tuple[np.ndarray, np.ndarray]:
         from vckattn.golden.paths import build_root
         from vckattn.host.backends.hwio import register_writes
-        from vckattn.hw.engine.model import (
+        from vckattn.hw.pl.engine import lut_product_of
+        from vckattn.hw.spec.functional import (
             ONLINE_TILES,
             channel_packets,
             online_stage,
@@ -207,7 +208,6 @@ class EngineRtlDevice(EngineDevice):
             qk_stage,
             split_channel,
         )
-        from vckattn.hw.pl.engine import lut_product_of
         from vckattn.sim.engine_rtl import EngineRtlError, run_engine_rtl
 
         p = self.params
@@ -248,7 +248,7 @@ class EngineRtlDevice(EngineDevice):
                 except EngineStreamError as exc:
                     raise DeviceError(f"rtl backend: {exc}") from None
                 # the P packets the channel sends: SwiftMax one per score packet, in their order; online softmax a
-                # tile's packets in slice order once its last slice is in (hw/engine/model.py: online_stage)
+                # tile's packets in slice order once its last slice is in (hw/spec/functional.py: online_stage)
                 order = online_stage(p, sent[ch], *self.normalizer(layer)) if online else sent[ch]  # type: ignore
                 if [b.header for b in back] != [pk.header | {"elem_bits": 8} for pk in order]:
                     raise DeviceError(f"rtl backend: channel {ch}: the P packets' headers are not the score packets' "

@@ -1,6 +1,6 @@
 """What the engine's hardware backends (``xrt`` on a VCK5000, ``pynq`` on a VCK190) share: the movers' compute units
 per pipeline, the command lists as sent, the engine PL top's registers and one launch (stream contract v3,
-``hw/ENGINE.md``; the kernels as ``hw/engine/generate.py`` declares them in the manifest and ``system.cfg``).
+``hw/ENGINE.md``; the kernels as ``hw/design/generate.py`` declares them in the manifest and ``system.cfg``).
 
 Compute units: three ``mm2s_engine`` units per pipeline (the q mover, ``kv = 0``; the k mover, ``kv = 1``, and the v
 mover, ``kv = 2``, both on the pipeline's kv list, each sending its own op's slices) and one ``s2mm_engine``; which unit
@@ -48,10 +48,9 @@ from vckattn.host.backends import hwio
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine import EngineDevice, check_online_format
 from vckattn.host.engine import Commands, Launch
-from vckattn.hw import driver
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.layout import plio_name
-from vckattn.hw.manifest import BITSTREAMS, Manifest
+from vckattn.hw.design.layout import plio_name
+from vckattn.hw.design.manifest import BITSTREAMS, Manifest
+from vckattn.hw.spec import driver, streams
 
 AIE = "ai_engine_0"
 MM2S, S2MM = "mm2s_engine", "s2mm_engine"

@@ -2,8 +2,8 @@
 values for the build's map of the PL top, the writes that program them, and a kernel's call arguments.
 
 Registers: the PL top (``manifest.normalizer_kernel(layer.normalizer)``) gets every writable register of the map the
-manifest records written (:func:`vckattn.hw.driver.program`) from the golden register values
-(:meth:`~vckattn.golden.regmap.RegisterValues.registers`) and read back exactly (:func:`vckattn.hw.driver.verify`).
+manifest records written (:func:`vckattn.hw.spec.driver.program`) from the golden register values
+(:meth:`~vckattn.golden.regmap.RegisterValues.registers`) and read back exactly (:func:`vckattn.hw.spec.driver.verify`).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from vckattn.golden.quant_attention import QuantAttentionLayer
 from vckattn.golden.regmap import RegisterMap, RegisterWrite
 from vckattn.host.backends.base import DeviceError
-from vckattn.hw.manifest import Manifest, ManifestError
+from vckattn.hw.design.manifest import Manifest, ManifestError
 
 
 def normalizer_values(layer: QuantAttentionLayer, regmap: RegisterMap) -> dict[str, Any]:

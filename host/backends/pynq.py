@@ -36,8 +36,8 @@ from vckattn.golden.errors import ToolMissing
 from vckattn.golden.regmap import to_word
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine_hw import EngineCardDevice
-from vckattn.hw.driver import IpPort
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
+from vckattn.hw.spec.driver import IpPort
 
 PYNQ_MISSING = ("PYNQ not found: cannot import pynq (the pynq backend runs on the VCK190's Arm cores "
                 "with PYNQ 4.0 installed)")

@@ -1,4 +1,4 @@
-"""A sublayer build on a backend: the whole attention sublayer, X in, Y out (``hw/engine/sublayer_build.py``).
+"""A sublayer build on a backend: the whole attention sublayer, X in, Y out (``hw/design/sublayer_build.py``).
 
 :class:`SublayerDevice` runs one layer of a bundle (a :class:`vckattn.golden.sublayer.EncoderSublayer` or
 :class:`~vckattn.golden.sublayer.DecoderSublayer`, from :func:`vckattn.host.export.to_sublayer`) stage by stage, as
@@ -9,8 +9,8 @@ the build's dataflow orders them::
     both:     A ─ W_O GEMM (AIE) ─ Y int32 ─ residual add with X / H (PL) ─ R int8      (encoder: LayerNorm on the host)
 
 Every PL unit is first programmed from the bundle's constants through its register map as the manifest records it
-(:func:`vckattn.hw.driver.program`): the ID register checked, every register and table entry written and read back
-exactly (:func:`~vckattn.hw.driver.verify`), and the unit then runs from the registers AS READ BACK (decoded by the
+(:func:`vckattn.hw.spec.driver.program`): the ID register checked, every register and table entry written and read back
+exactly (:func:`~vckattn.hw.spec.driver.verify`), and the unit then runs from the registers AS READ BACK (decoded by the
 same map), so a constant that does not survive its register is caught, not silently replaced.
 
 Backends (what runs each stage):
@@ -101,8 +101,8 @@ class RegisterFileModel:
 
 def program_unit(port: Any, regmap: RegisterMap, values: dict[str, Any], unit: str) -> dict[str, Any]:
     """Program a unit through ``port``: its ID checked, every value of ``values`` written and read back exactly
-    (:mod:`vckattn.hw.driver`). Returns the values AS READ BACK, decoded by ``regmap`` (tables as lists)."""
-    from vckattn.hw.driver import RegisterError, check_ident, program, verify
+    (:mod:`vckattn.hw.spec.driver`). Returns the values AS READ BACK, decoded by ``regmap`` (tables as lists)."""
+    from vckattn.hw.spec.driver import RegisterError, check_ident, program, verify
 
     try:
         check_ident(port, regmap, unit)
@@ -294,7 +294,7 @@ class SublayerDevice:
         return vals
 
     def _program_models(self, vals: dict[str, dict]) -> dict[str, dict]:
-        from vckattn.hw.engine.sublayer_build import unit_regmap
+        from vckattn.hw.design.sublayer_build import unit_regmap
 
         return {unit: program_unit(RegisterFileModel(unit_regmap(self.manifest, unit)), unit_regmap(self.manifest,
                                                                                                     unit), v, unit)

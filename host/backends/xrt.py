@@ -8,7 +8,7 @@ What runs where (the launch, buffers and checks: :mod:`.engine_hw`):
   buffer allocated in ``kernel.group_id`` of its first user, the units' runs (waited with ``run.wait(timeout_ms)``);
 * **the C++ shim** (:mod:`.xrt_graph`): the PL top ``engine_pl``'s AXI4-Lite registers (``xrt::ip``: its ``ID``
   checked at :meth:`~.engine_hw.EngineCardDevice.open`; the layer's SwiftMax constants written by
-  :func:`vckattn.hw.driver.program` and read back exactly) and the AIE graph (``xrt::graph``: ``run(n)`` with every
+  :func:`vckattn.hw.spec.driver.program` and read back exactly) and the AIE graph (``xrt::graph``: ``run(n)`` with every
   pipeline balanced to ``n`` tiles, ``wait(timeout)``, ``end`` at close).
 
 Not read: the movers' return values; pyxrt 2022.2 gives no kernel return value.
@@ -31,8 +31,8 @@ import numpy as np
 from vckattn.golden.errors import ToolMissing, UserError
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.engine_hw import EngineCardDevice
-from vckattn.hw.driver import IpPort
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
+from vckattn.hw.spec.driver import IpPort
 
 XRT_MISSING = "XRT not found: cannot import pyxrt (install XRT 2022.2 and `source /opt/xilinx/xrt/setup.sh`)"
 #: run states that mean "still going" after a wait: reported as a timeout

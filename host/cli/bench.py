@@ -62,7 +62,7 @@ def add_bench(sub: Subparsers) -> None:
 def run_bench_host(args: argparse.Namespace) -> int:
     from vckattn.host import bench
     from vckattn.host.cli.common import UserError
-    from vckattn.hw.manifest import default_manifest, load_manifest
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
 
     output_file(args.json_out, what="--json")
     manifest = load_manifest(args.manifest or default_manifest())

@@ -72,7 +72,7 @@ def run_selftest(args: argparse.Namespace) -> int:
 
     from vckattn.host import selftest
     from vckattn.host.backends.emulation import emulation_mode
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     from .common import output_file, write_text_atomic
     from .run import check_device_flags

@@ -256,7 +256,8 @@ def normalizer_table(comp: dict) -> object:
 def run_hw_generate(args: argparse.Namespace) -> int:
     import re
 
-    from vckattn.hw.engine import generate as gen
+    from vckattn.hw.design import generate as gen
+    from vckattn.hw.design import render
 
     from .common import output_dir
 
@@ -274,12 +275,12 @@ def run_hw_generate(args: argparse.Namespace) -> int:
         if not path.is_file():
             raise InputError(f"{path}: no such design file (give a design JSON or `best`)")
         try:
-            design = gen.design_from_file(path)
-        except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:  # a bad design file: status 4
+            design = render.design_from_file(path)
+        except (render.GenerateError, ValueError, TypeError, KeyError) as exc:  # a bad design file: status 4
             text = (str(exc).splitlines() or [type(exc).__name__])[0]
             raise InputError(text if text.startswith(str(path)) else f"{path}: not a usable design ({text})") \
                 from None
-    max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or gen.BERT_SEQ)
+    max_seq = args.max_seq if args.max_seq is not None else (design.max_seq or render.BERT_SEQ)
     written = gen.generate(design, args.board, args.out, max_seq=max_seq, name=args.name)
     print(f"engine: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + {design.pv_kernels} P.V kernels, "
           f"{design.score_plios} score channel(s)), q_rows {design.q_rows}, slices of {max_seq // design.qk_kernels} "
@@ -295,8 +296,7 @@ def _check_target(args: argparse.Namespace) -> tuple[object, str, int | None, st
     """(design, board, max_seq, graph.h text or None) of ``hw check``'s DESIGN."""
     import json
 
-    from vckattn.hw.engine import generate as gen
-
+    from vckattn.hw.design import generate as gen
     name, board, graph = args.design, args.board, None
     path = Path(name)
     if name in gen.ENGINE_BUILDS and not path.exists():
@@ -323,11 +323,11 @@ def _check_target(args: argparse.Namespace) -> tuple[object, str, int | None, st
 
 
 def _design_file(path: Path) -> object:
-    from vckattn.hw.engine import generate as gen
 
+    from vckattn.hw.design import render
     try:
-        return gen.design_from_file(path)
-    except (gen.GenerateError, ValueError, TypeError, KeyError) as exc:
+        return render.design_from_file(path)
+    except (render.GenerateError, ValueError, TypeError, KeyError) as exc:
         text = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise InputError(text if text.startswith(str(path)) else f"{path}: not a usable design ({text})") from None
 
@@ -338,8 +338,7 @@ def run_hw_check(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
-    from vckattn.hw.engine import check
-    from vckattn.hw.engine import generate as gen
+    from vckattn.hw.design import check, render
 
     from .common import output_file, write_text_atomic
 
@@ -350,8 +349,8 @@ def run_hw_check(args: argparse.Namespace) -> int:
     try:
         graph = check.parse_graph(graph_text) if graph_text is not None else None
         ctx = check.context(design, board, max_seq, graph=graph)
-    except gen.GenerateError as exc:
-        raise gen.DesignRuleError(str(exc)) from None
+    except render.GenerateError as exc:
+        raise render.DesignRuleError(str(exc)) from None
     results = check.run_rules(ctx)
     console = make_console()
     table = Table(title=f"Design-rule check: {design.pipelines} pipelines x ({design.qk_kernels} QK^T + "
@@ -372,7 +371,7 @@ def run_hw_check(args: argparse.Namespace) -> int:
         console.print(f"wrote {args.json_out}")
     if failed:
         rules = sorted({v.rule for v in failed})
-        raise gen.DesignRuleError(f"{len(failed)} violation(s) of rule(s) {', '.join(rules)}: {failed[0].message} "
+        raise render.DesignRuleError(f"{len(failed)} violation(s) of rule(s) {', '.join(rules)}: {failed[0].message} "
                                   f"(limit {failed[0].limit:g}; {failed[0].source})")
     console.print(f"all {len(results)} rules pass")
     return 0

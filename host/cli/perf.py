@@ -90,7 +90,7 @@ def _workload_args(p: argparse.ArgumentParser) -> None:
 
 
 def _design_args(p: argparse.ArgumentParser) -> None:
-    from vckattn.hw.manifest import default_manifest
+    from vckattn.hw.design.manifest import default_manifest
 
     g = p.add_argument_group(f"design point (default: the committed best design, bitstreams/{default_manifest()}.json; "
                              "each flag overrides one field)")
@@ -237,7 +237,13 @@ def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -
     """A bundle is modeled only if a committed build runs it (head size, heads, normalizers, the sequence), and the
     build the design comes from (--design-from-manifest, default the committed best design) when it is one: else the
     same refusal as `run` and `export` give (status 5), not a model of a design that cannot run it."""
-    from vckattn.hw.manifest import ManifestError, check_bundle, default_manifest, load_manifest, runnable_problem
+    from vckattn.hw.design.manifest import (
+        ManifestError,
+        check_bundle,
+        default_manifest,
+        load_manifest,
+        runnable_problem,
+    )
 
     model = bundle.manifest["model"]
     seq = args.seq or int(model["max_seq_len"])
@@ -252,9 +258,9 @@ def check_bundle_runs(args: argparse.Namespace, bundle: Any, norms: list[str]) -
 def refuse_unbuildable(d: Any, board: str) -> None:
     """Refuse (one line) a design the generator does not build (status 2) or the design-rule check fails (status 4):
     only designs that can exist are modeled."""
-    from vckattn.hw.engine import layout
-    from vckattn.hw.engine.generate import HEAD_DIMS, check_design, refuse_violations
-
+    from vckattn.hw.design import layout
+    from vckattn.hw.design.check import refuse_violations
+    from vckattn.hw.design.render import HEAD_DIMS, check_design
     try:
         check_design(d, d.max_seq or 512, (d.head_dim,) if d.head_dim else HEAD_DIMS)
         layout.layout(d.pipelines, d.qk_kernels, d.score_plios)
@@ -267,7 +273,7 @@ def build_design(args: argparse.Namespace) -> Any:
     """The :class:`Design` of --design-from-manifest / --design / the defaults, with the flags applied."""
     from dataclasses import replace
 
-    from vckattn.hw.manifest import default_manifest, load_manifest
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
     from vckattn.hw.perf import model
 
     if args.design is not None and args.design_from_manifest is not None:
@@ -578,8 +584,9 @@ def _simulate_sublayer(shape: Any, closed: dict[str, Any], console: Any) -> dict
     """The sublayer's graph simulated on the closed form's best split, printed beside it."""
     from rich.table import Table
 
-    from vckattn.hw.perf import simulate, sublayer
-    from vckattn.hw.perf.simulate_sublayer import simulate_sublayer
+    from vckattn.hw.design import simulate
+    from vckattn.hw.design.simulate_sublayer import simulate_sublayer
+    from vckattn.hw.perf import sublayer
 
     sp = dict(closed["split"])
     split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
@@ -603,9 +610,10 @@ def _simulate_sublayer(shape: Any, closed: dict[str, Any], console: Any) -> dict
 
 
 def run_perf(args: argparse.Namespace) -> int:
+    from vckattn.host import perf_plots as figures
     from vckattn.host.cli.common import make_console
     from vckattn.host.launch_counts import with_end_to_end
-    from vckattn.hw.perf import figures, model
+    from vckattn.hw.perf import model
 
     if args.scope == "sublayer":
         return run_sublayer(args)
@@ -640,7 +648,7 @@ def run_perf(args: argparse.Namespace) -> int:
 def _design_label(args: argparse.Namespace, d: Any) -> str:
     """The design a table models, named by where it came from (the build's manifest or the design file): its
     recorded name describes the workload it was chosen for, not the one modeled."""
-    from vckattn.hw.manifest import default_manifest
+    from vckattn.hw.design.manifest import default_manifest
 
     if args.design is not None:
         base = f"design {args.design.name}"
@@ -654,7 +662,7 @@ def _simulate(w: Any, d: Any, dev: Any, perf: Any, console: Any) -> dict:
     headline figure: the slower of the two."""
     from rich.table import Table
 
-    from vckattn.hw.perf import simulate
+    from vckattn.hw.design import simulate
 
     t = Table(title=f"simulated graph vs closed form, one layer, {workload_title(w)} (both MODELED)")
     for col in ("normalizer", "closed form", "simulated", "difference", "headline (slower)", "sim events"):
@@ -685,10 +693,12 @@ def run_explore(args: argparse.Namespace) -> int:
 
     from tqdm import tqdm
 
+    from vckattn.host import perf_plots as figures
     from vckattn.host.cli.common import make_console
     from vckattn.host.progress import bar_disable
-    from vckattn.hw.manifest import default_manifest, load_manifest
-    from vckattn.hw.perf import explore, figures, model
+    from vckattn.hw.design import explore
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
+    from vckattn.hw.perf import model
 
     if not 0 <= args.headroom < 1:
         raise UserError("--headroom must be in [0, 1)")
@@ -766,8 +776,9 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
     """``vckattn perf explore --scope sublayer``: SwiftMax against online softmax for the whole sublayer."""
     import time
 
+    from vckattn.host import perf_plots as figures
     from vckattn.host.cli.common import make_console
-    from vckattn.hw.perf import explore_sublayer, figures
+    from vckattn.hw.design import explore_sublayer
 
     shape = sublayer_shape(args, "explore")
     if args.normalizer is not None:

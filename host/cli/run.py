@@ -188,7 +188,7 @@ def run_deploy(args: argparse.Namespace) -> int:
     output_file(args.json_out, what="--json")
     load_bundle(args.bundle)  # a bad bundle is refused before the card is touched
     if args.manifest is not None:
-        from vckattn.hw.manifest import load_manifest
+        from vckattn.hw.design.manifest import load_manifest
 
         load_manifest(args.manifest)
     report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)

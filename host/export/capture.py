@@ -116,7 +116,7 @@ def calibration_batches(m: LoadedModel, sentences: Sequence[str], seq_len: int, 
     from vckattn.host.progress import bar_disable
 
     if images is not None and m.family == "vit" and not m.golden:
-        from vckattn.host.eval import pixel_values, vit_tokens
+        from vckattn.host.scoring import pixel_values, vit_tokens
 
         px_all = pixel_values(m, images)
         for s in range(0, len(px_all), batch_size):

@@ -3,7 +3,7 @@
 SwiftMax: a layer whose checkpoint holds β, γ (a converted or tuned model) keeps them. The others are
 initialised from calibration statistics by :func:`vckattn.golden.calibrate.init_beta_gamma` on the rows of
 the calibration scores (row max ``z_max`` and ``S = Σ_j exp(z_j − z_max)`` over the unmasked keys, the
-statistics of :func:`convert.collect_softmax_stats`): ``swiftmax_init="mean"`` is the SwiftMax recipe
+statistics of :func:`calibrate.collect_softmax_stats`): ``swiftmax_init="mean"`` is the SwiftMax recipe
 (β = mean z_max, γ = mean S; a starting point for replace-and-tune, and P spans so many octaves that the
 integer layer is poor), ``"max"`` takes β = the largest row max seen (P ≤ 1/γ on the calibration data, as
 ``vckattn report quant`` does), which is usable without tuning. Which one was used is written into the

@@ -42,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.host import scoring
 
 from .fidelity import P_FORMAT_FLAG
 from .sources import LoadedModel
@@ -101,12 +102,11 @@ def check_data(m: LoadedModel, spec: str | None, calib_sentences: list[str], seq
     for text models, ``digits`` / ``mnist5k`` / ``synthetic`` for a ViT, None for the default; ``n`` inputs at
     most, text cut to ``seq_len`` tokens."""
     from vckattn.golden.errors import InputError, UserError
-    from vckattn.host import eval as ev
     from vckattn.host.textdata import EVAL_MAX_SENTENCES, eval_sentences
 
     if m.golden:
         sentences = eval_sentences(n)
-        data = ev.golden_data(m, sentences, seq_len, HELD_OUT_SEED)
+        data = scoring.golden_data(m, sentences, seq_len, HELD_OUT_SEED)
         what = (f"{len(sentences)} held-out sentences as UTF-8 bytes" if m.model.embed is not None  # type: ignore
                 else f"{len(sentences)} x {seq_len} N(0, 1) hidden states (seed {HELD_OUT_SEED})")
         return CheckData(data, what)
@@ -115,9 +115,9 @@ def check_data(m: LoadedModel, spec: str | None, calib_sentences: list[str], seq
         if spec not in IMAGE_CHECK_DATA:
             raise UserError(f"--check-data {spec}: a ViT is checked on images: {', '.join(IMAGE_CHECK_DATA)}")
         if spec == "synthetic":
-            return CheckData(ev.synthetic_images(m, n, HELD_OUT_SEED),
+            return CheckData(scoring.synthetic_images(m, n, HELD_OUT_SEED),
                              f"{n} uniform[-1, 1] images (seed {HELD_OUT_SEED})")
-        data = ev.image_data(m, spec, n, split="test")
+        data = scoring.image_data(m, spec, n, split="test")
         return CheckData(data, f"{len(data.labels)} {spec} test images", spec)  # type: ignore[arg-type]
     spec = spec or "pydoc"
     if spec in IMAGE_CHECK_DATA:
@@ -144,25 +144,23 @@ def check_data(m: LoadedModel, spec: str | None, calib_sentences: list[str], seq
                       max_length=min(seq_len, int(m.info["max_seq_len"])))
     inputs = dict(enc) | ({"use_cache": False} if m.family == "llama" else {})
     labels = None if pool_labels is None else np.asarray([pool_labels[j] for j in kept], np.int64)
-    data = ev.EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool), labels)
+    data = scoring.EvalData(sentences, inputs, enc["attention_mask"].numpy().astype(bool), labels)
     return CheckData(data, f"{len(sentences)} {source}", spec if labels is not None else None)
 
 
 def _outputs(m: LoadedModel, data: Any, metric: str) -> np.ndarray:
-    from vckattn.host import eval as ev
 
     if metric in ("agreement", "accuracy"):
-        return ev.embeddings(m, data, logits=True)
+        return scoring.embeddings(m, data, logits=True)
     if metric == "token_cosine":
-        return ev.token_states(m, data)
-    return ev.embeddings(m, data, logits=False)
+        return scoring.token_states(m, data)
+    return scoring.embeddings(m, data, logits=False)
 
 
 def _score(out: np.ndarray, ref: np.ndarray, keep: np.ndarray, metric: str,
            labels: np.ndarray | None = None) -> tuple[float, float | None]:
     """(score, worst input's score or None) of ``out`` against the softmax model's ``ref`` (``labels``: the
     held-out inputs' classes, for the accuracy kept)."""
-    from vckattn.host import eval as ev
 
     if metric == "accuracy":
         assert labels is not None
@@ -171,18 +169,18 @@ def _score(out: np.ndarray, ref: np.ndarray, keep: np.ndarray, metric: str,
     if metric == "agreement":
         return float((out.argmax(-1) == ref.argmax(-1)).mean()), None
     if metric == "token_cosine":
-        c = ev.token_cosine(out, ref, keep)
+        c = scoring.token_cosine(out, ref, keep)
     else:
-        c = ev.cosine_to(out, ref)
+        c = scoring.cosine_to(out, ref)
     return c["mean_cosine"], c["min_cosine"]
 
 
 def engine_layer(layer: QuantAttentionLayer) -> QuantAttentionLayer:
-    """``layer`` with the score width of the committed best design (:func:`vckattn.hw.manifest.default_manifest`;
+    """``layer`` with the score width of the committed best design (:func:`vckattn.hw.design.manifest.default_manifest`;
     every committed design takes 8-bit scores): :func:`vckattn.golden.quant_attention.narrow_layer`, as ``run`` and
     ``eval`` make it; a layer without a calibration score maximum stays as it is."""
     from vckattn.golden.quant_attention import narrow_layer
-    from vckattn.hw.manifest import default_manifest, load_manifest
+    from vckattn.hw.design.manifest import default_manifest, load_manifest
 
     if layer.score_absmax is None:
         return layer
@@ -198,19 +196,18 @@ def model_fidelity(m: LoadedModel, layers: dict[int, QuantAttentionLayer],
     ``check``'s held-out inputs; ``swiftmax`` (layer -> β, γ) gives the float SwiftMax model's score too, saturating
     at ``p_max`` (layer -> the top of its P format) in the layers tuned for their P format. ``m`` is left with those
     SwiftMax constants in its float layers."""
-    from vckattn.host import eval as ev
 
     data = check.data
     metric = metric_of(m, data)
     labels = data.labels if metric == "accuracy" else None
-    ref_m = reference if reference is not None else ev.softmax_everywhere(copy.deepcopy(m))
+    ref_m = reference if reference is not None else scoring.softmax_everywhere(copy.deepcopy(m))
     ref = _outputs(ref_m, data, metric)
-    with ev.attention_on(m, layers, data.keep, ev.golden_runner(), {}):
+    with scoring.attention_on(m, layers, data.keep, scoring.golden_runner(), {}):
         out = _outputs(m, data, metric)
     score, worst = _score(out, ref, data.keep, metric, labels)
     float_sm = float_out = None
     if swiftmax:
-        ev.set_swiftmax(m, swiftmax, p_max)
+        scoring.set_swiftmax(m, swiftmax, p_max)
         float_out = _outputs(m, data, metric)
         float_sm = _score(float_out, ref, data.keep, metric, labels)[0]
     rec = {"metric": metric, "score": score, "min": worst, "float_swiftmax": float_sm, "threshold": float(threshold),

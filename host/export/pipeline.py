@@ -390,7 +390,7 @@ def source_shape(source: Source) -> dict | None:
 def _manifests(builds: list[str] | None) -> list[Any] | None:
     """The builds an export must run on: ``builds`` loaded (ManifestError for a bad one), else None (the committed
     ones)."""
-    from vckattn.hw.manifest import load_manifest
+    from vckattn.hw.design.manifest import load_manifest
 
     return [load_manifest(b) for b in builds] if builds else None
 
@@ -400,7 +400,7 @@ def check_runs(info: dict, normalizer: str, layers: list[int] | None, n_layers: 
     """ExportError unless one of ``manifests`` (default: the committed hardware builds, ``bitstreams/*.json``) runs
     this model's attention layers: head size, heads, the normalizers the export gives them, and the sequence length
     (a ViT's patches + [CLS], else the calibration's ``seq_len``)."""
-    from vckattn.hw.manifest import runnable_problem
+    from vckattn.hw.design.manifest import runnable_problem
 
     norms = {normalizer}
     if layers is not None and n_layers is not None and len(set(layers)) < n_layers:
@@ -422,7 +422,7 @@ def _reference(source: Source, reference: Path | str | None, progress: bool
     """The softmax model of the whole-model check: ``reference`` loaded, else the model a tuned folder was tuned from
     (its ``vckattn_tuning.json``, or the ``swiftmax.json`` of ``vckattn calibrate swiftmax`` beside it), else None
     (the source with softmax everywhere). Returns (model, description, the base checkpoint for the advice)."""
-    from vckattn.host import eval as ev
+    from vckattn.host import scoring
 
     base = tuned_base(source) if reference is None else None
     name = reference if reference is not None else base
@@ -435,7 +435,7 @@ def _reference(source: Source, reference: Path | str | None, progress: bool
         raise ExportError(f"{what}: {exc}") from None
     desc = f"{name} with softmax in every layer" + ("" if reference is not None else
                                                      f" (the model {source.path.name} was tuned from)")
-    return ev.softmax_everywhere(ref), desc, str(name)
+    return scoring.softmax_everywhere(ref), desc, str(name)
 
 
 def tuned_base(source: Source) -> str | None:

@@ -3,5 +3,5 @@
 ``swiftmax_hls`` (the element code the engine's reuses, C-simulated on its own) and the BHyT sites ``bhyt_hls``.
 
 The C++ sources live next to this file; :mod:`vckattn.hw.hls.tables` writes the ROM and format
-headers under ``generated/`` from the golden models (``python -m vckattn.hw.hls.tables``).
+headers under ``generated/`` from the golden models (``make regen``).
 """

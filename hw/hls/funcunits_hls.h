@@ -4,7 +4,7 @@
 // Every unit is a ROM lookup with linear interpolation between neighbouring entries,
 //     y = T[i] + (((T[i+1] - T[i]) * r) >> rbits)          (arithmetic shift = floor)
 // with i the top LUT_BITS of the input fraction and r the low rbits (golden `_lookup`). The ROMs
-// are the golden tables, generated into generated/*_table.h by `python -m vckattn.hw.hls.tables`.
+// are the golden tables, generated into generated/*_table.h by `make regen`.
 //
 //   unit            golden             input                        output
 //   pow2_frac       pow2_frac          f in [0, 2^12) (UQ0.12)       m = 2^f, UQ1.15 in [1, 2)

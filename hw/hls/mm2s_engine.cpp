@@ -11,7 +11,7 @@
 //
 // A command descriptor is 32 bytes = two 128-bit words: word 0 is the header beat sent as is; word 1 holds
 // the payload's byte offset (uint64, bits 63..0) into its source. `payload_bytes` is Q_ROWS x D (q mover)
-// or SK x D (kv mover). Header fields from the generated engine_streams.h (hw/engine/streams.py).
+// or SK x D (kv mover). Header fields from the generated engine_streams.h (hw/spec/streams.py).
 //
 // Returns the number of commands consumed (sent or skipped) before a bad one (a header of the other list's
 // kind or an unknown op, or an offset / payload size that is not a whole beat): the host compares it with

@@ -14,7 +14,7 @@
 //                        into the done log, in arrival order. A plain writer: no arithmetic.
 //
 // Streams: 128-bit AXI4-Stream beats (TDATA little endian; header words w0..w3 at bits [32i, 32i+32)).
-// Header fields only through ../aie/generated/engine_streams.h (generated from hw/engine/streams.py).
+// Header fields only through ../aie/generated/engine_streams.h (generated from hw/spec/streams.py).
 // Build parameters: VCKATTN_ENGINE_SCORE_BITS (8 or 16), VCKATTN_ENGINE_Q_ROWS, VCKATTN_ENGINE_D
 // (the design's engine_config.h, or -D in the C-simulation). Score packets carry their scores in the 4x8
 // block layout of hw/ENGINE.md; the normalizer is element-wise, so P leaves in the order the scores came.

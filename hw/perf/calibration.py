@@ -37,7 +37,7 @@ FITTED: tuple[str, ...] = ("sync_cycles_per_port",)
 #: where the fit is stored
 STORE_PATH = Path(__file__).resolve().parent / "data" / "calibration.json"
 #: the command that reproduces the stored fit
-FIT_COMMAND = "python -m vckattn.hw.perf.calibration_fit --write"
+FIT_COMMAND = "make regen"
 
 
 @dataclass(frozen=True)

@@ -1,15 +1,13 @@
 """The calibration's fit: the costs no kernel's code shows (:mod:`.calibration`) fitted on ONE published design and
-the others modeled without refitting (:mod:`.published`). MODELED. ``python -m vckattn.hw.perf.calibration_fit
---write`` stores the fit in ``hw/perf/data/calibration.json``."""
+the others modeled without refitting (:mod:`.published`). MODELED.
+``make regen`` stores the fit in ``hw/perf/data/calibration.json``."""
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 from . import published
-from .calibration import FIT_COMMAND, FIT_DESIGN, FITTED, PARAMETERS, STORE_PATH
+from .calibration import FIT_COMMAND, FIT_DESIGN, FITTED, PARAMETERS
 
 __all__ = ["fit", "leave_one_out", "validation"]
 
@@ -73,20 +71,3 @@ def leave_one_out() -> list[dict[str, Any]]:
         rows.append({"fit_design": g.name, "parameters": f["parameters"], "residual": f["residual"],
                      "errors": errors, "worst": max(abs(e) for e in errors.values())})
     return rows
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python -m vckattn.hw.perf.calibration_fit [--write]``: print the fit (and store it with ``--write``)."""
-    ap = argparse.ArgumentParser(description="Fit the calibration parameters on one published design.")
-    ap.add_argument("--write", action="store_true", help=f"store the fit in {STORE_PATH.name}")
-    args = ap.parse_args(argv)
-    result = fit()
-    text = json.dumps(result, indent=2, sort_keys=True) + "\n"
-    if args.write:
-        STORE_PATH.write_text(text)
-    print(text, end="")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -8,8 +8,8 @@ P·V AIE kernels and ``m`` score channels, tiles of ``Q_ROWS`` queries, kernels 
   (:mod:`.engine_aie`: closed-form operation counts equal to what ``hw/aie/aie_api_emu.h`` counts, times the
   cost table of :mod:`.aie`); the tile DMA moves the buffers, so no stream-port cycles are in them.
 * **PL cycles** of the SwiftMax channels from the PL top's documented schedule, equal to Verilator
-  (:func:`.pl.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL cycle: the
-  requantizer at the end of the P·V cascade sends int8 A, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
+  (:func:`vckattn.hw.pl.timing.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL
+  cycle: the requantizer at the end of the P·V cascade sends int8 A, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
 * **Links**: a buffer crosses a 128-bit PLIO at ``min(16 B x PL clock, 4 B x AIE clock)`` (the PL side, or the
   AIE side's 32-bit stream and tile DMA channel, AM009), DDR is one bank shared by every reader and writer.
 
@@ -33,9 +33,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from vckattn.hw.engine.schedule import deal_groups
+from vckattn.hw.pl import timing
+from vckattn.hw.spec.schedule import deal_groups
 
-from . import engine_aie, pl
+from . import engine_aie
 
 #: bytes of one header beat (TILE, SLICE, PACKET, RESULT: hw/ENGINE.md)
 HEADER_BYTES = 16
@@ -58,7 +59,7 @@ PEAK_MACS = 128
 
 def deal(groups: int, pipelines: int) -> list[list[int]]:
     """The (batch, head) groups each pipeline works on, in order: the host's own dealing
-    (:func:`vckattn.hw.engine.schedule.deal_groups`, whole groups round-robin)."""
+    (:func:`vckattn.hw.spec.schedule.deal_groups`, whole groups round-robin)."""
     return deal_groups(groups, pipelines)
 
 
@@ -224,9 +225,9 @@ def packet_seconds(g: Geometry) -> float:
     """Seconds one score packet occupies its channel: the slowest of its transfer out (s buffer -> PLIO), the PL's
     slots and P's transfer back (the three stream without buffering between them)."""
     if g.normalizer == "swiftmax":
-        pl_s = pl.engine_packet_slots(g.q_rows * g.sk, g.lanes) / g.f_pl
+        pl_s = timing.engine_packet_slots(g.q_rows * g.sk, g.lanes) / g.f_pl
     else:
-        pl_s = g.q_rows * g.sk / pl.elements_per_cycle("online_softmax", g.lanes) / g.f_pl
+        pl_s = g.q_rows * g.sk / timing.elements_per_cycle("online_softmax", g.lanes) / g.f_pl
     return max(g.s_bytes / g.link_rate, pl_s, g.p_bytes / g.link_rate)
 
 
@@ -237,7 +238,7 @@ def tile_costs(g: Geometry, r: int) -> TileCosts:
     if g.normalizer == "swiftmax":
         channel = g.per_channel * packet_seconds(g)
     else:  # a row-assembling normalizer sees the whole tile on one unit (module docstring of .model)
-        channel = pl.stream_cycles("online_softmax", g.q_rows, g.keys, g.lanes) / g.f_pl
+        channel = timing.stream_cycles("online_softmax", g.q_rows, g.keys, g.lanes) / g.f_pl
         channel = max(channel, g.k * g.s_bytes / (g.m * g.link_rate))
     return TileCosts(q_in=g.q_bytes / g.link_rate, qk=max(qk_each), channel=channel, pv=max(pv_each),
                      rq=kernel_seconds(g, "rq"), o_out=g.o_bytes / g.link_rate,
@@ -307,7 +308,7 @@ def layer_time(w: Any, d: Any, dev: Any, normalizer: str) -> tuple[list[StageTim
     # head: a QK^T kernel needs its K slice (slices j = 0..k-1 go first) and its Q; the P.V kernels need V (the
     # group's last k slices); tail: the last tile through the stages behind
     head_qk = max(g.k * g.kv_bytes / g.link_rate, first.q_in)
-    pl_lat = pl.ENGINE_OUT_DELAY / g.f_pl
+    pl_lat = timing.ENGINE_OUT_DELAY / g.f_pl
     lat_channel = (g.s_bytes / g.link_rate + pl_lat + g.p_bytes / g.link_rate) if normalizer == "swiftmax" \
         else first.channel
     # the requantizer takes the blocks as the last P.V kernel passes them on: it ends at least one block after it
@@ -385,8 +386,8 @@ def kernel_report(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax") -> lis
 
 def memory_bytes(g: Geometry) -> dict[str, int]:
     """Data memory of each kernel variant (bytes): its ping-pong buffers and its state, as the C++ kernels declare
-    them (:func:`vckattn.hw.engine.model.kernel_memory`; a test compares with ``sizeof``)."""
-    from vckattn.hw.engine.model import EngineParams, kernel_memory
+    them (:func:`vckattn.hw.spec.functional.kernel_memory`; a test compares with ``sizeof``)."""
+    from vckattn.hw.spec.functional import EngineParams, kernel_memory
 
     return kernel_memory(EngineParams(pipelines=1, kernels=g.k, score_plios=g.m, q_rows=g.q_rows, d=g.d,
                                       max_keys=g.keys, score_bits=g.score_bits, lanes=1))

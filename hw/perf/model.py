@@ -38,6 +38,8 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
+from vckattn.hw.pl import timing
+
 from . import engine, pl
 
 DEVICE_FILE = Path(__file__).with_name("device.json")
@@ -51,7 +53,7 @@ OPERANDS: tuple[str, ...] = ("ddr", "host", "on_chip")
 SCORE_BITS: tuple[int, ...] = (8, 16, 32)
 PLIO_BITS: tuple[int, ...] = (32, 64, 128)
 #: score widths the engine's QK^T kernels write (the AIE's shift-round-saturate) and its PLIO width: what the model
-#: costs (``hw/engine/generate.py`` refuses the same designs when generating one)
+#: costs (``hw/design/generate.py`` refuses the same designs when generating one)
 ENGINE_SCORE_BITS: tuple[int, ...] = (8, 16)
 ENGINE_PLIO_BITS = 128
 #: stage name -> label, in stream order
@@ -385,7 +387,7 @@ def _pl_resources(kernel: str, lanes: int, score_bits: int,
 
 @functools.lru_cache(maxsize=4096)
 def _epc(kernel: str, lanes: int) -> float:
-    return float(pl.elements_per_cycle(kernel, lanes))
+    return float(timing.elements_per_cycle(kernel, lanes))
 
 
 RESOURCE_KEYS = ("lut", "ff", "dsp", "bram", "uram")
@@ -531,7 +533,7 @@ ASSUMPTIONS = [
     "DDR: one bank, 57 GB/s for all reads and writes together (an assumption, device.json ddr_gbps: no public VCK5000 "
     "measurement found)",
     "tiles dealt as the host deals them: whole (batch, head) groups round-robin over the pipelines",
-    "layer time: the longest head + busy + tail over the stages (closed form); hw/perf/simulate.py runs the "
+    "layer time: the longest head + busy + tail over the stages (closed form); hw/design/simulate.py runs the "
     "same graph as a discrete-event simulation",
     "the requantizer kernel at the end of the P·V cascade turns O into int8 A (over o_out); the movers (q, k, v and "
     "output per pipeline) and their AXI4 master ports: "
@@ -582,10 +584,11 @@ def _check(w: Workload, d: Design, dev: Device) -> None:
 def engine_pl_cycles(w: Workload, d: Design) -> int:
     """Modeled PL cycles of one layer on an engine design: the busiest score channel's packets back to back (the
     busiest pipeline's tiles, ``k/m`` packets each), then the PL top's output delay -- what the ``rtl`` backend
-    measures without backpressure (``hw/pl/engine.py``; :func:`.pl.engine_packet_slots` equals Verilator)."""
+    measures without backpressure (``hw/pl/engine.py``;
+    :func:`vckattn.hw.pl.timing.engine_packet_slots` equals Verilator)."""
     g = engine.geometry(w, d, load_device(), "swiftmax")
     tiles = max(len(x) for x in engine.deal(g.groups, g.pipelines)) * g.tiles_per_group
-    return tiles * g.per_channel * pl.engine_packet_slots(g.q_rows * g.sk, g.lanes) + pl.ENGINE_OUT_DELAY
+    return tiles * g.per_channel * timing.engine_packet_slots(g.q_rows * g.sk, g.lanes) + timing.ENGINE_OUT_DELAY
 
 
 def layer_stages(w: Workload, d: Design, dev: Device, normalizer: str) -> tuple[list[Stage], float, str]:
@@ -613,7 +616,7 @@ def _norm_site(w: Workload, d: Design, dev: Device, stages: list[Stage]) -> floa
     # first input to first output of one token (a token-buffering unit holds the whole token first):
     # the PL model's one-token stream time (both end beats counted) less the token's own output beats
     beats = -(-w.hidden_size // d.norm_lanes)
-    nlat = (pl.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
+    nlat = (timing.stream_cycles(kern, 1, w.hidden_size, d.norm_lanes) - beats) / f_pl
     stages.insert(0, Stage("norm_site", nsec, nwhy, nlat))
     return nsec + nlat
 

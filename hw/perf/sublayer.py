@@ -194,8 +194,8 @@ def _io_cycles(nbytes: int) -> float:
 
 
 #: why no split of this model can be built: what the generator emits for a sublayer build
-#: (hw/engine/sublayer_build.py) against what the split needs
-NOT_BUILT = ("the generator builds no sublayer hardware: a sublayer build (hw/engine/sublayer_build.py) has no ADF "
+#: (hw/design/sublayer_build.py) against what the split needs
+NOT_BUILT = ("the generator builds no sublayer hardware: a sublayer build (hw/design/sublayer_build.py) has no ADF "
              "graph for the Q/K/V and W_O GEMM cascades, no PL buffers between the stages and no movers for them, so "
              "no xclbin exists for any split; only the attention engine (--scope attention) is built")
 
@@ -369,8 +369,8 @@ def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int
 
 def attention_memory(q_rows: int, sk: int, d: int) -> int:
     """Largest data memory of an attention kernel (bytes): its ping-pong buffers and state as the kernels declare
-    them (:func:`vckattn.hw.engine.model.kernel_memory`, = the C++ ``sizeof``; int8 scores)."""
-    from vckattn.hw.engine.model import EngineParams, kernel_memory
+    them (:func:`vckattn.hw.spec.functional.kernel_memory`, = the C++ ``sizeof``; int8 scores)."""
+    from vckattn.hw.spec.functional import EngineParams, kernel_memory
 
     return max(kernel_memory(EngineParams(pipelines=1, kernels=1, score_plios=1, q_rows=q_rows, d=d, max_keys=sk,
                                           score_bits=8, lanes=1)).values())

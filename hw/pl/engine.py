@@ -14,7 +14,7 @@ stream-level reference (header rewrite, packing, padding) is
 Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
 
 * ``s{i}_tdata[127:0]``, ``s{i}_tvalid``, ``s{i}_tready``, ``s{i}_tlast`` (channel ``i`` in): score
-  packets. A packet is a header beat (:data:`vckattn.hw.engine.streams.PACKET`) and ``count`` signed
+  packets. A packet is a header beat (:data:`vckattn.hw.spec.streams.PACKET`) and ``count`` signed
   ``score_bits``-bit scores, ``E = 128 / score_bits`` a beat (element ``k`` of a beat in bits
   ``[k·score_bits, (k+1)·score_bits)``), ``ceil(count / E)`` payload beats; elements of the last beat at
   or beyond ``count`` are padding and ignored. The header's ``count`` alone frames the packet: input
@@ -30,7 +30,7 @@ Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
   memory (``b_beta``, ``c_out``). Status: ``elements`` = kept scores (within ``count`` and not the
   sentinel), ``rows`` = packets (header beats), both summed over the channels since reset.
 
-Per-head constants: the score header's ``head`` field (:data:`vckattn.hw.engine.streams.PACKET`; its low
+Per-head constants: the score header's ``head`` field (:data:`vckattn.hw.spec.streams.PACKET`; its low
 ``head_bits`` bits) selects entry ``head`` of ``b_beta``/``c_out`` for that packet's scores. A pipeline
 latches the head at the header beat; each group of scores addresses the pipeline's ``b_beta`` read port
 with it at issue (data arrives with the lanes' stage-1 product, for stage 2), and the head, delayed one
@@ -48,7 +48,7 @@ Timing with a ready sink and a source that never idles: a packet of ``count`` sc
 ``1 + (16 / lanes)·ceil(count / 16)`` slots (cycles), packets back to back without bubbles; the last
 slot's beat leaves :attr:`EnginePipeline.LATENCY` = 7 cycles after its issue. At ``lanes = E`` that is
 one input beat per cycle (int8: one P beat per cycle; int16: one P beat per two input beats).
-``vckattn.hw.perf.pl.engine_stream_cycles`` is this closed form.
+``vckattn.hw.pl.timing.engine_stream_cycles`` is this closed form.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.engine import engine_format, engine_regmap, sentinel
 from vckattn.golden.swiftmax_int import SWIFTMAX_ID, swiftmax_regmap
-from vckattn.hw.engine.streams import BEAT_BYTES, Field, field
+from vckattn.hw.spec.streams import BEAT_BYTES, Field, field
 
 from .axil import RegisterFile, axil_members, shape_of
 from .engine_online import OnlineBuild, OnlineChannel

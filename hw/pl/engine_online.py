@@ -3,11 +3,11 @@ packets (key slices of ``SK`` keys) into whole rows of ``MAX_KEYS = k·SK`` keys
 :class:`~vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel` and sends the tile's ``k`` P packets back in slice order.
 
 Golden model: :func:`vckattn.golden.engine.engine_online_p` on each tile's slices (bit for bit); the stream-level
-reference (which packets, in which order) is :func:`vckattn.hw.engine.model.online_stage`.
+reference (which packets, in which order) is :func:`vckattn.hw.spec.functional.online_stage`.
 
 Streams (the ports of :class:`OnlineChannel`, the same framing as the SwiftMax pipeline's):
 
-* ``s_axis`` (128-bit beats): score packets, a header beat (:data:`vckattn.hw.engine.streams.PACKET`) and
+* ``s_axis`` (128-bit beats): score packets, a header beat (:data:`vckattn.hw.spec.streams.PACKET`) and
   ``Q_ROWS·SK / E`` beats of ``E = 128 / score_bits`` signed scores in the 4×8 block layout. A packet is taken when
   its ``count`` is ``Q_ROWS·SK`` and its ``slice`` below ``k``; any other packet is consumed (``ceil(count / E)``
   payload beats) and dropped. A packet belongs to the tile of its header's ``tile_id``.
@@ -48,8 +48,8 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from vckattn.golden.engine import engine_online_format, sentinel
-from vckattn.hw.engine.model import ONLINE_LANES
-from vckattn.hw.engine.streams import BEAT_BYTES, Field, field
+from vckattn.hw.spec.functional import ONLINE_LANES
+from vckattn.hw.spec.streams import BEAT_BYTES, Field, field
 
 from .online_softmax import OnlineSoftmaxKernel
 from .stream import axis_members
@@ -84,11 +84,11 @@ def channel_cycles(tiles: int, q_rows: int, kernels: int, slice_keys: int, score
     """Cycles from the first input beat to the last output beat of ``tiles`` tiles sent back to back (each tile's
     ``k`` packets in slice order, a source that never idles, a ready sink; closed form of the RTL, measured by
     ``tests/test_sim_engine.py``): the first tile's packets in, the unit's
-    :func:`vckattn.hw.perf.pl.stream_cycles` for all the tiles' rows back to back, one cycle between two tiles' rows
+    :func:`vckattn.hw.pl.timing.stream_cycles` for all the tiles' rows back to back, one cycle between two tiles' rows
     (the next tile's start), :data:`HANDOVER` cycles and the last tile's ``k·(1 + Q_ROWS·SK / 16)`` beats out.
     Exact while the rows are the bound: the next tile's packets and the last one's sending fit in one tile's rows
     (:func:`rows_bound`); so a tile takes ``Q_ROWS·MAX_KEYS / L + 1`` cycles in steady state, the unit's rate."""
-    from vckattn.hw.perf.pl import stream_cycles
+    from vckattn.hw.pl.timing import stream_cycles
 
     per_beat = BEAT_BITS // score_bits
     gather = kernels * (1 + q_rows * slice_keys // per_beat)
@@ -100,7 +100,7 @@ def rows_bound(q_rows: int, kernels: int, slice_keys: int, score_bits: int, lane
     """Whether a channel's tiles are bound by the unit's rows (:func:`channel_cycles`): one tile's rows
     (``Q_ROWS·MAX_KEYS / L`` cycles) outlast the unit's latency after a tile's last row, the sending of that tile and
     the gathering of the tile after next (which waits for its buffer)."""
-    from vckattn.hw.perf.pl import TIMING
+    from vckattn.hw.pl.timing import TIMING
 
     t = TIMING["online_softmax"]
     keys = kernels * slice_keys

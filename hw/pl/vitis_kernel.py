@@ -1,7 +1,7 @@
 """Vitis RTL kernel packaging of the engine's PL top (``vckattn hw generate`` writes it into ``<out>/pl/``).
 
 For the RTL kernel of an engine manifest (``kind: "rtl"``: the PL top ``engine_pl``,
-:mod:`vckattn.hw.engine.generate`) this module writes, beside the core's Verilog (``engine_pl_core.v``,
+:mod:`vckattn.hw.design.generate`) this module writes, beside the core's Verilog (``engine_pl_core.v``,
 the Amaranth :class:`vckattn.hw.pl.engine.EnginePL`):
 
 * ``<name>.v`` (:func:`wrapper_verilog`): a wrapper module ``<name>`` with the ports a Vitis RTL kernel

@@ -2,7 +2,7 @@
 UUID recording.
 
 ``hw/vitis/Makefile`` builds one engine design (``DESIGN``: a committed design's name, default
-:func:`vckattn.hw.manifest.default_manifest`, or a design JSON file) and calls this module:
+:func:`vckattn.hw.design.manifest.default_manifest`, or a design JSON file) and calls this module:
 
 * ``python -m vckattn.hw.vitis.flow engine --design FILE [--board B] --name N --target T --out DIR --mk FILE``
   before any work: :func:`check_tools` (AMD tools on ``PATH``, ``$XILINX_VITIS``, the platform's ``.xpfm``)
@@ -16,7 +16,7 @@ UUID recording.
 * ``python -m vckattn.hw.vitis.flow record-uuid --manifest NAME --xclbin X --out FILE`` after ``v++ -p``:
   :func:`record_uuid` copies the manifest with the xclbin's UUID (from ``xclbinutil --info``).
 
-The board (``--board``) defaults to the committed design's board (:data:`vckattn.hw.manifest.BUILDS`;
+The board (``--board``) defaults to the committed design's board (:data:`vckattn.hw.design.manifest.BUILDS`;
 ``vck5000`` for any other design).
 """
 
@@ -32,7 +32,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from vckattn.hw.manifest import PLATFORMS
+from vckattn.hw.design.manifest import PLATFORMS
 
 __all__ = ["DEFAULT_PLATFORM", "DESIGNS", "ENGINE_HLS", "ENGINE_SOURCES", "PLATFORM_DIRS", "REQUIRED_TOOLS",
            "FlowError", "board_of", "check_engine_sources", "check_tools", "default_design_file", "engine_inputs",
@@ -229,9 +229,9 @@ def record_uuid(manifest: str | Path | dict, xclbin: str | Path, *, info: str | 
 
     Raises:
         FlowError: no UUID in the output, or the xclbin lacks a kernel of the manifest.
-        vckattn.hw.manifest.ManifestError: the result is no valid manifest.
+        vckattn.hw.design.manifest.ManifestError: the result is no valid manifest.
     """
-    from vckattn.hw.manifest import validate_manifest
+    from vckattn.hw.design.manifest import validate_manifest
 
     data = json.loads(json.dumps(manifest)) if isinstance(manifest, dict) else read_manifest(manifest)[0]
     xclbin = Path(xclbin)
@@ -253,16 +253,16 @@ def record_uuid(manifest: str | Path | dict, xclbin: str | Path, *, info: str | 
 
 
 def default_design_file() -> Path:
-    """The design file of the committed default design (:func:`vckattn.hw.manifest.default_manifest`)."""
-    from vckattn.hw.manifest import default_manifest
+    """The design file of the committed default design (:func:`vckattn.hw.design.manifest.default_manifest`)."""
+    from vckattn.hw.design.manifest import default_manifest
 
     return DESIGNS / f"{default_manifest()}.design.json"
 
 
 def board_of(name: str) -> str:
-    """The board of design ``name``: a committed best design's (:data:`vckattn.hw.manifest.BUILDS`), else
+    """The board of design ``name``: a committed best design's (:data:`vckattn.hw.design.manifest.BUILDS`), else
     ``vck5000``."""
-    from vckattn.hw.manifest import BUILDS
+    from vckattn.hw.design.manifest import BUILDS
 
     return BUILDS.get(name, ("vck5000", ""))[0]
 
@@ -285,8 +285,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _cmd_engine(args: argparse.Namespace) -> int:
-    from vckattn.hw.engine.generate import platform_of
-
+    from vckattn.hw.design.render import platform_of
     if not args.design.is_file():
         raise FlowError(f"DESIGN={args.design}: no such design file")
     board = args.board or board_of(args.name)
@@ -302,12 +301,12 @@ def _cmd_engine(args: argparse.Namespace) -> int:
 
     from amaranth.hdl import UnusedElaboratable
 
-    from vckattn.hw.engine import generate as gen
-
+    from vckattn.hw.design import generate as gen
+    from vckattn.hw.design import render
     warnings.simplefilter("ignore", UnusedElaboratable)  # the generator elaborates the PL top to read its ports
 
-    design = gen.design_from_file(args.design)
-    gen.generate(design, board, args.out, max_seq=design.max_seq or gen.BERT_SEQ, name=args.name)
+    design = render.design_from_file(args.design)
+    gen.generate(design, board, args.out, max_seq=design.max_seq or render.BERT_SEQ, name=args.name)
     manifest, file = read_manifest(args.out / "manifest.json")
     xpfm = find_platform(platform) or Path(f"<{platform}.xpfm>")  # a placeholder only in a dry run
     out = args.out.resolve()

@@ -16,7 +16,7 @@ through :func:`fakes.xrt_stub.card_handler`) talk to, and models only what the h
   of the wrong kind stops the mover. Which mover feeds which pipeline comes from the manifest's ``connectivity``
   (``<cu>.out`` -> ``ai_engine_0.p<i>_q_in`` / ``p<i>_k_in`` / ``p<i>_v_in``; ``p<i>_o_out`` -> ``<cu>.a_in``);
 * the AIE graph and ``engine_pl`` as the engine's bit-exact functional model
-  (:func:`vckattn.hw.engine.model.run_pipeline_model`) on each pipeline's streams, with the SwiftMax constants
+  (:func:`vckattn.hw.spec.functional.run_pipeline_model`) on each pipeline's streams, with the SwiftMax constants
   rebuilt from the register words ``engine_pl`` received (a write at a wrong offset gives wrong results) and the
   build's format;
 * ``graph.run(n)``: every AIE kernel runs ``n`` iterations, one tile each, so a pipeline whose movers send more
@@ -42,9 +42,9 @@ import numpy as np
 
 from vckattn.golden.funcunits import Pow2Config, RecipConfig
 from vckattn.golden.swiftmax_int import HEAD_FIELDS, SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters
-from vckattn.hw.engine import streams
-from vckattn.hw.engine.model import EngineParams, run_pipeline_model
-from vckattn.hw.manifest import Manifest
+from vckattn.hw.design.manifest import Manifest
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.functional import EngineParams, run_pipeline_model
 
 CMD_BYTES = 32
 

@@ -188,7 +188,7 @@ constexpr int MAX_RQ_SHIFT = 62;  // golden engine MAX_RQ_SHIFT: the AIE1 SRS sh
 // lim_i = min(i + base, valid_keys): base for rows without a causal limit (i + base > every key)
 constexpr int MASK_BASE = 32767 - EngineShape::Q_ROWS;
 
-// Bytes of one half of each ping-pong buffer (hw/ENGINE.md; hw/engine/model.py buffer_bytes).
+// Bytes of one half of each ping-pong buffer (hw/ENGINE.md; hw/spec/functional.py buffer_bytes).
 constexpr int Q_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::D;
 constexpr int K_BUFFER_BYTES = BEAT_BYTES + EngineShape::SK * EngineShape::D;
 constexpr int S_BUFFER_BYTES = BEAT_BYTES + EngineShape::Q_ROWS * EngineShape::SK * EngineShape::E;
@@ -228,7 +228,7 @@ alignas(32) static const MaskTables MASK_TABLES = {
     {0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7},
     {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3}};
 
-// Data memory per kernel (bytes): ping-pong buffers + state (hw/engine/model.py kernel_memory).
+// Data memory per kernel (bytes): ping-pong buffers + state (hw/spec/functional.py kernel_memory).
 constexpr int QK_DATA_BYTES = 2 * (Q_BUFFER_BYTES + K_BUFFER_BYTES + S_BUFFER_BYTES) +
                               static_cast<int>(sizeof(QkState)) + static_cast<int>(sizeof(MaskTables));
 constexpr int PV_DATA_BYTES = 2 * (P_BUFFER_BYTES + V_BUFFER_BYTES) + static_cast<int>(sizeof(PvState));

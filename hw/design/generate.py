@@ -1,0 +1,308 @@
+"""The engine's build sources from a design point (``hw/ENGINE.md``; ``vckattn hw generate``).
+
+:func:`generate` turns a :class:`~vckattn.hw.perf.model.Design` (the explorer's pipelines, kernels per
+pipeline, tile shape, score width, lanes, PL clock) into a build folder:
+
+========================  =========================================================================
+``aie/engine_config.h``   ``VCKATTN_ENGINE_*`` build parameters of the kernels (``hw/aie/engine/``)
+``aie/graph.h``, ``.cpp``  the ADF graph (stream contract v3): per pipeline ``k`` ``qk_slice<j>`` (q buffers
+                          broadcast from q_in; K slices, async, from ``pktsplit<k>`` on k_in; s buffers
+                          through the channel's ``pktmerge<k/m>``, or straight, to ``s_out<c>``), ``k``
+                          P·V kernels (p buffers from ``p_in<c>`` through ``pktsplit<k/m>`` or straight; V
+                          slices, async, from ``pktsplit<k>`` on v_in; partial O along the cascade) and
+                          the requantizer at the cascade's end (o buffers, the int8 A records, to o_out);
+                          window sizes from the kernels' buffer sizes, ping-pong; kernel and buffer
+                          placement constraints (:mod:`.layout`)
+``system.cfg``            the Vitis link configuration (``nk=``, ``sc=``, ``[clock]``)
+``pl/engine_pl.v``        the PL top (``vckattn.hw.pl.engine.generate_engine_verilog``), its
+                          ``kernel.xml`` and ``package_kernel.tcl``
+``manifest.json``         the bitstream manifest with its ``engine`` section
+``design.json``           the design point (``max_seq`` set to the build's)
+``modeled.json``          :func:`~vckattn.hw.perf.model.evaluate` on BERT-base, S = 512, batch 8
+``diagram.png``           the design point: kernels on the array, PLIOs per column
+========================  =========================================================================
+
+The generated graph names the buffer sizes of ``hw/aie/engine/engine_kernels.h``
+(``vckattn_engine::Q_BUFFER_BYTES`` ... ``O_BUFFER_BYTES``) as its window sizes. Memory assumption
+(:func:`check_design`): every kernel's buffers (both ping-pong halves) and its state sit in its own tile's
+32 KB data memory with the runtime's reserve (stack, heap: ``device.json``); the graph pins each buffer
+there (``adf::location<adf::buffer>``), so no kernel relies on its neighbours' memory. Nothing here is
+compiled (no AMD tools); ``tests/test_engine_generate.py`` checks the sources' structure.
+
+The committed engine manifests (``bitstreams/<name>.json`` and ``bitstreams/engine_designs/<name>.design.json`` for
+:data:`ENGINE_BUILDS`) are regenerated with ``make regen SEARCH=1``
+(``--check``: exit 1 when stale).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from vckattn.hw.design import layout as lay
+from vckattn.hw.design.check import refuse_violations
+from vckattn.hw.design.layout import Layout, pv_name, rq_name
+from vckattn.hw.design.render import (
+    BERT_BATCH,
+    BERT_SEQ,
+    HEAD_DIMS,
+    PL_TOP,
+    SMALL_DESIGN,
+    SMALL_DUAL_DESIGN,
+    GenerateError,
+    bert_workload,
+    check_design,
+    design_from_file,
+    engine_manifest,
+    render_config,
+    render_graph_cpp,
+    render_graph_h,
+)
+
+BITSTREAMS = Path(__file__).resolve().parents[2] / "bitstreams"
+
+
+#: the committed design points, beside the manifests but out of ``bitstreams/*.json`` (read as manifests)
+DESIGNS_DIR = "engine_designs"
+
+
+#: committed engine manifests: name -> (board, design: "best" = the explorer's best buildable SwiftMax design)
+ENGINE_BUILDS: dict[str, tuple[str, str | dict]] = {
+    "vck5000_engine": ("vck5000", "best"),
+    "vck190_engine": ("vck190", "best"),
+    "engine_small": ("vck5000", SMALL_DESIGN),
+    "engine_small_dual": ("vck5000", SMALL_DUAL_DESIGN),
+}
+
+
+@functools.cache
+def best_design(board: str) -> Any:
+    """The best SwiftMax design for :func:`bert_workload` on ``board`` among the designs this generator builds
+    (:func:`buildable`), with the explorer's headroom on every resource: the closed form's near-ties (within
+    :data:`vckattn.hw.design.explore.TIE` of the fastest) are each run through the graph simulation
+    (:mod:`vckattn.hw.design.simulate`) and the fastest simulated wins (ties: the fewest LUTs). Designs at the DDR
+    roof tie in the closed form, which takes the busiest stage; the simulation sees how they share the one bank
+    (a few seconds a design, MODELED)."""
+    from vckattn.hw.design import explore, simulate
+    from vckattn.hw.perf import model
+
+    dev = model.load_device(board)
+    w = bert_workload()
+    clock = float(dev.pl_clock_mhz["model_default"])
+    budget = explore.default_budget(dev, explore.HEADROOM, clock)
+    found = []
+    for cand in explore.candidates(w, dev, clock):
+        if not explore._builds(cand, dev):  # buildable(cand, board), cached
+            continue
+        c = explore._best_for(w, cand, dev, budget)  # lowered to a pipeline count that builds and passes the check
+        if c is not None:
+            found.append(c)
+    if not found:
+        raise GenerateError(f"no buildable SwiftMax design fits the {board}")
+    fastest = min(c.seconds for c in found)
+    near = [c for c in found if c.seconds <= fastest * (1 + explore.TIE)]
+    best = min(near, key=lambda c: (simulate.simulate(w, c.design, dev).seconds, c.lut)).design
+    return replace(best, name=f"best SwiftMax engine on the {board} for BERT-base S={BERT_SEQ} batch {BERT_BATCH}")
+
+
+def modeled(design: Any, board: str) -> dict:
+    """:func:`~vckattn.hw.perf.model.evaluate` of ``design`` on :func:`bert_workload` (JSON; resources included)."""
+    from vckattn.hw.perf import model
+
+    seq = min(BERT_SEQ, design.max_seq or BERT_SEQ)  # a build for shorter sequences: modeled at its longest
+    try:
+        perf = model.evaluate(bert_workload(seq), design, model.load_device(board))
+    except ValueError as exc:
+        raise GenerateError(f"design: the model refuses it ({exc})") from None
+    return {"modeled": True, "workload": f"BERT-base attention, S = {seq}, batch {BERT_BATCH}, 12 SwiftMax layers",
+            **perf.to_json()}
+
+
+def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
+    """One picture of the design point: kernels on the 50 x 8 array, PLIOs per interface column, lanes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    n, k = design.pipelines, design.qk_kernels
+    grid = np.full((lay.ARRAY_ROWS, lay.ARRAY_COLUMNS), np.nan)
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(14, 6.5), gridspec_kw={"height_ratios": [3, 1.2]})
+    for name, (c, r) in placed.tiles.items():
+        grid[r, c] = int(name[1:name.index("_")])
+    ax.imshow(grid, origin="lower", cmap="tab20", vmin=0, vmax=max(19, n - 1), aspect="auto",
+              extent=(-0.5, lay.ARRAY_COLUMNS - 0.5, -0.5, lay.ARRAY_ROWS - 0.5))
+    for name, (c, r) in placed.tiles.items():
+        label = "R" if name.endswith("_rq") else ("Q" if "_qk" in name else "P") + name.rsplit("k" if "_qk" in name
+                                                                                           else "v", 1)[1]
+        ax.text(c, r, label, ha="center", va="center", fontsize=5)
+    for i in range(n):
+        row = [placed.tiles[pv_name(i, j)] for j in range(k)] + [placed.tiles[rq_name(i)]]
+        xs = [c for c, _ in row]
+        ax.annotate("", xy=(xs[-1], row[0][1] - 0.3), xytext=(xs[0], row[0][1] - 0.3),
+                    arrowprops={"arrowstyle": "->", "lw": 0.6})
+    ax.set_xticks(range(0, lay.ARRAY_COLUMNS, 5))
+    ax.set_yticks(range(lay.ARRAY_ROWS))
+    ax.set_xlabel("AIE column")
+    ax.set_ylabel("AIE row")
+    tops = perf.get("tops")
+    sk = (design.max_seq or BERT_SEQ) // k
+    ax.set_title(f"{n} pipelines x ({k} QK^T 'Q' + {k} P.V 'P' kernels + requantizer 'R', cascade ->, "
+                 f"{design.score_plios} score "
+                 f"channel(s)), Q_ROWS {design.q_rows}, {sk}-key slices, int{design.score_bits} scores, "
+                 f"{design.lanes_swiftmax} SwiftMax lanes/channel"
+                 f"{' (DSP products)' if design.swiftmax_products == 'dsp' else ''}, PL {design.pl_clock_mhz:g} MHz"
+                 + (f"; modeled {tops:.1f} TOPS" if tops else ""), fontsize=9)
+    cols = np.arange(lay.ARRAY_COLUMNS)
+    ins = np.zeros(lay.ARRAY_COLUMNS)
+    outs = np.zeros(lay.ARRAY_COLUMNS)
+    for name, d in placed.plios():
+        (ins if d == "in" else outs)[placed.plio_columns[name]] += 1
+    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (q_in, k_in, v_in, p_in)")
+    bx.bar(cols + 0.2, outs, 0.4, label="AIE->PL PLIOs (s_out, o_out)")
+    bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
+    bx.set_xlabel("interface column (128-bit PLIOs)")
+    bx.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def _write(path: Path, text: str, written: list[Path]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    written.append(path)
+
+
+def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: tuple[int, ...] = HEAD_DIMS, *,
+             name: str | None = None, with_pl: bool = True, with_diagram: bool = True) -> list[Path]:
+    """Write the engine's build sources for ``design`` on ``board`` into ``out`` (see the module docstring);
+    returns the files written. ``name``: the manifest's name (default ``<board>_engine``); ``with_pl=False``
+    leaves out the PL top (``pl/``), ``with_diagram=False`` the picture.
+
+    Raises:
+        GenerateError: a design contract v3 cannot build, one that does not fit the array, an unwritable
+            ``out``, or the PL generator (``vckattn.hw.pl.engine``) missing.
+    """
+    from vckattn.hw.design.manifest import validate_manifest
+    from vckattn.hw.design.system_cfg import system_cfg
+
+    head_dims = tuple(int(h) for h in head_dims)
+    name = name or f"{board}_engine"
+    check_design(design, max_seq, head_dims)
+    try:
+        placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+    except lay.LayoutError as exc:
+        raise GenerateError(f"design: {exc}") from None
+    refuse_violations(design, board, max_seq, head_dims)  # the design-rule check, before anything is written
+    manifest = engine_manifest(design, board, name, max_seq, head_dims)
+    validate_manifest(manifest, f"{name} (generated)")
+    perf = modeled(replace(design, max_seq=max_seq), board)
+    out = Path(out)
+    written: list[Path] = []
+    try:
+        _write(out / "aie" / "engine_config.h", render_config(design, max_seq, head_dims), written)
+        _write(out / "aie" / "graph.h", render_graph_h(design, placed), written)
+        _write(out / "aie" / "graph.cpp", render_graph_cpp(design), written)
+        cfg = system_cfg(manifest, f"{out.name}/manifest.json", "vckattn hw generate (this folder's design.json)")
+        _write(out / "system.cfg", cfg, written)
+        _write(out / "manifest.json", json.dumps(manifest, indent=2) + "\n", written)
+        _write(out / "design.json", json.dumps(replace(design, max_seq=max_seq).to_json(), indent=2) + "\n", written)
+        _write(out / "modeled.json", json.dumps(perf, indent=2) + "\n", written)
+        if with_diagram:
+            write_diagram(design, placed, perf, out / "diagram.png")
+            written.append(out / "diagram.png")
+        if with_pl:
+            written += _write_pl(manifest, design, out / "pl")
+    except OSError as exc:
+        raise GenerateError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    return written
+
+
+def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
+    """The PL top's Verilog (``vckattn.hw.pl.engine``), ``kernel.xml`` and ``package_kernel.tcl``."""
+    try:
+        from vckattn.hw.pl.engine import generate_engine_verilog
+    except ImportError as exc:
+        raise GenerateError(f"cannot write the PL top: vckattn.hw.pl.engine.generate_engine_verilog is not "
+                            f"available ({exc})") from None
+    from vckattn.hw.pl import vitis_kernel
+    from vckattn.hw.pl.engine import EnginePL, lut_product_of
+    from vckattn.hw.pl.engine_online import OnlineBuild
+
+    folder.mkdir(parents=True, exist_ok=True)
+    core_name = f"{PL_TOP}_core"
+    channels = design.pipelines * design.score_plios
+    eng = manifest["engine"]
+    online = OnlineBuild(design.q_rows, design.qk_kernels, eng["slice_keys"], design.lanes_online_softmax) \
+        if design.lanes_online_softmax else None
+    lut = lut_product_of(design.swiftmax_products)
+    core = generate_engine_verilog(folder, channels, design.lanes_swiftmax, design.score_bits, name=core_name,
+                                   online=online, lut_product=lut)
+    ports = vitis_kernel.wrapper_ports(manifest, PL_TOP, EnginePL(channels, design.lanes_swiftmax, design.score_bits,
+                                                                  online, lut))
+    top = folder / f"{PL_TOP}.v"
+    top.write_text(vitis_kernel.wrapper_verilog(PL_TOP, core_name, ports, "vckattn hw generate"), encoding="utf-8")
+    files = [top, Path(core)]
+    verilog = [p.name for p in files]
+    xml = folder / "kernel.xml"
+    xml.write_text(vitis_kernel.kernel_xml(manifest, PL_TOP), encoding="utf-8")
+    tcl = folder / "package_kernel.tcl"
+    tcl.write_text(vitis_kernel.package_tcl(manifest, PL_TOP, verilog, f"{manifest['name']} (engine)"),
+                   encoding="utf-8")
+    return [*files, xml, tcl]
+
+
+def build_design(name: str, search: bool = False) -> Any:
+    """The design point of committed engine build ``name`` (:data:`ENGINE_BUILDS`). A ``best`` build is its
+    committed design file (``bitstreams/engine_designs/<name>.design.json``), or with ``search`` the result of
+    :func:`best_design` (the search and its simulations: minutes)."""
+    from vckattn.hw.perf.model import design_from_json
+
+    board, spec = ENGINE_BUILDS[name]
+    if spec != "best":
+        return design_from_json(dict(spec))
+    return best_design(board) if search else design_from_file(BITSTREAMS / DESIGNS_DIR / f"{name}.design.json")
+
+
+def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
+                         names: tuple[str, ...] | None = None) -> dict[Path, str]:
+    """Every committed engine file (or those of ``names``): ``<name>.json`` (manifest) and
+    ``engine_designs/<name>.design.json``, and the sublayer builds' manifests (:mod:`.sublayer_build`) -> its text
+    (``search``: the best designs searched again,
+    :func:`build_design`)."""
+    out: dict[Path, str] = {}
+    for name, (board, _) in ENGINE_BUILDS.items():
+        if names is not None and name not in names:
+            continue
+        d = build_design(name, search)
+        max_seq = d.max_seq or BERT_SEQ
+        m = engine_manifest(d, board, name, max_seq)
+        out[folder / f"{name}.json"] = json.dumps(m, indent=2) + "\n"
+        out[folder / DESIGNS_DIR / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(),
+                                                                       indent=2) + "\n"
+    from vckattn.hw.design.sublayer_build import SUBLAYER_BUILDS, sublayer_manifest
+
+    for name, build in SUBLAYER_BUILDS.items():
+        if names is None or name in names:
+            out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
+    return out
+
+
+def write_bitstreams(folder: Path = BITSTREAMS, names: tuple[str, ...] | None = None) -> list[Path]:
+    """(Re)write the committed engine manifests and design points (or those of ``names``); returns the files
+    written."""
+    written = []
+    for path, text in committed_bitstreams(folder, search=True, names=names).items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        written.append(path)
+    return written
+
+
+__all__ = ["BITSTREAMS", "DESIGNS_DIR", "ENGINE_BUILDS", "best_design", "build_design", "committed_bitstreams",
+           "generate", "modeled", "write_bitstreams", "write_diagram"]

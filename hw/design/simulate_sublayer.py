@@ -1,0 +1,312 @@
+"""Discrete-event simulation of the whole encoder sublayer on the card (SimPy): MODELED, not measured.
+
+It runs the graph :mod:`.sublayer` costs in closed form, one process per part, with the same per-unit costs (the
+projection GEMM kernels' instrumented cycles, :mod:`.gemm_proj`; the attention kernels', :mod:`.engine_aie`; the
+links' rates), and lets the parts interact:
+
+* **the projection cascades** (Q/K/V, then W_O): each runs its (block, sequence) units in the order
+  :func:`.sublayer.deal_projection` gives; a tile's x slices come over x streams (one per K-slice, in parallel)
+  into a ping-pong x buffer. The cascades that run the same sequences in the same order share their x streams
+  (:func:`.sublayer.broadcast_groups`): a tile goes out once, broadcast to every cascade of the group, when each of
+  them has a free x half (lock-step). A cascade computes at its slowest kernel's cycles (its kernels in lock-step)
+  into a ping-pong out buffer, which drains over the cascade's output PLIO into the PL. The w buffer holds one block;
+  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) and then
+  over its w PLIO (every kernel's slice of the block, packet-split to the kernels), which ``w_share`` consecutive
+  cascades share; the outputs of :func:`.sublayer.out_share` consecutive cascades merge onto one output PLIO.
+  Every cascade's first block is on chip at the start (prefetched while the previous sublayer ran); a cascade that
+  switches block asks for its second at once. The next sublayer's first blocks are prefetched during this one,
+  once its X is in and the cascade's own reloads are done (DDR, then their w PLIO), and the launch ends only when
+  they are in.
+* **X** comes from DDR sequence by sequence (one mover) and stays on chip (or, without ``x_on_chip``, in
+  :data:`.sublayer.SEQUENCE_SLOTS` slots, the residual reading its rows again from DDR before each output tile);
+  **the output** (W_O + bias + the residual, requantized to int8 in the PL) is written to DDR tile by tile, posted
+  writes.
+* **the attention pipelines** are :mod:`.simulate`'s own, on the graph the engine generator writes for them
+  (:func:`.simulate.geometry_design`; ping-pong buffers with their DMA hand-offs, the Q broadcast, packet merge and
+  split with the normalizer's channel cost, the cascade, the requantizer), fed from the on-chip Q/K/V buffers (no
+  DDR) and writing A on chip; a group's records are read only once its sequence has been handed over.
+* **the hand-offs**: a stage starts sequence ``b`` once the stage before has finished it, and once the stage after
+  has freed the slot of sequence ``b - SEQUENCE_SLOTS`` (:data:`.sublayer.SEQUENCE_SLOTS` sequences of Q/K/V and of
+  A in the PL).
+* **DDR as one bank** serving X, the weight reloads and prefetch, and the output in arrival order, in chunks of
+  the m_axi adapter's read-ahead, with the read/write turnaround and row conflicts of :class:`.simulate.DdrBank`
+  (one master per mover: X, weights, the residual's rows, the output).
+
+What it does not model (as the closed form): the PL's own cycles beyond the score channels (requantizers, the
+residual add: assumed to keep pace), a cascade's fill (its kernels run in lock-step), the host's launch overhead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import simpy
+
+from vckattn.hw.design.simulate import DdrBank, Deadlock, Link, PingPong, _chunks, _Pipeline, _Sim
+from vckattn.hw.perf import engine, gemm_proj, sublayer
+from vckattn.hw.perf.sublayer import DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
+
+__all__ = ["SublayerSimResult", "simulate_sublayer"]
+
+#: bytes of a buffer's header beat (x, w and out buffers of the GEMM kernel; :data:`.gemm_proj.BEAT_BYTES`)
+HEADER = gemm_proj.BEAT_BYTES
+
+
+@dataclass
+class SublayerSimResult:
+    """One simulated launch: seconds, when each stage finished each sequence, the busiest instance's busy seconds
+    per stage, the DDR bank's busy seconds, events."""
+
+    seconds: float
+    sequence_ready: dict[str, list[float]]
+    busy: dict[str, float]
+    events: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"modeled": True, "simulated": True, "seconds": self.seconds, "sequence_ready": self.sequence_ready,
+                "busy_seconds": self.busy, "events": self.events}
+
+
+class _Graph:
+    """The processes of one launch (module docstring)."""
+
+    def __init__(self, s: SublayerShape, sp: SublayerSplit) -> None:
+        self.s, self.sp = s, sp
+        self.env = env = simpy.Environment()
+        self.ddr = DdrBank(env, DEVICE["ddr_bytes_per_s"])
+        self.weight_mover = simpy.Resource(env, capacity=1)
+        self.link_rate = min(engine.PLIO_BEAT_BYTES * DEVICE["pl_clock_hz"],
+                             engine.AIE_STREAM_BYTES * DEVICE["aie_clock_hz"])
+        b = s.batch
+        self.x_ready = [env.event() for _ in range(b)]
+        self.done = {k: [env.event() for _ in range(b)] for k in ("qkv", "attention", "o")}
+        self.ready_at: dict[str, list[float]] = {k: [0.0] * b for k in self.done}
+        self.busy: dict[str, float] = {"qkv": 0.0, "attention": 0.0, "o": 0.0}
+        self.last = 0.0
+        self.prefetched = env.event()
+        self._w_link_bytes: dict[Link, int] = {}
+        env.process(self.x_mover())
+        first: list[tuple[Link, int, _Cascade]] = []
+        left_q = self._stage("qkv", sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, first)
+        left_o = self._stage("o", sp.o_tile, sp.n_o, s.d_model, 32, first)
+        self.left = {"qkv": left_q, "o": left_o}
+        links = list(dict.fromkeys(link for link, _, _ in first))
+        self._prefetching = len(links)
+        for link in links:
+            env.process(self.prefetch(link, [(n, ev) for w, n, ev in first if w is link]))
+        self._attention()
+
+    # ---- helpers
+    def _gate(self, stage: str, b: int) -> simpy.Event:
+        """When ``stage`` may start sequence ``b``: the stage before has finished it (X for the Q/K/V cascades) and
+        the stage after has freed the slot of ``b - SEQUENCE_SLOTS``."""
+        before = {"qkv": self.x_ready, "attention": self.done["qkv"], "o": self.done["attention"]}[stage][b]
+        after = {"qkv": "attention", "attention": "o", "o": None}[stage]
+        if after is None or b < SEQUENCE_SLOTS:
+            return before
+        return self.env.all_of([before, self.done[after][b - SEQUENCE_SLOTS]])
+
+    def _finish(self, stage: str, b: int) -> None:
+        self.ready_at[stage][b] = self.env.now
+        self.done[stage][b].succeed()
+
+    def _read(self, nbytes: int, master: str, write: bool = False):
+        """``nbytes`` through the DDR bank in chunks, for ``master`` (a mover), reads or writes."""
+        for c in _chunks(nbytes):
+            yield self.env.process(self.ddr.move(c, master, write))
+
+    # ---- DDR movers
+    def x_mover(self):
+        """X sequence by sequence; held in :data:`SEQUENCE_SLOTS` slots when not all of it stays on chip (a slot
+        is free once the Q/K/V cascades are done with its sequence)."""
+        s = self.s
+        for b in range(s.batch):
+            if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
+                yield self.done["qkv"][b - SEQUENCE_SLOTS]
+            yield self.env.process(self._read(s.seq * s.d_model, "x_mm2s"))
+            self.x_ready[b].succeed()
+
+    def prefetch(self, link: Link, first: list[tuple[int, _Cascade]]):
+        """The next sublayer's first weight block of every cascade a w PLIO serves, once all of this sublayer's X
+        is in and the cascade's last block of this one is in (a w half free): each from DDR through the one weight
+        mover, then through the w PLIO (``first``: the blocks' DDR bytes and their cascades; the PLIO carries every
+        kernel's slice with its header)."""
+        yield self.x_ready[-1]
+        for nbytes, cascade in first:
+            yield cascade.reloaded
+            yield cascade.w.free.get(1)
+            with self.weight_mover.request() as req:
+                yield req
+                yield self.env.process(self._read(nbytes, "w_mm2s"))
+            yield self.env.process(link.move(self._w_link_bytes[link]))
+        self._prefetching -= 1
+        if not self._prefetching:
+            self.prefetched.succeed(self.env.now)
+
+    # ---- a projection stage
+    def _stage(self, name: str, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
+               first: list[tuple[Link, int, _Cascade]]) -> list[int]:
+        s = self.s
+        rows, cols, kslice = tile
+        k = s.d_model // kslice
+        dealt = sublayer.deal_projection(out_cols // cols, s.batch, n)
+        left = [0] * s.batch
+        for units in dealt:
+            for _, b in units:
+                left[b] += 1
+        compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
+                      for j in range(k)) / DEVICE["aie_clock_hz"]
+        tiles = -(-s.seq // rows)
+        # the w PLIOs (w_share cascades each) and the merged output PLIOs (out_share cascades each)
+        w_links, out_links = {}, {}
+        for group in sublayer.share_groups(n, self.sp.w_share):
+            link = Link(self.env, self.link_rate, "w_in")
+            self._w_link_bytes[link] = k * (HEADER + kslice * cols)
+            w_links.update(dict.fromkeys(group, link))
+        for group in sublayer.share_groups(n, sublayer.out_share(tile, k, out_bits)):
+            out_links.update(dict.fromkeys(group, Link(self.env, self.link_rate, "out")))
+        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles, w_links[c],
+                                out_links[c])
+                    for c, units in enumerate(dealt) if units}
+        first += [(w_links[c], cols * s.d_model, cascades[c]) for c in cascades]
+        for group in sublayer.broadcast_groups(dealt):
+            self.env.process(self.x_in(name, [cascades[c] for c in group], rows * kslice, tiles))
+        return left
+
+    def x_in(self, stage: str, group: list[_Cascade], nbytes: int, tiles: int):
+        """A broadcast group's x streams (one a K-slice, in parallel: one link): each tile once, into every
+        cascade's x buffer when all of them have a free half."""
+        link = Link(self.env, self.link_rate, "x_in")
+        for _, b in group[0].units:
+            yield self._gate(stage, b)
+            for _ in range(tiles):
+                yield self.env.all_of([c.x.free.get(1) for c in group])
+                yield self.env.process(link.move(HEADER + nbytes))
+                for c in group:
+                    yield c.x.full.put(1)
+
+    # ---- the attention pipelines
+    def _attention(self) -> None:
+        s, sp = self.s, self.sp
+        g = sublayer.attention_geometry(s, sp)
+        on_chip = _Sim(g, None, env=self.env)  # Q/K/V in and A out: the PL's buffers, no DDR
+        self._att_sim = on_chip
+        left = [s.heads] * s.batch
+        gates: dict[int, simpy.Event] = {}
+
+        def ready(grp: int) -> simpy.Event:
+            b = grp // s.heads
+            if b not in gates:
+                gates[b] = self._gate("attention", b)
+            return gates[b]
+
+        def on_done(grp: int) -> None:
+            b = grp // s.heads
+            left[b] -= 1
+            if not left[b]:
+                self._finish("attention", b)
+
+        self.pipes = [_Pipeline(on_chip, p, groups, ready, on_done)
+                      for p, groups in enumerate(engine.deal(g.groups, g.pipelines))]
+
+
+class _Cascade:
+    """One projection cascade's processes: x in, w switches, compute, out (module docstring)."""
+
+    def __init__(self, graph: _Graph, stage: str, index: int, units: list[tuple[int, int]], rows: int, cols: int,
+                 kslice: int, out_bits: int, compute: float, tiles: int, w_link: Link, out_link: Link) -> None:
+        self.g, self.stage, self.index, self.units = graph, stage, index, units
+        env = graph.env
+        self.rows, self.cols, self.kslice, self.out_bits = rows, cols, kslice, out_bits
+        self.compute_s, self.tiles = compute, tiles
+        self.x = PingPong(env)
+        self.out = PingPong(env)
+        self.w = PingPong(env)
+        self.w.free = simpy.Container(env, capacity=engine.BUFFER_HALVES, init=engine.BUFFER_HALVES - 1)
+        self.w.full.put(units[0][0])  # the first block: prefetched
+        self.w_link, self.out_link = w_link, out_link  # shared with the other cascades of their groups
+        self.busy = 0.0
+        self.reloaded = env.event()
+        for proc in (self.w_in(), self.run(), self.drain()):
+            env.process(proc)
+
+    def w_in(self):
+        """The blocks after the first, each when the cascade switches to it: DDR (the weight mover), then the w
+        stream into the free half."""
+        g = self.g
+        switches = [blk for i, (blk, _) in enumerate(self.units) if i and self.units[i - 1][0] != blk]
+        for blk in switches:
+            yield self.w.free.get(1)
+            with g.weight_mover.request() as req:
+                yield req
+                yield g.env.process(g._read(self.cols * g.s.d_model, "w_mm2s"))
+            yield g.env.process(self.w_link.move(g._w_link_bytes[self.w_link]))
+            yield self.w.full.put(blk)
+        self.reloaded.succeed()
+
+    def run(self):
+        env = self.g.env
+        held = None
+        for blk, _ in self.units:
+            if blk != held:
+                if held is not None:
+                    yield self.w.free.put(1)
+                held = yield self.w.full.get()
+            for _ in range(self.tiles):
+                yield self.x.full.get()
+                yield self.out.free.get(1)
+                yield env.timeout(self.compute_s)
+                self.busy += self.compute_s
+                self.g.busy[self.stage] = max(self.g.busy[self.stage], self.busy)
+                yield self.x.free.put(1)
+                yield self.out.full.put(1)
+
+    def drain(self):
+        g, env = self.g, self.g.env
+        out_bytes = self.rows * self.cols * self.out_bits // 8
+        room = simpy.Container(env, capacity=4096, init=4096)  # the output mover's posted writes in flight
+        for _, b in self.units:
+            for r in range(self.tiles):
+                yield self.out.full.get()
+                yield env.process(self.out_link.move(HEADER + out_bytes))
+                yield self.out.free.put(1)
+                if self.stage == "o":  # the int8 output rows of this tile (+ the residual, requantized in the PL)
+                    nbytes = self.rows * self.cols
+                    yield room.get(min(nbytes, room.capacity))
+                    env.process(self._write(room, nbytes))
+                if r == self.tiles - 1:
+                    g.left[self.stage][b] -= 1
+                    if not g.left[self.stage][b]:
+                        g._finish(self.stage, b)
+
+    def _write(self, room: simpy.Container, nbytes: int):
+        g = self.g
+        if not g.sp.x_on_chip:  # the residual's X rows, read again
+            yield g.env.process(g._read(nbytes, "residual_mm2s"))
+        yield g.env.process(g._read(nbytes, "out_s2mm", write=True))
+        yield room.put(min(nbytes, room.capacity))
+        g.last = max(g.last, g.env.now)
+
+
+def simulate_sublayer(s: SublayerShape, sp: SublayerSplit) -> SublayerSimResult:
+    """Simulate one launch of the sublayer ``s`` on split ``sp`` (module docstring). Raises :class:`Deadlock` when
+    the graph stops before every sequence is through, ValueError for a split the model refuses."""
+    sublayer.split_cost(s, sp)  # the same validation as the closed form
+    graph = _Graph(s, sp)
+    steps = 0
+    while True:
+        try:
+            graph.env.step()
+        except simpy.core.EmptySchedule:
+            break
+        steps += 1
+    stuck = [k for k, evs in graph.done.items() if not all(e.triggered for e in evs)]
+    if stuck or not graph.prefetched.triggered:
+        raise Deadlock(f"the simulated sublayer stops with stages {', '.join(stuck) or 'none'} unfinished")
+    busy = dict(graph.busy)
+    busy["attention"] = max(max(max(p.busy["aie_qk"]), max(p.busy["aie_pv"]), max(p.busy["pl_channel"].values()))
+                            for p in graph.pipes)
+    busy["ddr"] = graph.ddr.busy + graph.ddr.overhead
+    return SublayerSimResult(seconds=max(graph.last, graph.prefetched.value), sequence_ready=graph.ready_at,
+                             busy=busy, events=steps)

@@ -1,0 +1,145 @@
+"""Sublayer builds: the attention engine grown to the whole attention sublayer (X in, Y out).
+
+A sublayer build is a generated engine build (:func:`.render.engine_manifest`: the attention pipelines, their
+movers and PL top) whose manifest adds a ``sublayer`` section (validated by :func:`vckattn.hw.design.manifest.
+validate_manifest`) declaring the stages around attention:
+
+* the Q/K/V projections as ONE fused GEMM (:func:`vckattn.golden.sublayer.fused_qkv`) on a cascade of ``kernels``
+  AIE kernels (``hw/aie/engine/gemm_kernels.h``, ``hw/ENGINE.md`` "The projection GEMM"), each taking a K-slice of
+  ``kslice`` input features, ``rows`` X rows a call and ``cols`` output channels; the last kernel requantizes per
+  channel to int8 (``out_bits`` 8). ``kernels · kslice`` is the model width ``d_model``: a build serves one width;
+* the output projection A·W_Oᵀ + b on a second cascade (``out_bits`` 32: the int32 accumulators Y);
+* the PL units with their register maps (declared in golden/, recorded here as the host programs them): the
+  residual add (:class:`vckattn.hw.pl.residual.ResidualKernel`, both families), and for the decoder the BHyT site A
+  (:class:`vckattn.hw.pl.bhyt_exact.BHyTExactKernel`, the statistic computed on chip) and RoPE on Q and K
+  (:class:`vckattn.hw.pl.rope.RopeKernel`, one table for both);
+* the post-LN LayerNorm of the encoder on the host (``layernorm: "host"``, float64, :func:`vckattn.golden.sublayer.
+  host_layernorm`).
+
+The host runs a build stage by stage (:mod:`vckattn.host.backends.sublayer`): ``emu`` on the functional models,
+``csim`` with the GEMM cascade's and the engine's own C++, ``rtl`` with the PL units in Verilator. What a build does
+NOT have yet: the ADF graph and link configuration of the GEMM stages and the on-chip activation buffers between
+the stages (the generated sources are the engine's); so no xclbin can be built from a sublayer manifest and the
+``xrt``/``pynq`` backends refuse it.
+
+The committed small builds (:data:`SUBLAYER_BUILDS`) are written by ``make regen SEARCH=1`` beside the engine builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from vckattn.golden.bhyt_int import BHYT_EXACT_ID, NormFormat, bhyt_exact_regmap
+from vckattn.golden.rope_int import ROPE_ID, check_rope_geometry, rope_regmap
+from vckattn.golden.sublayer import RESIDUAL_ID, residual_regmap
+from vckattn.hw.spec.gemm import GEMM_MEMORY_BYTES, GemmBuild
+
+#: families a sublayer build serves (golden/sublayer.py)
+FAMILIES = ("encoder", "decoder")
+@dataclass(frozen=True)
+class SublayerBuild:
+    """A sublayer build: ``family``, model width ``d_model``, the engine's design (``engine``: a design dict of
+    :mod:`.generate`), the two cascades and the PL units' geometry (``unit_lanes`` elements a cycle each;
+    ``max_d`` channels; RoPE ``rope_head_dim`` × ``max_seq`` positions)."""
+
+    name: str
+    family: str
+    d_model: int
+    engine: dict
+    qkv: GemmBuild
+    o: GemmBuild
+    unit_lanes: int = 4
+    max_d: int = 1024
+    rope_head_dim: int = 64
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family {self.family!r}: one of {FAMILIES}")
+        for name, g in (("qkv", self.qkv), ("o", self.o)):
+            if g.kernels * g.kslice != self.d_model:
+                raise ValueError(f"{name}: {g.kernels} kernels x {g.kslice} features is not d_model {self.d_model}")
+            if g.buffer_bytes() > GEMM_MEMORY_BYTES:
+                raise ValueError(f"{name}: {g.buffer_bytes()} bytes of buffers exceed a kernel's "
+                                 f"{GEMM_MEMORY_BYTES} bytes of data memory")
+        if (self.qkv.out_bits, self.o.out_bits) != (8, 32):
+            raise ValueError("the Q/K/V cascade requantizes (out_bits 8), the W_O cascade gives Y (out_bits 32)")
+        if not self.d_model <= self.max_d:
+            raise ValueError(f"d_model {self.d_model} exceeds the units' max_d {self.max_d}")
+
+    @property
+    def max_seq(self) -> int:
+        return int(self.engine["max_seq"])
+
+
+def _units(b: SublayerBuild) -> dict[str, dict]:
+    """The PL units of ``b`` with their register maps (``registers``: :meth:`RegisterMap.describe` as manifests
+    record kernels' registers)."""
+    from vckattn.hw.design.manifest import _regs
+
+    lanes, max_d = b.unit_lanes, b.max_d
+    units = {"residual": {"kind": "rtl", "id": RESIDUAL_ID, "lanes": lanes, "max_d": max_d,
+                          "doc": "R = X + Y: the W_O accumulators Y (int32) and the residual input X (int8) aligned "
+                                 "to the output scale per channel and added (hw/pl/residual.py)",
+                          "registers": _regs(residual_regmap(lanes, max_d))}}
+    if b.family == "decoder":
+        check_rope_geometry(lanes, b.rope_head_dim, b.max_seq)
+        units["bhyt_site"] = {"kind": "rtl", "id": BHYT_EXACT_ID, "lanes": lanes, "max_d": max_d,
+                              "doc": "BHyT site A on the block input H: its statistic S = Σ H² computed on chip, "
+                                     "U = γ ⊙ tanh(λ H / (κ √(S/d + ε))) int8 at the attention input's scale "
+                                     "(hw/pl/bhyt_exact.py)",
+                              "registers": _regs(bhyt_exact_regmap(lanes, max_d, NormFormat()))}
+        units["rope"] = {"kind": "rtl", "id": ROPE_ID, "lanes": lanes, "head_dim": b.rope_head_dim,
+                         "max_pos": b.max_seq,
+                         "doc": "RoPE on every Q and K head row at its position: int16 Q1.14 tables programmed "
+                                "from the bundle (hw/pl/rope.py)",
+                         "registers": _regs(rope_regmap(lanes, b.rope_head_dim, b.max_seq))}
+    return units
+
+
+def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
+    """The manifest of ``b``: the engine's (:func:`.render.engine_manifest`) plus its ``sublayer`` section."""
+    from vckattn.hw.design.render import HEAD_DIMS, engine_manifest
+    from vckattn.hw.perf.model import design_from_json
+
+    design = design_from_json({**b.engine, "name": b.name})
+    m = engine_manifest(design, board, b.name, max_seq=b.max_seq, head_dims=HEAD_DIMS)
+    m["sublayer"] = {
+        "family": b.family,
+        "d_model": b.d_model,
+        "gemm": {"qkv": asdict(b.qkv), "o": asdict(b.o)},
+        "units": _units(b),
+        "layernorm": "host" if b.family == "encoder" else "none",
+        "doc": ("the attention sublayer, X in, Y out: the fused Q/K/V GEMM cascade (requantized per channel), "
+                + ("BHyT site A before it and RoPE on Q and K after it, " if b.family == "decoder" else "")
+                + "the attention engine, the W_O GEMM cascade and the residual add"
+                + ("; the LayerNorm after the residual on the host" if b.family == "encoder" else "")
+                + ". The GEMM stages' graph and link configuration are not generated: simulation backends only"),
+    }
+    return m
+
+
+def _small_engine(max_seq: int = 128) -> dict:
+    from vckattn.hw.design.render import SMALL_DESIGN
+    return {**SMALL_DESIGN, "max_seq": max_seq}
+
+
+#: the committed small sublayer builds the simulation tests run: a MiniLM-width encoder (d 384: 4 kernels of 96
+#: features) and a SmolLM2-width decoder (d 576: 6 kernels), each around the small attention engine
+SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
+    "sublayer_small_encoder": SublayerBuild("sublayer_small_encoder", "encoder", 384, _small_engine(),
+                                            GemmBuild(4, 32, 64, 96, 8), GemmBuild(4, 16, 64, 96, 32)),
+    "sublayer_small_decoder": SublayerBuild("sublayer_small_decoder", "decoder", 576, _small_engine(),
+                                            GemmBuild(6, 32, 64, 96, 8), GemmBuild(6, 16, 64, 96, 32)),
+}
+
+
+def unit_regmap(manifest: Any, unit: str) -> Any:
+    """The register map of PL unit ``unit`` of a sublayer manifest, as the manifest records it."""
+    from vckattn.golden.regmap import RegisterMap
+
+    return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
+
+
+__all__ = ["FAMILIES", "GEMM_MEMORY_BYTES", "GemmBuild", "SUBLAYER_BUILDS", "SublayerBuild",
+           "sublayer_manifest", "unit_regmap"]
