@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from vckattn.golden import convert
-from vckattn.golden.models import load_minilm
+from vckattn.golden.pretrained import load_minilm
 from vckattn.host.textdata import real_sentences
 
 TEXT = ("A SwiftMax attention block streams scores through the Versal programmable logic one tile at a time, "

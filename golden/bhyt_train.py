@@ -24,7 +24,7 @@ from torch import Tensor, nn
 
 from .bhyt import c_attn_refresh_interval
 from .blocks import LlamaBlock
-from .norms import DyT, RMSNorm
+from .token_norms import DyT, RMSNorm
 
 BHYT_KINDS = ("bhyt", "bhytstar")
 

@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .attention import MultiHeadAttention, rope_cos_sin
 from .bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP, BHyTBlockNorms
 from .normalizers import Normalizer
-from .norms import LNS, DyT, LayerNorm, RMSNorm
+from .token_norms import LNS, DyT, LayerNorm, RMSNorm
 
 
 def _copy_named(dst: nn.Module, src: nn.Module, names: dict[str, str]) -> None:

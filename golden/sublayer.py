@@ -45,7 +45,7 @@ fractional bits, each requantized and saturated to ``res_bits`` bits, adds them,
 so the sum's error is at most ``0.5`` LSB (final rounding) plus ``2^-(res_frac+1)`` per addend (their
 roundings) plus the multipliers' relative error (``2^-(mult_bits-2)``) — no double rounding at int8.
 
-Error budget (measured on real checkpoints, ``tests/test_golden_sublayer.py``; docs/methods.md): the
+Error budget (measured on real checkpoints, ``tests/golden/test_sublayer_int.py``; docs/methods.md): the
 integer sublayer against its float64 reference, mean per-token cosine of the attention branch (Y) and of
 the sublayer output.
 """

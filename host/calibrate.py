@@ -21,7 +21,7 @@ data parallel over the processes of ``accelerate launch`` (one node or several):
 the averaged gradients are the global batch's, held-out metrics and statistics are reduced over all
 processes, and only the main process writes outputs and shows progress bars (several nodes need ``--out``
 on a shared file system for resume). Without dropout, a data-parallel run computes what one process does on
-the same global batches up to float32 reduction order (``tests/test_calibrate_accelerate.py``); with dropout
+the same global batches up to float32 reduction order (``tests/host/test_calibrate_accelerate.py``); with dropout
 the masks differ (each process draws its shard's).
 
 The deployed numerics: by default (``--score-bits``: the committed default design's score width, 8) the replaced

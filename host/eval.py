@@ -2,7 +2,7 @@
 
 The source checkpoint of a bundle runs in float (float32, as exported); for every evaluated layer the
 attention sublayer — Q/K/V projections, scores, normalizer, P·V and W_O — is replaced by the bundle's
-integer layer on a device (:func:`vckattn.host.scheduler.run_layer`, the same call ``vckattn run``
+integer layer on a device (:func:`vckattn.host.attention_layer.run_layer`, the same call ``vckattn run``
 makes, with :func:`~vckattn.golden.quant_attention.narrow_layer` on engine builds). The replacement is
 two hooks per layer (:func:`attention_on`): one records the float hidden states entering the attention,
 the other replaces the output of the attention's output projection W_O (before the residual add) by the
@@ -122,12 +122,12 @@ if TYPE_CHECKING:
 
 
 def device_runner(device: Any, stats: dict[int, dict], progress: bool = False) -> Runner:
-    """A runner that calls :func:`~vckattn.host.scheduler.run_layer` on ``device``; per layer ``stats[i]`` gets
+    """A runner that calls :func:`~vckattn.host.attention_layer.run_layer` on ``device``; per layer ``stats[i]`` gets
     ``{"tiles", "device_seconds"}``."""
     from tqdm import tqdm
 
+    from vckattn.host.attention_layer import run_layer
     from vckattn.host.progress import bar_disable
-    from vckattn.host.scheduler import run_layer
 
     def run(i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
             rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:

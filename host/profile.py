@@ -195,7 +195,7 @@ class _ScoreTap(Normalizer):
 def resolve_checkpoint(checkpoint: str | Path) -> tuple[Path, str]:
     """``(folder, display name)``; ``minilm`` is the shipped all-MiniLM-L6-v2. InputError if unusable."""
     if str(checkpoint) == "minilm":
-        from vckattn.golden.models import minilm_dir
+        from vckattn.golden.pretrained import minilm_dir
 
         try:
             return minilm_dir(), MINILM_NAME

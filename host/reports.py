@@ -79,7 +79,7 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
 
     from vckattn.golden import convert
     from vckattn.golden.blocks import BertLayer
-    from vckattn.golden.models import minilm_dir
+    from vckattn.golden.pretrained import minilm_dir
     from vckattn.golden.quant_attention import (
         attention_int,
         calibrate_attention,

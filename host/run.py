@@ -1,7 +1,7 @@
 """``vckattn run``: real inputs through the attention block on a backend, checked two ways.
 
 For every requested layer the host runs the bundle's integer layer on the device
-(:func:`vckattn.host.scheduler.run_layer`) and compares its output
+(:func:`vckattn.host.attention_layer.run_layer`) and compares its output
 
 * with the **bit-exact integer golden** (:func:`vckattn.golden.quant_attention.attention_int` on
   the same input): ``bit_exact`` is true only if every int32 output accumulator is equal;
@@ -76,11 +76,11 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
+    from vckattn.host.attention_layer import run_layer
     from vckattn.host.backends import check_backend
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
     from vckattn.host.progress import bar_disable
-    from vckattn.host.scheduler import run_layer
     from vckattn.hw.design.manifest import check_bundle, default_manifest, load_manifest
 
     if backend not in BACKEND_CHOICES:

@@ -116,10 +116,10 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     ``device_index``, or the emulated card; ``pynq``); returns the JSON-able report with every check and the exit
     status (``exit_code``: 0 when all pass, else the first failed check's)."""
     from vckattn.golden.quant_attention import attention_int
+    from vckattn.host.attention_layer import run_layer
     from vckattn.host.backends import device_class
     from vckattn.host.backends.base import DeviceError
     from vckattn.host.backends.emulation import EMULATION_ENV, emulated_uuid, emulation_mode
-    from vckattn.host.scheduler import run_layer
 
     if not manifest.data.get("engine"):
         raise UserError(f"{manifest.name}: board selftest runs engine builds (such as vck5000_engine or "

@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.bhyt_approx.BHyTApproxKernel` (BHyT site M).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_bhyt_approx.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_bhyt_approx.py``).
 ``lanes`` and ``stat_bits`` are read from the DUT's port widths, ``max_d`` from the environment
 variable ``TB_MAX_D`` (default 1024). Expected outputs: :func:`vckattn.golden.bhyt_int.bhyt_site_int`
 of each token with the statistic ``S`` sent on TUSER (exact comparison of every element).

@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (BHyT site A).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_bhyt_exact.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_bhyt_exact.py``).
 ``lanes`` is read from the DUT's port width, ``max_d`` from ``TB_MAX_D`` (default 1024), the
 random-traffic element count from ``TB_ELEMENTS`` (default 100,000). Expected outputs:
 ``bhyt_site_int(q, sum_of_squares(q), regs)`` of :mod:`vckattn.golden.bhyt_int` for every token

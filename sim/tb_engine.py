@@ -5,7 +5,7 @@ Every output beat of every pipeline is compared bit for bit with the golden P st
 (:func:`vckattn.sim.engine_rtl.engine_pl_reference`: header with ``elem_bits = 8``, P from
 :func:`vckattn.golden.engine.engine_p`), packet boundaries by TLAST (one cocotbext-axi frame per packet).
 The build is read from ``TB_ENGINE_PIPELINES`` / ``TB_ENGINE_LANES`` / ``TB_ENGINE_SCORE_BITS`` (set by
-``tests/test_sim_engine.py``; the pipeline count is checked against the DUT's ports). Seeds come from
+``tests/hw/pl/test_engine_top.py``; the pipeline count is checked against the DUT's ports). Seeds come from
 ``cocotb.RANDOM_SEED``.
 
 Tests:

@@ -3,7 +3,7 @@ online softmax, ``online=OnlineBuild(...)``): the ``normalizer`` register choose
 
 The build is read from ``TB_ENGINE_PIPELINES`` (score channels), ``TB_ENGINE_LANES`` (SwiftMax lanes),
 ``TB_ENGINE_SCORE_BITS``, ``TB_DUAL_Q_ROWS``, ``TB_DUAL_KERNELS``, ``TB_DUAL_SLICE_KEYS``, ``TB_DUAL_LANES`` (set by
-``tests/test_sim_engine.py``). Every output beat is compared bit for bit with golden: SwiftMax layers with
+``tests/hw/pl/test_engine_top.py``). Every output beat is compared bit for bit with golden: SwiftMax layers with
 :func:`vckattn.sim.engine_rtl.engine_pl_reference`, online-softmax layers with
 :func:`vckattn.hw.spec.functional.online_stage` (:func:`vckattn.golden.engine.engine_online_p` per tile, the tile's P
 packets in slice order). Seeds come from ``cocotb.RANDOM_SEED``.

@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel`.
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_online_softmax.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_online_softmax.py``).
 Lanes and widths come from the DUT's port widths, ``max_keys`` from its read-only register.
 Expected rows: :func:`vckattn.golden.online_softmax_int.online_softmax_int` on each row
 ``(1, Sk)`` with ``fmt.block = lanes`` (and the default, cumulative P rounding: the kernel carries the

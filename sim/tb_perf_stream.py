@@ -6,7 +6,7 @@ normalizers :class:`~vckattn.hw.pl.swiftmax.SwiftMaxKernel` and
 :class:`~vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel` (score rows, TUSER keep masks) and on
 the token-buffered norm kernels :class:`~vckattn.hw.pl.rmsnorm.RMSNormKernel` and
 :class:`~vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (tokens of int8 activations, the registers and
-``γ`` of their testbenches' typical configuration) (``tests/test_pl_perf.py``).
+``γ`` of their testbenches' typical configuration) (``tests/hw/pl/test_timing.py``).
 
 The AIE side is played by a source that produces beat ``b`` of the stream (``lanes`` scores) at
 cycle ``ceil(b / r)`` after the first (``r`` beats per cycle, an exact fraction) and holds it

@@ -1,4 +1,4 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.requant.RequantKernel` (run by ``tests/test_sim_requant.py``).
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.requant.RequantKernel` (run by ``tests/hw/pl/test_requant.py``).
 
 Lanes are read from the DUT's port widths, ``max_d`` from its register map (``VCKATTN_TB_MAX_D``, default 1024).
 Every output is compared bit for bit with :func:`vckattn.golden.requant.requantize`.

@@ -1,4 +1,4 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.residual.ResidualKernel` (run by ``tests/test_sim_residual.py``).
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.residual.ResidualKernel` (run by ``tests/hw/pl/test_residual.py``).
 
 Lanes are read from the DUT's port widths, ``max_d`` from ``VCKATTN_TB_MAX_D`` (default 1024). The ``Y`` stream
 (``s_axis``) is driven by the :class:`~vckattn.sim.kernel_tb.KernelHarness`, the ``X`` stream (``s_axis_res``)

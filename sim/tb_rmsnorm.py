@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.rmsnorm.RMSNormKernel` (the RMSNorm baseline).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_rmsnorm.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_rmsnorm.py``).
 ``lanes`` is read from the DUT's port width, ``max_d`` from ``TB_MAX_D`` (default 1024), the
 random-traffic element count from ``TB_ELEMENTS`` (default 100,000). Expected outputs:
 ``rmsnorm_int(q, regs)`` of :mod:`vckattn.golden.rmsnorm_int` for every token, every element

@@ -1,4 +1,4 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.rope.RopeKernel` (run by ``tests/test_sim_rope.py``).
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.rope.RopeKernel` (run by ``tests/hw/pl/test_rope.py``).
 
 Lanes are read from the DUT's port widths and ``max_pos`` from its TUSER width; ``head_dim`` from
 ``VCKATTN_TB_HEAD_DIM`` (default 64). Every output row is compared bit for bit with

@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.scale.ScaleKernel` (harness demo).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_scale.py``).
+Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_scale.py``).
 Lanes and widths are read from the DUT's port widths. Uses :mod:`vckattn.sim.kernel_tb`.
 
 Tests:

@@ -1,6 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.stream.SkidBuffer` (AXI4-Stream register slice).
 
-Run it through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/test_sim_skid_buffer.py``).
+Run it through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_skid_buffer.py``).
 Clock: 10 ns period (100 MHz) on ``clk``; synchronous active-high reset on ``rst``.
 
 Tests:

@@ -2,7 +2,7 @@
 
 Every output element is compared for equality with the golden
 :func:`vckattn.golden.swiftmax_int.swiftmax_int`. Run through
-:func:`vckattn.sim.runner.run_cocotb` (``tests/test_sim_swiftmax.py``); lanes are read from the
+:func:`vckattn.sim.runner.run_cocotb` (``tests/hw/pl/test_swiftmax.py``); lanes are read from the
 DUT (and the score width: TDATA = lanes scores). Seeds come from ``cocotb.RANDOM_SEED`` (printed by the runner).
 
 Tests:

@@ -17,7 +17,7 @@ def minilm_source(index: int = 2) -> tuple[object, object]:
     tokens)."""
     require_module("transformers")
     from vckattn.golden.blocks import BertLayer
-    from vckattn.golden.models import load_minilm
+    from vckattn.golden.pretrained import load_minilm
 
     tok, model = load_minilm(torch.float64)
 

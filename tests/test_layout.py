@@ -154,3 +154,88 @@ def test_hw_check_catches_a_violation(tmp_path, monkeypatch):
     monkeypatch.setattr(__import__(__name__), "ROOT", fake)
     assert hw_violations() == ["hw/loose.py: a module outside hw's sub-packages",
                                "hw/pl/bad.py:1 hw.pl -> vckattn.hw.perf"]
+
+
+def _module_graph(root: Path) -> dict[str, set[str]]:
+    """Every module of the package (``golden.x``, ``hw.spec.y`` ...) -> the package modules it imports, at any
+    level (function-level and ``TYPE_CHECKING`` imports included). ``from pkg import name`` imports ``pkg.name``
+    when that is a module, else ``pkg``."""
+    files = {}
+    for layer in ALLOWED:
+        for path in (root / layer).rglob("*.py"):
+            rel = path.relative_to(root).with_suffix("")
+            name = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+            files[name] = path
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for mod, path in files.items():
+        pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                    source = ".".join([*base, *([node.module] if node.module else [])])
+                else:
+                    source = (node.module or "").removeprefix("vckattn.")
+                subs = [f"{source}.{a.name}" for a in node.names]
+                targets = [s for s in subs if s in files] or [source]
+                if any(s not in files for s in subs):
+                    targets.append(source)
+            else:
+                continue
+            graph[mod] |= {t.removeprefix("vckattn.") for t in targets} & set(files) - {mod}
+    return graph
+
+
+def import_cycles(root: Path | None = None) -> list[list[str]]:
+    """The package's import cycles: every strongly connected component of more than one module (Tarjan)."""
+    graph = _module_graph(root or ROOT)
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out)
+
+
+def test_no_import_cycle_in_the_package():
+    """No module reaches itself through imports, at any level (golden, hw, sim, host)."""
+    cycles = import_cycles()
+    assert not cycles, "import cycles:\n" + "\n".join(" <-> ".join(c) for c in cycles)
+
+
+def test_cycle_check_catches_a_cycle(tmp_path):
+    """The check itself can fail: a cycle through a function-level import and a relative one is found."""
+    for layer in ALLOWED:
+        (tmp_path / layer).mkdir()
+    (tmp_path / "host" / "a.py").write_text("def f():\n    from vckattn.host import b\n")
+    (tmp_path / "host" / "b.py").write_text("from . import c\n")
+    (tmp_path / "host" / "c.py").write_text("from .a import f\n")
+    (tmp_path / "host" / "d.py").write_text("from vckattn.host import a\n")  # into the cycle, not part of it
+    assert import_cycles(tmp_path) == [["host.a", "host.b", "host.c"]]

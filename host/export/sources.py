@@ -81,7 +81,7 @@ def resolve_checkpoint(checkpoint: Path | str) -> Source:
     """Classify ``checkpoint`` (a path or the shortcuts ``minilm``/``smollm2``); ExportError if unusable."""
     text = str(checkpoint)
     if text == "minilm":
-        from vckattn.golden.models import minilm_dir
+        from vckattn.golden.pretrained import minilm_dir
 
         try:
             path = minilm_dir()

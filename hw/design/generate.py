@@ -27,7 +27,7 @@ The generated graph names the buffer sizes of ``hw/aie/engine/engine_kernels.h``
 (:func:`check_design`): every kernel's buffers (both ping-pong halves) and its state sit in its own tile's
 32 KB data memory with the runtime's reserve (stack, heap: ``device.json``); the graph pins each buffer
 there (``adf::location<adf::buffer>``), so no kernel relies on its neighbours' memory. Nothing here is
-compiled (no AMD tools); ``tests/test_engine_generate.py`` checks the sources' structure.
+compiled (no AMD tools); ``tests/hw/design/test_generate.py`` checks the sources' structure.
 
 The committed engine manifests (``bitstreams/<name>.json`` and ``bitstreams/engine_designs/<name>.design.json`` for
 :data:`ENGINE_BUILDS`) are regenerated with ``make regen SEARCH=1``

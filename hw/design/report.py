@@ -3,9 +3,9 @@
 ``make regen`` writes them (``tools/regen.py``).
 
 ``docs/performance.md`` holds the block between ``<!-- perf-tables:begin -->`` and ``<!-- perf-tables:end -->``
-exactly as :func:`readme_block` writes it (``tests/test_perf_model.py`` checks it), and the whole sublayer's block
+exactly as :func:`readme_block` writes it (``tests/hw/perf/test_model.py`` checks it), and the whole sublayer's block
 between ``<!-- perf-sublayer:begin -->`` and ``<!-- perf-sublayer:end -->`` as :func:`sublayer_block` writes it
-(``tests/test_perf_sublayer_sim.py``), so the tables always are what the model and its sub-models say at this
+(``tests/hw/design/test_simulate_sublayer.py``), so the tables always are what the model and its sub-models say at this
 commit. ``--write docs/performance.md`` replaces both blocks. Only deterministic figures are in them: the CPU
 timings of Fig. 5 and the search time are measured and printed by ``vckattn perf explore``.
 """

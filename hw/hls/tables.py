@@ -31,7 +31,7 @@ Each table header defines, in ``namespace vckattn::<name>_rom``, the unit's conf
 entry), ``TABLE`` (a ``static const entry_t[ENTRIES]``, Vitis infers a ROM) and the macro
 ``VCKATTN_<NAME>_ROM_INIT`` (the brace initializer, for kernels that keep one ROM copy per lane).
 
-The generated headers are committed; ``tests/test_hls_tables.py`` checks that they equal what
+The generated headers are committed; ``tests/hw/hls/test_tables.py`` checks that they equal what
 this module generates. Regenerate with::
 
     make regen            # writes hw/hls/generated/

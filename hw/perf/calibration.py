@@ -15,7 +15,7 @@ whose code is public and modeled as written, and 77.01 TOPS on 312 kernels is 1,
 the kernel's code counts 1,024 MAC issues, 128 cycles of accumulator drains and 4 loop fills -- the rest (about
 144 cycles, three buffer ports) is the cost no code shows. The result is stored in
 ``hw/perf/data/calibration.json`` with the command that reproduces it (``python -m
-vckattn.hw.perf.calibration_fit --write``); ``tests/test_perf_calibration.py`` checks it equals a refit.
+vckattn.hw.perf.calibration_fit --write``); ``tests/hw/perf/test_calibration.py`` checks it equals a refit.
 
 This module imports nothing of the performance model, so every cost module can import it; the fit itself, which
 models the published designs, is :mod:`.calibration_fit`.

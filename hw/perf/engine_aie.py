@@ -10,7 +10,7 @@ Where the numbers come from
    loop control, base addresses, header parsing and writing);
    the launch C-simulation (``sim/cpp/engine_csim_tb.cpp``, OPCOUNTS) dumps the counts of every kernel invocation.
    :func:`phase_counts` is the same count in closed form, from the loop trip counts of the kernel code, split by
-   phase; ``tests/test_engine_aie_perf.py`` checks that it EQUALS the instrumented counts of every invocation of
+   phase; ``tests/hw/perf/test_engine_aie.py`` checks that it EQUALS the instrumented counts of every invocation of
    whole launches over many shapes (``python -m vckattn.sim.engine_aie_perf`` regenerates
    ``hw/perf/data/engine_kernels.json`` with both).
 2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` turns each operation into issues on the VLIW slots it

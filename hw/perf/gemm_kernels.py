@@ -25,7 +25,7 @@ kept; sources there):
     and the last group of 8 written out after it.
 
 Counts: :func:`op_counts` is the closed form of each kernel's calls (from the loop trip counts of the
-rendering); ``tests/test_perf_published.py`` checks it EQUALS the counts of the instrumented
+rendering); ``tests/hw/perf/test_published.py`` checks it EQUALS the counts of the instrumented
 rendering (``sim/cpp/published_gemm_tb.cpp``, :mod:`vckattn.sim.published_gemm`) over many shapes,
 and the rendering's results against a reference.
 

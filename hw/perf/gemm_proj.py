@@ -5,8 +5,8 @@ attention kernels:
 
 1. **Operation counts.** The kernel's vector path runs on g++ over the counting ``hw/aie/aie_api_emu.h``
    (``sim/gemm_csim.py`` ``op_counts``); :func:`phase_counts` is the same count in closed form, from the loop trip
-   counts of the kernel code; ``tests/test_gemm_proj.py`` checks that it EQUALS the instrumented counts of every
-   invocation over many shapes (``python -m vckattn.sim.gemm_proj_perf`` regenerates
+   counts of the kernel code; ``tests/hw/aie/test_gemm_kernel.py`` checks that it EQUALS the instrumented counts of
+   every invocation over many shapes (``python -m vckattn.sim.gemm_proj_perf`` regenerates
    ``hw/perf/data/gemm_proj.json`` with both).
 2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` (every entry with its source, or labeled ASSUMPTION).
 3. **Cycles.** Per phase the bottleneck slot (:func:`vckattn.hw.perf.aie.phase_cycles`), plus

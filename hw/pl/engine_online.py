@@ -83,7 +83,7 @@ class OnlineBuild:
 def channel_cycles(tiles: int, q_rows: int, kernels: int, slice_keys: int, score_bits: int, lanes: int) -> int:
     """Cycles from the first input beat to the last output beat of ``tiles`` tiles sent back to back (each tile's
     ``k`` packets in slice order, a source that never idles, a ready sink; closed form of the RTL, measured by
-    ``tests/test_sim_engine.py``): the first tile's packets in, the unit's
+    ``tests/hw/pl/test_engine_top.py``): the first tile's packets in, the unit's
     :func:`vckattn.hw.pl.timing.stream_cycles` for all the tiles' rows back to back, one cycle between two tiles' rows
     (the next tile's start), :data:`HANDOVER` cycles and the last tile's ``k·(1 + Q_ROWS·SK / 16)`` beats out.
     Exact while the rows are the bound: the next tile's packets and the last one's sending fit in one tile's rows

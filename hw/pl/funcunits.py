@@ -5,7 +5,7 @@ global stall: every register and ROM read port advances only when ``en`` is high
 one input and registered outputs after a fixed ``LATENCY`` in enabled cycles. Their
 ROM contents are the golden tables (``Pow2Config.table()`` etc.), so the gateware and
 the golden model share one definition; bit-exactness is checked exhaustively against
-the golden functions (``tests/test_pl_funcunits.py``) and again inside every kernel.
+the golden functions (``tests/hw/pl/test_funcunits.py``) and again inside every kernel.
 
 Interpolation is ``y = T[i] + ((T[i+1] - T[i]) * r) >> rbits`` with an arithmetic
 (floor) shift, exactly as the golden model; ``T[i]`` and ``T[i+1]`` come from two read

@@ -97,7 +97,7 @@ Performance (Verilator, ``test_throughput`` in :mod:`vckattn.sim.tb_online_softm
   bits (LUTRAM).
 
 Registers (AXI4-Lite, 32-bit words; declared by :func:`vckattn.golden.online_softmax_int.online_softmax_regmap`, checked
-against this table by ``tests/test_sim_online_softmax.py``)
+against this table by ``tests/hw/pl/test_online_softmax.py``)
 --------------------------------------------------------------------------------------------
 
 =============  ======  ======  ================================================================

@@ -1,6 +1,6 @@
 """The PL kernels' timing, owned by the gateware: each kernel's pipeline constants (:data:`TIMING`, from
 its RTL) and the closed-form cycles of a stream through it; the performance model (:mod:`vckattn.hw.perf.pl`)
-reads them. Checked against Verilator (``sim/tb_perf_stream.py``, ``tests/test_pl_perf.py``: to the cycle).
+reads them. Checked against Verilator (``sim/tb_perf_stream.py``, ``tests/hw/pl/test_timing.py``: to the cycle).
 
 Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out),
 ``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out) and the sublayer's units
@@ -63,7 +63,7 @@ class KernelTiming:
     source: str
 
 
-#: From the RTL (tests/test_pl_perf.py checks them against the RTL constants and Verilator).
+#: From the RTL (tests/hw/pl/test_timing.py checks them against the RTL constants and Verilator).
 TIMING: dict[str, KernelTiming] = {
     "swiftmax": KernelTiming(False, 0, 7, 0, "SwiftMaxLane.LATENCY (6) + skid buffer (1)"),
     "bhyt_approx": KernelTiming(False, 0, 11, 0, "BHyTScaleUnit.LATENCY (5) + BHyTLane.LATENCY (5) + skid buffer (1)"),
@@ -176,7 +176,7 @@ def _row_recurrence(t: KernelTiming, rows: int, n: int, r: Fraction) -> int:
 # ------------------------------------------------------------------------------------------ engine PL top
 
 #: The engine PL top's cycles from a slot's issue to its output handshake (``EnginePipeline.LATENCY``:
-#: SwiftMaxLane.LATENCY 6 + the output skid buffer 1); tests/test_pl_perf.py checks it against the RTL.
+#: SwiftMaxLane.LATENCY 6 + the output skid buffer 1); tests/hw/pl/test_timing.py checks it against the RTL.
 ENGINE_OUT_DELAY = 7
 #: P bytes per output beat of the engine PL top.
 ENGINE_P_PER_BEAT = 16

@@ -2,7 +2,7 @@
 
 :class:`EngineParams` are a build's parameters (the kernels' ``VCKATTN_ENGINE_*`` macros); :func:`buffer_bytes`
 and :func:`kernel_memory` the bytes each kernel's buffers and state take in its tile's data memory (equal to the
-C++ ``sizeof``s, ``tests/test_engine_csim.py``).
+C++ ``sizeof``s, ``tests/sim/test_engine_csim.py``).
 
 The functional model reads a pipeline's input streams exactly as the kernels' buffers receive them (``q_in``: q buffers
 back to back, a TILE header and a Q tile each; ``kv_in``: the kv list's packets in its order, a SLICE header and a K or

@@ -283,7 +283,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     from transformers import AutoTokenizer, BertForSequenceClassification
     from transformers.utils import logging as hf_logging
 
-    from vckattn.golden.models import minilm_dir
+    from vckattn.golden.pretrained import minilm_dir
     from vckattn.host.datasets import rotten_tomatoes
 
     hf_logging.set_verbosity_error()
