@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import vckattn
@@ -239,3 +240,34 @@ def test_cycle_check_catches_a_cycle(tmp_path):
     (tmp_path / "host" / "c.py").write_text("from .a import f\n")
     (tmp_path / "host" / "d.py").write_text("from vckattn.host import a\n")  # into the cycle, not part of it
     assert import_cycles(tmp_path) == [["host.a", "host.b", "host.c"]]
+
+
+def _table_rows(heading: str) -> dict[str, str]:
+    """``first cell -> last cell`` of the Markdown table under ``heading`` in ARCHITECTURE.md."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split(heading, 1)[1].split("\n#", 1)[0]
+    rows = [line.split("|")[1:-1] for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    return {cells[0].strip(): cells[-1].strip() for cells in rows[1:]}
+
+
+def _named(cell: str, names: set[str]) -> frozenset[str]:
+    return frozenset(n for n in names if re.search(rf"\b{n}\b", cell))
+
+
+def test_architecture_documents_the_layers_the_test_enforces():
+    """ARCHITECTURE.md's layer table and hw sub-package table say what ALLOWED and HW_ALLOWED enforce."""
+    layers = _table_rows("## The layers")
+    assert {k: _named(v, set(ALLOWED)) for k, v in layers.items()} == ALLOWED
+    subs = {k.strip("`").removeprefix("hw/").rstrip("/"): v for k, v in _table_rows("### hw, one direction").items()}
+    assert {k: _named(v, set(HW_ALLOWED)) for k, v in subs.items()} == HW_ALLOWED
+
+
+def test_architecture_maps_every_folder():
+    """Every tracked folder of the repository at the top and every package sub-package is named in ARCHITECTURE.md."""
+    text = (ROOT / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    top = {p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith((".", "__")) and
+           any(p.rglob("*.py")) | any(p.rglob("*.md")) | any(p.rglob("*.json"))} - {"build", "results"}
+    top -= {p.name for p in ROOT.iterdir() if p.name.endswith(".egg-info")}
+    subs = {str(p.parent.relative_to(ROOT)) for layer in ALLOWED for p in (ROOT / layer).rglob("__init__.py")}
+    missing = sorted(f for f in top | subs if f"`{f}/" not in text)
+    assert not missing, f"ARCHITECTURE.md does not name: {missing}"
