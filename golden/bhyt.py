@@ -1,23 +1,6 @@
 """BHyT — Bounded Hyperbolic Tangent normalization (docs/methods.md §3).
 
-Symbols: ``lam`` (λ, learnable scalar bound per site), ``kappa`` (κ, Chebyshev
-factor, default 10), ``weight`` (γ ∈ R^d, init 1, no bias), ``eps`` = 1e-6.
-
-* :func:`bhyt_star_exact` — the exact form ``γ ⊙ tanh(α x)``,
-  ``α = λ / (κ·s_x + |μ_x|)`` with mean ``μ_x`` and standard deviation ``s_x`` of
-  the token (``eps`` added to the variance so an all-zero token stays finite).
-* :func:`bhyt` — the form used in practice (zero-mean assumption, like RMSNorm):
-  ``s² = mean(x²)``, ``γ ⊙ tanh(λ x / (κ sqrt(s² + eps)))``.
-* :func:`approx_variance` — the second site's statistic without a reduction:
-  ``ŝ² = s² + c_attn · λ_A² / κ²`` with ``λ_A`` detached.
-* :func:`c_attn_from_weights` — Theorem 3.4: ``c_attn = ‖W_V W_O‖_F² / (T·d)``,
-  GQA value heads expanded to all query heads first.
-* :class:`BHyTBlockNorms` — the two sites of one pre-norm block sharing the one
-  reduction ``s² = mean(h²)``; ``exact_second_stat=True`` is the "bhytstar"
-  ablation (the second site computes its own exact statistic).
-
-Hardware note: the argument of tanh is bounded by λ with high probability, so a
-short tanh table suffices; the second site streams element-wise.
+The full description: ``docs/internals/golden.md``, section ``golden/bhyt.py``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """BHyT units, bit-exact integer model (the PL kernels' numerics).
 
-Input: a token of ``d`` int8 values ``q`` (real ``x = q · s_x``); output: int8
-``γ ⊙ tanh(·)`` with scale ``s_out``. The float operator (docs/methods.md §3) is
-``γ ⊙ tanh(λ x / (κ sqrt(s² + ε)))`` with ``s² = mean(x²)``. Writing
-``S = Σ q²`` (exact integer), ``s² + ε = (S + ε d / s_x²) · s_x² / d``, so::
-
-    arg = (λ √d / κ) · (s_in / s_stat) · q / sqrt(S + eps_int)
-
-where the statistic ``S`` is in the scale ``s_stat`` of the tensor it was summed
-over and ``q`` in ``s_in``. Datapath per token (F = ``arg_frac``)::
-
-    v      = max(S + c_int + eps_int, 1)                 site A: c_int = 0 (exact statistic)
-                                                         site M: c_int = c_attn λ_A²/κ² · d/s_stat² (no reduction)
-    r, k   = rsqrt(v)                                     mantissa UQ1.15, v^-1/2 ≈ r·2^-(15+k)
-    c      = round_half_up(r · k_mult >> C_SHIFT)         per-token scale (24-bit)
-    per element:
-    a      = round_half_up(q · c >> (k_shift + 15 - C_SHIFT + k))      arg in Q.F
-    y      = tanh_unit(a)                                 Q1.15, 256-entry table over [0, 8) + PWL
-    out    = saturate8(round_half_up(y · g[i] >> (15 + g_frac)))       g[i] = γ_i / s_out · 2^g_frac
-
-Site A (attention input) computes ``S`` of its own token — the block's only
-reduction — and passes it on beside the stream; site M (MLP input) adds the
-constant ``c_int`` to site A's ``S`` and needs no token buffer.
+The full description: ``docs/internals/golden.md``, section ``golden/bhyt_int.py``.
 """
 
 from __future__ import annotations

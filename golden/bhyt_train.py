@@ -1,18 +1,6 @@
 """Training helpers for BHyT models (docs/methods.md §3).
 
-* :class:`CAttnRefresh` — the training callback that keeps every BHyT block's
-  non-trainable ``c_attn = ‖W_V W_O‖_F² / (T·d)`` in step with the weights:
-  recomputed under ``no_grad`` at construction (step 0) and then every
-  :func:`.bhyt.c_attn_refresh_interval` ``(total_steps) = max(1, min(1000, steps // 50))``
-  optimizer steps. Works on golden models (any module holding BHyT
-  :class:`.blocks.LlamaBlock` s) and on Hugging Face Llama models converted by
-  :func:`.convert.convert_llama_norms_to_bhyt`.
-* :func:`hf_trainer_callback` — wraps a :class:`CAttnRefresh` as a
-  ``transformers.TrainerCallback`` (transformers imported lazily).
-* :class:`TinyDecoder` — a small GPT-style decoder from golden ``LlamaBlock`` s
-  (token embedding, L blocks, final norm, tied LM head) for the depth experiments;
-  its embedding + blocks are a :class:`vckattn.host.export.GoldenStack`, so
-  :meth:`TinyDecoder.golden_checkpoint` gives what ``save_golden_checkpoint`` takes.
+The full description: ``docs/internals/golden.md``, section ``golden/bhyt_train.py``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """SwiftMax calibration: softmax statistics and Algorithm 1, layer-wise replace-and-tune (docs/methods.md §1).
 
-The SwiftMax recipe, for a pretrained (ideally task-fine-tuned) model with softmax attention:
-
-1. :func:`collect_stats` — run calibration data through the softmax model and record, per layer and
-   per head, the row maximum ``z_max`` of the scaled scores and ``S = Σ_j exp(z_j − z_max)`` over the
-   unmasked keys; :func:`propose_init` turns them into initial ``β_l`` (mean ``z_max``) and ``γ_l``
-   (mean ``S``), or, with ``mode="max"``, a conservative ``β_l = max z_max`` with the same ``γ_l`` (every
-   ``P ≤ 1/γ_l ≤ 1`` on the calibration data). :func:`init_beta_gamma` is that rule, the one place every
-   β/γ initialisation of the project (export, reports, profile, experiments) comes from.
-2. :func:`replace_and_tune` — for stages of ``layers_per_stage`` layers, shallow to deep: replace the
-   stage's softmax by SwiftMax (initialized from the statistics), train the SwiftMax β/γ of the layers
-   replaced so far (main weights frozen unless ``train_main``) for ``epochs_per_stage`` epochs on an
-   objective, evaluate after each epoch, write a checkpoint after each stage and log the quality and
-   the wall-clock per stage. A checkpoint folder lets an interrupted run resume at the next stage.
-
-The objective is the caller's (a ``loss_fn(model, batch) -> Tensor``): distillation of the softmax
-model's outputs (:func:`embedding_distillation_loss`) or the task's own loss (classification).
-Units: z in natural-log units (the attention's scaled scores, z = q·k/√d); β in the same units, γ
-dimensionless (> 0).
+The full description: ``docs/internals/golden.md``, section ``golden/calibrate.py``.
 """
 
 from __future__ import annotations

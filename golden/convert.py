@@ -1,21 +1,6 @@
 """In-place conversion of Hugging Face models to the golden normalizers and norms.
 
-* :func:`swap_attention_normalizer` — replace the attention softmax of all or
-  selected layers of a ``BertModel``, ``ViTModel`` or ``LlamaModel`` (or a model
-  wrapping one, e.g. ``*ForSequenceClassification``) by a golden normalizer
-  (SwiftMax, softmax, online softmax, Softermax). Weights are kept; the model's
-  attention implementation is switched to ``"vckattn"``, a function registered
-  with transformers' ``AttentionInterface`` that runs :func:`.attention.attention`
-  with the normalizer stored on each attention module as ``vckattn_normalizer``
-  (layers without one use the golden softmax).
-* :func:`convert_llama_norms_to_bhyt` — replace the two RMSNorms of each decoder
-  layer of a ``LlamaModel`` by the BHyT block form (:class:`.bhyt.BHyTBlockNorms`):
-  the first site computes the block's only reduction ``s² = mean(h²)``, the
-  second uses ``ŝ² = s² + c_attn λ_A²/κ²`` (or the exact statistic, "bhytstar").
-* :func:`vckattn.golden.calibrate.collect_softmax_stats` — per-layer means of ``z_max`` and
-  ``S = Σ_j exp(z_j - z_max)`` (the SwiftMax initialisation of β and γ).
-
-transformers is imported lazily so that the rest of ``golden`` works without it.
+The full description: ``docs/internals/golden.md``, section ``golden/convert.py``.
 """
 
 from __future__ import annotations

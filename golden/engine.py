@@ -3,33 +3,7 @@ with the mask in-band, key slices of ``SK = MAX_KEYS / k`` keys, SwiftMax on nar
 ``aie::mmul`` block layouts the host re-tiles Q, K, V into (pack/unpack functions). Bit-exact reference for
 the AIE kernels ``qk_slice`` / ``pv_slice``, the engine's PL top and the host.
 
-Formats: Q, K, V int8; ``acc`` the int32 ``Q·Kᵀ`` accumulator; scores ``s`` signed ``score_bits``
-(8 or 16) at scale ``s_q·s_k·2^score_shift``, valid scores in ``[−(2^(b−1)−1), 2^(b−1)−1]``, masked
-elements the sentinel ``−2^(b−1)``; P uint8 at ``2^-out_frac``; O int32; the head outputs A int8, requantized
-from O by the requantizer at the end of the P·V cascade with a signed 16-bit multiplier (:data:`RQ_MULT_BITS`,
-:func:`engine_requant`).
-
-Requantization on the AI Engine: ``A = saturate_int8(round_half_up(O · rq_mult · 2^-rq_shift))``
-(:func:`vckattn.golden.requant.requantize`, asymmetric saturation to ``[−128, 127]``) with ``rq_mult`` a signed
-16-bit integer: the int16 operand of the AIE1 32×16-bit vector multiply (``aie::mul`` of int32 O by int16, an
-80-bit accumulator). Range: ``|O| ≤ 255·128·MAX_KEYS < 2^31`` (the P·V kernels' limit) and
-``|rq_mult| ≤ 2^15``, so ``|O·rq_mult| < 2^46``: exact in the 80-bit accumulator lanes (and in 48 bits), and
-within :func:`~vckattn.golden.requant.requantize`'s 40-bit accumulator bound on O. ``rq_shift`` is 0..62, the
-SRS shift range of AIE1 (an instruction field of 6 bits).
-
-Layouts (element offsets; ``hw/ENGINE.md`` gives them in bytes, ``E`` bytes an element):
-
-* Q tile, the A operand of ``mmul<4,16,8>``: ``Q_ROWS × D`` in 4×16 blocks, block ``(i/4, f/16)`` at
-  ``((i/4)·(D/16) + f/16)·64``, row-major inside;
-* K slice, the B operand (Kᵀ): ``D × SK`` in 16×8 blocks, block ``(key/8, f/16)`` at
-  ``((key/8)·(D/16) + f/16)·128``, element ``(f%16)·8 + key%8`` inside;
-* scores / P, the C operand of QKᵀ and the A operand of ``mmul<4,8,8>``: ``Q_ROWS × SK`` in 4×8 blocks,
-  block ``(i/4, key/8)`` at ``((i/4)·(SK/8) + key/8)·32``, row-major inside;
-* V slice, the B operand of P·V: ``SK × D`` in 8×8 blocks, block ``(f/8, key/8)`` at
-  ``((f/8)·(SK/8) + key/8)·64``, row-major (key-major) inside.
-
-Every pack function takes arrays with any leading dimensions (``(..., rows, cols)``) and returns
-``(..., rows·cols)`` of the same dtype; unpack is its inverse.
+The full description: ``docs/internals/golden.md``, section ``golden/engine.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Fixed-point semantics shared by every hardware operator (bit-exact reference).
 
-A value is held as its raw two's-complement integer ``q`` (numpy ``int64``) in a
-:class:`QFormat` ``(bits, frac, signed)``: real value = ``q * 2**-frac``. All
-functions are vectorized over numpy arrays; nothing loops per element.
-
-Rounding (when bits are dropped) and overflow (when the result does not fit)
-follow Vitis HLS ``ap_fixed<W, I, Q, O>`` with ``W = bits``, ``I = bits - frac``:
-
-=================  ==============  =================================================
-this module        ap_fixed        meaning
-=================  ==============  =================================================
-``"floor"``        ``AP_TRN``      truncate toward -inf (drop the low bits)
-``"half_up"``      ``AP_RND``      round to nearest, ties toward +inf
-``"half_even"``    ``AP_RND_CONV`` round to nearest, ties to even (convergent)
-``"saturate"``     ``AP_SAT``      clamp to [min, max] of the format
-``"wrap"``         ``AP_WRAP``     keep the low ``bits`` bits (two's complement)
-=================  ==============  =================================================
-
-In Amaranth the same operations are written with ``>>`` (arithmetic shift on
-signed values = floor), an added half-LSB (half_up), and explicit comparisons
-for saturation. Widths are limited to 62 bits so that int64 intermediates are
-exact; functions check this and raise ValueError.
+The full description: ``docs/internals/golden.md``, section ``golden/fixedpoint.py``.
 """
 
 from __future__ import annotations

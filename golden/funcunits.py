@@ -1,28 +1,6 @@
 """Bit-exact table-based function units shared by the hardware operators.
 
-Each unit is a small lookup table (LUT) of ``2**lut_bits + 1`` entries over one
-octave (or the bounded range of tanh) and optional piecewise-linear (PWL)
-interpolation between neighbouring entries with the remaining input bits:
-
-    y = T[i] + ((T[i+1] - T[i]) * r) >> rbits      (floor; one multiply, one add)
-
-where ``i`` is the top ``lut_bits`` of the input fraction and ``r`` the low
-``rbits``. With ``interp=False`` the unit is ``y = T[i]`` (no multiplier).
-Tables are built by :func:`make_table` (round-half-even of the exact function);
-their contents are the register/ROM values the hardware loads.
-
-Units (all vectorized, integer in -> integer out):
-
-* :func:`pow2_frac` — ``2**f`` for ``f`` in [0, 1): output UQ1.``out_frac`` in [1, 2).
-* :func:`pow2` — ``2**t`` for a signed Q.``t_frac`` exponent: integer part = shift,
-  fraction by :func:`pow2_frac`; returns ``round(2**t * 2**out_frac)`` saturated.
-* :func:`recip` — ``1/x`` for a positive integer: leading-one normalization to
-  [1, 2), table of ``1/m``; returns mantissa UQ1.``out_frac`` in (0.5, 1] and a shift.
-* :func:`rsqrt` — ``1/sqrt(x)``: normalization to [1, 4) with an even exponent,
-  two octave tables of ``1/sqrt(m)``; mantissa UQ1.``out_frac`` in (0.5, 1] and a shift.
-* :func:`tanh_unit` — ``tanh(a)`` for a signed Q.``in_frac`` input, odd symmetry,
-  table over [0, ``2**range_log2``), saturating to the last entry beyond it;
-  output signed Q1.``out_frac``.
+The full description: ``docs/internals/golden.md``, section ``golden/funcunits.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """The projection GEMM's registers and layouts (the AIE kernel ``hw/aie/engine/gemm_kernels.h``): one declaration.
 
-The sublayer's projections (:mod:`.sublayer`) are ``acc = X·Wᵀ + b`` (int8 × int8, int32 bias at ``s_x·s_w``) then,
-for Q/K/V, ``requantize(acc, rq)`` per output channel (:func:`.requant.requantize`: ``saturate8(round_half_up(acc ·
-mult[c] · 2^-shift[c]))``, ``mult`` a signed 18-bit integer), or, for W_O, ``Y = acc`` (int32). The kernel computes
-one output tile over a K-slice, passes partial sums down the AIE cascade, and the last kernel of the cascade
-requantizes with the accumulator's shift-round-saturate, which shifts a whole vector by ONE amount. A 4×8 output
-block of the ``mmul`` holds 8 output channels, so the kernel uses one shift per group of :data:`GROUP` channels and
-folds each channel's shift difference into its multiplier::
-
-    S_g = max(shift[c] for c in group g),   mult32[c] = mult[c] · 2^(S_g − shift[c])
-
-``acc · mult[c] · 2^-shift[c] = acc · mult32[c] · 2^-S_g`` exactly, so the same rounding of the same rational gives
-the same integer: bit-exact with :func:`.requant.requantize`. The fold is refused (ValueError) when ``mult32`` does not
-fit a signed 32-bit multiplier operand (the AIE1 32×32-bit vector multiply). The product ``acc · mult32`` is then
-below ``2^62`` in magnitude (exact in the 80-bit accumulator lanes) when ``|acc| < 2^31``, which
-:func:`check_accumulator_range` guarantees from the weights' width and the bias.
-
-Layouts (the host re-tiles once per launch; ``mmul<4,16,8,int8,int8>``, UG1529): an X tile slice ``ROWS × KSLICE``
-in the A layout (:func:`.engine.pack_q`'s 4×16 blocks); a weight slice ``COLS × KSLICE`` (output channel major, as
-``W``) in the B layout of Wᵀ (:func:`.engine.pack_k`'s 16×8 blocks: channels play the keys); per-channel int32
-constants as one 32-lane vector per 8-channel group (:func:`pack_lanes`: lane ``r·8 + c`` = channel ``8g + c``,
-the 4 rows of a 4×8 output block).
+The full description: ``docs/internals/golden.md``, section ``golden/gemm_proj.py``.
 """
 
 from __future__ import annotations

@@ -1,36 +1,6 @@
 """The kernel registry: every hardware kernel of the attention block, one contract each.
 
-A kernel is found by **one name** in every layer. Its contract lists, as import paths and source
-locations (golden imports nothing from the other layers, so they are strings here; a test resolves
-every one of them):
-
-=============  =========================================================================================
-part           where
-=============  =========================================================================================
-golden         the bit-exact integer model (``golden/<module>.py``): the source of truth for numerics
-registers      its register map, declared once beside the golden model (``<name>_regmap``); the
-               Amaranth register file, the generated HLS header, the manifest, the bundle schema, the
-               testbenches and the host driver all derive from it
-pl             the Amaranth component (``hw/pl/<name>.py``)
-hls            the HLS C++ top, if any (``hw/hls/<name>_hls.cpp``, C-simulated bit-exact)
-aie            the AIE kernel, if any (``hw/aie/<name>.cc``)
-testbench      the cocotb testbench (``sim/tb_<name>.py``) or the C-simulation driver
-host           how the host drives it: :func:`vckattn.hw.spec.driver.program` for register kernels
-=============  =========================================================================================
-
-``vckattn hw report``, the testbench tests and the backends iterate :data:`KERNELS`; adding a kernel
-is one entry here plus its files under the same name (ARCHITECTURE.md, "Adding a kernel").
-
-Formal proofs
--------------
-Every PL kernel's contract lists its formal proofs (:class:`FormalProof`): the AXI4-Stream properties of
-its stream pair and the AXI4-Lite properties of its register file (the property library
-:mod:`vckattn.hw.pl.formal`), each with its method (``induction``: unbounded, k-induction that closes
-within ``depth`` steps; ``bmc``: every trace of ``depth`` cycles from reset, ``depth`` at least the
-kernel's latency plus a full buffer), the instances it cuts (replaced by free outputs: what holds with the
-cut holds for the real instance), and a must-fail mutant. :data:`COMPONENT_PROOFS` does the same for the
-shared components (skid buffer, stall pipeline, datapath lanes) and the scalable engine's PL top. The
-harnesses are ``vckattn.sim.formal_proofs``; ``make test`` runs the ``fast`` ones, ``make formal`` all.
+The full description: ``docs/internals/golden.md``, section ``golden/kernels.py``.
 """
 
 from __future__ import annotations

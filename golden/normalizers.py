@@ -1,30 +1,6 @@
 """Attention-row normalizers: softmax and its hardware-motivated replacements.
 
-Every normalizer maps attention scores ``z`` of shape ``(..., Sq, Sk)`` (already
-scaled by ``1/sqrt(d)``; real-valued, in natural-log units) and an optional
-boolean ``keep`` mask broadcastable to that shape (``True`` = the key takes part,
-``False`` = masked) to weights ``p`` of the same shape. Masked positions are
-exactly ``0``; a row whose keys are all masked is all zeros (never NaN).
-
-* :func:`softmax` — ``p_ij = exp(z_ij - m_i) / sum_j exp(z_ij - m_i)``.
-* :func:`online_softmax` — Milakov & Gimelshein: one pass over key blocks keeps
-  a running max ``m`` and sum ``l`` (``l' = l*exp(m - m') + sum exp(z - m')``);
-  a final rescale divides by ``l``. Equal to softmax up to rounding.
-* :func:`softermax` — Stevens et al. (DAC 2021): base 2, the running max kept as
-  an integer (``ceil``) so each rescale ``2^(m - m')`` is an exact power of two
-  (a shift in hardware). Equals ``softmax(z * ln 2)`` up to rounding.
-* :class:`SwiftMax` — ConSmax/SwiftMax: ``p = base^clamp(z - beta, -10, 40) / gamma``
-  with learnable ``beta``, ``gamma`` per layer (scalars) or per head. No row
-  reduction: the normalizer is element-wise. Optionally *saturating*:
-  ``p = min(base^clamp(z - beta, -10, 40) / gamma, p_max)``, ``p_max`` the top of the
-  kernel's P format (``(2^out_bits - 1)·2^-p_frac``, where the integer kernel saturates
-  anyway), so that a model tuned with it is the function the hardware computes. A SwiftMax can also model the
-  rest of the deployed numerics in float (:meth:`SwiftMax.set_deployed`): scores narrowed to the engine's
-  ``score_bits``-bit grid (:func:`narrow_scores_ste`) and P rounded to its ``2^-p_frac`` grid
-  (:func:`round_ste`), with straight-through gradients through both roundings.
-
-All functions are differentiable and work in any float dtype; the tests run them
-in float64.
+The full description: ``docs/internals/golden.md``, section ``golden/normalizers.py``.
 """
 
 from __future__ import annotations

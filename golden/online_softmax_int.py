@@ -1,37 +1,6 @@
 """Online-softmax normalizer, bit-exact integer model — the baseline SwiftMax replaces.
 
-Softermax-style (Stevens et al. 2021), the way hardware does it: the exponent
-works in base 2 (``log2 e`` is folded into the score multiplier, so the result is
-ordinary softmax of z), the running max is an integer so every rescale is a
-shift, the sum is accumulated in fixed point, and a reciprocal unit plus a second
-pass over a row buffer produce the normalized weights.
-
-Per row of ``Sk`` scores (``F = t_frac``; ``block`` scores arrive per beat)::
-
-    u_j  = round_half_up(acc_j * a_mult >> a_shift)          z_j·log2e in Q.F
-    pass 1, per block b:
-      mb   = ceil(max_j∈b u_j / 2^F)                          integer block max
-      m'   = max(m, mb)
-      l    = (l >> (m' - m)) + Σ_j∈b pow2(u_j - m'·2^F)      l in UQ.sum_frac, shift = rescale
-      m    = m'
-    r    = recip(l)                                           (mantissa, exponent)
-    pass 2 (row buffer): e_j = pow2(u_j - m·2^F) in UQ1.15,  x_j = e_j · r_mant  (0 for masked keys)
-      s    = 30 - sum_frac - out_frac + r_exp                 (the row's output shift)
-      p_j  = clamp(round_half_up(x_j >> s), 0, 2^out_bits - 1)                         p_rounding "nearest"
-      p_j  = clamp(round_half_up(C_j >> s) - round_half_up(C_{j-1} >> s), 0, 2^out_bits - 1),
-             C_j = x_0 + … + x_j (the row's running sum, C_{-1} = 0)                   p_rounding "cumulative"
-
-``cumulative`` (the default) rounds the running sum of the row instead of each weight on its own
-(error feedback: each element's rounding error is carried into the next). Every ``p_j`` is still
-within one LSB of its exact value, but the row's P sum is within half an LSB of the exact sum
-(``round(C_last >> s)``) instead of drifting by up to half an LSB per key: on long rows, where most
-weights are a fraction of an LSB (S = 512: 1/512 of the UQ0.8 range is half an LSB), per-element
-rounding loses or doubles most of the row's mass, and the attention output with it. The P format, the
-streams and the registers are the same for both roundings; in hardware the running sum is a carry of
-``s`` bits per row (``hw/pl/online_softmax.py``, pass 2).
-
-Masked keys are skipped (p = 0); a fully masked row gives zeros. Output P is
-unsigned ``out_bits`` with scale ``2^-out_frac`` (UQ0.8 by default).
+The full description: ``docs/internals/golden.md``, section ``golden/online_softmax_int.py``.
 """
 
 from __future__ import annotations

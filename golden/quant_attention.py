@@ -1,28 +1,6 @@
 """A quantized self-attention layer end to end, bit-exact (the emulator of the attention block).
 
-Dataflow (int = raw integers; scales in brackets)::
-
-    x int8 [s_x] ──W_Q,W_K,W_V int8 [s_w per out-channel] + int32 bias──> acc int32
-        ──requant (per channel)──> Q [s_q] (H heads), K [s_k], V [s_v] (KV heads) int8
-    (Llama) Q, K ──RoPE (int16 Q1.14 cos/sin tables, srs)──> Q [s_q], K [s_k] int8   (:mod:`.rope_int`)
-    per query head h (K/V head h // (H / KV)): S = Q·Kᵀ int32 (AIE tile matmul)
-        ──normalizer (keys masked by padding, and j > i when causal)──> P uint8 [2^-p_frac]
-                                          (SwiftMax kernel, or the online-softmax baseline)
-    O = P·V int32 [s_v·2^-p_frac] (AIE) ──requant──> A int8 [s_a]
-    Y = A·W_Oᵀ + bias, int32 [s_a·s_wo per channel]  ──dequantize──> float (before the residual add)
-
-Grouped-query attention (``n_kv_heads < n_heads``): K/V projections produce ``n_kv_heads`` heads;
-query head ``h`` uses K/V head ``h // (n_heads // n_kv_heads)`` (as :func:`.attention.repeat_kv`).
-RoPE is orthogonal, so the rotated Q/K keep the scales ``s_q``/``s_k``; those must be calibrated to
-cover both the projection outputs and the rotated values (:func:`calibrate_attention` with ``rope``
-does, as the exporter).
-
-:func:`calibrate_attention` picks every scale from float activations (max-abs,
-symmetric) and computes all register values with the golden constant functions;
-:func:`attention_int` runs the integer pipeline, in stages that can be reused one by one:
-:func:`head_operands` (projections, requantization, RoPE, key mask: the int8 operands the AIE
-sees), :func:`normalizer_int` (the PL normalizer on the score accumulators) and :func:`finish_int`
-(W_O on the int8 head outputs).
+The full description: ``docs/internals/golden.md``, section ``golden/quant_attention.py``.
 """
 
 from __future__ import annotations

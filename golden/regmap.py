@@ -1,25 +1,6 @@
 """Register maps: the one declaration of every hardware kernel's AXI4-Lite interface.
 
-Each kernel declares its control registers once, in golden/ beside the golden function that computes
-their values (e.g. :func:`vckattn.golden.swiftmax_int.swiftmax_regmap`), as a :class:`RegisterMap` of
-:class:`Reg` (scalar registers) and :class:`Mem` (host-writable tables). Everything else derives from
-that declaration:
-
-* the Amaranth register file (:class:`vckattn.hw.pl.axil.RegisterFile`) and the kernel's inputs;
-* the C++ header for HLS (``hw/hls/generated/<kernel>_regs.h``, :func:`vckattn.hw.hls.tables`);
-* the manifest's register table (:meth:`RegisterMap.describe`) and the bundle schema's register fields;
-* the writes of the cocotb testbenches and of every host backend (:meth:`RegisterMap.writes`, driven
-  through :func:`vckattn.hw.spec.driver.program`).
-
-Address map (byte offsets relative to the block): ``0x00`` ID (ro constant), ``0x04`` VERSION (ro
-constant), ``0x08 + 4*i`` the i-th :class:`Reg` in declaration order, then each :class:`Mem` in its own
-window of ``4 * 2**ceil(log2 depth)`` bytes aligned to its size. See :mod:`vckattn.hw.pl.axil` for the
-bus semantics.
-
-How a value becomes a word (:meth:`RegisterMap.word`): every register is one 32-bit AXI word; a value
-must fit the register's ``width`` (two's complement when ``signed``) and is written as its 32-bit two's
-complement. The kernel keeps the low ``width`` bits and reads them back sign-extended (signed) or
-zero-extended (unsigned), so a value that fits reads back as exactly the word that was written.
+The full description: ``docs/internals/golden.md``, section ``golden/regmap.py``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """Rotary position embedding (RoPE) on int8 Q/K, bit-exact integer model.
 
-Llama's rotate-half convention (as :func:`.attention.apply_rope`): the head dimension
-``D`` is split into halves ``[x1, x2]`` and ``rotate_half(x) = [-x2, x1]``; the tables
-``cos``, ``sin`` ``(S, D)`` repeat each frequency in both halves, so element ``i < D/2``
-and element ``i + D/2`` are rotated as a pair::
-
-    y = x · cos + rotate_half(x) · sin
-
-Integer form (``F = frac`` fractional bits of the tables, 14 by default)::
-
-    c, s = saturate16(round_half_even(cos · 2^F)), saturate16(round_half_even(sin · 2^F))
-                                                     int16 tables, Q1.14 (sign, 1 integer bit, 14 fractional
-                                                     bits; ``QFormat(16, 14)``, named "Q2.14" by
-                                                     :attr:`QFormat.name`, which counts the sign bit)
-    acc = x · c + rotate_half(x) · s                 int8 × int16, two products: |acc| <= 2^24 (fits int32)
-    y   = saturate8(round_half_up(acc · 2^-F))       AIE srs: int8 at the input's scale
-
-The rotation is orthogonal, so ``y`` keeps the scale of ``x`` (Q at ``s_q``, K at ``s_k``); the
-exporter calibrates ``s_q``/``s_k`` to cover both the projection outputs and the rotated values.
-``rotate_half`` of ``-128`` is ``+128``: the negation is done in the wide accumulator, not in int8.
-
-Error against the float rotation (in int8 LSBs of ``x``, no saturation): each table entry is off by
-at most half its LSB, ``2^-(F+1)``, so the products are off by at most ``(|x| + |rotate_half(x)|)·2^-(F+1)``;
-the final rounding adds ``0.5``::
-
-    |y - (x·cos + rotate_half(x)·sin)| <= 0.5 + (|x| + |rotate_half(x)|) · 2^-(F+1)      (<= 0.5 + 2^-7 for F=14)
-
-With saturation the same bound holds against the float result clipped to ``[-128, 127]``.
+The full description: ``docs/internals/golden.md``, section ``golden/rope_int.py``.
 """
 
 from __future__ import annotations

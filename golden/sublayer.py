@@ -1,53 +1,6 @@
 """The integer attention sublayer, bit-exact: X in, Y out, for the two families the toolkit exports.
 
-One declaration (:data:`SUBLAYER_FORMAT`, a :class:`SublayerFormat`) of every width and rounding, and one
-dataclass of per-layer constants per family (:class:`EncoderSublayer`, :class:`DecoderSublayer`); the
-integer forwards (:func:`encoder_sublayer_int`, :func:`decoder_sublayer_int`) and the float64 references
-(:func:`encoder_sublayer_float`, :func:`decoder_sublayer_float`) derive from them.
-
-Integers are raw two's-complement values; a real value is ``raw · scale``. Every requantization is
-``saturate(round_half_up(acc · mult · 2^-shift))`` (:func:`.requant.requantize`), ``mult`` a signed
-``mult_bits``-bit integer.
-
-Post-LN encoder layer (MiniLM/BERT), :func:`encoder_sublayer_int`::
-
-    X int8 [s_x]
-      ─ X·W_Qᵀ + b_Q, X·W_Kᵀ + b_K, X·W_Vᵀ + b_V   int8 weights [s_w per output channel], int32 bias [s_x·s_w]
-      ─ requantize (per channel)                   → Q [s_q], K [s_k], V [s_v] int8, H heads of D
-      ─ attention (:mod:`.quant_attention`'s layer) S = Q·Kᵀ int32 → P uint8 [2^-p_frac] (SwiftMax or online
-                                                     softmax) → O = P·V int32 → requantize → A int8 [s_a]
-      ─ A·W_Oᵀ + b_O                               → Y int32 [s_a·s_wo per output channel]
-      ─ residual add                               → R = X + Y, int8 [s_r]        (:func:`residual_add_int`)
-    then the LayerNorm after the residual: on the host, float64, on R · s_r (:func:`host_layernorm`).
-
-Pre-norm decoder layer (BHyT-converted Llama/SmolLM2), :func:`decoder_sublayer_int`::
-
-    H int8 [s_h]  (the block input, the residual stream)
-      ─ BHyT site A: S = Σ H² (int64, the block's one reduction), U = γ ⊙ tanh(λ H / (κ √(S/d + ε)))
-                                                   → U int8 [s_x]            (:func:`.bhyt_int.bhyt_site_int`)
-      ─ U·W_Qᵀ, U·W_Kᵀ, U·W_Vᵀ (no bias)           → requantize → Q [s_q] (H heads), K [s_k], V [s_v]
-                                                     (KV heads, GQA: query head h reads K/V head h // (H/KV))
-      ─ RoPE on Q and K: int16 cos/sin tables Q1.14 (round half-even when tabulated), acc = x·c +
-        rotate_half(x)·s (int32), out = saturate8(round_half_up(acc · 2^-14)) at the scale of x
-                                                                             (:mod:`.rope_int`)
-      ─ causal attention                           → A int8 [s_a]
-      ─ A·W_Oᵀ                                     → Y int32 [s_a·s_wo per output channel]
-      ─ residual add                               → H' = H + Y, int8 [s_mid]: what BHyT site M (the MLP input)
-                                                     reads, with the statistic S passed on beside it
-
-The residual add (both families) aligns its two addends to the output scale with ``res_frac`` extra
-fractional bits, each requantized and saturated to ``res_bits`` bits, adds them, and rounds once::
-
-    y' = saturate_res(round_half_up(Y · m_y[c] · 2^-n_y[c]))    m_y·2^-n_y ≈ s_y[c] / s_out · 2^res_frac
-    x' = saturate_res(round_half_up(X · m_x · 2^-n_x))          m_x·2^-n_x ≈ s_res / s_out · 2^res_frac
-    out = saturate8(round_half_up((y' + x') · 2^-res_frac))
-
-so the sum's error is at most ``0.5`` LSB (final rounding) plus ``2^-(res_frac+1)`` per addend (their
-roundings) plus the multipliers' relative error (``2^-(mult_bits-2)``) — no double rounding at int8.
-
-Error budget (measured on real checkpoints, ``tests/golden/test_sublayer_int.py``; docs/methods.md): the
-integer sublayer against its float64 reference, mean per-token cosine of the attention branch (Y) and of
-the sublayer output.
+The full description: ``docs/internals/golden.md``, section ``golden/sublayer.py``.
 """
 
 from __future__ import annotations

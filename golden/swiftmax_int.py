@@ -1,29 +1,6 @@
 """SwiftMax normalizer, bit-exact integer model (what the PL kernel computes).
 
-Hardware folding (docs/methods.md §1): with integer scores ``acc = Q_int · K_int`` and
-``z = s_q s_k acc / sqrt(d)``::
-
-    exp(clamp(z - β, -10, 40)) / γ  =  2^(clamp(A·acc - β·log2e, -10·log2e, 40·log2e) - log2 γ)
-    A = s_q s_k log2(e) / sqrt(d)
-
-Per element, with ``t_frac`` = F fractional bits in the log2 domain (all integers)::
-
-    acc   = saturate(acc, acc_bits)                       score accumulator from QKᵀ
-    u     = round_half_up(acc * a_mult >> a_shift)        A·acc in Q.F  (one DSP multiply)
-    u     = clamp(u + b_beta, u_lo, u_hi)                 (z - β)·log2e, clamped as the float op
-    t     = u + c_out                                     + out_frac - log2 γ
-    n, f  = t >> F, t & (2^F - 1)                         integer part = shift, fraction
-    m     = pow2_frac(f)                                  2^f in UQ1.15 (64-entry table + PWL)
-    p     = clamp(round_half_up(m · 2^(n - 15)), 0, 2^out_bits - 1)
-    p     = 0 where masked
-
-The output ``p`` is the unsigned ``out_bits`` integer of ``P`` with scale
-``2^-out_frac`` — the left operand of the P·V matmul (uint8 × int8 on the AIE).
-No row buffer, no reduction: one element in, one out, every cycle per lane.
-
-Register meanings (one bitstream serves every layer; the host writes these per
-layer through AXI4-Lite) are in :class:`SwiftMaxRegisters`; :func:`swiftmax_registers`
-is the only function that computes them from float parameters.
+The full description: ``docs/internals/golden.md``, section ``golden/swiftmax_int.py``.
 """
 
 from __future__ import annotations

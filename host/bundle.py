@@ -1,43 +1,6 @@
 """Deployment bundles: what the exporter writes and the host loads onto the device.
 
-A bundle is a folder with two files:
-
-* ``manifest.json`` — model, provenance, hardware formats, and per layer the
-  scales, normalizer constants and register values (JSON, schema
-  ``host/bundle_schema.json``, ``schema_version`` :data:`SCHEMA_VERSION`);
-* ``tensors.safetensors`` — the integer weights, biases, per-channel scales,
-  requantization registers, BHyT γ registers and the sublayer's tensors (residual
-  registers, LayerNorm weight/bias, RoPE tables), keyed by name
-  (``layers.<i>.<...>`` for tensors of layer ``i``; ``rope.cos``/``rope.sin`` once
-  per model).
-
-The manifest records every tensor's dtype, shape and the sha256 of its raw
-little-endian bytes; the tensors file carries, in its safetensors header
-metadata, the sha256 of the manifest's canonical JSON (the *seal*, key
-:data:`SEAL_KEY`). Together they make the pair tamper-evident: an edited
-manifest, a corrupted tensor, or files from two different exports are refused.
-
-:func:`write_bundle` is the only writer: it fills the derived fields, runs every
-check :func:`load_bundle` runs (so an exporter cannot write a bundle the loader
-rejects), writes into a temporary folder next to the target and renames it into
-place. :func:`load_bundle` refuses anything wrong with one :class:`BundleError`
-(``"<file>: <field>: <message>"``), never with another exception type.
-
-Checks beyond the JSON Schema: finite numbers; hardware formats equal to this
-vckattn's kernels (:class:`SwiftMaxFormat`, :class:`OnlineSoftmaxFormat`,
-:class:`NormFormat`); register values representable in the kernels' register
-widths *and* equal to what the golden constant functions compute from the
-layer's float constants (``swiftmax_registers``, ``online_softmax_registers``,
-the requant fold, BHyT site A's ``k_mult``; 1 LSB of tolerance on multipliers and
-rounded offsets, shifts exact); layer order and count; tensor names, dtypes,
-shapes, hashes, declared fixed-point formats and scale references.
-
-The sublayer (schema 4, :func:`_check_sublayer`): every residual register equals
-golden's ``residual_registers`` of the stored scales exactly (``rq_y`` from
-``s_a`` and the stored float32 ``o_proj.weight_scale``); a decoder's BHyT site
-registers equal ``bhyt_site_registers`` of ``s_h`` (site A; site M reads the
-residual's ``s_out``) and site A writes the attention input's ``s_x``; RoPE tables
-are rotations in Q1.14 within their rounding.
+The full description: ``docs/internals/host.md``, section ``host/bundle.py``.
 """
 
 from __future__ import annotations

@@ -1,38 +1,6 @@
 """``vckattn calibrate``: SwiftMax statistics and layer-wise replace-and-tune on a real model.
 
-* ``stats``: per layer and head, the row maxima ``z_max`` of the attention scores and
-  ``S = Σ_j exp(z_j − z_max)`` over calibration data; histograms (the SwiftMax paper's Fig. 3) as PNG,
-  JSON with summaries and the proposed initial β/γ (per layer and per head, ``mean`` and ``max`` modes).
-* ``swiftmax``: Algorithm 1 (:func:`vckattn.golden.calibrate.replace_and_tune`) with a checkpoint per
-  stage in ``OUT/checkpoints`` — running the same command again resumes after the last completed
-  stage — and the tuned model saved as a Hugging Face folder ``OUT/model`` whose SwiftMax β/γ
-  ``vckattn export OUT/model`` reads (per-layer or, with ``--per-head``, per-head β/γ: the kernels hold a
-  register set per head).
-
-Models: ``minilm`` (the shipped all-MiniLM-L6-v2) or a Hugging Face folder (BERT/Llama base models, or
-``…ForSequenceClassification`` / ``ViTForImageClassification`` for the ``task`` objective). Data:
-a UTF-8 text file (one sentence a line), ``pydoc`` (English text shipped with CPython),
-``rotten-tomatoes`` (labeled movie-review snippets), ``digits`` or ``mnist5k`` (labeled images).
-
-Scaling: both steps run under Hugging Face ``accelerate`` (:func:`make_runtime`): ``--device cpu|cuda|auto``,
-``--mixed-precision no|fp16|bf16`` (autocast of the forward passes; fp16 with a loss scaler, CUDA only), and
-data parallel over the processes of ``accelerate launch`` (one node or several): every global batch of
-``--batch-size`` samples is split over the processes, each process's loss is weighted by its share so that
-the averaged gradients are the global batch's, held-out metrics and statistics are reduced over all
-processes, and only the main process writes outputs and shows progress bars (several nodes need ``--out``
-on a shared file system for resume). Without dropout, a data-parallel run computes what one process does on
-the same global batches up to float32 reduction order (``tests/host/test_calibrate_accelerate.py``); with dropout
-the masks differ (each process draws its shard's).
-
-The deployed numerics: by default (``--score-bits``: the committed default design's score width, 8) the replaced
-layers compute in float what the design computes: scores narrowed to each layer's 8-bit grid (the LSB the export
-will give it, :func:`vckattn.golden.calibrate.score_steps`) and, with ``--p-frac``, P saturated at its format's top
-and rounded to its grid, both roundings with straight-through gradients (:class:`vckattn.golden.calibrate.Deployed`);
-the held-out metric is measured on them too. Every objective and recipe tunes this way.
-
-Objectives: ``distill`` keeps the softmax model's outputs — the cosine of mean-pooled sentence
-embeddings (text) or the KL divergence of the logits (classifiers); ``task`` trains on the labels
-(cross-entropy) and reports accuracy.
+The full description: ``docs/internals/host.md``, section ``host/calibrate.py``.
 """
 
 from __future__ import annotations

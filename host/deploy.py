@@ -1,19 +1,6 @@
 """``vckattn deploy``: bring a bundle up on a VCK5000 and prove the card is the build it expects.
 
-:func:`deploy` loads the bundle, reads the xclbin's UUID, picks the manifest (the one given, else
-the one in ``bitstreams/`` recording that UUID), checks the bundle against it, opens the card and writes the first
-layer's normalizer registers and reads them back, through :class:`~vckattn.host.backends.xrt.XrtDevice` (UUID,
-kernel names, every mover compute unit, the PL top's ID register, the AIE graph), with the layer narrowed to the
-build's score width as ``run`` does. A sublayer build is refused (its GEMM stages have no xclbin flow).
-
-Nothing runs on the card (``vckattn board selftest`` runs a known layer; ``vckattn run --backend xrt`` the bundle).
-Deploy means a real card: with ``VCKATTN_EMULATION`` set it is refused, pointing at ``board selftest`` and ``run``,
-which run on the emulated card.
-
-It returns a JSON-able report; every failure is one line: a
-:class:`~vckattn.host.bundle.BundleError`, :class:`~vckattn.hw.design.manifest.ManifestError` or
-:class:`~vckattn.host.backends.base.DeviceError` (no XRT, no card, xclbin missing or unreadable,
-UUID mismatch, kernel missing, ID register mismatch, register readback mismatch).
+The full description: ``docs/internals/host.md``, section ``host/deploy.py``.
 """
 
 from __future__ import annotations

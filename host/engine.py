@@ -1,32 +1,6 @@
 """The host side of the scalable engine (stream contract v3, ``hw/ENGINE.md``): one launch per layer.
 
-A launch has, in card memory: the operands **re-tiled once** into the layouts the AIE kernels' ``mmul`` wants
-(:mod:`vckattn.golden.engine` pack functions; head size zero-padded to the build's ``D``, keys to ``MAX_KEYS``):
-Q ``(B, H, T, Q_ROWS·D)`` (one q tile a row), K and V ``(B, KV, k, SK·D)`` (one key slice a row); per pipeline
-two **command lists** of 32-byte descriptors — the header beat the mover sends, the uint64 byte offset of the
-payload it gathers, 8 reserved bytes: ``q`` (one TILE per tile, payload from Q: the q mover) and ``kv`` (per group
-its ``k`` LOAD_K slices, packet ids ``0..k−1``, then its ``k`` LOAD_V slices, ``k..2k−1``, whose headers carry the
-layer's output requantization ``rq_mult`` / ``rq_shift``; payloads from K / V: the k mover sends its LOAD_K
-entries on k_in, the v mover its LOAD_V entries on v_in); the A buffer ``(tiles, Q_ROWS, D)`` int8
-(tile ``t`` in slot ``t``) and the ``done`` buffer of RESULT headers (pipeline ``p`` writes its ``i``-th record at
-``done_start[p] + i``).
-
-Whole (batch, head) groups go to one pipeline, round-robin (:func:`vckattn.hw.spec.schedule.deal_groups`, the
-function the performance model uses too). Tile ``t = (b·H + h)·T + r`` (sequence ``b``, query head ``h``, query
-block ``r`` of ``T = ceil(S / Q_ROWS)``), so the A buffer *is* the head outputs ``(B, H, T·Q_ROWS, D)``. A
-pipeline finishes its tiles in issue order (its kernels are FIFO-connected), so the ``done`` buffer a correct
-launch leaves is known in advance: :func:`check_done` compares it in one operation and only on a difference names
-the misrouted, dropped or duplicated tile.
-
-The command lists depend on the geometry, the valid keys per sequence, the causal flag and the layer's score
-shift and output requantization only: :func:`commands` caches them, so a model's layers after the first launch
-cost the host a dictionary lookup and one comparison (``vckattn bench host --engine``), besides placing the
-operands: :func:`retile` writes Q, K, V from the projections' layout straight into the card's tiled buffers (one
-strided copy each, as the head-major placement of a row-major layout would be).
-
-Refused (one line, :class:`EngineShapeError`): sequences longer than the build's ``MAX_KEYS``, head sizes above
-its ``D`` or not multiples of 16; (:class:`EngineRequantError`) an output requantization that is not the engine's
-(one signed 16-bit multiplier, a shift of 0..62: :func:`vckattn.golden.quant_attention.narrow_layer`).
+The full description: ``docs/internals/host.md``, section ``host/engine.py``.
 """
 
 from __future__ import annotations

@@ -1,53 +1,6 @@
 """``vckattn eval``: a whole model with its attention layers on a backend, scored end to end.
 
-The source checkpoint of a bundle runs in float (float32, as exported); for every evaluated layer the
-attention sublayer — Q/K/V projections, scores, normalizer, P·V and W_O — is replaced by the bundle's
-integer layer on a device (:func:`vckattn.host.attention_layer.run_layer`, the same call ``vckattn run``
-makes, with :func:`~vckattn.golden.quant_attention.narrow_layer` on engine builds). The replacement is
-two hooks per layer (:func:`attention_on`): one records the float hidden states entering the attention,
-the other replaces the output of the attention's output projection W_O (before the residual add) by the
-device's dequantized output. Residuals, norms and MLPs stay float; so do layers that are not evaluated.
-
-Two metrics. Without ``task``, the one a sentence-embedding model (MiniLM) is used for: the **mean-pooled
-sentence embedding** (:func:`vckattn.golden.calibrate.mean_pool` of the last hidden state) of held-out sentences
-(:func:`vckattn.host.textdata.real_sentences` from ``start_topic`` 60, disjoint from the export's
-calibration sentences), compared by cosine with the **float softmax model**. With ``task="rotten-tomatoes"``
-(a checkpoint with a sequence-classification head, e.g. the sentiment classifier of
-``research/experiments/swiftmax_sentiment.py``): the **accuracy** on the data set's test split
-(:func:`vckattn.host.datasets.rotten_tomatoes`, seed 0; disjoint from the train split that tuning uses and
-the validation split it evaluates on) and the agreement of each model's predictions with the softmax
-model's — the analogue of the SwiftMax paper's "SST-2 93.5 → 92.6".
-
-The softmax model is ``reference`` (a checkpoint: the original model when the bundle's source was tuned with
-``vckattn calibrate swiftmax`` — its SwiftMax layers, and with ``--main-lr`` its weights, are not the original's)
-or, by default, the bundle's source checkpoint with every SwiftMax normalizer put back to softmax. Three models
-are scored:
-
-* ``float_softmax`` — the softmax model (cosine 1.0 by definition: a check of the harness);
-* ``float_swiftmax`` — the checkpoint with the bundle's SwiftMax β/γ in float on the evaluated layers
-  (:func:`vckattn.golden.calibrate.apply_swiftmax`; saturating at the layer's ``p_max`` for a layer tuned for its
-  P format);
-* ``backend`` — the bundle's integer layers on the backend.
-
-JSON report::
-
-    {"report": "eval", "bundle", "backend", "device", "manifest", "checkpoint", "layers",
-     "sentences": {"count", "start_topic", "tokens", "max_tokens"},
-     "metric": "...",
-     "task": null | "rotten-tomatoes", "reference": "...",
-     "end_to_end": {"float_softmax" | "float_swiftmax" | "backend": {"mean_cosine", "min_cosine"}
-                    (task: {"accuracy", "agreement"})},
-     "per_layer": [{"layer", "normalizer", "beta", "gamma", "p_max",
-                    "backend_vs_float_layer": {"max_abs_error", "max_rel_error", "cosine"},
-                    "backend_vs_softmax_model": {...}, "float_swiftmax_vs_softmax_model": {...},
-                    "tiles", "device_seconds"}],
-     "device_seconds", "seconds"}
-
-``backend_vs_float_layer``: the device's attention output against the float golden of the same layer
-(the bundle's normalizer, float64) on the same input — the layer's own integer error;
-``*_vs_softmax_model``: the attention output against the float softmax model's at that layer — the error
-accumulated up to and including the layer. Errors as in :func:`vckattn.host.run.errors` (cosine = mean
-per-token cosine over valid tokens).
+The full description: ``docs/internals/host.md``, section ``host/eval.py``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """``vckattn eval`` on a sublayer build: a whole model with its attention SUBLAYERS on a backend, scored end to end.
 
-As :mod:`vckattn.host.eval`, but each evaluated layer's whole attention sublayer runs on the device
-(:class:`vckattn.host.backends.sublayer.SublayerDevice`, the path ``vckattn run`` takes on a sublayer build): the
-Q/K/V projections, attention, W_O, the residual add — and for the decoder its BHyT site A and RoPE — from the
-sublayer's input, with the bundle's constants programmed and read back. Two hooks a layer put the device's result
-into the float model (Hugging Face checkpoints):
-
-* encoder (BERT/MiniLM): the layer's ``attention`` module (self-attention, W_O, residual, LayerNorm) returns the
-  device's residual output through the LayerNorm the host runs (:func:`vckattn.golden.sublayer.host_layernorm`);
-* decoder (a Llama converted to BHyT): the block input H is recorded, and the attention module's output is
-  ``H'·s_mid − H`` so that the block's own residual add gives the device's ``H'`` (float rounding only); site M and
-  the MLP then run in float on it, with the statistic of H.
-
-The MLPs, the other norms and the layers that are not evaluated stay float. ``per_layer`` compares each layer's
-sublayer output with the float sublayer of the checkpoint on the same input (``backend_vs_float_layer``) and
-with the float softmax model's at that layer (``backend_vs_softmax_model``). JSON as :mod:`vckattn.host.eval`'s with
-``"scope": "sublayer"``.
+The full description: ``docs/internals/host.md``, section ``host/eval_sublayer.py``.
 """
 
 from __future__ import annotations

@@ -1,35 +1,6 @@
 """`vckattn profile`: precision profiling of a model against the hardware's fixed-point formats.
 
-Runs a Hugging Face checkpoint (BERT or Llama family, float32, CPU, offline) over a
-set of sentences with the golden softmax attention (``convert.swap_attention_normalizer``
-+ the ``"vckattn"`` attention function) and collects per layer, over valid (unpadded)
-tokens only:
-
-* the attention scores ``z = q·k/√d`` of unmasked entries, the row maxima ``z_max`` and
-  ``S = Σ_j exp(z_j − z_max)`` (rows of padded queries are left out);
-* the activations entering the layer (BERT: the previous layer's LayerNorm output; Llama:
-  the inputs of both RMSNorms) and the q, k, v projection outputs (Llama: before RoPE);
-* the argument of the default BHyT site, ``λ·x/(κ·sqrt(mean(x²) + ε))`` on the layer input.
-
-Each quantity is checked against the formats of the golden integer models (the format
-dataclasses are imported, not copied):
-
-* int8 symmetric per-tensor quantization with a max-abs scale (:func:`requant.symmetric_scale`):
-  the scale and the fraction of values that quantize to 0;
-* SwiftMax (:class:`SwiftMaxFormat`): ``β`` = mean ``z_max``, ``γ`` = mean ``S`` (the SwiftMax
-  init, :func:`vckattn.golden.calibrate.init_beta_gamma`), the exponent clamp ``z − β ∈ [−10, 40]``,
-  ``P = exp(clamp(z − β))/γ`` in ``out_bits`` with ``out_frac`` from the 99.99th percentile of ``P``
-  (:func:`choose_out_frac`): fraction that saturates and that underflows to 0; whether the layer's registers fit;
-* the score accumulator (``acc_bits``): ``|acc| = |z|·√d/(s_q·s_k)`` with the int8 q/k scales;
-* online softmax (:class:`OnlineSoftmaxFormat`): the longest row vs ``max_keys()`` and the
-  softmax output in its fixed ``out_frac`` (saturation at ``255·2^-8``, underflow);
-* the tanh unit of the BHyT kernel (:class:`NormFormat` ``.tanh``): ``|arg| < 2^range_log2``.
-
-Values are streamed: exact count/min/max/mean/std for everything, and a seeded uniform
-sample of at most ``sample_cap`` values per quantity and layer for percentiles and
-fractions (exact when the data is smaller than the cap; the JSON says ``sampled``).
-
-Writes ``profile.json`` and up to six PNG plots to the output folder.
+The full description: ``docs/internals/host.md``, section ``host/profile.py``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """``vckattn run``: real inputs through the attention block on a backend, checked two ways.
 
-For every requested layer the host runs the bundle's integer layer on the device
-(:func:`vckattn.host.attention_layer.run_layer`) and compares its output
-
-* with the **bit-exact integer golden** (:func:`vckattn.golden.quant_attention.attention_int` on
-  the same input): ``bit_exact`` is true only if every int32 output accumulator is equal;
-* with the **float golden** (the source checkpoint's attention in float64, SwiftMax with the
-  bundle's β/γ where the layer uses it, saturating at its ``p_max`` when it was tuned for its P
-  format): ``max_abs_error``, ``max_rel_error`` (= max |out − ref| / max |ref|), ``cosine`` (mean
-  over tokens of the per-token cosine), over valid tokens only.
-
-Inputs: ``text`` goes through the model's tokenizer and the float model (the hidden states entering
-each layer's attention sublayer are recorded), or an npz with ``layer{i}_input`` arrays
-``(tokens, hidden)`` (and optionally ``keep`` ``(tokens,)`` bool) — the format ``--save`` writes.
-Each layer gets the float model's input for that layer, so layers are checked independently.
-
-JSON report::
-
-    {"backend", "device", "manifest", "bundle", "tokens", "tiles",
-     "layers": [{"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "cycles" (rtl only),
-                 "tiles", "device_seconds", "host_seconds"}],
-     "elements_per_second"}
-
-``elements_per_second``: attention-score elements (``heads × tokens × tokens`` per layer and
-sequence) through the device per second of device time (all layers).
+The full description: ``docs/internals/host.md``, section ``host/run.py``.
 """
 
 from __future__ import annotations

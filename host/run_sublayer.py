@@ -1,30 +1,6 @@
 """``vckattn run`` on a sublayer build: whole attention sublayers of a bundle on a backend, X in, Y out.
 
-For every requested layer the host rebuilds the layer's sublayer from the bundle
-(:func:`vckattn.host.export.to_sublayer`), narrows its attention to the build's score width, quantizes the
-sublayer's float input (the encoder's X at ``s_x``; the decoder's block input H at ``s_h``), programs every PL unit
-from the bundle's constants and reads them back (:class:`vckattn.host.backends.sublayer.SublayerDevice`) and runs the
-stages on the device. The output is compared
-
-* with the **bit-exact integer golden sublayer** (:func:`vckattn.golden.sublayer.encoder_sublayer_int` /
-  :func:`~vckattn.golden.sublayer.decoder_sublayer_int` on the same constants and input): ``bit_exact`` is true
-  only if every stage the device produced (``u``, Q, K, V, A, Y, the residual output) equals golden's, and
-  ``first_difference`` names the first stage that does not;
-* with the **float golden**: the source checkpoint's own layer in float64 (SwiftMax with the bundle's β/γ where the
-  layer uses it) — the encoder's output after the LayerNorm the host runs (``LN(X + Attn(X))``), the decoder's
-  ``H + Attn(BHyT_A(H))`` — ``max_abs_error``, ``max_rel_error``, ``cosine`` over valid tokens.
-
-Inputs: ``text`` (the float model's hidden states entering each layer: the encoder's layer input, the decoder's
-block input before its BHyT site) or an npz whose ``layer{i}_input`` arrays ``(tokens, hidden)`` are those
-sublayer inputs (``--save`` writes them, with ``layer{i}_output``: the sublayer output, dequantized).
-
-JSON report::
-
-    {"backend", "device", "manifest", "bundle", "scope": "sublayer", "family", "tokens",
-     "layers": [{"layer", "bit_exact", "first_difference", "max_abs_error", "max_rel_error", "cosine",
-                 "registers": {unit: {"words", "read_back"}}, "cycles" (rtl: per PL unit and attention),
-                 "stage_seconds", "device_seconds"}],
-     "model_fidelity", "calibration"}
+The full description: ``docs/internals/host.md``, section ``host/run_sublayer.py``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """``vckattn board selftest``: prove that a card runs an engine build right, in four checks.
 
-1. ``xclbin`` — open the card and load the xclbin; its UUID must be the one the manifest records (on the emulated card
-   of ``VCKATTN_EMULATION=csim``: the manifest names the design, no xclbin is read) and every mover compute unit, the PL
-   top (its ``ID`` register) and the AIE graph must open.
-2. ``registers`` — program the PL top's SwiftMax registers for the known layer (:func:`known_layer`) and read every
-   written register back; each must equal the word written, exactly.
-3. ``tiles`` — run the known layer twice on the card and compare its head outputs and its output projection with the
-   integer golden model (:func:`vckattn.golden.quant_attention.attention_int`), bit for bit, both times.
-4. ``timing`` — the wall time of the second run's launch (registers, uploads, movers, graph, downloads; measured on
-   this device: under emulation the emulator's time, not a board's) beside the performance model's prediction for
-   the same workload on the same design (:func:`vckattn.hw.perf.model.evaluate`, operands from the host; modeled).
-
-A check that cannot run because an earlier one failed is ``SKIP``. The exit status is the first failed check's:
-a missing runtime (XRT, PYNQ, g++ for the emulated card) 6, a device fault (a card that cannot be opened, a wrong UUID,
-an ID or read-back mismatch, a time-out, a wrong done log) 7, a result that is not bit-exact 1.
-
-The known layer is seeded and deterministic: ``batch`` 2 sequences of ``seq`` 45 tokens (the second one padded after
-30 tokens), 4 heads of the build's smallest head size, SwiftMax with β 3 and γ 5, calibrated on its own input and
-narrowed to the build's score width. Its expected output is computed by the golden model, never by the backend.
+The full description: ``docs/internals/host.md``, section ``host/selftest.py``.
 """
 
 from __future__ import annotations

@@ -6,25 +6,7 @@ id), the ``k`` QKᵀ AIE kernels, per score channel a ``pktmerge`` emulated as a
 packets, the layer's HLS normalizer and ``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs between
 them) and the requantizer at the cascade's end (O into the A record), and the HLS output mover ``s2mm_engine``.
 
-The normalizer: ``swiftmax_engine_hls`` on every build; on a build with both normalizers (``online_lanes > 0``) the
-``normalizer`` register of the engine's map chooses, per launch, between it and the online-softmax channel
-``online_softmax_engine_hls`` (a tile's ``k`` slices gathered into whole rows, its P packets sent in slice order).
-For an online-softmax launch the merge keeps every kernel within one tile of the slowest (the channel holds two
-tiles; on the array the kernels' ping-pong Q buffers bound them so). :func:`run_online_channel` runs the
-online-softmax channel on its own, on any packet stream.
-
-Inputs are the buffers the host puts in card memory (:class:`vckattn.host.engine.Launch`: the command lists
-and the re-tiled Q, K, V; the output requantization travels in the LOAD_V SLICE headers of the kv list); the
-result is the A buffer and the done logs, every kernel's status and the stream
-accounting. With ``op_counts`` (vector path only) every AIE kernel invocation's instrumented AIE API counts come
-back too (the input of :mod:`vckattn.hw.perf.engine_aie`'s closed-form check). Builds are cached per build
-parameter set by :func:`vckattn.sim.hls_csim.compile_cpp` (``build/hls/engine_csim_<params>/``); a missing g++
-or ap_types raises :class:`~vckattn.sim.hls_csim.HlsToolsMissing`.
-
-What this verifies: the movers, buffer formats, routing and numerics against golden (bit for bit); the AIE
-vector path's tiling over ``hw/aie/aie_api_emu.h`` (``vector=True``). What it cannot: the concurrency and
-buffer depths of the real dataflow (the kernels run one after the other with unbounded queues), the ADF graph
-and the real AIE API (need aiecompiler), HLS timing (needs Vitis HLS).
+The full description: ``docs/internals/sim.md``, section ``sim/engine_csim.py``.
 """
 
 from __future__ import annotations

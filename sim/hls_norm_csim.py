@@ -1,19 +1,6 @@
 """C-simulation drivers of the HLS normalizers (``hw/hls/swiftmax_hls.cpp``, ``hw/hls/bhyt_hls.cpp``).
 
-Each kernel has a test bench in ``sim/cpp/`` that reads a binary job on stdin and writes the
-kernel's outputs to stdout (the protocol is in the test bench's header comment; every value is a
-little-endian int64). The functions here build the test benches with :func:`vckattn.sim.hls_csim.compile_cpp`
-(cached under ``build/hls/``), pack numpy arrays into jobs and unpack the results, so tests can
-compare them with the golden models bit for bit:
-
-* :func:`swiftmax_stream` — ``swiftmax_hls`` on score beats (4 int32 lanes, TUSER keep bits and the
-  beat's head index, TLAST); :func:`score_beats` turns score rows, a keep mask and the rows' heads into
-  such beats. :func:`swiftmax_register_words` is how every C++ test bench takes the SwiftMax registers.
-* :func:`pow2_unit`, :func:`pow2_frac_unit` — the 2^t unit (``pow2_unit<0, 8, 25>``) and its 2^f table
-  unit (``pow2_frac``) alone.
-* :func:`bhyt_block` — ``bhyt_site_a`` → ``bhyt_site_m`` (chained through site A's TUSER), site M with
-  an external statistic, and the memory-based ``bhyt_site`` / ``bhyt_sum_of_squares``.
-* :func:`norm_units` — ``rsqrt_unit<42>`` and ``tanh_unit<37>`` alone.
+The full description: ``docs/internals/sim.md``, section ``sim/hls_norm_csim.py``.
 """
 
 from __future__ import annotations

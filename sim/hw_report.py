@@ -1,24 +1,6 @@
 """`vckattn hw report`: per kernel and lane count, measured figures of the PL kernels.
 
-* Resources: real Yosys synthesis (:mod:`.synth`, ``synth_xilinx -family xcup``, flattened):
-  LUT, FF, DSP, BRAM (36 Kb equivalents), LUTRAM.
-* Throughput and latency: the kernel's own cocotb ``test_throughput`` on Verilator with no
-  backpressure (elements per cycle at steady state; cycles from the first input handshake to
-  the first output handshake), which also checks every output against the golden model.
-* Buffer bits: the row/token buffers the architecture needs (the kernel module's
-  ``buffer_bits``), 0 for element-wise kernels.
-* The two normalizers side by side (:func:`normalizer_comparison`): SwiftMax and online softmax at each
-  score width (``score_bits``: the registry builds take 32-bit scores; other widths are built with
-  ``in_width``, synthesized and measured the same way) and lane count, their LUT/FF/DSP ratio at equal
-  throughput (equal lanes: both take ``lanes`` elements per cycle, as measured), the same per lane
-  (the increase from the fewest to the most lanes measured, divided by the lanes added), beside the
-  SwiftMax paper's Table 2 (:data:`PAPER_TABLE2`).
-
-JSON (``--json``): ``{"kernels": {name: {"lanes", "lut", "ff", "dsp", "bram", "lutram",
-"elements_per_cycle", "latency_cycles", "buffer_bits"}}, "by_lanes": {lanes: {name: {...}}},
-"normalizers": {"reference": {...}, "widths": {bits: {"by_lanes": {lanes: {"swiftmax", "online_softmax",
-"ratio", "equal_throughput"}}, "per_lane": {...} | null}}} | null, "synthesis": {...}}`` — ``kernels`` holds
-the primary lane count; ``normalizers`` is null unless both normalizers are measured.
+The full description: ``docs/internals/sim.md``, section ``sim/hw_report.py``.
 """
 
 from __future__ import annotations

@@ -1,48 +1,6 @@
 """Reusable cocotb 2.x harness for PL stream kernels (no ``@cocotb.test`` here).
 
-A kernel testbench module imports this and writes short tests::
-
-    from vckattn.sim.kernel_tb import KernelHarness, start
-
-    @cocotb.test()
-    async def test_random(dut):
-        await start(dut)                                  # clock on clk, reset on rst
-        h = KernelHarness(dut, lanes=4, in_width=8, out_width=16, out_signed=True)
-        await h.write_regs(REGMAP, {"a": -3, "s": 2})
-        await h.write_mem(REGMAP, "bias", bias)
-        h.set_random_pauses(in_prob=0.3, out_prob=0.4)   # seeded from cocotb.RANDOM_SEED
-        stats = await h.run_rows(rows, masks, golden(rows, masks))
-
-Framing contract (input and output stream of every kernel)
-----------------------------------------------------------
-* One row (token/vector) per AXI4-Stream frame; TLAST is set on its last beat.
-* ``lanes`` elements per beat, packed little-endian: element ``i`` of a beat occupies TDATA
-  bits ``[i*W, (i+1)*W)`` (two's complement for signed elements). Element ``j`` of a row is
-  lane ``j % lanes`` of beat ``j // lanes``.
-* TUSER (``lanes`` bits, when ``user=True``) is a per-element keep mask: bit ``i`` = 1 keeps
-  lane ``i``, 0 masks it. A masked element is still transferred; what the kernel computes
-  for it is the kernel's contract (the golden model's expected value is compared exactly).
-  A kernel may take more input TUSER bits above the mask (per-beat sideband, e.g. SwiftMax's head
-  index at bits ``[lanes, lanes + head_bits)``): ``run_rows(..., user_hi=...)`` gives their value
-  per row or per beat.
-* A row whose length is not a multiple of ``lanes`` is padded in its last beat with masked
-  (TUSER bit 0) zero elements. The checker ignores padded output lanes (data and TUSER);
-  all real elements -- kept or masked -- must equal the expected array.
-* Rows have at least one element. Every output frame must have the same number of beats as
-  its input frame (``ceil(len / lanes)``).
-* On the output, TUSER of real elements must equal the input keep mask unless the kernel
-  says otherwise (``run_rows(..., check_out_mask=False)``).
-
-cocotbext-axi notes
--------------------
-* Streams use ``byte_lanes=1``: cocotbext-axi then treats each beat as one integer of the full
-  TDATA width (no TKEEP), so a frame's ``tdata`` is the list of beat words and ``tuser`` the
-  list of per-beat TUSER words. Frames are received with ``recv(compact=False)`` (compacting
-  would collapse an all-equal TUSER list to one int).
-* ``AxiLiteBus.from_prefix(dut, "s_axil")`` binds ``s_axil_awaddr ... s_axil_rready``
-  (``awprot``/``arprot`` optional). ``AxiLiteMaster.write``/``read`` return the response
-  (``.resp``) and do *not* raise on SLVERR; :meth:`KernelHarness.write_regs` & co. do.
-* cocotbext-axi 0.1.28 uses APIs cocotb 2.x deprecates; those warnings are filtered here.
+The full description: ``docs/internals/sim.md``, section ``sim/kernel_tb.py``.
 """
 
 from __future__ import annotations

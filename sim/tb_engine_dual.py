@@ -1,28 +1,7 @@
 """cocotb 2.x testbench for an :class:`vckattn.hw.pl.engine.EnginePL` that carries both normalizers (SwiftMax and
 online softmax, ``online=OnlineBuild(...)``): the ``normalizer`` register chooses per layer.
 
-The build is read from ``TB_ENGINE_PIPELINES`` (score channels), ``TB_ENGINE_LANES`` (SwiftMax lanes),
-``TB_ENGINE_SCORE_BITS``, ``TB_DUAL_Q_ROWS``, ``TB_DUAL_KERNELS``, ``TB_DUAL_SLICE_KEYS``, ``TB_DUAL_LANES`` (set by
-``tests/hw/pl/test_engine_top.py``). Every output beat is compared bit for bit with golden: SwiftMax layers with
-:func:`vckattn.sim.engine_rtl.engine_pl_reference`, online-softmax layers with
-:func:`vckattn.hw.spec.functional.online_stage` (:func:`vckattn.golden.engine.engine_online_p` per tile, the tile's P
-packets in slice order). Seeds come from ``cocotb.RANDOM_SEED``.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, write/read-back of ``normalizer``, ``os_a_mult``, ``os_a_shift`` (signed, at
-  their limits) beside SwiftMax's registers.
-* ``test_layers``: layers one after another, the mode switched between them (SwiftMax, online, online, SwiftMax,
-  online): SwiftMax layers get random packets (:func:`vckattn.sim.tb_engine.random_stream`); online layers get tiles
-  of ``k`` slices of realistic scores (padding rows, valid keys, causal rows, fully masked rows), each channel's
-  kernels merged in a random order at most one tile apart, random source idles and sink backpressure; then the
-  status counters.
-* ``test_online_drops_malformed_packets``: in online mode, packets of a wrong count or slice are consumed and
-  dropped; the tile after them comes back whole and bit-exact, nothing else.
-* ``test_online_throughput``: no idles, no backpressure: the cycles of an online layer against
-  :func:`vckattn.hw.pl.engine_online.channel_cycles` (rows-bound: a tile every ``Q_ROWS·MAX_KEYS / L + 1``
-  cycles); writes ``{"cycles", "modeled_cycles", ...}`` to
-  ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_engine_dual.py``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel`.
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_online_softmax.py``).
-Lanes and widths come from the DUT's port widths, ``max_keys`` from its read-only register.
-Expected rows: :func:`vckattn.golden.online_softmax_int.online_softmax_int` on each row
-``(1, Sk)`` with ``fmt.block = lanes`` (and the default, cumulative P rounding: the kernel carries the
-row's rounding residue from beat to beat), compared bit for bit.
-
-Padding: the kernel cannot tell the padding lanes of a short last beat from masked keys (both
-arrive with TUSER 0), so it computes the golden model of the row padded with masked keys.
-:func:`expected_row` checks that this equals the golden model of the unpadded row (it does,
-because ``NEG_SENTINEL`` lies below every possible ``u``) and fails the test otherwise.
-
-Tests:
-
-* ``test_registers``: ID/VERSION/max_keys, signed ``a_mult`` readback, ``a_shift`` width,
-  read-only status registers (SLVERR on write, value unchanged), unmapped words.
-* ``test_random_traffic``: >= ``TB_OSM_ELEMENTS`` (default 100,000) elements over ten register
-  sets (typical, the largest and smallest foldable multipliers, raw extremes incl. a_mult =
-  -2^23, a_shift = 0, 47, 48, 62), rows of 1..max_keys keys (one of exactly max_keys), random
-  and fully masked rows, saturating and int32-extreme scores, equal scores, near ties; random
-  source idles and sink backpressure; ``rows``/``overflow_rows`` counters at the end.
-* ``test_overflow``: a row longer than max_keys (all P = 0, TUSER = stored keep bits then 0,
-  ``overflow_rows`` = 1) between normal rows, which stay exact.
-* ``test_throughput``: no idles/backpressure, rows of max_keys keys: elements/cycle and
-  latency; with ``VCKATTN_METRICS_OUT`` set, writes ``{"elements_per_cycle", "latency_cycles",
-  "buffer_bits", ...}`` as JSON there. Also logs the rate for 64-key rows.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_online_softmax.py``.
 """
 
 from __future__ import annotations

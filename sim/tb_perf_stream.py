@@ -1,33 +1,6 @@
 """cocotb testbench: a whole layer of score rows (or tokens) through a PL kernel, source at a modeled rate.
 
-Validates the PL cycle model (:func:`vckattn.hw.pl.timing.stream_cycles`) against the RTL on
-Verilator, and every output element against the golden model, bit for bit. Runs on the
-normalizers :class:`~vckattn.hw.pl.swiftmax.SwiftMaxKernel` and
-:class:`~vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel` (score rows, TUSER keep masks) and on
-the token-buffered norm kernels :class:`~vckattn.hw.pl.rmsnorm.RMSNormKernel` and
-:class:`~vckattn.hw.pl.bhyt_exact.BHyTExactKernel` (tokens of int8 activations, the registers and
-``γ`` of their testbenches' typical configuration) (``tests/hw/pl/test_timing.py``).
-
-The AIE side is played by a source that produces beat ``b`` of the stream (``lanes`` scores) at
-cycle ``ceil(b / r)`` after the first (``r`` beats per cycle, an exact fraction) and holds it
-until the kernel takes it: a producer at rate ``r`` feeding the stream through a FIFO. The sink
-(the P·V side) is always ready. This is the source and sink :func:`stream_cycles` assumes; the
-driver is written here cycle by cycle (not with cocotbext-axi's source, whose pause pattern is
-per cycle rather than per produced beat).
-
-Environment (set by the pytest):
-
-* ``TB_PERF_KERNEL``: ``swiftmax``, ``online_softmax``, ``rmsnorm`` or ``bhyt_exact`` (the DUT's kernel).
-* ``TB_PERF_ROWS``, ``TB_PERF_ROW_LEN``: rows per stream and keys per row (a layer: heads × S rows
-  of S keys), or tokens and their length ``d`` (<= ``TB_MAX_D``, default 1024, the build's ``max_d``).
-* ``TB_PERF_RATES``: comma-separated source rates as fractions (``1,1/3,1/4``); one stream each.
-* ``TB_PERF_OUT``: JSON file to write the per-rate results to (measured and modeled cycles).
-* ``TB_PERF_TOLERANCE``: the largest relative cycle error accepted (default 0.05).
-
-Test ``test_layer_stream``: for each rate, streams the layer (QKᵀ-like scores of the DUT's input
-width, at 32 bits a few beyond the 24-bit saturation, ~3% masked keys; or int8 tokens), checks every
-output element, its keep bit (normalizers) and TLAST, measures the cycles from the first input handshake to the last
-output handshake, and asserts ``|measured - modeled| <= tolerance · modeled``.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_perf_stream.py``.
 """
 
 from __future__ import annotations

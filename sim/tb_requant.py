@@ -1,19 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.requant.RequantKernel` (run by ``tests/hw/pl/test_requant.py``).
 
-Lanes are read from the DUT's port widths, ``max_d`` from its register map (``VCKATTN_TB_MAX_D``, default 1024).
-Every output is compared bit for bit with :func:`vckattn.golden.requant.requantize`.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, every register and table entries (extremes included) read back
-  exactly, read-only words refuse writes.
-* ``test_random_traffic``: tokens of random length (padded last beats), per-channel tables reaching the
-  arithmetic's edges (:func:`vckattn.sim.sublayer_tb.edge_requant`: multiplier extremes, shifts 0/1/62, exact
-  ties), accumulators over the full int32 range, near zero and at ties; then per-tensor mode
-  (``per_channel = 0``); random source idles and sink backpressure; the ``tokens`` counter.
-* ``test_throughput``: no idles or backpressure: ``lanes`` elements a cycle, latency ``LATENCY + 1``.
-* ``test_real_vectors``: the vectors of :data:`vckattn.sim.sublayer_tb.VECTORS_ENV` (``acc``, ``mult``,
-  ``shift``, ``expected``: a real layer's projection, written by the pytest).
+The full description: ``docs/internals/sim.md``, section ``sim/tb_requant.py``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.residual.ResidualKernel` (run by ``tests/hw/pl/test_residual.py``).
 
-Lanes are read from the DUT's port widths, ``max_d`` from ``VCKATTN_TB_MAX_D`` (default 1024). The ``Y`` stream
-(``s_axis``) is driven by the :class:`~vckattn.sim.kernel_tb.KernelHarness`, the ``X`` stream (``s_axis_res``)
-by a second source with its own random idles. Every output is compared bit for bit with
-:func:`vckattn.golden.sublayer.residual_add_int`.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, every register and table entries (extremes included) read back
-  exactly, read-only words refuse writes.
-* ``test_random_traffic``: tokens of random length (padded last beats) with per-channel ``rq_y`` tables at the
-  arithmetic's edges (:func:`vckattn.sim.sublayer_tb.edge_requant`), int32 ``Y`` over its full range and small,
-  int8 ``X`` with its extremes; then exact addends (``y' = 128·Y``, ``x' = 256·X``: the final rounding's ties
-  ``X + Y/2 = k + 1/2`` and int8 saturation); then addends saturated at ``res_bits``; random idles on both inputs
-  and backpressure; the ``tokens`` counter.
-* ``test_throughput``: no idles or backpressure: ``lanes`` elements a cycle, latency ``LATENCY + 1``.
-* ``test_real_vectors``: the vectors of :data:`vckattn.sim.sublayer_tb.VECTORS_ENV` (``y``, ``x``, ``y_mult``,
-  ``y_shift``, ``x_mult``, ``x_shift``, ``expected``: a real layer's W_O output and residual input).
+The full description: ``docs/internals/sim.md``, section ``sim/tb_residual.py``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.rmsnorm.RMSNormKernel` (the RMSNorm baseline).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_rmsnorm.py``).
-``lanes`` is read from the DUT's port width, ``max_d`` from ``TB_MAX_D`` (default 1024), the
-random-traffic element count from ``TB_ELEMENTS`` (default 100,000). Expected outputs:
-``rmsnorm_int(q, regs)`` of :mod:`vckattn.golden.rmsnorm_int` for every token, every element
-compared exactly. Test bodies: :mod:`vckattn.sim.norm_tb`.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, write/readback of every register (0, max,
-  random), SLVERR on read-only and unmapped words, ``gamma`` over all ``max_d`` entries, a
-  realistic configuration read back.
-* ``test_random_traffic``: >= ``TB_ELEMENTS`` elements with random source idles and sink
-  backpressure, in six register configurations: typical (s_x = 0.05, s_out = 8/127, some
-  saturation); small ``s_out`` (``g_frac = 0``, γ near ±32767, heavy saturation); ``eps_int =
-  2^40 − 1`` with γ = ±32767/−32768 and random int16; tiny ``s_x`` (``eps_int`` saturated by the
-  golden register function); large ``s_out`` (``g_frac = 31``); random registers within the
-  golden model's range. Edge and random tokens as in :mod:`vckattn.sim.tb_bhyt_exact`.
-* ``test_overlong``: tokens longer than ``max_d`` are truncated and counted.
-* ``test_throughput``: no idles/backpressure: ``lanes`` elements/cycle for ``d = max_d``, 1 beat
-  per cycle for short tokens (1 and 3 beats, one length per run); latency ``ceil(d/lanes) + 7``;
-  writes ``{"elements_per_cycle", "latency_cycles", "buffer_bits", ...}`` as JSON to
-  ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_rmsnorm.py``.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.rope.RopeKernel` (run by ``tests/hw/pl/test_rope.py``).
 
-Lanes are read from the DUT's port widths and ``max_pos`` from its TUSER width; ``head_dim`` from
-``VCKATTN_TB_HEAD_DIM`` (default 64). Every output row is compared bit for bit with
-:func:`vckattn.golden.rope_int.rope_int` at the row's position.
-
-Tests:
-
-* ``test_registers``: ID/VERSION, reset values, ``pos_base`` and entries of every table bank (extremes
-  included) read back exactly, read-only words refuse writes.
-* ``test_random_traffic``: rows at random positions (the first and the last of the table among them) in frames
-  of one to three rows, int8 rows with their extremes; Llama's tables (θ = 10000) and then random rotate-half
-  int16 tables with the extremes (``-2^15`` with ``x = -128``: products of ``2^22``, saturation) and exact ties
-  (``c = 2^13, s = 0``: odd ``x`` rounds half up); a ``pos_base`` offset and rows whose position wraps past
-  ``max_pos`` (counted in ``pos_overflow``); random source idles and sink backpressure; the ``rows`` counter.
-* ``test_throughput``: one-row frames back to back, no idles or backpressure: ``lanes`` elements a cycle, the
-  first output ``head_dim/lanes + LATENCY + 1`` cycles after the first input.
-* ``test_real_vectors``: the vectors of :data:`vckattn.sim.sublayer_tb.VECTORS_ENV` (``x`` rows, their
-  ``pos``, the tables ``c``, ``s``, ``expected``: a real layer's Q and K before and after RoPE).
+The full description: ``docs/internals/sim.md``, section ``sim/tb_rope.py``.
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.scale.ScaleKernel` (harness demo).
 
-Run through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_scale.py``).
-Lanes and widths are read from the DUT's port widths. Uses :mod:`vckattn.sim.kernel_tb`.
-
-Tests:
-
-* ``test_axil_registers``: ID/VERSION, reset values, signed write/readback (sign extension),
-  WSTRB byte writes, SLVERR (no effect) for writes to read-only/unmapped words and reads of
-  unmapped words (RDATA 0), then 300 random register/memory/unmapped accesses with random
-  stalls on all five AXI4-Lite channels against a Python model.
-* ``test_axil_handshake_orders``: drives AXI4-Lite by hand: AW before W, W before AW, both
-  together, BREADY/RREADY withheld (BVALID/BRESP and RVALID/RDATA must hold).
-* ``test_memory``: ``bias`` write/readback (sign-extended), partial rewrites.
-* ``test_random_traffic``: >= 20,000 elements in rows of random length (padding), random keep
-  masks, random source idles and sink backpressure, two register/memory configurations
-  (second one saturating); exact comparison with :func:`~vckattn.golden.scale_int.scale_int`; ``frames`` counter.
-* ``test_throughput``: no idles/backpressure: ``lanes`` elements per cycle, latency 4.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_scale.py``.
 """
 
 from __future__ import annotations

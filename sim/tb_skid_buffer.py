@@ -1,19 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.stream.SkidBuffer` (AXI4-Stream register slice).
 
-Run it through :func:`vckattn.sim.runner.run_cocotb` (see ``tests/hw/pl/test_skid_buffer.py``).
-Clock: 10 ns period (100 MHz) on ``clk``; synchronous active-high reset on ``rst``.
-
-Tests:
-
-* ``test_random_traffic``: >= 10,000 beats of random data in random-length TLAST frames,
-  random idle cycles on the source and random backpressure on the sink (both seeded from
-  ``cocotb.RANDOM_SEED``). Checks no beat is lost, duplicated or reordered and frame
-  boundaries are preserved, while :func:`axis_stability_monitor` checks the AXI4-Stream
-  rule that TDATA/TLAST hold while TVALID is high and TREADY low.
-* ``test_throughput``: no idles, no backpressure; measures beats/cycles on ``m_axis``
-  (must be exactly 1.0 once the 1-cycle fill latency has passed) and the latency.
-* ``test_selftest_must_fail``: only defined when ``VCKATTN_TB_SELFTEST_FAIL=1``; it fails on
-  purpose so the test suite can check that the runner reports failures.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_skid_buffer.py``.
 """
 
 from __future__ import annotations

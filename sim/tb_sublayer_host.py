@@ -1,30 +1,6 @@
 """cocotb testbench :mod:`vckattn.sim.sublayer_rtl` runs: one host job through one PL unit of the sublayer.
 
-The job file (``$VCKATTN_UNIT_JOB``, npz) holds ``meta`` (a JSON string) and the data arrays:
-
-* ``meta``: ``unit`` (``"bhyt_exact"``, ``"rope"`` or ``"residual"``), ``kernel`` (the name errors use),
-  ``lanes``, ``regmap`` (:meth:`~vckattn.golden.regmap.RegisterMap.describe` of the map to program, its ``ID``
-  the value the host expects), ``values`` (``{register: value}``, a memory's entries as a list), ``pauses``
-  (random source idles and sink backpressure);
-* ``rows`` int64 ``(n, d)``: one row a frame (BHyT: tokens of int8 ``h``; RoPE: rows of int8 ``x``, ``head_dim``
-  each; residual: tokens of int32 ``Y``); ``res`` int64 ``(n, d)``: the residual's int8 ``X`` (residual only);
-  ``tuser`` int64 ``(n,)``: the row's position, on TUSER of its every beat (RoPE only).
-
-The registers are programmed by the one host driver, :mod:`vckattn.hw.spec.driver`, called from the simulation
-(``cocotb.task.bridge``) through a :class:`~vckattn.hw.spec.driver.RegisterPort` whose words go over the unit's
-AXI4-Lite port (cocotbext-axi): :func:`~vckattn.hw.spec.driver.check_ident`, :func:`~vckattn.hw.spec.driver.program`,
-:func:`~vckattn.hw.spec.driver.verify` (every written word read back and compared exactly). A
-:class:`~vckattn.hw.spec.driver.RegisterError` (wrong ID, a word that reads back differently, a bus error) ends
-the job with its message in the result (``error``) and nothing streamed; the test itself passes, the host
-raises.
-
-Otherwise every row is streamed as one AXI4-Stream frame (the residual's ``X`` beat for beat on
-``s_axis_res``), as many frames received, and ``$VCKATTN_UNIT_OUT`` (npz) written: ``ident``, ``read_names`` /
-``read_words`` (:func:`~vckattn.hw.spec.driver.verify`'s words), ``out`` int64 ``(n, d)`` (the output rows, padding
-lanes dropped), ``tuser`` int64 ``(n, beats)`` (every output beat's TUSER; BHyT: the statistic ``S``; 0 for a
-unit without output TUSER), ``cycles`` (first input beat to last output beat, both counted). An output frame
-with a different number of beats than its input frame, or a missing one, fails the test. The host, not this
-test, decides whether the outputs are right.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_sublayer_host.py``.
 """
 
 from __future__ import annotations

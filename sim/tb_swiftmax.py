@@ -1,25 +1,6 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.swiftmax.SwiftMaxKernel`.
 
-Every output element is compared for equality with the golden
-:func:`vckattn.golden.swiftmax_int.swiftmax_int`. Run through
-:func:`vckattn.sim.runner.run_cocotb` (``tests/hw/pl/test_swiftmax.py``); lanes are read from the
-DUT (and the score width: TDATA = lanes scores). Seeds come from ``cocotb.RANDOM_SEED`` (printed by the runner).
-
-Tests:
-
-* ``test_registers``: ID/VERSION (2), signed write/readback of every shared register and of every
-  entry of the per-head memories ``b_beta``/``c_out`` (in order and scattered), status counters.
-* ``test_random_traffic``: ≥ 100,000 elements (``TB_SWIFTMAX_ELEMENTS``) in rows of random
-  length (1 .. 1024, not multiples of the lane count too), random keep masks with fully
-  masked rows, scores from realistic to saturating (beyond 24 bits, int32 extremes; a build with
-  narrower scores, e.g. ``in_width = 8``: spread over its range and its extremes, with a register set
-  scaled to it first), with
-  random source idles and sink backpressure, for several layers' per-head register sets
-  (:class:`SwiftMaxHeads`: random β/γ per head, 12 and ``max_heads`` heads; per-layer sets; raw values at
-  the registers' limits, different per head). Each row is of one head (TUSER head bits), or switches
-  head on random beats inside the row; golden: ``swiftmax_int(acc, heads, keep, head=per-element head)``.
-* ``test_throughput``: no pauses: ``lanes`` elements/cycle, latency 7 cycles; writes
-  ``{"elements_per_cycle", "latency_cycles", "buffer_bits"}`` to ``$VCKATTN_METRICS_OUT`` if set.
+The full description: ``docs/internals/sim.md``, section ``sim/tb_swiftmax.py``.
 """
 
 from __future__ import annotations

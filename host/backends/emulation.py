@@ -1,32 +1,6 @@
 """An emulated card behind the ``xrt`` backend's own API, in the spirit of XRT's ``XCL_EMULATION_MODE``.
 
-With ``VCKATTN_EMULATION=csim`` the ``xrt`` backend of an engine build opens a software device instead of a card: the
-exact host code that drives a VCK5000 (:mod:`.xrt`: buffers, command lists, the movers' compute units, the PL
-top's registers, the AIE graph's iteration count, done logs, time-outs) runs against it. What computes is the
-engine's C-simulation (:func:`vckattn.sim.engine_csim.run_engine_launch`: the HLS movers ``mm2s_engine`` /
-``s2mm_engine``, the AIE kernels' C++ on their scalar path, per score channel the HLS SwiftMax or, on a design with
-both normalizers whose ``normalizer`` register the host set to online softmax, the HLS online-softmax channel), built
-with g++ and AMD's ap_types headers. No xclbin is needed: the manifest names the design (its ``xclbin.uuid``, or, when
-none is recorded, a UUID derived from the manifest's name).
-
-What the software device models, and only from what the host hands it:
-
-* ``pyxrt`` (:func:`pyxrt_module`): ``device(0)``, ``xclbin(path)`` / ``load_xclbin`` (the manifest's design; the path
-  is not read), ``kernel(device, uuid, "kernel:{unit}")``, ``bo`` buffers with a host and a device side (``sync``
-  copies between them), runs (``kernel(*args)``, ``run.wait(timeout_ms)``);
-* the shim's ``ip`` / ``graph`` (:class:`EmulatedShim`): the PL top's register file as its map declares it (constants
-  read back, ``rw`` registers and memory entries keep their ``width`` bits and read back sign-extended when signed,
-  other writes change nothing) and the graph (``run(n)``, ``wait``, ``end``);
-* a launch, once every mover unit has been started and the graph run: each mover's command list (``n_cmds``
-  descriptors) and source buffers and the register words (SwiftMax's, or the mode and the online-softmax unit's), all
-  read from the device side, go to the C-simulation; its A buffer and done logs are written into the
-  ``s2mm_engine`` units' device-side buffers. ``graph.run(n)`` runs each
-  AIE kernel ``n`` times: a pipeline sent more tiles leaves its output mover waiting, one sent fewer keeps the graph
-  from finishing (both time out, as on a card). A kernel status the C-simulation reports is a failed run (a mover) or
-  a graph error (the AIE kernels, SwiftMax, leftover or missing stream data).
-
-Not modeled: timing (runs complete when waited on), concurrency between launches, DMA and memory banks (``group_id`` is
-0). This verifies the host's side of a card and the engine's C++ together; it is not hardware.
+The full description: ``docs/internals/host.md``, section ``host/backends/emulation.py``.
 """
 
 from __future__ import annotations

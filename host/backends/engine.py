@@ -1,26 +1,6 @@
 """Backends of an engine build (a manifest with an ``engine`` section; stream contract v3, ``hw/ENGINE.md``).
 
-One launch per layer: :func:`vckattn.host.engine.plan_launch` builds the command lists and re-tiles the operands,
-the backend runs the launch, :func:`vckattn.host.engine.check_done` checks every tile's record and the A
-buffer is the head outputs. Backends:
-
-* ``emu`` — the functional model of the engine on the launch's streams (:mod:`vckattn.hw.spec.functional`);
-* ``csim`` — the engine's own C++ (the HLS movers, the AIE kernels on their scalar path, or with ``vector=True``
-  their vector path over the AIE API emulation, per score channel the HLS SwiftMax, or on a build with both
-  normalizers the HLS online-softmax channel for an online-softmax layer, and the output mover) in C-simulation,
-  packets merged in a seeded random order (:mod:`vckattn.sim.engine_csim`);
-* ``rtl`` — the engine's generated PL top (every score channel's SwiftMax lanes in one Verilator model, random
-  backpressure) with the AIE kernels' arithmetic from the functional model (:mod:`vckattn.sim.engine_rtl`);
-* ``xrt`` — a VCK5000 through XRT: pyxrt for the movers and buffers, the C++ shim for the PL top's registers and
-  the AIE graph (:mod:`vckattn.host.backends.xrt`);
-* ``pynq`` — a VCK190 through PYNQ 4.0, the graph free-running (:mod:`vckattn.host.backends.pynq`).
-
-The layer must be the engine's layer of the build's score width (:func:`vckattn.golden.quant_attention.narrow_layer`:
-narrow scores, and the output requantization with the 16-bit multiplier the last P·V kernel applies). Each layer runs
-with its own normalizer: SwiftMax on every build; online softmax on a build that carries both normalizers (its
-manifest's ``engine.lanes_online_softmax``; the PL top's ``normalizer`` register is written per layer) and on the
-backends that implement it (``emu``, ``rtl``, ``csim``, and ``xrt`` on the emulated card;
-:attr:`EngineDevice.online_softmax`). Any other layer is refused in one line before the launch.
+The full description: ``docs/internals/host.md``, section ``host/backends/engine.py``.
 """
 
 from __future__ import annotations

@@ -2,36 +2,7 @@
 per pipeline, the command lists as sent, the engine PL top's registers and one launch (stream contract v3,
 ``hw/ENGINE.md``; the kernels as ``hw/design/generate.py`` declares them in the manifest and ``system.cfg``).
 
-Compute units: three ``mm2s_engine`` units per pipeline (the q mover, ``kv = 0``; the k mover, ``kv = 1``, and the v
-mover, ``kv = 2``, both on the pipeline's kv list, each sending its own op's slices) and one ``s2mm_engine``; which unit
-feeds which pipeline is read from the manifest's ``connectivity`` (:func:`pipelines_of`).
-
-Buffers (card memory): Q, K, V re-tiled by the host (:func:`vckattn.host.engine.retile`; the q movers' ``src`` is Q,
-the k and v movers' ``src`` K and ``src_v`` V; a q mover's unused ``src_v`` is V too), per mover its command list (the
-k and v movers each a copy of the pipeline's kv list), the
-shared A buffer (tile ``t`` in slot ``t``) and per pipeline its done log. They are kept between launches and grown
-when a launch needs more.
-
-A launch (:meth:`EngineCardDevice._launch`): write the operands and command lists and zero the done logs (to the
-device), start the ``s2mm_engine`` units (the consumers), run the AIE graph (``xrt``; on ``pynq`` it runs free), start
-the k and v movers then the q movers (``mm2s_engine(cmds, n_cmds, src, src_v, kv, payload_bytes)``; ``s2mm_engine(a_out,
-done, n_records, n_slots, pipeline)``), wait for every unit (and the graph) with the device's time-out, sync the A
-buffer and the done logs back. A done record left zero was never written (a RESULT record has ``d = D > 0``); the
-logs are then checked against what a correct launch leaves (:func:`vckattn.host.engine.check_done`: every tile
-back once, from the pipeline it was sent to) and the A buffer is the head outputs, decoded as on every engine backend.
-
-Iterations (``xrt``): ``graph.run(n)`` runs every AIE kernel ``n`` times, one tile each, and the graph has one
-iteration count for all its pipelines. Whole (batch, head) groups are dealt to pipelines round-robin, so pipelines can
-get different tile counts (12 heads on 24 pipelines: one group or none). Every pipeline is then given ``n`` = the
-largest count: a pipeline short of it also runs groups of pipeline 0 again (:func:`balanced_lists`; the same tiles,
-so the same A bytes into the same slots), and their records, after its own in its done log, are checked and dropped.
-
-Not read: the movers' return values (``mm2s_engine``: descriptors sent; ``s2mm_engine``: a status). A mover that stops
-early leaves records missing, which the done-log check names.
-
-Failures: a missing runtime is :class:`~vckattn.golden.errors.ToolMissing` (exit status 6); everything the card does
-wrong (no card, wrong bitstream, an ID or read-back mismatch, a failed or timed-out unit, a wrong done log) is
-:class:`~vckattn.host.backends.base.DeviceError` (7), one line each.
+The full description: ``docs/internals/host.md``, section ``host/backends/engine_hw.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """``pynq``: an engine build, one launch per layer, on a VCK190 through PYNQ 4.0 (run on the board's Arm cores).
 
-PYNQ 4.0 supports Versal on the VCK190 only (no VCK5000). Its embedded flow programs the PL through the Linux FPGA
-manager and talks to IP over ``/dev/mem``; this backend uses only the documented surface. The launch, buffers and
-checks: :mod:`.engine_hw`. PYNQ's side:
-
-* ``pynq.Overlay(path, download=...)`` with an ``.xclbin`` or a ``.pdi``/``.bit`` beside its ``.hwh``; each mover
-  compute unit (``mm2s_engine_q_<i>``, ``mm2s_engine_k_<i>``, ``mm2s_engine_v_<i>``, ``s2mm_engine_<i>``) and the PL
-  top ``engine_pl`` found in ``overlay.ip_dict`` (:func:`find_ip`: the key itself, a hierarchical key ending in
-  ``/name``, or ``name_1``, Vitis' default compute-unit name; a unit without a match is refused, naming it);
-  ``engine_pl``'s ``ID`` checked, its registers written and read back through the driver's ``read`` / ``write``;
-* ``pynq.allocate`` buffers (``device_address``, ``sync_to_device``, ``sync_from_device``, ``freebuffer``);
-* the movers (``ap_ctrl_hs``) started through their ``s_axi_control`` registers, not ``DefaultIP.call``/``.start``
-  (PYNQ's embedded devices report the ``CALLABLE`` capability as False): every argument at its offset from
-  ``ip_dict[...]["registers"]`` (64-bit addresses as low/high words: one 64-bit register ``arg`` or the pair
-  ``arg_1``/``arg_2`` Vitis HLS exports; an argument named like a C keyword may carry HLS' ``_r`` suffix), then
-  ``ap_start`` (bit 0 of ``CTRL``); ``CTRL`` polled until ``ap_start`` is clear and ``ap_done`` (bit 1) or ``ap_idle``
-  (bit 2) is set, up to the time-out.
-
-AIE graph: PYNQ has no graph API. The build for this backend starts its graph when the device image loads and lets it
-run free (no ``--package.defer_aie_run``); its kernels block on their input buffers, so the movers pace it, and no
-pipeline needs filler tiles. A stalled array shows up as a time-out in an ``s2mm_engine`` unit. An overlay has no
-xclbin UUID to check (a ``.pdi``/``.hwh`` has none): the units' names and the PL top's ``ID`` are checked.
+The full description: ``docs/internals/host.md``, section ``host/backends/pynq.py``.
 """
 
 from __future__ import annotations

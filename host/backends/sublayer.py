@@ -1,34 +1,6 @@
 """A sublayer build on a backend: the whole attention sublayer, X in, Y out (``hw/design/sublayer_build.py``).
 
-:class:`SublayerDevice` runs one layer of a bundle (a :class:`vckattn.golden.sublayer.EncoderSublayer` or
-:class:`~vckattn.golden.sublayer.DecoderSublayer`, from :func:`vckattn.host.export.to_sublayer`) stage by stage, as
-the build's dataflow orders them::
-
-    decoder:  H ─ BHyT site A (PL) ─ U ─ fused Q/K/V GEMM (AIE) ─ RoPE on Q, K (PL) ─ attention engine ─ A
-    encoder:  X ─────────────────────── fused Q/K/V GEMM (AIE) ──────────────────── attention engine ─ A
-    both:     A ─ W_O GEMM (AIE) ─ Y int32 ─ residual add with X / H (PL) ─ R int8      (encoder: LayerNorm on the host)
-
-Every PL unit is first programmed from the bundle's constants through its register map as the manifest records it
-(:func:`vckattn.hw.spec.driver.program`): the ID register checked, every register and table entry written and read back
-exactly (:func:`~vckattn.hw.spec.driver.verify`), and the unit then runs from the registers AS READ BACK (decoded by the
-same map), so a constant that does not survive its register is caught, not silently replaced.
-
-Backends (what runs each stage):
-
-=========  =====================================  ======================================  ===========================
-backend    GEMM cascades (AIE)                    attention                               PL units, their registers
-=========  =====================================  ======================================  ===========================
-``emu``    golden model (``requantize(X·Wᵀ+b)``)  the engine's functional model            golden model; a software
-                                                                                          register file
-``csim``   the cascade's own C++ (scalar path;    the engine's C-simulation               BHyT site A: the HLS
-           vector path with ``vector``)                                                   kernel's C++; residual add,
-                                                                                          RoPE: golden model; a
-                                                                                          software register file
-``rtl``    golden model (the AIE's bit-exact       the engine's PL top in Verilator        every unit in Verilator,
-           model)                                                                         registers over AXI4-Lite
-=========  =====================================  ======================================  ===========================
-
-A sublayer build has no xclbin flow yet (its GEMM stages' graph is not generated): ``xrt`` and ``pynq`` refuse it.
+The full description: ``docs/internals/host.md``, section ``host/backends/sublayer.py``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,6 @@
 """``xrt``: an engine build, one launch per layer, on a VCK5000 through XRT 2022.2 (pyxrt and the C++ shim).
 
-What runs where (the launch, buffers and checks: :mod:`.engine_hw`):
-
-* **pyxrt**: the card, the xclbin (UUID and kernel names checked against the manifest before it is loaded,
-  :func:`open_card`), one ``pyxrt.kernel`` per mover compute unit (``mm2s_engine:{mm2s_engine_q_<i>}``,
-  ``mm2s_engine:{mm2s_engine_k_<i>}``, ``mm2s_engine:{mm2s_engine_v_<i>}``, ``s2mm_engine:{s2mm_engine_<i>}``), each
-  buffer allocated in ``kernel.group_id`` of its first user, the units' runs (waited with ``run.wait(timeout_ms)``);
-* **the C++ shim** (:mod:`.xrt_graph`): the PL top ``engine_pl``'s AXI4-Lite registers (``xrt::ip``: its ``ID``
-  checked at :meth:`~.engine_hw.EngineCardDevice.open`; the layer's SwiftMax constants written by
-  :func:`vckattn.hw.spec.driver.program` and read back exactly) and the AIE graph (``xrt::graph``: ``run(n)`` with every
-  pipeline balanced to ``n`` tiles, ``wait(timeout)``, ``end`` at close).
-
-Not read: the movers' return values; pyxrt 2022.2 gives no kernel return value.
-
-Tests run this code on a fake ``pyxrt`` module and the real ctypes shim compiled against a stub XRT library (a
-labeled stand-in for the absent XRT, ``tests/fakes``).
-
-With ``VCKATTN_EMULATION=csim`` the same code runs on an emulated card (:mod:`.emulation`): pyxrt and the shim are
-replaced by a software device whose kernels are the engine's C-simulation; no xclbin is read.
+The full description: ``docs/internals/host.md``, section ``host/backends/xrt.py``.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """The C++ shim the ``xrt`` backend needs next to pyxrt (XRT 2022.2): AIE graph control and
 register access to the user-managed RTL kernels.
 
-Why a shim: in XRT 2022.2 (the release the VCK5000 platform supports) pyxrt binds device, xclbin,
-kernel, run and bo, but no ``xrt::graph`` on x86 hosts and no ``xrt::ip`` (the class XRT
-documents for user-managed kernels such as the normalizers, whose AXI4-Lite registers the host
-writes directly). ``xrt_graph_shim.cpp`` wraps both behind a plain C ABI.
-
-:func:`load_shim` builds the shim on first use with ``g++ -shared -fPIC -std=c++17
--I$XILINX_XRT/include ... -L$XILINX_XRT/lib -lxrt_coreutil`` into ``build_root()/xrt_shim/`` (override:
-``VCKATTN_SHIM_DIR``), named by a hash of the source, flags and XRT root so a changed source or
-XRT is rebuilt, loads it with :mod:`ctypes` and returns a :class:`Shim` whose :meth:`Shim.graph`
-and :meth:`Shim.ip` open :class:`Graph` and :class:`Ip` handles. Everything that can go wrong
-(``XILINX_XRT`` unset, headers or library missing, no ``g++``, the compile failing, an XRT call
-failing) is a :class:`~vckattn.host.backends.base.DeviceError` with one line saying what.
+The full description: ``docs/internals/host.md``, section ``host/backends/xrt_graph.py``.
 """
 
 from __future__ import annotations

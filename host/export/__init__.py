@@ -1,33 +1,6 @@
 """``vckattn export``: a checkpoint -> a deployment bundle of integer attention layers.
 
-The exporter loads a float model, runs it on calibration text, and builds for every layer the integer
-attention layer of the golden emulator (:mod:`vckattn.golden.quant_attention`): int8 weights with
-per-channel scales, int32 biases, per-tensor activation scales, the requantization registers and the
-normalizer registers (SwiftMax or the online-softmax baseline), plus the BHyT site registers of BHyT
-models. Every register value comes from the golden constant functions (``QuantLinear.from_float``,
-``requant_registers``, ``swiftmax_registers``, ``choose_out_frac``, ``online_softmax_registers``,
-``bhyt_site_registers``); the exporter only chooses the float scales they are given.
-
-The pipeline (:func:`export_checkpoint`), one module per step, each usable on its own:
-
-1. :mod:`.sources` — load a checkpoint from any source (HF folder, bare safetensors, GGUF, golden ``.pt``
-   of :mod:`.golden_checkpoint`): :func:`resolve_checkpoint`, :func:`load_model`;
-2. :mod:`.capture` — activation capture on the calibration data: :func:`capture_activations`;
-3. :mod:`.quantize` — int8 scales and P format per layer (``minmax`` / ``percentile``), the integer layer:
-   :func:`activation_scales`, :func:`build_layer` (on the float reference of :mod:`.reference`,
-   :func:`float_layer`, which ``vckattn run`` also uses);
-4. :mod:`.constants` — SwiftMax β/γ (checkpoint, or :func:`vckattn.golden.calibrate.init_beta_gamma`) and
-   BHyT site constants: :func:`swiftmax_beta_gamma`, :func:`bhyt_registers`;
-5. :mod:`.sublayer` — the rest of each layer's sublayer (golden/sublayer.py): the residual add's registers, the
-   encoder's LayerNorm, the decoder's block-input scale and RoPE tables; :func:`to_sublayer` rebuilds golden's
-   :class:`EncoderSublayer` / :class:`DecoderSublayer` from a loaded bundle, :func:`sublayer_rope` its RoPE tables;
-6. :mod:`.writer` — the manifest, tensors and bundle (:func:`vckattn.host.bundle.write_bundle`), and
-   :func:`to_quant_layer` to rebuild golden's :class:`QuantAttentionLayer` from a loaded bundle.
-
-:mod:`.pipeline` chains them (:func:`calibrate_layer` for one layer) and runs two checks before anything is
-written: per layer (:mod:`.fidelity`: the integer layer against its float layer) and for the whole model
-(:mod:`.model_check`: every exported layer integer, against the softmax model on held-out inputs); it also refuses
-a shape no hardware build runs (:func:`check_runs`).
+The full description: ``docs/internals/host.md``, section ``host/export/__init__.py``.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Step 4 of the export: the SwiftMax β/γ and the BHyT site constants of a layer.
 
-SwiftMax: a layer whose checkpoint holds β, γ (a converted or tuned model) keeps them. The others are
-initialised from calibration statistics by :func:`vckattn.golden.calibrate.init_beta_gamma` on the rows of
-the calibration scores (row max ``z_max`` and ``S = Σ_j exp(z_j − z_max)`` over the unmasked keys, the
-statistics of :func:`calibrate.collect_softmax_stats`): ``swiftmax_init="mean"`` is the SwiftMax recipe
-(β = mean z_max, γ = mean S; a starting point for replace-and-tune, and P spans so many octaves that the
-integer layer is poor), ``"max"`` takes β = the largest row max seen (P ≤ 1/γ on the calibration data, as
-``vckattn report quant`` does), which is usable without tuning. Which one was used is written into the
-manifest's ``calibration.data``.
-
-BHyT: site A reads the block input ``h`` (int8 at ``s_in = scale(h)``, its own statistic) and writes the
-attention input at the layer's ``s_x``; site M reads ``h' = h + Attn(u)`` (``s_in = scale(h')``) with
-site A's statistic (``s_stat = scale(h)``, ``ŝ² = s² + c_attn λ_A²/κ²``) and writes the MLP input at the
-calibrated scale of ``v = BHyT_M(h')``. Only the approximate second statistic (``norm="bhyt"``) is
-exported. The registers come from golden's :func:`bhyt_site_registers`.
+The full description: ``docs/internals/host.md``, section ``host/export/constants.py``.
 """
 
 from __future__ import annotations

@@ -1,34 +1,6 @@
 """The whole-model export check: is the bundle's model still the model?
 
-The per-layer check (:mod:`.fidelity`) asks whether each integer layer follows its float layer of the same
-normalizer; it cannot see that replacing softmax by untuned SwiftMax changes what the model computes. This
-check runs the **whole model** with every exported attention layer replaced by its integer layer as the committed
-engine designs compute it (the bit-exact golden integer attention with the designs' 8-bit scores,
-:func:`engine_layer`: what every backend computes, ``vckattn eval`` on ``emu`` included; residuals, norms and MLPs
-stay float) and scores it
-against the **softmax model** (the source with softmax in every layer, or ``reference``: the original of a
-checkpoint tuned with ``vckattn calibrate swiftmax``) on **held-out inputs**, never the calibration inputs:
-
-* a classifier (``…ForSequenceClassification``, ``ViTForImageClassification``) on labeled held-out inputs
-  (``rotten-tomatoes``, ``digits``, ``mnist5k``): **accuracy kept**, ``1 − max(0, softmax accuracy − bundle
-  accuracy)``: one minus the accuracy (a share, 0.01 = one point) the bundle's model loses against the softmax
-  model on the labels; 1 when it is at least as accurate (a classifier tuned with the task objective and the main
-  weights may predict other classes than the softmax model and be right more often: agreement would refuse it);
-* a classifier on unlabeled inputs: **agreement**, the share of held-out inputs on which the two models predict
-  the same class;
-* an encoder (BERT, ViT): **embedding cosine**, the mean over held-out inputs of the cosine between the
-  mean-pooled last hidden states (a sentence embedding, as ``vckattn eval`` reports it);
-* a decoder (Llama) or a golden stack: **hidden-state cosine**, the mean over held-out tokens of the per-token
-  cosine of the last hidden states (a mean-pooled vector would be dominated by the first token's large states).
-
-Held-out inputs (:func:`check_data`): text models get 32 sentences of the evaluation set
-(:func:`vckattn.host.textdata.eval_sentences`, a topic range neither the default calibration text nor the
-tuning pool of ``calibrate --data pydoc`` contains; a sentence that is also in the calibration text is dropped),
-``rotten-tomatoes`` test snippets, or the lines of a text file; a ViT gets the test split of ``digits`` /
-``mnist5k`` or seeded uniform[−1, 1] images (another seed than the calibration's); a golden stack the bytes of
-the evaluation sentences or seeded N(0, 1) hidden states. The same score of the float model with the bundle's
-normalizers (``float_swiftmax``) separates the two causes of a low score: the normalizer's constants (tune them)
-and the integer path (calibrate its scales).
+The full description: ``docs/internals/host.md``, section ``host/export/model_check.py``.
 """
 
 from __future__ import annotations

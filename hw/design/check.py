@@ -201,11 +201,12 @@ def mover_bundles(hls_dir: Path | None = None) -> dict[str, int]:
 @cache
 def _kernel_code_bytes(source: str) -> int:
     """Program-memory estimate of a kernel (bytes): one :data:`INSTRUCTION_BYTES` instruction per C++ statement of
-    its translation unit (the kernel's ``.cc``, ``engine_kernels.h``, ``async_buffer.h`` and the generated stream
-    header; no loop in them is unrolled or flattened by a pragma) plus :data:`RUNTIME_CODE_BYTES`. An upper-side
-    estimate: every function of the headers is counted although a kernel calls only its own."""
+    its translation unit (the kernel's ``.cc``, ``engine_kernels.h``, ``aie_common.h``, ``async_buffer.h`` and the
+    generated stream header; no loop in them is unrolled or flattened by a pragma) plus :data:`RUNTIME_CODE_BYTES`.
+    An upper-side estimate: every function of the headers is counted although a kernel calls only its own."""
     files = [HW / "aie" / "engine" / source, HW / "aie" / "engine" / "engine_kernels.h",
-             HW / "aie" / "engine" / "async_buffer.h", HW / "aie" / "generated" / "engine_streams.h"]
+             HW / "aie" / "engine" / "aie_common.h", HW / "aie" / "engine" / "async_buffer.h",
+             HW / "aie" / "generated" / "engine_streams.h"]
     return INSTRUCTION_BYTES * sum(_statements(f) for f in files) + RUNTIME_CODE_BYTES
 
 

@@ -1,26 +1,6 @@
 """Design-space exploration: the fastest buildable engine design per normalizer under the device's limits.
 
-The space is the engine of stream contract v3 (``hw/ENGINE.md``; costed by :mod:`.engine`): ``pipelines``
-pipelines, each with ``k`` QKᵀ and ``k`` P·V AIE kernels owning key slices of ``MAX_KEYS / k`` keys (the sequence
-rounded up to whole 16-key blocks per slice), ``m`` score channels per pipeline (``m`` divides ``k``; one 128-bit
-score PLIO, one P PLIO and one normalizer instance of ``lanes`` lanes each), tiles of ``q_rows`` queries, int8 or
-int16 scores (int8: SwiftMax lanes multiplying in LUTs or in DSP blocks, ``Design.swiftmax_products``), Q, K and V
-over three PLIOs and O over one, at one PL clock. A candidate's kernels must fit an AIE tile's
-data memory (their ping-pong buffers plus the runtime's reserve).
-
-Every resource keeps ``headroom`` (default 20%) free: AIE tiles, PLIOs in and out, LUTs, FFs, DSPs, BRAM and URAM,
-with the movers and every one of their AXI4 master ports counted (:func:`.engine.resources`). Every design the
-explorer proposes is one ``vckattn hw generate`` builds and the design-rule check passes
-(:func:`vckattn.hw.design.check.buildable`, :mod:`vckattn.hw.design.check`): a candidate the generator refuses is
-no candidate, and a pipeline count the check refuses is lowered until it passes. Designs with online softmax are the
-builds the generator makes: one score channel a pipeline (``score_plios = 1``), online-softmax lanes of
-:data:`~vckattn.hw.spec.functional.ONLINE_LANES`, and the SwiftMax lanes every build carries (at least one a channel).
-
-The search is pruned, not blind: for every (score width, tile rows, kernels, channels, lanes) it computes the
-design's per-pipeline resources once (the resources are linear in ``pipelines``), takes the largest pipeline count
-that fits, and then the smallest pipeline count that is as fast (the tiles are dealt as whole (batch, head) groups,
-so time is a step function of the pipeline count that does not increase with it). Among the designs within ``TIE``
-of the fastest, the one with the fewest LUTs wins. Runs in seconds on one core.
+The full description: ``docs/internals/hw.md``, section ``hw/design/explore.py``.
 """
 
 from __future__ import annotations

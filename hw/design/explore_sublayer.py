@@ -1,22 +1,6 @@
 """SwiftMax against online softmax for the whole encoder sublayer: MODELED, not measured.
 
-For a sublayer shape the splits of the AIE array (:func:`.sublayer.splits`: Q/K/V and W_O cascades, attention
-pipelines within ``tile_cap`` of the AIE tiles, every other resource of the split within 80% of the device's:
-PLIOs, LUT, FF, DSP, BRAM, URAM, :func:`.sublayer.resources`) are costed once per normalizer; the attention
-pipelines' score channels carry either normalizer (:data:`.sublayer.LANES` lanes an instance, one instance a
-channel, every channel count dividing the kernel pairs searched; online softmax's channel assembles whole rows,
-:mod:`.engine`; SwiftMax's lanes multiply in LUTs or DSP blocks). The normalizer instances' PL resources are the
-Yosys figures of :func:`vckattn.hw.perf.model._pl_resources` (the same the attention explorer uses); besides, a
-split whose normalizers alone take more than ``1 - headroom`` of the device's LUTs, FFs or DSPs is no candidate.
-
-* **best**: the fastest split per normalizer.
-* **equal resources**: online softmax's fastest split within the best SwiftMax split's AIE kernels and its
-  normalizers' LUTs and FFs (DSPs, BRAM and URAM not capped: SwiftMax needs none of them, so a cap would rule
-  online softmax out altogether, as in the attention explorer's BRAM/URAM); the speedup is the online-softmax time
-  over the SwiftMax time.
-* **equal throughput**: per normalizer the split with the fewest normalizer LUTs (then the fewest kernels) that is
-  at most as slow as the slower of the two best splits (within :data:`.explore.TIE`); the LUT ratio is SwiftMax's
-  over online softmax's.
+The full description: ``docs/internals/hw.md``, section ``hw/design/explore_sublayer.py``.
 """
 
 from __future__ import annotations

@@ -1,37 +1,6 @@
 """The engine's build sources from a design point (``hw/ENGINE.md``; ``vckattn hw generate``).
 
-:func:`generate` turns a :class:`~vckattn.hw.perf.model.Design` (the explorer's pipelines, kernels per
-pipeline, tile shape, score width, lanes, PL clock) into a build folder:
-
-========================  =========================================================================
-``aie/engine_config.h``   ``VCKATTN_ENGINE_*`` build parameters of the kernels (``hw/aie/engine/``)
-``aie/graph.h``, ``.cpp``  the ADF graph (stream contract v3): per pipeline ``k`` ``qk_slice<j>`` (q buffers
-                          broadcast from q_in; K slices, async, from ``pktsplit<k>`` on k_in; s buffers
-                          through the channel's ``pktmerge<k/m>``, or straight, to ``s_out<c>``), ``k``
-                          P·V kernels (p buffers from ``p_in<c>`` through ``pktsplit<k/m>`` or straight; V
-                          slices, async, from ``pktsplit<k>`` on v_in; partial O along the cascade) and
-                          the requantizer at the cascade's end (o buffers, the int8 A records, to o_out);
-                          window sizes from the kernels' buffer sizes, ping-pong; kernel and buffer
-                          placement constraints (:mod:`.layout`)
-``system.cfg``            the Vitis link configuration (``nk=``, ``sc=``, ``[clock]``)
-``pl/engine_pl.v``        the PL top (``vckattn.hw.pl.engine.generate_engine_verilog``), its
-                          ``kernel.xml`` and ``package_kernel.tcl``
-``manifest.json``         the bitstream manifest with its ``engine`` section
-``design.json``           the design point (``max_seq`` set to the build's)
-``modeled.json``          :func:`~vckattn.hw.perf.model.evaluate` on BERT-base, S = 512, batch 8
-``diagram.png``           the design point: kernels on the array, PLIOs per column
-========================  =========================================================================
-
-The generated graph names the buffer sizes of ``hw/aie/engine/engine_kernels.h``
-(``vckattn_engine::Q_BUFFER_BYTES`` ... ``O_BUFFER_BYTES``) as its window sizes. Memory assumption
-(:func:`check_design`): every kernel's buffers (both ping-pong halves) and its state sit in its own tile's
-32 KB data memory with the runtime's reserve (stack, heap: ``device.json``); the graph pins each buffer
-there (``adf::location<adf::buffer>``), so no kernel relies on its neighbours' memory. Nothing here is
-compiled (no AMD tools); ``tests/hw/design/test_generate.py`` checks the sources' structure.
-
-The committed engine manifests (``bitstreams/<name>.json`` and ``bitstreams/engine_designs/<name>.design.json`` for
-:data:`ENGINE_BUILDS`) are regenerated with ``make regen SEARCH=1``
-(``--check``: exit 1 when stale).
+The full description: ``docs/internals/hw.md``, section ``hw/design/generate.py``.
 """
 
 from __future__ import annotations

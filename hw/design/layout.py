@@ -1,27 +1,6 @@
 """Where the engine's AIE kernels and PLIOs go on the XCVC1902 array (50 columns x 8 rows).
 
-Per pipeline ``i`` (``k`` kernels a kind; names as in the generated graph, ``hw/ENGINE.md``):
-
-* kernels ``p{i}_qk{j}`` (``qk_slice<j>``), ``p{i}_pv{j}`` (the P·V chain) and ``p{i}_rq`` (``o_requant``, at the
-  chain's end); PLIOs ``p{i}_q_in``, ``p{i}_k_in``, ``p{i}_v_in``, ``p{i}_p_in{c}`` (PL -> AIE) and
-  ``p{i}_s_out{c}``, ``p{i}_o_out`` (AIE -> PL), ``c`` the pipeline's score channels ``0 .. m-1``
-  (:func:`pipeline_plios`).
-* A pipeline takes a block of ``k + 1`` columns in a pair of rows: the P·V chain and then the requantizer on
-  the pair's lower (even) row, the QKᵀ kernels on the row above, kernel ``j`` in the block's ``j``-th column
-  counted in the row's cascade direction, so consecutive P·V kernels, and the last one and the requantizer,
-  are cascade neighbours (the block's last tile on the upper row stays free).
-* Blocks fill a row pair left to right (centred), then the next row pair up.
-* PLIOs go to the PL interface column nearest their block that has a free stream of that direction.
-
-Sources (AIE1): the cascade runs east on even rows and west on odd rows (AM009, "AI Engine Tile Architecture":
-cascade stream); each PL interface tile carries 8 PL->AIE and 6 AIE->PL 64-bit streams, two of them paired for a
-128-bit PLIO, i.e. 4 and 3 128-bit PLIOs (AM009, "AI Engine to Programmable Logic Interface"). Which interface
-columns reach the PL (:data:`PL_COLUMNS`, :data:`PL_COLUMNS_SOURCE`): AM009 states that 39 of the VC1902's 50 array
-interface tiles are available to the PL, and UG1079 ("Shim Constraint") that columns 0-5 cannot hold a PLIO on the
-xcvc1902; no public document reached here names the other five columns without a PL interface among 6-49. The
-layout uses columns 6-44 (39 columns): the documented exclusion of 0-5, then, as a labeled choice, the highest
-five columns 45-49 left out so that it never counts more PL interface columns than AM009 gives. The design-rule
-check (:mod:`.check`, rule SHIM-PL) checks every PLIO against this table.
+The full description: ``docs/internals/hw.md``, section ``hw/design/layout.py``.
 """
 
 from __future__ import annotations

@@ -1,26 +1,6 @@
 """Bitstream manifests: what one hardware build of the attention engine offers the host.
 
-A manifest (``bitstreams/<name>.json``, schema ``bitstreams/manifest_schema.json``) names the
-board and platform, the tool versions, the kernels (with their AXI4-Lite register maps and their
-compute units) and the AIE graph with its PLIOs, the stream links between them, the hardware tile
-shape, the fixed-point formats the kernels were built with, the longest sequence the build accepts
-and, once built, the xclbin's UUID. Every build is one of the scalable engine (stream contract v3,
-``hw/ENGINE.md``), generated from a design point by :mod:`vckattn.hw.design.generate`
-(``vckattn hw generate``; the committed ones with ``make regen SEARCH=1``); its ``engine`` section records the
-pipelines, kernels per pipeline, score channels, head size ``D``, keys a group, score width, lanes and design
-point (:attr:`Manifest.engine`).
-A sublayer build adds a ``sublayer`` section (:mod:`vckattn.hw.design.sublayer_build`).
-
-The host reads it to
-
-* plan a launch in the build's tiles and slices,
-* refuse a bundle the build cannot run (:func:`check_bundle`: head size, normalizer, formats,
-  sequence length),
-* refuse an xclbin that is not this build (UUID, kernel names; the ``xrt``/``pynq`` backends).
-
-:func:`validate_manifest` checks the schema, then what the schema cannot say: the ``engine`` section
-against its design point, the tile and the graph's PLIOs; every ``connectivity`` link between an output
-and an input stream of one width, no stream port left unconnected.
+The full description: ``docs/internals/hw.md``, section ``hw/design/manifest.py``.
 """
 
 from __future__ import annotations

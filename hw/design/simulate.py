@@ -1,39 +1,6 @@
 """Discrete-event simulation of the engine graph as ``vckattn hw generate`` writes it (SimPy). MODELED.
 
-The simulated graph is the generated one: :mod:`.graph_topology` parses the build folder the generator writes
-(``aie/graph.h``, ``aie/engine_config.h``, ``manifest.json``) and every kernel, buffer (its window size), PLIO (its
-width, clock and interface column), ``pktsplit`` / ``pktmerge`` (which slices share which stream), broadcast,
-cascade (its order) and DDR master (the mover at each PLIO's PL end) simulated here comes from that parse. The
-kernels' cycles are :mod:`.engine`'s (the instrumented counts, with the kernel-side lock acquire/release of every
-buffer port: ``sync_cycles_per_port``); the parts interact as the hardware does, which the closed form only bounds:
-
-* **buffers** with their depths: every kernel port is a ping-pong buffer (two halves); a producer waits for a free
-  half, a consumer for a full one. The QK^T kernels hold their K slice (and the P.V kernels their V slice) for all
-  the tiles of a group, while the next group's slice loads into the other half.
-* **DMA and lock hand-offs**: a half filled (or drained) by a tile DMA becomes the consumer's (the producer's) only
-  once the DMA has finished and released its lock; the stream's DMA channel then switches to its next buffer
-  descriptor: ``sync_cycles_per_port`` AIE cycles (:func:`vckattn.hw.perf.calibration.param`) on the stream per
-  buffer, which the closed form leaves out of the links. The buffer descriptors each tile's buffers need (two a
-  ping-pong buffer) are counted against the 16 of a tile DMA (:data:`BDS_PER_TILE`); a graph that needs more is
-  refused.
-* **the Q broadcast** waits until every kernel the q PLIO feeds has a free q half (lock-step).
-* **stream back-pressure**: the slices one PLIO carries through a ``pktsplit`` go in order, a slice waiting for
-  its kernel's free half stalls the stream for the slices behind it; a score channel (a ``pktmerge`` onto one
-  s_out PLIO) serves its kernels' packets first come, first served, and a packet holds the channel until its P
-  has a free p half (head-of-line blocking, as ``pktsplit`` stalls); PLIOs that ask an interface column for more
-  64-bit streams than it has (:data:`COLUMN_STREAMS`) share them.
-* **the cascade** in the graph's order: P.V kernel ``j`` starts a tile only after the one before it has started
-  it (one block ahead) and cannot finish before it has finished plus one block; the requantizer likewise.
-* **DDR** as one bank: chunks served in arrival order at the device's rate, plus a read/write turnaround each
-  time the bank switches direction (:data:`DDR_WRITE_TO_READ_S`, :data:`DDR_READ_TO_WRITE_S`) and row conflicts
-  when more masters wait than the controllers keep pages open for (:data:`DDR_MASTERS_PER_CONTROLLER`,
-  :data:`DDR_ROW_MISS_S`).
-* **the host's dealing** of whole (batch, head) groups to pipelines (:func:`.engine.deal`).
-
-A launch ends when the last A record and done-log entry are in DDR; the host's serial launch overhead is added
-as in the closed form. A graph that cannot finish (every part waiting on another) is reported as a deadlock,
-naming what each pipeline still waits for. The figure to quote is :func:`headline`: the slower of the closed form
-and the simulation.
+The full description: ``docs/internals/hw.md``, section ``hw/design/simulate.py``.
 """
 
 from __future__ import annotations

@@ -1,39 +1,6 @@
 """Discrete-event simulation of the whole encoder sublayer on the card (SimPy): MODELED, not measured.
 
-It runs the graph :mod:`.sublayer` costs in closed form, one process per part, with the same per-unit costs (the
-projection GEMM kernels' instrumented cycles, :mod:`.gemm_proj`; the attention kernels', :mod:`.engine_aie`; the
-links' rates), and lets the parts interact:
-
-* **the projection cascades** (Q/K/V, then W_O): each runs its (block, sequence) units in the order
-  :func:`.sublayer.deal_projection` gives; a tile's x slices come over x streams (one per K-slice, in parallel)
-  into a ping-pong x buffer. The cascades that run the same sequences in the same order share their x streams
-  (:func:`.sublayer.broadcast_groups`): a tile goes out once, broadcast to every cascade of the group, when each of
-  them has a free x half (lock-step). A cascade computes at its slowest kernel's cycles (its kernels in lock-step)
-  into a ping-pong out buffer, which drains over the cascade's output PLIO into the PL. The w buffer holds one block;
-  a cascade that switches block waits for the other half, refilled from DDR by the one weight mover (FIFO) and then
-  over its w PLIO (every kernel's slice of the block, packet-split to the kernels), which ``w_share`` consecutive
-  cascades share; the outputs of :func:`.sublayer.out_share` consecutive cascades merge onto one output PLIO.
-  Every cascade's first block is on chip at the start (prefetched while the previous sublayer ran); a cascade that
-  switches block asks for its second at once. The next sublayer's first blocks are prefetched during this one,
-  once its X is in and the cascade's own reloads are done (DDR, then their w PLIO), and the launch ends only when
-  they are in.
-* **X** comes from DDR sequence by sequence (one mover) and stays on chip (or, without ``x_on_chip``, in
-  :data:`.sublayer.SEQUENCE_SLOTS` slots, the residual reading its rows again from DDR before each output tile);
-  **the output** (W_O + bias + the residual, requantized to int8 in the PL) is written to DDR tile by tile, posted
-  writes.
-* **the attention pipelines** are :mod:`.simulate`'s own, on the graph the engine generator writes for them
-  (:func:`.simulate.geometry_design`; ping-pong buffers with their DMA hand-offs, the Q broadcast, packet merge and
-  split with the normalizer's channel cost, the cascade, the requantizer), fed from the on-chip Q/K/V buffers (no
-  DDR) and writing A on chip; a group's records are read only once its sequence has been handed over.
-* **the hand-offs**: a stage starts sequence ``b`` once the stage before has finished it, and once the stage after
-  has freed the slot of sequence ``b - SEQUENCE_SLOTS`` (:data:`.sublayer.SEQUENCE_SLOTS` sequences of Q/K/V and of
-  A in the PL).
-* **DDR as one bank** serving X, the weight reloads and prefetch, and the output in arrival order, in chunks of
-  the m_axi adapter's read-ahead, with the read/write turnaround and row conflicts of :class:`.simulate.DdrBank`
-  (one master per mover: X, weights, the residual's rows, the output).
-
-What it does not model (as the closed form): the PL's own cycles beyond the score channels (requantizers, the
-residual add: assumed to keep pace), a cascade's fill (its kernels run in lock-step), the host's launch overhead.
+The full description: ``docs/internals/hw.md``, section ``hw/design/simulate_sublayer.py``.
 """
 
 from __future__ import annotations

@@ -1,28 +1,6 @@
 """Sublayer builds: the attention engine grown to the whole attention sublayer (X in, Y out).
 
-A sublayer build is a generated engine build (:func:`.render.engine_manifest`: the attention pipelines, their
-movers and PL top) whose manifest adds a ``sublayer`` section (validated by :func:`vckattn.hw.design.manifest.
-validate_manifest`) declaring the stages around attention:
-
-* the Q/K/V projections as ONE fused GEMM (:func:`vckattn.golden.sublayer.fused_qkv`) on a cascade of ``kernels``
-  AIE kernels (``hw/aie/engine/gemm_kernels.h``, ``hw/ENGINE.md`` "The projection GEMM"), each taking a K-slice of
-  ``kslice`` input features, ``rows`` X rows a call and ``cols`` output channels; the last kernel requantizes per
-  channel to int8 (``out_bits`` 8). ``kernels · kslice`` is the model width ``d_model``: a build serves one width;
-* the output projection A·W_Oᵀ + b on a second cascade (``out_bits`` 32: the int32 accumulators Y);
-* the PL units with their register maps (declared in golden/, recorded here as the host programs them): the
-  residual add (:class:`vckattn.hw.pl.residual.ResidualKernel`, both families), and for the decoder the BHyT site A
-  (:class:`vckattn.hw.pl.bhyt_exact.BHyTExactKernel`, the statistic computed on chip) and RoPE on Q and K
-  (:class:`vckattn.hw.pl.rope.RopeKernel`, one table for both);
-* the post-LN LayerNorm of the encoder on the host (``layernorm: "host"``, float64, :func:`vckattn.golden.sublayer.
-  host_layernorm`).
-
-The host runs a build stage by stage (:mod:`vckattn.host.backends.sublayer`): ``emu`` on the functional models,
-``csim`` with the GEMM cascade's and the engine's own C++, ``rtl`` with the PL units in Verilator. What a build does
-NOT have yet: the ADF graph and link configuration of the GEMM stages and the on-chip activation buffers between
-the stages (the generated sources are the engine's); so no xclbin can be built from a sublayer manifest and the
-``xrt``/``pynq`` backends refuse it.
-
-The committed small builds (:data:`SUBLAYER_BUILDS`) are written by ``make regen SEARCH=1`` beside the engine builds.
+The full description: ``docs/internals/hw.md``, section ``hw/design/sublayer_build.py``.
 """
 
 from __future__ import annotations

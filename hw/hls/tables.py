@@ -1,41 +1,6 @@
 """Generate the HLS ROM and format headers (``hw/hls/generated/*.h``) from the golden models.
 
-The function-unit tables of the HLS kernels are the golden ROMs, written out as C++ integer
-literals, so HLS and golden cannot disagree on a table entry:
-
-=====================  =========================================================================
-header                 contents (golden source)
-=====================  =========================================================================
-``pow2_table.h``       ``SwiftMaxFormat().pow2.table()``: ``2^f`` on [0, 1], UQ1.15, 65 entries
-``rsqrt_table.h``      ``rsqrt_octave_table(NormFormat().rsqrt)``: ``1/sqrt(m)`` on [1, 2] then
-                       [2, 4], UQ1.15, 2 × 65 entries
-``tanh_table.h``       ``NormFormat().tanh.table()``: ``tanh`` on [0, 8], Q1.15, 257 entries
-``recip_table.h``      ``recip_table(OnlineSoftmaxFormat().recip)``: ``1/m`` on [1, 2], UQ1.15,
-                       129 entries (the online-softmax unit's reciprocal; its ``2^f`` unit is
-                       SwiftMax's, ``pow2_table.h``: the two formats' ``pow2`` must be equal)
-``formats.h``          the build-time widths of :class:`SwiftMaxFormat`, :class:`NormFormat` and
-                       :class:`OnlineSoftmaxFormat` (``acc_bits``, ``t_frac``, ``stat_bits``,
-                       ``sum_frac``, ...) and ``C_SHIFT``
-``engine_regs.h``      the registers an engine build with both normalizers adds to SwiftMax's
-                       (:func:`~vckattn.golden.engine.engine_regmap`: ``normalizer`` and the
-                       online-softmax unit's), X-macro and struct as ``<kernel>_regs.h``
-``<kernel>_regs.h``    a kernel's register map (:func:`render_regs`) from its one declaration in
-                       golden (e.g. :func:`~vckattn.golden.swiftmax_int.swiftmax_regmap`): the
-                       struct ``<kernel>_regs`` of its writable registers and memories (arrays),
-                       X-macros listing them with width, signedness, offset (and depth), the
-                       ID/VERSION constants (SwiftMax: also MAX_HEADS / HEAD_BITS)
-=====================  =========================================================================
-
-Each table header defines, in ``namespace vckattn::<name>_rom``, the unit's configuration as
-``constexpr int`` values, ``entry_t`` (the narrowest ``ap_uint`` / ``ap_int`` holding every
-entry), ``TABLE`` (a ``static const entry_t[ENTRIES]``, Vitis infers a ROM) and the macro
-``VCKATTN_<NAME>_ROM_INIT`` (the brace initializer, for kernels that keep one ROM copy per lane).
-
-The generated headers are committed; ``tests/hw/hls/test_tables.py`` checks that they equal what
-this module generates. Regenerate with::
-
-    make regen            # writes hw/hls/generated/
-    make regen CHECK=1    # exit status 1 if a committed header is stale
+The full description: ``docs/internals/hw.md``, section ``hw/hls/tables.py``.
 """
 
 from __future__ import annotations

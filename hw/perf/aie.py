@@ -2,41 +2,7 @@
 (no board, no aiecompiler, no aiesimulator here); the kernels' cycles come from their own instrumented operation
 counts times this table:
 
-* the engine's attention kernels (QKᵀ, P·V, the requantizer): :mod:`vckattn.hw.perf.engine_aie`
-  (``sim/engine_aie_perf.py``, ``hw/perf/data/engine_kernels.json``);
-* the sublayer's projection GEMM kernels: :mod:`vckattn.hw.perf.gemm_proj` (``sim/gemm_proj_perf.py``);
-* the published GEMM kernels the model is validated on (MaxEVA, CHARM): :mod:`vckattn.hw.perf.gemm_kernels`.
-
-Where the numbers come from
----------------------------
-1. **Operation counts.** Each kernel's vector path runs on g++ over ``hw/aie/aie_api_emu.h``, which counts every
-   AIE API call by kind (``load_v<16,int8>``, ``mmul<4,16,8,int8,int8>.mac``, ...); each kernel module holds the
-   same count in closed form and its tests check that the two are EQUAL.
-2. **Cost table.** :data:`COST_TABLE` turns each API operation into issues on the VLIW slots it occupies, read
-   from the AIE API's own AIE1 implementation (``aie_api/detail/aie1/*.hpp``: how many intrinsics each call
-   becomes) and the AIE1 architecture; :data:`SLOTS` gives each slot's throughput. Every entry carries its source.
-3. **Cycles.** Per phase (a loop nest of the kernel code), the cycles are the bottleneck slot
-   (:func:`phase_cycles`): ``max over slots of (issues on the slot / slot throughput)`` -- the "kernel coding
-   bounds" method of UG1079 (compute bound vs. memory bound), extended to every slot -- plus a pipeline fill of
-   :func:`loop_fill_cycles` for every ENTRY of a software-pipelined loop, as the code writes the loop nest (an inner
-   loop entered once per outer iteration pays once per entry; a nest counts as one loop only where the kernel asks
-   for ``chess_flatten_loop`` and program memory holds the flattened code).
-4. **Scalar work.** The kernels annotate the scalar operations their code issues (loop control, base addresses,
-   header parsing and writing, scalar loads and stores: ``VCK_SCALAR`` in ``hw/aie/aie_api_emu.h``); they are
-   counted like API calls and cost the scalar slot (loads and stores: the load / store units).
-
-Assumptions (each can make the real kernel slower, none faster, except where said)
--------------------------------------------------------------------------------------
-* Perfect slot packing inside a phase (the compiler fills every VLIW slot every cycle up to the
-  bottleneck); data dependences and register pressure are ignored apart from :data:`LOOP_FILL_CYCLES`.
-* Bank conflicts: only where the loads of one cycle must share a bank (:func:`bank_conflict_cycles`); stores
-  and the tile DMA's accesses to the other ping-pong half are assumed to find a free bank.
-* ``concat``/``extract`` cost one move each on the two move slots (when the loads write the register parts
-  directly they cost nothing).
-* Kernel call and lock overheads are left out here (each kernel module reads them from
-  :mod:`vckattn.hw.perf.calibration`).
-* The AIE API of the vector paths is unverified (never compiled by aiecompiler): if the real API compiles a call
-  differently, the cost table is wrong for it.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/aie.py``.
 """
 
 from __future__ import annotations

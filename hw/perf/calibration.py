@@ -1,24 +1,6 @@
 """Named parameters for the AIE costs no kernel's code shows. MODELED.
 
-Buffer hand-offs through locks and DMA, loop and call overheads and stream back-pressure are not visible in a
-kernel's operation counts. Each is one named :class:`Parameter` here, read by the cost modules through
-:func:`param`. The fitted ones are fitted once, on one published design, by
-:func:`vckattn.hw.perf.calibration_fit.fit` (see ``docs/validation.md``); the others are assumptions, each with its
-source.
-
-The fit: ``sync_cycles_per_port`` -- the hand-off of one buffer through its lock (and, on the stream side, the
-DMA's buffer-descriptor switch) -- is the one free parameter, solved so that the modeled throughput of ONE
-published design equals its published throughput (bisection, deterministic), every other parameter held at its
-stated value. The fitting design is :data:`FIT_DESIGN`, MaxEVA int8 (P1, 13x4x6, VCK190):
-its figure comes from AMD's cycle-accurate AIE simulator (no PL, no DDR), it is bound by the matmul kernel,
-whose code is public and modeled as written, and 77.01 TOPS on 312 kernels is 1,328 cycles an iteration where
-the kernel's code counts 1,024 MAC issues, 128 cycles of accumulator drains and 4 loop fills -- the rest (about
-144 cycles, three buffer ports) is the cost no code shows. The result is stored in
-``hw/perf/data/calibration.json`` with the command that reproduces it (``python -m
-vckattn.hw.perf.calibration_fit --write``); ``tests/hw/perf/test_calibration.py`` checks it equals a refit.
-
-This module imports nothing of the performance model, so every cost module can import it; the fit itself, which
-models the published designs, is :mod:`.calibration_fit`.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/calibration.py``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """The engine (stream contract v3, ``hw/ENGINE.md``) costed from its own code: MODELED, not measured.
 
-A design point (:class:`~vckattn.hw.perf.model.Design`) of the engine has ``P`` pipelines of ``k`` QKᵀ and ``k``
-P·V AIE kernels and ``m`` score channels, tiles of ``Q_ROWS`` queries, kernels computing head size ``D`` on
-``MAX_KEYS`` keys (``SK = MAX_KEYS / k`` a slice). Everything here follows from the contract and three sources:
-
-* **AIE kernel cycles** of one invocation (one tile) from the kernels' own instrumented vector path
-  (:mod:`.engine_aie`: closed-form operation counts equal to what ``hw/aie/aie_api_emu.h`` counts, times the
-  cost table of :mod:`.aie`); the tile DMA moves the buffers, so no stream-port cycles are in them.
-* **PL cycles** of the SwiftMax channels from the PL top's documented schedule, equal to Verilator
-  (:func:`vckattn.hw.pl.timing.engine_packet_slots`), and of the output mover (one beat of the int8 A record per PL
-  cycle: the requantizer at the end of the P·V cascade sends int8 A, the mover only writes, ``hw/hls/s2mm_engine.cpp``).
-* **Links**: a buffer crosses a 128-bit PLIO at ``min(16 B x PL clock, 4 B x AIE clock)`` (the PL side, or the
-  AIE side's 32-bit stream and tile DMA channel, AM009), DDR is one bank shared by every reader and writer.
-
-Tiles are dealt as the host deals them (whole (batch, head) groups round-robin over the pipelines,
-:func:`deal`): the busiest pipeline sets the pace.
-
-**Layer time** (:func:`layer_time`): every stage is busy for its work (:class:`StageTime`); a stage cannot start
-before its first input has come through the stages before it (``head``) and the layer ends only after the last
-unit has gone through the stages after it (``tail``). The layer takes the longest ``head + busy + tail`` over the
-stages (the critical-path form of "max(load, compute, store)" per tile in CHARM, FPGA'23), plus the host's serial
-launch overhead. :mod:`.simulate` runs the same graph as a discrete-event simulation (SimPy) with the buffers'
-depths, the cascade, the packet merge/split and the one DDR bank, and must agree with this closed form.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/engine.py``.
 """
 
 from __future__ import annotations

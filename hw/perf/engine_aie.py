@@ -2,55 +2,7 @@
 (stream contract v3, ``hw/aie/engine/engine_kernels.h``). MODELED figures (no board, no aiecompiler, no
 aiesimulator here), from the kernels' own vector code.
 
-Where the numbers come from
----------------------------
-1. **Operation counts.** The kernels' vector path runs on g++ over ``hw/aie/aie_api_emu.h``, which counts every
-   AIE API call (``mmul<4,16,8,int8,int8>.mac``, ``load_v<16,int8>``, ``readincr_v<8>(input_cascade<acc48>)``, ...)
-   and the scalar work the kernel code annotates where it writes it (``scalar``, ``scalar_load``, ``scalar_store``:
-   loop control, base addresses, header parsing and writing);
-   the launch C-simulation (``sim/cpp/engine_csim_tb.cpp``, OPCOUNTS) dumps the counts of every kernel invocation.
-   :func:`phase_counts` is the same count in closed form, from the loop trip counts of the kernel code, split by
-   phase; ``tests/hw/perf/test_engine_aie.py`` checks that it EQUALS the instrumented counts of every invocation of
-   whole launches over many shapes (``python -m vckattn.sim.engine_aie_perf`` regenerates
-   ``hw/perf/data/engine_kernels.json`` with both).
-2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` turns each operation into issues on the VLIW slots it
-   occupies (every entry with its source, or labeled ASSUMPTION); :data:`vckattn.hw.perf.aie.SLOTS` gives each
-   slot's throughput (the engine adds the cascade in / out and scalar slots).
-3. **Cycles.** Per phase (a pipelined loop or a straight run of the kernel code), the bottleneck slot
-   (:func:`vckattn.hw.perf.aie.phase_cycles`), plus :func:`vckattn.hw.perf.aie.loop_fill_cycles` for each ENTRY of a
-   software-pipelined loop, as the code writes the nest (:func:`loop_invocations`: the inner loop of a register
-   block is entered once per block; no kernel asks for ``chess_flatten_loop``, so no nest is assumed flattened);
-   the phases are serialized (see the accumulator registers below); plus :func:`overhead_cycles` per invocation
-   (the sync buffers' lock hand-offs and the call, from :mod:`vckattn.hw.perf.calibration`). No stream-port
-   cycles: the tile DMA moves every byte into and out of the ping-pong buffers while the core computes (the graph
-   simulation accounts for the DMA and PLIO rates).
-
-Kernels (``KERNELS``): ``qk`` (QKᵀ of one tile against one ``SK``-key slice, narrowed to ``score_bits``; ``masked``:
-the tile needs the mask, the second loop body), ``pv_first`` / ``pv_mid`` (P·V of one slice; the first starts the
-O blocks from zero and passes them on the cascade, the others take and pass them), ``rq`` (the requantizer at the
-cascade's end: O into the int8 A record, ``aie::mul`` of int32 O by the int16 ``rq_mult`` into an 80-bit
-accumulator, shift-round-saturate to int8).
-
-Assumptions (each can make the real kernel slower, none faster)
----------------------------------------------------------------
-* Accumulator registers as AIE1 has them: four 768-bit registers bm0..bm3, each two 384-bit halves of eight acc48
-  lanes (UG1079 'Accumulator Registers', AM009 'Register Files'): 64 acc48 lanes in all. The output of one
-  ``mmul<4,16,8,int8,int8>`` or ``mmul<4,8,8,uint8,int8>`` is a 4x8 block, 32 acc48 lanes (1,536 bits): two
-  registers. A 2x2 register block (four such outputs, 128 lanes) would need twice the file; the kernels therefore
-  block RB x 1 (RB = 2 row blocks when Q_ROWS is a multiple of 8), which uses all four registers (RB = 2) -- so a
-  block's narrowing, stores and cascade writes (``drain``) cannot overlap the next block's loop: they are costed
-  one after the other. (A 16-lane 4x4 output, as the published ``mmul<4,8,4>`` kernels have, is one register: four
-  of them fit.)
-* Perfect slot packing inside a phase; data dependences are ignored apart from the loop fill.
-* 128-bit loads and stores everywhere (the buffers' payloads start 16 bytes after their base). Bank conflicts of
-  the loads of one cycle are counted (:func:`bank_conflicts`) under the generator's placement: each buffer pinned
-  to its kernel's tile, its address left to aiecompiler; as an even and an odd bank are interleaved word by word
-  (UG1079 'AI Engine Memory'), the loads pair even with odd words and the count is 0 for these kernels. Stores
-  and the tile DMA's accesses to the other ping-pong half are assumed not to conflict.
-* The acquire / release of the async K / V slice (once per group of tiles) is not counted.
-* The cascade never stalls (the neighbour produces and consumes at the same rate: a chain runs in lock-step).
-* The AIE API of the vector path is unverified (never compiled by aiecompiler): if the real API compiles a call
-  differently, its cost entry is wrong.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/engine_aie.py``.
 """
 
 from __future__ import annotations

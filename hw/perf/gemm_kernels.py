@@ -2,63 +2,7 @@
 published designs (:mod:`.published`). MODELED figures, from the kernels' operation counts and the
 attention model's own cost table (:data:`vckattn.hw.perf.aie.COST_TABLE`) and slot model.
 
-The kernels (rendered for g++ in ``hw/aie/published/gemm_kernels.h``, each call of the published code
-kept; sources there):
-
-``maxeva_int8`` (M, K, N)
-    MaxEVA's int8 MatMul kernel: ``aie::mmul<4,8,4,int8,int8>``, 2 x 2 register blocking (four
-    accumulators, all four 768-bit accumulator registers of AIE1), every loop ``chess_flatten_loop``
-    (fully unrolled: one straight-line schedule per call, no loop of its own).
-``maxeva_add_int32`` / ``maxeva_add_float`` (elements)
-    MaxEVA's adder-tree kernel: ``elements / 8`` steps of two 256-bit window reads, one 8-lane add and
-    one window write, ``chess_flatten_loop``.
-``charm_fp32`` / ``charm_fp32_acc`` (H1, W1, W2)
-    CHARM's fp32 kernel ``mm_kernel0`` (``mm_kernel1``: accumulators read from a partial-sum window),
-    which MaxEVA's fp32 designs also use: ``fpmac`` intrinsics on 8 x 2 output blocks, a reduction loop
-    of W1 / 8 - 1 iterations (``chess_prepare_for_pipelining``, 16 fpmac unrolled by hand) and the last
-    group of 8 written out after it.
-``aries_fp32`` / ``aries_fp32_acc`` (TI, TK, TJ)
-    ARIES's fp32 kernel ``kernel_gemm0`` (``kernel_gemm``: accumulators read from a partial-sum buffer),
-    ``templates/aie1/adf/kernel_mm/aie_fp32_v0`` of github.com/arc-research-lab/Aries: row-major, ``fpmac``
-    intrinsics on 2 x 8 output blocks through ``aie::vector`` registers (``insert`` / ``extract``), a
-    reduction loop of TK / 8 - 1 iterations (``chess_prepare_for_pipelining``, 16 fpmac unrolled by hand)
-    and the last group of 8 written out after it.
-
-Counts: :func:`op_counts` is the closed form of each kernel's calls (from the loop trip counts of the
-rendering); ``tests/hw/perf/test_published.py`` checks it EQUALS the counts of the instrumented
-rendering (``sim/cpp/published_gemm_tb.cpp``, :mod:`vckattn.sim.published_gemm`) over many shapes,
-and the rendering's results against a reference.
-
-Cycles of one call (:func:`kernel_breakdown`), each term with its source:
-
-* ``issue``: the bottleneck VLIW slot of the counts (:func:`vckattn.hw.perf.aie.phase_cycles`, the
-  attention model's method: perfect packing of every slot up to the busiest);
-* ``fp32 accumulation``: a dependence bound for the fp32 kernels -- AM009's floating-point
-  accumulator is two pipeline stages, so one accumulator takes an fpmac every
-  :data:`FP32_ACC_CYCLES` cycles (the Vitis tutorial's NOP between dependent VFPMACs); CHARM's two
-  interleaved accumulators (acc0, acc1) hide it: the bound equals the fpmac count, it never binds;
-  the model takes ``max(issue, fp32 accumulation)``;
-* ``loop fill``: ``loop_fill_cycles`` (:mod:`vckattn.hw.perf.calibration`, an assumption from UG1079's
-  software-pipelining example) per invocation of a software-pipelined loop -- CHARM's and ARIES's reduction loops,
-  once per 8 x 2 (2 x 8) block -- and per invocation of a loop left as a loop. MaxEVA asks for every loop to be
-  flattened (``chess_flatten_loop``); a loop is flattened only where the straight-line code fits the
-  16 KB program memory (:func:`flattened_levels`, :data:`PROGRAM_MEMORY_BYTES`): the whole
-  32 x 128 x 32 int8 kernel is about 1,024 full VLIW bundles (16 KB) and does not, so its outer
-  ``i`` loop stays a loop (one fill per iteration);
-* ``accumulator drain``: AIE1 has four 768-bit accumulator registers (AM009 'Register Files':
-  bm0..bm3). MaxEVA's 2 x 2 register blocking holds four 16-lane acc48 results, all four registers:
-  the next block's first ``mul`` needs a register the current block's shift-round-saturate and
-  store still hold, so each block's drain (its ``to_vector`` and 512-bit stores, the busier of the SRS
-  and store slots) is serialized with the next block's MACs (:func:`accumulator_drain_cycles`).
-  CHARM's fp32 kernel accumulates in vector registers (two v8float), so it has no drain term;
-* ``buffer sync``: ``sync_cycles_per_port`` per buffer (window) port and call -- the lock hand-off
-  of each buffer and the call's initialization (UG1079 'Run-Time Ratio': "tens of cycles, depending
-  on the interface numbers"); a FITTED parameter (:func:`vckattn.hw.perf.calibration_fit.fit`, on one
-  published design only; ``docs/validation.md``).
-
-Not in the model: memory-bank conflicts (MaxEVA and CHARM place their two input windows in different
-banks), scalar address arithmetic (folded into the loads' post-modify addressing), the exact bundle
-encoding (the program-memory check assumes full 128-bit bundles, one a cycle).
+The full description: ``docs/internals/hw.md``, section ``hw/perf/gemm_kernels.py``.
 """
 
 from __future__ import annotations

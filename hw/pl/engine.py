@@ -3,52 +3,7 @@ channel (``P·m`` channels: ``m`` score channels of each of the engine's ``P`` p
 Channel ``i·m + c`` serves score channel ``c`` of engine pipeline ``i``. Score packets carry their ``Q_ROWS × SK``
 scores in the 4×8 block layout of the contract; the normalizer is element-wise, so P leaves in the same order.
 
-A build with both normalizers (``EnginePL(..., online=OnlineBuild(...))``) also has, per channel, an
-:class:`~vckattn.hw.pl.engine_online.OnlineChannel`; the register ``normalizer`` routes every channel's packets
-through the SwiftMax pipeline (0) or the online-softmax channel (1).
-
-Golden model: :func:`vckattn.golden.engine.engine_p` on each packet's payload (bit for bit); the
-stream-level reference (header rewrite, packing, padding) is
-:func:`vckattn.sim.engine_rtl.engine_pl_reference`.
-
-Ports (Verilog names; ``clk``/``rst`` synchronous, active high):
-
-* ``s{i}_tdata[127:0]``, ``s{i}_tvalid``, ``s{i}_tready``, ``s{i}_tlast`` (channel ``i`` in): score
-  packets. A packet is a header beat (:data:`vckattn.hw.spec.streams.PACKET`) and ``count`` signed
-  ``score_bits``-bit scores, ``E = 128 / score_bits`` a beat (element ``k`` of a beat in bits
-  ``[k·score_bits, (k+1)·score_bits)``), ``ceil(count / E)`` payload beats; elements of the last beat at
-  or beyond ``count`` are padding and ignored. The header's ``count`` alone frames the packet: input
-  TLAST is not interpreted.
-* ``p{i}_tdata[127:0]``, ``p{i}_tvalid``, ``p{i}_tready``, ``p{i}_tlast`` (channel ``i`` out): P packets:
-  the header beat with ``elem_bits`` rewritten to 8 (every other bit unchanged), then
-  ``ceil(count / 16)`` beats of 16 uint8 P (element ``k`` of a beat in bits ``[8k, 8k+8)``),
-  ``P = swiftmax_int(s, regs, keep = s != sentinel)`` and 0 for the padding of a short last beat.
-  TLAST on the packet's last beat (on the header when ``count = 0``).
-* ``s_axil_*``: one AXI4-Lite register file from ``swiftmax_regmap(engine_format(score_bits),
-  read_ports=channels)`` (:mod:`vckattn.hw.pl.axil` conventions, the SwiftMax ID), shared by every
-  channel: the shared registers feed every lane, and each channel's pipeline has its own read port of each per-head
-  memory (``b_beta``, ``c_out``). Status: ``elements`` = kept scores (within ``count`` and not the
-  sentinel), ``rows`` = packets (header beats), both summed over the channels since reset.
-
-Per-head constants: the score header's ``head`` field (:data:`vckattn.hw.spec.streams.PACKET`; its low
-``head_bits`` bits) selects entry ``head`` of ``b_beta``/``c_out`` for that packet's scores. A pipeline
-latches the head at the header beat; each group of scores addresses the pipeline's ``b_beta`` read port
-with it at issue (data arrives with the lanes' stage-1 product, for stage 2), and the head, delayed one
-enabled stage, addresses the ``c_out`` port (data for stage 3); both ports are enabled by the pipeline's
-stage enable. So every score uses its own packet's head however packets follow each other.
-
-Per pipeline (:class:`EnginePipeline`), one *slot* issues per enabled cycle: either the header beat or a
-group of ``lanes`` scores, which goes through ``lanes`` :class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`
-(6 stages) while the header bits ride a delay line beside them; behind the lanes a shift register
-assembles ``16 / lanes`` groups into one P beat and a 2-beat :class:`~vckattn.hw.pl.stream.SkidBuffer`
-drives the output. Like :class:`~vckattn.hw.pl.pipeline.StallPipeline`, the skid buffer's registered
-TREADY is the global stage enable, so no combinational path runs from ``p{i}_tready`` to anything.
-
-Timing with a ready sink and a source that never idles: a packet of ``count`` scores takes
-``1 + (16 / lanes)·ceil(count / 16)`` slots (cycles), packets back to back without bubbles; the last
-slot's beat leaves :attr:`EnginePipeline.LATENCY` = 7 cycles after its issue. At ``lanes = E`` that is
-one input beat per cycle (int8: one P beat per cycle; int16: one P beat per two input beats).
-``vckattn.hw.pl.timing.engine_stream_cycles`` is this closed form.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/engine.py``.
 """
 
 from __future__ import annotations

@@ -2,40 +2,7 @@
 packets (key slices of ``SK`` keys) into whole rows of ``MAX_KEYS = k·SK`` keys, normalizes them with
 :class:`~vckattn.hw.pl.online_softmax.OnlineSoftmaxKernel` and sends the tile's ``k`` P packets back in slice order.
 
-Golden model: :func:`vckattn.golden.engine.engine_online_p` on each tile's slices (bit for bit); the stream-level
-reference (which packets, in which order) is :func:`vckattn.hw.spec.functional.online_stage`.
-
-Streams (the ports of :class:`OnlineChannel`, the same framing as the SwiftMax pipeline's):
-
-* ``s_axis`` (128-bit beats): score packets, a header beat (:data:`vckattn.hw.spec.streams.PACKET`) and
-  ``Q_ROWS·SK / E`` beats of ``E = 128 / score_bits`` signed scores in the 4×8 block layout. A packet is taken when
-  its ``count`` is ``Q_ROWS·SK`` and its ``slice`` below ``k``; any other packet is consumed (``ceil(count / E)``
-  payload beats) and dropped. A packet belongs to the tile of its header's ``tile_id``.
-* ``m_axis`` (128-bit beats, TLAST): per tile, once its ``k`` slices are in, the ``k`` P packets in slice order
-  ``j = 0 .. k−1``: the slice's header with ``elem_bits`` = 8 (every other bit as received), then ``Q_ROWS·SK / 16``
-  beats of uint8 P in the same block layout; TLAST on each packet's last beat.
-
-Structure (one cycle a beat at every step):
-
-1. **Gather**: two tile buffers (each ``Q_ROWS × MAX_KEYS`` scores, in two banks by row parity so that an int8 beat,
-   two block rows, is one write) and two header buffers (``k`` beats each). A packet of a tile not yet held takes the
-   next buffer in turn (stalling while it is busy); the packets of the two tiles may interleave in any order. So the
-   channel takes packets of a second tile while the first is normalized and sent.
-2. **Rows**: the oldest complete tile's rows are read, ``L`` scores a beat (keep = not the sentinel), into the
-   online-softmax unit (``OnlineSoftmaxKernel(L, MAX_KEYS, score_bits)``, its registers the engine top's
-   ``os_a_mult`` / ``os_a_shift``), the next tile's rows right behind them; the P rows are written into the tile's
-   P buffer (two, one per tile buffer, each ``Q_ROWS × MAX_KEYS`` uint8 in two banks).
-3. **Send**: after a tile's last P row, its ``k`` P packets leave from its P buffer and header buffer (while the next
-   tile's rows go through the unit); then its buffers are free.
-
-So the storage is two tiles of scores and two of P, ``2·Q_ROWS·MAX_KEYS·(score_bits + 8)`` bits (what
-:func:`vckattn.hw.perf.engine.resources` costs), and a tile takes ``Q_ROWS·MAX_KEYS / L`` cycles in steady state
-(+ 1) while the rows are the bound (:func:`rows_bound`, :func:`channel_cycles`).
-
-Deadlock freedom: a kernel of the channel may run at most one tile ahead of the slowest (two tiles in flight). The
-kernels receive the broadcast Q tile in ping-pong buffers, so one cannot take a tile while another still holds
-both halves; the model's ``merge(..., ahead=1)`` is that bound (whether the real ADF broadcast keeps it is
-UNVERIFIED here: no AMD tools).
+The full description: ``docs/internals/hw.md``, section ``hw/pl/engine_online.py``.
 """
 
 from __future__ import annotations

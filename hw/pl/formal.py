@@ -1,63 +1,6 @@
 """Formal properties of the PL kernels' AXI4-Stream and AXI4-Lite ports, in Amaranth (0.5).
 
-A *harness* (``vckattn.sim.formal_kernels``) instantiates a component, drives its inputs with free values
-(``AnySeq``/``AnyConst``), constrains them with the environment assumptions below (``Assume``, on inputs
-only) and adds the properties (``Assert``) and reachability checks (``Cover``) of this library; Yosys
-(``sat -tempinduct``) or SymbiYosys then proves them (:mod:`vckattn.sim.formal`).
-
-Properties (:data:`PROPERTIES`; a kernel contract lists the ones it proves, ``golden/kernels.py``)
--------------------------------------------------------------------------------------------------
-AXI4-Stream, for every source/sink pair of a component:
-
-* ``axis.hold`` (a): while TVALID and not TREADY, the next cycle has TVALID and the same TDATA, TLAST
-  and TUSER.
-* ``axis.count`` (b): beats accepted minus beats delivered stay within ``[0, capacity]``; no beat leaves
-  that was not accepted.
-* ``axis.framing`` (b): the n-th beat delivered carries what the n-th accepted beat dictates: its TLAST
-  (so packets are neither merged nor split) and, where the component passes them through, its TUSER and
-  TDATA. Checked on one beat the environment picks freely (any beat, any time), which covers every beat.
-* ``axis.reset_idle`` (c): in the cycle after reset, and at power-up, TVALID is low.
-* ``axis.liveness`` (d), bounded: while the sink holds TREADY high, a component that holds a complete
-  beat (one whose packet has been fully accepted, for packet-buffered kernels) delivers a beat at least
-  every ``bound`` cycles.
-
-AXI4-Lite, for a register file of a :class:`~vckattn.golden.regmap.RegisterMap`:
-
-* ``axil.one_response``: every request (an AW with its W, or an AR) gets exactly one response, within
-  ``bound`` cycles while BREADY/RREADY is high; at most two writes and one read outstanding.
-* ``axil.no_spurious``: no BVALID/RVALID without an outstanding request.
-* ``axil.readback``: a read (with no write in flight) returns the exact word the map's semantics give:
-  the last value written to a ``rw`` register (byte strobes applied, sign/zero-extended), a memory entry's
-  last write, the kernel-driven value of a ``ro`` register, ID/VERSION; ``OKAY``; unmapped or write-only
-  words read ``SLVERR`` with RDATA 0. Checked on one address the environment picks freely.
-* ``axil.ro_ignores_writes``: a write to a read-only register, ID/VERSION or an unmapped word answers
-  ``SLVERR`` (and, by ``axil.readback``, changes no word); a write to a writable word answers ``OKAY``.
-* ``axil.reset_idle``: after reset and at power-up BVALID and RVALID are low.
-
-Datapath lanes (a ``en`` clock enable, no stream ports):
-
-* ``lane.hold``: in a cycle after one with ``en`` low, every output equals its value of that cycle.
-
-Environment assumptions (:data:`ASSUMPTIONS`), on inputs only
--------------------------------------------------------------
-* ``axis.source``: a stream's source holds TVALID, TDATA, TLAST and TUSER while TVALID and not TREADY
-  (the AXI4-Stream rule). Sinks are free: TREADY may do anything.
-* ``axil.master``: the AXI4-Lite master holds AWVALID/WVALID/ARVALID and their payload until accepted.
-  BREADY/RREADY are free.
-* ``packet.max_beats``: (where a contract lists it) an input packet has at most the kernel's longest
-  packet of beats (the kernel's documented limit, e.g. ``max_d``, ``max_keys``).
-* ``packet.exact_beats``: (where a contract lists it) an input packet has exactly the kernel's row length
-  of beats (the RoPE unit, whose rows are ``head_dim`` elements).
-* ``regs.stable``: (where a lane's proof lists it) the lane's inputs from the register file hold their
-  value: the host writes registers while the kernel is idle (each kernel's documented rule).
-
-Reset is a free input: it may come in any cycle, and the bookkeeping of the properties resets with it.
-
-Formal state
-------------
-A property that needs an *invariant* for an unbounded proof by induction uses the component's
-``formal_slots()`` (:class:`~vckattn.hw.pl.stream.Slot`: the places that hold a beat, oldest first) or
-its named state attributes (documented on each component); no harness reads private Amaranth state.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/formal.py``.
 """
 
 from __future__ import annotations

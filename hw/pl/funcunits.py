@@ -1,24 +1,6 @@
 """Table-based function units in Amaranth — the gateware of :mod:`vckattn.golden.funcunits`.
 
-Each unit is a small pipelined component with a clock enable ``en`` (the kernel's
-global stall: every register and ROM read port advances only when ``en`` is high),
-one input and registered outputs after a fixed ``LATENCY`` in enabled cycles. Their
-ROM contents are the golden tables (``Pow2Config.table()`` etc.), so the gateware and
-the golden model share one definition; bit-exactness is checked exhaustively against
-the golden functions (``tests/hw/pl/test_funcunits.py``) and again inside every kernel.
-
-Interpolation is ``y = T[i] + ((T[i+1] - T[i]) * r) >> rbits`` with an arithmetic
-(floor) shift, exactly as the golden model; ``T[i]`` and ``T[i+1]`` come from two read
-ports of the same ROM.
-
-=================  ==================================  =======
-unit               function (golden)                   latency
-=================  ==================================  =======
-Pow2FracUnit       ``pow2_frac`` 2^f, f in [0, 1)      2
-RecipUnit          ``recip`` 1/x -> (mant, exp)        3
-RsqrtUnit          ``rsqrt`` 1/sqrt x -> (mant, k)     3
-TanhUnit           ``tanh_unit``                       3
-=================  ==================================  =======
+The full description: ``docs/internals/hw.md``, section ``hw/pl/funcunits.py``.
 """
 
 from __future__ import annotations

@@ -1,23 +1,7 @@
 """Datapaths of the BHyT and RMSNorm units (Amaranth) — golden: :mod:`vckattn.golden.bhyt_int`,
 :mod:`vckattn.golden.rmsnorm_int`.
 
-A norm kernel is built from one per-beat *token-scale* unit and one *lane* per element of
-the beat, all with the kernel's global clock enable ``en``:
-
-* :class:`BHyTScaleUnit` — from the token statistic ``S`` (``Σ q²`` of the block input,
-  computed by the kernel or received as a sideband) to the per-token scale:
-  ``v = max(S + c_int + eps_int, 1)``, ``(r, k) = rsqrt(v)``,
-  ``c = (r · k_mult + 2^7) >> 8``, ``sh = k_shift + 15 - 8 + k``. Latency 5.
-* :class:`BHyTLane` — ``a = (q · c + 2^(sh-1)) >> sh``; ``y = tanh(a)`` (Q1.15);
-  ``out = sat8((y · g + 2^(14 + g_frac)) >> (15 + g_frac))``. ``g`` (the element's γ
-  register, int16) is given with ``q`` and delayed inside. Latency 5.
-* :class:`RMSNormScaleUnit` — ``v = max(S + eps_int, 1)``, ``(r, k) = rsqrt(v)``,
-  ``sh = 15 + k + g_frac``. Latency 4.
-* :class:`RMSNormLane` — ``out = sat8((q · r · g + 2^(sh-1)) >> sh)``. Latency 2.
-
-A kernel feeds the scale unit the token's ``S`` with every beat of that token, so the
-scale arrives aligned with the beat no matter how short tokens are (no per-token
-bookkeeping inside the pipeline); lanes get the delayed scale of their beat.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/norm_lanes.py``.
 """
 
 from __future__ import annotations

@@ -1,47 +1,6 @@
 """Fixed-latency stream pipeline with a global stall and an output skid buffer (Amaranth 0.5).
 
-The scheme every 1-beat-in/1-beat-out PL kernel uses (II = 1 per beat under backpressure):
-
-::
-
-    s_axis ──► [stage 1] ──► [stage 2] ──► ... ──► [stage L] ──► SkidBuffer ──► m_axis
-                  ▲             ▲                     ▲             │
-                  └──── ce ─────┴──────────  ce  ─────┘◄── s_axis_tready (a flop)
-    s_axis_tready = ce
-
-* ``ce`` ("clock enable", the global stall) is the skid buffer's registered ``s_axis_tready``.
-  When ``ce`` is 1 every stage register loads from the stage before it (the beat in stage L
-  moves into the skid buffer, a new input beat -- if ``s_axis_tvalid`` -- moves into stage 1);
-  when ``ce`` is 0 *all* stages hold. ``s_axis_tready`` is ``ce`` itself.
-* The skid buffer holds two beats, so when the sink stalls, the beat leaving stage L in the
-  same cycle is parked and ``ce`` drops one cycle later without losing anything; the sink
-  never sees bubbles when it is ready. There is no combinational path from
-  ``m_axis_tready`` to ``s_axis_tready`` or to ``ce`` (all are flop outputs): timing closes
-  the same for any L.
-* Invalid beats (bubbles) travel with ``valid = 0`` and stall like valid ones (no bubble
-  collapsing: simple and uniform; it only matters while the sink is stalling anyway).
-* Sideband: ``valid``, ``TLAST`` and ``TUSER`` are delayed alongside the datapath; stage k's
-  sideband describes the beat whose data sits in the kernel's stage-k registers
-  (``pipe.valid[k]``, ``pipe.last[k]``, ``pipe.user[k]``; k = 0 is the input beat).
-
-Latency: a beat accepted at rising edge n is presented on ``m_axis`` after edge n + L and is
-taken at edge n + L + 1 at the earliest, i.e. **L + 1 cycles** from input handshake to output
-handshake (L stage registers + the skid buffer's output register).
-
-Writing a kernel with it::
-
-    pipe = m.submodules.pipe = StallPipeline(latency=3, data_width=lanes * ow, user_width=lanes)
-    pipe.connect(m, self)                     # s_axis_* in, m_axis_* out (flat ports)
-    x = self.s_axis_tdata                     # stage 0 = the input beat
-    p = pipe.reg(m, x * a)                    # stage 1 (loads when ce)
-    q = pipe.reg(m, p >> s)                   # stage 2
-    y = pipe.reg(m, Mux(pipe.user[2][0], q, 0))  # stage 3
-    m.d.comb += pipe.out_data.eq(y)           # the stage-L value goes to m_axis_tdata
-
-Rules: every datapath register is made with :meth:`StallPipeline.reg` (or is otherwise
-enabled by ``pipe.ce``); ``pipe.out_data`` must be driven from stage-L values; a memory read
-port with ``en = pipe.ce`` and ``addr`` computed from stage k-1 values is a stage-k register.
-Stateful logic (counters across beats) updates on ``pipe.in_fire`` (input handshake).
+The full description: ``docs/internals/hw.md``, section ``hw/pl/pipeline.py``.
 """
 
 from __future__ import annotations

@@ -1,41 +1,6 @@
 """Requantizer: int32 accumulators in, int8 out, per output channel, ``lanes`` elements per cycle.
 
-Golden model: :func:`vckattn.golden.requant.requantize` with int8 output and round half up, bit for bit::
-
-    y[j] = saturate8(round_half_up(acc[j] · mult[c] · 2^-shift[c]))      c = j (per_channel = 1) or 0
-
-``acc``: signed 32-bit (the projection GEMM's ``X·Wᵀ + b``, bias included: the requantization point of
-:mod:`vckattn.golden.sublayer`); ``mult``: signed ``mult_bits`` (18: one DSP58 port); ``shift``: 0..62.
-
-Where it sits in the sublayer: the AIE projection GEMM requantizes Q/K/V on its last cascade kernel
-(:mod:`vckattn.golden.gemm_proj`) and the attention pipeline's requantizer kernel makes A, so a design built as
-:mod:`vckattn.hw.perf.sublayer` models it needs none of these; this unit is for a cascade that emits its int32
-accumulators to the PL (e.g. a channel group whose shifts differ too much for the AIE's one-shift-a-group
-requantization, which :func:`vckattn.golden.gemm_proj.fold_requant` refuses).
-
-Datapath (:func:`requant_stages`, shared with the residual add of :mod:`.residual`): the product is exact
-(``32 + mult_bits`` bits); round half up of a right shift by ``s`` is ``((p << 1) >> s) + 1 >> 1`` with
-arithmetic (floor) shifts: ``floor((floor(2p / 2^s) + 1) / 2) = floor(p / 2^s + 1/2)``, and ``s = 0`` gives
-``p`` exactly. No wide rounding constant, one barrel shifter.
-
-Pipeline (``LATENCY`` = 4 stage registers + the output skid buffer, II = 1 beat):
-
-1. ``mult``/``shift`` table reads (address: the channel ``j``), ``acc`` delayed
-2. ``p = acc · mult``
-3. ``t = (p << 1) >> shift``
-4. ``y = saturate8((t + 1) >> 1)``
-
-Streams
--------
-* ``s_axis``: TDATA = ``lanes`` signed int32 accumulators, element ``j`` of the token (its channel) in lane
-  ``j % lanes`` of beat ``j // lanes``; one token per frame, TLAST on its last beat; no TUSER. The channel
-  counter restarts after every TLAST; a token longer than ``max_d`` is counted in ``overlong`` and its
-  channels beyond the table reuse the last beat's entries.
-* ``m_axis``: TDATA = ``lanes`` signed int8, same layout, beats and TLAST.
-
-Registers: declared once by :func:`vckattn.golden.requant.requant_regmap` (``per_channel``, the ``mult`` and
-``shift`` tables, ``tokens`` and ``overlong`` counters); :func:`vckattn.golden.requant.requant_register_values`
-turns golden registers into writes. Write them while the unit is idle.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/requant.py``.
 """
 
 from __future__ import annotations

@@ -1,40 +1,7 @@
 """Residual add: the W_O accumulators ``Y`` and the residual input ``X`` in, ``R = X + Y`` int8 out, ``lanes``
 elements per cycle.
 
-Golden model: :func:`vckattn.golden.sublayer.residual_add_int`, bit for bit (its module doc derives the error
-budget)::
-
-    y' = saturate_res(round_half_up(Y[j] · y_mult[j] · 2^-y_shift[j]))     per output channel j
-    x' = saturate_res(round_half_up(X[j] · x_mult · 2^-x_shift))           one scalar pair
-    R[j] = saturate8(round_half_up((y' + x') · 2^-res_frac))
-
-``Y``: signed int32 (``A·W_Oᵀ + b``, what the W_O cascade emits); ``X``: int8 (the sublayer input of the
-encoder, the block input ``H`` of the decoder); ``res_frac`` = 8 extra fractional bits, ``res_bits`` = 24-bit
-addends, multipliers signed ``mult_bits`` = 18, shifts 0..62 (:data:`vckattn.golden.sublayer.SUBLAYER_FORMAT`).
-The golden model's ``rq_y`` is per output channel (``s_y[j] = s_a·s_wo[j]``), so the unit holds it in two
-tables of ``max_d`` entries written over AXI4-Lite; ``rq_x`` is scalar (two registers).
-
-Pipeline (``LATENCY`` = 5 stage registers + the output skid buffer, II = 1 beat): stage 1 reads the
-``y_mult``/``y_shift`` tables (address: the channel) and delays ``Y`` and ``X``; stages 2-4 are the two
-requantizations of :func:`vckattn.hw.pl.requant.requant_stages` side by side (``X`` by the registers); stage 5
-adds, rounds and saturates: ``saturate8((y' + x' + 2^(res_frac-1)) >> res_frac)``.
-
-Streams
--------
-* ``s_axis``: TDATA = ``lanes`` signed int32 ``Y``, channel ``j`` of the token in lane ``j % lanes`` of beat
-  ``j // lanes``; one token per frame, TLAST on its last beat (the channel counter restarts after it; a token
-  longer than ``max_d`` is counted in ``overlong`` and its extra channels reuse the last beat's entries).
-* ``s_axis_res``: TDATA = ``lanes`` signed int8 ``X`` of the same channels, beat for beat. Its TLAST is
-  accepted and not used (the ``Y`` stream frames the tokens).
-* ``m_axis``: TDATA = ``lanes`` signed int8 ``R`` at ``s_out``, the beats and TLAST of ``s_axis``.
-
-The two inputs are joined: a beat is taken from both in the same cycle, when both are valid and the pipeline
-advances (``s_axis_tready = ce & s_axis_res_tvalid``, ``s_axis_res_tready = ce & s_axis_tvalid``; a ready that
-depends on the other stream's valid, never on its own).
-
-Registers: declared once by :func:`vckattn.golden.sublayer.residual_regmap` (``x_mult``, ``x_shift``, the
-``y_mult``/``y_shift`` tables, ``tokens`` and ``overlong``); :func:`vckattn.golden.sublayer.residual_register_values`
-turns golden registers into writes. Write them while the unit is idle.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/residual.py``.
 """
 
 from __future__ import annotations

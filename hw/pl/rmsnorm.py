@@ -1,51 +1,6 @@
 """RMSNorm baseline kernel: token-buffered, ``lanes`` elements per cycle.
 
-Golden model: ``rmsnorm_int(q, regs, fmt)`` of :mod:`vckattn.golden.rmsnorm_int`, bit for bit,
-for the registers of :func:`~vckattn.golden.rmsnorm_int.rmsnorm_registers`;
-:func:`~vckattn.golden.rmsnorm_int.rmsnorm_register_values` turns those into register writes.
-
-Math::
-
-    S    = Σ q²                                   over the token (the reduction)
-    r, k = rsqrt(max(S + eps_int, 1))             r in UQ1.15
-    out  = sat8((q·r·g[j] + 2^(sh-1)) >> sh),  sh = 15 + k + g_frac
-           g[j] = γ_j √d / s_out · 2^g_frac (int16)
-
-Architecture: the shared two-pass engine of :mod:`vckattn.hw.pl.token_engine` (read its
-docstring), the same as :class:`~vckattn.hw.pl.bhyt_exact.BHyTExactKernel`: pass 1 fills one
-of two ping-pong token buffers while summing ``S``; pass 2 reads it back through a
-:class:`~vckattn.hw.pl.pipeline.StallPipeline` with one
-:class:`~vckattn.hw.pl.norm_lanes.RMSNormScaleUnit` (fed ``S`` with every beat; stages 1-4)
-and one :class:`~vckattn.hw.pl.norm_lanes.RMSNormLane` per lane (stages 5-6; ``q`` from the
-token buffer at stage 1 delayed to stage 4, ``γ`` read ports at stage 4). Pass 1 of token
-t+1 overlaps pass 2 of token t: **throughput ``lanes`` elements/cycle** in steady state.
-
-This is what BHyT's site M avoids: the second RMSNorm of a block needs this token buffer and
-reduction again (over ``h' = h + Attn(u)``), site M only a constant.
-
-Streams
--------
-* ``s_axis``: TDATA = ``lanes`` signed int8, element ``j`` of the token in lane ``j % lanes``
-  of beat ``j // lanes``; one token per frame, TLAST on its last beat; no TUSER. ``d`` is
-  inferred from TLAST (``1 <= d <= max_d``); a padded last beat must have **zero padding
-  lanes**; longer tokens are truncated to ``max_d`` (counted in ``overlong``).
-* ``m_axis``: TDATA = ``lanes`` signed int8 outputs (scale ``s_out``), same layout and beats,
-  TLAST on the last beat; no TUSER.
-
-Latency: ``LATENCY`` = 6 pass-2 stage registers; a token of ``n = ceil(d/lanes)`` beats
-streamed back to back into an idle kernel leaves its first output beat ``n + 7`` cycles after
-its first input beat (263 cycles for d = 1024 at lanes = 4).
-
-Storage: :func:`buffer_bits` = ``2 · max_d · 8`` token-buffer bits (16,384 for max_d = 1024),
-plus per buffer ``S`` and a beat index, the ``q`` delay line (3 × 8·lanes bits) and the ``γ``
-memory (``max_d`` × 16 bits of parameters).
-
-Registers (AXI4-Lite, 32-bit words): declared once by :func:`vckattn.golden.rmsnorm_int.rmsnorm_regmap` (names, widths,
-signedness, offsets and meanings; the manifests and ``RegisterMap.describe()`` list them).
-The 40-bit ``eps_int`` is split into ``_lo``/``_hi`` words; the ``gamma`` memory sits in its own
-aligned window.
-
-All registers reset to 0. Write registers and ``γ`` while the kernel is idle.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/rmsnorm.py``.
 """
 
 from __future__ import annotations

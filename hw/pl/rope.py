@@ -1,46 +1,6 @@
 """RoPE unit: int8 Q or K rows in, rotated int8 rows out, ``lanes`` elements per cycle.
 
-Golden model: :func:`vckattn.golden.rope_int.rope_int`, bit for bit, for rotate-half tables (each frequency in
-both halves of a row, as Llama's; :func:`vckattn.golden.rope_int.rope_table_banks` refuses others)::
-
-    acc[i] = x[i]·c[p, i] − x[i + D/2]·s[p, i]        i <  D/2
-    acc[i] = x[i]·c[p, i] + x[i − D/2]·s[p, i]        i >= D/2
-    y[i]   = saturate8(round_half_up(acc[i] · 2^-14))
-
-``x`` int8, the tables int16 Q1.14 (``rope_frac`` = 14), ``p`` the row's position, ``D`` = ``head_dim``.
-
-Build parameters: ``lanes``; ``head_dim`` (``D``, a multiple of ``2·lanes``: each half of a row is whole beats;
-64 for SmolLM2 and Llama-style models of that width); ``max_pos`` (positions the table holds, a power of two;
-default 256). The table: ``max_pos · D/2`` words of ``sin << 16 | cos`` (each frequency once) in ``lanes``
-banks (bank ``k``: the frequencies ``≡ k mod lanes``, one kernel read port each), ``max_pos · D/2 · 32`` bits in
-all (256 Kbit at the defaults), written over AXI4-Lite (:func:`vckattn.golden.rope_int.rope_regmap`).
-
-Architecture: the row is needed before its first output (element ``i`` pairs with ``i ± D/2``), so rows are
-buffered as in :mod:`.token_engine`: the writer stores the beats of a row into one of two ping-pong buffers
-(one memory of ``2·D/lanes`` beats of ``8·lanes`` bits; the beats' TLAST bits in flops) and latches the row's position
-``p = TUSER + pos_base`` (mod ``max_pos``; ``pos_overflow`` counts the rows where it wrapped); the reader
-issues the beats of the other buffer into a :class:`~vckattn.hw.pl.pipeline.StallPipeline` reading each beat
-and its partner (``± D/(2·lanes)`` beats) through two read ports. Pass 1 of row r + 1 overlaps pass 2 of
-row r: **one beat a cycle** in steady state; a row's first output leaves ``D/lanes + LATENCY + 1`` cycles after
-its first input beat when the beats arrive back to back into an idle unit.
-
-Pipeline (``LATENCY`` = 4 stage registers after the issue, then the output skid buffer):
-
-1. row-buffer reads (the beat and its partner) and table reads (address ``p·D/(2·lanes) + b mod D/(2·lanes)``)
-2. ``x·c`` and ``partner·s`` (int8 × int16, exact)
-3. ``acc = x·c ∓ partner·s`` (first half: −; second half: +)
-4. ``y = saturate8((acc + 2^13) >> 14)``
-
-Streams
--------
-* ``s_axis``: TDATA = ``lanes`` signed int8, element ``i`` of a row in lane ``i % lanes`` of beat
-  ``i // lanes``; rows of exactly ``head_dim`` elements, back to back (the unit counts beats); TUSER
-  (``log2(max_pos)`` bits) = the row's position (relative to ``pos_base``), read on its first beat. TLAST
-  travels with its beat: a frame may be one row, or several (e.g. a token's heads, one position).
-* ``m_axis``: TDATA = ``lanes`` signed int8 ``y``, the beats and TLASTs of ``s_axis``.
-
-Registers: declared once by :func:`vckattn.golden.rope_int.rope_regmap`. Write the tables while the unit is
-idle.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/rope.py``.
 """
 
 from __future__ import annotations

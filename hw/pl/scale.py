@@ -1,33 +1,6 @@
 """ScaleKernel: a tiny demonstration kernel for the shared PL infrastructure.
 
-It exercises everything the real kernels (SwiftMax/online-softmax normalizers, BHyT units,
-RMSNorm) use: AXI4-Lite registers and a host-writable memory (:mod:`.axil`), the
-global-stall pipeline with output skid buffer (:mod:`.pipeline`), per-lane keep masks in
-TUSER and TLAST frame passthrough.
-
-Function (per element ``x`` at column ``j`` of its row, i.e. lane ``i`` of beat ``b`` of the
-frame with ``j = b * lanes + i``)::
-
-    y = 0                                                      if keep bit (TUSER[i]) is 0
-    y = saturate_out(((x * a) >> s) + bias[j mod 16])           otherwise
-
-``x``: signed ``in_width``; ``a``: signed 16-bit register; ``s``: unsigned 5-bit register
-(``>>`` is an arithmetic shift, i.e. floor division by ``2**s``); ``bias``: 16-entry signed
-8-bit memory; ``saturate_out`` clamps to signed ``out_width``. The product is exact
-(``in_width + 16`` bits). The column counter restarts after every TLAST.
-
-Stream format (the project's framing contract, see :mod:`vckattn.sim.kernel_tb`): one row per
-frame, ``lanes`` elements per beat, element i in TDATA bits ``[i*W, (i+1)*W)``, TUSER bit i =
-keep flag of element i; output TUSER = input TUSER, output TLAST = input TLAST.
-
-Pipeline (L = 3 stages + skid buffer; latency 4 cycles input→output handshake, II = 1 beat):
-
-1. ``p = x * a``; bias read port (address from the column counter) -- memory latency 1
-2. ``t = (p >> s) + bias``
-3. ``y = keep ? saturate(t) : 0``
-
-Registers: declared once by :func:`vckattn.golden.scale_int.scale_regmap` (golden model
-:func:`vckattn.golden.scale_int.scale_int`).
+The full description: ``docs/internals/hw.md``, section ``hw/pl/scale.py``.
 """
 
 from __future__ import annotations

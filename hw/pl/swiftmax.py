@@ -1,48 +1,6 @@
 """SwiftMax normalizer kernel: AXI4-Stream in/out, AXI4-Lite constants, ``lanes`` elements per cycle.
 
-Golden model: :func:`vckattn.golden.swiftmax_int.swiftmax_int` (bit for bit). Register
-values come from :func:`vckattn.golden.swiftmax_int.swiftmax_registers`.
-
-Element-wise and reduction-free: no row buffer, no row state; the only storage is the
-pipeline (:class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`, 6 stages) and the 2-beat
-output skid buffer. Each lane computes ``p = 2^(clamp(A·acc − β·log2e) − log2 γ + out_frac)``
-with one multiply, adds/clamps, a 64-entry 2^f table with linear interpolation and a shift. Scores
-narrower than ``acc_bits`` need no saturation; with ``in_width <= 8`` (int8 scores) the lane uses no DSP
-block (the multiply from LUTs), otherwise one DSP multiply per lane (two DSP48E2 for 24-bit scores); the
-2^f interpolation is always in LUTs (:class:`~vckattn.hw.pl.swiftmax_lane.SwiftMaxLane`).
-
-Streams (the project's framing contract, :mod:`vckattn.sim.kernel_tb`):
-
-* ``s_axis``: TDATA = ``lanes`` signed ``in_width``-bit scores (QKᵀ accumulators from the AIE;
-  ``in_width`` = 32 by default, narrower builds for int8/int16 scores), lane i in bits
-  ``[in_width·i, in_width·(i + 1))``; the lane saturates them to ``acc_bits`` = 24 (a score of
-  at most 24 bits never saturates); TUSER (``lanes + fmt.head_bits`` bits): bit i = keep flag of lane i
-  (0 = masked: padding, causal mask, or the padding of a short last beat), bits
-  ``[lanes, lanes + head_bits)`` = the head index ``h`` of the beat's scores (every lane of a beat belongs
-  to one head; the head may change on any beat, also inside a row); TLAST = last beat of a score row.
-* ``m_axis``: TDATA = ``lanes`` unsigned 8-bit P (scale ``2^-out_frac``), masked lanes exactly 0;
-  TUSER = the input keep bits (``lanes`` bits, no head); TLAST = the input TLAST. Rows pass through unchanged in
-  length and order (a row is only framing here: nothing is computed across it).
-
-Throughput ``lanes`` elements per cycle (1 beat/cycle) whenever the sink is ready; latency
-7 cycles from input to output handshake (6 stages + skid buffer).
-
-Registers (AXI4-Lite, 32-bit words): declared once, by
-:func:`vckattn.golden.swiftmax_int.swiftmax_regmap` (names, widths, signedness, offsets, meanings;
-the manifests record the table). Each writable register (shared by every head) feeds the lane input of
-the same name; ``elements`` and ``rows`` are
-read-only status counters. The per-head constants are the memories ``b_beta`` and ``c_out``
-(``fmt.max_heads`` entries each, entry ``h`` for the scores of head ``h``), one kernel read port each,
-shared by the lanes (a beat has one head): the ``b_beta`` port is addressed with the input beat's head in
-the cycle the beat enters the pipeline (enabled by the pipeline's clock enable), so its data arrives with
-the stage-1 product and feeds every lane's stage 2; the head is delayed one enabled stage and addresses
-the ``c_out`` port, whose data feeds stage 3. Both read ports are enabled only by the clock enable, so
-their data holds through stalls. A memory entry written while scores of its head are in flight may
-affect them (write the constants between layers, as every register).
-
-The 2^f table is a ROM holding :meth:`Pow2Config.table` (a pure function, the same for
-every layer and model); per-layer state is only the registers and the two memories, so one
-bitstream serves every layer of every model.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/swiftmax.py``.
 """
 
 from __future__ import annotations

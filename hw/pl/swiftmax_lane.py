@@ -1,32 +1,6 @@
 """One lane of the SwiftMax normalizer datapath (Amaranth) — golden: :func:`vckattn.golden.swiftmax_int.swiftmax_int`.
 
-Element-wise, initiation interval 1, no row state. With ``en`` as the global clock
-enable (stall) of the kernel pipeline, the stages are (F = ``t_frac``, ``w = min(in_width, acc_bits)``):
-
-====  ======================================================================
-S1    ``acc`` saturated to ``acc_bits`` (only when ``in_width > acc_bits``: a narrower score never
-      saturates), times the score multiplier: ``w × a_bits`` bits, from LUTs
-      (:func:`~vckattn.hw.pl.arith.lut_multiply`) when ``w <= LUT_PRODUCT_MAX_BITS`` (int8 scores), else
-      DSP blocks (``*``)
-S2    round-half-up right shift of the product, plus the β term (golden steps 2-3): with
-      ``q = (2·prod) >> a_shift``, ``floor((prod + 2^(a_shift-1)) / 2^a_shift) = (q >> 1) + q[0]`` (also for
-      ``a_shift = 0``), so the rounding increment is the carry-in of the β adder
-S3    clamp, plus the output offset: ``t`` in Q.F; the fraction goes to the 2^f unit
-S4-5  :class:`~vckattn.hw.pl.funcunits.Pow2FracUnit` ``m = 2^f`` (UQ1.15; ``lut_product``: no DSP); beside it
-      ``n = t >> F`` clamped to ``[n_lo, n_hi]`` (:func:`shift_range`: below and above it P does not change
-      with n), kept as ``sh = n_hi - n`` (4 bits), and keep, delayed
-S6    ``p = min(round_half_up(m / 2^s), 2^out_bits - 1)``, ``s = 15 - n = s_min + sh``, computed as
-      ``(((m >> (s_min - 1)) >> sh) + 1) >> 1``; 0 if masked
-====  ======================================================================
-
-``LATENCY = 6`` enabled cycles from ``acc``/``keep`` to ``p``. The shared register inputs
-(the map's writable registers) are held constant while the kernel runs (they come from the
-AXI4-Lite register block). ``b_beta`` and ``c_out`` are per-element values (the entries of the
-``b_beta``/``c_out`` memories for the element's head): ``b_beta`` is sampled in the enabled cycle that
-computes S2 of an element (one enabled cycle after its ``acc``), ``c_out`` in the one that computes S3 (two
-enabled cycles after ``acc``) -- what a synchronous memory read port gives when it is addressed with the
-element's head at issue (``b_beta``) and with that head delayed one enabled stage (``c_out``), both enabled
-by ``en``.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/swiftmax_lane.py``.
 """
 
 from __future__ import annotations

@@ -2,34 +2,7 @@
 its RTL) and the closed-form cycles of a stream through it; the performance model (:mod:`vckattn.hw.perf.pl`)
 reads them. Checked against Verilator (``sim/tb_perf_stream.py``, ``tests/hw/pl/test_timing.py``: to the cycle).
 
-Kernels: ``"swiftmax"``, ``"online_softmax"`` (normalizers: int32 scores in, uint8 P out),
-``"bhyt_approx"``, ``"bhyt_exact"``, ``"rmsnorm"`` (norm sites: int8 in, int8 out) and the sublayer's units
-``"residual"`` (int32 W_O accumulators and int8 residual in, int8 out), ``"requant"`` (int32 in, int8 out),
-``"rope"`` (int8 rows in and out; fits over 1-8 lanes, with the registry's ``head_dim`` 64 and ``max_pos``
-256: its cos/sin table is 256 Kbit, held twice for the AXI4-Lite read-back port). One beat carries ``lanes``
-elements; every kernel accepts and delivers one beat per cycle in steady state.
-
-Stream model (:func:`stream_cycles`). ``rows`` rows (score rows / tokens) of ``row_len``
-elements, ``n = ceil(row_len / lanes)`` beats each, are streamed back to back. The source (the
-AIE side) produces beat ``b`` at cycle ``T_b = ceil(b / r)`` (``r = in_beats_per_cycle``, capped
-at 1: one AXI4-Stream carries at most one beat per cycle) and holds it until the kernel takes it;
-the sink is always ready. Per kernel class:
-
-* element-wise (``swiftmax``, ``bhyt_approx``): never stall with a ready sink; beat ``b`` leaves
-  ``L`` cycles after it entered, so ``cycles = ceil((rows·n - 1)/r) + L + 1``.
-* row-buffered (``online_softmax``, ``bhyt_exact``, ``rmsnorm``): the row's output starts
-  ``D`` cycles after its last input beat is *issued* to pass 2 and the ``n`` beats leave one per
-  cycle ``O`` cycles after their issue; pass 2 of row k starts at ``s_k = max(e_k + D, s_{k-1} + n)``
-  with ``e_k`` the cycle of its last input beat, and a row may enter only while fewer than
-  ``slots`` rows are between input and the end of their pass 2 (online softmax: the descriptor
-  FIFO, ``max_rows`` = 8; token kernels: the two ping-pong buffers). With ``r <= 1`` successive
-  rows end at least ``n`` cycles apart, so ``s_k = e_k + D``; the slot limit never stalls the
-  input when ``(slots - 2)·n >= D - 1`` (always for the token kernels, ``n >= 3`` beats for online
-  softmax), and then ``cycles = ceil((rows·n - 1)/r) + n + D + O``. Otherwise the row recurrence
-  is evaluated (exact under the same assumptions, O(rows)).
-
-Only full rows of up to ``max_keys``/``max_d`` elements are modeled exactly; for a longer row the
-formulas assume a build whose buffers hold it (BRAM grows with it; :func:`resources` does not).
+The full description: ``docs/internals/hw.md``, section ``hw/pl/timing.py``.
 """
 
 from __future__ import annotations

@@ -1,29 +1,6 @@
 """Vitis RTL kernel packaging of the engine's PL top (``vckattn hw generate`` writes it into ``<out>/pl/``).
 
-For the RTL kernel of an engine manifest (``kind: "rtl"``: the PL top ``engine_pl``,
-:mod:`vckattn.hw.design.generate`) this module writes, beside the core's Verilog (``engine_pl_core.v``,
-the Amaranth :class:`vckattn.hw.pl.engine.EnginePL`):
-
-* ``<name>.v`` (:func:`wrapper_verilog`): a wrapper module ``<name>`` with the ports a Vitis RTL kernel
-  needs: ``ap_clk``; ``ap_rst_n`` (active low; inverted and registered into the core's synchronous
-  active-high ``rst``); the manifest's AXI4-Stream ports under their own names; the AXI4-Lite port
-  ``s_axil_*`` renamed ``s_axi_control_*`` (Vitis' one control port). The wrapper is an Amaranth
-  component (:class:`VitisWrapper`) that instantiates ``<name>_core`` and is emitted by Amaranth too.
-* ``kernel.xml`` (:func:`kernel_xml`): the kernel description for ``package_xo``:
-  ``hwControlProtocol="ap_ctrl_none"`` (free running; the host reaches the registers through ``xrt::ip``),
-  the control port with a range covering the register map, one stream port and one
-  ``addressQualifier="4"`` argument per stream, and one scalar argument (``addressQualifier="0"``) per
-  host-writable register at its offset.
-* ``package_kernel.tcl`` (:func:`package_tcl`): Vivado batch script: create a project for the board's part,
-  add the Verilog, ``ipx::package_project``, associate ``ap_clk`` with every bus and ``ap_rst_n``, declare
-  the register map on ``s_axi_control``, mark the core as a Vitis RTL kernel and ``package_xo`` it into
-  ``<name>.xo`` with ``kernel.xml``. ``hw/vitis/Makefile`` runs it in that folder::
-
-      cd <out>/pl && vivado -mode batch -nojournal -log vivado.log -source package_kernel.tcl
-
-Everything is derived from the manifest and the kernel's Python: port names and widths come from the
-Amaranth component's signature (flattened and named as Amaranth names a module's ports), registers from
-the manifest's register map; no Verilog is parsed back.
+The full description: ``docs/internals/hw.md``, section ``hw/pl/vitis_kernel.py``.
 """
 
 from __future__ import annotations

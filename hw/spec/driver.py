@@ -1,19 +1,6 @@
 """The one host driver of every register-programmed kernel: ``program(port, regmap, values)``.
 
-Every backend that talks to a kernel's AXI4-Lite registers (``rtl`` through cocotb, ``xrt`` through
-pyxrt's ``xrt::ip``, ``pynq`` through ``DefaultIP``, and the test fakes) reaches them through a small
-:class:`RegisterPort` (``read32``/``write32``) and programs them with the functions here, from the
-kernel's one declaration (:class:`vckattn.golden.regmap.RegisterMap`, or the copy a bitstream manifest
-records, :meth:`~vckattn.golden.regmap.RegisterMap.from_describe`):
-
-* :func:`check_ident`: the ID register reads the declared constant (else the bitstream holds another
-  kernel);
-* :func:`program`: every writable register written (32-bit two's complement, in address order);
-* :func:`verify`: every written register read back and compared **exactly** with the word written
-  (a register that holds the value reads back that same word; see :mod:`vckattn.golden.regmap`).
-
-Errors are :class:`RegisterError` (a :class:`~vckattn.golden.errors.UserError`) naming the kernel,
-register, offset and both words.
+The full description: ``docs/internals/hw.md``, section ``hw/spec/driver.py``.
 """
 
 from __future__ import annotations

@@ -1,30 +1,6 @@
 """Build parameters, memory and the functional model of the engine (stream contract v3, ``hw/ENGINE.md``).
 
-:class:`EngineParams` are a build's parameters (the kernels' ``VCKATTN_ENGINE_*`` macros); :func:`buffer_bytes`
-and :func:`kernel_memory` the bytes each kernel's buffers and state take in its tile's data memory (equal to the
-C++ ``sizeof``s, ``tests/sim/test_engine_csim.py``).
-
-The functional model reads a pipeline's input streams exactly as the kernels' buffers receive them (``q_in``: q buffers
-back to back, a TILE header and a Q tile each; ``kv_in``: the kv list's packets in its order, a SLICE header and a K or
-V slice each, routed by packet id — the k and v movers send its K packets on k_in and its V packets on v_in, each in
-that order, and only the order within each kind matters to the kernels) and computes with the golden numerics
-(:mod:`vckattn.golden.engine`) in the engine's stages, so a backend can put a real implementation in place of one of
-them (the ``rtl`` backend runs :func:`pl_stage` in Verilator):
-
-* :func:`qk_stage` — the QKᵀ kernels: per kernel ``j`` one score packet per tile (``Q_ROWS × SK`` scores of its
-  key slice, in the 4×8 block layout on the stream);
-* :func:`channel_packets` — the ``pktmerge`` of a score channel (its ``k/m`` kernels' packets interleaved);
-* :func:`pl_stage` — the PL normalizer of a channel: SwiftMax makes each score packet a P packet (header kept,
-  ``elem_bits`` 8); online softmax (:func:`online_stage`) gathers a tile's ``k`` slices, normalizes its whole rows
-  and sends the tile's P packets in slice order;
-* :func:`split_channel` — the channel's ``pktsplit`` (P packets to the P·V kernels by packet id);
-* :func:`pv_stage` — the P·V kernels, the cascade, the requantizer at its end (O to A with the ``rq_mult`` /
-  ``rq_shift`` that P·V kernel 0 puts into the cascade's header word from the V slice it holds) and the output
-  mover: A of tile ``t`` into slot ``t`` of the A buffer ``(n_tiles, Q_ROWS, D)``, its RESULT header appended to
-  the pipeline's ``done`` log.
-
-:func:`run_launch_model` chains them (the ``emu`` backend of an engine build, and the reference of the
-C-simulation and RTL runs of whole launches).
+The full description: ``docs/internals/hw.md``, section ``hw/spec/functional.py``.
 """
 
 from __future__ import annotations

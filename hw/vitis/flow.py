@@ -1,23 +1,7 @@
 """The Vitis build flow's Python side: tool check, the engine's generated sources and make variables, xclbin
 UUID recording.
 
-``hw/vitis/Makefile`` builds one engine design (``DESIGN``: a committed design's name, default
-:func:`vckattn.hw.design.manifest.default_manifest`, or a design JSON file) and calls this module:
-
-* ``python -m vckattn.hw.vitis.flow engine --design FILE [--board B] --name N --target T --out DIR --mk FILE``
-  before any work: :func:`check_tools` (AMD tools on ``PATH``, ``$XILINX_VITIS``, the platform's ``.xpfm``)
-  and :func:`check_engine_sources` (the engine's AIE kernels and HLS movers). On a problem it prints what
-  is missing and how to get it, and exits 1 within a fraction of a second. Otherwise it runs
-  ``vckattn hw generate`` into ``DIR`` and writes ``FILE``, the build's variables for make (platform,
-  ``.xpfm`` path, PL clock, kernel lists, its graph, its ``system.cfg``, its RTL top). With ``--dry-run`` it
-  goes on without the tools and lists every input of the build, failing if one is missing.
-* ``python -m vckattn.hw.vitis.flow check --design FILE [--board B] --target T`` (``make check``): only the
-  checks.
-* ``python -m vckattn.hw.vitis.flow record-uuid --manifest NAME --xclbin X --out FILE`` after ``v++ -p``:
-  :func:`record_uuid` copies the manifest with the xclbin's UUID (from ``xclbinutil --info``).
-
-The board (``--board``) defaults to the committed design's board (:data:`vckattn.hw.design.manifest.BUILDS`;
-``vck5000`` for any other design).
+The full description: ``docs/internals/hw.md``, section ``hw/vitis/flow.py``.
 """
 
 from __future__ import annotations
@@ -122,6 +106,7 @@ def check_tools(platform: str = DEFAULT_PLATFORM, *, target: str = "hw",
 ENGINE_SOURCES: tuple[tuple[str, str], ...] = (
     ("hw/aie/engine/kernels.h", "the engine's ADF kernel declarations"),
     ("hw/aie/engine/engine_kernels.h", "the engine's kernel logic"),
+    ("hw/aie/engine/aie_common.h", "what the engine's and the GEMM's kernels share"),
     ("hw/aie/engine/qk_slice.cc", "AIE kernel qk_slice"),
     ("hw/aie/engine/pv_slice.cc", "AIE kernel pv_slice"),
     ("hw/aie/generated/engine_streams.h", "the engine stream contract header"),

@@ -87,51 +87,7 @@
 #error "VCKATTN_ENGINE_SCORE_BITS is not defined: include the design's generated engine_config.h or pass -D"
 #endif
 
-#include <cstdint>
-
-#ifndef VCKATTN_AIE_ADF
-#if defined(__AIENGINE__) || defined(__X86SIM__)
-#define VCKATTN_AIE_ADF 1
-#else
-#define VCKATTN_AIE_ADF 0
-#endif
-#endif
-
-#ifndef VCKATTN_AIE_VECTOR
-#if defined(VCKATTN_AIE_VECTOR_EMU) && !VCKATTN_AIE_ADF
-#define VCKATTN_AIE_VECTOR 1
-#elif defined(__AIENGINE__) && !defined(VCKATTN_AIE_SCALAR)
-#define VCKATTN_AIE_VECTOR 1
-#else
-#define VCKATTN_AIE_VECTOR 0
-#endif
-#endif
-
-#if VCKATTN_AIE_ADF
-#include <adf.h>
-#include <aie_api/aie.hpp>
-#include <aie_api/aie_adf.hpp>
-#else
-#include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <vector>
-
-#include "../aie_api_emu.h"  // g++: the AIE API subset (both paths use its cascade ports)
-#endif
-
-#include "../generated/engine_streams.h"
-#include "async_buffer.h"
-
-// Scalar-work annotations (counted by ../aie_api_emu.h on g++; nothing on the AI Engine).
-#ifndef VCK_SCALAR
-#define VCK_SCALAR(n) ((void)0)
-#define VCK_SCALAR_LOAD(n) ((void)0)
-#define VCK_SCALAR_STORE(n) ((void)0)
-#define VCK_LOOP_ITER 2
-#define VCK_LOOP_ENTRY 1
-#endif
+#include "aie_common.h"  // build switches, AIE API (or its counting emulation), shared helpers
 
 namespace vckattn_engine {
 
@@ -269,17 +225,8 @@ inline const char* status_text(int status) {
     }
 }
 
-// The four little-endian header words of a buffer's first beat (scalar loads).
-inline void read_words(const uint8_t* b, uint32_t w[4]) {
-    for (int i = 0; i < 4; ++i)
-        w[i] = static_cast<uint32_t>(b[4 * i]) | (static_cast<uint32_t>(b[4 * i + 1]) << 8) |
-               (static_cast<uint32_t>(b[4 * i + 2]) << 16) | (static_cast<uint32_t>(b[4 * i + 3]) << 24);
-}
-
-inline void write_words(uint8_t* b, const uint32_t w[4]) {
-    for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 4; ++k) b[4 * i + k] = static_cast<uint8_t>(w[i] >> (8 * k));
-}
+using vckattn_aie::read_words;
+using vckattn_aie::write_words;
 
 // Whether slice J of a tile holds a masked element (golden/engine.py slice_needs_mask): rows < Q_ROWS, or
 // the smallest row limit below the slice's end. lim_i grows with i, so row 0 has the smallest.
@@ -343,15 +290,8 @@ inline void qk_scores(const int8_t* q, const int8_t* k, score_t* s, int shift, u
     }
 }
 
-// One cascade word <-> 8 int32.
-inline void casc_read(input_cascade<acc48>* c, int32_t* dst) {
-    aie::store_v(dst, readincr_v<8>(c).template to_vector<int32>(0));
-}
-inline void casc_write(output_cascade<acc48>* c, const int32_t* src) {
-    aie::accum<acc48, 8> a;
-    a.from_vector(aie::load_v<8>(src), 0);
-    writeincr(c, a);
-}
+using vckattn_aie::scalar::casc_read;
+using vckattn_aie::scalar::casc_write;
 
 // sat_int8(round_half_up(o * mult * 2^-shift)) (golden requantize; |o * mult| < 2^46).
 inline int8_t requant(int32_t o, int32_t mult, int shift) {
@@ -422,11 +362,7 @@ inline aie::vector<int8, 64> load_qa(const int8_t* __restrict p) {
 }
 
 // B operand of QK^T: one 16x8 K^T block (128 bytes).
-inline aie::vector<int8, 128> load_kb(const int8_t* __restrict p) {
-    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48),
-                       aie::load_v<16>(p + 64), aie::load_v<16>(p + 80), aie::load_v<16>(p + 96),
-                       aie::load_v<16>(p + 112));
-}
+using vckattn_aie::vec::load_b16x8;
 
 // A operand of P.V: one 4x8 P block (32 bytes).
 inline aie::vector<uint8, 32> load_pa(const uint8_t* __restrict p) {
@@ -478,7 +414,7 @@ inline void qk_scores(const int8_t* __restrict q, const int8_t* __restrict k, sc
             for (int db = 0; db < S::ND; ++db) {  // the pipelined loop (zero-overhead loop, post-modify addressing)
                 aie::vector<int8, 64> a[S::RB];
                 for (int r = 0; r < S::RB; ++r) a[r] = load_qa(q + ((ib0 + r) * S::ND + db) * 64);
-                const aie::vector<int8, 128> b = load_kb(k + (jb * S::ND + db) * 128);
+                const aie::vector<int8, 128> b = load_b16x8(k + (jb * S::ND + db) * 128);
                 for (int r = 0; r < S::RB; ++r) {
                     if (db == 0)
                         c[r].mul(a[r], b);
@@ -503,14 +439,7 @@ inline void qk_scores(const int8_t* __restrict q, const int8_t* __restrict k, sc
     }
 }
 
-// Four cascade words -> one 32-lane accumulator (read one after the other, in order).
-inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict cin) {
-    const aie::accum<acc48, 8> w0 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w1 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w2 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w3 = readincr_v<8>(cin);
-    return aie::concat(w0, w1, w2, w3);
-}
+using vckattn_aie::vec::casc_read_block;
 
 // O (partial) = cascade (HAS_CIN) + P_J V_J, to the cascade. Register blocks of RB row blocks x 1 feature block.
 template <bool HAS_CIN>

@@ -62,51 +62,7 @@
 #error "VCKATTN_GEMM_KSLICE is not defined: include the design's gemm_config.h or pass -D"
 #endif
 
-#include <cstdint>
-
-#ifndef VCKATTN_AIE_ADF
-#if defined(__AIENGINE__) || defined(__X86SIM__)
-#define VCKATTN_AIE_ADF 1
-#else
-#define VCKATTN_AIE_ADF 0
-#endif
-#endif
-
-#ifndef VCKATTN_AIE_VECTOR
-#if defined(VCKATTN_AIE_VECTOR_EMU) && !VCKATTN_AIE_ADF
-#define VCKATTN_AIE_VECTOR 1
-#elif defined(__AIENGINE__) && !defined(VCKATTN_AIE_SCALAR)
-#define VCKATTN_AIE_VECTOR 1
-#else
-#define VCKATTN_AIE_VECTOR 0
-#endif
-#endif
-
-#if VCKATTN_AIE_ADF
-#include <adf.h>
-#include <aie_api/aie.hpp>
-#include <aie_api/aie_adf.hpp>
-#else
-#include <cstddef>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <vector>
-
-#include "../aie_api_emu.h"  // g++: the AIE API subset (both paths use its cascade ports)
-#endif
-
-#include "../generated/engine_streams.h"
-#include "async_buffer.h"
-
-// Scalar-work annotations (counted by ../aie_api_emu.h on g++; nothing on the AI Engine).
-#ifndef VCK_SCALAR
-#define VCK_SCALAR(n) ((void)0)
-#define VCK_SCALAR_LOAD(n) ((void)0)
-#define VCK_SCALAR_STORE(n) ((void)0)
-#define VCK_LOOP_ITER 2
-#define VCK_LOOP_ENTRY 1
-#endif
+#include "aie_common.h"  // build switches, AIE API (or its counting emulation), shared helpers
 
 namespace vckattn_gemm {
 
@@ -193,17 +149,8 @@ inline const char* gemm_status_text(int status) {
     }
 }
 
-// The four little-endian header words of a buffer's first beat (scalar loads).
-inline void read_words(const uint8_t* b, uint32_t w[4]) {
-    for (int i = 0; i < 4; ++i)
-        w[i] = static_cast<uint32_t>(b[4 * i]) | (static_cast<uint32_t>(b[4 * i + 1]) << 8) |
-               (static_cast<uint32_t>(b[4 * i + 2]) << 16) | (static_cast<uint32_t>(b[4 * i + 3]) << 24);
-}
-
-inline void write_words(uint8_t* b, const uint32_t w[4]) {
-    for (int i = 0; i < 4; ++i)
-        for (int k = 0; k < 4; ++k) b[4 * i + k] = static_cast<uint8_t>(w[i] >> (8 * k));
-}
+using vckattn_aie::read_words;
+using vckattn_aie::write_words;
 
 // ---------------------------------------------------------------------------------------------
 // Layout offsets (elements; golden/gemm_proj.py pack_x / pack_w / pack_lanes)
@@ -218,15 +165,8 @@ inline int lane_off(int c) { return (c / 8) * 32 + c % 8; }  // row 0 of channel
 // ---------------------------------------------------------------------------------------------
 namespace scalar {
 
-// One cascade word <-> 8 int32.
-inline void casc_read(input_cascade<acc48>* c, int32_t* dst) {
-    aie::store_v(dst, readincr_v<8>(c).template to_vector<int32>(0));
-}
-inline void casc_write(output_cascade<acc48>* c, const int32_t* src) {
-    aie::accum<acc48, 8> a;
-    a.from_vector(aie::load_v<8>(src), 0);
-    writeincr(c, a);
-}
+using vckattn_aie::scalar::casc_read;
+using vckattn_aie::scalar::casc_write;
 
 // sat_int8(round_half_up(acc * mult * 2^-shift)) (golden requantize; |acc * mult| < 2^62).
 inline int8_t requant(int64_t acc, int64_t mult, int shift) {
@@ -294,11 +234,7 @@ inline aie::vector<int8, 64> load_xa(const int8_t* __restrict p) {
 }
 
 // B operand: one 16x8 block of W^T (128 bytes).
-inline aie::vector<int8, 128> load_wb(const int8_t* __restrict p) {
-    return aie::concat(aie::load_v<16>(p), aie::load_v<16>(p + 16), aie::load_v<16>(p + 32), aie::load_v<16>(p + 48),
-                       aie::load_v<16>(p + 64), aie::load_v<16>(p + 80), aie::load_v<16>(p + 96),
-                       aie::load_v<16>(p + 112));
-}
+using vckattn_aie::vec::load_b16x8;
 
 // One 32-lane int32 group vector (128 bytes: 128-bit loads).
 inline aie::vector<int32, 32> load_lanes(const int32_t* __restrict p) {
@@ -306,14 +242,7 @@ inline aie::vector<int32, 32> load_lanes(const int32_t* __restrict p) {
                        aie::load_v<4>(p + 16), aie::load_v<4>(p + 20), aie::load_v<4>(p + 24), aie::load_v<4>(p + 28));
 }
 
-// Four cascade words -> one 32-lane accumulator (read one after the other, in order).
-inline aie::accum<acc48, 32> casc_read_block(input_cascade<acc48>* __restrict cin) {
-    const aie::accum<acc48, 8> w0 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w1 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w2 = readincr_v<8>(cin);
-    const aie::accum<acc48, 8> w3 = readincr_v<8>(cin);
-    return aie::concat(w0, w1, w2, w3);
-}
+using vckattn_aie::vec::casc_read_block;
 
 // The output tile: accumulators from the bias (!HAS_CIN) or the cascade, plus X_J W_J^T; to the cascade
 // (HAS_COUT) or into the out payload (requantized to int8, or int32). Register blocks of RB row blocks x 1 column
@@ -342,7 +271,7 @@ inline void gemm_blocks(const int8_t* __restrict x, const int8_t* __restrict w, 
                 for (int db = 0; db < S::ND; ++db) {  // the pipelined loop
                     aie::vector<int8, 64> a[S::RB];
                     for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * S::ND + db) * 64);
-                    const aie::vector<int8, 128> b = load_wb(w + ((eb0 + e) * S::ND + db) * 128);
+                    const aie::vector<int8, 128> b = load_b16x8(w + ((eb0 + e) * S::ND + db) * 128);
                     for (int r = 0; r < S::RB; ++r) c[r].mac(a[r], b);
                 }
                 if (HAS_COUT) {
