@@ -24,7 +24,7 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim formal demo lint clean help xclbin regen
+.PHONY: setup test sim formal demo lint clean help xclbin regen docs
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
@@ -40,6 +40,7 @@ help:
 	@echo "make regen   rewrite every committed generated file (HLS headers, stream header, manifests, calibration,"
 	@echo "             docs tables); CHECK=1 writes nothing and fails naming what is stale; SLOW=1 also the"
 	@echo "             export/eval blocks (minutes); SEARCH=1 searches the best designs again (minutes)"
+	@echo "make docs    the documentation site (Sphinx: docs/ pages + API reference) in build/docs/, warnings are errors"
 	@echo "make lint    ruff"
 	@echo "make clean   remove build outputs (keeps $(VENV))"
 
@@ -78,6 +79,10 @@ xclbin: setup
 
 regen: setup
 	$(PY) tools/regen.py $(if $(CHECK),--check) $(if $(SLOW),--slow) $(if $(SEARCH),--search)
+
+docs: setup
+	$(PY) -m sphinx -b html -q -W --keep-going -j auto docs build/docs
+	@echo "build/docs/index.html"
 
 lint: setup
 	$(PY) -m ruff check .

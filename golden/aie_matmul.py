@@ -9,7 +9,7 @@ tiles, and writes its result either as 32-bit accumulators or through ``srs``
 Bit-exactness: integer sums do not depend on the order of accumulation, so the
 tiled result equals the plain product as long as no accumulator overflows
 (checked against ``acc_bits``). For speed the products are computed with float
-BLAS (torch.matmul) when every partial sum is provably an integer that float32 (|sum| < 2**24)
+BLAS (torch.matmul) when every partial sum is provably an integer that float32 (``|sum| < 2**24``)
 or float64 (< 2**53) represents exactly; otherwise with int64.
 """
 
@@ -73,7 +73,7 @@ _INT_MM = hasattr(torch, "_int_mm")
 def _int8_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """int8 × int8 -> int32 with torch's integer GEMM (VNNI on x86): exact by construction.
 
-    int8 operands and ``K < 2^17`` keep every int32 partial sum in range (|sum| <= 2^14·K). Batched
+    int8 operands and ``K < 2^17`` keep every int32 partial sum in range (``|sum| <= 2^14·K``). Batched
     operands are multiplied per batch element (``b`` may be a shared 2-D matrix)."""
     out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     at = torch.from_numpy(np.asarray(a, dtype=np.int8))

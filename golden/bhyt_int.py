@@ -83,7 +83,7 @@ def bhyt_site_registers(lam: float, kappa: float, gamma: np.ndarray, d: int, s_i
         lam, kappa: the site's λ and κ.  gamma: the γ vector (length d).
         d: hidden size.  s_in: scale of the site's int8 input.  s_stat: scale of the tensor
             whose ``S`` the site uses (site A: its own input, so ``s_stat = s_in``).
-        s_out: output scale; default ``max|γ| / 127`` (the output is bounded by |γ|).
+        s_out: output scale; default ``max|γ| / 127`` (the output is bounded by ``|γ|``).
         c_attn, lam_attn: for site M, the block's ``c_attn`` and λ_A (``ŝ² = s² + c_attn λ_A²/κ²``).
         eps: ε of the float operator.
     """

@@ -195,7 +195,7 @@ def score_steps(model: nn.Module, batches: Sequence[dict[str, Tensor]], bits: in
     ``|round(q/s_q)·round(k/s_k)|`` of an unmasked element unsaturated
     (:func:`vckattn.golden.engine.score_shift_for`), the LSB ``s_q·s_k·2^shift·scaling`` (``scaling`` the
     attention's, 1/√d). Two passes over ``batches`` with the model as it is (its normalizers do not change q, k);
-    ``sample`` |values| per tensor and call are kept for the percentile. 32 bits: every step 0 (not narrowed)."""
+    ``sample`` ``|values|`` per tensor and call are kept for the percentile. 32 bits: every step 0 (not narrowed)."""
     register_attention()
     model.set_attn_implementation(ATTN_IMPL)
     model.eval()

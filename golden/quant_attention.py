@@ -105,7 +105,7 @@ class QuantAttentionLayer:
     #: multiplier (:func:`narrow_layer`)
     score_bits: int = 32
     score_shift: int = 0
-    #: the largest |Q·Kᵀ| accumulator over the calibration data (kept elements): what chooses
+    #: the largest ``|Q·Kᵀ|`` accumulator over the calibration data (kept elements): what chooses
     #: ``score_shift`` for narrow scores (None: not measured, e.g. an older bundle)
     score_absmax: int | None = None
 
@@ -416,7 +416,7 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
 
 def score_absmax(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
                  rope: RopeTables | None = None) -> int:
-    """The largest |Q·Kᵀ| int32 accumulator of ``layer`` on input ``x`` ``(B, S, d)`` over the kept
+    """The largest ``|Q·Kᵀ|`` int32 accumulator of ``layer`` on input ``x`` ``(B, S, d)`` over the kept
     elements (padding and, for causal layers, the causal mask): what :func:`narrow_layer` needs."""
     ops = head_operands(layer, x, keep, rope=rope)
     kh = np.repeat(ops["k"], layer.n_rep, axis=1) if layer.n_rep > 1 else ops["k"]

@@ -358,7 +358,7 @@ class TuneConfig:
     #: (with ``p_frac``), straight-through gradients (:class:`vckattn.golden.calibrate.Deployed`); 32: float scores,
     #: P still rounded; None: neither (float scores and P, as before)
     score_bits: int | None = None
-    #: the percentile of |q|, |k| the score LSB is modeled from (the export's ``--percentile``; 100: ``minmax``)
+    #: the percentile of ``|q|``, ``|k|`` the score LSB is modeled from (the export's ``--percentile``; 100: ``minmax``)
     score_percentile: float = 99.9
 
     def identity(self) -> dict:

@@ -98,7 +98,7 @@ class Reservoir:
         return math.sqrt(max(self._sumsq / self.n - self.mean**2, 0.0) * self.n / (self.n - 1))
 
     def summary(self) -> dict[str, float | int | bool]:
-        """The JSON statistics: count, min, percentiles, max, |x| max, mean, std."""
+        """The JSON statistics: count, min, percentiles, max, ``|x|`` max, mean, std."""
         v = self.values()
         out: dict[str, float | int | bool] = {"n": self.n, "sampled": self.n > v.size}
         if not self.n:

@@ -99,12 +99,16 @@ def normalizer_comparison(measured: dict[str, dict[str, dict[str, dict]]]) -> di
             :func:`measure_kernel` result.
 
     Returns:
-        ``{"reference": PAPER_TABLE2 plus its "ratio", "widths": {score_bits: {"by_lanes": {lanes:
-        {"swiftmax": {"lut", "ff", "dsp", "elements_per_cycle"}, "online_softmax": {...}, "ratio": {"lut",
-        "ff", "dsp"}, "equal_throughput"}}, "per_lane": {"from_lanes", "to_lanes", "swiftmax": {"lut", "ff",
-        "dsp"}, "online_softmax": {...}, "ratio": {...}} or None with one lane count}}}``. Ratios are
-        SwiftMax / online softmax (None where online softmax has none of the resource); ``per_lane`` is
-        ``(R(most lanes) - R(fewest)) / (lanes added)``.
+        A dict (ratios are SwiftMax / online softmax, None where online softmax has none of the resource;
+        ``per_lane`` is ``(R(most lanes) - R(fewest)) / (lanes added)``, None with one lane count)::
+
+            {"reference": PAPER_TABLE2 plus its "ratio",
+             "widths": {score_bits: {
+                 "by_lanes": {lanes: {"swiftmax": {"lut", "ff", "dsp", "elements_per_cycle"},
+                                      "online_softmax": {...}, "ratio": {"lut", "ff", "dsp"},
+                                      "equal_throughput"}},
+                 "per_lane": {"from_lanes", "to_lanes", "swiftmax": {"lut", "ff", "dsp"},
+                              "online_softmax": {...}, "ratio": {...}}}}}
     """
     keys = ("lut", "ff", "dsp")
     ref = {**PAPER_TABLE2, "ratio": {k: _ratio(PAPER_TABLE2["swiftmax"][k], PAPER_TABLE2["online_softmax"][k])

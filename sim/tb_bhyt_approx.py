@@ -169,7 +169,7 @@ def k_exponents(stats: Sequence[int], regs: BHyTSiteRegisters) -> np.ndarray:
 
 def pick_k_shift(how: str | int, stats: Sequence[int], regs: BHyTSiteRegisters) -> int:
     """``"max"``: the largest k_shift the golden model's 62-bit shifts allow for these statistics
-    (sh = k_shift + 7 + k <= 62); ``"useful"``: the one that maps |q| = 64 of a median token to a
+    (sh = k_shift + 7 + k <= 62); ``"useful"``: the one that maps ``|q| = 64`` of a median token to a
     tanh argument near 1 (``a ≈ q·k_mult·2^-(k_shift + k)`` in Q.12), within [0, max]."""
     k = k_exponents(stats, regs)
     top = min((1 << 6) - 1, MAX_SHIFT - (FMT.rsqrt.out_frac - 8) - int(k.max()))

@@ -40,7 +40,7 @@ def typical(rng: np.random.Generator, max_d: int) -> BHyTSiteRegisters:
 
 def fuzz_registers(rng: np.random.Generator, d: int) -> BHyTSiteRegisters:
     """Random registers: log-uniform ``eps_int``/``c_int`` (up to 40 bits), ``k_mult · 2^-k_shift``
-    around the value that puts a typical element (|q| ~ 30) at a tanh argument ~ 1 (x 2^±4),
+    around the value that puts a typical element (``|q| ~ 30``) at a tanh argument ~ 1 (x 2^±4),
     random int16 γ, ``g_frac`` 0..3; within the golden model's shift range."""
     eps = int(rng.integers(0, 1 << int(rng.integers(1, FMT.stat_bits + 1))))
     c = int(rng.integers(0, 1 << int(rng.integers(1, FMT.stat_bits + 1))))

@@ -43,7 +43,7 @@ SPREAD_32 = 3000.0
 
 
 def spread(width: int) -> float:
-    """Typical |score| of a ``width``-bit score stream (accumulator units)."""
+    """Typical ``|score|`` of a ``width``-bit score stream (accumulator units)."""
     return SPREAD_32 if width >= 32 else float(1 << (width - 1)) / 4
 
 

@@ -38,7 +38,7 @@ def typical(rng: np.random.Generator, max_d: int) -> RMSNormRegisters:
 
 def fuzz_registers(rng: np.random.Generator, d: int) -> RMSNormRegisters:
     """Random registers: log-uniform ``eps_int`` (up to 40 bits), random int16 γ, ``g_frac`` around
-    the value that maps a typical element (|q| ~ 30) to |out| ~ 10 (x 2^±3), within [0, 31] and the
+    the value that maps a typical element (``|q| ~ 30``) to ``|out| ~ 10`` (x 2^±3), within [0, 31] and the
     golden model's shift range."""
     eps = int(rng.integers(0, 1 << int(rng.integers(1, FMT.stat_bits + 1))))
     k_max = ((d * (1 << 14) + eps).bit_length() - 1) >> 1

@@ -54,3 +54,15 @@ def test_readme_first_screen_holds_the_commands():
     for needed in ("make demo", "make test", "make sim", "PYTEST_ARGS=", "vckattn export", "vckattn inspect",
                    "vckattn run", "vckattn eval", "vckattn calibrate"):
         assert needed in first, needed
+
+
+@pytest.mark.slow
+def test_documentation_site_builds_without_a_warning(tmp_path):
+    """`make docs`: Sphinx builds the docs/ pages and the API reference from the docstrings; a warning fails."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", "-W", "--keep-going", "-j", "2",
+                        str(ROOT / "docs"), str(tmp_path / "html")], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    assert (tmp_path / "html" / "api" / "index.html").is_file()

@@ -239,7 +239,7 @@ def export_checkpoint(
         calib_sentences: calibration text (default: 32 real sentences from CPython's documentation).
         normalizer: ``swiftmax`` or ``softmax`` for the selected ``layers`` (default: all); the other
             layers get the online-softmax baseline.
-        method: ``minmax`` (max-abs) or ``percentile`` (``percentile`` of |v|) activation scales.
+        method: ``minmax`` (max-abs) or ``percentile`` (``percentile`` of ``|v|``) activation scales.
         seq_len: calibration sentences are truncated to this many tokens.
         max_layers: export only the first N layers (all by default); the manifest's model.num_layers is then N.
         swiftmax_init: β, γ of SwiftMax layers without them in the checkpoint: ``mean`` (the SwiftMax recipe:

@@ -21,7 +21,7 @@ SCALED = ("x", "q", "k", "v", "a")
 
 
 class Range:
-    """Collects |values| of one tensor over batches; ``scale()`` is the int8 symmetric scale."""
+    """Collects ``|values|`` of one tensor over batches; ``scale()`` is the int8 symmetric scale."""
 
     def __init__(self, method: str, percentile: float, seed: int = 0) -> None:
         self.method, self.percentile = method, percentile

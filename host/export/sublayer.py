@@ -47,7 +47,7 @@ def encoder_residual_scale(m: LoadedModel, i: int, cap: Captured, normalizer: st
     """``s_out`` of encoder layer ``i``: the int8 scale of ``x + Attn(x)`` over the valid calibration tokens
     (``Attn``: the float golden attention with the layer's normalizer, β/γ and saturation ``p_max``). Padded positions
     are left out, as golden's calibrate_encoder leaves them: a padded query row of an unnormalized SwiftMax holds
-    values no real token does (MiniLM layer 0, untuned SwiftMax: max |x + Attn(x)| 83 at a padded position, 6.4 over
+    values no real token does (MiniLM layer 0, untuned SwiftMax: max ``|x + Attn(x)|`` 83 at a padded position, 6.4 over
     the real tokens)."""
     ly = m.layers[i]
     r = Range(method, percentile, seed=20)

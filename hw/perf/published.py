@@ -93,7 +93,7 @@ class GemmDesign:
     schedule: CharmSchedule | None = None  # CHARM's tile schedule over DDR (replaces ddr_bytes when set)
 
 
-#: the model's agreement the tests hold every validated design to (|modeled / published - 1|)
+#: the model's agreement the tests hold every validated design to (``|modeled / published - 1|``)
 TOLERANCE = 0.20
 #: the agreement aimed at (reported against, not enforced)
 GOAL = 0.15

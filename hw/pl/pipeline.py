@@ -36,13 +36,13 @@ class StallPipeline(wiring.Component):
     Ports (normally wired by :meth:`connect`): ``in_valid``, ``in_last``, ``in_user`` (from
     the kernel's slave port), ``out_data`` (driven by the kernel from its last stage) and the
     master-side ``m_axis_*`` (with ``m_axis_tuser`` if ``user_width``). ``ce`` (= the input
-    TREADY) and ``in_fire`` are outputs.
+    TREADY) and ``in_fire`` are outputs; the attributes below are outputs the kernel reads.
 
-    Attributes (outputs of this component, readable by the kernel):
+    Attributes:
         ce: Global stage enable (1 = every stage advances this cycle); also ``s_axis_tready``.
         in_fire: ``in_valid & ce``: an input beat is accepted this cycle.
-        valid, last, user: Lists of length ``latency + 1``; index k is the sideband of the
-            beat in stage k (index 0 = the input port itself).
+        valid: List of length ``latency + 1``; index k is the valid bit of the beat in stage k (index 0 = the
+            input port itself); ``last`` and ``user`` are the same lists of TLAST and TUSER.
 
     Args:
         latency: Number of stage registers L (>= 1).
