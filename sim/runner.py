@@ -28,8 +28,10 @@ __all__ = [
     "TestResult",
     "generate_verilog",
     "icarus_available",
+    "build_key",
     "run_cocotb",
     "make_safe_dir",
+    "sim_cache_root",
     "sim_build_root",
     "verilator_available",
     "verilator_env",
@@ -395,6 +397,52 @@ def _repro_command(seed: int, testcase: str | None) -> str:
     return f"{cd} {py} -m pytest -m sim" + (f"  # cocotb testcase {testcase}" if testcase else "")
 
 
+
+#: where cached simulator builds go (shared by parallel test workers); default ``<build root>/simcache``
+SIM_CACHE_ENV = "VCKATTN_SIM_CACHE"
+
+
+def sim_cache_root() -> Path:
+    """The folder of cached simulator builds: ``$VCKATTN_SIM_CACHE`` or ``<build root>/simcache``."""
+    env = os.environ.get(SIM_CACHE_ENV)
+    if env:
+        return Path(env)
+    from vckattn.golden.paths import build_root
+
+    return build_root() / "simcache"
+
+
+def build_key(simulator: str, toplevel: str, sources: Sequence[Path], parameters: Mapping[str, object],
+              build_args: Sequence[str]) -> str:
+    """16 hex digits of SHA-256 over what a simulator build is made of: the simulator and its version, cocotb's
+    version, the top, every source's bytes (in order), the parameters and the build arguments."""
+    import hashlib
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    versions = [metadata.version(p) for p in ("cocotb", *(("verilator",) if simulator == "verilator" else ()))]
+    for part in (simulator, toplevel, *versions, repr(sorted((str(k), str(v)) for k, v in parameters.items())),
+                 repr(list(build_args)), repr(VERILATOR_LINT_WAIVERS)):
+        h.update(part.encode() + b"\0")
+    for s in sources:
+        h.update(s.name.encode() + b"\0" + s.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+@contextlib.contextmanager
+def _build_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` (``fcntl.flock`` on ``folder/.lock``) while a build runs in it."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def _run_once(
     *,
     simulator: str,
@@ -408,13 +456,14 @@ def _run_once(
     build_dir: Path,
     build_args: Sequence[str],
     waves: bool,
+    run_dir: Path | None = None,
 ) -> SimResults:
     from cocotb_tools.runner import get_runner
 
     if simulator == "verilator":
         verilator_env()
     build_dir.mkdir(parents=True, exist_ok=True)
-    test_dir = build_dir / "run"
+    test_dir = run_dir or build_dir / "run"
     results_xml = test_dir / "results.xml"
     args = list(build_args)
     if simulator == "verilator":
@@ -443,20 +492,25 @@ def _run_once(
     with _environ(overrides), _sys_path(module_dir):
         runner = get_runner(simulator)
         build_log = build_dir / "build.log"
-        try:
-            runner.build(
-                sources=[str(s) for s in sources],
-                hdl_toplevel=toplevel,
-                build_dir=build_dir,
-                build_args=args,
-                parameters=dict(parameters),
-                waves=waves,
-                timescale=("1ns", "1ps"),
-                log_file=build_log,
-            )
-        except RuntimeError as exc:
-            tail = "\n".join(build_log.read_text(errors="replace").splitlines()[-25:]) if build_log.is_file() else ""
-            raise RuntimeError(f"{simulator} build of {toplevel} failed ({exc}); log: {build_log}\n{tail}") from exc
+        with _build_lock(build_dir):  # a cached build folder is shared by the parallel test workers
+            built = build_dir / ".built"
+            if not (run_dir is not None and built.is_file()):
+                try:
+                    runner.build(
+                        sources=[str(s) for s in sources],
+                        hdl_toplevel=toplevel,
+                        build_dir=build_dir,
+                        build_args=args,
+                        parameters=dict(parameters),
+                        waves=waves,
+                        timescale=("1ns", "1ps"),
+                        log_file=build_log,
+                    )
+                except RuntimeError as exc:
+                    lines = build_log.read_text(errors="replace").splitlines()[-25:] if build_log.is_file() else []
+                    raise RuntimeError(f"{simulator} build of {toplevel} failed ({exc}); log: {build_log}\n"
+                                       + "\n".join(lines)) from exc
+                built.touch()
         try:
             runner.test(
                 test_module=test_module,
@@ -469,6 +523,7 @@ def _run_once(
                 build_dir=build_dir,
                 test_dir=test_dir,
                 results_xml=str(results_xml),
+                hdl_toplevel_lang="verilog",
             )
         except SystemExit:
             # Under pytest, cocotb_tools calls sys.exit() on failing tests; the results XML
@@ -540,10 +595,15 @@ def run_cocotb(
         raise missing_extra("RTL simulation", "verilator")
     seed = _default_seed() if seed is None else int(seed)
     waves = waves or os.environ.get("WAVES", "0") not in ("", "0")
-    base = Path(build_dir) if build_dir is not None else sim_build_root() / toplevel / simulator
-    base = make_safe_dir(base)
     sources = [Path(s).resolve() for s in verilog_sources]
-    waves_dir = base.with_name(base.name + "_waves")
+    local = make_safe_dir(Path(build_dir) if build_dir is not None else sim_build_root() / toplevel / simulator)
+    waves_dir = local.with_name(local.name + "_waves")
+    if build_dir is None:  # the build is cached by what it is built from; the run stays in this run's folder
+        key = build_key(simulator, toplevel, sources, parameters or {}, build_args)
+        base = make_safe_dir(sim_cache_root() / f"{toplevel}-{key}" / simulator)
+        run_dir: Path | None = local / "run"
+    else:
+        base, run_dir = local, None
     run = functools.partial(
         _run_once,
         simulator=simulator,
@@ -557,7 +617,7 @@ def run_cocotb(
         build_args=list(build_args),
     )
     print(f"[sim] {simulator}: {toplevel} <- {test_module}  COCOTB_RANDOM_SEED={seed}", flush=True)
-    result = run(build_dir=waves_dir if waves else base, waves=waves)
+    result = run(build_dir=waves_dir, waves=True) if waves else run(build_dir=base, waves=False, run_dir=run_dir)
     if not result.tests:
         raise SimulationFailed(
             f"cocotb on {simulator}: no test ran in {test_module} (testcase={testcase!r}); "

@@ -282,6 +282,8 @@ def _worker_build_root() -> None:
         return
     from vckattn.golden.paths import ENV, build_root
 
+    # cached simulator builds stay shared by every worker (built once per source, under a lock)
+    os.environ.setdefault("VCKATTN_SIM_CACHE", str(build_root() / "simcache"))
     os.environ[ENV] = str(build_root() / "xdist" / worker)
 
 
