@@ -24,6 +24,7 @@ import numpy as np
 from vckattn.golden.gemm_proj import GROUP, check_accumulator_range, fold_requant, pack_lanes, pack_w, pack_x
 from vckattn.golden.requant import RequantRegisters
 from vckattn.hw.spec import streams
+from vckattn.hw.spec.gemm import GemmParams
 from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"
@@ -32,57 +33,6 @@ TB_CPP = REPO_ROOT / "sim" / "cpp" / "gemm_proj_tb.cpp"
 BEAT = streams.BEAT_BYTES
 
 
-@dataclass(frozen=True)
-class GemmParams:
-    """A projection GEMM build: ``kernels`` (cascade length k; K = k·kslice), ``rows`` (X rows per call, multiple
-    of 4), ``cols`` (output channels per kernel, multiple of 16), ``kslice`` (input features per kernel, multiple of
-    16), ``out_bits`` (8: requantized int8; 32: int32 Y)."""
-
-    kernels: int
-    rows: int
-    cols: int
-    kslice: int
-    out_bits: int = 8
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.kernels <= 32:
-            raise ValueError(f"kernels={self.kernels}: must be 1..32")
-        if self.rows < 4 or self.rows % 4:
-            raise ValueError(f"rows={self.rows}: must be a positive multiple of 4")
-        if self.cols < 16 or self.cols % 16:
-            raise ValueError(f"cols={self.cols}: must be a positive multiple of 16")
-        if self.kslice < 16 or self.kslice % 16:
-            raise ValueError(f"kslice={self.kslice}: must be a positive multiple of 16")
-        if self.out_bits not in (8, 32):
-            raise ValueError(f"out_bits={self.out_bits}: must be 8 or 32")
-
-    @property
-    def k(self) -> int:
-        """Input features K of the cascade."""
-        return self.kernels * self.kslice
-
-    def defines(self) -> list[str]:
-        return [f"-DVCKATTN_GEMM_KERNELS={self.kernels}", f"-DVCKATTN_GEMM_ROWS={self.rows}",
-                f"-DVCKATTN_GEMM_COLS={self.cols}", f"-DVCKATTN_GEMM_KSLICE={self.kslice}",
-                f"-DVCKATTN_GEMM_OUT_BITS={self.out_bits}"]
-
-    def x_buffer_bytes(self) -> int:
-        return BEAT + self.rows * self.kslice
-
-    def lanes_bytes(self) -> int:
-        return self.cols // GROUP * 32 * 4
-
-    def shift_bytes(self) -> int:
-        return -(-self.cols // GROUP * 4 // 16) * 16
-
-    def w_buffer_bytes(self, j: int) -> int:
-        """Bytes of kernel ``j``'s w buffer (gemm_kernels.h ``w_buffer_bytes``)."""
-        last_rq = j == self.kernels - 1 and self.out_bits == 8
-        return (BEAT + self.kslice * self.cols + (self.lanes_bytes() if j == 0 else 0)
-                + (self.lanes_bytes() + self.shift_bytes() if last_rq else 0))
-
-    def out_buffer_bytes(self) -> int:
-        return BEAT + self.rows * self.cols * self.out_bits // 8
 
 
 @dataclass

@@ -22,7 +22,8 @@ import numpy as np
 from vckattn.golden.quant_attention import QuantLinear
 from vckattn.golden.requant import requant_registers, requantize
 from vckattn.hw.perf import aie, calibration, gemm_proj
-from vckattn.sim.gemm_csim import GemmParams, run_gemm
+from vckattn.hw.spec.gemm import GemmParams
+from vckattn.sim.gemm_csim import run_gemm
 from vckattn.sim.hls_csim import REPO_ROOT
 
 __all__ = ["COMMAND", "MEASURED", "SHAPES", "data_file", "measure_build"]

@@ -230,7 +230,8 @@ class SublayerDevice:
         """``x`` ``(n, K)`` int8 through cascade ``which`` (``qkv``: requantized int8; ``o``: int32)."""
         g = self.section["gemm"][which]
         if self.backend == "csim":
-            from vckattn.sim.gemm_csim import GemmParams, run_gemm
+            from vckattn.hw.spec.gemm import GemmParams
+            from vckattn.sim.gemm_csim import run_gemm
 
             p = GemmParams(g["kernels"], g["rows"], g["cols"], g["kslice"], g["out_bits"])
             try:

@@ -16,7 +16,7 @@ from vckattn.golden.errors import EXIT_BUNDLE, UserError
 from vckattn.golden.regmap import RegisterMap
 from vckattn.golden.rope_int import ROPE_ID
 from vckattn.golden.sublayer import RESIDUAL_ID
-from vckattn.hw.spec.gemm import GEMM_MEMORY_BYTES, GemmBuild
+from vckattn.hw.spec.gemm import GemmParams
 
 BITSTREAMS = Path(__file__).resolve().parents[2] / "bitstreams"
 SCHEMA_FILE = BITSTREAMS / "manifest_schema.json"
@@ -225,6 +225,20 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
     _check_connectivity(data, file)
 
 
+def gemm_memory_problem(g: GemmParams, board: str = "vck5000") -> str | None:
+    """Why the cascade ``g`` does not fit an AIE tile (None: it fits): its largest kernel's data memory
+    (:meth:`GemmParams.data_bytes`, the kernel's buffers and state) plus the runtime's reserve (stack and heap,
+    ``hw/perf/device.json``) against the tile's data memory -- the same budget as the engine's kernels."""
+    from vckattn.hw.perf.model import load_device
+
+    dev = load_device(board)
+    need = g.data_bytes() + dev.tile_memory_reserve_bytes
+    if need <= dev.tile_memory_bytes:
+        return None
+    return (f"buffers and state ({g.data_bytes()} B) + runtime reserve ({dev.tile_memory_reserve_bytes} B) exceed the "
+            f"{dev.tile_memory_bytes} B of an AIE tile's data memory")
+
+
 def check_sublayer_section(data: dict) -> str | None:
     """The first problem of a manifest's ``sublayer`` section as ``"field: message"`` (None: consistent): each
     cascade covers ``d_model`` and fits a kernel's memory, the family's units are there with the declared register
@@ -234,8 +248,9 @@ def check_sublayer_section(data: dict) -> str | None:
         g = s["gemm"][name]
         if g["kernels"] * g["kslice"] != s["d_model"]:
             return f"sublayer.gemm.{name}: {g['kernels']} kernels x {g['kslice']} is not d_model {s['d_model']}"
-        if GemmBuild(**g).buffer_bytes() > GEMM_MEMORY_BYTES:
-            return f"sublayer.gemm.{name}: buffers exceed {GEMM_MEMORY_BYTES} bytes of kernel data memory"
+        too_big = gemm_memory_problem(GemmParams(**g))
+        if too_big:
+            return f"sublayer.gemm.{name}: {too_big}"
     if (s["gemm"]["qkv"]["out_bits"], s["gemm"]["o"]["out_bits"]) != (8, 32):
         return "sublayer.gemm: qkv out_bits must be 8 and o out_bits 32"
     want = {"residual"} | ({"bhyt_site", "rope"} if s["family"] == "decoder" else set())
@@ -443,6 +458,6 @@ def runnable_problem(head_dim: int, heads: int, normalizers: set[str], seq_len: 
     return f"{which} runs {' with '.join(asked)} (what runs: {listed})"
 
 
-__all__ = ["AIE_CLOCK_MHZ", "BITSTREAMS", "BUILDS", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "PLATFORMS", "EngineSection",
-           "Manifest", "ManifestError", "TileShape", "check_bundle", "committed_manifests", "compute_units",
-           "default_manifest", "load_manifest", "runnable_problem", "validate_manifest"]
+__all__ = ["AIE_CLOCK_MHZ", "BITSTREAMS", "BUILDS", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "EngineSection", "Manifest",
+           "ManifestError", "PLATFORMS", "TileShape", "check_bundle", "committed_manifests", "compute_units",
+           "default_manifest", "gemm_memory_problem", "load_manifest", "runnable_problem", "validate_manifest"]

@@ -11,7 +11,8 @@ from typing import Any
 from vckattn.golden.bhyt_int import BHYT_EXACT_ID, NormFormat, bhyt_exact_regmap
 from vckattn.golden.rope_int import ROPE_ID, check_rope_geometry, rope_regmap
 from vckattn.golden.sublayer import RESIDUAL_ID, residual_regmap
-from vckattn.hw.spec.gemm import GEMM_MEMORY_BYTES, GemmBuild
+from vckattn.hw.design.manifest import gemm_memory_problem
+from vckattn.hw.spec.gemm import GemmParams
 
 #: families a sublayer build serves (golden/sublayer.py)
 FAMILIES = ("encoder", "decoder")
@@ -25,8 +26,8 @@ class SublayerBuild:
     family: str
     d_model: int
     engine: dict
-    qkv: GemmBuild
-    o: GemmBuild
+    qkv: GemmParams
+    o: GemmParams
     unit_lanes: int = 4
     max_d: int = 1024
     rope_head_dim: int = 64
@@ -37,9 +38,9 @@ class SublayerBuild:
         for name, g in (("qkv", self.qkv), ("o", self.o)):
             if g.kernels * g.kslice != self.d_model:
                 raise ValueError(f"{name}: {g.kernels} kernels x {g.kslice} features is not d_model {self.d_model}")
-            if g.buffer_bytes() > GEMM_MEMORY_BYTES:
-                raise ValueError(f"{name}: {g.buffer_bytes()} bytes of buffers exceed a kernel's "
-                                 f"{GEMM_MEMORY_BYTES} bytes of data memory")
+            too_big = gemm_memory_problem(g)
+            if too_big:
+                raise ValueError(f"{name}: {too_big}")
         if (self.qkv.out_bits, self.o.out_bits) != (8, 32):
             raise ValueError("the Q/K/V cascade requantizes (out_bits 8), the W_O cascade gives Y (out_bits 32)")
         if not self.d_model <= self.max_d:
@@ -106,9 +107,9 @@ def _small_engine(max_seq: int = 128) -> dict:
 #: features) and a SmolLM2-width decoder (d 576: 6 kernels), each around the small attention engine
 SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
     "sublayer_small_encoder": SublayerBuild("sublayer_small_encoder", "encoder", 384, _small_engine(),
-                                            GemmBuild(4, 32, 64, 96, 8), GemmBuild(4, 16, 64, 96, 32)),
+                                            GemmParams(4, 32, 64, 96, 8), GemmParams(4, 16, 64, 96, 32)),
     "sublayer_small_decoder": SublayerBuild("sublayer_small_decoder", "decoder", 576, _small_engine(),
-                                            GemmBuild(6, 32, 64, 96, 8), GemmBuild(6, 16, 64, 96, 32)),
+                                            GemmParams(6, 32, 64, 96, 8), GemmParams(6, 16, 64, 96, 32)),
 }
 
 
@@ -119,5 +120,5 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "GEMM_MEMORY_BYTES", "GemmBuild", "SUBLAYER_BUILDS", "SublayerBuild",
+__all__ = ["FAMILIES", "SUBLAYER_BUILDS", "SublayerBuild",
            "sublayer_manifest", "unit_regmap"]

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from vckattn.hw.spec.gemm import BEAT_BYTES, KERNELS, STATE_BYTES, kernel_memory, variant  # the one memory formula
+
 from . import aie, calibration
 from .engine_aie import _add, _scaled  # operation-count arithmetic, shared with the attention kernels
 
@@ -20,21 +22,9 @@ __all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "bank_conflicts"
            "invocation_macs", "invocation_report", "kernel_memory", "load_data", "loop_invocations", "op_counts",
            "phase_counts", "sync_ports", "variant"]
 
-KERNELS: tuple[str, ...] = ("first", "mid", "last", "only")
 DATA_PATH: Path = Path(__file__).resolve().parent / "data" / "gemm_proj.json"
 _MM = "mmul<4,16,8,int8,int8>"
 #: bytes of a buffer's header beat
-BEAT_BYTES = 16
-#: bytes of a kernel's state between invocations (gemm_kernels.h GemmState: 8 int32 cascade words and 4 uint32,
-#: 32-byte aligned)
-STATE_BYTES = 64
-
-
-def variant(j: int, kernels: int) -> str:
-    """The kernel variant of kernel ``j`` of a ``kernels``-long cascade."""
-    if not 0 <= j < kernels:
-        raise ValueError(f"j={j} outside 0..{kernels - 1}")
-    return "only" if kernels == 1 else "first" if j == 0 else "last" if j == kernels - 1 else "mid"
 
 
 def _check(kernel: str, rows: int, cols: int, kslice: int, out_bits: int) -> int:
@@ -212,20 +202,6 @@ def invocation_report(kernel: str, rows: int, cols: int, kslice: int, out_bits: 
     macs = invocation_macs(kernel, rows, cols, kslice, out_bits)
     return {"kernel": kernel, "rows": rows, "cols": cols, "kslice": kslice, "out_bits": out_bits, "macs": macs,
             "cycles": cycles, "phases": slots, "efficiency": macs / (cycles["total"] * aie.PEAK_MACS_PER_CYCLE)}
-
-
-def kernel_memory(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:
-    """Bytes of one kernel's data memory (gemm_kernels.h ``gemm_data_bytes``; a test compares): the ping-pong x
-    buffer (header + ``rows·kslice``), the ping-pong w buffer (header + ``kslice·cols`` weights + the bias vectors
-    for ``first`` / ``only`` + the multipliers and shifts for an int8 ``last`` / ``only``), the last kernel's
-    ping-pong out buffer (header + ``rows·cols`` elements of ``out_bits``) and the state. Stack and heap are not
-    included (the device's ``tile_memory_reserve_bytes``)."""
-    _check(kernel, rows, cols, kslice, out_bits)
-    lanes, shifts = cols // 8 * 32 * 4, -(-cols // 8 * 4 // 16) * 16
-    has_bias, has_out = kernel in ("first", "only"), kernel in ("last", "only")
-    w = BEAT_BYTES + kslice * cols + (lanes if has_bias else 0) + (lanes + shifts if has_out and out_bits == 8 else 0)
-    out = BEAT_BYTES + rows * cols * out_bits // 8 if has_out else 0
-    return 2 * (BEAT_BYTES + rows * kslice + w + out) + STATE_BYTES
 
 
 def load_data(path: Path | str = DATA_PATH) -> dict[str, Any]:

@@ -5,33 +5,94 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: AIE kernel data memory a GEMM kernel's buffers (both ping-pong halves) may use: 32 KB less the runtime's
-#: reserve, as the engine kernels (:func:`.generate._check_memory`)
-GEMM_MEMORY_BYTES = 32 * 1024 - 4 * 1024
-#: header beat of every buffer (stream contract v3)
-_BEAT = 16
+from vckattn.golden.gemm_proj import GROUP  # output channels of one column block (one requantization group)
+from vckattn.hw.spec.streams import BEAT_BYTES  # header beat of every buffer (stream contract v3)
+
+#: bytes of a kernel's state between invocations (gemm_kernels.h GemmState: 8 int32 cascade words and 4 uint32,
+#: 32-byte aligned)
+STATE_BYTES = 64
+#: the kernel variants of a cascade: the first (bias), middle, last (requantization or int32 out) and a lone kernel
+KERNELS: tuple[str, ...] = ("first", "mid", "last", "only")
+
+
+def variant(j: int, kernels: int) -> str:
+    """The kernel variant of kernel ``j`` of a ``kernels``-long cascade."""
+    if not 0 <= j < kernels:
+        raise ValueError(f"j={j} outside 0..{kernels - 1}")
+    return "only" if kernels == 1 else "first" if j == 0 else "last" if j == kernels - 1 else "mid"
+
+
+def kernel_memory(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:
+    """Bytes of one kernel's data memory (gemm_kernels.h ``gemm_data_bytes``; a C-simulation test compares): the
+    ping-pong x buffer (header + ``rows·kslice``), the ping-pong w buffer (header + ``kslice·cols`` weights + the
+    bias vectors for ``first`` / ``only`` + the multipliers and shifts for an int8 ``last`` / ``only``), the last
+    kernel's ping-pong out buffer (header + ``rows·cols`` elements of ``out_bits``) and the state. Stack and heap
+    are not included (the device's ``tile_memory_reserve_bytes``, ``hw/perf/device.json``)."""
+    if kernel not in KERNELS:
+        raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+    lanes, shifts = cols // GROUP * 32 * 4, -(-cols // GROUP * 4 // 16) * 16
+    has_bias, has_out = kernel in ("first", "only"), kernel in ("last", "only")
+    w = BEAT_BYTES + kslice * cols + (lanes if has_bias else 0) + (lanes + shifts if has_out and out_bits == 8 else 0)
+    out = BEAT_BYTES + rows * cols * out_bits // 8 if has_out else 0
+    return 2 * (BEAT_BYTES + rows * kslice + w + out) + STATE_BYTES
 
 
 @dataclass(frozen=True)
-class GemmBuild:
-    """One projection cascade: ``kernels`` AIE kernels of ``kslice`` input features each, ``rows`` X rows and
-    ``cols`` output channels a call, ``out_bits`` 8 (requantized int8) or 32 (int32 accumulators)."""
+class GemmParams:
+    """A projection GEMM build: ``kernels`` (cascade length k; K = k·kslice), ``rows`` (X rows per call, multiple
+    of 4), ``cols`` (output channels per kernel, multiple of 16), ``kslice`` (input features per kernel, multiple of
+    16), ``out_bits`` (8: requantized int8; 32: int32 Y)."""
 
     kernels: int
     rows: int
     cols: int
     kslice: int
-    out_bits: int
+    out_bits: int = 8
 
-    def buffer_bytes(self) -> int:
-        """The largest kernel's buffers, both ping-pong halves (x, w with its per-channel lanes, out): the sizes of
-        ``gemm_kernels.h`` (``vckattn.sim.gemm_csim.GemmParams`` computes the same from the kernel's code)."""
-        lanes = self.cols // 8 * 32 * 4
-        shift = -(-self.cols // 8 * 4 // 16) * 16
-        x = _BEAT + self.rows * self.kslice
-        w = _BEAT + self.kslice * self.cols + lanes + ((lanes + shift) if self.out_bits == 8 else 0)
-        out = _BEAT + self.rows * self.cols * self.out_bits // 8
-        return 2 * (x + w + out)
+    def __post_init__(self) -> None:
+        if not 1 <= self.kernels <= 32:
+            raise ValueError(f"kernels={self.kernels}: must be 1..32")
+        if self.rows < 4 or self.rows % 4:
+            raise ValueError(f"rows={self.rows}: must be a positive multiple of 4")
+        if self.cols < 16 or self.cols % 16:
+            raise ValueError(f"cols={self.cols}: must be a positive multiple of 16")
+        if self.kslice < 16 or self.kslice % 16:
+            raise ValueError(f"kslice={self.kslice}: must be a positive multiple of 16")
+        if self.out_bits not in (8, 32):
+            raise ValueError(f"out_bits={self.out_bits}: must be 8 or 32")
+
+    @property
+    def k(self) -> int:
+        """Input features K of the cascade."""
+        return self.kernels * self.kslice
+
+    def defines(self) -> list[str]:
+        return [f"-DVCKATTN_GEMM_KERNELS={self.kernels}", f"-DVCKATTN_GEMM_ROWS={self.rows}",
+                f"-DVCKATTN_GEMM_COLS={self.cols}", f"-DVCKATTN_GEMM_KSLICE={self.kslice}",
+                f"-DVCKATTN_GEMM_OUT_BITS={self.out_bits}"]
+
+    def x_buffer_bytes(self) -> int:
+        return BEAT_BYTES + self.rows * self.kslice
+
+    def lanes_bytes(self) -> int:
+        return self.cols // GROUP * 32 * 4
+
+    def shift_bytes(self) -> int:
+        return -(-self.cols // GROUP * 4 // 16) * 16
+
+    def w_buffer_bytes(self, j: int) -> int:
+        """Bytes of kernel ``j``'s w buffer (gemm_kernels.h ``w_buffer_bytes``)."""
+        last_rq = j == self.kernels - 1 and self.out_bits == 8
+        return (BEAT_BYTES + self.kslice * self.cols + (self.lanes_bytes() if j == 0 else 0)
+                + (self.lanes_bytes() + self.shift_bytes() if last_rq else 0))
+
+    def out_buffer_bytes(self) -> int:
+        return BEAT_BYTES + self.rows * self.cols * self.out_bits // 8
+
+    def data_bytes(self) -> int:
+        """The largest data memory of the cascade's kernels (:func:`kernel_memory`)."""
+        return max(kernel_memory(variant(j, self.kernels), self.rows, self.cols, self.kslice, self.out_bits)
+                   for j in range(self.kernels))
 
 
-__all__ = ["GEMM_MEMORY_BYTES", "GemmBuild"]
+__all__ = ["BEAT_BYTES", "GROUP", "KERNELS", "STATE_BYTES", "GemmParams", "kernel_memory", "variant"]

@@ -67,7 +67,8 @@ def random_case(rng: np.random.Generator, p, case: int):
 @pytest.mark.parametrize("vector", [False, True], ids=["scalar", "vector"])
 @pytest.mark.parametrize("build", BUILDS, ids=_ids)
 def test_bit_exact_against_golden_on_random_projections(build, vector):
-    from vckattn.sim.gemm_csim import GemmParams, run_gemm
+    from vckattn.hw.spec.gemm import GemmParams
+    from vckattn.sim.gemm_csim import run_gemm
 
     p = GemmParams(*build)
     rng = np.random.default_rng([20261126, *build, int(vector)])
@@ -90,7 +91,8 @@ def test_bit_exact_against_golden_on_random_projections(build, vector):
 @TOOLS
 @pytest.mark.parametrize("build", BUILDS, ids=_ids)
 def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
-    from vckattn.sim.gemm_csim import GemmParams, run_gemm
+    from vckattn.hw.spec.gemm import GemmParams
+    from vckattn.sim.gemm_csim import run_gemm
 
     p = GemmParams(*build)
     x, lin, rq = random_case(np.random.default_rng(list(build)), p, 0)
@@ -119,7 +121,8 @@ def test_bit_exact_on_real_minilm_projections():
     from vckattn.golden.pretrained import load_minilm
     from vckattn.golden.sublayer import calibrate_encoder, encoder_sublayer_int, quantize_input
     from vckattn.host.textdata import real_sentences
-    from vckattn.sim.gemm_csim import GemmParams, run_gemm
+    from vckattn.hw.spec.gemm import GemmParams
+    from vckattn.sim.gemm_csim import run_gemm
 
     tok, model = load_minilm(torch.float64)
     enc = tok(real_sentences(4), padding=True, truncation=True, max_length=24, return_tensors="pt")
@@ -147,7 +150,8 @@ def test_bit_exact_on_real_minilm_projections():
 @TOOLS
 def test_kernel_refuses_misrouted_and_bad_buffers():
     from vckattn.hw.spec import streams
-    from vckattn.sim.gemm_csim import GemmParams, gemm_buffers, run_gemm
+    from vckattn.hw.spec.gemm import GemmParams
+    from vckattn.sim.gemm_csim import gemm_buffers, run_gemm
 
     p = GemmParams(2, 8, 16, 16, 8)
     x, lin, rq = random_case(np.random.default_rng(5), p, 0)
