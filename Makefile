@@ -24,12 +24,13 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: setup test sim formal demo lint clean help xclbin regen docs
+.PHONY: setup test sim sim-full formal demo lint clean help xclbin regen docs
 
 help:
 	@echo "make setup   create $(VENV) and install pinned dependencies (requirements.lock)"
 	@echo "make test    run the whole test suite (includes the simulation tests)"
 	@echo "make sim     run only the HDL simulation tests (cocotb on Verilator), one line per test with its time"
+	@echo "make sim-full  the same with the full-size variants (marker full; make test FULL=1 runs them too)"
 	@echo "             (a subset: make sim PYTEST_ARGS=\"-k swiftmax\"; JOBS=N parallel workers, default auto)"
 	@echo "make demo    MiniLM: calibrate, export, layer 0 in RTL simulation, all layers on the emulator"
 	@echo "make formal  every formal proof of the PL kernels (make test runs the fast set): docs/formal.md"
@@ -59,11 +60,16 @@ $(STAMP): pyproject.toml requirements.lock
 	$(PY) -m pip install -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
 
+# The full-size variants (marker `full`: more elements, bigger builds, whole models on rtl) run with FULL=1 and in
+# `make sim-full`; every property they check is exercised at a smaller size without them.
 test: setup
-	$(PY) -m pytest -n $(JOBS) --durations=15 $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(JOBS) --durations=15 $(if $(FULL),,-m "not full") $(PYTEST_ARGS)
 
 # One line per test with its time, the slowest listed at the end; a subset: make sim PYTEST_ARGS="-k swiftmax"
 sim: setup
+	$(PY) -m pytest -m "sim and not full" -v -n $(JOBS) --durations=15 $(PYTEST_ARGS)
+
+sim-full: setup
 	$(PY) -m pytest -m sim -v -n $(JOBS) --durations=15 $(PYTEST_ARGS)
 
 formal: setup

@@ -99,6 +99,7 @@ def test_decoder_units_golden_llama(tmp_path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.sim
+@pytest.mark.full
 @pytest.mark.tool("verilator")
 def test_decoder_units_real_smollm2(tmp_path) -> None:
     """SmolLM2-135M converted to BHyT, layer 0, on 3 real sentences (golden decoder sublayer): site A on every

@@ -253,7 +253,7 @@ def test_minilm_encoder_sublayer_bit_exact(backend: str) -> None:
 @pytest.mark.slow
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("family", ["encoder", "decoder"])
+@pytest.mark.parametrize("family", ["encoder", pytest.param("decoder", marks=pytest.mark.full)])
 def test_sublayer_bit_exact_on_rtl(family: str) -> None:
     """The PL units (and the engine's PL top) in Verilator, registers over AXI4-Lite, on one real sentence (the
     units' random pauses are covered by their own tests and tests/sim/test_sublayer_rtl.py; the decoder on emu and csim

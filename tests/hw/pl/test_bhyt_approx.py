@@ -22,7 +22,9 @@ TESTS = {"test_registers", "test_random_traffic", "test_huge_shift", "test_throu
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 1024, 100_000), (1, 64, 20_000)])
+@pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 1024, 20_000), (1, 64, 5_000),
+                                                       pytest.param(4, 1024, 100_000, marks=pytest.mark.full),
+                                                       pytest.param(1, 64, 20_000, marks=pytest.mark.full)])
 def test_bhyt_approx_kernel(lanes: int, max_d: int, elements: int) -> None:
     name = f"bhyt_approx_l{lanes}_d{max_d}"
     src = generate_verilog(BHyTApproxKernel(lanes, max_d), name)

@@ -95,7 +95,8 @@ def test_reference_stream_per_head() -> None:
 
 
 #: (pipelines, lanes, score bits, lut_product): None the lane's default (LUT products for 8-bit scores), False DSP
-CONFIGS = [(2, 2, 8, None), (2, 4, 16, None), (3, 16, 8, None), (1, 1, 8, None), (1, 8, 16, None), (2, 4, 8, False)]
+CONFIGS = [(2, 2, 8, None), pytest.param(2, 4, 16, None, marks=pytest.mark.full), (3, 16, 8, None), (1, 1, 8, None),
+           (1, 8, 16, None), (2, 4, 8, False)]
 
 
 @pytest.mark.sim

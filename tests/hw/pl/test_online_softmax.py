@@ -28,7 +28,9 @@ TB = "vckattn.sim.tb_online_softmax"
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize(("lanes", "max_keys", "elements"), [(4, 1024, 100_000), (1, 256, 20_000)])
+@pytest.mark.parametrize(("lanes", "max_keys", "elements"), [(4, 1024, 20_000), (1, 256, 5_000),
+                                                          pytest.param(4, 1024, 100_000, marks=pytest.mark.full),
+                                                          pytest.param(1, 256, 20_000, marks=pytest.mark.full)])
 def test_online_softmax_kernel(lanes: int, max_keys: int, elements: int) -> None:
     name = f"online_softmax_l{lanes}_k{max_keys}"
     src = generate_verilog(OnlineSoftmaxKernel(lanes, max_keys), name)

@@ -27,7 +27,9 @@ TESTS = {"test_registers", "test_random_traffic", "test_overlong", "test_through
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 256, 100_000), (1, 32, 20_000)])
+@pytest.mark.parametrize(("lanes", "max_d", "elements"), [(4, 256, 20_000), (1, 32, 5_000),
+                                                       pytest.param(4, 256, 100_000, marks=pytest.mark.full),
+                                                       pytest.param(1, 32, 20_000, marks=pytest.mark.full)])
 def test_rmsnorm_kernel(lanes: int, max_d: int, elements: int) -> None:
     name = f"rmsnorm_l{lanes}_d{max_d}"
     src = generate_verilog(RMSNormKernel(lanes, max_d), name)

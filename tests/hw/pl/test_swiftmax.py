@@ -13,7 +13,9 @@ TB = "vckattn.sim.tb_swiftmax"
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("lanes,elements,in_width", [(4, 100_000, 32), (1, 20_000, 32), (4, 30_000, 8)])
+@pytest.mark.parametrize("lanes,elements,in_width", [(4, 20_000, 32), (1, 5_000, 32), (4, 30_000, 8),
+                                                  pytest.param(4, 100_000, 32, marks=pytest.mark.full),
+                                                  pytest.param(1, 20_000, 32, marks=pytest.mark.full)])
 def test_swiftmax_kernel(lanes: int, elements: int, in_width: int) -> None:
     name = f"swiftmax_l{lanes}" + ("" if in_width == 32 else f"_w{in_width}")
     src = generate_verilog(SwiftMaxKernel(lanes, in_width=in_width), name)

@@ -221,10 +221,11 @@ def _layer_stream(kernel: str, lanes: int, rows: int, row_len: int, rates: str, 
 @pytest.mark.slow
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-def test_swiftmax_whole_layer_stream(tmp_path: Path) -> None:
-    """Today's design: SwiftMax, 4 lanes, int32 scores; a BERT-base layer (12 heads x 128 rows of 128 keys)
+@pytest.mark.parametrize("heads", [4, pytest.param(12, marks=pytest.mark.full)])
+def test_swiftmax_whole_layer_stream(heads: int, tmp_path: Path) -> None:
+    """Today's design: SwiftMax, 4 lanes, int32 scores; ``heads`` x 128 rows of 128 keys (12: a BERT-base layer)
     with the AIE side producing 1, 1/3 and 1/4 beats per cycle."""
-    _layer_stream("swiftmax", 4, 12 * 128, 128, "1,1/3,1/4", tmp_path)
+    _layer_stream("swiftmax", 4, heads * 128, 128, "1,1/3,1/4", tmp_path)
 
 
 @pytest.mark.slow
@@ -253,7 +254,7 @@ def test_swiftmax_narrow_scores(in_width: int, tmp_path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("kernel", ["rmsnorm", "bhyt_exact"])
+@pytest.mark.parametrize("kernel", [pytest.param("rmsnorm", marks=pytest.mark.full), "bhyt_exact"])
 def test_token_norm_streams(kernel: str, tmp_path: Path) -> None:
     """The ping-pong token kernels, 4 lanes: a BERT-base layer's 128 tokens of d = 768 at 1 and 1/3 beats per
     cycle, and short padded tokens (d = 6: 2 beats) at full rate."""
