@@ -310,3 +310,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     class's markers first, then the test's own)."""
     for mark in reversed(list(item.iter_markers("tool"))):
         require_tools(*mark.args)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Files with the most ``slow`` tests first (each file's tests in their order): parallel workers then start
+    the long simulations and syntheses early instead of leaving one of them alone at the end of the run."""
+    from collections import Counter
+
+    slow = Counter(str(item.path) for item in items if item.get_closest_marker("slow"))
+    items.sort(key=lambda item: -slow[str(item.path)])
