@@ -5,12 +5,21 @@ The full description: ``docs/internals/golden.md``, section ``golden/kernels.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .bhyt_int import bhyt_approx_regmap, bhyt_exact_regmap, bhyt_site_int
+from .online_softmax_int import online_softmax_int, online_softmax_regmap
+from .regmap import RegisterMap
+from .requant import requant_regmap, requantize
+from .rmsnorm_int import rmsnorm_int, rmsnorm_regmap
+from .rope_int import rope_int, rope_regmap
+from .scale_int import scale_int, scale_regmap
+from .sublayer import residual_add_int, residual_regmap
+from .swiftmax_int import swiftmax_int, swiftmax_regmap
 
 __all__ = ["COMPONENT_PROOFS", "KERNELS", "FormalProof", "KernelContract"]
-
-#: the generic host driver of every kernel with AXI4-Lite registers
-REGISTER_DRIVER = "vckattn.hw.spec.driver:program"
 
 
 #: The AXI4-Stream properties (a)-(d) of a stream pair, and the AXI4-Lite properties of a register file.
@@ -72,27 +81,21 @@ class KernelContract:
     Attributes:
         name: The kernel's name (the manifest's kernel name for the PL kernels).
         summary: One line: what it computes.
-        golden: ``module:function`` of the bit-exact golden model.
-        regmap: ``module:function`` declaring its register map (``None``: no AXI4-Lite registers).
-        pl: ``module:Class`` of the Amaranth component (``None``: not a PL RTL kernel).
-        pl_kwargs: Build parameters of the component besides ``lanes`` (e.g. ``max_d``), as the hw
-            report builds it.
+        golden: The bit-exact golden model.
+        regmap: The function declaring its register map (``None``: no AXI4-Lite registers); the host
+            programs every register map with one driver, ``vckattn.hw.spec.driver.program``.
+        testbench: The cocotb testbench module (a module name: cocotb imports it in the simulator).
         hls: ``file:function`` of the HLS C++ top, relative to the repository (``None``: none).
         aie: ``file:function`` of the AIE kernel (``None``: none).
-        testbench: The cocotb testbench module, or the C-simulation driver module.
-        host: How the host drives it (``module:function``).
         report: Whether ``vckattn hw report`` synthesizes and measures it (the normalizer/norm kernels).
         proofs: Its formal proofs (module docstring); every PL kernel has them.
     """
 
     name: str
     summary: str
-    golden: str
-    regmap: str | None
-    pl: str | None
+    golden: Callable[..., Any]
+    regmap: Callable[[], RegisterMap] | None
     testbench: str
-    host: str
-    pl_kwargs: dict[str, int] = field(default_factory=dict)
     hls: str | None = None
     aie: str | None = None
     report: bool = False
@@ -102,58 +105,49 @@ class KernelContract:
 KERNELS: dict[str, KernelContract] = {k.name: k for k in (
     KernelContract(
         "swiftmax", "SwiftMax normalizer exp(z - beta)/gamma, element-wise (AXI4-Stream scores -> P)",
-        golden="vckattn.golden.swiftmax_int:swiftmax_int", regmap="vckattn.golden.swiftmax_int:swiftmax_regmap",
-        pl="vckattn.hw.pl.swiftmax:SwiftMaxKernel", hls="hw/hls/swiftmax_hls.cpp:swiftmax_hls",
-        testbench="vckattn.sim.tb_swiftmax", host=REGISTER_DRIVER, report=True,
+        golden=swiftmax_int, regmap=swiftmax_regmap, hls="hw/hls/swiftmax_hls.cpp:swiftmax_hls",
+        testbench="vckattn.sim.tb_swiftmax", report=True,
         proofs=_proofs("swiftmax", depth=12, cuts=("dut.lane*", "dut.regs"), full_depth=12)),
     KernelContract(
         "online_softmax", "online softmax (running max and sum, one row buffer): the baseline normalizer",
-        golden="vckattn.golden.online_softmax_int:online_softmax_int",
-        regmap="vckattn.golden.online_softmax_int:online_softmax_regmap",
-        pl="vckattn.hw.pl.online_softmax:OnlineSoftmaxKernel", pl_kwargs={"max_keys": 1024},
-        testbench="vckattn.sim.tb_online_softmax", host=REGISTER_DRIVER, report=True,
+        golden=online_softmax_int, regmap=online_softmax_regmap,
+        testbench="vckattn.sim.tb_online_softmax", report=True,
         proofs=_proofs("online_softmax", method="bmc", depth=32,
                        cuts=("dut.p1_pow2_*", "dut.p2_pow2_*", "dut.recip", "dut.regs", "dut.p1_prod*",
                              "dut.p2_prod7_*"))),
     KernelContract(
         "bhyt_exact", "BHyT site with its own statistic (token buffer): gamma * tanh(k * q / rms(q))",
-        golden="vckattn.golden.bhyt_int:bhyt_site_int", regmap="vckattn.golden.bhyt_int:bhyt_exact_regmap",
-        pl="vckattn.hw.pl.bhyt_exact:BHyTExactKernel", pl_kwargs={"max_d": 1024},
-        hls="hw/hls/bhyt_hls.cpp:bhyt_site_a", testbench="vckattn.sim.tb_bhyt_exact", host=REGISTER_DRIVER,
-        report=True, proofs=_proofs("bhyt_exact", method="bmc", depth=20, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
+        golden=bhyt_site_int, regmap=bhyt_exact_regmap,
+        hls="hw/hls/bhyt_hls.cpp:bhyt_site_a", testbench="vckattn.sim.tb_bhyt_exact",
+        report=True,
+        proofs=_proofs("bhyt_exact", method="bmc", depth=20, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
     KernelContract(
         "bhyt_approx", "BHyT site M from the forwarded statistic plus the variance constant (no token buffer)",
-        golden="vckattn.golden.bhyt_int:bhyt_site_int", regmap="vckattn.golden.bhyt_int:bhyt_approx_regmap",
-        pl="vckattn.hw.pl.bhyt_approx:BHyTApproxKernel", pl_kwargs={"max_d": 1024},
-        hls="hw/hls/bhyt_hls.cpp:bhyt_site_m", testbench="vckattn.sim.tb_bhyt_approx", host=REGISTER_DRIVER,
+        golden=bhyt_site_int, regmap=bhyt_approx_regmap,
+        hls="hw/hls/bhyt_hls.cpp:bhyt_site_m", testbench="vckattn.sim.tb_bhyt_approx",
         report=True, proofs=_proofs("bhyt_approx", depth=16, cuts=("dut.scale", "dut.lane*", "dut.regs"),
                                     full_depth=16)),
     KernelContract(
         "rmsnorm", "RMSNorm (token buffer, one reduction per token): the baseline norm",
-        golden="vckattn.golden.rmsnorm_int:rmsnorm_int", regmap="vckattn.golden.rmsnorm_int:rmsnorm_regmap",
-        pl="vckattn.hw.pl.rmsnorm:RMSNormKernel", pl_kwargs={"max_d": 1024},
-        testbench="vckattn.sim.tb_rmsnorm", host=REGISTER_DRIVER, report=True,
+        golden=rmsnorm_int, regmap=rmsnorm_regmap,
+        testbench="vckattn.sim.tb_rmsnorm", report=True,
         proofs=_proofs("rmsnorm", method="bmc", depth=16, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
     KernelContract(
         "scale", "requantizing scale y = sat(((x * a) >> s) + bias[j]): the PL infrastructure's demo kernel",
-        golden="vckattn.golden.scale_int:scale_int", regmap="vckattn.golden.scale_int:scale_regmap",
-        pl="vckattn.hw.pl.scale:ScaleKernel", testbench="vckattn.sim.tb_scale", host=REGISTER_DRIVER,
+        golden=scale_int, regmap=scale_regmap, testbench="vckattn.sim.tb_scale",
         proofs=_proofs("scale", depth=10, cuts=("dut.regs",), full_depth=10)),
     KernelContract(
         "residual", "residual add R = X + Y: both aligned to the output scale, one rounding to int8",
-        golden="vckattn.golden.sublayer:residual_add_int", regmap="vckattn.golden.sublayer:residual_regmap",
-        pl="vckattn.hw.pl.residual:ResidualKernel", pl_kwargs={"max_d": 1024}, testbench="vckattn.sim.tb_residual",
-        host=REGISTER_DRIVER, proofs=_proofs("residual", depth=12, cuts=("dut.regs",), full_depth=12)),
+        golden=residual_add_int, regmap=residual_regmap, testbench="vckattn.sim.tb_residual",
+        proofs=_proofs("residual", depth=12, cuts=("dut.regs",), full_depth=12)),
     KernelContract(
         "requant", "per-channel requantizer: int32 accumulators to int8 (18-bit multiplier, shift, round half up)",
-        golden="vckattn.golden.requant:requantize", regmap="vckattn.golden.requant:requant_regmap",
-        pl="vckattn.hw.pl.requant:RequantKernel", pl_kwargs={"max_d": 1024}, testbench="vckattn.sim.tb_requant",
-        host=REGISTER_DRIVER, proofs=_proofs("requant", depth=12, cuts=("dut.regs",), full_depth=12)),
+        golden=requantize, regmap=requant_regmap, testbench="vckattn.sim.tb_requant",
+        proofs=_proofs("requant", depth=12, cuts=("dut.regs",), full_depth=12)),
     KernelContract(
         "rope", "rotate-half RoPE on int8 Q/K rows, int16 Q1.14 cos/sin tables at each row's position",
-        golden="vckattn.golden.rope_int:rope_int", regmap="vckattn.golden.rope_int:rope_regmap",
-        pl="vckattn.hw.pl.rope:RopeKernel", pl_kwargs={"head_dim": 64, "max_pos": 256},
-        testbench="vckattn.sim.tb_rope", host=REGISTER_DRIVER,
+        golden=rope_int, regmap=rope_regmap,
+        testbench="vckattn.sim.tb_rope",
         proofs=_proofs("rope", method="bmc", depth=16, cuts=("dut.regs",))),
 )}
 

@@ -37,11 +37,11 @@ from vckattn.hw.pl.formal import (
     drive_free,
     past,
 )
+from vckattn.hw.pl.kernels import PL_KERNELS
 from vckattn.hw.pl.norm_lanes import BHyTLane, BHyTScaleUnit, RMSNormLane, RMSNormScaleUnit
 from vckattn.hw.pl.pipeline import StallPipeline
 from vckattn.hw.pl.stream import SkidBuffer, Slot
 from vckattn.hw.pl.swiftmax_lane import SwiftMaxLane
-from vckattn.hw.spec.kernels import resolve
 from vckattn.hw.spec.streams import BEAT_BYTES, PACKET
 
 from .formal import FormalResult, check, elaborate_checks
@@ -509,7 +509,7 @@ def engine_from_manifest(name: str, **kw: object) -> Spec:
 
 def _kernel(name: str, **kw: object) -> Callable[[], wiring.Component]:
     """The registry kernel ``name`` built with ``kw`` (the proof's build parameters)."""
-    cls = resolve(KERNELS[name].pl)  # type: ignore[arg-type]
+    cls = PL_KERNELS[name].component
 
     def make() -> wiring.Component:
         return cls(**kw)  # type: ignore[operator]

@@ -17,8 +17,8 @@ from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.golden.kernels import KernelContract
 
 require("`vckattn hw report`", "amaranth", "cocotb", "cocotb_tools", "cocotbext.axi")
+from vckattn.hw.pl.kernels import buffer_bits, build_component
 from vckattn.hw.pl.synth import synthesize
-from vckattn.hw.spec.kernels import buffer_bits, build_component
 
 
 @dataclass(frozen=True)

@@ -21,8 +21,8 @@ import numpy as np
 
 from vckattn.golden.kernels import KERNELS as CONTRACTS
 from vckattn.golden.paths import build_root
+from vckattn.hw.pl.kernels import PL_KERNELS, build_component
 from vckattn.hw.pl.synth import REPO_ROOT, synth_root, synthesize, yosys_binary
-from vckattn.hw.spec.kernels import build_component
 
 __all__ = ["SWEEP", "SweepSpec", "fit_linear", "main", "merge_sweep", "run_sweep"]
 
@@ -253,7 +253,7 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
         "seconds": round(time.perf_counter() - t0, 1),
     }
     for k in kernels:
-        s, c = SWEEP[k], CONTRACTS[k]
+        s = SWEEP[k]
 
         def fitted(ws: tuple[int, ...], v: str, k: str = k) -> dict:
             out = {}
@@ -265,7 +265,7 @@ def run_sweep(kernels: Sequence[str], cycles: bool = True, progress: bool = True
             return out
 
         doc["kernels"][k] = {
-            "component": c.pl, "build_params": dict(c.pl_kwargs),
+            "component": PL_KERNELS[k].path, "build_params": dict(PL_KERNELS[k].build),
             "input_width_param": s.width_param,
             "widths": fitted(s.widths, ""),
             **({"variants": {v: {"build_params": dict(params), "widths": fitted(ws, v)}

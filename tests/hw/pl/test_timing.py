@@ -197,7 +197,7 @@ def test_stream_cycles_shape() -> None:
 
 def _layer_stream(kernel: str, lanes: int, rows: int, row_len: int, rates: str, tmp_path: Path,
                   in_width: int = 32) -> list[dict]:
-    from vckattn.hw.spec.kernels import build_component
+    from vckattn.hw.pl.kernels import build_component
     from vckattn.sim.runner import generate_verilog, run_cocotb
 
     top = f"perf_{kernel}_l{lanes}" + (f"_w{in_width}" if in_width != 32 else "")

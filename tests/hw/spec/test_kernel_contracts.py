@@ -1,5 +1,5 @@
-"""The kernel contract: every kernel is one registry entry whose parts resolve, by one name, and
-whose register list is declared exactly once (golden/kernels.py, golden/regmap.py)."""
+"""The kernel contract: every kernel is one registry entry whose parts exist, by one name, and
+whose register list is declared exactly once (golden/kernels.py, hw/pl/kernels.py, golden/regmap.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from vckattn.golden.kernels import KERNELS, KernelContract
-from vckattn.hw.spec.kernels import resolve
+from vckattn.hw.pl.kernels import PL_KERNELS
+from vckattn.hw.spec.driver import program
 
 ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("golden", "hw", "sim", "host", "tests")
@@ -25,48 +26,54 @@ def _source_function(path: str) -> tuple[Path, str]:
 
 
 @pytest.mark.parametrize("name", list(KERNELS))
-def test_contract_partsresolve(name: str) -> None:
+def test_contract_parts_exist(name: str) -> None:
     c = KERNELS[name]
     assert c.name == name
-    assert callable(resolve(c.golden))
-    assert callable(resolve(c.host))
+    assert callable(c.golden) and inspect.getmodule(c.golden).__name__.startswith("vckattn.golden.")  # type: ignore[union-attr]
+    assert callable(program)
     importlib.import_module(c.testbench)
     if c.regmap is not None:
-        assert resolve(c.regmap)().writable  # type: ignore[operator]
+        assert c.regmap().writable
     for src in (c.hls, c.aie):
         if src is not None:
             file, func = _source_function(src)
             assert file.is_file(), src
             assert re.search(rf"\bvoid\s+{func}\s*\(", file.read_text()), f"{src}: no definition of {func}"
-    if c.pl is not None:
-        assert isinstance(resolve(c.pl), type)
+    if name in PL_KERNELS:
+        assert isinstance(PL_KERNELS[name].component, type)
 
 
-@pytest.mark.parametrize("name", [n for n, c in KERNELS.items() if c.pl is not None])
+def test_every_kernel_with_registers_has_gateware() -> None:
+    """The PL registry names exactly the registry's kernels that have AXI4-Lite registers."""
+    assert set(PL_KERNELS) == {n for n, c in KERNELS.items() if c.regmap is not None}
+
+
+@pytest.mark.parametrize("name", list(PL_KERNELS))
 def test_same_name_in_every_layer(name: str) -> None:
     """hw/pl/<name>.py, sim/tb_<name>.py, hw/hls/<name>_hls.cpp: a reader finds a kernel by its name."""
-    c = KERNELS[name]
-    assert c.pl is not None and c.pl.startswith(f"vckattn.hw.pl.{name}:"), c.pl
+    c, k = KERNELS[name], PL_KERNELS[name]
+    assert k.path.startswith(f"vckattn.hw.pl.{name}:"), k.path
     assert c.testbench == f"vckattn.sim.tb_{name}"
     assert (ROOT / "hw" / "pl" / f"{name}.py").is_file() and (ROOT / "sim" / f"tb_{name}.py").is_file()
     if c.hls is not None:
         assert Path(c.hls.partition(":")[0]).name.startswith(name.split("_")[0])
-    assert c.regmap is not None and c.regmap.endswith(f":{name}_regmap") or name.startswith("bhyt"), c.regmap
+    assert c.regmap is not None
+    assert c.regmap.__name__ == f"{name}_regmap" or name.startswith("bhyt"), c.regmap.__name__
 
 
-@pytest.mark.parametrize("name", [n for n, c in KERNELS.items() if c.pl is not None])
+@pytest.mark.parametrize("name", list(PL_KERNELS))
 def test_component_register_file_is_the_declaration(name: str) -> None:
     """The Amaranth component's register file is built from the golden declaration (same map)."""
-    c = KERNELS[name]
-    assert c.pl is not None and c.regmap is not None
+    c, k = KERNELS[name], PL_KERNELS[name]
+    assert c.regmap is not None
     with warnings.catch_warnings():  # the components are discarded unelaborated: no UnusedElaboratable
         warnings.simplefilter("ignore")
         for lanes in (1, 4):
-            comp = resolve(c.pl)(lanes, **c.pl_kwargs)  # type: ignore[operator]
-            regmap_fn = resolve(c.regmap)
-            params = inspect.signature(regmap_fn).parameters  # type: ignore[arg-type]
-            build = {"lanes": lanes, **c.pl_kwargs}
-            declared = regmap_fn(**{k: v for k, v in build.items() if k in params})  # type: ignore[operator]
+            comp = k.component(lanes, **k.build)  # type: ignore[call-arg]
+            regmap_fn = c.regmap
+            params = inspect.signature(regmap_fn).parameters
+            build = {"lanes": lanes, **k.build}
+            declared = regmap_fn(**{k: v for k, v in build.items() if k in params})  # type: ignore[call-arg]
             assert comp.regmap.describe() == declared.describe()
             del comp
         gc.collect()
@@ -103,10 +110,10 @@ def register_lists(text: str, names: list[str]) -> list[tuple[int, str]]:
 
 def _declaration_file(c: KernelContract) -> Path:
     assert c.regmap is not None
-    return ROOT / Path(*c.regmap.partition(":")[0].split(".")[1:]).with_suffix(".py")
+    return Path(inspect.getsourcefile(c.regmap) or "").resolve()
 
 
-LISTED = [n for n, c in KERNELS.items() if c.regmap is not None and len(resolve(c.regmap)().writable) >= 3]
+LISTED = [n for n, c in KERNELS.items() if c.regmap is not None and len(c.regmap().writable) >= 3]
 
 
 def test_swiftmax_is_checked() -> None:
@@ -118,7 +125,8 @@ def test_register_list_declared_once(name: str) -> None:
     """No .py/.cpp/.h/.cc file outside the declaration and the generated header lists the kernel's
     writable registers by hand."""
     c = KERNELS[name]
-    names = [r.name for r in resolve(c.regmap)().writable]  # type: ignore[arg-type, operator]
+    assert c.regmap is not None
+    names = [r.name for r in c.regmap().writable]
     allowed = {_declaration_file(c), ROOT / "hw" / "hls" / "generated" / f"{name}_regs.h"}
     offenders = []
     for layer in LAYERS:
