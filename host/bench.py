@@ -12,7 +12,6 @@ each, and the medians are compared, so background load hits both alike.
 
 from __future__ import annotations
 
-import json
 import platform
 import statistics
 import time
@@ -24,6 +23,7 @@ import torch.nn.functional as F
 
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import attention_int, calibrate_attention
+from vckattn.host.output import write_json
 
 
 def _float_attention(mha: MultiHeadAttention, x: torch.Tensor) -> torch.Tensor:
@@ -98,8 +98,7 @@ def run(json_out: Path | None, **kwargs: object) -> dict:
         table.add_row(k, f"{v * 1e3:.1f}", f"{ratio:.2f}×", f"{pair:.2f}×")
     make_console().print(table)
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(report, indent=2))
+        write_json(json_out, report)
         make_console().print(f"wrote {json_out}")
     return report
 
@@ -242,7 +241,6 @@ def run_host(json_out: Path | None, **kwargs: object) -> dict:
     make_console().print(t)
     make_console().print(f"host / device = {r['host_over_device']:.1%} (goal < 5%)")
     if json_out is not None:
-        json_out.parent.mkdir(parents=True, exist_ok=True)
-        json_out.write_text(json.dumps(r, indent=2))
+        write_json(json_out, r)
         make_console().print(f"wrote {json_out}")
     return r

@@ -6,7 +6,6 @@ The full description: ``docs/internals/host.md``, section ``host/calibrate.py``.
 from __future__ import annotations
 
 import copy
-import json
 import random
 import sys
 import time
@@ -68,56 +67,24 @@ def load_data(spec: str, seed: int = 0) -> Data:
         data = part(sp.train, "train")
         data.held_out = part(sp.validation, "validation")
     else:
-        path = Path(spec)
-        if not path.is_file():
+        if not Path(spec).exists():
             raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
-        try:
-            lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-        except UnicodeDecodeError as exc:
-            raise InputError(f"--data {path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-        if not lines:
-            raise InputError(f"--data {path}: no sentences (empty or only blank lines)")
-        data = Data("text", lines, None, str(path))
+        from vckattn.host.textdata import read_sentences
+
+        data = Data("text", read_sentences(Path(spec), "--data"), None, spec)
     return data.subset(rng.permutation(len(data)))
 
 
 def load_model(spec: str, objective: str) -> tuple[Any, nn.Module, str]:
-    """``(tokenizer or None, model, description)``: float32, eval, offline, from ``minilm`` or a folder."""
-    from transformers import AutoConfig
-    from transformers.utils import logging as hf_logging
+    """``(tokenizer or None, model, description)``: float32, eval, offline, from ``minilm`` or a folder, with its
+    classification head when it has one."""
+    from vckattn.host.checkpoints import display_name, load_hf_folder, resolve_checkpoint
 
-    from vckattn.host.profile import resolve_checkpoint
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    path, name = resolve_checkpoint(spec)
-    cfg = AutoConfig.from_pretrained(path, local_files_only=True)
-    arch = (cfg.architectures or [""])[0]
-    import transformers
-
-    try:
-        if cfg.model_type == "vit":
-            cls = transformers.ViTForImageClassification
-        elif arch.endswith("ForSequenceClassification"):
-            cls = transformers.AutoModelForSequenceClassification
-        else:
-            if objective == "task":
-                raise UserError(f"{path}: the task objective needs a classification model (architectures "
-                                f"{cfg.architectures}); use --objective distill")
-            cls = transformers.AutoModel
-        model = cls.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
-        tok = None if cfg.model_type == "vit" else transformers.AutoTokenizer.from_pretrained(
-            path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot load {path}: {str(exc).splitlines()[0]}") from None
-    from vckattn.host.export.sources import check_finite
-
-    check_finite(model, path)
-    if tok is not None:
-        from vckattn.host.textdata import check_tokenizer
-
-        check_tokenizer(tok, path)
-    return tok, model, f"{name} ({type(model).__name__})"
+    src = resolve_checkpoint(spec)
+    if src.kind != "hf-folder":
+        raise InputError(f"{src.path}: calibrate reads a Hugging Face model folder (config.json and weights)")
+    tok, model = load_hf_folder(src.path, classifier=True, objective=objective)
+    return tok, model, f"{display_name(src)} ({type(model).__name__})"
 
 
 def batches(model: nn.Module, tok: Any, data: Data, batch_size: int, max_length: int,
@@ -290,12 +257,12 @@ def run_stats(model_spec: str, data_spec: str, out: Path, samples: int = 256, ba
               "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision,
               "layers": [s.summary() | {"layer": i} for i, s in enumerate(stats)], "proposed": inits}
     if rt.is_main:
-        from vckattn.host.cli.common import atomic_path, write_text_atomic
+        from vckattn.host.output import atomic_path, write_json
 
         out.mkdir(parents=True, exist_ok=True)
         with atomic_path(out / "stats_hist.png") as tmp:
             plot_stats(stats, tmp, desc)
-        write_text_atomic(out / "stats.json", json.dumps(report, indent=1))
+        write_json(out / "stats.json", report)
     rt.done()
     return report
 
@@ -547,17 +514,16 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
               "resumed_stages": done_before, "stages": [asdict(lg) for lg in logs], "model_dir": str(model_dir),
               "processes": rt.world, "device": str(rt.device), "mixed_precision": rt.mixed_precision}
     if rt.is_main:
-        from vckattn.host.cli.common import write_text_atomic
         from vckattn.host.export.pipeline import TUNING_FILE
+        from vckattn.host.output import write_json
 
         model.save_pretrained(model_dir)
         if tok is not None:
             tok.save_pretrained(model_dir)
         base = cfg.model if cfg.model == "minilm" or not Path(cfg.model).exists() else str(Path(cfg.model).resolve())
         # the model this one was tuned from: `vckattn export` compares the tuned model with it (its softmax model)
-        write_text_atomic(model_dir / TUNING_FILE, json.dumps({"base": base, "main_lr": main_lr,
-                                                               "per_head": cfg.per_head}, indent=1) + "\n")
-        write_text_atomic(out / "swiftmax.json", json.dumps(report, indent=1))
+        write_json(model_dir / TUNING_FILE, {"base": base, "main_lr": main_lr, "per_head": cfg.per_head})
+        write_json(out / "swiftmax.json", report)
     rt.done()
     return report
 

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 from vckattn.golden.errors import UserError
+from vckattn.host.output import write_json
 
 # golden.bhyt defaults, repeated so that building the CLI parser imports no torch (a test keeps them equal)
 DEFAULT_KAPPA, DEFAULT_LAM_ATTN, DEFAULT_LAM_MLP = 10.0, 2.0, 1.0
@@ -84,7 +85,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
         raise UserError(f"cannot save the converted model to {out}: {first_line(exc)}") from None
     cfg = json.loads((out / "config.json").read_text(encoding="utf-8"))
     cfg["vckattn_bhyt"] = {"kappa": kappa, "seq_len": seq_len}
-    (out / "config.json").write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8")
+    write_json(out / "config.json", cfg)
     try:
         AutoTokenizer.from_pretrained(folder, **kw).save_pretrained(out)
     except (OSError, ValueError, KeyError, TypeError):
@@ -168,7 +169,7 @@ def convert_bhyt(model: str | Path, out: str | Path, seq_len: int = DEFAULT_T, l
               "lam_attn_init": lam_attn, "lam_mlp_init": lam_mlp,
               "c_attn_formula": "||W_V W_O||_F^2 / (T d), W_V GQA-expanded to all heads, T = seq_len",
               "layers": _layer_rows(values, kappa)}
-    (out / REPORT_NAME).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    write_json(out / REPORT_NAME, report)
     return report
 
 

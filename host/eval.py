@@ -5,7 +5,6 @@ The full description: ``docs/internals/host.md``, section ``host/eval.py``.
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -242,14 +241,6 @@ def print_report(report: dict) -> None:
     c.print(e)
 
 
-def write_json(report: dict, path: Path) -> None:
-    """Write the report (folders created; atomically: never half-written)."""
-    from vckattn.host.cli.common import write_text_atomic
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(report, indent=2) + "\n")
-
-
 def write_plots(report: dict, out_dir: Path) -> list[Path]:
     """``layers.png`` (per-layer 1 − cosine of the attention output) and ``end_to_end.png`` (the metric)."""
     import matplotlib
@@ -295,4 +286,4 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
     return [p1, p2]
 
 
-__all__ = ["device_runner", "evaluate", "print_report", "quant_layers", "write_json", "write_plots"]
+__all__ = ["device_runner", "evaluate", "print_report", "quant_layers", "write_plots"]

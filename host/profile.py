@@ -5,9 +5,7 @@ The full description: ``docs/internals/host.md``, section ``host/profile.py``.
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -22,12 +20,19 @@ from vckattn.golden import convert
 from vckattn.golden.bhyt import DEFAULT_KAPPA, DEFAULT_LAM_ATTN
 from vckattn.golden.bhyt_int import NormFormat
 from vckattn.golden.calibrate import RowSummary, init_beta_gamma
-from vckattn.golden.errors import InputError, ToolMissing, UserError
+from vckattn.golden.errors import InputError, UserError
 from vckattn.golden.normalizers import Normalizer
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat
 from vckattn.golden.requant import INT8, quantize_symmetric, symmetric_scale
 from vckattn.golden.swiftmax_int import CLAMP_HI, CLAMP_LO, SwiftMaxFormat, choose_out_frac, swiftmax_registers
-from vckattn.host.textdata import check_tokenizer
+from vckattn.host.checkpoints import (
+    check_model_type,
+    display_name,
+    load_hf_folder,
+    read_config_json,
+    resolve_checkpoint,
+)
+from vckattn.host.textdata import read_sentences
 
 SUPPORTED = ("bert", "llama")
 #: q/k/v projection names inside the attention module of each family
@@ -163,73 +168,27 @@ class _ScoreTap(Normalizer):
 # ----------------------------------------------------------------------------- loading
 
 
-def resolve_checkpoint(checkpoint: str | Path) -> tuple[Path, str]:
-    """``(folder, display name)``; ``minilm`` is the shipped all-MiniLM-L6-v2. InputError if unusable."""
-    if str(checkpoint) == "minilm":
-        from vckattn.golden.pretrained import minilm_dir
-
-        try:
-            return minilm_dir(), MINILM_NAME
-        except FileNotFoundError as exc:
-            raise ToolMissing(str(exc)) from None
-    path = Path(checkpoint)
-    if not path.exists():
-        raise InputError(f"checkpoint folder {path} does not exist")
-    if not path.is_dir():
-        raise InputError(f"checkpoint {path} is not a folder (expected a Hugging Face model folder)")
-    if not (path / "config.json").is_file():
-        raise InputError(f"{path} has no config.json: not a Hugging Face model folder")
-    return path, path.resolve().name
+def resolve_folder(checkpoint: str | Path) -> tuple[Path, str]:
+    """``(folder, display name)`` of a Hugging Face model folder (``minilm``: the shipped all-MiniLM-L6-v2) of a
+    family profile reads; InputError (status 4) otherwise."""
+    src = resolve_checkpoint(checkpoint)
+    if src.kind != "hf-folder":
+        raise InputError(f"{src.path}: profile reads a Hugging Face model folder (config.json and weights)")
+    check_model_type(read_config_json(src.path).get("model_type"), src.path / "config.json", SUPPORTED, "profile")
+    return src.path, display_name(src)
 
 
-def read_sentences(data: str | Path | None, max_sentences: int) -> tuple[list[str], str]:
-    """Sentences (one per non-blank line, UTF-8) and a description of the source."""
+def profile_sentences(data: str | Path | None, max_sentences: int) -> tuple[list[str], str]:
+    """At most ``max_sentences`` sentences of ``data`` (one per non-blank line, UTF-8; None: CPython's reference
+    manual) and a description of the source."""
     if data is None:
         from vckattn.host.textdata import real_sentences
 
         n = min(DEFAULT_SENTENCES, max_sentences)
         return real_sentences(n), f"real_sentences({n}) (CPython reference manual; no --data given)"
-    path = Path(data)
-    if not path.exists():
-        raise InputError(f"data file {path} does not exist")
-    if not path.is_file():
-        raise InputError(f"data file {path} is a folder, not a file")
-    try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines()]
-    except UnicodeDecodeError as exc:
-        raise InputError(f"data file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    lines = [ln for ln in lines if ln]
-    if not lines:
-        raise InputError(f"data file {path} has no sentences (only blank lines or empty)")
+    lines = read_sentences(Path(data), "data file")
     used = lines[:max_sentences]
-    return used, f"{path} (first {len(used)} of {len(lines)} sentences)"
-
-
-def load_model(path: Path) -> tuple[object, nn.Module, str]:
-    """``(tokenizer, model, model_type)``: float32, eval, offline."""
-    try:
-        model_type = json.loads((path / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read {path / 'config.json'}: {exc}") from None
-    if model_type not in SUPPORTED:
-        raise InputError(f"unsupported model_type {model_type!r} in {path / 'config.json'}: "
-                        f"profile supports {', '.join(SUPPORTED)}")
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers import AutoModel, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        tok = AutoTokenizer.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot load a tokenizer from {path}: {str(exc).splitlines()[0]}") from None
-    check_tokenizer(tok, path)
-    try:
-        model = AutoModel.from_pretrained(path, dtype=torch.float32, local_files_only=True).eval()
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot load the model from {path}: {str(exc).splitlines()[0]}") from None
-    return tok, model, model_type
+    return used, f"{data} (first {len(used)} of {len(lines)} sentences)"
 
 
 # ----------------------------------------------------------------------------- collection
@@ -600,15 +559,16 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
     percentile choice of P's output format. ``progress``: a tqdm bar over the sentences on stderr.
     """
     t0 = time.perf_counter()
-    path, default_name = resolve_checkpoint(checkpoint_dir)
+    path, default_name = resolve_folder(checkpoint_dir)
     name = name or default_name
     if sentences is None:
-        sentences, data_source = read_sentences(None, DEFAULT_SENTENCES)
+        sentences, data_source = profile_sentences(None, DEFAULT_SENTENCES)
     sentences = list(sentences)
     if not sentences:
         raise UserError("no sentences to profile")
     out = Path(out_dir) if out_dir is not None else Path("results/profile") / name
-    tok, model, model_type = load_model(path)
+    model_type = str(read_config_json(path).get("model_type"))
+    tok, model = load_hf_folder(path)
     layers = convert.decoder_layers(model)
     attns = convert.attention_modules(model)
     n = len(layers)
@@ -654,9 +614,9 @@ def run_profile(checkpoint_dir: str | Path, sentences: Sequence[str] | None, out
     report["seconds"] = time.perf_counter() - t0
     json_path = out / "profile.json"
     report["json"] = str(json_path)
-    from vckattn.host.cli.common import write_text_atomic
+    from vckattn.host.output import write_json
 
-    write_text_atomic(json_path, json.dumps(report, indent=2, ensure_ascii=False))
+    write_json(json_path, report)
     return report
 
 
@@ -712,14 +672,15 @@ def main(args) -> int:
 
     if args.max_sentences < 1:
         raise UserError(f"--max-sentences must be >= 1 (got {args.max_sentences})")
-    from vckattn.host.cli.common import output_dir, output_file, write_text_atomic
+    from vckattn.host.cli.common import output_dir, output_file
+    from vckattn.host.output import write_json
 
     json_stdout = args.json_out == "-"
     output_dir(args.out, what="--out")
     output_file(args.json_out, what="--json")
     out = make_console(stderr=json_stdout)
-    path, name = resolve_checkpoint(args.checkpoint)
-    sentences, source = read_sentences(args.data, args.max_sentences)
+    path, name = resolve_folder(args.checkpoint)
+    sentences, source = profile_sentences(args.data, args.max_sentences)
     if args.data is not None:
         sentences = check_lengths(path, sentences, getattr(args, "truncate", False))
     if args.data is None:
@@ -728,7 +689,7 @@ def main(args) -> int:
     report = run_profile(path, sentences, args.out, name=name, data_source=source, seed=args.seed,
                          progress=sys.stderr.isatty() and not getattr(args, "quiet", False))
     if json_stdout:
-        print(json.dumps(report, indent=2, ensure_ascii=False))
+        write_json("-", report)
         return 0
     out.print(summary_table(report))
     flags = report["flags"]
@@ -739,7 +700,7 @@ def main(args) -> int:
     else:
         out.print("[green]no flags: every value fits the chosen formats[/]")
     if args.json_out:
-        write_text_atomic(Path(args.json_out), json.dumps(report, indent=2, ensure_ascii=False))
+        write_json(args.json_out, report)
         out.print(f"JSON also written to {args.json_out}")
     out.print(f"wrote {report['json']}")
     for p in report["plots"]:

@@ -11,13 +11,11 @@
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from vckattn.golden.calibrate import RowSummary, init_beta_gamma
@@ -181,30 +179,17 @@ def _long_inputs(tok: object, sentences: list[str] | None, seq_len: int) -> tupl
 
 
 def _layer_stats(model: torch.nn.Module, batch: dict) -> list[RowSummary]:
-    """Per layer, the summary of the softmax rows of ``batch``."""
-    from vckattn.golden import convert
+    """Per layer, the summary of the softmax rows of ``batch`` (:func:`vckattn.golden.calibrate.collect_stats`)."""
+    from vckattn.golden.calibrate import collect_stats
 
-    convert.register_attention()
-    model.set_attn_implementation(convert.ATTN_IMPL)
-    with torch.no_grad(), convert.recording(model) as records:
-        model(**batch)
-    out = []
-    for recs in records:
-        out.append(RowSummary.of(torch.cat([r.z_max for r in recs]), torch.cat([r.sum_exp for r in recs])))
-    return out
+    return [RowSummary.of(s.z_max, s.sum_exp) for s in collect_stats(model, [batch])]
 
 
 def _write(json_out: Path | None, report: object, console: object) -> None:
     if json_out is None:
         return
-    json_out.parent.mkdir(parents=True, exist_ok=True)
-    from vckattn.host.cli.common import write_text_atomic
+    from vckattn.host.output import write_json
 
-    write_text_atomic(json_out, json.dumps(report, indent=2, default=_jsonable))
+    write_json(json_out, report)
     console.print(f"wrote {json_out}")  # type: ignore[attr-defined]
 
-
-def _jsonable(o: object) -> object:
-    if isinstance(o, np.generic):
-        return o.item()
-    raise TypeError(f"not JSON serializable: {type(o)}")

@@ -5,7 +5,6 @@ The full description: ``docs/internals/host.md``, section ``host/run.py``.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -137,7 +136,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                 saved[f"layer{i}_output"] = lr.out[keep].astype(np.float32)
     report["elements_per_second"] = elements / device_s if device_s > 0 else None
     if save is not None:
-        from vckattn.host.cli.common import atomic_path
+        from vckattn.host.output import atomic_path
 
         save.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(save) as tmp, tmp.open("wb") as fh:
@@ -152,16 +151,16 @@ def early_tokenizer(bundle: Any, checkpoint: str | Path | None) -> Any:
 
     try:
         source = export.resolve_checkpoint(checkpoint if checkpoint is not None else bundle.manifest["source"]["path"])
-    except export.ExportError:
+    except InputError:
         return None
     folder = source.path if source.kind == "hf-folder" else source.path.parent if source.kind == "safetensors" \
         else None
     if folder is None:
         return None
     try:
-        from vckattn.host.export.sources import _tokenizer
+        from vckattn.host.checkpoints import load_tokenizer
 
-        return _tokenizer(folder)
+        return load_tokenizer(folder)
     except Exception:  # noqa: BLE001 - no cheap tokenizer: the model load reports the problem
         return None
 
@@ -240,11 +239,4 @@ def model_fidelity_line(fid: dict | None) -> str:
             f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")
 
 
-def write_json(report: dict, path: Path) -> None:
-    from vckattn.host.cli.common import write_text_atomic
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(report, indent=2) + "\n")
-
-
-__all__ = ["check_text_length", "early_tokenizer", "model_fidelity_line", "print_report", "run", "write_json"]
+__all__ = ["check_text_length", "early_tokenizer", "model_fidelity_line", "print_report", "run"]

@@ -55,7 +55,7 @@ def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
     path = checkpoint if checkpoint is not None else src["path"]
     try:
         source = export.resolve_checkpoint(path)
-    except export.ExportError as exc:
+    except InputError as exc:
         raise InputError(f"the float reference needs the bundle's source checkpoint: {exc} "
                          "(pass --checkpoint PATH if it moved)") from None
     digest = source.sha256()
@@ -207,7 +207,7 @@ def reference_model(m: LoadedModel, reference: Path | str | None, progress: bool
 
     try:
         ref = export.load_model(export.resolve_checkpoint(reference), progress, classifier)
-    except export.ExportError as exc:
+    except InputError as exc:
         raise InputError(f"--reference: {exc}") from None
     # a reference that is not the source's kind of model: a bad input, as a --checkpoint that is not the source
     if ref.family != m.family or len(ref.layers) != len(m.layers) or ref.info["hidden_size"] != m.info["hidden_size"]:

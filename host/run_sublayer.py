@@ -149,7 +149,7 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
     finally:
         bar.close()
     if save is not None:
-        from vckattn.host.cli.common import atomic_path
+        from vckattn.host.output import atomic_path
 
         save.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(save) as tmp, tmp.open("wb") as fh:

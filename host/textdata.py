@@ -1,10 +1,14 @@
-"""Real English text that ships with CPython (no download): ``pydoc_data.topics``."""
+"""Text for every command: the one reader of sentence files (:func:`read_sentences`) and real English text that
+ships with CPython (no download): ``pydoc_data.topics``."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
+
+from vckattn.golden.errors import InputError
 
 #: a tokenizer that maps more than this share of the words of ordinary English text to its unknown token is not
 #: the model's tokenizer (e.g. a ``save_pretrained`` folder without tokenizer files: transformers then builds an
@@ -15,6 +19,31 @@ MAX_UNKNOWN_SHARE = 0.5
 #: tuning pool of ``vckattn calibrate --data pydoc`` leaves exactly those out (:func:`tuning_pool`)
 EVAL_START_TOPIC = 60
 EVAL_MAX_SENTENCES = 256
+
+
+def read_sentences(path: Path, what: str = "text file") -> list[str]:
+    """The non-blank lines of a UTF-8 text file, stripped; InputError (status 4) if it is missing, a folder,
+    unreadable, not UTF-8 or without a sentence."""
+    lines = [ln.strip() for ln in read_text(path, what).splitlines()]
+    lines = [ln for ln in lines if ln]
+    if not lines:
+        raise InputError(f"{what} {path} has no sentences (empty or only blank lines)")
+    return lines
+
+
+def read_text(path: Path, what: str = "text file") -> str:
+    """A UTF-8 text file's content; InputError (status 4) if it is missing, a folder, unreadable or not UTF-8."""
+    path = Path(path)
+    if not path.exists():
+        raise InputError(f"{what} {path} does not exist")
+    if path.is_dir():
+        raise InputError(f"{what} {path} is a folder, not a file")
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise InputError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
 
 
 def eval_sentences(n: int) -> list[str]:

@@ -55,6 +55,7 @@ __all__ = [
     "asan_available",
     "hls_build_root",
     "compile_cpp",
+    "cxx",
     "csim_available",
     "run_binary",
 ]
@@ -108,11 +109,12 @@ def ap_types_include() -> Path:
     raise HlsToolsMissing(f"no templates/vivado/ap_types/ap_fixed.h inside hls4ml at {where}")
 
 
-def _cxx() -> str:
-    cxx = os.environ.get(_CXX_ENV) or "g++"
-    path = shutil.which(cxx)
+def cxx() -> str:
+    """The C++ compiler of the C-simulation (``$CXX``, default g++) on ``PATH``; HlsToolsMissing if absent."""
+    name = os.environ.get(_CXX_ENV) or "g++"
+    path = shutil.which(name)
     if path is None:
-        raise HlsToolsMissing(f"C++ compiler {cxx!r} not found on PATH")
+        raise HlsToolsMissing(f"C++ compiler {name!r} not found on PATH")
     return path
 
 
@@ -124,7 +126,7 @@ def _cxx_version(cxx: str) -> str:
 def csim_available() -> bool:
     """True when g++ and the ap_types headers are both present (use for ``pytest.mark.skipif``)."""
     try:
-        _cxx()
+        cxx()
         ap_types_include()
     except HlsToolsMissing:
         return False
@@ -143,7 +145,7 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
     """
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise ValueError(f"invalid build name {name!r}")
-    cxx = _cxx()
+    compiler = cxx()
     inc = ap_types_include()
     out_dir = hls_build_root() / name
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -166,11 +168,11 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
 
     include_dirs = list(dict.fromkeys(str(s.parent) for s in src_paths))
     exe = out_dir / name
-    cmd = [cxx, *BASE_FLAGS, *(f"-I{d}" for d in include_dirs), f"-I{inc}", *extra_flags,
+    cmd = [compiler, *BASE_FLAGS, *(f"-I{d}" for d in include_dirs), f"-I{inc}", *extra_flags,
            *(str(s) for s in src_paths), "-o"]
 
     h = hashlib.sha256()
-    for part in (_cxx_version(cxx), str(inc), *cmd, *(f"{n}\0{t}" for n, t in texts)):
+    for part in (_cxx_version(compiler), str(inc), *cmd, *(f"{n}\0{t}" for n, t in texts)):
         h.update(part.encode())
         h.update(b"\0\1")
     digest = h.hexdigest()

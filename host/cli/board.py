@@ -68,13 +68,13 @@ def _timeout(text: str) -> int:
 
 
 def run_selftest(args: argparse.Namespace) -> int:
-    import json
 
     from vckattn.host import selftest
     from vckattn.host.backends.emulation import emulation_mode
+    from vckattn.host.output import write_json
     from vckattn.hw.design.manifest import load_manifest
 
-    from .common import output_file, write_text_atomic
+    from .common import output_file
     from .run import check_device_flags
 
     manifest = load_manifest(args.manifest)  # a bad manifest: status 5, before the card is touched
@@ -89,7 +89,7 @@ def run_selftest(args: argparse.Namespace) -> int:
     report = selftest.selftest(manifest, backend, xclbin=args.xclbin, device_index=args.device, device_options=opts)
     selftest.print_report(report)
     if args.json_out is not None:
-        write_text_atomic(args.json_out, json.dumps(report, indent=2) + "\n")
+        write_json(args.json_out, report)
         print(f"wrote {args.json_out}")
     if not report["passed"]:
         first = next(c for c in report["checks"] if c["status"] == "FAIL")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
@@ -16,7 +15,7 @@ from .common import (
     missing_subcommand,
     output_dir,
     positive_int,
-    read_text,
+    read_sentences,
 )
 
 #: the default of --max-length (cut to the model's positions when it has fewer)
@@ -132,18 +131,16 @@ def check_data(spec: str) -> None:
         return
     if not Path(spec).exists():
         raise InputError(f"--data {spec}: no such file (or use one of {', '.join(TEXT_SOURCES + IMAGE_SOURCES)})")
-    if not read_text(Path(spec), "--data").strip():
-        raise InputError(f"--data {spec}: no sentences (empty or only blank lines)")
+    read_sentences(Path(spec), "--data")
 
 
 def model_positions(spec: str) -> int | None:
     """``max_position_embeddings`` of MODEL's config.json (None for a ViT, or when it cannot be read here: the
     model load then reports the problem)."""
-    from vckattn.host.profile import resolve_checkpoint
+    from vckattn.host.checkpoints import read_config_json, resolve_checkpoint
 
     try:
-        path, _ = resolve_checkpoint(spec)
-        cfg = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        cfg = read_config_json(resolve_checkpoint(spec).path)
     except (UserError, OSError, ValueError):
         return None
     n = cfg.get("max_position_embeddings") if cfg.get("model_type") != "vit" else None

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import re
 import sys
 import tempfile
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
+from vckattn.host.textdata import read_sentences, read_text
 
 PROG = "vckattn"
 #: exit status when a layer's integer attention does not follow its float model (``run --min-cosine``, the
@@ -141,31 +140,6 @@ def index_list(text: str) -> list[int]:
     return values
 
 
-def read_sentences(path: Path, what: str = "text file") -> list[str]:
-    """The non-blank lines of a UTF-8 text file, stripped; InputError (status 4) if it is missing, a folder,
-    unreadable, not UTF-8 or without a sentence."""
-    lines = [ln.strip() for ln in read_text(path, what).splitlines()]
-    lines = [ln for ln in lines if ln]
-    if not lines:
-        raise InputError(f"{what} {path} has no sentences (empty or only blank lines)")
-    return lines
-
-
-def read_text(path: Path, what: str = "text file") -> str:
-    """A UTF-8 text file's content; InputError (status 4) if it is missing, a folder, unreadable or not UTF-8."""
-    path = Path(path)
-    if not path.exists():
-        raise InputError(f"{what} {path} does not exist")
-    if path.is_dir():
-        raise InputError(f"{what} {path} is a folder, not a file")
-    try:
-        return path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise InputError(f"{what} {path} is not UTF-8 text ({exc.reason} at byte {exc.start})") from None
-    except OSError as exc:
-        raise InputError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
-
-
 def check_text(text: str, what: str = "--text") -> str:
     """``text`` unless it is empty or only whitespace, or holds bytes that are not UTF-8 (InputError, status 4).
     Python keeps the undecodable bytes of a command-line argument as lone surrogates (``surrogateescape``); they
@@ -252,13 +226,6 @@ def output_dir(path: Path | str | None, overwrite: bool = True, what: str = "--o
     return p
 
 
-def umask() -> int:
-    """The process's file-creation mask (read without changing it for longer than the call)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def writable_folder(path: Path | str, what: str) -> Path:
     """Create the folder ``path`` (with its parents) and prove it writable by creating and removing a file in it,
     before any work: InputError (status 4) naming the file system's answer otherwise (a read-only file system, no
@@ -273,29 +240,6 @@ def writable_folder(path: Path | str, what: str) -> Path:
     except OSError as exc:
         raise InputError(f"{what} {p}: cannot write there ({exc.strerror or exc})") from None
     return p
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """A temporary path in ``path``'s folder to write to; moved onto ``path`` (``os.replace``) only when the block
-    ends without an exception, so ``path`` is never half-written. The file gets the mode any new file of the user
-    gets (0666 less the umask; ``mkstemp``'s own 0600 would make reports unreadable to the user's group)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".tmp", dir=path.parent or ".")
-    os.close(fd)
-    try:
-        yield Path(tmp)
-        os.chmod(tmp, 0o666 & ~umask())
-        os.replace(tmp, path)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write ``text`` (UTF-8) to ``path`` atomically (:func:`atomic_path`)."""
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
 
 
 def check_npz(path: Path, keys: list[str] | None = None, width: int | None = None) -> dict:
@@ -342,10 +286,9 @@ def check_npz(path: Path, keys: list[str] | None = None, width: int | None = Non
     return arrays
 
 
-__all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "atomic_path", "check_npz", "check_text",
+__all__ = ["PROG", "HelpFormatter", "Parser", "Subparsers", "check_npz", "check_text",
            "command_names", "examples", "fit_length", "index_list", "make_console", "missing_subcommand", "output_dir",
-           "output_file", "positive_float", "positive_int", "read_sentences", "read_text", "umask",
-           "writable_folder", "write_text_atomic"]
+           "output_file", "positive_float", "positive_int", "read_sentences", "read_text", "writable_folder"]
 
 
 def device_options(args: argparse.Namespace) -> dict:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from vckattn.host.output import write_json
+
 from .common import Subparsers, device_options, examples, index_list, output_dir, output_file, positive_int
 
 
@@ -77,7 +79,7 @@ def run_eval(args: argparse.Namespace) -> int:
                          n_samples=args.samples)
     ev.print_report(report)
     if args.json_out is not None:
-        ev.write_json(report, args.json_out)
+        write_json(args.json_out, report)
         print(f"wrote {args.json_out}")
     if args.plots is not None:
         for path in ev.write_plots(report, args.plots):

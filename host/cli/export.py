@@ -193,7 +193,6 @@ def add_inspect(sub: Subparsers) -> None:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    import json
 
     from vckattn.host import bundle
 
@@ -201,7 +200,9 @@ def run_inspect(args: argparse.Namespace) -> int:
         raise bundle.BundleError(args.bundle, "", "a file, not a bundle folder (manifest.json + tensors)")
     summary = bundle.describe(bundle.load_bundle(args.bundle))
     if args.as_json:
-        print(json.dumps(summary, indent=2))
+        from vckattn.host.output import write_json
+
+        write_json("-", summary)
     else:
         print_bundle_summary(summary)
     return 0

@@ -174,7 +174,6 @@ def _tool_output(log: Path | None) -> Iterator[TextIO]:
 
 
 def run_hw_report(args: argparse.Namespace) -> int:
-    import json
 
     from rich.table import Table
 
@@ -211,9 +210,9 @@ def run_hw_report(args: argparse.Namespace) -> int:
     if rep.get("normalizers"):
         console.print(normalizer_table(rep["normalizers"]))
     if args.json_out is not None:
-        from .common import write_text_atomic
+        from vckattn.host.output import write_json
 
-        write_text_atomic(args.json_out, json.dumps(rep, indent=2))
+        write_json(args.json_out, rep)
         console.print(f"wrote {args.json_out}")
     return 0
 
@@ -333,14 +332,14 @@ def _design_file(path: Path) -> object:
 
 
 def run_hw_check(args: argparse.Namespace) -> int:
-    import json
 
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
+    from vckattn.host.output import write_json
     from vckattn.hw.design import check, render
 
-    from .common import output_file, write_text_atomic
+    from .common import output_file
 
     output_file(args.json_out, what="--json")
     if args.max_seq is not None and args.max_seq < 1:
@@ -367,7 +366,7 @@ def run_hw_check(args: argparse.Namespace) -> int:
         doc = {"design": design.to_json(), "board": board, "modeled": True, "passed": not failed,
                "rules": [{"rule": r.id, "statement": r.statement, "limit": r.limit, "source": r.source,
                           "passed": not vs, "violations": [v.to_json() for v in vs]} for r, vs in results]}
-        write_text_atomic(args.json_out, json.dumps(doc, indent=2) + "\n")
+        write_json(args.json_out, doc)
         console.print(f"wrote {args.json_out}")
     if failed:
         rules = sorted({v.rule for v in failed})

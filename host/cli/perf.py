@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from vckattn.golden.errors import InputError, UserError
+from vckattn.host.output import write_json
 
-from .common import Subparsers, output_dir, output_file, positive_float, positive_int, write_text_atomic
+from .common import Subparsers, output_dir, output_file, positive_float, positive_int
 
 DESCRIPTION = """\
 The modeled performance of the attention block on the XCVC1902 of a VCK5000 (or VCK190): the
@@ -308,18 +309,6 @@ def build_design(args: argparse.Namespace) -> Any:
         raise UserError(f"design: {exc}") from None
 
 
-def _write_json(obj: dict, out: Path) -> None:
-    text = json.dumps(obj, indent=2) + "\n"
-    if str(out) == "-":
-        print(text, end="")
-        return
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(out, text)
-    except OSError as exc:
-        raise InputError(f"{out}: cannot write ({exc.strerror or exc})") from None
-
-
 def _fmt_s(s: float) -> str:
     if s >= 1:
         return f"{s:.3g} s"
@@ -576,7 +565,7 @@ def run_sublayer(args: argparse.Namespace) -> int:
     if args.simulate:
         result["simulation"] = _simulate_sublayer(shape, r, console)
     if args.json_out is not None:
-        _write_json(result, args.json_out)
+        write_json(args.json_out, result)
     return 0
 
 
@@ -635,7 +624,7 @@ def run_perf(args: argparse.Namespace) -> int:
     if args.simulate:
         result["simulation"] = _simulate(w, d, dev, perf, console)
     if args.json_out is not None:
-        _write_json(result, args.json_out)
+        write_json(args.json_out, result)
     if args.plots is not None:
         label = _design_label(args, d)
         paths = [figures.roofline([(label, perf)], args.plots / "roofline.png", dev),
@@ -761,14 +750,14 @@ def run_explore(args: argparse.Namespace) -> int:
                   disable=bar_disable(not (args.quiet or args.no_cpu)), leave=False, file=sys.stderr) as bar:
             data = figures.fig5_data(cases, cpu=not args.no_cpu, dev=dev,
                                      progress=lambda msg: (bar.set_postfix_str(msg), bar.update(1)))
-        _write_json(data, args.plots / "fig5.json")
+        write_json(args.plots / "fig5.json", data)
         paths += figures.fig5_plots(data, args.plots)
         report["fig5"] = data
         for p in paths:
             console.print(f"wrote {p}")
     report["scope"] = "attention"
     if args.json_out is not None:
-        _write_json(report, args.json_out)
+        write_json(args.json_out, report)
     return 0
 
 
@@ -818,12 +807,12 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
         known = {shape.seq: ex} if (shape.batch, shape.heads, shape.head_dim) == (8, 12, 64) else {}
         data = figures.fig5_sublayer_data(cpu=not args.no_cpu, tile_cap=args.tile_cap, headroom=args.headroom,
                                           explorations=known)
-        _write_json(data, args.plots / "fig5_sublayer.json")
+        write_json(args.plots / "fig5_sublayer.json", data)
         path = figures.fig5_sublayer_plot(data, args.plots / "fig5_sublayer.png")
         report["fig5_sublayer"] = data
         console.print(f"wrote {path}")
     if args.json_out is not None:
-        _write_json(report, args.json_out)
+        write_json(args.json_out, report)
     return 0
 
 
@@ -897,8 +886,7 @@ def run_validate(args: argparse.Namespace) -> int:
                   for k, (dims, eff, source) in gemm_kernels.PUBLISHED_EFFICIENCY.items()]
         params = {k: {"value": p.value, "unit": p.unit, "meaning": p.meaning, "obtained": p.obtained,
                       "fitted": k in calibration.FITTED} for k, p in calibration.PARAMETERS.items()}
-        _write_json({"modeled": True, "tolerance": tol, "goal": goal, "fit": stored, "parameters": params,
-                     "designs": rows, "validation": val, "leave_one_out": loo, "single_kernels": single,
-                     "predictions_without_published_figure": predictions},
-                    args.json_out)
+        write_json(args.json_out, {"modeled": True, "tolerance": tol, "goal": goal, "fit": stored,
+                                   "parameters": params, "designs": rows, "validation": val, "leave_one_out": loo,
+                                   "single_kernels": single, "predictions_without_published_figure": predictions})
     return 0

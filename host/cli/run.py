@@ -8,6 +8,7 @@ from pathlib import Path
 
 from vckattn.golden.errors import InputError, UserError
 from vckattn.host.export.fidelity import DEFAULT_MIN_FIDELITY, fix_for
+from vckattn.host.output import write_json
 
 from .common import EXIT_FIDELITY, Subparsers, check_npz, check_text, device_options, examples, index_list, output_file
 
@@ -89,7 +90,7 @@ def run_run(args: argparse.Namespace) -> int:
                      progress=not args.quiet, truncate=args.truncate)
     run.print_report(report)
     if args.json_out is not None:
-        run.write_json(report, args.json_out)
+        write_json(args.json_out, report)
     if args.save is not None:
         print(f"saved {args.save}")
     if not all(r["bit_exact"] for r in report["layers"]):
@@ -177,12 +178,8 @@ def add_deploy(sub: Subparsers) -> None:
 
 
 def run_deploy(args: argparse.Namespace) -> int:
-    import json
-
     from vckattn.host.bundle import load_bundle
     from vckattn.host.deploy import deploy
-
-    from .common import write_text_atomic
 
     check_device_flags(args)
     output_file(args.json_out, what="--json")
@@ -192,7 +189,7 @@ def run_deploy(args: argparse.Namespace) -> int:
 
         load_manifest(args.manifest)
     report = deploy(args.xclbin, args.bundle, manifest=args.manifest, device_index=args.device)
-    print(json.dumps(report, indent=2))
+    write_json("-", report)
     if args.json_out is not None:
-        write_text_atomic(args.json_out, json.dumps(report, indent=2) + "\n")
+        write_json(args.json_out, report)
     return 0

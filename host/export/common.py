@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from vckattn.golden.errors import EXIT_FIDELITY, EXIT_INPUT, UserError
+from vckattn.golden.errors import EXIT_FIDELITY, EXIT_INPUT, InputError
+from vckattn.host.checkpoints import FAMILIES, first_line
 
-#: model families the exporter reads (config.json ``model_type``)
-FAMILIES = ("bert", "vit", "llama")
 DEFAULT_SEQ_LEN = 128
 DEFAULT_CALIB_SENTENCES = 32
 DEFAULT_BATCH = 32
@@ -20,8 +19,8 @@ INT8_MAX = 127
 DEFAULT_SWIFTMAX_INIT = "max"
 
 
-class ExportError(UserError):
-    """A problem with the export's inputs (one line for the CLI; a ValueError-like user error)."""
+class ExportError(InputError):
+    """A problem with the export's inputs (one line for the CLI; an InputError, as every unusable checkpoint)."""
 
     exit_code = EXIT_INPUT
 
@@ -31,12 +30,6 @@ class LowFidelityError(ExportError):
     (``vckattn export`` exits with the fidelity status)."""
 
     exit_code = EXIT_FIDELITY
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type name when it has none), for one-line errors."""
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 __all__ = ["DEFAULT_BATCH", "DEFAULT_BHYT_SEQ_LEN", "DEFAULT_CALIB_SENTENCES", "DEFAULT_MAX_SENTENCES",

