@@ -4,7 +4,13 @@ package's docstrings (autodoc + autosummary, Google-style sections through napol
 
 from __future__ import annotations
 
+import shutil
+from pathlib import Path
+
 import vckattn
+
+# the API pages are generated on every build: pages of modules that no longer exist must not survive
+shutil.rmtree(Path(__file__).parent / "api" / "_generated", ignore_errors=True)
 
 project = "vckattn"
 author = "the vckattn authors"
