@@ -413,17 +413,22 @@ def sim_cache_root() -> Path:
     return build_root() / "simcache"
 
 
+#: how a cached build is made (the runtime objects reused: sim/verilator_runtime.py); part of every build key
+BUILD_RECIPE = "verilator-runtime-1"
+
+
 def build_key(simulator: str, toplevel: str, sources: Sequence[Path], parameters: Mapping[str, object],
               build_args: Sequence[str]) -> str:
     """16 hex digits of SHA-256 over what a simulator build is made of: the simulator and its version, cocotb's
-    version, the top, every source's bytes (in order), the parameters and the build arguments."""
+    version, the top, every source's bytes (in order), the parameters, the build arguments and how the build is
+    made (:data:`BUILD_RECIPE`)."""
     import hashlib
     from importlib import metadata
 
     h = hashlib.sha256()
     versions = [metadata.version(p) for p in ("cocotb", *(("verilator",) if simulator == "verilator" else ()))]
     for part in (simulator, toplevel, *versions, repr(sorted((str(k), str(v)) for k, v in parameters.items())),
-                 repr(list(build_args)), repr(VERILATOR_LINT_WAIVERS)):
+                 repr(list(build_args)), repr(VERILATOR_LINT_WAIVERS), BUILD_RECIPE):
         h.update(part.encode() + b"\0")
     for s in sources:
         h.update(s.name.encode() + b"\0" + s.read_bytes() + b"\0")
@@ -442,6 +447,26 @@ def _build_lock(folder: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+#: the folder under :func:`sim_cache_root` of the compiled Verilator runtime (:mod:`vckattn.sim.verilator_runtime`)
+RUNTIME_CACHE = "verilator-runtime"
+
+
+def _verilator_runner() -> object:
+    """cocotb's Verilator runner, its build reusing the compiled Verilator runtime: between Verilator and make the
+    runtime objects of the build's configuration are copied in (make then finds them up to date); after make they
+    are kept if they were not yet (:mod:`vckattn.sim.verilator_runtime`)."""
+    from cocotb_tools.runner import Verilator
+
+    class RuntimeCachingVerilator(Verilator):
+        def _build_command(self) -> list:
+            verilate, make = super()._build_command()
+            helper = [sys.executable, str(Path(__file__).with_name("verilator_runtime.py"))]
+            args = [str(self.build_dir), str(sim_cache_root() / RUNTIME_CACHE), str(int(bool(self.waves)))]
+            return [verilate, [*helper, "restore", *args], make, [*helper, "store", *args]]
+
+    return RuntimeCachingVerilator()
 
 
 def _run_once(
@@ -491,7 +516,7 @@ def _run_once(
     # module name from sim/ becomes importable by putting sim/ on sys.path for the call.
     module_dir = _module_dir(test_module)
     with _environ(overrides), _sys_path(module_dir):
-        runner = get_runner(simulator)
+        runner = _verilator_runner() if simulator == "verilator" else get_runner(simulator)
         build_log = build_dir / "build.log"
         with _build_lock(build_dir):  # a cached build folder is shared by the parallel test workers
             built = build_dir / ".built"
