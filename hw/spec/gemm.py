@@ -22,19 +22,36 @@ def variant(j: int, kernels: int) -> str:
     return "only" if kernels == 1 else "first" if j == 0 else "last" if j == kernels - 1 else "mid"
 
 
-def kernel_memory(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:
-    """Bytes of one kernel's data memory (gemm_kernels.h ``gemm_data_bytes``; a C-simulation test compares): the
-    ping-pong x buffer (header + ``rows·kslice``), the ping-pong w buffer (header + ``kslice·cols`` weights + the
-    bias vectors for ``first`` / ``only`` + the multipliers and shifts for an int8 ``last`` / ``only``), the last
-    kernel's ping-pong out buffer (header + ``rows·cols`` elements of ``out_bits``) and the state. Stack and heap
-    are not included (the device's ``tile_memory_reserve_bytes``, ``hw/perf/device.json``)."""
+def lanes_bytes(cols: int) -> int:
+    """Bytes of one set of per-channel int32 lanes (bias, or the requantization multipliers): 32 lanes of 4 bytes
+    per requantization group of ``GROUP`` channels."""
+    return cols // GROUP * 32 * 4
+
+
+def shift_bytes(cols: int) -> int:
+    """Bytes of the requantization shifts: 4 per group, padded to whole 16-byte beats."""
+    return -(-cols // GROUP * 4 // 16) * 16
+
+
+def buffer_bytes(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> dict[str, int]:
+    """Bytes of one half of each buffer of a ``kernel`` variant (gemm_kernels.h ``x_buffer_bytes``,
+    ``w_buffer_bytes``, ``out_buffer_bytes``): ``x`` header + ``rows·kslice``; ``w`` header + ``kslice·cols``
+    weights + the bias lanes for ``first`` / ``only`` + the multipliers and shifts for an int8 ``last`` / ``only``;
+    ``out`` (``last`` / ``only``, else 0) header + ``rows·cols`` elements of ``out_bits``."""
     if kernel not in KERNELS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    lanes, shifts = cols // GROUP * 32 * 4, -(-cols // GROUP * 4 // 16) * 16
     has_bias, has_out = kernel in ("first", "only"), kernel in ("last", "only")
-    w = BEAT_BYTES + kslice * cols + (lanes if has_bias else 0) + (lanes + shifts if has_out and out_bits == 8 else 0)
-    out = BEAT_BYTES + rows * cols * out_bits // 8 if has_out else 0
-    return 2 * (BEAT_BYTES + rows * kslice + w + out) + STATE_BYTES
+    w = (BEAT_BYTES + kslice * cols + (lanes_bytes(cols) if has_bias else 0)
+         + (lanes_bytes(cols) + shift_bytes(cols) if has_out and out_bits == 8 else 0))
+    return {"x": BEAT_BYTES + rows * kslice, "w": w,
+            "out": BEAT_BYTES + rows * cols * out_bits // 8 if has_out else 0}
+
+
+def kernel_memory(kernel: str, rows: int, cols: int, kslice: int, out_bits: int = 8) -> int:
+    """Bytes of one kernel's data memory (gemm_kernels.h ``gemm_data_bytes``; a C-simulation test compares): its
+    buffers (:func:`buffer_bytes`), each ping-pong, and the state. Stack and heap are not included (the device's
+    ``tile_memory_reserve_bytes``, ``hw/perf/device.json``)."""
+    return 2 * sum(buffer_bytes(kernel, rows, cols, kslice, out_bits).values()) + STATE_BYTES
 
 
 @dataclass(frozen=True)
@@ -71,23 +88,23 @@ class GemmParams:
                 f"-DVCKATTN_GEMM_COLS={self.cols}", f"-DVCKATTN_GEMM_KSLICE={self.kslice}",
                 f"-DVCKATTN_GEMM_OUT_BITS={self.out_bits}"]
 
-    def x_buffer_bytes(self) -> int:
-        return BEAT_BYTES + self.rows * self.kslice
+    def buffers(self, j: int) -> dict[str, int]:
+        """Kernel ``j``'s buffer bytes (:func:`buffer_bytes` of its variant)."""
+        return buffer_bytes(variant(j, self.kernels), self.rows, self.cols, self.kslice, self.out_bits)
 
-    def lanes_bytes(self) -> int:
-        return self.cols // GROUP * 32 * 4
+    def x_buffer_bytes(self) -> int:
+        return self.buffers(0)["x"]
 
     def shift_bytes(self) -> int:
-        return -(-self.cols // GROUP * 4 // 16) * 16
+        return shift_bytes(self.cols)
 
     def w_buffer_bytes(self, j: int) -> int:
         """Bytes of kernel ``j``'s w buffer (gemm_kernels.h ``w_buffer_bytes``)."""
-        last_rq = j == self.kernels - 1 and self.out_bits == 8
-        return (BEAT_BYTES + self.kslice * self.cols + (self.lanes_bytes() if j == 0 else 0)
-                + (self.lanes_bytes() + self.shift_bytes() if last_rq else 0))
+        return self.buffers(j)["w"]
 
     def out_buffer_bytes(self) -> int:
-        return BEAT_BYTES + self.rows * self.cols * self.out_bits // 8
+        """Bytes of the last kernel's out buffer."""
+        return self.buffers(self.kernels - 1)["out"]
 
     def data_bytes(self) -> int:
         """The largest data memory of the cascade's kernels (:func:`kernel_memory`)."""
@@ -95,4 +112,5 @@ class GemmParams:
                    for j in range(self.kernels))
 
 
-__all__ = ["BEAT_BYTES", "GROUP", "KERNELS", "STATE_BYTES", "GemmParams", "kernel_memory", "variant"]
+__all__ = ["BEAT_BYTES", "GROUP", "KERNELS", "STATE_BYTES", "GemmParams", "buffer_bytes", "kernel_memory",
+           "lanes_bytes", "shift_bytes", "variant"]

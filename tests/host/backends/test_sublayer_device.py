@@ -130,20 +130,15 @@ def test_committed_builds_validate_and_describe_their_stages() -> None:
         assert m.data == json.loads(json.dumps(sublayer_manifest(build)))  # committed = generated
 
 
-def test_gemm_buffer_sizes_are_the_kernel_code_sizes() -> None:
-    """The build's memory check (the largest kernel's data memory) is every kernel's buffers as the C-simulation
-    sizes them from the kernel's code, plus the kernel state (the C-simulation test compares it with sizeof)."""
-    from vckattn.hw.spec.gemm import STATE_BYTES
-
-    for build in SUBLAYER_BUILDS.values():
-        for p in (build.qkv, build.o):
-            last = p.kernels - 1
-            per_kernel = [2 * (p.x_buffer_bytes() + p.w_buffer_bytes(j) + (p.out_buffer_bytes() if j == last else 0))
-                          + STATE_BYTES for j in range(p.kernels)]
-            assert p.data_bytes() == max(per_kernel)
+def test_a_gemm_build_whose_data_memory_does_not_fit_is_refused() -> None:
+    """The build's memory check takes the largest kernel's data memory (hw/spec/gemm.py: kernel_memory, the one
+    formula, which a C-simulation test holds equal to the kernel code's own figure) against the tile."""
     enc = SUBLAYER_BUILDS["sublayer_small_encoder"]
-    with pytest.raises(ValueError, match="data memory"):  # 32 rows of int32 Y do not fit beside the buffers
-        type(enc)("too_big", "encoder", 384, enc.engine, enc.qkv, GemmParams(4, 32, 64, 96, 32))
+    big = GemmParams(4, 32, 64, 96, 32)
+    with pytest.raises(ValueError, match="data memory") as info:  # 32 rows of int32 Y do not fit beside the buffers
+        type(enc)("too_big", "encoder", 384, enc.engine, enc.qkv, big)
+    # the last kernel's: its x, w and int32 out buffers, each ping-pong, and the state
+    assert f"({2 * (16 + 32 * 96 + 16 + 96 * 64 + 16 + 32 * 64 * 4) + 64} B)" in str(info.value)
 
 
 @pytest.mark.parametrize(("edit", "field"), [
