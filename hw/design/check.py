@@ -25,6 +25,7 @@ from typing import Any
 
 from vckattn.hw.design import layout as lay
 from vckattn.hw.design import render
+from vckattn.hw.design.graph_h import Connect, read_graph_h
 from vckattn.hw.design.render import DesignRuleError, GenerateError
 
 HW = Path(__file__).resolve().parents[1]
@@ -88,24 +89,6 @@ class Violation:
 
 
 @dataclass
-class Connection:
-    """One ``adf::connect<kinds>(src, dst)``: ``kinds`` the template arguments (``window``, ``pktstream``,
-    ``cascade``), endpoints as written (``obj.port[i]``)."""
-
-    kinds: tuple[str, ...]
-    src: str
-    dst: str
-
-    @property
-    def src_obj(self) -> str:
-        return self.src.split(".")[0]
-
-    @property
-    def dst_obj(self) -> str:
-        return self.dst.split(".")[0]
-
-
-@dataclass
 class Graph:
     """The generated graph as parsed: kernel -> (function, tile); buffer ``kernel.port`` -> tile; PLIO -> (direction,
     bits, column); packet split/merge -> ways; connections."""
@@ -114,56 +97,17 @@ class Graph:
     buffers: dict[str, tuple[int, int]] = field(default_factory=dict)
     plios: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     packet: dict[str, tuple[str, int]] = field(default_factory=dict)
-    connections: list[Connection] = field(default_factory=list)
-
-
-_KERNEL = re.compile(r"(\w+) = adf::kernel::create\(([\w<>]+)\);")
-_KTILE = re.compile(r"adf::location<adf::kernel>\((\w+)\) = adf::tile\((\d+), (\d+)\);")
-_BUF = re.compile(r"adf::location<adf::buffer>\((\w+)\.([\w\[\]]+)\) = "
-                  r"(?:adf::location<adf::kernel>\((\w+)\)|adf::tile\((\d+), (\d+)\));")
-_PLIO = re.compile(r'(\w+) = adf::(input|output)_plio::create\("\w+", adf::plio_(\d+)_bits')
-_SHIM = re.compile(r"adf::location<adf::PLIO>\((\w+)\) = adf::shim\((\d+)\);")
-_PKT = re.compile(r"(\w+) = adf::(pktsplit|pktmerge)<(\d+)>::create\(\);")
-_CONN = re.compile(r"adf::connect<([\w:<>, ]*)>\(([\w.\[\]]+), ([\w.\[\]]+)\);$")
+    connections: list[Connect] = field(default_factory=list)
 
 
 def parse_graph(text: str) -> Graph:
-    """The objects, locations and connections of a generated ``graph.h``."""
-    g = Graph()
-    funcs: dict[str, str] = {}
-    tiles: dict[str, tuple[int, int]] = {}
-    shim: dict[str, int] = {}
-    bufs: list[re.Match] = []
-    plios: list[re.Match] = []
-    for line in text.splitlines():
-        s = line.strip()
-        if s.startswith("adf::connect<"):
-            m = _CONN.match(s)
-            if m:
-                kinds = tuple("window" if "window" in a else a.strip().removeprefix("adf::")
-                              for a in re.split(r",\s*(?=adf::)", m[1]))
-                g.connections.append(Connection(kinds, m[2], m[3]))
-        elif s.startswith("adf::location<adf::kernel>"):
-            if m := _KTILE.match(s):
-                tiles[m[1]] = (int(m[2]), int(m[3]))
-        elif s.startswith("adf::location<adf::buffer>"):
-            if m := _BUF.match(s):
-                bufs.append(m)
-        elif s.startswith("adf::location<adf::PLIO>"):
-            if m := _SHIM.match(s):
-                shim[m[1]] = int(m[2])
-        elif "::create(" in s:
-            if m := _KERNEL.match(s):
-                funcs[m[1]] = m[2]
-            elif m := _PLIO.match(s):
-                plios.append(m)
-            elif m := _PKT.match(s):
-                g.packet[m[1]] = (m[2], int(m[3]))
-    g.kernels = {k: (f, tiles.get(k, (-1, -1))) for k, f in funcs.items()}
-    for m in plios:
-        g.plios[m[1]] = ("in" if m[2] == "input" else "out", int(m[3]), shim.get(m[1], -1))
-    for m in bufs:
-        g.buffers[f"{m[1]}.{m[2]}"] = tiles.get(m[3], (-1, -1)) if m[3] else (int(m[4]), int(m[5]))
+    """The objects, locations and connections of a generated ``graph.h`` (read by :func:`.graph_h.read_graph_h`)."""
+    h = read_graph_h(text)
+    g = Graph(connections=list(h.connects), packet=dict(h.packets))
+    g.kernels = {k: (fn if idx is None else f"{fn}<{idx}>", h.tiles.get(k, (-1, -1)))
+                 for k, (fn, idx) in h.kernels.items()}
+    g.plios = {name: (d, bits, h.columns.get(name, -1)) for name, (d, bits, _) in h.plios.items()}
+    g.buffers = {buf: h.tiles.get(at, (-1, -1)) if isinstance(at, str) else at for buf, at in h.buffers.items()}
     return g
 
 

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from vckattn.golden.errors import UserError
+from vckattn.hw.design.graph_h import read_graph_h
 
 __all__ = ["Buffer", "Kernel", "Net", "Pipeline", "Plio", "Topology", "TopologyError", "from_design", "parse",
            "pipelines", "write_sources"]
@@ -119,19 +120,19 @@ class Topology:
 # ------------------------------------------------------------------------------------------------- parsing
 
 _MACRO = re.compile(r"^#define\s+(VCKATTN_ENGINE_\w+)\s+(-?\d+)\s*$", re.M)
-_PLIO = re.compile(r'(\w+)\s*=\s*adf::(input|output)_plio::create\("[^"]*",\s*adf::plio_(\d+)_bits,\s*"[^"]*",'
-                   r"\s*([\d.]+)\)")
-_SHIM = re.compile(r"adf::location<adf::PLIO>\((\w+)\)\s*=\s*adf::shim\((\d+)\)")
-_KERNEL = re.compile(r"(\w+)\s*=\s*adf::kernel::create\((\w+)(?:<(\d+)>)?\)")
-_TILE = re.compile(r"adf::location<adf::kernel>\((\w+)\)\s*=\s*adf::tile\((\d+),\s*(\d+)\)")
-_PKT = re.compile(r"(\w+)\s*=\s*adf::pkt(split|merge)<(\d+)>::create\(\)")
-_CONNECT = re.compile(r"adf::connect<(.*)>\((\w+)\.((?:in|out)\[\d+\]),\s*(\w+)\.((?:in|out)\[\d+\])\);")
-_ASYNC = re.compile(r"adf::async\((\w+)\.((?:in|out)\[\d+\])\)")
-_PIN = re.compile(r"adf::location<adf::buffer>\((\w+)\.((?:in|out)\[\d+\])\)\s*=\s*adf::location<adf::kernel>\((\w+)\)")
 _WINDOW = re.compile(r"adf::window<\s*(?:vckattn_engine::(\w+)|(\d+))\s*>")
 #: the kernels' buffer size names -> the key of vckattn.hw.spec.functional.buffer_bytes
 _SIZE_NAMES = {"Q_BUFFER_BYTES": "q", "K_BUFFER_BYTES": "k", "S_BUFFER_BYTES": "s", "P_BUFFER_BYTES": "p",
                "V_BUFFER_BYTES": "v", "O_BUFFER_BYTES": "o"}
+
+
+_ENDPOINT = re.compile(r"(\w+)\.((?:in|out)\[\d+\])")
+
+
+def _port(endpoint: str) -> tuple[str, str] | None:
+    """``(node, port)`` of an endpoint ``node.in[i]`` / ``node.out[i]`` (None for any other)."""
+    m = _ENDPOINT.fullmatch(endpoint)
+    return (m[1], m[2]) if m else None
 
 
 def _read(path: Path) -> str:
@@ -179,32 +180,31 @@ def parse(folder: Path | str) -> Topology:
                 peers[plio] = there
                 if there.startswith(("mm2s_", "s2mm_")):
                     movers[plio] = there.split(".", 1)[0]
-    columns = {name: int(c) for name, c in _SHIM.findall(graph)}
-    plios = {name: Plio(name, "in" if direction == "input" else "out", int(bits), float(mhz), columns.get(name),
-                        peers.get(name))
-             for name, direction, bits, mhz in _PLIO.findall(graph)}
-    tiles = {name: (int(c), int(r)) for name, c, r in _TILE.findall(graph)}
-    kernels = {name: Kernel(name, fn, int(idx) if idx else None, tiles.get(name))
-               for name, fn, idx in _KERNEL.findall(graph)}
-    splits, merges = {}, {}
-    for name, kind, n in _PKT.findall(graph):
-        (splits if kind == "split" else merges)[name] = int(n)
+    h = read_graph_h(graph)
+    plios = {name: Plio(name, direction, bits, mhz, h.columns.get(name), peers.get(name))
+             for name, (direction, bits, mhz) in h.plios.items() if mhz is not None}
+    kernels = {name: Kernel(name, fn, idx, h.tiles.get(name)) for name, (fn, idx) in h.kernels.items()}
+    splits = {name: n for name, (kind, n) in h.packets.items() if kind == "pktsplit"}
+    merges = {name: n for name, (kind, n) in h.packets.items() if kind == "pktmerge"}
     nets = []
-    for template, src, sport, dst, dport in _CONNECT.findall(graph):
-        win = _WINDOW.search(template)
+    for c in h.connects:
+        src, dst = _port(c.src), _port(c.dst)
+        if src is None or dst is None:
+            continue
+        win = _WINDOW.search(c.template)
         nbytes = None
         if win:
             if win.group(1):
                 if win.group(1) not in sizes:
                     raise TopologyError(f"generated graph: unknown window size vckattn_engine::{win.group(1)} "
-                                        f"({src}.{sport} -> {dst}.{dport})")
+                                        f"({c.src} -> {c.dst})")
                 nbytes = sizes[win.group(1)]
             else:
                 nbytes = int(win.group(2))
-        kind = "cascade" if "adf::cascade" in template else ("window" if win else "stream")
-        nets.append(Net((src, sport), (dst, dport), kind, nbytes, "adf::pktstream" in template))
-    asyncs = set(_ASYNC.findall(graph))
-    pinned = {(k, port) for k, port, owner in _PIN.findall(graph) if k == owner}
+        kind = "cascade" if "adf::cascade" in c.template else ("window" if win else "stream")
+        nets.append(Net(src, dst, kind, nbytes, "adf::pktstream" in c.template))
+    asyncs = h.asyncs
+    pinned = {tuple(buf.split(".", 1)) for buf, owner in h.buffers.items() if owner == buf.split(".", 1)[0]}
     buffers = {}
     for n in nets:
         if n.kind != "window":

@@ -17,6 +17,7 @@ from vckattn.host.cli import main
 from vckattn.hw.design import check, explore, render
 from vckattn.hw.design import generate as gen
 from vckattn.hw.design import layout as lay
+from vckattn.hw.design.graph_h import Connect
 from vckattn.hw.perf import engine, model
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -111,7 +112,7 @@ def _extra_windows(ctx, kernel: str, n: int, direction: str) -> None:
     for i in range(n):
         src, dst = ("p0_q_in.out[0]", f"{kernel}.in[{5 + i}]") if direction == "in" else \
             (f"{kernel}.out[{5 + i}]", "p0_o_out.in[0]")
-        ctx.graph.connections.append(check.Connection(("window",), src, dst))
+        ctx.graph.connections.append(Connect("adf::window<64>", src, dst))
 
 
 def test_dma_buffer_descriptor_rule():
@@ -144,7 +145,7 @@ def test_packet_rule():
     assert v[0].found == 40 and v[0].limit == 32
     ctx = _ctx()
     for i in range(6):  # six more packet-switched nets into one tile's switch
-        ctx.graph.connections.append(check.Connection(("pktstream",), f"p0_split0.out[{9 + i}]", "p0_pv0.in[0]"))
+        ctx.graph.connections.append(Connect("adf::pktstream", f"p0_split0.out[{9 + i}]", "p0_pv0.in[0]"))
     assert any(v.limit == 6 and v.found == 8 and "packet-switched nets" in v.message for v in _refused(ctx, "AIE-PKT"))
 
 
@@ -155,7 +156,7 @@ def test_cascade_rule():
     v = _refused(ctx, "AIE-CASCADE")
     assert "p0_pv0" in v[0].message
     ctx = _ctx()  # a second cascade out of one kernel
-    ctx.graph.connections.append(check.Connection(("cascade",), "p0_pv0.out[1]", "p0_rq.in[0]"))
+    ctx.graph.connections.append(Connect("adf::cascade", "p0_pv0.out[1]", "p0_rq.in[0]"))
     assert any(x.found == 2 for x in _refused(ctx, "AIE-CASCADE"))
 
 

@@ -1,0 +1,89 @@
+"""The one reader of an ADF graph header (``aie/graph.h`` as :func:`.render.render_graph_h` writes it): every
+statement the design-rule check (:mod:`.check`) and the graph simulation (:mod:`.graph_topology`) look at, as
+written. Comments are ignored; each view interprets the statements its own way."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Connect", "GraphH", "read_graph_h"]
+
+
+@dataclass(frozen=True)
+class Connect:
+    """One ``adf::connect<template>(src, dst)``: endpoints as written (``obj.port[i]``)."""
+
+    template: str
+    src: str
+    dst: str
+
+    @property
+    def src_obj(self) -> str:
+        return self.src.split(".")[0]
+
+    @property
+    def dst_obj(self) -> str:
+        return self.dst.split(".")[0]
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """The template arguments, ``window`` for any window size (``window``, ``pktstream``, ``cascade``, ...)."""
+        return tuple("window" if "window" in a else a.strip().removeprefix("adf::")
+                     for a in re.split(r",\s*(?=adf::)", self.template))
+
+
+@dataclass
+class GraphH:
+    """The statements of a graph header.
+
+    Attributes:
+        kernels: kernel -> (function, template index or None), from ``adf::kernel::create``.
+        tiles: kernel -> (column, row), from ``adf::location<adf::kernel>``.
+        buffers: ``kernel.port`` -> the kernel whose tile it is pinned to, or an explicit (column, row).
+        asyncs: ``(kernel, port)`` of the buffers a kernel acquires itself (``adf::async``).
+        plios: PLIO -> (``in`` / ``out`` seen from the array, bits, PL clock in MHz or None).
+        columns: PLIO -> interface column (``adf::shim``).
+        packets: ``pktsplit`` / ``pktmerge`` -> (``pktsplit`` or ``pktmerge``, ways).
+        connects: every ``adf::connect``, in order.
+    """
+
+    kernels: dict[str, tuple[str, int | None]] = field(default_factory=dict)
+    tiles: dict[str, tuple[int, int]] = field(default_factory=dict)
+    buffers: dict[str, str | tuple[int, int]] = field(default_factory=dict)
+    asyncs: set[tuple[str, str]] = field(default_factory=set)
+    plios: dict[str, tuple[str, int, float | None]] = field(default_factory=dict)
+    columns: dict[str, int] = field(default_factory=dict)
+    packets: dict[str, tuple[str, int]] = field(default_factory=dict)
+    connects: list[Connect] = field(default_factory=list)
+
+
+_COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+_KERNEL = re.compile(r"(\w+)\s*=\s*adf::kernel::create\((\w+)(?:<(\d+)>)?\)\s*;")
+_TILE = re.compile(r"adf::location<adf::kernel>\((\w+)\)\s*=\s*adf::tile\((\d+),\s*(\d+)\)\s*;")
+_BUFFER = re.compile(r"adf::location<adf::buffer>\((\w+\.[\w\[\]]+)\)\s*=\s*"
+                     r"(?:adf::location<adf::kernel>\((\w+)\)|adf::tile\((\d+),\s*(\d+)\))\s*;")
+_ASYNC = re.compile(r"adf::async\((\w+)\.((?:in|out)\[\d+\])\)")
+_PLIO = re.compile(r'(\w+)\s*=\s*adf::(input|output)_plio::create\("[^"]*",\s*adf::plio_(\d+)_bits'
+                   r'(?:,\s*"[^"]*"(?:,\s*([\d.]+))?)?\)\s*;')
+_SHIM = re.compile(r"adf::location<adf::PLIO>\((\w+)\)\s*=\s*adf::shim\((\d+)\)\s*;")
+_PACKET = re.compile(r"(\w+)\s*=\s*adf::(pktsplit|pktmerge)<(\d+)>::create\(\)\s*;")
+_CONNECT = re.compile(r"adf::connect<(.*?)>\(\s*([\w.\[\]]+),\s*([\w.\[\]]+)\s*\)\s*;")
+
+
+def read_graph_h(text: str) -> GraphH:
+    """The statements of the graph header ``text``."""
+    text = _COMMENT.sub("", text)
+    g = GraphH()
+    for name, fn, idx in _KERNEL.findall(text):
+        g.kernels[name] = (fn, int(idx) if idx else None)
+    g.tiles = {name: (int(c), int(r)) for name, c, r in _TILE.findall(text)}
+    for buf, owner, c, r in _BUFFER.findall(text):
+        g.buffers[buf] = owner if owner else (int(c), int(r))
+    g.asyncs = set(_ASYNC.findall(text))
+    for name, direction, bits, mhz in _PLIO.findall(text):
+        g.plios[name] = ("in" if direction == "input" else "out", int(bits), float(mhz) if mhz else None)
+    g.columns = {name: int(c) for name, c in _SHIM.findall(text)}
+    g.packets = {name: (kind, int(n)) for name, kind, n in _PACKET.findall(text)}
+    g.connects = [Connect(t, s, d) for t, s, d in _CONNECT.findall(text)]
+    return g
