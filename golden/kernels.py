@@ -85,8 +85,6 @@ class KernelContract:
         regmap: The function declaring its register map (``None``: no AXI4-Lite registers); the host
             programs every register map with one driver, ``vckattn.hw.spec.driver.program``.
         testbench: The cocotb testbench module (a module name: cocotb imports it in the simulator).
-        hls: ``file:function`` of the HLS C++ top, relative to the repository (``None``: none).
-        aie: ``file:function`` of the AIE kernel (``None``: none).
         report: Whether ``vckattn hw report`` synthesizes and measures it (the normalizer/norm kernels).
         proofs: Its formal proofs (module docstring); every PL kernel has them.
     """
@@ -96,8 +94,6 @@ class KernelContract:
     golden: Callable[..., Any]
     regmap: Callable[[], RegisterMap] | None
     testbench: str
-    hls: str | None = None
-    aie: str | None = None
     report: bool = False
     proofs: tuple[FormalProof, ...] = ()
 
@@ -105,7 +101,7 @@ class KernelContract:
 KERNELS: dict[str, KernelContract] = {k.name: k for k in (
     KernelContract(
         "swiftmax", "SwiftMax normalizer exp(z - beta)/gamma, element-wise (AXI4-Stream scores -> P)",
-        golden=swiftmax_int, regmap=swiftmax_regmap, hls="hw/hls/swiftmax_hls.cpp:swiftmax_hls",
+        golden=swiftmax_int, regmap=swiftmax_regmap,
         testbench="vckattn.sim.tb_swiftmax", report=True,
         proofs=_proofs("swiftmax", depth=12, cuts=("dut.lane*", "dut.regs"), full_depth=12)),
     KernelContract(
@@ -118,13 +114,13 @@ KERNELS: dict[str, KernelContract] = {k.name: k for k in (
     KernelContract(
         "bhyt_exact", "BHyT site with its own statistic (token buffer): gamma * tanh(k * q / rms(q))",
         golden=bhyt_site_int, regmap=bhyt_exact_regmap,
-        hls="hw/hls/bhyt_hls.cpp:bhyt_site_a", testbench="vckattn.sim.tb_bhyt_exact",
+        testbench="vckattn.sim.tb_bhyt_exact",
         report=True,
         proofs=_proofs("bhyt_exact", method="bmc", depth=20, cuts=("dut.scale", "dut.lane*", "dut.regs"))),
     KernelContract(
         "bhyt_approx", "BHyT site M from the forwarded statistic plus the variance constant (no token buffer)",
         golden=bhyt_site_int, regmap=bhyt_approx_regmap,
-        hls="hw/hls/bhyt_hls.cpp:bhyt_site_m", testbench="vckattn.sim.tb_bhyt_approx",
+        testbench="vckattn.sim.tb_bhyt_approx",
         report=True, proofs=_proofs("bhyt_approx", depth=16, cuts=("dut.scale", "dut.lane*", "dut.regs"),
                                     full_depth=16)),
     KernelContract(

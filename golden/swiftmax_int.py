@@ -68,8 +68,8 @@ def swiftmax_regmap(fmt: SwiftMaxFormat = SwiftMaxFormat(), read_ports: int = 1)
     special case of equal entries. ``read_ports``: the kernel's read ports of each memory (one per
     independent score stream: 1 for the v1 kernel, one per pipeline for the engine's PL top).
 
-    The Amaranth kernel (``hw/pl/swiftmax.py``), the HLS kernel (``hw/hls/generated/swiftmax_regs.h``),
-    the manifests, the bundle schema, the testbenches and the host backends all derive from it.
+    The Amaranth kernel (``hw/pl/swiftmax.py``), the engine's PL top, the manifests, the bundle schema,
+    the testbenches and the host backends all derive from it.
     """
     rb = fmt.reg_bits
     return RegisterMap(

@@ -3,8 +3,10 @@
 the k and v movers on the one kv list, each sending its op's slices; payloads gathered from the re-tiled operand
 buffers), the tile DMAs (the q stream cut into q buffers, the k and v streams split into K / V slices by packet
 id), the ``k`` QKᵀ AIE kernels, per score channel a ``pktmerge`` emulated as a seeded random interleaving of whole
-packets, the layer's HLS normalizer and ``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs between
-them) and the requantizer at the cascade's end (O into the A record), and the HLS output mover ``s2mm_engine``.
+packets, the PL top's score channel (the Amaranth ``EnginePL`` the xclbin takes, Verilated into the test bench,
+its registers written over AXI4-Lite) and ``pktsplit`` by packet id, the ``k`` P·V AIE kernels (cascade FIFOs
+between them) and the requantizer at the cascade's end (O into the A record), and the HLS output mover
+``s2mm_engine``.
 
 The full description: ``docs/internals/sim.md``, section ``sim/engine_csim.py``.
 """
@@ -14,27 +16,28 @@ from __future__ import annotations
 import json
 import re
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_mode_values, engine_regmap
+from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_format, engine_mode_values, engine_regmap
 from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
-from vckattn.golden.swiftmax_int import SwiftMaxFormat, SwiftMaxHeads, SwiftMaxRegisters, swiftmax_regmap
+from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.hw.spec.functional import EngineParams
-from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, run_binary
-from vckattn.sim.hls_norm_csim import swiftmax_register_words
+from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, hls_build_root, run_binary
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"
 ENGINE_DIR = AIE_DIR / "engine"
 HLS_DIR = REPO_ROOT / "hw" / "hls"
-TB_CPP = REPO_ROOT / "sim" / "cpp" / "engine_csim_tb.cpp"
-SOURCES = (TB_CPP, HLS_DIR / "swiftmax_engine_hls.cpp", HLS_DIR / "s2mm_engine.cpp", HLS_DIR / "mm2s_engine.cpp")
-#: the online-softmax channel, compiled in a build with both normalizers, and its own test bench
-ONLINE_SOURCE = HLS_DIR / "online_softmax_engine_hls.cpp"
-ONLINE_TB_CPP = REPO_ROOT / "sim" / "cpp" / "online_softmax_engine_tb.cpp"
+CPP_DIR = REPO_ROOT / "sim" / "cpp"
+TB_CPP = CPP_DIR / "engine_csim_tb.cpp"
+SOURCES = (TB_CPP, CPP_DIR / "pl_channel.cpp", HLS_DIR / "s2mm_engine.cpp", HLS_DIR / "mm2s_engine.cpp")
+#: the Verilated PL top's module (one score channel of hw/pl/engine.py EnginePL) and its C++ class prefix
+PL_TOP, PL_PREFIX = "engine_pl_c1", "Vpl"
+#: Verilator's runtime the Verilated model links with
+VERILATOR_RUNTIME = ("verilated.cpp", "verilated_threads.cpp")
 
 #: the test bench's CORRUPT hooks (a broken pktsplit of pipeline 0, channel 0): swap the packet ids of the first
 #: P packets of kernels 0 and 1, or swap the first two P packets delivered to the channel's last kernel
@@ -91,47 +94,84 @@ class EngineLaunch:
 
 def _headers() -> list[Path]:
     return sorted([*ENGINE_DIR.glob("*.h"), *AIE_DIR.glob("*.h"), *(AIE_DIR / "generated").glob("*.h"),
-                   *HLS_DIR.glob("*.h"), *(HLS_DIR / "generated").glob("*.h")])
+                   *HLS_DIR.glob("*.h"), *CPP_DIR.glob("*.h")])
+
+
+def verilate_pl(params: EngineParams) -> tuple[Path, Path]:
+    """The PL top of ``params`` with one score channel (:class:`vckattn.hw.pl.engine.EnginePL`: ``params.lanes``
+    SwiftMax lanes, and on a build with both normalizers its online-softmax unit), Verilated to C++ (class
+    ``Vpl``) in a folder of the C-simulation's build tree: ``(that folder, Verilator's include folder)``. Redone
+    only when the Verilog changes."""
+    import os
+    import shutil
+    import subprocess
+
+    from vckattn.hw.pl.engine import generate_engine_verilog
+    from vckattn.hw.pl.engine_online import OnlineBuild
+    from vckattn.sim.hls_csim import HlsToolsMissing
+    from vckattn.sim.runner import VERILATOR_LINT_WAIVERS, verilator_env
+
+    try:
+        verilator_env()
+    except FileNotFoundError as exc:
+        raise HlsToolsMissing(f"the PL top's channel is Verilated: {exc}") from None
+    out = hls_build_root() / ("pl_" + build_name(params).removeprefix("engine_csim_"))
+    online = OnlineBuild(params.q_rows, params.kernels, params.slice_keys, params.online_lanes) \
+        if params.online_lanes else None
+    src = generate_engine_verilog(out, 1, params.lanes, params.score_bits, name=PL_TOP, online=online)
+    obj = out / "obj"
+    stamp = obj / "verilog.txt"
+    text = src.read_text()
+    if not (stamp.is_file() and stamp.read_text() == text):
+        shutil.rmtree(obj, ignore_errors=True)
+        waivers = [a for a in VERILATOR_LINT_WAIVERS if a not in ("-CFLAGS", "-O0")]
+        r = subprocess.run(["verilator", "--cc", str(src), "--top-module", PL_TOP, "--prefix", PL_PREFIX, "-Mdir",
+                            str(obj), *waivers], capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"verilator failed on {src}:\n{r.stderr[-3000:]}")
+        stamp.write_text(text)
+    return obj, Path(os.environ["VERILATOR_ROOT"]) / "include"
 
 
 def build(params: EngineParams, vector: bool = False) -> Path:
     """Build (or reuse) the test bench for ``params``; ``vector`` selects the AIE kernels' vector path
-    (over ``hw/aie/aie_api_emu.h``). Returns the executable."""
-    flags = ["-O1", f"-I{ENGINE_DIR}", *params.defines()]
+    (over ``hw/aie/aie_api_emu.h``). The PL top's channel is the Verilated Amaranth (:func:`verilate_pl`).
+    Returns the executable."""
+    obj, inc = verilate_pl(params)
+    flags = ["-O1", "-std=c++17", f"-I{ENGINE_DIR}", f"-I{HLS_DIR}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
+             *params.defines()]
     if vector:
         flags.append("-DVCKATTN_AIE_VECTOR_EMU")
-    sources = [*SOURCES, *([ONLINE_SOURCE] if params.online_lanes else [])]
-    return compile_cpp(sources, build_name(params, vector), extra_flags=tuple(flags), depends=_headers())
+    model = sorted(obj.glob(f"{PL_PREFIX}*.cpp"))
+    runtime = [inc / name for name in VERILATOR_RUNTIME]
+    return compile_cpp([*SOURCES, *model, *runtime], build_name(params, vector), extra_flags=(*flags, "-pthread"),
+                       depends=[*_headers(), *sorted(obj.glob("*.h"))])
 
 
-def register_words(params: EngineParams, regs: SwiftMaxHeads | SwiftMaxRegisters | None,
-                   online: OnlineSoftmaxRegisters | None = None) -> list[int]:
-    """The register values the test bench takes, in the order it reads them: SwiftMax's (writable registers, then
-    every memory entry: :func:`~vckattn.sim.hls_norm_csim.swiftmax_register_words`; all 0 for an online-softmax
-    launch, as the host writes them), then, on a build with both normalizers, the registers the engine's map adds
-    after SwiftMax's (``normalizer`` and the online-softmax unit's: :func:`vckattn.golden.engine.engine_mode_values`,
-    in the map's order, ``VCKATTN_ENGINE_ONLINE_REGS``). ``online``: the layer normalizes with online softmax, with
-    these registers (ValueError on a build without it; a SwiftMax launch needs ``regs``)."""
+def pl_register_writes(params: EngineParams, regs: SwiftMaxHeads | SwiftMaxRegisters | None,
+                       online: OnlineSoftmaxRegisters | None = None) -> list[tuple[int, int]]:
+    """The AXI4-Lite writes ``(byte offset, 32-bit word)`` that program the PL top for a launch, from the golden
+    register values and the build's map (:func:`vckattn.golden.engine.engine_regmap`): SwiftMax's registers and every
+    entry of its per-head memories, all 0 for an online-softmax launch (as the host writes them); on a build with
+    both normalizers also ``normalizer`` and the online-softmax unit's
+    (:func:`vckattn.golden.engine.engine_mode_values`). ``online``: the layer normalizes with online softmax, with
+    these registers (ValueError on a build without it; a SwiftMax launch needs ``regs``; ValueError when a value
+    does not fit its register)."""
     if online is not None and not params.online_lanes:
         raise ValueError("this build normalizes with SwiftMax only; an online-softmax launch needs a build with both "
                          "normalizers (online_lanes > 0)")
-    sm = swiftmax_regmap()
+    fmt = engine_format(params.score_bits)
+    regmap = engine_regmap(fmt, ENGINE_NORMALIZERS if params.online_lanes else ("swiftmax",), read_ports=1)
+    mode = engine_mode_values("online_softmax" if online is not None else "swiftmax", online) \
+        if params.online_lanes else {}
     if online is None:
         if regs is None:
             raise ValueError("a SwiftMax launch needs the SwiftMax registers")
-        words = swiftmax_register_words(regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1))
+        heads = regs if isinstance(regs, SwiftMaxHeads) else SwiftMaxHeads.broadcast(regs, 1)
+        values = {**heads.register_values(replace(fmt, max_heads=regmap.mem("b_beta").depth)), **mode}
     else:
-        words = [0] * (len(sm.writable) + sum(m.depth for m in sm.mems))
-    if not params.online_lanes:
-        return words
-    mode = engine_mode_values("online_softmax" if online is not None else "swiftmax", online)
-    full = engine_regmap(SwiftMaxFormat(), ENGINE_NORMALIZERS)
-    base = {r.name for r in sm.regs}
-    for r in full.writable:
-        if r.name not in base:
-            full.word(r.name, mode[r.name])  # ValueError unless the value fits its register
-            words.append(int(mode[r.name]))
-    return words
+        values = {**{r.name: 0 for r in regmap.writable if r.name not in mode}, **mode}
+    return [(w.offset, w.word) for w in regmap.writes(values)]
 
 
 def _raw(name: str, buf: np.ndarray) -> bytes:
@@ -172,7 +212,7 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
     if op_counts and not vector:
         raise ValueError("op_counts needs the vector path (vector=True)")
     n_slots = sum(n_tiles) if n_slots is None else int(n_slots)
-    words = register_words(params, regs, online)
+    writes = pl_register_writes(params, regs, online)
     exe = build(params, vector)
     with tempfile.TemporaryDirectory(prefix="engine_csim_") as tmp:
         d = Path(tmp)
@@ -182,9 +222,10 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
         for name, buf in (("q_src", q_src), ("k_src", k_src), ("v_src", v_src)):
             raw = _raw(name, buf)
             (d / f"{name}.bin").write_bytes(raw + bytes(-len(raw) % 16))
+        (d / "pl_regs.bin").write_bytes(np.array(writes, np.uint32).reshape(-1).astype("<u4").tobytes())
         counts = d / "counts.jsonl"
-        args = [str(d), n, seed, CORRUPTIONS[corrupt], n_slots,
-                str(counts) if op_counts else "-", *(int(t) for t in n_tiles), *words]
+        args = [str(d), n, seed, CORRUPTIONS[corrupt], n_slots, str(counts) if op_counts else "-",
+                int(online is not None), *(int(t) for t in n_tiles)]
         text = run_binary(exe, args=[str(a) for a in args], timeout=timeout).decode()
         a = np.frombuffer((d / "a.bin").read_bytes(), np.int8).reshape(n_slots, params.q_rows, params.d).copy()
         done = [np.frombuffer((d / f"done_{p}.bin").read_bytes(), np.uint8).reshape(-1, 16).copy() for p in range(n)]
@@ -215,53 +256,69 @@ def run_launch(launch: object, regs: SwiftMaxHeads | SwiftMaxRegisters | None, s
 
 
 @dataclass
-class OnlineChannelRun:
-    """The online-softmax channel's output: ``beats`` ``(n, 16)`` uint8 and ``last`` ``(n,)`` bool (TLAST) of the P
-    stream, its ``status`` (0 ok), the packets it ``dropped`` and the input beats it left unread (``leftover``)."""
+class ChannelRun:
+    """The PL top's P stream from one score channel: ``beats`` ``(n, 16)`` uint8, ``last`` ``(n,)`` bool (TLAST), and
+    the input beats it did not take (``leftover``)."""
 
     beats: np.ndarray
     last: np.ndarray
-    status: KernelStatus
-    dropped: int
     leftover: int
 
 
-def build_online_channel(params: EngineParams) -> Path:
-    """Build (or reuse) the online-softmax channel's own test bench for ``params`` (``online_lanes > 0``)."""
-    if not params.online_lanes:
-        raise ValueError("the online-softmax channel needs a build with both normalizers (online_lanes > 0)")
-    name = "engine_online_" + build_name(params).removeprefix("engine_csim_")
-    return compile_cpp([ONLINE_TB_CPP, ONLINE_SOURCE], name, extra_flags=("-O1", f"-I{ENGINE_DIR}", *params.defines()),
-                       depends=_headers())
+def build_channel(params: EngineParams) -> Path:
+    """Build (or reuse) the PL top's channel on its own (``sim/cpp/pl_channel_tb.cpp`` over :func:`verilate_pl`)."""
+    obj, inc = verilate_pl(params)
+    model = sorted(obj.glob(f"{PL_PREFIX}*.cpp"))
+    return compile_cpp([CPP_DIR / "pl_channel_tb.cpp", CPP_DIR / "pl_channel.cpp", *model,
+                        *(inc / name for name in VERILATOR_RUNTIME)],
+                       "pl_channel_" + build_name(params).removeprefix("engine_csim_"),
+                       extra_flags=("-O1", "-std=c++17", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread"),
+                       depends=[CPP_DIR / "pl_channel.h", *sorted(obj.glob("*.h"))])
 
 
-def run_online_channel(params: EngineParams, beats: np.ndarray, n_packets: int, online: OnlineSoftmaxRegisters,
-                       timeout: float = 120.0) -> OnlineChannelRun:
-    """``online_softmax_engine_hls`` on its own, on a score stream: ``beats`` ``(n, 16)`` uint8 (packets back to
-    back, each a header beat then its payload beats), ``n_packets`` of them, the online-softmax registers
-    ``online`` (:func:`vckattn.golden.engine.engine_online_registers`)."""
-    raw = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1)
-    if raw.size % 16:
-        raise ValueError("beats must be whole 16-byte beats")
-    mode = engine_mode_values("online_softmax", online)
-    full = engine_regmap(SwiftMaxFormat(), ENGINE_NORMALIZERS)
-    a_mult, a_shift = int(mode["os_a_mult"]), int(mode["os_a_shift"])
-    full.word("os_a_mult", a_mult), full.word("os_a_shift", a_shift)  # ValueError unless they fit their registers
-    exe = build_online_channel(params)
-    with tempfile.TemporaryDirectory(prefix="engine_online_") as tmp:
+def packet_last(beats: np.ndarray) -> np.ndarray:
+    """TLAST of a score stream framed as the AIE's buffer DMA frames it: each packet's header beat (its ``count``
+    scores of ``elem_bits``) and ``ceil(count / (128 / elem_bits))`` payload beats, TLAST on the last."""
+    from vckattn.hw.spec import streams
+
+    last = np.zeros(len(beats), bool)
+    i = 0
+    while i < len(beats):
+        h = streams.decode("packet", beats[i])
+        per = 128 // max(int(h["elem_bits"]), 1)
+        i += -(-int(h["count"]) // per)
+        last[min(i, len(beats) - 1)] = True
+        i += 1
+    return last
+
+
+def run_channel(params: EngineParams, beats: np.ndarray, writes: list[tuple[int, int]], expect: int,
+                last: np.ndarray | None = None, timeout: float = 120.0) -> ChannelRun:
+    """The PL top's channel (Verilated) programmed with ``writes`` on the score stream ``beats`` ``(n, 16)`` uint8
+    (``last``: TLAST, default :func:`packet_last`), until ``expect`` P beats came out or the channel idles."""
+    raw = np.ascontiguousarray(beats, dtype=np.uint8).reshape(-1, 16)
+    flags = packet_last(raw) if last is None else np.asarray(last, bool)
+    exe = build_channel(params)
+    with tempfile.TemporaryDirectory(prefix="pl_channel_") as tmp:
         d = Path(tmp)
-        (d / "in.bin").write_bytes(raw.tobytes())
-        text = run_binary(exe, args=[str(d / "in.bin"), str(d / "out.bin"), str(int(n_packets)), str(a_mult),
-                                     str(a_shift)], timeout=timeout).decode()
+        (d / "regs.bin").write_bytes(np.array(writes, np.uint32).reshape(-1).astype("<u4").tobytes())
+        (d / "in.bin").write_bytes(np.concatenate([raw, flags.astype(np.uint8)[:, None]], axis=1).tobytes())
+        text = run_binary(exe, args=[str(d / "regs.bin"), str(d / "in.bin"), str(d / "out.bin"), str(int(expect))],
+                          timeout=timeout).decode()
         out = np.frombuffer((d / "out.bin").read_bytes(), np.uint8).reshape(-1, 17)
-    st = re.search(r"^status (-?\d+) (.*)$", text, re.M)
-    dropped = re.search(r"^dropped (\d+)$", text, re.M)
     left = re.search(r"^leftover (\d+)$", text, re.M)
-    if st is None or dropped is None or left is None:
-        raise RuntimeError(f"online_softmax_engine_tb: unexpected output {text!r}")
-    return OnlineChannelRun(out[:, :16].copy(), out[:, 16] != 0, KernelStatus(int(st[1]), st[2].strip()),
-                            int(dropped[1]), int(left[1]))
+    if left is None:
+        raise RuntimeError(f"pl_channel_tb: unexpected output {text!r}")
+    return ChannelRun(out[:, :16].copy(), out[:, 16] != 0, int(left[1]))
 
 
-__all__ = ["CORRUPTIONS", "EngineLaunch", "EngineParams", "KernelStatus", "OnlineChannelRun", "build", "build_name",
-           "build_online_channel", "register_words", "run_engine_launch", "run_launch", "run_online_channel"]
+def run_online_channel(params: EngineParams, beats: np.ndarray, online: OnlineSoftmaxRegisters,
+                       expect: int) -> ChannelRun:
+    """The PL top's channel in online-softmax mode (``params.online_lanes > 0``; registers ``online``,
+    :func:`vckattn.golden.engine.engine_online_registers`) on the score stream ``beats``."""
+    return run_channel(params, beats, pl_register_writes(params, None, online), expect)
+
+
+__all__ = ["CORRUPTIONS", "ChannelRun", "EngineLaunch", "EngineParams", "KernelStatus", "build", "build_channel",
+           "build_name", "packet_last", "pl_register_writes", "run_channel", "run_engine_launch", "run_launch",
+           "run_online_channel", "verilate_pl"]

@@ -18,8 +18,8 @@ NOT_PACKAGED = {"ARCHITECTURE.md", "Makefile", "README.md", "pyproject.toml", "r
 #: what the csim backend and the manifests need (a readable failure when one of these goes missing)
 NEEDED = ["bitstreams/vck5000_engine.json", "bitstreams/engine_small.json", "bitstreams/manifest_schema.json",
           "bitstreams/engine_designs/engine_small.design.json", "host/bundle_schema.json",
-          "hw/hls/mm2s_engine.cpp", "hw/hls/s2mm_engine.cpp", "hw/hls/swiftmax_engine_hls.cpp",
-          "hw/hls/generated/swiftmax_regs.h", "hw/aie/engine/kernels.h", "hw/aie/generated/engine_streams.h",
+          "hw/hls/mm2s_engine.cpp", "hw/hls/s2mm_engine.cpp", "hw/hls/s2mm_engine.h", "sim/cpp/pl_channel.cpp",
+          "sim/cpp/pl_channel.h", "hw/aie/engine/kernels.h", "hw/aie/generated/engine_streams.h",
           "hw/aie/engine/qk_slice.cc", "sim/cpp/engine_csim_tb.cpp", "sim/cpp/beat_files.h", "hw/perf/device.json",
           "hw/spec/__init__.py", "hw/design/__init__.py"]
 #: folders run from the checkout, never installed: experiments, repository tools, the demo

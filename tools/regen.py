@@ -4,7 +4,6 @@
 exits 1 naming every stale file. A target is the code that owns a set of files:
 
 ==============  ======================================================================================
-``hls``         ``hw/hls/generated/*.h``: ROM tables and register headers, from the golden models
 ``streams``     ``hw/aie/generated/engine_streams.h``: the stream headers' declaration
 ``bitstreams``  ``bitstreams/*.json`` and ``bitstreams/engine_designs/``: the committed builds' manifests
                 (``SEARCH=1``: the best designs searched again, minutes; default: the committed design points)
@@ -28,12 +27,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # tools/ is not installed: its figures module is imported from the checkout
-
-
-def hls() -> dict[Path, str]:
-    from vckattn.hw.hls.tables import GENERATED_DIR, headers
-
-    return {GENERATED_DIR / s.name: s.text for s in headers()}
 
 
 def streams() -> dict[Path, str]:
@@ -77,7 +70,7 @@ def figures(slow: bool = False) -> dict[Path, str]:
 
 def targets(search: bool = False, slow: bool = False) -> dict[str, Callable[[], dict[Path, str]]]:
     """Target name -> the function giving each of its files' current text."""
-    return {"hls": hls, "streams": streams, "bitstreams": lambda: bitstreams(search), "calibration": calibration,
+    return {"streams": streams, "bitstreams": lambda: bitstreams(search), "calibration": calibration,
             "performance": performance, "figures": lambda: figures(slow)}
 
 

@@ -34,9 +34,9 @@ def device_class(name: str) -> Any:
 
 
 #: backends that run an engine build's online-softmax layers (on a build with both normalizers): the functional model,
-#: the generated PL top in Verilator and the engine's C-simulation (its HLS online-softmax channel); also ``xrt`` on
-#: the emulated card (``VCKATTN_EMULATION=csim``, the same C-simulation). A card (``xrt``, ``pynq``) is programmed
-#: for SwiftMax layers only.
+#: the generated PL top in Verilator and the engine's C-simulation (its PL top's online-softmax channel, Verilated);
+#: also ``xrt`` on the emulated card (``VCKATTN_EMULATION=csim``, the same C-simulation). A card (``xrt``,
+#: ``pynq``) is programmed for SwiftMax layers only.
 ENGINE_ONLINE = ("emu", "rtl", "csim")
 
 

@@ -220,8 +220,8 @@ class EmulatedCard:
                                     None if online is not None else self.registers.swiftmax(), seed=self.launches,
                                     n_slots=n_slots, online=online)
         except HlsToolsMissing as exc:
-            raise ToolMissing(f"the emulated card ({EMULATION_ENV}=csim) needs g++ and the hls4ml ap_types "
-                              f"headers: {exc}") from None
+            raise ToolMissing(f"the emulated card ({EMULATION_ENV}=csim) needs g++, the hls4ml ap_types "
+                              f"headers and Verilator: {exc}") from None
         self.launches += 1
         slot = p.q_rows * p.d
         graph_ok = True

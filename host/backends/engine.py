@@ -114,9 +114,10 @@ class EngineEmuDevice(EngineDevice):
 class EngineCsimDevice(EngineDevice):
     name = "csim"
     where = ("C-simulation (g++ + AMD ap_types): the engine's HLS movers, AIE kernels qk_slice/pv_slice (scalar "
-             "path; vector path with the vector option), a random-order pktmerge and per score channel the HLS "
-             "SwiftMax (on a build with both normalizers, the HLS online-softmax channel for an online-softmax "
-             "layer), the cascade and the output mover, per pipeline")
+             "path; vector path with the vector option), a random-order pktmerge and per score channel the PL top's "
+             "channel the xclbin takes (its Amaranth Verilated, registers over AXI4-Lite: SwiftMax, or on a build "
+             "with both normalizers online softmax for an online-softmax layer), the cascade and the output mover, "
+             "per pipeline")
     online_softmax = True
 
     def __init__(self, manifest: Any, seed: int = 0, vector: bool = False, **options: Any) -> None:
@@ -130,7 +131,7 @@ class EngineCsimDevice(EngineDevice):
         try:
             build(self.params, self.vector)
         except HlsToolsMissing as exc:
-            raise ToolMissing(f"the csim backend needs g++ and the hls4ml ap_types headers: {exc}") from None
+            raise ToolMissing(f"the csim backend needs g++, the hls4ml ap_types headers and Verilator: {exc}") from None
 
     def configure(self, layer: QuantAttentionLayer) -> None:
         super().configure(layer)

@@ -352,12 +352,13 @@ class SublayerDevice:
         t["residual"] = time.perf_counter() - t0
         return SublayerRun(out.reshape(b, s, d), trace, read, t, cycles)
 
-    # each PL stage: run from the registers as read back (emu, csim), or in Verilator (rtl, which reads them back)
+    # each PL stage: run from the registers as read back (emu; csim for the residual add and RoPE), or in Verilator
+    # (rtl, and csim's BHyT site, which read them back)
 
     def _bhyt(self, sub: DecoderSublayer, h: np.ndarray, read: dict) -> tuple[np.ndarray, np.ndarray, dict, int | None]:
         d = h.shape[1]
         unit = self.section["units"]["bhyt_site"]
-        if self.backend == "rtl":
+        if self.backend in ("rtl", "csim"):
             from vckattn.sim.sublayer_rtl import run_bhyt_site_rtl
 
             r = _rtl(run_bhyt_site_rtl, h, sub.site_a, sub.fmt.norm, lanes=unit["lanes"], max_d=unit["max_d"],
@@ -366,11 +367,6 @@ class SublayerDevice:
             _same(regs, sub.site_a, "bhyt_site")
             return np.asarray(r.out, np.int8), np.asarray(r.stat, np.int64), r.readback, r.cycles
         regs = bhyt_from_values(read["bhyt_site"], d, sub.site_a.s_out, sub.fmt.norm)
-        if self.backend == "csim":
-            from vckattn.sim.hls_norm_csim import bhyt_block
-
-            o = bhyt_block(h, h, regs, regs)
-            return o.u[:, :d].astype(np.int8), o.a_user[:, 0].astype(np.int64), read["bhyt_site"], None
         stat = (h.astype(np.int64) ** 2).sum(axis=1, keepdims=True)
         return bhyt_site_int(h, stat, regs, sub.fmt.norm).astype(np.int8), stat[:, 0], read["bhyt_site"], None
 
@@ -415,8 +411,9 @@ class SublayerDevice:
 
 _WHERE = {
     "emu": "GEMM cascades and PL units by their golden models, registers in a software register file",
-    "csim": "GEMM cascades in their C++ (C-simulation), BHyT site A in its HLS C++, the residual add and RoPE by "
-            "their golden models, registers in a software register file",
+    "csim": "GEMM cascades in their C++ (C-simulation), BHyT site A in Verilator (its Amaranth unit, registers over "
+            "AXI4-Lite), the residual add and RoPE by their golden models, their registers in a software register "
+            "file",
     "rtl": "every PL unit (BHyT site A, RoPE, residual add) in Verilator with its registers over AXI4-Lite; the GEMM "
            "cascades by the AIE's bit-exact model",
 }

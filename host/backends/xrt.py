@@ -144,7 +144,8 @@ class XrtDevice(EngineCardDevice):
 
         mode = emulation_mode()
         if mode is not None:
-            norm = "HLS SwiftMax and online-softmax channel" if self.params.online_lanes else "HLS SwiftMax"
+            norm = "the PL top Verilated: SwiftMax and online softmax" if self.params.online_lanes \
+                else "the PL top Verilated: SwiftMax"
             self.where = (f"emulation ({EMULATION_ENV}={mode}): the xrt backend's host code on a software card whose "
                           f"kernels are the engine's C-simulation (HLS movers, AIE kernels' scalar path, {norm})")
             self.online_softmax = True  # the emulated card's C-simulation carries the online-softmax channel

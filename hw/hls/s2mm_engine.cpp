@@ -1,12 +1,12 @@
 // s2mm_engine: the engine's PL output mover for one pipeline (hw/ENGINE.md "The PL"; see
-// swiftmax_engine_hls.h), a plain writer: A records from the last P.V kernel (RESULT header + Q_ROWS x D int8
+// s2mm_engine.h), a plain writer: A records from the last P.V kernel (RESULT header + Q_ROWS x D int8
 // row-major, 16 a beat; the AI Engine has requantized O) -> DDR: A of tile t into slot t of the launch's shared
 // A buffer `a_out` (so the buffer is the head outputs, host/engine.py), and the record's header beat with this
 // pipeline's index (streams.RESULT: tile_id, rows, pipeline, d = D) into this pipeline's done log `done` in
 // arrival order (the host points `done` at the pipeline's region). No arithmetic on the payload: one 128-bit
 // beat in and out a cycle. A record whose d is not the build's D, or whose tile id is outside the A buffer, is
 // refused.
-#include "swiftmax_engine_hls.h"
+#include "s2mm_engine.h"
 
 using namespace vckattn_engine_pl;
 

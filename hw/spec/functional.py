@@ -120,8 +120,8 @@ class EngineParams:
 
     def macros(self) -> dict[str, int]:
         """``VCKATTN_ENGINE_*`` macro -> value: the AIE kernels' and PL movers' build parameters; a build with both
-        normalizers also ``VCKATTN_ENGINE_ONLINE_LANES`` (its online-softmax channel's lanes,
-        ``hw/hls/online_softmax_engine_hls.h``)."""
+        normalizers also ``VCKATTN_ENGINE_ONLINE_LANES`` (its online-softmax channel's lanes, a parameter of the PL
+        top's Amaranth)."""
         out = {"VCKATTN_ENGINE_KERNELS": self.kernels, "VCKATTN_ENGINE_SCORE_PLIOS": self.score_plios,
                "VCKATTN_ENGINE_Q_ROWS": self.q_rows, "VCKATTN_ENGINE_D": self.d,
                "VCKATTN_ENGINE_MAX_KEYS": self.max_keys, "VCKATTN_ENGINE_SCORE_BITS": self.score_bits}

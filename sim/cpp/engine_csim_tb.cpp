@@ -5,9 +5,10 @@
 //        K slices of qk j; DDR (kv list, V) --mm2s_engine (v mover: its LOAD_V entries)--> v_in --pktsplit<k> by
 //        packet id k + j--> V slices of pv j (async buffers)
 //   qk j: s buffers --per score channel c: pktmerge<k/m>, a seeded random interleaving of whole packets-->
-//        swiftmax_engine_hls (one per channel), or on a build with both normalizers (VCKATTN_ENGINE_ONLINE_LANES)
-//        whose normalizer register is 1, online_softmax_engine_hls (the merge then keeps every kernel within one
-//        tile of the slowest: the channel holds two tiles) --pktsplit<k/m> by packet id--> p buffers of pv j
+//        the PL top's score channel (hw/pl/engine.py EnginePL, Verilated: sim/cpp/pl_channel.h), SwiftMax, or on
+//        a build with both normalizers whose normalizer register is 1 online softmax (the merge then keeps every
+//        kernel within one tile of the slowest: the channel holds two tiles) --pktsplit<k/m> by packet id-->
+//        p buffers of pv j
 //   pv 0 --cascade FIFO--> pv 1 ... --> pv k-1 --cascade FIFO--> o_requant: o buffers (A records) --> s2mm_engine (HLS)
 //        --> A slots + done log
 //
@@ -17,11 +18,10 @@
 // -DVCKATTN_AIE_VECTOR_EMU the vector path over hw/aie/aie_api_emu.h); a kernel whose status is not ok stops
 // there (its status is printed; what it did not consume is counted as leftover).
 //
-//   engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES_0 .. N_TILES_{P-1} REGISTERS
+//   engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS ONLINE N_TILES_0 .. N_TILES_{P-1}
 //
-// REGISTERS: SwiftMax's (VCKATTN_SWIFTMAX_REGS, then every entry of VCKATTN_SWIFTMAX_MEMS), then on a build with
-// both normalizers the registers the engine's map adds (VCKATTN_ENGINE_ONLINE_REGS: normalizer and the
-// online-softmax unit's).
+// The PL top's registers: DIR/pl_regs.bin, the AXI4-Lite writes (little-endian uint32 byte offset, then the
+// word) that program it, performed once before the launch; ONLINE: 1 when they select online softmax.
 //
 // reads DIR/q_src.bin, DIR/k_src.bin, DIR/v_src.bin (the re-tiled operands) and DIR/q_<p>.bin, DIR/kv_<p>.bin
 // (pipeline p's command lists, 32-byte descriptors); writes DIR/a.bin (the launch's shared A buffer: N_SLOTS
@@ -39,9 +39,9 @@
 //   normalizer <name>                the normalizer the channels ran (swiftmax or online_softmax)
 //   packets p<p>.c<c> <n>            score packets through channel c's merge
 //   records p<p> <n>                 A records s2mm_engine wrote
-//   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, and packets the online-
-//                                   softmax channel dropped (p<p>.c<c>.dropped), when n > 0
-//   missing <stream> <n>             cascade words read past the end, when n > 0
+//   leftover <stream> <n>            unconsumed buffers / beats / cascade words of a stream, when n > 0
+//   missing <stream> <n>             cascade words read past the end, or P beats a channel did not give
+//                                   (p<p>.c<c>.p_out), when n > 0
 // Exit 2 on bad arguments or files.
 #include <algorithm>
 #include <cstdint>
@@ -54,13 +54,8 @@
 #include <vector>
 
 #include "engine_kernels.h"
-#include "swiftmax_engine_hls.h"
-#ifdef VCKATTN_ENGINE_ONLINE_LANES
-#include "online_softmax_engine_hls.h"
-#define VCKATTN_DUAL 1
-#else
-#define VCKATTN_DUAL 0
-#endif
+#include "pl_channel.h"
+#include "s2mm_engine.h"
 
 typedef ap_uint<128> beat128;
 unsigned mm2s_engine(const beat128* cmds, unsigned n_cmds, const beat128* src, const beat128* src_v, unsigned kv,
@@ -70,7 +65,6 @@ namespace {
 
 using vckattn_engine::EngineShape;
 using vckattn_engine::HostSlices;
-using vckattn_engine_pl::pkt_beat;
 
 constexpr int K = EngineShape::KERNELS;
 constexpr int M = EngineShape::SCORE_PLIOS;
@@ -81,20 +75,7 @@ std::vector<ap_uint<128> > g_a;  // the launch's shared A buffer (s2mm_engine wr
 unsigned g_slots = 0;
 FILE* g_counts = nullptr;
 
-// The normalizer registers: SwiftMax's, and on a build with both normalizers the ones the engine's map adds.
-struct Registers {
-    vckattn::swiftmax_regs sm;
-#if VCKATTN_DUAL
-    vckattn::engine_online_regs os;
-#endif
-    bool online() const {
-#if VCKATTN_DUAL
-        return os.normalizer == 1;
-#else
-        return false;
-#endif
-    }
-};
+bool g_online = false;  // the PL top normalizes with online softmax (its normalizer register is 1)
 
 [[noreturn]] void fail(const std::string& msg) {
     std::fprintf(stderr, "engine_csim_tb: %s\n", msg.c_str());
@@ -303,7 +284,7 @@ std::vector<uint8_t> mover(const std::string& name, const std::vector<uint8_t>& 
 
 void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
                   const std::vector<beat128>& q_src, const std::vector<beat128>& k_src,
-                  const std::vector<beat128>& v_src, const Registers& regs) {
+                  const std::vector<beat128>& v_src) {
     using namespace vckattn_engine;
     const std::string p = "p" + std::to_string(pl);
 
@@ -351,7 +332,7 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
         std::mt19937 rng(seed * 1000003u + pl * 1009u + (unsigned)c);
         std::vector<size_t> next(PER, 0);
         std::vector<const Buf*> merged;
-        const bool online = regs.online();
+        const bool online = g_online;
         for (;;) {
             // online softmax: a kernel sends its packet n only once every kernel has sent n - 1 (ONLINE_TILES = 2)
             const size_t low = *std::min_element(next.begin(), next.end());
@@ -363,44 +344,27 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
             merged.push_back(&s_out[c * PER + i][next[i]++]);
         }
         std::printf("packets %s %zu\n", ch.c_str(), merged.size());
-        hls::stream<pkt_beat> s_axis("s_axis"), m_axis("m_axis");
+        // the PL channel: every packet's beats (TLAST on its last), P packets back: a header and 16 P a beat
+        constexpr int SCORES_PER_BEAT = 128 / VCKATTN_ENGINE_SCORE_BITS;
+        std::vector<vckattn_pl::Beat> in, out;
+        std::vector<bool> last;
+        size_t expect = 0;
         for (const Buf* b : merged) {
             const size_t beats = b->size / 16;
             for (size_t i = 0; i < beats; i++) {
-                pkt_beat x;
-                for (int k = 0; k < 16; k++) x.data.range(8 * k + 7, 8 * k) = b->data()[16 * i + k];
-                x.keep = -1;
-                x.strb = -1;
-                x.user = 0;
-                x.last = i + 1 == beats;
-                s_axis.write(x);
+                vckattn_pl::Beat x;
+                std::memcpy(x.data(), b->data() + 16 * i, 16);
+                in.push_back(x);
+                last.push_back(i + 1 == beats);
             }
+            expect += 1 + (beats - 1) * SCORES_PER_BEAT / 16;
         }
-        int nst;
-        if (online) {
-#if VCKATTN_DUAL
-            unsigned dropped = 0;
-            nst = online_softmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs.os.os_a_mult,
-                                            regs.os.os_a_shift, &dropped);
-            count("leftover", ch + ".dropped", dropped);
-#else
-            nst = -1;  // unreachable: online() is false on a SwiftMax-only build
-#endif
-        } else {
-            nst = swiftmax_engine_hls(s_axis, m_axis, (unsigned)merged.size(), regs.sm);
-        }
-        status(p + ".norm" + std::to_string(c), nst, vckattn_engine_pl::pl_status_text(nst));
-        size_t left = 0;
-        while (!s_axis.empty()) {
-            s_axis.read();
-            left++;
-        }
+        const size_t left = vckattn_pl::run(in, last, out, expect);
+        status(p + ".norm" + std::to_string(c), 0, "ok");
         count("leftover", ch + ".s_axis", left);
+        if (out.size() < expect) std::printf("missing %s.p_out %zu\n", ch.c_str(), expect - out.size());
         std::vector<uint8_t> pb;
-        while (!m_axis.empty()) {
-            const pkt_beat b = m_axis.read();
-            for (int k = 0; k < 16; k++) pb.push_back((uint8_t)(unsigned)b.data.range(8 * k + 7, 8 * k));
-        }
+        for (const auto& beat : out) pb.insert(pb.end(), beat.begin(), beat.end());
         std::vector<Buf> pk;
         for (size_t at = 0; at + P_BUFFER_BYTES <= pb.size(); at += P_BUFFER_BYTES) pk.emplace_back(pb.data() + at, P_BUFFER_BYTES);
         count("leftover", ch + ".p_out", pb.size() % P_BUFFER_BYTES);
@@ -462,13 +426,7 @@ void run_pipeline(unsigned pl, unsigned seed, int corrupt, unsigned n_tiles,
 }  // namespace
 
 int main(int argc, char** argv) {
-#if VCKATTN_DUAL
-    const int n_regs = VCKATTN_SWIFTMAX_WORDS + VCKATTN_ENGINE_ONLINE_WORDS;
-#else
-    const int n_regs = VCKATTN_SWIFTMAX_WORDS;
-#endif
-    if (argc < 7)
-        fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS N_TILES... REGISTERS...");
+    if (argc < 8) fail("usage: engine_csim_tb DIR PIPELINES SEED CORRUPT N_SLOTS OPCOUNTS ONLINE N_TILES...");
     g_dir = argv[1];
     const unsigned pipelines = std::strtoul(argv[2], nullptr, 0);
     const unsigned seed = std::strtoul(argv[3], nullptr, 0);
@@ -484,31 +442,25 @@ int main(int argc, char** argv) {
 #endif
     }
     g_a.assign((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D / 16 + 1, 0);
-    if (pipelines < 1 || argc != 7 + (int)pipelines + n_regs)
-        fail("expected " + std::to_string(pipelines) + " tile counts and " + std::to_string(n_regs) +
-             " register values (SwiftMax's, then on a build with both normalizers the engine's added ones)");
+    g_online = std::atoi(argv[7]) != 0;
+    if (pipelines < 1 || argc != 8 + (int)pipelines) fail("expected " + std::to_string(pipelines) + " tile counts");
     std::vector<unsigned> n_tiles;
-    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[7 + i], nullptr, 0));
-    Registers regs;
-    int arg = 7 + (int)pipelines;
-#define VCKATTN_PARSE_REG(name, width, is_signed, offset) regs.sm.name = std::strtol(argv[arg++], nullptr, 0);
-    VCKATTN_SWIFTMAX_REGS(VCKATTN_PARSE_REG)
-#undef VCKATTN_PARSE_REG
-#define VCKATTN_PARSE_MEM(name, width, is_signed, offset, depth) \
-    for (int e = 0; e < depth; e++) regs.sm.name[e] = std::strtol(argv[arg++], nullptr, 0);
-    VCKATTN_SWIFTMAX_MEMS(VCKATTN_PARSE_MEM)
-#undef VCKATTN_PARSE_MEM
-#if VCKATTN_DUAL
-#define VCKATTN_PARSE_OS(name, width, is_signed, offset) regs.os.name = std::strtol(argv[arg++], nullptr, 0);
-    VCKATTN_ENGINE_ONLINE_REGS(VCKATTN_PARSE_OS)
-#undef VCKATTN_PARSE_OS
-#endif
-    std::printf("normalizer %s\n", regs.online() ? "online_softmax" : "swiftmax");
+    for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[8 + i], nullptr, 0));
+    const std::string regs_path = g_dir + "/pl_regs.bin";
+    FILE* rf = std::fopen(regs_path.c_str(), "rb");
+    if (!rf) fail("cannot read " + regs_path);
+    std::vector<std::pair<uint32_t, uint32_t> > writes;
+    uint32_t pair[2];
+    while (std::fread(pair, sizeof pair, 1, rf) == 1) writes.emplace_back(pair[0], pair[1]);
+    std::fclose(rf);
+    const std::string bad = vckattn_pl::init(writes);
+    if (!bad.empty()) fail("PL registers: " + bad);
+    std::printf("normalizer %s\n", g_online ? "online_softmax" : "swiftmax");
     const std::vector<beat128> q_src = to_beats(read_file("q_src.bin"));
     const std::vector<beat128> k_src = to_beats(read_file("k_src.bin"));
     const std::vector<beat128> v_src = to_beats(read_file("v_src.bin"));
     for (unsigned pl = 0; pl < pipelines; pl++)
-        run_pipeline(pl, seed, corrupt, n_tiles[pl], q_src, k_src, v_src, regs);
+        run_pipeline(pl, seed, corrupt, n_tiles[pl], q_src, k_src, v_src);
     if (g_counts) std::fclose(g_counts);
     std::vector<uint8_t> a((size_t)g_slots * EngineShape::Q_ROWS * EngineShape::D);
     for (size_t i = 0; i < a.size(); i++) a[i] = (uint8_t)(unsigned)g_a[i / 16].range(8 * (i % 16) + 7, 8 * (i % 16));

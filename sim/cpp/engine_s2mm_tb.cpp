@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "swiftmax_engine_hls.h"
+#include "s2mm_engine.h"
 
 #include "beat_files.h"
 

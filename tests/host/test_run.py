@@ -139,10 +139,10 @@ def test_run_rtl_minilm_layer0_bit_exact(minilm_heads_bundle, tmp_path, capsys):
     assert r["cycles"] >= 12 * rep["tokens"] ** 2 // 4
 
 
-@pytest.mark.tool("g++", "hls4ml")
+@pytest.mark.tool("g++", "hls4ml", "verilator")
 def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
     """The real MiniLM layers through the default design's C++ (vck5000_engine: HLS movers, AIE kernels' scalar
-    path, HLS SwiftMax channels)."""
+    path, the PL top's SwiftMax channels Verilated)."""
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_bundle), "--backend", "csim", "--text", TEXT,
                         "--json", str(js), "--quiet")
@@ -153,9 +153,9 @@ def test_run_csim_minilm_both_layers_bit_exact(minilm_bundle, tmp_path, capsys):
     assert all(r["cosine"] > 0.99 for r in rep["layers"])
 
 
-@pytest.mark.tool("g++", "hls4ml")
+@pytest.mark.tool("g++", "hls4ml", "verilator")
 def test_run_csim_minilm_per_head_bit_exact(minilm_heads_bundle, tmp_path, capsys):
-    """Per-head constants through the default design's C++: the head rides the tile header to the HLS SwiftMax's
+    """Per-head constants through the default design's C++: the head rides the tile header to the PL top's SwiftMax
     per-head registers."""
     js = tmp_path / "r.json"
     code, _, err = _cli(capsys, "run", "--bundle", str(minilm_heads_bundle), "--backend", "csim", "--layers", "0",

@@ -1,9 +1,9 @@
 """`vckattn run` on the small engine with both normalizers (``engine_small_dual``: ``engine_small`` with an
 online-softmax unit beside each score channel's SwiftMax lanes): a MiniLM bundle whose layers use different
 normalizers (layer 0 SwiftMax, layer 1 online softmax), each layer with its own, bit-exact with golden's narrow-score
-layer on the emu, csim (the engine's C++: HLS SwiftMax and the HLS online-softmax channel), rtl and emulated-card xrt
-backends; the refusals (one line, documented exit status) where a build or a backend does not carry a layer's
-normalizer."""
+layer on the emu, csim (the engine's C++ with the PL top Verilated: SwiftMax and online softmax), rtl and
+emulated-card xrt backends; the refusals (one line, documented exit status) where a build or a backend does not
+carry a layer's normalizer."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ def _run(bundle: Path, manifest: str, backend: str, tmp_path: Path, capsys, *ext
 
 
 @pytest.mark.parametrize("backend", [
-    "emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml")),
+    "emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml", "verilator")),
     pytest.param("rtl", marks=[pytest.mark.sim, pytest.mark.tool("verilator")])])
 def test_mixed_layers_on_the_dual_engine_are_bit_exact(mixed_bundle, tmp_path, capsys, backend):
     code, rep, err = _run(mixed_bundle, "engine_small_dual", backend, tmp_path, capsys)
@@ -83,7 +83,7 @@ def test_a_layer_the_build_does_not_carry_is_refused_in_one_line(mixed_bundle, t
     assert code == 0 and rep["layers"][0]["bit_exact"] is True, err
 
 
-@pytest.mark.tool("g++", "hls4ml")
+@pytest.mark.tool("g++", "hls4ml", "verilator")
 def test_mixed_layers_on_the_emulated_card_are_bit_exact(mixed_bundle, tmp_path, capsys, monkeypatch):
     """``VCKATTN_EMULATION=csim``: the xrt backend's host code programs each layer's normalizer into the PL top's
     registers; the emulated card's C-simulation runs the one the register says."""

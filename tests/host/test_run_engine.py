@@ -23,8 +23,8 @@ MIN_COSINE = {"layer": 0.99, "head": 0.95}
 
 @pytest.mark.parametrize(("backend", "granularity", "path"), [
     ("emu", "layer", "scalar"), ("emu", "head", "scalar"),
-    pytest.param("csim", "layer", "scalar", marks=pytest.mark.tool("g++", "hls4ml")),
-    pytest.param("csim", "head", "vector", marks=pytest.mark.tool("g++", "hls4ml")),
+    pytest.param("csim", "layer", "scalar", marks=pytest.mark.tool("g++", "hls4ml", "verilator")),
+    pytest.param("csim", "head", "vector", marks=pytest.mark.tool("g++", "hls4ml", "verilator")),
     pytest.param("rtl", "head", "scalar", marks=[pytest.mark.sim, pytest.mark.full, pytest.mark.tool("verilator")]),
 ])
 def test_minilm_on_the_small_engine_is_bit_exact(minilm_bundle, minilm_heads_bundle, tmp_path, capsys, backend,

@@ -40,7 +40,7 @@ def _statuses(rep: dict) -> dict[str, str]:
 # ------------------------------------------------------------------------------------------ the emulated card
 
 
-@pytest.mark.tool("g++", "hls4ml")
+@pytest.mark.tool("g++", "hls4ml", "verilator")
 def test_emulated_selftest_passes(monkeypatch, tmp_path, capsys):
     """``VCKATTN_EMULATION=csim vckattn board selftest --manifest engine_small``: four PASS lines, status 0."""
     monkeypatch.setenv("VCKATTN_EMULATION", "csim")
@@ -61,7 +61,7 @@ def test_emulated_selftest_passes(monkeypatch, tmp_path, capsys):
     assert timing["predicted"]["seconds_per_layer"] > 0
 
 
-@pytest.mark.tool("g++", "hls4ml")
+@pytest.mark.tool("g++", "hls4ml", "verilator")
 def test_emulated_wrong_result_is_status_1(monkeypatch, tmp_path, capsys):
     """One output byte of the emulated card's C-simulation flipped: the tiles check fails, status 1."""
     import vckattn.sim.engine_csim as csim

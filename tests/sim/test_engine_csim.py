@@ -1,9 +1,9 @@
 """C-simulation of the scalable engine (stream contract v3, hw/ENGINE.md): the movers mm2s_engine (q and kv command
 lists), the AIE kernels qk_tile / pv_tile (hw/aie/engine/engine_kernels.h, scalar and vector paths), per score
-channel a randomly interleaving pktmerge, the PL normalizer swiftmax_engine_hls and pktsplit, the cascade (the last
-P.V kernel requantizes O with the 16-bit rq_mult and rq_shift of its LOAD_V header) and the output mover s2mm_engine,
-chained per pipeline, against A records computed from golden only (golden.engine numerics, exact_int_matmul,
-requantize on the logical matrices), bit for bit.
+channel a randomly interleaving pktmerge, the PL top's channel (Amaranth, Verilated) and pktsplit, the cascade (the
+last P.V kernel requantizes O with the 16-bit rq_mult and rq_shift of its LOAD_V header) and the output mover
+s2mm_engine, chained per pipeline, against A records computed from golden only (golden.engine numerics,
+exact_int_matmul, requantize on the logical matrices), bit for bit.
 
 The card buffers are built here from golden's pack functions and hw.spec.streams.encode (not the host's packer):
 per tile a TILE descriptor into the re-tiled Q, per group k LOAD_K then k LOAD_V descriptors into the re-tiled K / V.
@@ -35,7 +35,7 @@ from vckattn.golden.swiftmax_int import SwiftMaxHeads, swiftmax_head_registers, 
 from vckattn.hw.spec import streams
 from vckattn.sim.engine_csim import EngineParams, run_engine_launch
 
-TOOLS = pytest.mark.tool("g++", "hls4ml")
+TOOLS = pytest.mark.tool("g++", "hls4ml", "verilator")
 
 S_Q, S_K = 0.02, 0.02
 OK, BAD_ROWS, BAD_SLICE, NOT_IN_SLICE, MISROUTE, BAD_RQ_SHIFT = 0, 2, 5, 7, 9, 10  # engine_kernels.h Status
@@ -241,7 +241,7 @@ def test_engine_csim_is_bit_exact_with_golden(build, d, vector):
                                                     ("k1_int16", 5, False), ("small", 6, True)])
 def test_engine_csim_per_head_is_bit_exact_with_golden(build, n_heads, vector):
     """Per-head SwiftMax constants (register map v2): each TILE header carries its query head, the QK^T kernels copy it
-    into their score packets' headers and swiftmax_engine_hls uses b_beta[head] / c_out[head]."""
+    into their score packets' headers and the PL top uses b_beta[head] / c_out[head]."""
     launch = make_launch(build, seed=5, n_heads=n_heads)
     heads = {t.head for g in launch.all_groups() for t in g.tiles}
     assert len(heads) > 2 and isinstance(launch.regs, SwiftMaxHeads) and not launch.regs.uniform

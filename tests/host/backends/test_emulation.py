@@ -20,7 +20,7 @@ from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.emulation import RegisterFile, emulated_uuid
 from vckattn.hw.design.manifest import ManifestError, load_manifest
 
-pytestmark = pytest.mark.tool("g++", "hls4ml")
+pytestmark = pytest.mark.tool("g++", "hls4ml", "verilator")
 
 MANIFEST = load_manifest("engine_small")
 TEXT = "The emulated card runs the host code a VCK5000 would, and the engine's C++ computes."

@@ -46,8 +46,8 @@ def _layer(normalizer="swiftmax", causal=False, seed=0, d_model=128, heads=4):
 
 
 @pytest.mark.parametrize("backend, options", [
-    ("emu", {}), pytest.param("csim", {}, marks=pytest.mark.tool("g++", "hls4ml")),
-    pytest.param("csim", {"vector": True}, marks=pytest.mark.tool("g++", "hls4ml"))])
+    ("emu", {}), pytest.param("csim", {}, marks=pytest.mark.tool("g++", "hls4ml", "verilator")),
+    pytest.param("csim", {"vector": True}, marks=pytest.mark.tool("g++", "hls4ml", "verilator"))])
 @pytest.mark.parametrize("causal", [False, True])
 def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     layer, x, keep = _layer(causal=causal, seed=int(causal))
@@ -60,11 +60,11 @@ def test_engine_layer_bit_exact_through_the_scheduler(backend, options, causal):
     assert lr.tiles == 3 * 4 * 3 and dev.launches == 1
 
 
-@pytest.mark.parametrize("backend", ["emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml"))])
+@pytest.mark.parametrize("backend", ["emu", pytest.param("csim", marks=pytest.mark.tool("g++", "hls4ml", "verilator"))])
 @pytest.mark.parametrize("causal", [False, True])
 def test_online_softmax_layer_bit_exact_on_a_dual_build(backend, causal):
-    """An online-softmax layer on a build with both normalizers: the csim backend's HLS online-softmax channel and the
-    functional model both give golden's integer layer."""
+    """An online-softmax layer on a build with both normalizers: the csim backend's online-softmax channel (the PL
+    top Verilated) and the functional model both give golden's integer layer."""
     layer, x, keep = _layer("softmax", causal=causal, seed=2 + int(causal))
     narrow = narrow_layer(layer, 8)
     want, trace = attention_int(narrow, x, keep)

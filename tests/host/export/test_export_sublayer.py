@@ -354,7 +354,7 @@ def test_smollm2_bhyt_sublayer(tmp_path):
 
     text = "The committee approved the new budget after a long debate about schools, roads and the city's parks."
     backends = ["emu"]
-    if tool_available("g++") and tool_available("hls4ml"):
+    if tool_available("g++") and tool_available("hls4ml") and tool_available("verilator"):
         backends.append("csim")
     for backend in backends:
         r = run(b.path, backend, text=text, manifest_path="sublayer_small_decoder", progress=False)

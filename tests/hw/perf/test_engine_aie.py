@@ -14,7 +14,7 @@ import pytest
 
 from vckattn.hw.perf import aie, engine_aie
 
-needs_csim = pytest.mark.tool("g++", "hls4ml")
+needs_csim = pytest.mark.tool("g++", "hls4ml", "verilator")
 
 #: builds whose launches are counted here (one g++ vector-path build each; the first three are shared with
 #: tests/sim/test_engine_csim.py and the data file): every variant qk / qk_masked / pv_first / pv_mid and rq

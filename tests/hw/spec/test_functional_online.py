@@ -159,7 +159,7 @@ def test_online_softmax_launch_bit_exact_with_golden(pipelines, kernels, bits, c
 
 def test_a_dual_build_defines_its_online_lanes_for_the_cpp():
     """The build parameters a design's engine_config.h and the C-simulation's -D flags carry: a build with both
-    normalizers adds VCKATTN_ENGINE_ONLINE_LANES (the HLS online-softmax channel's block); a SwiftMax-only build's are
+    normalizers adds VCKATTN_ENGINE_ONLINE_LANES (the online-softmax channel's lanes); a SwiftMax-only build's are
     unchanged."""
     base = EngineParams(pipelines=2, kernels=2, q_rows=16, d=64, max_keys=128)
     dual = EngineParams(pipelines=2, kernels=2, q_rows=16, d=64, max_keys=128, online_lanes=4)

@@ -20,11 +20,6 @@ ROOT = Path(__file__).resolve().parents[3]
 LAYERS = ("golden", "hw", "sim", "host", "tests")
 
 
-def _source_function(path: str) -> tuple[Path, str]:
-    file, _, func = path.partition(":")
-    return ROOT / file, func
-
-
 @pytest.mark.parametrize("name", list(KERNELS))
 def test_contract_parts_exist(name: str) -> None:
     c = KERNELS[name]
@@ -34,11 +29,6 @@ def test_contract_parts_exist(name: str) -> None:
     importlib.import_module(c.testbench)
     if c.regmap is not None:
         assert c.regmap().writable
-    for src in (c.hls, c.aie):
-        if src is not None:
-            file, func = _source_function(src)
-            assert file.is_file(), src
-            assert re.search(rf"\bvoid\s+{func}\s*\(", file.read_text()), f"{src}: no definition of {func}"
     if name in PL_KERNELS:
         assert isinstance(PL_KERNELS[name].component, type)
 
@@ -50,13 +40,11 @@ def test_every_kernel_with_registers_has_gateware() -> None:
 
 @pytest.mark.parametrize("name", list(PL_KERNELS))
 def test_same_name_in_every_layer(name: str) -> None:
-    """hw/pl/<name>.py, sim/tb_<name>.py, hw/hls/<name>_hls.cpp: a reader finds a kernel by its name."""
+    """hw/pl/<name>.py, sim/tb_<name>.py: a reader finds a kernel by its name."""
     c, k = KERNELS[name], PL_KERNELS[name]
     assert k.path.startswith(f"vckattn.hw.pl.{name}:"), k.path
     assert c.testbench == f"vckattn.sim.tb_{name}"
     assert (ROOT / "hw" / "pl" / f"{name}.py").is_file() and (ROOT / "sim" / f"tb_{name}.py").is_file()
-    if c.hls is not None:
-        assert Path(c.hls.partition(":")[0]).name.startswith(name.split("_")[0])
     assert c.regmap is not None
     assert c.regmap.__name__ == f"{name}_regmap" or name.startswith("bhyt"), c.regmap.__name__
 
@@ -122,12 +110,12 @@ def test_swiftmax_is_checked() -> None:
 
 @pytest.mark.parametrize("name", LISTED)
 def test_register_list_declared_once(name: str) -> None:
-    """No .py/.cpp/.h/.cc file outside the declaration and the generated header lists the kernel's
+    """No .py/.cpp/.h/.cc file outside the declaration lists the kernel's
     writable registers by hand."""
     c = KERNELS[name]
     assert c.regmap is not None
     names = [r.name for r in c.regmap().writable]
-    allowed = {_declaration_file(c), ROOT / "hw" / "hls" / "generated" / f"{name}_regs.h"}
+    allowed = {_declaration_file(c)}
     offenders = []
     for layer in LAYERS:
         for path in sorted((ROOT / layer).rglob("*")):
