@@ -72,18 +72,31 @@ _CONNECT = re.compile(r"adf::connect<(.*?)>\(\s*([\w.\[\]]+),\s*([\w.\[\]]+)\s*\
 
 
 def read_graph_h(text: str) -> GraphH:
-    """The statements of the graph header ``text``."""
-    text = _COMMENT.sub("", text)
+    """The statements of the graph header ``text`` (one statement a line, as the generator writes them)."""
     g = GraphH()
-    for name, fn, idx in _KERNEL.findall(text):
-        g.kernels[name] = (fn, int(idx) if idx else None)
-    g.tiles = {name: (int(c), int(r)) for name, c, r in _TILE.findall(text)}
-    for buf, owner, c, r in _BUFFER.findall(text):
-        g.buffers[buf] = owner if owner else (int(c), int(r))
-    g.asyncs = set(_ASYNC.findall(text))
-    for name, direction, bits, mhz in _PLIO.findall(text):
-        g.plios[name] = ("in" if direction == "input" else "out", int(bits), float(mhz) if mhz else None)
-    g.columns = {name: int(c) for name, c in _SHIM.findall(text)}
-    g.packets = {name: (kind, int(n)) for name, kind, n in _PACKET.findall(text)}
-    g.connects = [Connect(t, s, d) for t, s, d in _CONNECT.findall(text)]
+    for line in _COMMENT.sub("", text).splitlines():
+        s = line.strip()
+        if not s:
+            continue
+        if "adf::async(" in s:
+            g.asyncs.update(_ASYNC.findall(s))
+        if s.startswith("adf::connect<"):
+            if m := _CONNECT.match(s):
+                g.connects.append(Connect(m[1], m[2], m[3]))
+        elif s.startswith("adf::location<adf::kernel>"):
+            if m := _TILE.match(s):
+                g.tiles[m[1]] = (int(m[2]), int(m[3]))
+        elif s.startswith("adf::location<adf::buffer>"):
+            if m := _BUFFER.match(s):
+                g.buffers[m[1]] = m[2] if m[2] else (int(m[3]), int(m[4]))
+        elif s.startswith("adf::location<adf::PLIO>"):
+            if m := _SHIM.match(s):
+                g.columns[m[1]] = int(m[2])
+        elif "::create(" in s:
+            if m := _KERNEL.match(s):
+                g.kernels[m[1]] = (m[2], int(m[3]) if m[3] else None)
+            elif m := _PLIO.match(s):
+                g.plios[m[1]] = ("in" if m[2] == "input" else "out", int(m[3]), float(m[4]) if m[4] else None)
+            elif m := _PACKET.match(s):
+                g.packets[m[1]] = (m[2], int(m[3]))
     return g
