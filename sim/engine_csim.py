@@ -13,6 +13,7 @@ The full description: ``docs/internals/sim.md``, section ``sim/engine_csim.py``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import tempfile
@@ -101,7 +102,13 @@ def verilate_pl(params: EngineParams) -> tuple[Path, Path]:
     """The PL top of ``params`` with one score channel (:class:`vckattn.hw.pl.engine.EnginePL`: ``params.lanes``
     SwiftMax lanes, and on a build with both normalizers its online-softmax unit), Verilated to C++ (class
     ``Vpl``) in a folder of the C-simulation's build tree: ``(that folder, Verilator's include folder)``. Redone
-    only when the Verilog changes."""
+    only when the Verilog changes; the Verilog is generated once per build and build tree in a process."""
+    name = f"pl_l{params.lanes}_" + build_name(params).removeprefix("engine_csim_")
+    return _verilate_pl(params, hls_build_root() / name)
+
+
+@functools.cache
+def _verilate_pl(params: EngineParams, out: Path) -> tuple[Path, Path]:
     import os
     import shutil
     import subprocess
@@ -115,7 +122,6 @@ def verilate_pl(params: EngineParams) -> tuple[Path, Path]:
         verilator_env()
     except FileNotFoundError as exc:
         raise HlsToolsMissing(f"the PL top's channel is Verilated: {exc}") from None
-    out = hls_build_root() / ("pl_" + build_name(params).removeprefix("engine_csim_"))
     online = OnlineBuild(params.q_rows, params.kernels, params.slice_keys, params.online_lanes) \
         if params.online_lanes else None
     src = generate_engine_verilog(out, 1, params.lanes, params.score_bits, name=PL_TOP, online=online)
@@ -174,6 +180,12 @@ def pl_register_writes(params: EngineParams, regs: SwiftMaxHeads | SwiftMaxRegis
     return [(w.offset, w.word) for w in regmap.writes(values)]
 
 
+def _write_register_file(path: Path, writes: list[tuple[int, int]]) -> None:
+    """The AXI4-Lite writes as the test benches read them (``vckattn_pl::init_from_file``): little-endian uint32
+    (byte offset, word) pairs."""
+    path.write_bytes(np.array(writes, np.uint32).reshape(-1).astype("<u4").tobytes())
+
+
 def _raw(name: str, buf: np.ndarray) -> bytes:
     a = np.ascontiguousarray(buf)
     if a.dtype not in (np.int8, np.uint8):
@@ -222,7 +234,7 @@ def run_engine_launch(params: EngineParams, q_cmds: list[np.ndarray], kv_cmds: l
         for name, buf in (("q_src", q_src), ("k_src", k_src), ("v_src", v_src)):
             raw = _raw(name, buf)
             (d / f"{name}.bin").write_bytes(raw + bytes(-len(raw) % 16))
-        (d / "pl_regs.bin").write_bytes(np.array(writes, np.uint32).reshape(-1).astype("<u4").tobytes())
+        _write_register_file(d / "pl_regs.bin", writes)
         counts = d / "counts.jsonl"
         args = [str(d), n, seed, CORRUPTIONS[corrupt], n_slots, str(counts) if op_counts else "-",
                 int(online is not None), *(int(t) for t in n_tiles)]
@@ -301,7 +313,7 @@ def run_channel(params: EngineParams, beats: np.ndarray, writes: list[tuple[int,
     exe = build_channel(params)
     with tempfile.TemporaryDirectory(prefix="pl_channel_") as tmp:
         d = Path(tmp)
-        (d / "regs.bin").write_bytes(np.array(writes, np.uint32).reshape(-1).astype("<u4").tobytes())
+        _write_register_file(d / "regs.bin", writes)
         (d / "in.bin").write_bytes(np.concatenate([raw, flags.astype(np.uint8)[:, None]], axis=1).tobytes())
         text = run_binary(exe, args=[str(d / "regs.bin"), str(d / "in.bin"), str(d / "out.bin"), str(int(expect))],
                           timeout=timeout).decode()

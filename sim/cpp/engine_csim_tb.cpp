@@ -446,14 +446,7 @@ int main(int argc, char** argv) {
     if (pipelines < 1 || argc != 8 + (int)pipelines) fail("expected " + std::to_string(pipelines) + " tile counts");
     std::vector<unsigned> n_tiles;
     for (unsigned i = 0; i < pipelines; i++) n_tiles.push_back(std::strtoul(argv[8 + i], nullptr, 0));
-    const std::string regs_path = g_dir + "/pl_regs.bin";
-    FILE* rf = std::fopen(regs_path.c_str(), "rb");
-    if (!rf) fail("cannot read " + regs_path);
-    std::vector<std::pair<uint32_t, uint32_t> > writes;
-    uint32_t pair[2];
-    while (std::fread(pair, sizeof pair, 1, rf) == 1) writes.emplace_back(pair[0], pair[1]);
-    std::fclose(rf);
-    const std::string bad = vckattn_pl::init(writes);
+    const std::string bad = vckattn_pl::init_from_file(g_dir + "/pl_regs.bin");
     if (!bad.empty()) fail("PL registers: " + bad);
     std::printf("normalizer %s\n", g_online ? "online_softmax" : "swiftmax");
     const std::vector<beat128> q_src = to_beats(read_file("q_src.bin"));

@@ -2,6 +2,7 @@
 // Each cycle: inputs set and evaluated with clk low, the handshakes sampled, then the rising edge.
 #include "pl_channel.h"
 
+#include <cstdio>
 #include <memory>
 
 #include "Vpl.h"
@@ -80,6 +81,23 @@ std::string init(const std::vector<std::pair<uint32_t, uint32_t> >& writes) {
     }
     g_top->eval();
     return "";
+}
+
+std::string init_from_file(const std::string& path) {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return "cannot read " + path;
+    std::vector<std::pair<uint32_t, uint32_t> > writes;
+    unsigned char pair[8];
+    size_t n;
+    while ((n = std::fread(pair, 1, sizeof pair, f)) == sizeof pair) {
+        uint32_t w[2] = {0, 0};
+        for (int i = 0; i < 2; i++)
+            for (int b = 0; b < 4; b++) w[i] |= (uint32_t)pair[4 * i + b] << (8 * b);
+        writes.emplace_back(w[0], w[1]);
+    }
+    std::fclose(f);
+    if (n != 0) return path + " is not whole (offset, word) pairs";
+    return init(writes);
 }
 
 size_t run(const std::vector<Beat>& in, const std::vector<bool>& last, std::vector<Beat>& out, size_t expect,

@@ -19,6 +19,10 @@ using Beat = std::array<uint8_t, 16>;  // one 128-bit AXI4-Stream beat, TDATA li
 // or what went wrong (a write answered with an error response, or never answered).
 std::string init(const std::vector<std::pair<uint32_t, uint32_t> >& writes);
 
+// init() with the writes of the file ``path``: little-endian uint32 pairs (byte offset, word), as
+// sim/engine_csim.py writes them; also what is wrong with the file (unreadable, not whole pairs).
+std::string init_from_file(const std::string& path);
+
 // Streams ``in`` (``last[i]``: TLAST of beat i) into the channel and collects its P stream into ``out`` (and each
 // beat's TLAST into ``out_last`` when given) until ``expect`` beats came out, or ``idle_limit`` cycles passed
 // without a beat moving. Returns the input beats the channel did not take.

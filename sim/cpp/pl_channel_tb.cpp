@@ -36,16 +36,9 @@ std::vector<unsigned char> slurp(const char* path) {
 
 int main(int argc, char** argv) {
     if (argc != 5) fail("usage: pl_channel_tb REGS IN OUT EXPECT");
-    const std::vector<unsigned char> regs = slurp(argv[1]), raw = slurp(argv[2]);
-    if (regs.size() % 8) fail("REGS is not whole (offset, word) pairs");
+    const std::vector<unsigned char> raw = slurp(argv[2]);
     if (raw.size() % 17) fail("IN is not whole 17-byte records");
-    std::vector<std::pair<uint32_t, uint32_t> > writes;
-    for (size_t i = 0; i < regs.size(); i += 8) {
-        uint32_t w[2];
-        std::memcpy(w, regs.data() + i, 8);
-        writes.emplace_back(w[0], w[1]);
-    }
-    const std::string bad = vckattn_pl::init(writes);
+    const std::string bad = vckattn_pl::init_from_file(argv[1]);
     if (!bad.empty()) fail("registers: " + bad);
     std::vector<vckattn_pl::Beat> in, out;
     std::vector<bool> last, out_last;
