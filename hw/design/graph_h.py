@@ -4,6 +4,7 @@ written. Comments are ignored; each view interprets the statements its own way."
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -12,25 +13,27 @@ __all__ = ["Connect", "GraphH", "read_graph_h"]
 
 @dataclass(frozen=True)
 class Connect:
-    """One ``adf::connect<template>(src, dst)``: endpoints as written (``obj.port[i]``)."""
+    """One ``adf::connect<template>(src, dst)``: endpoints as written (``obj.port[i]``); ``src_obj`` / ``dst_obj``:
+    the objects they name; ``kinds``: the template arguments, ``window`` for any window size (``window``,
+    ``pktstream``, ``cascade``, ...)."""
 
     template: str
     src: str
     dst: str
+    src_obj: str = field(init=False, repr=False, compare=False)
+    dst_obj: str = field(init=False, repr=False, compare=False)
+    kinds: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
-    @property
-    def src_obj(self) -> str:
-        return self.src.split(".")[0]
+    def __post_init__(self) -> None:  # read once: the check and the simulation look at them for every net
+        object.__setattr__(self, "src_obj", self.src.split(".")[0])
+        object.__setattr__(self, "dst_obj", self.dst.split(".")[0])
+        object.__setattr__(self, "kinds", _kinds(self.template))
 
-    @property
-    def dst_obj(self) -> str:
-        return self.dst.split(".")[0]
 
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """The template arguments, ``window`` for any window size (``window``, ``pktstream``, ``cascade``, ...)."""
-        return tuple("window" if "window" in a else a.strip().removeprefix("adf::")
-                     for a in re.split(r",\s*(?=adf::)", self.template))
+@functools.cache
+def _kinds(template: str) -> tuple[str, ...]:
+    return tuple("window" if "window" in a else a.strip().removeprefix("adf::")
+                 for a in re.split(r",\s*(?=adf::)", template))
 
 
 @dataclass

@@ -5,6 +5,7 @@ The full description: ``docs/internals/hw.md``, section ``hw/design/layout.py``.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 ARRAY_COLUMNS = 50
@@ -82,9 +83,11 @@ def max_pipelines(kernels: int) -> int:
     return (ARRAY_COLUMNS // width) * (ARRAY_ROWS // 2) if width <= ARRAY_COLUMNS else 0
 
 
+@functools.lru_cache(maxsize=1024)
 def layout(pipelines: int, kernels: int, score_plios: int = 1) -> Layout:
     """The placement of ``pipelines`` pipelines of ``kernels`` QKᵀ and ``kernels`` P·V kernels and ``score_plios``
-    score channels.
+    score channels (one shared object per arguments: the explorer asks for each many times; read it, never change
+    it).
 
     Raises:
         LayoutError: more pipelines than :func:`max_pipelines`, or more PLIOs than the PL columns offer.

