@@ -9,7 +9,7 @@ import copy
 import functools
 import math
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from . import engine, engine_aie, gemm_proj
@@ -199,6 +199,7 @@ def _shared_bank(nbytes: float, other: float) -> float:
     return (2 * nbytes if nbytes <= other else nbytes + other) / DEVICE["ddr_bytes_per_s"]
 
 
+@functools.cache
 def first_reload_bytes(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int) -> int:
     """Bytes of the blocks the cascades of a projection stage ask for at the launch's start: every cascade that
     switches block during the launch asks for its second one at once (its w buffer's other half is free)."""
@@ -643,9 +644,11 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool = False,
             "fullest": max(fraction, key=lambda k: fraction[k]), "parts": parts, "buffers": bufs, "plios": io}
 
 
-def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
+def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, float], ...] = (),
+               used: dict[str, Any] | None = None) -> dict[str, Any]:
     """The modeled time and fraction of peak of one split (module doc; JSON-ready), with every resource it uses
-    (``"resources"``: :func:`resources`, against the device's limits or ``limits``)."""
+    (``"resources"``: :func:`resources`, against the device's limits or ``limits``; ``used``: that result when
+    the caller has it already)."""
     macs = sublayer_macs(s)
     w1 = (first_reload_bytes(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
           + first_reload_bytes(s, sp.o_tile, sp.n_o, s.d_model))
@@ -677,14 +680,20 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     bound = "ddr" if ddr >= max(compute, prefetch) else "w_prefetch" if prefetch > compute else top
     ops = 2 * sum(macs.values())
     peak = DEVICE["aie_tiles"] * PEAK_MACS_PER_CYCLE * 2 * DEVICE["aie_clock_hz"]
-    return {"shape": asdict(s), "split": asdict(sp), "stages": st, "ops": ops, "start_seconds": start[0],
+    return {"shape": _fields(s), "split": _fields(sp), "stages": st, "ops": ops, "start_seconds": start[0],
             "sequence_ready": dict(zip(staged, flow["ready"], strict=True)),
             "kernels": sum(v["kernels"] for v in st.values()),
             "kernel_memory_bytes": max(v["kernel_memory_bytes"] for v in st.values()), "compute_seconds": compute,
             "ddr_bytes": ddr_bytes, "ddr_seconds": ddr, "prefetch_seconds": prefetch, "seconds": total,
             "bound": bound,
             "tops": ops / total / 1e12, "fraction_of_peak": ops / total / peak, "pl": pl_units(s, sp),
-            "resources": resources(s, sp, limits=limits)}
+            "resources": resources(s, sp, limits=limits) if used is None else used}
+
+
+def _fields(obj: Any) -> dict[str, Any]:
+    """A flat dataclass of immutable fields (ints, strings, tuples of ints) as a dict: ``asdict`` without its deep
+    copy (the explorer costs tens of thousands of splits)."""
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 def tile_caps(tile_cap: float = RESOURCE_CAP) -> dict[str, float]:
@@ -760,7 +769,7 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
                             break  # X in slots only when all of it does not fit the PL's memory
                     if not fits:
                         continue
-                    c = split_cost(s, sp, limits)
+                    c = split_cost(s, sp, limits, used=r)
                     if c["kernel_memory_bytes"] > DEVICE["kernel_memory_bytes"]:
                         continue
                     yield c
