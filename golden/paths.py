@@ -12,14 +12,16 @@ installed package. They go under :func:`build_root`:
 
 from __future__ import annotations
 
+import contextlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 #: the package's folder (the repository root in a checkout)
 PACKAGE_ROOT = Path(__file__).resolve().parents[1]
 ENV = "VCKATTN_BUILD_DIR"
 
-__all__ = ["ENV", "PACKAGE_ROOT", "build_root", "cache_dir", "is_checkout"]
+__all__ = ["ENV", "PACKAGE_ROOT", "build_lock", "build_root", "cache_dir", "is_checkout"]
 
 
 def is_checkout() -> bool:
@@ -52,3 +54,18 @@ def cache_dir(*parts: str) -> Path:
         raise InputError(f"cannot create the build folder {path}: {exc.strerror or exc} (choose another with "
                          f"--build-dir DIR or {ENV})") from None
     return path
+
+
+@contextlib.contextmanager
+def build_lock(folder: Path) -> Iterator[None]:
+    """An exclusive lock on ``folder`` (``fcntl.flock`` on ``folder/.lock``, the folder created) while a build runs
+    in it: the build caches are shared by processes (the parallel test workers), one build per folder at a time."""
+    import fcntl
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -173,6 +174,76 @@ def load_tokenizer(folder: Path) -> Any:
     return tok
 
 
+#: a text whose tokens a GGUF's kept folder must give back (every kind of character a tokenizer treats apart)
+_PROBE_TEXT = "The 3 cats' naïve café, 12.5% off!\n\tx = f(y) -> z; 東京 🙂"
+
+
+def gguf_folder(source: Source) -> Path:
+    """The Hugging Face model folder of a GGUF checkpoint (``source.kind == "gguf"``), made once and kept.
+
+    transformers reads the GGUF (its tensors dequantized to float32; about 20 s for SmolLM2-135M, most of it
+    parsing the file's metadata), and the model's configuration, float32 weights (``model.safetensors``) and
+    tokenizer are written to ``build_root()/gguf/<file stem>-<SHA-256 of the file, 16 digits>/model/``. The folder
+    is checked before it is kept: it loads back to the same configuration, the same weights bit for bit and the same
+    tokens. Every later load of the same file reads that folder (about 2 s). One conversion at a time per file
+    (a lock), so parallel processes make it once. InputError (status 4) when transformers cannot read the GGUF."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from vckattn.golden.paths import build_lock, cache_dir
+
+    if source.kind != "gguf":
+        raise ValueError(f"{source.path}: not a GGUF checkpoint ({source.kind})")
+    gguf = source.files[0]
+    keep = cache_dir("gguf") / f"{gguf.stem}-{source.sha256()[:16]}"
+    folder = keep / "model"
+    with build_lock(keep):
+        if (folder / "config.json").is_file():
+            return folder
+        quiet_transformers()
+        try:
+            tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
+            model = AutoModelForCausalLM.from_pretrained(source.path, gguf_file=source.gguf_file,
+                                                         dtype=torch.float32)
+        except (OSError, ValueError, KeyError, RuntimeError, TypeError) as exc:
+            raise InputError(f"cannot read {gguf}: {first_line(exc)}") from None
+        check_model_type(model.config.model_type, gguf)
+        model = _without_quantizer(model)
+        tmp = keep / f".model.{os.getpid()}.tmp"
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        _check_same_model(model, tok, tmp)
+        os.replace(tmp, folder)
+    return folder
+
+
+def _without_quantizer(model: nn.Module) -> nn.Module:
+    """``model`` without transformers' GGUF quantizer flag (its tensors are dequantized to float32 already; the flag
+    only makes the model refuse to be saved)."""
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.hf_quantizer = None
+    return model.eval()
+
+
+def _check_same_model(model: nn.Module, tok: Any, folder: Path) -> None:
+    """RuntimeError unless ``folder`` loads back to ``model``'s configuration, its weights bit for bit and ``tok``'s
+    tokens on a probe text."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    back = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    a, b = model.state_dict(), back.state_dict()
+    differ = sorted(k for k in a.keys() | b.keys() if k not in a or k not in b or not torch.equal(a[k], b[k]))
+    ignore = {"_name_or_path", "transformers_version", "dtype", "torch_dtype"}
+    ca = {k: v for k, v in model.config.to_dict().items() if k not in ignore}
+    cb = {k: v for k, v in back.config.to_dict().items() if k not in ignore}
+    ids = tok(_PROBE_TEXT)["input_ids"], AutoTokenizer.from_pretrained(folder)(_PROBE_TEXT)["input_ids"]
+    if differ or ca != cb or ids[0] != ids[1]:
+        raise RuntimeError(f"{folder}: the kept model does not load back to what was read (weights {differ[:3]}, "
+                           f"configuration {sorted(k for k in ca.keys() | cb.keys() if ca.get(k) != cb.get(k))}, "
+                           f"tokens {'differ' if ids[0] != ids[1] else 'same'})")
+
+
 def load_hf_folder(folder: Path, classifier: bool = False, objective: str | None = None,
                    progress: bool = False) -> tuple[Any, nn.Module]:
     """``(tokenizer or None for ViT, model)`` of a Hugging Face model folder, float32, eval, offline; finite weights
@@ -210,5 +281,5 @@ def load_hf_folder(folder: Path, classifier: bool = False, objective: str | None
 
 
 __all__ = ["FAMILIES", "MINILM_NAME", "Source", "check_finite", "check_model_type", "display_name", "first_line",
-           "hf_weight_files", "load_hf_folder", "load_tokenizer", "quiet_transformers", "read_config_json",
-           "resolve_checkpoint"]
+           "gguf_folder", "hf_weight_files", "load_hf_folder", "load_tokenizer", "quiet_transformers",
+           "read_config_json", "resolve_checkpoint"]

@@ -43,38 +43,22 @@ def _layer_rows(values: list[tuple[float, float, float]], kappa: float) -> list[
             for i, (c, la, lm) in enumerate(values)]
 
 
-def _plain_copy(model):
-    """The same float model without transformers' quantizer flag (GGUF loads are dequantized to float32)."""
-    import torch
-    cfg = model.config
-    if hasattr(cfg, "quantization_config"):
-        del cfg.quantization_config
-    fresh = type(model)(cfg).to(torch.float32)
-    fresh.load_state_dict(model.state_dict())
-    return fresh.eval()
-
-
 def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, kappa: float) -> tuple[Path, list]:
     import torch
     from transformers import AutoModel, AutoModelForCausalLM, AutoTokenizer
 
     from vckattn.golden import convert
+    from vckattn.host.checkpoints import gguf_folder
     from vckattn.host.export import first_line, quiet_transformers
 
     quiet_transformers()
-    kw = {"gguf_file": src.gguf_file} if src.kind == "gguf" else {}
-    folder = src.path if src.kind != "safetensors" else src.path.parent
+    folder = {"gguf": gguf_folder, "safetensors": lambda s: s.path.parent}.get(src.kind, lambda s: s.path)(src)
     try:
-        if src.kind == "gguf":
-            model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, **kw)
-        else:
-            archs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
-            cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel
-            model = cls.from_pretrained(folder, dtype=torch.float32)
+        archs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
+        cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel
+        model = cls.from_pretrained(folder, dtype=torch.float32)
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise UserError(f"cannot load {src.path}: {first_line(exc)}") from None
-    if getattr(model, "hf_quantizer", None) is not None:  # GGUF: dequantized already, but flagged unsaveable
-        model = _plain_copy(model)
     try:
         norms = convert.convert_llama_norms_to_bhyt(model.eval(), lam_attn, lam_mlp, kappa, seq_len)
     except ValueError as exc:
@@ -87,7 +71,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     cfg["vckattn_bhyt"] = {"kappa": kappa, "seq_len": seq_len}
     write_json(out / "config.json", cfg)
     try:
-        AutoTokenizer.from_pretrained(folder, **kw).save_pretrained(out)
+        AutoTokenizer.from_pretrained(folder).save_pretrained(out)
     except (OSError, ValueError, KeyError, TypeError):
         print(f"note: no tokenizer in {src.path}; `vckattn export` of a text model needs one in {out}")
     values = [(n.c_attn.item(), n.lam_attn.item(), n.lam_mlp.item()) for _, n in sorted(norms.items())]

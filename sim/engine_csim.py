@@ -27,14 +27,14 @@ from vckattn.golden.engine import ENGINE_NORMALIZERS, engine_format, engine_mode
 from vckattn.golden.online_softmax_int import OnlineSoftmaxRegisters
 from vckattn.golden.swiftmax_int import SwiftMaxHeads, SwiftMaxRegisters
 from vckattn.hw.spec.functional import EngineParams
-from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, hls_build_root, run_binary
+from vckattn.sim.hls_csim import REPO_ROOT, compile_cpp, compile_object, csim_cache_root, run_binary
 
 AIE_DIR = REPO_ROOT / "hw" / "aie"
 ENGINE_DIR = AIE_DIR / "engine"
 HLS_DIR = REPO_ROOT / "hw" / "hls"
 CPP_DIR = REPO_ROOT / "sim" / "cpp"
 TB_CPP = CPP_DIR / "engine_csim_tb.cpp"
-SOURCES = (TB_CPP, CPP_DIR / "pl_channel.cpp", HLS_DIR / "s2mm_engine.cpp", HLS_DIR / "mm2s_engine.cpp")
+SOURCES = (TB_CPP, HLS_DIR / "s2mm_engine.cpp", HLS_DIR / "mm2s_engine.cpp")
 #: the Verilated PL top's module (one score channel of hw/pl/engine.py EnginePL) and its C++ class prefix
 PL_TOP, PL_PREFIX = "engine_pl_c1", "Vpl"
 #: Verilator's runtime the Verilated model links with
@@ -101,10 +101,11 @@ def _headers() -> list[Path]:
 def verilate_pl(params: EngineParams) -> tuple[Path, Path]:
     """The PL top of ``params`` with one score channel (:class:`vckattn.hw.pl.engine.EnginePL`: ``params.lanes``
     SwiftMax lanes, and on a build with both normalizers its online-softmax unit), Verilated to C++ (class
-    ``Vpl``) in a folder of the C-simulation's build tree: ``(that folder, Verilator's include folder)``. Redone
-    only when the Verilog changes; the Verilog is generated once per build and build tree in a process."""
+    ``Vpl``) in a folder of the C-simulation's shared cache (:func:`vckattn.sim.hls_csim.csim_cache_root`, under a
+    lock): ``(that folder, Verilator's include folder)``. Redone only when the Verilog changes; the Verilog is
+    generated once per build and cache in a process."""
     name = f"pl_l{params.lanes}_" + build_name(params).removeprefix("engine_csim_")
-    return _verilate_pl(params, hls_build_root() / name)
+    return _verilate_pl(params, csim_cache_root() / name)
 
 
 @functools.cache
@@ -113,6 +114,7 @@ def _verilate_pl(params: EngineParams, out: Path) -> tuple[Path, Path]:
     import shutil
     import subprocess
 
+    from vckattn.golden.paths import build_lock
     from vckattn.hw.pl.engine import generate_engine_verilog
     from vckattn.hw.pl.engine_online import OnlineBuild
     from vckattn.sim.hls_csim import HlsToolsMissing
@@ -124,18 +126,19 @@ def _verilate_pl(params: EngineParams, out: Path) -> tuple[Path, Path]:
         raise HlsToolsMissing(f"the PL top's channel is Verilated: {exc}") from None
     online = OnlineBuild(params.q_rows, params.kernels, params.slice_keys, params.online_lanes) \
         if params.online_lanes else None
-    src = generate_engine_verilog(out, 1, params.lanes, params.score_bits, name=PL_TOP, online=online)
-    obj = out / "obj"
-    stamp = obj / "verilog.txt"
-    text = src.read_text()
-    if not (stamp.is_file() and stamp.read_text() == text):
-        shutil.rmtree(obj, ignore_errors=True)
-        waivers = [a for a in VERILATOR_LINT_WAIVERS if a not in ("-CFLAGS", "-O0")]
-        r = subprocess.run(["verilator", "--cc", str(src), "--top-module", PL_TOP, "--prefix", PL_PREFIX, "-Mdir",
-                            str(obj), *waivers], capture_output=True, text=True, check=False)
-        if r.returncode != 0:
-            raise RuntimeError(f"verilator failed on {src}:\n{r.stderr[-3000:]}")
-        stamp.write_text(text)
+    with build_lock(out):  # the cache is shared by every process (the parallel test workers)
+        src = generate_engine_verilog(out, 1, params.lanes, params.score_bits, name=PL_TOP, online=online)
+        obj = out / "obj"
+        stamp = obj / "verilog.txt"
+        text = src.read_text()
+        if not (stamp.is_file() and stamp.read_text() == text):
+            shutil.rmtree(obj, ignore_errors=True)
+            waivers = [a for a in VERILATOR_LINT_WAIVERS if a not in ("-CFLAGS", "-O0")]
+            r = subprocess.run(["verilator", "--cc", str(src), "--top-module", PL_TOP, "--prefix", PL_PREFIX, "-Mdir",
+                                str(obj), *waivers], capture_output=True, text=True, check=False)
+            if r.returncode != 0:
+                raise RuntimeError(f"verilator failed on {src}:\n{r.stderr[-3000:]}")
+            stamp.write_text(text)
     return obj, Path(os.environ["VERILATOR_ROOT"]) / "include"
 
 
@@ -144,14 +147,30 @@ def build(params: EngineParams, vector: bool = False) -> Path:
     (over ``hw/aie/aie_api_emu.h``). The PL top's channel is the Verilated Amaranth (:func:`verilate_pl`).
     Returns the executable."""
     obj, inc = verilate_pl(params)
-    flags = ["-O1", "-std=c++17", f"-I{ENGINE_DIR}", f"-I{HLS_DIR}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
+    flags = [*_MODEL_FLAGS, f"-I{ENGINE_DIR}", f"-I{HLS_DIR}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
              *params.defines()]
     if vector:
         flags.append("-DVCKATTN_AIE_VECTOR_EMU")
-    model = sorted(obj.glob(f"{PL_PREFIX}*.cpp"))
-    runtime = [inc / name for name in VERILATOR_RUNTIME]
-    return compile_cpp([*SOURCES, *model, *runtime], build_name(params, vector), extra_flags=(*flags, "-pthread"),
-                       depends=[*_headers(), *sorted(obj.glob("*.h"))])
+    return compile_cpp(SOURCES, build_name(params, vector), extra_flags=(*flags, "-pthread"),
+                       depends=[*_headers(), *sorted(obj.glob("*.h"))], objects=pl_objects(obj, inc))
+
+
+#: the flags of the C-simulation's C++ (the engine's own sources add their -D parameters)
+_MODEL_FLAGS = ("-O1", "-std=c++17")
+
+
+def pl_objects(obj: Path, inc: Path) -> list[Path]:
+    """The objects every build over the Verilated PL top in ``obj`` links: the model's, the channel's
+    (``sim/cpp/pl_channel.cpp``) and Verilator's runtime (:data:`VERILATOR_RUNTIME`, shared by every model). None of
+    them reads the engine's -D parameters, so they are compiled once (:func:`vckattn.sim.hls_csim.compile_object`)
+    and shared by the scalar and vector builds and the channel's own bench."""
+    flags = (*_MODEL_FLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread")
+    headers = sorted(obj.glob("*.h"))
+    model = [compile_object(src, obj, flags, headers) for src in sorted(obj.glob(f"{PL_PREFIX}*.cpp"))]
+    channel = compile_object(CPP_DIR / "pl_channel.cpp", obj, (f"-I{CPP_DIR}", *flags),
+                             [CPP_DIR / "pl_channel.h", *headers])
+    runtime = [compile_object(inc / name, csim_cache_root() / "verilator_runtime", flags) for name in VERILATOR_RUNTIME]
+    return [*model, channel, *runtime]
 
 
 def pl_register_writes(params: EngineParams, regs: SwiftMaxHeads | SwiftMaxRegisters | None,
@@ -280,12 +299,9 @@ class ChannelRun:
 def build_channel(params: EngineParams) -> Path:
     """Build (or reuse) the PL top's channel on its own (``sim/cpp/pl_channel_tb.cpp`` over :func:`verilate_pl`)."""
     obj, inc = verilate_pl(params)
-    model = sorted(obj.glob(f"{PL_PREFIX}*.cpp"))
-    return compile_cpp([CPP_DIR / "pl_channel_tb.cpp", CPP_DIR / "pl_channel.cpp", *model,
-                        *(inc / name for name in VERILATOR_RUNTIME)],
-                       "pl_channel_" + build_name(params).removeprefix("engine_csim_"),
-                       extra_flags=("-O1", "-std=c++17", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread"),
-                       depends=[CPP_DIR / "pl_channel.h", *sorted(obj.glob("*.h"))])
+    return compile_cpp([CPP_DIR / "pl_channel_tb.cpp"], "pl_channel_" + build_name(params).removeprefix("engine_csim_"),
+                       extra_flags=(*_MODEL_FLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread"),
+                       depends=[CPP_DIR / "pl_channel.h", *sorted(obj.glob("*.h"))], objects=pl_objects(obj, inc))
 
 
 def packet_last(beats: np.ndarray) -> np.ndarray:

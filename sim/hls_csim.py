@@ -22,7 +22,9 @@ What it takes care of:
 * Binaries go under ``build_root()/hls/<name>/`` (:mod:`vckattn.golden.paths`: ``<repo>/build`` in a
   checkout). A build is skipped when the
   same source text, flags, include folder and compiler were already built there (SHA-256 of
-  all of them, stored next to the binary); the binary is replaced atomically.
+  all of them, stored next to the binary); the binary is replaced atomically. Each build is made
+  once per content in :func:`csim_cache_root` (under a lock) and linked from there, so parallel
+  processes share it.
 * g++ runs with ``-std=c++14 -O2 -w``. ``-w`` is deliberate: g++ 12 reports dozens of
   ``-Wuninitialized``/``-Wmaybe-uninitialized`` warnings that originate in the vendor headers
   (``etc/ap_private.h``) after inlining, so ``-isystem`` alone does not silence them. Pass
@@ -43,6 +45,8 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+from vckattn.golden.paths import build_lock
+
 __all__ = [
     "ASAN_FLAGS",
     "BASE_FLAGS",
@@ -55,6 +59,8 @@ __all__ = [
     "asan_available",
     "hls_build_root",
     "compile_cpp",
+    "compile_object",
+    "csim_cache_root",
     "cxx",
     "csim_available",
     "run_binary",
@@ -69,6 +75,22 @@ def hls_build_root() -> Path:
     from vckattn.golden.paths import build_root
 
     return build_root() / "hls"
+
+
+#: where C-simulation executables and shared objects are kept by content (shared by parallel test workers)
+CSIM_CACHE_ENV = "VCKATTN_CSIM_CACHE"
+
+
+def csim_cache_root() -> Path:
+    """The folder of C-simulation builds kept by content (``<name>-<digest>/``, each built once under a lock and
+    linked into ``hls_build_root()/<name>/``) and of the objects and Verilated models several builds share:
+    ``$VCKATTN_CSIM_CACHE`` or ``<build root>/csimcache``."""
+    env = os.environ.get(CSIM_CACHE_ENV)
+    if env:
+        return Path(env)
+    from vckattn.golden.paths import build_root
+
+    return build_root() / "csimcache"
 
 
 def __getattr__(name: str) -> Path:
@@ -133,15 +155,47 @@ def csim_available() -> bool:
     return True
 
 
+def compile_object(source: Path, out_dir: Path, extra_flags: Sequence[str] = (),
+                   depends: Sequence[Path | str] = ()) -> Path:
+    """Compile one C++ source file into an object file in ``out_dir`` and return its path, for :func:`compile_cpp`'s
+    ``objects``: a translation unit that several builds share (a Verilated model, Verilator's runtime) is compiled
+    once. The flags are :func:`compile_cpp`'s (the source's folder, then the ap_types folder, then ``extra_flags``).
+    The object's name holds a SHA-256 of the compiler, the flags, the source text and the texts of ``depends`` (the
+    headers of your own it includes), so a changed input makes a new object and an unchanged one is reused."""
+    compiler = cxx()
+    inc = ap_types_include()
+    src = Path(source).resolve()
+    cmd = [compiler, *BASE_FLAGS, f"-I{src.parent}", f"-I{inc}", *extra_flags, "-c", str(src), "-o"]
+    h = hashlib.sha256()
+    for part in (_cxx_version(compiler), *cmd, src.read_text(), *(Path(d).read_text() for d in depends)):
+        h.update(part.encode())
+        h.update(b"\0\1")
+    obj = Path(out_dir) / f"{src.stem}-{h.hexdigest()[:16]}.o"
+    if obj.is_file():
+        return obj
+    with build_lock(obj.parent):  # one compile per object, shared by every process
+        if not obj.is_file():
+            tmp = obj.with_name(f".{obj.name}.tmp")
+            proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise CompileError(f"g++ failed (exit {proc.returncode}) compiling {src.name}\n"
+                                   f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n"
+                                   f"{proc.stderr.strip()}")
+            os.replace(tmp, obj)
+    return obj
+
+
 def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Sequence[str] = (),
-                depends: Sequence[Path | str] = ()) -> Path:
+                depends: Sequence[Path | str] = (), objects: Sequence[Path] = ()) -> Path:
     """Compile C++ into ``build_root()/hls/<name>/<name>`` and return the executable's path.
 
     ``sources`` is either the source text of one translation unit (a ``str``; written to
     ``<name>.cpp`` in the build folder) or a list of source files. Each source file's folder is
-    on the include path, before the ap_types folder. The build is skipped when the source
-    texts, the flags, the ap_types folder and the compiler are unchanged; headers of your own
-    that the sources include are only tracked when listed in ``depends``.
+    on the include path, before the ap_types folder. ``objects``: object files linked in
+    (:func:`compile_object`). The build is skipped when the source texts, the objects, the flags,
+    the ap_types folder and the compiler are unchanged; headers of your own that the sources
+    include are only tracked when listed in ``depends``.
     """
     if not name or any(c in name for c in "/\\") or name.startswith("."):
         raise ValueError(f"invalid build name {name!r}")
@@ -165,11 +219,13 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
                 raise FileNotFoundError(s)
         texts = [(str(s), s.read_text()) for s in src_paths]
     texts += [(str(Path(d).resolve()), Path(d).read_text()) for d in depends]
+    objs = [Path(o).resolve() for o in objects]
+    texts += [(str(o), hashlib.sha256(o.read_bytes()).hexdigest()) for o in objs]
 
     include_dirs = list(dict.fromkeys(str(s.parent) for s in src_paths))
     exe = out_dir / name
     cmd = [compiler, *BASE_FLAGS, *(f"-I{d}" for d in include_dirs), f"-I{inc}", *extra_flags,
-           *(str(s) for s in src_paths), "-o"]
+           *(str(s) for s in src_paths), *(str(o) for o in objs), "-o"]
 
     h = hashlib.sha256()
     for part in (_cxx_version(compiler), str(inc), *cmd, *(f"{n}\0{t}" for n, t in texts)):
@@ -180,14 +236,25 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
     if exe.is_file() and stamp.is_file() and stamp.read_text().strip() == digest:
         return exe
 
+    cached = csim_cache_root() / f"{name}-{digest[:16]}"
+    with build_lock(cached):  # one build per content, shared by every process (the parallel test workers)
+        built = cached / name
+        if not built.is_file():
+            tmp = cached / f".{name}.tmp"
+            proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                tmp.unlink(missing_ok=True)
+                raise CompileError(
+                    f"g++ failed (exit {proc.returncode}) building {name!r}\n"
+                    f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n{proc.stderr.strip()}"
+                )
+            os.replace(tmp, built)
     tmp = out_dir / f".{name}.{os.getpid()}.tmp"
-    proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise CompileError(
-            f"g++ failed (exit {proc.returncode}) building {name!r}\n"
-            f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n{proc.stderr.strip()}"
-        )
+    tmp.unlink(missing_ok=True)
+    try:
+        os.link(built, tmp)
+    except OSError:  # the cache on another file system
+        shutil.copy2(built, tmp)
     os.replace(tmp, exe)
     stamp.write_text(digest + "\n")
     return exe

@@ -19,6 +19,7 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from vckattn.golden.extras import missing_extra, require
+from vckattn.golden.paths import build_lock
 from vckattn.hw.pl.verilog import generate_verilog, hw_build_root
 
 __all__ = [
@@ -435,20 +436,6 @@ def build_key(simulator: str, toplevel: str, sources: Sequence[Path], parameters
     return h.hexdigest()[:16]
 
 
-@contextlib.contextmanager
-def _build_lock(folder: Path) -> Iterator[None]:
-    """An exclusive lock on ``folder`` (``fcntl.flock`` on ``folder/.lock``) while a build runs in it."""
-    import fcntl
-
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 #: the folder under :func:`sim_cache_root` of the compiled Verilator runtime (:mod:`vckattn.sim.verilator_runtime`)
 RUNTIME_CACHE = "verilator-runtime"
 
@@ -518,7 +505,7 @@ def _run_once(
     with _environ(overrides), _sys_path(module_dir):
         runner = _verilator_runner() if simulator == "verilator" else get_runner(simulator)
         build_log = build_dir / "build.log"
-        with _build_lock(build_dir):  # a cached build folder is shared by the parallel test workers
+        with build_lock(build_dir):  # a cached build folder is shared by the parallel test workers
             built = build_dir / ".built"
             if not (run_dir is not None and built.is_file()):
                 try:

@@ -282,9 +282,11 @@ def _worker_build_root() -> None:
         return
     from vckattn.golden.paths import ENV, build_root
 
-    # cached simulator builds stay shared by every worker (built once per source, under a lock)
+    # cached simulator, synthesis and C-simulation builds stay shared by every worker (built once per source,
+    # under a lock)
     os.environ.setdefault("VCKATTN_SIM_CACHE", str(build_root() / "simcache"))
     os.environ.setdefault("VCKATTN_SYNTH_CACHE", str(build_root() / "synthcache"))
+    os.environ.setdefault("VCKATTN_CSIM_CACHE", str(build_root() / "csimcache"))
     os.environ[ENV] = str(build_root() / "xdist" / worker)
 
 

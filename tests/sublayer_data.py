@@ -64,11 +64,13 @@ def smollm2_source(index: int = 0) -> tuple[object, object]:
 
     from vckattn.golden import convert
     from vckattn.golden.blocks import LlamaBlock
+    from vckattn.host.checkpoints import gguf_folder
     from vckattn.host.export.sources import resolve_checkpoint
 
     src = resolve_checkpoint("smollm2")
-    tok = AutoTokenizer.from_pretrained(src.path, gguf_file=src.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(src.path, gguf_file=src.gguf_file, dtype=torch.float64).model
+    folder = gguf_folder(src)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).model
     convert.convert_llama_norms_to_bhyt(model, seq_len=64)
 
     def capture(sents: list[str]) -> tuple[dict, np.ndarray]:

@@ -4,4 +4,5 @@ import sys
 
 from vckattn.host.cli import main
 
-sys.exit(main())
+if __name__ == "__main__":  # imported (the documentation build walks every module): nothing runs
+    sys.exit(main())

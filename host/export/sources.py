@@ -21,6 +21,7 @@ from vckattn.host.checkpoints import (
     Source,
     check_finite,
     check_model_type,
+    gguf_folder,
     hf_weight_files,
     load_hf_folder,
     load_tokenizer,
@@ -94,17 +95,15 @@ def load_model(source: Source, progress: bool, classifier: bool = False) -> Load
 
 
 def _load_hf(source: Source, classifier: bool = False) -> LoadedModel:
-    from transformers import AutoConfig, AutoModel, AutoTokenizer
+    from transformers import AutoConfig, AutoModel
     from transformers.utils import logging as hf_logging
 
     raw: dict[str, Tensor] = {}
     cfg_json: dict = {}
     clf: nn.Module | None = None
     try:
-        if source.kind == "gguf":
-            tok = AutoTokenizer.from_pretrained(source.path, gguf_file=source.gguf_file)
-            model = AutoModel.from_pretrained(source.path, gguf_file=source.gguf_file, dtype=torch.float32)
-            check_model_type(model.config.model_type, source.files[0])
+        if source.kind == "gguf":  # read once into a kept Hugging Face folder
+            tok, model = load_hf_folder(gguf_folder(source), progress=hf_logging.is_progress_bar_enabled())
         elif source.kind == "hf-folder":
             cfg_json = read_config_json(source.path)
             tok, model = load_hf_folder(source.path, classifier, progress=hf_logging.is_progress_bar_enabled())

@@ -13,7 +13,6 @@ people) into LUT, LUTRAM, FF, DSP, BRAM (36 Kb equivalents) and CARRY counts.
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -25,7 +24,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from vckattn.golden.extras import missing_extra, require
-from vckattn.golden.paths import build_root
+from vckattn.golden.paths import build_lock, build_root
 
 require("synthesis (Yosys)", "amaranth")
 from amaranth.back import verilog  # noqa: E402
@@ -140,9 +139,7 @@ def synthesize(component: object, name: str, timeout: float = 900.0) -> Resource
               "tee -o stat.txt stat; tee -q -o stat.json stat -json")
     yosys = yosys_binary()
     cached = synth_cache_root() / synth_key(text, script, yosys)
-    cached.mkdir(parents=True, exist_ok=True)
-    with open(cached / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with build_lock(cached):
         if not all((cached / f).is_file() for f in STAT_FILES):
             proc = subprocess.run([yosys, "-q", "-p", script], cwd=out, capture_output=True, text=True,
                                   timeout=timeout)

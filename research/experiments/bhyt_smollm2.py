@@ -104,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     t0 = time.perf_counter()
     from transformers import AutoModel, AutoTokenizer
 
+    from vckattn.host.checkpoints import gguf_folder
     from vckattn.host.export import quiet_transformers, resolve_checkpoint
 
     quiet_transformers()
@@ -111,8 +112,9 @@ def main(argv: list[str] | None = None) -> int:
 
     hf_logging.disable_progress_bar()
     src = resolve_checkpoint("smollm2")
-    tok = AutoTokenizer.from_pretrained(src.path, gguf_file=src.gguf_file)
-    model = AutoModel.from_pretrained(src.path, gguf_file=src.gguf_file, dtype=torch.float32).eval()
+    folder = gguf_folder(src)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModel.from_pretrained(folder, dtype=torch.float32).eval()
     t_load = time.perf_counter() - t0
     cfg = model.config
     heads, kv, d = int(cfg.num_attention_heads), int(cfg.num_key_value_heads), int(cfg.hidden_size)

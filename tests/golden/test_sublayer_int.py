@@ -345,12 +345,14 @@ def smollm2_states():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from vckattn.golden import convert
+    from vckattn.host.checkpoints import gguf_folder
     from vckattn.host.export.sources import resolve_checkpoint
     from vckattn.host.textdata import real_sentences
 
     src = resolve_checkpoint("smollm2")
-    tok = AutoTokenizer.from_pretrained(src.path, gguf_file=src.gguf_file)
-    model = AutoModelForCausalLM.from_pretrained(src.path, gguf_file=src.gguf_file, dtype=torch.float64).model
+    folder = gguf_folder(src)
+    tok = AutoTokenizer.from_pretrained(folder)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float64).model
     convert.convert_llama_norms_to_bhyt(model, seq_len=64)
     layers = [0, 1, 15, 29]
 
