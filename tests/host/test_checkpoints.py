@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-
 from conftest import require_module
+
 from vckattn.host.checkpoints import Source, _check_same_model, gguf_folder
 
 
