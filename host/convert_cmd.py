@@ -52,7 +52,7 @@ def _convert_hf(src, out: Path, seq_len: int, lam_attn: float, lam_mlp: float, k
     from vckattn.host.export import first_line, quiet_transformers
 
     quiet_transformers()
-    folder = {"gguf": gguf_folder, "safetensors": lambda s: s.path.parent}.get(src.kind, lambda s: s.path)(src)
+    folder = gguf_folder(src) if src.kind == "gguf" else src.path.parent if src.kind == "safetensors" else src.path
     try:
         archs = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("architectures") or []
         cls = AutoModelForCausalLM if any(a.endswith("ForCausalLM") for a in archs) else AutoModel

@@ -39,6 +39,8 @@ SOURCES = (TB_CPP, HLS_DIR / "s2mm_engine.cpp", HLS_DIR / "mm2s_engine.cpp")
 PL_TOP, PL_PREFIX = "engine_pl_c1", "Vpl"
 #: Verilator's runtime the Verilated model links with
 VERILATOR_RUNTIME = ("verilated.cpp", "verilated_threads.cpp")
+#: the flags of the C-simulation's C++ (the engine's own sources add their -D parameters)
+_MODEL_FLAGS = ("-O1", "-std=c++17")
 
 #: the test bench's CORRUPT hooks (a broken pktsplit of pipeline 0, channel 0): swap the packet ids of the first
 #: P packets of kernels 0 and 1, or swap the first two P packets delivered to the channel's last kernel
@@ -147,16 +149,17 @@ def build(params: EngineParams, vector: bool = False) -> Path:
     (over ``hw/aie/aie_api_emu.h``). The PL top's channel is the Verilated Amaranth (:func:`verilate_pl`).
     Returns the executable."""
     obj, inc = verilate_pl(params)
-    flags = [*_MODEL_FLAGS, f"-I{ENGINE_DIR}", f"-I{HLS_DIR}", f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}",
-             *params.defines()]
+    flags = [*_model_flags(obj, inc), f"-I{ENGINE_DIR}", f"-I{HLS_DIR}", *params.defines()]
     if vector:
         flags.append("-DVCKATTN_AIE_VECTOR_EMU")
-    return compile_cpp(SOURCES, build_name(params, vector), extra_flags=(*flags, "-pthread"),
+    return compile_cpp(SOURCES, build_name(params, vector), extra_flags=flags,
                        depends=[*_headers(), *sorted(obj.glob("*.h"))], objects=pl_objects(obj, inc))
 
 
-#: the flags of the C-simulation's C++ (the engine's own sources add their -D parameters)
-_MODEL_FLAGS = ("-O1", "-std=c++17")
+
+def _model_flags(obj: Path, inc: Path) -> tuple[str, ...]:
+    """The flags of every translation unit over the Verilated PL top in ``obj`` (``inc``: Verilator's includes)."""
+    return (*_MODEL_FLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread")
 
 
 def pl_objects(obj: Path, inc: Path) -> list[Path]:
@@ -164,7 +167,7 @@ def pl_objects(obj: Path, inc: Path) -> list[Path]:
     (``sim/cpp/pl_channel.cpp``) and Verilator's runtime (:data:`VERILATOR_RUNTIME`, shared by every model). None of
     them reads the engine's -D parameters, so they are compiled once (:func:`vckattn.sim.hls_csim.compile_object`)
     and shared by the scalar and vector builds and the channel's own bench."""
-    flags = (*_MODEL_FLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread")
+    flags = _model_flags(obj, inc)
     headers = sorted(obj.glob("*.h"))
     model = [compile_object(src, obj, flags, headers) for src in sorted(obj.glob(f"{PL_PREFIX}*.cpp"))]
     channel = compile_object(CPP_DIR / "pl_channel.cpp", obj, (f"-I{CPP_DIR}", *flags),
@@ -300,8 +303,8 @@ def build_channel(params: EngineParams) -> Path:
     """Build (or reuse) the PL top's channel on its own (``sim/cpp/pl_channel_tb.cpp`` over :func:`verilate_pl`)."""
     obj, inc = verilate_pl(params)
     return compile_cpp([CPP_DIR / "pl_channel_tb.cpp"], "pl_channel_" + build_name(params).removeprefix("engine_csim_"),
-                       extra_flags=(*_MODEL_FLAGS, f"-I{obj}", f"-I{inc}", f"-I{inc / 'vltstd'}", "-pthread"),
-                       depends=[CPP_DIR / "pl_channel.h", *sorted(obj.glob("*.h"))], objects=pl_objects(obj, inc))
+                       extra_flags=_model_flags(obj, inc), depends=[CPP_DIR / "pl_channel.h", *sorted(obj.glob("*.h"))],
+                       objects=pl_objects(obj, inc))
 
 
 def packet_last(beats: np.ndarray) -> np.ndarray:

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
-from vckattn.golden.paths import build_lock
+from vckattn.golden.paths import build_lock, build_root
 
 __all__ = [
     "ASAN_FLAGS",
@@ -72,8 +72,6 @@ REPO_ROOT: Path = Path(__file__).resolve().parent.parent
 
 def hls_build_root() -> Path:
     """Parent folder of every C-simulation build: ``build_root()/hls`` (read at call time)."""
-    from vckattn.golden.paths import build_root
-
     return build_root() / "hls"
 
 
@@ -86,11 +84,7 @@ def csim_cache_root() -> Path:
     linked into ``hls_build_root()/<name>/``) and of the objects and Verilated models several builds share:
     ``$VCKATTN_CSIM_CACHE`` or ``<build root>/csimcache``."""
     env = os.environ.get(CSIM_CACHE_ENV)
-    if env:
-        return Path(env)
-    from vckattn.golden.paths import build_root
-
-    return build_root() / "csimcache"
+    return Path(env) if env else build_root() / "csimcache"
 
 
 def __getattr__(name: str) -> Path:
@@ -175,15 +169,20 @@ def compile_object(source: Path, out_dir: Path, extra_flags: Sequence[str] = (),
         return obj
     with build_lock(obj.parent):  # one compile per object, shared by every process
         if not obj.is_file():
-            tmp = obj.with_name(f".{obj.name}.tmp")
-            proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise CompileError(f"g++ failed (exit {proc.returncode}) compiling {src.name}\n"
-                                   f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n"
-                                   f"{proc.stderr.strip()}")
-            os.replace(tmp, obj)
+            _run_compiler(cmd, obj, f"compiling {src.name}")
     return obj
+
+
+def _run_compiler(cmd: list[str], out: Path, what: str) -> None:
+    """Run ``cmd`` (a g++ command line ending in ``-o``) into a temporary file beside ``out``, then move it to
+    ``out`` atomically; CompileError with the command and g++'s stderr when it fails."""
+    tmp = out.with_name(f".{out.name}.tmp")
+    proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tmp.unlink(missing_ok=True)
+        raise CompileError(f"g++ failed (exit {proc.returncode}) {what}\n"
+                           f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n{proc.stderr.strip()}")
+    os.replace(tmp, out)
 
 
 def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Sequence[str] = (),
@@ -240,15 +239,7 @@ def compile_cpp(sources: Sequence[Path | str] | str, name: str, extra_flags: Seq
     with build_lock(cached):  # one build per content, shared by every process (the parallel test workers)
         built = cached / name
         if not built.is_file():
-            tmp = cached / f".{name}.tmp"
-            proc = subprocess.run([*cmd, str(tmp)], capture_output=True, text=True, check=False)
-            if proc.returncode != 0:
-                tmp.unlink(missing_ok=True)
-                raise CompileError(
-                    f"g++ failed (exit {proc.returncode}) building {name!r}\n"
-                    f"command: {shlex.join([*cmd, str(tmp)])}\n--- g++ stderr ---\n{proc.stderr.strip()}"
-                )
-            os.replace(tmp, built)
+            _run_compiler(cmd, built, f"building {name!r}")
     tmp = out_dir / f".{name}.{os.getpid()}.tmp"
     tmp.unlink(missing_ok=True)
     try:
