@@ -11,7 +11,7 @@ from typing import Literal
 import numpy as np
 import torch
 
-from .aie_matmul import UINT8, exact_int_matmul, tile_matmul
+from .aie_matmul import exact_int_matmul
 from .attention import MultiHeadAttention, apply_rope, attention
 from .engine import (
     engine_format,
@@ -72,7 +72,7 @@ class QuantAttentionLayer:
     ``n_kv_heads``: K/V heads (grouped-query attention; ``None`` = ``n_heads``, resolved on
     construction). ``causal``: keys after the query position are masked (decoder layers).
     RoPE tables are not part of the layer (they depend on the positions): pass them to
-    :func:`attention_int`.
+    :func:`~vckattn.golden.stages.attention_int`.
     """
 
     n_heads: int
@@ -198,9 +198,9 @@ def float_attention(mha: MultiHeadAttention, x: np.ndarray, keep: np.ndarray | N
                     p_max: float | None = None) -> dict[str, np.ndarray]:
     """Float64 golden of the same layer: returns q, k, v ``(B, S, heads·D)``, weights p ``(B, H, S, S)``,
     head outputs a ``(B, S, H·D)``, output y. K/V have ``mha.n_kv_heads`` heads (GQA). With ``rope``
-    (float ``(cos, sin)`` tables as :func:`attention_int` takes) q and k are the rotated values and
-    ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query. ``p_max``: the SwiftMax
-    saturation (:func:`float_swiftmax`)."""
+    (float ``(cos, sin)`` tables as :func:`~vckattn.golden.stages.attention_int` takes) q and k are the rotated
+    values and ``q_pre``/``k_pre`` the projection outputs; ``causal`` masks keys after each query. ``p_max``: the
+    SwiftMax saturation (:func:`float_swiftmax`)."""
     norm = Softmax() if normalizer == "softmax" else float_swiftmax(beta, gamma, p_max)
     xt = torch.from_numpy(np.asarray(x, np.float64))
     m = mha.double()
@@ -386,34 +386,6 @@ def finish_int(layer: QuantAttentionLayer, a_heads: np.ndarray) -> tuple[np.ndar
     return y * (layer.s_a * layer.o_proj.s_w), y
 
 
-def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
-                  x_is_int: bool = False, rope: RopeTables | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """Run the integer layer on ``x`` ``(B, S, d)`` (float, quantized with ``s_x``; or raw int8 with
-    ``x_is_int``). ``keep`` ``(B, S)`` bool masks padded keys; ``layer.causal`` adds the causal mask.
-    ``rope``: float ``(cos, sin)`` tables ``(S, D)``, ``(1, S, D)`` or ``(B, S, D)`` (see
-    :func:`head_operands`), applied to the int8 Q/K after requantization.
-
-    :func:`head_operands` → Q·Kᵀ (per query head, its K/V head) → :func:`normalizer_int` → P·V →
-    requantize → :func:`finish_int`. Returns the dequantized output ``(B, S, d)`` and the integer
-    intermediates: ``x`` ``(B, S, d)``; ``q`` ``(B, S, H·D)``, ``k``, ``v`` ``(B, S, KV·D)`` (q, k
-    rotated when ``rope`` is given; then also ``q_pre``, ``k_pre``, the projections before RoPE, in the
-    same layout); ``s`` scores ``(B, H, S, S)``; ``p`` ``(B, H, S, S)``; ``o`` P·V ``(B, H, S, D)``;
-    ``a`` ``(B, S, H·D)``; ``y`` ``(B, S, d)``."""
-    ops, flat = _head_operands(layer, x, keep, x_is_int, rope, ROPE_FRAC)
-    qh, kh, vh = ops["q"], ops["k"], ops["v"]
-    if layer.n_rep > 1:  # GQA: query head h reads K/V head h // n_rep
-        kh, vh = np.repeat(kh, layer.n_rep, axis=1), np.repeat(vh, layer.n_rep, axis=1)
-    s = tile_matmul(qh, np.ascontiguousarray(kh.transpose(0, 1, 3, 2)))
-    kb = None if keep is None and not layer.causal else ops["keep"][:, None]
-    p = normalizer_int(layer, s, kb)
-    o = tile_matmul(p, vh, a_fmt=UINT8)
-    a = requantize(o, layer.rq_a).astype(np.int8)
-    out, y = finish_int(layer, a)
-    trace = {"x": ops["x"], "q": flat["q"], "k": flat["k"], "v": flat["v"], "s": s, "p": p, "o": o,
-             "a": _merge_heads(a), "y": y}
-    return out, trace | {n: flat[n] for n in ("q_pre", "k_pre") if n in flat}
-
-
 def score_absmax(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
                  rope: RopeTables | None = None) -> int:
     """The largest ``|Q·Kᵀ|`` int32 accumulator of ``layer`` on input ``x`` ``(B, S, d)`` over the kept
@@ -468,7 +440,7 @@ def compare(out: np.ndarray, ref: np.ndarray, valid: np.ndarray | None = None) -
             "min_cosine": float(cos.min())}
 
 
-__all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer", "attention_int",
+__all__ = ["QuantLinear", "QuantAttentionLayer", "calibrate_attention", "build_quant_layer",
            "head_operands", "normalizer_int", "finish_int", "key_mask", "float_attention", "float_swiftmax", "compare",
            "narrow_layer",
            "score_absmax"]

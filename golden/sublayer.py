@@ -10,15 +10,12 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .aie_matmul import UINT8, tile_matmul
 from .attention import MultiHeadAttention, attention_scores, repeat_kv
 from .bhyt_int import (
     BHyTSiteRegisters,
     NormFormat,
     bhyt_register_values,
-    bhyt_site_int,
     bhyt_site_registers,
-    sum_of_squares,
 )
 from .calibrate import RowSummary, init_beta_gamma
 from .convert import row_stats
@@ -29,11 +26,8 @@ from .quant_attention import (
     RopeTables,
     _rope_tables,
     calibrate_attention,
-    finish_int,
     float_attention,
-    head_operands,
     key_mask,
-    normalizer_int,
 )
 from .regmap import Mem, Reg, RegisterMap
 from .requant import (
@@ -44,9 +38,7 @@ from .requant import (
     requantize,
     symmetric_scale,
 )
-from .rope_int import ROPE_FRAC, rope_int, rope_tables_int
-
-INT8 = QFormat(8, 0)
+from .rope_int import ROPE_FRAC, rope_tables_int
 
 
 @dataclass(frozen=True)
@@ -318,65 +310,7 @@ def fused_qkv(layer: QuantAttentionLayer) -> FusedQKV:
     return FusedQKV(w, b, RequantRegisters(mult, shift), n)  # type: ignore[arg-type]
 
 
-# ------------------------------------------------------------------------------------------------ integer forward
-
-
-def _as_int8(x: np.ndarray, name: str) -> np.ndarray:
-    x = np.asarray(x)
-    if x.ndim != 3:
-        raise ValueError(f"{name} must be (B, S, d), got shape {x.shape}")
-    if x.dtype.kind not in "iu" or (x.size and (int(x.min()) < INT8.min_int or int(x.max()) > INT8.max_int)):
-        raise ValueError(f"{name} must hold raw int8 values")
-    return x.astype(np.int8)
-
-
-def _attention(layer: QuantAttentionLayer, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-               keep: np.ndarray | None) -> dict[str, np.ndarray]:
-    """Attention on int8 heads ``q`` ``(B, H, S, D)``, ``k``, ``v`` ``(B, KV, S, D)``: S = Q·Kᵀ (int32), the
-    layer's normalizer (``keep``: the keys each row may attend, or None), O = P·V, A = requantize(O)."""
-    if layer.n_rep > 1:
-        k, v = np.repeat(k, layer.n_rep, axis=1), np.repeat(v, layer.n_rep, axis=1)
-    s = tile_matmul(q, np.ascontiguousarray(k.transpose(0, 1, 3, 2)))
-    p = normalizer_int(layer, s, keep)
-    o = tile_matmul(p, v, a_fmt=UINT8)
-    return {"s": s, "p": p, "o": o, "a": requantize(o, layer.rq_a).astype(np.int8)}
-
-
-def encoder_sublayer_int(sub: EncoderSublayer, x: np.ndarray, keep: np.ndarray | None = None
-                         ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The encoder sublayer on raw int8 ``x`` ``(B, S, d)`` at ``attn.s_x``; ``keep`` ``(B, S)`` bool masks
-    padded keys. Returns ``R`` ``(B, S, d)`` int8 at ``residual.s_out`` and the trace: ``x``; ``q`` ``(B, H, S, D)``,
-    ``k``, ``v`` int8; ``s``, ``p``, ``o`` (attention); ``a`` ``(B, H, S, D)`` int8; ``y`` ``(B, S, d)`` int32 (W_O)."""
-    layer = sub.attn
-    xi = _as_int8(x, "x")
-    ops = head_operands(layer, xi, keep, x_is_int=True)
-    kb = None if keep is None else ops["keep"][:, None]
-    att = _attention(layer, ops["q"], ops["k"], ops["v"], kb)
-    _, y = finish_int(layer, att["a"])
-    r = residual_add_int(y, xi, sub.residual, sub.fmt)
-    return r, {"x": xi, "q": ops["q"], "k": ops["k"], "v": ops["v"], **att, "y": y}
-
-
-def decoder_sublayer_int(sub: DecoderSublayer, h: np.ndarray, rope_c: np.ndarray, rope_s: np.ndarray,
-                         keep: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """The decoder sublayer on the raw int8 block input ``h`` ``(B, S, d)`` at ``s_h``, with the int16 RoPE tables
-    ``rope_c``, ``rope_s`` (:func:`rope_tables`; broadcastable to ``(B, H, S, D)``). Causal; ``keep`` ``(B, S)``
-    adds padding. Returns ``H'`` ``(B, S, d)`` int8 at ``residual.s_out`` and the trace: ``h``; ``stat`` the site-A
-    statistic ``Σ h²`` ``(B, S, 1)`` (int64, for site M); ``u`` int8 at ``attn.s_x``; ``q_pre``/``k_pre`` the
-    projections before RoPE and ``q`` ``(B, H, S, D)``, ``k`` ``(B, KV, S, D)`` after it; ``v``; ``s``, ``p``,
-    ``o``, ``a``; ``y`` int32."""
-    layer = sub.attn
-    hi = _as_int8(h, "h")
-    stat = sum_of_squares(hi)
-    u = bhyt_site_int(hi, stat, sub.site_a, sub.fmt.norm).astype(np.int8)
-    ops = head_operands(layer, u, keep, x_is_int=True)
-    q = rope_int(ops["q"], rope_c, rope_s, sub.fmt.rope_frac)
-    k = rope_int(ops["k"], rope_c, rope_s, sub.fmt.rope_frac)
-    att = _attention(layer, q, k, ops["v"], ops["keep"][:, None])
-    _, y = finish_int(layer, att["a"])
-    out = residual_add_int(y, hi, sub.residual, sub.fmt)
-    return out, {"h": hi, "stat": stat, "u": u, "q_pre": ops["q"], "k_pre": ops["k"], "q": q, "k": k,
-                 "v": ops["v"], **att, "y": y}
+# ------------------------------------------------------------------------------------------------ host-side helpers
 
 
 def host_layernorm(r: np.ndarray, s_r: float, weight: np.ndarray, bias: np.ndarray, eps: float) -> np.ndarray:
@@ -424,5 +358,5 @@ __all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_r
            "RESIDUAL_ID", "residual_regmap", "residual_register_values",
            "EncoderSublayer", "DecoderSublayer", "check_formats", "FusedQKV", "fused_qkv", "calibrate_encoder",
            "calibrate_decoder",
-           "swiftmax_constants", "rope_tables", "encoder_sublayer_int", "decoder_sublayer_int", "host_layernorm",
+           "swiftmax_constants", "rope_tables", "host_layernorm",
            "quantize_input", "encoder_sublayer_float", "decoder_sublayer_float"]

@@ -9,7 +9,7 @@ Per layer (formats as in :mod:`vckattn.golden.quant_attention`):
    every tile through QKᵀ → normalizer → P·V → requant, each tile's done record checked);
 3. host: W_O and dequantization with the golden model.
 
-The result is bit-identical to :func:`~vckattn.golden.quant_attention.attention_int` when the
+The result is bit-identical to :func:`~vckattn.golden.stages.attention_int` when the
 device is right; :mod:`vckattn.host.run` checks exactly that.
 """
 

@@ -22,7 +22,8 @@ import torch
 import torch.nn.functional as F
 
 from vckattn.golden.attention import MultiHeadAttention
-from vckattn.golden.quant_attention import attention_int, calibrate_attention
+from vckattn.golden.quant_attention import calibrate_attention
+from vckattn.golden.stages import attention_int
 from vckattn.host.output import write_json
 
 

@@ -78,13 +78,8 @@ def run_quant(checkpoint: Path | None = None, sentences: list[str] | None = None
     from vckattn.golden import convert
     from vckattn.golden.blocks import BertLayer
     from vckattn.golden.pretrained import minilm_dir
-    from vckattn.golden.quant_attention import (
-        attention_int,
-        calibrate_attention,
-        compare,
-        float_attention,
-        narrow_layer,
-    )
+    from vckattn.golden.quant_attention import calibrate_attention, compare, float_attention, narrow_layer
+    from vckattn.golden.stages import attention_int
     from vckattn.host.cli.common import make_console
     from vckattn.host.textdata import real_sentences
 

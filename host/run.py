@@ -97,7 +97,8 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     saved: dict[str, np.ndarray] = {}
     keep = inputs.keep
     device_s, elements = 0.0, 0
-    from vckattn.golden.quant_attention import attention_int, narrow_layer
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.golden.stages import attention_int
 
     with device:
         for i in layers:

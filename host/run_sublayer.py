@@ -77,12 +77,8 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
     to be in it."""
     from tqdm import tqdm
 
-    from vckattn.golden.sublayer import (
-        decoder_sublayer_int,
-        encoder_sublayer_int,
-        host_layernorm,
-        quantize_input,
-    )
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import host_layernorm, quantize_input
     from vckattn.host.backends.sublayer import SublayerDevice, sublayer_of
     from vckattn.host.export import sublayer_rope, to_sublayer
     from vckattn.host.progress import bar_disable
@@ -116,12 +112,12 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
                 x = x_in[i]
                 if family == "encoder":
                     xi = quantize_input(x, sub.attn.s_x)
-                    ref, trace = encoder_sublayer_int(sub, xi, keep)
+                    ref, trace = sublayer_int(sub, xi, keep)
                     rope = None
                 else:
                     xi = quantize_input(x, sub.s_h)
                     c, s = sublayer_rope(bundle, i, seq)
-                    ref, trace = decoder_sublayer_int(sub, xi, c[None, None], s[None, None], keep)
+                    ref, trace = sublayer_int(sub, xi, keep, (c[None, None], s[None, None]))
                     rope = (c, s)
                 run = device.run(sub, xi, keep, rope)
                 diff = _first_difference(run, ref, trace, family)
@@ -136,7 +132,8 @@ def run_sublayers(bundle_path: Path, backend: str, bundle: Any, manifest: Any, l
                        "registers": {u: {"words": sum(len(v) if isinstance(v, list) else 1 for v in vals.values()),
                                          "read_back": "exact"} for u, vals in run.registers.items()},
                        "stage_seconds": {k: round(v, 6) for k, v in run.seconds.items()},
-                       "device_seconds": float(sum(run.seconds.values()))}
+                       "device_seconds": float(sum(run.seconds.values())),
+                       "host_stage_seconds": {k: round(v, 6) for k, v in run.host_seconds.items()}}
                 if run.cycles:
                     row["cycles"] = run.cycles
                 report["layers"].append(row)

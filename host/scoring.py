@@ -293,8 +293,8 @@ def cosine_to(emb: np.ndarray, ref: np.ndarray) -> dict[str, float]:
 
 
 def golden_runner() -> Runner:
-    """The bit-exact integer golden model as the runner (:func:`~vckattn.golden.quant_attention.attention_int`)."""
-    from vckattn.golden.quant_attention import attention_int
+    """The bit-exact integer golden model as the runner (:func:`~vckattn.golden.stages.attention_int`)."""
+    from vckattn.golden.stages import attention_int
 
     def run(_i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
             rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:

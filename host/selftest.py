@@ -98,7 +98,7 @@ def selftest(manifest: Manifest, backend: str = "xrt", xclbin: Path | None = Non
     """Run the four checks (module docstring) of the engine build ``manifest`` on ``backend`` (``xrt``: card
     ``device_index``, or the emulated card; ``pynq``); returns the JSON-able report with every check and the exit
     status (``exit_code``: 0 when all pass, else the first failed check's)."""
-    from vckattn.golden.quant_attention import attention_int
+    from vckattn.golden.stages import attention_int
     from vckattn.host.attention_layer import run_layer
     from vckattn.host.backends import device_class
     from vckattn.host.backends.base import DeviceError

@@ -34,8 +34,9 @@ def minilm_source(index: int = 2) -> tuple[object, object]:
 def minilm_layer(index: int = 2) -> tuple[object, np.ndarray, dict[str, np.ndarray]]:
     """``(sub, x, trace)``: MiniLM layer ``index`` as an :class:`~vckattn.golden.sublayer.EncoderSublayer`
     calibrated on 8 real sentences, its int8 input ``x`` ``(B, S, 384)`` on 4 other sentences and the trace of
-    :func:`~vckattn.golden.sublayer.encoder_sublayer_int` (``r``: the residual output, added)."""
-    from vckattn.golden.sublayer import calibrate_encoder, encoder_sublayer_int, quantize_input
+    :func:`~vckattn.golden.stages.sublayer_int` (``r``: the residual output, added)."""
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import calibrate_encoder, quantize_input
     from vckattn.host.textdata import real_sentences
 
     blk, hidden = minilm_source(index)
@@ -43,7 +44,7 @@ def minilm_layer(index: int = 2) -> tuple[object, np.ndarray, dict[str, np.ndarr
     he, ke = hidden(real_sentences(4, start_topic=60))
     sub = calibrate_encoder(blk.attn, blk.norm1, hc, kc)
     x = quantize_input(he, sub.attn.s_x)
-    r, tr = encoder_sublayer_int(sub, x, ke)
+    r, tr = sublayer_int(sub, x, ke)
     return sub, x, {**tr, "r": r}
 
 
@@ -96,9 +97,10 @@ def smollm2_source(index: int = 0) -> tuple[object, object]:
 def smollm2_sublayer(index: int = 0) -> tuple[object, dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """``(sub, trace, c, s)``: layer ``index`` of SmolLM2-135M converted to BHyT as a
     :class:`~vckattn.golden.sublayer.DecoderSublayer` ``sub`` calibrated on 6 real sentences, the trace of
-    :func:`~vckattn.golden.sublayer.decoder_sublayer_int` on 3 other sentences and its int16 RoPE tables (the
+    :func:`~vckattn.golden.stages.sublayer_int` on 3 other sentences and its int16 RoPE tables (the
     checkpoint's own rotary embedding). Slow (loads and converts the checkpoint)."""
-    from vckattn.golden.sublayer import calibrate_decoder, decoder_sublayer_int, quantize_input, rope_tables
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import calibrate_decoder, quantize_input, rope_tables
     from vckattn.host.textdata import real_sentences
 
     blk, capture = smollm2_source(index)
@@ -106,5 +108,5 @@ def smollm2_sublayer(index: int = 0) -> tuple[object, dict[str, np.ndarray], np.
     sub = calibrate_decoder(blk.attn, blk.bhyt, cc["h"], kc, cc["rope"])
     hi = quantize_input(ce["h"], sub.s_h)
     c, s = rope_tables(ce["rope"], *hi.shape[:2], 64)
-    _, tr = decoder_sublayer_int(sub, hi, c, s, ke)
+    _, tr = sublayer_int(sub, hi, ke, (c, s))
     return sub, tr, c, s

@@ -18,6 +18,7 @@ from vckattn.golden.quant_attention import QuantAttentionLayer, key_mask, narrow
 from vckattn.golden.regmap import RegisterMap, from_word, to_word, wide_names
 from vckattn.golden.requant import RequantRegisters, requantize
 from vckattn.golden.rope_int import rope_int, rope_table_banks
+from vckattn.golden.stages import FAMILY_INPUT, FAMILY_STAGES, GOLDEN, StageInputs, family_of, run_stages
 from vckattn.golden.sublayer import (
     DecoderSublayer,
     EncoderSublayer,
@@ -132,13 +133,15 @@ def rope_from_values(v: dict[str, Any], lanes: int, head_dim: int, positions: in
 class SublayerRun:
     """One sublayer on the device: ``out`` the residual output ``(B, S, d)`` int8 at ``residual.s_out``; ``trace``
     the stages' integers as the device produced them (``u``, ``stat`` decoder; ``q``, ``k``, ``v`` heads; ``a``
-    heads; ``y`` int32); ``registers`` per unit the words programmed and read back; ``seconds`` per stage."""
+    heads; ``y`` int32); ``registers`` per unit the words programmed and read back; ``seconds`` per device stage
+    (and ``program``); ``host_seconds`` per stage the host ran."""
 
     out: np.ndarray
     trace: dict[str, np.ndarray]
     registers: dict[str, dict]
     seconds: dict[str, float] = field(default_factory=dict)
     cycles: dict[str, int] = field(default_factory=dict)
+    host_seconds: dict[str, float] = field(default_factory=dict)
 
 
 class SublayerDevice:
@@ -149,19 +152,23 @@ class SublayerDevice:
     def __init__(self, manifest: Any, backend: str, seed: int = 0, **options: Any) -> None:
         from vckattn.host.backends import device_class
 
-        if "sublayer" not in manifest.data:
-            raise UserError(f"{manifest.name}: not a sublayer build (no sublayer section)")
+        #: the stages this build runs (golden/stages.py); the family's others run on the host (an attention engine
+        #: build: every stage but the attention)
+        self.device_stages = {st["stage"]: st for st in manifest.data["stages"]}
         if backend not in SUBLAYER_BACKENDS:
             raise UserError(f"{manifest.name}: a sublayer build runs on {', '.join(SUBLAYER_BACKENDS)}; its GEMM "
                             f"stages have no xclbin flow yet, so --backend {backend} cannot run it")
         self.manifest, self.backend, self.seed = manifest, backend, seed
-        self.section = manifest.data["sublayer"]
+        self.section = manifest.data.get("sublayer", {"gemm": {}, "units": {}})
         self.vector = bool(options.get("vector", False))
         self.pauses = bool(options.get("pauses", True))
         self.engine = device_class(backend)(manifest, seed=seed, **options)
         self.quiet = bool(options.get("quiet", True))
         self._logs: Any = None
-        self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend]}"
+        host = [st for st in ("site_a", "qkv", "rope", "o_proj", "residual") if st not in self.device_stages]
+        self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend] if 'sublayer' in manifest.data else ''}" \
+            + (f"{'; ' if 'sublayer' in manifest.data else ''}on the host by their golden models: {', '.join(host)}"
+               if host else "")
 
     def __enter__(self) -> SublayerDevice:
         self.engine.open()
@@ -183,21 +190,22 @@ class SublayerDevice:
         return None if self._logs is None else Path(self._logs.name) / f"{unit}.log"
 
     @property
-    def family(self) -> str:
-        return str(self.section["family"])
+    def family(self) -> str | None:
+        """The family the build's units serve (None: an attention engine build, any family)."""
+        return self.section.get("family")
 
     # ---------------------------------------------------------------- checks
 
     def check(self, sub: Sublayer, seq: int) -> None:
         """SublayerError naming what this build cannot run: the family, the width, the sequence length, the
         heads (the engine's head size), the Q/K/V channels (a multiple of the cascade's ``cols``)."""
-        fam = "encoder" if isinstance(sub, EncoderSublayer) else "decoder"
+        fam = family_of(sub)
         name = self.manifest.name
-        if fam != self.family:
+        if self.family is not None and fam != self.family:
             raise SublayerError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
                                 f"(choose sublayer_small_{fam})")
         d = int(sub.attn.q_proj.w.shape[1])
-        if d != int(self.section["d_model"]):
+        if "d_model" in self.section and d != int(self.section["d_model"]):
             raise SublayerError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
                                 f"layer has d_model {d}")
         if seq > self.manifest.max_seq_len:
@@ -207,14 +215,15 @@ class SublayerDevice:
             raise SublayerError(f"{name}: head size {layer.head_dim} exceeds the engine's {self.manifest.engine.d}")
         n_out = (layer.n_heads + 2 * int(layer.n_kv_heads)) * layer.head_dim
         for g, n in (("qkv", n_out), ("o", d)):
+            if g not in self.section["gemm"]:
+                continue
             cols = int(self.section["gemm"][g]["cols"])
             if n % cols:
                 raise SublayerError(f"{name}: the {g} cascade makes {cols} channels a block; this layer has {n}")
-        if fam == "decoder":
-            rope = self.section["units"]["rope"]
-            if layer.head_dim != rope["head_dim"]:
-                raise SublayerError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
-                                    f"have {layer.head_dim}")
+        rope = self.section["units"].get("rope")
+        if fam == "decoder" and rope is not None and layer.head_dim != rope["head_dim"]:
+            raise SublayerError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
+                                f"have {layer.head_dim}")
 
     def attention_layer(self, layer: QuantAttentionLayer) -> QuantAttentionLayer:
         """The layer as the engine runs it: its scores narrowed to the build's width (:func:`narrow_layer`)."""
@@ -256,11 +265,15 @@ class SublayerDevice:
         return acc.astype(np.int32) if rq is None else requantize(acc, rq).astype(np.int8)
 
     def _unit_values(self, sub: Sublayer, rope: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict]:
+        """The register values of the build's PL units (the units of the stages it runs)."""
         d = int(sub.attn.q_proj.w.shape[1])
         u = self.section["units"]
-        vals = {"residual": residual_register_values(sub.residual, d, int(u["residual"]["max_d"]))}
-        if isinstance(sub, DecoderSublayer):
+        vals = {}
+        if "residual" in u:
+            vals["residual"] = residual_register_values(sub.residual, d, int(u["residual"]["max_d"]))
+        if isinstance(sub, DecoderSublayer) and "bhyt_site" in u:
             vals["bhyt_site"] = {**bhyt_register_values(sub.site_a, sub.fmt.norm), "gamma": gamma_values(sub.site_a)}
+        if isinstance(sub, DecoderSublayer) and "rope" in u:
             c, s = rope  # type: ignore[misc]
             r = u["rope"]
             vals["rope"] = {"pos_base": 0, **rope_table_banks(c, s, r["lanes"], r["head_dim"], r["max_pos"])}
@@ -277,80 +290,95 @@ class SublayerDevice:
             rope: tuple[np.ndarray, np.ndarray] | None = None) -> SublayerRun:
         """The sublayer on raw int8 ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder, H at ``s_h`` for the
         decoder); ``keep`` ``(B, S)`` valid tokens; ``rope`` the int16 tables ``(S, head_dim)`` (decoder). ``sub``
-        must already be the engine's layer of the build's width (:meth:`attention_layer`)."""
+        must already be the engine's layer of the build's width (:meth:`attention_layer`).
+
+        The family's stages run in order (:func:`vckattn.golden.stages.run_stages`): each stage the manifest
+        places on the device by this backend's model of its part, every other stage on the host by its golden
+        function."""
         x = np.asarray(x)
         if x.ndim != 3 or x.dtype != np.int8:
             raise ValueError(f"x must be (B, S, d) int8, got {x.shape} {x.dtype}")
         b, s, d = x.shape
         self.check(sub, s)
-        dec = isinstance(sub, DecoderSublayer)
-        if dec and (rope is None or np.shape(rope[0]) != (s, sub.attn.head_dim)):
+        fam = family_of(sub)
+        if fam == "decoder" and (rope is None or np.shape(rope[0]) != (s, sub.attn.head_dim)):
             raise ValueError(f"a decoder sublayer needs int16 RoPE tables ({s}, {sub.attn.head_dim})")
-        layer = sub.attn
         t: dict[str, float] = {}
-        trace: dict[str, np.ndarray] = {}
+        host: dict[str, float] = {}
         cycles: dict[str, int] = {}
         t0 = time.perf_counter()
         vals = self._unit_values(sub, rope)
-        rows = x.reshape(b * s, d)
-        if self.backend == "rtl":
-            read = {}
-        else:
-            read = self._program_models(vals)
+        read = {} if self.backend == "rtl" else self._program_models(vals)
         t["program"] = time.perf_counter() - t0
+        state = {"vals": vals, "read": read, "cycles": cycles}
 
-        # BHyT site A (decoder)
-        if dec:
+        def on_device(name: str, trace: dict[str, np.ndarray], c: StageInputs) -> bool:
             t0 = time.perf_counter()
-            u_rows, stat, read_b, cyc = self._bhyt(sub, rows, read)
-            read.setdefault("bhyt_site", read_b)
-            if cyc is not None:
-                cycles["bhyt_site"] = cyc
-            trace["stat"], trace["u"] = stat.reshape(b, s, 1), u_rows.reshape(b, s, d)
-            t["bhyt_site"] = time.perf_counter() - t0
-            gemm_in = u_rows
-        else:
-            gemm_in = rows
+            if name not in self.device_stages:
+                GOLDEN[name](trace, c)
+                host[name] = time.perf_counter() - t0
+                return True
+            getattr(self, f"_stage_{name}")(sub, trace, keep, state)
+            t[name] = time.perf_counter() - t0
+            return True
 
-        # the fused Q/K/V GEMM
-        t0 = time.perf_counter()
-        fq = fused_qkv(layer)
-        qkv = self._gemm(gemm_in, fq.w, fq.b, fq.rq, "qkv")
-        q, k, v = (_heads(a.reshape(b, s, -1), n) for a, n in zip(fq.unfuse(qkv), (layer.n_heads, layer.n_kv_heads,
-                                                                                   layer.n_kv_heads), strict=True))
-        t["qkv_gemm"] = time.perf_counter() - t0
-        if dec:
-            t0 = time.perf_counter()
-            trace["q_pre"], trace["k_pre"] = q, k
-            q, k, read_r, cyc = self._rope(q, k, vals["rope"], read)
-            read.setdefault("rope", read_r)
-            if cyc is not None:
-                cycles["rope"] = cyc
-            t["rope"] = time.perf_counter() - t0
-        trace.update(q=q, k=k, v=v)
+        tables = None if rope is None else (rope[0][None, None], rope[1][None, None])
+        trace = run_stages(FAMILY_STAGES[fam], {FAMILY_INPUT[fam]: x, "in": x, "res": x},
+                           StageInputs(sub, sub.attn, keep, tables), on_device)
+        out = trace.pop("out")
+        for scratch in ("in", "res", "keep"):
+            trace.pop(scratch, None)
+        return SublayerRun(out, trace, read, t, cycles, host)
 
-        # attention on the engine
-        t0 = time.perf_counter()
-        self.engine.configure(layer)
-        a = self.engine.run_heads({"q": q, "k": k, "v": v, "keep": key_mask(keep, b, s, layer.causal)})
-        if self.engine.last_cycles:
-            cycles["attention"] = int(self.engine.last_cycles)
-        trace["a"] = a
-        t["attention"] = time.perf_counter() - t0
+    # the device's stages: each reads and writes the trace as its golden function does (golden/stages.py)
 
-        # W_O and the residual add
-        t0 = time.perf_counter()
-        a_flat = np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(b * s, -1)
-        y = self._gemm(a_flat, layer.o_proj.w, layer.o_proj.b, None, "o")
-        trace["y"] = y.reshape(b, s, d)
-        t["o_gemm"] = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        out, read_res, cyc = self._residual(sub, y, rows, vals["residual"], read)
-        read.setdefault("residual", read_res)
+    def _stage_site_a(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        b, s, d = tr["h"].shape
+        u_rows, stat, read_b, cyc = self._bhyt(sub, tr["h"].reshape(b * s, d), st["read"])  # type: ignore[arg-type]
+        st["read"].setdefault("bhyt_site", read_b)
         if cyc is not None:
-            cycles["residual"] = cyc
-        t["residual"] = time.perf_counter() - t0
-        return SublayerRun(out.reshape(b, s, d), trace, read, t, cycles)
+            st["cycles"]["bhyt_site"] = cyc
+        tr["stat"], tr["u"] = stat.reshape(b, s, 1), u_rows.reshape(b, s, d)
+
+    def _stage_qkv(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        layer = sub.attn
+        b, s, d = tr["in"].shape
+        fq = fused_qkv(layer)
+        qkv = self._gemm(tr["in"].reshape(b * s, d), fq.w, fq.b, fq.rq, "qkv")
+        tr["q"], tr["k"], tr["v"] = (_heads(a.reshape(b, s, -1), n) for a, n in zip(
+            fq.unfuse(qkv), (layer.n_heads, layer.n_kv_heads, layer.n_kv_heads), strict=True))
+        tr["keep"] = key_mask(keep, b, s, layer.causal)
+
+    def _stage_rope(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        tr["q_pre"], tr["k_pre"] = tr["q"], tr["k"]
+        tr["q"], tr["k"], read_r, cyc = self._rope(tr["q"], tr["k"], st["vals"]["rope"], st["read"])
+        st["read"].setdefault("rope", read_r)
+        if cyc is not None:
+            st["cycles"]["rope"] = cyc
+
+    def _stage_attention(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        layer = sub.attn
+        b, _, s, _ = tr["q"].shape
+        self.engine.configure(layer)
+        tr["a"] = self.engine.run_heads({"q": tr["q"], "k": tr["k"], "v": tr["v"],
+                                         "keep": key_mask(keep, b, s, layer.causal)})
+        if self.engine.last_cycles:
+            st["cycles"]["attention"] = int(self.engine.last_cycles)
+
+    def _stage_o_proj(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        a = tr["a"]
+        b, _, s, _ = a.shape
+        a_flat = np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(b * s, -1)
+        tr["y"] = self._gemm(a_flat, sub.attn.o_proj.w, sub.attn.o_proj.b, None, "o").reshape(b, s, -1)
+
+    def _stage_residual(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        b, s, d = tr["res"].shape
+        out, read_res, cyc = self._residual(sub, tr["y"].reshape(b * s, d), tr["res"].reshape(b * s, d),
+                                            st["vals"]["residual"], st["read"])
+        st["read"].setdefault("residual", read_res)
+        if cyc is not None:
+            st["cycles"]["residual"] = cyc
+        tr["out"] = out.reshape(b, s, d)
 
     # each PL stage: run from the registers as read back (emu; csim for the residual add and RoPE), or in Verilator
     # (rtl, and csim's BHyT site, which read them back)

@@ -2,7 +2,7 @@
 tell is unusable).
 
 For each exported layer, on the calibration data, the bit-exact integer layer as the committed designs compute it
-(golden :func:`~vckattn.golden.quant_attention.attention_int` with the default design's 8-bit scores,
+(golden :func:`~vckattn.golden.stages.attention_int` with the default design's 8-bit scores,
 :func:`.model_check.engine_layer`) is compared with the float64 layer of the same model,
 normalizer and constants (:func:`.reference.float_layer`): for the layer, the mean per-token cosine of the
 attention output (after W_O, real tokens); for each query head ``h``, the same cosine with only that head's
@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from vckattn.golden.quant_attention import QuantAttentionLayer, attention_int
+from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.golden.stages import attention_int
 
 from .capture import Captured
 from .reference import float_layer

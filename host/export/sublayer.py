@@ -168,10 +168,11 @@ def to_sublayer(bundle: Any, i: int) -> EncoderSublayer | DecoderSublayer:
     """Golden's integer sublayer of layer ``i`` of a loaded bundle: an :class:`EncoderSublayer` (post-LN BERT) or a
     :class:`DecoderSublayer` (BHyT Llama), its attention layer :func:`to_quant_layer`'s.
 
-    ``encoder_sublayer_int(to_sublayer(b, i), quantize_input(x, s_x), keep)`` is the bundle's encoder sublayer (x
-    the float attention input, ``s_x`` its ``attn.s_x``); ``decoder_sublayer_int(sub, quantize_input(h, sub.s_h),
-    *sublayer_rope(b, i, S), keep)`` the decoder's. BundleError (one line) if the layer has no sublayer constants:
-    a model without a sublayer declaration, or a bundle written before they were exported (re-export it)."""
+    ``sublayer_int(to_sublayer(b, i), quantize_input(x, s_x), keep)`` (:mod:`vckattn.golden.stages`) is the
+    bundle's encoder sublayer (x the float attention input, ``s_x`` its ``attn.s_x``); ``sublayer_int(sub,
+    quantize_input(h, sub.s_h), keep, sublayer_rope(b, i, S))`` the decoder's. BundleError (one line) if the layer
+    has no sublayer constants: a model without a sublayer declaration, or a bundle written before they were
+    exported (re-export it)."""
     sub = _sublayer_entry(bundle, i)
     ten = bundle.tensors
     attn = to_quant_layer(bundle, i)

@@ -217,6 +217,10 @@ def validate_manifest(data: Any, file: str | Path = "<manifest>") -> None:
         raise ManifestError(file, "formats.online_softmax", "a build with the online-softmax normalizer needs its "
                                                             "format")
     _check_engine(data, file)
+    problem = check_stages(data)
+    if problem:
+        where, _, message = problem.partition(": ")
+        raise ManifestError(file, where, message)
     if "sublayer" in data:
         problem = check_sublayer_section(data)
         if problem:
@@ -262,6 +266,43 @@ def check_sublayer_section(data: dict) -> str | None:
             return f"sublayer.units.{name}.id: {u['id']:#x} is not the unit's ID {idents[name]:#x}"
     if s["family"] == "decoder" and s["units"]["rope"]["max_pos"] < data["max_seq_len"]:
         return "sublayer.units.rope.max_pos: below max_seq_len"
+    return None
+
+
+def _part(data: dict, by: str) -> Any:
+    """The manifest part a stage's ``by`` names (``graph``, ``sublayer.gemm.<cascade>``, ``sublayer.units.<unit>``),
+    or None."""
+    if by == "graph":
+        return data.get("graph")
+    parts = by.split(".")
+    if len(parts) != 3 or parts[0] != "sublayer" or parts[1] not in ("gemm", "units"):
+        return None
+    return data.get("sublayer", {}).get(parts[1], {}).get(parts[2])
+
+
+def check_stages(data: dict) -> str | None:
+    """The first problem of a manifest's ``stages`` as ``"field: message"`` (None: consistent): every stage is
+    run by a part the manifest has, the stages keep the order of :data:`~vckattn.golden.stages.STAGES` without
+    repeats, the attention engine is among them, and a sublayer build places every stage of its family on the
+    device."""
+    from vckattn.golden.stages import FAMILY_STAGES, STAGES
+
+    names = [s["stage"] for s in data["stages"]]
+    order = list(STAGES)
+    if len(set(names)) != len(names) or names != sorted(names, key=order.index):
+        return f"stages: {names} repeat a stage or leave the order {order}"
+    if "attention" not in names:
+        return "stages: the attention stage runs on the device in every design"
+    for i, s in enumerate(data["stages"]):
+        if s["where"] not in STAGES[s["stage"]].places:
+            return f"stages.{i}.where: {s['stage']} cannot run on {s['where']}"
+        if _part(data, s["by"]) is None:
+            return f"stages.{i}.by: {s['by']!r} is not part of this manifest"
+    if "sublayer" in data:
+        want = list(FAMILY_STAGES[data["sublayer"]["family"]])
+        if names != want:
+            fam = data["sublayer"]["family"]
+            return f"stages: a sublayer build of the {fam} family runs {want} on the device, not {names}"
     return None
 
 

@@ -76,6 +76,20 @@ def _units(b: SublayerBuild) -> dict[str, dict]:
     return units
 
 
+#: what runs each stage of a sublayer build, as the manifest names it (``stages[].by``)
+_STAGE_PARTS = {"site_a": ("pl", "sublayer.units.bhyt_site"), "qkv": ("aie", "sublayer.gemm.qkv"),
+                "rope": ("pl", "sublayer.units.rope"), "attention": ("aie", "graph"),
+                "o_proj": ("aie", "sublayer.gemm.o"), "residual": ("pl", "sublayer.units.residual")}
+
+
+def device_stages(family: str) -> list[dict[str, str]]:
+    """The ``stages`` of a sublayer build of ``family``: every stage of the family (golden/stages.py) on the
+    device, each with the manifest part that runs it."""
+    from vckattn.golden.stages import FAMILY_STAGES
+
+    return [{"stage": s, "where": _STAGE_PARTS[s][0], "by": _STAGE_PARTS[s][1]} for s in FAMILY_STAGES[family]]
+
+
 def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
     """The manifest of ``b``: the engine's (:func:`.render.engine_manifest`) plus its ``sublayer`` section."""
     from vckattn.hw.design.render import HEAD_DIMS, engine_manifest
@@ -83,6 +97,7 @@ def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
 
     design = design_from_json({**b.engine, "name": b.name})
     m = engine_manifest(design, board, b.name, max_seq=b.max_seq, head_dims=HEAD_DIMS)
+    m["stages"] = device_stages(b.family)
     m["sublayer"] = {
         "family": b.family,
         "d_model": b.d_model,
@@ -120,5 +135,5 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "SUBLAYER_BUILDS", "SublayerBuild",
+__all__ = ["FAMILIES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
            "sublayer_manifest", "unit_regmap"]

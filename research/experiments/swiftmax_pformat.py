@@ -40,8 +40,9 @@ import numpy as np
 import torch
 
 from vckattn.golden.aie_matmul import exact_int_matmul
-from vckattn.golden.quant_attention import QuantAttentionLayer, attention_int, finish_int, head_operands
+from vckattn.golden.quant_attention import QuantAttentionLayer, finish_int, head_operands
 from vckattn.golden.requant import requant_registers, requantize
+from vckattn.golden.stages import attention_int
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, choose_out_frac, swiftmax_int, swiftmax_registers
 
 VARIANTS = ("export", "p_format_max", "a_scale_max", "per_head_p_scale", "p16")

@@ -10,7 +10,6 @@ from conftest import require_module
 from vckattn.golden.aie_matmul import UINT8, tile_matmul
 from vckattn.golden.attention import MultiHeadAttention
 from vckattn.golden.quant_attention import (
-    attention_int,
     calibrate_attention,
     compare,
     finish_int,
@@ -19,6 +18,7 @@ from vckattn.golden.quant_attention import (
     normalizer_int,
 )
 from vckattn.golden.requant import requantize
+from vckattn.golden.stages import attention_int
 from vckattn.golden.swiftmax_int import SwiftMaxFormat, swiftmax_int, swiftmax_int_tabulated, swiftmax_registers
 
 

@@ -13,7 +13,6 @@ from vckattn.golden.attention import MultiHeadAttention, apply_rope, rope_cos_si
 from vckattn.golden.quant_attention import (
     QuantAttentionLayer,
     QuantLinear,
-    attention_int,
     calibrate_attention,
     compare,
     finish_int,
@@ -22,6 +21,7 @@ from vckattn.golden.quant_attention import (
 )
 from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.rope_int import rope_error_bound, rope_int, rope_tables_int
+from vckattn.golden.stages import attention_int
 
 FRAC = 14
 

@@ -28,9 +28,10 @@ from conftest import require_module
 from vckattn.golden.attention import rope_cos_sin
 from vckattn.golden.bhyt_int import bhyt_site_registers
 from vckattn.golden.blocks import BertLayer, LlamaBlock
-from vckattn.golden.quant_attention import attention_int, compare, narrow_layer
+from vckattn.golden.quant_attention import compare, narrow_layer
 from vckattn.golden.requant import RequantRegisters
 from vckattn.golden.rope_int import rope_error_bound, rope_int
+from vckattn.golden.stages import attention_int, sublayer_int
 from vckattn.golden.sublayer import (
     SUBLAYER_FORMAT,
     DecoderSublayer,
@@ -38,9 +39,7 @@ from vckattn.golden.sublayer import (
     calibrate_decoder,
     calibrate_encoder,
     decoder_sublayer_float,
-    decoder_sublayer_int,
     encoder_sublayer_float,
-    encoder_sublayer_int,
     host_layernorm,
     quantize_input,
     residual_add_int,
@@ -88,7 +87,7 @@ def test_encoder_sublayer_tracks_float_on_minilm(minilm_states, normalizer):
         blk = BertLayer(384, 12, 1536).double().load_hf(hf_layer)
         beta, gamma = swiftmax_constants(blk.attn, hc[i], kc) if normalizer == "swiftmax" else (0.0, 1.0)
         sub = calibrate_encoder(blk.attn, blk.norm1, hc[i], kc, normalizer, beta, gamma)
-        r, tr = encoder_sublayer_int(sub, quantize_input(he[i], sub.attn.s_x), ke)
+        r, tr = sublayer_int(sub, quantize_input(he[i], sub.attn.s_x), ke)
         f = encoder_sublayer_float(blk.attn, blk.norm1, he[i], ke, normalizer, beta, gamma)
         # the float reference is the checkpoint's layer up to its LayerNorm
         with torch.no_grad():
@@ -119,7 +118,7 @@ def test_encoder_attention_is_the_integer_attention_layer(minilm_states, normali
     sub = dataclasses.replace(sub, attn=narrow_layer(sub.attn, score_bits))
     assert sub.attn.score_bits == score_bits
     x = quantize_input(he[2], sub.attn.s_x)
-    _, tr = encoder_sublayer_int(sub, x, ke)
+    _, tr = sublayer_int(sub, x, ke)
     _, ref = attention_int(sub.attn, x, ke, x_is_int=True)
     b, s, _ = x.shape
     assert np.array_equal(tr["q"].transpose(0, 2, 1, 3).reshape(b, s, -1), ref["q"])
@@ -151,7 +150,7 @@ def test_decoder_gqa_rope_shapes_and_composition():
     hi = quantize_input(h, sub.s_h)
     c, s = rope_tables(rope, 3, 12, 8)
     assert c.dtype == np.int16 and c.shape == (12, 8) and int(c[0, 0]) == 1 << SUBLAYER_FORMAT.rope_frac
-    out, tr = decoder_sublayer_int(sub, hi, c, s, keep)
+    out, tr = sublayer_int(sub, hi, keep, (c, s))
     assert out.shape == h.shape and out.dtype == np.int8
     assert tr["q"].shape == (3, 6, 12, 8) and tr["k"].shape == tr["v"].shape == (3, 2, 12, 8)
     assert tr["stat"].shape == (3, 12, 1) and np.array_equal(tr["stat"], (hi.astype(np.int64) ** 2).sum(-1, keepdims=1))
@@ -169,7 +168,7 @@ def test_decoder_rope_against_float_rope():
     blk, h, keep, rope = _small_decoder(seed=3)
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, keep, rope)
     c, s = rope_tables(rope, 3, 12, 8)
-    _, tr = decoder_sublayer_int(sub, quantize_input(h, sub.s_h), c, s, keep)
+    _, tr = sublayer_int(sub, quantize_input(h, sub.s_h), keep, (c, s))
     _check_rope(tr, rope)
 
 
@@ -192,7 +191,7 @@ def test_decoder_tracks_float_small():
     blk, h, keep, rope = _small_decoder(seed=5)
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, keep, rope)
     c, s = rope_tables(rope, 3, 12, 8)
-    out, tr = decoder_sublayer_int(sub, quantize_input(h, sub.s_h), c, s, keep)
+    out, tr = sublayer_int(sub, quantize_input(h, sub.s_h), keep, (c, s))
     f = decoder_sublayer_float(blk.attn, blk.bhyt, h, keep, rope)
     assert compare(tr["u"] * sub.attn.s_x, f["u"], keep)["cosine"] > 0.99
     assert compare(out * sub.residual.s_out, f["h_mid"], keep)["cosine"] > 0.99
@@ -280,7 +279,7 @@ def test_projection_and_rope_requantization_by_hand():
     hi[0, :, 4:] = 100
     c = np.zeros((2, 8), np.int16)
     s = np.full((2, 8), 1 << SUBLAYER_FORMAT.rope_frac, np.int16)
-    _, tr = decoder_sublayer_int(sub, hi, c, s)
+    _, tr = sublayer_int(sub, hi, None, (c, s))
     u = tr["u"][0, 0, :4].astype(np.int64)
     acc = u + np.array([0, 255, -300, -256])
     expect = np.clip(np.floor((acc + 1) / 2), -128, 127)  # round half up of acc/2, saturate
@@ -325,7 +324,7 @@ def test_decoder_sublayer_tracks_float_on_bhyt_smollm2(smollm2_states, normalize
         sub = calibrate_decoder(blk.attn, blk.bhyt, cc[i]["h"], kc, cc[i]["rope"], normalizer, beta, gamma)
         hi = quantize_input(ce[i]["h"], sub.s_h)
         c, s = rope_tables(ce[i]["rope"], *hi.shape[:2], 64)
-        out, tr = decoder_sublayer_int(sub, hi, c, s, ke)
+        out, tr = sublayer_int(sub, hi, ke, (c, s))
         f = decoder_sublayer_float(blk.attn, blk.bhyt, ce[i]["h"], ke, ce[i]["rope"], normalizer, beta, gamma)
         _check_rope(tr, ce[i]["rope"])
         mu = compare(tr["u"] * sub.attn.s_x, f["u"], ke)

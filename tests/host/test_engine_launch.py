@@ -20,14 +20,9 @@ from vckattn.golden.engine import (
     score_shift_for,
     sentinel,
 )
-from vckattn.golden.quant_attention import (
-    attention_int,
-    calibrate_attention,
-    head_operands,
-    narrow_layer,
-    score_absmax,
-)
+from vckattn.golden.quant_attention import calibrate_attention, head_operands, narrow_layer, score_absmax
 from vckattn.golden.requant import RequantRegisters, requant_registers
+from vckattn.golden.stages import attention_int
 from vckattn.host.engine import (
     EngineMaskError,
     EngineRequantError,

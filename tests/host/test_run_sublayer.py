@@ -61,7 +61,7 @@ def test_run_minilm_sublayer_on_rtl(minilm_bundle) -> None:
 def test_padded_rows_do_not_set_the_output_scale(minilm_bundle) -> None:
     """Every layer's int8 head outputs A carry the real tokens' attention (a padded query row's output, which SwiftMax
     can make far larger, must not set s_a: it would leave every real A at 0)."""
-    from vckattn.golden.quant_attention import attention_int
+    from vckattn.golden.stages import attention_int
     from vckattn.host.bundle import load_bundle
     from vckattn.host.export import to_quant_layer
 

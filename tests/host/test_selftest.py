@@ -16,7 +16,7 @@ from fakes.engine_card import FakeEngineCard
 from fakes.xrt_stub import card_handler
 from hw_jobs import OTHER_UUID, manifest_edit, manifest_with_uuid, write_xclbin
 
-from vckattn.golden.quant_attention import attention_int
+from vckattn.golden.stages import attention_int
 from vckattn.host.cli import main
 from vckattn.host.selftest import CHECKS, known_layer
 from vckattn.hw.design.manifest import load_manifest

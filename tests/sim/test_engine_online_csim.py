@@ -19,7 +19,8 @@ from vckattn.golden.engine import (
     engine_scores,
     tile_keep,
 )
-from vckattn.golden.quant_attention import attention_int, calibrate_attention, head_operands, narrow_layer
+from vckattn.golden.quant_attention import calibrate_attention, head_operands, narrow_layer
+from vckattn.golden.stages import attention_int
 from vckattn.host.engine import check_done, heads_from_a, plan_launch
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.functional import EngineParams, Packet, merge, online_stage, parse_packets

@@ -84,7 +84,8 @@ def test_decoder_units_golden_llama(tmp_path) -> None:
     weights, calibrated on random inputs: its site A and RoPE through the units."""
     from vckattn.golden.attention import rope_cos_sin
     from vckattn.golden.blocks import LlamaBlock
-    from vckattn.golden.sublayer import calibrate_decoder, decoder_sublayer_int, quantize_input, rope_tables
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import calibrate_decoder, quantize_input, rope_tables
 
     torch.manual_seed(0)
     blk = LlamaBlock(384, 6, 2, 768, "bhyt", seq_len=16).double()
@@ -93,7 +94,7 @@ def test_decoder_units_golden_llama(tmp_path) -> None:
     rope = rope_cos_sin(torch.arange(12), 64, dtype=torch.float64)
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, None, rope)
     c, s = rope_tables(rope, 2, 12, 64)
-    _, tr = decoder_sublayer_int(sub, quantize_input(h, sub.s_h), c, s)
+    _, tr = sublayer_int(sub, quantize_input(h, sub.s_h), None, (c, s))
     _decoder_units(sub, tr, c, s, 256, tmp_path)
 
 

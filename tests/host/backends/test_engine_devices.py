@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from vckattn.golden.attention import MultiHeadAttention
-from vckattn.golden.quant_attention import attention_int, calibrate_attention, narrow_layer
+from vckattn.golden.quant_attention import calibrate_attention, narrow_layer
+from vckattn.golden.stages import attention_int
 from vckattn.host.attention_layer import run_layer
 from vckattn.host.backends import device_class
 from vckattn.host.backends.base import DeviceError

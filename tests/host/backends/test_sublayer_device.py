@@ -1,6 +1,6 @@
 """Sublayer builds (hw/design/sublayer_build.py) and the host's SublayerDevice (host/backends/sublayer.py): the
 whole attention sublayer of real checkpoints, stage by stage, bit for bit against the golden integer sublayer
-(golden/sublayer.py) computed independently from the same constants."""
+(golden/stages.py) computed independently from the same constants."""
 
 from __future__ import annotations
 
@@ -13,12 +13,8 @@ import pytest
 
 from vckattn.golden.bhyt_int import NormFormat, bhyt_exact_regmap, bhyt_register_values, gamma_values
 from vckattn.golden.rope_int import rope_regmap, rope_table_banks, rope_tables_int
-from vckattn.golden.sublayer import (
-    decoder_sublayer_int,
-    encoder_sublayer_int,
-    residual_register_values,
-    residual_regmap,
-)
+from vckattn.golden.stages import sublayer_int
+from vckattn.golden.sublayer import residual_register_values, residual_regmap
 from vckattn.host.backends.base import DeviceError
 from vckattn.host.backends.sublayer import (
     RegisterFileModel,
@@ -97,9 +93,9 @@ def _check_run(backend: str, family: str, n: int = 2, **options: object) -> None
         rope = (c, s)
     sub = sublayer_of(sub, dev.attention_layer(sub.attn))
     if family == "encoder":
-        ref, tr = encoder_sublayer_int(sub, x, keep)
+        ref, tr = sublayer_int(sub, x, keep)
     else:
-        ref, tr = decoder_sublayer_int(sub, x, c[None, None], s[None, None], keep)
+        ref, tr = sublayer_int(sub, x, keep, (c[None, None], s[None, None]))
     with dev:
         run = dev.run(sub, x, keep, rope)
     for name in STAGES[family]:
@@ -220,9 +216,10 @@ def test_refusals_before_any_work() -> None:
     m = load_manifest("sublayer_small_decoder")
     with pytest.raises(UserError, match="no xclbin flow"):
         SublayerDevice(m, "xrt")
-    with pytest.raises(UserError, match="not a sublayer build"):
-        SublayerDevice(load_manifest("engine_small"), "emu")
     sub, x, keep = minilm_swiftmax()
+    eng = SublayerDevice(load_manifest("engine_small"), "emu")  # an engine build: only the attention on the device
+    with pytest.raises(SublayerError, match="up to 128 tokens"):
+        eng.check(sub, 129)
     dev = SublayerDevice(m, "emu")
     with pytest.raises(SublayerError, match="decoder sublayer build; this layer is a encoder"):
         dev.check(sub, x.shape[1])
@@ -254,3 +251,31 @@ def test_sublayer_bit_exact_on_rtl(family: str) -> None:
     units' random pauses are covered by their own tests and tests/sim/test_sublayer_rtl.py; the decoder on emu and csim
     through `vckattn run`: tests/host/export/test_export_sublayer.py)."""
     _check_run("rtl", family, n=1, pauses=False)
+
+
+@pytest.mark.parametrize("family", ["encoder", "decoder"])
+def test_an_attention_engine_build_runs_the_sublayer_with_the_other_stages_on_the_host(family: str) -> None:
+    """The attention-only design is the sublayer design with every stage but the attention on the host: the same
+    stage list through an engine build (engine_small) gives the golden sublayer bit for bit, the attention from the
+    engine's model, the projections, RoPE, site A and the residual add from golden on the host; no PL unit is
+    programmed (the build has none)."""
+    m = load_manifest("engine_small")
+    assert [s["stage"] for s in m.data["stages"]] == ["attention"]
+    dev = SublayerDevice(m, "emu")
+    if family == "encoder":
+        sub, x, keep = minilm_swiftmax(n=2)
+        rope = None
+    else:
+        sub, x, keep, c, s = smollm2_swiftmax(n=2)
+        rope = (c, s)
+    sub = sublayer_of(sub, dev.attention_layer(sub.attn))
+    ref, tr = sublayer_int(sub, x, keep, None if rope is None else (c[None, None], s[None, None]))
+    with dev:
+        run = dev.run(sub, x, keep, rope)
+    assert np.array_equal(run.out, ref)
+    for name in STAGES[family]:
+        assert np.array_equal(run.trace[name], tr[name]), f"stage {name} differs from golden"
+    assert run.registers == {} and set(run.seconds) == {"program", "attention"}
+    want_host = {"qkv", "o_proj", "residual"} | ({"site_a", "rope"} if family == "decoder" else set())
+    assert set(run.host_seconds) == want_host
+    assert "on the host by their golden models" in dev.where

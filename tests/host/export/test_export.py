@@ -16,7 +16,8 @@ require_module("transformers")
 from vckattn.golden.bhyt import mean_square  # noqa: E402
 from vckattn.golden.bhyt_int import bhyt_site_registers  # noqa: E402
 from vckattn.golden.normalizers import SwiftMax  # noqa: E402
-from vckattn.golden.quant_attention import attention_int, calibrate_attention, compare, float_attention  # noqa: E402
+from vckattn.golden.quant_attention import calibrate_attention, compare, float_attention  # noqa: E402
+from vckattn.golden.stages import attention_int  # noqa: E402
 from vckattn.golden.swiftmax_int import check_registers  # noqa: E402
 from vckattn.host import cli  # noqa: E402
 from vckattn.host.bundle import load_bundle  # noqa: E402

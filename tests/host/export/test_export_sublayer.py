@@ -22,14 +22,13 @@ from vckattn.golden.bhyt_int import bhyt_site_registers  # noqa: E402
 from vckattn.golden.quant_attention import compare  # noqa: E402
 from vckattn.golden.requant import symmetric_scale  # noqa: E402
 from vckattn.golden.rope_int import rope_tables_int  # noqa: E402
+from vckattn.golden.stages import sublayer_int  # noqa: E402
 from vckattn.golden.sublayer import (  # noqa: E402
     DecoderSublayer,
     EncoderSublayer,
     calibrate_encoder,
     decoder_sublayer_float,
-    decoder_sublayer_int,
     encoder_sublayer_float,
-    encoder_sublayer_int,
     host_layernorm,
     quantize_input,
     residual_registers,
@@ -103,7 +102,7 @@ def minilm_states():
 def test_minilm_sublayer_from_the_bundle_is_golden_bit_for_bit(minilm_bundle, minilm_states):
     """Every constant of the bundle's encoder sublayer equals golden's ``calibrate_encoder`` on the same checkpoint and
     calibration text (rq_y: golden's derivation from the float32 W_O scales the bundle stores), and
-    ``encoder_sublayer_int`` of the bundle's sublayer equals golden's bit for bit on held-out text, within the error
+    ``sublayer_int`` of the bundle's sublayer equals golden's bit for bit on held-out text, within the error
     budget of the float sublayer."""
     b = load_bundle(minilm_bundle)
     (cx, ck), (hx, hk), blocks = minilm_states
@@ -127,8 +126,8 @@ def test_minilm_sublayer_from_the_bundle_is_golden_bit_for_bit(minilm_bundle, mi
         assert np.array_equal(sub.ln_weight, ref.ln_weight) and np.array_equal(sub.ln_bias, ref.ln_bias)
         assert sub.ln_eps == ref.ln_eps == 1e-12
         x = quantize_input(hx[i], sub.attn.s_x)
-        r_b, tr_b = encoder_sublayer_int(sub, x, hk)
-        r_g, tr_g = encoder_sublayer_int(ref, x, hk)
+        r_b, tr_b = sublayer_int(sub, x, hk)
+        r_g, tr_g = sublayer_int(ref, x, hk)
         assert np.array_equal(r_b, r_g), i
         for n in ENC_TRACE:
             assert np.array_equal(tr_b[n], tr_g[n]), (i, n)
@@ -199,7 +198,7 @@ def tiny_bundle(tmp_path_factory):
 def test_bhyt_decoder_sublayer_from_the_bundle_is_golden_bit_for_bit(tiny_bundle):
     """The decoder sublayer's constants (s_h, site A, residual) equal golden's functions of an independent calibration
     (max-abs of h and h + Attn(u)), the bundle's RoPE tables equal golden's int16 tables of the positions the model
-    ran (and of every position up to max_seq_len), and ``decoder_sublayer_int`` of the bundle's sublayer with the
+    ran (and of every position up to max_seq_len), and ``sublayer_int`` of the bundle's sublayer with the
     bundle's tables equals golden's bit for bit on held-out text; it tracks the float sublayer within its budget."""
     b, seconds = tiny_bundle
     print(f"\ntiny BHyT Llama export (2 layers, 8 sentences): {seconds:.1f} s")
@@ -230,8 +229,8 @@ def test_bhyt_decoder_sublayer_from_the_bundle_is_golden_bit_for_bit(tiny_bundle
         h = held[i]
         hq = quantize_input(h["h"], sub.s_h)
         seq = hq.shape[1]
-        out_b, tr_b = decoder_sublayer_int(sub, hq, *sublayer_rope(b, i, seq), hkeep)
-        out_g, tr_g = decoder_sublayer_int(ref, hq, *rope_tables(h["rope"], 4, seq, 8), hkeep)
+        out_b, tr_b = sublayer_int(sub, hq, hkeep, tuple(sublayer_rope(b, i, seq)))
+        out_g, tr_g = sublayer_int(ref, hq, hkeep, tuple(rope_tables(h["rope"], 4, seq, 8)))
         assert np.array_equal(out_b, out_g), i
         for n in DEC_TRACE:
             assert np.array_equal(tr_b[n], tr_g[n]), (i, n)
@@ -340,7 +339,7 @@ def test_smollm2_bhyt_sublayer(tmp_path):
     c, s = sublayer_rope(b, 0, seq)
     want = rope_tables(re_, 4, seq, 64)
     assert np.array_equal(c, want[0].reshape(c.shape)) and np.array_equal(s, want[1].reshape(s.shape))
-    out, tr = decoder_sublayer_int(sub, quantize_input(he, sub.s_h), c, s, ke)
+    out, tr = sublayer_int(sub, quantize_input(he, sub.s_h), ke, (c, s))
     sm = b.manifest["layers"][0]["swiftmax"]  # the float sublayer with the bundle's normalizer
     f = decoder_sublayer_float(ly.mha, ly.bhyt, he, ke, re_, "swiftmax", sm["beta"], sm["gamma"])
     mu = compare(tr["u"] * sub.attn.s_x, f["u"], ke)

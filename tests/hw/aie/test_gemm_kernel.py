@@ -119,7 +119,8 @@ def test_bit_exact_on_real_minilm_projections():
     require_module("transformers")
     from vckattn.golden.blocks import BertLayer
     from vckattn.golden.pretrained import load_minilm
-    from vckattn.golden.sublayer import calibrate_encoder, encoder_sublayer_int, quantize_input
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import calibrate_encoder, quantize_input
     from vckattn.host.textdata import real_sentences
     from vckattn.hw.spec.gemm import GemmParams
     from vckattn.sim.gemm_csim import run_gemm
@@ -132,7 +133,7 @@ def test_bit_exact_on_real_minilm_projections():
     blk = BertLayer(384, 12, 1536).double().load_hf(model.encoder.layer[3])
     h = hs[3].numpy()
     sub = calibrate_encoder(blk.attn, blk.norm1, h, keep)
-    _, tr = encoder_sublayer_int(sub, quantize_input(h, sub.attn.s_x), keep)
+    _, tr = sublayer_int(sub, quantize_input(h, sub.attn.s_x), keep)
     x = tr["x"].reshape(-1, 384)
     layer = sub.attn
     for name, lin, rq in (("q", layer.q_proj, layer.rq_q), ("k", layer.k_proj, layer.rq_k),

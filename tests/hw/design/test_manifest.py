@@ -48,6 +48,20 @@ def test_default_designs_are_the_boards_builds():
     ("engine_small_dual", lambda d: d["formats"]["online_softmax"].update(block=8), "formats.online_softmax.block",
      "engine.lanes_online_softmax"),
     ("engine_small_dual", lambda d: d["formats"].pop("online_softmax"), "formats.online_softmax", "needs its format"),
+    # the stage list: what runs each device stage must be in the manifest, in the declared order, attention among them
+    ("engine_small", lambda d: d.pop("stages"), "(top level)", "'stages' is a required property"),
+    ("engine_small", lambda d: d["stages"][0].update(stage="qkv", by="sublayer.gemm.qkv"), "stages",
+     "the attention stage runs on the device"),
+    ("engine_small", lambda d: d["stages"].insert(0, {"stage": "o_proj", "where": "aie", "by": "graph"}), "stages",
+     "leave the order"),
+    ("engine_small",
+     lambda d: d["stages"].append({"stage": "residual", "where": "pl", "by": "sublayer.units.residual"}), "stages.1.by",
+     "'sublayer.units.residual' is not part of this manifest"),
+    ("engine_small", lambda d: d["stages"][0].update(where="pl"), "stages.0.where", "attention cannot run on pl"),
+    ("sublayer_small_encoder", lambda d: d["stages"].pop(0), "stages",
+     "a sublayer build of the encoder family runs"),
+    ("sublayer_small_decoder", lambda d: d["stages"][1].update(by="sublayer.gemm.kv"), "stages.1.by",
+     "'sublayer.gemm.kv' is not part"),
 ])
 def test_broken_manifests_are_refused(name, mutate, field, message):
     d = _committed(name)

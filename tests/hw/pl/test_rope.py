@@ -57,7 +57,8 @@ def test_rope_kernel_golden_decoder(tmp_path) -> None:
     weights, calibrated on random inputs: its Q and K before and after RoPE."""
     from vckattn.golden.attention import rope_cos_sin
     from vckattn.golden.blocks import LlamaBlock
-    from vckattn.golden.sublayer import calibrate_decoder, decoder_sublayer_int, quantize_input, rope_tables
+    from vckattn.golden.stages import sublayer_int
+    from vckattn.golden.sublayer import calibrate_decoder, quantize_input, rope_tables
 
     torch.manual_seed(0)
     blk = LlamaBlock(384, 6, 2, 768, "bhyt", seq_len=16).double()
@@ -66,7 +67,7 @@ def test_rope_kernel_golden_decoder(tmp_path) -> None:
     rope = rope_cos_sin(torch.arange(12), 64, dtype=torch.float64)
     sub = calibrate_decoder(blk.attn, blk.bhyt, h, None, rope)
     c, s = rope_tables(rope, 1, 12, 64)
-    _, tr = decoder_sublayer_int(sub, quantize_input(h, sub.s_h), c, s)
+    _, tr = sublayer_int(sub, quantize_input(h, sub.s_h), None, (c, s))
     _run_trace(tmp_path, tr, c, s, rows_each=12)
 
 

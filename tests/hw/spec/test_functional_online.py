@@ -21,7 +21,8 @@ from vckattn.golden.engine import (
     tile_keep,
 )
 from vckattn.golden.online_softmax_int import OnlineSoftmaxFormat, online_softmax_int
-from vckattn.golden.quant_attention import attention_int, calibrate_attention, head_operands, narrow_layer
+from vckattn.golden.quant_attention import calibrate_attention, head_operands, narrow_layer
+from vckattn.golden.stages import attention_int
 from vckattn.golden.swiftmax_int import swiftmax_regmap
 from vckattn.host.engine import check_done, heads_from_a, plan_launch, streams_of
 from vckattn.hw.spec.functional import (
