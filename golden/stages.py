@@ -64,36 +64,40 @@ STAGES: dict[str, StageDecl] = {s.name: s for s in (
 FAMILY_STAGES: dict[str, tuple[str, ...]] = {
     "encoder": ("qkv", "attention", "o_proj", "residual"),
     "decoder": ("site_a", "qkv", "rope", "attention", "o_proj", "residual"),
+    #: the attention core alone, for any model (its residual and norms outside): RoPE only where the model has it
+    "attention": ("qkv", "rope", "attention", "o_proj"),
 }
 
-#: each family's block input: the trace name of X (encoder) or H (decoder)
-FAMILY_INPUT = {"encoder": "x", "decoder": "h"}
+#: each family's block input: the trace name of X (encoder, attention core) or H (decoder)
+FAMILY_INPUT = {"encoder": "x", "decoder": "h", "attention": "x"}
+
+#: each family's output: the residual add's int8 ``out``, or the attention core's int32 ``y``
+FAMILY_OUTPUT = {"encoder": "out", "decoder": "out", "attention": "y"}
 
 Sublayer = EncoderSublayer | DecoderSublayer
+#: the constants a stage list runs on: a sublayer's, or the attention core's (a :class:`QuantAttentionLayer`)
+Constants = EncoderSublayer | DecoderSublayer | QuantAttentionLayer
 
 
-def family_of(sub: Sublayer) -> str:
-    """``"encoder"`` or ``"decoder"``: the family of a sublayer's constants."""
-    return "decoder" if isinstance(sub, DecoderSublayer) else "encoder"
+def family_of(consts: Constants) -> str:
+    """``"encoder"``, ``"decoder"`` or ``"attention"`` (a :class:`QuantAttentionLayer`: the attention core)."""
+    if isinstance(consts, QuantAttentionLayer):
+        return "attention"
+    return "decoder" if isinstance(consts, DecoderSublayer) else "encoder"
 
 
-def placement(stages: tuple[str, ...], on_device: dict[str, str]) -> list[dict[str, str]]:
-    """The stage list of a design: each of ``stages`` with where it runs (``on_device``: stage -> ``aie`` or
-    ``pl``; every other stage runs on the host). ValueError for an unknown stage or a place the stage cannot
-    take (the attention stage runs only on the device: a design without it is no design)."""
-    out = []
-    for name in stages:
-        decl = STAGES.get(name)
-        if decl is None:
-            raise ValueError(f"unknown stage {name!r}; the stages are {', '.join(STAGES)}")
-        where = on_device.get(name, "host")
-        if where not in decl.places:
-            raise ValueError(f"stage {name} cannot run on {where} (it runs on {', '.join(decl.places)})")
-        out.append({"stage": name, "where": where})
-    unknown = set(on_device) - set(stages)
-    if unknown:
-        raise ValueError(f"stages {sorted(unknown)} placed on the device are not in the list {stages}")
-    return out
+def attention_of(consts: Constants) -> QuantAttentionLayer:
+    """The attention layer of ``consts``."""
+    return consts if isinstance(consts, QuantAttentionLayer) else consts.attn
+
+
+def stages_of(consts: Constants, rope: bool) -> tuple[str, ...]:
+    """The stages ``consts`` run (:data:`FAMILY_STAGES`); the attention core's ``rope`` only when the model has
+    RoPE tables (``rope``). ValueError for a decoder without its tables."""
+    fam = family_of(consts)
+    if fam == "decoder" and not rope:
+        raise ValueError("a decoder sublayer needs its int16 RoPE tables")
+    return tuple(s for s in FAMILY_STAGES[fam] if s != "rope" or rope)
 
 
 # ------------------------------------------------------------------------------------------------ the golden stages
@@ -183,24 +187,25 @@ def run_stages(stages: tuple[str, ...], trace: dict[str, np.ndarray], c: StageIn
     return trace
 
 
-def sublayer_int(sub: Sublayer, x: np.ndarray, keep: np.ndarray | None = None,
+def sublayer_int(consts: Constants, x: np.ndarray, keep: np.ndarray | None = None,
                  rope: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-    """A sublayer on its raw int8 block input ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder, H at ``s_h``
-    for the decoder), every stage of its family (:data:`FAMILY_STAGES`) by its golden function. ``keep`` ``(B, S)``
-    bool masks padded keys (the decoder is causal too); ``rope`` the decoder's int16 tables ``(cos, sin)``
-    (:func:`.sublayer.rope_tables`, broadcastable to ``(B, H, S, D)``).
+    """A sublayer (or the attention core alone, ``consts`` a :class:`QuantAttentionLayer`) on its raw int8 block
+    input ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder and the attention core, H at ``s_h`` for the
+    decoder), every stage of its family (:func:`stages_of`) by its golden function. ``keep`` ``(B, S)`` bool masks
+    padded keys (the decoder is causal too); ``rope`` the int16 tables ``(cos, sin)`` (:func:`.sublayer.rope_tables`,
+    broadcastable to ``(B, H, S, D)``): the decoder's, or a RoPE model's attention core's.
 
-    Returns the residual output ``(B, S, d)`` int8 at ``residual.s_out`` and the trace: the block input (``x`` or
-    ``h``); decoder: ``stat`` ``(B, S, 1)`` int64 (what site M reads), ``u`` int8 at ``attn.s_x``, ``q_pre``,
-    ``k_pre`` before RoPE; ``q`` ``(B, H, S, D)``, ``k``, ``v`` ``(B, KV, S, D)`` int8; ``s``, ``p``, ``o``;
-    ``a`` ``(B, H, S, D)`` int8; ``y`` ``(B, S, d)`` int32."""
-    fam = family_of(sub)
-    if fam == "decoder" and rope is None:
-        raise ValueError("a decoder sublayer needs its int16 RoPE tables")
+    Returns the output (:data:`FAMILY_OUTPUT`: the residual output ``(B, S, d)`` int8 at ``residual.s_out``; the
+    attention core's ``y``) and the trace: the block input (``x`` or ``h``); decoder: ``stat`` ``(B, S, 1)`` int64
+    (what site M reads), ``u`` int8 at ``attn.s_x``; with RoPE ``q_pre``, ``k_pre`` before it; ``q`` ``(B, H, S,
+    D)``, ``k``, ``v`` ``(B, KV, S, D)`` int8; ``s``, ``p``, ``o``; ``a`` ``(B, H, S, D)`` int8; ``y`` ``(B, S, d)``
+    int32."""
+    fam = family_of(consts)
     xi = _as_int8(x, FAMILY_INPUT[fam])
-    t = run_stages(FAMILY_STAGES[fam], {FAMILY_INPUT[fam]: xi, "in": xi, "res": xi},
-                   StageInputs(sub, sub.attn, keep, rope))
-    out = t.pop("out")
+    sub = None if fam == "attention" else consts
+    t = run_stages(stages_of(consts, rope is not None), {FAMILY_INPUT[fam]: xi, "in": xi, "res": xi},
+                   StageInputs(sub, attention_of(consts), keep, rope))  # type: ignore[arg-type]
+    out = t.pop("out") if FAMILY_OUTPUT[fam] == "out" else t["y"]
     for scratch in ("in", "res", "keep"):
         t.pop(scratch)
     return out, t
@@ -222,8 +227,7 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
     xi = _input_int8(layer, x, x_is_int)
     b, s, _ = xi.shape
     tables = None if rope is None else tuple(rope_tables(rope, b, s, layer.head_dim))
-    stages = ("qkv", "rope", "attention", "o_proj") if rope is not None else ("qkv", "attention", "o_proj")
-    t = run_stages(stages, {"in": xi}, StageInputs(None, layer, keep, tables))  # type: ignore[arg-type]
+    _, t = sublayer_int(layer, xi, keep, tables)  # type: ignore[arg-type]
     trace: dict[str, Any] = {"x": xi, "s": t["s"], "p": t["p"], "o": t["o"], "y": t["y"]}
     for name in ("q", "k", "v", "a", "q_pre", "k_pre"):
         if name in t:
@@ -231,5 +235,6 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
     return t["y"] * (layer.s_a * layer.o_proj.s_w), trace
 
 
-__all__ = ["FAMILY_INPUT", "FAMILY_STAGES", "GOLDEN", "PLACES", "STAGES", "StageDecl", "StageInputs", "Sublayer",
-           "attention_int", "family_of", "placement", "run_stages", "sublayer_int"]
+__all__ = ["FAMILY_INPUT", "FAMILY_OUTPUT", "FAMILY_STAGES", "GOLDEN", "PLACES", "STAGES", "Constants", "StageDecl",
+           "StageInputs", "Sublayer", "attention_int", "attention_of", "family_of", "run_stages",
+           "stages_of", "sublayer_int"]

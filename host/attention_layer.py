@@ -1,13 +1,14 @@
 """Schedule one attention layer on a device: projections, one engine launch, W_O.
 
-Per layer (formats as in :mod:`vckattn.golden.quant_attention`):
+Per layer, the attention core's stages (:mod:`vckattn.golden.stages`; formats as in
+:mod:`vckattn.golden.quant_attention`), the attention on the device:
 
 1. host: x → int8 (s_x); Q, K, V projections and requantization (and RoPE) with the golden
-   integer model (:func:`~vckattn.golden.quant_attention.head_operands`) — an attention build has no
-   projection kernel (a sublayer build does: :mod:`vckattn.host.backends.sublayer`);
+   integer stages — an attention build has no projection kernel (a sublayer build does:
+   :mod:`vckattn.host.backends.sublayer`, which walks the same stage list for every build);
 2. device: the whole layer in one launch (:meth:`~vckattn.host.backends.base.Device.run_heads`: the command lists,
    every tile through QKᵀ → normalizer → P·V → requant, each tile's done record checked);
-3. host: W_O and dequantization with the golden model.
+3. host: W_O and dequantization with the golden stage.
 
 The result is bit-identical to :func:`~vckattn.golden.stages.attention_int` when the
 device is right; :mod:`vckattn.host.run` checks exactly that.
@@ -20,7 +21,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from vckattn.golden.quant_attention import QuantAttentionLayer, finish_int, head_operands
+from vckattn.golden.quant_attention import QuantAttentionLayer
+from vckattn.golden.stages import GOLDEN, StageInputs, run_stages, stages_of
+from vckattn.golden.sublayer import quantize_input, rope_tables
 from vckattn.host.backends.base import Device
 
 
@@ -51,22 +54,36 @@ class LayerRun:
 def run_layer(device: Device, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | None = None,
               rope: tuple[np.ndarray, np.ndarray] | None = None, index: int = 0,
               progress: object | None = None) -> LayerRun:
-    """Run one configured layer on ``device``. ``x`` float (B, S, d) (quantized with ``s_x``);
-    ``keep`` (B, S) bool valid tokens; ``rope`` (cos, sin) tables for Llama layers."""
+    """Run one configured layer's attention core on ``device``: its stages (:mod:`vckattn.golden.stages`) with the
+    attention on the device and the others on the host by their golden functions. ``x`` float (B, S, d) (quantized
+    with ``s_x``); ``keep`` (B, S) bool valid tokens; ``rope`` (cos, sin) float tables for Llama layers."""
     t0 = time.perf_counter()
-    ops = head_operands(layer, x, keep, rope=rope)
-    t1 = time.perf_counter()
-    device.configure(layer)
-    t2 = time.perf_counter()
-    a = device.run_heads(ops)
-    if progress is not None and hasattr(progress, "update"):
-        progress.update(1)  # type: ignore[attr-defined]
-    t3 = time.perf_counter()
-    out, y = finish_int(layer, a)
-    t4 = time.perf_counter()
-    seconds = {"projections": t1 - t0, "configure": t2 - t1, "stream": t3 - t2, "output_projection": t4 - t3}
+    xi = quantize_input(x, layer.s_x)
+    tables = None if rope is None else tuple(rope_tables(rope, *xi.shape[:2], layer.head_dim))
+    seconds = {"projections": 0.0, "configure": 0.0, "stream": 0.0, "output_projection": 0.0}
+
+    def stage(name: str, t: dict[str, np.ndarray], c: StageInputs) -> bool:
+        s0 = time.perf_counter()
+        if name != "attention":
+            GOLDEN[name](t, c)
+            seconds["output_projection" if name == "o_proj" else "projections"] += time.perf_counter() - s0
+            return True
+        device.configure(layer)
+        s1 = time.perf_counter()
+        t["a"] = device.run_heads({"q": t["q"], "k": t["k"], "v": t["v"], "keep": t["keep"]})
+        seconds["configure"] += s1 - s0
+        seconds["stream"] += time.perf_counter() - s1
+        if progress is not None and hasattr(progress, "update"):
+            progress.update(1)  # type: ignore[attr-defined]
+        return True
+
+    seconds["projections"] += time.perf_counter() - t0
+    t = run_stages(stages_of(layer, tables is not None), {"x": xi, "in": xi},
+                   StageInputs(None, layer, keep, tables), stage)  # type: ignore[arg-type]
+    y = t["y"]
     cmds = device.last_launch.cmds  # type: ignore[attr-defined]
-    return LayerRun(out, y, a, ops["x"], seconds, device.last_cycles, tiles=int(cmds.n_tiles))
+    return LayerRun(y * (layer.s_a * layer.o_proj.s_w), y, t["a"], xi, seconds, device.last_cycles,
+                    tiles=int(cmds.n_tiles))
 
 
 __all__ = ["LayerRun", "run_layer"]

@@ -5,7 +5,6 @@ The full description: ``docs/internals/host.md``, section ``host/eval.py``.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,107 +20,38 @@ from vckattn.host.scoring import (
     IMAGE_TASKS,
     TASKS,
     Runner,
-    attention_on,
     embeddings,
     end_to_end,
     held_out,
     set_swiftmax,
+    stages_on,
     swiftmax_constants,
     swiftmax_saturations,
     task_data,
 )
 
 if TYPE_CHECKING:
-    from vckattn.golden.quant_attention import QuantAttentionLayer
+    from vckattn.golden.stages import Constants
 
 
+def device_runner(device: Any, bundle: Any, consts: dict[int, Constants], keep: np.ndarray,
+                  stats: dict[int, dict]) -> Runner:
+    """A runner (:data:`~vckattn.host.scoring.Runner`) that runs each layer's stage list on ``device`` (a
+    :class:`~vckattn.host.backends.sublayer.SublayerDevice`) with the constants ``consts`` on the tokens ``keep``;
+    per layer ``stats[i]`` gets ``{"tiles", "device_seconds"}``."""
+    from vckattn.golden.stages import attention_of, family_of
+    from vckattn.golden.sublayer import quantize_input
+    from vckattn.host.run import _device_tables, _output
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-def device_runner(device: Any, stats: dict[int, dict], progress: bool = False) -> Runner:
-    """A runner that calls :func:`~vckattn.host.attention_layer.run_layer` on ``device``; per layer ``stats[i]`` gets
-    ``{"tiles", "device_seconds"}``."""
-    from tqdm import tqdm
-
-    from vckattn.host.attention_layer import run_layer
-    from vckattn.host.progress import bar_disable
-
-    def run(i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
-            rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        bar = tqdm(total=None, desc=f"layer {i}", unit="tile", disable=bar_disable(progress), file=sys.stderr,
-                   leave=False)
-        try:
-            lr = run_layer(device, layer, x, keep, rope, index=i, progress=bar)
-        finally:
-            bar.close()
-        stats[i] = {"tiles": lr.tiles, "device_seconds": lr.device_seconds}
-        return lr.out
+    def run(i: int, x: np.ndarray, rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        c = consts[i]
+        fam, layer = family_of(c), attention_of(c)
+        xi = quantize_input(x, c.s_h if fam == "decoder" else layer.s_x)  # type: ignore[union-attr]
+        r = device.run(c, xi, keep, _device_tables(bundle, i, fam, rope, x.shape[1], layer.head_dim))
+        stats[i] = {"tiles": int(device.engine.last_launch.cmds.n_tiles),
+                    "device_seconds": float(sum(v for k, v in r.seconds.items() if k != "program"))}
+        return _output(c, fam, r.out)
     return run
-
-
-def quant_layers(bundle: Any, bundle_path: Path, layers: list[int], manifest: Any) -> dict[int, QuantAttentionLayer]:
-    """The bundle's integer layers (narrowed to the engine's score width on an engine manifest, as
-    ``vckattn run`` does)."""
-    from vckattn.golden.quant_attention import narrow_layer
-    from vckattn.host.export import to_quant_layer
-
-    out = {}
-    for i in layers:
-        ql = to_quant_layer(bundle, i)
-        if manifest is not None and manifest.data.get("engine"):
-            try:
-                ql = narrow_layer(ql, int(manifest.data["engine"]["score_bits"]))
-            except ValueError as exc:
-                raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
-        out[i] = ql
-    return out
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | None = None,
@@ -130,9 +60,11 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
              max_tokens: int | None = None, device_options: dict | None = None,
              progress: bool = True, task: str | None = None, reference: Path | str | None = None,
              n_samples: int = DEFAULT_TASK_SAMPLES) -> dict:
-    """Score the model with the bundle's layers on ``backend``; the JSON report of the module docstring."""
-    from vckattn.host.export import layer_output
-    from vckattn.host.run_common import errors, open_device
+    """Score the model with the bundle's layers on ``backend``, through the build's stage list (a sublayer build:
+    whole sublayers; an attention build: the attention core); the JSON report of the module docstring."""
+    from vckattn.host.backends.sublayer import SublayerDevice
+    from vckattn.host.run import _constants, bundle_family, float_reference
+    from vckattn.host.run_common import errors
     from vckattn.hw.design.manifest import default_manifest, load_manifest
 
     t0 = time.perf_counter()
@@ -141,20 +73,23 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     manifest = load_manifest(manifest_path or default_manifest(backend))
-    if "sublayer" in manifest.data:  # whole sublayers on the device: X in, Y out
-        from vckattn.host.eval_sublayer import evaluate_sublayers
-
-        return evaluate_sublayers(bundle_path, backend, manifest, layers=layers, checkpoint=checkpoint,
-                                  n_sentences=n_sentences, start_topic=start_topic, max_tokens=max_tokens,
-                                  device_options=device_options, progress=progress, task=task, reference=reference,
-                                  n_samples=n_samples)
+    scope = "sublayer" if "sublayer" in manifest.data else "attention"
     max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
                           backend)
+    device = SublayerDevice(manifest, backend, **(device_options or {}))
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
-    qls = quant_layers(bundle, bundle_path, chosen, manifest)
+    family = bundle_family(bundle) if scope == "sublayer" else "attention"
+    if scope == "sublayer" and family != device.family:
+        raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
+                        f"(choose sublayer_small_{family})")
     data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
                                                                                            max_tokens)
     keep = data.keep
+    seq = int(keep.shape[1])
+    consts = {i: _constants(bundle, bundle_path, i, family, device) for i in chosen}
+    device.engine.check_bundle(bundle, chosen, seq)
+    for i in chosen:  # refused before the model runs
+        device.check(consts[i], seq)
     if reference is None:  # a checkpoint tuned by `vckattn calibrate swiftmax`: compare with the model it came from
         from vckattn.host.export.pipeline import tuned_base
         from vckattn.host.run_common import source_checkpoint
@@ -163,44 +98,37 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     ref_m = reference_model(m, reference, progress, task is not None)
 
     ref_rec: dict[int, dict] = {}
-    with attention_on(ref_m, qls, keep, None, ref_rec):
+    with stages_on(ref_m, family, chosen, None, ref_rec):
         ref = embeddings(ref_m, data)
 
-    device = open_device(backend, manifest, **(device_options or {}))
-    device.check_bundle(bundle, chosen, int(keep.shape[1]))
     stats: dict[int, dict] = {}
     dev_rec: dict[int, dict] = {}
-    with device, attention_on(m, qls, keep, device_runner(device, stats, progress), dev_rec):
+    with device, stages_on(m, family, chosen, device_runner(device, bundle, consts, keep, stats), dev_rec):
         dev = embeddings(m, data)
 
     sm = swiftmax_constants(bundle, chosen)
     sat = swiftmax_saturations(bundle, chosen)
     sm_rec: dict[int, dict] = {}
     set_swiftmax(m, sm, sat)
-    with attention_on(m, qls, keep, None, sm_rec):
+    with stages_on(m, family, chosen, None, sm_rec):
         swift = embeddings(m, data)
 
     per_layer = []
     for i in chosen:
         beta, gamma = sm.get(i, (None, None))
-        norm = "swiftmax" if i in sm else "softmax"
-        x = dev_rec[i]["x"]
-        f = layer_output(m, i, x, keep, dev_rec[i]["rope"], norm, np.asarray(beta) if beta is not None else 0.0,
-                         np.asarray(gamma) if gamma is not None else 1.0, sat.get(i))
-        per_layer.append({"layer": i, "normalizer": norm, "beta": beta, "gamma": gamma, "p_max": sat.get(i),
+        entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
+        f = float_reference(m, i, entry, consts[i], family, dev_rec[i]["x"], keep, dev_rec[i]["rope"])
+        per_layer.append({"layer": i, "normalizer": "swiftmax" if i in sm else "softmax", "beta": beta,
+                          "gamma": gamma, "p_max": sat.get(i),
                           "backend_vs_float_layer": errors(dev_rec[i]["out"], f, keep),
                           "backend_vs_softmax_model": errors(dev_rec[i]["out"], ref_rec[i]["out"], keep),
                           "float_swiftmax_vs_softmax_model": errors(sm_rec[i]["out"], ref_rec[i]["out"], keep),
                           **stats[i]})
     return {**report_head(bundle_path, backend, device, manifest, bundle, checkpoint, reference, task, chosen, data,
                           start_topic, max_tokens),
-            "end_to_end": end_to_end(task, data, ref, swift, dev),
+            "scope": scope, "family": family, "end_to_end": end_to_end(task, data, ref, swift, dev),
             "per_layer": per_layer, "device_seconds": float(sum(s["device_seconds"] for s in stats.values())),
             "seconds": time.perf_counter() - t0}
-
-
-
-
 
 
 def print_report(report: dict) -> None:
@@ -286,4 +214,4 @@ def write_plots(report: dict, out_dir: Path) -> list[Path]:
     return [p1, p2]
 
 
-__all__ = ["device_runner", "evaluate", "print_report", "quant_layers", "write_plots"]
+__all__ = ["device_runner", "evaluate", "print_report", "write_plots"]

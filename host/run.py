@@ -12,50 +12,135 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vckattn.golden.errors import InputError, UserError
-from vckattn.host.run_common import BACKEND_CHOICES, _npz_inputs, _source_model, _text_inputs, errors, open_device
+from vckattn.host.run_common import BACKEND_CHOICES, _npz_inputs, _source_model, errors
 
 if TYPE_CHECKING:
     from vckattn.host.export.sources import LoadedModel
 
 
+def bundle_family(bundle: Any) -> str:
+    """The sublayer family of a bundle's layers: ``encoder`` (post-LN BERT/MiniLM) or ``decoder`` (a Llama converted
+    to BHyT). UserError for any other model (a sublayer build cannot run it; an attention build runs its core)."""
+    model = bundle.manifest["model"]
+    if model["family"] == "bert":
+        return "encoder"
+    if model["family"] == "llama" and bundle.manifest.get("norm") == "bhyt":
+        return "decoder"
+    raise UserError(f"a sublayer build runs post-LN encoder (BERT/MiniLM) or BHyT decoder (Llama converted to BHyT) "
+                    f"layers; this bundle is a {model['family']} model with {bundle.manifest.get('norm')} norms")
 
 
+def _inputs(m: LoadedModel, family: str, text: str | None, input_npz: Path | None, layers: list[int],
+            progress: bool) -> tuple[dict[int, np.ndarray], np.ndarray, dict[int, Any]]:
+    """Per layer the stage list's float input ``(1, S, d)`` (the decoder's block input H; otherwise the attention
+    input X), the keep mask ``(1, S)`` and the float RoPE tables (None without RoPE)."""
+    from vckattn.host import export
+
+    if text is not None:
+        seq_len = int(m.info["max_seq_len"])
+        cap = export.capture_activations(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
+        src = cap.h if family == "decoder" else cap.x
+        return ({i: src[i][0].astype(np.float64) for i in layers}, cap.batches[0].keep,
+                {i: cap.rope[i][0] for i in layers})
+    inp = _npz_inputs(m, input_npz, layers)  # type: ignore[arg-type]
+    return inp.x, inp.keep, inp.rope
 
 
+def float_reference(m: LoadedModel, i: int, entry: dict, consts: Any, family: str, x: np.ndarray,
+                    keep: np.ndarray, rope: Any) -> np.ndarray:
+    """The checkpoint's float64 result of the family's stages on ``x`` (SwiftMax with the bundle's β/γ where the layer
+    uses it): the attention core's output after W_O; the encoder's ``LN(X + Attn(X))``; the decoder's ``H +
+    Attn(BHyT_A(H))``."""
+    import copy
 
+    import torch
 
-
-
-
-
-
-def _float_reference(m: LoadedModel, i: int, entry: dict, x: np.ndarray, keep: np.ndarray,
-                     rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+    from vckattn.golden.sublayer import host_layernorm
     from vckattn.host.export import layer_output
 
     sm = entry.get("swiftmax")
     norm, beta, gamma = ("swiftmax", sm["beta"], sm["gamma"]) if sm else ("softmax", 0.0, 1.0)
-    return layer_output(m, i, x, keep, rope, norm, beta, gamma, sm.get("p_max") if sm else None)
+    p_max = sm.get("p_max") if sm else None
+    if family == "attention":
+        return layer_output(m, i, x, keep, rope, norm, beta, gamma, p_max)
+    if family == "encoder":
+        y = layer_output(m, i, x, keep, rope, norm, beta, gamma, p_max)
+        return host_layernorm(x + y, 1.0, consts.ln_weight, consts.ln_bias, consts.ln_eps)
+    bhyt = getattr(m.layers[i].block_module, "bhyt", None)
+    if bhyt is None:
+        raise UserError(f"layer {i} of the source model has no BHyT norms (convert it to BHyT first)")
+    with torch.no_grad():
+        u, _ = copy.deepcopy(bhyt).double().attn_site(torch.from_numpy(x))
+    return x + layer_output(m, i, u.numpy(), keep, rope, norm, beta, gamma, p_max)
 
 
+def first_difference(device_trace: dict[str, np.ndarray], out: np.ndarray, golden_trace: dict[str, np.ndarray],
+                     ref: np.ndarray) -> str | None:
+    """The first stage tensor (in golden's order) the device produced differently from golden, ``out`` for the
+    output, None when every one is equal."""
+    for name, want in golden_trace.items():
+        if name in device_trace and not np.array_equal(device_trace[name], want):
+            return name
+    return None if np.array_equal(out, ref) else "out"
 
 
+def _constants(bundle: Any, bundle_path: Path, i: int, family: str, device: Any) -> Any:
+    """Layer ``i``'s constants as the build runs them (its attention narrowed to the build's score width)."""
+    from vckattn.golden.stages import attention_of
+    from vckattn.host.backends.sublayer import sublayer_of
+    from vckattn.host.export import to_quant_layer, to_sublayer
+
+    consts = to_quant_layer(bundle, i) if family == "attention" else to_sublayer(bundle, i)
+    try:
+        return sublayer_of(consts, device.attention_layer(attention_of(consts)))
+    except UserError as exc:
+        raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
+
+
+def _device_tables(bundle: Any, i: int, family: str, rope: Any, seq: int, head_dim: int
+                   ) -> tuple[np.ndarray, np.ndarray] | None:
+    """The int16 RoPE tables ``(S, head_dim)`` the stages read: the decoder's from the bundle, a RoPE model's
+    attention core's from its float tables (one sequence), None without RoPE."""
+    from vckattn.golden.sublayer import rope_tables
+    from vckattn.host.export import sublayer_rope
+
+    if family == "decoder":
+        return sublayer_rope(bundle, i, seq)
+    if family == "encoder" or rope is None:
+        return None
+    c, s = rope_tables(rope, 1, seq, head_dim)
+    return np.asarray(c).reshape(seq, head_dim), np.asarray(s).reshape(seq, head_dim)
+
+
+def _output(consts: Any, family: str, out: np.ndarray) -> np.ndarray:
+    """The family's integer output as float64: the attention core's ``y·s_a·s_wo``, the encoder's LayerNorm on the
+    host after the residual, the decoder's ``H'·s_mid``."""
+    from vckattn.golden.sublayer import host_layernorm
+
+    if family == "attention":
+        return out * (consts.s_a * consts.o_proj.s_w)
+    if family == "encoder":
+        return host_layernorm(out, consts.residual.s_out, consts.ln_weight, consts.ln_bias, consts.ln_eps)
+    return out.astype(np.float64) * consts.residual.s_out
 
 
 def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: Path | None = None,
         layers: list[int] | None = None, manifest_path: Path | str | None = None, checkpoint: Path | None = None,
         save: Path | None = None, device_options: dict | None = None, progress: bool = True,
         arrays: dict | None = None, truncate: bool = False) -> dict:
-    """Run the bundle's attention layers on ``backend`` and return the JSON report (module docstring).
+    """Run the bundle's layers on ``backend`` through the build's stage list and return the JSON report (module
+    docstring): a sublayer build runs whole sublayers of its family, an attention build the attention core, its
+    stages beside the attention on the host.
 
     ``arrays``: if given, filled per layer index with ``{"out", "ref", "keep"}`` (device output, float
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
-    from vckattn.host.attention_layer import run_layer
+    from vckattn.golden.stages import attention_of, sublayer_int
+    from vckattn.golden.sublayer import quantize_input
     from vckattn.host.backends import check_backend
+    from vckattn.host.backends.sublayer import SublayerDevice
     from vckattn.host.bundle import load_bundle
-    from vckattn.host.export import to_quant_layer
     from vckattn.host.progress import bar_disable
     from vckattn.hw.design.manifest import check_bundle, default_manifest, load_manifest
 
@@ -78,64 +163,73 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                             "(layer{i}_input arrays, the format --save writes), or score it on images with "
                             "`vckattn eval --task digits` (or mnist5k)")
         check_text_length(bundle, checkpoint, text, truncate)
-    if "sublayer" in manifest.data:  # a sublayer build: whole sublayers, X in, Y out
-        from vckattn.host.run_sublayer import run_sublayers
-
-        return run_sublayers(bundle_path, backend, bundle, manifest, layers, text=text, input_npz=input_npz,
-                             checkpoint=checkpoint, save=save, device_options=device_options, progress=progress,
-                             arrays=arrays)
-
+    scope = "sublayer" if "sublayer" in manifest.data else "attention"
+    family = bundle_family(bundle) if scope == "sublayer" else "attention"
+    device = SublayerDevice(manifest, backend, **(device_options or {}))
+    if scope == "sublayer" and family != device.family:
+        raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
+                        f"(choose sublayer_small_{family})")
+    consts = {i: _constants(bundle, bundle_path, i, family, device) for i in layers}
     m = _source_model(bundle, checkpoint, progress)
-    inputs = _text_inputs(m, text, layers, progress) if text is not None else _npz_inputs(m, input_npz, layers)
-    seq = int(inputs.keep.shape[1])
-    device = open_device(backend, manifest, **(device_options or {}))
-    device.check_bundle(bundle, layers, seq)
+    x_in, keep, rope_f = _inputs(m, family, text, input_npz, layers, progress)
+    seq = int(keep.shape[1])
+    device.engine.check_bundle(bundle, layers, seq)
+    for i in layers:  # everything this build cannot run is refused before the first layer runs
+        device.check(consts[i], seq)
     report: dict[str, Any] = {"backend": backend, "device": device.where, "manifest": manifest.name,
-                              "bundle": str(bundle_path), "tokens": int(inputs.keep.sum()), "tiles": 0, "layers": [],
+                              "bundle": str(bundle_path), "scope": scope, "family": family,
+                              "tokens": int(keep.sum()), "tiles": 0, "layers": [],
                               "model_fidelity": bundle.manifest.get("model_fidelity"),
                               "calibration": {k: bundle.manifest["calibration"][k] for k in ("method", "percentile")}}
     saved: dict[str, np.ndarray] = {}
-    keep = inputs.keep
-    device_s, elements = 0.0, 0
-    from vckattn.golden.quant_attention import narrow_layer
-    from vckattn.golden.stages import attention_int
-
-    with device:
-        for i in layers:
-            ql = to_quant_layer(bundle, i)
-            if manifest.data.get("engine"):  # the engine's narrow scores: golden's layer of the same width
-                try:
-                    ql = narrow_layer(ql, int(manifest.data["engine"]["score_bits"]))
-                except ValueError as exc:
-                    raise UserError(f"{bundle_path}: layer {i}: {exc}") from None
-            entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
-            x = inputs.x[i]
-            bar = tqdm(total=None, desc=f"layer {i} on {backend}", unit="tile", disable=bar_disable(progress),
-                       file=sys.stderr, leave=False)
-            try:
-                lr = run_layer(device, ql, x, keep, inputs.rope[i], index=i, progress=bar)
-            finally:
-                bar.close()
-            _, ints = attention_int(ql, x, keep, rope=inputs.rope[i])
-            ref = _float_reference(m, i, entry, x, keep, inputs.rope[i])
-            row = {"layer": i, "bit_exact": bool(np.array_equal(lr.y, ints["y"]) and np.array_equal(lr.a, _heads_of(
-                ints["a"], ql))), **errors(lr.out, ref, keep),
-                   "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
-                   "beta_source": (entry.get("swiftmax") or {}).get("source"),
-                   "threshold": (entry.get("fidelity") or {}).get("threshold")}
-            if backend == "rtl":
-                row["cycles"] = lr.cycles
-            row |= {"tiles": lr.tiles, "device_seconds": lr.device_seconds, "host_seconds": lr.host_seconds}
-            report["layers"].append(row)
-            report["tiles"] += lr.tiles
-            device_s += lr.device_seconds
-            elements += ql.n_heads * int(keep.sum(axis=1) @ keep.sum(axis=1))
-            if arrays is not None:
-                arrays[i] = {"out": lr.out, "ref": ref, "keep": keep}
-            if save is not None:
-                saved[f"layer{i}_input"] = (lr.x[keep] * ql.s_x).astype(np.float32)
-                saved[f"layer{i}_output"] = lr.out[keep].astype(np.float32)
-    report["elements_per_second"] = elements / device_s if device_s > 0 else None
+    attention_s, elements = 0.0, 0
+    bar = tqdm(total=len(layers), desc=f"layers on {backend}", unit="layer", disable=bar_disable(progress),
+               file=sys.stderr, leave=False)
+    try:
+        with device:
+            for i in layers:
+                c = consts[i]
+                layer = attention_of(c)
+                entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
+                x = x_in[i]
+                scale = c.s_h if family == "decoder" else layer.s_x
+                xi = quantize_input(x, scale)
+                tables = _device_tables(bundle, i, family, rope_f[i], seq, layer.head_dim)
+                r = device.run(c, xi, keep, tables)
+                ref, trace = sublayer_int(c, xi, keep, None if tables is None else
+                                          (tables[0][None, None], tables[1][None, None]))
+                diff = first_difference(r.trace, r.out, trace, ref)
+                out = _output(c, family, r.out)
+                fref = float_reference(m, i, entry, c, family, x, keep, rope_f[i])
+                tiles = int(device.engine.last_launch.cmds.n_tiles)
+                row = {"layer": i, "bit_exact": diff is None, "first_difference": diff, **errors(out, fref, keep),
+                       "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
+                       "beta_source": (entry.get("swiftmax") or {}).get("source"),
+                       "threshold": (entry.get("fidelity") or {}).get("threshold"), "tiles": tiles,
+                       "device_seconds": float(sum(v for k, v in r.seconds.items() if k != "program")),
+                       "host_seconds": float(sum(r.host_seconds.values()) + r.seconds.get("program", 0.0))}
+                if scope == "sublayer":
+                    row |= {"registers": {u: {"words": sum(len(v) if isinstance(v, list) else 1 for v in vals.values()),
+                                              "read_back": "exact"} for u, vals in r.registers.items()},
+                            "stage_seconds": {k: round(v, 6) for k, v in r.seconds.items()},
+                            "host_stage_seconds": {k: round(v, 6) for k, v in r.host_seconds.items()}}
+                    if r.cycles:
+                        row["cycles"] = r.cycles
+                elif backend == "rtl":
+                    row["cycles"] = r.cycles.get("attention")
+                report["layers"].append(row)
+                report["tiles"] += tiles
+                attention_s += r.seconds.get("attention", 0.0)
+                elements += layer.n_heads * int(keep.sum(axis=1) @ keep.sum(axis=1))
+                if arrays is not None:
+                    arrays[i] = {"out": out, "ref": fref, "keep": keep}
+                if save is not None:
+                    saved[f"layer{i}_input"] = (xi[keep] * scale).astype(np.float32)
+                    saved[f"layer{i}_output"] = out[keep].astype(np.float32)
+                bar.update(1)
+    finally:
+        bar.close()
+    report["elements_per_second"] = elements / attention_s if attention_s > 0 else None
     if save is not None:
         from vckattn.host.output import atomic_path
 
@@ -183,42 +277,37 @@ def check_text_length(bundle: Any, checkpoint: str | Path | None, text: str, tru
     print(f"vckattn: note: --text is {n} tokens; --truncate keeps the first {limit}", file=sys.stderr)
 
 
-def _heads_of(a_flat: np.ndarray, layer: Any) -> np.ndarray:
-    """(B, S, H·hd) → (B, H, S, hd)."""
-    b, s, _ = a_flat.shape
-    return a_flat.reshape(b, s, layer.n_heads, -1).transpose(0, 2, 1, 3)
-
-
 def print_report(report: dict) -> None:
-    if report.get("scope") == "sublayer":
-        from vckattn.host.run_sublayer import print_sublayer_report
-
-        print_sublayer_report(report)
-        from vckattn.host.cli.common import make_console
-
-        make_console().print(model_fidelity_line(report.get("model_fidelity")))
-        return
     from rich.table import Table
 
     from vckattn.host.cli.common import make_console
 
-    t = Table(title=f"vckattn run — backend {report['backend']} ({report['device']})")
+    what = "the attention core" if report["scope"] == "attention" else f"{report['family']} sublayers"
+    t = Table(title=f"vckattn run — {what} on {report['backend']} ({report['manifest']})")
     for col in ("layer", "bit-exact vs integer golden", "max |err| vs float", "max rel err", "cosine", "tiles"):
         t.add_column(col, justify="right")
     has_cycles = any("cycles" in r for r in report["layers"])
+    has_regs = any(r.get("registers") for r in report["layers"])
     if has_cycles:
         t.add_column("cycles", justify="right")
+    if has_regs:
+        t.add_column("registers read back", justify="right")
     for r in report["layers"]:
-        cells = [str(r["layer"]), "[green]yes[/]" if r["bit_exact"] else "[red]NO[/]", f"{r['max_abs_error']:.4g}",
-                 f"{r['max_rel_error']:.3g}", f"{r['cosine']:.5f}", str(r["tiles"])]
+        exact = "[green]yes[/]" if r["bit_exact"] else f"[red]NO[/] (from {r['first_difference']})"
+        cells = [str(r["layer"]), exact, f"{r['max_abs_error']:.4g}", f"{r['max_rel_error']:.3g}",
+                 f"{r['cosine']:.5f}", str(r["tiles"])]
         if has_cycles:
-            cells.append(str(r.get("cycles")))
+            cyc = r.get("cycles")
+            cells.append(", ".join(f"{k} {v}" for k, v in cyc.items()) if isinstance(cyc, dict) else str(cyc))
+        if has_regs:
+            cells.append(", ".join(f"{u} {v['words']}" for u, v in r["registers"].items()) + ": exact")
         t.add_row(*cells)
     c = make_console()
     c.print(t)
     eps = report["elements_per_second"]
     c.print(f"{report['tokens']} tokens, {report['tiles']} tiles; "
-            f"{'n/a' if eps is None else f'{eps:.3g}'} score elements/s of device time")
+            f"{'n/a' if eps is None else f'{eps:.3g}'} score elements/s of the attention stage's device time; "
+            f"device: {report['device']}")
     c.print(model_fidelity_line(report.get("model_fidelity")))
 
 
@@ -240,4 +329,5 @@ def model_fidelity_line(fid: dict | None) -> str:
             f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")
 
 
-__all__ = ["check_text_length", "early_tokenizer", "model_fidelity_line", "print_report", "run"]
+__all__ = ["bundle_family", "check_text_length", "early_tokenizer", "first_difference", "float_reference",
+           "model_fidelity_line", "print_report", "run"]

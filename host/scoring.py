@@ -24,10 +24,10 @@ if TYPE_CHECKING:
 #: for the float input ``x`` (B, S, d) float64 and valid tokens ``keep`` (B, S).
 
 
-#: ``runner(i, layer, x, keep, rope) -> out``: layer ``i``'s attention output (B, S, d) float64 after W_O
-#: for the float input ``x`` (B, S, d) float64 and valid tokens ``keep`` (B, S).
-Runner = Callable[[int, "QuantAttentionLayer", np.ndarray, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"],
-                  np.ndarray]
+#: ``runner(i, x, rope) -> out``: the output (B, S, d) float64 of layer ``i``'s stage list (:func:`stages_on`: the
+#: attention core's after W_O, or the sublayer's) for its float input ``x`` (B, S, d) float64 and the float RoPE
+#: tables (None without RoPE)
+Runner = Callable[[int, np.ndarray, "tuple[np.ndarray, np.ndarray] | None"], np.ndarray]
 
 
 DEFAULT_SENTENCES = 32
@@ -188,11 +188,19 @@ def output_projection(m: LoadedModel, i: int) -> nn.Module:
 
 
 @contextlib.contextmanager
-def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: np.ndarray,
-                 runner: Runner | None, record: dict[int, dict[str, np.ndarray]]) -> Iterator[None]:
-    """Within the block, the attention output of each layer in ``layers`` is ``runner``'s (cast to the model's
-    dtype); ``record[i]`` gets ``{"x", "out"}`` (float64 attention input and output). With ``runner`` None the
-    model runs unchanged and is only recorded."""
+def stages_on(m: LoadedModel, family: str, layers: list[int], runner: Runner | None,
+              record: dict[int, dict[str, Any]]) -> Iterator[None]:
+    """Within the block, each layer of ``layers`` has the output of its stage list (golden/stages.py) from
+    ``runner(i, x, rope)`` (cast to the model's dtype); ``record[i]`` gets ``{"x", "rope", "out"}`` (the stages'
+    float64 input, the RoPE tables, the output). With ``runner`` None the model runs unchanged and is only recorded.
+
+    Where the family's stages sit in the float model: the attention core from the attention module's input to W_O's
+    output (``family`` ``attention``); the post-LN encoder's sublayer from its attention module's input to its output
+    (``LN(X + Attn(X))``, ``encoder``); the BHyT decoder's from the block's input H to ``H + Attn(BHyT_A(H))``
+    (``decoder``: the block adds the residual itself, so the hook returns the runner's output minus H)."""
+    if family != "attention" and m.golden:
+        raise UserError("a sublayer build scores Hugging Face checkpoints (a BERT/MiniLM encoder or a Llama converted "
+                        "to BHyT); this bundle's source is a golden stack")
     handles = []
 
     def pre(i: int) -> Callable[..., None]:
@@ -203,20 +211,28 @@ def attention_on(m: LoadedModel, layers: dict[int, QuantAttentionLayer], keep: n
                          "rope": None if rope is None else tuple(_table(r) for r in rope)}
         return hook
 
-    def post(i: int) -> Callable[..., torch.Tensor | None]:
-        def hook(_mod: nn.Module, _args: tuple, out: torch.Tensor) -> torch.Tensor | None:
+    def post(i: int) -> Callable[..., Any]:
+        def hook(_mod: nn.Module, _args: tuple, out: Any) -> Any:
             rec = record[i]
+            first = out[0] if isinstance(out, tuple) else out
             if runner is None:
-                rec["out"] = out.detach().double().cpu().numpy()
+                val = first.detach().double().cpu().numpy()
+                rec["out"] = rec["x"] + val if family == "decoder" else val
                 return None
-            rec["out"] = runner(i, layers[i], rec["x"], keep, rec["rope"])
-            return torch.from_numpy(rec["out"]).to(dtype=out.dtype, device=out.device)
+            rec["out"] = runner(i, rec["x"], rec["rope"])
+            new = rec["out"] - rec["x"] if family == "decoder" else rec["out"]
+            t = torch.from_numpy(new).to(dtype=first.dtype, device=first.device)
+            return (t, *out[1:]) if isinstance(out, tuple) else t
         return hook
 
     try:
         for i in layers:
-            handles.append(m.layers[i].attn_module.register_forward_pre_hook(pre(i), with_kwargs=True))
-            handles.append(output_projection(m, i).register_forward_hook(post(i)))
+            ly = m.layers[i]
+            start, end = {"attention": (ly.attn_module, output_projection(m, i)),
+                          "encoder": (getattr(ly.block_module, "attention", None),) * 2,
+                          "decoder": (ly.block_module, ly.attn_module)}[family]
+            handles.append(start.register_forward_pre_hook(pre(i), with_kwargs=True))
+            handles.append(end.register_forward_hook(post(i)))
         yield
     finally:
         for h in handles:
@@ -292,13 +308,13 @@ def cosine_to(emb: np.ndarray, ref: np.ndarray) -> dict[str, float]:
     return {"mean_cosine": float(cos.mean()), "min_cosine": float(cos.min())}
 
 
-def golden_runner() -> Runner:
-    """The bit-exact integer golden model as the runner (:func:`~vckattn.golden.stages.attention_int`)."""
+def golden_runner(layers: dict[int, QuantAttentionLayer], keep: np.ndarray) -> Runner:
+    """The bit-exact integer golden attention core as the runner (:func:`~vckattn.golden.stages.attention_int`) of
+    ``layers`` on tokens ``keep``."""
     from vckattn.golden.stages import attention_int
 
-    def run(_i: int, layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray,
-            rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        return attention_int(layer, x, keep, rope=rope)[0]
+    def run(i: int, x: np.ndarray, rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
+        return attention_int(layers[i], x, keep, rope=rope)[0]
     return run
 
 
@@ -362,7 +378,7 @@ TASK_METRIC = "accuracy on the test split (and agreement with the softmax model'
 
 
 __all__ = ["DEFAULT_MAX_TOKENS", "DEFAULT_SENTENCES", "DEFAULT_START_TOPIC", "DEFAULT_TASK_SAMPLES", "EvalData",
-           "IMAGE_TASKS", "METRIC", "Runner", "TASKS", "TASK_METRIC", "TEXT_TASKS", "accuracy", "attention_on",
+           "IMAGE_TASKS", "METRIC", "Runner", "TASKS", "TASK_METRIC", "TEXT_TASKS", "accuracy", "stages_on",
            "cosine_to", "embeddings", "end_to_end", "golden_data", "golden_runner", "held_out", "image_data",
            "output_projection", "pixel_values", "set_swiftmax", "softmax_everywhere", "swiftmax_constants",
            "swiftmax_saturations", "synthetic_images", "task_data", "token_cosine", "token_states", "vit_tokens"]

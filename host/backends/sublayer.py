@@ -18,7 +18,17 @@ from vckattn.golden.quant_attention import QuantAttentionLayer, key_mask, narrow
 from vckattn.golden.regmap import RegisterMap, from_word, to_word, wide_names
 from vckattn.golden.requant import RequantRegisters, requantize
 from vckattn.golden.rope_int import rope_int, rope_table_banks
-from vckattn.golden.stages import FAMILY_INPUT, FAMILY_STAGES, GOLDEN, StageInputs, family_of, run_stages
+from vckattn.golden.stages import (
+    FAMILY_INPUT,
+    FAMILY_OUTPUT,
+    GOLDEN,
+    Constants,
+    StageInputs,
+    attention_of,
+    family_of,
+    run_stages,
+    stages_of,
+)
 from vckattn.golden.sublayer import (
     DecoderSublayer,
     EncoderSublayer,
@@ -155,7 +165,7 @@ class SublayerDevice:
         #: the stages this build runs (golden/stages.py); the family's others run on the host (an attention engine
         #: build: every stage but the attention)
         self.device_stages = {st["stage"]: st for st in manifest.data["stages"]}
-        if backend not in SUBLAYER_BACKENDS:
+        if backend not in SUBLAYER_BACKENDS and set(self.device_stages) != {"attention"}:
             raise UserError(f"{manifest.name}: a sublayer build runs on {', '.join(SUBLAYER_BACKENDS)}; its GEMM "
                             f"stages have no xclbin flow yet, so --backend {backend} cannot run it")
         self.manifest, self.backend, self.seed = manifest, backend, seed
@@ -196,7 +206,7 @@ class SublayerDevice:
 
     # ---------------------------------------------------------------- checks
 
-    def check(self, sub: Sublayer, seq: int) -> None:
+    def check(self, sub: Constants, seq: int) -> None:
         """SublayerError naming what this build cannot run: the family, the width, the sequence length, the
         heads (the engine's head size), the Q/K/V channels (a multiple of the cascade's ``cols``)."""
         fam = family_of(sub)
@@ -204,13 +214,13 @@ class SublayerDevice:
         if self.family is not None and fam != self.family:
             raise SublayerError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
                                 f"(choose sublayer_small_{fam})")
-        d = int(sub.attn.q_proj.w.shape[1])
+        d = int(attention_of(sub).q_proj.w.shape[1])
         if "d_model" in self.section and d != int(self.section["d_model"]):
             raise SublayerError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
                                 f"layer has d_model {d}")
         if seq > self.manifest.max_seq_len:
             raise SublayerError(f"{name} takes up to {self.manifest.max_seq_len} tokens, got {seq}")
-        layer = sub.attn
+        layer = attention_of(sub)
         if layer.head_dim > self.manifest.engine.d:
             raise SublayerError(f"{name}: head size {layer.head_dim} exceeds the engine's {self.manifest.engine.d}")
         n_out = (layer.n_heads + 2 * int(layer.n_kv_heads)) * layer.head_dim
@@ -264,12 +274,12 @@ class SublayerDevice:
         acc = x.astype(np.int64) @ w.astype(np.int64).T + (0 if b is None else np.asarray(b, np.int64))
         return acc.astype(np.int32) if rq is None else requantize(acc, rq).astype(np.int8)
 
-    def _unit_values(self, sub: Sublayer, rope: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict]:
+    def _unit_values(self, sub: Constants, rope: tuple[np.ndarray, np.ndarray] | None) -> dict[str, dict]:
         """The register values of the build's PL units (the units of the stages it runs)."""
-        d = int(sub.attn.q_proj.w.shape[1])
+        d = int(attention_of(sub).q_proj.w.shape[1])
         u = self.section["units"]
         vals = {}
-        if "residual" in u:
+        if isinstance(sub, EncoderSublayer | DecoderSublayer) and "residual" in u:
             vals["residual"] = residual_register_values(sub.residual, d, int(u["residual"]["max_d"]))
         if isinstance(sub, DecoderSublayer) and "bhyt_site" in u:
             vals["bhyt_site"] = {**bhyt_register_values(sub.site_a, sub.fmt.norm), "gamma": gamma_values(sub.site_a)}
@@ -286,11 +296,13 @@ class SublayerDevice:
                                                                                                     unit), v, unit)
                 for unit, v in vals.items()}
 
-    def run(self, sub: Sublayer, x: np.ndarray, keep: np.ndarray | None = None,
+    def run(self, sub: Constants, x: np.ndarray, keep: np.ndarray | None = None,
             rope: tuple[np.ndarray, np.ndarray] | None = None) -> SublayerRun:
-        """The sublayer on raw int8 ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder, H at ``s_h`` for the
-        decoder); ``keep`` ``(B, S)`` valid tokens; ``rope`` the int16 tables ``(S, head_dim)`` (decoder). ``sub``
-        must already be the engine's layer of the build's width (:meth:`attention_layer`).
+        """The sublayer (or the attention core alone: ``sub`` a :class:`QuantAttentionLayer`) on raw int8 ``x``
+        ``(B, S, d)`` (X at ``s_x`` for the encoder and the attention core, H at ``s_h`` for the decoder); ``keep``
+        ``(B, S)`` valid tokens; ``rope`` the int16 tables ``(S, head_dim)`` (the decoder's; a RoPE model's attention
+        core's). ``sub`` must already be the engine's layer of the build's width (:meth:`attention_layer`).
+        ``out`` is the family's output (:data:`~vckattn.golden.stages.FAMILY_OUTPUT`).
 
         The family's stages run in order (:func:`vckattn.golden.stages.run_stages`): each stage the manifest
         places on the device by this backend's model of its part, every other stage on the host by its golden
@@ -301,8 +313,9 @@ class SublayerDevice:
         b, s, d = x.shape
         self.check(sub, s)
         fam = family_of(sub)
-        if fam == "decoder" and (rope is None or np.shape(rope[0]) != (s, sub.attn.head_dim)):
-            raise ValueError(f"a decoder sublayer needs int16 RoPE tables ({s}, {sub.attn.head_dim})")
+        layer = attention_of(sub)
+        if (fam == "decoder" or rope is not None) and (rope is None or np.shape(rope[0]) != (s, layer.head_dim)):
+            raise ValueError(f"RoPE needs int16 tables ({s}, {layer.head_dim})")
         t: dict[str, float] = {}
         host: dict[str, float] = {}
         cycles: dict[str, int] = {}
@@ -323,9 +336,10 @@ class SublayerDevice:
             return True
 
         tables = None if rope is None else (rope[0][None, None], rope[1][None, None])
-        trace = run_stages(FAMILY_STAGES[fam], {FAMILY_INPUT[fam]: x, "in": x, "res": x},
-                           StageInputs(sub, sub.attn, keep, tables), on_device)
-        out = trace.pop("out")
+        trace = run_stages(stages_of(sub, rope is not None), {FAMILY_INPUT[fam]: x, "in": x, "res": x},
+                           StageInputs(None if fam == "attention" else sub, layer, keep, tables),  # type: ignore[arg-type]
+                           on_device)
+        out = trace.pop("out") if FAMILY_OUTPUT[fam] == "out" else trace["y"]
         for scratch in ("in", "res", "keep"):
             trace.pop(scratch, None)
         return SublayerRun(out, trace, read, t, cycles, host)
@@ -340,8 +354,8 @@ class SublayerDevice:
             st["cycles"]["bhyt_site"] = cyc
         tr["stat"], tr["u"] = stat.reshape(b, s, 1), u_rows.reshape(b, s, d)
 
-    def _stage_qkv(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
-        layer = sub.attn
+    def _stage_qkv(self, sub: Constants, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        layer = attention_of(sub)
         b, s, d = tr["in"].shape
         fq = fused_qkv(layer)
         qkv = self._gemm(tr["in"].reshape(b * s, d), fq.w, fq.b, fq.rq, "qkv")
@@ -356,8 +370,8 @@ class SublayerDevice:
         if cyc is not None:
             st["cycles"]["rope"] = cyc
 
-    def _stage_attention(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
-        layer = sub.attn
+    def _stage_attention(self, sub: Constants, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+        layer = attention_of(sub)
         b, _, s, _ = tr["q"].shape
         self.engine.configure(layer)
         tr["a"] = self.engine.run_heads({"q": tr["q"], "k": tr["k"], "v": tr["v"],
@@ -365,11 +379,12 @@ class SublayerDevice:
         if self.engine.last_cycles:
             st["cycles"]["attention"] = int(self.engine.last_cycles)
 
-    def _stage_o_proj(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
+    def _stage_o_proj(self, sub: Constants, tr: dict, keep: np.ndarray | None, st: dict) -> None:
         a = tr["a"]
         b, _, s, _ = a.shape
         a_flat = np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(b * s, -1)
-        tr["y"] = self._gemm(a_flat, sub.attn.o_proj.w, sub.attn.o_proj.b, None, "o").reshape(b, s, -1)
+        o = attention_of(sub).o_proj
+        tr["y"] = self._gemm(a_flat, o.w, o.b, None, "o").reshape(b, s, -1)
 
     def _stage_residual(self, sub: Sublayer, tr: dict, keep: np.ndarray | None, st: dict) -> None:
         b, s, d = tr["res"].shape
@@ -479,9 +494,9 @@ def _same(got: Any, want: Any, unit: str) -> None:
         raise DeviceError(f"{unit}: the registers read back differ from the constants programmed")
 
 
-def sublayer_of(sub: Sublayer, layer: QuantAttentionLayer) -> Sublayer:
-    """``sub`` with its attention layer replaced (the engine's narrowed layer)."""
-    return replace(sub, attn=layer)
+def sublayer_of(sub: Constants, layer: QuantAttentionLayer) -> Constants:
+    """``sub`` with its attention layer replaced (the engine's narrowed layer); the attention core: ``layer``."""
+    return layer if isinstance(sub, QuantAttentionLayer) else replace(sub, attn=layer)
 
 
 __all__ = ["SUBLAYER_BACKENDS", "RegisterFileModel", "SublayerDevice", "SublayerError", "SublayerRun",

@@ -174,7 +174,7 @@ def model_fidelity(m: LoadedModel, layers: dict[int, QuantAttentionLayer],
     labels = data.labels if metric == "accuracy" else None
     ref_m = reference if reference is not None else scoring.softmax_everywhere(copy.deepcopy(m))
     ref = _outputs(ref_m, data, metric)
-    with scoring.attention_on(m, layers, data.keep, scoring.golden_runner(), {}):
+    with scoring.stages_on(m, "attention", list(layers), scoring.golden_runner(layers, data.keep), {}):
         out = _outputs(m, data, metric)
     score, worst = _score(out, ref, data.keep, metric, labels)
     float_sm = float_out = None

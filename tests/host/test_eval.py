@@ -47,18 +47,22 @@ def cli_report(bundle, tmp_path_factory) -> tuple[dict, Path]:
 
 
 def _metric_with(bundle: Path, runner_of, corrupt: bool = False) -> float:
-    """The backend metric recomputed here: a fresh model, the given runner in eval's wrapper."""
+    """The backend metric recomputed here: a fresh model, the runner ``runner_of(b, qls, keep)`` in eval's wrapper
+    (the bundle's layers narrowed to engine_small_dual's scores, as its device runs them)."""
+    from vckattn.golden.quant_attention import narrow_layer
+    from vckattn.host.export import to_quant_layer
     from vckattn.hw.design.manifest import load_manifest
 
     b, layers, m = run_common.load_inputs(bundle, None, None, False)
-    qls = ev.quant_layers(b, bundle, layers, load_manifest("engine_small_dual"))
+    bits = int(load_manifest("engine_small_dual").data["engine"]["score_bits"])
+    qls = {i: narrow_layer(to_quant_layer(b, i), bits) for i in layers}
     if corrupt:  # layer 1's output requantization multiplier with the wrong sign
         rq = qls[1].rq_a
         qls[1] = dataclasses.replace(qls[1], rq_a=dataclasses.replace(rq, mult=-rq.mult))
     data = scoring.held_out(m, N_SENTENCES)
-    with scoring.attention_on(m, qls, data.keep, None, {}):
+    with scoring.stages_on(m, "attention", layers, None, {}):
         ref = scoring.embeddings(m, data)
-    with scoring.attention_on(m, qls, data.keep, runner_of(), {}):
+    with scoring.stages_on(m, "attention", layers, runner_of(b, qls, data.keep), {}):
         got = scoring.embeddings(m, data)
     return scoring.cosine_to(got, ref)["mean_cosine"]
 
@@ -86,14 +90,14 @@ def test_json_shape_and_plots(cli_report):
 
 def test_backend_metric_equals_golden_integer_model(bundle, cli_report):
     r, _ = cli_report
-    golden = _metric_with(bundle, scoring.golden_runner)
+    golden = _metric_with(bundle, lambda _b, qls, keep: scoring.golden_runner(qls, keep))
     assert r["end_to_end"]["backend"]["mean_cosine"] == pytest.approx(golden, abs=1e-12)
 
 
 def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     """A softmax bundle: no SwiftMax layer, so the float SwiftMax model is the softmax model; the integer
     softmax layers on emu keep the embeddings; one register wrong on the device path and the metric falls."""
-    from vckattn.host.run_common import open_device
+    from vckattn.host.backends.sublayer import SublayerDevice
     from vckattn.hw.design.manifest import load_manifest
 
     r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False, manifest_path="engine_small_dual")
@@ -101,9 +105,10 @@ def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     good = r["end_to_end"]["backend"]["mean_cosine"]
     assert good > 0.999
     assert all(p["normalizer"] == "softmax" and p["beta"] is None for p in r["per_layer"])
-    device = open_device("emu", load_manifest("engine_small_dual"))
+    device = SublayerDevice(load_manifest("engine_small_dual"), "emu")
     with device:
-        broken = _metric_with(softmax_bundle, lambda: ev.device_runner(device, {}), corrupt=True)
+        broken = _metric_with(softmax_bundle, lambda b, qls, keep: ev.device_runner(device, b, qls, keep, {}),
+                              corrupt=True)
     assert broken < good - 0.1
 
 

@@ -16,8 +16,8 @@ from vckattn.host.textdata import real_sentences
 from vckattn.hw.design.manifest import load_manifest
 
 TEXT = "The quick brown fox jumps over the lazy dog, and the attention block must get every bit right."
-LAYER_KEYS = {"layer", "bit_exact", "max_abs_error", "max_rel_error", "cosine", "tiles", "device_seconds",
-              "host_seconds", "normalizer", "beta_source", "threshold"}
+LAYER_KEYS = {"layer", "bit_exact", "first_difference", "max_abs_error", "max_rel_error", "cosine", "tiles",
+              "device_seconds", "host_seconds", "normalizer", "beta_source", "threshold"}
 
 
 def _cli(capsys, *argv: str) -> tuple[int, str, str]:
@@ -32,13 +32,14 @@ def test_run_emu_text_report_save_and_input_round_trip(minilm_bundle, tmp_path, 
                           "--json", str(js), "--save", str(npz), "--quiet")
     assert code == 0, err
     rep = json.loads(js.read_text())
-    assert set(rep) == {"backend", "device", "manifest", "bundle", "tokens", "tiles", "layers",
+    assert set(rep) == {"backend", "device", "manifest", "bundle", "scope", "family", "tokens", "tiles", "layers",
                         "elements_per_second", "model_fidelity", "calibration"}
+    assert (rep["scope"], rep["family"]) == ("attention", "attention")  # an attention build: the attention core
     assert rep["model_fidelity"] == json.loads((minilm_bundle / "manifest.json").read_text())["model_fidelity"]
     assert rep["backend"] == "emu" and [r["layer"] for r in rep["layers"]] == [0, 1]
     for r in rep["layers"]:
         assert set(r) == LAYER_KEYS  # no "cycles" off the rtl backend
-        assert r["bit_exact"] is True
+        assert r["bit_exact"] is True and r["first_difference"] is None
         assert r["cosine"] > 0.99 and 0 < r["max_rel_error"] < 0.2, r
     tokens = rep["tokens"]
     q_rows = load_manifest(rep["manifest"]).data["engine"]["design"]["q_rows"]  # the default design's query tile

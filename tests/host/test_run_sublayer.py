@@ -1,5 +1,5 @@
 """``vckattn run`` and ``vckattn eval`` on a sublayer build: whole MiniLM sublayers of an exported bundle through the
-CLI's path (host/run_sublayer.py, host/eval_sublayer.py), bit-exact against golden's integer sublayer and close to the
+CLI's path (host/run.py, host/eval.py), bit-exact against golden's integer sublayer and close to the
 checkpoint's float sublayer; refusals before any work. (The BHyT decoder: tests/host/export/test_export_sublayer.py
 exports
 SmolLM2 and runs its sublayer; tests/host/backends/test_sublayer_device.py runs both families on every backend.)"""
