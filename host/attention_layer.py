@@ -5,7 +5,7 @@ Per layer, the attention core's stages (:mod:`vckattn.golden.stages`; formats as
 
 1. host: x → int8 (s_x); Q, K, V projections and requantization (and RoPE) with the golden
    integer stages — an attention build has no projection kernel (a sublayer build does:
-   :mod:`vckattn.host.backends.sublayer`, which walks the same stage list for every build);
+   :mod:`vckattn.host.backends.staged`, which walks the same stage list for every build);
 2. device: the whole layer in one launch (:meth:`~vckattn.host.backends.base.Device.run_heads`: the command lists,
    every tile through QKᵀ → normalizer → P·V → requant, each tile's done record checked);
 3. host: W_O and dequantization with the golden stage.

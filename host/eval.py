@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 def device_runner(device: Any, bundle: Any, consts: dict[int, Constants], keep: np.ndarray,
                   stats: dict[int, dict]) -> Runner:
     """A runner (:data:`~vckattn.host.scoring.Runner`) that runs each layer's stage list on ``device`` (a
-    :class:`~vckattn.host.backends.sublayer.SublayerDevice`) with the constants ``consts`` on the tokens ``keep``;
+    :class:`~vckattn.host.backends.staged.StagedDevice`) with the constants ``consts`` on the tokens ``keep``;
     per layer ``stats[i]`` gets ``{"tiles", "device_seconds"}``."""
     from vckattn.golden.stages import attention_of, family_of
     from vckattn.golden.sublayer import quantize_input
@@ -62,7 +62,7 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
              n_samples: int = DEFAULT_TASK_SAMPLES) -> dict:
     """Score the model with the bundle's layers on ``backend``, through the build's stage list (a sublayer build:
     whole sublayers; an attention build: the attention core); the JSON report of the module docstring."""
-    from vckattn.host.backends.sublayer import SublayerDevice
+    from vckattn.host.backends.staged import StagedDevice
     from vckattn.host.run import _constants, bundle_family, float_reference
     from vckattn.host.run_common import errors
     from vckattn.hw.design.manifest import default_manifest, load_manifest
@@ -76,7 +76,7 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     scope = "sublayer" if "sublayer" in manifest.data else "attention"
     max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
                           backend)
-    device = SublayerDevice(manifest, backend, **(device_options or {}))
+    device = StagedDevice(manifest, backend, **(device_options or {}))
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
     family = bundle_family(bundle) if scope == "sublayer" else "attention"
     if scope == "sublayer" and family != device.family:

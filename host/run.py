@@ -87,7 +87,7 @@ def first_difference(device_trace: dict[str, np.ndarray], out: np.ndarray, golde
 def _constants(bundle: Any, bundle_path: Path, i: int, family: str, device: Any) -> Any:
     """Layer ``i``'s constants as the build runs them (its attention narrowed to the build's score width)."""
     from vckattn.golden.stages import attention_of
-    from vckattn.host.backends.sublayer import sublayer_of
+    from vckattn.host.backends.staged import sublayer_of
     from vckattn.host.export import to_quant_layer, to_sublayer
 
     consts = to_quant_layer(bundle, i) if family == "attention" else to_sublayer(bundle, i)
@@ -139,7 +139,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     from vckattn.golden.stages import attention_of, sublayer_int
     from vckattn.golden.sublayer import quantize_input
     from vckattn.host.backends import check_backend
-    from vckattn.host.backends.sublayer import SublayerDevice
+    from vckattn.host.backends.staged import StagedDevice
     from vckattn.host.bundle import load_bundle
     from vckattn.host.progress import bar_disable
     from vckattn.hw.design.manifest import check_bundle, default_manifest, load_manifest
@@ -165,7 +165,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
         check_text_length(bundle, checkpoint, text, truncate)
     scope = "sublayer" if "sublayer" in manifest.data else "attention"
     family = bundle_family(bundle) if scope == "sublayer" else "attention"
-    device = SublayerDevice(manifest, backend, **(device_options or {}))
+    device = StagedDevice(manifest, backend, **(device_options or {}))
     if scope == "sublayer" and family != device.family:
         raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
                         f"(choose sublayer_small_{family})")

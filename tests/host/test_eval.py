@@ -97,7 +97,7 @@ def test_backend_metric_equals_golden_integer_model(bundle, cli_report):
 def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     """A softmax bundle: no SwiftMax layer, so the float SwiftMax model is the softmax model; the integer
     softmax layers on emu keep the embeddings; one register wrong on the device path and the metric falls."""
-    from vckattn.host.backends.sublayer import SublayerDevice
+    from vckattn.host.backends.staged import StagedDevice
     from vckattn.hw.design.manifest import load_manifest
 
     r = ev.evaluate(softmax_bundle, "emu", n_sentences=N_SENTENCES, progress=False, manifest_path="engine_small_dual")
@@ -105,7 +105,7 @@ def test_softmax_bundle_and_a_corrupted_register(softmax_bundle):
     good = r["end_to_end"]["backend"]["mean_cosine"]
     assert good > 0.999
     assert all(p["normalizer"] == "softmax" and p["beta"] is None for p in r["per_layer"])
-    device = SublayerDevice(load_manifest("engine_small_dual"), "emu")
+    device = StagedDevice(load_manifest("engine_small_dual"), "emu")
     with device:
         broken = _metric_with(softmax_bundle, lambda b, qls, keep: ev.device_runner(device, b, qls, keep, {}),
                               corrupt=True)

@@ -2,7 +2,7 @@
 CLI's path (host/run.py, host/eval.py), bit-exact against golden's integer sublayer and close to the
 checkpoint's float sublayer; refusals before any work. (The BHyT decoder: tests/host/export/test_export_sublayer.py
 exports
-SmolLM2 and runs its sublayer; tests/host/backends/test_sublayer_device.py runs both families on every backend.)"""
+SmolLM2 and runs its sublayer; tests/host/backends/test_staged_device.py runs both families on every backend.)"""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""A sublayer build on a backend: the whole attention sublayer, X in, Y out (``hw/design/sublayer_build.py``).
+"""A build's stage list on a backend: the stages the manifest places on the device run there, the others on the host.
 
-The full description: ``docs/internals/host.md``, section ``host/backends/sublayer.py``.
+The full description: ``docs/internals/host.md``, section ``host/backends/staged.py``.
 """
 
 from __future__ import annotations
@@ -44,8 +44,8 @@ SUBLAYER_BACKENDS = ("emu", "csim", "rtl")
 Sublayer = EncoderSublayer | DecoderSublayer
 
 
-class SublayerError(UserError):
-    """A sublayer this build cannot run (family, width, heads, sequence): refused before any work."""
+class StageError(UserError):
+    """A layer this build cannot run (family, width, heads, sequence): refused before any work."""
 
     exit_code = 5
 
@@ -140,7 +140,7 @@ def rope_from_values(v: dict[str, Any], lanes: int, head_dim: int, positions: in
 
 
 @dataclass
-class SublayerRun:
+class StagedRun:
     """One sublayer on the device: ``out`` the residual output ``(B, S, d)`` int8 at ``residual.s_out``; ``trace``
     the stages' integers as the device produced them (``u``, ``stat`` decoder; ``q``, ``k``, ``v`` heads; ``a``
     heads; ``y`` int32); ``registers`` per unit the words programmed and read back; ``seconds`` per device stage
@@ -154,7 +154,7 @@ class SublayerRun:
     host_seconds: dict[str, float] = field(default_factory=dict)
 
 
-class SublayerDevice:
+class StagedDevice:
     """A sublayer build on ``backend`` (module docstring). Use as a context manager around :meth:`run`."""
 
     name: ClassVar[str] = "sublayer"
@@ -180,7 +180,7 @@ class SublayerDevice:
             + (f"{'; ' if 'sublayer' in manifest.data else ''}on the host by their golden models: {', '.join(host)}"
                if host else "")
 
-    def __enter__(self) -> SublayerDevice:
+    def __enter__(self) -> StagedDevice:
         self.engine.open()
         if self.backend == "rtl" and self.quiet:  # the units' simulator output goes to logs, not the terminal
             import tempfile
@@ -207,32 +207,32 @@ class SublayerDevice:
     # ---------------------------------------------------------------- checks
 
     def check(self, sub: Constants, seq: int) -> None:
-        """SublayerError naming what this build cannot run: the family, the width, the sequence length, the
+        """StageError naming what this build cannot run: the family, the width, the sequence length, the
         heads (the engine's head size), the Q/K/V channels (a multiple of the cascade's ``cols``)."""
         fam = family_of(sub)
         name = self.manifest.name
         if self.family is not None and fam != self.family:
-            raise SublayerError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
+            raise StageError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
                                 f"(choose sublayer_small_{fam})")
         d = int(attention_of(sub).q_proj.w.shape[1])
         if "d_model" in self.section and d != int(self.section["d_model"]):
-            raise SublayerError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
+            raise StageError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
                                 f"layer has d_model {d}")
         if seq > self.manifest.max_seq_len:
-            raise SublayerError(f"{name} takes up to {self.manifest.max_seq_len} tokens, got {seq}")
+            raise StageError(f"{name} takes up to {self.manifest.max_seq_len} tokens, got {seq}")
         layer = attention_of(sub)
         if layer.head_dim > self.manifest.engine.d:
-            raise SublayerError(f"{name}: head size {layer.head_dim} exceeds the engine's {self.manifest.engine.d}")
+            raise StageError(f"{name}: head size {layer.head_dim} exceeds the engine's {self.manifest.engine.d}")
         n_out = (layer.n_heads + 2 * int(layer.n_kv_heads)) * layer.head_dim
         for g, n in (("qkv", n_out), ("o", d)):
             if g not in self.section["gemm"]:
                 continue
             cols = int(self.section["gemm"][g]["cols"])
             if n % cols:
-                raise SublayerError(f"{name}: the {g} cascade makes {cols} channels a block; this layer has {n}")
+                raise StageError(f"{name}: the {g} cascade makes {cols} channels a block; this layer has {n}")
         rope = self.section["units"].get("rope")
         if fam == "decoder" and rope is not None and layer.head_dim != rope["head_dim"]:
-            raise SublayerError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
+            raise StageError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
                                 f"have {layer.head_dim}")
 
     def attention_layer(self, layer: QuantAttentionLayer) -> QuantAttentionLayer:
@@ -240,7 +240,7 @@ class SublayerDevice:
         try:
             return narrow_layer(layer, int(self.manifest.engine.score_bits))
         except ValueError as exc:
-            raise SublayerError(f"{self.manifest.name}: {exc}") from None
+            raise StageError(f"{self.manifest.name}: {exc}") from None
 
     # ---------------------------------------------------------------- stages
 
@@ -297,7 +297,7 @@ class SublayerDevice:
                 for unit, v in vals.items()}
 
     def run(self, sub: Constants, x: np.ndarray, keep: np.ndarray | None = None,
-            rope: tuple[np.ndarray, np.ndarray] | None = None) -> SublayerRun:
+            rope: tuple[np.ndarray, np.ndarray] | None = None) -> StagedRun:
         """The sublayer (or the attention core alone: ``sub`` a :class:`QuantAttentionLayer`) on raw int8 ``x``
         ``(B, S, d)`` (X at ``s_x`` for the encoder and the attention core, H at ``s_h`` for the decoder); ``keep``
         ``(B, S)`` valid tokens; ``rope`` the int16 tables ``(S, head_dim)`` (the decoder's; a RoPE model's attention
@@ -342,7 +342,7 @@ class SublayerDevice:
         out = trace.pop("out") if FAMILY_OUTPUT[fam] == "out" else trace["y"]
         for scratch in ("in", "res", "keep"):
             trace.pop(scratch, None)
-        return SublayerRun(out, trace, read, t, cycles, host)
+        return StagedRun(out, trace, read, t, cycles, host)
 
     # the device's stages: each reads and writes the trace as its golden function does (golden/stages.py)
 
@@ -499,5 +499,5 @@ def sublayer_of(sub: Constants, layer: QuantAttentionLayer) -> Constants:
     return layer if isinstance(sub, QuantAttentionLayer) else replace(sub, attn=layer)
 
 
-__all__ = ["SUBLAYER_BACKENDS", "RegisterFileModel", "SublayerDevice", "SublayerError", "SublayerRun",
+__all__ = ["SUBLAYER_BACKENDS", "RegisterFileModel", "StagedDevice", "StageError", "StagedRun",
            "bhyt_from_values", "program_unit", "residual_from_values", "rope_from_values", "sublayer_of"]

@@ -1,4 +1,4 @@
-"""Sublayer builds (hw/design/sublayer_build.py) and the host's SublayerDevice (host/backends/sublayer.py): the
+"""Sublayer builds (hw/design/sublayer_build.py) and the host's StagedDevice (host/backends/staged.py): the
 whole attention sublayer of real checkpoints, stage by stage, bit for bit against the golden integer sublayer
 (golden/stages.py) computed independently from the same constants."""
 
@@ -16,10 +16,10 @@ from vckattn.golden.rope_int import rope_regmap, rope_table_banks, rope_tables_i
 from vckattn.golden.stages import sublayer_int
 from vckattn.golden.sublayer import residual_register_values, residual_regmap
 from vckattn.host.backends.base import DeviceError
-from vckattn.host.backends.sublayer import (
+from vckattn.host.backends.staged import (
     RegisterFileModel,
-    SublayerDevice,
-    SublayerError,
+    StagedDevice,
+    StageError,
     bhyt_from_values,
     program_unit,
     residual_from_values,
@@ -84,7 +84,7 @@ def _check_run(backend: str, family: str, n: int = 2, **options: object) -> None
     """Run the family's real layer on ``n`` sentences on ``backend`` and compare every stage with golden, bit for
     bit."""
     m = load_manifest(f"sublayer_small_{family}")
-    dev = SublayerDevice(m, backend, **options)
+    dev = StagedDevice(m, backend, **options)
     if family == "encoder":
         sub, x, keep = minilm_swiftmax(n=n)
         rope = None
@@ -215,16 +215,16 @@ def test_refusals_before_any_work() -> None:
 
     m = load_manifest("sublayer_small_decoder")
     with pytest.raises(UserError, match="no xclbin flow"):
-        SublayerDevice(m, "xrt")
+        StagedDevice(m, "xrt")
     sub, x, keep = minilm_swiftmax()
-    eng = SublayerDevice(load_manifest("engine_small"), "emu")  # an engine build: only the attention on the device
-    with pytest.raises(SublayerError, match="up to 128 tokens"):
+    eng = StagedDevice(load_manifest("engine_small"), "emu")  # an engine build: only the attention on the device
+    with pytest.raises(StageError, match="up to 128 tokens"):
         eng.check(sub, 129)
-    dev = SublayerDevice(m, "emu")
-    with pytest.raises(SublayerError, match="decoder sublayer build; this layer is a encoder"):
+    dev = StagedDevice(m, "emu")
+    with pytest.raises(StageError, match="decoder sublayer build; this layer is a encoder"):
         dev.check(sub, x.shape[1])
-    enc = SublayerDevice(load_manifest("sublayer_small_encoder"), "emu")
-    with pytest.raises(SublayerError, match="up to 128 tokens"):
+    enc = StagedDevice(load_manifest("sublayer_small_encoder"), "emu")
+    with pytest.raises(StageError, match="up to 128 tokens"):
         enc.check(sub, 129)
     with pytest.raises(ValueError, match="int8"):
         enc.run(sub, x.astype(np.int16), keep)
@@ -261,7 +261,7 @@ def test_an_attention_engine_build_runs_the_sublayer_with_the_other_stages_on_th
     programmed (the build has none)."""
     m = load_manifest("engine_small")
     assert [s["stage"] for s in m.data["stages"]] == ["attention"]
-    dev = SublayerDevice(m, "emu")
+    dev = StagedDevice(m, "emu")
     if family == "encoder":
         sub, x, keep = minilm_swiftmax(n=2)
         rope = None
