@@ -175,10 +175,8 @@ class StagedDevice:
         self.engine = device_class(backend)(manifest, seed=seed, **options)
         self.quiet = bool(options.get("quiet", True))
         self._logs: Any = None
-        host = [st for st in ("site_a", "qkv", "rope", "o_proj", "residual") if st not in self.device_stages]
-        self.where = f"{self.engine.where}; sublayer stages: {_WHERE[backend] if 'sublayer' in manifest.data else ''}" \
-            + (f"{'; ' if 'sublayer' in manifest.data else ''}on the host by their golden models: {', '.join(host)}"
-               if host else "")
+        self.where = (f"{self.engine.where}; sublayer stages: {_WHERE[backend]}" if "sublayer" in manifest.data
+                      else f"{self.engine.where}; every stage but the attention on the host by its golden model")
 
     def __enter__(self) -> StagedDevice:
         self.engine.open()

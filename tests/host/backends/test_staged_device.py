@@ -278,4 +278,4 @@ def test_an_attention_engine_build_runs_the_sublayer_with_the_other_stages_on_th
     assert run.registers == {} and set(run.seconds) == {"program", "attention"}
     want_host = {"qkv", "o_proj", "residual"} | ({"site_a", "rope"} if family == "decoder" else set())
     assert set(run.host_seconds) == want_host
-    assert "on the host by their golden models" in dev.where
+    assert "every stage but the attention on the host by its golden model" in dev.where
