@@ -155,9 +155,9 @@ class StagedRun:
 
 
 class StagedDevice:
-    """A sublayer build on ``backend`` (module docstring). Use as a context manager around :meth:`run`."""
+    """A build's stage list on ``backend`` (module docstring). Use as a context manager around :meth:`run`."""
 
-    name: ClassVar[str] = "sublayer"
+    name: ClassVar[str] = "staged"
 
     def __init__(self, manifest: Any, backend: str, seed: int = 0, **options: Any) -> None:
         from vckattn.host.backends import device_class
@@ -211,11 +211,11 @@ class StagedDevice:
         name = self.manifest.name
         if self.family is not None and fam != self.family:
             raise StageError(f"{name} is a {self.family} sublayer build; this layer is a {fam} sublayer "
-                                f"(choose sublayer_small_{fam})")
+                             f"(choose sublayer_small_{fam})")
         d = int(attention_of(sub).q_proj.w.shape[1])
         if "d_model" in self.section and d != int(self.section["d_model"]):
             raise StageError(f"{name} serves d_model {self.section['d_model']} (its GEMM cascades' K); this "
-                                f"layer has d_model {d}")
+                             f"layer has d_model {d}")
         if seq > self.manifest.max_seq_len:
             raise StageError(f"{name} takes up to {self.manifest.max_seq_len} tokens, got {seq}")
         layer = attention_of(sub)
@@ -231,7 +231,7 @@ class StagedDevice:
         rope = self.section["units"].get("rope")
         if fam == "decoder" and rope is not None and layer.head_dim != rope["head_dim"]:
             raise StageError(f"{name}: its RoPE unit rotates rows of {rope['head_dim']}; this layer's heads "
-                                f"have {layer.head_dim}")
+                             f"have {layer.head_dim}")
 
     def attention_layer(self, layer: QuantAttentionLayer) -> QuantAttentionLayer:
         """The layer as the engine runs it: its scores narrowed to the build's width (:func:`narrow_layer`)."""
