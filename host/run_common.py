@@ -1,6 +1,6 @@
-"""What ``vckattn run`` and ``vckattn eval`` share, on both the attention-only and the sublayer paths: opening
-the device, the bundle's source model, the inputs (text or an ``.npz``), the checks made before the model loads,
-and the error measures (float64 activations; cosine = mean per-token cosine over valid tokens)."""
+"""What ``vckattn run`` and ``vckattn eval`` share: the bundle's source model, the inputs (an ``.npz``; text goes
+through :mod:`vckattn.host.run`), the checks made before the model loads, and the error measures (float64
+activations; cosine = mean per-token cosine over valid tokens)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,6 @@ class RunInputs:
     x: dict[int, np.ndarray]
     rope: dict[int, tuple[np.ndarray, np.ndarray] | None]
     keep: np.ndarray
-    tokens: list[str] | None
 
 
 def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
@@ -68,20 +67,6 @@ def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
                          f"differs from the {src['sha256'][:12]}… recorded at export (of {src['path']}); pass the "
                          "checkpoint the bundle was exported from")
     return source
-
-
-def _text_inputs(m: LoadedModel, text: str, layers: list[int], progress: bool) -> RunInputs:
-    from vckattn.host import export
-
-    seq_len = int(m.info["max_seq_len"])
-    cap = export.capture_activations(m, [text], seq_len, 1, "--text", progress, max(layers) + 1)
-    keep = cap.batches[0].keep
-    tokens = None
-    if m.tokenizer is not None:
-        ids = m.tokenizer(text, truncation=True, max_length=seq_len)["input_ids"]
-        tokens = m.tokenizer.convert_ids_to_tokens(ids)
-    return RunInputs({i: cap.x[i][0].astype(np.float64) for i in layers}, {i: cap.rope[i][0] for i in layers},
-                     keep, tokens)
 
 
 def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
@@ -119,7 +104,7 @@ def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
             cos, sin = rot(torch.zeros(1, s, d), torch.arange(s)[None])
         tables = (cos[0].double().numpy(), sin[0].double().numpy())
         rope = dict.fromkeys(layers, tables)
-    return RunInputs(x, rope, keep, None)
+    return RunInputs(x, rope, keep)
 
 
 def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, float]:
@@ -129,16 +114,6 @@ def errors(out: np.ndarray, ref: np.ndarray, keep: np.ndarray) -> dict[str, floa
     cos = (o * r).sum(-1) / (np.linalg.norm(o, axis=-1) * np.linalg.norm(r, axis=-1) + 1e-300)
     return {"max_abs_error": float(diff.max()), "max_rel_error": float(diff.max() / max(np.abs(r).max(), 1e-300)),
             "cosine": float(cos.mean())}
-
-
-def open_device(backend: str, manifest: Any, **options: Any) -> Any:
-    """The backend's device for the engine build ``manifest`` (every manifest is one: the schema requires the
-    ``engine`` section); UserError for an unknown backend."""
-    from vckattn.host.backends import BACKENDS, device_class
-
-    if backend not in BACKENDS:
-        raise UserError(f"unknown backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    return device_class(backend)(manifest, **options)
 
 
 def precheck(bundle_path: Path, layers: list[int] | None, manifest: Any, n_sentences: int | None,
@@ -234,5 +209,5 @@ def report_head(bundle_path: Path, backend: str, device: Any, manifest: Any, bun
             "metric": METRIC if task is None else f"{task}: {TASK_METRIC}"}
 
 
-__all__ = ["BACKEND_CHOICES", "RunInputs", "errors", "load_inputs", "open_device", "precheck", "reference_model",
+__all__ = ["BACKEND_CHOICES", "RunInputs", "errors", "load_inputs", "precheck", "reference_model",
            "report_head", "source_checkpoint"]
