@@ -172,8 +172,13 @@ GOLDEN: dict[str, Callable[[dict[str, np.ndarray], StageInputs], None]] = {
 }
 
 
+#: a caller's stage runner: ``run(stage, trace, inputs)`` runs the stage on the trace and returns True, or returns
+#: False to leave it to golden
+StageRunner = Callable[[str, dict[str, np.ndarray], StageInputs], bool]
+
+
 def run_stages(stages: tuple[str, ...], trace: dict[str, np.ndarray], c: StageInputs,
-               run: Callable[[str, dict[str, np.ndarray], StageInputs], bool] | None = None) -> dict[str, np.ndarray]:
+               run: StageRunner | None = None) -> dict[str, np.ndarray]:
     """Run ``stages`` in order on ``trace`` (holding the block input under ``in`` and ``res``, and ``h`` for
     site A), each by ``run(stage, trace, c)`` when given and it returns True (a device's stage), else by its golden
     function (:data:`GOLDEN`). The attention input ``in`` becomes site A's ``u`` after site A. Returns ``trace``."""
@@ -187,11 +192,17 @@ def run_stages(stages: tuple[str, ...], trace: dict[str, np.ndarray], c: StageIn
     return trace
 
 
+def input_scale(consts: Constants) -> float:
+    """The scale of the stage list's int8 input: H's ``s_h`` for the decoder, X's ``s_x`` otherwise."""
+    return consts.s_h if isinstance(consts, DecoderSublayer) else attention_of(consts).s_x
+
+
 def sublayer_int(consts: Constants, x: np.ndarray, keep: np.ndarray | None = None,
-                 rope: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+                 rope: tuple[np.ndarray, np.ndarray] | None = None,
+                 run: StageRunner | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """A sublayer (or the attention core alone, ``consts`` a :class:`QuantAttentionLayer`) on its raw int8 block
-    input ``x`` ``(B, S, d)`` (X at ``attn.s_x`` for the encoder and the attention core, H at ``s_h`` for the
-    decoder), every stage of its family (:func:`stages_of`) by its golden function. ``keep`` ``(B, S)`` bool masks
+    input ``x`` ``(B, S, d)`` (at :func:`input_scale`), every stage of its family (:func:`stages_of`) by its golden
+    function, or by ``run`` where that takes it (:func:`run_stages`: a device's stages). ``keep`` ``(B, S)`` bool masks
     padded keys (the decoder is causal too); ``rope`` the int16 tables ``(cos, sin)`` (:func:`.sublayer.rope_tables`,
     broadcastable to ``(B, H, S, D)``): the decoder's, or a RoPE model's attention core's.
 
@@ -204,7 +215,7 @@ def sublayer_int(consts: Constants, x: np.ndarray, keep: np.ndarray | None = Non
     xi = _as_int8(x, FAMILY_INPUT[fam])
     sub = None if fam == "attention" else consts
     t = run_stages(stages_of(consts, rope is not None), {FAMILY_INPUT[fam]: xi, "in": xi, "res": xi},
-                   StageInputs(sub, attention_of(consts), keep, rope))  # type: ignore[arg-type]
+                   StageInputs(sub, attention_of(consts), keep, rope), run)  # type: ignore[arg-type]
     out = t.pop("out") if FAMILY_OUTPUT[fam] == "out" else t["y"]
     for scratch in ("in", "res", "keep"):
         t.pop(scratch)
@@ -236,5 +247,6 @@ def attention_int(layer: QuantAttentionLayer, x: np.ndarray, keep: np.ndarray | 
 
 
 __all__ = ["FAMILY_INPUT", "FAMILY_OUTPUT", "FAMILY_STAGES", "GOLDEN", "PLACES", "STAGES", "Constants", "StageDecl",
-           "StageInputs", "Sublayer", "attention_int", "attention_of", "family_of", "run_stages",
+           "StageInputs", "StageRunner", "Sublayer", "attention_int", "attention_of", "family_of", "input_scale",
+           "run_stages",
            "stages_of", "sublayer_int"]

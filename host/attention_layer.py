@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from vckattn.golden.quant_attention import QuantAttentionLayer
-from vckattn.golden.stages import GOLDEN, StageInputs, run_stages, stages_of
+from vckattn.golden.stages import GOLDEN, StageInputs, sublayer_int
 from vckattn.golden.sublayer import quantize_input, rope_tables
 from vckattn.host.backends.base import Device
 
@@ -78,9 +78,7 @@ def run_layer(device: Device, layer: QuantAttentionLayer, x: np.ndarray, keep: n
         return True
 
     seconds["projections"] += time.perf_counter() - t0
-    t = run_stages(stages_of(layer, tables is not None), {"x": xi, "in": xi},
-                   StageInputs(None, layer, keep, tables), stage)  # type: ignore[arg-type]
-    y = t["y"]
+    y, t = sublayer_int(layer, xi, keep, tables, stage)  # type: ignore[arg-type]
     cmds = device.last_launch.cmds  # type: ignore[attr-defined]
     return LayerRun(y * (layer.s_a * layer.o_proj.s_w), y, t["a"], xi, seconds, device.last_cycles,
                     tiles=int(cmds.n_tiles))

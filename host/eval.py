@@ -39,18 +39,12 @@ def device_runner(device: Any, bundle: Any, consts: dict[int, Constants], keep: 
     """A runner (:data:`~vckattn.host.scoring.Runner`) that runs each layer's stage list on ``device`` (a
     :class:`~vckattn.host.backends.staged.StagedDevice`) with the constants ``consts`` on the tokens ``keep``;
     per layer ``stats[i]`` gets ``{"tiles", "device_seconds"}``."""
-    from vckattn.golden.stages import attention_of, family_of
-    from vckattn.golden.sublayer import quantize_input
-    from vckattn.host.run import _device_tables, _output
+    from vckattn.host.run import run_on_device
 
     def run(i: int, x: np.ndarray, rope: tuple[np.ndarray, np.ndarray] | None) -> np.ndarray:
-        c = consts[i]
-        fam, layer = family_of(c), attention_of(c)
-        xi = quantize_input(x, c.s_h if fam == "decoder" else layer.s_x)  # type: ignore[union-attr]
-        r = device.run(c, xi, keep, _device_tables(bundle, i, fam, rope, x.shape[1], layer.head_dim))
-        stats[i] = {"tiles": int(device.engine.last_launch.cmds.n_tiles),
-                    "device_seconds": float(sum(v for k, v in r.seconds.items() if k != "program"))}
-        return _output(c, fam, r.out)
+        _, _, r, out = run_on_device(device, bundle, i, consts[i], x, keep, rope)
+        stats[i] = {"tiles": int(device.engine.last_launch.cmds.n_tiles), "device_seconds": r.device_seconds}
+        return out
     return run
 
 
@@ -63,7 +57,7 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     """Score the model with the bundle's layers on ``backend``, through the build's stage list (a sublayer build:
     whole sublayers; an attention build: the attention core); the JSON report of the module docstring."""
     from vckattn.host.backends.staged import StagedDevice
-    from vckattn.host.run import _constants, bundle_family, float_reference
+    from vckattn.host.run import check_layers, float_reference, staged_layers
     from vckattn.host.run_common import errors
     from vckattn.hw.design.manifest import default_manifest, load_manifest
 
@@ -73,23 +67,15 @@ def evaluate(bundle_path: Path, backend: str = "emu", *, layers: list[int] | Non
     if task is not None and task not in TASKS:
         raise UserError(f"unknown task {task!r}; choose one of {', '.join(TASKS)}")
     manifest = load_manifest(manifest_path or default_manifest(backend))
-    scope = "sublayer" if "sublayer" in manifest.data else "attention"
     max_tokens = precheck(bundle_path, layers, manifest, n_sentences if task is None else None, max_tokens, task,
                           backend)
     device = StagedDevice(manifest, backend, **(device_options or {}))
     bundle, chosen, m = load_inputs(bundle_path, layers, checkpoint, progress, classifier=task is not None)
-    family = bundle_family(bundle) if scope == "sublayer" else "attention"
-    if scope == "sublayer" and family != device.family:
-        raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
-                        f"(choose sublayer_small_{family})")
+    scope, family, consts = staged_layers(bundle, bundle_path, manifest, device, chosen)
     data = held_out(m, n_sentences, start_topic, max_tokens) if task is None else task_data(m, task, n_samples,
                                                                                            max_tokens)
     keep = data.keep
-    seq = int(keep.shape[1])
-    consts = {i: _constants(bundle, bundle_path, i, family, device) for i in chosen}
-    device.engine.check_bundle(bundle, chosen, seq)
-    for i in chosen:  # refused before the model runs
-        device.check(consts[i], seq)
+    check_layers(device, bundle, consts, int(keep.shape[1]))  # refused before the model runs
     if reference is None:  # a checkpoint tuned by `vckattn calibrate swiftmax`: compare with the model it came from
         from vckattn.host.export.pipeline import tuned_base
         from vckattn.host.run_common import source_checkpoint

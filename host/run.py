@@ -112,6 +112,40 @@ def _device_tables(bundle: Any, i: int, family: str, rope: Any, seq: int, head_d
     return np.asarray(c).reshape(seq, head_dim), np.asarray(s).reshape(seq, head_dim)
 
 
+def staged_layers(bundle: Any, bundle_path: Path, manifest: Any, device: Any, layers: list[int]
+                  ) -> tuple[str, str, dict[int, Any]]:
+    """The scope (``sublayer`` for a sublayer build, else ``attention``), the family of the stages run and each
+    layer's constants as the build runs them. UserError for a model the sublayer build does not serve."""
+    scope = "sublayer" if "sublayer" in manifest.data else "attention"
+    family = bundle_family(bundle) if scope == "sublayer" else "attention"
+    if scope == "sublayer" and family != device.family:
+        raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
+                        f"(choose sublayer_small_{family})")
+    return scope, family, {i: _constants(bundle, bundle_path, i, family, device) for i in layers}
+
+
+def check_layers(device: Any, bundle: Any, consts: dict[int, Any], seq: int) -> None:
+    """Refuse, before any layer runs, what the build cannot run: the engine's checks of the bundle, then each layer's
+    stages at ``seq`` tokens."""
+    device.engine.check_bundle(bundle, list(consts), seq)
+    for c in consts.values():
+        device.check(c, seq)
+
+
+def run_on_device(device: Any, bundle: Any, i: int, consts: Any, x: np.ndarray, keep: np.ndarray, rope: Any
+                  ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None, Any, np.ndarray]:
+    """Layer ``i``'s stages on ``device`` from the float input ``x`` ``(B, S, d)`` and the float RoPE tables ``rope``:
+    the quantized input, the int16 RoPE tables the stages read, the device's run and its output as float64."""
+    from vckattn.golden.stages import attention_of, family_of, input_scale
+    from vckattn.golden.sublayer import quantize_input
+
+    family = family_of(consts)
+    xi = quantize_input(x, input_scale(consts))
+    tables = _device_tables(bundle, i, family, rope, x.shape[1], attention_of(consts).head_dim)
+    r = device.run(consts, xi, keep, tables)
+    return xi, tables, r, _output(consts, family, r.out)
+
+
 def _output(consts: Any, family: str, out: np.ndarray) -> np.ndarray:
     """The family's integer output as float64: the attention core's ``y·s_a·s_wo``, the encoder's LayerNorm on the
     host after the residual, the decoder's ``H'·s_mid``."""
@@ -136,8 +170,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
     golden, valid tokens) for plots."""
     from tqdm import tqdm
 
-    from vckattn.golden.stages import attention_of, sublayer_int
-    from vckattn.golden.sublayer import quantize_input
+    from vckattn.golden.stages import attention_of, input_scale, sublayer_int
     from vckattn.host.backends import check_backend
     from vckattn.host.backends.staged import StagedDevice
     from vckattn.host.bundle import load_bundle
@@ -163,19 +196,12 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                             "(layer{i}_input arrays, the format --save writes), or score it on images with "
                             "`vckattn eval --task digits` (or mnist5k)")
         check_text_length(bundle, checkpoint, text, truncate)
-    scope = "sublayer" if "sublayer" in manifest.data else "attention"
-    family = bundle_family(bundle) if scope == "sublayer" else "attention"
     device = StagedDevice(manifest, backend, **(device_options or {}))
-    if scope == "sublayer" and family != device.family:
-        raise UserError(f"{manifest.name} is a {device.family} sublayer build; {bundle_path} holds {family} layers "
-                        f"(choose sublayer_small_{family})")
-    consts = {i: _constants(bundle, bundle_path, i, family, device) for i in layers}
+    scope, family, consts = staged_layers(bundle, bundle_path, manifest, device, layers)
     m = _source_model(bundle, checkpoint, progress)
     x_in, keep, rope_f = _inputs(m, family, text, input_npz, layers, progress)
     seq = int(keep.shape[1])
-    device.engine.check_bundle(bundle, layers, seq)
-    for i in layers:  # everything this build cannot run is refused before the first layer runs
-        device.check(consts[i], seq)
+    check_layers(device, bundle, consts, seq)  # everything this build cannot run, before the first layer runs
     report: dict[str, Any] = {"backend": backend, "device": device.where, "manifest": manifest.name,
                               "bundle": str(bundle_path), "scope": scope, "family": family,
                               "tokens": int(keep.sum()), "tiles": 0, "layers": [],
@@ -192,22 +218,17 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                 layer = attention_of(c)
                 entry = next(e for e in bundle.manifest["layers"] if int(e["index"]) == i)
                 x = x_in[i]
-                scale = c.s_h if family == "decoder" else layer.s_x
-                xi = quantize_input(x, scale)
-                tables = _device_tables(bundle, i, family, rope_f[i], seq, layer.head_dim)
-                r = device.run(c, xi, keep, tables)
+                xi, tables, r, out = run_on_device(device, bundle, i, c, x, keep, rope_f[i])
                 ref, trace = sublayer_int(c, xi, keep, None if tables is None else
                                           (tables[0][None, None], tables[1][None, None]))
                 diff = first_difference(r.trace, r.out, trace, ref)
-                out = _output(c, family, r.out)
                 fref = float_reference(m, i, entry, c, family, x, keep, rope_f[i])
                 tiles = int(device.engine.last_launch.cmds.n_tiles)
                 row = {"layer": i, "bit_exact": diff is None, "first_difference": diff, **errors(out, fref, keep),
                        "normalizer": "swiftmax" if entry.get("swiftmax") else "softmax",
                        "beta_source": (entry.get("swiftmax") or {}).get("source"),
                        "threshold": (entry.get("fidelity") or {}).get("threshold"), "tiles": tiles,
-                       "device_seconds": float(sum(v for k, v in r.seconds.items() if k != "program")),
-                       "host_seconds": float(sum(r.host_seconds.values()) + r.seconds.get("program", 0.0))}
+                       "device_seconds": r.device_seconds, "host_seconds": r.host_total_seconds}
                 if scope == "sublayer":
                     row |= {"registers": {u: {"words": sum(len(v) if isinstance(v, list) else 1 for v in vals.values()),
                                               "read_back": "exact"} for u, vals in r.registers.items()},
@@ -224,7 +245,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
                 if arrays is not None:
                     arrays[i] = {"out": out, "ref": fref, "keep": keep}
                 if save is not None:
-                    saved[f"layer{i}_input"] = (xi[keep] * scale).astype(np.float32)
+                    saved[f"layer{i}_input"] = (xi[keep] * input_scale(c)).astype(np.float32)
                     saved[f"layer{i}_output"] = out[keep].astype(np.float32)
                 bar.update(1)
     finally:
@@ -329,5 +350,5 @@ def model_fidelity_line(fid: dict | None) -> str:
             f"on {escape(fid['data'])}{sm}; threshold {fid['threshold']:g}: {verdict}")
 
 
-__all__ = ["bundle_family", "check_text_length", "early_tokenizer", "first_difference", "float_reference",
-           "model_fidelity_line", "print_report", "run"]
+__all__ = ["bundle_family", "check_layers", "check_text_length", "early_tokenizer", "first_difference",
+           "float_reference", "model_fidelity_line", "print_report", "run", "run_on_device", "staged_layers"]

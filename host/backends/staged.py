@@ -19,15 +19,13 @@ from vckattn.golden.regmap import RegisterMap, from_word, to_word, wide_names
 from vckattn.golden.requant import RequantRegisters, requantize
 from vckattn.golden.rope_int import rope_int, rope_table_banks
 from vckattn.golden.stages import (
-    FAMILY_INPUT,
-    FAMILY_OUTPUT,
     GOLDEN,
     Constants,
     StageInputs,
+    Sublayer,
     attention_of,
     family_of,
-    run_stages,
-    stages_of,
+    sublayer_int,
 )
 from vckattn.golden.sublayer import (
     DecoderSublayer,
@@ -41,7 +39,6 @@ from vckattn.host.backends.base import DeviceError
 
 SUBLAYER_BACKENDS = ("emu", "csim", "rtl")
 
-Sublayer = EncoderSublayer | DecoderSublayer
 
 
 class StageError(UserError):
@@ -152,6 +149,16 @@ class StagedRun:
     seconds: dict[str, float] = field(default_factory=dict)
     cycles: dict[str, int] = field(default_factory=dict)
     host_seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def device_seconds(self) -> float:
+        """Wall time of the device's stages (programming the units not counted)."""
+        return float(sum(v for k, v in self.seconds.items() if k != "program"))
+
+    @property
+    def host_total_seconds(self) -> float:
+        """Wall time of the host's stages and of programming the units."""
+        return float(sum(self.host_seconds.values()) + self.seconds.get("program", 0.0))
 
 
 class StagedDevice:
@@ -310,9 +317,9 @@ class StagedDevice:
             raise ValueError(f"x must be (B, S, d) int8, got {x.shape} {x.dtype}")
         b, s, d = x.shape
         self.check(sub, s)
-        fam = family_of(sub)
         layer = attention_of(sub)
-        if (fam == "decoder" or rope is not None) and (rope is None or np.shape(rope[0]) != (s, layer.head_dim)):
+        if (family_of(sub) == "decoder" or rope is not None) and \
+                (rope is None or np.shape(rope[0]) != (s, layer.head_dim)):
             raise ValueError(f"RoPE needs int16 tables ({s}, {layer.head_dim})")
         t: dict[str, float] = {}
         host: dict[str, float] = {}
@@ -323,7 +330,8 @@ class StagedDevice:
         t["program"] = time.perf_counter() - t0
         state = {"vals": vals, "read": read, "cycles": cycles}
 
-        def on_device(name: str, trace: dict[str, np.ndarray], c: StageInputs) -> bool:
+        def stage(name: str, trace: dict[str, np.ndarray], c: StageInputs) -> bool:
+            """Every stage, timed: the device's by this backend, the others by golden on the host."""
             t0 = time.perf_counter()
             if name not in self.device_stages:
                 GOLDEN[name](trace, c)
@@ -334,12 +342,7 @@ class StagedDevice:
             return True
 
         tables = None if rope is None else (rope[0][None, None], rope[1][None, None])
-        trace = run_stages(stages_of(sub, rope is not None), {FAMILY_INPUT[fam]: x, "in": x, "res": x},
-                           StageInputs(None if fam == "attention" else sub, layer, keep, tables),  # type: ignore[arg-type]
-                           on_device)
-        out = trace.pop("out") if FAMILY_OUTPUT[fam] == "out" else trace["y"]
-        for scratch in ("in", "res", "keep"):
-            trace.pop(scratch, None)
+        out, trace = sublayer_int(sub, x, keep, tables, stage)
         return StagedRun(out, trace, read, t, cycles, host)
 
     # the device's stages: each reads and writes the trace as its golden function does (golden/stages.py)
@@ -369,11 +372,8 @@ class StagedDevice:
             st["cycles"]["rope"] = cyc
 
     def _stage_attention(self, sub: Constants, tr: dict, keep: np.ndarray | None, st: dict) -> None:
-        layer = attention_of(sub)
-        b, _, s, _ = tr["q"].shape
-        self.engine.configure(layer)
-        tr["a"] = self.engine.run_heads({"q": tr["q"], "k": tr["k"], "v": tr["v"],
-                                         "keep": key_mask(keep, b, s, layer.causal)})
+        self.engine.configure(attention_of(sub))
+        tr["a"] = self.engine.run_heads({"q": tr["q"], "k": tr["k"], "v": tr["v"], "keep": tr["keep"]})
         if self.engine.last_cycles:
             st["cycles"]["attention"] = int(self.engine.last_cycles)
 
