@@ -117,7 +117,9 @@ def parse_graph(text: str) -> Graph:
 @dataclass
 class Context:
     """What the rules read: the design, its board and build parameters, the parsed graph, the modeled resources
-    (``used``, ``available``) and the movers' m_axi bundles (:func:`mover_bundles`) with their compute units."""
+    (``used``, ``available``) and the movers' m_axi bundles (:func:`mover_bundles`) with their compute units;
+    ``gemm``: the GEMM build (:class:`~vckattn.hw.spec.gemm.GemmParams`) of each projection kernel of a sublayer
+    graph (:mod:`.gemm_graph`); ``unchecked``: rule id -> why the rule cannot be checked on this design."""
 
     design: Any
     board: str
@@ -128,6 +130,8 @@ class Context:
     reserve_bytes: int
     bundles: dict[str, int]
     compute_units: dict[str, int]
+    gemm: dict[str, Any] = field(default_factory=dict)
+    unchecked: dict[str, str] = field(default_factory=dict)
 
 
 def mover_bundles(hls_dir: Path | None = None) -> dict[str, int]:
@@ -145,10 +149,12 @@ def mover_bundles(hls_dir: Path | None = None) -> dict[str, int]:
 @cache
 def _kernel_code_bytes(source: str) -> int:
     """Program-memory estimate of a kernel (bytes): one :data:`INSTRUCTION_BYTES` instruction per C++ statement of
-    its translation unit (the kernel's ``.cc``, ``engine_kernels.h``, ``aie_common.h``, ``async_buffer.h`` and the
-    generated stream header; no loop in them is unrolled or flattened by a pragma) plus :data:`RUNTIME_CODE_BYTES`.
-    An upper-side estimate: every function of the headers is counted although a kernel calls only its own."""
-    files = [HW / "aie" / "engine" / source, HW / "aie" / "engine" / "engine_kernels.h",
+    its translation unit (the kernel's ``.cc``, its kernels' header (``engine_kernels.h`` or ``gemm_kernels.h``),
+    ``aie_common.h``, ``async_buffer.h`` and the generated stream header; no loop in them is unrolled or flattened by
+    a pragma) plus :data:`RUNTIME_CODE_BYTES`. An upper-side estimate: every function of the headers is counted
+    although a kernel calls only its own."""
+    header = "gemm_kernels.h" if source == "gemm_proj.cc" else "engine_kernels.h"
+    files = [HW / "aie" / "engine" / source, HW / "aie" / "engine" / header,
              HW / "aie" / "engine" / "aie_common.h", HW / "aie" / "engine" / "async_buffer.h",
              HW / "aie" / "generated" / "engine_streams.h"]
     return INSTRUCTION_BYTES * sum(_statements(f) for f in files) + RUNTIME_CODE_BYTES
@@ -188,6 +194,33 @@ def context(design: Any, board: str = "vck5000", max_seq: int | None = None,
                    dev.tile_memory_reserve_bytes, mover_bundles(), {"mm2s_engine": 3 * n, "s2mm_engine": n})
 
 
+#: the PL-side rules a sublayer build cannot be checked against yet, and why
+SUBLAYER_PL_UNCHECKED = ("the sublayer's PL top (its units and the activation buffers between the stages) and its "
+                         "X, Y and weight movers are not generated yet: there is no code to count")
+
+
+def sublayer_context(build: Any, board: str = "vck5000") -> Context:
+    """The rules' input for sublayer build ``build`` (:class:`.sublayer_build.SublayerBuild`): the graph the
+    generator writes for it (the attention pipelines and the projection cascades, :mod:`.gemm_graph`). The PL-side
+    rules (PL-RES, AXI-MASTERS, PL-MAXI) are left unchecked (:data:`SUBLAYER_PL_UNCHECKED`)."""
+    from vckattn.hw.design import gemm_graph
+    from vckattn.hw.perf import model
+
+    design = model.design_from_json({**build.engine, "name": build.name})
+    seq = build.max_seq
+    params = render.engine_params(design, seq, render.HEAD_DIMS)
+    try:
+        placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+        gp = gemm_graph.placed_stages(build.gemm_stages(), placed)
+    except lay.LayoutError as exc:
+        raise render.GenerateError(f"{build.name}: {exc}") from None
+    graph = parse_graph(render.render_graph_h(design, placed, gp))
+    gemm = {k: st.params for st in gp.stages for k in st.kernels()}
+    dev = model.load_device(board)
+    return Context(design, board, params, graph, {}, {}, dev.tile_memory_reserve_bytes, {}, {}, gemm,
+                   {rid: SUBLAYER_PL_UNCHECKED for rid in ("PL-RES", "AXI-MASTERS", "PL-MAXI")})
+
+
 # ---------------------------------------------------------------------------------------------- rules
 
 
@@ -221,16 +254,39 @@ def _variant(func: str) -> str:
 
 
 def _source(func: str) -> str:
-    return "qk_slice.cc" if func.startswith("qk_slice") else "pv_slice.cc"
+    return ("qk_slice.cc" if func.startswith("qk_slice") else "gemm_proj.cc" if func.startswith("gemm_proj")
+            else "pv_slice.cc")
 
 
-def _halves(ctx: Context, func: str) -> list[int]:
-    """Bytes of one half of each ping-pong buffer of a kernel (:func:`.model.buffer_bytes`)."""
+def _gemm_variant(func: str) -> str:
+    """The GEMM kernel variant (:data:`vckattn.hw.spec.gemm.KERNELS`) of ADF kernel function ``func``."""
+    return func.removeprefix("gemm_proj_").split("<")[0].split("_")[0]
+
+
+def _halves(ctx: Context, kernel: str, func: str) -> list[int]:
+    """Bytes of one half of each ping-pong buffer of a kernel (:func:`vckattn.hw.spec.functional.buffer_bytes`;
+    a GEMM kernel's: :func:`vckattn.hw.spec.gemm.buffer_bytes`)."""
+    from vckattn.hw.spec import gemm
     from vckattn.hw.spec.functional import buffer_bytes
 
+    if kernel in ctx.gemm:
+        g = ctx.gemm[kernel]
+        return [x for x in gemm.buffer_bytes(_gemm_variant(func), g.rows, g.cols, g.kslice, g.out_bits).values() if x]
     b = buffer_bytes(ctx.params)
     v = _variant(func)
     return [b["q"], b["k"], b["s"]] if v == "qk" else [b["o"]] if v == "rq" else [b["p"], b["v"]]
+
+
+def _memory(ctx: Context, kernel: str, func: str) -> int:
+    """Bytes of a kernel's buffers (both halves) and state (:func:`vckattn.hw.spec.functional.kernel_memory`; a
+    GEMM kernel's: :func:`vckattn.hw.spec.gemm.kernel_memory`)."""
+    from vckattn.hw.spec import gemm
+    from vckattn.hw.spec.functional import kernel_memory
+
+    if kernel in ctx.gemm:
+        g = ctx.gemm[kernel]
+        return gemm.kernel_memory(_gemm_variant(func), g.rows, g.cols, g.kslice, g.out_bits)
+    return kernel_memory(ctx.params)[_variant(func)]
 
 
 @rule("AIE-DM", "a kernel's buffers (both ping-pong halves), its state and the runtime's stack and heap fit its "
@@ -238,13 +294,10 @@ def _halves(ctx: Context, func: str) -> list[int]:
       "AM009 (AI Engine Architecture Manual), 'Memory Module': 32 KB data memory a tile; the stack/heap reserve: "
       "hw/perf/device.json tile_memory_reserve_bytes")
 def data_memory(ctx: Context) -> list[tuple[str, float, float]]:
-    from vckattn.hw.spec.functional import kernel_memory
-
-    mem = kernel_memory(ctx.params)
     per_tile: dict[tuple[int, int], int] = defaultdict(int)
     names: dict[tuple[int, int], list[str]] = defaultdict(list)
     for k, (func, tile) in ctx.graph.kernels.items():
-        per_tile[tile] += mem[_variant(func)] + ctx.reserve_bytes
+        per_tile[tile] += _memory(ctx, k, func) + ctx.reserve_bytes
         names[tile].append(k)
     return [(f"tile {t} ({', '.join(names[t])}): {b} B of buffers, state, stack and heap", DATA_MEMORY_BYTES, b)
             for t, b in per_tile.items() if b > DATA_MEMORY_BYTES]
@@ -294,7 +347,7 @@ def pingpong_banks(ctx: Context) -> list[tuple[str, float, float]]:
     lim = MEMORY_BANKS // 2 * BANK_BYTES
     out = []
     for k, (func, _) in ctx.graph.kernels.items():
-        b = sum(_halves(ctx, func))
+        b = sum(_halves(ctx, k, func))
         if b > lim:
             out.append((f"kernel {k} ({func}): {b} B of buffer halves for 4 banks", lim, b))
     return out
@@ -533,8 +586,9 @@ def pl_resources(ctx: Context) -> list[tuple[str, float, float]]:
 
 
 def run_rules(ctx: Context) -> list[tuple[Rule, list[Violation]]]:
-    """Every rule of :data:`RULES` on ``ctx``: (rule, its violations)."""
-    return [(r, r.check(ctx)) for r in RULES]
+    """Every rule of :data:`RULES` on ``ctx`` but those it leaves unchecked (``ctx.unchecked``): (rule, its
+    violations)."""
+    return [(r, r.check(ctx)) for r in RULES if r.id not in ctx.unchecked]
 
 
 def check_design(design: Any, board: str = "vck5000", max_seq: int | None = None,
@@ -581,5 +635,6 @@ def buildable(design: Any, board: str = "vck5000") -> bool:
         return False
     return passes(design, board)
 
-__all__ = ["Context", "Graph", "RULES", "Rule", "Violation", "buildable", "check_design", "context", "mover_bundles",
-           "parse_graph", "passes", "reachable", "refuse_violations", "rules_table", "run_rules"]
+__all__ = ["Context", "Graph", "RULES", "Rule", "SUBLAYER_PL_UNCHECKED", "Violation", "buildable", "check_design",
+           "context", "mover_bundles", "parse_graph", "passes", "reachable", "refuse_violations", "rules_table",
+           "run_rules", "sublayer_context"]

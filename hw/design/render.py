@@ -209,9 +209,10 @@ def _win(size: str) -> str:
     return f"adf::window<vckattn_engine::{size}>"
 
 
-def render_graph_h(design: Any, placed: Layout) -> str:
+def render_graph_h(design: Any, placed: Layout, gemm: Any = None) -> str:
     """``graph.h``: the ADF graph of ``design``'s pipelines with ``placed``'s locations (UNVERIFIED: written against
-    the ADF graph API of Vitis 2022.2; no aiecompiler here)."""
+    the ADF graph API of Vitis 2022.2; no aiecompiler here); with ``gemm`` (a sublayer's projection stages and
+    their placement: :class:`~.gemm_graph.GemmPlacement`) their cascades too."""
     k, n, m = design.qk_kernels, design.pipelines, design.score_plios
     per = k // m
     mhz = f"{design.pl_clock_mhz:g}"
@@ -254,6 +255,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         outs = [plio_name(i, s_) for s_, d_ in lay.pipeline_plios(m) if d_ == "out"]
         out.append("    adf::input_plio " + ", ".join(ins) + ";")
         out.append("    adf::output_plio " + ", ".join(outs) + ";")
+    if gemm is not None:
+        out += gemm.declarations()
     out += ["", "    EngineGraph() {"]
     for i in range(n):
         b = [f"        // ---- pipeline {i}"]
@@ -323,6 +326,8 @@ def render_graph_h(design: Any, placed: Layout) -> str:
         b.append(f"        adf::connect<{_win('O_BUFFER_BYTES')}>({rq}.out[0], {plio_name(i, 'o_out')}.in[0]);")
         b.append(f"        adf::location<adf::buffer>({rq}.out[0]) = adf::location<adf::kernel>({rq});")
         out += b
+    if gemm is not None:
+        out += gemm.body(mhz, RUNTIME_RATIO)
     out += ["    }", "};", "", "#endif", ""]
     return "\n".join(out)
 

@@ -19,8 +19,10 @@ FAMILIES = ("encoder", "decoder")
 @dataclass(frozen=True)
 class SublayerBuild:
     """A sublayer build: ``family``, model width ``d_model``, the engine's design (``engine``: a design dict of
-    :mod:`.generate`), the two cascades and the PL units' geometry (``unit_lanes`` elements a cycle each;
-    ``max_d`` channels; RoPE ``rope_head_dim`` × ``max_seq`` positions)."""
+    :mod:`.generate`), the two cascades' GEMM builds, how many of each (``qkv_cascades``, ``o_cascades``), the
+    cascades a w PLIO serves (``w_share``), the sequences a launch's dealing assumes (``batch``,
+    :func:`vckattn.hw.perf.sublayer.deal_projection`) and the PL units' geometry (``unit_lanes`` elements a cycle
+    each; ``max_d`` channels; RoPE ``rope_head_dim`` × ``max_seq`` positions)."""
 
     name: str
     family: str
@@ -31,6 +33,10 @@ class SublayerBuild:
     unit_lanes: int = 4
     max_d: int = 1024
     rope_head_dim: int = 64
+    qkv_cascades: int = 1
+    o_cascades: int = 1
+    w_share: int = 1
+    batch: int = 1
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -49,6 +55,13 @@ class SublayerBuild:
     @property
     def max_seq(self) -> int:
         return int(self.engine["max_seq"])
+
+    def gemm_stages(self) -> list[Any]:
+        """The projection stages on the array (:func:`.gemm_graph.stages_of_split`)."""
+        from vckattn.hw.design.gemm_graph import stages_of_split
+
+        return stages_of_split(self.d_model, self.batch, self.qkv, self.o, self.qkv_cascades, self.o_cascades,
+                               self.w_share)
 
 
 def _units(b: SublayerBuild) -> dict[str, dict]:
@@ -128,6 +141,38 @@ SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
 }
 
 
+def split_build(name: str, family: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
+    """The sublayer build of a split of the closed-form model (:func:`vckattn.hw.perf.sublayer.best_split`'s
+    ``split`` for ``shape``): its attention pipelines as the engine's design, its Q/K/V and W_O GEMM tiles as
+    cascade builds (:class:`~vckattn.hw.spec.gemm.GemmParams`), its cascade counts, w PLIO sharing and batch."""
+    from vckattn.hw.perf import sublayer as sl
+
+    sp = sl.SublayerSplit(**split)
+    _, design = sl.attention_design(shape, sp)
+    d = shape.d_model
+    qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
+    o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
+    return SublayerBuild(name, family, d, {**design.to_json(), "name": name}, qkv, o, qkv_cascades=sp.n_qkv,
+                         o_cascades=sp.n_o, w_share=sp.w_share, batch=shape.batch)
+
+
+#: the full-size sublayer for the VCK5000: BERT-base (d_model 768, 12 heads x 64, S <= 512) at the closed-form
+#: model's best split for batch 8 (``vckattn perf --scope sublayer``; a test keeps the two equal). Its AIE graph is
+#: generated and checked (``vckattn hw check vck5000_sublayer``); its PL top and movers are not generated yet, so it
+#: has no manifest
+FULL_SIZE_BUILDS: dict[str, SublayerBuild] = {
+    "vck5000_sublayer": SublayerBuild(
+        "vck5000_sublayer", "encoder", 768,
+        {"pipelines": 12, "qk_kernels": 4, "pv_kernels": 4, "q_rows": 32, "key_block": 32, "score_bits": 8,
+         "plio_bits": 128, "score_plios": 2, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 16,
+         "lanes_online_softmax": 0, "swiftmax_products": "auto", "norm_lanes": 4, "pl_clock_mhz": 250.0,
+         "kv_resident": True, "o_bits": 8, "host_launches_per_layer": 1, "max_seq": 512, "head_dim": 64,
+         "name": "vck5000_sublayer"},
+        GemmParams(4, 16, 48, 192, 8), GemmParams(4, 8, 48, 192, 32), qkv_cascades=36, o_cascades=16, w_share=2,
+        batch=8),
+}
+
+
 def unit_regmap(manifest: Any, unit: str) -> Any:
     """The register map of PL unit ``unit`` of a sublayer manifest, as the manifest records it."""
     from vckattn.golden.regmap import RegisterMap
@@ -135,5 +180,5 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
+__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages", "split_build",
            "sublayer_manifest", "unit_regmap"]

@@ -15,11 +15,11 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "W_SHARES",
-           "SublayerShape", "SublayerSplit", "attention_geometry", "attention_memory", "available", "best_split",
-           "bert_base", "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes", "out_share",
-           "pl_units", "plios", "refit", "resources", "rope_lanes", "schedule", "share_groups", "split_cost",
-           "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
+__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SublayerShape",
+           "SublayerSplit", "W_SHARES", "attention_design", "attention_geometry", "attention_memory", "available",
+           "bert_base", "best_split", "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes",
+           "out_share", "pl_units", "plios", "refit", "resources", "rope_lanes", "schedule", "share_groups",
+           "split_cost", "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -506,7 +506,7 @@ def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_col
             "cascades": sum(1 for u in dealt if u), "groups": groups, "w_share": w_share, "out_share": merge}
 
 
-def _attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
+def attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
     """The attention pipelines of split ``sp`` as the engine model's workload and design (operands on chip)."""
     from .model import Design, Workload
 
@@ -536,7 +536,7 @@ def _attention_resources(s: SublayerShape, sp: SublayerSplit) -> dict[str, float
 def _attention_resources_of(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
     from .model import _pl_resources, load_device
 
-    w, d = _attention_design(s, sp)
+    w, d = attention_design(s, sp)
     return engine.resources(w, d, load_device("vck5000"), (sp.normalizer,), _pl_resources, ddr_ports=False)
 
 

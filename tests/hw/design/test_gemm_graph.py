@@ -1,0 +1,144 @@
+"""The sublayer's AIE graph (``hw/design/gemm_graph.py`` with ``render.render_graph_h``) and its design-rule check:
+the full-size build is the closed-form model's best split; the generated graph has the PLIOs and kernels the model
+costs (so the two can disagree); every cascade is a chain of the right kernel functions with the x broadcast, the
+packet-split weights and the packet-merged outputs; every sublayer build passes every AIE rule, and builds or graphs
+broken on purpose are refused by the rule they break."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from dataclasses import replace
+
+import pytest
+
+from vckattn.host.cli import main
+from vckattn.hw.design import check, gemm_graph, render
+from vckattn.hw.design import layout as lay
+from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, split_build
+from vckattn.hw.perf import sublayer as sl
+
+FULL = FULL_SIZE_BUILDS["vck5000_sublayer"]
+ALL = {**SUBLAYER_BUILDS, **FULL_SIZE_BUILDS}
+BERT = sl.SublayerShape(8, 512)
+AIE_RULES = {r.id for r in check.RULES} - {"PL-RES", "AXI-MASTERS", "PL-MAXI"}
+
+
+def _violations(ctx: check.Context) -> list[check.Violation]:
+    return [v for _, vs in check.run_rules(ctx) for v in vs]
+
+
+def test_the_full_size_build_is_the_models_best_split():
+    best = sl.best_split(BERT)
+    assert split_build("vck5000_sublayer", "encoder", BERT, best["split"]) == FULL
+
+
+def test_the_generated_graph_has_the_plios_and_kernels_the_model_costs():
+    split = sl.SublayerSplit(**sl.best_split(BERT)["split"])
+    io = sl.plios(BERT, split)
+    graph = check.sublayer_context(FULL).graph
+    per_stage = Counter()
+    for name, (d, bits, _) in graph.plios.items():
+        assert bits == 128
+        stage = name.split("_")[0]
+        kind = ("x" if "_x" in name else "w" if "_w" in name else "out") if stage in ("qkv", "o") else d
+        per_stage[("attention" if stage.startswith("p") else stage, kind)] += 1
+    for stage in ("qkv", "o"):
+        for kind in ("x", "w", "out"):
+            assert per_stage[(stage, kind)] == io[stage][kind], (stage, kind)
+    assert per_stage[("attention", "in")] == io["attention"]["in"]
+    assert per_stage[("attention", "out")] == io["attention"]["out"]
+    used = sl.resources(BERT, split)["used"]
+    assert len(graph.kernels) == used["aie_tiles"] == 316
+    assert sum(1 for d, _, _ in graph.plios.values() if d == "in") == used["plio_in"]
+    assert sum(1 for d, _, _ in graph.plios.values() if d == "out") == used["plio_out"]
+
+
+def test_each_cascade_is_a_chain_of_its_kernel_functions_with_broadcast_x_split_w_and_merged_out():
+    ctx = check.sublayer_context(FULL)
+    g = ctx.graph
+    conns = {(c.src, c.dst): c.kinds for c in g.connections}
+    for st in FULL.gemm_stages():
+        k = st.params.kernels
+        last = "gemm_proj_last_rq" if st.name == "qkv" else "gemm_proj_last_y"
+        for c in range(st.cascades):
+            names = [gemm_graph.cascade_kernel(st.name, c, j) for j in range(k)]
+            assert [g.kernels[n][0] for n in names] == (["gemm_proj_first<0>"] + [f"gemm_proj_mid<{j}>"
+                                                                                   for j in range(1, k - 1)]
+                                                         + [f"{last}<{k - 1}>"])
+            for a, b in zip(names, names[1:], strict=False):
+                assert conns[(f"{a}.out[0]", f"{b}.in[2]")] == ("cascade",)
+            (xg,) = [i for i, grp in enumerate(st.x_groups) if c in grp]
+            for j, n in enumerate(names):
+                assert conns[(f"{st.name}_x{xg}_{j}.out[0]", f"{n}.in[0]")] == ("window",)
+        # one x PLIO a K-slice a group, broadcast to every cascade of the group
+        for i, grp in enumerate(st.x_groups):
+            fan = [c for c in g.connections if c.src == f"{st.name}_x{i}_0.out[0]"]
+            assert len(fan) == len(grp)
+        # packet ids: a w split serves w_share cascades' kernels; an out merge the cascades of its group
+        for i, grp in enumerate(st.w_groups):
+            assert g.packet[f"{st.name}_w{i}_split"] == ("pktsplit", len(grp) * k)
+        for i, grp in enumerate(st.out_groups):
+            if len(grp) > 1:
+                assert g.packet[f"{st.name}_out{i}_merge"] == ("pktmerge", len(grp))
+    assert ctx.gemm[gemm_graph.cascade_kernel("o", 0, 0)] == FULL.o
+
+
+@pytest.mark.parametrize("name", sorted(ALL))
+def test_every_sublayer_build_passes_every_aie_rule(name):
+    ctx = check.sublayer_context(ALL[name])
+    assert {r.id for r, _ in check.run_rules(ctx)} == AIE_RULES
+    assert set(ctx.unchecked) == {"PL-RES", "AXI-MASTERS", "PL-MAXI"}
+    assert _violations(ctx) == []
+
+
+def test_a_weight_split_with_too_many_packet_ids_is_refused():
+    wide = replace(FULL, w_share=9)  # 9 cascades x 4 kernels = 36 packet ids on one w stream
+    bad = [v for v in _violations(check.sublayer_context(wide)) if v.rule == "AIE-PKT"]
+    assert bad and all("_w" in v.message and v.found == 36 for v in bad)
+
+
+def test_a_cascade_kernel_moved_off_its_row_is_refused():
+    ctx = check.sublayer_context(FULL)
+    k = gemm_graph.cascade_kernel("qkv", 3, 2)
+    func, (c, r) = ctx.graph.kernels[k]
+    ctx.graph.kernels[k] = (func, (c, r + 1))
+    bad = [v for v in _violations(ctx) if v.rule == "AIE-CASCADE"]
+    assert any(k in v.message for v in bad)
+
+
+def test_the_kernels_memory_is_the_gemm_builds():
+    """A GEMM kernel's data memory is its own build's (hw/spec/gemm.py), not an attention kernel's: a W_O tile of
+    twice the rows no longer fits a tile's memory with the runtime's reserve."""
+    ctx = check.sublayer_context(FULL)
+    assert not _violations(ctx)
+    big = replace(FULL.o, rows=2 * FULL.o.rows)
+    ctx.gemm.update({k: big for k in ctx.gemm if k.startswith("o")})
+    bad = [v for v in _violations(ctx) if v.rule in ("AIE-DM", "AIE-BANKS")]
+    assert bad and all(re.search(r"\bo\d+_k\d", v.message) for v in bad)
+
+
+def test_too_many_cascades_do_not_place():
+    crowded = replace(FULL, o_cascades=40)
+    with pytest.raises(render.GenerateError, match="no 4 free tiles"):
+        check.sublayer_context(crowded)
+
+
+def test_the_placement_keeps_cascades_in_the_rows_direction_and_plios_on_pl_columns():
+    ctx = check.sublayer_context(FULL)
+    for k, (_, (c, r)) in ctx.graph.kernels.items():
+        assert 0 <= c < lay.ARRAY_COLUMNS and 0 <= r < lay.ARRAY_ROWS, k
+    assert len({t for _, t in ctx.graph.kernels.values()}) == len(ctx.graph.kernels)  # one kernel a tile
+    assert all(col in lay.PL_COLUMNS for _, _, col in ctx.graph.plios.values())
+
+
+def test_cli_checks_a_sublayer_build(tmp_path, capsys):
+    out = tmp_path / "drc.json"
+    assert main(["hw", "check", "vck5000_sublayer", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "36 Q/K/V + 16 W_O GEMM cascades" in text and "NOT CHECKED" in text
+    doc = json.loads(out.read_text())
+    assert doc["passed"] is True and doc["complete"] is False
+    assert set(doc["unchecked"]) == {"PL-RES", "AXI-MASTERS", "PL-MAXI"}
+    assert {r["rule"] for r in doc["rules"]} == AIE_RULES
