@@ -27,8 +27,8 @@ from typing import Any
 from vckattn.golden.errors import UserError
 from vckattn.hw.design.graph_h import read_graph_h
 
-__all__ = ["Buffer", "Kernel", "Net", "Pipeline", "Plio", "Topology", "TopologyError", "from_design", "parse",
-           "pipelines", "write_sources"]
+__all__ = ["Buffer", "Cascade", "GEMM_FUNCTION", "Kernel", "Net", "Pipeline", "Plio", "Topology", "TopologyError",
+           "cascades", "from_design", "from_sublayer", "parse", "pipelines", "write_sources"]
 
 
 class TopologyError(UserError):
@@ -225,22 +225,24 @@ def parse(folder: Path | str) -> Topology:
                     dict(manifest.get("engine", {})), movers)
 
 
-def write_sources(design: Any, board: str, out: Path, max_seq: int) -> None:
+def write_sources(design: Any, board: str, out: Path, max_seq: int, gemm: tuple[Any, ...] = ()) -> None:
     """Write the graph sources the simulation reads (``aie/engine_config.h``, ``aie/graph.h``, ``manifest.json``)
-    with the generator's own renderers (:mod:`vckattn.hw.design.render`) but without its design-rule check: for
-    studying a design the check refuses (GenerateError where stream contract v3 or the layout cannot build it)."""
+    with the generator's own renderers (:mod:`vckattn.hw.design.render`; with ``gemm``, a sublayer's projection
+    stages, :mod:`vckattn.hw.design.gemm_graph`) but without its design-rule check: for studying a design the check
+    refuses (GenerateError where stream contract v3 or the layout cannot build it)."""
+    from vckattn.hw.design import gemm_graph, render
     from vckattn.hw.design import layout as lay
-    from vckattn.hw.design import render
 
     render.check_design(design, max_seq)
     try:
         placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+        cascades = gemm_graph.placed_stages(list(gemm), placed) if gemm else None
     except lay.LayoutError as exc:
         raise render.GenerateError(f"design: {exc}") from None
     (out / "aie").mkdir(parents=True, exist_ok=True)
     (out / "aie" / "engine_config.h").write_text(render.render_config(design, max_seq, render.HEAD_DIMS),
                                                  encoding="utf-8")
-    (out / "aie" / "graph.h").write_text(render.render_graph_h(design, placed), encoding="utf-8")
+    (out / "aie" / "graph.h").write_text(render.render_graph_h(design, placed, cascades), encoding="utf-8")
     manifest = render.engine_manifest(design, board, f"{board}_engine", max_seq)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
 
@@ -256,6 +258,20 @@ def _generated(design_json: str, board: str, max_seq: int, drc: bool) -> Topolog
         if drc:  # as ``vckattn hw generate``: the design-rule check before anything is written
             refuse_violations(d, board, max_seq)
         write_sources(d, board, out, max_seq)
+        return parse(out)
+
+
+@functools.lru_cache(maxsize=16)
+def from_sublayer(design_json: str, gemm: tuple[Any, ...], board: str, max_seq: int) -> Topology:
+    """The parsed graph of a sublayer: the attention pipelines of ``design_json`` (a design's JSON text) with the
+    projection stages ``gemm`` (:class:`vckattn.hw.design.gemm_graph.GemmStage`), written by the generator's
+    renderers into a temporary folder and read back (cached per arguments)."""
+    from vckattn.hw.perf.model import design_from_json
+
+    d = design_from_json(json.loads(design_json))
+    with tempfile.TemporaryDirectory(prefix="vckattn-graph-") as tmp:
+        out = Path(tmp) / "build"
+        write_sources(d, board, out, max_seq, gemm)
         return parse(out)
 
 
@@ -339,10 +355,75 @@ def _pl_return(t: Topology, s_out: str) -> str | None:
     return None
 
 
+#: the ADF kernel functions of the projection GEMM cascades (:mod:`vckattn.hw.design.gemm_graph`)
+GEMM_FUNCTION = "gemm_proj_"
+
+
+@dataclass
+class Cascade:
+    """One projection GEMM cascade of the parsed graph: its ``stage`` (``qkv``, ``o``) and ``index`` (from the
+    kernel names ``<stage><c>_k<j>``), its ``kernels`` in cascade order and their ``functions``, the PLIO each
+    kernel's x window comes from (``x_plios``), the PLIO its weights come from (``w_plio``, through a pktsplit or
+    straight), the PLIO its last kernel's output reaches (``out_plio``, through a pktmerge or straight) and one
+    half of each buffer: ``x`` and ``w`` a kernel, ``out`` the last's."""
+
+    stage: str
+    index: int
+    kernels: list[str]
+    functions: list[str]
+    x_plios: list[str]
+    w_plio: str
+    out_plio: str
+    bytes: dict[str, list[int]]
+
+
+def cascades(t: Topology) -> list[Cascade]:
+    """The projection cascades of ``t`` by stage and index (TopologyError where one is not a chain from a first
+    kernel through its middle ones to a last one, or a window has no size)."""
+    nxt = {n.src[0]: n.dst[0] for n in t.nets if n.kind == "cascade"}
+    found: dict[tuple[str, int], list[Kernel]] = {}
+    for k in t.kernels.values():
+        if not k.function.startswith(GEMM_FUNCTION):
+            continue
+        m = re.fullmatch(r"([a-z]+)(\d+)_k(\d+)", k.name)
+        if not m:
+            raise TopologyError(f"generated graph: GEMM kernel {k.name} is not named <stage><cascade>_k<j>")
+        found.setdefault((m.group(1), int(m.group(2))), []).append(k)
+    out = []
+    for (stage, c), ks in sorted(found.items()):
+        names = {k.name for k in ks}
+        heads = [k for k in ks if k.function in ("gemm_proj_first", "gemm_proj_only_rq", "gemm_proj_only_y")]
+        if len(heads) != 1:
+            raise TopologyError(f"generated graph: cascade {stage}{c} has {len(heads)} first kernels")
+        chain = [heads[0].name]
+        while nxt.get(chain[-1]) in names:
+            chain.append(nxt[chain[-1]])
+        if len(chain) != len(ks):
+            raise TopologyError(f"generated graph: cascade {stage}{c} chains {len(chain)} of its {len(ks)} kernels")
+
+        def size(node: str, port: str) -> int:
+            b = t.buffers.get((node, port))
+            if b is None or b.bytes <= 0:
+                raise TopologyError(f"generated graph: {node}.{port} has no window size")
+            return b.bytes
+
+        w = {_source_plio(t, k, "in[1]")[0] for k in chain}
+        if len(w) != 1:
+            raise TopologyError(f"generated graph: cascade {stage}{c} takes weights from {sorted(w)}")
+        out.append(Cascade(stage, c, chain, [t.kernels[k].function for k in chain],
+                           [_source_plio(t, k, "in[0]")[0] for k in chain], w.pop(), _sink_plio(t, chain[-1]),
+                           {"x": [size(k, "in[0]") for k in chain], "w": [size(k, "in[1]") for k in chain],
+                            "out": [size(chain[-1], "out[0]")]}))
+    return out
+
+
 def pipelines(t: Topology) -> list[Pipeline]:
-    """The pipelines of ``t`` (TopologyError where the graph does not follow the engine's structure)."""
+    """The pipelines of ``t`` (TopologyError where the graph does not follow the engine's structure); a sublayer's
+    GEMM cascades (:func:`cascades`) are not pipelines."""
     groups: dict[int, list[Kernel]] = {}
     for k in t.kernels.values():
+        if k.function.startswith(GEMM_FUNCTION):
+            continue
         m = re.match(r"p(\d+)_", k.name)
         if not m:
             raise TopologyError(f"generated graph: kernel {k.name} belongs to no pipeline (p<i>_...)")

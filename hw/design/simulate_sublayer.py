@@ -5,19 +5,29 @@ The full description: ``docs/internals/hw.md``, section ``hw/design/simulate_sub
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 import simpy
 
-from vckattn.hw.design.simulate import DdrBank, Deadlock, Link, PingPong, _chunks, _Pipeline, _Sim
+from vckattn.hw.design import graph_topology as gt
+from vckattn.hw.design.simulate import (
+    DdrBank,
+    Deadlock,
+    Link,
+    PingPong,
+    _chunks,
+    _Pipeline,
+    _Sim,
+    geometry_design,
+    plio_rates,
+)
 from vckattn.hw.perf import engine, gemm_proj, sublayer
 from vckattn.hw.perf.sublayer import DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
 
-__all__ = ["SublayerSimResult", "simulate_sublayer"]
+__all__ = ["SublayerSimResult", "simulate_sublayer", "sublayer_topology"]
 
-#: bytes of a buffer's header beat (x, w and out buffers of the GEMM kernel; :data:`.gemm_proj.BEAT_BYTES`)
-HEADER = gemm_proj.BEAT_BYTES
 
 
 @dataclass
@@ -38,13 +48,14 @@ class SublayerSimResult:
 class _Graph:
     """The processes of one launch (module docstring)."""
 
-    def __init__(self, s: SublayerShape, sp: SublayerSplit) -> None:
-        self.s, self.sp = s, sp
+    def __init__(self, s: SublayerShape, sp: SublayerSplit, topo: gt.Topology) -> None:
+        self.s, self.sp, self.topo = s, sp, topo
         self.env = env = simpy.Environment()
         self.ddr = DdrBank(env, DEVICE["ddr_bytes_per_s"])
         self.weight_mover = simpy.Resource(env, capacity=1)
-        self.link_rate = min(engine.PLIO_BEAT_BYTES * DEVICE["pl_clock_hz"],
-                             engine.AIE_STREAM_BYTES * DEVICE["aie_clock_hz"])
+        self.rates = plio_rates(topo, DEVICE["aie_clock_hz"])
+        self.links: dict[str, Link] = {}
+        parsed = gt.cascades(topo)
         b = s.batch
         self.x_ready = [env.event() for _ in range(b)]
         self.done = {k: [env.event() for _ in range(b)] for k in ("qkv", "attention", "o")}
@@ -55,8 +66,8 @@ class _Graph:
         self._w_link_bytes: dict[Link, int] = {}
         env.process(self.x_mover())
         first: list[tuple[Link, int, _Cascade]] = []
-        left_q = self._stage("qkv", sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, first)
-        left_o = self._stage("o", sp.o_tile, sp.n_o, s.d_model, 32, first)
+        left_q = self._stage("qkv", [c for c in parsed if c.stage == "qkv"], sp.qkv_tile, 3 * s.d_model, 8, first)
+        left_o = self._stage("o", [c for c in parsed if c.stage == "o"], sp.o_tile, s.d_model, 32, first)
         self.left = {"qkv": left_q, "o": left_o}
         links = list(dict.fromkeys(link for link, _, _ in first))
         self._prefetching = len(links)
@@ -112,12 +123,24 @@ class _Graph:
             self.prefetched.succeed(self.env.now)
 
     # ---- a projection stage
-    def _stage(self, name: str, tile: tuple[int, int, int], n: int, out_cols: int, out_bits: int,
-               first: list[tuple[Link, int, _Cascade]]) -> list[int]:
+    def _link(self, plio: str) -> Link:
+        """The one link of PLIO ``plio`` (shared by every cascade the graph connects to it), at its rate."""
+        if plio not in self.links:
+            self.links[plio] = Link(self.env, self.rates[plio], plio)
+        return self.links[plio]
+
+    def _stage(self, name: str, parsed: list[gt.Cascade], tile: tuple[int, int, int], out_cols: int,
+               out_bits: int, first: list[tuple[Link, int, _Cascade]]) -> list[int]:
+        """The cascades of stage ``name`` as the graph has them (``parsed``): their x broadcasts, w and out PLIOs
+        and buffer sizes; their work dealt as the closed form deals it; their kernels' cycles from the GEMM build
+        ``tile`` (rows, cols, kslice)."""
         s = self.s
         rows, cols, kslice = tile
         k = s.d_model // kslice
-        dealt = sublayer.deal_projection(out_cols // cols, s.batch, n)
+        if not parsed or any(len(c.kernels) != k for c in parsed):
+            raise gt.TopologyError(f"generated graph: the {name} stage has {len(parsed)} cascades, not cascades of "
+                                   f"{k} kernels")
+        dealt = sublayer.deal_projection(out_cols // cols, s.batch, len(parsed))
         left = [0] * s.batch
         for units in dealt:
             for _, b in units:
@@ -125,31 +148,35 @@ class _Graph:
         compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
                       for j in range(k)) / DEVICE["aie_clock_hz"]
         tiles = -(-s.seq // rows)
-        # the w PLIOs (w_share cascades each) and the merged output PLIOs (out_share cascades each)
-        w_links, out_links = {}, {}
-        for group in sublayer.share_groups(n, self.sp.w_share):
-            link = Link(self.env, self.link_rate, "w_in")
-            self._w_link_bytes[link] = k * (HEADER + kslice * cols)
-            w_links.update(dict.fromkeys(group, link))
-        for group in sublayer.share_groups(n, sublayer.out_share(tile, k, out_bits)):
-            out_links.update(dict.fromkeys(group, Link(self.env, self.link_rate, "out")))
-        cascades = {c: _Cascade(self, name, c, units, rows, cols, kslice, out_bits, compute, tiles, w_links[c],
-                                out_links[c])
-                    for c, units in enumerate(dealt) if units}
-        first += [(w_links[c], cols * s.d_model, cascades[c]) for c in cascades]
-        for group in sublayer.broadcast_groups(dealt):
-            self.env.process(self.x_in(name, [cascades[c] for c in group], rows * kslice, tiles))
+        cascades = {}
+        for pc, units in zip(parsed, dealt, strict=True):
+            if not units:
+                continue
+            w_link = self._link(pc.w_plio)
+            self._w_link_bytes[w_link] = sum(pc.bytes["w"])  # a block: every kernel's slice, header and lanes
+            cascades[pc.index] = _Cascade(self, name, pc.index, units, rows, cols, kslice, out_bits, compute, tiles,
+                                          w_link, self._link(pc.out_plio), pc.bytes["out"][0])
+        first += [(c.w_link, cols * s.d_model, c) for c in cascades.values()]
+        groups: dict[str, list[_Cascade]] = {}
+        for pc in parsed:
+            if pc.index in cascades:
+                groups.setdefault(pc.x_plios[0], []).append(cascades[pc.index])
+        for plio, group in groups.items():
+            if any([b for _, b in c.units] != [b for _, b in group[0].units] for c in group):
+                raise gt.TopologyError(f"generated graph: {plio} broadcasts X to {name} cascades that the dealing "
+                                       "gives different sequences")
+            x_bytes = next(pc.bytes["x"][0] for pc in parsed if pc.x_plios[0] == plio)
+            self.env.process(self.x_in(name, group, self._link(plio), x_bytes, tiles))
         return left
 
-    def x_in(self, stage: str, group: list[_Cascade], nbytes: int, tiles: int):
-        """A broadcast group's x streams (one a K-slice, in parallel: one link): each tile once, into every
-        cascade's x buffer when all of them have a free half."""
-        link = Link(self.env, self.link_rate, "x_in")
+    def x_in(self, stage: str, group: list[_Cascade], link: Link, nbytes: int, tiles: int):
+        """A broadcast group's x streams (one a K-slice, in parallel: the first's link stands for them): each tile
+        (``nbytes`` with its header) once, into every cascade's x buffer when all of them have a free half."""
         for _, b in group[0].units:
             yield self._gate(stage, b)
             for _ in range(tiles):
                 yield self.env.all_of([c.x.free.get(1) for c in group])
-                yield from link.move(HEADER + nbytes)
+                yield from link.move(nbytes)
                 for c in group:
                     yield c.x.full.put(1)
 
@@ -157,7 +184,7 @@ class _Graph:
     def _attention(self) -> None:
         s, sp = self.s, self.sp
         g = sublayer.attention_geometry(s, sp)
-        on_chip = _Sim(g, None, env=self.env)  # Q/K/V in and A out: the PL's buffers, no DDR
+        on_chip = _Sim(g, None, env=self.env, topo=self.topo)  # Q/K/V in and A out: the PL's buffers, no DDR
         self._att_sim = on_chip
         left = [s.heads] * s.batch
         gates: dict[int, simpy.Event] = {}
@@ -182,7 +209,8 @@ class _Cascade:
     """One projection cascade's processes: x in, w switches, compute, out (module docstring)."""
 
     def __init__(self, graph: _Graph, stage: str, index: int, units: list[tuple[int, int]], rows: int, cols: int,
-                 kslice: int, out_bits: int, compute: float, tiles: int, w_link: Link, out_link: Link) -> None:
+                 kslice: int, out_bits: int, compute: float, tiles: int, w_link: Link, out_link: Link,
+                 out_window: int) -> None:
         self.g, self.stage, self.index, self.units = graph, stage, index, units
         env = graph.env
         self.rows, self.cols, self.kslice, self.out_bits = rows, cols, kslice, out_bits
@@ -193,6 +221,7 @@ class _Cascade:
         self.w.free = simpy.Container(env, capacity=engine.BUFFER_HALVES, init=engine.BUFFER_HALVES - 1)
         self.w.full.put(units[0][0])  # the first block: prefetched
         self.w_link, self.out_link = w_link, out_link  # shared with the other cascades of their groups
+        self.out_window = out_window  # one output buffer half, header included (the graph's)
         self.busy = 0.0
         self.reloaded = env.event()
         for proc in (self.w_in(), self.run(), self.drain()):
@@ -231,12 +260,11 @@ class _Cascade:
 
     def drain(self):
         g, env = self.g, self.g.env
-        out_bytes = self.rows * self.cols * self.out_bits // 8
         room = simpy.Container(env, capacity=4096, init=4096)  # the output mover's posted writes in flight
         for _, b in self.units:
             for r in range(self.tiles):
                 yield self.out.full.get()
-                yield from self.out_link.move(HEADER + out_bytes)
+                yield from self.out_link.move(self.out_window)
                 yield self.out.free.put(1)
                 if self.stage == "o":  # the int8 output rows of this tile (+ the residual, requantized in the PL)
                     nbytes = self.rows * self.cols
@@ -256,11 +284,28 @@ class _Cascade:
         g.last = max(g.last, g.env.now)
 
 
-def simulate_sublayer(s: SublayerShape, sp: SublayerSplit) -> SublayerSimResult:
-    """Simulate one launch of the sublayer ``s`` on split ``sp`` (module docstring). Raises :class:`Deadlock` when
-    the graph stops before every sequence is through, ValueError for a split the model refuses."""
+def sublayer_topology(s: SublayerShape, sp: SublayerSplit) -> gt.Topology:
+    """The graph the generator writes for split ``sp`` of ``s``, parsed back: the attention pipelines
+    (:func:`.simulate.geometry_design`) and the projection stages (:func:`.gemm_graph.stages_of_split`)."""
+    from vckattn.hw.design.gemm_graph import stages_of_split
+    from vckattn.hw.spec.gemm import GemmParams
+
+    g = sublayer.attention_geometry(s, sp)
+    d = s.d_model
+    qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
+    o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
+    stages = tuple(stages_of_split(d, s.batch, qkv, o, sp.n_qkv, sp.n_o, sp.w_share))
+    design = replace(geometry_design(g), max_seq=g.keys)
+    return gt.from_sublayer(json.dumps(design.to_json(), sort_keys=True), stages, "vck5000", g.keys)
+
+
+def simulate_sublayer(s: SublayerShape, sp: SublayerSplit, topo: gt.Topology | None = None) -> SublayerSimResult:
+    """Simulate one launch of the sublayer ``s`` on split ``sp`` (module docstring) on the graph the generator
+    writes for it (:func:`sublayer_topology`; ``topo``: that graph already parsed, or one edited). Raises
+    :class:`Deadlock` when the graph stops before every sequence is through, ValueError for a split the model
+    refuses, :class:`~.graph_topology.TopologyError` for a graph it cannot follow."""
     sublayer.split_cost(s, sp)  # the same validation as the closed form
-    graph = _Graph(s, sp)
+    graph = _Graph(s, sp, topo if topo is not None else sublayer_topology(s, sp))
     steps = 0
     while True:
         try:

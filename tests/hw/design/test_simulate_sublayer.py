@@ -7,10 +7,12 @@ simulation catches an optimistic schedule (the pipeline formula the hand-offs re
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 
 import pytest
 
-from vckattn.hw.design.simulate_sublayer import simulate_sublayer
+from vckattn.hw.design import graph_topology as gt
+from vckattn.hw.design.simulate_sublayer import simulate_sublayer, sublayer_topology
 from vckattn.hw.perf import sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 
@@ -72,11 +74,12 @@ def test_simulation_catches_an_optimistic_schedule():
 def test_shared_w_plios_and_broadcast_x_slow_both_alike():
     """43 Q/K/V cascades over 48 blocks: most switch block inside a sequence, and the cascades of a broadcast group
     wait for each other. With a w PLIO for 4 cascades their blocks queue at the start (beside X on the bank): both
-    the closed form and the simulation slow down by more than 2.5% (~3.3% and ~3.1%: the GEMM kernels' cycles make
-    the queued blocks a smaller share of the time than the 5% it was), by the same fraction within one percentage
-    point, and still agree within the tolerance."""
+    the closed form and the simulation slow down by more than 2.5% (~3.3% and ~3.4%), by the same fraction within
+    one percentage point, and still agree within the tolerance. Two score channels a pipeline, so that the graph
+    with a w PLIO a cascade (144 PLIOs in) places on the PL interface columns: the simulation runs the graph the
+    generator writes."""
     shape = SublayerShape(batch=8, seq=512)
-    one, four = SublayerSplit(43, 16, 9, 4, score_channels=4), SublayerSplit(43, 16, 9, 4, score_channels=4,
+    one, four = SublayerSplit(43, 16, 9, 4, score_channels=2), SublayerSplit(43, 16, 9, 4, score_channels=2,
                                                                              w_share=4)
     c1, c4 = sublayer.split_cost(shape, one)["seconds"], sublayer.split_cost(shape, four)["seconds"]
     s1, s4 = simulate_sublayer(shape, one).seconds, simulate_sublayer(shape, four).seconds
@@ -130,3 +133,50 @@ def test_the_docs_quote_no_sublayer_figure_as_reported():
     assert row.search("| 512 | 617.6 µs | 613.5 µs (−0.7%) | **32.6%** (41.7 TOPS) |")  # the pattern can match
     agree = report.sublayer_agreement()
     assert all(abs(a["difference"]) <= TOLERANCE for a in agree)
+
+
+def _best(shape: SublayerShape) -> SublayerSplit:
+    return _split(sublayer.best_split(shape))
+
+
+def test_the_simulation_runs_the_cascades_the_generator_writes():
+    """The simulated projection stages are read from the generated graph: as many cascades as it has, each with
+    its x, w and out PLIOs and buffer sizes; they are the model's (same count, same sharing)."""
+    shape = SublayerShape(batch=8, seq=512)
+    sp = _best(shape)
+    topo = sublayer_topology(shape, sp)
+    parsed = gt.cascades(topo)
+    io = sublayer.plios(shape, sp)
+    for stage, n in (("qkv", sp.n_qkv), ("o", sp.n_o)):
+        mine = [c for c in parsed if c.stage == stage]
+        assert len(mine) == n
+        assert len({c.w_plio for c in mine}) == io[stage]["w"]
+        assert len({c.out_plio for c in mine}) == io[stage]["out"]
+        assert len({p for c in mine for p in c.x_plios}) == io[stage]["x"]
+    assert len(gt.pipelines(topo)) == sp.n_att
+
+
+def test_a_slower_plio_in_the_graph_slows_the_simulation_not_the_closed_form():
+    """The x PLIOs of the Q/K/V stage at half the PL clock in the graph: the simulation, which reads the PLIOs'
+    clocks from the graph, slows down; the closed form, which does not read the graph, does not."""
+    shape = SublayerShape(batch=8, seq=512)
+    sp = _best(shape)
+    topo = sublayer_topology(shape, sp)
+    slow = replace(topo, plios={n: replace(p, mhz=p.mhz / 2) if n.startswith("qkv_x") else p
+                                for n, p in topo.plios.items()})
+    base, slowed = simulate_sublayer(shape, sp, topo).seconds, simulate_sublayer(shape, sp, slow).seconds
+    assert slowed > 1.05 * base
+    assert sublayer.split_cost(shape, sp)["seconds"] == pytest.approx(base, rel=TOLERANCE)
+
+
+def test_a_broadcast_to_cascades_of_other_sequences_is_refused():
+    """A graph that broadcasts one x stream to cascades the dealing gives different sequences cannot run the
+    model's schedule: the simulation refuses it, naming the PLIO."""
+    shape = SublayerShape(batch=8, seq=512)
+    sp = _best(shape)
+    topo = sublayer_topology(shape, sp)
+    moved = [c for c in gt.cascades(topo) if c.stage == "qkv" and c.x_plios[0] != "qkv_x0_0"][0]
+    nets = [replace(n, src=(n.src[0].replace(moved.x_plios[0].rsplit("_", 1)[0], "qkv_x0"), n.src[1]))
+            if n.dst[0] in moved.kernels and n.dst[1] == "in[0]" else n for n in topo.nets]
+    with pytest.raises(gt.TopologyError, match="qkv_x0_0 broadcasts X"):
+        simulate_sublayer(shape, sp, replace(topo, nets=nets))
