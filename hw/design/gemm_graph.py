@@ -83,14 +83,15 @@ def cascade_kernel(stage: str, c: int, j: int) -> str:
 
 
 def stages_of_split(d_model: int, batch: int, qkv: GemmParams, o: GemmParams, n_qkv: int, n_o: int,
-                    w_share: int) -> list[GemmStage]:
+                    w_share: int, qkv_cols: int | None = None) -> list[GemmStage]:
     """The Q/K/V and W_O stages of a sublayer split (:class:`vckattn.hw.perf.sublayer.SublayerSplit`): its cascade
-    counts, GEMM builds and w PLIO sharing, dealt and grouped as the model deals them for ``batch`` sequences.
-    Cascades that the dealing leaves without work are not built."""
+    counts, GEMM builds and w PLIO sharing, dealt and grouped as the model deals them for ``batch`` sequences
+    (``qkv_cols``: the fused Q/K/V projection's outputs, default ``3·d_model``; fewer with grouped-query
+    attention). Cascades that the dealing leaves without work are not built."""
     from vckattn.hw.perf import sublayer as sl
 
     out = []
-    for name, p, n, out_cols in (("qkv", qkv, n_qkv, 3 * d_model), ("o", o, n_o, d_model)):
+    for name, p, n, out_cols in (("qkv", qkv, n_qkv, qkv_cols or 3 * d_model), ("o", o, n_o, d_model)):
         if p.k != d_model:
             raise ValueError(f"{name}: {p.kernels} kernels x {p.kslice} features is not d_model {d_model}")
         dealt = [u for u in sl.deal_projection(out_cols // p.cols, batch, n) if u]

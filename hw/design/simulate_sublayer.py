@@ -58,15 +58,18 @@ class _Graph:
         parsed = gt.cascades(topo)
         b = s.batch
         self.x_ready = [env.event() for _ in range(b)]
-        self.done = {k: [env.event() for _ in range(b)] for k in ("qkv", "attention", "o")}
+        self.order = (("site",) if s.decoder else ()) + ("qkv", "attention", "o")
+        self.done = {k: [env.event() for _ in range(b)] for k in self.order}
         self.ready_at: dict[str, list[float]] = {k: [0.0] * b for k in self.done}
-        self.busy: dict[str, float] = {"qkv": 0.0, "attention": 0.0, "o": 0.0}
+        self.busy: dict[str, float] = dict.fromkeys(self.order, 0.0)
         self.last = 0.0
         self.prefetched = env.event()
         self._w_link_bytes: dict[Link, int] = {}
         env.process(self.x_mover())
+        if s.decoder:
+            env.process(self.site())
         first: list[tuple[Link, int, _Cascade]] = []
-        left_q = self._stage("qkv", [c for c in parsed if c.stage == "qkv"], sp.qkv_tile, 3 * s.d_model, 8, first)
+        left_q = self._stage("qkv", [c for c in parsed if c.stage == "qkv"], sp.qkv_tile, s.qkv_cols, 8, first)
         left_o = self._stage("o", [c for c in parsed if c.stage == "o"], sp.o_tile, s.d_model, 32, first)
         self.left = {"qkv": left_q, "o": left_o}
         links = list(dict.fromkeys(link for link, _, _ in first))
@@ -77,13 +80,24 @@ class _Graph:
 
     # ---- helpers
     def _gate(self, stage: str, b: int) -> simpy.Event:
-        """When ``stage`` may start sequence ``b``: the stage before has finished it (X for the Q/K/V cascades) and
+        """When ``stage`` may start sequence ``b``: the stage before has finished it (X for the first stage) and
         the stage after has freed the slot of ``b - SEQUENCE_SLOTS``."""
-        before = {"qkv": self.x_ready, "attention": self.done["qkv"], "o": self.done["attention"]}[stage][b]
-        after = {"qkv": "attention", "attention": "o", "o": None}[stage]
+        i = self.order.index(stage)
+        before = (self.x_ready if i == 0 else self.done[self.order[i - 1]])[b]
+        after = self.order[i + 1] if i + 1 < len(self.order) else None
         if after is None or b < SEQUENCE_SLOTS:
             return before
         return self.env.all_of([before, self.done[after][b - SEQUENCE_SLOTS]])
+
+    def site(self):
+        """The decoder's BHyT site A units: U of each sequence from its X, one sequence after the other, into the U
+        slots (:func:`.sublayer.site_seconds` a sequence)."""
+        t = sublayer.site_seconds(self.s, self.sp)
+        for b in range(self.s.batch):
+            yield self._gate("site", b)
+            yield self.env.timeout(t)
+            self.busy["site"] += t
+            self._finish("site", b)
 
     def _finish(self, stage: str, b: int) -> None:
         self.ready_at[stage][b] = self.env.now
@@ -101,7 +115,7 @@ class _Graph:
         s = self.s
         for b in range(s.batch):
             if not self.sp.x_on_chip and b >= SEQUENCE_SLOTS:
-                yield self.done["qkv"][b - SEQUENCE_SLOTS]
+                yield self.done[self.order[0]][b - SEQUENCE_SLOTS]
             yield from self._read(s.seq * s.d_model, "x_mm2s")
             self.x_ready[b].succeed()
 
@@ -294,7 +308,7 @@ def sublayer_topology(s: SublayerShape, sp: SublayerSplit) -> gt.Topology:
     d = s.d_model
     qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
     o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
-    stages = tuple(stages_of_split(d, s.batch, qkv, o, sp.n_qkv, sp.n_o, sp.w_share))
+    stages = tuple(stages_of_split(d, s.batch, qkv, o, sp.n_qkv, sp.n_o, sp.w_share, s.qkv_cols))
     design = replace(geometry_design(g), max_seq=g.keys)
     return gt.from_sublayer(json.dumps(design.to_json(), sort_keys=True), stages, "vck5000", g.keys)
 

@@ -21,7 +21,8 @@ class SublayerBuild:
     """A sublayer build: ``family``, model width ``d_model``, the engine's design (``engine``: a design dict of
     :mod:`.generate`), the two cascades' GEMM builds, how many of each (``qkv_cascades``, ``o_cascades``), the
     cascades a w PLIO serves (``w_share``), the sequences a launch's dealing assumes (``batch``,
-    :func:`vckattn.hw.perf.sublayer.deal_projection`) and the PL units' geometry (``unit_lanes`` elements a cycle
+    :func:`vckattn.hw.perf.sublayer.deal_projection`), the fused Q/K/V projection's outputs (``qkv_cols``: None for
+    ``3·d_model``; fewer with grouped-query attention) and the PL units' geometry (``unit_lanes`` elements a cycle
     each; ``max_d`` channels; RoPE ``rope_head_dim`` × ``max_seq`` positions)."""
 
     name: str
@@ -37,6 +38,7 @@ class SublayerBuild:
     o_cascades: int = 1
     w_share: int = 1
     batch: int = 1
+    qkv_cols: int | None = None
 
     def __post_init__(self) -> None:
         if self.family not in FAMILIES:
@@ -61,7 +63,7 @@ class SublayerBuild:
         from vckattn.hw.design.gemm_graph import stages_of_split
 
         return stages_of_split(self.d_model, self.batch, self.qkv, self.o, self.qkv_cascades, self.o_cascades,
-                               self.w_share)
+                               self.w_share, self.qkv_cols)
 
 
 def _units(b: SublayerBuild) -> dict[str, dict]:
@@ -141,7 +143,7 @@ SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
 }
 
 
-def split_build(name: str, family: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
+def split_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
     """The sublayer build of a split of the closed-form model (:func:`vckattn.hw.perf.sublayer.best_split`'s
     ``split`` for ``shape``): its attention pipelines as the engine's design, its Q/K/V and W_O GEMM tiles as
     cascade builds (:class:`~vckattn.hw.spec.gemm.GemmParams`), its cascade counts, w PLIO sharing and batch."""
@@ -152,24 +154,39 @@ def split_build(name: str, family: str, shape: Any, split: dict[str, Any]) -> Su
     d = shape.d_model
     qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
     o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
-    return SublayerBuild(name, family, d, {**design.to_json(), "name": name}, qkv, o, qkv_cascades=sp.n_qkv,
-                         o_cascades=sp.n_o, w_share=sp.w_share, batch=shape.batch)
+    return SublayerBuild(name, shape.family, d, {**design.to_json(), "name": name}, qkv, o, qkv_cascades=sp.n_qkv,
+                         o_cascades=sp.n_o, w_share=sp.w_share, batch=shape.batch,
+                         qkv_cols=None if shape.qkv_cols == 3 * d else shape.qkv_cols)
 
 
-#: the full-size sublayer for the VCK5000: BERT-base (d_model 768, 12 heads x 64, S <= 512) at the closed-form
-#: model's best split for batch 8 (``vckattn perf --scope sublayer``; a test keeps the two equal). Its AIE graph is
-#: generated and checked (``vckattn hw check vck5000_sublayer``); its PL top and movers are not generated yet, so it
-#: has no manifest
+#: the full-size sublayers for the VCK5000, each at the closed-form model's best split for batch 8 of S = 512
+#: (``vckattn perf --scope sublayer``; a test keeps each equal to it): ``vck5000_sublayer``, the BERT-base encoder
+#: (d_model 768, 12 heads x 64, S <= 512), and ``vck5000_sublayer_decoder``, SmolLM2-135M converted to BHyT (d_model
+#: 576, 9 query and 3 K/V heads x 64, RoPE, causal). Their AIE graphs are generated and checked (``vckattn hw check
+#: NAME``); their PL tops and movers are not generated yet, so they have no manifests
+#: the attention pipelines of the full-size builds: the model's (:func:`vckattn.hw.perf.sublayer.attention_design`)
+_FULL_SIZE_ENGINE = {"qk_kernels": 4, "pv_kernels": 4, "q_rows": 32, "key_block": 32, "score_bits": 8,
+                     "plio_bits": 128, "score_plios": 2, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 16,
+                     "lanes_online_softmax": 0, "swiftmax_products": "auto", "norm_lanes": 4, "pl_clock_mhz": 250.0,
+                     "kv_resident": True, "o_bits": 8, "host_launches_per_layer": 1, "max_seq": 512, "head_dim": 64}
+
 FULL_SIZE_BUILDS: dict[str, SublayerBuild] = {
     "vck5000_sublayer": SublayerBuild(
-        "vck5000_sublayer", "encoder", 768,
-        {"pipelines": 12, "qk_kernels": 4, "pv_kernels": 4, "q_rows": 32, "key_block": 32, "score_bits": 8,
-         "plio_bits": 128, "score_plios": 2, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 16,
-         "lanes_online_softmax": 0, "swiftmax_products": "auto", "norm_lanes": 4, "pl_clock_mhz": 250.0,
-         "kv_resident": True, "o_bits": 8, "host_launches_per_layer": 1, "max_seq": 512, "head_dim": 64,
-         "name": "vck5000_sublayer"},
+        "vck5000_sublayer", "encoder", 768, {**_FULL_SIZE_ENGINE, "pipelines": 12, "name": "vck5000_sublayer"},
         GemmParams(4, 16, 48, 192, 8), GemmParams(4, 8, 48, 192, 32), qkv_cascades=36, o_cascades=16, w_share=2,
         batch=8),
+    "vck5000_sublayer_decoder": SublayerBuild(
+        "vck5000_sublayer_decoder", "decoder", 576,
+        {**_FULL_SIZE_ENGINE, "pipelines": 10, "name": "vck5000_sublayer_decoder"},
+        GemmParams(3, 16, 48, 192, 8), GemmParams(3, 8, 48, 192, 32), qkv_cascades=40, o_cascades=36, w_share=2,
+        batch=8, qkv_cols=960),
+}
+
+#: the model's shape of each full-size build (:class:`vckattn.hw.perf.sublayer.SublayerShape` fields)
+FULL_SIZE_SHAPES: dict[str, dict[str, Any]] = {
+    "vck5000_sublayer": {"batch": 8, "seq": 512, "heads": 12, "head_dim": 64},
+    "vck5000_sublayer_decoder": {"batch": 8, "seq": 512, "heads": 9, "head_dim": 64, "kv_heads": 3,
+                                 "family": "decoder"},
 }
 
 
@@ -180,5 +197,5 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages", "split_build",
-           "sublayer_manifest", "unit_regmap"]
+__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
+           "split_build", "sublayer_manifest", "unit_regmap"]

@@ -31,18 +31,46 @@ LANES = 16
 NORMALIZERS = ("swiftmax", "online_softmax")
 
 
+#: the sublayer families the model costs (golden/stages.py): ``encoder`` (post-LN BERT: Q/K/V, attention, W_O,
+#: residual) and ``decoder`` (BHyT Llama: site A on X before Q/K/V, RoPE on Q and K, causal attention)
+FAMILIES = ("encoder", "decoder")
+
+
 @dataclass(frozen=True)
 class SublayerShape:
-    """The sublayer: ``batch`` sequences of ``seq`` tokens, ``heads`` × ``head_dim`` (= d_model)."""
+    """The sublayer: ``batch`` sequences of ``seq`` tokens, ``heads`` query heads × ``head_dim`` (= d_model),
+    ``kv_heads`` K/V heads (grouped-query attention when fewer; None: ``heads``), of ``family`` (:data:`FAMILIES`)."""
 
     batch: int
     seq: int
     heads: int = 12
     head_dim: int = 64
+    kv_heads: int | None = None
+    family: str = "encoder"
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise ValueError(f"family must be one of {FAMILIES}, got {self.family!r}")
+        if self.heads % self.n_kv:
+            raise ValueError(f"kv_heads {self.n_kv} must divide heads {self.heads}")
 
     @property
     def d_model(self) -> int:
         return self.heads * self.head_dim
+
+    @property
+    def n_kv(self) -> int:
+        """K/V heads."""
+        return self.kv_heads or self.heads
+
+    @property
+    def qkv_cols(self) -> int:
+        """Output channels of the fused Q/K/V projection: ``(heads + 2·kv_heads)·head_dim``."""
+        return (self.heads + 2 * self.n_kv) * self.head_dim
+
+    @property
+    def decoder(self) -> bool:
+        return self.family == "decoder"
 
     @property
     def tokens(self) -> int:
@@ -122,9 +150,11 @@ def buildable_problem(s: SublayerShape | None = None) -> str | None:
 
 
 def sublayer_macs(s: SublayerShape) -> dict[str, int]:
-    """MACs of each stage: ``qkv`` N·d·3d, ``attention`` 2·B·H·S²·D, ``o`` N·d·d (units: multiply-accumulates)."""
+    """MACs of each stage: ``qkv`` N·d·(H + 2·H_kv)·D, ``attention`` 2·B·H·S²·D (a causal decoder: only the keys
+    at or before each query, 2·B·H·D·S(S+1)/2), ``o`` N·d·d (units: multiply-accumulates)."""
     d = s.d_model
-    return {"qkv": s.tokens * d * 3 * d, "attention": 2 * s.batch * s.heads * s.seq * s.seq * s.head_dim,
+    pairs = s.seq * (s.seq + 1) // 2 if s.decoder else s.seq * s.seq
+    return {"qkv": s.tokens * d * s.qkv_cols, "attention": 2 * s.batch * s.heads * pairs * s.head_dim,
             "o": s.tokens * d * d}
 
 
@@ -295,7 +325,7 @@ def attention_memory(q_rows: int, sk: int, d: int) -> int:
 def attention_geometry(s: SublayerShape, sp: SublayerSplit) -> engine.Geometry:
     """The attention pipelines of split ``sp`` as an engine :class:`~.engine.Geometry`: ``n_att`` pipelines of
     ``kq`` + ``kq`` kernels, ``sp.channels`` score channels with a :data:`LANES`-lane normalizer each, int8 scores,
-    the build's keys = ``seq``, not causal."""
+    the build's keys = ``seq``, causal for a decoder, ``kv_heads`` K/V heads."""
     if sp.normalizer not in NORMALIZERS:
         raise ValueError(f"normalizer must be one of {NORMALIZERS}, got {sp.normalizer!r}")
     if sp.kq % sp.channels:
@@ -304,8 +334,8 @@ def attention_geometry(s: SublayerShape, sp: SublayerSplit) -> engine.Geometry:
         raise ValueError(f"seq {s.seq} must split into {sp.kq} slices of a multiple of 16 keys")
     return engine.Geometry(pipelines=sp.n_att, k=sp.kq, m=sp.channels, q_rows=sp.q_rows, d=engine.build_d(s.head_dim),
                            keys=s.seq, sk=s.seq // sp.kq, score_bits=8, lanes=LANES, f_aie=DEVICE["aie_clock_hz"],
-                           f_pl=DEVICE["pl_clock_hz"], seq=s.seq, heads=s.heads, kv_heads=s.heads, batch=s.batch,
-                           causal=False, normalizer=sp.normalizer)
+                           f_pl=DEVICE["pl_clock_hz"], seq=s.seq, heads=s.heads, kv_heads=s.n_kv, batch=s.batch,
+                           causal=s.decoder, normalizer=sp.normalizer)
 
 
 def _attention(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
@@ -319,9 +349,11 @@ def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer
     g = attention_geometry(s, sp)
     sk = g.sk
     compute = _tile_cycles(sp.kq, sp.q_rows, sk, s.head_dim)
+    f = DEVICE["aie_clock_hz"]
+    if s.decoder:  # causal: the diagonal slices' QKᵀ kernels apply the mask (engine_aie's masked variant)
+        compute = max(compute, engine.kernel_seconds(g, "qk", True) * f)
     # a tile of a pipeline: Q in; its score channels (scores out through the normalizer, P back: the engine model's
     # costing of either normalizer, engine.tile_costs); A out
-    f = DEVICE["aie_clock_hz"]
     io = {"q_in": _io_cycles(sp.q_rows * s.head_dim), "scores": engine.tile_costs(g, 0).channel * f,
           "a_out": _io_cycles(sp.q_rows * s.head_dim)}
     tile = max(compute, *io.values())
@@ -405,7 +437,7 @@ def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
     tile's ``rows × cols`` int8 outputs within the cascade's tile interval (``chain_cycles`` AIE cycles at the PL
     clock), so that the unit never slows the cascade."""
     rows, cols, _ = sp.qkv_tile
-    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)["chain_cycles"]
+    chain = _cascade(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols, 8, sp.w_share)["chain_cycles"]
     need = rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
     lanes = 1
     while lanes < need:
@@ -415,7 +447,7 @@ def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
     return lanes
 
 
-def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[str, Any]:
+def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None) -> dict[str, Any]:
     """The sublayer's PL units at its throughput, MODELED: each unit's LUT/FF/DSP/BRAM/URAM from its Yosys fit
     (:func:`.pl.resources`, UltraScale+ cells as a proxy for the Versal PL) times the units needed to keep pace
     with the AIE stages' output PLIOs (128 bits a PL cycle):
@@ -423,7 +455,9 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
     * ``residual``: one unit a W_O cascade, ``lanes`` = the int32 accumulators a PLIO beat carries (4);
     * ``requant``: none: the GEMM's last cascade kernel requantizes Q/K/V and the attention pipelines'
       requantizer kernel A (on the AIE);
-    * ``rope`` (``rope=True``, a decoder sublayer: Q and K rotated on their way out of the Q/K/V cascades): one
+    * ``bhyt_exact`` (a decoder sublayer): BHyT site A on X (its statistic computed on chip), :func:`site_units`
+      units of :data:`SITE_LANES` lanes reading X from the X buffer and writing U into its slots (:func:`buffers`);
+    * ``rope`` (``rope=True``, default: a decoder sublayer; Q and K rotated on their way out of the Q/K/V cascades): one
       unit a Q/K/V cascade of :func:`rope_lanes` lanes (its average output rate, not the PLIO's peak: the unit
       backpressures the out buffer's drain, within the tile interval), each with the registry build's table
       (``max_pos`` 256 positions of ``head_dim`` 64; the fit's BRAM, the same at every lane count, is the table),
@@ -437,8 +471,10 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool = False) -> dict[st
 
     dev = load_device("vck5000").pl
     keys = ("lut", "ff", "dsp", "bram", "uram")
+    rope = s.decoder if rope is None else rope
     plan = {"residual": (sp.n_o, DEVICE["plio_bytes"] // 4), "requant": (0, 1),
-            "rope": (sp.n_qkv, rope_lanes(s, sp)) if rope else (0, 1)}
+            "rope": (sp.n_qkv, rope_lanes(s, sp)) if rope else (0, 1),
+            "bhyt_exact": (site_units(s, sp), SITE_LANES) if s.decoder else (0, 1)}
     units = {}
     for name, (count, lanes) in plan.items():
         r = pl.resources(name, lanes)
@@ -512,7 +548,7 @@ def attention_design(s: SublayerShape, sp: SublayerSplit) -> tuple[Any, Any]:
 
     g = attention_geometry(s, sp)
     w = Workload(heads=s.heads, d_head=s.head_dim, seq=s.seq, batch=s.batch, layers=(sp.normalizer,),
-                 operands="on_chip")
+                 kv_heads=s.n_kv, operands="on_chip", causal=s.decoder)
     lanes = {"lanes_swiftmax": LANES if sp.normalizer == "swiftmax" else 0,
              "lanes_online_softmax": LANES if sp.normalizer == "online_softmax" else 0}
     d = Design(pipelines=sp.n_att, qk_kernels=sp.kq, pv_kernels=sp.kq, q_rows=sp.q_rows, score_bits=8,
@@ -551,7 +587,7 @@ def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
     """128-bit PLIOs of split ``sp``, in (PL → AIE) and out: each projection stage's x streams (one a K-slice a
     broadcast group), w streams and output PLIOs (:func:`_stage_streams`), the attention pipelines' as the engine
     counts them (:func:`.engine.plios`)."""
-    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share)
+    qkv = _stage_streams(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols, 8, sp.w_share)
     o = _stage_streams(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)
     att = _attention_plios(sp.n_att, sp.channels)
     return {"qkv": qkv, "o": o, "attention": att, "in": qkv["x"] + qkv["w"] + o["x"] + o["w"] + att["in"],
@@ -571,7 +607,9 @@ def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = Non
       by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each); without
       ``x_on_chip``, :data:`SEQUENCE_SLOTS` sequences of it, ``S·d`` bytes each, not read by the residual units
       (theirs comes again from DDR);
-    * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``3·S·d`` bytes each: written by the Q/K/V
+    * ``u`` (a decoder): :data:`SEQUENCE_SLOTS` sequences of U = site A(X), ``S·d`` bytes each: written by the
+      site units, read by the Q/K/V stage's x streams (X itself then by the site units and the residual units);
+    * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``S·(H + 2·H_kv)·D`` bytes each: written by the Q/K/V
       cascades' output PLIOs, read by every attention pipeline's q_in, k_in and v_in;
     * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, ``S·d`` bytes each: written by the pipelines' o_out, read by
       the W_O stage's x streams.
@@ -583,8 +621,14 @@ def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = Non
     d = s.d_model
     residual_bits = 8 * DEVICE["plio_bytes"] // 4  # a residual unit's int8 X a cycle (its lanes)
     x_bytes = s.tokens * d if sp.x_on_chip else min(s.batch, SEQUENCE_SLOTS) * s.seq * d
-    spec = {"x": (x_bytes, {STREAM_BITS: 1 + io["qkv"]["x"], residual_bits: 0 if not sp.x_on_chip else sp.n_o}),
-            "qkv": (SEQUENCE_SLOTS * 3 * s.seq * d, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
+    residual = {residual_bits: 0 if not sp.x_on_chip else sp.n_o}
+    if s.decoder:  # H for the residual, U = site A(H) for the Q/K/V stage
+        sites = site_units(s, sp)
+        spec = {"x": (x_bytes, {STREAM_BITS: 1 + sites, **residual}),
+                "u": (min(s.batch, SEQUENCE_SLOTS) * s.seq * d, {STREAM_BITS: sites + io["qkv"]["x"]})}
+    else:
+        spec = {"x": (x_bytes, {STREAM_BITS: 1 + io["qkv"]["x"], **residual})}
+    spec |= {"qkv": (SEQUENCE_SLOTS * s.seq * s.qkv_cols, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
             "a": (SEQUENCE_SLOTS * s.seq * d, {STREAM_BITS: sp.n_att + io["o"]["x"]})}
     return {k: {"bytes": n, "streams": sum(st.values()),
                 "uram": _blocks(8 * n, st, a["uram_bits"], a["uram_width_bits"]),
@@ -602,7 +646,7 @@ def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | 
             "axi_master": 2 + o["out"]}
 
 
-def resources(s: SublayerShape, sp: SublayerSplit, rope: bool = False,
+def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
               limits: tuple[tuple[str, float], ...] = ()) -> dict[str, Any]:
     """Every resource split ``sp`` uses (:data:`RESOURCES`) against the device's (:func:`available`, or
     ``limits`` in its place), MODELED:
@@ -650,9 +694,10 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     (``"resources"``: :func:`resources`, against the device's limits or ``limits``; ``used``: that result when
     the caller has it already)."""
     macs = sublayer_macs(s)
-    w1 = (first_reload_bytes(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model)
+    w1 = (first_reload_bytes(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols)
           + first_reload_bytes(s, sp.o_tile, sp.n_o, s.d_model))
-    staged = {"qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, 3 * s.d_model, 8, sp.w_share, float(w1)),
+    staged = {**({"site": site_stage(s, sp)} if s.decoder else {}),
+              "qkv": _cascade(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols, 8, sp.w_share, float(w1)),
               "attention": _attention(s, sp), "o": _cascade(s, sp.o_tile, sp.n_o, s.d_model, 32, sp.w_share)}
     # the Q/K/V cascades start a sequence once its X is on chip, read in sequence order, sharing the bank with the
     # first reloads (their first weights are on chip: prefetched while the previous sublayer ran, after its X)
@@ -690,6 +735,41 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
             "resources": resources(s, sp, limits=limits) if used is None else used}
 
 
+#: lanes of the decoder's BHyT site A unit: the X mover's 128-bit beat a PL cycle
+SITE_LANES = 16
+
+
+def site_seconds(s: SublayerShape, sp: SublayerSplit) -> float:
+    """Seconds the decoder's site A units take for one sequence of X: its ``seq`` tokens dealt evenly to
+    :func:`site_units` units of :data:`SITE_LANES` lanes (a token's statistic before its output, the unit's
+    latency: :func:`vckattn.hw.pl.timing.stream_cycles`), at the PL clock."""
+    from vckattn.hw.pl import timing
+
+    tokens = -(-s.seq // site_units(s, sp))
+    return timing.stream_cycles("bhyt_exact", tokens, s.d_model, SITE_LANES) / DEVICE["pl_clock_hz"]
+
+
+def site_units(s: SublayerShape, sp: SublayerSplit) -> int:
+    """Site A units of a decoder split (0 for an encoder): the fewest whose time for a sequence is no more than the
+    Q/K/V stage's per sequence, so that the site never slows the cascades (each unit reads X from the X buffer and
+    writes U into the U slots)."""
+    from vckattn.hw.pl import timing
+
+    if not s.decoder:
+        return 0
+    per_seq = _cascade(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols, 8, sp.w_share)["seconds"] / s.batch
+    one = timing.stream_cycles("bhyt_exact", s.seq, s.d_model, SITE_LANES) / DEVICE["pl_clock_hz"]
+    return min(s.seq, max(1, math.ceil(one / per_seq)))
+
+
+def site_stage(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
+    """The decoder's site A as the first stage of the schedule: its units on each sequence in turn, U into
+    :data:`SEQUENCE_SLOTS` slots (MODELED)."""
+    t = site_seconds(s, sp)
+    return {"seconds": s.batch * t, "kernels": 0, "kernel_memory_bytes": 0, "units": site_units(s, sp),
+            "work": tuple(((0, t),) for _ in range(s.batch)), "fill_seconds": 0.0, "tail_seconds": 0.0}
+
+
 def _fields(obj: Any) -> dict[str, Any]:
     """A flat dataclass of immutable fields (ints, strings, tuples of ints) as a dict: ``asdict`` without its deep
     copy (the explorer costs tens of thousands of splits)."""
@@ -722,7 +802,7 @@ def splits(s: SublayerShape, tile_cap: float = 0.8, limits: tuple[tuple[str, flo
     avail = {**available(), **dict(limits)}
     cap = int(tile_caps(tile_cap)["aie_tiles"] * avail["aie_tiles"])
     caps = tile_caps(tile_cap)
-    for tile, out_cols in ((tiles.get("qkv_tile", SublayerSplit.qkv_tile), 3 * s.d_model),
+    for tile, out_cols in ((tiles.get("qkv_tile", SublayerSplit.qkv_tile), s.qkv_cols),
                            (tiles.get("o_tile", SublayerSplit.o_tile), s.d_model)):
         _check_tile(s, tile, out_cols)
     k_qkv = s.d_model // tiles.get("qkv_tile", SublayerSplit.qkv_tile)[2]

@@ -16,7 +16,7 @@ import pytest
 from vckattn.host.cli import main
 from vckattn.hw.design import check, gemm_graph, render
 from vckattn.hw.design import layout as lay
-from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, split_build
+from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, SUBLAYER_BUILDS, split_build
 from vckattn.hw.perf import sublayer as sl
 
 FULL = FULL_SIZE_BUILDS["vck5000_sublayer"]
@@ -29,9 +29,16 @@ def _violations(ctx: check.Context) -> list[check.Violation]:
     return [v for _, vs in check.run_rules(ctx) for v in vs]
 
 
-def test_the_full_size_build_is_the_models_best_split():
-    best = sl.best_split(BERT)
-    assert split_build("vck5000_sublayer", "encoder", BERT, best["split"]) == FULL
+@pytest.mark.parametrize("name", sorted(FULL_SIZE_BUILDS))
+def test_each_full_size_build_is_the_models_best_split(name):
+    shape = sl.SublayerShape(**FULL_SIZE_SHAPES[name])
+    assert split_build(name, shape, sl.best_split(shape)["split"]) == FULL_SIZE_BUILDS[name]
+
+
+def test_the_decoder_build_is_smollm2_with_grouped_query_attention():
+    dec = FULL_SIZE_BUILDS["vck5000_sublayer_decoder"]
+    assert (dec.family, dec.d_model, dec.qkv_cols) == ("decoder", 576, (9 + 2 * 3) * 64)
+    assert dec.qkv.k == dec.o.k == 576
 
 
 def test_the_generated_graph_has_the_plios_and_kernels_the_model_costs():

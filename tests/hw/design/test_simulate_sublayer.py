@@ -36,6 +36,7 @@ def _split(r: dict) -> SublayerSplit:
     (SublayerShape(batch=8, seq=128), "swiftmax"),
     (SublayerShape(batch=2, seq=128, heads=6), "swiftmax"),
     (SublayerShape(batch=2, seq=128, heads=6), "online_softmax"),
+    (SublayerShape(batch=8, seq=512, heads=9, kv_heads=3, family="decoder"), "swiftmax"),
 ])
 def test_simulation_agrees_with_the_closed_form_on_the_best_split(shape, normalizer):
     closed, sim = _best_and_sim(shape, normalizer)
@@ -46,7 +47,11 @@ def test_simulation_agrees_with_the_closed_form_on_the_best_split(shape, normali
     # through them, which the simulated graph partly overlaps; the sublayer's end within 10%, above)
     for stage, ready in closed["sequence_ready"].items():
         got = sim.sequence_ready[stage]
-        assert got == sorted(got) and len(got) == shape.batch
+        assert len(got) == shape.batch
+        # the sequences leave a stage in the closed form's order: in sequence order for the encoders; the
+        # decoder's 40 Q/K/V cascades each take one block of 4 sequences, so sequence 4 leaves before 3
+        assert sorted(range(shape.batch), key=got.__getitem__) == sorted(range(shape.batch), key=ready.__getitem__)
+        assert shape.decoder or got == sorted(got)
         assert all(abs(x / y - 1) <= 0.15 for x, y in zip(got, ready, strict=True)), stage
     assert sim.sequence_ready["qkv"][0] < sim.sequence_ready["attention"][0] < sim.sequence_ready["o"][0]
     # the busiest instance of each projection stage computes exactly the closed form's busiest cascade's units

@@ -331,3 +331,45 @@ def test_x_in_slots_when_all_of_it_does_not_fit():
     assert max(slots["resources"]["fraction"].values()) <= 0.8
     best = sublayer.best_split(s)
     assert best["split"]["x_on_chip"] is False and max(best["resources"]["fraction"].values()) <= 0.8
+
+
+#: SmolLM2-135M's sublayer converted to BHyT: 9 query and 3 K/V heads of 64, RoPE, causal
+SMOLLM2 = SublayerShape(batch=8, seq=512, heads=9, head_dim=64, kv_heads=3, family="decoder")
+
+
+def test_a_decoder_counts_its_grouped_query_projection_and_its_causal_attention():
+    """Q/K/V: (9 + 2·3)·64 = 960 outputs a token; attention: only the keys at or before each query."""
+    m = sublayer.sublayer_macs(SMOLLM2)
+    n, d = 8 * 512, 576
+    assert m == {"qkv": n * d * 960, "attention": 2 * 8 * 9 * (512 * 513 // 2) * 64, "o": n * d * d}
+    assert SMOLLM2.qkv_cols == 960 and SublayerShape(8, 512).qkv_cols == 3 * 768
+    with pytest.raises(ValueError, match="kv_heads 4 must divide heads 9"):
+        SublayerShape(8, 512, heads=9, kv_heads=4)
+    with pytest.raises(ValueError, match="family"):
+        SublayerShape(8, 512, family="vit")
+
+
+def test_a_decoder_runs_site_a_first_with_units_that_keep_pace_and_keeps_u_beside_x():
+    """Site A (BHyT's exact site, its statistic on chip) is the decoder's first stage: as many 16-lane units as
+    keep a sequence within the Q/K/V stage's time for it, their resources and the U buffer counted; the attention
+    geometry is causal with 3 K/V heads; RoPE units on the Q/K/V cascades."""
+    sp = SublayerSplit(**sublayer.best_split(SMOLLM2)["split"])
+    c = sublayer.split_cost(SMOLLM2, sp)
+    assert list(c["stages"]) == ["site", "qkv", "attention", "o"]
+    units = sublayer.site_units(SMOLLM2, sp)
+    assert units >= 2 and c["stages"]["site"]["units"] == units
+    per_seq = c["stages"]["qkv"]["seconds"] / 8
+    assert sublayer.site_seconds(SMOLLM2, sp) <= per_seq
+    if units > 1:  # one unit fewer would not keep pace
+        from vckattn.hw.pl import timing
+        tokens = -(-512 // (units - 1))
+        assert timing.stream_cycles("bhyt_exact", tokens, 576, 16) / 250e6 > per_seq
+    pl = sublayer.pl_units(SMOLLM2, sp)["units"]
+    assert pl["bhyt_exact"]["count"] == units and pl["rope"]["count"] == sp.n_qkv
+    bufs = sublayer.buffers(SMOLLM2, sp)
+    assert bufs["u"]["bytes"] == 4 * 512 * 576 and bufs["qkv"]["bytes"] == 4 * 512 * 960
+    g = sublayer.attention_geometry(SMOLLM2, sp)
+    assert g.causal and g.kv_heads == 3
+    enc = sublayer.split_cost(SublayerShape(8, 512), SublayerSplit(**sublayer.bert_base(512)["split"]))
+    assert "site" not in enc["stages"] and "u" not in sublayer.buffers(SublayerShape(8, 512),
+                                                                        SublayerSplit(**enc["split"]))
