@@ -138,9 +138,10 @@ def _io_cycles(nbytes: int) -> float:
 
 #: why no split of this model can be built: what the generator emits for a sublayer build
 #: (hw/design/sublayer_build.py) against what the split needs
-NOT_BUILT = ("the generator builds no sublayer hardware: a sublayer build (hw/design/sublayer_build.py) has no ADF "
-             "graph for the Q/K/V and W_O GEMM cascades, no PL buffers between the stages and no movers for them, so "
-             "no xclbin exists for any split; only the attention engine (--scope attention) is built")
+NOT_BUILT = ("the generator builds no sublayer hardware yet: a sublayer build (hw/design/sublayer_build.py) has its "
+             "AIE graph generated and checked (vckattn hw check vck5000_sublayer), but no PL top with the buffers "
+             "between the stages and no movers, so no xclbin exists for any split; only the attention engine (--scope "
+             "attention) is built")
 
 
 def buildable_problem(s: SublayerShape | None = None) -> str | None:

@@ -236,12 +236,13 @@ SMALL = ("--seq", "128", "--batch", "2", "--heads", "6")
                                   ("perf", "explore", "--scope", "sublayer", "--seq", "512"),
                                   ("perf", "explore", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3")])
 def test_scope_sublayer_is_refused_while_the_generator_builds_no_sublayer(capsys, argv):
-    """A sublayer build has no ADF graph for its GEMM cascades, no PL buffers between the stages and no movers for
-    them (hw/design/sublayer_build.py): no split of the sublayer model is buildable, so `perf [explore] --scope
+    """A sublayer build has its AIE graph but no PL top with the buffers between the stages and no movers
+    (hw/design/sublayer_build.py): no split of the sublayer model is buildable, so `perf [explore] --scope
     sublayer` reports no figure -- one line, status 2, naming why; no JSON, no table."""
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
     assert "generator builds no sublayer hardware" in err and "hw/design/sublayer_build.py" in err
+    assert "no PL top" in err and "no movers" in err
     assert "TOPS" not in err and "of peak" not in err
 
 
