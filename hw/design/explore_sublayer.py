@@ -12,7 +12,8 @@ from vckattn.hw.design.explore import HEADROOM, TIE
 from vckattn.hw.perf import sublayer
 from vckattn.hw.perf.sublayer import LANES, SublayerShape
 
-__all__ = ["EQUAL_RESOURCE_KEYS", "NORMALIZER_KEYS", "SublayerExploration", "explore_sublayer", "normalizer_resources"]
+__all__ = ["EQUAL_RESOURCE_KEYS", "NORMALIZER_KEYS", "SublayerExploration", "best_placeable", "explore_sublayer",
+           "first_placeable", "normalizer_resources", "passes_aie_rules"]
 
 #: the normalizer resources counted (each within the device less the headroom)
 NORMALIZER_KEYS = ("lut", "ff", "dsp")
@@ -82,15 +83,42 @@ class SublayerExploration:
         }
 
 
+def passes_aie_rules(s: SublayerShape, c: dict[str, Any]) -> bool:
+    """Whether split ``c`` (a :func:`.sublayer.split_cost`) of ``s`` places on the array and its generated AIE graph
+    passes every AIE rule of the design-rule check (:func:`.check.sublayer_context`)."""
+    from vckattn.hw.design import check
+    from vckattn.hw.design.render import GenerateError
+    from vckattn.hw.design.sublayer_build import split_build
+
+    try:
+        ctx = check.sublayer_context(split_build("candidate", s, c["split"]))
+    except GenerateError:
+        return False
+    return not any(vs for _, vs in check.run_rules(ctx))
+
+
+def first_placeable(s: SublayerShape, ranked: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first split of ``ranked`` that places and passes the AIE rules (:func:`passes_aie_rules`), or None."""
+    return next((c for c in ranked if passes_aie_rules(s, c)), None)
+
+
+def best_placeable(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
+    """The fastest split of :func:`.sublayer.splits` (fixed fields ``tiles`` as there) whose generated graph places
+    and passes every AIE rule: the model's best split checked as it will place (ValueError when none does)."""
+    ranked = sorted(sublayer.splits(s, tile_cap, **tiles), key=lambda c: c["seconds"])
+    best = first_placeable(s, ranked)
+    if best is None:
+        raise ValueError(f"no split of the {s.family} sublayer places on the array and passes the AIE rules")
+    return {**best, "tile_cap": tile_cap, "faster_unplaceable": ranked.index(best)}
+
+
 def _with_resources(c: dict[str, Any]) -> dict[str, Any]:
     return {**c, "normalizer_resources": normalizer_resources(c)}
 
 
-def _fewest_luts(found: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
+def _fewest_luts(s: SublayerShape, found: list[dict[str, Any]], target: float) -> dict[str, Any] | None:
     ok = [c for c in found if c["seconds"] <= target * (1 + TIE)]
-    if not ok:
-        return None
-    return min(ok, key=lambda c: (normalizer_resources(c)["lut"], c["kernels"], c["seconds"]))
+    return first_placeable(s, sorted(ok, key=lambda c: (normalizer_resources(c)["lut"], c["kernels"], c["seconds"])))
 
 
 def explore_sublayer(s: SublayerShape, tile_cap: float = 0.8, headroom: float = HEADROOM) -> SublayerExploration:
@@ -103,14 +131,17 @@ def explore_sublayer(s: SublayerShape, tile_cap: float = 0.8, headroom: float = 
                  if all(normalizer_resources(c)[k] <= room[k] for k in NORMALIZER_KEYS)] for n in sublayer.NORMALIZERS}
     if not all(found.values()):
         raise ValueError("no split fits the device (every resource within the cap, its normalizers the PL)")
-    best = {n: min(v, key=lambda c: c["seconds"]) for n, v in found.items()}
+    ranked = {n: first_placeable(s, sorted(v, key=lambda c: c["seconds"])) for n, v in found.items()}
+    if not all(ranked.values()):
+        raise ValueError("no split that fits the device places on the array and passes the AIE rules")
+    best: dict[str, dict[str, Any]] = {n: c for n, c in ranked.items() if c is not None}
     bs = best["swiftmax"]
     cap = normalizer_resources(bs)
     eq_r = [c for c in found["online_softmax"] if c["kernels"] <= bs["kernels"]
             and all(normalizer_resources(c)[k] <= cap[k] for k in EQUAL_RESOURCE_KEYS)]
     target = max(b["seconds"] for b in best.values())
-    ts, to = _fewest_luts(found["swiftmax"], target), _fewest_luts(found["online_softmax"], target)
-    pick = min(eq_r, key=lambda c: c["seconds"]) if eq_r else None
+    ts, to = _fewest_luts(s, found["swiftmax"], target), _fewest_luts(s, found["online_softmax"], target)
+    pick = first_placeable(s, sorted(eq_r, key=lambda c: c["seconds"]))
     return SublayerExploration(
         shape=s, tile_cap=tile_cap, swiftmax=_with_resources(bs),
         online_softmax=_with_resources(best["online_softmax"]),

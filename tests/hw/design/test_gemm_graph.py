@@ -16,6 +16,7 @@ import pytest
 from vckattn.host.cli import main
 from vckattn.hw.design import check, gemm_graph, render
 from vckattn.hw.design import layout as lay
+from vckattn.hw.design.explore_sublayer import best_placeable, first_placeable, passes_aie_rules
 from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, SUBLAYER_BUILDS, split_build
 from vckattn.hw.perf import sublayer as sl
 
@@ -30,9 +31,28 @@ def _violations(ctx: check.Context) -> list[check.Violation]:
 
 
 @pytest.mark.parametrize("name", sorted(FULL_SIZE_BUILDS))
-def test_each_full_size_build_is_the_models_best_split(name):
+def test_each_full_size_build_is_the_models_best_split_that_places(name):
+    """The full-size builds are the fastest splits whose generated graphs pass every AIE rule; today that is the
+    closed form's best split itself (none faster is refused)."""
     shape = sl.SublayerShape(**FULL_SIZE_SHAPES[name])
-    assert split_build(name, shape, sl.best_split(shape)["split"]) == FULL_SIZE_BUILDS[name]
+    best = best_placeable(shape)
+    assert split_build(name, shape, best["split"]) == FULL_SIZE_BUILDS[name]
+    assert best["faster_unplaceable"] == 0 and best["split"] == sl.best_split(shape)["split"]
+
+
+def test_the_search_skips_splits_whose_graph_breaks_an_aie_rule():
+    """43 Q/K/V cascades beside 9 pipelines of 2 score channels: within every resource cap of the model, but its
+    generated graph needs more streams across a column boundary than the switches have (AIE-ROUTE); a split with
+    more cascades than the array holds does not place at all. The search passes over both to the next split."""
+    crowded = sl.split_cost(BERT, sl.SublayerSplit(43, 16, 9, 4, score_channels=2, w_share=2))
+    assert max(crowded["resources"]["fraction"].values()) <= 0.8
+    bad = [v.rule for v in _violations(check.sublayer_context(split_build("x", BERT, crowded["split"])))]
+    assert "AIE-ROUTE" in bad
+    too_many = sl.split_cost(BERT, sl.SublayerSplit(80, 16, 9, 4, score_channels=2, w_share=2))
+    best = sl.best_split(BERT)
+    assert not passes_aie_rules(BERT, crowded) and not passes_aie_rules(BERT, too_many)
+    assert first_placeable(BERT, [crowded, too_many, best]) is best
+    assert first_placeable(BERT, [crowded, too_many]) is None
 
 
 def test_the_decoder_build_is_smollm2_with_grouped_query_attention():
