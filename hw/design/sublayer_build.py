@@ -139,7 +139,8 @@ SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
     "sublayer_small_encoder": SublayerBuild("sublayer_small_encoder", "encoder", 384, _small_engine(),
                                             GemmParams(4, 32, 64, 96, 8), GemmParams(4, 16, 64, 96, 32)),
     "sublayer_small_decoder": SublayerBuild("sublayer_small_decoder", "decoder", 576, _small_engine(),
-                                            GemmParams(6, 32, 64, 96, 8), GemmParams(6, 16, 64, 96, 32)),
+                                            GemmParams(6, 32, 64, 96, 8), GemmParams(6, 16, 64, 96, 32),
+                                            qkv_cols=960),
 }
 
 

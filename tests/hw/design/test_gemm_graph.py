@@ -169,3 +169,12 @@ def test_cli_checks_a_sublayer_build(tmp_path, capsys):
     assert doc["passed"] is True and doc["complete"] is False
     assert set(doc["unchecked"]) == {"PL-RES", "AXI-MASTERS", "PL-MAXI"}
     assert {r["rule"] for r in doc["rules"]} == AIE_RULES
+
+
+def test_an_online_softmax_split_is_checked_on_its_graph():
+    """The score channels' normalizer is in the PL: an online-softmax split's AIE graph is its SwiftMax twin's, and
+    the best online-softmax split places and passes (the generator writes no online-only attention design, so the
+    split is not refused for its lanes)."""
+    best = sl.best_split(sl.SublayerShape(8, 128), normalizer="online_softmax")
+    assert best["split"]["normalizer"] == "online_softmax"
+    assert passes_aie_rules(sl.SublayerShape(8, 128), best)
