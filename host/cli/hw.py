@@ -59,7 +59,8 @@ def add_hw(sub: Subparsers) -> None:
     r.set_defaults(func=run_hw_report)
     g = hsub.add_parser(
         "generate",
-        help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point",
+        help="write the scalable engine's build sources (AIE graph, system.cfg, PL top, manifest) from a design point; "
+             "a sublayer build's AIE half",
         description="Turn a design point of the performance model into the engine's build sources (stream contract "
         "v3, hw/ENGINE.md): OUT/aie/engine_config.h, graph.h, graph.cpp (the ADF graph: per pipeline k qk_slice and k "
         "pv_slice kernels fed from ping-pong buffers, the kv packet split, per score channel pktmerge/pktsplit, the "
@@ -69,13 +70,18 @@ def add_hw(sub: Subparsers) -> None:
         "OUT/diagram.png. DESIGN is a design JSON (a Design object, `perf --json` or `perf explore --json` output) "
         "or `best`: the committed best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board "
         "(bitstreams/engine_designs/<board>_engine.design.json: of the model's near-fastest designs, the fastest in "
-        "the graph simulation). Needs "
-        "no AMD tools; `make xclbin DESIGN=...` builds the result where they are installed.",
+        "the graph simulation). A sublayer build's name writes its AIE half only: OUT/aie/ (the graph with the "
+        "attention pipelines and the Q/K/V and W_O GEMM cascades, engine_config.h, graph.cpp, gemm_<stage>.cc) and "
+        "OUT/build.json, after the AIE rules of the design-rule check pass; its PL top, movers, system.cfg and "
+        "manifest are not generated yet. Needs "
+        "no AMD tools; `make xclbin DESIGN=...` builds an engine result where they are installed.",
         epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
                         "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "
-                        "--out build/engine_small"),
+                        "--out build/engine_small",
+                        "vckattn hw generate vck5000_sublayer --out build/sublayer"),
     )
-    g.add_argument("design", metavar="DESIGN", help="design JSON file, or `best`")
+    g.add_argument("design", metavar="DESIGN", help="design JSON file, `best`, or a sublayer build (vck5000_sublayer, "
+                   "vck5000_sublayer_decoder, sublayer_small_encoder, sublayer_small_decoder: its AIE graph only)")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
     g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="board (default vck5000)")
     g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts: "
@@ -84,7 +90,8 @@ def add_hw(sub: Subparsers) -> None:
     g.add_argument("--name", default=None, help="manifest name (default <board>_engine)")
     g.set_defaults(func=run_hw_generate)
     c = hsub.add_parser(
-        "check", help="design-rule check of an engine design: every AIE array and PL rule, PASS/FAIL with its source",
+        "check", help="design-rule check of an engine or sublayer design: every AIE array and PL rule, PASS/FAIL "
+                      "with its source",
         description="Check an engine design against the rules that decide whether aiecompiler and v++ accept it "
         "(docs/hardware.md \"Design-rule check\"): data and program memory a tile, buffers in memories the kernel "
         "reaches, ping-pong banks, DMA buffer descriptors, locks and channels, stream-switch ports and routes, "
@@ -94,7 +101,8 @@ def add_hw(sub: Subparsers) -> None:
         "(vck5000_engine, vck190_engine, engine_small, engine_small_dual), a sublayer build (vck5000_sublayer: "
         "BERT-base, vck5000_sublayer_decoder: SmolLM2-135M with BHyT, each at the model's best split; "
         "sublayer_small_encoder, sublayer_small_decoder), a design JSON (as "
-        "for `hw generate`) or a build folder written by `hw generate`. A sublayer build is checked on its whole "
+        "for `hw generate`) or a build folder written by `hw generate` (an engine's, or a sublayer's: its own "
+        "aie/graph.h and build.json). A sublayer build is checked on its whole "
         "AIE graph (the attention pipelines and the Q/K/V and W_O GEMM cascades); its PL rules are listed NOT "
         "CHECKED while its PL top and movers are not generated. Exit status 0 when every checked rule passes, 4 "
         "when one fails (a design no build runs). Needs no AMD tools.",
@@ -270,6 +278,19 @@ def run_hw_generate(args: argparse.Namespace) -> int:
     if args.max_seq is not None and args.max_seq < 1:
         raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
     output_dir(args.out, what="--out")
+    sublayer = _sublayer_builds().get(args.design) if not Path(args.design).exists() else None
+    if sublayer is not None:
+        if args.max_seq is not None or args.name is not None:
+            raise UserError(f"--max-seq / --name: a sublayer build's are its own ({sublayer.name}, max_seq "
+                            f"{sublayer.max_seq})")
+        written = gen.generate_sublayer(sublayer, args.board, args.out)
+        print(f"{sublayer.family} sublayer {sublayer.name}: {sublayer.qkv_cascades} Q/K/V + {sublayer.o_cascades} W_O "
+              f"GEMM cascades of {sublayer.qkv.kernels} kernels beside {sublayer.engine['pipelines']} attention "
+              f"pipelines, board {args.board}; the AIE graph passes every AIE rule")
+        for f in written:
+            print(f"wrote {f}")
+        print(f"not written: {gen.SUBLAYER_NOT_GENERATED}")
+        return 0
     if args.design == "best":
         design = gen.build_design(f"{args.board}_engine")  # the committed best design for the board
         if args.max_seq is not None:  # the best design's kernels, built for the sequences asked for
@@ -300,6 +321,26 @@ def _sublayer_builds() -> dict:
     from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS
 
     return {**SUBLAYER_BUILDS, **FULL_SIZE_BUILDS}
+
+
+def _sublayer_folder(path: Path) -> tuple[object, str, object]:
+    """(build, board, parsed graph) of a sublayer build folder written by ``hw generate``."""
+    import json
+
+    from vckattn.hw.design import check
+    from vckattn.hw.design.sublayer_build import SublayerBuild
+
+    try:
+        doc = json.loads((path / "build.json").read_text(encoding="utf-8"))
+        build = SublayerBuild.from_json(doc["sublayer"])
+        board = str(doc["board"])
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise InputError(f"{path / 'build.json'}: not a sublayer build written by `vckattn hw generate` ({exc})") \
+            from None
+    graph_h = path / "aie" / "graph.h"
+    if not graph_h.is_file():
+        raise InputError(f"{path}: no aie/graph.h (write the folder with `vckattn hw generate`)")
+    return build, board, check.parse_graph(graph_h.read_text(encoding="utf-8"))
 
 
 def _check_target(args: argparse.Namespace) -> tuple[object, str, int | None, str | None]:
@@ -357,12 +398,16 @@ def run_hw_check(args: argparse.Namespace) -> int:
     if args.max_seq is not None and args.max_seq < 1:
         raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
     sublayer = _sublayer_builds().get(args.design) if not Path(args.design).exists() else None
+    folder_graph = None
+    if sublayer is None and (Path(args.design) / "build.json").is_file():
+        sublayer, folder_board, folder_graph = _sublayer_folder(Path(args.design))
+        args.board = args.board or folder_board
     try:
         if sublayer is not None:
             if args.max_seq is not None:
                 raise UserError(f"--max-seq: a sublayer build's longest sequence is its own ({sublayer.max_seq})")
             board = args.board or "vck5000"
-            ctx = check.sublayer_context(sublayer, board)
+            ctx = check.sublayer_context(sublayer, board, folder_graph)
             design = ctx.design
             what = (f"the {sublayer.family} sublayer {sublayer.name}: {sublayer.qkv_cascades} Q/K/V + "
                     f"{sublayer.o_cascades} W_O GEMM cascades of {sublayer.qkv.kernels} kernels, ")

@@ -199,10 +199,11 @@ SUBLAYER_PL_UNCHECKED = ("the sublayer's PL top (its units and the activation bu
                          "X, Y and weight movers are not generated yet: there is no code to count")
 
 
-def sublayer_context(build: Any, board: str = "vck5000") -> Context:
+def sublayer_context(build: Any, board: str = "vck5000", graph: Graph | None = None) -> Context:
     """The rules' input for sublayer build ``build`` (:class:`.sublayer_build.SublayerBuild`): the graph the
-    generator writes for it (the attention pipelines and the projection cascades, :mod:`.gemm_graph`). The PL-side
-    rules (PL-RES, AXI-MASTERS, PL-MAXI) are left unchecked (:data:`SUBLAYER_PL_UNCHECKED`)."""
+    generator writes for it (the attention pipelines and the projection cascades, :mod:`.gemm_graph`; ``graph``:
+    a build folder's own, parsed). The PL-side rules (PL-RES, AXI-MASTERS, PL-MAXI) are left unchecked
+    (:data:`SUBLAYER_PL_UNCHECKED`)."""
     from vckattn.hw.design import gemm_graph
     from vckattn.hw.perf import model
 
@@ -214,7 +215,8 @@ def sublayer_context(build: Any, board: str = "vck5000") -> Context:
         gp = gemm_graph.placed_stages(build.gemm_stages(), placed)
     except lay.LayoutError as exc:
         raise render.GenerateError(f"{build.name}: {exc}") from None
-    graph = parse_graph(render.render_graph_h(design, placed, gp))
+    if graph is None:
+        graph = parse_graph(render.render_graph_h(design, placed, gp))
     gemm = {k: st.params for st in gp.stages for k in st.kernels()}
     dev = model.load_device(board)
     return Context(design, board, params, graph, {}, {}, dev.tile_memory_reserve_bytes, {}, {}, gemm,

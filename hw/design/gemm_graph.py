@@ -19,8 +19,8 @@ free (:func:`vckattn.hw.design.layout.layout`), rows from the bottom; each buffe
 the nearest PL interface column with a free slot of its direction (:data:`~vckattn.hw.design.layout.PL_COLUMNS`,
 :data:`~vckattn.hw.design.layout.PLIOS_PER_COLUMN`).
 
-The kernels of a stage name one source (``gemm_<stage>.cc``: the stage's build parameters, then
-``hw/aie/engine/gemm_proj.cc``), to be written with the sublayer's PL top and movers. Every tile's program is
+The kernels of a stage name one source (``gemm_<stage>.cc``, :func:`render_source`: the stage's build parameters,
+then ``hw/aie/engine/gemm_proj.cc``). Every tile's program is
 compiled on its own (aiecompiler), so the two stages' kernels may share their names; the x86 simulator links every
 kernel into one program and would need them apart (UNVERIFIED, like the rest of the graph: no aiecompiler here).
 """
@@ -33,7 +33,7 @@ from vckattn.hw.design import layout as lay
 from vckattn.hw.spec.gemm import GemmParams, variant
 
 __all__ = ["GemmPlacement", "GemmStage", "cascade_kernel", "place", "placed_stages", "render_body",
-           "render_declarations", "stages_of_split"]
+           "render_declarations", "render_source", "stages_of_split"]
 
 
 @dataclass(frozen=True)
@@ -249,3 +249,13 @@ def render_body(st: GemmStage, tiles: dict[str, tuple[int, int]], columns: dict[
             for port in ports:
                 b.append(f"        adf::location<adf::buffer>({kern}.{port}) = adf::location<adf::kernel>({kern});")
     return b
+
+
+def render_source(st: GemmStage, banner: str) -> str:
+    """``gemm_<stage>.cc`` (:attr:`GemmStage.source`): the stage's build parameters, then the kernels
+    (``hw/aie/engine/gemm_proj.cc``, which reads them: ``gemm_kernels.h``)."""
+    p = st.params
+    return "\n".join([banner, f"// The {st.name} stage's GEMM kernels: {p.kernels} kernels x {p.kslice} features, "
+                      f"{p.rows} x {p.cols} output tiles, int{p.out_bits} out.",
+                      *(f"#define {d[2:].replace('=', ' ')}" for d in p.defines()),
+                      '#include "gemm_proj.cc"  // hw/aie/engine', ""])

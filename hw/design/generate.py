@@ -192,6 +192,49 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
     return written
 
 
+#: what a sublayer build folder does not hold yet (``vckattn hw generate`` says it)
+SUBLAYER_NOT_GENERATED = ("its PL top (the units, the buffers between the stages and their access control), its X, Y "
+                          "and weight movers, system.cfg and the manifest are not generated yet, so no xclbin can be "
+                          "built from this folder")
+
+
+def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
+    """Write the AIE half of sublayer build ``build``'s sources into ``out``: ``aie/engine_config.h``,
+    ``aie/graph.h`` (the attention pipelines and the projection cascades, :mod:`.gemm_graph`), ``aie/graph.cpp``,
+    ``aie/gemm_<stage>.cc`` (each stage's kernels with its build parameters) and ``build.json`` (the build, read by
+    ``vckattn hw check OUT``); returns the files written. The AIE rules of the design-rule check run first and a
+    build that breaks one is refused before anything is written (:data:`SUBLAYER_NOT_GENERATED`: the rest).
+
+    Raises:
+        GenerateError: a build that does not place, breaks an AIE rule (DesignRuleError) or an unwritable ``out``.
+    """
+    from vckattn.hw.design import check, gemm_graph
+    from vckattn.hw.design.render import _BANNER, DesignRuleError
+
+    ctx = check.sublayer_context(build, board)
+    bad = [v for _, vs in check.run_rules(ctx) for v in vs]
+    if bad:
+        raise DesignRuleError(f"{build.name}: fails the design-rule check: {bad[0].rule}: {bad[0].message} (limit "
+                              f"{bad[0].limit:g}; {bad[0].source})")
+    design = ctx.design
+    placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+    gp = gemm_graph.placed_stages(build.gemm_stages(), placed)
+    out = Path(out)
+    written: list[Path] = []
+    try:
+        _write(out / "aie" / "engine_config.h", render_config(design, build.max_seq, HEAD_DIMS), written)
+        _write(out / "aie" / "graph.h", render_graph_h(design, placed, gp), written)
+        _write(out / "aie" / "graph.cpp", render_graph_cpp(design), written)
+        for st in gp.stages:
+            banner = _BANNER.format(what=f"the {st.name} stage's GEMM kernels")
+            _write(out / "aie" / st.source, gemm_graph.render_source(st, banner), written)
+        _write(out / "build.json", json.dumps({"board": board, "sublayer": build.to_json()}, indent=2) + "\n",
+               written)
+    except OSError as exc:
+        raise GenerateError(f"{out}: cannot write ({exc.strerror or exc})") from None
+    return written
+
+
 def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
     """The PL top's Verilog (``vckattn.hw.pl.engine``), ``kernel.xml`` and ``package_kernel.tcl``."""
     try:
@@ -273,5 +316,5 @@ def write_bitstreams(folder: Path = BITSTREAMS, names: tuple[str, ...] | None = 
     return written
 
 
-__all__ = ["BITSTREAMS", "DESIGNS_DIR", "ENGINE_BUILDS", "best_design", "build_design", "committed_bitstreams",
-           "generate", "modeled", "write_bitstreams", "write_diagram"]
+__all__ = ["BITSTREAMS", "DESIGNS_DIR", "ENGINE_BUILDS", "SUBLAYER_NOT_GENERATED", "best_design", "build_design",
+           "committed_bitstreams", "generate", "generate_sublayer", "modeled", "write_bitstreams", "write_diagram"]

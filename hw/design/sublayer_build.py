@@ -58,6 +58,14 @@ class SublayerBuild:
     def max_seq(self) -> int:
         return int(self.engine["max_seq"])
 
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SublayerBuild:
+        """The build :meth:`to_json` wrote (ValueError / TypeError / KeyError for anything else)."""
+        return cls(**{**data, "qkv": GemmParams(**data["qkv"]), "o": GemmParams(**data["o"])})
+
     def gemm_stages(self) -> list[Any]:
         """The projection stages on the array (:func:`.gemm_graph.stages_of_split`)."""
         from vckattn.hw.design.gemm_graph import stages_of_split

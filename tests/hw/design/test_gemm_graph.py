@@ -13,6 +13,7 @@ from dataclasses import replace
 
 import pytest
 
+from vckattn.golden.errors import EXIT_INPUT
 from vckattn.host.cli import main
 from vckattn.hw.design import check, gemm_graph, render
 from vckattn.hw.design import layout as lay
@@ -178,3 +179,44 @@ def test_an_online_softmax_split_is_checked_on_its_graph():
     best = sl.best_split(sl.SublayerShape(8, 128), normalizer="online_softmax")
     assert best["split"]["normalizer"] == "online_softmax"
     assert passes_aie_rules(sl.SublayerShape(8, 128), best)
+
+
+def test_generate_writes_the_sublayer_aie_sources_and_check_reads_them_back(tmp_path, capsys):
+    """`hw generate NAME` writes the AIE half (the graph the check ran on, each stage's kernels source with its
+    build parameters, the build) and says what it does not write; `hw check FOLDER` checks the folder's own graph,
+    so an edit to it is caught."""
+    out = tmp_path / "sublayer"
+    assert main(["hw", "generate", "vck5000_sublayer", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "not written" in text and "no xclbin can be built" in text
+    aie = out / "aie"
+    assert {p.name for p in aie.iterdir()} == {"engine_config.h", "graph.h", "graph.cpp", "gemm_qkv.cc", "gemm_o.cc"}
+    assert check.parse_graph((aie / "graph.h").read_text()) == check.sublayer_context(FULL).graph
+    for st in FULL.gemm_stages():
+        src = (aie / st.source).read_text()
+        for d in st.params.defines():
+            assert f"#define {d[2:].replace('=', ' ')}\n" in src
+        assert src.rstrip().endswith('#include "gemm_proj.cc"  // hw/aie/engine')
+    doc = json.loads((out / "build.json").read_text())
+    assert doc["board"] == "vck5000"
+    from vckattn.hw.design.sublayer_build import SublayerBuild
+    assert SublayerBuild.from_json(doc["sublayer"]) == FULL
+    assert main(["hw", "check", str(out)]) == 0
+    capsys.readouterr()
+    # the folder's graph, edited: a cascade's second kernel moved one row up
+    graph = aie / "graph.h"
+    k = gemm_graph.cascade_kernel("qkv", 0, 1)
+    m = re.search(rf"adf::location<adf::kernel>\({k}\) = adf::tile\((\d+), (\d+)\);", graph.read_text())
+    graph.write_text(graph.read_text().replace(m.group(0), f"adf::location<adf::kernel>({k}) = adf::tile("
+                                                              f"{m.group(1)}, {int(m.group(2)) + 1});"))
+    assert main(["hw", "check", str(out)]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "AIE-CASCADE" in err and len(err.strip().splitlines()) == 1
+
+
+def test_generate_refuses_a_sublayer_that_breaks_an_aie_rule(tmp_path):
+    wide = replace(FULL, w_share=9)
+    from vckattn.hw.design import generate as gen
+    with pytest.raises(render.DesignRuleError, match="AIE-PKT"):
+        gen.generate_sublayer(wide, "vck5000", tmp_path / "x")
+    assert not (tmp_path / "x").exists()
