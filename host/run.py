@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from vckattn.golden.errors import InputError, UserError
-from vckattn.host.run_common import BACKEND_CHOICES, _npz_inputs, _source_model, errors
+from vckattn.host.run_common import BACKEND_CHOICES, errors, npz_inputs, source_model
 
 if TYPE_CHECKING:
     from vckattn.host.export.sources import LoadedModel
@@ -42,7 +42,7 @@ def _inputs(m: LoadedModel, family: str, text: str | None, input_npz: Path | Non
         src = cap.h if family == "decoder" else cap.x
         return ({i: src[i][0].astype(np.float64) for i in layers}, cap.batches[0].keep,
                 {i: cap.rope[i][0] for i in layers})
-    inp = _npz_inputs(m, input_npz, layers)  # type: ignore[arg-type]
+    inp = npz_inputs(m, input_npz, layers)  # type: ignore[arg-type]
     return inp.x, inp.keep, inp.rope
 
 
@@ -198,7 +198,7 @@ def run(bundle_path: Path, backend: str, *, text: str | None = None, input_npz: 
         check_text_length(bundle, checkpoint, text, truncate)
     device = StagedDevice(manifest, backend, **(device_options or {}))
     scope, family, consts = staged_layers(bundle, bundle_path, manifest, device, layers)
-    m = _source_model(bundle, checkpoint, progress)
+    m = source_model(bundle, checkpoint, progress)
     x_in, keep, rope_f = _inputs(m, family, text, input_npz, layers, progress)
     seq = int(keep.shape[1])
     check_layers(device, bundle, consts, seq)  # everything this build cannot run, before the first layer runs

@@ -37,7 +37,7 @@ class RunInputs:
     keep: np.ndarray
 
 
-def _source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
+def source_model(bundle: Any, checkpoint: str | Path | None, progress: bool, classifier: bool = False) -> LoadedModel:
     """The bundle's source model (:func:`source_checkpoint`), loaded."""
     from vckattn.host import export
 
@@ -69,7 +69,7 @@ def source_checkpoint(bundle: Any, checkpoint: str | Path | None) -> Any:
     return source
 
 
-def _npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
+def npz_inputs(m: LoadedModel, path: Path, layers: list[int]) -> RunInputs:
     try:
         data = np.load(path)
     except (OSError, ValueError) as exc:
@@ -166,7 +166,7 @@ def load_inputs(bundle_path: Path, layers: list[int] | None, checkpoint: Path | 
     if bad:
         raise UserError(f"{bundle_path}: --layers: no layer(s) {bad} in the bundle "
                         f"(it has {present[0]}..{present[-1]})")
-    return bundle, chosen, _source_model(bundle, checkpoint, progress, classifier)
+    return bundle, chosen, source_model(bundle, checkpoint, progress, classifier)
 
 
 def reference_model(m: LoadedModel, reference: Path | str | None, progress: bool, classifier: bool) -> LoadedModel:
@@ -209,5 +209,5 @@ def report_head(bundle_path: Path, backend: str, device: Any, manifest: Any, bun
             "metric": METRIC if task is None else f"{task}: {TASK_METRIC}"}
 
 
-__all__ = ["BACKEND_CHOICES", "RunInputs", "errors", "load_inputs", "precheck", "reference_model",
-           "report_head", "source_checkpoint"]
+__all__ = ["BACKEND_CHOICES", "RunInputs", "errors", "load_inputs", "npz_inputs", "precheck", "reference_model",
+           "report_head", "source_checkpoint", "source_model"]

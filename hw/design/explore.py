@@ -97,7 +97,7 @@ def _with_lanes(d: Design, norms: set[str], lanes: int) -> Design:
                    lanes_online_softmax=lanes if "online_softmax" in norms else 0)
 
 
-def _builds(d: Design, dev: Device) -> bool:
+def design_builds(d: Design, dev: Device) -> bool:
     """Whether ``vckattn hw generate`` builds ``d`` on the device's board and the design-rule check passes."""
     return _builds_cached(astuple(replace(d, name="")), dev.board)
 
@@ -133,7 +133,7 @@ def _max_pipelines(w: Workload, d: Design, dev: Device, budget: dict[str, float]
     return max(n, 0)
 
 
-def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> Choice | None:
+def best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> Choice | None:
     """The smallest pipeline count of ``d`` as fast as the most that fit ``budget``, lowered until the generator
     builds it and the design-rule check passes on the device's board (None: no pipeline count does)."""
     n_max = _max_pipelines(w, d, dev, budget)
@@ -154,7 +154,7 @@ def _best_for(w: Workload, d: Design, dev: Device, budget: dict[str, float]) -> 
             hi = mid
         else:
             lo = mid + 1
-    while lo >= 1 and not _builds(replace(d, pipelines=lo), dev):
+    while lo >= 1 and not design_builds(replace(d, pipelines=lo), dev):
         lo -= 1
     if lo < 1:
         return None
@@ -175,7 +175,7 @@ def search(w: Workload, dev: Device | None = None, budget: dict[str, float] | No
     found: list[Choice] = []
     count = 0
     for d in candidates(w, dev, clock):
-        c = _best_for(w, d, dev, budget)
+        c = best_for(w, d, dev, budget)
         count += 1
         if progress is not None and count % 64 == 0:
             progress(64)
@@ -293,4 +293,4 @@ def explore(w: Workload, dev: Device | None = None, pl_clock_mhz: float | None =
 
 
 __all__ = ["BUDGET_KEYS", "Choice", "EQUAL_RESOURCE_KEYS", "Exploration", "HEADROOM", "RESOURCE_KEYS", "TIE",
-           "candidate_count", "candidates", "default_budget", "explore", "search"]
+           "best_for", "candidate_count", "candidates", "default_budget", "design_builds", "explore", "search"]

@@ -23,11 +23,11 @@ EQUAL_RESOURCE_KEYS = ("lut", "ff")
 
 def normalizer_resources(c: dict[str, Any]) -> dict[str, float]:
     """LUTs, FFs and DSPs of a split's normalizer instances (one a score channel), and their count."""
-    from vckattn.hw.perf.model import _pl_resources
+    from vckattn.hw.perf.model import kernel_fit
 
     sp = c["split"]
     n = sp["n_att"] * (sp["score_channels"] or sp["kq"])
-    per = _pl_resources(sp["normalizer"], LANES, 8, sp["swiftmax_products"] if sp["normalizer"] == "swiftmax"
+    per = kernel_fit(sp["normalizer"], LANES, 8, sp["swiftmax_products"] if sp["normalizer"] == "swiftmax"
                         else "auto")
     return {"instances": float(n), **{k: n * v for k, v in zip(NORMALIZER_KEYS, per, strict=False)}}
 

@@ -64,9 +64,9 @@ def best_design(board: str) -> Any:
     budget = explore.default_budget(dev, explore.HEADROOM, clock)
     found = []
     for cand in explore.candidates(w, dev, clock):
-        if not explore._builds(cand, dev):  # buildable(cand, board), cached
+        if not explore.design_builds(cand, dev):  # buildable(cand, board), cached
             continue
-        c = explore._best_for(w, cand, dev, budget)  # lowered to a pipeline count that builds and passes the check
+        c = explore.best_for(w, cand, dev, budget)  # lowered to a pipeline count that builds and passes the check
         if c is not None:
             found.append(c)
     if not found:

@@ -169,7 +169,7 @@ class Manifest:
 # ---------------------------------------------------------------------------------------- generation
 
 
-def _regs(regmap: Any) -> list[dict]:
+def describe_registers(regmap: Any) -> list[dict]:
     keep = ("name", "kind", "offset", "width", "signed", "access", "doc", "value", "reset", "depth", "read_ports")
     return [{k: e[k] for k in keep if k in e} for e in regmap.describe()]
 
@@ -499,6 +499,7 @@ def runnable_problem(head_dim: int, heads: int, normalizers: set[str], seq_len: 
     return f"{which} runs {' with '.join(asked)} (what runs: {listed})"
 
 
-__all__ = ["AIE_CLOCK_MHZ", "BITSTREAMS", "BUILDS", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "EngineSection", "Manifest",
-           "ManifestError", "PLATFORMS", "TileShape", "check_bundle", "committed_manifests", "compute_units",
-           "default_manifest", "gemm_memory_problem", "load_manifest", "runnable_problem", "validate_manifest"]
+__all__ = ["AIE_CLOCK_MHZ", "BITSTREAMS", "BUILDS", "DEFAULT_DESIGN", "DEFAULT_MANIFEST", "EngineSection",
+           "Manifest", "ManifestError", "PLATFORMS", "TileShape", "check_bundle", "committed_manifests",
+           "compute_units", "default_manifest", "describe_registers", "gemm_memory_problem", "load_manifest",
+           "runnable_problem", "validate_manifest"]

@@ -414,7 +414,7 @@ def engine_manifest(design: Any, board: str, name: str, max_seq: int = 512,
          "ports": [x for ch in range(n * m) for x in (_port(f"s{ch}", "axis", "in", 128),
                                                       _port(f"p{ch}", "axis", "out", 128))]
          + [_port("s_axil", "axi4lite", "in")],
-         "registers": mf._regs(engine_regmap(fmt, p.normalizers, read_ports=n * m))},
+         "registers": mf.describe_registers(engine_regmap(fmt, p.normalizers, read_ports=n * m))},
         {"name": "s2mm_engine", "kind": "hls", "compute_units": cus["s2mm_engine"],
          "doc": "per pipeline: A records (requantized by the requantizer kernel) from p<i>_o_out -> A of tile t into "
                 "slot t of the shared A buffer, the RESULT header (with the pipeline index) into the pipeline's done "

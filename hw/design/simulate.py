@@ -53,7 +53,7 @@ DDR4_CHANNEL_BYTES_PER_S = 25.6e9
 #: rate (hw/perf/device.json ddr_gbps) is taken as the streaming rate of one direction.
 
 
-def _chunks(n: int) -> list[int]:
+def ddr_chunks(n: int) -> list[int]:
     """``n`` bytes in chunks of at most :data:`READ_AHEAD_BYTES`."""
     full, rest = divmod(n, READ_AHEAD_BYTES)
     return [READ_AHEAD_BYTES] * full + ([rest] if rest else [])
@@ -172,11 +172,11 @@ class SimResult:
                 "events": self.events, "graph": self.graph}
 
 
-class _Pipeline:
+class PipelineSim:
     """The processes of one pipeline of the generated graph (module docstring); slices are numbered by the QK^T
     kernels' slice index (``tp.qk`` order), the P.V kernels run in the graph's cascade order."""
 
-    def __init__(self, sim: _Sim, index: int, groups: list[int], ready: Callable[[int], Any] | None = None,
+    def __init__(self, sim: GraphSim, index: int, groups: list[int], ready: Callable[[int], Any] | None = None,
                  on_done: Callable[[int], None] | None = None) -> None:
         # ready(group): an event the movers wait for before reading the group's records (None: from the start);
         # on_done(group): called when the group's last A record is written (the sublayer simulation's hand-offs)
@@ -227,7 +227,7 @@ class _Pipeline:
         for n, grp in zip(sizes, groups, strict=True):
             if self.ready is not None:
                 yield self.ready(grp)
-            for c in _chunks(n):
+            for c in ddr_chunks(n):
                 yield room.get(c)
                 yield from sim.ddr.move(c, master)
                 yield fifo.put(c)
@@ -242,7 +242,7 @@ class _Pipeline:
     def _send(self, fifo: simpy.Store, room: simpy.Container, link: Link, ddr_bytes: int, link_bytes: int):
         """Streams one record read from DDR (``ddr_bytes``) as one buffer of ``link_bytes`` over ``link``, chunk by
         chunk; the buffer's DMA hand-off after its last chunk."""
-        chunks = _chunks(ddr_bytes)
+        chunks = ddr_chunks(ddr_bytes)
         for i, c in enumerate(chunks):
             yield fifo.get()
             last = i == len(chunks) - 1
@@ -416,7 +416,7 @@ def tile_bds(topo: gt.Topology) -> dict[tuple[int, int], int]:
     return bds
 
 
-class _Sim:
+class GraphSim:
     def __init__(self, g: Geometry, ddr_rate: float | None, env: simpy.Environment | None = None,
                  topo: gt.Topology | None = None) -> None:
         self.g = g
@@ -484,8 +484,8 @@ def simulate(w: Any, d: Any, dev: Any, normalizer: str = "swiftmax", topo: gt.To
     g = engine.geometry(w, d, dev, normalizer)
     if topo is None:
         topo = gt.from_design(d, dev.board, g.keys, drc)
-    sim = _Sim(g, None if w.operands == "on_chip" else dev.ddr_bytes_per_s, topo=topo)
-    pipes = [_Pipeline(sim, p, groups) for p, groups in enumerate(engine.deal(g.groups, g.pipelines))]
+    sim = GraphSim(g, None if w.operands == "on_chip" else dev.ddr_bytes_per_s, topo=topo)
+    pipes = [PipelineSim(sim, p, groups) for p, groups in enumerate(engine.deal(g.groups, g.pipelines))]
     while True:
         try:
             sim.env.step()
@@ -543,5 +543,5 @@ def simulate_pl(w: Any, d: Any, dev: Any) -> int:
     return int(max(finish))
 
 
-__all__ = ["BDS_PER_TILE", "COLUMN_STREAMS", "DdrBank", "Deadlock", "Link", "PingPong", "SimResult", "headline",
-           "plio_rates", "simulate", "simulate_pl", "tile_bds"]
+__all__ = ["BDS_PER_TILE", "COLUMN_STREAMS", "DdrBank", "Deadlock", "GraphSim", "Link", "PingPong", "PipelineSim",
+           "SimResult", "ddr_chunks", "headline", "plio_rates", "simulate", "simulate_pl", "tile_bds"]

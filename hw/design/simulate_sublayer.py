@@ -15,11 +15,11 @@ from vckattn.hw.design import graph_topology as gt
 from vckattn.hw.design.simulate import (
     DdrBank,
     Deadlock,
+    GraphSim,
     Link,
     PingPong,
-    _chunks,
-    _Pipeline,
-    _Sim,
+    PipelineSim,
+    ddr_chunks,
     geometry_design,
     plio_rates,
 )
@@ -105,7 +105,7 @@ class _Graph:
 
     def _read(self, nbytes: int, master: str, write: bool = False):
         """``nbytes`` through the DDR bank in chunks, for ``master`` (a mover), reads or writes."""
-        for c in _chunks(nbytes):
+        for c in ddr_chunks(nbytes):
             yield from self.ddr.move(c, master, write)
 
     # ---- DDR movers
@@ -198,7 +198,7 @@ class _Graph:
     def _attention(self) -> None:
         s, sp = self.s, self.sp
         g = sublayer.attention_geometry(s, sp)
-        on_chip = _Sim(g, None, env=self.env, topo=self.topo)  # Q/K/V in and A out: the PL's buffers, no DDR
+        on_chip = GraphSim(g, None, env=self.env, topo=self.topo)  # Q/K/V in and A out: the PL's buffers, no DDR
         self._att_sim = on_chip
         left = [s.heads] * s.batch
         gates: dict[int, simpy.Event] = {}
@@ -215,7 +215,7 @@ class _Graph:
             if not left[b]:
                 self._finish("attention", b)
 
-        self.pipes = [_Pipeline(on_chip, p, groups, ready, on_done)
+        self.pipes = [PipelineSim(on_chip, p, groups, ready, on_done)
                       for p, groups in enumerate(engine.deal(g.groups, g.pipelines))]
 
 

@@ -77,25 +77,25 @@ class SublayerBuild:
 def _units(b: SublayerBuild) -> dict[str, dict]:
     """The PL units of ``b`` with their register maps (``registers``: :meth:`RegisterMap.describe` as manifests
     record kernels' registers)."""
-    from vckattn.hw.design.manifest import _regs
+    from vckattn.hw.design.manifest import describe_registers
 
     lanes, max_d = b.unit_lanes, b.max_d
     units = {"residual": {"kind": "rtl", "id": RESIDUAL_ID, "lanes": lanes, "max_d": max_d,
                           "doc": "R = X + Y: the W_O accumulators Y (int32) and the residual input X (int8) aligned "
                                  "to the output scale per channel and added (hw/pl/residual.py)",
-                          "registers": _regs(residual_regmap(lanes, max_d))}}
+                          "registers": describe_registers(residual_regmap(lanes, max_d))}}
     if b.family == "decoder":
         check_rope_geometry(lanes, b.rope_head_dim, b.max_seq)
         units["bhyt_site"] = {"kind": "rtl", "id": BHYT_EXACT_ID, "lanes": lanes, "max_d": max_d,
                               "doc": "BHyT site A on the block input H: its statistic S = Σ H² computed on chip, "
                                      "U = γ ⊙ tanh(λ H / (κ √(S/d + ε))) int8 at the attention input's scale "
                                      "(hw/pl/bhyt_exact.py)",
-                              "registers": _regs(bhyt_exact_regmap(lanes, max_d, NormFormat()))}
+                              "registers": describe_registers(bhyt_exact_regmap(lanes, max_d, NormFormat()))}
         units["rope"] = {"kind": "rtl", "id": ROPE_ID, "lanes": lanes, "head_dim": b.rope_head_dim,
                          "max_pos": b.max_seq,
                          "doc": "RoPE on every Q and K head row at its position: int16 Q1.14 tables programmed "
                                 "from the bundle (hw/pl/rope.py)",
-                         "registers": _regs(rope_regmap(lanes, b.rope_head_dim, b.max_seq))}
+                         "registers": describe_registers(rope_regmap(lanes, b.rope_head_dim, b.max_seq))}
     return units
 
 

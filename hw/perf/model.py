@@ -350,8 +350,10 @@ def design_from_manifest(manifest: dict) -> Design:
 
 
 @functools.lru_cache(maxsize=4096)
-def _pl_resources(kernel: str, lanes: int, score_bits: int,
-                  products: str = "auto") -> tuple[float, float, float, float, float]:
+def kernel_fit(kernel: str, lanes: int, score_bits: int,
+               products: str = "auto") -> tuple[float, float, float, float, float]:
+    """LUT, FF, DSP, BRAM and URAM of one PL kernel instance of ``lanes`` lanes from its Yosys fit
+    (:func:`.pl.resources`; a normalizer at ``score_bits``-bit scores, SwiftMax's products in LUTs or DSPs)."""
     if kernel in NORMALIZERS:
         r = pl.resources(kernel, lanes, score_bits, products if kernel == "swiftmax" else "auto")
     else:
@@ -601,9 +603,9 @@ def resources_used(w: Workload, d: Design, dev: Device) -> dict[str, float]:
     check_engine(d)
     # the normalizer units the build carries (a build with both carries both whatever the workload's layers)
     norms = tuple(n for n in NORMALIZERS if d.lanes(n) > 0) or ("swiftmax",)
-    used = engine.resources(w, d, dev, norms, _pl_resources)
+    used = engine.resources(w, d, dev, norms, kernel_fit)
     if w.norm_site is not None:
-        for k, v in zip(RESOURCE_KEYS, _pl_resources(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
+        for k, v in zip(RESOURCE_KEYS, kernel_fit(NORM_SITE_KERNEL[w.norm_site], d.norm_lanes, 32), strict=True):
             used[k] += v
     return used
 
@@ -675,6 +677,6 @@ def evaluate(w: Workload, d: Design, dev: Device | None = None) -> Perf:
 
 __all__ = ["ASSUMPTIONS", "BERT_BASE", "DEVICE_FILE", "Design", "Device", "NORMALIZERS", "NORM_SITES", "OPERANDS",
            "PIPELINING", "Perf", "STAGES", "Stage", "Workload", "check_engine", "design_from_json",
-           "design_from_manifest", "engine_pl_cycles", "evaluate", "layer_seconds", "layer_stages", "load_device",
-           "normalizer_name", "resources_available", "resources_used", "traffic", "workload_from_bundle_info",
-           "workload_from_flags", "workload_from_hf_config"]
+           "design_from_manifest", "engine_pl_cycles", "evaluate", "kernel_fit", "layer_seconds", "layer_stages",
+           "load_device", "normalizer_name", "resources_available", "resources_used", "traffic",
+           "workload_from_bundle_info", "workload_from_flags", "workload_from_hf_config"]

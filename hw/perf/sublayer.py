@@ -571,10 +571,10 @@ def _attention_resources(s: SublayerShape, sp: SublayerSplit) -> dict[str, float
 
 @functools.cache
 def _attention_resources_of(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
-    from .model import _pl_resources, load_device
+    from .model import kernel_fit, load_device
 
     w, d = attention_design(s, sp)
-    return engine.resources(w, d, load_device("vck5000"), (sp.normalizer,), _pl_resources, ddr_ports=False)
+    return engine.resources(w, d, load_device("vck5000"), (sp.normalizer,), kernel_fit, ddr_ports=False)
 
 
 @functools.cache

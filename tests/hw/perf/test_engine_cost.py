@@ -96,7 +96,7 @@ def test_movers_and_axi_masters_are_counted():
     per = engine.infrastructure_per_pipeline()
     assert per["lut"] > 0 and per["dsp"] == infra["parts"]["s2mm_engine"]["dsp"]["value"]
     assert p.used["axi_masters"] == ENGINE.pipelines * infra["ports_per_pipeline"]["value"]["axi_master"]
-    lanes = ENGINE.pipelines * ENGINE.score_plios * np.array(model._pl_resources("swiftmax", 16, 8))
+    lanes = ENGINE.pipelines * ENGINE.score_plios * np.array(model.kernel_fit("swiftmax", 16, 8))
     assert p.used["lut"] == pytest.approx(lanes[0] + ENGINE.pipelines * per["lut"])
     assert p.used["dsp"] == pytest.approx(lanes[2] + ENGINE.pipelines * per["dsp"])
     for part in infra["parts"].values():
