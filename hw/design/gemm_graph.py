@@ -154,9 +154,6 @@ class GemmPlacement:
     def body(self, mhz: str, runtime_ratio: float) -> list[str]:
         return [line for st in self.stages for line in render_body(st, self.tiles, self.columns, mhz, runtime_ratio)]
 
-    def plios(self) -> list[tuple[str, str]]:
-        return [(name, d) for st in self.stages for name, d, _, _ in st.plios()]
-
 
 def placed_stages(stages: list[GemmStage], placed: lay.Layout) -> GemmPlacement:
     """:func:`place` as a :class:`GemmPlacement`."""
