@@ -335,7 +335,8 @@ def _sublayer_folder(path: Path) -> tuple[object, str, object]:
         build = SublayerBuild.from_json(doc["sublayer"])
         board = str(doc["board"])
     except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise InputError(f"{path / 'build.json'}: not a sublayer build written by `vckattn hw generate` ({exc})") \
+        why = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise InputError(f"{path / 'build.json'}: not a sublayer build written by `vckattn hw generate` ({why})") \
             from None
     graph_h = path / "aie" / "graph.h"
     if not graph_h.is_file():

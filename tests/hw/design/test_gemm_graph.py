@@ -220,3 +220,21 @@ def test_generate_refuses_a_sublayer_that_breaks_an_aie_rule(tmp_path):
     with pytest.raises(render.DesignRuleError, match="AIE-PKT"):
         gen.generate_sublayer(wide, "vck5000", tmp_path / "x")
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize(("text", "why"), [("{", "Expecting property name"),
+                                           ('{"board": "vck5000", "sublayer": {"name": "x"}}', "no 'qkv'")])
+def test_check_refuses_a_broken_sublayer_folder_in_one_line(tmp_path, capsys, text, why):
+    (tmp_path / "aie").mkdir()
+    (tmp_path / "build.json").write_text(text)
+    assert main(["hw", "check", str(tmp_path)]) == EXIT_INPUT
+    err = capsys.readouterr().err
+    assert "not a sublayer build written by `vckattn hw generate`" in err and why in err
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_generate_refuses_a_sublayers_own_fields(tmp_path, capsys):
+    assert main(["hw", "generate", "vck5000_sublayer", "--out", str(tmp_path / "x"), "--max-seq", "128"]) == 2
+    err = capsys.readouterr().err
+    assert "a sublayer build's are its own" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x" / "aie").exists()
