@@ -71,9 +71,9 @@ def add_hw(sub: Subparsers) -> None:
         "or `best`: the committed best buildable SwiftMax design for BERT-base S = 512 batch 8 on the board "
         "(bitstreams/engine_designs/<board>_engine.design.json: of the model's near-fastest designs, the fastest in "
         "the graph simulation). A sublayer build's name writes its AIE half only: OUT/aie/ (the graph with the "
-        "attention pipelines and the Q/K/V and W_O GEMM cascades, engine_config.h, graph.cpp, gemm_<stage>.cc) and "
-        "OUT/build.json, after the AIE rules of the design-rule check pass; its PL top, movers, system.cfg and "
-        "manifest are not generated yet. Needs "
+        "attention pipelines and the Q/K/V and W_O GEMM cascades, engine_config.h, graph.cpp, gemm_<stage>.cc), "
+        "OUT/build.json and OUT/diagram.png, after the AIE rules of the design-rule check pass; its PL top, movers, "
+        "system.cfg and manifest are not generated yet. Needs "
         "no AMD tools; `make xclbin DESIGN=...` builds an engine result where they are installed.",
         epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
                         "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "

@@ -201,9 +201,10 @@ SUBLAYER_NOT_GENERATED = ("its PL top (the units, the buffers between the stages
 def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
     """Write the AIE half of sublayer build ``build``'s sources into ``out``: ``aie/engine_config.h``,
     ``aie/graph.h`` (the attention pipelines and the projection cascades, :mod:`.gemm_graph`), ``aie/graph.cpp``,
-    ``aie/gemm_<stage>.cc`` (each stage's kernels with its build parameters) and ``build.json`` (the build, read by
-    ``vckattn hw check OUT``); returns the files written. The AIE rules of the design-rule check run first and a
-    build that breaks one is refused before anything is written (:data:`SUBLAYER_NOT_GENERATED`: the rest).
+    ``aie/gemm_<stage>.cc`` (each stage's kernels with its build parameters), ``build.json`` (the build, read by
+    ``vckattn hw check OUT``) and ``diagram.png`` (:func:`write_sublayer_diagram`); returns the files written. The
+    AIE rules of the design-rule check run first and a build that breaks one is refused before anything is written
+    (:data:`SUBLAYER_NOT_GENERATED`: the rest).
 
     Raises:
         GenerateError: a build that does not place, breaks an AIE rule (DesignRuleError) or an unwritable ``out``.
@@ -230,9 +231,60 @@ def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
             _write(out / "aie" / st.source, gemm_graph.render_source(st, banner), written)
         _write(out / "build.json", json.dumps({"board": board, "sublayer": build.to_json()}, indent=2) + "\n",
                written)
+        write_sublayer_diagram(build, placed, gp, out / "diagram.png")
+        written.append(out / "diagram.png")
     except OSError as exc:
         raise GenerateError(f"{out}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+def write_sublayer_diagram(build: Any, placed: Layout, gemm: Any, path: Path) -> None:
+    """One picture of a sublayer build's AIE graph: every kernel on the 50 x 8 array by its part (the Q/K/V and W_O
+    cascades, the attention pipelines), and the PLIOs each interface column carries in and out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import ListedColormap
+
+    parts = {"attention pipeline": 0, "Q/K/V cascade": 1, "W_O cascade": 2}
+    grid = np.full((lay.ARRAY_ROWS, lay.ARRAY_COLUMNS), np.nan)
+    for (c, r) in placed.tiles.values():
+        grid[r, c] = parts["attention pipeline"]
+    for name, (c, r) in gemm.tiles.items():
+        grid[r, c] = parts["Q/K/V cascade" if name.startswith("qkv") else "W_O cascade"]
+    fig, (ax, bx) = plt.subplots(2, 1, figsize=(14, 6.5), gridspec_kw={"height_ratios": [3, 1.2]})
+    cmap = ListedColormap(["#4c72b0", "#dd8452", "#55a868"])
+    ax.imshow(grid, origin="lower", cmap=cmap, vmin=-0.5, vmax=2.5, aspect="auto",
+              extent=(-0.5, lay.ARRAY_COLUMNS - 0.5, -0.5, lay.ARRAY_ROWS - 0.5))
+    for label, v in parts.items():
+        ax.plot([], [], "s", color=cmap(v), label=label)
+    ax.legend(fontsize=7, loc="upper right", ncol=3)
+    ax.set_xticks(range(0, lay.ARRAY_COLUMNS, 5))
+    ax.set_yticks(range(lay.ARRAY_ROWS))
+    ax.set_xlabel("AIE column")
+    ax.set_ylabel("AIE row")
+    e = build.engine
+    ax.set_title(f"{build.name}: {build.family} sublayer, d_model {build.d_model}, S <= {build.max_seq}; "
+                 f"{build.qkv_cascades} Q/K/V + {build.o_cascades} W_O GEMM cascades of {build.qkv.kernels} kernels, "
+                 f"{e['pipelines']} attention pipelines of {e['qk_kernels']} + {e['pv_kernels']} kernels "
+                 f"(+ requantizer); {len(placed.tiles) + len(gemm.tiles)} of 400 tiles", fontsize=9)
+    ins, outs = np.zeros(lay.ARRAY_COLUMNS), np.zeros(lay.ARRAY_COLUMNS)
+    for name, d in placed.plios():
+        (ins if d == "in" else outs)[placed.plio_columns[name]] += 1
+    for st in gemm.stages:
+        for name, d, _, _ in st.plios():
+            (ins if d == "in" else outs)[gemm.columns[name]] += 1
+    cols = np.arange(lay.ARRAY_COLUMNS)
+    bx.bar(cols - 0.2, ins, 0.4, label=f"PL->AIE PLIOs ({int(ins.sum())}; 4 a column at most)")
+    bx.bar(cols + 0.2, outs, 0.4, label=f"AIE->PL PLIOs ({int(outs.sum())}; 3 a column at most)")
+    bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
+    bx.set_xlabel("interface column (128-bit PLIOs)")
+    bx.legend(fontsize=7, loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
@@ -317,4 +369,5 @@ def write_bitstreams(folder: Path = BITSTREAMS, names: tuple[str, ...] | None = 
 
 
 __all__ = ["BITSTREAMS", "DESIGNS_DIR", "ENGINE_BUILDS", "SUBLAYER_NOT_GENERATED", "best_design", "build_design",
-           "committed_bitstreams", "generate", "generate_sublayer", "modeled", "write_bitstreams", "write_diagram"]
+           "committed_bitstreams", "generate", "generate_sublayer", "modeled", "write_bitstreams", "write_diagram",
+           "write_sublayer_diagram"]

@@ -191,6 +191,7 @@ def test_generate_writes_the_sublayer_aie_sources_and_check_reads_them_back(tmp_
     assert "not written" in text and "no xclbin can be built" in text
     aie = out / "aie"
     assert {p.name for p in aie.iterdir()} == {"engine_config.h", "graph.h", "graph.cpp", "gemm_qkv.cc", "gemm_o.cc"}
+    assert (out / "diagram.png").read_bytes().startswith(b"\x89PNG")
     assert check.parse_graph((aie / "graph.h").read_text()) == check.sublayer_context(FULL).graph
     for st in FULL.gemm_stages():
         src = (aie / st.source).read_text()
