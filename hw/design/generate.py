@@ -126,13 +126,21 @@ def write_diagram(design: Any, placed: Layout, perf: dict, path: Path) -> None:
                  f"{design.lanes_swiftmax} SwiftMax lanes/channel"
                  f"{' (DSP products)' if design.swiftmax_products == 'dsp' else ''}, PL {design.pl_clock_mhz:g} MHz"
                  + (f"; modeled {tops:.1f} TOPS" if tops else ""), fontsize=9)
-    cols = np.arange(lay.ARRAY_COLUMNS)
     ins = np.zeros(lay.ARRAY_COLUMNS)
     outs = np.zeros(lay.ARRAY_COLUMNS)
     for name, d in placed.plios():
         (ins if d == "in" else outs)[placed.plio_columns[name]] += 1
-    bx.bar(cols - 0.2, ins, 0.4, label="PL->AIE PLIOs (q_in, k_in, v_in, p_in)")
-    bx.bar(cols + 0.2, outs, 0.4, label="AIE->PL PLIOs (s_out, o_out)")
+    _plio_panel(fig, bx, ins, outs, "PL->AIE PLIOs (q_in, k_in, v_in, p_in)", "AIE->PL PLIOs (s_out, o_out)", path)
+
+
+def _plio_panel(fig: Any, bx: Any, ins: Any, outs: Any, in_label: str, out_label: str, path: Path) -> None:
+    """The PLIOs-per-interface-column panel of a diagram (``ins`` / ``outs`` a column), then the figure saved."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    cols = np.arange(lay.ARRAY_COLUMNS)
+    bx.bar(cols - 0.2, ins, 0.4, label=in_label)
+    bx.bar(cols + 0.2, outs, 0.4, label=out_label)
     bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
     bx.set_xlabel("interface column (128-bit PLIOs)")
     bx.legend(fontsize=7, loc="upper right")
@@ -276,15 +284,8 @@ def write_sublayer_diagram(build: Any, placed: Layout, gemm: Any, path: Path) ->
     for st in gemm.stages:
         for name, d, _, _ in st.plios():
             (ins if d == "in" else outs)[gemm.columns[name]] += 1
-    cols = np.arange(lay.ARRAY_COLUMNS)
-    bx.bar(cols - 0.2, ins, 0.4, label=f"PL->AIE PLIOs ({int(ins.sum())}; 4 a column at most)")
-    bx.bar(cols + 0.2, outs, 0.4, label=f"AIE->PL PLIOs ({int(outs.sum())}; 3 a column at most)")
-    bx.set_xlim(-0.5, lay.ARRAY_COLUMNS - 0.5)
-    bx.set_xlabel("interface column (128-bit PLIOs)")
-    bx.legend(fontsize=7, loc="upper right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    _plio_panel(fig, bx, ins, outs, f"PL->AIE PLIOs ({int(ins.sum())}; 4 a column at most)",
+                f"AIE->PL PLIOs ({int(outs.sum())}; 3 a column at most)", path)
 
 
 def _write_pl(manifest: dict, design: Any, folder: Path) -> list[Path]:
