@@ -278,7 +278,7 @@ def run_hw_generate(args: argparse.Namespace) -> int:
     if args.max_seq is not None and args.max_seq < 1:
         raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
     output_dir(args.out, what="--out")
-    sublayer = _sublayer_builds().get(args.design) if not Path(args.design).exists() else None
+    sublayer = _named_sublayer(args.design)
     if sublayer is not None:
         if args.max_seq is not None or args.name is not None:
             raise UserError(f"--max-seq / --name: a sublayer build's are its own ({sublayer.name}, max_seq "
@@ -321,6 +321,11 @@ def _sublayer_builds() -> dict:
     from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS
 
     return {**SUBLAYER_BUILDS, **FULL_SIZE_BUILDS}
+
+
+def _named_sublayer(design: str) -> object | None:
+    """The sublayer build DESIGN names (a path of that name wins), else None."""
+    return None if Path(design).exists() else _sublayer_builds().get(design)
 
 
 def _sublayer_folder(path: Path) -> tuple[object, str, object]:
@@ -398,7 +403,7 @@ def run_hw_check(args: argparse.Namespace) -> int:
     output_file(args.json_out, what="--json")
     if args.max_seq is not None and args.max_seq < 1:
         raise UserError(f"--max-seq must be >= 1, got {args.max_seq}")
-    sublayer = _sublayer_builds().get(args.design) if not Path(args.design).exists() else None
+    sublayer = _named_sublayer(args.design)
     folder_graph = None
     if sublayer is None and (Path(args.design) / "build.json").is_file():
         sublayer, folder_board, folder_graph = _sublayer_folder(Path(args.design))

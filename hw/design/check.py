@@ -204,20 +204,15 @@ def sublayer_context(build: Any, board: str = "vck5000", graph: Graph | None = N
     generator writes for it (the attention pipelines and the projection cascades, :mod:`.gemm_graph`; ``graph``:
     a build folder's own, parsed). The PL-side rules (PL-RES, AXI-MASTERS, PL-MAXI) are left unchecked
     (:data:`SUBLAYER_PL_UNCHECKED`)."""
-    from vckattn.hw.design import gemm_graph
     from vckattn.hw.perf import model
 
-    design = model.design_from_json({**build.engine, "name": build.name})
-    seq = build.max_seq
-    params = render.engine_params(design, seq, render.HEAD_DIMS)
-    try:
-        placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
-        gp = gemm_graph.placed_stages(build.gemm_stages(), placed)
-    except lay.LayoutError as exc:
-        raise render.GenerateError(f"{build.name}: {exc}") from None
     if graph is None:
+        design, placed, gp = build.place()
         graph = parse_graph(render.render_graph_h(design, placed, gp))
-    gemm = {k: st.params for st in gp.stages for k in st.kernels()}
+    else:
+        design = model.design_from_json({**build.engine, "name": build.name})
+    params = render.engine_params(design, build.max_seq, render.HEAD_DIMS)
+    gemm = {k: st.params for st in build.gemm_stages() for k in st.kernels()}
     dev = model.load_device(board)
     return Context(design, board, params, graph, {}, {}, dev.tile_memory_reserve_bytes, {}, {}, gemm,
                    {rid: SUBLAYER_PL_UNCHECKED for rid in ("PL-RES", "AXI-MASTERS", "PL-MAXI")})

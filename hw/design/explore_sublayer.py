@@ -85,15 +85,14 @@ class SublayerExploration:
 
 def passes_aie_rules(s: SublayerShape, c: dict[str, Any]) -> bool:
     """Whether split ``c`` (a :func:`.sublayer.split_cost`) of ``s`` places on the array and its generated AIE graph
-    passes every AIE rule of the design-rule check (:func:`.check.sublayer_context`). The AIE graph is the same
-    whichever normalizer the score channels run (the channels are in the PL), so an online-softmax split is checked
-    on the graph of its SwiftMax twin."""
+    passes every AIE rule of the design-rule check (:func:`.check.sublayer_context` on
+    :func:`.sublayer_build.graph_build`: the same graph whichever normalizer the split's PL runs)."""
     from vckattn.hw.design import check
     from vckattn.hw.design.render import GenerateError
-    from vckattn.hw.design.sublayer_build import split_build
+    from vckattn.hw.design.sublayer_build import graph_build
 
     try:
-        ctx = check.sublayer_context(split_build("candidate", s, {**c["split"], "normalizer": "swiftmax"}))
+        ctx = check.sublayer_context(graph_build("candidate", s, c["split"]))
     except GenerateError:
         return False
     return not any(vs for _, vs in check.run_rules(ctx))

@@ -220,19 +220,18 @@ def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
     from vckattn.hw.design import check, gemm_graph
     from vckattn.hw.design.render import _BANNER, DesignRuleError
 
-    ctx = check.sublayer_context(build, board)
+    design, placed, gp = build.place()
+    graph_h = render_graph_h(design, placed, gp)
+    ctx = check.sublayer_context(build, board, check.parse_graph(graph_h))  # the graph about to be written
     bad = [v for _, vs in check.run_rules(ctx) for v in vs]
     if bad:
         raise DesignRuleError(f"{build.name}: fails the design-rule check: {bad[0].rule}: {bad[0].message} (limit "
                               f"{bad[0].limit:g}; {bad[0].source})")
-    design = ctx.design
-    placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
-    gp = gemm_graph.placed_stages(build.gemm_stages(), placed)
     out = Path(out)
     written: list[Path] = []
     try:
         _write(out / "aie" / "engine_config.h", render_config(design, build.max_seq, HEAD_DIMS), written)
-        _write(out / "aie" / "graph.h", render_graph_h(design, placed, gp), written)
+        _write(out / "aie" / "graph.h", graph_h, written)
         _write(out / "aie" / "graph.cpp", render_graph_cpp(design), written)
         for st in gp.stages:
             banner = _BANNER.format(what=f"the {st.name} stage's GEMM kernels")

@@ -6,7 +6,7 @@ The full description: ``docs/internals/hw.md``, section ``hw/design/simulate_sub
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import simpy
@@ -20,7 +20,6 @@ from vckattn.hw.design.simulate import (
     PingPong,
     PipelineSim,
     ddr_chunks,
-    geometry_design,
     plio_rates,
 )
 from vckattn.hw.perf import engine, gemm_proj, sublayer
@@ -299,18 +298,12 @@ class _Cascade:
 
 
 def sublayer_topology(s: SublayerShape, sp: SublayerSplit) -> gt.Topology:
-    """The graph the generator writes for split ``sp`` of ``s``, parsed back: the attention pipelines
-    (:func:`.simulate.geometry_design`) and the projection stages (:func:`.gemm_graph.stages_of_split`)."""
-    from vckattn.hw.design.gemm_graph import stages_of_split
-    from vckattn.hw.spec.gemm import GemmParams
+    """The graph the generator writes for split ``sp`` of ``s`` (:func:`.sublayer_build.graph_build`: the attention
+    pipelines and the projection stages), parsed back."""
+    from vckattn.hw.design.sublayer_build import graph_build
 
-    g = sublayer.attention_geometry(s, sp)
-    d = s.d_model
-    qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
-    o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
-    stages = tuple(stages_of_split(d, s.batch, qkv, o, sp.n_qkv, sp.n_o, sp.w_share, s.qkv_cols))
-    design = replace(geometry_design(g), max_seq=g.keys)
-    return gt.from_sublayer(json.dumps(design.to_json(), sort_keys=True), stages, "vck5000", g.keys)
+    b = graph_build("simulated", s, asdict(sp))
+    return gt.from_sublayer(json.dumps(b.engine, sort_keys=True), tuple(b.gemm_stages()), "vck5000", b.max_seq)
 
 
 def simulate_sublayer(s: SublayerShape, sp: SublayerSplit, topo: gt.Topology | None = None) -> SublayerSimResult:

@@ -66,6 +66,21 @@ class SublayerBuild:
         """The build :meth:`to_json` wrote (ValueError / TypeError / KeyError for anything else)."""
         return cls(**{**data, "qkv": GemmParams(**data["qkv"]), "o": GemmParams(**data["o"])})
 
+    def place(self) -> tuple[Any, Any, Any]:
+        """The build's AIE graph placed: (the attention pipelines' design, their :class:`.layout.Layout`, the
+        projection cascades' :class:`.gemm_graph.GemmPlacement`); GenerateError when it does not fit the array."""
+        from vckattn.hw.design import gemm_graph
+        from vckattn.hw.design import layout as lay
+        from vckattn.hw.design.render import GenerateError
+        from vckattn.hw.perf.model import design_from_json
+
+        design = design_from_json({**self.engine, "name": self.name})
+        try:
+            placed = lay.layout(design.pipelines, design.qk_kernels, design.score_plios)
+            return design, placed, gemm_graph.placed_stages(self.gemm_stages(), placed)
+        except lay.LayoutError as exc:
+            raise GenerateError(f"{self.name}: {exc}") from None
+
     def gemm_stages(self) -> list[Any]:
         """The projection stages on the array (:func:`.gemm_graph.stages_of_split`)."""
         from vckattn.hw.design.gemm_graph import stages_of_split
@@ -168,6 +183,13 @@ def split_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
                          qkv_cols=None if shape.qkv_cols == 3 * d else shape.qkv_cols)
 
 
+def graph_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
+    """:func:`split_build` of the split's AIE graph: the score channels' normalizer runs in the PL, so the graph is
+    the same whichever it is, and an online-softmax split's is its SwiftMax twin's (the generator writes no
+    attention design without SwiftMax lanes)."""
+    return split_build(name, shape, {**split, "normalizer": "swiftmax"})
+
+
 #: the full-size sublayers for the VCK5000, each at the closed-form model's best split for batch 8 of S = 512
 #: (``vckattn perf --scope sublayer``; a test keeps each equal to it): ``vck5000_sublayer``, the BERT-base encoder
 #: (d_model 768, 12 heads x 64, S <= 512), and ``vck5000_sublayer_decoder``, SmolLM2-135M converted to BHyT (d_model
@@ -207,4 +229,4 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
 
 
 __all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
-           "split_build", "sublayer_manifest", "unit_regmap"]
+           "graph_build", "split_build", "sublayer_manifest", "unit_regmap"]

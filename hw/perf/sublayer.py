@@ -15,11 +15,12 @@ from typing import Any
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
-__all__ = ["DEVICE", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SublayerShape",
-           "SublayerSplit", "W_SHARES", "attention_design", "attention_geometry", "attention_memory", "available",
-           "bert_base", "best_split", "broadcast_groups", "buffers", "deal_projection", "first_reload_bytes",
-           "out_share", "pl_units", "plios", "refit", "resources", "rope_lanes", "schedule", "share_groups",
-           "split_cost", "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
+__all__ = ["DEVICE", "FAMILIES", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SITE_LANES",
+           "SublayerShape", "SublayerSplit", "W_SHARES", "attention_design", "attention_geometry",
+           "attention_memory", "available", "bert_base", "best_split", "broadcast_groups", "buffers",
+           "deal_projection", "first_reload_bytes", "out_share", "pl_units", "plios", "refit", "resources",
+           "rope_lanes", "schedule", "share_groups", "site_seconds", "site_stage", "site_units", "split_cost",
+           "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -736,7 +737,7 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
             "resources": resources(s, sp, limits=limits) if used is None else used}
 
 
-#: lanes of the decoder's BHyT site A unit: the X mover's 128-bit beat a PL cycle
+#: lanes of a decoder's BHyT site A unit: one 128-bit beat of int8 X a PL cycle
 SITE_LANES = 16
 
 
