@@ -56,7 +56,8 @@ class GemmRun:
 
 
 def build_name(p: GemmParams, vector: bool) -> str:
-    return f"gemm_proj_k{p.kernels}_r{p.rows}_c{p.cols}_s{p.kslice}_o{p.out_bits}{'_vec' if vector else ''}"
+    return (f"gemm_proj_k{p.kernels}_r{p.rows}_c{p.cols}_s{p.kslice}_l{p.slices[-1]}_o{p.out_bits}"
+            f"{'_vec' if vector else ''}")
 
 
 def build(p: GemmParams, vector: bool = False) -> Path:
@@ -96,7 +97,7 @@ def gemm_buffers(p: GemmParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray |
     for cb in range(n_out // p.cols):
         ch = slice(cb * p.cols, (cb + 1) * p.cols)
         for j in range(p.kernels):
-            ks = slice(j * p.kslice, (j + 1) * p.kslice)
+            ks = slice(j * p.kslice, j * p.kslice + p.kslice_of(j))
             buf = [_header("wslice", packet_id=j, op=streams.OP_LOAD_W, slice=j, tiles=t, first_tile=cb * t,
                            col_block=cb), pack_w(w[ch, ks]).astype(np.int8).tobytes()]
             if j == 0:

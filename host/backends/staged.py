@@ -257,7 +257,7 @@ class StagedDevice:
             from vckattn.hw.spec.gemm import GemmParams
             from vckattn.sim.gemm_csim import run_gemm
 
-            p = GemmParams(g["kernels"], g["rows"], g["cols"], g["kslice"], g["out_bits"])
+            p = GemmParams(**g)
             try:
                 res = run_gemm(p, x, w, b, rq, vector=self.vector)
             except ValueError as exc:

@@ -93,10 +93,10 @@ def stages_of_split(d_model: int, batch: int, qkv: GemmParams, o: GemmParams, n_
     out = []
     for name, p, n, out_cols in (("qkv", qkv, n_qkv, qkv_cols or 3 * d_model), ("o", o, n_o, d_model)):
         if p.k != d_model:
-            raise ValueError(f"{name}: {p.kernels} kernels x {p.kslice} features is not d_model {d_model}")
+            raise ValueError(f"{name}: {p.kernels} kernels of {p.slices_text()} features is not d_model {d_model}")
         dealt = [u for u in sl.deal_projection(out_cols // p.cols, batch, n) if u]
         n = len(dealt)
-        merge = sl.out_share((p.rows, p.cols, p.kslice), p.kernels, p.out_bits)
+        merge = sl.out_share(p)
         out.append(GemmStage(name, p, n, tuple(tuple(g) for g in sl.broadcast_groups(dealt)),
                              tuple(tuple(g) for g in sl.share_groups(n, w_share)),
                              tuple(tuple(g) for g in sl.share_groups(n, merge))))
@@ -195,8 +195,8 @@ def render_body(st: GemmStage, tiles: dict[str, tuple[int, int]], columns: dict[
                 runtime_ratio: float) -> list[str]:
     """The constructor lines that create, place and connect the stage (module docstring)."""
     p, k = st.params, st.params.kernels
-    b = [f"        // ---- {st.name}: {st.cascades} cascades of {k} x {p.kslice} features, {p.rows} x {p.cols} "
-         f"int{p.out_bits} output tiles"]
+    b = [f"        // ---- {st.name}: {st.cascades} cascades of {k} kernels of {p.slices_text()} features, "
+         f"{p.rows} x {p.cols} int{p.out_bits} output tiles"]
     for name, d, _, _ in st.plios():
         kind = "input_plio" if d == "in" else "output_plio"
         b.append(f'        {name} = adf::{kind}::create("{name}", adf::plio_128_bits, "data/{name}.txt", {mhz});')
@@ -252,7 +252,7 @@ def render_source(st: GemmStage, banner: str) -> str:
     """``gemm_<stage>.cc`` (:attr:`GemmStage.source`): the stage's build parameters, then the kernels
     (``hw/aie/engine/gemm_proj.cc``, which reads them: ``gemm_kernels.h``)."""
     p = st.params
-    return "\n".join([banner, f"// The {st.name} stage's GEMM kernels: {p.kernels} kernels x {p.kslice} features, "
-                      f"{p.rows} x {p.cols} output tiles, int{p.out_bits} out.",
+    return "\n".join([banner, f"// The {st.name} stage's GEMM kernels: {p.kernels} kernels of {p.slices_text()} "
+                      f"features, {p.rows} x {p.cols} output tiles, int{p.out_bits} out.",
                       *(f"#define {d[2:].replace('=', ' ')}" for d in p.defines()),
                       '#include "gemm_proj.cc"  // hw/aie/engine', ""])

@@ -249,10 +249,11 @@ def check_sublayer_section(data: dict) -> str | None:
     maps and IDs."""
     s = data["sublayer"]
     for name in ("qkv", "o"):
-        g = s["gemm"][name]
-        if g["kernels"] * g["kslice"] != s["d_model"]:
-            return f"sublayer.gemm.{name}: {g['kernels']} kernels x {g['kslice']} is not d_model {s['d_model']}"
-        too_big = gemm_memory_problem(GemmParams(**g))
+        g = GemmParams(**s["gemm"][name])
+        if g.k != s["d_model"]:
+            return (f"sublayer.gemm.{name}: {g.kernels} kernels of {g.slices_text()} "
+                    f"features ({g.k}) is not d_model {s['d_model']}")
+        too_big = gemm_memory_problem(g)
         if too_big:
             return f"sublayer.gemm.{name}: {too_big}"
     if (s["gemm"]["qkv"]["out_bits"], s["gemm"]["o"]["out_bits"]) != (8, 32):

@@ -24,6 +24,7 @@ from vckattn.hw.design.simulate import (
 )
 from vckattn.hw.perf import engine, gemm_proj, sublayer
 from vckattn.hw.perf.sublayer import DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
+from vckattn.hw.spec.gemm import BEAT_BYTES
 
 __all__ = ["SublayerSimResult", "simulate_sublayer", "sublayer_topology"]
 
@@ -146,19 +147,25 @@ class _Graph:
                out_bits: int, first: list[tuple[Link, int, _Cascade]]) -> list[int]:
         """The cascades of stage ``name`` as the graph has them (``parsed``): their x broadcasts, w and out PLIOs
         and buffer sizes; their work dealt as the closed form deals it; their kernels' cycles from the GEMM build
-        ``tile`` (rows, cols, kslice)."""
+        ``tile`` (rows, cols, kslice: the cascade's length ``d_model / kslice``), each kernel on the K-slice its x
+        window in the graph holds."""
         s = self.s
         rows, cols, kslice = tile
         k = s.d_model // kslice
         if not parsed or any(len(c.kernels) != k for c in parsed):
             raise gt.TopologyError(f"generated graph: the {name} stage has {len(parsed)} cascades, not cascades of "
                                    f"{k} kernels")
+        slices = [(x - BEAT_BYTES) // rows for x in parsed[0].bytes["x"]]
+        if sum(slices) != s.d_model or any(pc.bytes["x"] != parsed[0].bytes["x"] for pc in parsed):
+            raise gt.TopologyError(f"generated graph: the {name} stage's x windows ({parsed[0].bytes['x']} bytes) "
+                                   f"are not K-slices of {rows} rows over {s.d_model} features alike on every "
+                                   "cascade")
         dealt = sublayer.deal_projection(out_cols // cols, s.batch, len(parsed))
         left = [0] * s.batch
         for units in dealt:
             for _, b in units:
                 left[b] += 1
-        compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
+        compute = max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, slices[j], out_bits)["total"]
                       for j in range(k)) / DEVICE["aie_clock_hz"]
         tiles = -(-s.seq // rows)
         cascades = {}
@@ -178,12 +185,14 @@ class _Graph:
             if any([b for _, b in c.units] != [b for _, b in group[0].units] for c in group):
                 raise gt.TopologyError(f"generated graph: {plio} broadcasts X to {name} cascades that the dealing "
                                        "gives different sequences")
-            x_bytes = next(pc.bytes["x"][0] for pc in parsed if pc.x_plios[0] == plio)
-            self.env.process(self.x_in(name, group, self._link(plio), x_bytes, tiles))
+            pc = next(pc for pc in parsed if pc.x_plios[0] == plio)
+            # the K-slice streams run in parallel: the slowest (its window over its PLIO's rate) stands for them
+            j = max(range(k), key=lambda j: pc.bytes["x"][j] / self.rates[pc.x_plios[j]])
+            self.env.process(self.x_in(name, group, self._link(pc.x_plios[j]), pc.bytes["x"][j], tiles))
         return left
 
     def x_in(self, stage: str, group: list[_Cascade], link: Link, nbytes: int, tiles: int):
-        """A broadcast group's x streams (one a K-slice, in parallel: the first's link stands for them): each tile
+        """A broadcast group's x streams (one a K-slice, in parallel: the slowest's link stands for them): each tile
         (``nbytes`` with its header) once, into every cascade's x buffer when all of them have a free half."""
         for _, b in group[0].units:
             yield self._gate(stage, b)

@@ -44,8 +44,9 @@ class SublayerBuild:
         if self.family not in FAMILIES:
             raise ValueError(f"family {self.family!r}: one of {FAMILIES}")
         for name, g in (("qkv", self.qkv), ("o", self.o)):
-            if g.kernels * g.kslice != self.d_model:
-                raise ValueError(f"{name}: {g.kernels} kernels x {g.kslice} features is not d_model {self.d_model}")
+            if g.k != self.d_model:
+                raise ValueError(f"{name}: {g.kernels} kernels of {g.slices_text()} "
+                                 f"features ({g.k}) is not d_model {self.d_model}")
             too_big = gemm_memory_problem(g)
             if too_big:
                 raise ValueError(f"{name}: {too_big}")
@@ -59,7 +60,7 @@ class SublayerBuild:
         return int(self.engine["max_seq"])
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "qkv": self.qkv.to_json(), "o": self.o.to_json()}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> SublayerBuild:
@@ -139,7 +140,7 @@ def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
     m["sublayer"] = {
         "family": b.family,
         "d_model": b.d_model,
-        "gemm": {"qkv": asdict(b.qkv), "o": asdict(b.o)},
+        "gemm": {"qkv": b.qkv.to_json(), "o": b.o.to_json()},
         "units": _units(b),
         "layernorm": "host" if b.family == "encoder" else "none",
         "doc": ("the attention sublayer, X in, Y out: the fused Q/K/V GEMM cascade (requantized per channel), "
@@ -170,14 +171,14 @@ SUBLAYER_BUILDS: dict[str, SublayerBuild] = {
 def split_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
     """The sublayer build of a split of the closed-form model (:func:`vckattn.hw.perf.sublayer.best_split`'s
     ``split`` for ``shape``): its attention pipelines as the engine's design, its Q/K/V and W_O GEMM tiles as
-    cascade builds (:class:`~vckattn.hw.spec.gemm.GemmParams`), its cascade counts, w PLIO sharing and batch."""
+    cascade builds with balanced K-slices (:func:`vckattn.hw.perf.sublayer.gemm_params`), its cascade counts, w
+    PLIO sharing and batch."""
     from vckattn.hw.perf import sublayer as sl
 
     sp = sl.SublayerSplit(**split)
     _, design = sl.attention_design(shape, sp)
     d = shape.d_model
-    qkv = GemmParams(d // sp.qkv_tile[2], *sp.qkv_tile, 8)
-    o = GemmParams(d // sp.o_tile[2], *sp.o_tile, 32)
+    qkv, o = sl.gemm_params(sp.qkv_tile, d, 8), sl.gemm_params(sp.o_tile, d, 32)
     return SublayerBuild(name, shape.family, d, {**design.to_json(), "name": name}, qkv, o, qkv_cascades=sp.n_qkv,
                          o_cascades=sp.n_o, w_share=sp.w_share, batch=shape.batch,
                          qkv_cols=None if shape.qkv_cols == 3 * d else shape.qkv_cols)
@@ -204,13 +205,13 @@ _FULL_SIZE_ENGINE = {"qk_kernels": 4, "pv_kernels": 4, "q_rows": 32, "key_block"
 FULL_SIZE_BUILDS: dict[str, SublayerBuild] = {
     "vck5000_sublayer": SublayerBuild(
         "vck5000_sublayer", "encoder", 768, {**_FULL_SIZE_ENGINE, "pipelines": 12, "name": "vck5000_sublayer"},
-        GemmParams(4, 16, 48, 192, 8), GemmParams(4, 8, 48, 192, 32), qkv_cascades=36, o_cascades=16, w_share=2,
-        batch=8),
+        GemmParams(4, 16, 48, 208, 8, kslice_last=144), GemmParams(4, 8, 48, 208, 32, kslice_last=144),
+        qkv_cascades=36, o_cascades=16, w_share=2, batch=8),
     "vck5000_sublayer_decoder": SublayerBuild(
         "vck5000_sublayer_decoder", "decoder", 576,
-        {**_FULL_SIZE_ENGINE, "pipelines": 10, "name": "vck5000_sublayer_decoder"},
-        GemmParams(3, 16, 48, 192, 8), GemmParams(3, 8, 48, 192, 32), qkv_cascades=40, o_cascades=36, w_share=2,
-        batch=8, qkv_cols=960),
+        {**_FULL_SIZE_ENGINE, "pipelines": 14, "name": "vck5000_sublayer_decoder"},
+        GemmParams(3, 16, 48, 208, 8, kslice_last=160), GemmParams(3, 8, 48, 208, 32, kslice_last=160),
+        qkv_cascades=40, o_cascades=24, w_share=2, batch=8, qkv_cols=960),
 }
 
 #: the model's shape of each full-size build (:class:`vckattn.hw.perf.sublayer.SublayerShape` fields)

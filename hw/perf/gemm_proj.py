@@ -13,12 +13,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from vckattn.hw.spec.gemm import BEAT_BYTES, KERNELS, STATE_BYTES, kernel_memory, variant  # the one memory formula
+from vckattn.hw.spec.gemm import (  # the one memory formula
+    BEAT_BYTES,
+    KERNELS,
+    STATE_BYTES,
+    GemmParams,
+    kernel_memory,
+    variant,
+)
 
 from . import aie, calibration
 from .engine_aie import _add, _scaled  # operation-count arithmetic, shared with the attention kernels
 
-__all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "bank_conflicts", "efficiency", "invocation_cycles",
+__all__ = ["BEAT_BYTES", "DATA_PATH", "KERNELS", "STATE_BYTES", "balanced", "bank_conflicts", "cascade_cycles",
+           "efficiency", "invocation_cycles",
            "invocation_macs", "invocation_report", "kernel_memory", "load_data", "loop_invocations", "op_counts",
            "phase_counts", "sync_ports", "variant"]
 
@@ -202,6 +210,40 @@ def invocation_report(kernel: str, rows: int, cols: int, kslice: int, out_bits: 
     macs = invocation_macs(kernel, rows, cols, kslice, out_bits)
     return {"kernel": kernel, "rows": rows, "cols": cols, "kslice": kslice, "out_bits": out_bits, "macs": macs,
             "cycles": cycles, "phases": slots, "efficiency": macs / (cycles["total"] * aie.PEAK_MACS_PER_CYCLE)}
+
+
+def cascade_cycles(p: GemmParams) -> float:
+    """Modeled AIE cycles of one tile through cascade ``p``: its slowest kernel, each on its own K-slice (the
+    kernels run a tile each in lock-step on the cascade)."""
+    return max(invocation_cycles(variant(j, p.kernels), p.rows, p.cols, p.kslice_of(j), p.out_bits)["total"]
+               for j in range(p.kernels))
+
+
+@functools.lru_cache(maxsize=1024)
+def balanced(kernels: int, rows: int, cols: int, k_features: int, out_bits: int,
+             memory_bytes: int | None = None) -> GemmParams:
+    """The cascade of ``kernels`` kernels over ``k_features`` input features whose slowest kernel is the fastest
+    (:func:`cascade_cycles`), among those whose kernels fit ``memory_bytes`` of data memory each (None: any): the
+    last kernel, which also drains the tile (requantization or int32 stores), takes a shorter K-slice and the others
+    a longer one, all multiples of 16. Among equally fast splits the most even. ValueError when none fits."""
+    if k_features < 16 * kernels or k_features % 16:
+        raise ValueError(f"{k_features} features: not {kernels} K-slices of multiples of 16")
+    even = k_features / kernels
+    best: tuple[float, float, GemmParams] | None = None
+    for ks in [k_features] if kernels == 1 else range(16, k_features, 16):
+        last = k_features - (kernels - 1) * ks
+        if last < 16:
+            break
+        p = GemmParams(kernels, rows, cols, ks, out_bits, kslice_last=last)
+        if memory_bytes is not None and p.data_bytes() > memory_bytes:
+            continue
+        key = (cascade_cycles(p), abs(ks - even), p)
+        if best is None or key[:2] < best[:2]:
+            best = key
+    if best is None:
+        raise ValueError(f"no split of {k_features} features over {kernels} kernels of {rows} x {cols} fits "
+                         f"{memory_bytes} bytes of data memory")
+    return best[2]
 
 
 def load_data(path: Path | str = DATA_PATH) -> dict[str, Any]:

@@ -12,13 +12,16 @@ from collections.abc import Iterator
 from dataclasses import dataclass, fields
 from typing import Any
 
+from vckattn.hw.spec.gemm import GemmParams
+
 from . import engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
 __all__ = ["DEVICE", "FAMILIES", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SITE_LANES",
            "SublayerShape", "SublayerSplit", "W_SHARES", "attention_design", "attention_geometry",
            "attention_memory", "available", "bert_base", "best_split", "broadcast_groups", "buffers",
-           "deal_projection", "first_reload_bytes", "out_share", "pl_units", "plios", "refit", "resources",
+           "deal_projection", "first_reload_bytes", "gemm_params", "out_share", "pl_units", "plios", "refit",
+           "resources",
            "rope_lanes", "schedule", "share_groups", "site_seconds", "site_stage", "site_units", "split_cost",
            "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
 
@@ -161,10 +164,17 @@ def sublayer_macs(s: SublayerShape) -> dict[str, int]:
 
 
 @functools.cache
-def _chain_cycles(k: int, rows: int, cols: int, kslice: int, out_bits: int) -> float:
-    """Cycles of a tile of a ``k``-kernel projection cascade: its slowest kernel."""
-    return max(gemm_proj.invocation_cycles(gemm_proj.variant(j, k), rows, cols, kslice, out_bits)["total"]
-               for j in range(k))
+def gemm_params(tile: tuple[int, int, int], d_model: int, out_bits: int) -> GemmParams:
+    """The projection cascade of GEMM tile ``(rows, cols, kslice)`` over ``d_model`` features: ``d_model / kslice``
+    kernels (the tile's ``kslice`` is the even split that sets the cascade's length), their own K-slices balanced so
+    that the last kernel, which also drains the tile, finishes with the others (:func:`.gemm_proj.balanced`, within
+    a kernel's data memory; the even split where no balanced one fits, for the memory check to refuse)."""
+    rows, cols, kslice = tile
+    k = d_model // kslice
+    try:
+        return gemm_proj.balanced(k, rows, cols, d_model, out_bits, int(DEVICE["kernel_memory_bytes"]))
+    except ValueError:
+        return GemmParams(k, rows, cols, kslice, out_bits)
 
 
 @functools.cache
@@ -208,12 +218,11 @@ def share_groups(n: int, share: int) -> list[list[int]]:
     return [list(range(i, min(i + share, n))) for i in range(0, n, share)]
 
 
-def out_share(tile: tuple[int, int, int], k: int, out_bits: int) -> int:
-    """Cascades whose outputs merge onto one output PLIO (packet merge): the most whose tiles, drained back to back
-    (lock-step cascades finish their tiles together), take no longer than one cascade's compute, so that the merge
-    never slows a cascade."""
-    rows, cols, kslice = tile
-    return max(1, int(_chain_cycles(k, rows, cols, kslice, out_bits) // _io_cycles(rows * cols * out_bits // 8)))
+def out_share(p: GemmParams) -> int:
+    """Cascades of build ``p`` whose outputs merge onto one output PLIO (packet merge): the most whose tiles,
+    drained back to back (lock-step cascades finish their tiles together), take no longer than one cascade's
+    compute, so that the merge never slows a cascade."""
+    return max(1, int(gemm_proj.cascade_cycles(p) // _io_cycles(p.rows * p.cols * p.out_bits // 8)))
 
 
 def w_link_seconds(s: SublayerShape, tile: tuple[int, int, int]) -> float:
@@ -252,10 +261,11 @@ def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int
     rows, cols, kslice = tile
     _check_tile(s, tile, out_cols)
     k = s.d_model // kslice
-    compute = _chain_cycles(k, rows, cols, kslice, out_bits)
-    # a tile: each kernel's x buffer (its own K-slice stream), the last kernel's output (out_share cascades merge
-    # onto one output PLIO, within the compute: out_share)
-    io = {"x_in": _io_cycles(rows * kslice), "out": _io_cycles(rows * cols * out_bits // 8)}
+    p = gemm_params(tile, s.d_model, out_bits)
+    compute = gemm_proj.cascade_cycles(p)
+    # a tile: each kernel's x buffer (its own K-slice stream: the longest), the last kernel's output (out_share
+    # cascades merge onto one output PLIO, within the compute: out_share)
+    io = {"x_in": _io_cycles(rows * max(p.slices)), "out": _io_cycles(rows * cols * out_bits // 8)}
     chain = max(compute, *io.values())
     dealt = deal_projection(out_cols // cols, s.batch, n)
     unit = math.ceil(s.seq / rows) * chain / DEVICE["aie_clock_hz"]
@@ -301,13 +311,13 @@ def _cascade(s: SublayerShape, tile: tuple[int, int, int], n: int, out_cols: int
             for c in g:
                 items[c][i] = (items[c][i][0], longest)
     busiest = max(sum(x for _, x in it) for it in items)
-    memory = max(gemm_proj.kernel_memory(gemm_proj.variant(j, k), rows, cols, kslice, out_bits) for j in range(k))
+    memory = p.data_bytes()
     return {"seconds": busiest, "kernels": n * k,
             "chain_cycles": chain, "compute_cycles": compute, "io_cycles": io, "units_busiest": per,
             "weight_bytes": sum(loads) * cols * s.d_model, "first_weight_bytes": sum(map(bool, loads)) * cols
             * s.d_model, "prefetch": [(any(reloads[c] for c in g), sum(bool(loads[c]) for c in g) * w_s)
                                        for g in w_groups],
-            "w_share": w_share, "out_share": out_share(tile, k, out_bits), "kernel_memory_bytes": memory,
+            "w_share": w_share, "out_share": out_share(p), "kernel_memory_bytes": memory,
             "efficiency": rows * cols * kslice / (chain * PEAK_MACS_PER_CYCLE),
             "work": _by_sequence(items, s.batch),
             # a tile's latency (its x in, compute, its output out) beyond the tile interval: when a sequence's
@@ -539,7 +549,7 @@ def _stage_streams(s: SublayerShape, tile: tuple[int, int, int], n: int, out_col
     def used(share: int) -> int:
         return sum(1 for g in share_groups(n, share) if any(dealt[c] for c in g))
 
-    merge = out_share(tile, s.d_model // tile[2], out_bits)
+    merge = out_share(gemm_params(tile, s.d_model, out_bits))
     return {"x": s.d_model // tile[2] * groups, "w": used(w_share), "out": used(merge),
             "cascades": sum(1 for u in dealt if u), "groups": groups, "w_share": w_share, "out_share": merge}
 

@@ -56,15 +56,19 @@ def kernel_memory(kernel: str, rows: int, cols: int, kslice: int, out_bits: int 
 
 @dataclass(frozen=True)
 class GemmParams:
-    """A projection GEMM build: ``kernels`` (cascade length k; K = k·kslice), ``rows`` (X rows per call, multiple
-    of 4), ``cols`` (output channels per kernel, multiple of 16), ``kslice`` (input features per kernel, multiple of
-    16), ``out_bits`` (8: requantized int8; 32: int32 Y)."""
+    """A projection GEMM build: ``kernels`` (cascade length k), ``rows`` (X rows per call, multiple of 4), ``cols``
+    (output channels per kernel, multiple of 16), ``kslice`` (input features of every kernel but the last, multiple
+    of 16), ``out_bits`` (8: requantized int8; 32: int32 Y), ``kslice_last`` (the last kernel's input features,
+    multiple of 16; None: ``kslice``). K = (k - 1)·kslice + kslice_last. The last kernel drains the tile (the
+    requantization or the int32 stores), so a shorter K-slice there lets it finish with the others
+    (:func:`vckattn.hw.perf.gemm_proj.balanced`)."""
 
     kernels: int
     rows: int
     cols: int
     kslice: int
     out_bits: int = 8
+    kslice_last: int | None = None
 
     def __post_init__(self) -> None:
         if not 1 <= self.kernels <= 32:
@@ -77,23 +81,45 @@ class GemmParams:
             raise ValueError(f"kslice={self.kslice}: must be a positive multiple of 16")
         if self.out_bits not in (8, 32):
             raise ValueError(f"out_bits={self.out_bits}: must be 8 or 32")
+        if self.kslice_last is not None and (self.kslice_last < 16 or self.kslice_last % 16):
+            raise ValueError(f"kslice_last={self.kslice_last}: must be a positive multiple of 16")
+
+    @property
+    def slices(self) -> tuple[int, ...]:
+        """Input features of each kernel, first to last."""
+        last = self.kslice if self.kslice_last is None else self.kslice_last
+        return (self.kslice,) * (self.kernels - 1) + (last,)
+
+    def slices_text(self) -> str:
+        """The K-slices in words: ``"192"`` (all alike) or ``"208, 208, 208, 144"``."""
+        return str(self.kslice) if len(set(self.slices)) == 1 else ", ".join(map(str, self.slices))
+
+    def kslice_of(self, j: int) -> int:
+        """Input features of kernel ``j`` (features ``j·kslice`` onwards)."""
+        return self.slices[j]
 
     @property
     def k(self) -> int:
         """Input features K of the cascade."""
-        return self.kernels * self.kslice
+        return sum(self.slices)
+
+    def to_json(self) -> dict[str, int]:
+        """The build as manifests and build files record it (``kslice_last`` explicit)."""
+        return {"kernels": self.kernels, "rows": self.rows, "cols": self.cols, "kslice": self.kslice,
+                "kslice_last": self.slices[-1], "out_bits": self.out_bits}
 
     def defines(self) -> list[str]:
         return [f"-DVCKATTN_GEMM_KERNELS={self.kernels}", f"-DVCKATTN_GEMM_ROWS={self.rows}",
                 f"-DVCKATTN_GEMM_COLS={self.cols}", f"-DVCKATTN_GEMM_KSLICE={self.kslice}",
-                f"-DVCKATTN_GEMM_OUT_BITS={self.out_bits}"]
+                f"-DVCKATTN_GEMM_KSLICE_LAST={self.slices[-1]}", f"-DVCKATTN_GEMM_OUT_BITS={self.out_bits}"]
 
     def buffers(self, j: int) -> dict[str, int]:
-        """Kernel ``j``'s buffer bytes (:func:`buffer_bytes` of its variant)."""
-        return buffer_bytes(variant(j, self.kernels), self.rows, self.cols, self.kslice, self.out_bits)
+        """Kernel ``j``'s buffer bytes (:func:`buffer_bytes` of its variant and K-slice)."""
+        return buffer_bytes(variant(j, self.kernels), self.rows, self.cols, self.kslice_of(j), self.out_bits)
 
-    def x_buffer_bytes(self) -> int:
-        return self.buffers(0)["x"]
+    def x_buffer_bytes(self, j: int = 0) -> int:
+        """Bytes of kernel ``j``'s x buffer."""
+        return self.buffers(j)["x"]
 
     def shift_bytes(self) -> int:
         return shift_bytes(self.cols)
@@ -108,7 +134,7 @@ class GemmParams:
 
     def data_bytes(self) -> int:
         """The largest data memory of the cascade's kernels (:func:`kernel_memory`)."""
-        return max(kernel_memory(variant(j, self.kernels), self.rows, self.cols, self.kslice, self.out_bits)
+        return max(kernel_memory(variant(j, self.kernels), self.rows, self.cols, self.kslice_of(j), self.out_bits)
                    for j in range(self.kernels))
 
 

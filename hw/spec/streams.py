@@ -113,7 +113,7 @@ RESULT = (
 XTILE = (
     Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for GEMM kernel j of the cascade"),
     Field("op", 1, 0, 4, "4 (X_TILE)"),
-    Field("slice", 1, 8, 8, "K-slice index j (input features [j*KSLICE, (j+1)*KSLICE))"),
+    Field("slice", 1, 8, 8, "K-slice index j (input features [j*KSLICE, j*KSLICE + kslice(j)))"),
     Field("rows", 1, 16, 16, "valid rows of the tile (the kernels compute every row; the rows beyond are padding)"),
     Field("tag", 2, 0, 32, "the host's tile id"),
 )

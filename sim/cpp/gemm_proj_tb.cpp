@@ -8,7 +8,7 @@
 //
 //   gemm_proj_tb DIR N_TILES OPCOUNTS
 //
-// reads DIR/x_<j>.bin (N_TILES x buffers of kernel j, X_BUFFER_BYTES each) and DIR/w_<j>.bin (kernel j's w buffers,
+// reads DIR/x_<j>.bin (N_TILES x buffers of kernel j, x_buffer_bytes(j) each) and DIR/w_<j>.bin (kernel j's w buffers,
 // w_buffer_bytes(j, OUT_BITS) each, in order); writes DIR/out.bin (the last kernel's out buffers, in order).
 // OPCOUNTS: "-" or a file that receives one JSON line per kernel invocation with its instrumented AIE API counts
 // (vector build only): {"kernel": "first"|"mid"|"last"|"only", "j": j, "tile": id, "counts": {"<op>": n, ...}}.
@@ -116,10 +116,10 @@ struct All {
     static void run(unsigned n_tiles, std::vector<cascade_fifo>& casc, std::vector<uint8_t>& out) {
         const std::string name = "k" + std::to_string(J);
         const char* variant = K == 1 ? "only" : J == 0 ? "first" : J == K - 1 ? "last" : "mid";
-        const std::vector<uint8_t> xs = read_file("x_" + std::to_string(J) + ".bin", vckattn_gemm::X_BUFFER_BYTES);
+        const std::vector<uint8_t> xs = read_file("x_" + std::to_string(J) + ".bin", vckattn_gemm::x_buffer_bytes(J));
         const size_t wbytes = vckattn_gemm::w_buffer_bytes(J, OUT_BITS);
         const std::vector<uint8_t> ws = read_file("w_" + std::to_string(J) + ".bin", wbytes);
-        if (xs.size() != n_tiles * (size_t)vckattn_gemm::X_BUFFER_BYTES)
+        if (xs.size() != n_tiles * (size_t)vckattn_gemm::x_buffer_bytes(J))
             fail("x_" + std::to_string(J) + ".bin does not hold N_TILES buffers");
         HostWeights w;
         for (size_t o = 0; o < ws.size(); o += wbytes) w.push(ws.data() + o, wbytes);
@@ -131,8 +131,8 @@ struct All {
         size_t done = 0;
         const size_t obytes = vckattn_gemm::out_buffer_bytes(OUT_BITS);
         for (unsigned t = 0; t < n_tiles; ++t) {
-            Buf x(vckattn_gemm::X_BUFFER_BYTES);
-            std::memcpy(x.data(), xs.data() + t * (size_t)vckattn_gemm::X_BUFFER_BYTES, vckattn_gemm::X_BUFFER_BYTES);
+            Buf x(vckattn_gemm::x_buffer_bytes(J));
+            std::memcpy(x.data(), xs.data() + t * (size_t)vckattn_gemm::x_buffer_bytes(J), vckattn_gemm::x_buffer_bytes(J));
             Buf o(J == K - 1 ? obytes : 16);
             uint32_t hdr[4];
             reset_counts();

@@ -3,7 +3,8 @@
 // the AI Engine runs.
 //
 //   gemm_tile<J, OUT_BITS>  one invocation of kernel J of a cascade of KERNELS kernels per tile: computes one
-//       ROWS x COLS output tile of X W^T over the K-slice J (input features [J*KSLICE, (J+1)*KSLICE)).
+//       ROWS x COLS output tile of X W^T over the K-slice J (input features [J*KSLICE, J*KSLICE + kslice(J)):
+//       KSLICE features for every kernel but the last, KSLICE_LAST for the last).
 //       x buffer (sync): XTILE header + the X tile slice (A layout of mmul<4,16,8>: 4x16 blocks);
 //       w buffer (async: acquired at the first tile that uses it, released after its `tiles`-th): WSLICE header +
 //       the weight slice (B layout: 16x8 blocks of W^T) + the kernel's per-channel constants:
@@ -22,9 +23,11 @@
 //
 // Header fields only through the generated ../generated/engine_streams.h (VCKATTN_GET / VCKATTN_PUT).
 //
-// Build parameters (macros; -D in the C-simulation): VCKATTN_GEMM_KERNELS (cascade length k = K / KSLICE),
-// VCKATTN_GEMM_ROWS (rows of X per call, multiple of 4), VCKATTN_GEMM_COLS (output channels per kernel, multiple
-// of 16), VCKATTN_GEMM_KSLICE (input features per kernel, multiple of 16). Every loop has a compile-time trip count.
+// Build parameters (macros; -D in the C-simulation): VCKATTN_GEMM_KERNELS (cascade length k), VCKATTN_GEMM_ROWS
+// (rows of X per call, multiple of 4), VCKATTN_GEMM_COLS (output channels per kernel, multiple of 16),
+// VCKATTN_GEMM_KSLICE (input features of every kernel but the last, multiple of 16), VCKATTN_GEMM_KSLICE_LAST (the
+// last kernel's, multiple of 16: K = (k-1) x KSLICE + KSLICE_LAST; a shorter last slice lets the last kernel, which
+// also drains the tile, finish with the others). Every loop has a compile-time trip count.
 // Range: |X W^T + b| < 2^31 (golden/gemm_proj.py check_accumulator_range: 128 x 128 x K + max|b| < 2^31).
 //
 // Statuses: a kernel that reads a header it cannot act on returns a GemmStatus != GEMM_OK without writing its
@@ -61,6 +64,9 @@
 #ifndef VCKATTN_GEMM_KSLICE
 #error "VCKATTN_GEMM_KSLICE is not defined: include the design's gemm_config.h or pass -D"
 #endif
+#ifndef VCKATTN_GEMM_KSLICE_LAST
+#error "VCKATTN_GEMM_KSLICE_LAST is not defined: include the design's gemm_config.h or pass -D"
+#endif
 
 #include "aie_common.h"  // build switches, AIE API (or its counting emulation), shared helpers
 
@@ -73,33 +79,38 @@ using vckattn_engine::BEAT_BYTES;
 // ---------------------------------------------------------------------------------------------
 
 struct GemmShape {
-    static constexpr int KERNELS = VCKATTN_GEMM_KERNELS;  // k: kernels of the cascade (K = k x KSLICE)
-    static constexpr int ROWS = VCKATTN_GEMM_ROWS;        // rows of X per call
-    static constexpr int COLS = VCKATTN_GEMM_COLS;        // output channels per kernel
-    static constexpr int KSLICE = VCKATTN_GEMM_KSLICE;    // input features per kernel
-    static constexpr int NI = ROWS / 4;                   // row blocks (4 rows)
-    static constexpr int NE = COLS / 8;                   // column blocks (8 channels) = channel groups
-    static constexpr int ND = KSLICE / 16;                // feature blocks (16)
-    static constexpr int RB = ROWS % 8 == 0 ? 2 : 1;      // row blocks per register block
+    static constexpr int KERNELS = VCKATTN_GEMM_KERNELS;            // k: kernels of the cascade
+    static constexpr int ROWS = VCKATTN_GEMM_ROWS;                  // rows of X per call
+    static constexpr int COLS = VCKATTN_GEMM_COLS;                  // output channels per kernel
+    static constexpr int KSLICE = VCKATTN_GEMM_KSLICE;              // input features of kernels 0 .. k-2
+    static constexpr int KSLICE_LAST = VCKATTN_GEMM_KSLICE_LAST;    // input features of kernel k-1
+    static constexpr int K = (KERNELS - 1) * KSLICE + KSLICE_LAST;  // input features of the cascade
+    static constexpr int NI = ROWS / 4;                             // row blocks (4 rows)
+    static constexpr int NE = COLS / 8;                             // column blocks (8 channels) = channel groups
+    static constexpr int RB = ROWS % 8 == 0 ? 2 : 1;                // row blocks per register block
+    // input features of kernel j, and its feature blocks (16)
+    static constexpr int kslice(int j) { return j == KERNELS - 1 ? KSLICE_LAST : KSLICE; }
+    static constexpr int nd(int j) { return kslice(j) / 16; }
 };
 
 static_assert(GemmShape::KERNELS >= 1 && GemmShape::KERNELS <= 32, "KERNELS must be 1..32 (5-bit packet ids)");
 static_assert(GemmShape::ROWS >= 4 && GemmShape::ROWS % 4 == 0, "ROWS must be a positive multiple of 4");
 static_assert(GemmShape::COLS >= 16 && GemmShape::COLS % 16 == 0, "COLS must be a positive multiple of 16");
 static_assert(GemmShape::KSLICE >= 16 && GemmShape::KSLICE % 16 == 0, "KSLICE must be a positive multiple of 16");
-static_assert(128LL * 128 * GemmShape::KSLICE * GemmShape::KERNELS < (1LL << 31),
-              "X W^T over K = KERNELS x KSLICE features may overflow int32");
+static_assert(GemmShape::KSLICE_LAST >= 16 && GemmShape::KSLICE_LAST % 16 == 0,
+              "KSLICE_LAST must be a positive multiple of 16");
+static_assert(128LL * 128 * GemmShape::K < (1LL << 31), "X W^T over K features may overflow int32");
 
 constexpr int MAX_SHIFT = 62;  // golden/gemm_proj.py MAX_SHIFT: the AIE1 SRS shift range
 
-// Bytes of one half of each ping-pong buffer and of the per-channel constant tables.
-constexpr int X_BUFFER_BYTES = BEAT_BYTES + GemmShape::ROWS * GemmShape::KSLICE;
-constexpr int W_BYTES = GemmShape::KSLICE * GemmShape::COLS;             // the weight slice
+// Bytes of one half of each ping-pong buffer of kernel j and of the per-channel constant tables.
+constexpr int x_buffer_bytes(int j) { return BEAT_BYTES + GemmShape::ROWS * GemmShape::kslice(j); }
+constexpr int w_bytes(int j) { return GemmShape::kslice(j) * GemmShape::COLS; }  // the weight slice
 constexpr int LANES_BYTES = GemmShape::NE * 32 * 4;                      // one 32-lane int32 vector per group
 constexpr int SHIFT_BYTES = ((GemmShape::NE * 4 + 15) / 16) * 16;        // int32 per group, padded to 16 bytes
 // w buffer of kernel J: header + weights + bias (J = 0) + mult32 and shifts (last kernel, int8 output)
 constexpr int w_buffer_bytes(int j, int out_bits) {
-    return BEAT_BYTES + W_BYTES + (j == 0 ? LANES_BYTES : 0) +
+    return BEAT_BYTES + w_bytes(j) + (j == 0 ? LANES_BYTES : 0) +
            (j == GemmShape::KERNELS - 1 && out_bits == 8 ? LANES_BYTES + SHIFT_BYTES : 0);
 }
 // out buffer of the last kernel: header + ROWS x COLS elements of OUT_BITS
@@ -116,7 +127,7 @@ struct GemmState {
 
 // Data memory per kernel (bytes): ping-pong x and w buffers, the out buffer (last kernel) and the state.
 constexpr int gemm_data_bytes(int j, int out_bits) {
-    return 2 * (X_BUFFER_BYTES + w_buffer_bytes(j, out_bits)) +
+    return 2 * (x_buffer_bytes(j) + w_buffer_bytes(j, out_bits)) +
            (j == GemmShape::KERNELS - 1 ? 2 * out_buffer_bytes(out_bits) : 0) + static_cast<int>(sizeof(GemmState));
 }
 
@@ -156,8 +167,9 @@ using vckattn_aie::write_words;
 // Layout offsets (elements; golden/gemm_proj.py pack_x / pack_w / pack_lanes)
 // ---------------------------------------------------------------------------------------------
 
-inline int x_off(int i, int f) { return ((i / 4) * GemmShape::ND + f / 16) * 64 + (i % 4) * 16 + f % 16; }
-inline int w_off(int c, int f) { return ((c / 8) * GemmShape::ND + f / 16) * 128 + (f % 16) * 8 + c % 8; }
+// nd: the kernel's feature blocks (GemmShape::nd(J))
+inline int x_off(int i, int f, int nd) { return ((i / 4) * nd + f / 16) * 64 + (i % 4) * 16 + f % 16; }
+inline int w_off(int c, int f, int nd) { return ((c / 8) * nd + f / 16) * 128 + (f % 16) * 8 + c % 8; }
 inline int lane_off(int c) { return (c / 8) * 32 + c % 8; }  // row 0 of channel c's 32-lane group vector
 
 // ---------------------------------------------------------------------------------------------
@@ -177,7 +189,7 @@ inline int8_t requant(int64_t acc, int64_t mult, int shift) {
     return static_cast<int8_t>(x);
 }
 
-template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS>
+template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS, int ND>
 inline void gemm_blocks(const int8_t* x, const int8_t* w, const int32_t* bias, const int32_t* mult,
                         const int32_t* shift, input_cascade<acc48>* cin, output_cascade<acc48>* cout, uint8_t* out) {
     using S = GemmShape;
@@ -197,8 +209,8 @@ inline void gemm_blocks(const int8_t* x, const int8_t* w, const int32_t* bias, c
                     for (int q = 0; q < 4; ++q)
                         for (int c = 0; c < 8; ++c) {
                             int64_t acc = blk[8 * q + c];
-                            for (int f = 0; f < S::KSLICE; ++f)
-                                acc += static_cast<int32_t>(x[x_off(4 * ib + q, f)]) * w[w_off(8 * eb + c, f)];
+                            for (int f = 0; f < 16 * ND; ++f)
+                                acc += static_cast<int32_t>(x[x_off(4 * ib + q, f, ND)]) * w[w_off(8 * eb + c, f, ND)];
                             blk[8 * q + c] = static_cast<int32_t>(acc);
                         }
                     for (int q = 0; q < 4; ++q) {
@@ -248,7 +260,7 @@ using vckattn_aie::vec::casc_read_block;
 // (HAS_COUT) or into the out payload (requantized to int8, or int32). Register blocks of RB row blocks x 1 column
 // block (RB 32-lane acc48 accumulators: at most the four 768-bit accumulator registers), two column blocks a pass
 // so that the int8 rows of a column-block pair are stored as 16 bytes.
-template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS>
+template <bool HAS_CIN, bool HAS_COUT, int OUT_BITS, int ND>
 inline void gemm_blocks(const int8_t* __restrict x, const int8_t* __restrict w, const int32_t* __restrict bias,
                         const int32_t* __restrict mult, const int32_t* __restrict shift, input_cascade<acc48>* cin,
                         output_cascade<acc48>* cout, uint8_t* __restrict out) {
@@ -268,10 +280,10 @@ inline void gemm_blocks(const int8_t* __restrict x, const int8_t* __restrict w, 
                     b.from_vector(load_lanes(bias + 32 * (eb0 + e)), 0);
                     for (int r = 0; r < S::RB; ++r) c[r] = GemmMmul(b);
                 }
-                for (int db = 0; db < S::ND; ++db) {  // the pipelined loop
+                for (int db = 0; db < ND; ++db) {  // the pipelined loop
                     aie::vector<int8, 64> a[S::RB];
-                    for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * S::ND + db) * 64);
-                    const aie::vector<int8, 128> b = load_b16x8(w + ((eb0 + e) * S::ND + db) * 128);
+                    for (int r = 0; r < S::RB; ++r) a[r] = load_xa(x + ((ib0 + r) * ND + db) * 64);
+                    const aie::vector<int8, 128> b = load_b16x8(w + ((eb0 + e) * ND + db) * 128);
                     for (int r = 0; r < S::RB; ++r) c[r].mac(a[r], b);
                 }
                 if (HAS_COUT) {
@@ -396,7 +408,7 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
     const uint8_t* wb = w.current();
     const int8_t* xp = reinterpret_cast<const int8_t*>(x + BEAT_BYTES);
     const int8_t* wp = reinterpret_cast<const int8_t*>(wb + BEAT_BYTES);
-    const int32_t* bias = HAS_CIN ? nullptr : reinterpret_cast<const int32_t*>(wb + BEAT_BYTES + W_BYTES);
+    const int32_t* bias = HAS_CIN ? nullptr : reinterpret_cast<const int32_t*>(wb + BEAT_BYTES + w_bytes(J));
     const int32_t* mult = nullptr;
     const int32_t* shift = nullptr;
     if (!HAS_COUT && OUT_BITS == 8) {
@@ -409,9 +421,9 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
         aie::set_rounding(aie::rounding_mode::positive_inf);  // round half up
         aie::set_saturation(aie::saturation_mode::saturate);  // [-128, 127]: golden requantize
     }
-    vec::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS>(xp, wp, bias, mult, shift, cin, cout, op);
+    vec::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS, S::nd(J)>(xp, wp, bias, mult, shift, cin, cout, op);
 #else
-    scalar::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS>(xp, wp, bias, mult, shift, cin, cout, op);
+    scalar::gemm_blocks<HAS_CIN, HAS_COUT, OUT_BITS, S::nd(J)>(xp, wp, bias, mult, shift, cin, cout, op);
 #endif
     if (!HAS_COUT) {
         uint32_t r[4] = {0, 0, 0, 0};

@@ -118,7 +118,7 @@ def test_committed_builds_validate_and_describe_their_stages() -> None:
         m = load_manifest(name)
         s = m.data["sublayer"]
         assert s["family"] == build.family and s["d_model"] == build.d_model
-        assert s["gemm"]["qkv"]["kernels"] * s["gemm"]["qkv"]["kslice"] == build.d_model
+        assert GemmParams(**s["gemm"]["qkv"]).k == build.d_model
         units = {"residual"} | ({"bhyt_site", "rope"} if build.family == "decoder" else set())
         assert set(s["units"]) == units
         assert s["units"]["residual"]["registers"] == json.loads(json.dumps(

@@ -24,14 +24,15 @@ from vckattn.hw.perf import aie, gemm_proj
 
 TOOLS = pytest.mark.tool("g++", "hls4ml")
 
-#: builds (kernels, rows, cols, kslice, out_bits): every kernel variant (only / first, mid, last), both outputs,
-#: RB = 1 (rows 12, 4) and 2, several column blocks and K-slices
+#: builds (kernels, rows, cols, kslice, out_bits[, kslice_last]): every kernel variant (only / first, mid, last),
+#: both outputs, RB = 1 (rows 12, 4) and 2, several column blocks and K-slices, a last K-slice shorter and longer
+#: than the others'
 BUILDS = [(2, 8, 32, 32, 8), (3, 12, 16, 16, 32), (1, 4, 16, 16, 8), (1, 8, 16, 32, 32), (4, 16, 32, 16, 8),
-          (2, 16, 48, 48, 8)]
+          (2, 16, 48, 48, 8), (3, 8, 16, 48, 8, 16), (4, 16, 48, 64, 32, 32), (2, 12, 32, 16, 8, 48)]
 
 
 def _ids(b):
-    return "k{}_r{}_c{}_s{}_o{}".format(*b)
+    return "k{}_r{}_c{}_s{}_o{}".format(*b) + ("_l{}".format(*b[5:]) if len(b) > 5 else "")
 
 
 def golden_projection(lin: QuantLinear, x: np.ndarray, rq: RequantRegisters | None) -> np.ndarray:
@@ -103,10 +104,11 @@ def test_closed_form_equals_the_instrumented_counts_of_every_invocation(build):
     assert len(res.op_counts) == p.kernels * n_tiles
     for j in range(p.kernels):  # the kernel code's own data memory figure
         assert res.data_bytes[f"k{j}"] == gemm_proj.kernel_memory(gemm_proj.variant(j, p.kernels), p.rows, p.cols,
-                                                                  p.kslice, p.out_bits)
+                                                                  p.kslice_of(j), p.out_bits)
     for inv in res.op_counts:
         assert inv["kernel"] == gemm_proj.variant(inv["j"], p.kernels)
-        assert gemm_proj.op_counts(inv["kernel"], p.rows, p.cols, p.kslice, p.out_bits) == inv["counts"], inv
+        assert gemm_proj.op_counts(inv["kernel"], p.rows, p.cols, p.kslice_of(inv["j"]), p.out_bits) == \
+            inv["counts"], inv
         for op in inv["counts"]:
             assert aie.COST_TABLE[op]["source"].strip(), op
 
@@ -270,3 +272,34 @@ def test_overheads_read_the_calibration_and_loops_enter_per_block():
     cyc = gemm_proj.invocation_cycles("mid", 12, 32, 48, 8)
     # 12 loads a feature block, two a cycle: 6 cycles, load-bound over the mmul's 4 vector issues
     assert cyc["mmul"] == 12 * 3 * 6 + 12 * aie.loop_fill_cycles()
+
+
+def test_balanced_cascade_is_the_fastest_split_that_fits():
+    """The last kernel also drains the tile (requantization, int32 stores), so a cascade is fastest with a shorter
+    last K-slice: gemm_proj.balanced finds it, within a kernel's data memory, and never picks a slower split."""
+    from vckattn.hw.spec.gemm import GemmParams
+
+    room = 28672  # a tile's 32 KiB less the runtime's 4 KiB reserve
+    for rows, out_bits in ((16, 8), (8, 32)):
+        p = gemm_proj.balanced(4, rows, 48, 768, out_bits, room)
+        even = GemmParams(4, rows, 48, 192, out_bits)
+        assert p.k == 768 and p.slices[-1] < p.kslice and p.data_bytes() <= room
+        assert gemm_proj.cascade_cycles(p) < 0.93 * gemm_proj.cascade_cycles(even)
+        # its kernels closer together than the even split's
+        per = [gemm_proj.invocation_cycles(gemm_proj.variant(j, 4), rows, 48, p.kslice_of(j), out_bits)["total"]
+               for j in range(4)]
+        per_even = [gemm_proj.invocation_cycles(gemm_proj.variant(j, 4), rows, 48, 192, out_bits)["total"]
+                    for j in range(4)]
+        assert max(per) - min(per) < max(per_even) - min(per_even)
+        for ks in range(16, 253, 16):  # no split that fits is faster
+            q = GemmParams(4, rows, 48, ks, out_bits, kslice_last=768 - 3 * ks)
+            if q.data_bytes() <= room:
+                assert gemm_proj.cascade_cycles(q) >= gemm_proj.cascade_cycles(p)
+    # the memory bounds the choice: room for the even split only -> the even split
+    even = GemmParams(4, 16, 48, 192, 8)
+    assert gemm_proj.balanced(4, 16, 48, 768, 8, even.data_bytes()) == GemmParams(4, 16, 48, 192, 8, kslice_last=192)
+    with pytest.raises(ValueError, match="fits"):
+        gemm_proj.balanced(4, 16, 48, 768, 8, 1000)
+    with pytest.raises(ValueError, match="multiples of 16"):
+        gemm_proj.balanced(4, 16, 48, 760, 8)
+    assert gemm_proj.balanced(1, 8, 16, 64, 32).slices == (64,)
