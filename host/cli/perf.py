@@ -540,14 +540,14 @@ def run_sublayer(args: argparse.Namespace) -> int:
     """``vckattn perf --scope sublayer``: the best split of the array for the whole encoder sublayer (closed form;
     with --simulate, its graph simulated beside it)."""
     from vckattn.host.cli.common import make_console
-    from vckattn.hw.perf import sublayer
+    from vckattn.hw.design.explore_sublayer import best_placeable
 
     shape = sublayer_shape(args, "perf")
     normalizer = _sublayer_normalizer(args)
     _refuse_unbuilt_sublayer(shape)
     output_file(args.json_out, what="--json")
     try:
-        r = sublayer.best_split(shape, tile_cap=args.tile_cap, normalizer=normalizer)
+        r = best_placeable(shape, tile_cap=args.tile_cap, normalizer=normalizer)
     except ValueError as exc:
         raise InputError(f"--scope sublayer: {exc}") from None
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")

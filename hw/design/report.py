@@ -261,7 +261,9 @@ def _fullest(c: dict) -> str:
 
 
 def sublayer_agreement() -> list[dict]:
-    """The closed form against the simulated sublayer graph on the best SwiftMax split of each documented shape."""
+    """The closed form against the simulated sublayer graph on the best SwiftMax split of each documented shape that
+    places and passes the AIE rules (:func:`.explore_sublayer.best_placeable`)."""
+    from vckattn.hw.design.explore_sublayer import best_placeable
     from vckattn.hw.design.simulate_sublayer import simulate_sublayer
     from vckattn.hw.perf import sublayer
 
@@ -270,7 +272,7 @@ def sublayer_agreement() -> list[dict]:
     b, seq, heads = SMALL_SUBLAYER
     shapes.append(sublayer.SublayerShape(b, seq, heads=heads))
     for s in shapes:
-        c = sublayer.best_split(s)
+        c = best_placeable(s)
         sp = c["split"]
         sim = simulate_sublayer(s, sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
                                                               "o_tile": tuple(sp["o_tile"])}))
