@@ -386,3 +386,16 @@ def test_a_decoder_runs_site_a_first_with_units_that_keep_pace_and_keeps_u_besid
     enc = sublayer.split_cost(SublayerShape(8, 512), SublayerSplit(**sublayer.bert_base(512)["split"]))
     assert "site" not in enc["stages"] and "u" not in sublayer.buffers(SublayerShape(8, 512),
                                                                         SublayerSplit(**enc["split"]))
+
+
+def test_a_decoder_q_k_v_tile_holds_whole_head_rows():
+    """RoPE rotates features f and f + D/2 of a head row, so a decoder's Q/K/V output record must hold whole head
+    rows: a 48-channel tile is refused (naming RoPE), the encoder (no RoPE) keeps it, and the decoder's search
+    uses 64-channel tiles."""
+    dec = SublayerShape(batch=8, seq=512, heads=9, head_dim=64, kv_heads=3, family="decoder")
+    with pytest.raises(ValueError, match="RoPE"):
+        sublayer.split_cost(dec, SublayerSplit(20, 24, 14, 4, qkv_tile=(16, 48, 192), score_channels=2))
+    sublayer.split_cost(dec, SublayerSplit(20, 24, 14, 4, qkv_tile=(16, 64, 96), score_channels=2))
+    sublayer.split_cost(SublayerShape(batch=8, seq=512), SublayerSplit(36, 16, 12, 4, score_channels=2))
+    assert sublayer.default_qkv_tile(dec) == (16, 64, 96)
+    assert sublayer.best_split(dec)["split"]["qkv_tile"][1] % 64 == 0
