@@ -520,6 +520,7 @@ class KernelHarness:
         max_mismatches: int = 10,
         timeout_cycles: int | None = None,
         user_hi: Sequence[int | Sequence[int]] | None = None,
+        row_user: Sequence[int] | None = None,
     ) -> RunStats:
         """Send every row as a frame, receive as many frames, and check them exactly.
 
@@ -529,7 +530,8 @@ class KernelHarness:
         beat, lane, input value, keep bit, expected and got), and -- if ``check_out_mask`` and
         the output has TUSER -- that output TUSER equals the input keep mask on real lanes.
         ``expected_rows=None`` skips the data comparison (frames/beats are still checked).
-        ``user_hi``: input TUSER bits above the keep mask, per row (:func:`rows_to_frames`).
+        ``user_hi``: input TUSER bits above the keep mask, per row (:func:`rows_to_frames`). ``row_user``: for a
+        kernel whose TUSER is not a keep mask (``user=False``), per row the TUSER of all its beats.
 
         Returns:
             :class:`RunStats` (cycle counts from the :class:`StreamMonitor`). The received rows
@@ -541,6 +543,11 @@ class KernelHarness:
         if exp_l is not None and len(exp_l) != len(rows_l):
             raise ValueError(f"{len(rows_l)} rows but {len(exp_l)} expected rows")
         frames = self.rows_to_frames(rows_l, masks_l, user_hi)
+        if row_user is not None:
+            if self.user or len(row_user) != len(frames):
+                raise ValueError("row_user: one TUSER value a row, for a kernel without a keep mask in TUSER")
+            for f, u in zip(frames, row_user, strict=True):
+                f.tuser = [int(u)] * len(f.tdata)
         lengths = [len(r) for r in rows_l]
         mon = self.monitor
         i0, o0, low0 = len(mon.in_beats), len(mon.out_beats), mon.in_ready_low

@@ -43,18 +43,21 @@ class Bench:
         await self.h.write_regs(self.rm, {"x_mult": int(x_mult), "x_shift": int(x_shift), "y_mult": list(y_mult),
                                           "y_shift": list(y_shift)})
 
-    async def run(self, ys: list[np.ndarray], xs: list[np.ndarray], regs: ResidualRegisters) -> None:
-        """Send the tokens (X first, into its source's queue; Y by the harness) and check every output."""
-        exp = [golden(y, x, regs) for y, x in zip(ys, xs, strict=True)]
+    async def run(self, ys: list[np.ndarray], xs: list[np.ndarray], regs: ResidualRegisters,
+                  bases: list[int] | None = None) -> None:
+        """Send the tokens (X first, into its source's queue; Y by the harness, each starting at channel
+        ``bases[i]·lanes``: TUSER) and check every output."""
+        bases = bases or [0] * len(ys)
+        exp = [golden(y, x, regs, b * self.lanes) for y, x, b in zip(ys, xs, bases, strict=True)]
         for f in rows_to_frames(xs, None, self.lanes, 8, signed=True, user=False):
             self.xsrc.send_nowait(f)
-        await self.h.run_rows(ys, None, exp)
+        await self.h.run_rows(ys, None, exp, row_user=bases)
 
 
-def golden(y: np.ndarray, x: np.ndarray, regs: ResidualRegisters) -> np.ndarray:
-    """One token through :func:`residual_add_int` with the first ``len(y)`` channels' ``rq_y``."""
-    d = len(y)
-    r = ResidualRegisters(RequantRegisters(np.asarray(regs.rq_y.mult)[:d], np.asarray(regs.rq_y.shift)[:d]),
+def golden(y: np.ndarray, x: np.ndarray, regs: ResidualRegisters, first: int = 0) -> np.ndarray:
+    """One token through :func:`residual_add_int` with the ``rq_y`` of channels ``first .. first + len(y) - 1``."""
+    d = slice(first, first + len(y))
+    r = ResidualRegisters(RequantRegisters(np.asarray(regs.rq_y.mult)[d], np.asarray(regs.rq_y.shift)[d]),
                           regs.rq_x, 1.0)
     return residual_add_int(y, x, r).astype(np.int64)
 
@@ -117,6 +120,38 @@ async def test_random_traffic(dut: SimHandleBase) -> None:
     await b.run(ys, xs, regs)
     assert await b.h.read_reg(b.rm, "tokens") == 3 * len(lengths)
     assert await b.h.read_reg(b.rm, "overlong") == 0
+
+
+@cocotb.test(timeout_time=60, timeout_unit="ms")
+async def test_record_rows_from_their_first_channel(dut: SimHandleBase) -> None:
+    """Rows of a W_O output record: ``cols`` channels from channel ``base·lanes`` (TUSER, in beats), each with
+    its own channels' rq_y, interleaved with whole rows (base 0), under backpressure; a row that starts beyond
+    max_d is counted overlong."""
+    await start(dut)
+    b = Bench(dut)
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    b.pauses(cocotb.RANDOM_SEED, 0.3)
+    d = b.max_d
+    y_mult, y_shift = edge_requant(rng, d)
+    x_mult, x_shift = int(rng.integers(1 << 16, 1 << 17)), int(rng.integers(10, 20))
+    await b.program(y_mult, y_shift, x_mult, x_shift)
+    regs = _regs(y_mult, y_shift, x_mult, x_shift)
+    cols = 12 * b.lanes
+    last = (d - cols) // b.lanes  # the last record that ends at max_d
+    bases = [0, 1, last, *rng.integers(0, last + 1, size=12), 0]
+    lengths = [cols if i else d for i in bases]
+    ys, xs = [random_y(rng, n) for n in lengths], [random_x(rng, n) for n in lengths]
+    assert len({tuple(golden(ys[1], xs[1], regs, b.lanes * k)) for k in (0, 1, last)}) == 3, "tables too alike"
+    await b.run(ys, xs, regs, bases)
+    assert await b.h.read_reg(b.rm, "overlong") == 0
+    # a row that starts beyond the tables: counted, its channels reuse the last entry (no silent wrap)
+    past = d // b.lanes
+    if past < 1 << len(dut.s_axis_tuser):
+        y, x = random_y(rng, b.lanes), random_x(rng, b.lanes)
+        for f in rows_to_frames([x], None, b.lanes, 8, signed=True, user=False):
+            b.xsrc.send_nowait(f)
+        await b.h.run_rows([y], None, [golden(y, x, regs, d - b.lanes)], row_user=[past])
+        assert await b.h.read_reg(b.rm, "overlong") == 1
 
 
 @cocotb.test(timeout_time=5, timeout_unit="ms")

@@ -5,7 +5,7 @@ The full description: ``docs/internals/hw.md``, section ``hw/pl/requant.py``.
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value, signed
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import wiring
 
 from vckattn.golden.requant import requant_regmap
@@ -54,22 +54,36 @@ def requant_stages(m: Module, pipe: StallPipeline, acc: Value, mult: Value, shif
 
 
 def channel_counter(m: Module, fire: Value, last: Value, lanes: int, max_d: int, tokens: Signal,
-                    overlong: Signal) -> Signal:
+                    overlong: Signal, base: Value | None = None) -> Value:
     """Channel of lane 0 of the current input beat: steps by ``lanes`` per accepted beat (``fire``), restarts
-    after TLAST (``last``), stays at the last beat's base (``max_d - lanes``) for a token longer than ``max_d``
-    (counted in ``overlong`` at its TLAST); ``tokens`` counts TLASTs."""
+    after TLAST (``last``) at channel 0, or at channel ``base · lanes`` (``base`` in beats, sampled on each token's
+    first beat: a token that is the run of channels ``base · lanes ..`` of a longer row); stays at the last beat's
+    base (``max_d - lanes``) for a token that runs past ``max_d`` or starts beyond it (counted in ``overlong`` at
+    its TLAST); ``tokens`` counts TLASTs."""
     col = Signal(range(max_d), name="col")
     over = Signal(name="over")
+    eff: Value = col
+    past = Const(0)  # the token starts beyond max_d
+    if base is not None:
+        first = Signal(init=1, name="first")  # the next beat starts a token
+        past = Signal(name="base_past")
+        start = Signal(range(max_d), name="col_start")
+        eff = Signal(range(max_d), name="col_eff")
+        m.d.comb += [past.eq(first & (base * lanes > max_d - lanes)),
+                     start.eq(Mux(base * lanes > max_d - lanes, max_d - lanes, base * lanes)),
+                     eff.eq(Mux(first, start, col))]
+        with m.If(fire):
+            m.d.sync += first.eq(last)
     with m.If(fire):
         with m.If(last):
             m.d.sync += [col.eq(0), over.eq(0), tokens.eq(tokens + 1)]
-            with m.If(over):
+            with m.If(over | past):
                 m.d.sync += overlong.eq(overlong + 1)
-        with m.Elif(col + lanes < max_d):
-            m.d.sync += col.eq(col + lanes)
+        with m.Elif(~past & (eff + lanes < max_d)):
+            m.d.sync += col.eq(eff + lanes)
         with m.Else():
-            m.d.sync += over.eq(1)
-    return col
+            m.d.sync += [col.eq(eff), over.eq(1)]
+    return eff
 
 
 class RequantKernel(wiring.Component):

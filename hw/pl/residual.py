@@ -27,7 +27,9 @@ def buffer_bits(lanes: int = 4, max_d: int = 1024) -> int:
 class ResidualKernel(wiring.Component):
     """``R = saturate8(round_half_up((y' + x') · 2^-res_frac))``, two joined input streams; II = 1 beat.
 
-    Ports: ``s_axis_tdata[lanes*32]`` (Y), ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``;
+    Ports: ``s_axis_tdata[lanes*32]`` (Y), ``s_axis_tuser[base_bits]`` (the token's first channel in beats, read
+    on its first beat: a token that is channels ``tuser·lanes ..`` of a row, as a W_O output record's rows are;
+    0 for whole rows), ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``;
     ``s_axis_res_tdata[lanes*8]`` (X), ``s_axis_res_tlast``, ``s_axis_res_tvalid``, ``s_axis_res_tready``;
     ``m_axis_tdata[lanes*8]``, ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``; the AXI4-Lite slave
     ``s_axil_*``; ``clk``, ``rst``. See the module docstring.
@@ -52,8 +54,9 @@ class ResidualKernel(wiring.Component):
         self.regmap = residual_regmap(lanes, max_d, fmt)
         self.regfile = RegisterFile(self.regmap)
         aw = fmt.act_bits
+        self.base_bits = max(1, (max_d // lanes - 1).bit_length())
         super().__init__({
-            **axis_port("s_axis", lanes * in_width, sink=True),
+            **axis_port("s_axis", lanes * in_width, sink=True, user_width=self.base_bits),
             **axis_port("s_axis_res", lanes * aw, sink=True),
             **axis_port("m_axis", lanes * aw, sink=False),
             **axil_members("s_axil", self.regmap.addr_width),
@@ -86,7 +89,8 @@ class ResidualKernel(wiring.Component):
 
         tokens, overlong = Signal(32), Signal(32)
         m.d.comb += [reg["tokens"].eq(tokens), reg["overlong"].eq(overlong)]
-        col = channel_counter(m, pipe.in_fire, self.s_axis_tlast, n, self.max_d, tokens, overlong)
+        col = channel_counter(m, pipe.in_fire, self.s_axis_tlast, n, self.max_d, tokens, overlong,
+                              base=self.s_axis_tuser)
 
         half = 1 << (fmt.res_frac - 1)
         outs = []

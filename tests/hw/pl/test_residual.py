@@ -17,17 +17,29 @@ TB = "vckattn.sim.tb_residual"
 LANES, MAX_D = 4, 1024
 
 
-def _build() -> tuple[str, list]:
-    name = f"residual_l{LANES}"
-    return name, [generate_verilog(ResidualKernel(LANES, MAX_D), name)]
+def _build(max_d: int = MAX_D) -> tuple[str, list]:
+    name = f"residual_l{LANES}" + ("" if max_d == MAX_D else f"_d{max_d}")
+    return name, [generate_verilog(ResidualKernel(LANES, max_d), name)]
 
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
 def test_residual_kernel() -> None:
     name, src = _build()
-    res = run_cocotb(name, src, TB, testcase="test_registers,test_random_traffic,test_throughput")
-    assert {t.name for t in res.passed} == {"test_registers", "test_random_traffic", "test_throughput"}, res.tests
+    cases = {"test_registers", "test_random_traffic", "test_record_rows_from_their_first_channel", "test_throughput"}
+    res = run_cocotb(name, src, TB, testcase=",".join(sorted(cases)))
+    assert {t.name for t in res.passed} == cases, res.tests
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_residual_rows_starting_beyond_the_tables() -> None:
+    """A build of 96 channels (TUSER 5 bits: a base up to 31 beats can be sent) counts a row that starts past its
+    tables as overlong instead of wrapping round to channel 0."""
+    name, src = _build(96)
+    res = run_cocotb(name, src, TB, testcase="test_record_rows_from_their_first_channel",
+                     extra_env={"VCKATTN_TB_MAX_D": "96"})
+    assert [t.name for t in res.passed] == ["test_record_rows_from_their_first_channel"], res.tests
 
 
 @pytest.mark.sim
