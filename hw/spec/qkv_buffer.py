@@ -1,0 +1,100 @@
+"""The sublayer's Q/K/V buffer in the PL (``hw/ENGINE.md``, "The sublayer's PL side"): where every beat of Q, K and
+V lives, declared once for the re-tiler that writes them (``hw/pl/retiler.py``) and the readers and tests that read
+them.
+
+Addresses are in 16-byte beats. The buffer holds ``slots`` sequences (sequence ``b`` in slot ``b % slots``); a
+slot holds, in order:
+
+* Q: per query head ``h`` (``heads``), its ``max_seq / q_rows`` tiles, each ``q_rows × d`` int8 in the A layout
+  of ``mmul<4,16,8>`` (``golden/engine.py: pack_q``);
+* K: per K/V head (``kv_heads``), its ``max_seq / slice_keys`` key slices, each Kᵀ in the B layout of QKᵀ
+  (``pack_k``);
+* V: per K/V head, its key slices, each in the B layout of P·V (``pack_v``).
+
+So every q tile, K slice and V slice is one contiguous run of beats, in the order the attention kernels take it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vckattn.hw.spec.streams import BEAT_BYTES
+
+__all__ = ["QkvLayout"]
+
+
+@dataclass(frozen=True)
+class QkvLayout:
+    """The buffer's geometry: head size ``d`` (a multiple of 16), ``heads`` query and ``kv_heads`` K/V heads,
+    ``max_seq`` tokens a sequence, ``q_rows`` rows a Q tile (a multiple of 4), ``slice_keys`` keys a slice (a
+    multiple of 8), ``slots`` sequences held."""
+
+    d: int
+    heads: int
+    kv_heads: int
+    max_seq: int
+    q_rows: int
+    slice_keys: int
+    slots: int
+
+    def __post_init__(self) -> None:
+        if self.d < 16 or self.d % 16:
+            raise ValueError(f"d={self.d}: a positive multiple of 16")
+        if self.heads < 1 or self.kv_heads < 1 or self.heads % self.kv_heads:
+            raise ValueError(f"{self.heads} query heads over {self.kv_heads} K/V heads")
+        if self.q_rows % 4 or self.slice_keys % 8 or self.max_seq % self.q_rows or self.max_seq % self.slice_keys:
+            raise ValueError(f"max_seq {self.max_seq} in tiles of {self.q_rows} rows (a multiple of 4) and slices of "
+                             f"{self.slice_keys} keys (a multiple of 8)")
+        if self.slots < 1:
+            raise ValueError("at least one slot")
+
+    @property
+    def head_beats(self) -> int:
+        """Beats of one head's Q, K or V of a sequence (``max_seq · d / 16``)."""
+        return self.max_seq * self.d // BEAT_BYTES
+
+    @property
+    def tile_beats(self) -> int:
+        """Beats of one Q tile."""
+        return self.q_rows * self.d // BEAT_BYTES
+
+    @property
+    def slice_beats(self) -> int:
+        """Beats of one K or V slice."""
+        return self.slice_keys * self.d // BEAT_BYTES
+
+    @property
+    def k_base(self) -> int:
+        """First beat of K within a slot."""
+        return self.heads * self.head_beats
+
+    @property
+    def v_base(self) -> int:
+        """First beat of V within a slot."""
+        return self.k_base + self.kv_heads * self.head_beats
+
+    @property
+    def slot_beats(self) -> int:
+        return self.v_base + self.kv_heads * self.head_beats
+
+    @property
+    def beats(self) -> int:
+        """Beats of the whole buffer."""
+        return self.slots * self.slot_beats
+
+    @property
+    def qkv_cols(self) -> int:
+        """Channels of the fused Q/K/V projection: Q of every query head, then K, then V of every K/V head."""
+        return (self.heads + 2 * self.kv_heads) * self.d
+
+    def q_tile(self, b: int, h: int, t: int) -> int:
+        """First beat of Q tile ``t`` of head ``h`` of sequence ``b``."""
+        return (b % self.slots) * self.slot_beats + h * self.head_beats + t * self.tile_beats
+
+    def k_slice(self, b: int, h: int, s: int) -> int:
+        """First beat of K slice ``s`` of K/V head ``h`` of sequence ``b``."""
+        return (b % self.slots) * self.slot_beats + self.k_base + h * self.head_beats + s * self.slice_beats
+
+    def v_slice(self, b: int, h: int, s: int) -> int:
+        """First beat of V slice ``s`` of K/V head ``h`` of sequence ``b``."""
+        return (b % self.slots) * self.slot_beats + self.v_base + h * self.head_beats + s * self.slice_beats
