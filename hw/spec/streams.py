@@ -137,8 +137,17 @@ GRESULT = (
     Field("cols", 3, 0, 16, "output channels of the record (COLS of the build)"),
 )
 
+#: second beat of a PL buffer reader's descriptor (the first is the header beat the reader sends): the run of
+#: beats to send after it (``hw/pl/buffer_reader.py``, ``hw/ENGINE.md`` "The sublayer's PL side")
+RDESC = (
+    Field("first", 0, 0, 32, "address of the run's first beat in the buffer"),
+    Field("beats", 1, 0, 16, "beats of the run (>= 1)"),
+    Field("slot", 2, 0, 8, "the sequence slot the run reads: the reader waits until it is full"),
+    Field("release", 2, 8, 1, "1: the reader's last run of the slot (it releases the slot once the run is sent)"),
+)
+
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
-           "gresult": GRESULT}
+           "gresult": GRESULT, "rdesc": RDESC}
 
 
 def _fields(kind: str) -> dict[str, Field]:

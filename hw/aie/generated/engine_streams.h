@@ -154,6 +154,20 @@ constexpr int GRESULT_COLS_WORD = 3;  // output channels of the record (COLS of 
 constexpr int GRESULT_COLS_LO = 0;
 constexpr uint32_t GRESULT_COLS_MASK = 0xFFFFu;
 
+// rdesc header
+constexpr int RDESC_FIRST_WORD = 0;  // address of the run's first beat in the buffer
+constexpr int RDESC_FIRST_LO = 0;
+constexpr uint32_t RDESC_FIRST_MASK = 0xFFFFFFFFu;
+constexpr int RDESC_BEATS_WORD = 1;  // beats of the run (>= 1)
+constexpr int RDESC_BEATS_LO = 0;
+constexpr uint32_t RDESC_BEATS_MASK = 0xFFFFu;
+constexpr int RDESC_SLOT_WORD = 2;  // the sequence slot the run reads: the reader waits until it is full
+constexpr int RDESC_SLOT_LO = 0;
+constexpr uint32_t RDESC_SLOT_MASK = 0xFFu;
+constexpr int RDESC_RELEASE_WORD = 2;  // 1: the reader's last run of the slot (it releases the slot once the run is sent)
+constexpr int RDESC_RELEASE_LO = 8;
+constexpr uint32_t RDESC_RELEASE_MASK = 0x1u;
+
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {
     return (w[word] >> lo) & mask;
