@@ -693,9 +693,9 @@ REPLACEMENTS = [None, True, 1.5, 7, "x", [], {}]
 FREE = {("model", "vocab_size"), ("calibration", "data_sha256"), ("tensors", "*", "scale"),
         ("layers", "*", "scales", "s_x"), ("layers", "*", "bhyt", "lam_mlp"), ("layers", "*", "bhyt", "c_attn"),
         ("layers", "*", "bhyt", "site_a", "s_out"), ("layers", "*", "bhyt", "site_m", "s_out"),
-        ("model_fidelity",), *((("model_fidelity", k),) for k in ("metric", "score", "min", "float_swiftmax",
-                                                                   "threshold", "samples", "data", "reference",
-                                                                   "layers")),
+        ("model_fidelity",), *(("model_fidelity", k) for k in ("metric", "score", "min", "float_swiftmax",
+                                                                 "threshold", "samples", "data", "reference",
+                                                                 "layers")),
         ("model_fidelity", "layers", "*"), ("layers", "*", "swiftmax", "source")}
 
 
