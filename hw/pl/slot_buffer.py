@@ -1,0 +1,161 @@
+"""A PL buffer of the sublayer with its banks and its sequence slots' access control (``hw/ENGINE.md``, "The
+sublayer's PL side"): addressed beats in from its writers (the re-tilers, the attention pipelines' A records),
+runs of beats out to its readers (:mod:`.buffer_reader`).
+
+The buffer is ``banks`` simple dual-port memories of ``bank_beats`` 128-bit beats each (bank = address /
+``bank_beats``); each bank takes one write and one read a cycle, given round-robin among the writers and among
+the readers that ask for it. The address space is ``slots`` sequence slots of ``slot_beats`` beats.
+
+Access control, per slot: it is *full* once ``slot_beats`` beats have been written into it (``slot_full[s]``, which
+the readers wait on) and stays full until ``readers`` releases of it have come (``release_valid`` /
+``release_slot`` of the readers); then it is empty again. A beat for a full slot waits (its writer's TREADY stays
+low) until the slot is empty: a writer of the next sequence in that slot never overwrites what a reader has still
+to read.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+
+from .pipeline import axis_port
+
+__all__ = ["SlotBuffer"]
+
+BEAT_BITS = 128
+
+
+def _round_robin(m: Module, requests: list, name: str) -> tuple[Signal, Signal]:
+    """A round-robin arbiter over ``requests``: (the index granted, whether any is). The requester after the last
+    one granted comes first: the lowest requesting index above the last grant, else the lowest requesting index
+    (two priority encoders, ``2n`` muxes deep)."""
+    n = len(requests)
+    req = Signal(n, name=f"{name}_req")
+    m.d.comb += req.eq(Cat(*requests))
+    last = Signal(range(max(n, 2)), name=f"{name}_last")
+    above = Signal(n, name=f"{name}_above")  # the requests above the last grant
+    m.d.comb += above.eq(req & ~((Const(2, n + 1) << last) - 1)[:n])
+    grant = Signal(range(max(n, 2)), name=f"{name}_grant")
+    any_req = Signal(name=f"{name}_any")
+    m.d.comb += any_req.eq(req.any())
+    for i in reversed(range(n)):  # the lowest index assigned last: it wins
+        with m.If(req[i]):
+            m.d.comb += grant.eq(i)
+    for i in reversed(range(n)):
+        with m.If(above[i]):
+            m.d.comb += grant.eq(i)
+    with m.If(any_req):
+        m.d.sync += last.eq(grant)
+    return grant, any_req
+
+
+class SlotBuffer(wiring.Component):
+    """Banks and slots (module docstring).
+
+    Ports: per writer ``w``: ``s_axis_w<w>_tdata[128]``, ``s_axis_w<w>_tuser[addr_bits]`` (the beat's address),
+    ``s_axis_w<w>_tvalid``, ``s_axis_w<w>_tready``, ``s_axis_w<w>_tlast`` (not used); per reader ``r``:
+    ``rd<r>_addr``, ``rd<r>_req``, ``rd<r>_gnt``, ``rd<r>_data`` (one cycle after the grant), ``rd<r>_release``,
+    ``rd<r>_release_slot``; ``slot_full[slots]``; ``clk``, ``rst``.
+
+    Args:
+        slots: Sequence slots.
+        slot_beats: Beats of a slot.
+        bank_beats: Beats of a bank (a power of two).
+        writers: Write streams.
+        readers_n: Read ports.
+        readers: Releases that empty a full slot.
+    """
+
+    def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int,
+                 readers: int) -> None:
+        if bank_beats < 1 or bank_beats & (bank_beats - 1):
+            raise ValueError(f"bank_beats {bank_beats}: a power of two")
+        if min(slots, slot_beats, writers, readers_n, readers) < 1:
+            raise ValueError("slots, slot_beats, writers, read ports and releases must be >= 1")
+        self.slots, self.slot_beats, self.bank_beats = slots, slot_beats, bank_beats
+        self.beats = slots * slot_beats
+        self.banks = -(-self.beats // bank_beats)
+        self.writers, self.readers_n, self.readers = writers, readers_n, readers
+        self.addr_bits = max(1, (self.beats - 1).bit_length())
+        self.slot_bits = max(1, (slots - 1).bit_length())
+        members: dict = {"slot_full": Out(slots)}
+        for w in range(writers):
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.addr_bits)
+        for r in range(readers_n):
+            members |= {f"rd{r}_addr": In(self.addr_bits), f"rd{r}_req": In(1), f"rd{r}_gnt": Out(1),
+                        f"rd{r}_data": Out(BEAT_BITS), f"rd{r}_release": In(1),
+                        f"rd{r}_release_slot": In(self.slot_bits)}
+        super().__init__(members)
+
+    def _slot_of(self, m: Module, addr: Signal, name: str) -> Signal:
+        """The slot an address is in (comparisons with the slot boundaries, no divider)."""
+        s = Signal(self.slot_bits, name=name)
+        m.d.comb += s.eq(sum((addr >= k * self.slot_beats).as_unsigned() for k in range(1, self.slots)))
+        return s
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        bb = self.bank_beats.bit_length() - 1
+        full = [Signal(name=f"full{s}") for s in range(self.slots)]
+        written = [Signal(range(self.slot_beats + 1), name=f"written{s}") for s in range(self.slots)]
+        released = [Signal(range(self.readers + 1), name=f"released{s}") for s in range(self.slots)]
+        m.d.comb += self.slot_full.eq(sum(f.as_unsigned() << s for s, f in enumerate(full)))
+
+        wr = [{k: getattr(self, f"s_axis_w{w}_{k}") for k in ("tdata", "tuser", "tvalid", "tready")}
+              for w in range(self.writers)]
+        wslot = [self._slot_of(m, p["tuser"], f"wslot{w}") for w, p in enumerate(wr)]
+        wfull = [Signal(name=f"wfull{w}") for w in range(self.writers)]  # the slot of its beat is full
+        for w in range(self.writers):
+            for k in range(self.slots):
+                with m.If(wslot[w] == k):
+                    m.d.comb += wfull[w].eq(full[k])
+        rd = [{k: getattr(self, f"rd{r}_{k}") for k in ("addr", "req", "gnt", "data", "release", "release_slot")}
+              for r in range(self.readers_n)]
+        # per reader, the bank it was granted last cycle (its data comes from there)
+        got_bank = [Signal(range(max(self.banks, 2)), name=f"rd{r}_bank") for r in range(self.readers_n)]
+        got = [Signal(name=f"rd{r}_got") for r in range(self.readers_n)]
+        bank_data = []
+        wrote = [[Signal(name=f"b{b}_wrote{s}") for s in range(self.slots)] for b in range(self.banks)]
+        for b in range(self.banks):
+            mem = memory.Memory(shape=BEAT_BITS, depth=self.bank_beats, init=[])
+            m.submodules[f"bank{b}"] = mem
+            wp, rp = mem.write_port(), mem.read_port(transparent_for=())
+            # writes: the writers with a beat for this bank whose slot is not full
+            wreq = [p["tvalid"] & ((p["tuser"] >> bb) == b) & ~wfull[w] for w, p in enumerate(wr)]
+            wg, wany = _round_robin(m, wreq, f"b{b}_w")
+            for w, p in enumerate(wr):
+                with m.If(wany & (wg == w)):
+                    m.d.comb += [wp.addr.eq(p["tuser"][:bb] if bb else 0), wp.data.eq(p["tdata"]), wp.en.eq(1),
+                                 p["tready"].eq(1)]
+                    for s in range(self.slots):
+                        m.d.comb += wrote[b][s].eq(wslot[w] == s)
+            # reads: the readers asking for this bank
+            rreq = [q["req"] & ((q["addr"] >> bb) == b) for q in rd]
+            rg, rany = _round_robin(m, rreq, f"b{b}_r")
+            m.d.comb += rp.en.eq(rany)
+            for r, q in enumerate(rd):
+                with m.If(rany & (rg == r)):
+                    m.d.comb += [rp.addr.eq(q["addr"][:bb] if bb else 0), q["gnt"].eq(1)]
+                    m.d.sync += got_bank[r].eq(b)
+            bank_data.append(rp.data)
+        for r, q in enumerate(rd):
+            m.d.sync += got[r].eq(q["gnt"])
+            for b in range(self.banks):
+                with m.If(got_bank[r] == b):
+                    m.d.comb += q["data"].eq(bank_data[b])
+
+        # the slots' counters
+        for s in range(self.slots):
+            n_writes = sum(wrote[b][s].as_unsigned() for b in range(self.banks))
+            n_rel = sum((q["release"] & (q["release_slot"] == s)).as_unsigned() for q in rd)
+            with m.If(full[s]):
+                with m.If(released[s] + n_rel >= self.readers):
+                    m.d.sync += [full[s].eq(0), written[s].eq(0), released[s].eq(0)]
+                with m.Else():
+                    m.d.sync += released[s].eq(released[s] + n_rel)
+            with m.Else():
+                m.d.sync += written[s].eq(written[s] + n_writes)
+                with m.If(written[s] + n_writes >= self.slot_beats):
+                    m.d.sync += full[s].eq(1)
+        return m

@@ -1,0 +1,56 @@
+"""A test top of the sublayer's PL buffer path: one :class:`~vckattn.hw.pl.slot_buffer.SlotBuffer` with its readers
+(:class:`~vckattn.hw.pl.buffer_reader.BufferReader`), for ``sim/tb_slot_buffer.py``.
+
+Ports: the buffer's writers ``s_axis_w<w>_*`` as they are; per reader ``r`` its descriptors ``s_axis_r<r>_*`` and
+its output ``m_axis_r<r>_*``; ``slot_full``; ``clk``, ``rst``.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+
+from vckattn.hw.pl.buffer_reader import BEAT_BITS, BufferReader
+from vckattn.hw.pl.pipeline import axis_port
+from vckattn.hw.pl.slot_buffer import SlotBuffer
+
+__all__ = ["BufferHarness"]
+
+_AXIS = ("tdata", "tvalid", "tready", "tlast")
+
+
+class BufferHarness(wiring.Component):
+    """The buffer and ``readers_n`` readers wired together (module docstring)."""
+
+    def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int) -> None:
+        self.buffer = SlotBuffer(slots, slot_beats, bank_beats, writers, readers_n, readers_n)
+        self.readers = [BufferReader(self.buffer.addr_bits, slots) for _ in range(readers_n)]
+        members: dict = {"slot_full": wiring.Out(slots)}
+        for w in range(writers):
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.buffer.addr_bits)
+        for r in range(readers_n):
+            members |= axis_port(f"s_axis_r{r}", BEAT_BITS, sink=True)
+            members |= axis_port(f"m_axis_r{r}", BEAT_BITS, sink=False)
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.buffer = buf = self.buffer
+        m.d.comb += self.slot_full.eq(buf.slot_full)
+        for w in range(buf.writers):
+            for k in (*_AXIS, "tuser"):
+                a, b = getattr(self, f"s_axis_w{w}_{k}"), getattr(buf, f"s_axis_w{w}_{k}")
+                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
+        for r, rd in enumerate(self.readers):
+            m.submodules[f"reader{r}"] = rd
+            for k in _AXIS:
+                a, b = getattr(self, f"s_axis_r{r}_{k}"), getattr(rd, f"s_axis_{k}")
+                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
+                a, b = getattr(self, f"m_axis_r{r}_{k}"), getattr(rd, f"m_axis_{k}")
+                m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
+            m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
+                         rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
+                         rd.slot_full.eq(buf.slot_full),
+                         getattr(buf, f"rd{r}_release").eq(rd.release_valid),
+                         getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
+        return m
