@@ -27,7 +27,7 @@ class BufferHarness(wiring.Component):
         self.readers = [BufferReader(self.buffer.addr_bits, slots) for _ in range(readers_n)]
         members: dict = {"slot_full": wiring.Out(slots)}
         for w in range(writers):
-            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.buffer.addr_bits)
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.buffer.addr_bits + 1)
         for r in range(readers_n):
             members |= axis_port(f"s_axis_r{r}", BEAT_BITS, sink=True)
             members |= axis_port(f"m_axis_r{r}", BEAT_BITS, sink=False)
@@ -50,7 +50,7 @@ class BufferHarness(wiring.Component):
                 m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
             m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
                          rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
-                         rd.slot_full.eq(buf.slot_full),
+                         rd.slot_full.eq(buf.slot_full), rd.slot_turn.eq(buf.slot_turn),
                          getattr(buf, f"rd{r}_release").eq(rd.release_valid),
                          getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
         return m

@@ -34,6 +34,7 @@ class Bank:
         self.dut, self.rnd, self.grant_prob = dut, rnd, grant_prob
         self.mem = [rnd.getrandbits(128) for _ in range(size)]
         self.full = [False] * slots
+        self.turn = [0] * slots  # flips at every release of the slot
         self.read_while_empty: list[tuple[int, int]] = []
         self.releases: list[int] = []
 
@@ -50,12 +51,14 @@ class Bank:
             if rel:
                 self.releases.append(rel_slot)
                 self.full[rel_slot] = False
+                self.turn[rel_slot] ^= 1
             pipe.insert(0, addr if (req and gnt) else None)
             out = pipe.pop()  # the read granted READ_LATENCY - 1 edges ago: its data for the next edge
             if req and gnt and not any(self.full):  # the runs go in order: only the current run's slot is full
                 self.read_while_empty.append((addr, self.full.copy()))
             dut.rd_data.value = self.mem[out] if out is not None else 0
             dut.slot_full.value = sum(1 << i for i, f in enumerate(self.full) if f)
+            dut.slot_turn.value = sum(t << i for i, t in enumerate(self.turn))
 
 
 @cocotb.test(timeout_time=100, timeout_unit="ms")
@@ -65,6 +68,7 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
     slots, size = len(dut.slot_full), 1 << len(dut.rd_addr)
     bank = Bank(dut, rnd, size, slots, grant_prob=0.7)
     dut.slot_full.value = 0
+    dut.slot_turn.value = 0
     dut.rd_gnt.value = 0
     src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
@@ -75,11 +79,13 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
     cocotb.start_soon(bank.serve())
 
     descs = []
+    hdr_turn = {}
     for i in range(40):
         slot = i // 8 % slots  # eight runs of one slot, the last releasing it
         n = rnd.choice([0, 1, 2, 7, 16, 40]) if i % 5 else rnd.randint(1, 40)
         first = rnd.randrange(0, size - n + 1)
         descs.append((rnd.getrandbits(128), first, n, slot, int(i % 8 == 7)))
+        hdr_turn[descs[-1]] = i // 8 // slots % 2  # the group's turn in its slot
 
     async def fill() -> None:  # each slot fills some time after the previous one was released
         for k in range(0, len(descs), 8):
@@ -91,7 +97,8 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
 
     cocotb.start_soon(fill())
     for hdr, first, n, slot, rel in descs:
-        run = streams.encode("rdesc", first=first, beats=n, slot=slot, release=rel).tobytes()
+        turn = hdr_turn[(hdr, first, n, slot, rel)]
+        run = streams.encode("rdesc", first=first, beats=n, slot=slot, release=rel, turn=turn).tobytes()
         await src.send(AxiStreamFrame([hdr, beat_of(run)]))
     for k, (hdr, first, n, _, _) in enumerate(descs):
         got = await sink.recv(compact=False)
@@ -113,6 +120,7 @@ async def test_a_beat_a_cycle(dut: SimHandleBase) -> None:
     bank = Bank(dut, rnd, size, slots, grant_prob=1.0)
     bank.full = [True] * slots
     dut.slot_full.value = (1 << slots) - 1
+    dut.slot_turn.value = 0
     src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
     sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
     for x in (src, sink):
@@ -131,3 +139,24 @@ async def test_a_beat_a_cycle(dut: SimHandleBase) -> None:
     assert cycles - first + 1 == 65, f"65 beats over {cycles - first + 1} cycles"
     got = await sink.recv(compact=False)
     assert [int(x) for x in got.tdata] == [5, *bank.mem[3:67]]
+
+
+@cocotb.test(timeout_time=10, timeout_unit="ms")
+async def test_waits_for_its_turn(dut: SimHandleBase) -> None:
+    """A slot full with the sequence before the reader's own (the other turn): nothing is read until it turns."""
+    await start(dut)
+    rnd = random.Random(cocotb.RANDOM_SEED)
+    slots, size = len(dut.slot_full), 1 << len(dut.rd_addr)
+    bank = Bank(dut, rnd, size, slots, grant_prob=1.0)
+    bank.full = [True] * slots
+    dut.slot_full.value, dut.slot_turn.value = (1 << slots) - 1, 0
+    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
+    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
+    cocotb.start_soon(bank.serve())
+    run = streams.encode("rdesc", first=0, beats=4, slot=1, release=1, turn=1).tobytes()
+    await src.send(AxiStreamFrame([9, beat_of(run)]))
+    await ClockCycles(dut.clk, 100)
+    assert sink.empty() and not bank.releases, "read the sequence of the other turn"
+    bank.turn[1] = 1
+    got = await sink.recv(compact=False)
+    assert [int(x) for x in got.tdata] == [9, *bank.mem[0:4]]

@@ -51,17 +51,19 @@ def records(lo: QkvLayout, rows: int, cols: int, qkv: np.ndarray) -> list[AxiStr
     return out
 
 
-def expected_image(lo: QkvLayout, qkv: np.ndarray) -> dict[int, bytes]:
-    """Beat address -> the 16 bytes golden's pack functions put there."""
-    img: dict[int, bytes] = {}
+def expected_image(lo: QkvLayout, qkv: np.ndarray) -> dict[tuple[int, int], bytes]:
+    """(the sequence's turn in its slot, beat address) -> the 16 bytes golden's pack functions put there."""
+    img: dict[tuple[int, int], bytes] = {}
     d, h, hk = lo.d, lo.heads, lo.kv_heads
 
-    def put(first: int, packed: np.ndarray) -> None:
-        raw = packed.astype(np.int8).tobytes()
-        for i in range(0, len(raw), BEAT):
-            img[first + i // BEAT] = raw[i:i + BEAT]
-
     for b in range(qkv.shape[0]):
+        turn = b // lo.slots % 2
+
+        def put(first: int, packed: np.ndarray, turn: int = turn) -> None:
+            raw = packed.astype(np.int8).tobytes()
+            for i in range(0, len(raw), BEAT):
+                img[(turn, first + i // BEAT)] = raw[i:i + BEAT]
+
         q, k, v = qkv[b, :, :h * d], qkv[b, :, h * d:(h + hk) * d], qkv[b, :, (h + hk) * d:]
         for hh in range(h):
             for t in range(lo.max_seq // lo.q_rows):
@@ -93,16 +95,17 @@ async def test_records_land_in_golden_layouts(dut: SimHandleBase) -> None:
     for f in frames:
         await src.send(f)
     writes_per_record = rows * cols // BEAT
-    img: dict[int, bytes] = {}
+    img: dict[tuple[int, int], bytes] = {}
     twice = []
     for _ in frames:
         got = await sink.recv(compact=False)
         assert len(got.tdata) == writes_per_record, len(got.tdata)
-        for data, addr in zip(got.tdata, got.tuser, strict=True):
-            addr = int(addr)
-            if addr in img:
-                twice.append(addr)
-            img[addr] = int(data).to_bytes(BEAT, "little")
+        top = len(dut.m_axis_tuser) - 1  # the turn's bit, above the address
+        for data, user in zip(got.tdata, got.tuser, strict=True):
+            key = (int(user) >> top, int(user) & ((1 << top) - 1))  # (turn, address)
+            if key in img:
+                twice.append(key)
+            img[key] = int(data).to_bytes(BEAT, "little")
     await ClockCycles(dut.clk, 16)
     assert sink.empty(), "writes after the last record's last one"
     assert not twice, f"beats written twice: {twice[:8]}"

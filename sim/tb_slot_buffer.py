@@ -55,14 +55,16 @@ async def test_sequences_through_the_slots(dut: SimHandleBase) -> None:
         for w in range(writers):
             rnd.shuffle(deal[w])
             if deal[w]:
-                await wsrc[w].send(AxiStreamFrame([data[b][i] for i in deal[w]], tuser=[base + i for i in deal[w]]))
+                turn = (b // slots % 2) << (len(dut.s_axis_w0_tuser) - 1)
+                await wsrc[w].send(AxiStreamFrame([data[b][i] for i in deal[w]],
+                                                  tuser=[turn | (base + i) for i in deal[w]]))
         for r in range(readers):
             at = 0
             while at < slot_beats:
                 n = min(slot_beats - at, rnd.randint(1, slot_beats))
                 hdr = rnd.getrandbits(128)
                 run = streams.encode("rdesc", first=base + at, beats=n, slot=b % slots,
-                                     release=int(at + n == slot_beats)).tobytes()
+                                     release=int(at + n == slot_beats), turn=b // slots % 2).tobytes()
                 await rsrc[r].send(AxiStreamFrame([hdr, int.from_bytes(run, "little")]))
                 expected[r].append([hdr, *data[b][at:at + n]])
                 at += n

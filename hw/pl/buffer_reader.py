@@ -3,11 +3,12 @@
 readers of the projection stages).
 
 A descriptor is two 128-bit beats on ``s_axis``: the header beat to send as it is (TILE, SLICE or XTILE), then the
-RDESC beat (``hw/spec/streams.py``: ``first``, ``beats``, ``slot``, ``release``). The reader waits until its slot
-is full (``slot_full[slot]``, from the buffer's access control), sends the header beat, then ``beats`` beats read
-from ``first`` onwards through its read port, TLAST on the last (a run of 0 beats: the header alone, with TLAST);
-a descriptor with ``release`` then pulses
-``release_valid`` with ``release_slot`` (the buffer counts its readers' releases to free the slot).
+RDESC beat (``hw/spec/streams.py``: ``first``, ``beats``, ``slot``, ``release``, ``turn``). The reader waits until
+its slot is full with the sequence of its turn (``slot_full[slot]`` and ``slot_turn[slot] == turn``, from the
+buffer's access control: a reader ahead of another must not take the sequence before its own), sends the header
+beat, then ``beats`` beats read from ``first`` onwards through its read port, TLAST on the last (a run of 0 beats:
+the header alone, with TLAST); a descriptor with ``release`` then pulses ``release_valid`` with ``release_slot``
+(the buffer counts its readers' releases to free the slot).
 
 The read port is shared with other readers through the bank's arbiter: the reader raises ``rd_req`` with
 ``rd_addr``; a cycle with ``rd_gnt`` takes the read, and its data is on ``rd_data`` ``READ_LATENCY`` cycles later.
@@ -37,8 +38,8 @@ class BufferReader(wiring.Component):
     """Descriptors in, header + buffer run out (module docstring).
 
     Ports: ``s_axis_*`` (descriptors, 128 bits), ``m_axis_*`` (128 bits, TLAST on a run's last beat),
-    ``rd_addr[addr_bits]``, ``rd_req``, ``rd_gnt``, ``rd_data[128]``, ``slot_full[slots]``, ``release_valid``,
-    ``release_slot``; ``clk``, ``rst``.
+    ``rd_addr[addr_bits]``, ``rd_req``, ``rd_gnt``, ``rd_data[128]``, ``slot_full[slots]``, ``slot_turn[slots]``,
+    ``release_valid``, ``release_slot``; ``clk``, ``rst``.
 
     Args:
         addr_bits: Width of the buffer's beat addresses.
@@ -55,20 +56,21 @@ class BufferReader(wiring.Component):
             **axis_port("s_axis", BEAT_BITS, sink=True),
             **axis_port("m_axis", BEAT_BITS, sink=False),
             "rd_addr": Out(addr_bits), "rd_req": Out(1), "rd_gnt": In(1), "rd_data": In(BEAT_BITS),
-            "slot_full": In(slots), "release_valid": Out(1), "release_slot": Out(self.slot_bits),
+            "slot_full": In(slots), "slot_turn": In(slots), "release_valid": Out(1),
+            "release_slot": Out(self.slot_bits),
         })
 
     def elaborate(self, platform: object) -> Module:
         m = Module()
         f_first, f_beats = field("rdesc", "first"), field("rdesc", "beats")
-        f_slot, f_release = field("rdesc", "slot"), field("rdesc", "release")
+        f_slot, f_release, f_turn = field("rdesc", "slot"), field("rdesc", "release"), field("rdesc", "turn")
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=BEAT_BITS + 1, depth=self.depth)
 
         header = Signal(BEAT_BITS)
         addr = Signal(self.addr_bits)
         left = Signal(16)  # reads still to issue
         slot = Signal(self.slot_bits)
-        release = Signal()
+        release, turn = Signal(), Signal()
         # reads granted, their data not yet in the FIFO: a shift register of READ_LATENCY stages (data, last)
         flight = [Signal(name=f"flight{i}") for i in range(READ_LATENCY)]
         flight_last = [Signal(name=f"flight_last{i}") for i in range(READ_LATENCY)]
@@ -109,11 +111,13 @@ class BufferReader(wiring.Component):
                     beats = f_beats.bits_of(self.s_axis_tdata)
                     m.d.sync += [addr.eq(f_first.bits_of(self.s_axis_tdata)), left.eq(beats),
                                  slot.eq(f_slot.bits_of(self.s_axis_tdata)),
-                                 release.eq(f_release.bits_of(self.s_axis_tdata))]
+                                 release.eq(f_release.bits_of(self.s_axis_tdata)),
+                                 turn.eq(f_turn.bits_of(self.s_axis_tdata))]
                     m.next = "WAIT"
             with m.State("WAIT"):  # the slot full and room for the header (no read in flight here): the header in,
                 # and the first read asked for in the same cycle (its data lands after the header)
-                with m.If((self.slot_full.bit_select(slot, 1)) & fifo.w_rdy):
+                ready = self.slot_full.bit_select(slot, 1) & (self.slot_turn.bit_select(slot, 1) == turn)
+                with m.If(ready & fifo.w_rdy):
                     m.d.comb += [hdr_push.eq(1), self.rd_req.eq((left != 0) & room_after_header)]
                     with m.If(granted):
                         m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]

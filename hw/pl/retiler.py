@@ -13,7 +13,8 @@ for each 16-channel column of them, eight beats:
 * V: the 8 keys × 16 features as two 8×8 blocks of V's B layout (beat ``m``: keys ``2(m % 4)``, ``2(m % 4) + 1``,
   each over the 8 features ``8(m // 4) ..``).
 
-``m_axis_tuser`` is the beat's address in the buffer, ``m_axis_tlast`` marks a record's last write. The unit
+``m_axis_tuser`` is the beat's address in the buffer with the sequence's turn in its slot on top (``(b / slots) mod
+2``, as :mod:`.slot_buffer` takes it), ``m_axis_tlast`` marks a record's last write. The unit
 takes eight rows, then writes them (``16 · cols / 16`` cycles for 8 rows at one beat a cycle each way): half a
 beat a cycle on average, against the ~0.15 of a Q/K/V cascade's output PLIO.
 """
@@ -43,7 +44,8 @@ class QkvRetiler(wiring.Component):
     """Q/K/V GEMM records in, addressed Q/K/V buffer beats out (module docstring).
 
     Ports: ``s_axis_tdata[128]``, ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``; ``m_axis_tdata[128]``,
-    ``m_axis_tuser[addr_bits]`` (the beat's address), ``m_axis_tlast``, ``m_axis_tvalid``, ``m_axis_tready``;
+    ``m_axis_tuser[addr_bits + 1]`` (the beat's address, the turn on top), ``m_axis_tlast``, ``m_axis_tvalid``,
+    ``m_axis_tready``;
     ``clk``, ``rst``.
 
     Args:
@@ -66,7 +68,7 @@ class QkvRetiler(wiring.Component):
         self.addr_bits = max(1, (layout.beats - 1).bit_length())
         super().__init__({
             **axis_port("s_axis", BEAT_BITS, sink=True),
-            **axis_port("m_axis", BEAT_BITS, sink=False, user_width=self.addr_bits),
+            **axis_port("m_axis", BEAT_BITS, sink=False, user_width=self.addr_bits + 1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -79,6 +81,7 @@ class QkvRetiler(wiring.Component):
         buf = Array(Signal(BEAT_BITS, name=f"row{i // nb}_c{i % nb}") for i in range(GROUP * nb))
         fill = Signal(range(GROUP * nb + 1))
         slot = Signal(range(max(lo.slots, 2)))
+        turn = Signal()  # the sequence's turn in its slot, (b / slots) mod 2 (hw/pl/slot_buffer.py)
         rtile = Signal(range(max(tiles, 2)))
         col_block = Signal(16)
         group = Signal(range(rows // GROUP + 1))
@@ -134,6 +137,7 @@ class QkvRetiler(wiring.Component):
                 with m.If(self.s_axis_tvalid):
                     tid = tile_f.bits_of(self.s_axis_tdata)
                     m.d.sync += [rtile.eq(tid % tiles), slot.eq((tid // tiles) % lo.slots),
+                                 turn.eq((tid // tiles // lo.slots) & 1),
                                  col_block.eq(cb_f.bits_of(self.s_axis_tdata)), group.eq(0), fill.eq(0)]
                     m.next = "FILL"
             with m.State("FILL"):
@@ -145,7 +149,7 @@ class QkvRetiler(wiring.Component):
                         m.next = "EMIT"
             with m.State("EMIT"):
                 m.d.comb += [self.m_axis_tvalid.eq(1), self.m_axis_tdata.eq(out_data),
-                             self.m_axis_tuser.eq(out_addr), self.m_axis_tlast.eq(last_group & last_beat)]
+                             self.m_axis_tuser.eq(Cat(out_addr, turn)), self.m_axis_tlast.eq(last_group & last_beat)]
                 with m.If(self.m_axis_tready):
                     m.d.sync += mm.eq(mm + 1)
                     with m.If(mm == GROUP - 1):

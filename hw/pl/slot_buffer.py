@@ -8,9 +8,11 @@ the readers that ask for it. The address space is ``slots`` sequence slots of ``
 
 Access control, per slot: it is *full* once ``slot_beats`` beats have been written into it (``slot_full[s]``, which
 the readers wait on) and stays full until ``readers`` releases of it have come (``release_valid`` /
-``release_slot`` of the readers); then it is empty again. A beat for a full slot waits (its writer's TREADY stays
-low) until the slot is empty: a writer of the next sequence in that slot never overwrites what a reader has still
-to read.
+``release_slot`` of the readers); then it is empty again and its *turn* (``slot_turn[s]``, one bit) flips: sequence
+``b`` is slot ``b % slots``'s turn ``(b / slots) mod 2``. Every write beat carries its sequence's turn (the top bit
+of TUSER) and waits (its writer's TREADY low) until its slot is in that turn and not full: a writer ahead of the
+others never writes the next sequence into a slot still filling or being read, and a reader waits for the turn it
+names, so a reader ahead of another never takes the sequence before its own.
 """
 
 from __future__ import annotations
@@ -53,10 +55,11 @@ def _round_robin(m: Module, requests: list, name: str) -> tuple[Signal, Signal]:
 class SlotBuffer(wiring.Component):
     """Banks and slots (module docstring).
 
-    Ports: per writer ``w``: ``s_axis_w<w>_tdata[128]``, ``s_axis_w<w>_tuser[addr_bits]`` (the beat's address),
+    Ports: per writer ``w``: ``s_axis_w<w>_tdata[128]``, ``s_axis_w<w>_tuser[addr_bits + 1]`` (the beat's address,
+    its sequence's turn on top),
     ``s_axis_w<w>_tvalid``, ``s_axis_w<w>_tready``, ``s_axis_w<w>_tlast`` (not used); per reader ``r``:
     ``rd<r>_addr``, ``rd<r>_req``, ``rd<r>_gnt``, ``rd<r>_data`` (one cycle after the grant), ``rd<r>_release``,
-    ``rd<r>_release_slot``; ``slot_full[slots]``; ``clk``, ``rst``.
+    ``rd<r>_release_slot``; ``slot_full[slots]``, ``slot_turn[slots]``; ``clk``, ``rst``.
 
     Args:
         slots: Sequence slots.
@@ -79,9 +82,9 @@ class SlotBuffer(wiring.Component):
         self.writers, self.readers_n, self.readers = writers, readers_n, readers
         self.addr_bits = max(1, (self.beats - 1).bit_length())
         self.slot_bits = max(1, (slots - 1).bit_length())
-        members: dict = {"slot_full": Out(slots)}
+        members: dict = {"slot_full": Out(slots), "slot_turn": Out(slots)}
         for w in range(writers):
-            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.addr_bits)
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.addr_bits + 1)
         for r in range(readers_n):
             members |= {f"rd{r}_addr": In(self.addr_bits), f"rd{r}_req": In(1), f"rd{r}_gnt": Out(1),
                         f"rd{r}_data": Out(BEAT_BITS), f"rd{r}_release": In(1),
@@ -100,16 +103,19 @@ class SlotBuffer(wiring.Component):
         full = [Signal(name=f"full{s}") for s in range(self.slots)]
         written = [Signal(range(self.slot_beats + 1), name=f"written{s}") for s in range(self.slots)]
         released = [Signal(range(self.readers + 1), name=f"released{s}") for s in range(self.slots)]
-        m.d.comb += self.slot_full.eq(sum(f.as_unsigned() << s for s, f in enumerate(full)))
+        turn = [Signal(name=f"turn{s}") for s in range(self.slots)]
+        m.d.comb += [self.slot_full.eq(sum(f.as_unsigned() << s for s, f in enumerate(full))),
+                     self.slot_turn.eq(sum(t.as_unsigned() << s for s, t in enumerate(turn)))]
 
         wr = [{k: getattr(self, f"s_axis_w{w}_{k}") for k in ("tdata", "tuser", "tvalid", "tready")}
               for w in range(self.writers)]
-        wslot = [self._slot_of(m, p["tuser"], f"wslot{w}") for w, p in enumerate(wr)]
-        wfull = [Signal(name=f"wfull{w}") for w in range(self.writers)]  # the slot of its beat is full
-        for w in range(self.writers):
+        waddr = [p["tuser"][:self.addr_bits] for p in wr]
+        wslot = [self._slot_of(m, a, f"wslot{w}") for w, a in enumerate(waddr)]
+        wheld = [Signal(name=f"wheld{w}") for w in range(self.writers)]  # its slot full, or in another turn
+        for w, p in enumerate(wr):
             for k in range(self.slots):
                 with m.If(wslot[w] == k):
-                    m.d.comb += wfull[w].eq(full[k])
+                    m.d.comb += wheld[w].eq(full[k] | (turn[k] != p["tuser"][self.addr_bits]))
         rd = [{k: getattr(self, f"rd{r}_{k}") for k in ("addr", "req", "gnt", "data", "release", "release_slot")}
               for r in range(self.readers_n)]
         # per reader, the bank it was granted last cycle (its data comes from there)
@@ -122,11 +128,11 @@ class SlotBuffer(wiring.Component):
             m.submodules[f"bank{b}"] = mem
             wp, rp = mem.write_port(), mem.read_port(transparent_for=())
             # writes: the writers with a beat for this bank whose slot is not full
-            wreq = [p["tvalid"] & ((p["tuser"] >> bb) == b) & ~wfull[w] for w, p in enumerate(wr)]
+            wreq = [p["tvalid"] & ((waddr[w] >> bb) == b) & ~wheld[w] for w, p in enumerate(wr)]
             wg, wany = _round_robin(m, wreq, f"b{b}_w")
             for w, p in enumerate(wr):
                 with m.If(wany & (wg == w)):
-                    m.d.comb += [wp.addr.eq(p["tuser"][:bb] if bb else 0), wp.data.eq(p["tdata"]), wp.en.eq(1),
+                    m.d.comb += [wp.addr.eq(waddr[w][:bb] if bb else 0), wp.data.eq(p["tdata"]), wp.en.eq(1),
                                  p["tready"].eq(1)]
                     for s in range(self.slots):
                         m.d.comb += wrote[b][s].eq(wslot[w] == s)
@@ -151,7 +157,7 @@ class SlotBuffer(wiring.Component):
             n_rel = sum((q["release"] & (q["release_slot"] == s)).as_unsigned() for q in rd)
             with m.If(full[s]):
                 with m.If(released[s] + n_rel >= self.readers):
-                    m.d.sync += [full[s].eq(0), written[s].eq(0), released[s].eq(0)]
+                    m.d.sync += [full[s].eq(0), written[s].eq(0), released[s].eq(0), turn[s].eq(~turn[s])]
                 with m.Else():
                     m.d.sync += released[s].eq(released[s] + n_rel)
             with m.Else():

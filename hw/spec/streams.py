@@ -144,6 +144,8 @@ RDESC = (
     Field("beats", 1, 0, 16, "beats of the run (>= 1)"),
     Field("slot", 2, 0, 8, "the sequence slot the run reads: the reader waits until it is full"),
     Field("release", 2, 8, 1, "1: the reader's last run of the slot (it releases the slot once the run is sent)"),
+    Field("turn", 2, 9, 1, "the sequence's turn in its slot, (b / slots) mod 2: the reader waits until the slot is "
+                           "full with that turn's sequence, not with the one before it"),
 )
 
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,

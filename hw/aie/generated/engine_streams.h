@@ -167,6 +167,9 @@ constexpr uint32_t RDESC_SLOT_MASK = 0xFFu;
 constexpr int RDESC_RELEASE_WORD = 2;  // 1: the reader's last run of the slot (it releases the slot once the run is sent)
 constexpr int RDESC_RELEASE_LO = 8;
 constexpr uint32_t RDESC_RELEASE_MASK = 0x1u;
+constexpr int RDESC_TURN_WORD = 2;  // the sequence's turn in its slot, (b / slots) mod 2: the reader waits until the slot is full with that turn's sequence, not with the one before it
+constexpr int RDESC_TURN_LO = 9;
+constexpr uint32_t RDESC_TURN_MASK = 0x1u;
 
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {

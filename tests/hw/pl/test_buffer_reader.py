@@ -17,7 +17,7 @@ TB = "vckattn.sim.tb_buffer_reader"
 def test_buffer_reader() -> None:
     top = "buffer_reader_a10_s3"
     src = [generate_verilog(BufferReader(10, 3), top)]
-    cases = {"test_runs_of_the_buffer_after_their_slot_fills", "test_a_beat_a_cycle"}
+    cases = {"test_runs_of_the_buffer_after_their_slot_fills", "test_a_beat_a_cycle", "test_waits_for_its_turn"}
     res = run_cocotb(top, src, TB, testcase=",".join(sorted(cases)))
     assert {t.name for t in res.passed} == cases, res.tests
 
