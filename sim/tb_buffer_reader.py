@@ -27,6 +27,18 @@ def beat_of(words: bytes) -> int:
     return int.from_bytes(words, "little")
 
 
+def _streams(dut: SimHandleBase, rnd: random.Random | None = None) -> tuple[AxiStreamSource, AxiStreamSink]:
+    """The descriptor source and the output sink, one "byte" a beat (frames are lists of 128-bit beats); with
+    ``rnd``, random pauses on both."""
+    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
+    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
+    for x in (src, sink):
+        x.log.setLevel(logging.WARNING)
+        if rnd is not None:
+            x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))
+    return src, sink
+
+
 class Bank:
     """The buffer's memory and access control as the reader sees them."""
 
@@ -70,12 +82,7 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
     dut.slot_full.value = 0
     dut.slot_turn.value = 0
     dut.rd_gnt.value = 0
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
-    for x in (src, sink):
-        x.log.setLevel(logging.WARNING)
-    src.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))
-    sink.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))
+    src, sink = _streams(dut, rnd)
     cocotb.start_soon(bank.serve())
 
     descs = []
@@ -111,21 +118,22 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
     dut._log.info("%d runs, %d beats", len(descs), sum(d[2] for d in descs))
 
 
+async def _always_ready(dut: SimHandleBase) -> tuple[Bank, AxiStreamSource, AxiStreamSink]:
+    """The reader started beside a bank that grants every read, every slot full in turn 0; no pauses."""
+    await start(dut)
+    slots, size = len(dut.slot_full), 1 << len(dut.rd_addr)
+    bank = Bank(dut, random.Random(cocotb.RANDOM_SEED), size, slots, grant_prob=1.0)
+    bank.full = [True] * slots
+    dut.slot_full.value, dut.slot_turn.value = (1 << slots) - 1, 0
+    src, sink = _streams(dut)
+    cocotb.start_soon(bank.serve())
+    return bank, src, sink
+
+
 @cocotb.test(timeout_time=10, timeout_unit="ms")
 async def test_a_beat_a_cycle(dut: SimHandleBase) -> None:
     """Granted every cycle and a sink that never stalls: a run of 64 beats leaves in 65 consecutive cycles."""
-    await start(dut)
-    rnd = random.Random(cocotb.RANDOM_SEED)
-    slots, size = len(dut.slot_full), 1 << len(dut.rd_addr)
-    bank = Bank(dut, rnd, size, slots, grant_prob=1.0)
-    bank.full = [True] * slots
-    dut.slot_full.value = (1 << slots) - 1
-    dut.slot_turn.value = 0
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
-    for x in (src, sink):
-        x.log.setLevel(logging.WARNING)
-    cocotb.start_soon(bank.serve())
+    bank, src, sink = await _always_ready(dut)
     run = streams.encode("rdesc", first=3, beats=64, slot=0, release=0).tobytes()
     await src.send(AxiStreamFrame([5, beat_of(run)]))
     cycles, seen, first = 0, 0, None
@@ -144,15 +152,7 @@ async def test_a_beat_a_cycle(dut: SimHandleBase) -> None:
 @cocotb.test(timeout_time=10, timeout_unit="ms")
 async def test_waits_for_its_turn(dut: SimHandleBase) -> None:
     """A slot full with the sequence before the reader's own (the other turn): nothing is read until it turns."""
-    await start(dut)
-    rnd = random.Random(cocotb.RANDOM_SEED)
-    slots, size = len(dut.slot_full), 1 << len(dut.rd_addr)
-    bank = Bank(dut, rnd, size, slots, grant_prob=1.0)
-    bank.full = [True] * slots
-    dut.slot_full.value, dut.slot_turn.value = (1 << slots) - 1, 0
-    src = AxiStreamSource(AxiStreamBus.from_prefix(dut, "s_axis"), dut.clk, dut.rst, byte_lanes=1)
-    sink = AxiStreamSink(AxiStreamBus.from_prefix(dut, "m_axis"), dut.clk, dut.rst, byte_lanes=1)
-    cocotb.start_soon(bank.serve())
+    bank, src, sink = await _always_ready(dut)
     run = streams.encode("rdesc", first=0, beats=4, slot=1, release=1, turn=1).tobytes()
     await src.send(AxiStreamFrame([9, beat_of(run)]))
     await ClockCycles(dut.clk, 100)
