@@ -82,6 +82,8 @@ class BufferReader(wiring.Component):
         granted = Signal()
         m.d.comb += granted.eq(self.rd_req & self.rd_gnt)
         m.d.sync += [flight[0].eq(granted), flight_last[0].eq(granted & (left == 1))]
+        with m.If(granted):  # rd_req is raised in WAIT and READ only
+            m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
         for i in range(1, READ_LATENCY):
             m.d.sync += [flight[i].eq(flight[i - 1]), flight_last[i].eq(flight_last[i - 1])]
 
@@ -119,13 +121,9 @@ class BufferReader(wiring.Component):
                 ready = self.slot_full.bit_select(slot, 1) & (self.slot_turn.bit_select(slot, 1) == turn)
                 with m.If(ready & fifo.w_rdy):
                     m.d.comb += [hdr_push.eq(1), self.rd_req.eq((left != 0) & room_after_header)]
-                    with m.If(granted):
-                        m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
                     m.next = "READ"
             with m.State("READ"):
                 m.d.comb += self.rd_req.eq((left != 0) & room)
-                with m.If(granted):
-                    m.d.sync += [addr.eq(addr + 1), left.eq(left - 1)]
                 with m.If((left == 0) & ~Cat(*flight).any()):
                     m.d.comb += self.release_valid.eq(release)
                     m.next = "HEADER"

@@ -120,14 +120,13 @@ class SlotBuffer(wiring.Component):
               for r in range(self.readers_n)]
         # per reader, the bank it was granted last cycle (its data comes from there)
         got_bank = [Signal(range(max(self.banks, 2)), name=f"rd{r}_bank") for r in range(self.readers_n)]
-        got = [Signal(name=f"rd{r}_got") for r in range(self.readers_n)]
         bank_data = []
         wrote = [[Signal(name=f"b{b}_wrote{s}") for s in range(self.slots)] for b in range(self.banks)]
         for b in range(self.banks):
             mem = memory.Memory(shape=BEAT_BITS, depth=self.bank_beats, init=[])
             m.submodules[f"bank{b}"] = mem
             wp, rp = mem.write_port(), mem.read_port(transparent_for=())
-            # writes: the writers with a beat for this bank whose slot is not full
+            # writes: the writers with a beat for this bank that its slot takes (not full, in the beat's turn)
             wreq = [p["tvalid"] & ((waddr[w] >> bb) == b) & ~wheld[w] for w, p in enumerate(wr)]
             wg, wany = _round_robin(m, wreq, f"b{b}_w")
             for w, p in enumerate(wr):
@@ -146,7 +145,6 @@ class SlotBuffer(wiring.Component):
                     m.d.sync += got_bank[r].eq(b)
             bank_data.append(rp.data)
         for r, q in enumerate(rd):
-            m.d.sync += got[r].eq(q["gnt"])
             for b in range(self.banks):
                 with m.If(got_bank[r] == b):
                     m.d.comb += q["data"].eq(bank_data[b])
