@@ -1,11 +1,14 @@
 """A test top of the sublayer's PL buffer path: one :class:`~vckattn.hw.pl.slot_buffer.SlotBuffer` with its readers
-(:class:`~vckattn.hw.pl.buffer_reader.BufferReader`), for ``sim/tb_slot_buffer.py``.
+(:class:`~vckattn.hw.pl.buffer_reader.BufferReader`), for ``sim/tb_slot_buffer.py``; each writer and reader wired to
+the banks it is given (all by default).
 
 Ports: the buffer's writers ``s_axis_w<w>_*`` as they are; per reader ``r`` its descriptors ``s_axis_r<r>_*`` and
 its output ``m_axis_r<r>_*``; ``slot_full``; ``clk``, ``rst``.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from amaranth.hdl import Module
 from amaranth.lib import wiring
@@ -22,8 +25,10 @@ _AXIS = ("tdata", "tvalid", "tready", "tlast")
 class BufferHarness(wiring.Component):
     """The buffer and ``readers_n`` readers wired together (module docstring)."""
 
-    def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int) -> None:
-        self.buffer = SlotBuffer(slots, slot_beats, bank_beats, writers, readers_n, readers_n)
+    def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int,
+                 write_banks: Sequence[Sequence[int]] | None = None,
+                 read_banks: Sequence[Sequence[int]] | None = None) -> None:
+        self.buffer = SlotBuffer(slots, slot_beats, bank_beats, writers, readers_n, readers_n, write_banks, read_banks)
         self.readers = [BufferReader(self.buffer.addr_bits, slots) for _ in range(readers_n)]
         members: dict = {"slot_full": wiring.Out(slots)}
         for w in range(writers):

@@ -13,9 +13,16 @@ the readers wait on) and stays full until ``readers`` releases of it have come (
 of TUSER) and waits (its writer's TREADY low) until its slot is in that turn and not full: a writer ahead of the
 others never writes the next sequence into a slot still filling or being read, and a reader waits for the turn it
 names, so a reader ahead of another never takes the sequence before its own.
+
+Wiring: each writer and each read port reaches only the banks it is given (``write_banks``, ``read_banks``; all
+by default), so a bank's write and read multiplexers, and a read port's data multiplexer, are only as wide as the
+streams that use them (the sublayer's PL top wires each stream to the banks its schedule makes it touch). A beat
+or read for a bank its stream is not wired to is never granted: that stream stalls.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
 
 from amaranth.hdl import Cat, Const, Module, Signal
 from amaranth.lib import memory, wiring
@@ -68,10 +75,13 @@ class SlotBuffer(wiring.Component):
         writers: Write streams.
         readers_n: Read ports.
         readers: Releases that empty a full slot.
+        write_banks: Per writer, the banks it is wired to (default: every bank).
+        read_banks: Per read port, the banks it is wired to (default: every bank).
     """
 
     def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int,
-                 readers: int) -> None:
+                 readers: int, write_banks: Sequence[Iterable[int]] | None = None,
+                 read_banks: Sequence[Iterable[int]] | None = None) -> None:
         if bank_beats < 1 or bank_beats & (bank_beats - 1):
             raise ValueError(f"bank_beats {bank_beats}: a power of two")
         if min(slots, slot_beats, writers, readers_n, readers) < 1:
@@ -80,6 +90,11 @@ class SlotBuffer(wiring.Component):
         self.beats = slots * slot_beats
         self.banks = -(-self.beats // bank_beats)
         self.writers, self.readers_n, self.readers = writers, readers_n, readers
+        self.write_banks = self._wiring(write_banks, writers, "writer")
+        self.read_banks = self._wiring(read_banks, readers_n, "read port")
+        lonely = sorted(set(range(self.banks)) - set().union(*self.write_banks))
+        if lonely:
+            raise ValueError(f"banks {lonely} have no writer: their slots could never fill")
         self.addr_bits = max(1, (self.beats - 1).bit_length())
         self.slot_bits = max(1, (slots - 1).bit_length())
         members: dict = {"slot_full": Out(slots), "slot_turn": Out(slots)}
@@ -90,6 +105,28 @@ class SlotBuffer(wiring.Component):
                         f"rd{r}_data": Out(BEAT_BITS), f"rd{r}_release": In(1),
                         f"rd{r}_release_slot": In(self.slot_bits)}
         super().__init__(members)
+
+    def _wiring(self, given: Sequence[Iterable[int]] | None, n: int, what: str) -> tuple[tuple[int, ...], ...]:
+        """Each stream's banks, sorted (every bank when ``given`` is None), checked."""
+        if given is None:
+            return tuple(tuple(range(self.banks)) for _ in range(n))
+        if len(given) != n:
+            raise ValueError(f"{len(given)} bank lists for {n} {what}s")
+        out = tuple(tuple(sorted(set(g))) for g in given)
+        for i, banks in enumerate(out):
+            if not banks or banks[0] < 0 or banks[-1] >= self.banks:
+                raise ValueError(f"{what} {i}: banks {list(banks)} not a non-empty subset of 0..{self.banks - 1}")
+        return out
+
+    @property
+    def write_pairs(self) -> int:
+        """(writer, bank) wires: the width of the write multiplexers."""
+        return sum(len(b) for b in self.write_banks)
+
+    @property
+    def read_pairs(self) -> int:
+        """(bank, read port) wires: the width of the read multiplexers."""
+        return sum(len(b) for b in self.read_banks)
 
     def _slot_of(self, m: Module, addr: Signal, name: str) -> Signal:
         """The slot an address is in (comparisons with the slot boundaries, no divider)."""
@@ -118,35 +155,39 @@ class SlotBuffer(wiring.Component):
                     m.d.comb += wheld[w].eq(full[k] | (turn[k] != p["tuser"][self.addr_bits]))
         rd = [{k: getattr(self, f"rd{r}_{k}") for k in ("addr", "req", "gnt", "data", "release", "release_slot")}
               for r in range(self.readers_n)]
-        # per reader, the bank it was granted last cycle (its data comes from there)
-        got_bank = [Signal(range(max(self.banks, 2)), name=f"rd{r}_bank") for r in range(self.readers_n)]
+        # per read port, which of its banks granted it last cycle (its data comes from there)
+        got = [Signal(range(max(len(self.read_banks[r]), 2)), name=f"rd{r}_bank") for r in range(self.readers_n)]
         bank_data = []
         wrote = [[Signal(name=f"b{b}_wrote{s}") for s in range(self.slots)] for b in range(self.banks)]
         for b in range(self.banks):
             mem = memory.Memory(shape=BEAT_BITS, depth=self.bank_beats, init=[])
             m.submodules[f"bank{b}"] = mem
             wp, rp = mem.write_port(), mem.read_port(transparent_for=())
-            # writes: the writers with a beat for this bank that its slot takes (not full, in the beat's turn)
-            wreq = [p["tvalid"] & ((waddr[w] >> bb) == b) & ~wheld[w] for w, p in enumerate(wr)]
+            # writes: the writers wired here with a beat for this bank that its slot takes (not full, in its turn)
+            ws = [w for w in range(self.writers) if b in self.write_banks[w]]
+            wreq = [wr[w]["tvalid"] & ((waddr[w] >> bb) == b) & ~wheld[w] for w in ws]
             wg, wany = _round_robin(m, wreq, f"b{b}_w")
-            for w, p in enumerate(wr):
-                with m.If(wany & (wg == w)):
-                    m.d.comb += [wp.addr.eq(waddr[w][:bb] if bb else 0), wp.data.eq(p["tdata"]), wp.en.eq(1),
-                                 p["tready"].eq(1)]
+            for i, w in enumerate(ws):
+                with m.If(wany & (wg == i)):
+                    m.d.comb += [wp.addr.eq(waddr[w][:bb] if bb else 0), wp.data.eq(wr[w]["tdata"]), wp.en.eq(1),
+                                 wr[w]["tready"].eq(1)]
                     for s in range(self.slots):
                         m.d.comb += wrote[b][s].eq(wslot[w] == s)
-            # reads: the readers asking for this bank
-            rreq = [q["req"] & ((q["addr"] >> bb) == b) for q in rd]
+            # reads: the read ports wired here asking for this bank
+            rs = [r for r in range(self.readers_n) if b in self.read_banks[r]]
+            bank_data.append(rp.data)
+            if not rs:  # a bank no read port is wired to (its slots fill, nobody reads them)
+                continue
+            rreq = [rd[r]["req"] & ((rd[r]["addr"] >> bb) == b) for r in rs]
             rg, rany = _round_robin(m, rreq, f"b{b}_r")
             m.d.comb += rp.en.eq(rany)
-            for r, q in enumerate(rd):
-                with m.If(rany & (rg == r)):
-                    m.d.comb += [rp.addr.eq(q["addr"][:bb] if bb else 0), q["gnt"].eq(1)]
-                    m.d.sync += got_bank[r].eq(b)
-            bank_data.append(rp.data)
+            for i, r in enumerate(rs):
+                with m.If(rany & (rg == i)):
+                    m.d.comb += [rp.addr.eq(rd[r]["addr"][:bb] if bb else 0), rd[r]["gnt"].eq(1)]
+                    m.d.sync += got[r].eq(self.read_banks[r].index(b))
         for r, q in enumerate(rd):
-            for b in range(self.banks):
-                with m.If(got_bank[r] == b):
+            for i, b in enumerate(self.read_banks[r]):
+                with m.If(got[r] == i):
                     m.d.comb += q["data"].eq(bank_data[b])
 
         # the slots' counters
