@@ -91,7 +91,10 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
         slot = i // 8 % slots  # eight runs of one slot, the last releasing it
         n = rnd.choice([0, 1, 2, 7, 16, 40]) if i % 5 else rnd.randint(1, 40)
         first = rnd.randrange(0, size - n + 1)
-        descs.append((rnd.getrandbits(128), first, n, slot, int(i % 8 == 7)))
+        if i == 15:  # the second group's release: a quiet one
+            n = 0
+        quiet = int(n == 0 and (i == 15 or rnd.random() < 0.5))  # sends nothing, waits for its slot, may release
+        descs.append((rnd.getrandbits(128), first, n, slot, int(i % 8 == 7), quiet))
         hdr_turn[descs[-1]] = i // 8 // slots % 2  # the group's turn in its slot
 
     async def fill() -> None:  # each slot fills some time after the previous one was released
@@ -103,11 +106,14 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
                 await RisingEdge(dut.clk)
 
     cocotb.start_soon(fill())
-    for hdr, first, n, slot, rel in descs:
-        turn = hdr_turn[(hdr, first, n, slot, rel)]
-        run = streams.encode("rdesc", first=first, beats=n, slot=slot, release=rel, turn=turn).tobytes()
+    for d in descs:
+        hdr, first, n, slot, rel, quiet = d
+        run = streams.encode("rdesc", first=first, beats=n, slot=slot, release=rel, turn=hdr_turn[d],
+                             quiet=quiet).tobytes()
         await src.send(AxiStreamFrame([hdr, beat_of(run)]))
-    for k, (hdr, first, n, _, _) in enumerate(descs):
+    for k, (hdr, first, n, _, _, quiet) in enumerate(descs):
+        if quiet:
+            continue
         got = await sink.recv(compact=False)
         want = [hdr, *bank.mem[first:first + n]]
         assert [int(x) for x in got.tdata] == want, f"descriptor {k}: {len(got.tdata)} beats, {n + 1} expected"
@@ -115,6 +121,7 @@ async def test_runs_of_the_buffer_after_their_slot_fills(dut: SimHandleBase) -> 
     assert sink.empty()
     assert not bank.read_while_empty, f"reads of a slot before it filled: {bank.read_while_empty[:4]}"
     assert bank.releases == [d[3] for d in descs if d[4]], bank.releases
+    assert any(d[5] for d in descs) and any(d[5] and d[4] for d in descs), "no quiet release drawn"
     dut._log.info("%d runs, %d beats", len(descs), sum(d[2] for d in descs))
 
 
@@ -160,3 +167,12 @@ async def test_waits_for_its_turn(dut: SimHandleBase) -> None:
     bank.turn[1] = 1
     got = await sink.recv(compact=False)
     assert [int(x) for x in got.tdata] == [9, *bank.mem[0:4]]
+    # a quiet release waits for its turn like a run, and sends nothing
+    await ClockCycles(dut.clk, 5)
+    quiet = streams.encode("rdesc", first=0, beats=0, slot=0, release=1, turn=1, quiet=1).tobytes()
+    await src.send(AxiStreamFrame([7, beat_of(quiet)]))
+    await ClockCycles(dut.clk, 50)
+    assert bank.releases == [1], f"released {bank.releases} before slot 0 turned"
+    bank.turn[0] = 1
+    await ClockCycles(dut.clk, 10)
+    assert bank.releases == [1, 0] and sink.empty(), "the quiet release sent a beat or did not release"

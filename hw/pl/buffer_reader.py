@@ -8,7 +8,9 @@ its slot is full with the sequence of its turn (``slot_full[slot]`` and ``slot_t
 buffer's access control: a reader ahead of another must not take the sequence before its own), sends the header
 beat, then ``beats`` beats read from ``first`` onwards through its read port, TLAST on the last (a run of 0 beats:
 the header alone, with TLAST); a descriptor with ``release`` then pulses ``release_valid`` with ``release_slot``
-(the buffer counts its readers' releases to free the slot).
+(the buffer counts its readers' releases to free the slot). A ``quiet`` descriptor (0 beats) sends nothing: it
+waits for its slot like any other and releases it, for a reader that has no run in a sequence its buffer counts
+it for.
 
 The read port is shared with other readers through the bank's arbiter: the reader raises ``rd_req`` with
 ``rd_addr``; a cycle with ``rd_gnt`` takes the read, and its data is on ``rd_data`` ``READ_LATENCY`` cycles later.
@@ -64,13 +66,14 @@ class BufferReader(wiring.Component):
         m = Module()
         f_first, f_beats = field("rdesc", "first"), field("rdesc", "beats")
         f_slot, f_release, f_turn = field("rdesc", "slot"), field("rdesc", "release"), field("rdesc", "turn")
+        f_quiet = field("rdesc", "quiet")
         m.submodules.fifo = fifo = SyncFIFOBuffered(width=BEAT_BITS + 1, depth=self.depth)
 
         header = Signal(BEAT_BITS)
         addr = Signal(self.addr_bits)
         left = Signal(16)  # reads still to issue
         slot = Signal(self.slot_bits)
-        release, turn = Signal(), Signal()
+        release, turn, quiet = Signal(), Signal(), Signal()
         # reads granted, their data not yet in the FIFO: a shift register of READ_LATENCY stages (data, last)
         flight = [Signal(name=f"flight{i}") for i in range(READ_LATENCY)]
         flight_last = [Signal(name=f"flight_last{i}") for i in range(READ_LATENCY)]
@@ -114,12 +117,16 @@ class BufferReader(wiring.Component):
                     m.d.sync += [addr.eq(f_first.bits_of(self.s_axis_tdata)), left.eq(beats),
                                  slot.eq(f_slot.bits_of(self.s_axis_tdata)),
                                  release.eq(f_release.bits_of(self.s_axis_tdata)),
-                                 turn.eq(f_turn.bits_of(self.s_axis_tdata))]
+                                 turn.eq(f_turn.bits_of(self.s_axis_tdata)),
+                                 quiet.eq(f_quiet.bits_of(self.s_axis_tdata))]
                     m.next = "WAIT"
             with m.State("WAIT"):  # the slot full and room for the header (no read in flight here): the header in,
                 # and the first read asked for in the same cycle (its data lands after the header)
                 ready = self.slot_full.bit_select(slot, 1) & (self.slot_turn.bit_select(slot, 1) == turn)
-                with m.If(ready & fifo.w_rdy):
+                with m.If(ready & quiet):  # a release alone
+                    m.d.sync += left.eq(0)
+                    m.next = "READ"
+                with m.Elif(ready & fifo.w_rdy):
                     m.d.comb += [hdr_push.eq(1), self.rd_req.eq((left != 0) & room_after_header)]
                     m.next = "READ"
             with m.State("READ"):

@@ -146,6 +146,8 @@ RDESC = (
     Field("release", 2, 8, 1, "1: the reader's last run of the slot (it releases the slot once the run is sent)"),
     Field("turn", 2, 9, 1, "the sequence's turn in its slot, (b / slots) mod 2: the reader waits until the slot is "
                            "full with that turn's sequence, not with the one before it"),
+    Field("quiet", 2, 10, 1, "1: send nothing (no header, no beats; beats must be 0): a release of a slot the reader "
+                             "has no run of, once the slot is full in the turn"),
 )
 
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
