@@ -184,6 +184,18 @@ def split_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
                          qkv_cols=None if shape.qkv_cols == 3 * d else shape.qkv_cols)
 
 
+def split_of(b: SublayerBuild) -> dict[str, Any]:
+    """The closed-form model's split (:class:`vckattn.hw.perf.sublayer.SublayerSplit` fields) that build ``b`` is
+    made from (:func:`split_build`'s inverse; all of X kept on chip, as the model's splits keep it)."""
+    e = b.engine
+    return {"n_qkv": b.qkv_cascades, "n_o": b.o_cascades, "n_att": int(e["pipelines"]), "kq": int(e["qk_kernels"]),
+            "q_rows": int(e["q_rows"]), "qkv_tile": (b.qkv.rows, b.qkv.cols, b.d_model // b.qkv.kernels),
+            "o_tile": (b.o.rows, b.o.cols, b.d_model // b.o.kernels),
+            "normalizer": "swiftmax" if e["lanes_swiftmax"] else "online_softmax",
+            "score_channels": int(e["score_plios"]), "swiftmax_products": e["swiftmax_products"],
+            "w_share": b.w_share, "x_on_chip": True}
+
+
 def graph_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
     """:func:`split_build` of the split's AIE graph: the score channels' normalizer runs in the PL, so the graph is
     the same whichever it is, and an online-softmax split's is its SwiftMax twin's (the generator writes no
@@ -209,7 +221,7 @@ FULL_SIZE_BUILDS: dict[str, SublayerBuild] = {
         qkv_cascades=36, o_cascades=16, w_share=2, batch=8),
     "vck5000_sublayer_decoder": SublayerBuild(
         "vck5000_sublayer_decoder", "decoder", 576,
-        {**_FULL_SIZE_ENGINE, "pipelines": 14, "name": "vck5000_sublayer_decoder"},
+        {**_FULL_SIZE_ENGINE, "pipelines": 14, "swiftmax_products": "dsp", "name": "vck5000_sublayer_decoder"},
         GemmParams(6, 16, 64, 112, 8, kslice_last=16), GemmParams(3, 8, 48, 208, 32, kslice_last=160),
         qkv_cascades=20, o_cascades=24, w_share=2, batch=8, qkv_cols=960),
 }
@@ -230,4 +242,4 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
 
 
 __all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
-           "graph_build", "split_build", "sublayer_manifest", "unit_regmap"]
+           "graph_build", "split_build", "split_of", "sublayer_manifest", "unit_regmap"]

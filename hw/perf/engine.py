@@ -395,10 +395,12 @@ def parts_resources(count: dict[str, int]) -> dict[str, float]:
 
 def infrastructure_per_pipeline(ddr_ports: bool = True) -> dict[str, float]:
     """PL resources of one pipeline's movers and AXI4 master ports (``pl_infrastructure.json``); without
-    ``ddr_ports`` the movers alone (a pipeline fed from PL buffers, not DDR: the whole sublayer's)."""
+    ``ddr_ports`` a pipeline fed from the sublayer's PL buffers: its output writer alone, without master ports (its
+    q, k and v streams come from the buffers' readers, costed with the buffers: ``hw/perf/sublayer.py:
+    buffer_logic``)."""
     count = dict(infrastructure()["ports_per_pipeline"]["value"])
     if not ddr_ports:
-        count.pop("axi_master")
+        count = {"s2mm_engine": count["s2mm_engine"]}
     return parts_resources(count)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from vckattn.hw.spec.gemm import GemmParams
 
-from . import engine, engine_aie, gemm_proj
+from . import banks, engine, engine_aie, gemm_proj
 from .aie import PEAK_MACS_PER_CYCLE
 
 __all__ = ["DEVICE", "FAMILIES", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SITE_LANES",
@@ -572,8 +572,8 @@ def _attention_resources(s: SublayerShape, sp: SublayerSplit) -> dict[str, float
     """The attention pipelines' resources as the engine model counts them (:func:`.engine.resources`): AIE tiles,
     PLIOs (q_in, k_in, v_in and a p_in a channel in; an s_out a channel and o_out out), the score channels'
     normalizer instances (their Yosys fits, SwiftMax's products in LUTs or DSPs; online softmax's row-assembly
-    buffers in URAM) and each pipeline's q, k, v and output movers, here without AXI4 master ports (they read and
-    write the PL's Q/K/V and A buffers)."""
+    buffers in URAM) and each pipeline's A writer into the A buffer, without AXI4 master ports (its q, k and v
+    readers are costed with the buffers: :func:`buffer_logic`)."""
     return _attention_resources_of(s, SublayerSplit(0, 0, sp.n_att, sp.kq, q_rows=sp.q_rows, normalizer=sp.normalizer,
                                                     score_channels=sp.channels,
                                                     swiftmax_products=sp.swiftmax_products))
@@ -605,56 +605,171 @@ def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
             "out": qkv["out"] + o["out"] + att["out"]}
 
 
-def _blocks(bits: int, streams: dict[int, int], block_bits: int, width_bits: int) -> int:
-    """Memory blocks of a buffer of ``bits``, every stream (``streams``: {its bits a PL cycle: how many}) on ports
-    of its own (one port a block, ``width_bits`` wide, as the engine model sizes the online-softmax row buffers)."""
-    return max(math.ceil(bits / block_bits), sum(n * math.ceil(w / width_bits) for w, n in streams.items()))
+def _region_banks(slices: tuple[int, ...], tokens: int) -> list[range]:
+    """The banks of each K-slice's region of a buffer held per K-slice (X, U, A): region ``j`` holds ``tokens``
+    rows of its ``slices[j]`` features in the A layout (``tokens · slices[j] / 16`` beats), from a bank boundary."""
+    out, at = [], 0
+    for k in slices:
+        n = math.ceil(tokens * k // engine.PLIO_BEAT_BYTES / banks.BANK_BEATS)
+        out.append(range(at, at + n))
+        at += n
+    return out
+
+
+def _slices_of(slices: tuple[int, ...], lo: int, hi: int) -> list[int]:
+    """The K-slices (of widths ``slices``) that hold any of features ``lo .. hi - 1``."""
+    edges = [sum(slices[:j]) for j in range(len(slices) + 1)]
+    return [j for j in range(len(slices)) if edges[j] < hi and lo < edges[j + 1]]
+
+
+def _banks_of(regions: list[range], js: list[int]) -> frozenset[int]:
+    return frozenset(b for j in js for b in regions[j])
+
+
+def _stage_readers(regions: list[range], groups: int) -> list[frozenset[int]]:
+    """A projection stage's x readers: one a K-slice a broadcast group, each wired to its K-slice's banks."""
+    return [frozenset(regions[j]) for _ in range(groups) for j in range(len(regions))]
+
+
+def _block_channels(s: SublayerShape, n: int, cols: int, out_cols: int) -> list[list[tuple[int, int]]]:
+    """Per cascade of a projection stage (``n`` cascades of ``cols`` channels a block), the channel ranges of the
+    blocks dealt to it (:func:`deal_projection`)."""
+    dealt = deal_projection(out_cols // cols, s.batch, n)
+    return [sorted({(blk * cols, (blk + 1) * cols) for blk, _ in u}) for u in dealt]
+
+
+def qkv_layout(s: SublayerShape, sp: SublayerSplit) -> Any:
+    """The Q/K/V buffer's layout for split ``sp`` (:class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`:
+    :data:`SEQUENCE_SLOTS` sequences, the pipelines' Q tiles and key slices)."""
+    from vckattn.hw.spec.qkv_buffer import QkvLayout
+
+    return QkvLayout(s.head_dim, s.heads, s.n_kv, s.seq, sp.q_rows, s.seq // sp.kq, SEQUENCE_SLOTS)
+
+
+def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> banks.BankedBuffer:
+    """The Q/K/V buffer as built (:func:`qkv_layout`, banks of ``bank_beats``): one re-tiler an output PLIO of the
+    Q/K/V stage (:func:`share_groups` of :func:`out_share` cascades), wired to the banks of the heads of its
+    cascades' blocks in every slot; per attention pipeline (in order) its q, k and v readers, wired to the banks of
+    the heads of the groups dealt to it (:func:`.engine.deal`)."""
+    lay = qkv_layout(s, sp)
+    bb = bank_beats
+
+    def head_banks(first: int) -> frozenset[int]:
+        return frozenset(range(first // bb, (first + lay.head_beats - 1) // bb + 1))
+
+    def channel_banks(lo: int, hi: int) -> frozenset[int]:
+        """Every slot's banks of the heads of Q/K/V channels ``lo .. hi - 1``."""
+        got: set[int] = set()
+        for head in range(lo // s.head_dim, (hi - 1) // s.head_dim + 1):
+            base = head * lay.head_beats  # Q heads, then K, then V: the layout's order
+            for slot in range(SEQUENCE_SLOTS):
+                got |= head_banks(slot * lay.slot_beats + base)
+        return frozenset(got)
+
+    channels = _block_channels(s, sp.n_qkv, sp.qkv_tile[1], s.qkv_cols)
+    merge = plios(s, sp)["qkv"]["out_share"]
+    writers = [frozenset().union(*(channel_banks(lo, hi) for c in grp for lo, hi in channels[c]))
+               for grp in share_groups(sp.n_qkv, merge) if any(channels[c] for c in grp)]
+    g = attention_geometry(s, sp)
+    group_kv = s.heads // s.n_kv
+    readers: list[frozenset[int]] = []
+    for dealt in engine.deal(g.groups, sp.n_att):
+        heads = sorted({grp % s.heads for grp in dealt})
+        slots = sorted({(grp // s.heads) % SEQUENCE_SLOTS for grp in dealt})
+        for first in (lambda h, b: lay.q_tile(b, h, 0), lambda h, b: lay.k_slice(b, h // group_kv, 0),
+                      lambda h, b: lay.v_slice(b, h // group_kv, 0)):
+            readers.append(frozenset().union(*(head_banks(first(h, b)) for h in heads for b in slots)))
+    return banks.BankedBuffer("qkv", lay.beats, tuple(writers), tuple(readers), bb)
+
+
+@functools.cache
+def banked_buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, banks.BankedBuffer]:
+    """The PL buffers between the stages as the PL top builds them (``hw/ENGINE.md``, "The sublayer's PL side";
+    :class:`.banks.BankedBuffer`): their beats in banks of :data:`.banks.BANK_BEATS`, each write stream and read
+    port wired to the banks the schedule makes it touch:
+
+    * ``x``: all of X (``x_on_chip``) or :data:`SEQUENCE_SLOTS` sequences, one region a K-slice of the Q/K/V stage
+      (its rows' features of the slice in the A layout, from a bank boundary). Written by the X mover (every bank);
+      read by the Q/K/V stage's x readers (one a K-slice a broadcast group: its region; an encoder's), the residual
+      paths with ``x_on_chip`` (one a W_O cascade: the regions of its blocks' channels) and the decoder's site
+      units (every bank);
+    * ``u`` (a decoder): :data:`SEQUENCE_SLOTS` sequences of U in the same regions, written by the site units
+      (every bank), read by the Q/K/V stage's x readers;
+    * ``qkv``: :class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`'s :data:`SEQUENCE_SLOTS` slots. Written by one
+      re-tiler an output PLIO (the banks of the heads of its cascades' blocks, in every slot); read by each
+      pipeline's q, k and v readers (the banks of the heads of the groups dealt to it, :func:`.engine.deal`);
+    * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, one region a K-slice of the W_O stage. Written by every
+      pipeline's A writer (the regions of its heads' channels); read by the W_O stage's x readers."""
+    io = plios(s, sp)
+    slots_tokens = min(s.batch, SEQUENCE_SLOTS) * s.seq
+    qkv_slices = gemm_params(sp.qkv_tile, s.d_model, 8).slices
+    o_slices = gemm_params(sp.o_tile, s.d_model, 32).slices
+    x_regions = _region_banks(qkv_slices, s.tokens if sp.x_on_chip else slots_tokens)
+    every_x = frozenset(b for r in x_regions for b in r)
+    residual = [] if not sp.x_on_chip else [
+        _banks_of(x_regions, sorted({j for lo, hi in ch for j in _slices_of(qkv_slices, lo, hi)}))
+        for ch in _block_channels(s, sp.n_o, sp.o_tile[1], s.d_model) if ch]
+    x_readers = _stage_readers(x_regions if not s.decoder else _region_banks(qkv_slices, slots_tokens),
+                               io["qkv"]["groups"])
+    out: dict[str, banks.BankedBuffer] = {}
+    x_beats = x_regions[-1].stop * banks.BANK_BEATS
+    if s.decoder:
+        sites = [every_x] * site_units(s, sp)
+        out["x"] = banks.BankedBuffer("x", x_beats, (every_x,), tuple(sites + residual))
+        u_regions = _region_banks(qkv_slices, slots_tokens)
+        every_u = frozenset(b for r in u_regions for b in r)
+        out["u"] = banks.BankedBuffer("u", u_regions[-1].stop * banks.BANK_BEATS, tuple([every_u] * len(sites)),
+                                      tuple(x_readers))
+    else:
+        out["x"] = banks.BankedBuffer("x", x_beats, (every_x,), tuple(x_readers + residual))
+
+    out["qkv"] = qkv_buffer(s, sp)
+    g = attention_geometry(s, sp)
+    a_regions = _region_banks(o_slices, SEQUENCE_SLOTS * s.seq)
+    a_writers = [_banks_of(a_regions, sorted({j for h in sorted({grp % s.heads for grp in dealt}) for j in _slices_of(
+        o_slices, h * s.head_dim, (h + 1) * s.head_dim)})) for dealt in engine.deal(g.groups, sp.n_att)]
+    out["a"] = banks.BankedBuffer("a", a_regions[-1].stop * banks.BANK_BEATS, tuple(a_writers),
+                                  tuple(_stage_readers(a_regions, io["o"]["groups"])))
+    return out
 
 
 def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
-    """The PL buffers between the stages (bytes, and the streams on them, bits a PL cycle each):
+    """The PL buffers between the stages as built (:func:`banked_buffers`): per buffer its data ``bytes`` (X: all
+    of it with ``x_on_chip``, else :data:`SEQUENCE_SLOTS` sequences; U, Q/K/V and A: :data:`SEQUENCE_SLOTS`
+    sequences), ``banks``, write streams and read ports (``writers``, ``readers``, ``streams`` both), the
+    (writer, bank) and (bank, read port) wires, the memory blocks its banks take in URAM (``uram``) or BRAM
+    (``bram``), and its logic (``lut``, ``ff``: the slot buffer's fit). ``io`` is accepted for callers that have
+    :func:`plios` at hand (the wiring reads it from the split)."""
+    slots_tokens = min(s.batch, SEQUENCE_SLOTS) * s.seq
+    data = {"x": (s.tokens if sp.x_on_chip else slots_tokens) * s.d_model, "u": slots_tokens * s.d_model,
+            "qkv": SEQUENCE_SLOTS * s.seq * s.qkv_cols, "a": SEQUENCE_SLOTS * s.seq * s.d_model}
+    return {k: {"bytes": data[k], "banks": b.banks, "writers": len(b.writers), "readers": len(b.readers),
+                "streams": len(b.writers) + len(b.readers), "write_pairs": b.write_pairs, "read_pairs": b.read_pairs,
+                "uram": b.blocks("uram"), "bram": b.blocks("bram"), **b.logic()}
+            for k, b in banked_buffers(s, sp).items()}
 
-    * ``x``: all of X, ``N·d`` bytes (read from DDR first, in sequence order, and kept for the residual): written
-      by the X mover, read by the Q/K/V stage's x streams and by the residual units (4 int8 a cycle each); without
-      ``x_on_chip``, :data:`SEQUENCE_SLOTS` sequences of it, ``S·d`` bytes each, not read by the residual units
-      (theirs comes again from DDR);
-    * ``u`` (a decoder): :data:`SEQUENCE_SLOTS` sequences of U = site A(X), ``S·d`` bytes each: written by the
-      site units, read by the Q/K/V stage's x streams (X itself then by the site units and the residual units);
-    * ``qkv``: :data:`SEQUENCE_SLOTS` sequences of Q, K and V, ``S·(H + 2·H_kv)·D`` bytes each: written by the Q/K/V
-      cascades' output PLIOs, read by every attention pipeline's q_in, k_in and v_in;
-    * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, ``S·d`` bytes each: written by the pipelines' o_out, read by
-      the W_O stage's x streams.
 
-    Each entry: ``bytes``, ``streams`` and the blocks it takes in URAM (``uram``) or BRAM (``bram``)
-    (``io``: :func:`plios` of the split, if known)."""
-    a = available()
-    io = io or plios(s, sp)
-    d = s.d_model
-    residual_bits = 8 * DEVICE["plio_bytes"] // 4  # a residual unit's int8 X a cycle (its lanes)
-    x_bytes = s.tokens * d if sp.x_on_chip else min(s.batch, SEQUENCE_SLOTS) * s.seq * d
-    residual = {residual_bits: 0 if not sp.x_on_chip else sp.n_o}
-    if s.decoder:  # H for the residual, U = site A(H) for the Q/K/V stage
-        sites = site_units(s, sp)
-        spec = {"x": (x_bytes, {STREAM_BITS: 1 + sites, **residual}),
-                "u": (min(s.batch, SEQUENCE_SLOTS) * s.seq * d, {STREAM_BITS: sites + io["qkv"]["x"]})}
-    else:
-        spec = {"x": (x_bytes, {STREAM_BITS: 1 + io["qkv"]["x"], **residual})}
-    spec |= {"qkv": (SEQUENCE_SLOTS * s.seq * s.qkv_cols, {STREAM_BITS: io["qkv"]["out"] + 3 * sp.n_att}),
-            "a": (SEQUENCE_SLOTS * s.seq * d, {STREAM_BITS: sp.n_att + io["o"]["x"]})}
-    return {k: {"bytes": n, "streams": sum(st.values()),
-                "uram": _blocks(8 * n, st, a["uram_bits"], a["uram_width_bits"]),
-                "bram": _blocks(8 * n, st, a["bram_bits"], a["bram_width_bits"])} for k, (n, st) in spec.items()}
+def buffer_logic(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
+    """LUT and FF of the buffers' parts, MODELED from their Yosys fits (``hw/perf/data/pl_buffers.json``): every
+    buffer's arbiters, multiplexers and slot counters; a reader on every read port; a re-tiler on every Q/K/V
+    output PLIO."""
+    bufs = banked_buffers(s, sp)
+    ports = sum(len(b.readers) for b in bufs.values())
+    rt = banks.retiler_cost(sp.qkv_tile[1])
+    rd = banks.reader_cost()
+    return {k: sum(b.logic()[k] for b in bufs.values()) + ports * rd[k] + len(bufs["qkv"].writers) * rt[k]
+            for k in banks.KEYS}
 
 
 def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:
-    """The projection stages' PL movers in the parts of ``pl_infrastructure.json``: a buffer reader
-    (``mm2s_engine``) on every x and w stream, plus the X mover and the weight mover (DDR readers); a writer
-    (``s2mm_engine``) on every cascade's output (into the Q/K/V buffer, or the residual's Y into DDR); AXI4 master
-    ports: the X mover's, the weight mover's and one a W_O cascade's output writer."""
+    """The projection stages' PL movers not yet built, in the parts of ``pl_infrastructure.json`` (ASSUMPTIONS
+    there): a mover (``mm2s_engine``) on every w stream, plus the X mover and the weight mover (DDR readers); a
+    writer (``s2mm_engine``) on every W_O output (the R writer of its residual path, into DDR); AXI4 master ports:
+    the X mover's, the weight mover's and one an R writer. The x streams' readers and the Q/K/V outputs'
+    re-tilers are built and costed with the buffers (:func:`buffer_logic`)."""
     io = io or plios(s, sp)
     q, o = io["qkv"], io["o"]
-    return {"mm2s_engine": q["x"] + q["w"] + o["x"] + o["w"] + 2, "s2mm_engine": q["out"] + o["out"],
-            "axi_master": 2 + o["out"]}
+    return {"mm2s_engine": q["w"] + o["w"] + 2, "s2mm_engine": o["out"], "axi_master": 2 + o["out"]}
 
 
 def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
@@ -664,10 +779,11 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
 
     * ``aie_tiles``: every kernel on its own tile (the Q/K/V and W_O cascades' kernels, the pipelines' ``2·kq + 1``);
     * ``plio_in`` / ``plio_out``: :func:`plios`;
-    * the PL: the attention pipelines' normalizers and movers (:func:`_attention_resources`), the PL units
-      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the projection movers (:func:`projection_movers`)
-      and the buffers (:func:`buffers`), each buffer placed in URAM or BRAM, whichever leaves the fuller of the two
-      the emptier (the largest first).
+    * the PL: the attention pipelines' normalizers and A writers (:func:`_attention_resources`), the PL units
+      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the movers not yet built
+      (:func:`projection_movers`), the buffers' logic with their readers and re-tilers (:func:`buffer_logic`) and
+      the buffers' banks (:func:`buffers`), each buffer placed in URAM or BRAM, whichever leaves the fuller of the
+      two the emptier (the largest first).
 
     Returns ``{"used", "available", "fraction", "fullest", "parts", "buffers", "plios"}``."""
     avail = {**available(), **dict(limits)}
@@ -676,7 +792,9 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
     pl_keys = engine.RESOURCE_KEYS
     units = pl_units(s, sp, rope)["total"]
     movers = engine.parts_resources(projection_movers(s, sp, io))
-    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers}
+    logic = buffer_logic(s, sp)
+    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers,
+             "buffer_logic": {k: logic.get(k, 0.0) for k in pl_keys}}
     used = {k: sum(p[k] for p in parts.values()) for k in pl_keys}
     bufs = buffers(s, sp, io)
     for name in sorted(bufs, key=lambda k: -bufs[k]["bytes"]):

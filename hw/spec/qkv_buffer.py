@@ -16,11 +16,11 @@ So every q tile, K slice and V slice is one contiguous run of beats, in the orde
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from vckattn.hw.spec.streams import BEAT_BYTES
 
-__all__ = ["QkvLayout"]
+__all__ = ["QkvLayout", "Run", "reader_runs"]
 
 
 @dataclass(frozen=True)
@@ -98,3 +98,53 @@ class QkvLayout:
     def v_slice(self, b: int, h: int, s: int) -> int:
         """First beat of V slice ``s`` of K/V head ``h`` of sequence ``b``."""
         return (b % self.slots) * self.slot_beats + self.v_base + h * self.head_beats + s * self.slice_beats
+
+
+@dataclass(frozen=True)
+class Run:
+    """One descriptor of a q, k or v reader: the run of ``beats`` beats from ``first`` (Q tile or key slice
+    ``index`` of head ``head`` of sequence ``b``), in ``slot`` with ``turn``; ``release``: the reader's last run of
+    that sequence; ``quiet``: a release alone (no run: the reader has no group of that sequence)."""
+
+    kind: str
+    b: int
+    head: int
+    index: int
+    first: int
+    beats: int
+    slot: int
+    turn: int
+    release: bool
+    quiet: bool = False
+
+
+def reader_runs(layout: QkvLayout, dealt: list[list[int]], batch: int) -> list[list[Run]]:
+    """Every q, k and v reader's runs for a launch of ``batch`` sequences: per attention pipeline (``dealt``: the
+    groups ``b · heads + h`` dealt to it, in order) its q, k and v readers, each reading, group by group, every Q tile
+    of its head, or every K or V slice of its K/V head; each reader releases every sequence's slot once (its last run
+    of the sequence, or a quiet release where it has none), in sequence order."""
+    group_kv = layout.heads // layout.kv_heads
+    tiles, slices = layout.max_seq // layout.q_rows, layout.max_seq // layout.slice_keys
+    out: list[list[Run]] = []
+    for groups in dealt:
+        for kind in ("q", "k", "v"):
+            runs: list[Run] = []
+            for b in range(batch):
+                slot, turn = b % layout.slots, b // layout.slots % 2
+                mine = []
+                for g in (g for g in groups if g // layout.heads == b):
+                    h = g % layout.heads
+                    if kind == "q":
+                        mine += [Run("q", b, h, t, layout.q_tile(b, h, t), layout.tile_beats, slot, turn, False)
+                                 for t in range(tiles)]
+                    else:
+                        at = layout.k_slice if kind == "k" else layout.v_slice
+                        mine += [Run(kind, b, h // group_kv, s, at(b, h // group_kv, s), layout.slice_beats, slot,
+                                     turn, False) for s in range(slices)]
+                if mine:
+                    mine[-1] = replace(mine[-1], release=True)
+                else:
+                    mine = [Run(kind, b, -1, -1, 0, 0, slot, turn, True, True)]
+                runs += mine
+            out.append(runs)
+    return out

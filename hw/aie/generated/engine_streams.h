@@ -170,6 +170,9 @@ constexpr uint32_t RDESC_RELEASE_MASK = 0x1u;
 constexpr int RDESC_TURN_WORD = 2;  // the sequence's turn in its slot, (b / slots) mod 2: the reader waits until the slot is full with that turn's sequence, not with the one before it
 constexpr int RDESC_TURN_LO = 9;
 constexpr uint32_t RDESC_TURN_MASK = 0x1u;
+constexpr int RDESC_QUIET_WORD = 2;  // 1: send nothing (no header, no beats; beats must be 0): a release of a slot the reader has no run of, once the slot is full in the turn
+constexpr int RDESC_QUIET_LO = 10;
+constexpr uint32_t RDESC_QUIET_MASK = 0x1u;
 
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {

@@ -18,7 +18,7 @@ from vckattn.host.cli import main
 from vckattn.hw.design import check, gemm_graph, render
 from vckattn.hw.design import layout as lay
 from vckattn.hw.design.explore_sublayer import best_placeable, first_placeable, passes_aie_rules
-from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, SUBLAYER_BUILDS, split_build
+from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, SUBLAYER_BUILDS, split_build, split_of
 from vckattn.hw.perf import sublayer as sl
 
 FULL = FULL_SIZE_BUILDS["vck5000_sublayer"]
@@ -38,6 +38,7 @@ def test_each_full_size_build_is_the_models_best_split_that_places(name):
     shape = sl.SublayerShape(**FULL_SIZE_SHAPES[name])
     best = best_placeable(shape)
     assert split_build(name, shape, best["split"]) == FULL_SIZE_BUILDS[name]
+    assert split_of(FULL_SIZE_BUILDS[name]) == best["split"]
     assert best["faster_unplaceable"] == 0 and best["split"] == sl.best_split(shape)["split"]
 
 
