@@ -51,12 +51,13 @@ def records(lo: QkvLayout, rows: int, cols: int, qkv: np.ndarray) -> list[AxiStr
     return out
 
 
-def expected_image(lo: QkvLayout, qkv: np.ndarray) -> dict[tuple[int, int], bytes]:
-    """(the sequence's turn in its slot, beat address) -> the 16 bytes golden's pack functions put there."""
+def expected_image(lo: QkvLayout, qkv: np.ndarray, only: int | None = None) -> dict[tuple[int, int], bytes]:
+    """(the sequence's turn in its slot, beat address) -> the 16 bytes golden's pack functions put there (of
+    sequence ``only`` alone, if given)."""
     img: dict[tuple[int, int], bytes] = {}
     d, h, hk = lo.d, lo.heads, lo.kv_heads
 
-    for b in range(qkv.shape[0]):
+    for b in range(qkv.shape[0]) if only is None else (only,):
         turn = b // lo.slots % 2
 
         def put(first: int, packed: np.ndarray, turn: int = turn) -> None:
