@@ -32,7 +32,8 @@ class BufferHarness(wiring.Component):
         self.readers = [BufferReader(self.buffer.addr_bits, slots) for _ in range(readers_n)]
         members: dict = {"slot_full": wiring.Out(slots)}
         for w in range(writers):
-            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.buffer.addr_bits + 1)
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True,
+                                 user_width=self.buffer.addr_bits + self.buffer.slot_bits + 1)
         for r in range(readers_n):
             members |= axis_port(f"s_axis_r{r}", BEAT_BITS, sink=True)
             members |= axis_port(f"m_axis_r{r}", BEAT_BITS, sink=False)

@@ -101,9 +101,14 @@ async def test_records_land_in_golden_layouts(dut: SimHandleBase) -> None:
     for _ in frames:
         got = await sink.recv(compact=False)
         assert len(got.tdata) == writes_per_record, len(got.tdata)
-        top = len(dut.m_axis_tuser) - 1  # the turn's bit, above the address
+        top = len(dut.m_axis_tuser) - 1  # the turn's bit, above the slot and the address
+        addr_bits, slot_bits = (lo.beats - 1).bit_length(), max(1, (lo.slots - 1).bit_length())
+        assert top == addr_bits + slot_bits
         for data, user in zip(got.tdata, got.tuser, strict=True):
-            key = (int(user) >> top, int(user) & ((1 << top) - 1))  # (turn, address)
+            u = int(user)
+            addr, slot = u & ((1 << addr_bits) - 1), (u >> addr_bits) & ((1 << slot_bits) - 1)
+            assert slot == addr // lo.slot_beats, f"beat {addr} named slot {slot}"
+            key = (u >> top, addr)  # (turn, address)
             if key in img:
                 twice.append(key)
             img[key] = int(data).to_bytes(BEAT, "little")

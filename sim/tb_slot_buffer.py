@@ -22,6 +22,7 @@ from cocotb.handle import SimHandleBase
 from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
+from vckattn.hw.pl.slot_buffer import write_user
 from vckattn.hw.spec import streams
 from vckattn.sim.kernel_tb import pause_pattern, start
 
@@ -77,9 +78,10 @@ async def test_sequences_through_the_slots(dut: SimHandleBase) -> None:
         for w in range(writers):
             rnd.shuffle(deal[w])
             if deal[w]:
-                turn = (b // slots % 2) << (len(dut.s_axis_w0_tuser) - 1)
-                await wsrc[w].send(AxiStreamFrame([data[b][i] for i in deal[w]],
-                                                  tuser=[turn | (base + i) for i in deal[w]]))
+                slot_bits = max(1, (slots - 1).bit_length())
+                addr_bits = len(dut.s_axis_w0_tuser) - slot_bits - 1
+                await wsrc[w].send(AxiStreamFrame([data[b][i] for i in deal[w]], tuser=[
+                    write_user(base + i, b % slots, b // slots % 2, addr_bits, slot_bits) for i in deal[w]]))
         for r in range(readers):
             mine = [i for i in range(slot_beats) if r in wired(wiring and wiring["read"], readers, b, i)]
             pieces = []

@@ -13,8 +13,8 @@ for each 16-channel column of them, eight beats:
 * V: the 8 keys × 16 features as two 8×8 blocks of V's B layout (beat ``m``: keys ``2(m % 4)``, ``2(m % 4) + 1``,
   each over the 8 features ``8(m // 4) ..``).
 
-``m_axis_tuser`` is the beat's address in the buffer with the sequence's turn in its slot on top (``(b / slots) mod
-2``, as :mod:`.slot_buffer` takes it), ``m_axis_tlast`` marks a record's last write. The unit
+``m_axis_tuser`` is the beat's address in the buffer, its sequence's slot and its turn in the slot on top
+(``(b / slots) mod 2``; :func:`.slot_buffer.write_user`), ``m_axis_tlast`` marks a record's last write. The unit
 takes eight rows, then writes them (``16 · cols / 16`` cycles for 8 rows at one beat a cycle each way): half a
 beat a cycle on average, against the ~0.15 of a Q/K/V cascade's output PLIO.
 """
@@ -44,8 +44,8 @@ class QkvRetiler(wiring.Component):
     """Q/K/V GEMM records in, addressed Q/K/V buffer beats out (module docstring).
 
     Ports: ``s_axis_tdata[128]``, ``s_axis_tlast``, ``s_axis_tvalid``, ``s_axis_tready``; ``m_axis_tdata[128]``,
-    ``m_axis_tuser[addr_bits + 1]`` (the beat's address, the turn on top), ``m_axis_tlast``, ``m_axis_tvalid``,
-    ``m_axis_tready``;
+    ``m_axis_tuser[addr_bits + slot_bits + 1]`` (the beat's address, slot and turn), ``m_axis_tlast``,
+    ``m_axis_tvalid``, ``m_axis_tready``;
     ``clk``, ``rst``.
 
     Args:
@@ -66,9 +66,10 @@ class QkvRetiler(wiring.Component):
             raise ValueError("q_rows and slice_keys must be multiples of 8")
         self.layout, self.rows, self.cols = layout, rows, cols
         self.addr_bits = max(1, (layout.beats - 1).bit_length())
+        self.slot_bits = max(1, (layout.slots - 1).bit_length())
         super().__init__({
             **axis_port("s_axis", BEAT_BITS, sink=True),
-            **axis_port("m_axis", BEAT_BITS, sink=False, user_width=self.addr_bits + 1),
+            **axis_port("m_axis", BEAT_BITS, sink=False, user_width=self.addr_bits + self.slot_bits + 1),
         })
 
     def elaborate(self, platform: object) -> Module:
@@ -149,7 +150,8 @@ class QkvRetiler(wiring.Component):
                         m.next = "EMIT"
             with m.State("EMIT"):
                 m.d.comb += [self.m_axis_tvalid.eq(1), self.m_axis_tdata.eq(out_data),
-                             self.m_axis_tuser.eq(Cat(out_addr, turn)), self.m_axis_tlast.eq(last_group & last_beat)]
+                             self.m_axis_tuser.eq(Cat(out_addr, slot, turn)),
+                             self.m_axis_tlast.eq(last_group & last_beat)]
                 with m.If(self.m_axis_tready):
                     m.d.sync += mm.eq(mm + 1)
                     with m.If(mm == GROUP - 1):

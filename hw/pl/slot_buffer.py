@@ -4,15 +4,16 @@ runs of beats out to its readers (:mod:`.buffer_reader`).
 
 The buffer is ``banks`` simple dual-port memories of ``bank_beats`` 128-bit beats each (bank = address /
 ``bank_beats``); each bank takes one write and one read a cycle, given round-robin among the writers and among
-the readers that ask for it. The address space is ``slots`` sequence slots of ``slot_beats`` beats.
+the readers that ask for it. It holds ``slots`` sequence slots of ``slot_beats`` beats each, anywhere in its address
+space (``beats``: ``slots · slot_beats`` by default; the buffers held per K-slice interleave their slots).
 
 Access control, per slot: it is *full* once ``slot_beats`` beats have been written into it (``slot_full[s]``, which
 the readers wait on) and stays full until ``readers`` releases of it have come (``release_valid`` /
 ``release_slot`` of the readers); then it is empty again and its *turn* (``slot_turn[s]``, one bit) flips: sequence
-``b`` is slot ``b % slots``'s turn ``(b / slots) mod 2``. Every write beat carries its sequence's turn (the top bit
-of TUSER) and waits (its writer's TREADY low) until its slot is in that turn and not full: a writer ahead of the
-others never writes the next sequence into a slot still filling or being read, and a reader waits for the turn it
-names, so a reader ahead of another never takes the sequence before its own.
+``b`` is slot ``b % slots``'s turn ``(b / slots) mod 2``. Every write beat names its address, its sequence's slot
+and turn (TUSER: :func:`write_user`) and waits (its writer's TREADY low) until its slot is in that turn and not
+full: a writer ahead of the others never writes the next sequence into a slot still filling or being read, and a
+reader waits for the turn it names, so a reader ahead of another never takes the sequence before its own.
 
 Wiring: each writer and each read port reaches only the banks it is given (``write_banks``, ``read_banks``; all
 by default), so a bank's write and read multiplexers, and a read port's data multiplexer, are only as wide as the
@@ -30,9 +31,14 @@ from amaranth.lib.wiring import In, Out
 
 from .pipeline import axis_port
 
-__all__ = ["SlotBuffer"]
+__all__ = ["SlotBuffer", "write_user"]
 
 BEAT_BITS = 128
+
+
+def write_user(addr: int, slot: int, turn: int, addr_bits: int, slot_bits: int) -> int:
+    """A write beat's TUSER: its address, its sequence's slot above it, the sequence's turn on top."""
+    return addr | slot << addr_bits | turn << (addr_bits + slot_bits)
 
 
 def _round_robin(m: Module, requests: list, name: str) -> tuple[Signal, Signal]:
@@ -62,32 +68,35 @@ def _round_robin(m: Module, requests: list, name: str) -> tuple[Signal, Signal]:
 class SlotBuffer(wiring.Component):
     """Banks and slots (module docstring).
 
-    Ports: per writer ``w``: ``s_axis_w<w>_tdata[128]``, ``s_axis_w<w>_tuser[addr_bits + 1]`` (the beat's address,
-    its sequence's turn on top),
+    Ports: per writer ``w``: ``s_axis_w<w>_tdata[128]``, ``s_axis_w<w>_tuser[addr_bits + slot_bits + 1]``
+    (:func:`write_user`: the beat's address, its sequence's slot, its turn on top),
     ``s_axis_w<w>_tvalid``, ``s_axis_w<w>_tready``, ``s_axis_w<w>_tlast`` (not used); per reader ``r``:
     ``rd<r>_addr``, ``rd<r>_req``, ``rd<r>_gnt``, ``rd<r>_data`` (one cycle after the grant), ``rd<r>_release``,
     ``rd<r>_release_slot``; ``slot_full[slots]``, ``slot_turn[slots]``; ``clk``, ``rst``.
 
     Args:
         slots: Sequence slots.
-        slot_beats: Beats of a slot.
+        slot_beats: Beats a sequence writes into its slot.
         bank_beats: Beats of a bank (a power of two).
         writers: Write streams.
         readers_n: Read ports.
         readers: Releases that empty a full slot.
         write_banks: Per writer, the banks it is wired to (default: every bank).
         read_banks: Per read port, the banks it is wired to (default: every bank).
+        beats: The address space (default ``slots · slot_beats``).
     """
 
     def __init__(self, slots: int, slot_beats: int, bank_beats: int, writers: int, readers_n: int,
                  readers: int, write_banks: Sequence[Iterable[int]] | None = None,
-                 read_banks: Sequence[Iterable[int]] | None = None) -> None:
+                 read_banks: Sequence[Iterable[int]] | None = None, beats: int | None = None) -> None:
         if bank_beats < 1 or bank_beats & (bank_beats - 1):
             raise ValueError(f"bank_beats {bank_beats}: a power of two")
         if min(slots, slot_beats, writers, readers_n, readers) < 1:
             raise ValueError("slots, slot_beats, writers, read ports and releases must be >= 1")
         self.slots, self.slot_beats, self.bank_beats = slots, slot_beats, bank_beats
-        self.beats = slots * slot_beats
+        self.beats = slots * slot_beats if beats is None else beats
+        if self.beats < slots * slot_beats:
+            raise ValueError(f"{self.beats} beats cannot hold {slots} slots of {slot_beats}")
         self.banks = -(-self.beats // bank_beats)
         self.writers, self.readers_n, self.readers = writers, readers_n, readers
         self.write_banks = self._wiring(write_banks, writers, "writer")
@@ -99,7 +108,8 @@ class SlotBuffer(wiring.Component):
         self.slot_bits = max(1, (slots - 1).bit_length())
         members: dict = {"slot_full": Out(slots), "slot_turn": Out(slots)}
         for w in range(writers):
-            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True, user_width=self.addr_bits + 1)
+            members |= axis_port(f"s_axis_w{w}", BEAT_BITS, sink=True,
+                                 user_width=self.addr_bits + self.slot_bits + 1)
         for r in range(readers_n):
             members |= {f"rd{r}_addr": In(self.addr_bits), f"rd{r}_req": In(1), f"rd{r}_gnt": Out(1),
                         f"rd{r}_data": Out(BEAT_BITS), f"rd{r}_release": In(1),
@@ -128,12 +138,6 @@ class SlotBuffer(wiring.Component):
         """(bank, read port) wires: the width of the read multiplexers."""
         return sum(len(b) for b in self.read_banks)
 
-    def _slot_of(self, m: Module, addr: Signal, name: str) -> Signal:
-        """The slot an address is in (comparisons with the slot boundaries, no divider)."""
-        s = Signal(self.slot_bits, name=name)
-        m.d.comb += s.eq(sum((addr >= k * self.slot_beats).as_unsigned() for k in range(1, self.slots)))
-        return s
-
     def elaborate(self, platform: object) -> Module:
         m = Module()
         bb = self.bank_beats.bit_length() - 1
@@ -147,12 +151,13 @@ class SlotBuffer(wiring.Component):
         wr = [{k: getattr(self, f"s_axis_w{w}_{k}") for k in ("tdata", "tuser", "tvalid", "tready")}
               for w in range(self.writers)]
         waddr = [p["tuser"][:self.addr_bits] for p in wr]
-        wslot = [self._slot_of(m, a, f"wslot{w}") for w, a in enumerate(waddr)]
+        wslot = [p["tuser"][self.addr_bits:self.addr_bits + self.slot_bits] for p in wr]
+        wturn = [p["tuser"][self.addr_bits + self.slot_bits] for p in wr]
         wheld = [Signal(name=f"wheld{w}") for w in range(self.writers)]  # its slot full, or in another turn
-        for w, p in enumerate(wr):
+        for w in range(self.writers):
             for k in range(self.slots):
                 with m.If(wslot[w] == k):
-                    m.d.comb += wheld[w].eq(full[k] | (turn[k] != p["tuser"][self.addr_bits]))
+                    m.d.comb += wheld[w].eq(full[k] | (turn[k] != wturn[w]))
         rd = [{k: getattr(self, f"rd{r}_{k}") for k in ("addr", "req", "gnt", "data", "release", "release_slot")}
               for r in range(self.readers_n)]
         # per read port, which of its banks granted it last cycle (its data comes from there)
