@@ -1,4 +1,4 @@
-"""cocotb 2.x testbench for :class:`vckattn.hw.pl.qkv_path.QkvPath` (run by ``tests/hw/pl/test_qkv_path.py``).
+"""cocotb 2.x testbench for :func:`vckattn.hw.pl.buffer_path.qkv_path` (run by ``tests/hw/pl/test_qkv_path.py``).
 
 The plan comes from ``VCKATTN_TB_QKV_PATH`` (JSON, made by the test from the performance model's split): the
 :class:`~vckattn.hw.spec.qkv_buffer.QkvLayout` fields, ``rows``, ``cols``, ``batch``; ``writers``: per re-tiler the
@@ -50,7 +50,7 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
         x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
         return x
 
-    rec_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_rec{i}"), dut.clk, dut.rst,
+    rec_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_in{i}"), dut.clk, dut.rst,
                                        byte_lanes=1)) for i in range(len(writers))]
     desc_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_desc{r}"), dut.clk, dut.rst,
                                         byte_lanes=1)) for r in range(len(runs))]

@@ -703,7 +703,6 @@ def banked_buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, banks.Banke
     io = plios(s, sp)
     slots_tokens = min(s.batch, SEQUENCE_SLOTS) * s.seq
     qkv_slices = gemm_params(sp.qkv_tile, s.d_model, 8).slices
-    o_slices = gemm_params(sp.o_tile, s.d_model, 32).slices
     x_regions = _region_banks(qkv_slices, s.tokens if sp.x_on_chip else slots_tokens)
     every_x = frozenset(b for r in x_regions for b in r)
     residual = [] if not sp.x_on_chip else [
@@ -724,13 +723,32 @@ def banked_buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, banks.Banke
         out["x"] = banks.BankedBuffer("x", x_beats, (every_x,), tuple(x_readers + residual))
 
     out["qkv"] = qkv_buffer(s, sp)
-    g = attention_geometry(s, sp)
-    a_regions = _region_banks(o_slices, SEQUENCE_SLOTS * s.seq)
-    a_writers = [_banks_of(a_regions, sorted({j for h in sorted({grp % s.heads for grp in dealt}) for j in _slices_of(
-        o_slices, h * s.head_dim, (h + 1) * s.head_dim)})) for dealt in engine.deal(g.groups, sp.n_att)]
-    out["a"] = banks.BankedBuffer("a", a_regions[-1].stop * banks.BANK_BEATS, tuple(a_writers),
-                                  tuple(_stage_readers(a_regions, io["o"]["groups"])))
+    out["a"] = a_buffer(s, sp)
     return out
+
+
+def a_layout(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> Any:
+    """The A buffer's layout for split ``sp`` (:class:`~vckattn.hw.spec.slice_buffer.SliceLayout`:
+    :data:`SEQUENCE_SLOTS` sequences, one region a K-slice of the W_O stage, its x blocks of ``o_tile`` rows)."""
+    from vckattn.hw.spec.slice_buffer import SliceLayout
+
+    return SliceLayout(gemm_params(sp.o_tile, s.d_model, 32).slices, sp.o_tile[0], s.seq, SEQUENCE_SLOTS, bank_beats)
+
+
+def a_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> banks.BankedBuffer:
+    """The A buffer as built (:func:`a_layout`): per attention pipeline (in order) its A writer, wired to the regions
+    of the K-slices that hold its heads' channels (the heads of the groups dealt to it, :func:`.engine.deal`); per
+    broadcast group of the W_O stage one reader a K-slice, wired to its region."""
+    lay = a_layout(s, sp, bank_beats)
+    g = attention_geometry(s, sp)
+    writers = []
+    for dealt in engine.deal(g.groups, sp.n_att):
+        js = {lay.slice_of(h * s.head_dim + f) for h in {grp % s.heads for grp in dealt}
+              for f in range(0, s.head_dim, 16)}
+        writers.append(frozenset(b for j in js for b in lay.region_banks(j)))
+    readers = [frozenset(lay.region_banks(j)) for _ in range(plios(s, sp)["o"]["groups"])
+               for j in range(len(lay.slices))]
+    return banks.BankedBuffer("a", lay.beats, tuple(writers), tuple(readers), bank_beats)
 
 
 def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:

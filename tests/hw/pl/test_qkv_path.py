@@ -1,7 +1,8 @@
-"""The Q/K/V path of the sublayer's PL top (hw/pl/qkv_path.py) on Verilator through cocotb (sim/tb_qkv_path.py), on
-a split of the performance model: the Q/K/V stage's records, as its cascades make them, through the re-tilers, the
-Q/K/V buffer wired as the model wires it (each stream to its banks only) and the pipelines' readers, whose streams
-must be golden's packed Q tiles and key slices of the runs the host's schedule names; more sequences than slots."""
+"""The Q/K/V path of the sublayer's PL top (hw/pl/buffer_path.py: qkv_path) on Verilator through cocotb
+(sim/tb_qkv_path.py), on a split of the performance model: the Q/K/V stage's records, as its cascades make them,
+through the re-tilers, the Q/K/V buffer wired as the model wires it (each stream to its banks only) and the
+pipelines' readers, whose streams must be golden's packed Q tiles and key slices of the runs the host's schedule
+names; more sequences than slots."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
-from vckattn.hw.pl.qkv_path import QkvPath
+from vckattn.hw.pl.buffer_path import BufferPath, qkv_path
 from vckattn.hw.spec.qkv_buffer import reader_runs
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
@@ -25,7 +26,7 @@ SPLIT = SublayerSplit(8, 2, 5, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 16,
 BANK_BEATS = 64
 
 
-def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[QkvPath, dict]:
+def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
     lay = sublayer.qkv_layout(s, sp)
     wiring = sublayer.qkv_buffer(s, sp, bank_beats)
     rows, cols = sp.qkv_tile[:2]
@@ -35,7 +36,7 @@ def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[QkvPath,
                for grp in sublayer.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
     g = sublayer.attention_geometry(s, sp)
     runs = reader_runs(lay, engine.deal(g.groups, sp.n_att), s.batch)
-    top = QkvPath(lay, rows, cols, bank_beats, [sorted(w) for w in wiring.writers],
+    top = qkv_path(lay, rows, cols, bank_beats, [sorted(w) for w in wiring.writers],
                   [sorted(r) for r in wiring.readers])
     return top, {**dataclasses.asdict(lay), "rows": rows, "cols": cols, "batch": s.batch, "writers": writers,
                  "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}

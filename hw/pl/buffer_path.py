@@ -1,0 +1,106 @@
+"""A data path of the sublayer's PL top (``hw/ENGINE.md``, "The sublayer's PL side"): write units in, a PL buffer,
+readers out. Two of them so far:
+
+* :func:`qkv_path`: a re-tiler (:mod:`.retiler`) on every Q/K/V output PLIO, the Q/K/V buffer in the layout of
+  :class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`, a reader on every q, k and v stream of the attention pipelines;
+* :func:`a_path`: an A writer (:mod:`.a_writer`) on every attention pipeline's A stream, the A buffer in the layout
+  of :class:`~vckattn.hw.spec.slice_buffer.SliceLayout`, a reader on every x stream of the W_O stage.
+
+Each write unit turns its stream's records into addressed beats (TUSER: :func:`.slot_buffer.write_user`) for the
+buffer (:mod:`.slot_buffer`); each reader (:mod:`.buffer_reader`) sends, for each of its descriptors, the header
+beat and the run of the buffer it names. Every write unit and reader is wired only to the banks it is given (the
+performance model's wiring, ``hw/perf/sublayer.py: qkv_buffer``, ``a_buffer``, from the schedule). A slot is freed
+once every reader has released it: a reader with no run in a sequence releases its slot with a quiet descriptor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from amaranth.hdl import Module
+from amaranth.lib import wiring
+
+from vckattn.hw.spec.qkv_buffer import QkvLayout
+from vckattn.hw.spec.slice_buffer import SliceLayout
+
+from .a_writer import AWriter
+from .buffer_reader import BEAT_BITS, BufferReader
+from .pipeline import axis_port
+from .retiler import QkvRetiler
+from .slot_buffer import SlotBuffer
+
+__all__ = ["BufferPath", "a_path", "qkv_path"]
+
+_AXIS = ("tdata", "tvalid", "tready", "tlast")
+
+
+class BufferPath(wiring.Component):
+    """Write units, a slot buffer and its readers, joined (module docstring).
+
+    Ports: per write unit ``i``: ``s_axis_in<i>_*`` (its records); per reader ``r``: ``s_axis_desc<r>_*`` (its
+    descriptors: header beat, RDESC beat) and ``m_axis_rd<r>_*`` (its stream to the AIE); ``slot_full``; ``clk``,
+    ``rst``.
+
+    Args:
+        buffer: The buffer, one writer a write unit.
+        units: The write units (``s_axis`` records in, ``m_axis`` addressed beats out, the buffer's TUSER).
+    """
+
+    def __init__(self, buffer: SlotBuffer, units: Sequence[wiring.Component]) -> None:
+        if len(units) != buffer.writers:
+            raise ValueError(f"{len(units)} write units for a buffer of {buffer.writers} writers")
+        self.buffer, self.units = buffer, list(units)
+        self.readers = [BufferReader(buffer.addr_bits, buffer.slots) for _ in range(buffer.readers_n)]
+        members: dict = {"slot_full": wiring.Out(buffer.slots)}
+        for i in range(len(units)):
+            members |= axis_port(f"s_axis_in{i}", BEAT_BITS, sink=True)
+        for r in range(buffer.readers_n):
+            members |= axis_port(f"s_axis_desc{r}", BEAT_BITS, sink=True)
+            members |= axis_port(f"m_axis_rd{r}", BEAT_BITS, sink=False)
+        super().__init__(members)
+
+    def elaborate(self, platform: object) -> Module:
+        m = Module()
+        m.submodules.buffer = buf = self.buffer
+        m.d.comb += self.slot_full.eq(buf.slot_full)
+        for i, unit in enumerate(self.units):
+            m.submodules[f"unit{i}"] = unit
+            for k in _AXIS:
+                a, b = getattr(self, f"s_axis_in{i}_{k}"), getattr(unit, f"s_axis_{k}")
+                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
+            for k in (*_AXIS, "tuser"):
+                a, b = getattr(unit, f"m_axis_{k}"), getattr(buf, f"s_axis_w{i}_{k}")
+                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
+        for r, rd in enumerate(self.readers):
+            m.submodules[f"reader{r}"] = rd
+            for k in _AXIS:
+                a, b = getattr(self, f"s_axis_desc{r}_{k}"), getattr(rd, f"s_axis_{k}")
+                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
+                a, b = getattr(self, f"m_axis_rd{r}_{k}"), getattr(rd, f"m_axis_{k}")
+                m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
+            m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
+                         rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
+                         rd.slot_full.eq(buf.slot_full), rd.slot_turn.eq(buf.slot_turn),
+                         getattr(buf, f"rd{r}_release").eq(rd.release_valid),
+                         getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
+        return m
+
+
+def qkv_path(layout: QkvLayout, rows: int, cols: int, bank_beats: int, write_banks: Sequence[Iterable[int]],
+             read_banks: Sequence[Iterable[int]]) -> BufferPath:
+    """The Q/K/V path: a re-tiler of ``rows × cols`` records a writer, the Q/K/V buffer of ``layout`` in banks of
+    ``bank_beats``, a reader a read port; each wired to its banks."""
+    n_w, n_r = len(write_banks), len(read_banks)
+    buf = SlotBuffer(layout.slots, layout.slot_beats, bank_beats, n_w, n_r, n_r, write_banks, read_banks)
+    return BufferPath(buf, [QkvRetiler(layout, rows, cols) for _ in range(n_w)])
+
+
+def a_path(layout: SliceLayout, heads: int, d: int, q_rows: int, max_groups: int,
+           write_banks: Sequence[Iterable[int]], read_banks: Sequence[Iterable[int]]) -> BufferPath:
+    """The A path: an A writer a pipeline (``heads`` × ``d``, tiles of ``q_rows``, groups below ``max_groups``),
+    the A buffer of ``layout``, a reader a W_O x stream; each wired to its banks."""
+    n_w, n_r = len(write_banks), len(read_banks)
+    slot_beats = layout.max_seq * layout.features // 16
+    buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, read_banks,
+                     beats=layout.beats)
+    return BufferPath(buf, [AWriter(layout, heads, d, q_rows, max_groups) for _ in range(n_w)])

@@ -1,0 +1,92 @@
+"""cocotb 2.x testbench for :func:`vckattn.hw.pl.buffer_path.a_path` (run by ``tests/hw/pl/test_a_path.py``).
+
+The plan comes from ``VCKATTN_TB_A_PATH`` (JSON, made by the test from the performance model's split): the
+:class:`~vckattn.hw.spec.slice_buffer.SliceLayout` fields, ``heads``, ``d``, ``q_rows``, ``batch``; ``writers``: per
+attention pipeline the groups ``b · heads + h`` dealt to it, in order; ``runs``: per x reader its descriptors' runs
+(:func:`~vckattn.hw.spec.slice_buffer.x_reader_runs`). Random int8 A of ``batch`` sequences (more than the buffer's
+slots); every pipeline sends its groups' A records (RESULT header, ``q_rows × d`` row-major, tile by tile); every
+reader gets its descriptors with random header beats; random backpressure on every stream. Every reader must send,
+for each of its runs but the quiet ones, the header beat and golden's ``pack_x`` of the run's row tile and K-slice
+of its sequence's A, and every slot must end empty.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.handle import SimHandleBase
+from cocotb.triggers import ClockCycles
+from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+from vckattn.golden.gemm_proj import pack_x
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.qkv_buffer import Run
+from vckattn.hw.spec.slice_buffer import SliceLayout
+from vckattn.sim.kernel_tb import pause_pattern, start
+
+BEAT = streams.BEAT_BYTES
+
+
+def _frame(raw: bytes) -> AxiStreamFrame:
+    return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
+
+
+@cocotb.test(timeout_time=500, timeout_unit="ms")
+async def test_records_to_the_w_o_streams(dut: SimHandleBase) -> None:
+    plan = json.loads(os.environ["VCKATTN_TB_A_PATH"])
+    heads, d, q_rows, batch = plan.pop("heads"), plan.pop("d"), plan.pop("q_rows"), plan.pop("batch")
+    writers, runs = plan.pop("writers"), [[Run(**r) for r in rr] for rr in plan.pop("runs")]
+    lo = SliceLayout(**{**plan, "slices": tuple(plan["slices"])})
+    await start(dut)
+    rnd = random.Random(cocotb.RANDOM_SEED)
+
+    def quietly(x: object) -> object:
+        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
+        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
+        return x
+
+    a_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_in{i}"), dut.clk, dut.rst,
+                                     byte_lanes=1)) for i in range(len(writers))]
+    desc_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_desc{r}"), dut.clk, dut.rst,
+                                        byte_lanes=1)) for r in range(len(runs))]
+    sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
+             for r in range(len(runs))]
+
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    a = rng.integers(-128, 128, size=(batch, lo.max_seq, heads * d)).astype(np.int8)
+    tiles = lo.max_seq // q_rows
+    for p, groups in enumerate(writers):
+        for g in groups:
+            b, h = divmod(g, heads)
+            for r in range(tiles):
+                head = streams.encode("result", tile_id=g * tiles + r, rows=q_rows, d=d).tobytes()
+                body = a[b, r * q_rows:(r + 1) * q_rows, h * d:(h + 1) * d].tobytes()
+                await a_src[p].send(_frame(head + body))
+
+    expected: list[list[list[int]]] = []
+    for r, rr in enumerate(runs):
+        want = []
+        for run in rr:
+            hdr = rnd.getrandbits(128)
+            desc = streams.encode("rdesc", first=run.first, beats=run.beats, slot=run.slot, release=int(run.release),
+                                  turn=run.turn, quiet=int(run.quiet)).tobytes()
+            await desc_src[r].send(AxiStreamFrame([hdr, int.from_bytes(desc, "little")]))
+            if not run.quiet:
+                j, t, f0 = run.head, run.index, sum(lo.slices[:run.head])
+                packed = pack_x(a[run.b, t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes()
+                want.append([hdr, *(int.from_bytes(packed[i:i + BEAT], "little") for i in range(0, len(packed), BEAT))])
+        expected.append(want)
+    for r, want in enumerate(expected):
+        for k, beats in enumerate(want):
+            got = await sinks[r].recv(compact=False)
+            assert [int(x) for x in got.tdata] == beats, f"reader {r}, run {k}: not golden's pack_x of its block"
+    await ClockCycles(dut.clk, 20)
+    assert all(s.empty() for s in sinks), "a reader sent more than its runs"
+    assert int(dut.slot_full.value) == 0, "a slot still full after every reader released it"
+    dut._log.info("%d sequences: A of %d groups through %d writers, %d runs through %d readers", batch,
+                  sum(len(g) for g in writers), len(writers), sum(len(e) for e in expected), len(runs))

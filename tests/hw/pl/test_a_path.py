@@ -1,0 +1,89 @@
+"""The A path of the sublayer's PL top (hw/pl/buffer_path.py: a_path) on Verilator through cocotb (sim/tb_a_path.py),
+on a split of the performance model: the attention pipelines' A records through their A writers (hw/pl/a_writer.py),
+the A buffer wired as the model wires it and the W_O stage's x readers, whose streams must be golden's packed X
+blocks (pack_x) of A for the runs the host's schedule names; more sequences than slots. And the A buffer's layout
+(hw/spec/slice_buffer.py) against pack_x, and the A writer's exact division."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+
+from vckattn.golden.gemm_proj import pack_x
+from vckattn.hw.perf import engine, sublayer
+from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
+from vckattn.hw.pl.a_writer import reciprocal
+from vckattn.hw.pl.buffer_path import BufferPath, a_path
+from vckattn.hw.spec.slice_buffer import SliceLayout, x_reader_runs
+from vckattn.sim.runner import generate_verilog, run_cocotb
+
+TB = "vckattn.sim.tb_a_path"
+#: 5 sequences of 32 tokens, 4 heads of 16 features; 4 pipelines (pipeline p: head p of every sequence, so each A
+#: writer reaches only its head's K-slice), 4 W_O cascades of 8 x 32 tiles in two broadcast groups, one running
+#: sequences 0-1, the other 2-4 (quiet releases for the others); banks of 64 beats
+SHAPE = SublayerShape(batch=5, seq=32, heads=4, head_dim=16, kv_heads=2, family="decoder")
+SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 32, 32), score_channels=1)
+BANK_BEATS = 64
+
+
+def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
+    lay = sublayer.a_layout(s, sp, bank_beats)
+    wiring = sublayer.a_buffer(s, sp, bank_beats)
+    g = sublayer.attention_geometry(s, sp)
+    dealt = engine.deal(g.groups, sp.n_att)
+    o_units = sublayer.deal_projection(s.d_model // sp.o_tile[1], s.batch, sp.n_o)
+    groups = sublayer.broadcast_groups(o_units)
+    runs = x_reader_runs(lay, [o_units[grp[0]] for grp in groups], s.batch)
+    top = a_path(lay, s.heads, s.head_dim, sp.q_rows, s.batch * s.heads, [sorted(w) for w in wiring.writers],
+                 [sorted(r) for r in wiring.readers])
+    return top, {**dataclasses.asdict(lay), "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
+                 "batch": s.batch, "writers": dealt, "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
+
+
+def test_the_layout_holds_pack_x_blocks():
+    """Every beat SliceLayout.beat names holds, for every row tile and K-slice, pack_x's beat of that block."""
+    lay = SliceLayout((48, 16, 32), 8, 32, 3, 16)
+    a = np.random.default_rng(0).integers(-128, 128, size=(5, 32, 96)).astype(np.int8)
+    for b in range(5):
+        img = {}
+        for t in range(32 // 8):
+            tok = t * 8
+            for f in range(0, 96, 16):
+                for i in range(8):
+                    img[lay.beat(b, tok + i, f)] = a[b, tok + i, f:f + 16].tobytes()
+            for j, k in enumerate(lay.slices):
+                lo = sum(lay.slices[:j])
+                packed = pack_x(a[b, tok:tok + 8, lo:lo + k]).tobytes()
+                for beat in range(lay.block_beats(j)):
+                    assert img[lay.block(b, t, j) + beat] == packed[16 * beat:16 * beat + 16], (b, t, j, beat)
+    # 3 slots x 32 tokens = 96 rows: 96 x 3 beats = 18 banks of 16, 96 x 1 = 6, 96 x 2 = 12
+    assert [lay.region_banks(j) for j in range(3)] == [range(18), range(18, 24), range(24, 36)]
+
+
+def test_the_sequence_of_a_group_is_an_exact_division():
+    for heads in (1, 3, 9, 12, 14):
+        m, s = reciprocal(heads, 64 * heads)
+        assert all((g * m) >> s == g // heads for g in range(64 * heads))
+
+
+def test_the_plan_is_the_models_wiring():
+    top, p = plan(SHAPE, SPLIT, BANK_BEATS)
+    buf = top.buffer
+    assert buf.write_pairs < buf.writers * buf.banks and buf.read_pairs < buf.readers_n * buf.banks
+    assert sum(r["quiet"] for rr in p["runs"] for r in rr) > 0
+    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
+        for r in runs:
+            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_records_to_the_w_o_streams():
+    top, p = plan(SHAPE, SPLIT, BANK_BEATS)
+    name = "a_path_small"
+    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_w_o_streams",
+                     extra_env={"VCKATTN_TB_A_PATH": json.dumps(p)})
+    assert [t.name for t in res.passed] == ["test_records_to_the_w_o_streams"], res.tests
