@@ -605,32 +605,6 @@ def plios(s: SublayerShape, sp: SublayerSplit) -> dict[str, Any]:
             "out": qkv["out"] + o["out"] + att["out"]}
 
 
-def _region_banks(slices: tuple[int, ...], tokens: int) -> list[range]:
-    """The banks of each K-slice's region of a buffer held per K-slice (X, U, A): region ``j`` holds ``tokens``
-    rows of its ``slices[j]`` features in the A layout (``tokens · slices[j] / 16`` beats), from a bank boundary."""
-    out, at = [], 0
-    for k in slices:
-        n = math.ceil(tokens * k // engine.PLIO_BEAT_BYTES / banks.BANK_BEATS)
-        out.append(range(at, at + n))
-        at += n
-    return out
-
-
-def _slices_of(slices: tuple[int, ...], lo: int, hi: int) -> list[int]:
-    """The K-slices (of widths ``slices``) that hold any of features ``lo .. hi - 1``."""
-    edges = [sum(slices[:j]) for j in range(len(slices) + 1)]
-    return [j for j in range(len(slices)) if edges[j] < hi and lo < edges[j + 1]]
-
-
-def _banks_of(regions: list[range], js: list[int]) -> frozenset[int]:
-    return frozenset(b for j in js for b in regions[j])
-
-
-def _stage_readers(regions: list[range], groups: int) -> list[frozenset[int]]:
-    """A projection stage's x readers: one a K-slice a broadcast group, each wired to its K-slice's banks."""
-    return [frozenset(regions[j]) for _ in range(groups) for j in range(len(regions))]
-
-
 def _block_channels(s: SublayerShape, n: int, cols: int, out_cols: int) -> list[list[tuple[int, int]]]:
     """Per cascade of a projection stage (``n`` cascades of ``cols`` channels a block), the channel ranges of the
     blocks dealt to it (:func:`deal_projection`)."""
@@ -700,31 +674,47 @@ def banked_buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, banks.Banke
       pipeline's q, k and v readers (the banks of the heads of the groups dealt to it, :func:`.engine.deal`);
     * ``a``: :data:`SEQUENCE_SLOTS` sequences of A, one region a K-slice of the W_O stage. Written by every
       pipeline's A writer (the regions of its heads' channels); read by the W_O stage's x readers."""
-    io = plios(s, sp)
-    slots_tokens = min(s.batch, SEQUENCE_SLOTS) * s.seq
-    qkv_slices = gemm_params(sp.qkv_tile, s.d_model, 8).slices
-    x_regions = _region_banks(qkv_slices, s.tokens if sp.x_on_chip else slots_tokens)
-    every_x = frozenset(b for r in x_regions for b in r)
-    residual = [] if not sp.x_on_chip else [
-        _banks_of(x_regions, sorted({j for lo, hi in ch for j in _slices_of(qkv_slices, lo, hi)}))
-        for ch in _block_channels(s, sp.n_o, sp.o_tile[1], s.d_model) if ch]
-    x_readers = _stage_readers(x_regions if not s.decoder else _region_banks(qkv_slices, slots_tokens),
-                               io["qkv"]["groups"])
-    out: dict[str, banks.BankedBuffer] = {}
-    x_beats = x_regions[-1].stop * banks.BANK_BEATS
-    if s.decoder:
-        sites = [every_x] * site_units(s, sp)
-        out["x"] = banks.BankedBuffer("x", x_beats, (every_x,), tuple(sites + residual))
-        u_regions = _region_banks(qkv_slices, slots_tokens)
-        every_u = frozenset(b for r in u_regions for b in r)
-        out["u"] = banks.BankedBuffer("u", u_regions[-1].stop * banks.BANK_BEATS, tuple([every_u] * len(sites)),
-                                      tuple(x_readers))
-    else:
-        out["x"] = banks.BankedBuffer("x", x_beats, (every_x,), tuple(x_readers + residual))
-
+    out = x_buffers(s, sp)
     out["qkv"] = qkv_buffer(s, sp)
     out["a"] = a_buffer(s, sp)
     return out
+
+
+def x_layout(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS, slots: int | None = None) -> Any:
+    """The X (or U) buffer's layout for split ``sp`` (:class:`~vckattn.hw.spec.slice_buffer.SliceLayout`: one region
+    a K-slice of the Q/K/V stage, its x blocks of ``qkv_tile`` rows): ``slots`` sequences, by default all of X with
+    ``x_on_chip`` (one slot a sequence), else :data:`SEQUENCE_SLOTS`."""
+    from vckattn.hw.spec.slice_buffer import SliceLayout
+
+    if slots is None:
+        slots = s.batch if sp.x_on_chip else min(s.batch, SEQUENCE_SLOTS)
+    return SliceLayout(gemm_params(sp.qkv_tile, s.d_model, 8).slices, sp.qkv_tile[0], s.seq, slots, bank_beats)
+
+
+def x_buffers(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> dict[str, banks.BankedBuffer]:
+    """The X buffer (and a decoder's U buffer) as built (:func:`x_layout`). X: written by the X writer (every
+    bank); read by the Q/K/V stage's x readers (an encoder's; one a K-slice a broadcast group, each its region),
+    the residual paths with ``x_on_chip`` (one a W_O cascade, the regions of its blocks' channels) and a decoder's
+    site units (every bank). U (a decoder): :data:`SEQUENCE_SLOTS` sequences, written by the site units (every
+    bank), read by the x readers."""
+    lay = x_layout(s, sp, bank_beats)
+    every = frozenset(range(lay.banks))
+    residual = [] if not sp.x_on_chip else [
+        frozenset(b for j in sorted({lay.slice_of(f) for lo, hi in ch for f in range(lo, hi, 16)})
+                  for b in lay.region_banks(j))
+        for ch in _block_channels(s, sp.n_o, sp.o_tile[1], s.d_model) if ch]
+    groups = plios(s, sp)["qkv"]["groups"]
+
+    def x_readers(lo: Any) -> list[frozenset[int]]:
+        return [frozenset(lo.region_banks(j)) for _ in range(groups) for j in range(len(lo.slices))]
+
+    if not s.decoder:
+        return {"x": banks.BankedBuffer("x", lay.beats, (every,), tuple(x_readers(lay) + residual), bank_beats)}
+    sites = [every] * site_units(s, sp)
+    u = x_layout(s, sp, bank_beats, min(s.batch, SEQUENCE_SLOTS))
+    every_u = frozenset(range(u.banks))
+    return {"x": banks.BankedBuffer("x", lay.beats, (every,), tuple(sites + residual), bank_beats),
+            "u": banks.BankedBuffer("u", u.beats, tuple([every_u] * len(sites)), tuple(x_readers(u)), bank_beats)}
 
 
 def a_layout(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> Any:

@@ -4,12 +4,15 @@ readers out. Two of them so far:
 * :func:`qkv_path`: a re-tiler (:mod:`.retiler`) on every Q/K/V output PLIO, the Q/K/V buffer in the layout of
   :class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`, a reader on every q, k and v stream of the attention pipelines;
 * :func:`a_path`: an A writer (:mod:`.a_writer`) on every attention pipeline's A stream, the A buffer in the layout
-  of :class:`~vckattn.hw.spec.slice_buffer.SliceLayout`, a reader on every x stream of the W_O stage.
+  of :class:`~vckattn.hw.spec.slice_buffer.SliceLayout`, a reader on every x stream of the W_O stage;
+* :func:`x_path`: an X writer (:mod:`.x_writer`) on the X mover's stream, the X buffer (the same layout, for the
+  Q/K/V stage), a reader on every x stream of the Q/K/V stage (the residual paths' readers are not built yet).
 
 Each write unit turns its stream's records into addressed beats (TUSER: :func:`.slot_buffer.write_user`) for the
 buffer (:mod:`.slot_buffer`); each reader (:mod:`.buffer_reader`) sends, for each of its descriptors, the header
 beat and the run of the buffer it names. Every write unit and reader is wired only to the banks it is given (the
-performance model's wiring, ``hw/perf/sublayer.py: qkv_buffer``, ``a_buffer``, from the schedule). A slot is freed
+performance model's wiring, ``hw/perf/sublayer.py: qkv_buffer``, ``a_buffer``, ``x_buffers``, from the
+schedule). A slot is freed
 once every reader has released it: a reader with no run in a sequence releases its slot with a quiet descriptor.
 """
 
@@ -28,8 +31,9 @@ from .buffer_reader import BEAT_BITS, BufferReader
 from .pipeline import axis_port
 from .retiler import QkvRetiler
 from .slot_buffer import SlotBuffer
+from .x_writer import XWriter
 
-__all__ = ["BufferPath", "a_path", "qkv_path"]
+__all__ = ["BufferPath", "a_path", "qkv_path", "x_path"]
 
 _AXIS = ("tdata", "tvalid", "tready", "tlast")
 
@@ -104,3 +108,14 @@ def a_path(layout: SliceLayout, heads: int, d: int, q_rows: int, max_groups: int
     buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, read_banks,
                      beats=layout.beats)
     return BufferPath(buf, [AWriter(layout, heads, d, q_rows, max_groups) for _ in range(n_w)])
+
+
+def x_path(layout: SliceLayout, write_banks: Sequence[Iterable[int]],
+           read_banks: Sequence[Iterable[int]]) -> BufferPath:
+    """The X path: an X writer a write stream (the X mover's), the X buffer of ``layout``, a reader a Q/K/V x
+    stream; each wired to its banks."""
+    n_w, n_r = len(write_banks), len(read_banks)
+    slot_beats = layout.max_seq * layout.features // 16
+    buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, read_banks,
+                     beats=layout.beats)
+    return BufferPath(buf, [XWriter(layout) for _ in range(n_w)])

@@ -1,13 +1,17 @@
-"""cocotb 2.x testbench for :func:`vckattn.hw.pl.buffer_path.a_path` (run by ``tests/hw/pl/test_a_path.py``).
+"""cocotb 2.x testbench for :func:`vckattn.hw.pl.buffer_path.a_path` and :func:`~vckattn.hw.pl.buffer_path.x_path`,
+the buffers held per K-slice (run by ``tests/hw/pl/test_slice_path.py``).
 
-The plan comes from ``VCKATTN_TB_A_PATH`` (JSON, made by the test from the performance model's split): the
-:class:`~vckattn.hw.spec.slice_buffer.SliceLayout` fields, ``heads``, ``d``, ``q_rows``, ``batch``; ``writers``: per
-attention pipeline the groups ``b · heads + h`` dealt to it, in order; ``runs``: per x reader its descriptors' runs
-(:func:`~vckattn.hw.spec.slice_buffer.x_reader_runs`). Random int8 A of ``batch`` sequences (more than the buffer's
-slots); every pipeline sends its groups' A records (RESULT header, ``q_rows × d`` row-major, tile by tile); every
-reader gets its descriptors with random header beats; random backpressure on every stream. Every reader must send,
-for each of its runs but the quiet ones, the header beat and golden's ``pack_x`` of the run's row tile and K-slice
-of its sequence's A, and every slot must end empty.
+The plan comes from ``VCKATTN_TB_SLICE_PATH`` (JSON, made by the test from the performance model's split): ``kind``
+(``"a"`` or ``"x"``), the :class:`~vckattn.hw.spec.slice_buffer.SliceLayout` fields, ``heads``, ``d``, ``q_rows``,
+``batch``; ``writers``: per A writer the groups ``b · heads + h`` dealt to its pipeline, in order (``"a"``), or per
+X writer the sequences it writes (``"x"``); ``runs``: per x reader its descriptors' runs
+(:func:`~vckattn.hw.spec.slice_buffer.x_reader_runs`). Random int8 activations of ``batch`` sequences (more than the
+buffer's slots, where it has fewer); every pipeline sends its groups' A records (RESULT header, ``q_rows × d``
+row-major, tile by tile), or the X writer each sequence's record (RESULT header with the sequence, then its
+``pack_x`` blocks K-slice by K-slice, as the host lays X out); every reader gets its descriptors with random header
+beats; random backpressure on every stream. Every reader must send, for each of its runs but the quiet ones, the
+header beat and golden's ``pack_x`` of the run's row tile and K-slice of its sequence, and every slot must end
+empty.
 """
 
 from __future__ import annotations
@@ -37,8 +41,9 @@ def _frame(raw: bytes) -> AxiStreamFrame:
 
 
 @cocotb.test(timeout_time=500, timeout_unit="ms")
-async def test_records_to_the_w_o_streams(dut: SimHandleBase) -> None:
-    plan = json.loads(os.environ["VCKATTN_TB_A_PATH"])
+async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
+    plan = json.loads(os.environ["VCKATTN_TB_SLICE_PATH"])
+    kind = plan.pop("kind")
     heads, d, q_rows, batch = plan.pop("heads"), plan.pop("d"), plan.pop("q_rows"), plan.pop("batch")
     writers, runs = plan.pop("writers"), [[Run(**r) for r in rr] for rr in plan.pop("runs")]
     lo = SliceLayout(**{**plan, "slices": tuple(plan["slices"])})
@@ -60,8 +65,14 @@ async def test_records_to_the_w_o_streams(dut: SimHandleBase) -> None:
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     a = rng.integers(-128, 128, size=(batch, lo.max_seq, heads * d)).astype(np.int8)
     tiles = lo.max_seq // q_rows
-    for p, groups in enumerate(writers):
-        for g in groups:
+    for p, items in enumerate(writers):
+        for g in items:
+            if kind == "x":  # g: a sequence, laid out as the X buffer holds it
+                blocks = [pack_x(a[g, t * lo.rows:(t + 1) * lo.rows, sum(lo.slices[:j]):sum(lo.slices[:j + 1])])
+                          for j in range(len(lo.slices)) for t in range(lo.max_seq // lo.rows)]
+                head = streams.encode("result", tile_id=g, rows=lo.max_seq, d=lo.features).tobytes()
+                await a_src[p].send(_frame(head + b"".join(x.tobytes() for x in blocks)))
+                continue
             b, h = divmod(g, heads)
             for r in range(tiles):
                 head = streams.encode("result", tile_id=g * tiles + r, rows=q_rows, d=d).tobytes()
@@ -88,5 +99,5 @@ async def test_records_to_the_w_o_streams(dut: SimHandleBase) -> None:
     await ClockCycles(dut.clk, 20)
     assert all(s.empty() for s in sinks), "a reader sent more than its runs"
     assert int(dut.slot_full.value) == 0, "a slot still full after every reader released it"
-    dut._log.info("%d sequences: A of %d groups through %d writers, %d runs through %d readers", batch,
+    dut._log.info("%d sequences (%s): %d records' worth through %d writers, %d runs through %d readers", batch, kind,
                   sum(len(g) for g in writers), len(writers), sum(len(e) for e in expected), len(runs))

@@ -1,8 +1,9 @@
-"""The A path of the sublayer's PL top (hw/pl/buffer_path.py: a_path) on Verilator through cocotb (sim/tb_a_path.py),
-on a split of the performance model: the attention pipelines' A records through their A writers (hw/pl/a_writer.py),
-the A buffer wired as the model wires it and the W_O stage's x readers, whose streams must be golden's packed X
-blocks (pack_x) of A for the runs the host's schedule names; more sequences than slots. And the A buffer's layout
-(hw/spec/slice_buffer.py) against pack_x, and the A writer's exact division."""
+"""The sublayer PL top's paths through the buffers held per K-slice (hw/pl/buffer_path.py: a_path, x_path) on
+Verilator through cocotb (sim/tb_slice_path.py), each on a split of the performance model: the attention pipelines'
+A records through their A writers (hw/pl/a_writer.py), or the X mover's stream through the X writer
+(hw/pl/x_writer.py), into the buffer wired as the model wires it, and out of the projection stage's x readers, whose
+streams must be golden's packed X blocks (pack_x) for the runs the host's schedule names; more sequences than slots.
+And the layout (hw/spec/slice_buffer.py) against pack_x, and the A writer's exact division."""
 
 from __future__ import annotations
 
@@ -16,11 +17,11 @@ from vckattn.golden.gemm_proj import pack_x
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.a_writer import reciprocal
-from vckattn.hw.pl.buffer_path import BufferPath, a_path
+from vckattn.hw.pl.buffer_path import BufferPath, a_path, x_path
 from vckattn.hw.spec.slice_buffer import SliceLayout, x_reader_runs
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
-TB = "vckattn.sim.tb_a_path"
+TB = "vckattn.sim.tb_slice_path"
 #: 5 sequences of 32 tokens, 4 heads of 16 features; 4 pipelines (pipeline p: head p of every sequence, so each A
 #: writer reaches only its head's K-slice), 4 W_O cascades of 8 x 32 tiles in two broadcast groups, one running
 #: sequences 0-1, the other 2-4 (quiet releases for the others); banks of 64 beats
@@ -39,8 +40,28 @@ def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPa
     runs = x_reader_runs(lay, [o_units[grp[0]] for grp in groups], s.batch)
     top = a_path(lay, s.heads, s.head_dim, sp.q_rows, s.batch * s.heads, [sorted(w) for w in wiring.writers],
                  [sorted(r) for r in wiring.readers])
-    return top, {**dataclasses.asdict(lay), "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
+    return top, {**dataclasses.asdict(lay), "kind": "a", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
                  "batch": s.batch, "writers": dealt, "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
+
+
+#: the X path: 6 sequences in 4 slots (X not all on chip), the Q/K/V stage's 8 cascades of 8 x 16 tiles over
+#: K-slices of 48 and 16 features, an x reader a K-slice and broadcast group; banks of 64 beats
+X_SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 32, 32), score_channels=1,
+                        x_on_chip=False)
+X_SHAPE = SublayerShape(batch=6, seq=32, heads=4, head_dim=16, kv_heads=2, family="encoder")
+
+
+def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
+    lay = sublayer.x_layout(s, sp, bank_beats)
+    wiring = sublayer.x_buffers(s, sp, bank_beats)["x"]
+    units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
+    groups = sublayer.broadcast_groups(units)
+    runs = x_reader_runs(lay, [units[grp[0]] for grp in groups], s.batch)
+    readers = [sorted(r) for r in wiring.readers][:len(runs)]  # the x readers (the residual paths' are not built)
+    top = x_path(lay, [sorted(w) for w in wiring.writers], readers)
+    return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
+                 "batch": s.batch, "writers": [list(range(s.batch))],
+                 "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
 
 
 def test_the_layout_holds_pack_x_blocks():
@@ -79,11 +100,22 @@ def test_the_plan_is_the_models_wiring():
             assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
 
 
+def test_the_x_plan_is_the_models_wiring():
+    top, p = x_plan(X_SHAPE, X_SPLIT, BANK_BEATS)
+    buf = top.buffer
+    assert buf.slots == 4 < X_SHAPE.batch and buf.readers_n == len(p["runs"]) >= 2
+    assert buf.read_pairs < buf.readers_n * buf.banks  # each x reader its K-slice's region
+    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
+        for r in runs:
+            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
+
+
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-def test_records_to_the_w_o_streams():
-    top, p = plan(SHAPE, SPLIT, BANK_BEATS)
-    name = "a_path_small"
-    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_w_o_streams",
-                     extra_env={"VCKATTN_TB_A_PATH": json.dumps(p)})
-    assert [t.name for t in res.passed] == ["test_records_to_the_w_o_streams"], res.tests
+@pytest.mark.parametrize("kind", ["a", "x"])
+def test_records_to_the_readers_streams(kind):
+    top, p = plan(SHAPE, SPLIT, BANK_BEATS) if kind == "a" else x_plan(X_SHAPE, X_SPLIT, BANK_BEATS)
+    name = f"{kind}_path_small"
+    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_readers_streams",
+                     extra_env={"VCKATTN_TB_SLICE_PATH": json.dumps(p)})
+    assert [t.name for t in res.passed] == ["test_records_to_the_readers_streams"], res.tests
