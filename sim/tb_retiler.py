@@ -107,7 +107,7 @@ async def test_records_land_in_golden_layouts(dut: SimHandleBase) -> None:
         for data, user in zip(got.tdata, got.tuser, strict=True):
             u = int(user)
             addr, slot = u & ((1 << addr_bits) - 1), (u >> addr_bits) & ((1 << slot_bits) - 1)
-            assert slot == addr // lo.slot_beats, f"beat {addr} named slot {slot}"
+            assert slot == lo.slot_of(addr), f"beat {addr} named slot {slot}"
             key = (u >> top, addr)  # (turn, address)
             if key in img:
                 twice.append(key)

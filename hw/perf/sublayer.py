@@ -635,9 +635,9 @@ def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK
         """Every slot's banks of the heads of Q/K/V channels ``lo .. hi - 1``."""
         got: set[int] = set()
         for head in range(lo // s.head_dim, (hi - 1) // s.head_dim + 1):
-            base = head * lay.head_beats  # Q heads, then K, then V: the layout's order
+            base = head * lay.head_stride  # Q heads, then K, then V, each block its slots: the layout's order
             for slot in range(SEQUENCE_SLOTS):
-                got |= head_banks(slot * lay.slot_beats + base)
+                got |= head_banks(base + slot * lay.head_beats)
         return frozenset(got)
 
     channels = _block_channels(s, sp.n_qkv, sp.qkv_tile[1], s.qkv_cols)

@@ -95,7 +95,8 @@ def qkv_path(layout: QkvLayout, rows: int, cols: int, bank_beats: int, write_ban
     """The Q/K/V path: a re-tiler of ``rows × cols`` records a writer, the Q/K/V buffer of ``layout`` in banks of
     ``bank_beats``, a reader a read port; each wired to its banks."""
     n_w, n_r = len(write_banks), len(read_banks)
-    buf = SlotBuffer(layout.slots, layout.slot_beats, bank_beats, n_w, n_r, n_r, write_banks, read_banks)
+    buf = SlotBuffer(layout.slots, layout.slot_beats, bank_beats, n_w, n_r, n_r, write_banks, read_banks,
+                     beats=layout.beats)
     return BufferPath(buf, [QkvRetiler(layout, rows, cols) for _ in range(n_w)])
 
 

@@ -103,13 +103,13 @@ class QkvRetiler(wiring.Component):
         r0 = Signal(range(lo.max_seq))  # the group's first row (key) within its sequence
         m.d.comb += r0.eq(rtile * rows + group * GROUP)
         base = Signal(self.addr_bits)
-        m.d.comb += base.eq(slot * lo.slot_beats)
+        m.d.comb += base.eq(slot * lo.head_beats)  # the sequence's place within a head's block
 
         q_row = r0 + mm
-        q_addr = (base + head * lo.head_beats + (q_row // lo.q_rows) * lo.tile_beats
+        q_addr = (base + head * lo.head_stride + (q_row // lo.q_rows) * lo.tile_beats
                   + (((q_row % lo.q_rows) >> 2) * d_beats + db) * 4 + (q_row & 3))
         s_idx, jb = r0 // lo.slice_keys, (r0 % lo.slice_keys) >> 3
-        kv_off = head * lo.head_beats + s_idx * lo.slice_beats
+        kv_off = head * lo.head_stride + s_idx * lo.slice_beats
         k_addr = base + lo.k_base + kv_off + (jb * d_beats + db) * GROUP + mm
         eb = (db << 1) + (mm >> 2)  # V: the 8-feature block of the beat
         v_addr = base + lo.v_base + kv_off + (eb * (lo.slice_keys // 8) + jb) * 4 + (mm & 3)

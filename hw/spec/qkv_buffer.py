@@ -2,14 +2,16 @@
 V lives, declared once for the re-tiler that writes them (``hw/pl/retiler.py``) and the readers and tests that read
 them.
 
-Addresses are in 16-byte beats. The buffer holds ``slots`` sequences (sequence ``b`` in slot ``b % slots``); a
-slot holds, in order:
+Addresses are in 16-byte beats. The buffer holds ``slots`` sequences (sequence ``b`` in slot ``b % slots``), laid
+out head by head with the slots inside: Q of every query head, then K, then V of every K/V head; each head's block
+holds its ``slots`` sequences one after the other (``head_beats`` each), so a bank of a few head blocks' size holds
+one head of neighbouring slots and is read by the pipelines of that head only (the sequences of other heads, read
+by other pipelines, are in other banks). Within a head block of a sequence:
 
-* Q: per query head ``h`` (``heads``), its ``max_seq / q_rows`` tiles, each ``q_rows × d`` int8 in the A layout
-  of ``mmul<4,16,8>`` (``golden/engine.py: pack_q``);
-* K: per K/V head (``kv_heads``), its ``max_seq / slice_keys`` key slices, each Kᵀ in the B layout of QKᵀ
-  (``pack_k``);
-* V: per K/V head, its key slices, each in the B layout of P·V (``pack_v``).
+* Q (``heads``): its ``max_seq / q_rows`` tiles, each ``q_rows × d`` int8 in the A layout of ``mmul<4,16,8>``
+  (``golden/engine.py: pack_q``);
+* K (``kv_heads``): its ``max_seq / slice_keys`` key slices, each Kᵀ in the B layout of QKᵀ (``pack_k``);
+* V (``kv_heads``): its key slices, each in the B layout of P·V (``pack_v``).
 
 So every q tile, K slice and V slice is one contiguous run of beats, in the order the attention kernels take it.
 """
@@ -64,23 +66,33 @@ class QkvLayout:
         return self.slice_keys * self.d // BEAT_BYTES
 
     @property
+    def head_stride(self) -> int:
+        """Beats of one head's block: its ``slots`` sequences."""
+        return self.slots * self.head_beats
+
+    @property
     def k_base(self) -> int:
-        """First beat of K within a slot."""
-        return self.heads * self.head_beats
+        """First beat of K."""
+        return self.heads * self.head_stride
 
     @property
     def v_base(self) -> int:
-        """First beat of V within a slot."""
-        return self.k_base + self.kv_heads * self.head_beats
+        """First beat of V."""
+        return self.k_base + self.kv_heads * self.head_stride
 
     @property
     def slot_beats(self) -> int:
-        return self.v_base + self.kv_heads * self.head_beats
+        """Beats one sequence writes (its Q, K and V)."""
+        return (self.heads + 2 * self.kv_heads) * self.head_beats
 
     @property
     def beats(self) -> int:
         """Beats of the whole buffer."""
         return self.slots * self.slot_beats
+
+    def slot_of(self, addr: int) -> int:
+        """The slot a beat's address is in."""
+        return addr // self.head_beats % self.slots
 
     @property
     def qkv_cols(self) -> int:
@@ -89,15 +101,15 @@ class QkvLayout:
 
     def q_tile(self, b: int, h: int, t: int) -> int:
         """First beat of Q tile ``t`` of head ``h`` of sequence ``b``."""
-        return (b % self.slots) * self.slot_beats + h * self.head_beats + t * self.tile_beats
+        return h * self.head_stride + (b % self.slots) * self.head_beats + t * self.tile_beats
 
     def k_slice(self, b: int, h: int, s: int) -> int:
         """First beat of K slice ``s`` of K/V head ``h`` of sequence ``b``."""
-        return (b % self.slots) * self.slot_beats + self.k_base + h * self.head_beats + s * self.slice_beats
+        return self.k_base + h * self.head_stride + (b % self.slots) * self.head_beats + s * self.slice_beats
 
     def v_slice(self, b: int, h: int, s: int) -> int:
         """First beat of V slice ``s`` of K/V head ``h`` of sequence ``b``."""
-        return (b % self.slots) * self.slot_beats + self.v_base + h * self.head_beats + s * self.slice_beats
+        return self.v_base + h * self.head_stride + (b % self.slots) * self.head_beats + s * self.slice_beats
 
 
 @dataclass(frozen=True)

@@ -263,14 +263,16 @@ def test_buffer_banks_blocks_and_wiring_by_hand():
     assert sublayer.gemm_params(sp.qkv_tile, d, 8).slices == (208, 208, 208, 144)
     assert b["x"]["banks"] == 3 * 13 + 9 == 48 and (b["x"]["uram"], b["x"]["bram"]) == (96, 48 * 16)
     assert math.ceil(8 * n * d / (4096 * 72)) == 86
-    # Q/K/V: 4 slots x 36 heads x (512 x 64 / 16 = 2,048 beats) = 72 banks, two heads a bank
+    # Q/K/V: 36 heads x 4 slots x (512 x 64 / 16 = 2,048 beats) = 72 banks: a head's block of 4 slots is two
+    # banks (slots 0-1, slots 2-3)
     assert b["qkv"]["banks"] == 4 * 36 * 2048 // 4096 == 72 and b["qkv"]["uram"] == 144
-    # pipeline p serves head p of every sequence (96 groups dealt round-robin to 12): its q reader reads that
-    # head's Q in each of the 4 slots, one bank a slot (slot k's Q of head p: bank 18k + p // 2)
+    # pipeline p serves head p of every sequence (96 groups dealt round-robin to 12): its q reader reads head p's
+    # Q block (banks 2p, 2p + 1) and no other pipeline does; its k reader head p's K block after the 12 Q blocks
     q0 = bb["qkv"].readers[0]
-    assert q0 == frozenset(18 * k for k in range(4))
-    k5 = bb["qkv"].readers[3 * 5 + 1]  # pipeline 5's k reader: K of head 5 after the 12 Q heads
-    assert k5 == frozenset(18 * k + (12 * 2048 + 5 * 2048) // 4096 for k in range(4))
+    assert q0 == frozenset({0, 1})
+    k5 = bb["qkv"].readers[3 * 5 + 1]
+    assert k5 == frozenset({2 * 12 + 2 * 5, 2 * 12 + 2 * 5 + 1})
+    assert all(not (bb["qkv"].readers[3 * p] & bb["qkv"].readers[3 * r]) for p in range(12) for r in range(p))
     # A: 4 sequences of W_O's K-slices (208, 208, 208, 144): 2,048 tokens x 13 beats = 26,624 beats = 7 banks
     # (6.5 filled), x 9 beats = 5 banks (4.5): 26 banks; pipeline p writes head p's 64 channels into the regions
     # of the K-slices that hold them (slices from features 0, 208, 416, 624)
