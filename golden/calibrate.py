@@ -502,18 +502,20 @@ def replace_and_tune(
 
 
 def hccs_candidates(cols: int) -> Tensor:
-    """``(C, 3)`` integer ``(B, S, Dmax)`` the HCCS search tries for rows of ``cols`` columns: every pair of S and
-    Dmax from a geometric grid whose scores fit (:func:`~vckattn.golden.normalizers.hccs_check`), each with 8
-    floors ``B - S·Dmax`` geometric from the least the reciprocal allows to the most the row sum allows."""
+    """``(C, 3)`` integer ``(B, S, Dmax)`` the HCCS search tries for rows of ``cols`` columns: every pair of S (a
+    geometric grid) and Dmax (1–16, then a coarser grid to 127) whose scores fit
+    (:func:`~vckattn.golden.normalizers.hccs_check`), each with 10 floors ``B - S·Dmax`` geometric from the least
+    the reciprocal allows to the most the row sum allows."""
     b_max, low_min = 32767 // cols, -(-256 // cols)
-    grid = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 127)
+    s_grid = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 127)
+    d_grid = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 127)
     out = set()
-    for s in grid:
-        for d in grid:
+    for s in s_grid:
+        for d in d_grid:
             top = b_max - s * d
             if top < low_min:
                 continue
-            for low in np.unique(np.round(np.geomspace(low_min, top, 8)).astype(int)):
+            for low in np.unique(np.round(np.geomspace(low_min, top, 10)).astype(int)):
                 out.add((s * d + int(low), s, d))
     return torch.tensor(sorted(out), dtype=torch.int64)
 

@@ -554,9 +554,8 @@ def run_hccs(cfg: TuneConfig, out: Path, epochs: int = 2, main_lr: float = 5e-5,
     tok, model, desc = load_model(cfg.model, cfg.objective)
     model.to(rt.device)
     data = load_data(cfg.data, cfg.seed)
-    if data.held_out is None:
-        raise UserError("calibrate hccs needs a labeled data set with a validation split (rotten-tomatoes, digits, "
-                        "mnist5k)")
+    if data.held_out is None or data.kind != "text":
+        raise UserError("calibrate hccs reads labeled text with a validation split (rotten-tomatoes)")
     if len(data) < cfg.train_samples:
         raise UserError(f"--data {cfg.data} has {len(data)} samples; --train-samples needs {cfg.train_samples}")
     held_idx = np.arange(min(cfg.eval_samples, len(data.held_out)))
@@ -572,9 +571,8 @@ def run_hccs(cfg: TuneConfig, out: Path, epochs: int = 2, main_lr: float = 5e-5,
         baseline = float(eval_fn(model)) if cfg.objective == "task" else 1.0
     deployed = deployed_numerics(cfg, model, train)
     steps = list(deployed.score_steps)
-    cols = max(int(b["attention_mask"].shape[-1]) for b in train + held + calib) if data.kind == "text" else None
-    if cols is None:
-        raise UserError("calibrate hccs reads text data (rotten-tomatoes or a text file)")
+    # the kernel's rows: --max-length padded to its int8 vector of 32 (aie4ml's SOFTMAX_I8_VEC_SIZE)
+    cols = -(-cfg.max_length // 32) * 32
     qsm = copy.deepcopy(model)
     cal.apply_quantized_softmax(qsm, steps)
     with torch.no_grad():
