@@ -236,7 +236,8 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
         grid = ("float scores" if dep["score_bits"] >= 32 else
                 f"int{dep['score_bits']} scores (LSB per layer {', '.join(f'{v:.3g}' for v in dep['score_steps'])})")
         print(f"  on the deployed numerics: {grid}{', P rounded to its format' if dep['p_round'] else ''}")
-    print(f"  softmax {rep['softmax_baseline']:.4f}  untuned statistical beta/gamma {rep['untuned_statistical']:.4f}")
+    untuned = "ConSmax's beta 2.5, gamma 100" if args.init == "consmax" else "statistical beta/gamma"
+    print(f"  softmax {rep['softmax_baseline']:.4f}  untuned {untuned} {rep['untuned_statistical']:.4f}")
     for st in rep["stages"]:
         print(f"  stage {st['stage']} layers {st['layers']}: {rep['metric']} per epoch "
               f"{', '.join(f'{v:.4f}' for v in st['metrics'])}  ({st['seconds']:.1f} s)")
