@@ -20,7 +20,7 @@ from torch import Tensor, nn
 from .attention import repeat_kv
 from .convert import ATTN_IMPL, attention_modules, recording, register_attention, swap_attention_normalizer
 from .engine import score_shift_for
-from .normalizers import SwiftMax
+from .normalizers import HCCS, QuantizedSoftmax, SwiftMax, hccs_check, hccs_int, softmax
 
 CHECKPOINT_NAME = "swiftmax_stage{stage:02d}.json"
 
@@ -137,6 +137,20 @@ def propose_init(stats: Sequence[LayerStats], mode: str = "mean", per_head: bool
             betas.append(b)
             gammas.append(g)
     return betas, gammas
+
+
+#: ConSmax's initial β and γ (Liu et al., ICCAD 2024; their code, per head): not statistics of the model
+CONSMAX_INIT = (2.5, 100.0)
+
+
+def consmax_init(stats: Sequence[LayerStats], per_head: bool = False) -> Init:
+    """ConSmax's fixed initial ``(betas, gammas)`` (:data:`CONSMAX_INIT`) for the layers of ``stats`` (one per
+    layer, or with ``per_head`` a list per layer with one per head, as :func:`propose_init` gives them)."""
+    beta, gamma = CONSMAX_INIT
+    heads = [int(st.head.max()) + 1 for st in stats]
+    if per_head:
+        return [[beta] * h for h in heads], [[gamma] * h for h in heads]
+    return [beta] * len(stats), [gamma] * len(stats)
 
 
 def _value(t: Tensor) -> float | list[float]:
@@ -484,6 +498,119 @@ def replace_and_tune(
     return logs
 
 
+# ----------------------------------------------------------------------------- peers: HCCS, softmax on int8 scores
+
+
+def hccs_candidates(cols: int) -> Tensor:
+    """``(C, 3)`` integer ``(B, S, Dmax)`` the HCCS search tries for rows of ``cols`` columns: every pair of S (a
+    geometric grid) and Dmax (1–16, then a coarser grid to 127) whose scores fit
+    (:func:`~vckattn.golden.normalizers.hccs_check`), each with 10 floors ``B - S·Dmax`` geometric from the least
+    the reciprocal allows to the most the row sum allows."""
+    b_max, low_min = 32767 // cols, -(-256 // cols)
+    s_grid = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 127)
+    d_grid = (*range(1, 17), 20, 24, 28, 32, 40, 48, 56, 64, 80, 96, 112, 127)
+    out = set()
+    for s in s_grid:
+        for d in d_grid:
+            top = b_max - s * d
+            if top < low_min:
+                continue
+            for low in np.unique(np.round(np.geomspace(low_min, top, 10)).astype(int)):
+                out.add((s * d + int(low), s, d))
+    return torch.tensor(sorted(out), dtype=torch.int64)
+
+
+@torch.no_grad()
+def calibrate_hccs(model: nn.Module, batches: Sequence[dict[str, Tensor]], steps: Sequence[float], cols: int,
+                   rows: int = 128, seed: int = 0) -> dict[str, list]:
+    """HCCS constants per layer and head, calibrated offline on ``batches`` (the model with softmax, as it is):
+    of :func:`hccs_candidates` the ``(B, S, Dmax)`` whose integer weights (:func:`~vckattn.golden.normalizers.
+    hccs_int` on the scores' int8 codes, LSB ``steps[layer]``) are nearest the float softmax of the same rows in
+    mean L1 over up to ``rows`` attention rows of real query tokens (drawn with ``seed``). Returns per layer
+    lists ``B``, ``S``, ``Dmax`` (per head) and ``l1`` (the distance reached per head)."""
+    register_attention()
+    model.set_attn_implementation(ATTN_IMPL)
+    model.eval()
+    attns = attention_modules(model)
+    got: list[list[tuple[Tensor, Tensor]]] = [[] for _ in attns]
+    query_keep: list[Tensor | None] = [None]
+
+    def rec(i: int) -> Callable:
+        def f(q: Tensor, k: Tensor, keep: Tensor | None, scale: float | None) -> None:
+            sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else float(scale)
+            z = torch.matmul(q.float(), repeat_kv(k, q.shape[1] // k.shape[1]).float().transpose(-1, -2)) * sc
+            kb = torch.ones_like(z, dtype=torch.bool) if keep is None else keep.expand_as(z)
+            pad = cols - z.shape[-1]
+            if pad < 0:
+                raise ValueError(f"rows of {z.shape[-1]} keys are longer than cols {cols}")
+            z = nn.functional.pad(z, (0, pad))
+            kb = nn.functional.pad(kb, (0, pad), value=False)
+            real = query_keep[0]  # (B, Sq): the rows of real query tokens
+            sel = real.bool() if real is not None else torch.ones(z.shape[0], z.shape[2], dtype=torch.bool)
+            zb, kb = z.permute(0, 2, 1, 3)[sel], kb.permute(0, 2, 1, 3)[sel]  # (rows, H, cols)
+            got[i].append((zb.cpu(), kb[:, 0].cpu()))
+        return f
+
+    for i, a in enumerate(attns):
+        a.vckattn_qk_record = rec(i)
+    try:
+        for b in batches:
+            query_keep[0] = b.get("attention_mask")
+            model(**b)
+    finally:
+        for a in attns:
+            a.vckattn_qk_record = None
+    cand = hccs_candidates(cols)
+    gen = torch.Generator().manual_seed(seed)
+    out: dict[str, list] = {"B": [], "S": [], "Dmax": [], "l1": []}
+    for i, parts in enumerate(got):
+        z = torch.cat([p[0] for p in parts])
+        kb = torch.cat([p[1] for p in parts])
+        pick = torch.randperm(z.shape[0], generator=gen)[:rows]
+        z, kb = z[pick].transpose(0, 1), kb[pick]  # (H, R, cols), (R, cols)
+        target = softmax(z, kb)
+        codes = torch.clamp(torch.floor(z / steps[i] + 0.5), -127, 127)
+        best: list[tuple[float, int]] = []
+        for h in range(z.shape[0]):
+            errs = []
+            for c in torch.split(cand, 128):
+                w = hccs_int(codes[h].expand(len(c), -1, -1), c[:, 0], c[:, 1], c[:, 2], kb).double() / 256.0
+                errs.append((w - target[h].double()).abs().sum(-1).mean(-1))
+            e = torch.cat(errs)
+            j = int(torch.argmin(e))
+            best.append((float(e[j]), j))
+        for name, col in (("B", 0), ("S", 1), ("Dmax", 2)):
+            out[name].append([int(cand[j, col]) for _, j in best])
+        out["l1"].append([v for v, _ in best])
+        hccs_check(torch.tensor(out["B"][-1]), torch.tensor(out["S"][-1]), torch.tensor(out["Dmax"][-1]), cols)
+    return out
+
+
+def apply_hccs(model: nn.Module, params: dict[str, list], steps: Sequence[float], exact: bool = True) -> dict:
+    """Every layer's softmax replaced by :class:`~vckattn.golden.normalizers.HCCS` with ``params`` (per layer
+    and head, :func:`calibrate_hccs`) on the int8 scores of LSB ``steps[layer]``. Returns the new normalizers."""
+    register_attention()
+    out = {}
+    for i, a in enumerate(attention_modules(model)):
+        ref = next(a.parameters())
+        a.vckattn_normalizer = HCCS(params["B"][i], params["S"][i], params["Dmax"][i], steps[i], exact).to(ref.device)
+        out[i] = a.vckattn_normalizer
+    model.set_attn_implementation(ATTN_IMPL)
+    return out
+
+
+def apply_quantized_softmax(model: nn.Module, steps: Sequence[float], p_frac: int = 8) -> dict:
+    """Every layer's softmax computed on the int8 scores of LSB ``steps[layer]`` with P on the ``2^-p_frac`` grid
+    (:class:`~vckattn.golden.normalizers.QuantizedSoftmax`). Returns the new normalizers."""
+    register_attention()
+    out = {}
+    for i, a in enumerate(attention_modules(model)):
+        a.vckattn_normalizer = QuantizedSoftmax(steps[i], p_frac)
+        out[i] = a.vckattn_normalizer
+    model.set_attn_implementation(ATTN_IMPL)
+    return out
+
+
 class _gamma_override:
     """Within the block, each SwiftMax layer's forward divides by a given (differentiable) γ tensor."""
 
@@ -527,7 +654,8 @@ def collect_softmax_stats(model: nn.Module, batches: Iterable[dict[str, Tensor]]
     return out
 
 
-__all__ = ["CHECKPOINT_NAME", "Deployed", "INIT_MODES", "Init", "LayerStats", "RowSummary", "StageLog", "TrainHooks",
-           "apply_swiftmax", "collect_softmax_stats", "collect_stats", "embedding_distillation_loss",
+__all__ = ["CHECKPOINT_NAME", "CONSMAX_INIT", "Deployed", "INIT_MODES", "Init", "LayerStats", "RowSummary",
+           "StageLog", "TrainHooks", "apply_hccs", "apply_quantized_softmax", "apply_swiftmax", "calibrate_hccs",
+           "collect_softmax_stats", "collect_stats", "consmax_init", "embedding_distillation_loss", "hccs_candidates",
            "init_beta_gamma", "load_checkpoints", "mean_pool", "propose_init", "replace_and_tune", "score_steps",
            "swiftmax_layers"]

@@ -300,6 +300,123 @@ class SwiftMax(Normalizer):
 
 
 
+# ----------------------------------------------------------------------------- peers on their integer paths
+
+#: HCCS (Head-Calibrated Clipped-Linear Softmax; Danopoulos, Lupi, Kagan, Pierini, arXiv:2604.02292) as aie4ml's
+#: int8 kernel computes it (github.com/dimdano/aie4ml, ``src/aie4ml/templates/nnet_utils/softmax/softmax.cpp``,
+#: ``softmax_i8::softmax_row``; its parameter checks in ``src/aie4ml/op_impls/families/softmax/common.py``): the
+#: shift of the reciprocal (its ``DEFAULT_INV_SHIFT``) and the largest B, S, Dmax its registers hold.
+HCCS_INV_SHIFT = 15
+HCCS_B_MAX, HCCS_S_MAX, HCCS_DMAX_MAX = 32767, 127, 127
+
+
+def hccs_check(b: Tensor, s: Tensor, dmax: Tensor, cols: int) -> None:
+    """aie4ml's checks of HCCS constants for rows of ``cols`` columns (ValueError): ``0 <= B <= 32767``,
+    ``0 <= S, Dmax <= 127``, ``B - S·Dmax >= 0`` (no negative score), ``cols·(B - S·Dmax) >= 256`` (the
+    reciprocal's range), ``cols·B <= 32767`` (the row sum fits int16)."""
+    b, s, dmax = (torch.as_tensor(v, dtype=torch.int64) for v in (b, s, dmax))
+    if cols < 1:
+        raise ValueError(f"cols must be >= 1, got {cols}")
+    for name, v, hi in (("B", b, HCCS_B_MAX), ("S", s, HCCS_S_MAX), ("Dmax", dmax, HCCS_DMAX_MAX)):
+        if bool(((v < 0) | (v > hi)).any()):
+            raise ValueError(f"HCCS {name} must be in [0, {hi}], got {v.tolist()}")
+    low = b - s * dmax
+    if bool((low < 0).any()):
+        raise ValueError(f"HCCS needs B - S*Dmax >= 0, got {low.tolist()}")
+    if bool((low * cols < 256).any()):
+        raise ValueError(f"HCCS needs cols*(B - S*Dmax) >= 256 (cols {cols}), got {(low * cols).tolist()}")
+    if bool((b * cols > 32767).any()):
+        raise ValueError(f"HCCS needs cols*B <= 32767 (cols {cols}), got {(b * cols).tolist()}")
+
+
+def _row_max(x: Tensor, keep_b: Tensor) -> Tensor:
+    m = x.masked_fill(~keep_b, float("-inf")).amax(dim=-1, keepdim=True)
+    return torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # fully masked rows
+
+
+def hccs_int(codes: Tensor, b: Tensor, s: Tensor, dmax: Tensor, keep: Tensor | None = None,
+             inv_shift: int = HCCS_INV_SHIFT) -> Tensor:
+    """HCCS on int8 score codes ``(..., H, Sq, Sk)``, bit-exact to aie4ml's linear uint8 kernel (reciprocal by
+    division, floor rounding, saturation): ``m`` = the row's max code, ``d = min(m - x, Dmax)``, score
+    ``e = B - S·d``, ``inv = floor((255·2^inv_shift) / Σ e)``, ``P = min(floor(e·inv / 2^inv_shift), 255)``
+    (uint8 codes; the probability is ``P·2^-8``). ``B``, ``S``, ``Dmax``: scalars or per head ``(H,)``.
+    Masked columns (``keep`` False) are left out of the max and the sum and give exactly 0 (the kernel has no
+    mask: its rows are whole); a fully masked row is 0. Returns int64 codes."""
+    keep_b = _keep_like(codes, keep)
+    x = codes.to(torch.int64)
+    b_, s_, d_ = (_per_head(torch.as_tensor(v, dtype=torch.int64, device=x.device), x) for v in (b, s, dmax))
+    m = x.masked_fill(~keep_b, -(1 << 40)).amax(dim=-1, keepdim=True)
+    e = b_ - s_ * torch.minimum(m - x, d_)
+    e = torch.where(keep_b, e, torch.zeros_like(e))
+    total = e.sum(dim=-1, keepdim=True)
+    inv = torch.where(total > 0, (255 << inv_shift) // torch.clamp(total, min=1), torch.zeros_like(total))
+    return torch.clamp((e * inv) >> inv_shift, max=255)
+
+
+def hccs(scores: Tensor, b: Tensor, s: Tensor, dmax: Tensor, step: float | Tensor, keep: Tensor | None = None,
+         exact: bool = True) -> Tensor:
+    """HCCS weights of float scores ``z`` whose int8 codes are ``clamp(round(z/step), ±127)`` (``step``: the
+    score LSB in z units), for quantization-aware training: the forward value is :func:`hccs_int`'s ``P·2^-8``
+    (``exact``; else the unrounded ``(255/256)·e/Σe``), the gradient that of ``(255/256)·e/Σe`` with the codes'
+    rounding passed straight through (:func:`narrow_scores_ste`). Masked → exactly 0."""
+    keep_b = _keep_like(scores, keep)
+    x = narrow_scores_ste(scores, step, 8) / step  # codes, straight-through
+    b_, s_, d_ = (_per_head(torch.as_tensor(v, dtype=x.dtype, device=x.device), x) for v in (b, s, dmax))
+    e = b_ - s_ * torch.minimum(_row_max(x, keep_b) - x, d_)
+    e = torch.where(keep_b, e, torch.zeros_like(e))
+    total = e.sum(dim=-1, keepdim=True)
+    p = e * (255.0 / 256.0) / torch.where(total > 0, total, torch.ones_like(total))
+    if not exact:
+        return p
+    with torch.no_grad():
+        q = hccs_int(torch.round(x.detach()), b, s, dmax, keep).to(p.dtype) / 256.0
+    return p + (q - p).detach()
+
+
+class HCCS(Normalizer):
+    """HCCS (:func:`hccs`): a clipped-linear softmax surrogate on int8 scores with per-head integer constants
+    ``B``, ``S``, ``Dmax`` (buffers, not trained; calibrated by :func:`vckattn.golden.calibrate.calibrate_hccs`)
+    and the layer's score LSB ``step``. It keeps the row maximum and the row sum (a reduction and a division
+    per row), as softmax does."""
+
+    def __init__(self, b: Tensor | float, s: Tensor | float, dmax: Tensor | float, step: float,
+                 exact: bool = True) -> None:
+        super().__init__()
+        if not (math.isfinite(step) and step > 0):
+            raise ValueError(f"step must be finite and > 0, got {step}")
+        for name, v in (("b", b), ("s", s), ("dmax", dmax)):
+            self.register_buffer(name, torch.as_tensor(v, dtype=torch.int64).clone(), persistent=False)
+        self.step = float(step)
+        self.exact = exact
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        return hccs(scores, self.b, self.s, self.dmax, self.step, keep, self.exact)
+
+    def extra_repr(self) -> str:
+        return f"B={self.b.tolist()}, S={self.s.tolist()}, Dmax={self.dmax.tolist()}, step={self.step:g}"
+
+
+class QuantizedSoftmax(Normalizer):
+    """Softmax as an integer kernel computes it, in float: scores on the 8-bit grid of LSB ``step``
+    (:func:`narrow_scores_ste`), P rounded half up to ``2^-p_frac`` and saturated at ``255·2^-p_frac`` (the online
+    softmax kernel's UQ0.8 P with ``p_frac`` 8). Not bit-exact: the kernel's exp is a table."""
+
+    def __init__(self, step: float, p_frac: int = 8) -> None:
+        super().__init__()
+        if not (math.isfinite(step) and step > 0):
+            raise ValueError(f"step must be finite and > 0, got {step}")
+        self.step = float(step)
+        self.p_frac = int(p_frac)
+
+    def forward(self, scores: Tensor, keep: Tensor | None = None) -> Tensor:
+        p = softmax(narrow_scores_ste(scores, self.step, 8), keep)
+        lsb = 2.0 ** -self.p_frac
+        return torch.clamp(round_ste(p / lsb), max=P_LEVELS) * lsb
+
+    def extra_repr(self) -> str:
+        return f"step={self.step:g}, p_frac={self.p_frac}"
+
+
 def make_normalizer(kind: str, **kwargs: object) -> Normalizer:
     """Build a normalizer by name: ``softmax``, ``online_softmax``, ``softermax``, ``swiftmax``."""
     table: dict[str, type[Normalizer]] = {

@@ -464,7 +464,8 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     stats = [cal.LayerStats(*(np.concatenate([getattr(p[i], f) for p in parts]) for f in ("z_max", "sum_exp",
                                                                                            "head")))
              for i in range(len(stats))]
-    init = cal.propose_init(stats, cfg.init, cfg.per_head)
+    init = (cal.consmax_init(stats, cfg.per_head) if cfg.init == "consmax" else
+            cal.propose_init(stats, cfg.init, cfg.per_head))
     # the score steps of the whole training set, as one process measures them: every process computes the same
     whole = train if rt.world == 1 else [_to(b, rt.device) for b in batches(
         model, tok, pool.subset(np.arange(cfg.train_samples)), cfg.batch_size, cfg.max_length)]
@@ -528,6 +529,107 @@ def run_swiftmax(cfg: TuneConfig, out: Path, epochs_per_stage: int = 2, layers_p
     return report
 
 
+def run_hccs(cfg: TuneConfig, out: Path, epochs: int = 2, main_lr: float = 5e-5, calib_samples: int = 64,
+             progress: bool = True, runtime: Runtime | None = None) -> dict:
+    """``vckattn calibrate hccs``: HCCS as published (:func:`vckattn.golden.calibrate.calibrate_hccs`, then
+    quantization-aware retraining). Every layer's softmax is replaced at once by HCCS with per-head B/S/Dmax
+    calibrated offline on ``calib_samples`` training samples against the softmax model, on the int8 scores the
+    export would give each layer (``cfg.score_bits`` must be 8); then the whole model is trained at ``main_lr``
+    (AdamW) for ``epochs`` epochs on ``cfg``'s objective with the HCCS constants fixed, the forward pass bit-exact
+    to the integer kernel (straight-through gradients). Also measured: the softmax model in float and on the same
+    int8 scores with P in UQ0.8 (:class:`~vckattn.golden.normalizers.QuantizedSoftmax`), and HCCS before
+    retraining. Writes ``out/hccs.json`` and the retrained model to ``out/model`` (one process only)."""
+    from tqdm import tqdm
+
+    from vckattn.golden import calibrate as cal
+    from vckattn.host.progress import bar_disable
+
+    rt = runtime or make_runtime("cpu")
+    if rt.world > 1:
+        raise UserError("calibrate hccs runs in one process (no data parallel)")
+    if cfg.score_bits != 8:
+        raise UserError("HCCS computes on int8 scores: use --score-bits 8")
+    random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    tok, model, desc = load_model(cfg.model, cfg.objective)
+    model.to(rt.device)
+    data = load_data(cfg.data, cfg.seed)
+    if data.held_out is None or data.kind != "text":
+        raise UserError("calibrate hccs reads labeled text with a validation split (rotten-tomatoes)")
+    if len(data) < cfg.train_samples:
+        raise UserError(f"--data {cfg.data} has {len(data)} samples; --train-samples needs {cfg.train_samples}")
+    held_idx = np.arange(min(cfg.eval_samples, len(data.held_out)))
+    train = [_to(b, rt.device) for b in batches(model, tok, data.subset(np.arange(cfg.train_samples)),
+                                                  cfg.batch_size, cfg.max_length)]
+    held = [_to(b, rt.device) for b in batches(model, tok, data.held_out.subset(held_idx), cfg.batch_size,
+                                                 cfg.max_length)]
+    calib = [_to(b, rt.device) for b in batches(model, tok, data.subset(np.arange(min(calib_samples, len(data)))),
+                                                  cfg.batch_size, cfg.max_length)]
+    loss_fn, eval_fn, metric = make_objective(model, cfg.objective, train, held)
+    t0 = time.perf_counter()
+    with torch.no_grad():
+        baseline = float(eval_fn(model)) if cfg.objective == "task" else 1.0
+    deployed = deployed_numerics(cfg, model, train)
+    steps = list(deployed.score_steps)
+    # the kernel's rows: --max-length padded to its int8 vector of 32 (aie4ml's SOFTMAX_I8_VEC_SIZE)
+    cols = -(-cfg.max_length // 32) * 32
+    qsm = copy.deepcopy(model)
+    cal.apply_quantized_softmax(qsm, steps)
+    with torch.no_grad():
+        softmax_int8 = float(eval_fn(qsm))
+    del qsm
+    params = cal.calibrate_hccs(model, [_inputs(b) for b in calib], steps, cols, seed=cfg.seed)
+    calib_s = time.perf_counter() - t0
+    cal.apply_hccs(model, params, steps)
+    with torch.no_grad():
+        direct = float(eval_fn(model))
+    for p in model.parameters():
+        p.requires_grad_(True)
+    opt = torch.optim.AdamW(model.parameters(), lr=main_lr)
+    metrics, losses = [], []
+    t1 = time.perf_counter()
+    with tqdm(total=epochs * len(train), desc="HCCS retraining", unit="step",
+              disable=bar_disable(progress), file=sys.stderr) as bar:
+        for epoch in range(epochs):
+            model.train()
+            total = 0.0
+            for b in train:
+                opt.zero_grad(set_to_none=True)
+                with rt.accelerator.autocast():
+                    loss = loss_fn(model, b)
+                if not torch.isfinite(loss):
+                    raise UserError(f"epoch {epoch}: the loss became {float(loss)}; lower --main-lr")
+                loss.backward()
+                opt.step()
+                total += float(loss.detach())
+                bar.update(1)
+            model.eval()
+            with torch.no_grad():
+                metrics.append(float(eval_fn(model)))
+            losses.append(total / max(len(train), 1))
+            bar.set_postfix_str(f"epoch {epoch + 1}: loss {losses[-1]:.4f} {metric} {metrics[-1]:.4f}")
+    train_s = time.perf_counter() - t1
+    model_dir = out / "model"
+    report = {"model": desc, "data": data.source, "held_out": data.held_out.source, "config": asdict(cfg),
+              "metric": metric, "samples": {"calibration": min(calib_samples, len(data)), "train": cfg.train_samples,
+                                            "held_out": int(held_idx.size)},
+              "epochs": epochs, "main_lr": main_lr, "cols": cols, "score_steps": steps,
+              "softmax_baseline": baseline, "softmax_int8_scores": softmax_int8, "hccs_direct": direct,
+              "metrics": metrics, "losses": losses, "final": metrics[-1] if metrics else direct,
+              "hccs": params, "calibration_seconds": calib_s, "train_seconds": train_s,
+              "source": "HCCS of arXiv:2604.02292 as aie4ml's int8 kernel computes it (github.com/dimdano/aie4ml, "
+                        "src/aie4ml/templates/nnet_utils/softmax/softmax.cpp)",
+              "model_dir": str(model_dir), "device": str(rt.device)}
+    from vckattn.host.output import write_json
+
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(model_dir)
+    if tok is not None:
+        tok.save_pretrained(model_dir)
+    write_json(out / "hccs.json", report)
+    return report
+
+
 __all__ = ["DEVICES", "MIXED_PRECISION", "Data", "Runtime", "TuneConfig", "batches", "load_data", "load_model",
-           "default_score_bits", "deployed_numerics", "make_objective", "make_runtime", "plot_stats", "run_stats",
-           "run_swiftmax"]
+           "default_score_bits", "deployed_numerics", "make_objective", "make_runtime", "plot_stats", "run_hccs",
+           "run_stats", "run_swiftmax"]

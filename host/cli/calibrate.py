@@ -40,6 +40,16 @@ STATS_DESCRIPTION = ("Run MODEL with softmax on --samples calibration samples of
                      "head, the row maxima z_max of the attention scores and S = sum_j exp(z_j - z_max). Writes "
                      "OUT/stats.json (summaries and the proposed initial SwiftMax beta/gamma) and OUT/stats_hist.png "
                      "(histograms; S on a log axis).")
+HCCS_EXAMPLE = ("vckattn calibrate hccs S/softmax_model --data rotten-tomatoes --out results/tune/hccs --epochs 1 "
+                "--train-samples 256 --eval-samples 512 --max-length 64")
+HCCS_DESCRIPTION = ("HCCS, the clipped-linear softmax surrogate of arXiv:2604.02292 as aie4ml's int8 kernel computes "
+                    "it (a peer of SwiftMax, docs/accuracy.md): every layer's softmax replaced at once by HCCS with "
+                    "per-head integer B/S/Dmax calibrated offline on --calib-samples training samples (nearest the "
+                    "softmax model's weights on the int8 scores the export would give each layer), then "
+                    "quantization-aware retraining of the whole model on the labels for --epochs epochs at "
+                    "--main-lr, the constants fixed. Reports the softmax model in float and on the same int8 scores "
+                    "(P in UQ0.8), HCCS before and after retraining; writes OUT/hccs.json and OUT/model. HCCS keeps "
+                    "the row maximum and the row sum; vckattn has no HCCS kernel (no export).")
 TUNE_DESCRIPTION = ("Algorithm 1 (docs/methods.md section 1): shallow to deep, replace --layers-per-stage layers' "
                     "softmax "
                     "by SwiftMax and train their beta/gamma (main weights frozen unless --main-lr) for "
@@ -68,8 +78,11 @@ def add_calibrate(sub: Subparsers) -> None:
     for name, helptext, description, example in (
             ("stats", "collect z_max / S statistics: histograms, JSON, proposed beta/gamma", STATS_DESCRIPTION,
              STATS_EXAMPLE),
-            ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume", TUNE_DESCRIPTION, TUNE_EXAMPLE)):
-        c = csub.add_parser(name, help=helptext, description=description, epilog=examples(example, note=EPILOG))
+            ("swiftmax", "layer-wise replace-and-tune with checkpoints and resume", TUNE_DESCRIPTION, TUNE_EXAMPLE),
+            ("hccs", "the HCCS peer: per-head calibration, then quantization-aware retraining", HCCS_DESCRIPTION,
+             HCCS_EXAMPLE)):
+        c = csub.add_parser(name, help=helptext, description=description,
+                            epilog=examples(example, note="" if name == "hccs" else EPILOG))
         c.add_argument("model", metavar="MODEL", help="`minilm` or a Hugging Face model folder")
         c.add_argument("--data", required=True, metavar="D",
                        help="text file, pydoc, rotten-tomatoes, digits or mnist5k")
@@ -87,6 +100,20 @@ def add_calibrate(sub: Subparsers) -> None:
             c.add_argument("--samples", type=positive_int, default=256, metavar="N", help="calibration samples")
             c.add_argument("--overwrite", action="store_true", help="replace stats.json / stats_hist.png in --out")
             c.set_defaults(func=run_calibrate_stats)
+        elif name == "hccs":
+            c.add_argument("--objective", choices=("task",), default="task",
+                           help="task: the labels' cross-entropy (the only objective of the retraining)")
+            c.add_argument("--epochs", type=positive_int, default=1, metavar="E",
+                           help="quantization-aware retraining epochs over --train-samples (default 1)")
+            c.add_argument("--main-lr", type=float, default=5e-5, metavar="LR",
+                           help="AdamW learning rate of the whole model in the retraining (default 5e-5)")
+            c.add_argument("--calib-samples", type=positive_int, default=64, metavar="N",
+                           help="training samples the B/S/Dmax of each head are calibrated on (default 64)")
+            c.add_argument("--score-percentile", type=float, default=99.9, metavar="P",
+                           help="the percentile of |q|, |k| the int8 score grid is set from (default 99.9)")
+            c.add_argument("--train-samples", type=positive_int, default=256, metavar="N")
+            c.add_argument("--eval-samples", type=positive_int, default=128, metavar="N")
+            c.set_defaults(func=run_calibrate_hccs)
         else:
             c.add_argument("--objective", choices=("distill", "task"), default="distill",
                            help="distill: keep the softmax model's outputs; task: the labels' cross-entropy")
@@ -95,8 +122,10 @@ def add_calibrate(sub: Subparsers) -> None:
             c.add_argument("--lr", type=float, default=0.05, help="Adam learning rate of beta and log gamma")
             c.add_argument("--main-lr", type=float, default=0.0, metavar="LR",
                            help="also train the main weights at this (tiny) learning rate (default 0: frozen)")
-            c.add_argument("--init", choices=("mean", "max"), default="mean",
-                           help="initial beta/gamma from the statistics: mean (the paper) or max z_max")
+            c.add_argument("--init", choices=("mean", "max", "consmax"), default="mean",
+                           help="initial beta/gamma from the statistics: mean (the paper) or max z_max; consmax: "
+                           "ConSmax's fixed beta 2.5, gamma 100 (with --one-shot --per-head --main-lr: ConSmax-style "
+                           "constants learned with the model)")
             c.add_argument("--per-head", action="store_true",
                            help="one beta/gamma per head (ConSmax granularity; the kernels hold a register set per "
                            "head, so the tuned model exports as it is)")
@@ -207,9 +236,34 @@ def run_calibrate_swiftmax(args: argparse.Namespace) -> int:
         grid = ("float scores" if dep["score_bits"] >= 32 else
                 f"int{dep['score_bits']} scores (LSB per layer {', '.join(f'{v:.3g}' for v in dep['score_steps'])})")
         print(f"  on the deployed numerics: {grid}{', P rounded to its format' if dep['p_round'] else ''}")
-    print(f"  softmax {rep['softmax_baseline']:.4f}  untuned statistical beta/gamma {rep['untuned_statistical']:.4f}")
+    untuned = "ConSmax's beta 2.5, gamma 100" if args.init == "consmax" else "statistical beta/gamma"
+    print(f"  softmax {rep['softmax_baseline']:.4f}  untuned {untuned} {rep['untuned_statistical']:.4f}")
     for st in rep["stages"]:
         print(f"  stage {st['stage']} layers {st['layers']}: {rep['metric']} per epoch "
               f"{', '.join(f'{v:.4f}' for v in st['metrics'])}  ({st['seconds']:.1f} s)")
     print(f"  final {rep['final']:.4f}; tuning {rep['tune_seconds']:.1f} s; model in {rep['model_dir']}")
+    return 0
+
+
+def run_calibrate_hccs(args: argparse.Namespace) -> int:
+    from vckattn.host import calibrate
+
+    if not args.main_lr > 0:
+        raise UserError("--main-lr must be > 0 (the retraining trains the whole model)")
+    if not 0 < args.score_percentile <= 100:
+        raise UserError(f"--score-percentile {args.score_percentile}: give a percentile in (0, 100]")
+    output_dir(args.out, what="--out")
+    check_data(args.data)
+    cfg = calibrate.TuneConfig(args.model, args.data, args.objective, args.train_samples, args.eval_samples,
+                               args.batch_size, max_length(args), args.seed, "mean", True, True, None, None, 8,
+                               args.score_percentile)
+    rt = calibrate.make_runtime(args.device, args.mixed_precision)
+    rep = calibrate.run_hccs(cfg, args.out, args.epochs, args.main_lr, args.calib_samples,
+                             progress=not args.quiet, runtime=rt)
+    print(f"{rep['model']} on {rep['data']}, HCCS ({rep['metric']} on {rep['samples']['held_out']} held-out samples):")
+    print(f"  softmax {rep['softmax_baseline']:.4f}  softmax on int8 scores, P in UQ0.8 "
+          f"{rep['softmax_int8_scores']:.4f}  HCCS calibrated, not retrained {rep['hccs_direct']:.4f}")
+    print(f"  retrained: {', '.join(f'{v:.4f}' for v in rep['metrics'])} per epoch  (calibration "
+          f"{rep['calibration_seconds']:.1f} s, retraining {rep['train_seconds']:.1f} s)")
+    print(f"  final {rep['final']:.4f}; wrote {args.out / 'hccs.json'} and {rep['model_dir']}")
     return 0
