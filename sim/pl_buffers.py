@@ -39,7 +39,8 @@ __all__ = ["READERS", "RETILERS", "SLOT_BUFFERS", "fit", "main", "run_sweep"]
 SLOT_BUFFERS: tuple[tuple[int, int, int, int | None, int | None], ...] = (
     (8, 2, 4, None, None), (8, 2, 8, None, None), (16, 4, 8, None, None), (16, 4, 8, 4, 2),
     (32, 2, 16, None, 2), (32, 6, 16, 8, 4), (24, 3, 12, 8, 3), (64, 8, 32, 16, 4), (48, 1, 24, None, 12),
-    (72, 6, 36, 12, 4), (16, 12, 4, None, 4), (24, 8, 4, 12, 6), (20, 14, 6, None, None))
+    (72, 6, 36, 12, 4), (16, 12, 4, None, 4), (24, 8, 4, 12, 6), (20, 14, 6, None, None), (72, 6, 36, 12, 2),
+    (48, 4, 24, 12, 2))
 SLOTS, BANK_BEATS = 4, 16
 #: buffer readers: (address bits, slots)
 READERS: tuple[tuple[int, int], ...] = ((12, 4), (19, 4))
