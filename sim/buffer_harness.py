@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from amaranth.hdl import Module
 from amaranth.lib import wiring
 
+from vckattn.hw.pl.buffer_path import connect_reader
 from vckattn.hw.pl.buffer_reader import BEAT_BITS, BufferReader
 from vckattn.hw.pl.pipeline import axis_port
 from vckattn.hw.pl.slot_buffer import SlotBuffer
@@ -54,9 +55,5 @@ class BufferHarness(wiring.Component):
                 m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
                 a, b = getattr(self, f"m_axis_r{r}_{k}"), getattr(rd, f"m_axis_{k}")
                 m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
-            m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
-                         rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
-                         rd.slot_full.eq(buf.slot_full), rd.slot_turn.eq(buf.slot_turn),
-                         getattr(buf, f"rd{r}_release").eq(rd.release_valid),
-                         getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
+            connect_reader(m, buf, r, rd)
         return m

@@ -14,26 +14,18 @@ sequence, and every slot must end empty.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
 
 import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
-from cocotb.triggers import ClockCycles
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
-from vckattn.sim.kernel_tb import pause_pattern, start
+from vckattn.sim.kernel_tb import start
+from vckattn.sim.path_tb import check_readers, frame, path_streams, send_runs
 from vckattn.sim.tb_retiler import expected_image
-
-BEAT = streams.BEAT_BYTES
-
-
-def _frame(raw: bytes) -> AxiStreamFrame:
-    return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
 
 
 @cocotb.test(timeout_time=500, timeout_unit="ms")
@@ -45,17 +37,7 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
     await start(dut)
     rnd = random.Random(cocotb.RANDOM_SEED)
 
-    def quietly(x: object) -> object:
-        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
-        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
-        return x
-
-    rec_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_in{i}"), dut.clk, dut.rst,
-                                       byte_lanes=1)) for i in range(len(writers))]
-    desc_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_desc{r}"), dut.clk, dut.rst,
-                                        byte_lanes=1)) for r in range(len(runs))]
-    sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
-             for r in range(len(runs))]
+    rec_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd)
 
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     qkv = rng.integers(-128, 128, size=(batch, lo.max_seq, lo.qkv_cols)).astype(np.int8)
@@ -67,29 +49,11 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
             head = streams.encode("gresult", tile_id=b * tiles + r, rows=rows, col_block=cb, elem_bits=8,
                                   cols=cols).tobytes()
             body = qkv[b, r * rows:(r + 1) * rows, cb * cols:(cb + 1) * cols].tobytes()
-            await rec_src[i].send(_frame(head + body))
+            await rec_src[i].send(frame(head + body))
 
     images = [expected_image(lo, qkv, b) for b in range(batch)]
-    expected: list[list[list[int]]] = []
-    for r, rr in enumerate(runs):
-        want = []
-        for run in rr:
-            hdr = rnd.getrandbits(128)
-            desc = streams.encode("rdesc", first=run.first, beats=run.beats, slot=run.slot, release=int(run.release),
-                                  turn=run.turn, quiet=int(run.quiet)).tobytes()
-            await desc_src[r].send(AxiStreamFrame([hdr, int.from_bytes(desc, "little")]))
-            if not run.quiet:
-                img = images[run.b]
-                want.append([hdr, *(int.from_bytes(img[(run.turn, a)], "little")
-                                    for a in range(run.first, run.first + run.beats))])
-        expected.append(want)
-    for r, want in enumerate(expected):
-        for k, beats in enumerate(want):
-            got = await sinks[r].recv(compact=False)
-            assert [int(x) for x in got.tdata] == beats, \
-                f"reader {r}, run {k}: not golden's beats of its tile or slice"
-    await ClockCycles(dut.clk, 20)
-    assert all(s.empty() for s in sinks), "a reader sent more than its runs"
-    assert int(dut.slot_full.value) == 0, "a slot still full after every reader released it"
+    expected = await send_runs(desc_src, runs, rnd, lambda run: [
+        int.from_bytes(images[run.b][(run.turn, a)], "little") for a in range(run.first, run.first + run.beats)])
+    await check_readers(dut, sinks, expected, "golden's beats of its tile or slice")
     dut._log.info("%d sequences: %d records through %d re-tilers, %d runs through %d readers", batch,
                   sum(len(c) for w in writers for c in w), len(writers), sum(len(e) for e in expected), len(runs))

@@ -17,27 +17,19 @@ empty.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import random
 
 import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
-from cocotb.triggers import ClockCycles
-from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from vckattn.golden.gemm_proj import pack_x
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.qkv_buffer import Run
 from vckattn.hw.spec.slice_buffer import SliceLayout
-from vckattn.sim.kernel_tb import pause_pattern, start
-
-BEAT = streams.BEAT_BYTES
-
-
-def _frame(raw: bytes) -> AxiStreamFrame:
-    return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
+from vckattn.sim.kernel_tb import start
+from vckattn.sim.path_tb import BEAT, check_readers, frame, path_streams, send_runs
 
 
 @cocotb.test(timeout_time=500, timeout_unit="ms")
@@ -50,17 +42,7 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
     await start(dut)
     rnd = random.Random(cocotb.RANDOM_SEED)
 
-    def quietly(x: object) -> object:
-        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
-        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
-        return x
-
-    a_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_in{i}"), dut.clk, dut.rst,
-                                     byte_lanes=1)) for i in range(len(writers))]
-    desc_src = [quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, f"s_axis_desc{r}"), dut.clk, dut.rst,
-                                        byte_lanes=1)) for r in range(len(runs))]
-    sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
-             for r in range(len(runs))]
+    a_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd)
 
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     a = rng.integers(-128, 128, size=(batch, lo.max_seq, heads * d)).astype(np.int8)
@@ -71,33 +53,20 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
                 blocks = [pack_x(a[g, t * lo.rows:(t + 1) * lo.rows, sum(lo.slices[:j]):sum(lo.slices[:j + 1])])
                           for j in range(len(lo.slices)) for t in range(lo.max_seq // lo.rows)]
                 head = streams.encode("result", tile_id=g, rows=lo.max_seq, d=lo.features).tobytes()
-                await a_src[p].send(_frame(head + b"".join(x.tobytes() for x in blocks)))
+                await a_src[p].send(frame(head + b"".join(x.tobytes() for x in blocks)))
                 continue
             b, h = divmod(g, heads)
             for r in range(tiles):
                 head = streams.encode("result", tile_id=g * tiles + r, rows=q_rows, d=d).tobytes()
                 body = a[b, r * q_rows:(r + 1) * q_rows, h * d:(h + 1) * d].tobytes()
-                await a_src[p].send(_frame(head + body))
+                await a_src[p].send(frame(head + body))
 
-    expected: list[list[list[int]]] = []
-    for r, rr in enumerate(runs):
-        want = []
-        for run in rr:
-            hdr = rnd.getrandbits(128)
-            desc = streams.encode("rdesc", first=run.first, beats=run.beats, slot=run.slot, release=int(run.release),
-                                  turn=run.turn, quiet=int(run.quiet)).tobytes()
-            await desc_src[r].send(AxiStreamFrame([hdr, int.from_bytes(desc, "little")]))
-            if not run.quiet:
-                j, t, f0 = run.head, run.index, sum(lo.slices[:run.head])
-                packed = pack_x(a[run.b, t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes()
-                want.append([hdr, *(int.from_bytes(packed[i:i + BEAT], "little") for i in range(0, len(packed), BEAT))])
-        expected.append(want)
-    for r, want in enumerate(expected):
-        for k, beats in enumerate(want):
-            got = await sinks[r].recv(compact=False)
-            assert [int(x) for x in got.tdata] == beats, f"reader {r}, run {k}: not golden's pack_x of its block"
-    await ClockCycles(dut.clk, 20)
-    assert all(s.empty() for s in sinks), "a reader sent more than its runs"
-    assert int(dut.slot_full.value) == 0, "a slot still full after every reader released it"
+    def beats(run: Run) -> list[int]:  # pack_x of the run's row tile and K-slice of its sequence
+        j, t, f0 = run.head, run.index, sum(lo.slices[:run.head])
+        packed = pack_x(a[run.b, t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes()
+        return [int.from_bytes(packed[i:i + BEAT], "little") for i in range(0, len(packed), BEAT)]
+
+    expected = await send_runs(desc_src, runs, rnd, beats)
+    await check_readers(dut, sinks, expected, "golden's pack_x of its block")
     dut._log.info("%d sequences (%s): %d records' worth through %d writers, %d runs through %d readers", batch, kind,
                   sum(len(g) for g in writers), len(writers), sum(len(e) for e in expected), len(runs))

@@ -741,13 +741,12 @@ def a_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_B
     return banks.BankedBuffer("a", lay.beats, tuple(writers), tuple(readers), bank_beats)
 
 
-def buffers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+def buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, dict[str, Any]]:
     """The PL buffers between the stages as built (:func:`banked_buffers`): per buffer its data ``bytes`` (X: all
     of it with ``x_on_chip``, else :data:`SEQUENCE_SLOTS` sequences; U, Q/K/V and A: :data:`SEQUENCE_SLOTS`
     sequences), ``banks``, write streams and read ports (``writers``, ``readers``, ``streams`` both), the
     (writer, bank) and (bank, read port) wires, the memory blocks its banks take in URAM (``uram``) or BRAM
-    (``bram``), and its logic (``lut``, ``ff``: the slot buffer's fit). ``io`` is accepted for callers that have
-    :func:`plios` at hand (the wiring reads it from the split)."""
+    (``bram``), and its logic (``lut``, ``ff``: the slot buffer's fit)."""
     slots_tokens = min(s.batch, SEQUENCE_SLOTS) * s.seq
     data = {"x": (s.tokens if sp.x_on_chip else slots_tokens) * s.d_model, "u": slots_tokens * s.d_model,
             "qkv": SEQUENCE_SLOTS * s.seq * s.qkv_cols, "a": SEQUENCE_SLOTS * s.seq * s.d_model}
@@ -804,7 +803,7 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
     parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers,
              "buffer_logic": {k: logic.get(k, 0.0) for k in pl_keys}}
     used = {k: sum(p[k] for p in parts.values()) for k in pl_keys}
-    bufs = buffers(s, sp, io)
+    bufs = buffers(s, sp)
     for name in sorted(bufs, key=lambda k: -bufs[k]["bytes"]):
         b = bufs[name]
 

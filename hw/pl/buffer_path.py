@@ -33,7 +33,7 @@ from .retiler import QkvRetiler
 from .slot_buffer import SlotBuffer
 from .x_writer import XWriter
 
-__all__ = ["BufferPath", "a_path", "qkv_path", "x_path"]
+__all__ = ["BufferPath", "a_path", "connect_reader", "qkv_path", "x_path"]
 
 _AXIS = ("tdata", "tvalid", "tready", "tlast")
 
@@ -82,12 +82,17 @@ class BufferPath(wiring.Component):
                 m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
                 a, b = getattr(self, f"m_axis_rd{r}_{k}"), getattr(rd, f"m_axis_{k}")
                 m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
-            m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
-                         rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
-                         rd.slot_full.eq(buf.slot_full), rd.slot_turn.eq(buf.slot_turn),
-                         getattr(buf, f"rd{r}_release").eq(rd.release_valid),
-                         getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
+            connect_reader(m, buf, r, rd)
         return m
+
+
+def connect_reader(m: Module, buf: SlotBuffer, r: int, rd: BufferReader) -> None:
+    """Reader ``rd`` on the buffer's read port ``r``: its reads, grants, data, the slots' state and its releases."""
+    m.d.comb += [getattr(buf, f"rd{r}_addr").eq(rd.rd_addr), getattr(buf, f"rd{r}_req").eq(rd.rd_req),
+                 rd.rd_gnt.eq(getattr(buf, f"rd{r}_gnt")), rd.rd_data.eq(getattr(buf, f"rd{r}_data")),
+                 rd.slot_full.eq(buf.slot_full), rd.slot_turn.eq(buf.slot_turn),
+                 getattr(buf, f"rd{r}_release").eq(rd.release_valid),
+                 getattr(buf, f"rd{r}_release_slot").eq(rd.release_slot)]
 
 
 def qkv_path(layout: QkvLayout, rows: int, cols: int, bank_beats: int, write_banks: Sequence[Iterable[int]],

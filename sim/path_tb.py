@@ -1,0 +1,76 @@
+"""What the testbenches of the sublayer PL top's data paths (``hw/pl/buffer_path.py``) share: the path's streams
+with random pauses, each reader's descriptors sent from its runs, and every reader's packets checked.
+
+Used by ``sim/tb_qkv_path.py`` and ``sim/tb_slice_path.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable
+
+from cocotb.handle import SimHandleBase
+from cocotb.triggers import ClockCycles
+from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
+
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.qkv_buffer import Run
+from vckattn.sim.kernel_tb import pause_pattern
+
+BEAT = streams.BEAT_BYTES
+
+
+def frame(raw: bytes) -> AxiStreamFrame:
+    """A record's bytes as one frame of 128-bit beats."""
+    return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
+
+
+def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Random
+                 ) -> tuple[list[AxiStreamSource], list[AxiStreamSource], list[AxiStreamSink]]:
+    """The path's write units' inputs, readers' descriptor inputs and readers' outputs, each with random pauses."""
+
+    def quietly(x: object) -> object:
+        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
+        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
+        return x
+
+    def source(prefix: str) -> AxiStreamSource:
+        return quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, prefix), dut.clk, dut.rst, byte_lanes=1))
+
+    ins = [source(f"s_axis_in{i}") for i in range(writers)]
+    descs = [source(f"s_axis_desc{r}") for r in range(readers)]
+    sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
+             for r in range(readers)]
+    return ins, descs, sinks
+
+
+async def send_runs(descs: list[AxiStreamSource], runs: list[list[Run]], rnd: random.Random,
+                    beats: Callable[[Run], list[int]]) -> list[list[list[int]]]:
+    """Every reader's descriptors (a random header beat, then the RDESC of each run); returns per reader the
+    packets it must send: the header beat and ``beats(run)`` of every run but the quiet ones."""
+    expected = []
+    for r, rr in enumerate(runs):
+        want = []
+        for run in rr:
+            hdr = rnd.getrandbits(128)
+            desc = streams.encode("rdesc", first=run.first, beats=run.beats, slot=run.slot, release=int(run.release),
+                                  turn=run.turn, quiet=int(run.quiet)).tobytes()
+            await descs[r].send(AxiStreamFrame([hdr, int.from_bytes(desc, "little")]))
+            if not run.quiet:
+                want.append([hdr, *beats(run)])
+        expected.append(want)
+    return expected
+
+
+async def check_readers(dut: SimHandleBase, sinks: list[AxiStreamSink], expected: list[list[list[int]]],
+                        what: str) -> None:
+    """Every reader's packets are its expected ones (``what``: what a packet must be), nothing more, and every
+    slot ends empty."""
+    for r, want in enumerate(expected):
+        for k, beats in enumerate(want):
+            got = await sinks[r].recv(compact=False)
+            assert [int(x) for x in got.tdata] == beats, f"reader {r}, run {k}: not {what}"
+    await ClockCycles(dut.clk, 20)
+    assert all(s.empty() for s in sinks), "a reader sent more than its runs"
+    assert int(dut.slot_full.value) == 0, "a slot still full after every reader released it"
