@@ -101,6 +101,15 @@ def test_top_level_layout():
     assert vckattn.__version__
 
 
+
+def test_one_conftest_for_the_tests():
+    """Test modules import the shared helpers by name (``from conftest import require_tools``); pytest imports each
+    conftest.py as a module named ``conftest``, so a second one below tests/ would shadow the root one for every
+    module collected after it."""
+    tests = ROOT / "tests"
+    extra = sorted(str(p.relative_to(ROOT)) for p in tests.rglob("conftest.py") if p.parent != tests)
+    assert not extra, f"fixtures belong in tests/conftest.py, not in {extra}"
+
 #: hw's sub-packages, one way: what the hardware computes (spec) <- the gateware (pl) <- the cost model (perf, which
 #: reads the gateware's own timing) <- the build part (design: generator, catalog, layout, check, explorer, graph
 #: simulation) <- the Vitis flow (vitis). hls (HLS C++ and its generated tables) imports golden only.
