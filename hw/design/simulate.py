@@ -118,7 +118,8 @@ class DdrBank:
         self._dir: bool | None = None
         self._master: str | None = None
 
-    def move(self, nbytes: float, master: str = "", write: bool = False):  # a SimPy process generator
+    def move(self, nbytes: float, master: str = "", write: bool = False, group: int | None = None,
+             plio: str = ""):  # a SimPy process generator (``group``, ``plio``: unused, one bank)
         self.waiting[master] = self.waiting.get(master, 0) + 1
         with self.res.request() as req:
             yield req
@@ -148,8 +149,9 @@ class _NoDdr:
     def __init__(self, env: simpy.Environment) -> None:
         self.env = env
 
-    def move(self, nbytes: float, master: str = "", write: bool = False):  # a SimPy process generator
-        yield self.env.timeout(0)
+    def move(self, nbytes: float, master: str = "", write: bool = False, group: int | None = None,
+             plio: str = ""):
+        yield self.env.timeout(0)  # a SimPy process generator
 
 
 @dataclass
@@ -220,23 +222,25 @@ class PipelineSim:
 
     # ---- movers (PL): a record streams in chunks of the m_axi adapter's read buffer; reading chunk i from DDR
     # overlaps sending chunk i - 1 over the PLIO (the adapter keeps READ_AHEAD_BYTES in flight)
-    def _reader(self, sizes: list[int], fifo: simpy.Store, room: simpy.Container, groups: list[int], master: str):
-        """Reads every record (of group ``groups[i]``), chunk by chunk, as soon as the mover's read buffer has room
-        for the chunk (and the group is ready)."""
+    def _reader(self, sizes: list[int], fifo: simpy.Store, room: simpy.Container, groups: list[int], master: str,
+                plio: str):
+        """Reads every record (of group ``groups[i]``, for ``plio``), chunk by chunk, as soon as the mover's read
+        buffer has room for the chunk (and the group is ready)."""
         sim = self.sim
         for n, grp in zip(sizes, groups, strict=True):
             if self.ready is not None:
                 yield self.ready(grp)
             for c in ddr_chunks(n):
                 yield room.get(c)
-                yield from sim.ddr.move(c, master)
+                yield from sim.ddr.move(c, master, group=grp, plio=plio)
                 yield fifo.put(c)
 
-    def _fifo(self, sizes: list[int], groups: list[int], master: str) -> tuple[simpy.Store, simpy.Container]:
+    def _fifo(self, sizes: list[int], groups: list[int], master: str,
+              plio: str) -> tuple[simpy.Store, simpy.Container]:
         env = self.sim.env
         fifo = simpy.Store(env)
         room = simpy.Container(env, capacity=READ_AHEAD_BYTES, init=READ_AHEAD_BYTES)
-        env.process(self._reader(sizes, fifo, room, groups, master))
+        env.process(self._reader(sizes, fifo, room, groups, master, plio))
         return fifo, room
 
     def _send(self, fifo: simpy.Store, room: simpy.Container, link: Link, ddr_bytes: int, link_bytes: int):
@@ -257,7 +261,8 @@ class PipelineSim:
     def mover_q(self):
         g, tp = self.sim.g, self.tp
         n = g.q_rows * g.d + engine.DESCRIPTOR_BYTES
-        fifo, room = self._fifo([n] * len(self.tiles), [grp for grp, _ in self.tiles], self._master(tp.q_plio))
+        fifo, room = self._fifo([n] * len(self.tiles), [grp for grp, _ in self.tiles], self._master(tp.q_plio),
+                                tp.q_plio)
         link = self.links[tp.q_plio]
         nbytes = max(tp.bytes["q"][j] for j in self.fanout)
         for _grp, r in self.tiles:
@@ -273,7 +278,7 @@ class PipelineSim:
         g, tp = self.sim.g, self.tp
         n = g.sk * g.d + 2 * engine.DESCRIPTOR_BYTES
         fifo, room = self._fifo([n] * (len(slices) * len(self.groups)),
-                                [grp for grp in self.groups for _ in slices], self._master(plio))
+                                [grp for grp in self.groups for _ in slices], self._master(plio), plio)
         link = self.links[plio]
         for grp in self.groups:
             for j in slices:

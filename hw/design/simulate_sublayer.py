@@ -22,11 +22,11 @@ from vckattn.hw.design.simulate import (
     ddr_chunks,
     plio_rates,
 )
-from vckattn.hw.perf import engine, gemm_proj, sublayer
-from vckattn.hw.perf.sublayer import DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
+from vckattn.hw.perf import banks, engine, gemm_proj, sublayer
+from vckattn.hw.perf.sublayer import BANK_BYTES_PER_S, DEVICE, SEQUENCE_SLOTS, SublayerShape, SublayerSplit
 from vckattn.hw.spec.gemm import BEAT_BYTES
 
-__all__ = ["SublayerSimResult", "simulate_sublayer", "sublayer_topology"]
+__all__ = ["BANK_BYTES_PER_S", "QkvBanks", "SublayerSimResult", "simulate_sublayer", "sublayer_topology"]
 
 
 
@@ -45,11 +45,80 @@ class SublayerSimResult:
                 "busy_seconds": self.busy, "events": self.events}
 
 
+#: bytes a reader takes from a bank in one turn of the simulation's round robin (the built arbiter turns every beat;
+#: 16 beats keep the events few and a waiting reader's delay short)
+BANK_TURN_BYTES = 256
+
+
+class QkvBanks:
+    """The Q/K/V buffer's banks as the attention pipelines' q, k and v readers share them (``hw/perf/sublayer.py:
+    qkv_buffer``, :data:`~vckattn.hw.perf.banks.BANK_BEATS` beats a bank): each bank's read port moves one 128-bit
+    beat a PL cycle for one reader at a time (its round-robin arbiter, here a chunk at a time: a reader waits while
+    another's chunk streams); a reader's chunk of a group's Q tile, K or V slice goes through the bank that holds
+    that head of that sequence's slot, and its beats stream out as they are read (a beat's latency, not the
+    chunk's). Stands where the engine's movers read DDR (the pipelines' ``ddr``): ``move(nbytes, master, group=...,
+    plio=...)``, ``plio`` the reader's PLIO. Busy seconds per bank (``busy_max``: the busiest)."""
+
+    def __init__(self, env: simpy.Environment, s: SublayerShape, sp: SublayerSplit, pipes: list[gt.Pipeline],
+                 rate: float) -> None:
+        self.env, self.s = env, s
+        self.layout = sublayer.qkv_layout(s, sp)
+        self.kind = {}
+        for tp in pipes:
+            self.kind[tp.q_plio] = "q"
+            self.kind |= dict.fromkeys(tp.k_stream, "k") | dict.fromkeys(tp.v_stream, "v")
+        self.banks: dict[int, Link] = {}
+        self.rate = rate
+        self.busy = self.overhead = 0.0
+
+    def bank(self, plio: str, group: int) -> int:
+        """The bank a reader at ``plio`` reads group ``group``'s run from."""
+        s, lay = self.s, self.layout
+        b, h = divmod(group, s.heads)
+        kind = self.kind[plio]
+        first = (lay.q_tile(b, h, 0) if kind == "q" else
+                 (lay.k_slice if kind == "k" else lay.v_slice)(b, h // (s.heads // s.n_kv), 0))
+        return first // banks.BANK_BEATS
+
+    def move(self, nbytes: float, master: str = "", write: bool = False, group: int | None = None,
+             plio: str = ""):
+        if write or plio not in self.kind:  # A out: into the A buffer (its banks not modeled)
+            yield self.env.timeout(0)
+            return
+        k = self.bank(plio, group if group is not None else 0)
+        if k not in self.banks:
+            self.banks[k] = Link(self.env, self.rate, f"qkv_bank{k}")
+        bank = self.banks[k]
+        # the bank's turns, a burst of BANK_TURN_BYTES at a time (the arbiter's round robin, coarser); the reader's
+        # beats stream out as they are read, so it waits for its last burst's turn only, not for the burst itself
+        left = nbytes
+        while left > 0:
+            piece = min(left, BANK_TURN_BYTES)
+            req = bank.res.request()
+            yield req
+            left -= piece
+            if left > 0:
+                yield from self._hold(bank, req, piece / self.rate)
+            else:
+                self.env.process(self._hold(bank, req, piece / self.rate))
+        yield self.env.timeout(BEAT_BYTES / self.rate)
+
+    def _hold(self, bank: Link, req: Any, seconds: float):
+        bank.busy += seconds
+        yield self.env.timeout(seconds)
+        bank.res.release(req)
+
+    @property
+    def busy_max(self) -> float:
+        return max((b.busy for b in self.banks.values()), default=0.0)
+
+
 class _Graph:
     """The processes of one launch (module docstring)."""
 
-    def __init__(self, s: SublayerShape, sp: SublayerSplit, topo: gt.Topology) -> None:
+    def __init__(self, s: SublayerShape, sp: SublayerSplit, topo: gt.Topology, bank_rate: float) -> None:
         self.s, self.sp, self.topo = s, sp, topo
+        self.bank_rate = bank_rate
         self.env = env = simpy.Environment()
         self.ddr = DdrBank(env, DEVICE["ddr_bytes_per_s"])
         self.weight_mover = simpy.Resource(env, capacity=1)
@@ -207,6 +276,8 @@ class _Graph:
         s, sp = self.s, self.sp
         g = sublayer.attention_geometry(s, sp)
         on_chip = GraphSim(g, None, env=self.env, topo=self.topo)  # Q/K/V in and A out: the PL's buffers, no DDR
+        # the q, k and v readers take turns at the Q/K/V buffer's banks (one beat a PL cycle each)
+        self.qkv_banks = on_chip.ddr = QkvBanks(self.env, s, sp, on_chip.pipes, self.bank_rate)
         self._att_sim = on_chip
         left = [s.heads] * s.batch
         gates: dict[int, simpy.Event] = {}
@@ -315,13 +386,15 @@ def sublayer_topology(s: SublayerShape, sp: SublayerSplit) -> gt.Topology:
     return gt.from_sublayer(json.dumps(b.engine, sort_keys=True), tuple(b.gemm_stages()), "vck5000", b.max_seq)
 
 
-def simulate_sublayer(s: SublayerShape, sp: SublayerSplit, topo: gt.Topology | None = None) -> SublayerSimResult:
+def simulate_sublayer(s: SublayerShape, sp: SublayerSplit, topo: gt.Topology | None = None,
+                      bank_rate: float = BANK_BYTES_PER_S) -> SublayerSimResult:
     """Simulate one launch of the sublayer ``s`` on split ``sp`` (module docstring) on the graph the generator
-    writes for it (:func:`sublayer_topology`; ``topo``: that graph already parsed, or one edited). Raises
+    writes for it (:func:`sublayer_topology`; ``topo``: that graph already parsed, or one edited; ``bank_rate``: a
+    Q/K/V bank's read port, bytes a second, :data:`BANK_BYTES_PER_S`). Raises
     :class:`Deadlock` when the graph stops before every sequence is through, ValueError for a split the model
     refuses, :class:`~.graph_topology.TopologyError` for a graph it cannot follow."""
     sublayer.split_cost(s, sp)  # the same validation as the closed form
-    graph = _Graph(s, sp, topo if topo is not None else sublayer_topology(s, sp))
+    graph = _Graph(s, sp, topo if topo is not None else sublayer_topology(s, sp), bank_rate)
     steps = 0
     while True:
         try:
@@ -336,5 +409,6 @@ def simulate_sublayer(s: SublayerShape, sp: SublayerSplit, topo: gt.Topology | N
     busy["attention"] = max(max(max(p.busy["aie_qk"]), max(p.busy["aie_pv"]), max(p.busy["pl_channel"].values()))
                             for p in graph.pipes)
     busy["ddr"] = graph.ddr.busy + graph.ddr.overhead
+    busy["qkv_bank"] = graph.qkv_banks.busy_max
     return SublayerSimResult(seconds=max(graph.last, graph.prefetched.value), sequence_ready=graph.ready_at,
                              busy=busy, events=steps)

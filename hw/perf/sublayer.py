@@ -9,7 +9,7 @@ import copy
 import functools
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from vckattn.hw.spec.gemm import GemmParams
@@ -383,6 +383,96 @@ def _attention_of(s: SublayerShape, n_att: int, kq: int, q_rows: int, normalizer
             "tail_seconds": _latency(engine.tile_costs(g, 0)) - tile / f}
 
 
+#: bytes a second one bank of a PL buffer gives its read port: one 128-bit beat a PL cycle (hw/pl/slot_buffer.py),
+#: shared beat by beat among the readers wired to the bank (its round-robin arbiter)
+BANK_BYTES_PER_S = banks.BEAT_BITS // 8 * DEVICE["pl_clock_hz"]
+
+
+def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float],
+                     window: float) -> tuple[float, float]:
+    """What the Q/K/V buffer's banks (:func:`qkv_layout`, :data:`~.banks.BANK_BEATS` beats a bank,
+    :data:`BANK_BYTES_PER_S` each) cost the attention pipelines, in seconds: ``(kv_fill, round_reads)``.
+
+    The groups that start together share the banks: the i-th group dealt to every pipeline (:func:`.engine.deal`, a
+    round) of the sequences the Q/K/V stage hands over within ``window`` seconds of the round's first (``qkv_ready``:
+    when each sequence is handed over; ``window``: a group's time through its pipeline with no wait). Each such
+    group reads its Q (``seq × d`` bytes), K and V from the banks the layout puts them in, and the readers on one
+    bank share its one beat a cycle. ``kv_fill``: the longest any bank takes to give such groups their K and V (the
+    fill before their first tile); ``round_reads``: the longest any bank takes to give them all they read (Q tiles
+    stream in while K and V come in, so this bounds the fill and the tiles together). The worst of each. A split
+    whose concurrent groups each have banks of their own costs no more than its links."""
+    lay = qkv_layout(s, sp)
+    bb, beat = banks.BANK_BEATS, banks.BEAT_BITS // 8
+    per_kv = s.heads // s.n_kv
+
+    def spread(first: int, into: dict[int, int]) -> None:
+        """Adds the head block of beats ``first .. first + head_beats - 1`` to ``into`` bank by bank."""
+        lo, hi = first, first + lay.head_beats
+        while lo < hi:
+            end = min(hi, (lo // bb + 1) * bb)
+            into[lo // bb] = into.get(lo // bb, 0) + end - lo
+            lo = end
+
+    rounds: dict[int, list[int]] = {}
+    dealt = engine.deal(s.batch * s.heads, sp.n_att)
+    for x in dealt:
+        for i, grp in enumerate(x):
+            rounds.setdefault(i, []).append(grp)
+    # per round, its groups whose sequences are handed over within ``window`` of the first (its first key): they
+    # read together; and with them, for the fill, the next round's groups handed over by then (each pipeline takes
+    # its next group's K and V into the other half of its buffers as soon as they are there)
+    together: list[tuple[float, list[int]]] = []
+    for i in sorted(rounds):
+        by_seq: dict[int, list[int]] = {}
+        for grp in rounds[i]:
+            by_seq.setdefault(grp // s.heads, []).append(grp)
+        first = None
+        for b in sorted(by_seq, key=lambda b: qkv_ready[b]):
+            if first is None or qkv_ready[b] - first > window:
+                first = qkv_ready[b]
+                together.append((first, []))
+            together[-1][1].extend(by_seq[b])
+    kv_fill = reads = 0.0
+    for first, groups in together:
+        i = next(x.index(groups[0]) for x in dealt if groups[0] in x)  # the round
+        nxt = [x[i + 1] for x in dealt if i + 1 < len(x) and qkv_ready[x[i + 1] // s.heads] <= first + window]
+        kv: dict[int, int] = {}
+        q: dict[int, int] = {}
+        for grp in groups:
+            b, h = divmod(grp, s.heads)
+            spread(lay.q_tile(b, h, 0), q)
+            spread(lay.k_slice(b, h // per_kv, 0), kv)
+            spread(lay.v_slice(b, h // per_kv, 0), kv)
+        every = {k: q.get(k, 0) + kv.get(k, 0) for k in q.keys() | kv.keys()}
+        for grp in nxt:
+            b, h = divmod(grp, s.heads)
+            spread(lay.k_slice(b, h // per_kv, 0), kv)
+            spread(lay.v_slice(b, h // per_kv, 0), kv)
+        kv_fill = max(kv_fill, max(kv.values()) * beat / BANK_BYTES_PER_S)
+        reads = max(reads, max(every.values()) * beat / BANK_BYTES_PER_S)
+    return kv_fill, reads
+
+
+def _bank_charged(s: SublayerShape, sp: SublayerSplit, att: dict[str, Any], qkv_ready: list[float]) -> dict[str, Any]:
+    """The attention stage ``att`` (:func:`_attention`) with the Q/K/V banks charged (:func:`qkv_bank_seconds`): a
+    group's K and V come in no faster than their banks give them, its tiles end no sooner than the reads of the
+    busiest bank it shares plus the last tile, and a pipeline starts a group no more often than that bank gives a
+    round all it reads."""
+    g = attention_geometry(s, sp)
+    tile = att["tile_cycles"] / DEVICE["aie_clock_hz"]
+    alone = g.tiles_per_group * tile
+    kv_fill, reads = qkv_bank_seconds(s, sp, qkv_ready, att["fill_seconds"] + alone)
+    # a pipeline waiting for a sequence: its group's K and V, then its tiles, or all the round reads and the last
+    # tile; one busy with the round before: the next group's K, V and Q come in while it works, one round's reads
+    # at a time (the rounds follow each other through the bank)
+    group = max(alone, reads)
+    fill = max(max(att["fill_seconds"], kv_fill) + alone, reads + tile) - group
+    dealt = engine.deal(g.groups, sp.n_att)
+    return {**att, "seconds": max(len(x) for x in dealt) * group, "fill_seconds": fill,
+            "bank_seconds": {"kv_fill": kv_fill, "round_reads": reads},
+            "work": _by_sequence([[(grp // s.heads, group) for grp in x] for x in dealt], s.batch)}
+
+
 def _by_sequence(work: list[list[tuple[int, float]]], batch: int) -> tuple[tuple[tuple[int, float], ...], ...]:
     """Per sequence, the (instance, seconds) of every instance with work on it, from each instance's (sequence,
     seconds) items in run order (an instance runs its items of a sequence back to back, sequences in order)."""
@@ -612,12 +702,17 @@ def _block_channels(s: SublayerShape, n: int, cols: int, out_cols: int) -> list[
     return [sorted({(blk * cols, (blk + 1) * cols) for blk, _ in u}) for u in dealt]
 
 
-def qkv_layout(s: SublayerShape, sp: SublayerSplit) -> Any:
+def qkv_layout(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> Any:
     """The Q/K/V buffer's layout for split ``sp`` (:class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`:
-    :data:`SEQUENCE_SLOTS` sequences, the pipelines' Q tiles and key slices)."""
+    :data:`SEQUENCE_SLOTS` sequences, the pipelines' Q tiles and key slices; a head block's slots dealt to the banks
+    of ``bank_beats`` it spans, as many as divide the slots)."""
     from vckattn.hw.spec.qkv_buffer import QkvLayout
 
-    return QkvLayout(s.head_dim, s.heads, s.n_kv, s.seq, sp.q_rows, s.seq // sp.kq, SEQUENCE_SLOTS)
+    lay = QkvLayout(s.head_dim, s.heads, s.n_kv, s.seq, sp.q_rows, s.seq // sp.kq, SEQUENCE_SLOTS)
+    spans = lay.head_stride // bank_beats if lay.head_stride % bank_beats == 0 else 1
+    interleave = max(n for n in range(1, SEQUENCE_SLOTS + 1) if SEQUENCE_SLOTS % n == 0 and n & (n - 1) == 0
+                     and n <= spans)
+    return replace(lay, interleave=interleave)
 
 
 def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> banks.BankedBuffer:
@@ -625,7 +720,7 @@ def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK
     Q/K/V stage (:func:`share_groups` of :func:`out_share` cascades), wired to the banks of the heads of its
     cascades' blocks in every slot; per attention pipeline (in order) its q, k and v readers, wired to the banks of
     the heads of the groups dealt to it (:func:`.engine.deal`)."""
-    lay = qkv_layout(s, sp)
+    lay = qkv_layout(s, sp, bank_beats)
     bb = bank_beats
 
     def head_banks(first: int) -> frozenset[int]:
@@ -637,7 +732,7 @@ def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK
         for head in range(lo // s.head_dim, (hi - 1) // s.head_dim + 1):
             base = head * lay.head_stride  # Q heads, then K, then V, each block its slots: the layout's order
             for slot in range(SEQUENCE_SLOTS):
-                got |= head_banks(base + slot * lay.head_beats)
+                got |= head_banks(base + lay.place(slot) * lay.head_beats)
         return frozenset(got)
 
     channels = _block_channels(s, sp.n_qkv, sp.qkv_tile[1], s.qkv_cols)
@@ -839,6 +934,10 @@ def split_cost(s: SublayerShape, sp: SublayerSplit, limits: tuple[tuple[str, flo
     # first reloads (their first weights are on chip: prefetched while the previous sublayer ran, after its X)
     start = [_x_in(s, b, float(w1)) for b in range(s.batch)]
     x_seq = s.seq * s.d_model / DEVICE["ddr_bytes_per_s"]
+    flow = schedule(s.batch, list(staged.values()), start, None if sp.x_on_chip else x_seq)
+    # the attention pipelines' reads at the Q/K/V buffer's banks, for the sequences handed over together
+    qkv_ready = flow["ready"][list(staged).index("qkv")]
+    staged["attention"] = _bank_charged(s, sp, staged["attention"], qkv_ready)
     flow = schedule(s.batch, list(staged.values()), start, None if sp.x_on_chip else x_seq)
     st = {k: {x: y for x, y in v.items() if x != "work"} for k, v in staged.items()}
     times = {k: v["seconds"] for k, v in st.items()}

@@ -103,7 +103,12 @@ class QkvRetiler(wiring.Component):
         r0 = Signal(range(lo.max_seq))  # the group's first row (key) within its sequence
         m.d.comb += r0.eq(rtile * rows + group * GROUP)
         base = Signal(self.addr_bits)
-        m.d.comb += base.eq(slot * lo.head_beats)  # the sequence's place within a head's block
+        # the sequence's place within a head's block (QkvLayout.place): the slot's low bits, the bank it is dealt
+        # to, on top
+        lo_bits = (lo.interleave - 1).bit_length()
+        hi_bits = (lo.slots - 1).bit_length() - lo_bits
+        place = Cat(slot[lo_bits:lo_bits + hi_bits], slot[:lo_bits]) if lo_bits and hi_bits else slot
+        m.d.comb += base.eq(place * lo.head_beats)
 
         q_row = r0 + mm
         q_addr = (base + head * lo.head_stride + (q_row // lo.q_rows) * lo.tile_beats

@@ -4,9 +4,12 @@ them.
 
 Addresses are in 16-byte beats. The buffer holds ``slots`` sequences (sequence ``b`` in slot ``b % slots``), laid
 out head by head with the slots inside: Q of every query head, then K, then V of every K/V head; each head's block
-holds its ``slots`` sequences one after the other (``head_beats`` each), so a bank of a few head blocks' size holds
-one head of neighbouring slots and is read by the pipelines of that head only (the sequences of other heads, read
-by other pipelines, are in other banks). Within a head block of a sequence:
+holds its ``slots`` sequences (``head_beats`` each), so a bank of a few head blocks' size holds one head of a few
+slots and is read by the pipelines of that head only (the sequences of other heads, read by other pipelines, are in
+other banks). A head block that spans ``interleave`` banks deals its slots to them in turn (slot ``i`` at place
+``(i mod interleave) · slots / interleave + i / interleave``), so neighbouring sequences, which a pipeline reads
+one after the other (the next one's K and V while it works on the one before), are in different banks. Within a
+head block of a sequence:
 
 * Q (``heads``): its ``max_seq / q_rows`` tiles, each ``q_rows × d`` int8 in the A layout of ``mmul<4,16,8>``
   (``golden/engine.py: pack_q``);
@@ -29,7 +32,8 @@ __all__ = ["QkvLayout", "Run", "reader_runs"]
 class QkvLayout:
     """The buffer's geometry: head size ``d`` (a multiple of 16), ``heads`` query and ``kv_heads`` K/V heads,
     ``max_seq`` tokens a sequence, ``q_rows`` rows a Q tile (a multiple of 4), ``slice_keys`` keys a slice (a
-    multiple of 8), ``slots`` sequences held."""
+    multiple of 8), ``slots`` sequences held, dealt to ``interleave`` banks a head block (module docstring; a power
+    of two dividing ``slots``)."""
 
     d: int
     heads: int
@@ -38,6 +42,7 @@ class QkvLayout:
     q_rows: int
     slice_keys: int
     slots: int
+    interleave: int = 1
 
     def __post_init__(self) -> None:
         if self.d < 16 or self.d % 16:
@@ -49,6 +54,8 @@ class QkvLayout:
                              f"{self.slice_keys} keys (a multiple of 8)")
         if self.slots < 1:
             raise ValueError("at least one slot")
+        if self.interleave < 1 or self.interleave & (self.interleave - 1) or self.slots % self.interleave:
+            raise ValueError(f"interleave {self.interleave}: a power of two dividing slots {self.slots}")
 
     @property
     def head_beats(self) -> int:
@@ -90,9 +97,15 @@ class QkvLayout:
         """Beats of the whole buffer."""
         return self.slots * self.slot_beats
 
+    def place(self, slot: int) -> int:
+        """Where slot ``slot``'s sequence sits within a head block, in ``head_beats`` (module docstring)."""
+        return slot % self.interleave * (self.slots // self.interleave) + slot // self.interleave
+
     def slot_of(self, addr: int) -> int:
         """The slot a beat's address is in."""
-        return addr // self.head_beats % self.slots
+        place = addr // self.head_beats % self.slots
+        per = self.slots // self.interleave
+        return place % per * self.interleave + place // per
 
     @property
     def qkv_cols(self) -> int:
@@ -101,15 +114,15 @@ class QkvLayout:
 
     def q_tile(self, b: int, h: int, t: int) -> int:
         """First beat of Q tile ``t`` of head ``h`` of sequence ``b``."""
-        return h * self.head_stride + (b % self.slots) * self.head_beats + t * self.tile_beats
+        return h * self.head_stride + self.place(b % self.slots) * self.head_beats + t * self.tile_beats
 
     def k_slice(self, b: int, h: int, s: int) -> int:
         """First beat of K slice ``s`` of K/V head ``h`` of sequence ``b``."""
-        return self.k_base + h * self.head_stride + (b % self.slots) * self.head_beats + s * self.slice_beats
+        return self.k_base + h * self.head_stride + self.place(b % self.slots) * self.head_beats + s * self.slice_beats
 
     def v_slice(self, b: int, h: int, s: int) -> int:
         """First beat of V slice ``s`` of K/V head ``h`` of sequence ``b``."""
-        return self.v_base + h * self.head_stride + (b % self.slots) * self.head_beats + s * self.slice_beats
+        return self.v_base + h * self.head_stride + self.place(b % self.slots) * self.head_beats + s * self.slice_beats
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import pytest
 
 from vckattn.hw.design import graph_topology as gt
 from vckattn.hw.design.simulate_sublayer import simulate_sublayer, sublayer_topology
-from vckattn.hw.perf import sublayer
+from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 
 #: the agreement the documentation states between the simulation and the closed form
@@ -185,3 +185,30 @@ def test_a_broadcast_to_cascades_of_other_sequences_is_refused():
             if n.dst[0] in moved.kernels and n.dst[1] == "in[0]" else n for n in topo.nets]
     with pytest.raises(gt.TopologyError, match="qkv_x0_0 broadcasts X"):
         simulate_sublayer(shape, sp, replace(topo, nets=nets))
+
+
+def test_the_q_k_v_readers_take_turns_at_the_buffers_banks():
+    """The pipelines' q, k and v readers read the Q/K/V buffer's banks (one beat a PL cycle each, shared by the
+    readers on a bank). On BERT-base each bank holds one head of two sequences that are never read at once (the
+    slots dealt to the head's banks in turn), so the banks cost the launch little and the closed form charges them
+    nothing; on a small shape several heads share a bank and are read at once: the banks slow the simulation by
+    more than 10%, and the closed form charges them as much (within 10%, above); banks four times slower than built
+    slow the simulation."""
+    shape = SublayerShape(batch=8, seq=512)
+    sp = _best(shape)
+    built = simulate_sublayer(shape, sp)
+    unbounded = simulate_sublayer(shape, sp, bank_rate=1000 * sublayer.BANK_BYTES_PER_S)
+    slow = simulate_sublayer(shape, sp, bank_rate=sublayer.BANK_BYTES_PER_S / 4)
+    assert built.seconds == pytest.approx(unbounded.seconds, rel=0.05)
+    assert 0 < built.busy["qkv_bank"] < 0.1 * built.seconds
+    assert slow.seconds > 1.05 * built.seconds
+    att = sublayer.split_cost(shape, sp)["stages"]["attention"]
+    assert att["bank_seconds"]["kv_fill"] <= engine.kv_seconds(sublayer.attention_geometry(shape, sp)) * (1 + 1e-9)
+
+    small = SublayerShape(batch=2, seq=128, heads=6)
+    closed, sim = _best_and_sim(small, "swiftmax")
+    sp = _split(closed)
+    unbounded = simulate_sublayer(small, sp, bank_rate=1000 * sublayer.BANK_BYTES_PER_S)
+    assert sim.seconds > 1.1 * unbounded.seconds
+    att = closed["stages"]["attention"]
+    assert att["bank_seconds"]["kv_fill"] > 1.5 * engine.kv_seconds(sublayer.attention_geometry(small, sp))

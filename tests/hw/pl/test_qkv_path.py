@@ -27,7 +27,7 @@ BANK_BEATS = 64
 
 
 def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
-    lay = sublayer.qkv_layout(s, sp)
+    lay = sublayer.qkv_layout(s, sp, bank_beats)
     wiring = sublayer.qkv_buffer(s, sp, bank_beats)
     rows, cols = sp.qkv_tile[:2]
     merge = sublayer.plios(s, sp)["qkv"]["out_share"]
@@ -54,6 +54,7 @@ def test_the_plan_is_the_models_wiring():
             if not r["quiet"]:
                 assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
     assert sum(r["quiet"] for rr in p["runs"] for r in rr) > 0  # some reader has no group of some sequence
+    assert p["interleave"] == 2  # a head block spans two banks: neighbouring slots in different ones
 
 
 @pytest.mark.sim

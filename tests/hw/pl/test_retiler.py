@@ -15,8 +15,10 @@ from vckattn.sim.runner import generate_verilog, run_cocotb
 TB = "vckattn.sim.tb_retiler"
 
 #: (layout, rows, cols, batch): grouped-query heads with records of one head's width; BERT's 48-channel records,
-#: which straddle heads, over two K/V heads; rows of 8 and two sequences through one slot (told apart by their turn)
+#: which straddle heads, over two K/V heads; rows of 8 and two sequences through one slot (told apart by their turn);
+#: four slots dealt to two banks a head block, six sequences
 GEOMETRIES = {
+    "d64_c48_i2": (QkvLayout(64, 2, 2, 32, 16, 16, 4, interleave=2), 16, 48, 6),
     "gqa_d32_c32": (QkvLayout(32, 2, 1, 64, 16, 32, 2), 16, 32, 2),
     "d64_c48": (QkvLayout(64, 2, 2, 32, 16, 16, 2), 16, 48, 2),
     "d64_c64_r8": (QkvLayout(64, 3, 1, 32, 8, 8, 1), 8, 64, 2),
