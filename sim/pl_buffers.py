@@ -2,14 +2,20 @@
 (``hw/perf/data/pl_buffers.json``): the slot buffer's arbiters and multiplexers, the buffer reader and the Q/K/V
 re-tiler, each synthesized with Yosys (UltraScale+ cells as a proxy for the Versal PL) and fitted.
 
-* ``slot_buffer``: least squares ``lut (ff) = base + per_write_pair · write_pairs + per_read_pair · read_pairs +
-  per_bank · banks`` over buffers of 4 slots and banks of 16 beats (their memory maps to LUTRAM, reported apart:
-  the model costs the banks' memory blocks itself), some with every stream wired to every bank and some wired to a
-  few; then checked on points it was not fitted on: every buffer of the full-size sublayer builds, with the wiring
-  the model gives them (``hw/perf/sublayer.py: banked_buffers``), synthesized with banks of 16 beats;
+* ``slot_buffer``: least squares ``lut (ff) = base + Σ per_<term> · <term>`` over the wiring terms of
+  ``hw/perf/banks.py: wiring_features`` ((stream, bank) wires, each bank's multiplexer trees of ``n · log2 n`` for
+  its ``n`` writers and read ports, banks), over buffers of 4 slots and banks of 16 beats (their memory maps to
+  LUTRAM, reported apart: the model costs the banks' memory blocks itself), some with every stream wired to every
+  bank and some wired to a few. The terms are the candidate set with the smallest leave-one-out error on these
+  points alone (``candidates``: each set's mean and largest); then checked on points it was not fitted on: every
+  buffer of the full-size sublayer builds, with the wiring the model gives them (``hw/perf/sublayer.py:
+  banked_buffers``), synthesized with banks of 16 beats;
 * ``buffer_reader``: one reader (its address width changes it little: the largest of the points);
 * ``retiler``: least squares ``lut (ff) = base + per_col · cols`` over the re-tilers of the full-size builds'
-  geometries and a small one.
+  geometries and a small one;
+* ``x_rows``: least squares ``lut (ff) = base + per_row_beat · row_beats`` over the residual paths' row units
+  (``hw/pl/x_rows.py``, 4 lanes) of records 16 to 192 channels wide (its two halves' memory maps to LUTRAM,
+  RAM32M16 cells of 8 LUTs each, counted in its LUTs: ``lut_total``).
 
 Run: ``python -m vckattn.sim.pl_buffers --out hw/perf/data/pl_buffers.json`` (about 20 min on 2 cores; each
 synthesis is cached by its Verilog, so a rerun of unchanged parts takes seconds).
@@ -26,13 +32,15 @@ from pathlib import Path
 
 import numpy as np
 
+from vckattn.hw.perf.banks import FEATURES, wiring_features
 from vckattn.hw.pl.buffer_reader import BufferReader
 from vckattn.hw.pl.retiler import QkvRetiler
 from vckattn.hw.pl.slot_buffer import SlotBuffer
 from vckattn.hw.pl.synth import synthesize
+from vckattn.hw.pl.x_rows import XRows
 from vckattn.hw.spec.qkv_buffer import QkvLayout
 
-__all__ = ["READERS", "RETILERS", "SLOT_BUFFERS", "fit", "main", "run_sweep"]
+__all__ = ["CANDIDATES", "READERS", "RETILERS", "SLOT_BUFFERS", "X_ROWS", "fit", "loo_error", "main", "run_sweep"]
 
 #: slot buffers: (banks, writers, read ports, banks a writer reaches, banks a read port reaches; None = all),
 #: 4 slots of banks of 16 beats
@@ -40,7 +48,7 @@ SLOT_BUFFERS: tuple[tuple[int, int, int, int | None, int | None], ...] = (
     (8, 2, 4, None, None), (8, 2, 8, None, None), (16, 4, 8, None, None), (16, 4, 8, 4, 2),
     (32, 2, 16, None, 2), (32, 6, 16, 8, 4), (24, 3, 12, 8, 3), (64, 8, 32, 16, 4), (48, 1, 24, None, 12),
     (72, 6, 36, 12, 4), (16, 12, 4, None, 4), (24, 8, 4, 12, 6), (20, 14, 6, None, None), (72, 6, 36, 12, 2),
-    (48, 4, 24, 12, 2))
+    (48, 4, 24, 12, 2), (24, 3, 6, None, 4), (12, 2, 8, None, 2))
 SLOTS, BANK_BEATS = 4, 16
 #: buffer readers: (address bits, slots)
 READERS: tuple[tuple[int, int], ...] = ((12, 4), (19, 4))
@@ -50,6 +58,8 @@ _ENCODER, _DECODER = QkvLayout(64, 12, 12, 512, 32, 32, 4), QkvLayout(64, 9, 3, 
 RETILERS: tuple[tuple[str, QkvLayout, int, int], ...] = (
     ("encoder_c16", _ENCODER, 16, 16), ("encoder", _ENCODER, 16, 48), ("decoder", _DECODER, 16, 64),
     ("encoder_c96", _ENCODER, 16, 96))
+#: residual row units: 16-feature blocks a record's row (the full-size W_O records are 48 channels: 3)
+X_ROWS: tuple[int, ...] = (1, 3, 4, 12)
 KEYS = ("lut", "ff")
 
 
@@ -99,6 +109,26 @@ def fit(features: Sequence[Sequence[float]], values: Sequence[float], names: Seq
             "max_abs_residual": round(float(res.max()), 1)}
 
 
+#: the slot buffer fit's candidate term sets (:func:`~vckattn.hw.perf.banks.wiring_features`); the fit takes the
+#: one with the smallest mean leave-one-out error over the sweep's points (``FEATURES``)
+CANDIDATES: tuple[tuple[str, ...], ...] = (
+    ("write_pairs", "read_pairs", "banks"), ("write_mux", "read_mux", "banks"),
+    ("write_pairs", "read_pairs", "write_mux", "read_mux", "banks"))
+
+
+def loo_error(features: Sequence[Sequence[float]], values: Sequence[float]) -> dict[str, float]:
+    """Leave-one-out relative error of the least squares fit: each point predicted by the fit over the others
+    (mean and largest)."""
+    a = np.asarray(features, dtype=np.float64)
+    y = np.asarray(values, dtype=np.float64)
+    errs = []
+    for i in range(len(y)):
+        keep = np.arange(len(y)) != i
+        coef, *_ = np.linalg.lstsq(a[keep], y[keep], rcond=None)
+        errs.append(abs(a[i] @ coef / y[i] - 1))
+    return {"mean": round(float(np.mean(errs)), 4), "max": round(float(np.max(errs)), 4)}
+
+
 def _say(msg: str) -> None:
     if sys.stderr.isatty():
         print(msg, file=sys.stderr, flush=True)
@@ -112,10 +142,15 @@ def run_sweep() -> dict:
         _say(f"slot buffer {i + 1}/{len(SLOT_BUFFERS)}: {banks} banks, {w} writers, {r} read ports")
         buf = slot_buffer(banks, w, r, wr, rr)
         p = _point(buf, f"pb_slot_buffer_{banks}_{w}_{r}_{wr}_{rr}")
-        sb_points.append({"banks": banks, "writers": w, "read_ports": r, "write_pairs": buf.write_pairs,
-                          "read_pairs": buf.read_pairs, **p})
-    names = ("base", "per_write_pair", "per_read_pair", "per_bank")
-    feats = [(1, p["write_pairs"], p["read_pairs"], p["banks"]) for p in sb_points]
+        sb_points.append({"banks": banks, "writers": w, "read_ports": r,
+                          **wiring_features(banks, buf.write_banks, buf.read_banks), **p})
+    candidates = {" + ".join(c): loo_error([[1, *(p[n] for n in c)] for p in sb_points],
+                                           [p["lut"] for p in sb_points]) for c in CANDIDATES}
+    chosen = min(CANDIDATES, key=lambda c: candidates[" + ".join(c)]["mean"])
+    if chosen != FEATURES:
+        raise SystemExit(f"the sweep's best terms are {chosen}, not the model's {FEATURES} (hw/perf/banks.py)")
+    names = ("base", *(f"per_{n}" for n in FEATURES))
+    feats = [(1, *(p[n] for n in FEATURES)) for p in sb_points]
     fits = {k: fit(feats, [p[k] for p in sb_points], names) for k in KEYS}
     held_out = []
     for build, buf in full_size_buffers():
@@ -123,10 +158,11 @@ def run_sweep() -> dict:
         sb = SlotBuffer(SLOTS, buf.banks * BANK_BEATS // SLOTS, BANK_BEATS, len(buf.writers), len(buf.readers),
                         len(buf.readers), [sorted(w) for w in buf.writers], [sorted(r) for r in buf.readers])
         p = _point(sb, f"pb_held_{build}_{buf.name}")
-        model = {k: sum(fits[k][n] * f for n, f in zip(names, (1, buf.write_pairs, buf.read_pairs, buf.banks),
-                                                         strict=True)) for k in KEYS}
-        held_out.append({"build": build, "buffer": buf.name, "banks": buf.banks, "write_pairs": buf.write_pairs,
-                         "read_pairs": buf.read_pairs, **p, "fit": {k: round(v, 1) for k, v in model.items()},
+        f = buf.features()
+        model = {k: sum(fits[k][n] * v for n, v in zip(names, (1, *(f[n] for n in FEATURES)), strict=True))
+                 for k in KEYS}
+        held_out.append({"build": build, "buffer": buf.name, **f, **p,
+                         "fit": {k: round(v, 1) for k, v in model.items()},
                          "rel_error": {k: round((model[k] - p[k]) / p[k], 4) for k in KEYS}})
     rd_points = []
     for bits, slots in READERS:
@@ -138,19 +174,28 @@ def run_sweep() -> dict:
         _say(f"re-tiler: {name} ({rows} x {cols})")
         rt_points.append({"name": name, "rows": rows, "cols": cols, "layout": vars(layout),
                           **_point(QkvRetiler(layout, rows, cols), f"pb_retiler_{name}")})
+    xr_points = []
+    for row_beats in X_ROWS:
+        _say(f"residual row unit: {row_beats} blocks a row")
+        pt = _point(XRows(row_beats, 4), f"pb_x_rows_{row_beats}")
+        xr_points.append({"row_beats": row_beats, "lanes": 4, **pt, "lut_total": pt["lut"] + 8 * pt["lutram"]})
     return {
         "description": ("Modeled PL resources of the sublayer's buffer parts (hw/pl/slot_buffer.py, buffer_reader.py, "
-                        "retiler.py): Yosys synth_xilinx -family xcup (UltraScale+ cells as a proxy for the Versal "
-                        "PL), logic only (the banks' memory is costed by the model as URAM/BRAM blocks). Not board "
-                        "measurements."),
+                        "retiler.py, x_rows.py): Yosys synth_xilinx -family xcup (UltraScale+ cells as a proxy for the "
+                        "Versal PL), logic only (the banks' memory is costed by the model as URAM/BRAM blocks). Not "
+                        "board measurements."),
         "command": "python -m vckattn.sim.pl_buffers --out hw/perf/data/pl_buffers.json",
-        "slot_buffer": {"slots": SLOTS, "bank_beats": BANK_BEATS, "points": sb_points, "fit": fits,
-                        "held_out": held_out},
+        "slot_buffer": {"slots": SLOTS, "bank_beats": BANK_BEATS, "points": sb_points, "candidates": candidates,
+                        "fit": fits, "held_out": held_out},
         "buffer_reader": {"points": rd_points,
                           "cost": {k: max(p[k] for p in rd_points) for k in KEYS}},
         "retiler": {"points": rt_points,
                     "fit": {k: fit([(1, p["cols"]) for p in rt_points], [p[k] for p in rt_points],
                                    ("base", "per_col")) for k in KEYS}},
+        "x_rows": {"points": xr_points,
+                   "fit": {k: fit([(1, p["row_beats"]) for p in xr_points],
+                                  [p["lut_total" if k == "lut" else k] for p in xr_points], ("base", "per_row_beat"))
+                           for k in KEYS}},
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

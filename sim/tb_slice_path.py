@@ -5,13 +5,16 @@ The plan comes from ``VCKATTN_TB_SLICE_PATH`` (JSON, made by the test from the p
 (``"a"`` or ``"x"``), the :class:`~vckattn.hw.spec.slice_buffer.SliceLayout` fields, ``heads``, ``d``, ``q_rows``,
 ``batch``; ``writers``: per A writer the groups ``b · heads + h`` dealt to its pipeline, in order (``"a"``), or per
 X writer the sequences it writes (``"x"``); ``runs``: per x reader its descriptors' runs
-(:func:`~vckattn.hw.spec.slice_buffer.x_reader_runs`). Random int8 activations of ``batch`` sequences (more than the
+(:func:`~vckattn.hw.spec.slice_buffer.x_reader_runs`), then per residual reader its runs
+(:func:`~vckattn.hw.spec.slice_buffer.residual_runs`), with ``residual``: per W_O cascade its (block, sequence)
+units, the records' ``cols`` and the rows' ``lanes``. Random int8 activations of ``batch`` sequences (more than the
 buffer's slots, where it has fewer); every pipeline sends its groups' A records (RESULT header, ``q_rows × d``
 row-major, tile by tile), or the X writer each sequence's record (RESULT header with the sequence, then its
 ``pack_x`` blocks K-slice by K-slice, as the host lays X out); every reader gets its descriptors with random header
-beats; random backpressure on every stream. Every reader must send, for each of its runs but the quiet ones, the
-header beat and golden's ``pack_x`` of the run's row tile and K-slice of its sequence, and every slot must end
-empty.
+beats; random backpressure on every stream. Every x reader must send, for each of its runs but the quiet ones, the
+header beat and golden's ``pack_x`` of the run's row tile and K-slice of its sequence; every residual path, for each
+of its cascade's records, each row of X over the record's channels, ``lanes`` int8 a beat, a packet a row; and every
+slot must end empty.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
     kind = plan.pop("kind")
     heads, d, q_rows, batch = plan.pop("heads"), plan.pop("d"), plan.pop("q_rows"), plan.pop("batch")
     writers, runs = plan.pop("writers"), [[Run(**r) for r in rr] for rr in plan.pop("runs")]
+    residual = plan.pop("residual", None)
     lo = SliceLayout(**{**plan, "slices": tuple(plan["slices"])})
     await start(dut)
     rnd = random.Random(cocotb.RANDOM_SEED)
@@ -66,7 +70,13 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
         packed = pack_x(a[run.b, t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes()
         return [int.from_bytes(packed[i:i + BEAT], "little") for i in range(0, len(packed), BEAT)]
 
-    expected = await send_runs(desc_src, runs, rnd, beats)
-    await check_readers(dut, sinks, expected, "golden's pack_x of its block")
+    n_x = len(runs) - (len(residual["units"]) if residual else 0)
+    expected = await send_runs(desc_src, runs, rnd, lambda run: beats(run) if run.kind == "x" else [])
+    if residual:  # each W_O record's rows of X over its channels, lanes int8 a beat, a packet a row
+        cols, lanes = residual["cols"], residual["lanes"]
+        expected[n_x:] = [[[int.from_bytes(a[b, tok, blk * cols + i:blk * cols + i + lanes].tobytes(), "little")
+                            for i in range(0, cols, lanes)]
+                           for blk, b in units for tok in range(lo.max_seq)] for units in residual["units"]]
+    await check_readers(dut, sinks, expected, "golden's pack_x of its block, or X's rows of its records")
     dut._log.info("%d sequences (%s): %d records' worth through %d writers, %d runs through %d readers", batch, kind,
                   sum(len(g) for g in writers), len(writers), sum(len(e) for e in expected), len(runs))

@@ -13,12 +13,13 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BANK_BEATS", "BEAT_BITS", "DATA_FILE", "BankedBuffer", "load_data", "logic", "reader_cost",
-           "retiler_cost"]
+__all__ = ["BANK_BEATS", "BEAT_BITS", "DATA_FILE", "FEATURES", "BankedBuffer", "load_data", "logic", "reader_cost",
+           "retiler_cost", "wiring_features", "x_rows_cost"]
 
 #: bits of a buffer beat (one 128-bit PLIO beat)
 BEAT_BITS = 128
@@ -67,21 +68,54 @@ class BankedBuffer:
         depth, width = BLOCKS[memory]
         return self.banks * math.ceil(self.bank_beats / depth) * math.ceil(BEAT_BITS / width)
 
+    def features(self) -> dict[str, float]:
+        """What its logic is fitted on (:func:`wiring_features`)."""
+        return wiring_features(self.banks, self.writers, self.readers)
+
     def logic(self) -> dict[str, float]:
         """LUT and FF of the buffer's arbiters, multiplexers and slot counters (the slot buffer's fit)."""
-        return logic(self.write_pairs, self.read_pairs, self.banks)
+        return logic(self.features())
 
 
-def logic(write_pairs: int, read_pairs: int, banks: int) -> dict[str, float]:
-    """LUT and FF of a slot buffer's logic (its memory not included), from the fit over Yosys syntheses."""
+#: the slot buffer fit's terms (:func:`wiring_features`), after its constant ``base``
+FEATURES = ("write_pairs", "read_pairs", "write_mux", "read_mux", "banks")
+
+
+def wiring_features(banks: int, writers: Sequence[Iterable[int]], readers: Sequence[Iterable[int]]
+                    ) -> dict[str, float]:
+    """A slot buffer's wiring as its logic's fit takes it: ``write_pairs`` and ``read_pairs`` ((stream, bank)
+    wires: a bank's arbiter grows with its requesters), ``write_mux`` = Σ over banks of ``n · log2 n`` for the ``n``
+    writers wired to it, ``read_mux`` the same for its read ports (a multiplexer tree of ``n`` inputs), ``banks``."""
+    wb, rb = [0] * banks, [0] * banks
+    for streams, count in ((writers, wb), (readers, rb)):
+        for st in streams:
+            for b in st:
+                count[b] += 1
+
+    def mux(counts: list[int]) -> float:
+        return sum(n * math.log2(n) for n in counts if n > 1)
+
+    return {"write_pairs": float(sum(wb)), "read_pairs": float(sum(rb)), "write_mux": mux(wb), "read_mux": mux(rb),
+            "banks": float(banks)}
+
+
+def logic(features: dict[str, float]) -> dict[str, float]:
+    """LUT and FF of a slot buffer's logic (its memory not included) of wiring ``features``
+    (:func:`wiring_features`), from the fit over Yosys syntheses."""
     fit = load_data()["slot_buffer"]["fit"]
-    return {k: max(0.0, fit[k]["base"] + fit[k]["per_write_pair"] * write_pairs + fit[k]["per_read_pair"] * read_pairs
-                   + fit[k]["per_bank"] * banks) for k in KEYS}
+    return {k: max(0.0, fit[k]["base"] + sum(fit[k][f"per_{n}"] * features[n] for n in FEATURES)) for k in KEYS}
 
 
 def reader_cost() -> dict[str, float]:
     """LUT and FF of one buffer reader (``hw/pl/buffer_reader.py``)."""
     return {k: float(v) for k, v in load_data()["buffer_reader"]["cost"].items()}
+
+
+def x_rows_cost(row_beats: int) -> dict[str, float]:
+    """LUT (its LUTRAM included) and FF of one residual path's row unit of records ``row_beats`` 16-feature blocks
+    wide (``hw/pl/x_rows.py``)."""
+    fit = load_data()["x_rows"]["fit"]
+    return {k: max(0.0, fit[k]["base"] + fit[k]["per_row_beat"] * row_beats) for k in KEYS}
 
 
 def retiler_cost(cols: int) -> dict[str, float]:

@@ -854,13 +854,20 @@ def buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, dict[str, Any]]:
 def buffer_logic(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
     """LUT and FF of the buffers' parts, MODELED from their Yosys fits (``hw/perf/data/pl_buffers.json``): every
     buffer's arbiters, multiplexers and slot counters; a reader on every read port; a re-tiler on every Q/K/V
-    output PLIO."""
+    output PLIO; a row unit on every residual path's reader (:func:`residual_paths`)."""
     bufs = banked_buffers(s, sp)
     ports = sum(len(b.readers) for b in bufs.values())
     rt = banks.retiler_cost(sp.qkv_tile[1])
     rd = banks.reader_cost()
+    xr = banks.x_rows_cost(sp.o_tile[1] // 16)
     return {k: sum(b.logic()[k] for b in bufs.values()) + ports * rd[k] + len(bufs["qkv"].writers) * rt[k]
-            for k in banks.KEYS}
+            + residual_paths(s, sp) * xr[k] for k in banks.KEYS}
+
+
+def residual_paths(s: SublayerShape, sp: SublayerSplit) -> int:
+    """Residual paths that read X from the X buffer (``hw/pl/buffer_path.py: x_path``): one a W_O cascade with
+    output blocks, with ``x_on_chip``; none without (X comes in again from DDR)."""
+    return sum(1 for ch in _block_channels(s, sp.n_o, sp.o_tile[1], s.d_model) if ch) if sp.x_on_chip else 0
 
 
 def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:

@@ -1,12 +1,13 @@
 """A data path of the sublayer's PL top (``hw/ENGINE.md``, "The sublayer's PL side"): write units in, a PL buffer,
-readers out. Two of them so far:
+readers out. Three of them:
 
 * :func:`qkv_path`: a re-tiler (:mod:`.retiler`) on every Q/K/V output PLIO, the Q/K/V buffer in the layout of
   :class:`~vckattn.hw.spec.qkv_buffer.QkvLayout`, a reader on every q, k and v stream of the attention pipelines;
 * :func:`a_path`: an A writer (:mod:`.a_writer`) on every attention pipeline's A stream, the A buffer in the layout
   of :class:`~vckattn.hw.spec.slice_buffer.SliceLayout`, a reader on every x stream of the W_O stage;
 * :func:`x_path`: an X writer (:mod:`.x_writer`) on the X mover's stream, the X buffer (the same layout, for the
-  Q/K/V stage), a reader on every x stream of the Q/K/V stage (the residual paths' readers are not built yet).
+  Q/K/V stage), a reader on every x stream of the Q/K/V stage and, with X kept on chip, a residual reader beside
+  every W_O output PLIO, whose runs :mod:`.x_rows` turns into the record's rows for the residual unit.
 
 Each write unit turns its stream's records into addressed beats (TUSER: :func:`.slot_buffer.write_user`) for the
 buffer (:mod:`.slot_buffer`); each reader (:mod:`.buffer_reader`) sends, for each of its descriptors, the header
@@ -31,6 +32,7 @@ from .buffer_reader import BEAT_BITS, BufferReader
 from .pipeline import axis_port
 from .retiler import QkvRetiler
 from .slot_buffer import SlotBuffer
+from .x_rows import XRows
 from .x_writer import XWriter
 
 __all__ = ["BufferPath", "a_path", "connect_reader", "qkv_path", "x_path"]
@@ -42,25 +44,32 @@ class BufferPath(wiring.Component):
     """Write units, a slot buffer and its readers, joined (module docstring).
 
     Ports: per write unit ``i``: ``s_axis_in<i>_*`` (its records); per reader ``r``: ``s_axis_desc<r>_*`` (its
-    descriptors: header beat, RDESC beat) and ``m_axis_rd<r>_*`` (its stream to the AIE); ``slot_full``; ``clk``,
-    ``rst``.
+    descriptors: header beat, RDESC beat) and ``m_axis_rd<r>_*`` (its stream to the AIE, or its output unit's);
+    ``slot_full``; ``clk``, ``rst``.
 
     Args:
         buffer: The buffer, one writer a write unit.
         units: The write units (``s_axis`` records in, ``m_axis`` addressed beats out, the buffer's TUSER).
+        outputs: Per reader, a unit its stream goes through (``s_axis`` 128 bits in, ``m_axis`` out), or None;
+            none by default.
     """
 
-    def __init__(self, buffer: SlotBuffer, units: Sequence[wiring.Component]) -> None:
+    def __init__(self, buffer: SlotBuffer, units: Sequence[wiring.Component],
+                 outputs: Sequence[wiring.Component | None] = ()) -> None:
         if len(units) != buffer.writers:
             raise ValueError(f"{len(units)} write units for a buffer of {buffer.writers} writers")
-        self.buffer, self.units = buffer, list(units)
+        outputs = list(outputs) or [None] * buffer.readers_n
+        if len(outputs) != buffer.readers_n:
+            raise ValueError(f"{len(outputs)} output units for {buffer.readers_n} readers")
+        self.buffer, self.units, self.outputs = buffer, list(units), outputs
         self.readers = [BufferReader(buffer.addr_bits, buffer.slots) for _ in range(buffer.readers_n)]
         members: dict = {"slot_full": wiring.Out(buffer.slots)}
         for i in range(len(units)):
             members |= axis_port(f"s_axis_in{i}", BEAT_BITS, sink=True)
-        for r in range(buffer.readers_n):
+        for r, out in enumerate(outputs):
             members |= axis_port(f"s_axis_desc{r}", BEAT_BITS, sink=True)
-            members |= axis_port(f"m_axis_rd{r}", BEAT_BITS, sink=False)
+            width = BEAT_BITS if out is None else len(out.m_axis_tdata)
+            members |= axis_port(f"m_axis_rd{r}", width, sink=False)
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
@@ -77,10 +86,16 @@ class BufferPath(wiring.Component):
                 m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
         for r, rd in enumerate(self.readers):
             m.submodules[f"reader{r}"] = rd
+            out = rd
+            if self.outputs[r] is not None:
+                m.submodules[f"output{r}"] = out = self.outputs[r]
+                for k in _AXIS:
+                    a, b = getattr(rd, f"m_axis_{k}"), getattr(out, f"s_axis_{k}")
+                    m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
             for k in _AXIS:
                 a, b = getattr(self, f"s_axis_desc{r}_{k}"), getattr(rd, f"s_axis_{k}")
                 m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
-                a, b = getattr(self, f"m_axis_rd{r}_{k}"), getattr(rd, f"m_axis_{k}")
+                a, b = getattr(self, f"m_axis_rd{r}_{k}"), getattr(out, f"m_axis_{k}")
                 m.d.comb += (b.eq(a) if k == "tready" else a.eq(b))
             connect_reader(m, buf, r, rd)
         return m
@@ -116,12 +131,15 @@ def a_path(layout: SliceLayout, heads: int, d: int, q_rows: int, max_groups: int
     return BufferPath(buf, [AWriter(layout, heads, d, q_rows, max_groups) for _ in range(n_w)])
 
 
-def x_path(layout: SliceLayout, write_banks: Sequence[Iterable[int]],
-           read_banks: Sequence[Iterable[int]]) -> BufferPath:
+def x_path(layout: SliceLayout, write_banks: Sequence[Iterable[int]], read_banks: Sequence[Iterable[int]],
+           residual_banks: Sequence[Iterable[int]] = (), row_beats: int = 1, lanes: int = 4) -> BufferPath:
     """The X path: an X writer a write stream (the X mover's), the X buffer of ``layout``, a reader a Q/K/V x
-    stream; each wired to its banks."""
-    n_w, n_r = len(write_banks), len(read_banks)
+    stream and a residual reader a W_O output PLIO (``residual_banks``, after the x readers; its stream through
+    :class:`~.x_rows.XRows` of ``row_beats`` blocks a row, ``lanes`` int8 a beat); each wired to its banks."""
+    reads = [*read_banks, *residual_banks]
+    n_w, n_r = len(write_banks), len(reads)
     slot_beats = layout.max_seq * layout.features // 16
-    buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, read_banks,
+    buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, reads,
                      beats=layout.beats)
-    return BufferPath(buf, [XWriter(layout) for _ in range(n_w)])
+    outputs = [None] * len(read_banks) + [XRows(row_beats, lanes) for _ in residual_banks]
+    return BufferPath(buf, [XWriter(layout) for _ in range(n_w)], outputs)

@@ -8,6 +8,11 @@ bank boundary (``bank_beats``). Region ``j`` holds, for every row tile ``R`` of 
 by slot, ``max_seq / rows`` tiles each), the ``rows × slices[j]`` block a GEMM x reader sends after its XTILE
 header: the A layout of ``mmul<4,16,8>`` (``golden/gemm_proj.py: pack_x``: 4 × 16 blocks, a row of blocks first,
 row-major inside; a beat is one row's 16 features).
+
+A residual path reads X again for the W_O stage's output records (``rows × cols`` of one sequence, channels
+``block · cols ..``): for every 4 rows of a record and every K-slice its channels reach, the beats of those rows and
+channels are one run (16-feature blocks in order, the 4 rows inside), so a record's 4 rows are a few runs whose beats,
+in order, are its 16-feature blocks in order, the 4 rows inside (``hw/pl/x_rows.py`` turns them into rows).
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from dataclasses import dataclass, replace
 from vckattn.hw.spec.qkv_buffer import Run
 from vckattn.hw.spec.streams import BEAT_BYTES
 
-__all__ = ["SliceLayout", "x_reader_runs"]
+__all__ = ["SliceLayout", "residual_runs", "x_reader_runs"]
 
 
 @dataclass(frozen=True)
@@ -116,4 +121,42 @@ def x_reader_runs(layout: SliceLayout, units: list[list[tuple[int, int]]], batch
                     mine = [Run("x", b, j, -1, 0, 0, slot, turn, True, True)]
                 runs += mine
             out.append(runs)
+    return out
+
+
+def residual_runs(layout: SliceLayout, units: list[list[tuple[int, int]]], batch: int, rows: int,
+                  cols: int) -> list[list[Run]]:
+    """Every residual X reader's runs for a launch of ``batch`` sequences: per W_O cascade (``units``: its (output
+    block, sequence) units, in the order it runs them) one reader, sending for every record of every unit (row tiles
+    of ``rows`` tokens, channels ``block · cols .. + cols``), 4 rows at a time, one run per K-slice the channels
+    reach (module docstring; ``index``: the 4 rows' first token, ``head``: the block); each reader releases every
+    sequence's slot once (its last run of the sequence, or a quiet release), in sequence order."""
+    if rows % 4 or layout.max_seq % rows or cols % 16:
+        raise ValueError(f"records of {rows} x {cols}: rows a multiple of 4 dividing {layout.max_seq}, cols of 16")
+    out: list[list[Run]] = []
+    for cascade in units:
+        runs: list[Run] = []
+        for b in range(batch):
+            slot, turn = b % layout.slots, b // layout.slots % 2
+            mine: list[Run] = []
+            for blk, bb in cascade:
+                if bb != b:
+                    continue
+                lo, hi = blk * cols, (blk + 1) * cols
+                if hi > layout.features:
+                    raise ValueError(f"block {blk} of {cols} channels beyond {layout.features}")
+                for tok in range(0, layout.max_seq, 4):
+                    f = lo
+                    while f < hi:
+                        j = layout.slice_of(f)
+                        end = min(hi, sum(layout.slices[:j + 1]))
+                        mine.append(Run("r", b, blk, tok, layout.beat(b, tok, f), (end - f) // 16 * 4, slot, turn,
+                                        False))
+                        f = end
+            if mine:
+                mine[-1] = replace(mine[-1], release=True)
+            else:
+                mine = [Run("r", b, -1, -1, 0, 0, slot, turn, True, True)]
+            runs += mine
+        out.append(runs)
     return out

@@ -18,7 +18,7 @@ from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.a_writer import reciprocal
 from vckattn.hw.pl.buffer_path import BufferPath, a_path, x_path
-from vckattn.hw.spec.slice_buffer import SliceLayout, x_reader_runs
+from vckattn.hw.spec.slice_buffer import SliceLayout, residual_runs, x_reader_runs
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_slice_path"
@@ -57,11 +57,68 @@ def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[Buffer
     units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
     groups = sublayer.broadcast_groups(units)
     runs = x_reader_runs(lay, [units[grp[0]] for grp in groups], s.batch)
-    readers = [sorted(r) for r in wiring.readers][:len(runs)]  # the x readers (the residual paths' are not built)
+    readers = [sorted(r) for r in wiring.readers][:len(runs)]  # the x readers (X not kept: no residual readers)
     top = x_path(lay, [sorted(w) for w in wiring.writers], readers)
     return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
                  "batch": s.batch, "writers": [list(range(s.batch))],
                  "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
+
+
+#: X kept on chip (6 sequences, 6 slots) with the residual paths: 4 W_O cascades of 8 x 32 tiles, one residual reader
+#: each; the second block's channels (32-63) reach both K-slices (48 and 16 features)
+R_SPLIT = dataclasses.replace(X_SPLIT, x_on_chip=True)
+
+
+def residual_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4) -> tuple[BufferPath, dict]:
+    lay = sublayer.x_layout(s, sp, bank_beats)
+    wiring = sublayer.x_buffers(s, sp, bank_beats)["x"]
+    units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
+    runs = x_reader_runs(lay, [units[grp[0]] for grp in sublayer.broadcast_groups(units)], s.batch)
+    rows, cols = sp.o_tile[:2]
+    o_units = [u for u in sublayer.deal_projection(s.d_model // cols, s.batch, sp.n_o) if u]
+    res = residual_runs(lay, o_units, s.batch, rows, cols)
+    readers = [sorted(r) for r in wiring.readers]
+    assert len(readers) == len(runs) + len(res)  # the model's x readers, then one a W_O cascade
+    top = x_path(lay, [sorted(w) for w in wiring.writers], readers[:len(runs)], readers[len(runs):], cols // 16,
+                 lanes)
+    return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
+                 "batch": s.batch, "writers": [list(range(s.batch))],
+                 "runs": [[dataclasses.asdict(r) for r in rr] for rr in (*runs, *res)],
+                 "residual": {"units": o_units, "cols": cols, "lanes": lanes}}
+
+
+def test_residual_runs_are_a_records_rows_block_by_block():
+    """A residual reader's runs, beat after beat, are every record's 16-feature blocks in order, the 4 rows inside,
+    each run inside one K-slice's region; the record's channels may reach two K-slices."""
+    lay = SliceLayout((48, 16, 32), 8, 32, 3, 16)
+    units = [[(0, 0), (1, 0), (2, 1)], [(1, 2)]]  # 3 blocks of 32 channels: block 1 spans slices 0 and 1
+    runs = residual_runs(lay, units, 4, 8, 32)
+    for cascade, rr in zip(units, runs, strict=True):
+        beats = [a for r in rr if not r.quiet for a in range(r.first, r.first + r.beats)]
+        want = [lay.beat(b, tok + i, blk * 32 + 16 * f) for blk, b in cascade for tok in range(0, 32, 4)
+                for f in range(2) for i in range(4)]
+        assert beats == want
+        for r in rr:
+            if not r.quiet:
+                j = {lay.slice_of(f) for f in range(r.head * 32, r.head * 32 + 32)}
+                assert {a // 16 for a in range(r.first, r.first + r.beats)} <= {
+                    k for jj in j for k in lay.region_banks(jj)}
+        assert [r.b for r in rr if r.release] == [0, 1, 2, 3]  # one release a sequence, quiet where none
+    assert [r.beats for r in runs[0] if r.head == 1 and r.index == 0] == [4, 4]  # 4 rows of slice 0, then of 1
+    with pytest.raises(ValueError, match="rows a multiple of 4"):
+        residual_runs(lay, units, 4, 6, 32)
+
+
+def test_the_residual_plan_is_the_models_wiring():
+    top, p = residual_plan(X_SHAPE, R_SPLIT, BANK_BEATS)
+    buf = top.buffer
+    res = p["runs"][-len(p["residual"]["units"]):]
+    assert buf.slots == X_SHAPE.batch and len(res) == 4
+    # the second block's first 4 rows of a sequence: two runs, one a K-slice
+    assert any(len([r for r in rr if (r["b"], r["head"], r["index"]) == (5, 1, 0)]) == 2 for rr in res)
+    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
+        for r in runs:
+            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
 
 
 def test_the_layout_holds_pack_x_blocks():
@@ -112,9 +169,10 @@ def test_the_x_plan_is_the_models_wiring():
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("kind", ["a", "x"])
+@pytest.mark.parametrize("kind", ["a", "x", "x_residual"])
 def test_records_to_the_readers_streams(kind):
-    top, p = plan(SHAPE, SPLIT, BANK_BEATS) if kind == "a" else x_plan(X_SHAPE, X_SPLIT, BANK_BEATS)
+    top, p = {"a": lambda: plan(SHAPE, SPLIT, BANK_BEATS), "x": lambda: x_plan(X_SHAPE, X_SPLIT, BANK_BEATS),
+              "x_residual": lambda: residual_plan(X_SHAPE, R_SPLIT, BANK_BEATS)}[kind]()
     name = f"{kind}_path_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_readers_streams",
                      extra_env={"VCKATTN_TB_SLICE_PATH": json.dumps(p)})
