@@ -391,14 +391,14 @@ BANK_BYTES_PER_S = banks.BEAT_BITS // 8 * DEVICE["pl_clock_hz"]
 def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float],
                      window: float) -> tuple[float, float]:
     """What the Q/K/V buffer's banks (:func:`qkv_layout`, :data:`~.banks.BANK_BEATS` beats a bank,
-    :data:`BANK_BYTES_PER_S` each) cost the attention pipelines, in seconds: ``(kv_fill, round_reads)``.
+    :data:`BANK_BYTES_PER_S` each) cost the attention pipelines, in seconds: ``(kv_fill, wave_reads)``.
 
     The groups that start together share the banks: the i-th group dealt to every pipeline (:func:`.engine.deal`, a
-    round) of the sequences the Q/K/V stage hands over within ``window`` seconds of the round's first (``qkv_ready``:
+    wave) of the sequences the Q/K/V stage hands over within ``window`` seconds of the wave's first (``qkv_ready``:
     when each sequence is handed over; ``window``: a group's time through its pipeline with no wait). Each such
     group reads its Q (``seq × d`` bytes), K and V from the banks the layout puts them in, and the readers on one
     bank share its one beat a cycle. ``kv_fill``: the longest any bank takes to give such groups their K and V (the
-    fill before their first tile); ``round_reads``: the longest any bank takes to give them all they read (Q tiles
+    fill before their first tile); ``wave_reads``: the longest any bank takes to give them all they read (Q tiles
     stream in while K and V come in, so this bounds the fill and the tiles together). The worst of each. A split
     whose concurrent groups each have banks of their own costs no more than its links."""
     lay = qkv_layout(s, sp)
@@ -413,18 +413,18 @@ def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float]
             into[lo // bb] = into.get(lo // bb, 0) + end - lo
             lo = end
 
-    rounds: dict[int, list[int]] = {}
+    waves: dict[int, list[int]] = {}
     dealt = engine.deal(s.batch * s.heads, sp.n_att)
     for x in dealt:
         for i, grp in enumerate(x):
-            rounds.setdefault(i, []).append(grp)
-    # per round, its groups whose sequences are handed over within ``window`` of the first (its first key): they
-    # read together; and with them, for the fill, the next round's groups handed over by then (each pipeline takes
+            waves.setdefault(i, []).append(grp)
+    # per wave, its groups whose sequences are handed over within ``window`` of the first (its first key): they
+    # read together; and with them, for the fill, the next wave's groups handed over by then (each pipeline takes
     # its next group's K and V into the other half of its buffers as soon as they are there)
     together: list[tuple[float, list[int]]] = []
-    for i in sorted(rounds):
+    for i in sorted(waves):
         by_seq: dict[int, list[int]] = {}
-        for grp in rounds[i]:
+        for grp in waves[i]:
             by_seq.setdefault(grp // s.heads, []).append(grp)
         first = None
         for b in sorted(by_seq, key=lambda b: qkv_ready[b]):
@@ -434,7 +434,7 @@ def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float]
             together[-1][1].extend(by_seq[b])
     kv_fill = reads = 0.0
     for first, groups in together:
-        i = next(x.index(groups[0]) for x in dealt if groups[0] in x)  # the round
+        i = next(x.index(groups[0]) for x in dealt if groups[0] in x)  # the wave
         nxt = [x[i + 1] for x in dealt if i + 1 < len(x) and qkv_ready[x[i + 1] // s.heads] <= first + window]
         kv: dict[int, int] = {}
         q: dict[int, int] = {}
@@ -457,19 +457,19 @@ def _bank_charged(s: SublayerShape, sp: SublayerSplit, att: dict[str, Any], qkv_
     """The attention stage ``att`` (:func:`_attention`) with the Q/K/V banks charged (:func:`qkv_bank_seconds`): a
     group's K and V come in no faster than their banks give them, its tiles end no sooner than the reads of the
     busiest bank it shares plus the last tile, and a pipeline starts a group no more often than that bank gives a
-    round all it reads."""
+    wave all it reads."""
     g = attention_geometry(s, sp)
     tile = att["tile_cycles"] / DEVICE["aie_clock_hz"]
     alone = g.tiles_per_group * tile
     kv_fill, reads = qkv_bank_seconds(s, sp, qkv_ready, att["fill_seconds"] + alone)
-    # a pipeline waiting for a sequence: its group's K and V, then its tiles, or all the round reads and the last
-    # tile; one busy with the round before: the next group's K, V and Q come in while it works, one round's reads
-    # at a time (the rounds follow each other through the bank)
+    # a pipeline waiting for a sequence: its group's K and V, then its tiles, or all the wave reads and the last
+    # tile; one busy with the wave before: the next group's K, V and Q come in while it works, one wave's reads
+    # at a time (the waves follow each other through the bank)
     group = max(alone, reads)
     fill = max(max(att["fill_seconds"], kv_fill) + alone, reads + tile) - group
     dealt = engine.deal(g.groups, sp.n_att)
     return {**att, "seconds": max(len(x) for x in dealt) * group, "fill_seconds": fill,
-            "bank_seconds": {"kv_fill": kv_fill, "round_reads": reads},
+            "bank_seconds": {"kv_fill": kv_fill, "wave_reads": reads},
             "work": _by_sequence([[(grp // s.heads, group) for grp in x] for x in dealt], s.batch)}
 
 
