@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.hw.perf.banks import FEATURES, wiring_features
+from vckattn.hw.perf.banks import FEATURES, logic, wiring_features
 from vckattn.hw.pl.buffer_reader import BufferReader
 from vckattn.hw.pl.retiler import QkvRetiler
 from vckattn.hw.pl.slot_buffer import SlotBuffer
@@ -158,10 +158,8 @@ def run_sweep() -> dict:
         sb = SlotBuffer(SLOTS, buf.banks * BANK_BEATS // SLOTS, BANK_BEATS, len(buf.writers), len(buf.readers),
                         len(buf.readers), [sorted(w) for w in buf.writers], [sorted(r) for r in buf.readers])
         p = _point(sb, f"pb_held_{build}_{buf.name}")
-        f = buf.features()
-        model = {k: sum(fits[k][n] * v for n, v in zip(names, (1, *(f[n] for n in FEATURES)), strict=True))
-                 for k in KEYS}
-        held_out.append({"build": build, "buffer": buf.name, **f, **p,
+        model = logic(buf.features(), fits)
+        held_out.append({"build": build, "buffer": buf.name, **buf.features(), **p,
                          "fit": {k: round(v, 1) for k, v in model.items()},
                          "rel_error": {k: round((model[k] - p[k]) / p[k], 4) for k in KEYS}})
     rd_points = []

@@ -69,16 +69,11 @@ class QkvBanks:
             self.kind |= dict.fromkeys(tp.k_stream, "k") | dict.fromkeys(tp.v_stream, "v")
         self.banks: dict[int, Link] = {}
         self.rate = rate
-        self.busy = self.overhead = 0.0
 
     def bank(self, plio: str, group: int) -> int:
         """The bank a reader at ``plio`` reads group ``group``'s run from."""
-        s, lay = self.s, self.layout
-        b, h = divmod(group, s.heads)
-        kind = self.kind[plio]
-        first = (lay.q_tile(b, h, 0) if kind == "q" else
-                 (lay.k_slice if kind == "k" else lay.v_slice)(b, h // (s.heads // s.n_kv), 0))
-        return first // banks.BANK_BEATS
+        b, h = divmod(group, self.s.heads)
+        return self.layout.head_block(self.kind[plio], b, h) // banks.BANK_BEATS
 
     def move(self, nbytes: float, master: str = "", write: bool = False, group: int | None = None,
              plio: str = ""):

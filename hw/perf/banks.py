@@ -99,10 +99,10 @@ def wiring_features(banks: int, writers: Sequence[Iterable[int]], readers: Seque
             "banks": float(banks)}
 
 
-def logic(features: dict[str, float]) -> dict[str, float]:
+def logic(features: dict[str, float], fit: dict[str, Any] | None = None) -> dict[str, float]:
     """LUT and FF of a slot buffer's logic (its memory not included) of wiring ``features``
-    (:func:`wiring_features`), from the fit over Yosys syntheses."""
-    fit = load_data()["slot_buffer"]["fit"]
+    (:func:`wiring_features`), from the fit over Yosys syntheses (``fit``: one not yet written to the data file)."""
+    fit = fit or load_data()["slot_buffer"]["fit"]
     return {k: max(0.0, fit[k]["base"] + sum(fit[k][f"per_{n}"] * features[n] for n in FEATURES)) for k in KEYS}
 
 

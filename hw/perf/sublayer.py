@@ -403,7 +403,6 @@ def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float]
     whose concurrent groups each have banks of their own costs no more than its links."""
     lay = qkv_layout(s, sp)
     bb, beat = banks.BANK_BEATS, banks.BEAT_BITS // 8
-    per_kv = s.heads // s.n_kv
 
     def spread(first: int, into: dict[int, int]) -> None:
         """Adds the head block of beats ``first .. first + head_beats - 1`` to ``into`` bank by bank."""
@@ -421,7 +420,7 @@ def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float]
     # per wave, its groups whose sequences are handed over within ``window`` of the first (its first key): they
     # read together; and with them, for the fill, the next wave's groups handed over by then (each pipeline takes
     # its next group's K and V into the other half of its buffers as soon as they are there)
-    together: list[tuple[float, list[int]]] = []
+    together: list[tuple[int, float, list[int]]] = []  # (wave, its first hand-over, its groups)
     for i in sorted(waves):
         by_seq: dict[int, list[int]] = {}
         for grp in waves[i]:
@@ -430,24 +429,23 @@ def qkv_bank_seconds(s: SublayerShape, sp: SublayerSplit, qkv_ready: list[float]
         for b in sorted(by_seq, key=lambda b: qkv_ready[b]):
             if first is None or qkv_ready[b] - first > window:
                 first = qkv_ready[b]
-                together.append((first, []))
-            together[-1][1].extend(by_seq[b])
+                together.append((i, first, []))
+            together[-1][2].extend(by_seq[b])
     kv_fill = reads = 0.0
-    for first, groups in together:
-        i = next(x.index(groups[0]) for x in dealt if groups[0] in x)  # the wave
+    for i, first, groups in together:
         nxt = [x[i + 1] for x in dealt if i + 1 < len(x) and qkv_ready[x[i + 1] // s.heads] <= first + window]
         kv: dict[int, int] = {}
         q: dict[int, int] = {}
         for grp in groups:
             b, h = divmod(grp, s.heads)
-            spread(lay.q_tile(b, h, 0), q)
-            spread(lay.k_slice(b, h // per_kv, 0), kv)
-            spread(lay.v_slice(b, h // per_kv, 0), kv)
+            spread(lay.head_block("q", b, h), q)
+            spread(lay.head_block("k", b, h), kv)
+            spread(lay.head_block("v", b, h), kv)
         every = {k: q.get(k, 0) + kv.get(k, 0) for k in q.keys() | kv.keys()}
         for grp in nxt:
             b, h = divmod(grp, s.heads)
-            spread(lay.k_slice(b, h // per_kv, 0), kv)
-            spread(lay.v_slice(b, h // per_kv, 0), kv)
+            spread(lay.head_block("k", b, h), kv)
+            spread(lay.head_block("v", b, h), kv)
         kv_fill = max(kv_fill, max(kv.values()) * beat / BANK_BYTES_PER_S)
         reads = max(reads, max(every.values()) * beat / BANK_BYTES_PER_S)
     return kv_fill, reads
@@ -740,14 +738,12 @@ def qkv_buffer(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK
     writers = [frozenset().union(*(channel_banks(lo, hi) for c in grp for lo, hi in channels[c]))
                for grp in share_groups(sp.n_qkv, merge) if any(channels[c] for c in grp)]
     g = attention_geometry(s, sp)
-    group_kv = s.heads // s.n_kv
     readers: list[frozenset[int]] = []
     for dealt in engine.deal(g.groups, sp.n_att):
         heads = sorted({grp % s.heads for grp in dealt})
         slots = sorted({(grp // s.heads) % SEQUENCE_SLOTS for grp in dealt})
-        for first in (lambda h, b: lay.q_tile(b, h, 0), lambda h, b: lay.k_slice(b, h // group_kv, 0),
-                      lambda h, b: lay.v_slice(b, h // group_kv, 0)):
-            readers.append(frozenset().union(*(head_banks(first(h, b)) for h in heads for b in slots)))
+        for kind in ("q", "k", "v"):
+            readers.append(frozenset().union(*(head_banks(lay.head_block(kind, b, h)) for h in heads for b in slots)))
     return banks.BankedBuffer("qkv", lay.beats, tuple(writers), tuple(readers), bb)
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from vckattn.hw.spec.streams import BEAT_BYTES
 
-__all__ = ["QkvLayout", "Run", "reader_runs"]
+__all__ = ["QkvLayout", "Run", "reader_runs", "with_release"]
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,14 @@ class QkvLayout:
         """First beat of V slice ``s`` of K/V head ``h`` of sequence ``b``."""
         return self.v_base + h * self.head_stride + self.place(b % self.slots) * self.head_beats + s * self.slice_beats
 
+    def head_block(self, kind: str, b: int, h: int) -> int:
+        """First beat of what a pipeline's ``kind`` reader (``"q"``, ``"k"`` or ``"v"``) reads for query head ``h``
+        of sequence ``b``: the head's Q, or its K/V head's K or V (``head_beats`` beats)."""
+        if kind == "q":
+            return self.q_tile(b, h, 0)
+        kv = h // (self.heads // self.kv_heads)
+        return (self.k_slice if kind == "k" else self.v_slice)(b, kv, 0)
+
 
 @dataclass(frozen=True)
 class Run:
@@ -141,6 +149,12 @@ class Run:
     turn: int
     release: bool
     quiet: bool = False
+
+
+def with_release(runs: list[Run], quiet: Run) -> list[Run]:
+    """A reader's runs of one sequence with the sequence's slot released once: on the last run, or by ``quiet`` (a
+    release alone) when the reader has none."""
+    return [*runs[:-1], replace(runs[-1], release=True)] if runs else [quiet]
 
 
 def reader_runs(layout: QkvLayout, dealt: list[list[int]], batch: int) -> list[list[Run]]:
@@ -166,10 +180,6 @@ def reader_runs(layout: QkvLayout, dealt: list[list[int]], batch: int) -> list[l
                         at = layout.k_slice if kind == "k" else layout.v_slice
                         mine += [Run(kind, b, h // group_kv, s, at(b, h // group_kv, s), layout.slice_beats, slot,
                                      turn, False) for s in range(slices)]
-                if mine:
-                    mine[-1] = replace(mine[-1], release=True)
-                else:
-                    mine = [Run(kind, b, -1, -1, 0, 0, slot, turn, True, True)]
-                runs += mine
+                runs += with_release(mine, Run(kind, b, -1, -1, 0, 0, slot, turn, True, True))
             out.append(runs)
     return out

@@ -17,9 +17,9 @@ in order, are its 16-feature blocks in order, the 4 rows inside (``hw/pl/x_rows.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from vckattn.hw.spec.qkv_buffer import Run
+from vckattn.hw.spec.qkv_buffer import Run, with_release
 from vckattn.hw.spec.streams import BEAT_BYTES
 
 __all__ = ["SliceLayout", "residual_runs", "x_reader_runs"]
@@ -115,11 +115,7 @@ def x_reader_runs(layout: SliceLayout, units: list[list[tuple[int, int]]], batch
                 slot, turn = b % layout.slots, b // layout.slots % 2
                 mine = [Run("x", b, j, t, layout.block(b, t, j), layout.block_beats(j), slot, turn, False)
                         for _, bb in group if bb == b for t in range(tiles)]
-                if mine:
-                    mine[-1] = replace(mine[-1], release=True)
-                else:
-                    mine = [Run("x", b, j, -1, 0, 0, slot, turn, True, True)]
-                runs += mine
+                runs += with_release(mine, Run("x", b, j, -1, 0, 0, slot, turn, True, True))
             out.append(runs)
     return out
 
@@ -153,10 +149,6 @@ def residual_runs(layout: SliceLayout, units: list[list[tuple[int, int]]], batch
                         mine.append(Run("r", b, blk, tok, layout.beat(b, tok, f), (end - f) // 16 * 4, slot, turn,
                                         False))
                         f = end
-            if mine:
-                mine[-1] = replace(mine[-1], release=True)
-            else:
-                mine = [Run("r", b, -1, -1, 0, 0, slot, turn, True, True)]
-            runs += mine
+            runs += with_release(mine, Run("r", b, -1, -1, 0, 0, slot, turn, True, True))
         out.append(runs)
     return out

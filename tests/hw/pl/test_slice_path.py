@@ -51,17 +51,24 @@ X_SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 3
 X_SHAPE = SublayerShape(batch=6, seq=32, heads=4, head_dim=16, kv_heads=2, family="encoder")
 
 
-def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
+def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4) -> tuple[BufferPath, dict]:
+    """The X path of ``sp``: its x readers and, with X kept on chip, a residual reader a W_O cascade (rows of
+    ``lanes`` int8), in the model's reader order."""
     lay = sublayer.x_layout(s, sp, bank_beats)
     wiring = sublayer.x_buffers(s, sp, bank_beats)["x"]
     units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
-    groups = sublayer.broadcast_groups(units)
-    runs = x_reader_runs(lay, [units[grp[0]] for grp in groups], s.batch)
-    readers = [sorted(r) for r in wiring.readers][:len(runs)]  # the x readers (X not kept: no residual readers)
-    top = x_path(lay, [sorted(w) for w in wiring.writers], readers)
+    runs = x_reader_runs(lay, [units[grp[0]] for grp in sublayer.broadcast_groups(units)], s.batch)
+    rows, cols = sp.o_tile[:2]
+    o_units = [u for u in sublayer.deal_projection(s.d_model // cols, s.batch, sp.n_o) if u] if sp.x_on_chip else []
+    res = residual_runs(lay, o_units, s.batch, rows, cols)
+    readers = [sorted(r) for r in wiring.readers]
+    assert len(readers) == len(runs) + len(res)  # the model's x readers, then one a W_O cascade (X kept on chip)
+    top = x_path(lay, [sorted(w) for w in wiring.writers], readers[:len(runs)], readers[len(runs):], cols // 16,
+                 lanes)
     return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
                  "batch": s.batch, "writers": [list(range(s.batch))],
-                 "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
+                 "runs": [[dataclasses.asdict(r) for r in rr] for rr in (*runs, *res)],
+                 **({"residual": {"units": o_units, "cols": cols, "lanes": lanes}} if res else {})}
 
 
 #: X kept on chip (6 sequences, 6 slots) with the residual paths: 4 W_O cascades of 8 x 32 tiles, one residual reader
@@ -69,22 +76,11 @@ def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[Buffer
 R_SPLIT = dataclasses.replace(X_SPLIT, x_on_chip=True)
 
 
-def residual_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4) -> tuple[BufferPath, dict]:
-    lay = sublayer.x_layout(s, sp, bank_beats)
-    wiring = sublayer.x_buffers(s, sp, bank_beats)["x"]
-    units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
-    runs = x_reader_runs(lay, [units[grp[0]] for grp in sublayer.broadcast_groups(units)], s.batch)
-    rows, cols = sp.o_tile[:2]
-    o_units = [u for u in sublayer.deal_projection(s.d_model // cols, s.batch, sp.n_o) if u]
-    res = residual_runs(lay, o_units, s.batch, rows, cols)
-    readers = [sorted(r) for r in wiring.readers]
-    assert len(readers) == len(runs) + len(res)  # the model's x readers, then one a W_O cascade
-    top = x_path(lay, [sorted(w) for w in wiring.writers], readers[:len(runs)], readers[len(runs):], cols // 16,
-                 lanes)
-    return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
-                 "batch": s.batch, "writers": [list(range(s.batch))],
-                 "runs": [[dataclasses.asdict(r) for r in rr] for rr in (*runs, *res)],
-                 "residual": {"units": o_units, "cols": cols, "lanes": lanes}}
+def _runs_inside_their_banks(buf: object, runs: list[list[dict]]) -> None:
+    """Every run of every reader lies inside the banks its read port is wired to."""
+    for banks, rr in zip(buf.read_banks, runs, strict=True):  # type: ignore[attr-defined]
+        for r in rr:
+            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
 
 
 def test_residual_runs_are_a_records_rows_block_by_block():
@@ -110,15 +106,13 @@ def test_residual_runs_are_a_records_rows_block_by_block():
 
 
 def test_the_residual_plan_is_the_models_wiring():
-    top, p = residual_plan(X_SHAPE, R_SPLIT, BANK_BEATS)
+    top, p = x_plan(X_SHAPE, R_SPLIT, BANK_BEATS)
     buf = top.buffer
     res = p["runs"][-len(p["residual"]["units"]):]
     assert buf.slots == X_SHAPE.batch and len(res) == 4
     # the second block's first 4 rows of a sequence: two runs, one a K-slice
     assert any(len([r for r in rr if (r["b"], r["head"], r["index"]) == (5, 1, 0)]) == 2 for rr in res)
-    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
-        for r in runs:
-            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
+    _runs_inside_their_banks(buf, p["runs"])
 
 
 def test_the_layout_holds_pack_x_blocks():
@@ -152,9 +146,7 @@ def test_the_plan_is_the_models_wiring():
     buf = top.buffer
     assert buf.write_pairs < buf.writers * buf.banks and buf.read_pairs < buf.readers_n * buf.banks
     assert sum(r["quiet"] for rr in p["runs"] for r in rr) > 0
-    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
-        for r in runs:
-            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
+    _runs_inside_their_banks(buf, p["runs"])
 
 
 def test_the_x_plan_is_the_models_wiring():
@@ -162,9 +154,8 @@ def test_the_x_plan_is_the_models_wiring():
     buf = top.buffer
     assert buf.slots == 4 < X_SHAPE.batch and buf.readers_n == len(p["runs"]) >= 2
     assert buf.read_pairs < buf.readers_n * buf.banks  # each x reader its K-slice's region
-    for banks, runs in zip(buf.read_banks, p["runs"], strict=True):
-        for r in runs:
-            assert {a // BANK_BEATS for a in range(r["first"], r["first"] + r["beats"])} <= set(banks)
+    assert "residual" not in p  # X not kept on chip: no residual readers
+    _runs_inside_their_banks(buf, p["runs"])
 
 
 @pytest.mark.sim
@@ -172,7 +163,7 @@ def test_the_x_plan_is_the_models_wiring():
 @pytest.mark.parametrize("kind", ["a", "x", "x_residual"])
 def test_records_to_the_readers_streams(kind):
     top, p = {"a": lambda: plan(SHAPE, SPLIT, BANK_BEATS), "x": lambda: x_plan(X_SHAPE, X_SPLIT, BANK_BEATS),
-              "x_residual": lambda: residual_plan(X_SHAPE, R_SPLIT, BANK_BEATS)}[kind]()
+              "x_residual": lambda: x_plan(X_SHAPE, R_SPLIT, BANK_BEATS)}[kind]()
     name = f"{kind}_path_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_readers_streams",
                      extra_env={"VCKATTN_TB_SLICE_PATH": json.dumps(p)})
