@@ -15,6 +15,7 @@ from cocotb.triggers import ClockCycles
 from cocotbext.axi import AxiStreamBus, AxiStreamFrame, AxiStreamSink, AxiStreamSource
 
 from vckattn.hw.spec import streams
+from vckattn.hw.spec.descriptors import descriptor, routed_descriptors
 from vckattn.hw.spec.qkv_buffer import Run
 from vckattn.sim.kernel_tb import pause_pattern
 
@@ -26,9 +27,10 @@ def frame(raw: bytes) -> AxiStreamFrame:
     return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
 
 
-def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Random
+def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Random, routed: bool = False
                  ) -> tuple[list[AxiStreamSource], list[AxiStreamSource], list[AxiStreamSink]]:
-    """The path's write units' inputs, readers' descriptor inputs and readers' outputs, each with random pauses."""
+    """The path's write units' inputs, readers' descriptor inputs (``routed``: the one input of its descriptor
+    router) and readers' outputs, each with random pauses."""
 
     def quietly(x: object) -> object:
         x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
@@ -39,28 +41,30 @@ def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Ran
         return quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, prefix), dut.clk, dut.rst, byte_lanes=1))
 
     ins = [source(f"s_axis_in{i}") for i in range(writers)]
-    descs = [source(f"s_axis_desc{r}") for r in range(readers)]
+    descs = [source("s_axis_desc")] if routed else [source(f"s_axis_desc{r}") for r in range(readers)]
     sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
              for r in range(readers)]
     return ins, descs, sinks
 
 
 async def send_runs(descs: list[AxiStreamSource], runs: list[list[Run]], rnd: random.Random,
-                    beats: Callable[[Run], list[int]]) -> list[list[list[int]]]:
-    """Every reader's descriptors (a random header beat, then the RDESC of each run); returns per reader the
-    packets it must send: the header beat and ``beats(run)`` of every run but the quiet ones."""
-    expected = []
-    for r, rr in enumerate(runs):
-        want = []
-        for run in rr:
-            hdr = rnd.getrandbits(128)
-            desc = streams.encode("rdesc", first=run.first, beats=run.beats, slot=run.slot, release=int(run.release),
-                                  turn=run.turn, quiet=int(run.quiet)).tobytes()
-            await descs[r].send(AxiStreamFrame([hdr, int.from_bytes(desc, "little")]))
-            if not run.quiet:
-                want.append([hdr, *beats(run)])
-        expected.append(want)
-    return expected
+                    beats: Callable[[Run], list[int]], routed: bool = False) -> list[list[list[int]]]:
+    """Every reader's descriptors (a random header beat, then the RDESC of each run), on its own input, or, with one
+    input (``routed``: the descriptor router's), as the descriptor mover sends them (:func:`routed_descriptors`:
+    sequence by sequence, a packet a reader); returns per reader the packets it must send: the header beat
+    and ``beats(run)`` of every run but the quiet ones."""
+    headers = [[rnd.getrandbits(128) for _ in rr] for rr in runs]
+    if routed:
+        packets = routed_descriptors([[(run, h.to_bytes(BEAT, "little")) for run, h in zip(rr, hh, strict=True)]
+                                      for rr, hh in zip(runs, headers, strict=True)])
+        for p in packets:
+            await descs[0].send(frame(p))
+    else:
+        for r, rr in enumerate(runs):
+            for run, h in zip(rr, headers[r], strict=True):
+                await descs[r].send(frame(descriptor(run, h.to_bytes(BEAT, "little"))))
+    return [[[h, *beats(run)] for run, h in zip(rr, hh, strict=True) if not run.quiet]
+            for rr, hh in zip(runs, headers, strict=True)]
 
 
 async def check_readers(dut: SimHandleBase, sinks: list[AxiStreamSink], expected: list[list[list[int]]],

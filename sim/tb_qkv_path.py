@@ -33,11 +33,12 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
     plan = json.loads(os.environ["VCKATTN_TB_QKV_PATH"])
     rows, cols, batch = plan.pop("rows"), plan.pop("cols"), plan.pop("batch")
     writers, runs = plan.pop("writers"), [[Run(**r) for r in rr] for rr in plan.pop("runs")]
+    routed = plan.pop("routed", False)
     lo = QkvLayout(**plan)
     await start(dut)
     rnd = random.Random(cocotb.RANDOM_SEED)
 
-    rec_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd)
+    rec_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd, routed)
 
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     qkv = rng.integers(-128, 128, size=(batch, lo.max_seq, lo.qkv_cols)).astype(np.int8)
@@ -53,7 +54,8 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
 
     images = [expected_image(lo, qkv, b) for b in range(batch)]
     expected = await send_runs(desc_src, runs, rnd, lambda run: [
-        int.from_bytes(images[run.b][(run.turn, a)], "little") for a in range(run.first, run.first + run.beats)])
+        int.from_bytes(images[run.b][(run.turn, a)], "little") for a in range(run.first, run.first + run.beats)],
+        routed)
     await check_readers(dut, sinks, expected, "golden's beats of its tile or slice")
     dut._log.info("%d sequences: %d records through %d re-tilers, %d runs through %d readers", batch,
                   sum(len(c) for w in writers for c in w), len(writers), sum(len(e) for e in expected), len(runs))

@@ -41,12 +41,13 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
     kind = plan.pop("kind")
     heads, d, q_rows, batch = plan.pop("heads"), plan.pop("d"), plan.pop("q_rows"), plan.pop("batch")
     writers, runs = plan.pop("writers"), [[Run(**r) for r in rr] for rr in plan.pop("runs")]
+    routed = plan.pop("routed", False)
     residual = plan.pop("residual", None)
     lo = SliceLayout(**{**plan, "slices": tuple(plan["slices"])})
     await start(dut)
     rnd = random.Random(cocotb.RANDOM_SEED)
 
-    a_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd)
+    a_src, desc_src, sinks = path_streams(dut, len(writers), len(runs), rnd, routed)
 
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     a = rng.integers(-128, 128, size=(batch, lo.max_seq, heads * d)).astype(np.int8)
@@ -71,7 +72,8 @@ async def test_records_to_the_readers_streams(dut: SimHandleBase) -> None:
         return [int.from_bytes(packed[i:i + BEAT], "little") for i in range(0, len(packed), BEAT)]
 
     n_x = len(runs) - (len(residual["units"]) if residual else 0)
-    expected = await send_runs(desc_src, runs, rnd, lambda run: beats(run) if run.kind == "x" else [])
+    expected = await send_runs(desc_src, runs, rnd, lambda run: beats(run) if run.kind == "x" else [],
+                               routed)
     if residual:  # each W_O record's rows of X over its channels, lanes int8 a beat, a packet a row
         cols, lanes = residual["cols"], residual["lanes"]
         expected[n_x:] = [[[int.from_bytes(a[b, tok, blk * cols + i:blk * cols + i + lanes].tobytes(), "little")

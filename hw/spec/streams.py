@@ -31,7 +31,10 @@ OP_LOAD_V = 3
 #: WSLICE header of a w buffer
 OP_X_TILE = 4
 OP_LOAD_W = 5
-OPS = {"LOAD_K": OP_LOAD_K, "TILE": OP_TILE, "LOAD_V": OP_LOAD_V, "X_TILE": OP_X_TILE, "LOAD_W": OP_LOAD_W}
+#: the sublayer's PL top: ROUTE in the first beat of a routed packet (``hw/pl/stream_router.py``)
+OP_ROUTE = 6
+OPS = {"LOAD_K": OP_LOAD_K, "TILE": OP_TILE, "LOAD_V": OP_LOAD_V, "X_TILE": OP_X_TILE, "LOAD_W": OP_LOAD_W,
+       "ROUTE": OP_ROUTE}
 
 
 @dataclass(frozen=True)
@@ -150,8 +153,15 @@ RDESC = (
                              "has no run of, once the slot is full in the turn"),
 )
 
+#: first beat of a routed packet (``hw/pl/stream_router.py``): the beats after it, up to and including the one
+#: with TLAST, go to output ``dest``; the route beat itself goes nowhere
+ROUTE = (
+    Field("dest", 0, 0, 16, "the router's output the packet goes to"),
+    Field("op", 1, 0, 4, "6 (ROUTE): a packet whose first beat is anything else is dropped and flagged"),
+)
+
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
-           "gresult": GRESULT, "rdesc": RDESC}
+           "gresult": GRESULT, "rdesc": RDESC, "route": ROUTE}
 
 
 def _fields(kind: str) -> dict[str, Field]:

@@ -13,6 +13,7 @@ constexpr uint32_t OP_TILE = 2;
 constexpr uint32_t OP_LOAD_V = 3;
 constexpr uint32_t OP_X_TILE = 4;
 constexpr uint32_t OP_LOAD_W = 5;
+constexpr uint32_t OP_ROUTE = 6;
 
 // tile header
 constexpr int TILE_OP_WORD = 0;  // 2 (TILE)
@@ -173,6 +174,14 @@ constexpr uint32_t RDESC_TURN_MASK = 0x1u;
 constexpr int RDESC_QUIET_WORD = 2;  // 1: send nothing (no header, no beats; beats must be 0): a release of a slot the reader has no run of, once the slot is full in the turn
 constexpr int RDESC_QUIET_LO = 10;
 constexpr uint32_t RDESC_QUIET_MASK = 0x1u;
+
+// route header
+constexpr int ROUTE_DEST_WORD = 0;  // the router's output the packet goes to
+constexpr int ROUTE_DEST_LO = 0;
+constexpr uint32_t ROUTE_DEST_MASK = 0xFFFFu;
+constexpr int ROUTE_OP_WORD = 1;  // 6 (ROUTE): a packet whose first beat is anything else is dropped and flagged
+constexpr int ROUTE_OP_LO = 0;
+constexpr uint32_t ROUTE_OP_MASK = 0xFu;
 
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {

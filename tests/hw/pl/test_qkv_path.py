@@ -14,6 +14,7 @@ import pytest
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.buffer_path import BufferPath, qkv_path
+from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import reader_runs
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
@@ -26,7 +27,9 @@ SPLIT = SublayerSplit(8, 2, 5, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 16,
 BANK_BEATS = 64
 
 
-def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPath, dict]:
+def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, routed: bool = False) -> tuple[BufferPath, dict]:
+    """The Q/K/V path of ``sp`` and its testbench's plan; ``routed``: the readers' descriptors through one descriptor
+    router whose FIFOs are the least that cannot deadlock (a reader's largest sequence)."""
     lay = sublayer.qkv_layout(s, sp, bank_beats)
     wiring = sublayer.qkv_buffer(s, sp, bank_beats)
     rows, cols = sp.qkv_tile[:2]
@@ -37,8 +40,9 @@ def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int) -> tuple[BufferPa
     g = sublayer.attention_geometry(s, sp)
     runs = reader_runs(lay, engine.deal(g.groups, sp.n_att), s.batch)
     top = qkv_path(lay, rows, cols, bank_beats, [sorted(w) for w in wiring.writers],
-                  [sorted(r) for r in wiring.readers])
+                   [sorted(r) for r in wiring.readers], descriptor_depths(runs, ahead=1) if routed else None)
     return top, {**dataclasses.asdict(lay), "rows": rows, "cols": cols, "batch": s.batch, "writers": writers,
+                 "routed": routed,
                  "runs": [[dataclasses.asdict(r) for r in rr] for rr in runs]}
 
 
@@ -59,9 +63,12 @@ def test_the_plan_is_the_models_wiring():
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-def test_records_to_the_pipelines_streams():
-    top, p = plan(SHAPE, SPLIT, BANK_BEATS)
-    name = "qkv_path_small"
+@pytest.mark.parametrize("routed", [False, True], ids=["descriptors_a_reader", "descriptors_routed"])
+def test_records_to_the_pipelines_streams(routed):
+    """``descriptors_routed``: every reader's descriptors from one stream, sequence by sequence, through the
+    descriptor router at its least FIFO depths."""
+    top, p = plan(SHAPE, SPLIT, BANK_BEATS, routed)
+    name = "qkv_path_small_routed" if routed else "qkv_path_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_pipelines_streams",
                      extra_env={"VCKATTN_TB_QKV_PATH": json.dumps(p)})
     assert [t.name for t in res.passed] == ["test_records_to_the_pipelines_streams"], res.tests

@@ -18,6 +18,7 @@ from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.a_writer import reciprocal
 from vckattn.hw.pl.buffer_path import BufferPath, a_path, x_path
+from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.slice_buffer import SliceLayout, residual_runs, x_reader_runs
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
@@ -51,9 +52,11 @@ X_SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 3
 X_SHAPE = SublayerShape(batch=6, seq=32, heads=4, head_dim=16, kv_heads=2, family="encoder")
 
 
-def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4) -> tuple[BufferPath, dict]:
+def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4,
+           routed: bool = False) -> tuple[BufferPath, dict]:
     """The X path of ``sp``: its x readers and, with X kept on chip, a residual reader a W_O cascade (rows of
-    ``lanes`` int8), in the model's reader order."""
+    ``lanes`` int8), in the model's reader order; ``routed``: the readers' descriptors through one descriptor router
+    whose FIFOs are the least that cannot deadlock (a reader's largest sequence)."""
     lay = sublayer.x_layout(s, sp, bank_beats)
     wiring = sublayer.x_buffers(s, sp, bank_beats)["x"]
     units = sublayer.deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
@@ -63,10 +66,11 @@ def x_plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, lanes: int = 4)
     res = residual_runs(lay, o_units, s.batch, rows, cols)
     readers = [sorted(r) for r in wiring.readers]
     assert len(readers) == len(runs) + len(res)  # the model's x readers, then one a W_O cascade (X kept on chip)
+    depths = descriptor_depths([*runs, *res], ahead=1) if routed else None
     top = x_path(lay, [sorted(w) for w in wiring.writers], readers[:len(runs)], readers[len(runs):], cols // 16,
-                 lanes)
+                 lanes, depths)
     return top, {**dataclasses.asdict(lay), "kind": "x", "heads": s.heads, "d": s.head_dim, "q_rows": sp.q_rows,
-                 "batch": s.batch, "writers": [list(range(s.batch))],
+                 "batch": s.batch, "writers": [list(range(s.batch))], "routed": routed,
                  "runs": [[dataclasses.asdict(r) for r in rr] for rr in (*runs, *res)],
                  **({"residual": {"units": o_units, "cols": cols, "lanes": lanes}} if res else {})}
 
@@ -160,10 +164,13 @@ def test_the_x_plan_is_the_models_wiring():
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-@pytest.mark.parametrize("kind", ["a", "x", "x_residual"])
+@pytest.mark.parametrize("kind", ["a", "x", "x_residual", "x_residual_routed"])
 def test_records_to_the_readers_streams(kind):
+    """``x_residual_routed``: every reader's descriptors from one stream, sequence by sequence, through the
+    descriptor router at its least FIFO depths."""
     top, p = {"a": lambda: plan(SHAPE, SPLIT, BANK_BEATS), "x": lambda: x_plan(X_SHAPE, X_SPLIT, BANK_BEATS),
-              "x_residual": lambda: x_plan(X_SHAPE, R_SPLIT, BANK_BEATS)}[kind]()
+              "x_residual": lambda: x_plan(X_SHAPE, R_SPLIT, BANK_BEATS),
+              "x_residual_routed": lambda: x_plan(X_SHAPE, R_SPLIT, BANK_BEATS, routed=True)}[kind]()
     name = f"{kind}_path_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_records_to_the_readers_streams",
                      extra_env={"VCKATTN_TB_SLICE_PATH": json.dumps(p)})
