@@ -4,7 +4,9 @@ Every header is one 128-bit beat of four little-endian uint32 words ``w0..w3``; 
 ``(word, low bit, width)``; no two fields of a header share bits. Headers: ``tile`` (first beat of a q
 buffer), ``slice`` (first beat of a k / v buffer; word 0 is the k_in / v_in packet's routing word), ``packet``
 (score / P packets), ``result`` (A records and done logs); for the projection GEMM ``xtile`` (first beat of an
-x buffer), ``wslice`` (first beat of a w buffer) and ``gresult`` (its output records). The AIE kernels
+x buffer), ``wslice`` (first beat of a w buffer) and ``gresult`` (its output records); for the sublayer's PL side
+``rdesc`` (a buffer reader's run), ``mdesc`` (a list mover's run, ``hw/hls/mm2s_list.cpp``) and ``route`` (a
+routed packet's first beat, ``hw/pl/stream_router.py``). The AIE kernels
 (``hw/aie/engine/engine_kernels.h``, through the generated ``hw/aie/generated/engine_streams.h``), the
 movers (``hw/hls/*_engine.cpp``), the PL top (``hw/pl/engine.py``), the C-simulation
 (``sim/engine_csim.py``) and the host (``host/engine.py``) all use these fields; nothing else spells
@@ -153,6 +155,17 @@ RDESC = (
                              "has no run of, once the slot is full in the turn"),
 )
 
+#: second beat of a list mover's command (``hw/hls/mm2s_list.cpp``; the first is the header beat it sends): the run of
+#: source beats to send after the header. Words 0 and 1 are the payload's byte offset as one little-endian uint64, the
+#: same bytes as the offset of the engine movers' descriptors
+MDESC = (
+    Field("offset_lo", 0, 0, 32, "byte offset of the payload in the source buffer, bits 31..0 (a whole beat: a "
+                                 "multiple of 16)"),
+    Field("offset_hi", 1, 0, 32, "byte offset of the payload in the source buffer, bits 63..32"),
+    Field("beats", 2, 0, 32, "payload beats to send after the header (0: the header alone)"),
+    Field("no_header", 3, 0, 1, "1: send the payload only, not the header beat (beats must then be >= 1)"),
+)
+
 #: first beat of a routed packet (``hw/pl/stream_router.py``): the beats after it, up to and including the one
 #: with TLAST, go to output ``dest``; the route beat itself goes nowhere
 ROUTE = (
@@ -161,7 +174,7 @@ ROUTE = (
 )
 
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
-           "gresult": GRESULT, "rdesc": RDESC, "route": ROUTE}
+           "gresult": GRESULT, "rdesc": RDESC, "mdesc": MDESC, "route": ROUTE}
 
 
 def _fields(kind: str) -> dict[str, Field]:

@@ -1,5 +1,5 @@
 // 128-bit beats to and from raw files (16 bytes a beat, little-endian bytes in order) for the engine movers' test
-// benches (engine_movers_tb.cpp, engine_s2mm_tb.cpp).
+// benches (engine_movers_tb.cpp, engine_s2mm_tb.cpp, mm2s_list_tb.cpp, s2mm_records_tb.cpp).
 #pragma once
 
 #include <cstdio>

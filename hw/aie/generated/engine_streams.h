@@ -175,6 +175,20 @@ constexpr int RDESC_QUIET_WORD = 2;  // 1: send nothing (no header, no beats; be
 constexpr int RDESC_QUIET_LO = 10;
 constexpr uint32_t RDESC_QUIET_MASK = 0x1u;
 
+// mdesc header
+constexpr int MDESC_OFFSET_LO_WORD = 0;  // byte offset of the payload in the source buffer, bits 31..0 (a whole beat: a multiple of 16)
+constexpr int MDESC_OFFSET_LO_LO = 0;
+constexpr uint32_t MDESC_OFFSET_LO_MASK = 0xFFFFFFFFu;
+constexpr int MDESC_OFFSET_HI_WORD = 1;  // byte offset of the payload in the source buffer, bits 63..32
+constexpr int MDESC_OFFSET_HI_LO = 0;
+constexpr uint32_t MDESC_OFFSET_HI_MASK = 0xFFFFFFFFu;
+constexpr int MDESC_BEATS_WORD = 2;  // payload beats to send after the header (0: the header alone)
+constexpr int MDESC_BEATS_LO = 0;
+constexpr uint32_t MDESC_BEATS_MASK = 0xFFFFFFFFu;
+constexpr int MDESC_NO_HEADER_WORD = 3;  // 1: send the payload only, not the header beat (beats must then be >= 1)
+constexpr int MDESC_NO_HEADER_LO = 0;
+constexpr uint32_t MDESC_NO_HEADER_MASK = 0x1u;
+
 // route header
 constexpr int ROUTE_DEST_WORD = 0;  // the router's output the packet goes to
 constexpr int ROUTE_DEST_LO = 0;
