@@ -15,7 +15,11 @@ re-tiler, each synthesized with Yosys (UltraScale+ cells as a proxy for the Vers
   geometries and a small one;
 * ``x_rows``: least squares ``lut (ff) = base + per_row_beat · row_beats`` over the residual paths' row units
   (``hw/pl/x_rows.py``, 4 lanes) of records 16 to 192 channels wide (its two halves' memory maps to LUTRAM,
-  RAM32M16 cells of 8 LUTs each, counted in its LUTs: ``lut_total``).
+  RAM32M16 cells of 8 LUTs each, counted in its LUTs: ``lut_total``);
+* ``stream_router``: least squares ``lut (ff) = base + Σ per_<term> · <term>`` over the terms of
+  ``hw/perf/banks.py: router_features`` (outputs, LUTRAM FIFO blocks, block-RAM FIFOs) for the descriptor and w
+  routers (``hw/pl/stream_router.py``), LUTRAM counted in the LUTs as for the row units; each point's BRAM must be
+  the model's rule (``router_bram``: a FIFO of 128 entries or more, two RAMB36 a 512 entries), or the sweep stops.
 
 Run: ``python -m vckattn.sim.pl_buffers --out hw/perf/data/pl_buffers.json`` (about 20 min on 2 cores; each
 synthesis is cached by its Verilog, so a rerun of unchanged parts takes seconds).
@@ -32,15 +36,17 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.hw.perf.banks import FEATURES, logic, wiring_features
+from vckattn.hw.perf.banks import FEATURES, ROUTER_FEATURES, logic, router_bram, router_features, wiring_features
 from vckattn.hw.pl.buffer_reader import BufferReader
 from vckattn.hw.pl.retiler import QkvRetiler
 from vckattn.hw.pl.slot_buffer import SlotBuffer
+from vckattn.hw.pl.stream_router import StreamRouter
 from vckattn.hw.pl.synth import synthesize
 from vckattn.hw.pl.x_rows import XRows
 from vckattn.hw.spec.qkv_buffer import QkvLayout
 
-__all__ = ["CANDIDATES", "READERS", "RETILERS", "SLOT_BUFFERS", "X_ROWS", "fit", "loo_error", "main", "run_sweep"]
+__all__ = ["CANDIDATES", "READERS", "RETILERS", "ROUTERS", "SLOT_BUFFERS", "X_ROWS",
+           "fit", "loo_error", "main", "run_sweep"]
 
 #: slot buffers: (banks, writers, read ports, banks a writer reaches, banks a read port reaches; None = all),
 #: 4 slots of banks of 16 beats
@@ -60,6 +66,10 @@ RETILERS: tuple[tuple[str, QkvLayout, int, int], ...] = (
     ("encoder_c96", _ENCODER, 16, 96))
 #: residual row units: 16-feature blocks a record's row (the full-size W_O records are 48 channels: 3)
 X_ROWS: tuple[int, ...] = (1, 3, 4, 12)
+#: stream routers (the descriptor router, the w router): (outputs, FIFO entries of each), shallow (LUTRAM) and deep
+#: (block RAM) FIFOs, up to the full-size builds' 70-odd readers
+ROUTERS: tuple[tuple[int, int], ...] = ((8, 4), (8, 64), (8, 128), (8, 512), (4, 1024), (16, 32), (32, 16), (64, 8),
+                                        (16, 256), (48, 64))
 KEYS = ("lut", "ff")
 
 
@@ -177,11 +187,21 @@ def run_sweep() -> dict:
         _say(f"residual row unit: {row_beats} blocks a row")
         pt = _point(XRows(row_beats, 4), f"pb_x_rows_{row_beats}")
         xr_points.append({"row_beats": row_beats, "lanes": 4, **pt, "lut_total": pt["lut"] + 8 * pt["lutram"]})
+    ro_points = []
+    for outputs, depth in ROUTERS:
+        _say(f"stream router: {outputs} outputs, FIFOs of {depth}")
+        depths = [depth] * outputs
+        pt = _point(StreamRouter(depths), f"pb_router_{outputs}_{depth}")
+        if pt["bram"] != router_bram(depths):
+            raise SystemExit(f"router {outputs} x {depth}: {pt['bram']} BRAM36, not the model's {router_bram(depths)} "
+                             "(hw/perf/banks.py: router_bram)")
+        ro_points.append({"outputs": outputs, "depth": depth, **router_features(depths), **pt,
+                          "lut_total": pt["lut"] + 8 * pt["lutram"]})
     return {
         "description": ("Modeled PL resources of the sublayer's buffer parts (hw/pl/slot_buffer.py, buffer_reader.py, "
-                        "retiler.py, x_rows.py): Yosys synth_xilinx -family xcup (UltraScale+ cells as a proxy for the "
-                        "Versal PL), logic only (the banks' memory is costed by the model as URAM/BRAM blocks). Not "
-                        "board measurements."),
+                        "retiler.py, x_rows.py, stream_router.py): Yosys synth_xilinx -family xcup (UltraScale+ cells "
+                        "as a proxy for the Versal PL), logic only (the banks' memory is costed by the model as "
+                        "URAM/BRAM blocks). Not board measurements."),
         "command": "python -m vckattn.sim.pl_buffers --out hw/perf/data/pl_buffers.json",
         "slot_buffer": {"slots": SLOTS, "bank_beats": BANK_BEATS, "points": sb_points, "candidates": candidates,
                         "fit": fits, "held_out": held_out},
@@ -194,6 +214,10 @@ def run_sweep() -> dict:
                    "fit": {k: fit([(1, p["row_beats"]) for p in xr_points],
                                   [p["lut_total" if k == "lut" else k] for p in xr_points], ("base", "per_row_beat"))
                            for k in KEYS}},
+        "stream_router": {"points": ro_points,
+                          "fit": {k: fit([(1, *(p[n] for n in ROUTER_FEATURES)) for p in ro_points],
+                                         [p["lut_total" if k == "lut" else k] for p in ro_points],
+                                         ("base", *(f"per_{n}" for n in ROUTER_FEATURES))) for k in KEYS}},
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

@@ -221,7 +221,7 @@ FULL_SIZE_BUILDS: dict[str, SublayerBuild] = {
         qkv_cascades=36, o_cascades=16, w_share=2, batch=8),
     "vck5000_sublayer_decoder": SublayerBuild(
         "vck5000_sublayer_decoder", "decoder", 576,
-        {**_FULL_SIZE_ENGINE, "pipelines": 17, "swiftmax_products": "dsp", "name": "vck5000_sublayer_decoder"},
+        {**_FULL_SIZE_ENGINE, "pipelines": 17, "name": "vck5000_sublayer_decoder"},
         GemmParams(6, 16, 64, 112, 8, kslice_last=16), GemmParams(3, 8, 48, 208, 32, kslice_last=160),
         qkv_cascades=15, o_cascades=24, w_share=2, batch=8, qkv_cols=960),
 }

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["BANK_BEATS", "BEAT_BITS", "DATA_FILE", "FEATURES", "BankedBuffer", "load_data", "logic", "reader_cost",
-           "retiler_cost", "wiring_features", "x_rows_cost"]
+__all__ = ["BANK_BEATS", "BEAT_BITS", "DATA_FILE", "FEATURES", "ROUTER_FEATURES", "BankedBuffer", "load_data", "logic",
+           "reader_cost", "retiler_cost", "router_bram", "router_cost", "router_features", "wiring_features",
+           "x_rows_cost"]
 
 #: bits of a buffer beat (one 128-bit PLIO beat)
 BEAT_BITS = 128
@@ -122,3 +123,33 @@ def retiler_cost(cols: int) -> dict[str, float]:
     """LUT and FF of one Q/K/V re-tiler of records ``cols`` channels wide (``hw/pl/retiler.py``)."""
     fit = load_data()["retiler"]["fit"]
     return {k: max(0.0, fit[k]["base"] + fit[k]["per_col"] * cols) for k in KEYS}
+
+
+#: a stream router's FIFO of at least this many entries is a block RAM (Yosys maps shallower ones to LUTRAM; the
+#: sweep checks the rule on every point it synthesizes)
+ROUTER_BRAM_DEPTH = 128
+#: the stream router fit's terms (:func:`router_features`), after its constant ``base``
+ROUTER_FEATURES = ("outputs", "lutram_blocks", "bram_fifos")
+
+
+def router_bram(depths: Sequence[int]) -> int:
+    """BRAM36 of a stream router's FIFOs (``hw/pl/stream_router.py``) of ``depths`` entries: a FIFO of
+    :data:`ROUTER_BRAM_DEPTH` entries or more takes two RAMB36 (72 bits each, 129-bit entries) a 512 entries."""
+    return sum(2 * math.ceil(d / BLOCKS["bram"][0]) for d in depths if d >= ROUTER_BRAM_DEPTH)
+
+
+def router_features(depths: Sequence[int]) -> dict[str, float]:
+    """A stream router's FIFOs as its logic's fit takes them: ``outputs``; ``lutram_blocks`` = Σ ⌈depth / 32⌉ over
+    its LUTRAM FIFOs (a LUTRAM cell is 32 entries deep); ``bram_fifos``: its block-RAM FIFOs."""
+    small = [d for d in depths if d < ROUTER_BRAM_DEPTH]
+    return {"outputs": float(len(depths)), "lutram_blocks": float(sum(math.ceil(d / 32) for d in small)),
+            "bram_fifos": float(len(depths) - len(small))}
+
+
+def router_cost(depths: Sequence[int], fit: dict[str, Any] | None = None) -> dict[str, float]:
+    """LUT (its LUTRAM included), FF and BRAM of one stream router with FIFOs of ``depths`` entries (the fit over
+    Yosys syntheses, ``fit``: one not yet written to the data file; BRAM: :func:`router_bram`)."""
+    fit = fit or load_data()["stream_router"]["fit"]
+    f = router_features(depths)
+    cost = {k: max(0.0, fit[k]["base"] + sum(fit[k][f"per_{n}"] * f[n] for n in ROUTER_FEATURES)) for k in KEYS}
+    return {**cost, "bram": float(router_bram(depths))}

@@ -19,10 +19,11 @@ from .aie import PEAK_MACS_PER_CYCLE
 
 __all__ = ["DEVICE", "FAMILIES", "LANES", "NORMALIZERS", "RESOURCES", "RESOURCE_CAP", "SEQUENCE_SLOTS", "SITE_LANES",
            "W_SHARES", "SublayerShape", "SublayerSplit", "attention_design", "attention_geometry", "attention_memory",
-           "available", "bert_base", "best_split", "broadcast_groups", "buffers", "deal_projection",
-           "default_qkv_tile", "first_reload_bytes", "gemm_params", "out_share", "pl_units", "plios", "refit",
-           "resources", "rope_lanes", "schedule", "share_groups", "site_seconds", "site_stage", "site_units",
-           "split_cost", "splits", "sublayer_macs", "tile_caps", "w_link_seconds", "weight_loads"]
+           "available", "bert_base", "best_split", "broadcast_groups", "buffers", "deal_projection", "default_qkv_tile",
+           "descriptor_fifos", "first_reload_bytes", "gemm_params", "launch_runs", "movers", "out_share", "pl_units",
+           "plios", "refit", "resources", "rope_lanes", "routers", "schedule", "share_groups", "site_seconds",
+           "site_stage", "site_units", "split_cost", "splits", "sublayer_macs", "tile_caps", "w_link_seconds",
+           "weight_loads"]
 
 #: sequences of Q/K/V (and of A) the PL holds between two stages (URAM: ``4·S·d`` bytes a sequence): the stages
 #: hand over whole sequences and a stage's instances finish a sequence at different times (uneven dealing), so two
@@ -866,15 +867,89 @@ def residual_paths(s: SublayerShape, sp: SublayerSplit) -> int:
     return sum(1 for ch in _block_channels(s, sp.n_o, sp.o_tile[1], s.d_model) if ch) if sp.x_on_chip else 0
 
 
-def projection_movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:
-    """The projection stages' PL movers not yet built, in the parts of ``pl_infrastructure.json`` (ASSUMPTIONS
-    there): a mover (``mm2s_engine``) on every w stream, plus the X mover and the weight mover (DDR readers); a
-    writer (``s2mm_engine``) on every W_O output (the R writer of its residual path, into DDR); AXI4 master ports:
-    the X mover's, the weight mover's and one an R writer. The x streams' readers and the Q/K/V outputs'
-    re-tilers are built and costed with the buffers (:func:`buffer_logic`)."""
+def movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, int]:
+    """The sublayer's HLS movers, in the parts of ``pl_infrastructure.json`` (ASSUMPTIONS there): three list movers
+    (``hw/hls/mm2s_list.cpp``: the X mover, the weight mover and the descriptor mover) and an R writer
+    (``hw/hls/s2mm_records.cpp``) on every W_O output; AXI4 master ports: two a list mover (its commands, its
+    source) and one an R writer. The buffers' writers and readers are PL logic, costed with the buffers
+    (:func:`buffer_logic`); the w streams are the w router's outputs (:func:`routers`)."""
     io = io or plios(s, sp)
-    q, o = io["qkv"], io["o"]
-    return {"mm2s_engine": q["w"] + o["w"] + 2, "s2mm_engine": o["out"], "axi_master": 2 + o["out"]}
+    return {"mm2s_list": 3, "s2mm_records": io["o"]["out"], "axi_master": 2 * 3 + io["o"]["out"]}
+
+
+def launch_runs(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS
+                ) -> dict[str, list[list[Any]]]:
+    """Every buffer reader's runs (:class:`~vckattn.hw.spec.qkv_buffer.Run`) for a launch of ``s.batch``
+    sequences, per buffer of :func:`banked_buffers` in its readers' order: the x readers (an encoder's X buffer, a
+    decoder's U buffer) and the residual readers, the q, k and v readers of every pipeline, the a readers. A
+    decoder's site units read X too; their descriptors are not made yet (they are not built): not listed."""
+    from vckattn.hw.spec.qkv_buffer import reader_runs
+    from vckattn.hw.spec.slice_buffer import residual_runs, x_reader_runs
+
+    units = deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
+    x_lay = x_layout(s, sp, bank_beats)
+    u_lay = x_layout(s, sp, bank_beats, min(s.batch, SEQUENCE_SLOTS)) if s.decoder else x_lay
+    x = x_reader_runs(u_lay, [units[grp[0]] for grp in broadcast_groups(units)], s.batch)
+    rows, cols = sp.o_tile[:2]
+    o_units = deal_projection(s.d_model // cols, s.batch, sp.n_o)
+    res = residual_runs(x_lay, [u for u in o_units if u], s.batch, rows, cols) if sp.x_on_chip else []
+    g = attention_geometry(s, sp)
+    out = {"x": res, "u": x} if s.decoder else {"x": [*x, *res]}
+    out["qkv"] = reader_runs(qkv_layout(s, sp, bank_beats), engine.deal(g.groups, sp.n_att), s.batch)
+    out["a"] = x_reader_runs(a_layout(s, sp, bank_beats), [o_units[grp[0]] for grp in broadcast_groups(o_units)],
+                             s.batch)
+    return out
+
+
+def descriptor_fifos(s: SublayerShape, sp: SublayerSplit) -> list[int]:
+    """The descriptor router's FIFO depths (beats), one a buffer reader in :func:`launch_runs`' order: two of the
+    reader's largest sequences (:func:`vckattn.hw.spec.descriptors.descriptor_depths`), counted from the dealing
+    without making the runs (the explorer costs thousands of splits; a test keeps the counts equal to
+    :func:`launch_runs`'). A decoder's site units, whose descriptors are not made yet, are counted at the x readers'
+    largest (ASSUMPTION: a site unit reads a sequence's X in as many runs as an x reader)."""
+    from vckattn.hw.spec.descriptors import DESCRIPTOR_BEATS
+
+    def fifo(per_seq: list[int]) -> int:  # a reader's descriptors in each sequence (a quiet release where none)
+        return max(4, 2 * DESCRIPTOR_BEATS * max(max(1, n) for n in per_seq))
+
+    units = deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
+    slices_x = len(gemm_params(sp.qkv_tile, s.d_model, 8).slices)
+    tiles_x = s.seq // sp.qkv_tile[0]
+    x = [fifo([tiles_x * sum(bb == b for _, bb in units[grp[0]]) for b in range(s.batch)])
+         for grp in broadcast_groups(units) for _ in range(slices_x)]
+    rows, cols = sp.o_tile[:2]
+    o_units = deal_projection(s.d_model // cols, s.batch, sp.n_o)
+    res = []
+    if sp.x_on_chip:
+        lay = x_layout(s, sp)
+        reach = [len({lay.slice_of(f) for f in range(blk * cols, (blk + 1) * cols, 16)})
+                 for blk in range(s.d_model // cols)]
+        res = [fifo([s.seq // 4 * sum(reach[blk] for blk, bb in u if bb == b) for b in range(s.batch)])
+               for u in o_units if u]
+    q_lay, g = qkv_layout(s, sp), attention_geometry(s, sp)
+    per_group = {"q": q_lay.max_seq // q_lay.q_rows, "k": q_lay.max_seq // q_lay.slice_keys,
+                 "v": q_lay.max_seq // q_lay.slice_keys}
+    qkv = [fifo([per_group[kind] * sum(grp // s.heads == b for grp in groups) for b in range(s.batch)])
+           for groups in engine.deal(g.groups, sp.n_att) for kind in ("q", "k", "v")]
+    tiles_a = s.seq // rows
+    a = [fifo([tiles_a * sum(bb == b for _, bb in o_units[grp[0]]) for b in range(s.batch)])
+         for grp in broadcast_groups(o_units) for _ in range(len(gemm_params(sp.o_tile, s.d_model, 32).slices))]
+    order = [*res, *x] if s.decoder else [*x, *res]
+    return order + qkv + a + [max(x)] * site_units(s, sp)
+
+
+#: entries of each w router FIFO: the w streams take a block at a time into their kernels' buffers
+W_ROUTER_DEPTH = 4
+
+
+def routers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None) -> dict[str, float]:
+    """LUT, FF and BRAM of the stream routers (``hw/pl/stream_router.py``; their Yosys fit,
+    :func:`.banks.router_cost`): the descriptor router (a FIFO a buffer reader, :func:`descriptor_fifos`) and the w
+    router (a FIFO of :data:`W_ROUTER_DEPTH` a w stream of the Q/K/V and W_O stages)."""
+    io = io or plios(s, sp)
+    d = banks.router_cost(descriptor_fifos(s, sp))
+    w = banks.router_cost([W_ROUTER_DEPTH] * (io["qkv"]["w"] + io["o"]["w"]))
+    return {k: d[k] + w[k] for k in ("lut", "ff", "bram")}
 
 
 def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
@@ -885,8 +960,9 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
     * ``aie_tiles``: every kernel on its own tile (the Q/K/V and W_O cascades' kernels, the pipelines' ``2·kq + 1``);
     * ``plio_in`` / ``plio_out``: :func:`plios`;
     * the PL: the attention pipelines' normalizers and A writers (:func:`_attention_resources`), the PL units
-      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the movers not yet built
-      (:func:`projection_movers`), the buffers' logic with their readers and re-tilers (:func:`buffer_logic`) and
+      (:func:`pl_units`: the residual adds, RoPE with ``rope``), the HLS movers (:func:`movers`), the stream
+      routers with their FIFOs (:func:`routers`), the buffers' logic with their readers and re-tilers
+      (:func:`buffer_logic`) and
       the buffers' banks (:func:`buffers`), each buffer placed in URAM or BRAM, whichever leaves the fuller of the
       two the emptier (the largest first).
 
@@ -896,9 +972,11 @@ def resources(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None,
     att = _attention_resources(s, sp)
     pl_keys = engine.RESOURCE_KEYS
     units = pl_units(s, sp, rope)["total"]
-    movers = engine.parts_resources(projection_movers(s, sp, io))
+    moving = engine.parts_resources(movers(s, sp, io))
     logic = buffer_logic(s, sp)
-    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "projection_movers": movers,
+    route = routers(s, sp, io)
+    parts = {"attention": {k: att[k] for k in pl_keys}, "pl_units": dict(units), "movers": moving,
+             "routers": {k: route.get(k, 0.0) for k in pl_keys},
              "buffer_logic": {k: logic.get(k, 0.0) for k in pl_keys}}
     used = {k: sum(p[k] for p in parts.values()) for k in pl_keys}
     bufs = buffers(s, sp)

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.qkv_buffer import Run
 
-__all__ = ["DESCRIPTOR_BEATS", "descriptor", "descriptor_depths", "routed_descriptors"]
+__all__ = ["DESCRIPTOR_BEATS", "descriptor", "descriptor_depths", "mover_list", "routed_descriptors"]
 
 #: beats of one descriptor: the header beat, the RDESC beat
 DESCRIPTOR_BEATS = 2
@@ -73,3 +75,20 @@ def descriptor_depths(readers: Sequence[Sequence[Run]], ahead: int = 2) -> list[
     if ahead < 1:
         raise ValueError(f"ahead {ahead}: at least one sequence's descriptors")
     return [max(4, ahead * DESCRIPTOR_BEATS * max(_by_sequence(runs).values(), default=1)) for runs in readers]
+
+
+def mover_list(packets: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """The descriptor mover's command list ``(n, 32)`` uint8 and source (uint8) for ``packets``
+    (:func:`routed_descriptors`), for the list mover (``hw/hls/mm2s_list.cpp``): a command a packet, its header beat
+    the packet's ROUTE beat, its payload the packet's descriptors, laid one packet after the other in the source; the
+    mover's TLAST on each command's last beat ends each packet."""
+    cmds, at = [], 0
+    for p in packets:
+        beats = len(p) // streams.BEAT_BYTES - 1
+        if len(p) % streams.BEAT_BYTES or beats < 1:
+            raise ValueError("a packet is a ROUTE beat and at least one descriptor beat")
+        mdesc = streams.encode("mdesc", offset_lo=at & 0xFFFFFFFF, offset_hi=at >> 32, beats=beats)
+        cmds.append(np.concatenate([np.frombuffer(p[:streams.BEAT_BYTES], np.uint8), mdesc]))
+        at += beats * streams.BEAT_BYTES
+    src = np.frombuffer(b"".join(p[streams.BEAT_BYTES:] for p in packets), np.uint8)
+    return np.stack(cmds) if cmds else np.zeros((0, 32), np.uint8), src

@@ -257,3 +257,30 @@ def test_record_statuses_match_the_kernel_header():
     text = (HLS / "s2mm_records.h").read_text()
     declared = {m[1].lower(): int(m[2]) for m in re.finditer(r"^\s*R_(\w+) = (\d+),", text, re.M)}
     assert declared == RECORD_STATUS
+
+
+def test_the_descriptor_movers_list_sends_the_routed_stream():
+    """The descriptor mover's list for a launch's routed descriptors (hw/spec/descriptors.py: mover_list) makes the
+    list mover send exactly the packets, a ROUTE beat then the reader's descriptors, TLAST on each packet's end:
+    what the descriptor router takes."""
+    from vckattn.hw.spec.descriptors import mover_list, routed_descriptors
+    from vckattn.hw.spec.qkv_buffer import Run
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
+
+    rng = np.random.default_rng(3)
+    readers = []
+    for r in range(3):
+        runs = []
+        for b in range(4):
+            for k in range(int(rng.integers(0, 3)) or 1):
+                quiet = (r + b) % 3 == 0
+                runs.append((Run("x", b, r, k, int(rng.integers(0, 1000)), 0 if quiet else 4, b % 2, b // 2 % 2,
+                                 k == 0, quiet), rng.integers(0, 256, 16, dtype=np.uint8).tobytes()))
+        readers.append(runs)
+    packets = routed_descriptors(readers)
+    cmds, src = mover_list(packets)
+    data, last, sent = mm2s_list(cmds, src)
+    assert sent == len(packets) == 3 * 4
+    assert data.tobytes() == b"".join(packets)
+    ends = np.cumsum([len(p) // 16 for p in packets]) - 1
+    assert np.flatnonzero(last).tolist() == ends.tolist()

@@ -199,11 +199,11 @@ def test_every_resource_is_reported_and_within_the_cap_on_the_best_splits():
         for k, v in r["fraction"].items():
             assert v == pytest.approx(r["used"][k] / LIMITS[k]) and 0 < v <= 0.8, (seq, k, v)
         assert r["fullest"] == max(r["fraction"], key=r["fraction"].get)
-        # the PL's total is its parts': the attention pipelines, the PL units, the projection movers, the buffers
+        # the PL's total is its parts': the attention pipelines, the PL units, the movers, the routers, the buffers
         for k in ("lut", "ff", "dsp", "bram", "uram"):
             assert r["used"][k] == pytest.approx(sum(p[k] for p in r["parts"].values()))
         assert r["parts"]["buffers"]["uram"] + r["parts"]["buffers"]["bram"] > 0
-        assert r["parts"]["attention"]["lut"] > 0 and r["parts"]["projection_movers"]["lut"] > 0
+        assert min(r["parts"][p]["lut"] for p in ("attention", "movers", "routers")) > 0
 
 
 def test_broadcast_groups_are_the_cascades_in_lock_step():
@@ -289,8 +289,18 @@ def test_buffer_banks_blocks_and_wiring_by_hand():
     r = sublayer.resources(s, sp)
     placed = {k: v["memory"] for k, v in r["buffers"].items()}
     assert r["used"]["uram"] == sum(b[k]["uram"] for k in b if placed[k] == "uram")  # SwiftMax: no URAM of its own
+    # the descriptor router's FIFOs (two of a reader's largest sequences) of 128 entries or more in block RAM, two
+    # RAMB36 a 512: the 4 x readers' (32 descriptors a sequence: 128), the 16 residual readers' (4 rows of a record a
+    # descriptor, 128 a sequence: 512; 256 for the two whose records reach two K-slices: 1,024) and the 4 a
+    # readers' (256); the 36 q, k and v readers' (64 or fewer) in LUTRAM
+    fifos = sublayer.descriptor_fifos(s, sp)
+    assert fifos[:4] == [128] * 4 and sorted(fifos[4:20]) == [512] * 14 + [1024] * 2 and fifos[-4:] == [256] * 4
+    assert len(fifos) == 60 and max(fifos[20:56]) == 64
+    router_bram = 4 * 2 + 14 * 2 + 2 * 4 + 4 * 2
+    assert r["parts"]["routers"]["bram"] == router_bram
     assert r["used"]["bram"] == sum(b[k]["bram"] for k in b if placed[k] == "bram") + 16 * pl_bram("residual", 4) + (
-        2 + 16) * 1  # 16 residual adds; the AXI4 master ports of the X and weight movers and the 16 output writers
+        3 * 2 + 16) * 1 + router_bram  # 16 residual adds; the AXI4 master ports of the X, weight and descriptor
+    # movers (two each) and the 16 R writers (one each)
 
 
 def test_buffer_logic_is_its_parts_fits():
@@ -467,3 +477,46 @@ def test_a_decoder_q_k_v_tile_holds_whole_head_rows():
     sublayer.split_cost(SublayerShape(batch=8, seq=512), SublayerSplit(36, 16, 12, 4, score_channels=2))
     assert sublayer.default_qkv_tile(dec) == (16, 64, 96)
     assert sublayer.best_split(dec)["split"]["qkv_tile"][1] % 64 == 0
+
+
+@pytest.mark.parametrize("name", ["vck5000_sublayer", "vck5000_sublayer_decoder"])
+def test_the_descriptor_fifos_are_the_launchs_own_lists(name):
+    """The descriptor router of a full-size build: a FIFO a reader the model wires (a decoder's site units counted at
+    the x readers' largest), each reader's runs inside the banks it is wired to, each FIFO two of its largest
+    sequences; and its routers' BRAM the rule's."""
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, split_of
+    from vckattn.hw.perf import banks
+    from vckattn.hw.spec.descriptors import DESCRIPTOR_BEATS
+
+    s = SublayerShape(**FULL_SIZE_SHAPES[name])
+    sp = SublayerSplit(**split_of(FULL_SIZE_BUILDS[name]))
+    bb, runs = sublayer.banked_buffers(s, sp), sublayer.launch_runs(s, sp)
+    sites = sublayer.site_units(s, sp)
+    assert sum(len(b.readers) for b in bb.values()) == sum(len(r) for r in runs.values()) + sites
+    for key, rr in runs.items():
+        wired = bb[key].readers[sites:] if key == "x" else bb[key].readers  # the X buffer's site units first
+        assert len(wired) == len(rr)
+        for banks_of, reader in zip(wired, rr, strict=True):
+            assert {b for r in reader if not r.quiet for b in
+                    range(r.first // banks.BANK_BEATS, (r.first + r.beats - 1) // banks.BANK_BEATS + 1)} <= banks_of
+    fifos = sublayer.descriptor_fifos(s, sp)
+    mine = [2 * DESCRIPTOR_BEATS * max(sum(r.b == b for r in reader) for b in range(s.batch))
+            for rr in runs.values() for reader in rr]
+    assert fifos[:len(mine)] == [max(4, m) for m in mine] and len(fifos) == len(mine) + sites
+    # residual readers: 4 rows of a record a descriptor (a BERT-base W_O record of 8 rows x 48 channels)
+    assert max(fifos) >= 512
+    assert sublayer.routers(s, sp)["bram"] == banks.router_bram(fifos) > 0
+
+
+def test_the_routers_cost_is_their_synthesis_fit():
+    """Every stream router the sweep synthesized (hw/perf/data/pl_buffers.json: stream_router, Yosys) within 20% of
+    the fit in LUTs (LUTRAM counted as 8 LUTs a cell) and FFs, its BRAM exactly the model's rule."""
+    from vckattn.hw.perf import banks
+
+    points = banks.load_data()["stream_router"]["points"]
+    assert {p["depth"] < banks.ROUTER_BRAM_DEPTH for p in points} == {True, False}  # LUTRAM and block-RAM FIFOs
+    for p in points:
+        cost = banks.router_cost([p["depth"]] * int(p["outputs"]))
+        assert cost["lut"] == pytest.approx(p["lut_total"], rel=0.2), p
+        assert cost["ff"] == pytest.approx(p["ff"], rel=0.2), p
+        assert cost["bram"] == p["bram"], p
