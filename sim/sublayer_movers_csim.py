@@ -17,7 +17,6 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.hw.spec import streams
 from vckattn.sim.hls_csim import ASAN_FLAGS, FLAGS, REPO_ROOT, asan_available, compile_cpp, run_binary
 
 HLS = REPO_ROOT / "hw" / "hls"
@@ -34,14 +33,6 @@ RECORD_STATUS: dict[str, int] = {"ok": 0, "bad_args": 1, "bad_elem_bits": 2, "ba
 
 def _flags() -> tuple[str, ...]:
     return FLAGS + (ASAN_FLAGS if asan_available() else ())
-
-
-def command(header: np.ndarray, offset: int, beats: int, no_header: bool = False) -> np.ndarray:
-    """One list mover command, 32 uint8: the header beat ``header`` (16 bytes) then its MDESC (``offset``: the
-    payload's byte offset into the source, ``beats``: payload beats, ``no_header``: send the payload only)."""
-    desc = streams.encode("mdesc", offset_lo=offset & 0xFFFFFFFF, offset_hi=offset >> 32, beats=beats,
-                          no_header=int(no_header))
-    return np.concatenate([np.asarray(header, np.uint8).reshape(16), desc])
 
 
 def mm2s_list(cmds: np.ndarray, src: np.ndarray, src_beats: int | None = None,
@@ -95,4 +86,4 @@ def s2mm_records(records: np.ndarray, n_records: int, tile_rows: int, cols: int,
     return r, int(re.search(r"^status (-?\d+)$", text, re.M)[1]), int(re.search(r"^left (\d+)$", text, re.M)[1])
 
 
-__all__ = ["AXIS_INCLUDE", "RECORD_STATUS", "command", "mm2s_list", "s2mm_records"]
+__all__ = ["AXIS_INCLUDE", "RECORD_STATUS", "mm2s_list", "s2mm_records"]

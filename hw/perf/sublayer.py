@@ -907,10 +907,7 @@ def descriptor_fifos(s: SublayerShape, sp: SublayerSplit) -> list[int]:
     without making the runs (the explorer costs thousands of splits; a test keeps the counts equal to
     :func:`launch_runs`'). A decoder's site units, whose descriptors are not made yet, are counted at the x readers'
     largest (ASSUMPTION: a site unit reads a sequence's X in as many runs as an x reader)."""
-    from vckattn.hw.spec.descriptors import DESCRIPTOR_BEATS
-
-    def fifo(per_seq: list[int]) -> int:  # a reader's descriptors in each sequence (a quiet release where none)
-        return max(4, 2 * DESCRIPTOR_BEATS * max(max(1, n) for n in per_seq))
+    from vckattn.hw.spec.descriptors import fifo_depth as fifo
 
     units = deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
     slices_x = len(gemm_params(sp.qkv_tile, s.d_model, 8).slices)

@@ -15,14 +15,15 @@ sequence (:func:`descriptor_depths`) always drains, and the stream never deadloc
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.qkv_buffer import Run
 
-__all__ = ["DESCRIPTOR_BEATS", "descriptor", "descriptor_depths", "mover_list", "routed_descriptors"]
+__all__ = ["DESCRIPTOR_BEATS", "descriptor", "descriptor_depths", "fifo_depth", "mover_command", "mover_list",
+           "routed_descriptors"]
 
 #: beats of one descriptor: the header beat, the RDESC beat
 DESCRIPTOR_BEATS = 2
@@ -72,9 +73,24 @@ def descriptor_depths(readers: Sequence[Sequence[Run]], ahead: int = 2) -> list[
     """Per reader, its descriptor FIFO's entries (beats): ``ahead`` × its largest sequence's descriptors (``ahead``
     1: the least that cannot deadlock, module docstring; 2, the default: the next sequence's descriptors in while
     the reader works on one)."""
+    return [fifo_depth(_by_sequence(runs).values(), ahead) for runs in readers]
+
+
+def fifo_depth(per_sequence: Iterable[int], ahead: int = 2) -> int:
+    """A reader's descriptor FIFO's entries (beats) for its descriptors in each sequence (``per_sequence``; a
+    sequence with none counts one, its quiet release): ``ahead`` × the largest, at least the router's 4."""
     if ahead < 1:
         raise ValueError(f"ahead {ahead}: at least one sequence's descriptors")
-    return [max(4, ahead * DESCRIPTOR_BEATS * max(_by_sequence(runs).values(), default=1)) for runs in readers]
+    return max(4, ahead * DESCRIPTOR_BEATS * max((max(1, n) for n in per_sequence), default=1))
+
+
+def mover_command(header: np.ndarray | bytes, offset: int, beats: int, no_header: bool = False) -> np.ndarray:
+    """One list mover command (``hw/hls/mm2s_list.cpp``), 32 uint8: the header beat ``header`` (16 bytes) then its
+    MDESC (``offset``: the payload's byte offset into the source, ``beats``: payload beats, ``no_header``: send the
+    payload only)."""
+    desc = streams.encode("mdesc", offset_lo=offset & 0xFFFFFFFF, offset_hi=offset >> 32, beats=beats,
+                          no_header=int(no_header))
+    return np.concatenate([np.frombuffer(bytes(header), np.uint8).reshape(streams.BEAT_BYTES), desc])
 
 
 def mover_list(packets: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
@@ -87,8 +103,7 @@ def mover_list(packets: Sequence[bytes]) -> tuple[np.ndarray, np.ndarray]:
         beats = len(p) // streams.BEAT_BYTES - 1
         if len(p) % streams.BEAT_BYTES or beats < 1:
             raise ValueError("a packet is a ROUTE beat and at least one descriptor beat")
-        mdesc = streams.encode("mdesc", offset_lo=at & 0xFFFFFFFF, offset_hi=at >> 32, beats=beats)
-        cmds.append(np.concatenate([np.frombuffer(p[:streams.BEAT_BYTES], np.uint8), mdesc]))
+        cmds.append(mover_command(p[:streams.BEAT_BYTES], at, beats))
         at += beats * streams.BEAT_BYTES
     src = np.frombuffer(b"".join(p[streams.BEAT_BYTES:] for p in packets), np.uint8)
     return np.stack(cmds) if cmds else np.zeros((0, 32), np.uint8), src

@@ -39,7 +39,7 @@ def _expected_stream(cmds: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.
 def _random_list(rng, src_beats: int, n: int) -> np.ndarray:
     """``n`` good commands: a random header beat each, a mix of header + payload, payload only (no_header) and a
     header alone (0 beats)."""
-    from vckattn.sim.sublayer_movers_csim import command
+    from vckattn.hw.spec.descriptors import mover_command as command
 
     cmds = []
     for i in range(n):
@@ -64,7 +64,8 @@ def test_list_mover_sends_each_command_as_the_contract_says():
 
 
 def test_list_mover_sends_a_no_header_command_as_its_payload_alone():
-    from vckattn.sim.sublayer_movers_csim import command, mm2s_list
+    from vckattn.hw.spec.descriptors import mover_command as command
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
 
     src = np.arange(8 * 16, dtype=np.uint8)
     head = np.full(16, 0xEE, np.uint8)
@@ -75,7 +76,8 @@ def test_list_mover_sends_a_no_header_command_as_its_payload_alone():
 
 
 def test_list_mover_reads_a_payload_up_to_the_end_of_its_source():
-    from vckattn.sim.sublayer_movers_csim import command, mm2s_list
+    from vckattn.hw.spec.descriptors import mover_command as command
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
 
     src = np.arange(5 * 16, dtype=np.uint8)
     data, _, sent = mm2s_list(command(np.zeros(16, np.uint8), 16, 4, no_header=True)[None], src)
@@ -84,7 +86,8 @@ def test_list_mover_reads_a_payload_up_to_the_end_of_its_source():
 
 @pytest.mark.parametrize("bad", ["offset_not_a_beat", "past_src_beats", "offset_high_word", "sends_nothing"])
 def test_list_mover_refuses_a_command_and_sends_nothing_of_it(bad):
-    from vckattn.sim.sublayer_movers_csim import command, mm2s_list
+    from vckattn.hw.spec.descriptors import mover_command as command
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
 
     rng = np.random.default_rng(3)
     src_beats = 24
