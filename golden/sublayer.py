@@ -136,6 +136,29 @@ def residual_regmap(lanes: int = 4, max_d: int = 1024, fmt: SublayerFormat = SUB
     )
 
 
+#: ``ID`` of the sublayer PL top's status registers
+SUBLAYER_TOP_ID = 0x5B7A0001
+
+
+def sublayer_top_regmap(residual_paths: int) -> RegisterMap:
+    """The sublayer PL top's status registers (``hw/pl/sublayer_top.py``, window 0 of its AXI4-Lite port; the
+    residual units' maps, :func:`residual_regmap`, are windows 1 .. ``residual_paths``): the sticky error flags
+    of its routers and residual paths, read by the host after a launch."""
+    if not 1 <= residual_paths <= 32:
+        raise ValueError(f"{residual_paths} residual paths: 1..32 (a bit each in bad_record)")
+    return RegisterMap(
+        [Reg("bad_route", 2, access="ro", doc="sticky: bit 0, the descriptor router dropped a packet (no ROUTE "
+             "beat, or a reader it does not have); bit 1, the w router did"),
+         Reg("bad_record", residual_paths, access="ro", doc="sticky, a bit a residual path: it dropped a W_O "
+             "record it cannot read (cols or elem_bits not the build's)"),
+         Reg("residual_paths", 8, access="ro", doc="residual paths, each a residual unit in windows 1.. of the "
+             "top's register space")],
+        [],
+        ident=SUBLAYER_TOP_ID,
+        version=1,
+    )
+
+
 def residual_register_values(regs: ResidualRegisters, d: int, max_d: int = 1024) -> dict[str, int | list[int]]:
     """Golden residual registers -> the unit's register and table writes for ``d`` output channels (a scalar
     ``rq_y`` is written to every channel). ValueError if ``d > max_d`` or a shift is outside 0..62 (a multiplier
@@ -356,7 +379,7 @@ def decoder_sublayer_float(mha: MultiHeadAttention, bhyt: torch.nn.Module, h: np
 
 
 __all__ = ["SUBLAYER_FORMAT", "SublayerFormat", "ResidualRegisters", "residual_registers", "residual_add_int",
-           "RESIDUAL_ID", "residual_regmap", "residual_register_values",
+           "RESIDUAL_ID", "residual_regmap", "SUBLAYER_TOP_ID", "sublayer_top_regmap", "residual_register_values",
            "EncoderSublayer", "DecoderSublayer", "check_formats", "FusedQKV", "fused_qkv", "calibrate_encoder",
            "calibrate_decoder",
            "swiftmax_constants", "rope_tables", "host_layernorm",

@@ -1,0 +1,224 @@
+"""cocotb 2.x testbench for :class:`vckattn.hw.pl.sublayer_top.SublayerTop` (run by
+``tests/hw/pl/test_sublayer_top.py``): a launch through the encoder sublayer's PL top, the AIE graph's side played by
+the testbench.
+
+The plan comes from ``VCKATTN_TB_SUBLAYER_TOP`` (JSON, made by the test from the performance model's split,
+``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``,
+``a``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in their order),
+``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block, sequence)
+units); ``readers`` (how many of each kind) and ``runs`` (every reader's runs, in the descriptor router's order);
+``o_rows``, ``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits).
+
+The testbench programs every residual unit through the top's one AXI4-Lite port (window ``1 + i``) with random
+per-channel ``rq_y`` and a random ``rq_x``, reads the status window's ID, then sends, all at once and each with
+random pauses: X of every sequence to the X mover's input; every reader's descriptors, routed, sequence by sequence,
+to the descriptor input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a PLIO's cascades
+interleaved); random A records of every pipeline's groups; random W_O records (int32) of every W_O cascade's units,
+row tile by row tile; two routed weight packets a w stream, the streams interleaved. Every output must send exactly
+what golden gives: the x readers golden's ``pack_x`` of X, the Q/K/V readers golden's packed Q tiles and key slices,
+the A readers ``pack_x`` of A, each w output its packets, and each R output, for each of its cascade's records, the
+header with ``elem_bits`` 8 and golden's ``residual_add_int`` of the record's Y and the X the X mover sent (the rows
+the top's residual readers take from the X buffer). Every slot ends empty and no error flag is set.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.handle import SimHandleBase
+from cocotb.triggers import ClockCycles, Combine
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamSink, AxiStreamSource
+
+from vckattn.golden.gemm_proj import pack_x
+from vckattn.golden.requant import RequantRegisters
+from vckattn.golden.sublayer import (
+    SUBLAYER_TOP_ID,
+    ResidualRegisters,
+    residual_add_int,
+    residual_regmap,
+    sublayer_top_regmap,
+)
+from vckattn.hw.spec import streams
+from vckattn.hw.spec.descriptors import routed_descriptors
+from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
+from vckattn.hw.spec.slice_buffer import SliceLayout
+from vckattn.sim.kernel_tb import pause_pattern, start
+from vckattn.sim.path_tb import BEAT, frame
+from vckattn.sim.tb_residual import random_x, random_y
+from vckattn.sim.tb_retiler import expected_image
+
+
+def _beats(raw: bytes) -> list[int]:
+    return [int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)]
+
+
+def _slice_layout(d: dict) -> SliceLayout:
+    return SliceLayout(**{**d, "slices": tuple(d["slices"])})
+
+
+@cocotb.test(timeout_time=2000, timeout_unit="ms")
+async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
+    plan = json.loads(os.environ["VCKATTN_TB_SUBLAYER_TOP"])
+    batch, heads, hd, q_rows = plan["batch"], plan["heads"], plan["head_dim"], plan["q_rows"]
+    xl, al, ql = _slice_layout(plan["x"]), _slice_layout(plan["a"]), QkvLayout(**plan["qkv"])
+    n = plan["readers"]
+    runs = [[Run(**r) for r in rr] for rr in plan["runs"]]
+    rows, cols, sub = plan["o_rows"], plan["o_cols"], plan["sub_width"]
+    d_model = heads * hd
+    await start(dut)
+    rnd = random.Random(cocotb.RANDOM_SEED)
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+
+    def quietly(x: object) -> object:
+        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
+        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
+        return x
+
+    def source(name: str) -> AxiStreamSource:
+        return quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, name), dut.clk, dut.rst, byte_lanes=1))
+
+    def sink(name: str) -> AxiStreamSink:
+        return quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, name), dut.clk, dut.rst, byte_lanes=1))
+
+    # ---- registers: every residual unit programmed through its window, the status window's ID read
+    axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+    for ch in (axil.write_if, axil.read_if):
+        ch.log.setLevel(logging.WARNING)
+    st = sublayer_top_regmap(n["residual"])
+    assert int.from_bytes(await axil.read(st.offset("ID"), 4), "little") == SUBLAYER_TOP_ID
+    rm = residual_regmap(4, plan["max_d"])
+    y_mult = rng.integers(1 << 14, 1 << 17, size=d_model)
+    y_shift = rng.integers(20, 28, size=d_model)
+    x_mult, x_shift = int(rng.integers(1 << 16, 1 << 17)), int(rng.integers(10, 20))
+    for i in range(n["residual"]):
+        base = (1 + i) << sub
+        for name, v in (("x_mult", x_mult), ("x_shift", x_shift)):
+            await axil.write_dword(base + rm.offset(name), rm.word(name, v))
+        for name, table in (("y_mult", y_mult), ("y_shift", y_shift)):
+            for k, v in enumerate(table):
+                await axil.write_dword(base + rm.offset(name) + 4 * k, rm.word(name, int(v)))
+    assert int.from_bytes(await axil.read((1 + n["residual"] - 1) << sub, 4), "little") == rm.ident
+
+    # ---- the launch's data: X, Q/K/V, A, Y, weights
+    x = random_x(rng, batch * xl.max_seq * d_model).reshape(batch, xl.max_seq, d_model).astype(np.int8)
+    qkv = rng.integers(-128, 128, size=(batch, ql.max_seq, ql.qkv_cols)).astype(np.int8)
+    a = rng.integers(-128, 128, size=(batch, al.max_seq, d_model)).astype(np.int8)
+    o_units = [[tuple(u) for u in us] for us in plan["o_units"]]
+    tiles_o = xl.max_seq // rows
+    row_tiles = batch * tiles_o
+    y = {(blk, b, t): random_y(rng, rows * cols).reshape(rows, cols)
+         for us in o_units for blk, b in us for t in range(tiles_o)}
+
+    x_src = source("s_axis_x")
+    desc_src = source("s_axis_desc")
+    w_src = source("s_axis_w")
+    qkv_src = [source(f"s_axis_qkv{i}") for i in range(len(plan["qkv_writers"]))]
+    a_src = [source(f"s_axis_a{p}") for p in range(len(plan["a_writers"]))]
+    y_src = [source(f"s_axis_y{i}") for i in range(n["residual"])]
+    xr = [sink(f"m_axis_xr{r}") for r in range(n["x"])]
+    qr = [sink(f"m_axis_qkv{r}") for r in range(n["qkv"])]
+    ar = [sink(f"m_axis_ax{r}") for r in range(n["a"])]
+    rr = [sink(f"m_axis_r{i}") for i in range(n["residual"])]
+    wr = [sink(f"m_axis_w{i}") for i in range(plan["w_streams"])]
+
+    for b in range(batch):  # X as the host lays it out: each sequence's pack_x blocks, K-slice by K-slice
+        blocks = [pack_x(x[b, t * xl.rows:(t + 1) * xl.rows, sum(xl.slices[:j]):sum(xl.slices[:j + 1])])
+                  for j in range(len(xl.slices)) for t in range(xl.max_seq // xl.rows)]
+        head = streams.encode("result", tile_id=b, rows=xl.max_seq, d=xl.features).tobytes()
+        await x_src.send(frame(head + b"".join(blk.tobytes() for blk in blocks)))
+
+    headers = [[rnd.getrandbits(128).to_bytes(BEAT, "little") for _ in rr_] for rr_ in runs]
+    for packet in routed_descriptors([list(zip(rr_, hh, strict=True)) for rr_, hh in zip(runs, headers, strict=True)]):
+        await desc_src.send(frame(packet))
+
+    tiles_q = ql.max_seq // plan["qkv_rows"]
+    qrows, qcols = plan["qkv_rows"], plan["qkv_cols"]
+    for i, cascades in enumerate(plan["qkv_writers"]):
+        queues = [list(c) for c in cascades]
+        while any(queues):
+            b, r, cb = rnd.choice([q for q in queues if q]).pop(0)
+            head = streams.encode("gresult", tile_id=b * tiles_q + r, rows=qrows, col_block=cb, elem_bits=8,
+                                  cols=qcols).tobytes()
+            await qkv_src[i].send(frame(head + qkv[b, r * qrows:(r + 1) * qrows, cb * qcols:(cb + 1) * qcols]
+                                        .tobytes()))
+
+    tiles_a = al.max_seq // q_rows
+    for p, groups in enumerate(plan["a_writers"]):
+        for g in groups:
+            b, h = divmod(g, heads)
+            for r in range(tiles_a):
+                head = streams.encode("result", tile_id=g * tiles_a + r, rows=q_rows, d=hd).tobytes()
+                await a_src[p].send(frame(head + a[b, r * q_rows:(r + 1) * q_rows, h * hd:(h + 1) * hd].tobytes()))
+
+    r_want: list[list[list[int]]] = []
+    for i, us in enumerate(o_units):
+        want = []
+        for blk, b in us:
+            ch = slice(blk * cols, (blk + 1) * cols)
+            rq = ResidualRegisters(RequantRegisters(y_mult[ch].astype(np.int64), y_shift[ch].astype(np.int64)),
+                                   RequantRegisters(np.int64(x_mult), np.int64(x_shift)), 1.0)
+            for t in range(tiles_o):
+                tile_id = blk * row_tiles + b * tiles_o + t
+                yy = y[(blk, b, t)]
+                head = streams.encode("gresult", tile_id=tile_id, rows=rows, col_block=blk, elem_bits=32, cols=cols)
+                await y_src[i].send(frame(head.tobytes() + yy.astype("<i4").tobytes()))
+                out_head = streams.encode("gresult", tile_id=tile_id, rows=rows, col_block=blk, elem_bits=8,
+                                          cols=cols).tobytes()
+                r_res = residual_add_int(yy, x[b, t * rows:(t + 1) * rows, ch], rq)
+                want.append(_beats(out_head + r_res.astype(np.int8).tobytes()))
+        r_want.append(want)
+
+    w_want: list[list[list[int]]] = [[] for _ in wr]
+    order = [w for w in range(len(wr)) for _ in range(2)]
+    rnd.shuffle(order)
+    for w in order:
+        body = [rnd.getrandbits(128) for _ in range(rnd.randint(1, 6))]
+        route = streams.encode("route", dest=w, op=streams.OP_ROUTE).tobytes()
+        await w_src.send(frame(route + b"".join(v.to_bytes(BEAT, "little") for v in body)))
+        w_want[w].append(body)
+
+    # ---- what every output must send
+    x_img = {b: x[b] for b in range(batch)}
+
+    def slice_beats(lo: SliceLayout, src: dict[int, np.ndarray], run: Run) -> list[int]:
+        j, t, f0 = run.head, run.index, sum(lo.slices[:run.head])
+        return _beats(pack_x(src[run.b][t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes())
+
+    images = [expected_image(ql, qkv, b) for b in range(batch)]
+    a_img = {b: a[b] for b in range(batch)}
+    first = {"x": 0, "qkv": n["x"] + n["residual"], "a": n["x"] + n["residual"] + n["qkv"]}
+
+    def packets(r: int, beats: object) -> list[list[int]]:
+        return [[int.from_bytes(h, "little"), *beats(run)]  # type: ignore[operator]
+                for run, h in zip(runs[r], headers[r], strict=True) if not run.quiet]
+
+    async def expect(s: AxiStreamSink, want: list[list[int]], what: str) -> None:
+        for k, beats in enumerate(want):
+            got = await s.recv(compact=False)
+            assert [int(v) for v in got.tdata] == beats, f"{what}, packet {k}: not golden's"
+
+    checks = [expect(xr[r], packets(first["x"] + r, lambda run: slice_beats(xl, x_img, run)), f"x reader {r}")
+              for r in range(n["x"])]
+    checks += [expect(qr[r], packets(first["qkv"] + r, lambda run, r=r: [
+        int.from_bytes(images[run.b][(run.turn, addr)], "little") for addr in range(run.first, run.first + run.beats)]),
+        f"Q/K/V reader {r}") for r in range(n["qkv"])]
+    checks += [expect(ar[r], packets(first["a"] + r, lambda run: slice_beats(al, a_img, run)), f"A reader {r}")
+               for r in range(n["a"])]
+    checks += [expect(rr[i], r_want[i], f"R output {i}") for i in range(n["residual"])]
+    checks += [expect(wr[w], w_want[w], f"w output {w}") for w in range(len(wr))]
+    await Combine(*(cocotb.start_soon(c) for c in checks))
+
+    await ClockCycles(dut.clk, 30)
+    assert all(s.empty() for s in (*xr, *qr, *ar, *rr, *wr)), "an output sent more than golden's"
+    for name in ("slot_full_x", "slot_full_qkv", "slot_full_a"):
+        assert int(getattr(dut, name).value) == 0, f"{name}: a slot still full after every reader released it"
+    for name in ("bad_route", "bad_record"):
+        assert int.from_bytes(await axil.read(st.offset(name), 4), "little") == 0, f"{name} set"
+    assert int.from_bytes(await axil.read(st.offset("residual_paths"), 4), "little") == n["residual"]
+    dut._log.info("a launch of %d sequences: %d descriptors' readers, %d R records, %d weight packets", batch,
+                  len(runs), sum(len(w) for w in r_want), len(order))

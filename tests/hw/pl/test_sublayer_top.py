@@ -1,0 +1,76 @@
+"""The encoder sublayer's PL top (hw/pl/sublayer_top.py, made from a split by hw/design/pl_top.py) on Verilator
+through cocotb (sim/tb_sublayer_top.py): one launch through every path at once, every reader's descriptors from one
+routed stream, the weights through the w router, the residual units programmed through the one register port; every
+output must be golden's. And what the top refuses."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+
+from vckattn.hw.design.pl_top import TopError, top_plan
+from vckattn.hw.perf import engine, sublayer
+from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
+from vckattn.sim.runner import generate_verilog, run_cocotb
+
+TB = "vckattn.sim.tb_sublayer_top"
+#: 6 sequences of 32 tokens, 4 heads of 16 features (d_model 64), all of X on chip; 8 Q/K/V cascades of 8 x 16
+#: tiles over K-slices of 48 and 16 features (six, then two, to an output PLIO), 4 attention pipelines of 2 + 2
+#: kernels, 4 W_O cascades of 8 x 32 tiles in two broadcast groups (a cascade an output PLIO: a residual path
+#: each); banks of 64 beats
+SHAPE = SublayerShape(batch=6, seq=32, heads=4, head_dim=16, kv_heads=4, family="encoder")
+SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 32, 32), score_channels=1)
+BANK_BEATS = 64
+
+
+def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
+    tp = top_plan(s, sp, BANK_BEATS, max_d=s.d_model)
+    p = tp.params
+    rows, cols = sp.qkv_tile[:2]
+    merge = sublayer.plios(s, sp)["qkv"]["out_share"]
+    dealt = sublayer.deal_projection(s.qkv_cols // cols, s.batch, sp.n_qkv)
+    qkv_writers = [[[[b, r, blk] for blk, b in dealt[c] for r in range(s.seq // rows)] for c in grp]
+                   for grp in sublayer.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
+    g = sublayer.attention_geometry(s, sp)
+    o_units = [u for u in sublayer.deal_projection(s.d_model // sp.o_tile[1], s.batch, sp.n_o) if u]
+    top = tp.top()
+    return top, {"batch": s.batch, "heads": s.heads, "head_dim": s.head_dim, "q_rows": sp.q_rows,
+                 "x": dataclasses.asdict(p.x_layout), "a": dataclasses.asdict(p.a_layout),
+                 "qkv": dataclasses.asdict(p.qkv_layout), "qkv_rows": rows, "qkv_cols": cols,
+                 "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
+                 "readers": p.readers, "runs": [[dataclasses.asdict(r) for r in rr] for rr in tp.runs],
+                 "o_rows": p.o_rows, "o_cols": p.o_cols, "w_streams": p.w_streams, "max_d": p.max_d,
+                 "sub_width": top.decoder.sub_width}
+
+
+def test_the_top_is_the_models_split():
+    """The top's parts are those the model costs: a re-tiler a Q/K/V output PLIO, an A writer a pipeline, a reader a
+    buffer read port, a residual path a W_O output PLIO, a w router output a w PLIO, a descriptor FIFO a reader at the
+    model's depths."""
+    tp = top_plan(SHAPE, SPLIT, BANK_BEATS)
+    p, io = tp.params, sublayer.plios(SHAPE, SPLIT)
+    assert len(p.qkv_write_banks) == io["qkv"]["out"] and len(p.a_write_banks) == SPLIT.n_att
+    assert len(p.residual_banks) == io["o"]["out"] == sublayer.residual_paths(SHAPE, SPLIT)
+    assert p.w_streams == io["qkv"]["w"] + io["o"]["w"]
+    assert len(p.x_read_banks) == io["qkv"]["x"] and len(p.a_read_banks) == io["o"]["x"]
+    full = top_plan(SHAPE, SPLIT)  # the model's banks
+    assert list(full.params.desc_depths) == sublayer.descriptor_fifos(SHAPE, SPLIT)
+
+
+def test_what_the_top_does_not_build_is_refused():
+    with pytest.raises(TopError, match="decoder"):
+        top_plan(dataclasses.replace(SHAPE, kv_heads=2, family="decoder"), SPLIT, BANK_BEATS)
+    with pytest.raises(TopError, match="X on chip"):
+        top_plan(SHAPE, dataclasses.replace(SPLIT, x_on_chip=False), BANK_BEATS)
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_a_launch_through_the_top():
+    top, p = plan(SHAPE, SPLIT)
+    name = "sublayer_top_small"
+    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
+                     extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
+    assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
