@@ -66,7 +66,7 @@ def mm2s_list(cmds: np.ndarray, src: np.ndarray, src_beats: int | None = None,
 def s2mm_records(records: np.ndarray, n_records: int, tile_rows: int, cols: int, row_tiles: int, d_model: int,
                  n_tokens: int, kernel: Path = HLS / "s2mm_records.cpp") -> tuple[np.ndarray, int, int]:
     """Run the R writer on the ``r_in`` stream ``records`` (uint8 bytes, whole 16-byte beats) with its arguments:
-    ``tile_rows`` rows a record, ``cols`` int8 channels a record, ``row_tiles`` row tiles a column block, R of
+    ``tile_rows`` rows a record, ``cols`` int8 channels a record, ``row_tiles`` row tiles (a record's tile id), R of
     ``n_tokens`` tokens x ``d_model`` channels. Returns R ``(n_tokens, d_model)`` int8 (bytes never written hold
     0xA5), the writer's status (:data:`RECORD_STATUS`) and the ``r_in`` beats left unread. ``kernel``: as for
     :func:`mm2s_list`."""

@@ -1,6 +1,7 @@
 """The sublayer's PL top for a split of the performance model: :class:`vckattn.hw.pl.sublayer_top.SublayerTop`'s
-parameters, each from the function the model costs it with (``hw/perf/sublayer.py``), and a launch's descriptor
-runs, so that the generated top is the costed one.
+parameters, each from the function the model costs it with (``hw/perf/sublayer.py``), a launch's descriptor
+runs, so that the generated top is the costed one, and the weight mover's list for a launch (the weight image the
+host loads once per model, a ROUTE packet a weight buffer load, sequence by sequence).
 
 What the top does not build yet is refused with :class:`TopError`, never built wrong: a decoder (its BHyT site A
 path, X to U through the site units, and RoPE on the Q/K/V records are not joined), X not kept on chip (the
@@ -19,7 +20,8 @@ from vckattn.hw.pl.sublayer_top import SublayerTop, TopParams
 from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import Run
 
-__all__ = ["TopError", "TopPlan", "top_params", "top_plan"]
+__all__ = ["TopError", "TopPlan", "WeightLoad", "top_params", "top_plan", "top_problem", "weight_image", "weight_list",
+           "weight_loads"]
 
 
 class TopError(ValueError):
@@ -37,16 +39,26 @@ class TopPlan:
         return SublayerTop(self.params)
 
 
-def _refuse(s: sl.SublayerShape, sp: sl.SublayerSplit) -> None:
+def top_problem(s: sl.SublayerShape, sp: sl.SublayerSplit) -> str | None:
+    """Why the PL top of split ``sp`` is not built (module docstring), or None."""
     if s.decoder:
-        raise TopError("a decoder sublayer's PL top (BHyT site A's path and RoPE on the Q/K/V records) is not "
-                       "generated yet")
+        return ("a decoder sublayer's PL top (BHyT site A's path and RoPE on the Q/K/V records) is not generated "
+                "yet")
+    if sp.normalizer != "swiftmax":
+        return "the generator writes a sublayer's score channels with SwiftMax lanes only"
     if not sp.x_on_chip:
-        raise TopError("the PL top keeps X on chip for the residual add; this split does not")
+        return "the PL top keeps X on chip for the residual add; this split does not"
     share = sl.plios(s, sp)["o"]["out_share"]
     if share != 1:
-        raise TopError(f"the W_O output PLIOs merge {share} cascades' records; the PL top's residual paths read one "
-                       "cascade's each")
+        return (f"the W_O output PLIOs merge {share} cascades' records; the PL top's residual paths read one "
+                "cascade's each")
+    return None
+
+
+def _refuse(s: sl.SublayerShape, sp: sl.SublayerSplit) -> None:
+    problem = top_problem(s, sp)
+    if problem:
+        raise TopError(problem)
 
 
 def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS, ahead: int = 2,
@@ -87,3 +99,101 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:
     """:func:`top_plan`'s parameters."""
     return top_plan(s, sp, bank_beats).params
+
+
+# ---------------------------------------------------------------------------------------------- the weight mover
+
+
+@dataclass(frozen=True)
+class WeightLoad:
+    """One weight buffer load of a projection kernel: ``stage`` (``qkv`` or ``o``), its ``cascade`` (among the
+    stage's cascades with work, :func:`vckattn.hw.design.gemm_graph.stages_of_split`), the w router output
+    ``stream`` (the Q/K/V stage's w PLIOs first), the w PLIO's packet id ``packet`` (the cascade's place in its w
+    group · kernels + ``slice``), K-slice ``slice``, output block ``col_block``, and the X row tiles that use it
+    (``first_tile`` .. ``+ tiles``: the launch's row tiles, the x readers' XTILE tags); ``b`` the first sequence
+    it serves."""
+
+    stage: str
+    cascade: int
+    stream: int
+    packet: int
+    slice: int
+    col_block: int
+    first_tile: int
+    tiles: int
+    b: int
+
+
+def weight_loads(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[WeightLoad]:
+    """Every weight buffer load of a launch of ``s.batch`` sequences, in the order the weight mover sends them:
+    sequence by sequence (a load where its first sequence comes), the Q/K/V stage's before the W_O stage's, cascade
+    by cascade, K-slice by K-slice. A cascade loads a block whenever its unit's block differs from the previous
+    unit's (:func:`vckattn.hw.perf.sublayer.weight_loads`); the load serves its run of units' row tiles.
+
+    Why the w router cannot deadlock on this order (it holds its input while an output's FIFO is full): a load of
+    sequence ``b`` waits only for its kernel to release a buffer, that is for tiles of sequences up to ``b``, whose
+    loads and descriptors have all gone before it."""
+    out: list[WeightLoad] = []
+    stream0 = 0
+    for name, tile, out_cols, bits in (("qkv", sp.qkv_tile, s.qkv_cols, 8), ("o", sp.o_tile, s.d_model, 32)):
+        p = sl.gemm_params(tile, s.d_model, bits)
+        dealt = [u for u in sl.deal_projection(out_cols // tile[1], s.batch, sp.n_qkv if name == "qkv" else sp.n_o)
+                 if u]
+        groups = sl.share_groups(len(dealt), sp.w_share)
+        per_seq = s.seq // tile[0]
+        for gi, grp in enumerate(groups):
+            for place, c in enumerate(grp):
+                units, i = dealt[c], 0
+                while i < len(units):
+                    blk, b = units[i]
+                    n = 1
+                    while i + n < len(units) and units[i + n][0] == blk:
+                        if units[i + n][1] != units[i + n - 1][1] + 1:
+                            raise TopError(f"{name} cascade {c}: a block's sequences not consecutive")
+                        n += 1
+                    for j in range(p.kernels):
+                        out.append(WeightLoad(name, c, stream0 + gi, place * p.kernels + j, j, blk, b * per_seq,
+                                              n * per_seq, b))
+                    i += n
+        stream0 += len(groups)
+    stage = {"qkv": 0, "o": 1}
+    return sorted(out, key=lambda w: (w.b, stage[w.stage], w.cascade, w.slice))
+
+
+def weight_image(s: sl.SublayerShape, sp: sl.SublayerSplit) -> dict[tuple[str, int, int], tuple[int, int]]:
+    """Where each weight buffer's payload (after its WSLICE header: golden's packed weights, and the bias, the
+    requantization multipliers and shifts where the kernel takes them, ``hw/spec/gemm.py``) lies in the weight
+    image the host loads into card memory once per model: ``(stage, col_block, slice) -> (byte offset, beats)``,
+    the Q/K/V stage's blocks first, each block's K-slices in order."""
+    from vckattn.hw.spec.streams import BEAT_BYTES
+
+    out, at = {}, 0
+    for name, tile, out_cols, bits in (("qkv", sp.qkv_tile, s.qkv_cols, 8), ("o", sp.o_tile, s.d_model, 32)):
+        p = sl.gemm_params(tile, s.d_model, bits)
+        for blk in range(out_cols // tile[1]):
+            for j in range(p.kernels):
+                beats = (p.w_buffer_bytes(j) - BEAT_BYTES) // BEAT_BYTES
+                out[(name, blk, j)] = (at, beats)
+                at += beats * BEAT_BYTES
+    return out
+
+
+def weight_list(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[tuple[WeightLoad, Any]]:
+    """The weight mover's command list for a launch (``hw/hls/mm2s_list.cpp``, source: :func:`weight_image`): per
+    load of :func:`weight_loads`, a ROUTE beat to its w stream with ``more`` (no TLAST: the packet goes on), then
+    its WSLICE header with the buffer's payload from the image. Returns (load, its two commands ``(2, 32)``
+    uint8)."""
+    import numpy as np
+
+    from vckattn.hw.spec import streams
+    from vckattn.hw.spec.descriptors import mover_command
+
+    image = weight_image(s, sp)
+    out = []
+    for w in weight_loads(s, sp):
+        route = streams.encode("route", dest=w.stream, op=streams.OP_ROUTE)
+        head = streams.encode("wslice", packet_id=w.packet, op=streams.OP_LOAD_W, slice=w.slice, tiles=w.tiles,
+                              first_tile=w.first_tile, col_block=w.col_block)
+        offset, beats = image[(w.stage, w.col_block, w.slice)]
+        out.append((w, np.stack([mover_command(route, 0, 0, more=True), mover_command(head, offset, beats)])))
+    return out

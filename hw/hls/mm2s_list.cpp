@@ -3,7 +3,7 @@
 // the descriptor mover (the buffer readers' descriptor lists) are each one instance with its own command list.
 //
 // Per command: the header beat (unless no_header), then `beats` beats of src from byte offset `offset`, TLAST on
-// the command's last beat. Every check is made on the two command beats before anything of the command is sent, so
+// the command's last beat unless `more` (the next command continues the packet). Every check is made on the two command beats before anything of the command is sent, so
 // a refused command sends nothing; the mover stops there and returns its index.
 #include "mm2s_list.h"
 
@@ -42,16 +42,17 @@ commands:
             (unsigned long long)VCKATTN_GET(w, MDESC_OFFSET_HI) << 32 | VCKATTN_GET(w, MDESC_OFFSET_LO);
         const uint32_t beats = VCKATTN_GET(w, MDESC_BEATS);
         const bool no_header = VCKATTN_GET(w, MDESC_NO_HEADER) != 0;
+        const bool more = VCKATTN_GET(w, MDESC_MORE) != 0;
         if (offset % BEAT_BYTES) return i;                    // not a whole beat
         const unsigned long long base = offset / BEAT_BYTES;  // < 2^60: base + beats cannot wrap
         if (base + beats > src_beats) return i;               // the payload runs past the source
         if (no_header && beats == 0) return i;                // would send nothing
-        if (!no_header) out.write(stream_beat(head, beats == 0));
+        if (!no_header) out.write(stream_beat(head, beats == 0 && !more));
     payload:
         for (uint32_t n = 0; n < beats; n++) {
 #pragma HLS PIPELINE II = 1
 #pragma HLS LOOP_TRIPCOUNT min = 1 max = 4096
-            out.write(stream_beat(src[base + n], n + 1 == beats));
+            out.write(stream_beat(src[base + n], n + 1 == beats && !more));
         }
     }
     return n_cmds;

@@ -4,8 +4,9 @@
 //
 // A command is 32 bytes = two 128-bit beats: beat 0 is the header beat, sent as it is; beat 1 is an MDESC
 // (hw/spec/streams.py, through ../aie/generated/engine_streams.h): the payload's byte offset into src (words 0-1, one
-// little-endian uint64), its length in beats (word 2) and no_header (word 3 bit 0: send the payload only). TLAST
-// is set on the last beat each command sends.
+// little-endian uint64), its length in beats (word 2), no_header (word 3 bit 0: send the payload only) and more
+// (word 3 bit 1: the next command continues the packet). TLAST is set on the last beat each command sends, unless
+// more.
 #ifndef VCKATTN_MM2S_LIST_H
 #define VCKATTN_MM2S_LIST_H
 

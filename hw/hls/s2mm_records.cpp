@@ -33,12 +33,11 @@ records:
         if (VCKATTN_GET(w, GRESULT_COLS) != cols) return R_BAD_COLS;
         const unsigned long long col_block = VCKATTN_GET(w, GRESULT_COL_BLOCK);
         if ((col_block + 1) * cols > d_model) return R_BAD_COL_BLOCK;
-        const unsigned long long tile = VCKATTN_GET(w, GRESULT_TILE_ID);
-        const unsigned long long first = col_block * row_tiles;  // tile id of the block's row tile 0
-        if (tile < first || tile - first >= row_tiles) return R_BAD_ROW_TILE;
+        const unsigned long long tile = VCKATTN_GET(w, GRESULT_TILE_ID);  // the record's row tile
+        if (tile >= row_tiles) return R_BAD_ROW_TILE;
         const unsigned rows = VCKATTN_GET(w, GRESULT_ROWS);
         if (rows > tile_rows) return R_BAD_ROWS;
-        const unsigned long long token0 = (tile - first) * tile_rows;
+        const unsigned long long token0 = tile * tile_rows;
         if (token0 + rows > n_tokens) return R_BAD_TOKEN;
         const unsigned long long base = token0 * token_beats + col_block * row_beats;  // valid row 0's first beat
         unsigned i = 0, b = 0;  // the row and the beat within it of the next payload beat

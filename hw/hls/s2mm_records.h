@@ -2,9 +2,10 @@
 //
 // A record is a GRESULT header beat (hw/spec/streams.py, through ../aie/generated/engine_streams.h: tile_id, rows
 // (valid rows), col_block, elem_bits, cols) then tile_rows x cols int8 row-major, 16 a beat: every row of the tile,
-// padding rows included. Tile ids follow the projection GEMM's convention (sim/gemm_csim.py): tile_id =
-// col_block * row_tiles + row_tile. R is n_tokens x d_model int8 row-major (d_model / 16 beats a token); a record's
-// valid row i is token row_tile * tile_rows + i, channels col_block * cols .. + cols.
+// padding rows included. A tile id is the record's row tile (the sublayer's convention: the x readers' XTILE tag
+// names the row tile of the launch, the same for every column block, since a broadcast group's cascades take the
+// same X tiles). R is n_tokens x d_model int8 row-major (d_model / 16 beats a token); a record's valid row i is
+// token tile_id * tile_rows + i, channels col_block * cols .. + cols.
 //
 // The top returns a status (s_axilite return): R_OK after n_records; otherwise the first refusal, after which it
 // stops with the refused record's payload unread and nothing of it written.
@@ -25,7 +26,7 @@ enum RecordStatus : int {
     R_BAD_ELEM_BITS = 2,  // a record whose elem_bits is not 8
     R_BAD_COLS = 3,       // a record whose cols is not the argument cols
     R_BAD_COL_BLOCK = 4,  // col_block * cols + cols > d_model
-    R_BAD_ROW_TILE = 5,   // tile_id - col_block * row_tiles outside 0 .. row_tiles - 1
+    R_BAD_ROW_TILE = 5,   // tile_id (the row tile) outside 0 .. row_tiles - 1
     R_BAD_ROWS = 6,       // more valid rows than tile_rows
     R_BAD_TOKEN = 7,      // a valid row beyond n_tokens: row_tile * tile_rows + rows > n_tokens
 };

@@ -20,7 +20,7 @@ Streams to and from the AIE graph:
 The descriptor router's outputs, in order: the X buffer's x readers, then its residual readers, the Q/K/V buffer's
 readers, the A buffer's readers (its ``dest``). One AXI4-Lite port ``s_axil`` (:mod:`.axil_decoder`): window 0 the
 status registers (:func:`vckattn.golden.sublayer.sublayer_top_regmap`), window ``1 + i`` residual path ``i``'s unit
-(:func:`vckattn.golden.sublayer.residual_regmap`). ``slot_full`` of each buffer as outputs, for a testbench.
+(:func:`vckattn.golden.sublayer.residual_regmap`). The status registers hold the buffers' full slots too.
 
 The parameters come from the performance model's split (``hw/design/pl_top.py``), so the top is wired as the model
 costs it.
@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Cat, Const, Module
 from amaranth.lib import wiring
-from amaranth.lib.wiring import Out
 
-from vckattn.golden.sublayer import sublayer_top_regmap
+from vckattn.golden.regmap import RegisterMap
+from vckattn.golden.sublayer import residual_regmap, sublayer_top_regmap
 from vckattn.hw.spec.qkv_buffer import QkvLayout
 from vckattn.hw.spec.slice_buffer import SliceLayout
 
@@ -45,7 +45,7 @@ from .pipeline import axis_port
 from .residual_path import ResidualPath
 from .stream_router import StreamRouter
 
-__all__ = ["SublayerTop", "TopParams"]
+__all__ = ["SublayerTop", "TopParams", "top_regmaps", "top_streams"]
 
 _AXIS = ("tdata", "tvalid", "tready", "tlast")
 
@@ -101,6 +101,28 @@ class TopParams:
                 "qkv": len(self.qkv_read_banks), "a": len(self.a_read_banks)}
 
 
+def top_regmaps(p: TopParams) -> tuple[RegisterMap, RegisterMap, int]:
+    """The top's register windows without building it: (the status window's map, each residual unit's map, the
+    address bits of a window)."""
+    status = sublayer_top_regmap(len(p.residual_banks), (p.x_layout.slots, p.qkv_layout.slots, p.a_layout.slots))
+    unit = residual_regmap(ResidualPath.LANES, p.max_d)
+    return status, unit, max(status.addr_width, unit.addr_width)
+
+
+def top_streams(p: TopParams) -> list[tuple[str, str]]:
+    """The top's AXI4-Stream ports without building it, in its signature's order: (name, ``in`` or ``out``)."""
+    n = p.readers
+    out = [("s_axis_x", "in"), ("s_axis_desc", "in"), ("s_axis_w", "in")]
+    out += [(f"m_axis_xr{r}", "out") for r in range(n["x"])]
+    out += [(f"s_axis_qkv{i}", "in") for i in range(len(p.qkv_write_banks))]
+    out += [(f"m_axis_qkv{r}", "out") for r in range(n["qkv"])]
+    out += [(f"s_axis_a{i}", "in") for i in range(len(p.a_write_banks))]
+    out += [(f"m_axis_ax{r}", "out") for r in range(n["a"])]
+    for i in range(n["residual"]):
+        out += [(f"s_axis_y{i}", "in"), (f"m_axis_r{i}", "out")]
+    return out + [(f"m_axis_w{i}", "out") for i in range(p.w_streams)]
+
+
 class SublayerTop(wiring.Component):
     """The encoder sublayer's PL top (module docstring); ports named there, plus ``clk``, ``rst``."""
 
@@ -118,32 +140,18 @@ class SublayerTop(wiring.Component):
                             p.qkv_read_banks)
         self.a = a_path(p.a_layout, p.heads, p.head_dim, p.q_rows, p.max_groups, p.a_write_banks, p.a_read_banks)
         self.residual = [ResidualPath(p.o_rows, p.o_cols, p.max_d) for _ in p.residual_banks]
+        self.slots = (self.x.buffer.slots, self.qkv.buffer.slots, self.a.buffer.slots)
         self.desc_router = StreamRouter(p.desc_depths)
         self.w_router = StreamRouter([p.w_depth] * p.w_streams)
-        self.status = RegisterFile(sublayer_top_regmap(len(self.residual)))
-        sub = max(self.status.regmap.addr_width, *(r.unit.regmap.addr_width for r in self.residual))
+        status, unit, sub = top_regmaps(p)
+        assert self.slots == (p.x_layout.slots, p.qkv_layout.slots, p.a_layout.slots)
+        assert all(r.unit.regmap.describe() == unit.describe() for r in self.residual)
+        self.status = RegisterFile(status)
         self.decoder = AxilDecoder(sub, 1 + len(self.residual))
-        members: dict = {**axis_port("s_axis_x", BEAT_BITS, sink=True),
-                         **axis_port("s_axis_desc", BEAT_BITS, sink=True),
-                         **axis_port("s_axis_w", BEAT_BITS, sink=True),
-                         **axil_members("s_axil", self.decoder.addr_width),
-                         "slot_full_x": Out(self.x.buffer.slots), "slot_full_qkv": Out(self.qkv.buffer.slots),
-                         "slot_full_a": Out(self.a.buffer.slots)}
-        for r in range(n["x"]):
-            members |= axis_port(f"m_axis_xr{r}", BEAT_BITS, sink=False)
-        for i in range(len(p.qkv_write_banks)):
-            members |= axis_port(f"s_axis_qkv{i}", BEAT_BITS, sink=True)
-        for r in range(n["qkv"]):
-            members |= axis_port(f"m_axis_qkv{r}", BEAT_BITS, sink=False)
-        for i in range(len(p.a_write_banks)):
-            members |= axis_port(f"s_axis_a{i}", BEAT_BITS, sink=True)
-        for r in range(n["a"]):
-            members |= axis_port(f"m_axis_ax{r}", BEAT_BITS, sink=False)
-        for i in range(len(self.residual)):
-            members |= {**axis_port(f"s_axis_y{i}", BEAT_BITS, sink=True),
-                        **axis_port(f"m_axis_r{i}", BEAT_BITS, sink=False)}
-        for i in range(p.w_streams):
-            members |= axis_port(f"m_axis_w{i}", BEAT_BITS, sink=False)
+        members: dict = {}
+        for name, d in top_streams(p):
+            members |= axis_port(name, BEAT_BITS, sink=d == "in")
+        members |= axil_members("s_axil", self.decoder.addr_width)
         super().__init__(members)
 
     def elaborate(self, platform: object) -> Module:
@@ -197,8 +205,6 @@ class SublayerTop(wiring.Component):
             out(rp, "m_axis_r", f"m_axis_r{i}")
         for i in range(p.w_streams):
             out(self.w_router, f"m_axis_out{i}", f"m_axis_w{i}")
-        m.d.comb += [self.slot_full_x.eq(self.x.slot_full), self.slot_full_qkv.eq(self.qkv.slot_full),
-                     self.slot_full_a.eq(self.a.slot_full)]
 
         # registers: the decoder's window 0 the status, 1 + i residual path i's unit
         dec = self.decoder
@@ -218,5 +224,6 @@ class SublayerTop(wiring.Component):
         regs = self.status.reg
         m.d.comb += [regs["bad_route"].eq(Cat(self.desc_router.bad_route, self.w_router.bad_route)),
                      regs["bad_record"].eq(Cat(*(rp.bad_record for rp in self.residual))),
-                     regs["residual_paths"].eq(Const(len(self.residual), 8))]
+                     regs["residual_paths"].eq(Const(len(self.residual), 8)),
+                     regs["slots_full"].eq(Cat(self.x.slot_full, self.qkv.slot_full, self.a.slot_full))]
         return m

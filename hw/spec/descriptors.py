@@ -84,12 +84,13 @@ def fifo_depth(per_sequence: Iterable[int], ahead: int = 2) -> int:
     return max(4, ahead * DESCRIPTOR_BEATS * max((max(1, n) for n in per_sequence), default=1))
 
 
-def mover_command(header: np.ndarray | bytes, offset: int, beats: int, no_header: bool = False) -> np.ndarray:
+def mover_command(header: np.ndarray | bytes, offset: int, beats: int, no_header: bool = False,
+                  more: bool = False) -> np.ndarray:
     """One list mover command (``hw/hls/mm2s_list.cpp``), 32 uint8: the header beat ``header`` (16 bytes) then its
     MDESC (``offset``: the payload's byte offset into the source, ``beats``: payload beats, ``no_header``: send the
-    payload only)."""
+    payload only, ``more``: no TLAST at its end, the next command continues the packet)."""
     desc = streams.encode("mdesc", offset_lo=offset & 0xFFFFFFFF, offset_hi=offset >> 32, beats=beats,
-                          no_header=int(no_header))
+                          no_header=int(no_header), more=int(more))
     return np.concatenate([np.frombuffer(bytes(header), np.uint8).reshape(streams.BEAT_BYTES), desc])
 
 

@@ -164,6 +164,8 @@ MDESC = (
     Field("offset_hi", 1, 0, 32, "byte offset of the payload in the source buffer, bits 63..32"),
     Field("beats", 2, 0, 32, "payload beats to send after the header (0: the header alone)"),
     Field("no_header", 3, 0, 1, "1: send the payload only, not the header beat (beats must then be >= 1)"),
+    Field("more", 3, 1, 1, "1: no TLAST on the command's last beat: the next command's beats continue the same "
+                           "packet (the weight mover's ROUTE beat, then a WSLICE header and its weights)"),
 )
 
 #: first beat of a routed packet (``hw/pl/stream_router.py``): the beats after it, up to and including the one

@@ -188,6 +188,9 @@ constexpr uint32_t MDESC_BEATS_MASK = 0xFFFFFFFFu;
 constexpr int MDESC_NO_HEADER_WORD = 3;  // 1: send the payload only, not the header beat (beats must then be >= 1)
 constexpr int MDESC_NO_HEADER_LO = 0;
 constexpr uint32_t MDESC_NO_HEADER_MASK = 0x1u;
+constexpr int MDESC_MORE_WORD = 3;  // 1: no TLAST on the command's last beat: the next command's beats continue the same packet (the weight mover's ROUTE beat, then a WSLICE header and its weights)
+constexpr int MDESC_MORE_LO = 1;
+constexpr uint32_t MDESC_MORE_MASK = 0x1u;
 
 // route header
 constexpr int ROUTE_DEST_WORD = 0;  // the router's output the packet goes to

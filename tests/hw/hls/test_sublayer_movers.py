@@ -1,9 +1,9 @@
 """The sublayer's HLS movers in C-simulation, against references written from their contract (hw/ENGINE.md, "The
 sublayer's PL side"): the list mover (hw/hls/mm2s_list.cpp) sends, per command, its header beat unless no_header and
-then its run of source beats, TLAST on the command's last beat, and refuses a command it cannot send whole; the R
-writer (hw/hls/s2mm_records.cpp) writes each residual record's valid rows into R by tile id, drops the padding rows,
-and refuses a record it cannot place. Altered copies of the kernels (one ignoring no_header, one writing the padding
-rows) fail the same checks."""
+then its run of source beats, TLAST on the command's last beat unless more, and refuses a command it cannot send
+whole; the R writer (hw/hls/s2mm_records.cpp) writes each residual record's valid rows into R by tile id, drops the
+padding rows, and refuses a record it cannot place. Altered copies of the kernels (one ignoring no_header, one
+writing the padding rows) fail the same checks."""
 
 from __future__ import annotations
 
@@ -25,14 +25,14 @@ SENTINEL = np.uint8(0xA5)  # every byte of R before a run of the R writer
 def _expected_stream(cmds: np.ndarray, src: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The stream the contract gives for good commands ``cmds`` ``(n, 32)`` on source bytes ``src``: per command its
     header (bytes 0..15) unless no_header (byte 28 bit 0), then ``beats`` (bytes 24..27) beats of ``src`` from the
-    byte offset (bytes 16..23, little-endian); TLAST on each command's last beat."""
+    byte offset (bytes 16..23, little-endian); TLAST on each command's last beat unless more (byte 28 bit 1)."""
     beats, last = [], []
     for c in cmds:
         offset = int.from_bytes(c[16:24].tobytes(), "little")
         n = int.from_bytes(c[24:28].tobytes(), "little")
         sent = ([] if c[28] & 1 else [c[:16]]) + [src[offset + 16 * k:offset + 16 * (k + 1)] for k in range(n)]
         beats += sent
-        last += [False] * (len(sent) - 1) + [True]
+        last += [False] * (len(sent) - 1) + [not c[28] & 2]
     return np.array(beats, np.uint8).reshape(-1, 16), np.array(last, bool)
 
 
@@ -46,7 +46,8 @@ def _random_list(rng, src_beats: int, n: int) -> np.ndarray:
         kind = ("both", "payload", "header")[i % 3] if i < 3 else rng.choice(["both", "payload", "header"])
         beats = 0 if kind == "header" else int(rng.integers(1, 9))
         start = int(rng.integers(0, src_beats - beats + 1))
-        cmds.append(command(rng.integers(0, 256, 16, dtype=np.uint8), 16 * start, beats, kind == "payload"))
+        cmds.append(command(rng.integers(0, 256, 16, dtype=np.uint8), 16 * start, beats, kind == "payload",
+                            more=bool(rng.random() < 0.3)))
     return np.stack(cmds)
 
 
@@ -60,7 +61,8 @@ def test_list_mover_sends_each_command_as_the_contract_says():
     data, last, sent = mm2s_list(cmds, src)
     assert sent == len(cmds)
     assert np.array_equal(data, want) and np.array_equal(last, want_last)
-    assert last.sum() == len(cmds)  # one TLAST a command
+    more = cmds[:, 28] & 2 != 0
+    assert 0 < more.sum() < len(cmds) and last.sum() == len(cmds) - more.sum()  # a TLAST a command but the more ones
 
 
 def test_list_mover_sends_a_no_header_command_as_its_payload_alone():
@@ -133,10 +135,10 @@ def test_the_list_mover_check_fails_a_mover_that_ignores_no_header(tmp_path):
 
 def _record(r: np.ndarray, row_tile: int, col_block: int, rows: int, tile_rows: int, cols: int, row_tiles: int,
             rng, header: dict[str, int] | None = None) -> np.ndarray:
-    """The residual record of R's ``(row_tile, col_block)`` tile, as bytes: its GRESULT header (tile id by the GEMM
-    convention; ``header`` overrides fields), then ``tile_rows × cols`` int8 row-major, the ``rows`` valid rows from R
-    and the padding rows random."""
-    fields = {"tile_id": col_block * row_tiles + row_tile, "rows": rows, "col_block": col_block, "elem_bits": 8,
+    """The residual record of R's ``(row_tile, col_block)`` tile, as bytes: its GRESULT header (tile id: the row
+    tile, the sublayer's convention; ``header`` overrides fields), then ``tile_rows × cols`` int8 row-major, the
+    ``rows`` valid rows from R and the padding rows random."""
+    fields = {"tile_id": row_tile, "rows": rows, "col_block": col_block, "elem_bits": 8,
               "cols": cols} | (header or {})
     payload = rng.integers(-128, 128, (tile_rows, cols), dtype=np.int8)  # padding rows: garbage
     t0, c0 = row_tile * tile_rows, col_block * cols
@@ -220,8 +222,8 @@ def _refusals():
     n_tokens, d_model, tile_rows, cols, row_tiles = _geometry()
     return {"bad_elem_bits": {"elem_bits": 32},
             "bad_cols": {"cols": 16},
-            "bad_col_block": {"col_block": 3, "tile_id": 3 * row_tiles},
-            "bad_row_tile": {"tile_id": 1 * row_tiles + row_tiles, "col_block": 1},  # row tile 5 of 5
+            "bad_col_block": {"col_block": 3, "tile_id": 0},
+            "bad_row_tile": {"tile_id": row_tiles, "col_block": 1},  # row tile 5 of 5
             "bad_rows": {"rows": tile_rows + 1},
             "bad_token": {"tile_id": row_tiles - 1, "col_block": 0, "rows": 7}}  # token 70 of 70
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import numpy as np
 import pytest
 
-from vckattn.hw.design.pl_top import TopError, top_plan
+from vckattn.hw.design.pl_top import TopError, top_plan, weight_image, weight_list, weight_loads
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.sim.runner import generate_verilog, run_cocotb
@@ -36,13 +37,16 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     g = sublayer.attention_geometry(s, sp)
     o_units = [u for u in sublayer.deal_projection(s.d_model // sp.o_tile[1], s.batch, sp.n_o) if u]
     top = tp.top()
+    w_stream = [[int(w.stream), [cmd.tobytes().hex() for cmd in cmds]] for w, cmds in weight_list(s, sp)]
+    image_bytes = max(o + 16 * n for o, n in weight_image(s, sp).values())
     return top, {"batch": s.batch, "heads": s.heads, "head_dim": s.head_dim, "q_rows": sp.q_rows,
                  "x": dataclasses.asdict(p.x_layout), "a": dataclasses.asdict(p.a_layout),
                  "qkv": dataclasses.asdict(p.qkv_layout), "qkv_rows": rows, "qkv_cols": cols,
                  "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
                  "readers": p.readers, "runs": [[dataclasses.asdict(r) for r in rr] for rr in tp.runs],
                  "o_rows": p.o_rows, "o_cols": p.o_cols, "w_streams": p.w_streams, "max_d": p.max_d,
-                 "sub_width": top.decoder.sub_width}
+                 "sub_width": top.decoder.sub_width, "slots": list(top.slots), "weights": w_stream,
+                 "image_bytes": image_bytes}
 
 
 def test_the_top_is_the_models_split():
@@ -57,6 +61,53 @@ def test_the_top_is_the_models_split():
     assert len(p.x_read_banks) == io["qkv"]["x"] and len(p.a_read_banks) == io["o"]["x"]
     full = top_plan(SHAPE, SPLIT)  # the model's banks
     assert list(full.params.desc_depths) == sublayer.descriptor_fifos(SHAPE, SPLIT)
+
+
+def test_the_weight_loads_cover_every_cascades_units_sequence_by_sequence():
+    """Every cascade's loads: a load a K-slice of each run of units with one block, its row tiles those units' (the
+    launch's row tiles, consecutive), the W_O cascades' after the Q/K/V cascades' of the same sequence, every load
+    of sequence b before any of b + 1; packet ids those of the cascade's place in its w group."""
+    loads = weight_loads(SHAPE, SPLIT)
+    assert [w.b for w in loads] == sorted(w.b for w in loads)
+    for name, tile, cols, n in (("qkv", SPLIT.qkv_tile, SHAPE.qkv_cols, SPLIT.n_qkv),
+                                ("o", SPLIT.o_tile, SHAPE.d_model, SPLIT.n_o)):
+        k = len(sublayer.gemm_params(tile, SHAPE.d_model, 8 if name == "qkv" else 32).slices)
+        per_seq = SHAPE.seq // tile[0]
+        dealt = [u for u in sublayer.deal_projection(cols // tile[1], SHAPE.batch, n) if u]
+        for c, units in enumerate(dealt):
+            mine = [w for w in loads if (w.stage, w.cascade) == (name, c)]
+            assert sorted({w.slice for w in mine}) == list(range(k))
+            for j in range(k):
+                tiles = [(w.col_block, t) for w in mine if w.slice == j for t in range(w.first_tile,
+                                                                                       w.first_tile + w.tiles)]
+                assert tiles == [(blk, b * per_seq + t) for blk, b in units for t in range(per_seq)]
+            assert {w.packet for w in mine} == {(c % SPLIT.w_share) * k + j for j in range(k)}
+    assert len({w.stream for w in loads}) == sublayer.plios(SHAPE, SPLIT)["qkv"]["w"] + \
+        sublayer.plios(SHAPE, SPLIT)["o"]["w"]
+
+
+@pytest.mark.tool("g++", "hls4ml")
+def test_the_weight_movers_list_sends_a_routed_packet_a_load():
+    """The weight mover's list through the list mover (C-simulation): a packet (to TLAST) a load, its ROUTE beat to
+    the load's w stream, its WSLICE header, then the load's block and K-slice of the weight image, whole."""
+    from vckattn.hw.spec import streams
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
+
+    wl = weight_list(SHAPE, SPLIT)
+    image = weight_image(SHAPE, SPLIT)
+    src = np.random.default_rng(3).integers(0, 256, max(o + 16 * n for o, n in image.values()), dtype=np.uint8)
+    data, last, sent = mm2s_list(np.concatenate([c for _, c in wl]), src)
+    assert sent == 2 * len(wl) and last.sum() == len(wl)
+    ends = np.flatnonzero(last)
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    for (w, _), a, z in zip(wl, starts, ends, strict=True):
+        route = streams.decode("route", data[a])
+        assert (route["dest"], route["op"]) == (w.stream, streams.OP_ROUTE)
+        head = streams.decode("wslice", data[a + 1])
+        assert (head["packet_id"], head["slice"], head["col_block"], head["first_tile"], head["tiles"]) == \
+            (w.packet, w.slice, w.col_block, w.first_tile, w.tiles)
+        offset, beats = image[(w.stage, w.col_block, w.slice)]
+        assert z - a - 1 == beats and data[a + 2:z + 1].tobytes() == src[offset:offset + 16 * beats].tobytes()
 
 
 def test_what_the_top_does_not_build_is_refused():
