@@ -32,8 +32,10 @@ rate, and the host's own LayerNorm (encoders) and Q/K/V projections (--operands 
 this machine (hw/perf/data/host_ops.json). --simulate also runs the graph as a discrete-event simulation (buffers and
 their depths, the cascade, packet merge and split, one DDR bank) and prints it beside the closed
 form. Only designs the generator builds are reported: --operands on_chip (no on-chip operand
-feeder is generated) and --scope sublayer (no sublayer hardware is generated) are refused. `perf
-explore` searches the design space for the fastest design per normalizer."""
+feeder is generated) is refused, and --scope sublayer reports the fastest encoder split whose PL top
+the generator builds (the decoder's is not generated; it has no end-to-end figure yet: its host
+launch code is not written). `perf explore` searches the design space for the fastest design per
+normalizer."""
 
 EPILOG = """\
 example:
@@ -461,11 +463,16 @@ def sublayer_shape(args: argparse.Namespace, command: str) -> Any:
                                   head_dim=args.d_head or 64)
 
 
-def _refuse_unbuilt_sublayer(shape: Any) -> None:
+#: why a sublayer with online softmax is not built: the generator writes the score channels of a sublayer with SwiftMax
+ONLINE_NOT_BUILT = ("the generator writes a sublayer's score channels with SwiftMax lanes only, so no online-softmax "
+                    "sublayer (and no SwiftMax against online softmax comparison of built sublayers) exists")
+
+
+def _refuse_unbuilt_sublayer(shape: Any, normalizer: str = "swiftmax") -> None:
     """No figure for a sublayer the generator cannot build: one line, status 2."""
     from vckattn.hw.perf import sublayer
 
-    problem = sublayer.buildable_problem(shape)
+    problem = sublayer.buildable_problem(shape) or (ONLINE_NOT_BUILT if normalizer != "swiftmax" else None)
     if problem is not None:
         raise UserError(f"--scope sublayer: not modeled, {problem}")
 
@@ -544,10 +551,10 @@ def run_sublayer(args: argparse.Namespace) -> int:
 
     shape = sublayer_shape(args, "perf")
     normalizer = _sublayer_normalizer(args)
-    _refuse_unbuilt_sublayer(shape)
+    _refuse_unbuilt_sublayer(shape, normalizer)
     output_file(args.json_out, what="--json")
     try:
-        r = best_placeable(shape, tile_cap=args.tile_cap, normalizer=normalizer)
+        r = best_placeable(shape, tile_cap=args.tile_cap, built=True, normalizer=normalizer)
     except ValueError as exc:
         raise InputError(f"--scope sublayer: {exc}") from None
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")
@@ -772,7 +779,7 @@ def run_explore_sublayer(args: argparse.Namespace) -> int:
     shape = sublayer_shape(args, "explore")
     if args.normalizer is not None:
         raise UserError("--normalizer: perf explore compares both normalizers")
-    _refuse_unbuilt_sublayer(shape)
+    _refuse_unbuilt_sublayer(shape, "online_softmax")  # the comparison needs both normalizers built
     output_file(args.json_out, what="--json")
     output_dir(args.plots, what="--plots")
     console = make_console(stderr=args.json_out is not None and str(args.json_out) == "-")

@@ -134,12 +134,14 @@ class Context:
     unchecked: dict[str, str] = field(default_factory=dict)
 
 
-def mover_bundles(hls_dir: Path | None = None) -> dict[str, int]:
+def mover_bundles(hls_dir: Path | None = None, movers: tuple[str, ...] = ("mm2s_engine", "s2mm_engine")
+                  ) -> dict[str, int]:
     """m_axi bundles of each mover, counted from its ``#pragma HLS INTERFACE m_axi ... bundle=`` lines
-    (``hw/hls/mm2s_engine.cpp``, ``s2mm_engine.cpp``): distinct bundle names per file."""
+    (``hw/hls/<mover>.cpp``: the engine's ``mm2s_engine`` and ``s2mm_engine`` by default; a sublayer's
+    ``mm2s_list`` and ``s2mm_records``): distinct bundle names per file."""
     folder = hls_dir or HW / "hls"
     out = {}
-    for mover in ("mm2s_engine", "s2mm_engine"):
+    for mover in movers:
         text = (folder / f"{mover}.cpp").read_text(encoding="utf-8")
         names = re.findall(r"#pragma\s+HLS\s+INTERFACE\b[^\n]*\bm_axi\b[^\n]*\bbundle=(\w+)", text)
         out[mover] = len(set(names))
@@ -194,15 +196,20 @@ def context(design: Any, board: str = "vck5000", max_seq: int | None = None,
                    dev.tile_memory_reserve_bytes, mover_bundles(), {"mm2s_engine": 3 * n, "s2mm_engine": n})
 
 
-#: the PL-side rules a sublayer build cannot be checked against yet, and why
+#: the PL-side rules a sublayer build whose PL top is not generated (the decoder's, the small builds') cannot be
+#: checked against, and why
 SUBLAYER_PL_UNCHECKED = ("the sublayer's PL top (its units and the activation buffers between the stages) and its "
-                         "X, Y and weight movers are not generated yet: there is no code to count")
+                         "X, Y and weight movers are not generated for this build yet: there is no code to count")
+#: a generated sublayer's HLS movers (hw/hls/<name>.cpp)
+SUBLAYER_MOVERS = ("mm2s_list", "s2mm_records")
 
 
 def sublayer_context(build: Any, board: str = "vck5000", graph: Graph | None = None) -> Context:
     """The rules' input for sublayer build ``build`` (:class:`.sublayer_build.SublayerBuild`): the graph the
     generator writes for it (the attention pipelines and the projection cascades, :mod:`.gemm_graph`; ``graph``:
-    a build folder's own, parsed). The PL-side rules (PL-RES, AXI-MASTERS, PL-MAXI) are left unchecked
+    a build folder's own, parsed). For a build whose PL top is generated (:func:`.sublayer_pl.device_sections`),
+    the PL-side rules read the manifest's movers and their code's m_axi bundles and the model's resources of the
+    build's split (:func:`vckattn.hw.perf.sublayer.resources`); for the others they are left unchecked
     (:data:`SUBLAYER_PL_UNCHECKED`)."""
     from vckattn.hw.perf import model
 
@@ -214,8 +221,31 @@ def sublayer_context(build: Any, board: str = "vck5000", graph: Graph | None = N
     params = render.engine_params(design, build.max_seq, render.HEAD_DIMS)
     gemm = {k: st.params for st in build.gemm_stages() for k in st.kernels()}
     dev = model.load_device(board)
-    return Context(design, board, params, graph, {}, {}, dev.tile_memory_reserve_bytes, {}, {}, gemm,
-                   {rid: SUBLAYER_PL_UNCHECKED for rid in ("PL-RES", "AXI-MASTERS", "PL-MAXI")})
+    pl = _sublayer_pl(build, board)
+    if pl is None:
+        return Context(design, board, params, graph, {}, {}, dev.tile_memory_reserve_bytes, {}, {}, gemm,
+                       {rid: SUBLAYER_PL_UNCHECKED for rid in ("PL-RES", "AXI-MASTERS", "PL-MAXI")})
+    used, available, units = pl
+    return Context(design, board, params, graph, used, available, dev.tile_memory_reserve_bytes,
+                   mover_bundles(movers=SUBLAYER_MOVERS), units, gemm)
+
+
+def _sublayer_pl(build: Any, board: str) -> tuple[dict[str, float], dict[str, float], dict[str, int]] | None:
+    """(the model's PL resources with its m_axi ports, the device's, each mover's compute units in the manifest)
+    of a sublayer build whose PL top is generated, else None."""
+    from vckattn.hw.design.sublayer_build import build_shape, split_of, sublayer_manifest
+    from vckattn.hw.perf import sublayer as sl
+
+    manifest = sublayer_manifest(build, board)
+    if "pl_top" not in manifest["sublayer"]:
+        return None
+    s, sp = build_shape(build), sl.SublayerSplit(**split_of(build))
+    res = sl.resources(s, sp)
+    used = {k: float(res["used"][k]) for k in PL_KEYS}
+    used["axi_masters"] = float(sl.movers(s, sp)["axi_master"])
+    units = {k["name"]: len(k.get("compute_units") or [k["name"]]) for k in manifest["kernels"]
+             if k["name"] in SUBLAYER_MOVERS}
+    return used, {k: float(res["available"][k]) for k in PL_KEYS}, units
 
 
 # ---------------------------------------------------------------------------------------------- rules
@@ -553,8 +583,9 @@ def axi_masters(ctx: Context) -> list[tuple[str, float, float]]:
 
 
 @rule("PL-MAXI", "the PL resource model costs every m_axi bundle of the movers' code", "model = code",
-      "hw/hls/mm2s_engine.cpp and s2mm_engine.cpp '#pragma HLS INTERFACE m_axi ... bundle=' (UG1399 'm_axi "
-      "Interfaces'); hw/perf/data/pl_infrastructure.json ports_per_pipeline")
+      "hw/hls/mm2s_engine.cpp and s2mm_engine.cpp (a sublayer's: mm2s_list.cpp and s2mm_records.cpp) '#pragma HLS "
+      "INTERFACE m_axi ... bundle=' (UG1399 'm_axi Interfaces'); hw/perf/data/pl_infrastructure.json "
+      "ports_per_pipeline (a sublayer's: hw/perf/sublayer.py movers)")
 def maxi_costed(ctx: Context) -> list[tuple[str, float, float]]:
     code = sum(ctx.bundles[m] * ctx.compute_units[m] for m in ctx.bundles)
     model = ctx.used.get("axi_masters", 0.0)
@@ -632,6 +663,6 @@ def buildable(design: Any, board: str = "vck5000") -> bool:
         return False
     return passes(design, board)
 
-__all__ = ["Context", "Graph", "RULES", "Rule", "SUBLAYER_PL_UNCHECKED", "Violation", "buildable", "check_design",
-           "context", "mover_bundles", "parse_graph", "passes", "reachable", "refuse_violations", "rules_table",
-           "run_rules", "sublayer_context"]
+__all__ = ["Context", "Graph", "RULES", "Rule", "SUBLAYER_MOVERS", "SUBLAYER_PL_UNCHECKED", "Violation", "buildable",
+           "check_design", "context", "mover_bundles", "parse_graph", "passes", "reachable", "refuse_violations",
+           "rules_table", "run_rules", "sublayer_context"]

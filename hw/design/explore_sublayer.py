@@ -103,13 +103,20 @@ def first_placeable(s: SublayerShape, ranked: list[dict[str, Any]]) -> dict[str,
     return next((c for c in ranked if passes_aie_rules(s, c)), None)
 
 
-def best_placeable(s: SublayerShape, tile_cap: float = 0.8, **tiles: Any) -> dict[str, Any]:
+def best_placeable(s: SublayerShape, tile_cap: float = 0.8, built: bool = False, **tiles: Any) -> dict[str, Any]:
     """The fastest split of :func:`.sublayer.splits` (fixed fields ``tiles`` as there) whose generated graph places
-    and passes every AIE rule: the model's best split checked as it will place (ValueError when none does)."""
+    and passes every AIE rule: the model's best split checked as it will place; with ``built``, also one whose PL
+    top the generator builds (:func:`.pl_top.top_problem`). ValueError when none does."""
+    from vckattn.hw.design.pl_top import top_problem
+
     ranked = sorted(sublayer.splits(s, tile_cap, **tiles), key=lambda c: c["seconds"])
+    if built:
+        ranked = [c for c in ranked if top_problem(s, sublayer.SublayerSplit(**{
+            **c["split"], "qkv_tile": tuple(c["split"]["qkv_tile"]), "o_tile": tuple(c["split"]["o_tile"])})) is None]
     best = first_placeable(s, ranked)
     if best is None:
-        raise ValueError(f"no split of the {s.family} sublayer places on the array and passes the AIE rules")
+        raise ValueError(f"no split of the {s.family} sublayer places on the array and passes the AIE rules"
+                         + (" with a PL top the generator builds" if built else ""))
     return {**best, "tile_cap": tile_cap, "faster_unplaceable": ranked.index(best)}
 
 

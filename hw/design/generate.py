@@ -200,19 +200,24 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
     return written
 
 
-#: what a sublayer build folder does not hold yet (``vckattn hw generate`` says it)
+#: what a sublayer build folder does not hold yet (``vckattn hw generate`` says it): a build whose PL top is not
+#: generated (the decoder's, the small builds')
 SUBLAYER_NOT_GENERATED = ("its PL top (the units, the buffers between the stages and their access control), its X, Y "
                           "and weight movers, system.cfg and the manifest are not generated yet, so no xclbin can be "
                           "built from this folder")
+#: the folder of a generated sublayer's PL top (the engine's normalizer channels stay in ``pl/``)
+SUBLAYER_PL_DIR = "pl_sublayer"
 
 
 def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
-    """Write the AIE half of sublayer build ``build``'s sources into ``out``: ``aie/engine_config.h``,
-    ``aie/graph.h`` (the attention pipelines and the projection cascades, :mod:`.gemm_graph`), ``aie/graph.cpp``,
-    ``aie/gemm_<stage>.cc`` (each stage's kernels with its build parameters), ``build.json`` (the build, read by
-    ``vckattn hw check OUT``) and ``diagram.png`` (:func:`write_sublayer_diagram`); returns the files written. The
-    AIE rules of the design-rule check run first and a build that breaks one is refused before anything is written
-    (:data:`SUBLAYER_NOT_GENERATED`: the rest).
+    """Write sublayer build ``build``'s sources into ``out``: ``aie/engine_config.h``, ``aie/graph.h`` (the attention
+    pipelines and the projection cascades, :mod:`.gemm_graph`), ``aie/graph.cpp``, ``aie/gemm_<stage>.cc`` (each
+    stage's kernels with its build parameters), ``build.json`` (the build, read by ``vckattn hw check OUT``) and
+    ``diagram.png`` (:func:`write_sublayer_diagram`); for a build whose PL top is generated
+    (:func:`.sublayer_pl.device_sections`) also ``manifest.json``, ``system.cfg``, ``pl/`` (the normalizer channels,
+    as an engine's) and ``pl_sublayer/`` (the PL top's Verilog, ``kernel.xml``, ``package_kernel.tcl``). Returns the
+    files written. The design-rule check runs first and a build that breaks a rule is refused before anything is
+    written (:data:`SUBLAYER_NOT_GENERATED`: what the other builds' folders lack).
 
     Raises:
         GenerateError: a build that does not place, breaks an AIE rule (DesignRuleError) or an unwritable ``out``.
@@ -227,6 +232,12 @@ def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
     if bad:
         raise DesignRuleError(f"{build.name}: fails the design-rule check: {bad[0].rule}: {bad[0].message} (limit "
                               f"{bad[0].limit:g}; {bad[0].source})")
+    from vckattn.hw.design.sublayer_build import sublayer_manifest
+    from vckattn.hw.design.system_cfg import system_cfg
+
+    manifest = sublayer_manifest(build, board)
+    if "pl_top" not in manifest["sublayer"]:
+        manifest = None
     out = Path(out)
     written: list[Path] = []
     try:
@@ -240,9 +251,38 @@ def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
                written)
         write_sublayer_diagram(build, placed, gp, out / "diagram.png")
         written.append(out / "diagram.png")
+        if manifest is not None:
+            _write(out / "manifest.json", json.dumps(manifest, indent=2) + "\n", written)
+            _write(out / "system.cfg", system_cfg(manifest, f"{build.name}/manifest.json",
+                                                  f"vckattn hw generate {build.name} --out <folder>"), written)
+            written += _write_pl(manifest, design, out / "pl")
+            written += _write_sublayer_pl(manifest, build, out / SUBLAYER_PL_DIR)
     except OSError as exc:
         raise GenerateError(f"{out}: cannot write ({exc.strerror or exc})") from None
     return written
+
+
+def _write_sublayer_pl(manifest: dict, build: Any, folder: Path) -> list[Path]:
+    """The sublayer PL top's Verilog (core and Vitis wrapper), ``kernel.xml`` and ``package_kernel.tcl``."""
+    from vckattn.hw.design.sublayer_build import build_top_plan
+    from vckattn.hw.design.sublayer_pl import SUBLAYER_PL
+    from vckattn.hw.pl import vitis_kernel
+    from vckattn.hw.pl.verilog import generate_verilog
+
+    folder.mkdir(parents=True, exist_ok=True)
+    core_name = f"{SUBLAYER_PL}_core"
+    top = build_top_plan(build).top()
+    ports = vitis_kernel.wrapper_ports(manifest, SUBLAYER_PL, top)
+    core = Path(generate_verilog(top, core_name, folder))
+    wrapper = folder / f"{SUBLAYER_PL}.v"
+    wrapper.write_text(vitis_kernel.wrapper_verilog(SUBLAYER_PL, core_name, ports, "vckattn hw generate"),
+                       encoding="utf-8")
+    xml = folder / "kernel.xml"
+    xml.write_text(vitis_kernel.kernel_xml(manifest, SUBLAYER_PL), encoding="utf-8")
+    tcl = folder / "package_kernel.tcl"
+    tcl.write_text(vitis_kernel.package_tcl(manifest, SUBLAYER_PL, [wrapper.name, core.name],
+                                            f"{manifest['name']} (sublayer PL top)"), encoding="utf-8")
+    return [wrapper, core, xml, tcl]
 
 
 def write_sublayer_diagram(build: Any, placed: Layout, gemm: Any, path: Path) -> None:
@@ -336,7 +376,8 @@ def build_design(name: str, search: bool = False) -> Any:
 def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
                          names: tuple[str, ...] | None = None) -> dict[Path, str]:
     """Every committed engine file (or those of ``names``): ``<name>.json`` (manifest) and
-    ``engine_designs/<name>.design.json``, and the sublayer builds' manifests (:mod:`.sublayer_build`) -> its text
+    ``engine_designs/<name>.design.json``, and the sublayer builds' manifests (:mod:`.sublayer_build`: the small
+    builds and the full-size builds whose PL top is generated) -> its text
     (``search``: the best designs searched again,
     :func:`build_design`)."""
     out: dict[Path, str] = {}
@@ -349,10 +390,13 @@ def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
         out[folder / f"{name}.json"] = json.dumps(m, indent=2) + "\n"
         out[folder / DESIGNS_DIR / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(),
                                                                        indent=2) + "\n"
-    from vckattn.hw.design.sublayer_build import SUBLAYER_BUILDS, sublayer_manifest
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, sublayer_manifest
 
     for name, build in SUBLAYER_BUILDS.items():
         if names is None or name in names:
+            out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
+    for name, build in FULL_SIZE_BUILDS.items():  # those whose PL top is generated
+        if (names is None or name in names) and build.family == "encoder":
             out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
     return out
 

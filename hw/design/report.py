@@ -281,9 +281,13 @@ def sublayer_agreement() -> list[dict]:
 
 
 def sublayer_block() -> str:
-    """The whole sublayer's documented block: no figure while the generator does not build the sublayer."""
+    """The whole sublayer's documented block: what `perf --scope sublayer` reports (an encoder's split whose PL top
+    the generator builds) and what it refuses (a decoder's)."""
     from vckattn.hw.perf import sublayer
 
-    return "\n".join([SUB_BEGIN, "", "No figure of the whole encoder sublayer is reported: " + sublayer.NOT_BUILT +
-                      " (`vckattn perf --scope sublayer` refuses; the model in `hw/perf/sublayer.py` stays for the "
-                      "design that will build it).", "", SUB_END])
+    return "\n".join([SUB_BEGIN, "", "`vckattn perf --scope sublayer` reports the whole encoder sublayer (MODELED) "
+                      "on the fastest split whose AIE graph places and passes the AIE rules and whose PL top the "
+                      "generator builds (`hw/design/pl_top.py: top_problem`); the committed full-size encoder, "
+                      "`vck5000_sublayer`, is that split for BERT-base, S = 512, batch 8, generated whole by `vckattn "
+                      "hw generate vck5000_sublayer`. A decoder is refused: " + sublayer.NOT_BUILT + ".", "",
+                      SUB_END])

@@ -137,6 +137,12 @@ def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
     design = design_from_json({**b.engine, "name": b.name})
     m = engine_manifest(design, board, b.name, max_seq=b.max_seq, head_dims=HEAD_DIMS)
     m["stages"] = device_stages(b.family)
+    device = None
+    if b.name in FULL_SIZE_SHAPES and b.family == "encoder":  # the decoder's PL top is not generated yet
+        from vckattn.hw.design.sublayer_pl import device_sections
+
+        device = device_sections(b, m, build_top_plan(b))
+        m.update({k: device[k] for k in ("kernels", "connectivity", "graph")})
     m["sublayer"] = {
         "family": b.family,
         "d_model": b.d_model,
@@ -147,8 +153,11 @@ def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
                 + ("BHyT site A before it and RoPE on Q and K after it, " if b.family == "decoder" else "")
                 + "the attention engine, the W_O GEMM cascade and the residual add"
                 + ("; the LayerNorm after the residual on the host" if b.family == "encoder" else "")
-                + ". The GEMM stages' graph and link configuration are not generated: simulation backends only"),
+                + (". Every device part is declared in kernels and connectivity (the PL top: pl_top)" if device else
+                   ". The GEMM stages' graph and link configuration are not generated: simulation backends only")),
     }
+    if device:
+        m["sublayer"]["pl_top"] = device["pl_top"]
     return m
 
 
@@ -234,6 +243,26 @@ FULL_SIZE_SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
+def build_shape(b: SublayerBuild) -> Any:
+    """The model's shape of full-size build ``b`` (:data:`FULL_SIZE_SHAPES`,
+    :class:`vckattn.hw.perf.sublayer.SublayerShape`); :class:`.pl_top.TopError` for a build that has none."""
+    from vckattn.hw.design.pl_top import TopError
+    from vckattn.hw.perf.sublayer import SublayerShape
+
+    if b.name not in FULL_SIZE_SHAPES:
+        raise TopError(f"{b.name}: the PL top is generated for the full-size builds ({', '.join(FULL_SIZE_SHAPES)})")
+    return SublayerShape(**FULL_SIZE_SHAPES[b.name])
+
+
+def build_top_plan(b: SublayerBuild) -> Any:
+    """The PL top of full-size build ``b`` (:func:`.pl_top.top_plan` of its split, residual units of ``b.max_d``
+    channels and ``b.unit_lanes`` lanes)."""
+    from vckattn.hw.design.pl_top import top_plan
+    from vckattn.hw.perf.sublayer import SublayerSplit
+
+    return top_plan(build_shape(b), SublayerSplit(**split_of(b)), lanes=b.unit_lanes, max_d=b.max_d)
+
+
 def unit_regmap(manifest: Any, unit: str) -> Any:
     """The register map of PL unit ``unit`` of a sublayer manifest, as the manifest records it."""
     from vckattn.golden.regmap import RegisterMap
@@ -241,5 +270,6 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "device_stages",
+__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "build_shape",
+           "build_top_plan", "device_stages",
            "graph_build", "split_build", "split_of", "sublayer_manifest", "unit_regmap"]

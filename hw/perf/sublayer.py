@@ -140,18 +140,19 @@ def _io_cycles(nbytes: int) -> float:
     return max(plio, nbytes / DEVICE["dma_bytes_per_cycle"])
 
 
-#: why no split of this model can be built: what the generator emits for a sublayer build
-#: (hw/design/sublayer_build.py) against what the split needs
-NOT_BUILT = ("the generator builds no sublayer hardware yet: a sublayer build (hw/design/sublayer_build.py) has its "
-             "AIE graph generated and checked (vckattn hw check vck5000_sublayer), but no PL top with the buffers "
-             "between the stages and no movers, so no xclbin exists for any split; only the attention engine (--scope "
-             "attention) is built")
+#: why no decoder split can be built: the generator writes an encoder sublayer's PL top (hw/design/pl_top.py), not a
+#: decoder's
+NOT_BUILT = ("the generator builds no decoder sublayer's PL top yet (BHyT site A's path from the X buffer to the U "
+             "buffer, RoPE on the Q/K/V records): its AIE graph is generated and checked (vckattn hw check "
+             "vck5000_sublayer_decoder), but no xclbin exists for any decoder split")
 
 
 def buildable_problem(s: SublayerShape | None = None) -> str | None:
-    """Why the splits this module models for shape ``s`` cannot be built (None once the generator builds them); the
-    command line refuses to report a figure for an unbuildable split."""
-    return NOT_BUILT
+    """Why the splits this module models for shape ``s`` cannot be built: a decoder's (:data:`NOT_BUILT`); None for
+    an encoder, whose best split the command line still takes only among those the PL top builds
+    (``hw/design/pl_top.py: top_problem``). The command line refuses to report a figure for an unbuildable
+    split."""
+    return NOT_BUILT if s is not None and s.decoder else None
 
 
 def sublayer_macs(s: SublayerShape) -> dict[str, int]:

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from vckattn.hw.design.manifest import PLATFORMS
 
@@ -111,6 +112,8 @@ ENGINE_SOURCES: tuple[tuple[str, str], ...] = (
     ("hw/aie/engine/pv_slice.cc", "AIE kernel pv_slice"),
     ("hw/aie/generated/engine_streams.h", "the engine stream contract header"),
 )
+#: the projection cascades' kernel sources, which a sublayer's gemm_<stage>.cc include
+GEMM_SOURCES: tuple[str, ...] = ("hw/aie/engine/gemm_proj.cc", "hw/aie/engine/gemm_kernels.h")
 #: the engine's HLS movers (hw/hls/<name>.cpp)
 ENGINE_HLS: tuple[str, ...] = ("mm2s_engine", "s2mm_engine")
 
@@ -269,11 +272,25 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sublayer_build(design: Path) -> Any:
+    """The sublayer build whose PL top is generated that DESIGN names (a file of that name wins), else None."""
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS
+
+    if design.is_file() or design.suffix:
+        return None
+    b = FULL_SIZE_BUILDS.get(design.name)
+    if b is not None and b.family != "encoder":
+        raise FlowError(f"DESIGN={design}: its PL top is not generated yet (the decoder's BHyT site A path and RoPE on "
+                        "the Q/K/V records), so no xclbin can be built from it")
+    return b
+
+
 def _cmd_engine(args: argparse.Namespace) -> int:
     from vckattn.hw.design.render import platform_of
-    if not args.design.is_file():
-        raise FlowError(f"DESIGN={args.design}: no such design file")
-    board = args.board or board_of(args.name)
+    sublayer = _sublayer_build(args.design)
+    if sublayer is None and not args.design.is_file():
+        raise FlowError(f"DESIGN={args.design}: no such design file or sublayer build")
+    board = args.board or (board_of(args.name) if sublayer is None else "vck5000")
     platform = platform_of(board)
     tools = check_tools(platform, target=args.target)
     sources = check_engine_sources()
@@ -290,8 +307,14 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     from vckattn.hw.design import render
     warnings.simplefilter("ignore", UnusedElaboratable)  # the generator elaborates the PL top to read its ports
 
-    design = render.design_from_file(args.design)
-    gen.generate(design, board, args.out, max_seq=design.max_seq or render.BERT_SEQ, name=args.name)
+    if sublayer is None:
+        design = render.design_from_file(args.design)
+        gen.generate(design, board, args.out, max_seq=design.max_seq or render.BERT_SEQ, name=args.name)
+    else:
+        if args.name != sublayer.name:
+            raise FlowError(f"--name {args.name}: a sublayer build's name is its own ({sublayer.name})")
+        print(f"generating {sublayer.name} (its PL top's Verilog takes minutes)", file=sys.stderr)
+        gen.generate_sublayer(sublayer, board, args.out)
     manifest, file = read_manifest(args.out / "manifest.json")
     xpfm = find_platform(platform) or Path(f"<{platform}.xpfm>")  # a placeholder only in a dry run
     out = args.out.resolve()
@@ -303,6 +326,8 @@ def _cmd_engine(args: argparse.Namespace) -> int:
         "AIE_DEPS": " ".join(str(p) for p in sorted((out / "aie").glob("*"))),
         "HLS_INCLUDES": f"-I{out / 'aie'} -I{REPO_ROOT / 'hw/aie/generated'}",
         "ENGINE_PL": str(out / "pl"),
+        "RTL_XOS": " ".join(str(out / _RTL_FOLDERS.get(k, "pl") / f"{k}.xo")
+                            for k in variables["RTL_KERNELS"].split()),
     })
     args.mk.parent.mkdir(parents=True, exist_ok=True)
     args.mk.write_text(f"# written by vckattn.hw.vitis.flow engine for {manifest['name']}\n"
@@ -318,15 +343,22 @@ def _cmd_engine(args: argparse.Namespace) -> int:
     return 0
 
 
+#: the folder of each RTL kernel's sources in a build folder other than ``pl/`` (a sublayer's PL top)
+_RTL_FOLDERS = {"sublayer_pl": "pl_sublayer"}
+
+
 def engine_inputs(variables: dict[str, str]) -> list[str]:
-    """The source files an engine build's steps read (``variables``: its make variables): the generated graph and
-    its headers, the AIE kernels, the HLS movers, the PL top's packaging script and Verilog, the link configuration,
-    the manifest."""
-    pl = Path(variables["ENGINE_PL"])
+    """The source files a build's steps read (``variables``: its make variables): the generated graph and its
+    headers, the AIE kernels, the HLS movers, every RTL kernel's packaging script and Verilog (the engine's PL top;
+    a sublayer's PL top too), the link configuration, the manifest."""
     files = [variables["AIE_GRAPH"], *variables["AIE_DEPS"].split()]
     files += [str(REPO_ROOT / rel) for rel, _ in ENGINE_SOURCES]
+    if any(Path(f).name.startswith("gemm_") for f in variables["AIE_DEPS"].split()):  # a sublayer's cascades
+        files += [str(REPO_ROOT / rel) for rel in GEMM_SOURCES]
     files += [str(REPO_ROOT / "hw" / "hls" / f"{k}.cpp") for k in variables["HLS_KERNELS"].split()]
-    files += [str(pl / "package_kernel.tcl"), str(pl / "kernel.xml"), *(str(p) for p in sorted(pl.glob("*.v")))]
+    for xo in variables["RTL_XOS"].split():
+        pl = Path(xo).parent
+        files += [str(pl / "package_kernel.tcl"), str(pl / "kernel.xml"), *(str(p) for p in sorted(pl.glob("*.v")))]
     files += [variables["SYSTEM_CFG"], variables["MANIFEST_FILE"]]
     return list(dict.fromkeys(files))
 

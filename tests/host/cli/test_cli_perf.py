@@ -230,31 +230,47 @@ def test_validate_lists_the_published_designs(capsys):
 SMALL = ("--seq", "128", "--batch", "2", "--heads", "6")
 
 
-@pytest.mark.parametrize("argv", [("perf", "--scope", "sublayer"), ("perf", "--scope", "sublayer", "--seq", "128"),
-                                  ("perf", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3", "--simulate"),
-                                  ("perf", "--scope", "sublayer", "--normalizer", "softmax"),
+@pytest.mark.parametrize("argv", [("perf", "--scope", "sublayer", "--normalizer", "softmax"),
                                   ("perf", "explore", "--scope", "sublayer", "--seq", "512"),
                                   ("perf", "explore", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3")])
-def test_scope_sublayer_is_refused_while_the_generator_builds_no_sublayer(capsys, argv):
-    """A sublayer build has its AIE graph but no PL top with the buffers between the stages and no movers
-    (hw/design/sublayer_build.py): no split of the sublayer model is buildable, so `perf [explore] --scope
-    sublayer` reports no figure -- one line, status 2, naming why; no JSON, no table."""
+def test_scope_sublayer_refuses_what_the_generator_does_not_build(capsys, argv):
+    """The generator writes a sublayer's score channels with SwiftMax only: an online-softmax sublayer, and the
+    comparison of the two, get no figure -- one line, status 2, naming why; no JSON, no table."""
     code, out, err = _run(capsys, *argv)
     assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
-    assert "generator builds no sublayer hardware" in err and "hw/design/sublayer_build.py" in err
-    assert "no PL top" in err and "no movers" in err
+    assert "SwiftMax lanes only" in err
     assert "TOPS" not in err and "of peak" not in err
+
+
+def test_scope_sublayer_reports_the_built_encoder(capsys, tmp_path):
+    """BERT-base, S = 512, batch 8: the split reported is the committed full-size encoder's, which the generator
+    writes whole (its PL top built), at 35% of the int8 peak or more (MODELED); a small sublayer simulated beside
+    its closed form within 10%."""
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, split_of
+
+    out = tmp_path / "sub.json"
+    code, _, err = _run(capsys, "perf", "--scope", "sublayer", "--seq", "512", "--batch", "8", "--json", str(out))
+    assert code == 0, err
+    doc = json.loads(out.read_text())
+    assert doc["modeled"] is True and doc["fraction_of_peak"] >= 0.35
+    want = split_of(FULL_SIZE_BUILDS["vck5000_sublayer"])
+    got = {k: tuple(v) if isinstance(v, list) else v for k, v in doc["split"].items()}
+    assert got == want
+    code, _, err = _run(capsys, "perf", "--scope", "sublayer", *SMALL, "--tile-cap", "0.3", "--simulate", "--json",
+                        str(out))
+    assert code == 0, err
+    assert abs(json.loads(out.read_text())["simulation"]["difference"]) < 0.10
 
 
 def test_scope_sublayer_still_refuses_attention_flags_first(capsys):
     for extra in (["--operands", "on_chip"], ["--design-from-manifest", "vck5000_engine"], ["--board", "vck190"],
                   ["--tile-cap", "1.5"], ["--layers", "2"], ["--pipelines", "4"], ["--normalizer", "relu"]):
         code, _, err = _run(capsys, "perf", "--scope", "sublayer", *extra)
-        assert code == 2 and err.count("\n") == 1 and "sublayer hardware" not in err, (extra, err)
+        assert code == 2 and err.count("\n") == 1 and "SwiftMax lanes only" not in err, (extra, err)
     for extra in (["--normalizer", "softmax"], ["--board", "vck190"], ["--pl-clock", "300"], ["--kv-heads", "2"],
                   ["--tile-cap", "0"]):
         code, _, err = _run(capsys, "perf", "explore", "--scope", "sublayer", *extra)
-        assert code == 2 and err.count("\n") == 1 and "sublayer hardware" not in err, (extra, err)
+        assert code == 2 and err.count("\n") == 1 and "SwiftMax lanes only" not in err, (extra, err)
     code, _, err = _run(capsys, "perf", "--tile-cap", "0.5")
     assert code == 2 and "--scope sublayer only" in err
     code, _, err = _run(capsys, "perf", "explore", "--tile-cap", "0.5")
