@@ -47,6 +47,21 @@ def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Ran
     return ins, descs, sinks
 
 
+def interleave(cascades: list[list[list[int]]], slots: int, rnd: random.Random) -> list[list[int]]:
+    """One output PLIO's records (``[sequence, ...]`` each), its cascades' interleaved at random, each cascade's in
+    its own order, and no record of sequence ``b + slots`` while one of sequence ``b`` is still to come: a buffer of
+    ``slots`` sequence slots cannot take the first before the second's slot is free. The PL top keeps a PLIO's
+    cascades that close: the descriptor router's FIFOs hold a reader's descriptors two sequences ahead, so no x
+    reader, and no cascade behind it, runs more than three sequences ahead of another (``hw/ENGINE.md``, "The
+    descriptor router"; ``hw/design/pl_top.py: top_plan`` refuses FIFOs as deep as the slots)."""
+    queues = [list(c) for c in cascades]
+    out = []
+    while any(queues):
+        low = min(q[0][0] for q in queues if q)
+        out.append(rnd.choice([q for q in queues if q and q[0][0] < low + slots]).pop(0))
+    return out
+
+
 async def send_runs(descs: list[AxiStreamSource], runs: list[list[Run]], rnd: random.Random,
                     beats: Callable[[Run], list[int]], routed: bool = False) -> list[list[list[int]]]:
     """Every reader's descriptors (a random header beat, then the RDESC of each run), on its own input, or, with one

@@ -24,7 +24,7 @@ from cocotb.handle import SimHandleBase
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
 from vckattn.sim.kernel_tb import start
-from vckattn.sim.path_tb import check_readers, frame, path_streams, send_runs
+from vckattn.sim.path_tb import check_readers, frame, interleave, path_streams, send_runs
 from vckattn.sim.tb_retiler import expected_image
 
 
@@ -44,9 +44,7 @@ async def test_records_to_the_pipelines_streams(dut: SimHandleBase) -> None:
     qkv = rng.integers(-128, 128, size=(batch, lo.max_seq, lo.qkv_cols)).astype(np.int8)
     tiles = lo.max_seq // rows
     for i, cascades in enumerate(writers):  # each cascade in its own order, the cascades of a PLIO interleaved
-        queues = [list(c) for c in cascades]
-        while any(queues):
-            b, r, cb = rnd.choice([q for q in queues if q]).pop(0)
+        for b, r, cb in interleave(cascades, lo.slots, rnd):
             head = streams.encode("gresult", tile_id=b * tiles + r, rows=rows, col_block=cb, elem_bits=8,
                                   cols=cols).tobytes()
             body = qkv[b, r * rows:(r + 1) * rows, cb * cols:(cb + 1) * cols].tobytes()

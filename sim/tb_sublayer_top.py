@@ -51,7 +51,7 @@ from vckattn.hw.spec.descriptors import routed_descriptors
 from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
 from vckattn.hw.spec.slice_buffer import SliceLayout
 from vckattn.sim.kernel_tb import pause_pattern, start
-from vckattn.sim.path_tb import BEAT, frame
+from vckattn.sim.path_tb import BEAT, frame, interleave
 from vckattn.sim.tb_residual import random_x, random_y
 from vckattn.sim.tb_retiler import expected_image
 
@@ -140,10 +140,8 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
 
     tiles_q = ql.max_seq // plan["qkv_rows"]
     qrows, qcols = plan["qkv_rows"], plan["qkv_cols"]
-    for i, cascades in enumerate(plan["qkv_writers"]):
-        queues = [list(c) for c in cascades]
-        while any(queues):
-            b, r, cb = rnd.choice([q for q in queues if q]).pop(0)
+    for i, cascades in enumerate(plan["qkv_writers"]):  # a PLIO's cascades interleaved, within the slots
+        for b, r, cb in interleave(cascades, ql.slots, rnd):
             head = streams.encode("gresult", tile_id=b * tiles_q + r, rows=qrows, col_block=cb, elem_bits=8,
                                   cols=qcols).tobytes()
             await qkv_src[i].send(frame(head + qkv[b, r * qrows:(r + 1) * qrows, cb * qcols:(cb + 1) * qcols]

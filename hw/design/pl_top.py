@@ -69,6 +69,9 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
     (:func:`~vckattn.hw.perf.sublayer.plios`), residual units of ``lanes`` lanes and ``max_d`` channels. Raises
     :class:`TopError` for what the top does not build."""
     _refuse(s, sp)
+    if ahead + 1 >= sl.SEQUENCE_SLOTS:
+        raise TopError(f"descriptor FIFOs {ahead} sequences deep would let a reader run {ahead + 1} sequences ahead of "
+                       f"another: the Q/K/V buffer has {sl.SEQUENCE_SLOTS} slots")
     runs = sl.launch_runs(s, sp, bank_beats)
     x_runs, qkv_runs, a_runs = runs["x"], runs["qkv"], runs["a"]
     xb = sl.x_buffers(s, sp, bank_beats)["x"]
