@@ -27,23 +27,30 @@ def frame(raw: bytes) -> AxiStreamFrame:
     return AxiStreamFrame([int.from_bytes(raw[i:i + BEAT], "little") for i in range(0, len(raw), BEAT)])
 
 
+def _quietly(x: object, rnd: random.Random) -> object:
+    x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
+    x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
+    return x
+
+
+def paused_source(dut: SimHandleBase, prefix: str, rnd: random.Random) -> AxiStreamSource:
+    """A source on ``dut``'s stream ``prefix`` (a beat a byte lane), pausing at random, its log quiet."""
+    return _quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, prefix), dut.clk, dut.rst, byte_lanes=1), rnd)
+
+
+def paused_sink(dut: SimHandleBase, prefix: str, rnd: random.Random) -> AxiStreamSink:
+    """A sink on ``dut``'s stream ``prefix``, holding TREADY low at random, its log quiet."""
+    return _quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, prefix), dut.clk, dut.rst, byte_lanes=1), rnd)
+
+
 def path_streams(dut: SimHandleBase, writers: int, readers: int, rnd: random.Random, routed: bool = False
                  ) -> tuple[list[AxiStreamSource], list[AxiStreamSource], list[AxiStreamSink]]:
     """The path's write units' inputs, readers' descriptor inputs (``routed``: the one input of its descriptor
     router) and readers' outputs, each with random pauses."""
-
-    def quietly(x: object) -> object:
-        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
-        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
-        return x
-
-    def source(prefix: str) -> AxiStreamSource:
-        return quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, prefix), dut.clk, dut.rst, byte_lanes=1))
-
-    ins = [source(f"s_axis_in{i}") for i in range(writers)]
-    descs = [source("s_axis_desc")] if routed else [source(f"s_axis_desc{r}") for r in range(readers)]
-    sinks = [quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, f"m_axis_rd{r}"), dut.clk, dut.rst, byte_lanes=1))
-             for r in range(readers)]
+    ins = [paused_source(dut, f"s_axis_in{i}", rnd) for i in range(writers)]
+    descs = [paused_source(dut, "s_axis_desc", rnd)] if routed else [
+        paused_source(dut, f"s_axis_desc{r}", rnd) for r in range(readers)]
+    sinks = [paused_sink(dut, f"m_axis_rd{r}", rnd) for r in range(readers)]
     return ins, descs, sinks
 
 

@@ -35,7 +35,7 @@ import cocotb
 import numpy as np
 from cocotb.handle import SimHandleBase
 from cocotb.triggers import ClockCycles, Combine
-from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamBus, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamSink, AxiStreamSource
 
 from vckattn.golden.gemm_proj import pack_x
 from vckattn.golden.requant import RequantRegisters
@@ -50,8 +50,8 @@ from vckattn.hw.spec import streams
 from vckattn.hw.spec.descriptors import routed_descriptors
 from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
 from vckattn.hw.spec.slice_buffer import SliceLayout
-from vckattn.sim.kernel_tb import pause_pattern, start
-from vckattn.sim.path_tb import BEAT, frame, interleave
+from vckattn.sim.kernel_tb import start
+from vckattn.sim.path_tb import BEAT, frame, interleave, paused_sink, paused_source
 from vckattn.sim.tb_residual import random_x, random_y
 from vckattn.sim.tb_retiler import expected_image
 
@@ -77,16 +77,11 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
     rnd = random.Random(cocotb.RANDOM_SEED)
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
 
-    def quietly(x: object) -> object:
-        x.set_pause_generator(pause_pattern(random.Random(rnd.getrandbits(64)), 0.3, 8))  # type: ignore[attr-defined]
-        x.log.setLevel(logging.WARNING)  # type: ignore[attr-defined]
-        return x
-
     def source(name: str) -> AxiStreamSource:
-        return quietly(AxiStreamSource(AxiStreamBus.from_prefix(dut, name), dut.clk, dut.rst, byte_lanes=1))
+        return paused_source(dut, name, rnd)
 
     def sink(name: str) -> AxiStreamSink:
-        return quietly(AxiStreamSink(AxiStreamBus.from_prefix(dut, name), dut.clk, dut.rst, byte_lanes=1))
+        return paused_sink(dut, name, rnd)
 
     # ---- registers: every residual unit programmed through its window, the status window's ID read
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)

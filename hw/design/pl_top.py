@@ -20,8 +20,8 @@ from vckattn.hw.pl.sublayer_top import SublayerTop, TopParams
 from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import Run
 
-__all__ = ["TopError", "TopPlan", "WeightLoad", "top_params", "top_plan", "top_problem", "weight_image", "weight_list",
-           "weight_loads"]
+__all__ = ["TopError", "TopPlan", "WeightLoad", "qkv_records", "top_params", "top_plan", "top_problem", "weight_image",
+           "weight_list", "weight_loads"]
 
 
 class TopError(ValueError):
@@ -97,6 +97,17 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
         w_streams=io["qkv"]["w"] + io["o"]["w"], lanes=lanes, max_d=max_d)
     assert len(engine.deal(g.groups, sp.n_att)) * 3 == len(qkv_runs)
     return TopPlan(params, [*x_runs, *qkv_runs, *a_runs])
+
+
+def qkv_records(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[list[list[list[int]]]]:
+    """What each Q/K/V output PLIO carries in a launch, as the model deals it: per PLIO (a re-tiler of the Q/K/V
+    path), per cascade merged onto it, the records that cascade sends, in order, ``[sequence, row tile,
+    col_block]``."""
+    rows, cols = sp.qkv_tile[:2]
+    merge = sl.plios(s, sp)["qkv"]["out_share"]
+    dealt = sl.deal_projection(s.qkv_cols // cols, s.batch, sp.n_qkv)
+    return [[[[b, r, blk] for blk, b in dealt[c] for r in range(s.seq // rows)] for c in grp]
+            for grp in sl.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
 
 
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:

@@ -11,6 +11,7 @@ import json
 
 import pytest
 
+from vckattn.hw.design.pl_top import qkv_records
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.buffer_path import BufferPath, qkv_path
@@ -33,10 +34,7 @@ def plan(s: SublayerShape, sp: SublayerSplit, bank_beats: int, routed: bool = Fa
     lay = sublayer.qkv_layout(s, sp, bank_beats)
     wiring = sublayer.qkv_buffer(s, sp, bank_beats)
     rows, cols = sp.qkv_tile[:2]
-    merge = sublayer.plios(s, sp)["qkv"]["out_share"]
-    dealt = sublayer.deal_projection(s.qkv_cols // cols, s.batch, sp.n_qkv)
-    writers = [[[[b, r, blk] for blk, b in dealt[c] for r in range(s.seq // rows)] for c in grp]
-               for grp in sublayer.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
+    writers = qkv_records(s, sp)
     g = sublayer.attention_geometry(s, sp)
     runs = reader_runs(lay, engine.deal(g.groups, sp.n_att), s.batch)
     top = qkv_path(lay, rows, cols, bank_beats, [sorted(w) for w in wiring.writers],

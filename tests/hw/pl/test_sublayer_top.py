@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from vckattn.hw.design.pl_top import TopError, top_plan, weight_image, weight_list, weight_loads
+from vckattn.hw.design.pl_top import TopError, qkv_records, top_plan, weight_image, weight_list, weight_loads
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.sim.runner import generate_verilog, run_cocotb
@@ -30,10 +30,7 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     tp = top_plan(s, sp, BANK_BEATS, max_d=s.d_model)
     p = tp.params
     rows, cols = sp.qkv_tile[:2]
-    merge = sublayer.plios(s, sp)["qkv"]["out_share"]
-    dealt = sublayer.deal_projection(s.qkv_cols // cols, s.batch, sp.n_qkv)
-    qkv_writers = [[[[b, r, blk] for blk, b in dealt[c] for r in range(s.seq // rows)] for c in grp]
-                   for grp in sublayer.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
+    qkv_writers = qkv_records(s, sp)
     g = sublayer.attention_geometry(s, sp)
     o_units = [u for u in sublayer.deal_projection(s.d_model // sp.o_tile[1], s.batch, sp.n_o) if u]
     top = tp.top()
