@@ -287,6 +287,8 @@ def run_hw_generate(args: argparse.Namespace) -> int:
         if args.max_seq is not None or args.name is not None:
             raise UserError(f"--max-seq / --name: a sublayer build's are its own ({sublayer.name}, max_seq "
                             f"{sublayer.max_seq})")
+        if sys.stderr.isatty() and sublayer.name == "vck5000_sublayer":  # progress on a terminal only
+            print(f"writing {sublayer.name}: its PL top's Verilog takes minutes", file=sys.stderr)
         written = gen.generate_sublayer(sublayer, args.board, args.out)
         print(f"{sublayer.family} sublayer {sublayer.name}: {sublayer.qkv_cascades} Q/K/V + {sublayer.o_cascades} W_O "
               f"GEMM cascades of {sublayer.qkv.kernels} kernels beside {sublayer.engine['pipelines']} attention "
