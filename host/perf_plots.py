@@ -347,9 +347,7 @@ def fig5_sublayer_data(cpu: bool = True, tile_cap: float = 0.8, headroom: float 
         other = ex.online_equal_resources or ex.online_softmax
         splits = {}
         for name, c in (("swiftmax", ex.swiftmax), ("online_softmax", other)):
-            sp = c["split"]
-            splits[name] = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
-                                                     "o_tile": tuple(sp["o_tile"])})
+            splits[name] = sublayer.SublayerSplit.from_json(c["split"])
 
         def fitted(b: int, name: str, seq: int = seq, splits: dict = splits) -> tuple:
             """The split at batch ``b``: its w PLIO sharing and X on chip or in slots chosen again to fit

@@ -287,7 +287,9 @@ def run_hw_generate(args: argparse.Namespace) -> int:
         if args.max_seq is not None or args.name is not None:
             raise UserError(f"--max-seq / --name: a sublayer build's are its own ({sublayer.name}, max_seq "
                             f"{sublayer.max_seq})")
-        if sys.stderr.isatty() and sublayer.name == "vck5000_sublayer":  # progress on a terminal only
+        from vckattn.hw.design.sublayer_build import top_generated
+
+        if sys.stderr.isatty() and top_generated(sublayer):  # progress on a terminal only
             print(f"writing {sublayer.name}: its PL top's Verilog takes minutes", file=sys.stderr)
         written = gen.generate_sublayer(sublayer, args.board, args.out)
         print(f"{sublayer.family} sublayer {sublayer.name}: {sublayer.qkv_cascades} Q/K/V + {sublayer.o_cascades} W_O "

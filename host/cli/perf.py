@@ -584,8 +584,7 @@ def _simulate_sublayer(shape: Any, closed: dict[str, Any], console: Any) -> dict
     from vckattn.hw.design.simulate_sublayer import simulate_sublayer
     from vckattn.hw.perf import sublayer
 
-    sp = dict(closed["split"])
-    split = sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]), "o_tile": tuple(sp["o_tile"])})
+    split = sublayer.SublayerSplit.from_json(closed["split"])
     try:
         sim = simulate_sublayer(shape, split)
     except simulate.Deadlock as exc:

@@ -233,12 +233,12 @@ def sublayer_context(build: Any, board: str = "vck5000", graph: Graph | None = N
 def _sublayer_pl(build: Any, board: str) -> tuple[dict[str, float], dict[str, float], dict[str, int]] | None:
     """(the model's PL resources with its m_axi ports, the device's, each mover's compute units in the manifest)
     of a sublayer build whose PL top is generated, else None."""
-    from vckattn.hw.design.sublayer_build import build_shape, split_of, sublayer_manifest
+    from vckattn.hw.design.sublayer_build import build_shape, split_of, sublayer_manifest, top_generated
     from vckattn.hw.perf import sublayer as sl
 
-    manifest = sublayer_manifest(build, board)
-    if "pl_top" not in manifest["sublayer"]:
+    if not top_generated(build):
         return None
+    manifest = sublayer_manifest(build, board)
     s, sp = build_shape(build), sl.SublayerSplit(**split_of(build))
     res = sl.resources(s, sp)
     used = {k: float(res["used"][k]) for k in PL_KEYS}

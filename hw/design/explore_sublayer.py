@@ -111,8 +111,7 @@ def best_placeable(s: SublayerShape, tile_cap: float = 0.8, built: bool = False,
 
     ranked = sorted(sublayer.splits(s, tile_cap, **tiles), key=lambda c: c["seconds"])
     if built:
-        ranked = [c for c in ranked if top_problem(s, sublayer.SublayerSplit(**{
-            **c["split"], "qkv_tile": tuple(c["split"]["qkv_tile"]), "o_tile": tuple(c["split"]["o_tile"])})) is None]
+        ranked = [c for c in ranked if top_problem(s, sublayer.SublayerSplit.from_json(c["split"])) is None]
     best = first_placeable(s, ranked)
     if best is None:
         raise ValueError(f"no split of the {s.family} sublayer places on the array and passes the AIE rules"

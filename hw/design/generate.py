@@ -232,12 +232,10 @@ def generate_sublayer(build: Any, board: str, out: Path) -> list[Path]:
     if bad:
         raise DesignRuleError(f"{build.name}: fails the design-rule check: {bad[0].rule}: {bad[0].message} (limit "
                               f"{bad[0].limit:g}; {bad[0].source})")
-    from vckattn.hw.design.sublayer_build import sublayer_manifest
+    from vckattn.hw.design.sublayer_build import sublayer_manifest, top_generated
     from vckattn.hw.design.system_cfg import system_cfg
 
-    manifest = sublayer_manifest(build, board)
-    if "pl_top" not in manifest["sublayer"]:
-        manifest = None
+    manifest = sublayer_manifest(build, board) if top_generated(build) else None
     out = Path(out)
     written: list[Path] = []
     try:
@@ -390,13 +388,13 @@ def committed_bitstreams(folder: Path = BITSTREAMS, search: bool = False,
         out[folder / f"{name}.json"] = json.dumps(m, indent=2) + "\n"
         out[folder / DESIGNS_DIR / f"{name}.design.json"] = json.dumps(replace(d, max_seq=max_seq).to_json(),
                                                                        indent=2) + "\n"
-    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, sublayer_manifest
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, sublayer_manifest, top_generated
 
     for name, build in SUBLAYER_BUILDS.items():
         if names is None or name in names:
             out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
     for name, build in FULL_SIZE_BUILDS.items():  # those whose PL top is generated
-        if (names is None or name in names) and build.family == "encoder":
+        if (names is None or name in names) and top_generated(build):
             out[folder / f"{name}.json"] = json.dumps(sublayer_manifest(build), indent=2) + "\n"
     return out
 

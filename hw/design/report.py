@@ -273,9 +273,7 @@ def sublayer_agreement() -> list[dict]:
     shapes.append(sublayer.SublayerShape(b, seq, heads=heads))
     for s in shapes:
         c = best_placeable(s)
-        sp = c["split"]
-        sim = simulate_sublayer(s, sublayer.SublayerSplit(**{**sp, "qkv_tile": tuple(sp["qkv_tile"]),
-                                                              "o_tile": tuple(sp["o_tile"])}))
+        sim = simulate_sublayer(s, sublayer.SublayerSplit.from_json(c["split"]))
         rows.append({"shape": s, "closed": c, "sim": sim, "difference": sim.seconds / c["seconds"] - 1})
     return rows
 

@@ -138,7 +138,7 @@ def sublayer_manifest(b: SublayerBuild, board: str = "vck5000") -> dict:
     m = engine_manifest(design, board, b.name, max_seq=b.max_seq, head_dims=HEAD_DIMS)
     m["stages"] = device_stages(b.family)
     device = None
-    if b.name in FULL_SIZE_SHAPES and b.family == "encoder":  # the decoder's PL top is not generated yet
+    if top_generated(b):
         from vckattn.hw.design.sublayer_pl import device_sections
 
         device = device_sections(b, m, build_top_plan(b))
@@ -243,6 +243,12 @@ FULL_SIZE_SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
+def top_generated(b: SublayerBuild) -> bool:
+    """Whether the generator writes ``b``'s PL top (:func:`build_top_plan`): a full-size encoder's; the decoder's
+    (BHyT site A's path, RoPE on the Q/K/V records) and the small builds' are not generated yet."""
+    return b.name in FULL_SIZE_SHAPES and b.family == "encoder"
+
+
 def build_shape(b: SublayerBuild) -> Any:
     """The model's shape of full-size build ``b`` (:data:`FULL_SIZE_SHAPES`,
     :class:`vckattn.hw.perf.sublayer.SublayerShape`); :class:`.pl_top.TopError` for a build that has none."""
@@ -271,5 +277,5 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
 
 
 __all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "build_shape",
-           "build_top_plan", "device_stages",
+           "build_top_plan", "device_stages", "top_generated",
            "graph_build", "split_build", "split_of", "sublayer_manifest", "unit_regmap"]

@@ -101,6 +101,11 @@ class SublayerSplit:
         """Score channels a pipeline."""
         return self.score_channels or self.kq
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> SublayerSplit:
+        """The split of a JSON object (a :func:`split_cost`'s ``split``: its tiles as lists)."""
+        return cls(**{**data, "qkv_tile": tuple(data["qkv_tile"]), "o_tile": tuple(data["o_tile"])})
+
     n_qkv: int
     n_o: int
     n_att: int

@@ -163,26 +163,14 @@ class SublayerTop(wiring.Component):
             m.submodules[f"residual{i}"] = rp
 
         def stream(src: object, s: str, dst: object, d: str) -> None:
-            """``src``'s stream ``s`` (a master port) into ``dst``'s ``d`` (a slave port)."""
+            """``src``'s stream ``s`` into ``dst``'s ``d`` (the top's own ports as either end)."""
             for k in _AXIS:
                 a, b = getattr(src, f"{s}_{k}"), getattr(dst, f"{d}_{k}")
                 m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
 
-        def into(dst: object, d: str, s: str) -> None:
-            """The top's slave port ``s`` into ``dst``'s ``d``."""
-            for k in _AXIS:
-                a, b = getattr(self, f"{s}_{k}"), getattr(dst, f"{d}_{k}")
-                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
-
-        def out(src: object, s: str, o: str) -> None:
-            """``src``'s master port ``s`` out on the top's ``o``."""
-            for k in _AXIS:
-                a, b = getattr(src, f"{s}_{k}"), getattr(self, f"{o}_{k}")
-                m.d.comb += (a.eq(b) if k == "tready" else b.eq(a))
-
-        into(self.x, "s_axis_in0", "s_axis_x")
-        into(self.desc_router, "s_axis", "s_axis_desc")
-        into(self.w_router, "s_axis", "s_axis_w")
+        stream(self, "s_axis_x", self.x, "s_axis_in0")
+        stream(self, "s_axis_desc", self.desc_router, "s_axis")
+        stream(self, "s_axis_w", self.w_router, "s_axis")
         # the descriptor router's outputs: x readers, residual readers, Q/K/V readers, A readers
         dest = 0
         for path, readers in ((self.x, n["x"] + n["residual"]), (self.qkv, n["qkv"]), (self.a, n["a"])):
@@ -190,21 +178,21 @@ class SublayerTop(wiring.Component):
                 stream(self.desc_router, f"m_axis_out{dest}", path, f"s_axis_desc{r}")
                 dest += 1
         for r in range(n["x"]):
-            out(self.x, f"m_axis_rd{r}", f"m_axis_xr{r}")
+            stream(self.x, f"m_axis_rd{r}", self, f"m_axis_xr{r}")
         for i in range(len(p.qkv_write_banks)):
-            into(self.qkv, f"s_axis_in{i}", f"s_axis_qkv{i}")
+            stream(self, f"s_axis_qkv{i}", self.qkv, f"s_axis_in{i}")
         for r in range(n["qkv"]):
-            out(self.qkv, f"m_axis_rd{r}", f"m_axis_qkv{r}")
+            stream(self.qkv, f"m_axis_rd{r}", self, f"m_axis_qkv{r}")
         for i in range(len(p.a_write_banks)):
-            into(self.a, f"s_axis_in{i}", f"s_axis_a{i}")
+            stream(self, f"s_axis_a{i}", self.a, f"s_axis_in{i}")
         for r in range(n["a"]):
-            out(self.a, f"m_axis_rd{r}", f"m_axis_ax{r}")
+            stream(self.a, f"m_axis_rd{r}", self, f"m_axis_ax{r}")
         for i, rp in enumerate(self.residual):
             stream(self.x, f"m_axis_rd{n['x'] + i}", rp, "s_axis_x")
-            into(rp, "s_axis_y", f"s_axis_y{i}")
-            out(rp, "m_axis_r", f"m_axis_r{i}")
+            stream(self, f"s_axis_y{i}", rp, "s_axis_y")
+            stream(rp, "m_axis_r", self, f"m_axis_r{i}")
         for i in range(p.w_streams):
-            out(self.w_router, f"m_axis_out{i}", f"m_axis_w{i}")
+            stream(self.w_router, f"m_axis_out{i}", self, f"m_axis_w{i}")
 
         # registers: the decoder's window 0 the status, 1 + i residual path i's unit
         dec = self.decoder

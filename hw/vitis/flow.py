@@ -274,12 +274,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _sublayer_build(design: Path) -> Any:
     """The sublayer build whose PL top is generated that DESIGN names (a file of that name wins), else None."""
-    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, top_generated
 
     if design.is_file() or design.suffix:
         return None
     b = FULL_SIZE_BUILDS.get(design.name)
-    if b is not None and b.family != "encoder":
+    if b is not None and not top_generated(b):
         raise FlowError(f"DESIGN={design}: its PL top is not generated yet (the decoder's BHyT site A path and RoPE on "
                         "the Q/K/V records), so no xclbin can be built from it")
     return b
