@@ -5,6 +5,7 @@ The full description: ``docs/internals/golden.md``, section ``golden/sublayer.py
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,15 +141,18 @@ def residual_regmap(lanes: int = 4, max_d: int = 1024, fmt: SublayerFormat = SUB
 SUBLAYER_TOP_ID = 0x5B7A0001
 
 
-def sublayer_top_regmap(residual_paths: int, slots: tuple[int, int, int]) -> RegisterMap:
-    """The sublayer PL top's status registers (``hw/pl/sublayer_top.py``, window 0 of its AXI4-Lite port; the
-    residual units' maps, :func:`residual_regmap`, are windows 1 .. ``residual_paths``): the sticky error flags
-    of its routers and residual paths, read by the host after a launch, and the full slots of its X, Q/K/V and A
-    buffers (``slots`` of each: a bit a slot)."""
+def sublayer_top_regmap(residual_paths: int, buffers: Sequence[tuple[str, int]]) -> RegisterMap:
+    """The sublayer PL top's status registers (``hw/pl/sublayer_top.py``, window 0 of its AXI4-Lite port; its units'
+    maps are the windows after it: each residual path's unit, :func:`residual_regmap`, then a decoder's RoPE units
+    and site units): the sticky error flags of its routers and residual paths, read by the host after a launch,
+    and the full slots of its buffers (``buffers``: each its name and slots, in the order of ``slots_full``: a bit
+    a slot)."""
+    slots = [n for _, n in buffers]
     if not 1 <= residual_paths <= 32:
         raise ValueError(f"{residual_paths} residual paths: 1..32 (a bit each in bad_record)")
-    if sum(slots) > 32 or min(slots) < 1:
+    if not slots or sum(slots) > 32 or min(slots) < 1:
         raise ValueError(f"buffer slots {slots}: at least 1 each, 32 in all (a bit each in slots_full)")
+    order = ", then ".join(f"the {name} buffer's {n}" for name, n in buffers)
     return RegisterMap(
         [Reg("bad_route", 2, access="ro", doc="sticky: bit 0, the descriptor router dropped a packet (no ROUTE "
              "beat, or a reader it does not have); bit 1, the w router did"),
@@ -156,9 +160,8 @@ def sublayer_top_regmap(residual_paths: int, slots: tuple[int, int, int]) -> Reg
              "record it cannot read (cols or elem_bits not the build's)"),
          Reg("residual_paths", 8, access="ro", doc="residual paths, each a residual unit in windows 1.. of the "
              "top's register space"),
-         Reg("slots_full", sum(slots), access="ro", doc=f"a bit a full slot: the X buffer's {slots[0]}, then the "
-             f"Q/K/V buffer's {slots[1]}, then the A buffer's {slots[2]} (all 0 after a launch: every reader "
-             "released every slot)")],
+         Reg("slots_full", sum(slots), access="ro", doc=f"a bit a full slot: {order} (all 0 after a launch: every "
+             "reader released every slot)")],
         [],
         ident=SUBLAYER_TOP_ID,
         version=1,

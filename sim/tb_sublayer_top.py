@@ -1,27 +1,30 @@
 """cocotb 2.x testbench for :class:`vckattn.hw.pl.sublayer_top.SublayerTop` (run by
-``tests/hw/pl/test_sublayer_top.py``): a launch through the encoder sublayer's PL top, the AIE graph's side played by
-the testbench.
+``tests/hw/pl/test_sublayer_top.py``): a launch through a sublayer's PL top, an encoder's or a decoder's, the AIE
+graph's side played by the testbench.
 
 The plan comes from ``VCKATTN_TB_SUBLAYER_TOP`` (JSON, made by the test from the performance model's split,
-``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``,
-``a``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in their order),
-``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block, sequence)
+``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``, ``a``; a
+decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in their
+order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block, sequence)
 units); ``readers`` (how many of each kind) and ``runs`` (every reader's runs, in the descriptor router's order);
-``o_rows``, ``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits), ``slots`` (the
-X, Q/K/V and A buffers').
+``o_rows``, ``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's
+name and slots), ``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
 
-The testbench programs every residual unit through the top's one AXI4-Lite port (window ``1 + i``) with random per-
-channel ``rq_y`` and a random ``rq_x``, reads the status window's ID, then sends, all at once and each with random
-pauses: X of every sequence to the X mover's input; every reader's descriptors, routed, sequence by sequence, to the
-descriptor input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a PLIO's cascades
-interleaved); random A records of every pipeline's groups; random W_O records (int32) of every W_O cascade's units,
-row tile by row tile; the weight mover's stream for the launch's weight list (``weights``: per load its w stream and
-its two list mover commands, ``hw/design/pl_top.py: weight_list``) on a random weight image of ``image_bytes``.
-Every output must send exactly what golden gives: the x readers golden's ``pack_x`` of X, the Q/K/V readers golden's
-packed Q tiles and key slices, the A readers ``pack_x`` of A, each w output its loads' WSLICE header and block in
-order, and each R output, for each of its cascade's records, the header with ``elem_bits`` 8 and golden's
-``residual_add_int`` of the record's Y and the X the X mover sent (the rows the top's residual readers take from the
-X buffer). Every slot ends empty and no error flag is set (the status registers, read through the register port).
+The testbench programs every residual unit through the top's one AXI4-Lite port (its window) with random per-channel
+``rq_y`` and a random ``rq_x`` (a decoder's RoPE units with tables of random angles, its site units with a typical BHyT
+site A: λ 2, κ 10, random-sign γ), reads the status window's ID, then sends, all at once and each with random pauses: X
+of every sequence to the X mover's input; every reader's descriptors, routed, sequence by sequence, to the descriptor
+input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a PLIO's cascades interleaved); random A
+records of every pipeline's groups; random W_O records (int32) of every W_O cascade's units, row tile by row tile; the
+weight mover's stream for the launch's weight list (``weights``: per load its w stream and its two list mover commands,
+``hw/design/pl_top.py: weight_list``) on a random weight image of ``image_bytes``. Every output must send exactly what
+golden gives: the x readers golden's ``pack_x`` of X (a decoder's: of U, golden's ``bhyt_site_int`` of X with each
+token's ``Σ x²``, which its site units wrote from their site readers' runs of X, each run's SITE header naming its
+tokens), the Q/K/V readers golden's packed Q tiles and key slices (a decoder's Q and K rotated by golden's ``rope_int``
+at their tokens' positions), the A readers ``pack_x`` of A, each w output its loads' WSLICE header and block in order,
+and each R output, for each of its cascade's records, the header with ``elem_bits`` 8 and golden's ``residual_add_int``
+of the record's Y and the X the X mover sent (the rows the top's residual readers take from the X buffer). Every slot
+ends empty and no error flag is set (the status registers, read through the register port).
 """
 
 from __future__ import annotations
@@ -37,8 +40,17 @@ from cocotb.handle import SimHandleBase
 from cocotb.triggers import ClockCycles, Combine
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamSink, AxiStreamSource
 
+from vckattn.golden.bhyt_int import (
+    bhyt_exact_regmap,
+    bhyt_register_values,
+    bhyt_site_int,
+    bhyt_site_registers,
+    gamma_values,
+    sum_of_squares,
+)
 from vckattn.golden.gemm_proj import pack_x
 from vckattn.golden.requant import RequantRegisters
+from vckattn.golden.rope_int import rope_int, rope_regmap, rope_table_banks
 from vckattn.golden.sublayer import (
     SUBLAYER_TOP_ID,
     ResidualRegisters,
@@ -54,6 +66,7 @@ from vckattn.sim.kernel_tb import start
 from vckattn.sim.path_tb import BEAT, frame, interleave, paused_sink, paused_source
 from vckattn.sim.tb_residual import random_x, random_y
 from vckattn.sim.tb_retiler import expected_image
+from vckattn.sim.tb_rope_records import random_angle_tables
 
 
 def _beats(raw: bytes) -> list[int]:
@@ -87,20 +100,39 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
     for ch in (axil.write_if, axil.read_if):
         ch.log.setLevel(logging.WARNING)
-    st = sublayer_top_regmap(n["residual"], tuple(plan["slots"]))
+    st = sublayer_top_regmap(n["residual"], [tuple(b) for b in plan["buffers"]])
     assert int.from_bytes(await axil.read(st.offset("ID"), 4), "little") == SUBLAYER_TOP_ID
+    window = {name: w for w, name in enumerate(plan["windows"])}
     rm = residual_regmap(4, plan["max_d"])
     y_mult = rng.integers(1 << 14, 1 << 17, size=d_model)
     y_shift = rng.integers(20, 28, size=d_model)
     x_mult, x_shift = int(rng.integers(1 << 16, 1 << 17)), int(rng.integers(10, 20))
     for i in range(n["residual"]):
-        base = (1 + i) << sub
+        base = window[f"r{i}"] << sub
         for name, v in (("x_mult", x_mult), ("x_shift", x_shift)):
             await axil.write_dword(base + rm.offset(name), rm.word(name, v))
         for name, table in (("y_mult", y_mult), ("y_shift", y_shift)):
             for k, v in enumerate(table):
                 await axil.write_dword(base + rm.offset(name) + 4 * k, rm.word(name, int(v)))
-    assert int.from_bytes(await axil.read((1 + n["residual"] - 1) << sub, 4), "little") == rm.ident
+    assert int.from_bytes(await axil.read(window[f"r{n['residual'] - 1}"] << sub, 4), "little") == rm.ident
+    decoder = "site" in n
+    if decoder:  # the RoPE units' tables, the site units' registers and γ, each through its window
+        rope = plan["rope"]
+        cos, sin = random_angle_tables(rng, rope["max_seq"], hd)
+        ro = rope_regmap(rope["lanes"], hd, rope["max_seq"])
+        banks = rope_table_banks(cos, sin, rope["lanes"], hd, rope["max_seq"])
+        bh = bhyt_exact_regmap(16, plan["max_d"])
+        site = bhyt_site_registers(2.0, 10.0, rng.uniform(0.25, 1.75, d_model) * rng.choice([-1.0, 1.0], d_model),
+                                   d_model, 0.05, 0.05)
+        for name in (w for w in plan["windows"] if w.startswith("rope")):
+            for table, entries in banks.items():
+                for k, v in enumerate(entries):
+                    await axil.write_dword((window[name] << sub) + ro.offset(table) + 4 * k, ro.word(table, v))
+        for name in (w for w in plan["windows"] if w.startswith("site")):
+            for reg, v in bhyt_register_values(site).items():
+                await axil.write_dword((window[name] << sub) + bh.offset(reg), bh.word(reg, int(v)))
+            for k, v in enumerate(gamma_values(site)):
+                await axil.write_dword((window[name] << sub) + bh.offset("gamma") + 4 * k, bh.word("gamma", int(v)))
 
     # ---- the launch's data: X, Q/K/V, A, Y, weights
     x = random_x(rng, batch * xl.max_seq * d_model).reshape(batch, xl.max_seq, d_model).astype(np.int8)
@@ -129,7 +161,8 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
         head = streams.encode("result", tile_id=b, rows=xl.max_seq, d=xl.features).tobytes()
         await x_src.send(frame(head + b"".join(blk.tobytes() for blk in blocks)))
 
-    headers = [[rnd.getrandbits(128).to_bytes(BEAT, "little") for _ in rr_] for rr_ in runs]
+    headers = [[streams.encode("site", seq=run.b, token=max(run.index, 0), slice=max(run.head, 0)).tobytes()
+                if run.kind == "s" else rnd.getrandbits(128).to_bytes(BEAT, "little") for run in rr_] for rr_ in runs]
     for packet in routed_descriptors([list(zip(rr_, hh, strict=True)) for rr_, hh in zip(runs, headers, strict=True)]):
         await desc_src.send(frame(packet))
 
@@ -189,9 +222,20 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
         j, t, f0 = run.head, run.index, sum(lo.slices[:run.head])
         return _beats(pack_x(src[run.b][t * lo.rows:(t + 1) * lo.rows, f0:f0 + lo.slices[j]]).tobytes())
 
-    images = [expected_image(ql, qkv, b) for b in range(batch)]
+    qkv_out = qkv
+    if decoder:  # U from X; Q and K rotated at their tokens' positions, head row by head row
+        x_img = {b: bhyt_site_int(x[b], sum_of_squares(x[b]), site).astype(np.int8) for b in range(batch)}
+        qkv_out = qkv.astype(np.int64)
+        for h in range(rope["rotated"] // hd):
+            ch = slice(h * hd, (h + 1) * hd)
+            qkv_out[:, :, ch] = rope_int(qkv[:, :, ch], cos[:ql.max_seq], sin[:ql.max_seq])
+        qkv_out = qkv_out.astype(np.int8)
+        assert not np.array_equal(qkv_out, qkv), "the tables rotate nothing"
+    images = [expected_image(ql, qkv_out, b) for b in range(batch)]
     a_img = {b: a[b] for b in range(batch)}
-    first = {"x": 0, "qkv": n["x"] + n["residual"], "a": n["x"] + n["residual"] + n["qkv"]}
+    first, at = {}, 0
+    for kind, count in n.items():  # each kind's first reader in the descriptor router's order
+        first[kind], at = at, at + count
 
     def packets(r: int, beats: object) -> list[list[int]]:
         return [[int.from_bytes(h, "little"), *beats(run)]  # type: ignore[operator]

@@ -196,7 +196,7 @@ def context(design: Any, board: str = "vck5000", max_seq: int | None = None,
                    dev.tile_memory_reserve_bytes, mover_bundles(), {"mm2s_engine": 3 * n, "s2mm_engine": n})
 
 
-#: the PL-side rules a sublayer build whose PL top is not generated (the decoder's, the small builds') cannot be
+#: the PL-side rules a sublayer build whose PL top is not generated (the small builds') cannot be
 #: checked against, and why
 SUBLAYER_PL_UNCHECKED = ("the sublayer's PL top (its units and the activation buffers between the stages) and its "
                          "X, Y and weight movers are not generated for this build yet: there is no code to count")

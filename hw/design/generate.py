@@ -201,7 +201,7 @@ def generate(design: Any, board: str, out: Path, max_seq: int = 512, head_dims: 
 
 
 #: what a sublayer build folder does not hold yet (``vckattn hw generate`` says it): a build whose PL top is not
-#: generated (the decoder's, the small builds')
+#: generated (the small builds')
 SUBLAYER_NOT_GENERATED = ("its PL top (the units, the buffers between the stages and their access control), its X, Y "
                           "and weight movers, system.cfg and the manifest are not generated yet, so no xclbin can be "
                           "built from this folder")

@@ -3,10 +3,11 @@ parameters, each from the function the model costs it with (``hw/perf/sublayer.p
 runs, so that the generated top is the costed one, and the weight mover's list for a launch (the weight image the
 host loads once per model, a ROUTE packet a weight buffer load, sequence by sequence).
 
-What the top does not build yet is refused with :class:`TopError`, never built wrong: a decoder (its BHyT site A
-path, X to U through the site units, and RoPE on the Q/K/V records are not joined), X not kept on chip (the
-residual's X would come from DDR again), and a W_O output PLIO that merges several cascades' records (a residual
-path reads one cascade's records in its order; a merged PLIO would need a record splitter).
+What the top does not build is refused with :class:`TopError`, never built wrong: X not kept on chip (the
+residual's X would come from DDR again), a W_O output PLIO that merges several cascades' records (a residual
+path reads one cascade's records in its order; a merged PLIO would need a record splitter), and a decoder whose
+Q/K/V records do not hold whole head rows (RoPE rotates a head row's halves) or whose sequence is not a power of
+two (the RoPE table's positions).
 """
 
 from __future__ import annotations
@@ -41,9 +42,14 @@ class TopPlan:
 
 def top_problem(s: sl.SublayerShape, sp: sl.SublayerSplit) -> str | None:
     """Why the PL top of split ``sp`` is not built (module docstring), or None."""
+    if s.decoder and (sp.qkv_tile[1] % s.head_dim or s.seq & (s.seq - 1)):
+        return (f"a decoder's RoPE units rotate whole head rows of {s.head_dim} at positions of a power-of-two "
+                f"table: records of {sp.qkv_tile[1]} channels over S = {s.seq} are not built")
     if s.decoder:
-        return ("a decoder sublayer's PL top (BHyT site A's path and RoPE on the Q/K/V records) is not generated "
-                "yet")
+        try:
+            sl.rope_lanes(s, sp)
+        except ValueError as e:
+            return str(e)
     if sp.normalizer != "swiftmax":
         return "the generator writes a sublayer's score channels with SwiftMax lanes only"
     if not sp.x_on_chip:
@@ -72,31 +78,43 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
     if ahead + 1 >= sl.SEQUENCE_SLOTS:
         raise TopError(f"descriptor FIFOs {ahead} sequences deep would let a reader run {ahead + 1} sequences ahead of "
                        f"another: the Q/K/V buffer has {sl.SEQUENCE_SLOTS} slots")
-    runs = sl.launch_runs(s, sp, bank_beats)
-    x_runs, qkv_runs, a_runs = runs["x"], runs["qkv"], runs["a"]
-    xb = sl.x_buffers(s, sp, bank_beats)["x"]
+    runs = sl.launch_runs(s, sp, bank_beats)  # per buffer, its readers in the descriptor router's order
+    bufs = sl.x_buffers(s, sp, bank_beats)
+    xb, ub = bufs["x"], bufs.get("u")
     qb, ab = sl.qkv_buffer(s, sp, bank_beats), sl.a_buffer(s, sp, bank_beats)
     n_res = sl.residual_paths(s, sp)
-    n_x = len(xb.readers) - n_res
+    n_site = sl.site_units(s, sp)
 
     def banks_of(sets: Any) -> tuple[tuple[int, ...], ...]:
         return tuple(tuple(sorted(b)) for b in sets)
 
     io = sl.plios(s, sp)
     g = sl.attention_geometry(s, sp)
+    if s.decoder:  # X read by the site units and the residual paths, U by the x readers
+        x_parts = {"x_read_banks": banks_of(ub.readers), "site_banks": banks_of(xb.readers[:n_site]),
+                   "residual_banks": banks_of(xb.readers[n_site:]),
+                   "u_layout": sl.x_layout(s, sp, bank_beats, min(s.batch, sl.SEQUENCE_SLOTS)),
+                   "u_write_banks": banks_of(ub.writers), "rope_rotated": (s.heads + s.kv_heads) * s.head_dim,
+                   "rope_lanes": sl.rope_lanes(s, sp), "rope_max_seq": s.seq}
+    else:
+        n_x = len(xb.readers) - n_res
+        x_parts = {"x_read_banks": banks_of(xb.readers[:n_x]), "residual_banks": banks_of(xb.readers[n_x:])}
+    every = [reader for rr in runs.values() for reader in rr]
     params = TopParams(
         x_layout=sl.x_layout(s, sp, bank_beats), x_write_banks=banks_of(xb.writers),
-        x_read_banks=banks_of(xb.readers[:n_x]), residual_banks=banks_of(xb.readers[n_x:]),
         qkv_layout=sl.qkv_layout(s, sp, bank_beats), qkv_write_banks=banks_of(qb.writers),
         qkv_read_banks=banks_of(qb.readers), qkv_rows=sp.qkv_tile[0], qkv_cols=sp.qkv_tile[1],
         qkv_bank_beats=bank_beats,
         a_layout=sl.a_layout(s, sp, bank_beats), a_write_banks=banks_of(ab.writers), a_read_banks=banks_of(ab.readers),
         heads=s.heads, head_dim=s.head_dim, q_rows=sp.q_rows, max_groups=s.batch * s.heads,
         o_rows=sp.o_tile[0], o_cols=sp.o_tile[1],
-        desc_depths=tuple(descriptor_depths([*x_runs, *qkv_runs, *a_runs], ahead)),
-        w_streams=io["qkv"]["w"] + io["o"]["w"], lanes=lanes, max_d=max_d)
-    assert len(engine.deal(g.groups, sp.n_att)) * 3 == len(qkv_runs)
-    return TopPlan(params, [*x_runs, *qkv_runs, *a_runs])
+        desc_depths=tuple(descriptor_depths(every, ahead)),
+        w_streams=io["qkv"]["w"] + io["o"]["w"], lanes=lanes, max_d=max_d, **x_parts)
+    assert len(engine.deal(g.groups, sp.n_att)) * 3 == len(runs["qkv"])
+    first = n_site if s.decoder else len(xb.readers) - n_res  # the X buffer's readers before its residual ones
+    parts = [runs["x"][:first], runs["x"][first:], *([runs["u"]] if s.decoder else []), runs["qkv"], runs["a"]]
+    assert list(params.readers.values()) == [len(v) for v in parts]
+    return TopPlan(params, every)
 
 
 def qkv_records(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[list[list[list[int]]]]:

@@ -280,12 +280,13 @@ def sublayer_agreement() -> list[dict]:
 
 def sublayer_block() -> str:
     """The whole sublayer's documented block: what `perf --scope sublayer` reports (an encoder's split whose PL top
-    the generator builds) and what it refuses (a decoder's)."""
-    from vckattn.hw.perf import sublayer
-
+    the generator builds) and where the full-size decoder is."""
     return "\n".join([SUB_BEGIN, "", "`vckattn perf --scope sublayer` reports the whole encoder sublayer (MODELED) "
                       "on the fastest split whose AIE graph places and passes the AIE rules and whose PL top the "
                       "generator builds (`hw/design/pl_top.py: top_problem`); the committed full-size encoder, "
                       "`vck5000_sublayer`, is that split for BERT-base, S = 512, batch 8, generated whole by `vckattn "
-                      "hw generate vck5000_sublayer`. A decoder is refused: " + sublayer.NOT_BUILT + ".", "",
-                      SUB_END])
+                      "hw generate vck5000_sublayer`. The committed full-size decoder, `vck5000_sublayer_decoder` "
+                      "(SmolLM2-135M with BHyT: its site A units from the X buffer to the U buffer, RoPE units on the "
+                      "Q/K/V records), is the model's best split for its shape, generated whole by `vckattn hw "
+                      "generate vck5000_sublayer_decoder` and checked by `vckattn hw check`; the command takes an "
+                      "encoder's flags only.", "", SUB_END])

@@ -215,8 +215,8 @@ def graph_build(name: str, shape: Any, split: dict[str, Any]) -> SublayerBuild:
 #: the full-size sublayers for the VCK5000, each at the closed-form model's best split for batch 8 of S = 512
 #: (``vckattn perf --scope sublayer``; a test keeps each equal to it): ``vck5000_sublayer``, the BERT-base encoder
 #: (d_model 768, 12 heads x 64, S <= 512), and ``vck5000_sublayer_decoder``, SmolLM2-135M converted to BHyT (d_model
-#: 576, 9 query and 3 K/V heads x 64, RoPE, causal). Their AIE graphs are generated and checked (``vckattn hw check
-#: NAME``); their PL tops and movers are not generated yet, so they have no manifests
+#: 576, 9 query and 3 K/V heads x 64, RoPE, causal). Each is generated whole (``vckattn hw generate NAME``: its
+#: AIE graph, its PL top, movers and system.cfg) and checked (``vckattn hw check NAME``)
 #: the attention pipelines of the full-size builds: the model's (:func:`vckattn.hw.perf.sublayer.attention_design`)
 _FULL_SIZE_ENGINE = {"qk_kernels": 4, "pv_kernels": 4, "q_rows": 32, "key_block": 32, "score_bits": 8,
                      "plio_bits": 128, "score_plios": 2, "in_plios": 3, "out_plios": 1, "lanes_swiftmax": 16,
@@ -244,9 +244,9 @@ FULL_SIZE_SHAPES: dict[str, dict[str, Any]] = {
 
 
 def top_generated(b: SublayerBuild) -> bool:
-    """Whether the generator writes ``b``'s PL top (:func:`build_top_plan`): a full-size encoder's; the decoder's
-    (BHyT site A's path, RoPE on the Q/K/V records) and the small builds' are not generated yet."""
-    return b.name in FULL_SIZE_SHAPES and b.family == "encoder"
+    """Whether the generator writes ``b``'s PL top (:func:`build_top_plan`): a full-size build's (the encoder's and
+    the decoder's); the small builds' are not generated yet."""
+    return b.name in FULL_SIZE_SHAPES
 
 
 def build_shape(b: SublayerBuild) -> Any:

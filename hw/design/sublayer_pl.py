@@ -31,16 +31,17 @@ MOVERS = {"x": "mm2s_list_x", "w": "mm2s_list_w", "desc": "mm2s_list_desc"}
 
 def top_registers(params: Any) -> list[dict]:
     """The register space of the top of ``params`` (:class:`vckattn.hw.pl.sublayer_top.TopParams`) as one list
-    (manifest ``registers``): the status window's registers, then each residual unit's, offset to its window and
-    named ``r<i>_<name>``."""
+    (manifest ``registers``): the status window's registers, then each unit's window's (residual units, a decoder's
+    RoPE and site units), offset to its window and named ``<window>_<name>`` (``r0_x_mult``, ``rope1_pos_base``,
+    ``site0_gamma``)."""
     from vckattn.hw.design.manifest import describe_registers
     from vckattn.hw.pl.sublayer_top import top_regmaps
 
-    status, unit, sub = top_regmaps(params)
-    out = describe_registers(status)
-    for i in range(len(params.residual_banks)):
-        out += [{**e, "name": f"r{i}_{e['name']}", "offset": ((1 + i) << sub) + int(e["offset"])}
-                for e in describe_registers(unit)]
+    wins, sub = top_regmaps(params)
+    out = describe_registers(wins[0][1])
+    for w, (name, rm) in enumerate(wins[1:], start=1):
+        out += [{**e, "name": f"{name}_{e['name']}", "offset": (w << sub) + int(e["offset"])}
+                for e in describe_registers(rm)]
     return out
 
 
@@ -94,6 +95,10 @@ def device_sections(b: Any, engine: dict, plan: TopPlan) -> dict[str, Any]:
     links += [(f"ai_engine_0.o_out{i}", f"{SUBLAYER_PL}.s_axis_y{i}") for i in range(n["residual"])]
     links += [(f"{SUBLAYER_PL}.m_axis_r{i}", f"s2mm_records_{i}.r_in") for i in range(n["residual"])]
 
+    names = [name for name, _ in p.buffers]
+    buffers = ", ".join(names[:-1]) + " and " + names[-1]
+    units = (f", {p.rope_units} RoPE units on the Q/K/V records and {n['site']} BHyT site A units from X to U"
+             if p.decoder else "")
     top_ports = [_axis(name, d) for name, d in top_streams(p)]
     top_ports.append({"name": "s_axil", "protocol": "axi4lite", "direction": "in"})
     normalizer = next(kk for kk in engine["kernels"] if kk["name"] == PL_TOP)
@@ -108,10 +113,10 @@ def device_sections(b: Any, engine: dict, plan: TopPlan) -> dict[str, Any]:
                    _axis("out", "out")],
          "registers": []},
         {"name": SUBLAYER_PL, "kind": "rtl", "id": SUBLAYER_TOP_ID,
-         "doc": f"the sublayer's PL top (hw/pl/sublayer_top.py): the X, Q/K/V and A buffers with their writers and "
-                f"readers, {n['residual']} residual paths, the descriptor router ({sum(n.values())} readers) and the "
-                f"w router ({p.w_streams} w streams); status registers in window 0 of s_axil, residual unit i in "
-                f"window 1 + i",
+         "doc": f"the sublayer's PL top (hw/pl/sublayer_top.py): the {buffers} buffers with their writers and "
+                f"readers, {n['residual']} residual paths{units}, the descriptor router ({sum(n.values())} readers) "
+                f"and the w router ({p.w_streams} w streams); status registers in window 0 of s_axil, then a window "
+                f"a unit (sublayer.pl_top.windows)",
          "ports": top_ports, "registers": top_registers(p)},
         normalizer,
         {"name": "s2mm_records", "kind": "hls", "compute_units": [f"s2mm_records_{i}" for i in range(n["residual"])],
@@ -129,4 +134,4 @@ def device_sections(b: Any, engine: dict, plan: TopPlan) -> dict[str, Any]:
     return {"kernels": kernels, "connectivity": [{"from": a, "to": bb} for a, bb in links], "graph": graph,
             "pl_top": {"kernel": SUBLAYER_PL, "readers": n, "residual_paths": n["residual"],
                        "w_streams": p.w_streams, "descriptor_fifos": list(p.desc_depths),
-                       "register_window_bits": top_regmaps(p)[2]}}
+                       "windows": [name for name, _ in top_regmaps(p)[0]], "register_window_bits": top_regmaps(p)[1]}}

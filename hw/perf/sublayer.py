@@ -145,21 +145,6 @@ def _io_cycles(nbytes: int) -> float:
     return max(plio, nbytes / DEVICE["dma_bytes_per_cycle"])
 
 
-#: why no decoder split can be built: the generator writes an encoder sublayer's PL top (hw/design/pl_top.py), not a
-#: decoder's
-NOT_BUILT = ("the generator builds no decoder sublayer's PL top yet (BHyT site A's path from the X buffer to the U "
-             "buffer, RoPE on the Q/K/V records): its AIE graph is generated and checked (vckattn hw check "
-             "vck5000_sublayer_decoder), but no xclbin exists for any decoder split")
-
-
-def buildable_problem(s: SublayerShape | None = None) -> str | None:
-    """Why the splits this module models for shape ``s`` cannot be built: a decoder's (:data:`NOT_BUILT`); None for
-    an encoder, whose best split the command line still takes only among those the PL top builds
-    (``hw/design/pl_top.py: top_problem``). The command line refuses to report a figure for an unbuildable
-    split."""
-    return NOT_BUILT if s is not None and s.decoder else None
-
-
 def sublayer_macs(s: SublayerShape) -> dict[str, int]:
     """MACs of each stage: ``qkv`` N·d·(H + 2·H_kv)·D, ``attention`` 2·B·H·S²·D (a causal decoder: only the keys
     at or before each query, 2·B·H·D·S(S+1)/2), ``o`` N·d·d (units: multiply-accumulates)."""
@@ -534,19 +519,21 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
     return {"ready": ready, "end": ready[-1][-1], "input": inputs}
 
 
-#: RoPE units that read one copy of its table: a BRAM36 has two ports, each unit reads at its own row's position
-ROPE_TABLE_READERS = 2
+#: positions of the RoPE unit's table in the registry's synthesis (``hw/perf/data/pl_kernels.json``: ``max_pos``)
+ROPE_FIT_POSITIONS = 256
 
 
 def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
-    """Lanes of a Q/K/V cascade's RoPE unit: the fewest (a power of two, whole beats of a half row) that take a
-    tile's ``rows × cols`` int8 outputs within the cascade's tile interval (``chain_cycles`` AIE cycles at the PL
-    clock), so that the unit never slows the cascade."""
+    """Lanes of a Q/K/V output PLIO's RoPE unit (``hw/pl/rope_records.py``): the fewest (a power of two, whole beats
+    of a half row, at most a 128-bit beat's 16) that take the ``rows × cols`` int8 outputs of the PLIO's merged
+    cascades (:func:`plios` ``out_share``) within a cascade's tile interval (``chain_cycles`` AIE cycles at the PL
+    clock), so that the unit never slows them."""
     rows, cols, _ = sp.qkv_tile
     chain = _cascade(s, sp.qkv_tile, sp.n_qkv, s.qkv_cols, 8, sp.w_share)["chain_cycles"]
-    need = rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
+    merged = plios(s, sp)["qkv"]["out_share"]
+    need = merged * rows * cols / (chain * DEVICE["pl_clock_hz"] / DEVICE["aie_clock_hz"])
     lanes = 1
-    while lanes < need:
+    while lanes < min(need, 16):
         lanes *= 2
     if s.head_dim % (2 * lanes):
         raise ValueError(f"a RoPE unit of {lanes} lanes does not divide head_dim {s.head_dim} into whole beats")
@@ -563,12 +550,12 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None) -> d
       requantizer kernel A (on the AIE);
     * ``bhyt_exact`` (a decoder sublayer): BHyT site A on X (its statistic computed on chip), :func:`site_units`
       units of :data:`SITE_LANES` lanes reading X from the X buffer and writing U into its slots (:func:`buffers`);
-    * ``rope`` (``rope=True``, default: a decoder sublayer; Q and K rotated on their way out of the Q/K/V cascades): one
-      unit a Q/K/V cascade of :func:`rope_lanes` lanes (its average output rate, not the PLIO's peak: the unit
-      backpressures the out buffer's drain, within the tile interval), each with the registry build's table
-      (``max_pos`` 256 positions of ``head_dim`` 64; the fit's BRAM, the same at every lane count, is the table),
-      one table copy shared by :data:`ROPE_TABLE_READERS` units (a BRAM's two read ports; the host writes it
-      while they are idle).
+    * ``rope`` (``rope=True``, default: a decoder sublayer; Q and K rotated on their way out of the Q/K/V cascades,
+      ``hw/pl/rope_records.py``): one unit a Q/K/V output PLIO of :func:`rope_lanes` lanes (its cascades' average
+      output rate, not the PLIO's peak: the unit backpressures the out buffers' drain, within the tile interval),
+      each with its own table of the sequence's ``seq`` positions (the fit's BRAM, the same at every lane count, is
+      the registry build's table of :data:`ROPE_FIT_POSITIONS` positions of ``head_dim`` 64, scaled by
+      ``seq / ROPE_FIT_POSITIONS``, never below it: ASSUMPTION, the table's depth alone grows).
 
     Returns ``{"units": {name: {"count", "lanes", <resource>: total}}, "total": {<resource>: ...},
     "fraction": {<resource>: total / the device's PL}}`` (resources: ``lut, ff, dsp, bram, uram``)."""
@@ -579,15 +566,14 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None) -> d
     keys = ("lut", "ff", "dsp", "bram", "uram")
     rope = s.decoder if rope is None else rope
     plan = {"residual": (sp.n_o, DEVICE["plio_bytes"] // 4), "requant": (0, 1),
-            "rope": (sp.n_qkv, rope_lanes(s, sp)) if rope else (0, 1),
+            "rope": (plios(s, sp)["qkv"]["out"], rope_lanes(s, sp)) if rope else (0, 1),
             "bhyt_exact": (site_units(s, sp), SITE_LANES) if s.decoder else (0, 1)}
     units = {}
     for name, (count, lanes) in plan.items():
         r = pl.resources(name, lanes)
         units[name] = {"count": count, "lanes": lanes, **{k: count * r[k] for k in keys}}
         if name == "rope":
-            units[name]["bram"] = math.ceil(count / ROPE_TABLE_READERS) * r["bram"]
-            units[name]["table_copies"] = math.ceil(count / ROPE_TABLE_READERS)
+            units[name]["bram"] = count * r["bram"] * max(1.0, s.seq / ROPE_FIT_POSITIONS)
     total = {k: sum(u[k] for u in units.values()) for k in keys}
     return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
 
@@ -857,14 +843,17 @@ def buffers(s: SublayerShape, sp: SublayerSplit) -> dict[str, dict[str, Any]]:
 def buffer_logic(s: SublayerShape, sp: SublayerSplit) -> dict[str, float]:
     """LUT and FF of the buffers' parts, MODELED from their Yosys fits (``hw/perf/data/pl_buffers.json``): every
     buffer's arbiters, multiplexers and slot counters; a reader on every read port; a re-tiler on every Q/K/V
-    output PLIO; a row unit on every residual path's reader (:func:`residual_paths`)."""
+    output PLIO; a row unit on every residual path's reader (:func:`residual_paths`) and on every site unit's
+    (ASSUMPTION: the row unit's fit, made on residual records of 1 to 4 blocks, taken to a token row's
+    ``d_model / 16``; the site unit's tag FIFO and address adders are not counted)."""
     bufs = banked_buffers(s, sp)
     ports = sum(len(b.readers) for b in bufs.values())
     rt = banks.retiler_cost(sp.qkv_tile[1])
     rd = banks.reader_cost()
     xr = banks.x_rows_cost(sp.o_tile[1] // 16)
+    xs = banks.x_rows_cost(s.d_model // 16)
     return {k: sum(b.logic()[k] for b in bufs.values()) + ports * rd[k] + len(bufs["qkv"].writers) * rt[k]
-            + residual_paths(s, sp) * xr[k] for k in banks.KEYS}
+            + residual_paths(s, sp) * xr[k] + site_units(s, sp) * xs[k] for k in banks.KEYS}
 
 
 def residual_paths(s: SublayerShape, sp: SublayerSplit) -> int:
@@ -886,11 +875,11 @@ def movers(s: SublayerShape, sp: SublayerSplit, io: dict[str, Any] | None = None
 def launch_runs(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BANK_BEATS
                 ) -> dict[str, list[list[Any]]]:
     """Every buffer reader's runs (:class:`~vckattn.hw.spec.qkv_buffer.Run`) for a launch of ``s.batch``
-    sequences, per buffer of :func:`banked_buffers` in its readers' order: the x readers (an encoder's X buffer, a
-    decoder's U buffer) and the residual readers, the q, k and v readers of every pipeline, the a readers. A
-    decoder's site units read X too; their descriptors are not made yet (they are not built): not listed."""
+    sequences, per buffer of :func:`banked_buffers` in its readers' order: an encoder's X buffer's x readers and
+    residual readers; a decoder's X buffer's site readers (:func:`~vckattn.hw.spec.slice_buffer.site_runs`) and
+    residual readers, and its U buffer's x readers; the q, k and v readers of every pipeline, the a readers."""
     from vckattn.hw.spec.qkv_buffer import reader_runs
-    from vckattn.hw.spec.slice_buffer import residual_runs, x_reader_runs
+    from vckattn.hw.spec.slice_buffer import residual_runs, site_runs, x_reader_runs
 
     units = deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
     x_lay = x_layout(s, sp, bank_beats)
@@ -900,7 +889,8 @@ def launch_runs(s: SublayerShape, sp: SublayerSplit, bank_beats: int = banks.BAN
     o_units = deal_projection(s.d_model // cols, s.batch, sp.n_o)
     res = residual_runs(x_lay, [u for u in o_units if u], s.batch, rows, cols) if sp.x_on_chip else []
     g = attention_geometry(s, sp)
-    out = {"x": res, "u": x} if s.decoder else {"x": [*x, *res]}
+    sites = site_runs(x_lay, site_units(s, sp), s.batch) if s.decoder else []
+    out = {"x": [*sites, *res], "u": x} if s.decoder else {"x": [*x, *res]}
     out["qkv"] = reader_runs(qkv_layout(s, sp, bank_beats), engine.deal(g.groups, sp.n_att), s.batch)
     out["a"] = x_reader_runs(a_layout(s, sp, bank_beats), [o_units[grp[0]] for grp in broadcast_groups(o_units)],
                              s.batch)
@@ -911,8 +901,7 @@ def descriptor_fifos(s: SublayerShape, sp: SublayerSplit) -> list[int]:
     """The descriptor router's FIFO depths (beats), one a buffer reader in :func:`launch_runs`' order: two of the
     reader's largest sequences (:func:`vckattn.hw.spec.descriptors.descriptor_depths`), counted from the dealing
     without making the runs (the explorer costs thousands of splits; a test keeps the counts equal to
-    :func:`launch_runs`'). A decoder's site units, whose descriptors are not made yet, are counted at the x readers'
-    largest (ASSUMPTION: a site unit reads a sequence's X in as many runs as an x reader)."""
+    :func:`launch_runs`')."""
     from vckattn.hw.spec.descriptors import fifo_depth as fifo
 
     units = deal_projection(s.qkv_cols // sp.qkv_tile[1], s.batch, sp.n_qkv)
@@ -937,8 +926,10 @@ def descriptor_fifos(s: SublayerShape, sp: SublayerSplit) -> list[int]:
     tiles_a = s.seq // rows
     a = [fifo([tiles_a * sum(bb == b for _, bb in o_units[grp[0]]) for b in range(s.batch)])
          for grp in broadcast_groups(o_units) for _ in range(len(gemm_params(sp.o_tile, s.d_model, 32).slices))]
-    order = [*res, *x] if s.decoder else [*x, *res]
-    return order + qkv + a + [max(x)] * site_units(s, sp)
+    n_site = site_units(s, sp)
+    sites = [fifo([slices_x * len(range(u, s.seq // 4, n_site))] * s.batch) for u in range(n_site)]
+    order = [*sites, *res, *x] if s.decoder else [*x, *res]
+    return order + qkv + a
 
 
 #: entries of each w router FIFO: the w streams take a block at a time into their kernels' buffers

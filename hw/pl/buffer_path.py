@@ -35,12 +35,13 @@ from .a_writer import AWriter
 from .buffer_reader import BEAT_BITS, BufferReader
 from .pipeline import axis_port
 from .retiler import QkvRetiler
+from .site_unit import SiteUnit
 from .slot_buffer import SlotBuffer
 from .stream_router import StreamRouter
 from .x_rows import XRows
 from .x_writer import XWriter
 
-__all__ = ["BufferPath", "a_path", "connect_reader", "qkv_path", "x_path"]
+__all__ = ["BufferPath", "a_path", "connect_reader", "qkv_path", "u_path", "x_path"]
 
 _AXIS = ("tdata", "tvalid", "tready", "tlast")
 
@@ -171,3 +172,15 @@ def x_path(layout: SliceLayout, write_banks: Sequence[Iterable[int]], read_banks
                      beats=layout.beats)
     outputs = [None] * len(read_banks) + [XRows(row_beats, lanes) for _ in residual_banks]
     return BufferPath(buf, [XWriter(layout) for _ in range(n_w)], outputs, desc_depths)
+
+
+def u_path(layout: SliceLayout, write_banks: Sequence[Iterable[int]], read_banks: Sequence[Iterable[int]],
+           max_d: int = 1024, desc_depths: Sequence[int] | None = None) -> BufferPath:
+    """A decoder's U path: a site unit a write stream (:class:`~.site_unit.SiteUnit`: a site reader's runs of X in,
+    BHyT site A's U out; its BHyT unit of ``max_d`` channels), the U buffer of ``layout``, a reader a Q/K/V x
+    stream; each wired to its banks; ``desc_depths`` as :func:`qkv_path`'s."""
+    n_w, n_r = len(write_banks), len(read_banks)
+    slot_beats = layout.max_seq * layout.features // 16
+    buf = SlotBuffer(layout.slots, slot_beats, layout.bank_beats, n_w, n_r, n_r, write_banks, read_banks,
+                     beats=layout.beats)
+    return BufferPath(buf, [SiteUnit(layout, max_d) for _ in range(n_w)], desc_depths=desc_depths)

@@ -58,6 +58,7 @@ class ResidualPath(wiring.Component):
                              f"{max_d} (a multiple of {self.LANES})")
         self.tile_rows, self.cols, self.max_d = tile_rows, cols, max_d
         self.unit = ResidualKernel(self.LANES, max_d, fmt)
+        self.regmap = self.unit.regmap
         super().__init__({
             **axis_port("s_axis_y", BEAT_BITS, sink=True),
             **axis_port("s_axis_x", self.LANES * fmt.act_bits, sink=True),

@@ -67,11 +67,11 @@ class XRows(wiring.Component):
 
         # ---- out: the sending half, row r, block f, part p of the block
         r_half = Signal()
-        row, blk, part = Signal(range(4)), Signal(range(self.row_beats)), Signal(range(parts))
+        row, blk, part = Signal(range(4)), Signal(range(max(self.row_beats, 2))), Signal(range(max(parts, 2)))
         give = Signal()
         clear_full = Signal(2)
         m.d.comb += [rd.addr.eq(r_half * n + blk * 4 + row),
-                     self.m_axis_tdata.eq(rd.data.word_select(part, self.lanes * 8)),
+                     self.m_axis_tdata.eq(rd.data if parts == 1 else rd.data.word_select(part, self.lanes * 8)),
                      self.m_axis_tvalid.eq(full.bit_select(r_half, 1)),
                      self.m_axis_tlast.eq((blk == self.row_beats - 1) & (part == parts - 1)),
                      give.eq(self.m_axis_tvalid & self.m_axis_tready)]

@@ -13,6 +13,10 @@ A residual path reads X again for the W_O stage's output records (``rows × cols
 ``block · cols ..``): for every 4 rows of a record and every K-slice its channels reach, the beats of those rows and
 channels are one run (16-feature blocks in order, the 4 rows inside), so a record's 4 rows are a few runs whose beats,
 in order, are its 16-feature blocks in order, the 4 rows inside (``hw/pl/x_rows.py`` turns them into rows).
+
+A decoder's site units read X whole, token row by token row, to write U (``hw/pl/site_unit.py``): a site reader
+sends, for every 4 tokens dealt to its unit, one run a K-slice, in order (``site_runs``), so that the 4 tokens' runs,
+in order, are their 16-feature blocks in order, the 4 tokens inside.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from dataclasses import dataclass
 from vckattn.hw.spec.qkv_buffer import Run, with_release
 from vckattn.hw.spec.streams import BEAT_BYTES
 
-__all__ = ["SliceLayout", "residual_runs", "x_reader_runs"]
+__all__ = ["SliceLayout", "residual_runs", "site_groups", "site_runs", "x_reader_runs"]
 
 
 @dataclass(frozen=True)
@@ -150,5 +154,31 @@ def residual_runs(layout: SliceLayout, units: list[list[tuple[int, int]]], batch
                                         False))
                         f = end
             runs += with_release(mine, Run("r", b, -1, -1, 0, 0, slot, turn, True, True))
+        out.append(runs)
+    return out
+
+
+def site_groups(layout: SliceLayout, units: int, unit: int) -> range:
+    """The groups of 4 tokens of a sequence that site unit ``unit`` of ``units`` takes (group ``g``: tokens
+    ``4g .. 4g + 3``): every ``units``-th, from ``unit``."""
+    return range(unit, layout.max_seq // 4, units)
+
+
+def site_runs(layout: SliceLayout, units: int, batch: int) -> list[list[Run]]:
+    """Every site reader's runs for a launch of ``batch`` sequences: per site unit (``units`` of them, each its
+    :func:`site_groups`), sequence by sequence, for each of its groups of 4 tokens one run a K-slice (its 4 tokens'
+    beats of the slice: contiguous, ``4 · slices[j] / 16`` beats; ``head``: the K-slice, ``index``: the first
+    token); each reader releases every sequence's slot once (its last run of the sequence, or a quiet release)."""
+    if units < 1:
+        raise ValueError(f"{units} site units: at least one")
+    out: list[list[Run]] = []
+    for u in range(units):
+        runs: list[Run] = []
+        for b in range(batch):
+            slot, turn = b % layout.slots, b // layout.slots % 2
+            mine = [Run("s", b, j, 4 * g, layout.beat(b, 4 * g, sum(layout.slices[:j])), layout.slices[j] // 4,
+                        slot, turn, False)
+                    for g in site_groups(layout, units, u) for j in range(len(layout.slices))]
+            runs += with_release(mine, Run("s", b, -1, -1, 0, 0, slot, turn, True, True))
         out.append(runs)
     return out

@@ -175,8 +175,17 @@ ROUTE = (
     Field("op", 1, 0, 4, "6 (ROUTE): a packet whose first beat is anything else is dropped and flagged"),
 )
 
+#: header beat of a site reader's run (``hw/pl/site_unit.py``): which 4 tokens of which sequence the run's beats are
+#: of, so that the site unit writes its U rows where they belong
+SITE = (
+    Field("seq", 0, 0, 32, "sequence b of the launch"),
+    Field("token", 1, 0, 16, "the run's first token (a multiple of 4): the run holds tokens token .. token + 3"),
+    Field("slice", 1, 16, 8, "K-slice j of the X buffer the run reads (the unit takes the tokens' place from the run "
+                             "of slice 0)"),
+)
+
 HEADERS = {"tile": TILE, "slice": SLICE, "packet": PACKET, "result": RESULT, "xtile": XTILE, "wslice": WSLICE,
-           "gresult": GRESULT, "rdesc": RDESC, "mdesc": MDESC, "route": ROUTE}
+           "gresult": GRESULT, "rdesc": RDESC, "mdesc": MDESC, "route": ROUTE, "site": SITE}
 
 
 def _fields(kind: str) -> dict[str, Field]:

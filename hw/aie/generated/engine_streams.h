@@ -200,6 +200,17 @@ constexpr int ROUTE_OP_WORD = 1;  // 6 (ROUTE): a packet whose first beat is any
 constexpr int ROUTE_OP_LO = 0;
 constexpr uint32_t ROUTE_OP_MASK = 0xFu;
 
+// site header
+constexpr int SITE_SEQ_WORD = 0;  // sequence b of the launch
+constexpr int SITE_SEQ_LO = 0;
+constexpr uint32_t SITE_SEQ_MASK = 0xFFFFFFFFu;
+constexpr int SITE_TOKEN_WORD = 1;  // the run's first token (a multiple of 4): the run holds tokens token .. token + 3
+constexpr int SITE_TOKEN_LO = 0;
+constexpr uint32_t SITE_TOKEN_MASK = 0xFFFFu;
+constexpr int SITE_SLICE_WORD = 1;  // K-slice j of the X buffer the run reads (the unit takes the tokens' place from the run of slice 0)
+constexpr int SITE_SLICE_LO = 16;
+constexpr uint32_t SITE_SLICE_MASK = 0xFFu;
+
 // Field value from the four header words.
 inline uint32_t get_field(const uint32_t* w, int word, int lo, uint32_t mask) {
     return (w[word] >> lo) & mask;

@@ -1,9 +1,9 @@
-"""The full-size encoder sublayer generated whole (hw/design/sublayer_pl.py, hw/design/generate.py): its manifest
-declares every kernel and every stream link between the PL top, the movers, the normalizer channels, the R writers
-and the AIE graph's PLIOs, each port once; the design-rule check reads its movers' code and the model's PL
-resources; `hw generate` writes the folder a Vitis build needs (the PL top's Verilog with its Vitis wrapper, the
-link configuration) and `hw check FOLDER` passes it on every rule; `make xclbin DRY_RUN=1` lists every command
-with every input present."""
+"""The full-size sublayers, the encoder and the decoder, generated whole (hw/design/sublayer_pl.py,
+hw/design/generate.py): each manifest declares every kernel and every stream link between the PL top, the movers, the
+normalizer channels, the R writers and the AIE graph's PLIOs, each port once; the design-rule check reads its movers'
+code and the model's PL resources; `hw generate` writes the folder a Vitis build needs (the PL top's Verilog with its
+Vitis wrapper, the link configuration) and `hw check FOLDER` passes it on every rule; `make xclbin DRY_RUN=1` lists
+every command with every input present."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, build_top_plan, s
 from vckattn.hw.design.sublayer_pl import SUBLAYER_PL
 
 ENC = FULL_SIZE_BUILDS["vck5000_sublayer"]
+DEC = FULL_SIZE_BUILDS["vck5000_sublayer_decoder"]
 ROOT = Path(__file__).resolve().parents[3]
 
 
@@ -35,13 +36,21 @@ def manifest() -> dict:
     return m
 
 
+@pytest.fixture(scope="module", params=[ENC, DEC], ids=["encoder", "decoder"])
+def each_manifest(request: pytest.FixtureRequest) -> tuple:
+    m = sublayer_manifest(request.param)
+    validate_manifest(m)
+    return request.param, m
+
+
 def _endpoints(m: dict) -> Counter:
     return Counter(end for link in m["connectivity"] for end in (link["from"], link["to"]))
 
 
-def test_every_stream_port_is_linked_once(manifest):
+def test_every_stream_port_is_linked_once(each_manifest):
     """Every AXI4-Stream port of every compute unit and every PLIO of the graph is in exactly one link, and every
     link joins an output to an input."""
+    _, manifest = each_manifest
     ends = _endpoints(manifest)
     ports = {}
     for k in manifest["kernels"]:
@@ -68,8 +77,34 @@ def test_the_top_is_the_builds_split(manifest):
     assert sum(r["name"].endswith("_y_mult") for r in regs) == top["residual_paths"] == 16
 
 
-def test_the_committed_manifest_is_the_generated_one(manifest):
-    committed = json.loads((BITSTREAMS / "vck5000_sublayer.json").read_text())
+def test_the_decoders_top_holds_its_site_and_rope_units(each_manifest):
+    """The decoder's PL top is its plan's: its site readers first, the U buffer's x readers, a register window a
+    residual, RoPE and site unit, in that order (the RoPE units' tables, the site units' γ among them)."""
+    build, manifest = each_manifest
+    plan = build_top_plan(build)
+    top = manifest["sublayer"]["pl_top"]
+    assert top["readers"] == plan.params.readers and top["descriptor_fifos"] == list(plan.params.desc_depths)
+    regs = next(k for k in manifest["kernels"] if k["name"] == SUBLAYER_PL)["registers"]
+    wins = top["windows"]
+    assert {r["offset"] >> top["register_window_bits"] for r in regs} == set(range(len(wins)))
+    for r in regs:
+        prefix = r["name"].split("_")[0]
+        assert r["offset"] >> top["register_window_bits"] == (wins.index(prefix) if prefix in wins else 0), r["name"]
+    if build is ENC:
+        assert list(top["readers"]) == ["x", "residual", "qkv", "a"] and wins == ["status",
+                                                                                 *(f"r{i}" for i in range(16))]
+        return
+    assert list(top["readers"]) == ["site", "residual", "x", "qkv", "a"]
+    assert top["readers"]["site"] == 3 and top["readers"]["residual"] == 24
+    assert wins == ["status", *(f"r{i}" for i in range(24)), *(f"rope{i}" for i in range(5)),
+                    *(f"site{i}" for i in range(3))]
+    assert sum(r["name"].endswith("_gamma") for r in regs) == 3
+    assert sum(r["name"].startswith("rope") and r["name"].endswith("_pos_base") for r in regs) == 5
+
+
+def test_the_committed_manifest_is_the_generated_one(each_manifest):
+    build, manifest = each_manifest
+    committed = json.loads((BITSTREAMS / f"{build.name}.json").read_text())
     assert committed == json.loads(json.dumps(manifest))
 
 
@@ -86,18 +121,28 @@ def test_the_pl_rules_read_the_code_and_the_model():
     assert {v.rule for _, vs in check.run_rules(small) for v in vs} == {"PL-RES"}
 
 
+def test_the_decoders_pl_rules_pass_on_its_code_and_model():
+    """The decoder's movers: the list mover's three compute units and an R writer a W_O output PLIO (24), 30 m_axi
+    ports as the model counts them; every rule passes, none unchecked."""
+    ctx = check.sublayer_context(DEC)
+    assert ctx.compute_units == {"mm2s_list": 3, "s2mm_records": 24} and ctx.used["axi_masters"] == 2 * 3 + 24
+    assert not [v for _, vs in check.run_rules(ctx) for v in vs] and not ctx.unchecked
+
+
 @pytest.mark.slow
-def test_generate_writes_the_whole_build_and_check_passes_it(tmp_path, capsys, manifest):
-    """`hw generate vck5000_sublayer` writes the manifest (the committed one), system.cfg with a line a link, the
-    normalizer channels' and the PL top's packaging; the PL top's Vitis wrapper has a port a manifest signal; `hw
-    check FOLDER` passes every rule."""
-    out = tmp_path / "enc"
-    assert main(["hw", "generate", "vck5000_sublayer", "--out", str(out)]) == 0
+def test_generate_writes_the_whole_build_and_check_passes_it(tmp_path, capsys, each_manifest):
+    """`hw generate NAME` (the encoder, the decoder) writes the manifest (the committed one), system.cfg with a line a
+    link, the normalizer channels' and the PL top's packaging; the PL top's Vitis wrapper has a port a manifest
+    signal; `hw check FOLDER` passes every rule."""
+    build, manifest = each_manifest
+    out = tmp_path / build.name
+    assert main(["hw", "generate", build.name, "--out", str(out)]) == 0
     assert "not written" not in capsys.readouterr().out
     assert json.loads((out / "manifest.json").read_text()) == json.loads(json.dumps(manifest))
     cfg = (out / "system.cfg").read_text()
     assert cfg.count("\nsc=") == len(manifest["connectivity"])
-    assert "nk=s2mm_records:16:" in cfg and "nk=mm2s_list:3:mm2s_list_x.mm2s_list_w.mm2s_list_desc" in cfg
+    writers = manifest["sublayer"]["pl_top"]["residual_paths"]
+    assert f"nk=s2mm_records:{writers}:" in cfg and "nk=mm2s_list:3:mm2s_list_x.mm2s_list_w.mm2s_list_desc" in cfg
     pl = out / "pl_sublayer"
     assert {p.name for p in pl.iterdir()} == {"sublayer_pl.v", "sublayer_pl_core.v", "kernel.xml",
                                               "package_kernel.tcl"}
@@ -113,11 +158,12 @@ def test_generate_writes_the_whole_build_and_check_passes_it(tmp_path, capsys, m
 
 
 @pytest.mark.full
-def test_make_xclbin_dry_run_lists_every_input(tmp_path):
-    """`make xclbin DESIGN=vck5000_sublayer DRY_RUN=1` exits 0: every input present, every command printed (the
-    sublayer's PL top packaged from its own folder)."""
+@pytest.mark.parametrize("name", ["vck5000_sublayer", "vck5000_sublayer_decoder"])
+def test_make_xclbin_dry_run_lists_every_input(tmp_path, name):
+    """`make xclbin DESIGN=NAME DRY_RUN=1` exits 0 for both full-size builds: every input present, every command
+    printed (the sublayer's PL top packaged from its own folder)."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
-    res = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", "DESIGN=vck5000_sublayer", "DRY_RUN=1",
+    res = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"DESIGN={name}", "DRY_RUN=1",
                           f"BUILD={tmp_path}", f"VENV={Path(sys.executable).parents[1]}"],
                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-2000:]

@@ -148,9 +148,10 @@ def test_online_softmax_channel_is_the_engine_models():
 
 def test_pl_units_are_costed_from_their_synthesis_fits():
     """The sublayer's PL units (MODELED): a 4-lane residual add a W_O cascade (its int32 PLIO carries 4 accumulators
-    a cycle), no PL requantizer (the AIE requantizes), RoPE only for a decoder (a unit a Q/K/V cascade at its output
-    rate, a table shared by two units); each unit's resources from pl.resources, the totals their sums, in
-    split_cost and within the best split's cap."""
+    a cycle), no PL requantizer (the AIE requantizes), RoPE only for a decoder (a unit a Q/K/V output PLIO at its
+    merged cascades' output rate, each its own table of the sequence's positions, as hw/pl/rope_records.py is
+    built); each unit's resources from pl.resources, the totals their sums, in split_cost and within the best
+    split's cap."""
     from vckattn.hw.perf import pl
 
     s, sp = SublayerShape(batch=8, seq=512), SublayerSplit(48, 16, 12, 4)
@@ -164,13 +165,15 @@ def test_pl_units_are_costed_from_their_synthesis_fits():
     assert u["total"]["lut"] > 0 and u["fraction"]["lut"] == pytest.approx(u["total"]["lut"] / 880_000)
     d = sublayer.pl_units(s, sp, rope=True)
     # a Q/K/V cascade sends 16 x 48 int8 a tile interval (its slowest kernel's cycles at 1.25 GHz = 1/5 as many
-    # PL cycles at 250 MHz): 3.6 a PL cycle, so 4 lanes; 48 units, 24 copies of the 16-BRAM table
+    # PL cycles at 250 MHz): 2.2 a PL cycle; an output PLIO merges 6 of the 48 cascades: 13.3 a PL cycle, so 16
+    # lanes; 8 units, each its own 16-BRAM table of 256 positions, twice that for S = 512
     last8 = gemm_proj.invocation_cycles("last", 16, 48, 192, 8)["total"]
-    assert 2 < 16 * 48 / (last8 / 5) <= 4
-    assert (d["units"]["rope"]["count"], d["units"]["rope"]["lanes"]) == (48, 4)
-    assert pl.resources("rope", 4)["bram"] == 16
-    assert d["units"]["rope"]["bram"] == 24 * 16 and d["units"]["rope"]["lut"] == pytest.approx(
-        48 * pl.resources("rope", 4)["lut"])
+    assert sublayer.plios(s, sp)["qkv"]["out_share"] == 6 and sublayer.plios(s, sp)["qkv"]["out"] == 8
+    assert 8 < 6 * 16 * 48 / (last8 / 5) <= 16
+    assert (d["units"]["rope"]["count"], d["units"]["rope"]["lanes"]) == (8, 16)
+    assert pl.resources("rope", 16)["bram"] == 16
+    assert d["units"]["rope"]["bram"] == 8 * 16 * 2 and d["units"]["rope"]["lut"] == pytest.approx(
+        8 * pl.resources("rope", 16)["lut"])
     assert d["total"]["lut"] > u["total"]["lut"]
     assert sublayer.split_cost(s, sp)["pl"] == u
     best = sublayer.bert_base(512)
@@ -390,10 +393,10 @@ def test_swiftmax_lanes_multiply_in_dsps_when_the_luts_are_short():
     assert short["split"]["swiftmax_products"] == "dsp"
 
 
-def test_a_decoder_sized_rope_fits_with_shared_tables():
-    """RoPE on every Q/K/V cascade of the best S = 128 split (48 cascades) with the rest of the sublayer: within
-    80% of the PL (the buffers move to URAM); one table a unit would need twice the BRAM, past 80%. (The best
-    S = 512 split has 36 cascades: there even unshared tables fit.)"""
+def test_a_decoder_sized_rope_fits_with_a_unit_a_plio():
+    """RoPE on every Q/K/V output PLIO of the best S = 128 split (48 cascades, 8 PLIOs) with the rest of the
+    sublayer: within 80% of the PL; each unit its own table (the registry build's 16 BRAM36 of 256 positions: S =
+    128 takes no fewer)."""
     from vckattn.hw.perf import pl
 
     s = SublayerShape(batch=8, seq=128)
@@ -402,9 +405,8 @@ def test_a_decoder_sized_rope_fits_with_shared_tables():
     r = sublayer.resources(s, sp, rope=True)
     assert max(r["fraction"].values()) <= 0.8
     rope = sublayer.pl_units(s, sp, rope=True)["units"]["rope"]
-    assert rope["count"] == sp.n_qkv and rope["bram"] == math.ceil(sp.n_qkv / 2) * 16
-    unshared = sp.n_qkv * pl.resources("rope", rope["lanes"])["bram"]
-    assert r["used"]["bram"] - rope["bram"] + unshared > 0.8 * 867
+    assert rope["count"] == sublayer.plios(s, sp)["qkv"]["out"] == 8
+    assert rope["bram"] == 8 * pl.resources("rope", rope["lanes"])["bram"] == 8 * 16
 
 
 def test_x_in_slots_when_all_of_it_does_not_fit():
@@ -443,7 +445,7 @@ def test_a_decoder_counts_its_grouped_query_projection_and_its_causal_attention(
 def test_a_decoder_runs_site_a_first_with_units_that_keep_pace_and_keeps_u_beside_x():
     """Site A (BHyT's exact site, its statistic on chip) is the decoder's first stage: as many 16-lane units as
     keep a sequence within the Q/K/V stage's time for it, their resources and the U buffer counted; the attention
-    geometry is causal with 3 K/V heads; RoPE units on the Q/K/V cascades."""
+    geometry is causal with 3 K/V heads; a RoPE unit on each Q/K/V output PLIO."""
     sp = SublayerSplit(**sublayer.best_split(SMOLLM2)["split"])
     c = sublayer.split_cost(SMOLLM2, sp)
     assert list(c["stages"]) == ["site", "qkv", "attention", "o"]
@@ -456,7 +458,7 @@ def test_a_decoder_runs_site_a_first_with_units_that_keep_pace_and_keeps_u_besid
         tokens = -(-512 // (units - 1))
         assert timing.stream_cycles("bhyt_exact", tokens, 576, 16) / 250e6 > per_seq
     pl = sublayer.pl_units(SMOLLM2, sp)["units"]
-    assert pl["bhyt_exact"]["count"] == units and pl["rope"]["count"] == sp.n_qkv
+    assert pl["bhyt_exact"]["count"] == units and pl["rope"]["count"] == sublayer.plios(SMOLLM2, sp)["qkv"]["out"]
     bufs = sublayer.buffers(SMOLLM2, sp)
     assert bufs["u"]["bytes"] == 4 * 512 * 576 and bufs["qkv"]["bytes"] == 4 * 512 * 960
     g = sublayer.attention_geometry(SMOLLM2, sp)
@@ -481,9 +483,9 @@ def test_a_decoder_q_k_v_tile_holds_whole_head_rows():
 
 @pytest.mark.parametrize("name", ["vck5000_sublayer", "vck5000_sublayer_decoder"])
 def test_the_descriptor_fifos_are_the_launchs_own_lists(name):
-    """The descriptor router of a full-size build: a FIFO a reader the model wires (a decoder's site units counted at
-    the x readers' largest), each reader's runs inside the banks it is wired to, each FIFO two of its largest
-    sequences; and its routers' BRAM the rule's."""
+    """The descriptor router of a full-size build: a FIFO a reader the model wires (a decoder's site readers among
+    them, counted from their own runs), each reader's runs inside the banks it is wired to, each FIFO two of its
+    largest sequences; and its routers' BRAM the rule's."""
     from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, FULL_SIZE_SHAPES, split_of
     from vckattn.hw.perf import banks
     from vckattn.hw.spec.descriptors import DESCRIPTOR_BEATS
@@ -491,10 +493,9 @@ def test_the_descriptor_fifos_are_the_launchs_own_lists(name):
     s = SublayerShape(**FULL_SIZE_SHAPES[name])
     sp = SublayerSplit(**split_of(FULL_SIZE_BUILDS[name]))
     bb, runs = sublayer.banked_buffers(s, sp), sublayer.launch_runs(s, sp)
-    sites = sublayer.site_units(s, sp)
-    assert sum(len(b.readers) for b in bb.values()) == sum(len(r) for r in runs.values()) + sites
+    assert sum(len(b.readers) for b in bb.values()) == sum(len(r) for r in runs.values())
     for key, rr in runs.items():
-        wired = bb[key].readers[sites:] if key == "x" else bb[key].readers  # the X buffer's site units first
+        wired = bb[key].readers  # a decoder's X buffer: its site readers first
         assert len(wired) == len(rr)
         for banks_of, reader in zip(wired, rr, strict=True):
             assert {b for r in reader if not r.quiet for b in
@@ -502,7 +503,7 @@ def test_the_descriptor_fifos_are_the_launchs_own_lists(name):
     fifos = sublayer.descriptor_fifos(s, sp)
     mine = [2 * DESCRIPTOR_BEATS * max(sum(r.b == b for r in reader) for b in range(s.batch))
             for rr in runs.values() for reader in rr]
-    assert fifos[:len(mine)] == [max(4, m) for m in mine] and len(fifos) == len(mine) + sites
+    assert fifos == [max(4, m) for m in mine]
     # residual readers: 4 rows of a record a descriptor (a BERT-base W_O record of 8 rows x 48 channels)
     assert max(fifos) >= 512
     assert sublayer.routers(s, sp)["bram"] == banks.router_bram(fifos) > 0

@@ -1,7 +1,7 @@
-"""The encoder sublayer's PL top (hw/pl/sublayer_top.py, made from a split by hw/design/pl_top.py) on Verilator
-through cocotb (sim/tb_sublayer_top.py): one launch through every path at once, every reader's descriptors from one
-routed stream, the weights through the w router, the residual units programmed through the one register port; every
-output must be golden's. And what the top refuses."""
+"""The sublayer's PL top (hw/pl/sublayer_top.py, made from a split by hw/design/pl_top.py) on Verilator through
+cocotb (sim/tb_sublayer_top.py), an encoder's and a decoder's: one launch through every path at once, every reader's
+descriptors from one routed stream, the weights through the w router, the residual units (a decoder's RoPE and site
+units too) programmed through the one register port; every output must be golden's. And what the top refuses."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from vckattn.hw.design.pl_top import TopError, qkv_records, top_plan, weight_image, weight_list, weight_loads
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
+from vckattn.hw.pl.sublayer_top import top_regmaps
 from vckattn.sim.runner import generate_verilog, run_cocotb
 
 TB = "vckattn.sim.tb_sublayer_top"
@@ -24,6 +25,11 @@ TB = "vckattn.sim.tb_sublayer_top"
 SHAPE = SublayerShape(batch=6, seq=32, heads=4, head_dim=16, kv_heads=4, family="encoder")
 SPLIT = SublayerSplit(8, 4, 4, 2, q_rows=8, qkv_tile=(8, 16, 32), o_tile=(8, 32, 32), score_channels=1)
 BANK_BEATS = 64
+#: the decoder: 6 sequences of 32 tokens, 2 query heads and 1 K/V head of 32 features (d_model 64, RoPE on records
+#: of one head row, 32 channels), the encoder's split otherwise: two site units from X to U, two RoPE units (four
+#: cascades to an output PLIO)
+DECODER = SublayerShape(batch=6, seq=32, heads=2, head_dim=32, kv_heads=1, family="decoder")
+DECODER_SPLIT = dataclasses.replace(SPLIT, qkv_tile=(8, 32, 32))
 
 
 def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
@@ -42,8 +48,11 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
                  "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
                  "readers": p.readers, "runs": [[dataclasses.asdict(r) for r in rr] for rr in tp.runs],
                  "o_rows": p.o_rows, "o_cols": p.o_cols, "w_streams": p.w_streams, "max_d": p.max_d,
-                 "sub_width": top.decoder.sub_width, "slots": list(top.slots), "weights": w_stream,
-                 "image_bytes": image_bytes}
+                 "sub_width": top.decoder.sub_width, "buffers": [list(b) for b in p.buffers],
+                 "windows": [name for name, _ in top_regmaps(p)[0]], "weights": w_stream, "image_bytes": image_bytes,
+                 **({"u": dataclasses.asdict(p.u_layout),
+                     "rope": {"rotated": p.rope_rotated, "lanes": p.rope_lanes, "max_seq": p.rope_max_seq}}
+                    if p.decoder else {})}
 
 
 def test_the_top_is_the_models_split():
@@ -107,8 +116,26 @@ def test_the_weight_movers_list_sends_a_routed_packet_a_load():
         assert z - a - 1 == beats and data[a + 2:z + 1].tobytes() == src[offset:offset + 16 * beats].tobytes()
 
 
+def test_the_decoders_top_is_the_models_split():
+    """A decoder's top: the model's site units, each reading X and writing U; the U buffer's x readers; a RoPE unit a
+    Q/K/V output PLIO rotating the Q and K channels, of the model's lanes; the descriptor FIFOs at the model's
+    depths; a register window a unit."""
+    tp = top_plan(DECODER, DECODER_SPLIT, BANK_BEATS)
+    p, io = tp.params, sublayer.plios(DECODER, DECODER_SPLIT)
+    assert p.readers["site"] == sublayer.site_units(DECODER, DECODER_SPLIT) == 2
+    assert p.readers["x"] == io["qkv"]["x"] and p.u_layout.slots == sublayer.SEQUENCE_SLOTS
+    assert p.rope_units == io["qkv"]["out"] == sublayer.pl_units(DECODER, DECODER_SPLIT)["units"]["rope"]["count"]
+    assert p.rope_rotated == 3 * 32 and p.rope_lanes == sublayer.rope_lanes(DECODER, DECODER_SPLIT)
+    assert list(top_plan(DECODER, DECODER_SPLIT).params.desc_depths) == \
+        sublayer.descriptor_fifos(DECODER, DECODER_SPLIT)
+    wins = [name for name, _ in top_regmaps(p)[0]]
+    assert wins == ["status", *(f"r{i}" for i in range(4)), "rope0", "rope1", "site0", "site1"]
+
+
 def test_what_the_top_does_not_build_is_refused():
-    with pytest.raises(TopError, match="decoder"):
+    with pytest.raises(TopError, match="RoPE units rotate whole head rows of 32"):
+        top_plan(DECODER, SPLIT, BANK_BEATS)  # records of 16 channels: half a head row
+    with pytest.raises(TopError, match="RoPE unit of 16 lanes does not divide head_dim 16"):
         top_plan(dataclasses.replace(SHAPE, kv_heads=2, family="decoder"), SPLIT, BANK_BEATS)
     with pytest.raises(TopError, match="X on chip"):
         top_plan(SHAPE, dataclasses.replace(SPLIT, x_on_chip=False), BANK_BEATS)
@@ -119,6 +146,16 @@ def test_what_the_top_does_not_build_is_refused():
 def test_a_launch_through_the_top():
     top, p = plan(SHAPE, SPLIT)
     name = "sublayer_top_small"
+    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
+                     extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
+    assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
+
+
+@pytest.mark.sim
+@pytest.mark.tool("verilator")
+def test_a_decoder_launch_through_the_top():
+    top, p = plan(DECODER, DECODER_SPLIT)
+    name = "sublayer_top_decoder_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
                      extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
     assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
