@@ -72,20 +72,18 @@ def add_hw(sub: Subparsers) -> None:
         "(bitstreams/engine_designs/<board>_engine.design.json: of the model's near-fastest designs, the fastest in "
         "the graph simulation). A sublayer build's name writes OUT/aie/ (the graph with the attention pipelines and "
         "the Q/K/V and W_O GEMM cascades, engine_config.h, graph.cpp, gemm_<stage>.cc), OUT/build.json and "
-        "OUT/diagram.png, after the AIE rules of the design-rule check pass; for the full-size encoder "
-        "(vck5000_sublayer) also OUT/manifest.json, OUT/system.cfg, OUT/pl/ (the normalizer channels) and "
-        "OUT/pl_sublayer/ (the sublayer's PL top: its buffers, residual paths and routers, Verilog with its Vitis "
-        "wrapper, kernel.xml, package_kernel.tcl); the decoder's and the small builds' PL tops are not generated "
-        "yet. Needs "
+        "OUT/diagram.png, after the AIE rules of the design-rule check pass, and OUT/manifest.json, OUT/system.cfg, "
+        "OUT/pl/ (the normalizer channels) and OUT/pl_sublayer/ (the sublayer's PL top: its buffers, residual paths "
+        "and routers, a decoder's BHyT site A and RoPE units, Verilog with its Vitis wrapper, kernel.xml, "
+        "package_kernel.tcl). Needs "
         "no AMD tools; `make xclbin DESIGN=...` builds an engine result where they are installed.",
         epilog=examples("vckattn hw generate best --out build/engine --board vck5000",
                         "vckattn hw generate bitstreams/engine_designs/engine_small.design.json "
                         "--out build/engine_small",
                         "vckattn hw generate vck5000_sublayer --out build/sublayer"),
     )
-    g.add_argument("design", metavar="DESIGN", help="design JSON file, `best`, or a sublayer build (vck5000_sublayer: "
-                   "every source; vck5000_sublayer_decoder, sublayer_small_encoder, sublayer_small_decoder: the AIE "
-                   "graph only)")
+    g.add_argument("design", metavar="DESIGN", help="design JSON file, `best`, or a sublayer build (vck5000_sublayer, "
+                   "vck5000_sublayer_decoder, sublayer_small_encoder, sublayer_small_decoder)")
     g.add_argument("--out", type=Path, required=True, metavar="DIR", help="build folder to write")
     g.add_argument("--board", choices=("vck5000", "vck190"), default="vck5000", help="board (default vck5000)")
     g.add_argument("--max-seq", type=int, default=None, metavar="N", help="longest sequence the build accepts: "

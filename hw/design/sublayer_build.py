@@ -201,7 +201,7 @@ def split_of(b: SublayerBuild) -> dict[str, Any]:
             "q_rows": int(e["q_rows"]), "qkv_tile": (b.qkv.rows, b.qkv.cols, b.d_model // b.qkv.kernels),
             "o_tile": (b.o.rows, b.o.cols, b.d_model // b.o.kernels),
             "normalizer": "swiftmax" if e["lanes_swiftmax"] else "online_softmax",
-            "score_channels": int(e["score_plios"]), "swiftmax_products": e["swiftmax_products"],
+            "score_channels": int(e["score_plios"]), "swiftmax_products": e.get("swiftmax_products", "auto"),
             "w_share": b.w_share, "x_on_chip": True}
 
 
@@ -243,25 +243,36 @@ FULL_SIZE_SHAPES: dict[str, dict[str, Any]] = {
 }
 
 
+#: the shape each small build's PL top is made for (the heads its A writers and Q/K/V buffer are laid out for): the
+#: models the simulation tests run on them, all-MiniLM-L6-v2 (12 heads x 32) and SmolLM2-135M with BHyT (9 query and 3
+#: K/V heads x 64), one sequence of up to 128 tokens a launch
+SMALL_SHAPES: dict[str, dict[str, Any]] = {
+    "sublayer_small_encoder": {"batch": 1, "seq": 128, "heads": 12, "head_dim": 32},
+    "sublayer_small_decoder": {"batch": 1, "seq": 128, "heads": 9, "head_dim": 64, "kv_heads": 3, "family": "decoder"},
+}
+#: every build's shape: the full-size builds' and the small builds'
+BUILD_SHAPES: dict[str, dict[str, Any]] = {**FULL_SIZE_SHAPES, **SMALL_SHAPES}
+
+
 def top_generated(b: SublayerBuild) -> bool:
-    """Whether the generator writes ``b``'s PL top (:func:`build_top_plan`): a full-size build's (the encoder's and
-    the decoder's); the small builds' are not generated yet."""
-    return b.name in FULL_SIZE_SHAPES
+    """Whether the generator writes ``b``'s PL top (:func:`build_top_plan`): every committed build's, the full-size
+    ones and the small ones (:data:`BUILD_SHAPES`)."""
+    return b.name in BUILD_SHAPES
 
 
 def build_shape(b: SublayerBuild) -> Any:
-    """The model's shape of full-size build ``b`` (:data:`FULL_SIZE_SHAPES`,
-    :class:`vckattn.hw.perf.sublayer.SublayerShape`); :class:`.pl_top.TopError` for a build that has none."""
+    """The model's shape of build ``b`` (:data:`BUILD_SHAPES`, :class:`vckattn.hw.perf.sublayer.SublayerShape`);
+    :class:`.pl_top.TopError` for a build that has none."""
     from vckattn.hw.design.pl_top import TopError
     from vckattn.hw.perf.sublayer import SublayerShape
 
-    if b.name not in FULL_SIZE_SHAPES:
-        raise TopError(f"{b.name}: the PL top is generated for the full-size builds ({', '.join(FULL_SIZE_SHAPES)})")
-    return SublayerShape(**FULL_SIZE_SHAPES[b.name])
+    if b.name not in BUILD_SHAPES:
+        raise TopError(f"{b.name}: the PL top is generated for the committed builds ({', '.join(BUILD_SHAPES)})")
+    return SublayerShape(**BUILD_SHAPES[b.name])
 
 
 def build_top_plan(b: SublayerBuild) -> Any:
-    """The PL top of full-size build ``b`` (:func:`.pl_top.top_plan` of its split, residual units of ``b.max_d``
+    """The PL top of build ``b`` (:func:`.pl_top.top_plan` of its split, residual units of ``b.max_d``
     channels and ``b.unit_lanes`` lanes)."""
     from vckattn.hw.design.pl_top import top_plan
     from vckattn.hw.perf.sublayer import SublayerSplit
@@ -276,6 +287,6 @@ def unit_regmap(manifest: Any, unit: str) -> Any:
     return RegisterMap.from_describe(manifest.data["sublayer"]["units"][unit]["registers"])
 
 
-__all__ = ["FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SUBLAYER_BUILDS", "SublayerBuild", "build_shape",
-           "build_top_plan", "device_stages", "top_generated",
-           "graph_build", "split_build", "split_of", "sublayer_manifest", "unit_regmap"]
+__all__ = ["BUILD_SHAPES", "FAMILIES", "FULL_SIZE_BUILDS", "FULL_SIZE_SHAPES", "SMALL_SHAPES", "SUBLAYER_BUILDS",
+           "SublayerBuild", "build_shape", "build_top_plan", "device_stages", "graph_build", "split_build", "split_of",
+           "sublayer_manifest", "top_generated", "unit_regmap"]

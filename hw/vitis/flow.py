@@ -274,11 +274,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 def _sublayer_build(design: Path) -> Any:
     """The sublayer build whose PL top is generated that DESIGN names (a file of that name wins), else None."""
-    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, top_generated
+    from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, top_generated
 
     if design.is_file() or design.suffix:
         return None
-    b = FULL_SIZE_BUILDS.get(design.name)
+    b = {**FULL_SIZE_BUILDS, **SUBLAYER_BUILDS}.get(design.name)
     if b is not None and not top_generated(b):
         raise FlowError(f"DESIGN={design}: its PL top is not generated, so no xclbin can be built from it")
     return b

@@ -117,12 +117,10 @@ def test_each_cascade_is_a_chain_of_its_kernel_functions_with_broadcast_x_split_
 
 @pytest.mark.parametrize("name", sorted(ALL))
 def test_every_sublayer_build_passes_every_aie_rule(name):
-    """Every rule that applies: the AIE rules on every build; the PL rules on the builds whose PL top is generated
-    (the full-size encoder and decoder), left unchecked on the others."""
+    """Every rule on every committed build (their PL tops are generated)."""
     ctx = check.sublayer_context(ALL[name])
-    generated = name in ("vck5000_sublayer", "vck5000_sublayer_decoder")
-    assert {r.id for r, _ in check.run_rules(ctx)} == ({r.id for r in check.RULES} if generated else AIE_RULES)
-    assert set(ctx.unchecked) == (set() if generated else {"PL-RES", "AXI-MASTERS", "PL-MAXI"})
+    assert {r.id for r, _ in check.run_rules(ctx)} == {r.id for r in check.RULES}
+    assert not ctx.unchecked
     assert _violations(ctx) == []
 
 
@@ -166,9 +164,22 @@ def test_the_placement_keeps_cascades_in_the_rows_direction_and_plios_on_pl_colu
     assert all(col in lay.PL_COLUMNS for _, _, col in ctx.graph.plios.values())
 
 
+def _candidate(tmp_path):
+    """A build folder of the AIE half alone: an explorer's candidate (the small decoder's split under another name),
+    whose PL top is not generated."""
+    from vckattn.hw.design import generate as gen
+    from vckattn.hw.design.sublayer_build import BUILD_SHAPES, build_shape, graph_build
+
+    cand = graph_build("candidate", build_shape(SMALL_DEC), split_of(SMALL_DEC))
+    assert cand.name not in BUILD_SHAPES
+    out = tmp_path / "candidate"
+    gen.generate_sublayer(cand, "vck5000", out)
+    return cand, out
+
+
 def test_cli_checks_a_sublayer_build(tmp_path, capsys):
-    """The full-size encoder and decoder, whose PL tops are generated, on every rule; a small build, whose PL top is
-    not, on the AIE rules, its PL rules listed as not checked."""
+    """The committed builds, whose PL tops are generated, on every rule; a folder of a build whose PL top is not (an
+    explorer's candidate) on the AIE rules, its PL rules listed as not checked."""
     out = tmp_path / "drc.json"
     assert main(["hw", "check", "vck5000_sublayer", "--json", str(out)]) == 0
     text = capsys.readouterr().out
@@ -181,6 +192,9 @@ def test_cli_checks_a_sublayer_build(tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert doc["passed"] is True and doc["complete"] is True
     assert main(["hw", "check", "sublayer_small_decoder", "--json", str(out)]) == 0
+    assert "NOT CHECKED" not in capsys.readouterr().out and json.loads(out.read_text())["complete"] is True
+    _, folder = _candidate(tmp_path)
+    assert main(["hw", "check", str(folder), "--json", str(out)]) == 0
     assert "NOT CHECKED" in capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert doc["passed"] is True and doc["complete"] is False
@@ -198,19 +212,17 @@ def test_an_online_softmax_split_is_checked_on_its_graph():
 
 
 def test_generate_writes_the_sublayer_aie_sources_and_check_reads_them_back(tmp_path, capsys):
-    """`hw generate NAME` of a build whose PL top is not generated (the small decoder) writes the AIE half (the graph
-    the check ran on, each stage's kernels source with its build parameters, the build) and says what it does not
-    write; `hw check FOLDER` checks the folder's own graph, so an edit to it is caught. (The full-size builds' whole
-    folders: tests/hw/design/test_sublayer_pl.py.)"""
-    out = tmp_path / "sublayer"
-    assert main(["hw", "generate", "sublayer_small_decoder", "--out", str(out)]) == 0
-    text = capsys.readouterr().out
-    assert "not written" in text and "no xclbin can be built" in text
+    """Generating a build whose PL top is not generated (an explorer's candidate) writes the AIE half (the graph the
+    check ran on, each stage's kernels source with its build parameters, the build) and not the rest; `hw check
+    FOLDER` checks the folder's own graph, so an edit to it is caught. (The committed builds' whole folders:
+    tests/hw/design/test_sublayer_pl.py.)"""
+    cand, out = _candidate(tmp_path)
+    assert not (out / "manifest.json").exists() and not (out / "system.cfg").exists()
     aie = out / "aie"
     assert {p.name for p in aie.iterdir()} == {"engine_config.h", "graph.h", "graph.cpp", "gemm_qkv.cc", "gemm_o.cc"}
     assert (out / "diagram.png").read_bytes().startswith(b"\x89PNG")
-    assert check.parse_graph((aie / "graph.h").read_text()) == check.sublayer_context(SMALL_DEC).graph
-    for st in SMALL_DEC.gemm_stages():
+    assert check.parse_graph((aie / "graph.h").read_text()) == check.sublayer_context(cand).graph
+    for st in cand.gemm_stages():
         src = (aie / st.source).read_text()
         for d in st.params.defines():
             assert f"#define {d[2:].replace('=', ' ')}\n" in src
@@ -218,7 +230,7 @@ def test_generate_writes_the_sublayer_aie_sources_and_check_reads_them_back(tmp_
     doc = json.loads((out / "build.json").read_text())
     assert doc["board"] == "vck5000"
     from vckattn.hw.design.sublayer_build import SublayerBuild
-    assert SublayerBuild.from_json(doc["sublayer"]).to_json() == SMALL_DEC.to_json()
+    assert SublayerBuild.from_json(doc["sublayer"]).to_json() == cand.to_json()
     assert main(["hw", "check", str(out)]) == 0
     capsys.readouterr()
     # the folder's graph, edited: a cascade's second kernel moved one row up

@@ -21,7 +21,7 @@ import pytest
 from vckattn.host.cli import main
 from vckattn.hw.design import check
 from vckattn.hw.design.manifest import BITSTREAMS, validate_manifest
-from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, build_top_plan, sublayer_manifest
+from vckattn.hw.design.sublayer_build import FULL_SIZE_BUILDS, SUBLAYER_BUILDS, build_top_plan, sublayer_manifest
 from vckattn.hw.design.sublayer_pl import SUBLAYER_PL
 
 ENC = FULL_SIZE_BUILDS["vck5000_sublayer"]
@@ -36,7 +36,8 @@ def manifest() -> dict:
     return m
 
 
-@pytest.fixture(scope="module", params=[ENC, DEC], ids=["encoder", "decoder"])
+@pytest.fixture(scope="module", params=[ENC, DEC, *SUBLAYER_BUILDS.values()],
+                ids=["encoder", "decoder", *SUBLAYER_BUILDS])
 def each_manifest(request: pytest.FixtureRequest) -> tuple:
     m = sublayer_manifest(request.param)
     validate_manifest(m)
@@ -78,28 +79,30 @@ def test_the_top_is_the_builds_split(manifest):
 
 
 def test_the_decoders_top_holds_its_site_and_rope_units(each_manifest):
-    """The decoder's PL top is its plan's: its site readers first, the U buffer's x readers, a register window a
-    residual, RoPE and site unit, in that order (the RoPE units' tables, the site units' γ among them)."""
+    """Every build's PL top is its plan's: a decoder's site readers first, its U buffer's x readers, a register window
+    a residual, RoPE and site unit, in that order (the RoPE units' tables, the site units' γ among them)."""
     build, manifest = each_manifest
-    plan = build_top_plan(build)
+    p = build_top_plan(build).params
     top = manifest["sublayer"]["pl_top"]
-    assert top["readers"] == plan.params.readers and top["descriptor_fifos"] == list(plan.params.desc_depths)
+    assert top["readers"] == p.readers and top["descriptor_fifos"] == list(p.desc_depths)
     regs = next(k for k in manifest["kernels"] if k["name"] == SUBLAYER_PL)["registers"]
     wins = top["windows"]
+    assert wins == ["status", *(f"r{i}" for i in range(len(p.residual_banks))),
+                    *(f"rope{i}" for i in range(p.rope_units)), *(f"site{i}" for i in range(len(p.site_banks)))]
     assert {r["offset"] >> top["register_window_bits"] for r in regs} == set(range(len(wins)))
     for r in regs:
         prefix = r["name"].split("_")[0]
         assert r["offset"] >> top["register_window_bits"] == (wins.index(prefix) if prefix in wins else 0), r["name"]
+    assert sum(r["name"].endswith("_gamma") for r in regs) == len(p.site_banks)
+    assert sum(r["name"].startswith("rope") and r["name"].endswith("_pos_base") for r in regs) == p.rope_units
+    if build.family == "encoder":
+        assert list(top["readers"]) == ["x", "residual", "qkv", "a"] and not p.rope_units and not p.site_banks
+    else:
+        assert list(top["readers"]) == ["site", "residual", "x", "qkv", "a"] and p.rope_units and p.site_banks
     if build is ENC:
-        assert list(top["readers"]) == ["x", "residual", "qkv", "a"] and wins == ["status",
-                                                                                 *(f"r{i}" for i in range(16))]
-        return
-    assert list(top["readers"]) == ["site", "residual", "x", "qkv", "a"]
-    assert top["readers"]["site"] == 3 and top["readers"]["residual"] == 24
-    assert wins == ["status", *(f"r{i}" for i in range(24)), *(f"rope{i}" for i in range(5)),
-                    *(f"site{i}" for i in range(3))]
-    assert sum(r["name"].endswith("_gamma") for r in regs) == 3
-    assert sum(r["name"].startswith("rope") and r["name"].endswith("_pos_base") for r in regs) == 5
+        assert top["readers"]["residual"] == 16
+    if build is DEC:
+        assert (top["readers"]["site"], top["readers"]["residual"], p.rope_units) == (3, 24, 5)
 
 
 def test_the_committed_manifest_is_the_generated_one(each_manifest):
@@ -158,10 +161,10 @@ def test_generate_writes_the_whole_build_and_check_passes_it(tmp_path, capsys, e
 
 
 @pytest.mark.full
-@pytest.mark.parametrize("name", ["vck5000_sublayer", "vck5000_sublayer_decoder"])
+@pytest.mark.parametrize("name", ["vck5000_sublayer", "vck5000_sublayer_decoder", *SUBLAYER_BUILDS])
 def test_make_xclbin_dry_run_lists_every_input(tmp_path, name):
-    """`make xclbin DESIGN=NAME DRY_RUN=1` exits 0 for both full-size builds: every input present, every command
-    printed (the sublayer's PL top packaged from its own folder)."""
+    """`make xclbin DESIGN=NAME DRY_RUN=1` exits 0 for every committed sublayer build: every input present, every
+    command printed (the sublayer's PL top packaged from its own folder)."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", "")}
     res = subprocess.run(["make", "-f", "hw/vitis/Makefile", "xclbin", f"DESIGN={name}", "DRY_RUN=1",
                           f"BUILD={tmp_path}", f"VENV={Path(sys.executable).parents[1]}"],

@@ -143,19 +143,10 @@ def test_what_the_top_does_not_build_is_refused():
 
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
-def test_a_launch_through_the_top():
-    top, p = plan(SHAPE, SPLIT)
-    name = "sublayer_top_small"
-    res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
-                     extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
-    assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
-
-
-@pytest.mark.sim
-@pytest.mark.tool("verilator")
-def test_a_decoder_launch_through_the_top():
-    top, p = plan(DECODER, DECODER_SPLIT)
-    name = "sublayer_top_decoder_small"
+@pytest.mark.parametrize("family", ["encoder", "decoder"])
+def test_a_launch_through_the_top(family):
+    top, p = plan(SHAPE, SPLIT) if family == "encoder" else plan(DECODER, DECODER_SPLIT)
+    name = "sublayer_top_small" if family == "encoder" else "sublayer_top_decoder_small"
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
                      extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
     assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
