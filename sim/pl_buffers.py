@@ -19,7 +19,10 @@ re-tiler, each synthesized with Yosys (UltraScale+ cells as a proxy for the Vers
 * ``stream_router``: least squares ``lut (ff) = base + Σ per_<term> · <term>`` over the terms of
   ``hw/perf/banks.py: router_features`` (outputs, LUTRAM FIFO blocks, block-RAM FIFOs) for the descriptor and w
   routers (``hw/pl/stream_router.py``), LUTRAM counted in the LUTs as for the row units; each point's BRAM must be
-  the model's rule (``router_bram``: a FIFO of 128 entries or more, two RAMB36 a 512 entries), or the sweep stops.
+  the model's rule (``router_bram``: a FIFO of 128 entries or more, two RAMB36 a 512 entries), or the sweep stops;
+* ``rope_records``: least squares ``lut (ff, dsp, bram) = base + per_lane · lanes + per_position · max_pos`` over a
+  decoder's RoPE unit as built (``hw/pl/rope_records.py``: the records' wrapper around the RoPE kernel, its table of
+  ``max_pos`` positions of 64 features), records of 16 × 64, LUTRAM counted in the LUTs.
 
 Run: ``python -m vckattn.sim.pl_buffers --out hw/perf/data/pl_buffers.json`` (about 20 min on 2 cores; each
 synthesis is cached by its Verilog, so a rerun of unchanged parts takes seconds).
@@ -39,13 +42,14 @@ import numpy as np
 from vckattn.hw.perf.banks import FEATURES, ROUTER_FEATURES, logic, router_bram, router_features, wiring_features
 from vckattn.hw.pl.buffer_reader import BufferReader
 from vckattn.hw.pl.retiler import QkvRetiler
+from vckattn.hw.pl.rope_records import RopeRecords
 from vckattn.hw.pl.slot_buffer import SlotBuffer
 from vckattn.hw.pl.stream_router import StreamRouter
 from vckattn.hw.pl.synth import synthesize
 from vckattn.hw.pl.x_rows import XRows
 from vckattn.hw.spec.qkv_buffer import QkvLayout
 
-__all__ = ["CANDIDATES", "READERS", "RETILERS", "ROUTERS", "SLOT_BUFFERS", "X_ROWS",
+__all__ = ["CANDIDATES", "READERS", "RETILERS", "ROPE_RECORDS", "ROUTERS", "SLOT_BUFFERS", "X_ROWS",
            "fit", "loo_error", "main", "run_sweep"]
 
 #: slot buffers: (banks, writers, read ports, banks a writer reaches, banks a read port reaches; None = all),
@@ -71,6 +75,8 @@ X_ROWS: tuple[int, ...] = (1, 3, 4, 12)
 ROUTERS: tuple[tuple[int, int], ...] = ((8, 4), (8, 64), (8, 128), (8, 512), (4, 1024), (16, 32), (32, 16), (64, 8),
                                         (16, 256), (48, 64))
 KEYS = ("lut", "ff")
+#: RoPE units on the Q/K/V records: (lanes, max_pos), records of 16 x 64 (a head row a record row), Q and K rotated
+ROPE_RECORDS: tuple[tuple[int, int], ...] = ((8, 256), (16, 256), (8, 512), (16, 512), (4, 128))
 
 
 def _wiring(n: int, banks: int, reach: int | None, offset: int) -> list[list[int]] | None:
@@ -197,6 +203,11 @@ def run_sweep() -> dict:
                              "(hw/perf/banks.py: router_bram)")
         ro_points.append({"outputs": outputs, "depth": depth, **router_features(depths), **pt,
                           "lut_total": pt["lut"] + 8 * pt["lutram"]})
+    rr_points = []
+    for lanes, positions in ROPE_RECORDS:
+        _say(f"RoPE unit on the records: {lanes} lanes, {positions} positions")
+        pt = _point(RopeRecords(16, 64, 64, 768, positions, lanes), f"pb_rope_records_{lanes}_{positions}")
+        rr_points.append({"lanes": lanes, "max_pos": positions, **pt, "lut_total": pt["lut"] + 8 * pt["lutram"]})
     return {
         "description": ("Modeled PL resources of the sublayer's buffer parts (hw/pl/slot_buffer.py, buffer_reader.py, "
                         "retiler.py, x_rows.py, stream_router.py): Yosys synth_xilinx -family xcup (UltraScale+ cells "
@@ -218,6 +229,10 @@ def run_sweep() -> dict:
                           "fit": {k: fit([(1, *(p[n] for n in ROUTER_FEATURES)) for p in ro_points],
                                          [p["lut_total" if k == "lut" else k] for p in ro_points],
                                          ("base", *(f"per_{n}" for n in ROUTER_FEATURES))) for k in KEYS}},
+        "rope_records": {"points": rr_points,
+                         "fit": {k: fit([(1, p["lanes"], p["max_pos"]) for p in rr_points],
+                                        [p["lut_total" if k == "lut" else k] for p in rr_points],
+                                        ("base", "per_lane", "per_position")) for k in (*KEYS, "dsp", "bram")}},
         "seconds": round(time.perf_counter() - t0, 1),
     }
 

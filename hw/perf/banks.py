@@ -119,6 +119,15 @@ def x_rows_cost(row_beats: int) -> dict[str, float]:
     return {k: max(0.0, fit[k]["base"] + fit[k]["per_row_beat"] * row_beats) for k in KEYS}
 
 
+def rope_records_cost(lanes: int, positions: int) -> dict[str, float]:
+    """LUT (its LUTRAM included), FF, DSP and BRAM36 of one RoPE unit on a Q/K/V output PLIO's records, as built
+    (``hw/pl/rope_records.py``: the kernel, its table of ``positions`` positions of 64 features, the records'
+    wrapper), from its Yosys fit."""
+    fit = load_data()["rope_records"]["fit"]
+    return {k: max(0.0, fit[k]["base"] + fit[k]["per_lane"] * lanes + fit[k]["per_position"] * positions)
+            for k in (*KEYS, "dsp", "bram")}
+
+
 def retiler_cost(cols: int) -> dict[str, float]:
     """LUT and FF of one Q/K/V re-tiler of records ``cols`` channels wide (``hw/pl/retiler.py``)."""
     fit = load_data()["retiler"]["fit"]

@@ -519,10 +519,6 @@ def schedule(batch: int, stages: list[dict[str, Any]], start: list[float] | None
     return {"ready": ready, "end": ready[-1][-1], "input": inputs}
 
 
-#: positions of the RoPE unit's table in the registry's synthesis (``hw/perf/data/pl_kernels.json``: ``max_pos``)
-ROPE_FIT_POSITIONS = 256
-
-
 def rope_lanes(s: SublayerShape, sp: SublayerSplit) -> int:
     """Lanes of a Q/K/V output PLIO's RoPE unit (``hw/pl/rope_records.py``): the fewest (a power of two, whole beats
     of a half row, at most a 128-bit beat's 16) that take the ``rows × cols`` int8 outputs of the PLIO's merged
@@ -553,9 +549,8 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None) -> d
     * ``rope`` (``rope=True``, default: a decoder sublayer; Q and K rotated on their way out of the Q/K/V cascades,
       ``hw/pl/rope_records.py``): one unit a Q/K/V output PLIO of :func:`rope_lanes` lanes (its cascades' average
       output rate, not the PLIO's peak: the unit backpressures the out buffers' drain, within the tile interval),
-      each with its own table of the sequence's ``seq`` positions (the fit's BRAM, the same at every lane count, is
-      the registry build's table of :data:`ROPE_FIT_POSITIONS` positions of ``head_dim`` 64, scaled by
-      ``seq / ROPE_FIT_POSITIONS``, never below it: ASSUMPTION, the table's depth alone grows).
+      each with its own table of the sequence's ``seq`` positions of ``head_dim`` 64: the unit as built, its
+      wrapper and table included, from its Yosys fit (:func:`.banks.rope_records_cost`).
 
     Returns ``{"units": {name: {"count", "lanes", <resource>: total}}, "total": {<resource>: ...},
     "fraction": {<resource>: total / the device's PL}}`` (resources: ``lut, ff, dsp, bram, uram``)."""
@@ -572,8 +567,9 @@ def pl_units(s: SublayerShape, sp: SublayerSplit, rope: bool | None = None) -> d
     for name, (count, lanes) in plan.items():
         r = pl.resources(name, lanes)
         units[name] = {"count": count, "lanes": lanes, **{k: count * r[k] for k in keys}}
-        if name == "rope":
-            units[name]["bram"] = count * r["bram"] * max(1.0, s.seq / ROPE_FIT_POSITIONS)
+        if name == "rope":  # the unit as built, its table of the sequence's positions
+            rr = banks.rope_records_cost(lanes, s.seq)
+            units[name].update({k: count * rr[k] for k in rr})
     total = {k: sum(u[k] for u in units.values()) for k in keys}
     return {"units": units, "total": total, "fraction": {k: total[k] / dev[k] for k in keys}}
 

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from vckattn.hw.perf import engine_aie, gemm_proj, sublayer
+from vckattn.hw.perf import banks, engine_aie, gemm_proj, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 
 
@@ -171,9 +171,11 @@ def test_pl_units_are_costed_from_their_synthesis_fits():
     assert sublayer.plios(s, sp)["qkv"]["out_share"] == 6 and sublayer.plios(s, sp)["qkv"]["out"] == 8
     assert 8 < 6 * 16 * 48 / (last8 / 5) <= 16
     assert (d["units"]["rope"]["count"], d["units"]["rope"]["lanes"]) == (8, 16)
-    assert pl.resources("rope", 16)["bram"] == 16
-    assert d["units"]["rope"]["bram"] == 8 * 16 * 2 and d["units"]["rope"]["lut"] == pytest.approx(
-        8 * pl.resources("rope", 16)["lut"])
+    rr = banks.rope_records_cost(16, 512)  # the unit as built, its wrapper and a table of 512 positions
+    assert rr["bram"] == pytest.approx(32) and rr["dsp"] == pytest.approx(32)
+    assert rr["lut"] > pl.resources("rope", 16)["lut"]  # the wrapper costs LUTs the kernel's fit leaves out
+    for k in ("lut", "ff", "dsp", "bram"):
+        assert d["units"]["rope"][k] == pytest.approx(8 * rr[k])
     assert d["total"]["lut"] > u["total"]["lut"]
     assert sublayer.split_cost(s, sp)["pl"] == u
     best = sublayer.bert_base(512)
@@ -395,10 +397,8 @@ def test_swiftmax_lanes_multiply_in_dsps_when_the_luts_are_short():
 
 def test_a_decoder_sized_rope_fits_with_a_unit_a_plio():
     """RoPE on every Q/K/V output PLIO of the best S = 128 split (48 cascades, 8 PLIOs) with the rest of the
-    sublayer: within 80% of the PL; each unit its own table (the registry build's 16 BRAM36 of 256 positions: S =
-    128 takes no fewer)."""
-    from vckattn.hw.perf import pl
-
+    sublayer: within 80% of the PL; each unit its own table of 128 positions (8 BRAM36: 16 features' cos and sin a
+    lane bank, as synthesized)."""
     s = SublayerShape(batch=8, seq=128)
     sp = _split(sublayer.bert_base(128))
     assert sp.n_qkv == 48
@@ -406,7 +406,8 @@ def test_a_decoder_sized_rope_fits_with_a_unit_a_plio():
     assert max(r["fraction"].values()) <= 0.8
     rope = sublayer.pl_units(s, sp, rope=True)["units"]["rope"]
     assert rope["count"] == sublayer.plios(s, sp)["qkv"]["out"] == 8
-    assert rope["bram"] == 8 * pl.resources("rope", rope["lanes"])["bram"] == 8 * 16
+    assert rope["bram"] == pytest.approx(8 * banks.rope_records_cost(rope["lanes"], 128)["bram"]) and \
+        rope["bram"] == pytest.approx(8 * 8)
 
 
 def test_x_in_slots_when_all_of_it_does_not_fit():
@@ -507,6 +508,18 @@ def test_the_descriptor_fifos_are_the_launchs_own_lists(name):
     # residual readers: 4 rows of a record a descriptor (a BERT-base W_O record of 8 rows x 48 channels)
     assert max(fifos) >= 512
     assert sublayer.routers(s, sp)["bram"] == banks.router_bram(fifos) > 0
+
+
+def test_the_rope_units_cost_is_their_synthesis_fit():
+    """Every RoPE unit on the records the sweep synthesized (hw/perf/data/pl_buffers.json: rope_records, Yosys)
+    within 5% of the fit in LUTs (LUTRAM counted as 8 LUTs a cell) and FFs, its DSP and BRAM exactly: 2 DSP a lane,
+    a BRAM36 every 16 positions."""
+    for p in banks.load_data()["rope_records"]["points"]:
+        cost = banks.rope_records_cost(p["lanes"], p["max_pos"])
+        assert cost["lut"] == pytest.approx(p["lut_total"], rel=0.05), p
+        assert cost["ff"] == pytest.approx(p["ff"], rel=0.05), p
+        assert (round(cost["dsp"]), round(cost["bram"])) == (p["dsp"], p["bram"])
+        assert (p["dsp"], p["bram"]) == (2 * p["lanes"], p["max_pos"] // 16)
 
 
 def test_the_routers_cost_is_their_synthesis_fit():
