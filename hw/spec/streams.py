@@ -125,7 +125,9 @@ XTILE = (
 
 #: first beat of every w buffer of the projection GEMM: the weights of one K-slice of one output-channel block
 WSLICE = (
-    Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id j for GEMM kernel j"),
+    Field("packet_id", 0, 0, 5, "word 0 is the packet's routing word: packet id c * KERNELS + j for GEMM kernel j of "
+                                "the c-th cascade on its w PLIO (c = 0 where a w PLIO serves one cascade); the kernel "
+                                "checks it modulo KERNELS"),
     Field("op", 1, 0, 4, "5 (LOAD_W)"),
     Field("slice", 1, 8, 8, "K-slice index j"),
     Field("tiles", 1, 16, 16, "tiles that use these weights (>= 1): the kernel releases the buffer after that many"),

@@ -359,7 +359,9 @@ GemmStatus gemm_tile(const uint8_t* __restrict x, Src& w, input_cascade<acc48>* 
         if (!wb) return GEMM_NO_W;
         uint32_t wh[4];
         read_words(wb, wh);
-        if (VCKATTN_GET(wh, WSLICE_PACKET_ID) != static_cast<uint32_t>(J) || VCKATTN_GET(wh, WSLICE_OP) != OP_LOAD_W ||
+        // a w PLIO shared by w_share cascades splits by packet id c * KERNELS + J (c: the cascade's place on it)
+        if (VCKATTN_GET(wh, WSLICE_PACKET_ID) % S::KERNELS != static_cast<uint32_t>(J) ||
+            VCKATTN_GET(wh, WSLICE_OP) != OP_LOAD_W ||
             VCKATTN_GET(wh, WSLICE_SLICE) != static_cast<uint32_t>(J) || VCKATTN_GET(wh, WSLICE_TILES) == 0)
             return GEMM_BAD_W;
         if (!HAS_COUT && OUT_BITS == 8) {

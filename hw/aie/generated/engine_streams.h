@@ -119,7 +119,7 @@ constexpr int XTILE_TAG_LO = 0;
 constexpr uint32_t XTILE_TAG_MASK = 0xFFFFFFFFu;
 
 // wslice header
-constexpr int WSLICE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id j for GEMM kernel j
+constexpr int WSLICE_PACKET_ID_WORD = 0;  // word 0 is the packet's routing word: packet id c * KERNELS + j for GEMM kernel j of the c-th cascade on its w PLIO (c = 0 where a w PLIO serves one cascade); the kernel checks it modulo KERNELS
 constexpr int WSLICE_PACKET_ID_LO = 0;
 constexpr uint32_t WSLICE_PACKET_ID_MASK = 0x1Fu;
 constexpr int WSLICE_OP_WORD = 1;  // 5 (LOAD_W)

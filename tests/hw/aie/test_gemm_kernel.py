@@ -175,9 +175,13 @@ def test_kernel_refuses_misrouted_and_bad_buffers():
         (xs, patched(ws, 1, 0, "wslice", op=streams.OP_LOAD_K), "k1", 3),
         (patched(xs, 0, 1, "xtile", tag=t * 10), ws, "k0", 5),
     ]
+    cases.append((xs, patched(ws, 1, 0, "wslice", packet_id=0), "k1", 3))  # kernel 0's weights
     for xs2, ws2, kernel, code in cases:
         res = run_gemm(p, x, lin.w, lin.b, rq, buffers=(xs2, ws2, t))
         assert res.status[kernel][0] == code and not res.ok, (kernel, code, res.status)
+    # a w PLIO shared by two cascades: the second cascade's kernel j takes the packets of id KERNELS + j
+    shared = patched(patched(ws, 0, 0, "wslice", packet_id=p.kernels), 1, 0, "wslice", packet_id=p.kernels + 1)
+    assert run_gemm(p, x, lin.w, lin.b, rq, buffers=(xs, shared, t)).ok
     # a cascade out of step: kernel 0 passes tile 0's partial sums as tile 1's (the tag of its x buffer 1 and of
     # kernel 1's differ) -> kernel 1 names the misrouted cascade
     xs2 = patched(patched(xs, 0, 0, "xtile", tag=1), 0, 1, "xtile", tag=0)
