@@ -6,7 +6,8 @@ The plan comes from ``VCKATTN_TB_SUBLAYER_TOP`` (JSON, made by the test from the
 ``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``, ``a``; a
 decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in their
 order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block, sequence)
-units); ``readers`` (how many of each kind) and ``runs`` (every reader's runs, in the descriptor router's order);
+units); ``readers`` (how many of each kind), ``runs`` (every reader's runs, in the descriptor router's order) and
+``headers`` (the header beat of each run, ``hw/design/pl_top.py: launch_headers``);
 ``o_rows``, ``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's
 name and slots), ``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
 
@@ -161,8 +162,7 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
         head = streams.encode("result", tile_id=b, rows=xl.max_seq, d=xl.features).tobytes()
         await x_src.send(frame(head + b"".join(blk.tobytes() for blk in blocks)))
 
-    headers = [[streams.encode("site", seq=run.b, token=max(run.index, 0), slice=max(run.head, 0)).tobytes()
-                if run.kind == "s" else rnd.getrandbits(128).to_bytes(BEAT, "little") for run in rr_] for rr_ in runs]
+    headers = [[bytes.fromhex(h) for h in hh] for hh in plan["headers"]]  # the launch's own header beats
     for packet in routed_descriptors([list(zip(rr_, hh, strict=True)) for rr_, hh in zip(runs, headers, strict=True)]):
         await desc_src.send(frame(packet))
 

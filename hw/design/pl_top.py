@@ -18,11 +18,12 @@ from typing import Any
 from vckattn.hw.perf import banks, engine
 from vckattn.hw.perf import sublayer as sl
 from vckattn.hw.pl.sublayer_top import SublayerTop, TopParams
+from vckattn.hw.spec import streams
 from vckattn.hw.spec.descriptors import descriptor_depths
-from vckattn.hw.spec.qkv_buffer import Run
+from vckattn.hw.spec.qkv_buffer import Run, reader_headers
 
-__all__ = ["TopError", "TopPlan", "WeightLoad", "qkv_records", "top_params", "top_plan", "top_problem", "weight_image",
-           "weight_list", "weight_loads"]
+__all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "top_params", "top_plan",
+           "top_problem", "weight_image", "weight_list", "weight_loads"]
 
 
 class TopError(ValueError):
@@ -126,6 +127,48 @@ def qkv_records(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[list[list[lis
     dealt = sl.deal_projection(s.qkv_cols // cols, s.batch, sp.n_qkv)
     return [[[[b, r, blk] for blk, b in dealt[c] for r in range(s.seq // rows)] for c in grp]
             for grp in sl.share_groups(sp.n_qkv, merge) if any(dealt[c] for c in grp)]
+
+
+def launch_headers(s: sl.SublayerShape, sp: sl.SublayerSplit, plan: TopPlan, valid_keys: list[int], *,
+                   score_shift: int = 0, rq_mult: int = 0, rq_shift: int = 0) -> list[list[bytes]]:
+    """The header beat of every run of ``plan`` (:attr:`TopPlan.runs`, a reader a list in the descriptor router's
+    order), 16 bytes each, what the readers send before their runs:
+
+    * an x reader's (of X, a decoder's U) and an a reader's: XTILE, ``packet_id`` and ``slice`` its K-slice ``j``,
+      ``rows`` the tile's (the buffers hold ``s.seq`` tokens a sequence: every tile whole), ``tag`` the launch's row
+      tile ``b · T + t`` (the weight loads' ``first_tile`` .. counts them: :func:`weight_loads`);
+    * a site reader's: SITE (its sequence, first token and K-slice: :mod:`vckattn.hw.pl.site_unit`);
+    * a residual reader's: zeros (its row unit drops it);
+    * the q, k and v readers': the attention pipelines' TILE and SLICE commands
+      (:func:`vckattn.hw.spec.qkv_buffer.reader_headers`: ``valid_keys`` a sequence, the causal mask of a decoder,
+      ``score_shift``, the output requantization ``rq_mult``, ``rq_shift``);
+    * a quiet release's: zeros (never sent)."""
+    g = sl.attention_geometry(s, sp)
+    qkv = iter(reader_headers(sl.qkv_layout(s, sp, plan.params.qkv_bank_beats), engine.deal(g.groups, sp.n_att),
+                              s.batch, valid_keys, causal=s.decoder, score_shift=score_shift, rq_mult=rq_mult,
+                              rq_shift=rq_shift))
+    zero = bytes(streams.BEAT_BYTES)
+    n = plan.params.readers
+    before_qkv = sum(c for kind, c in n.items() if kind not in ("qkv", "a"))  # the X (and U) buffers' readers
+    out: list[list[bytes]] = []
+    for i, runs in enumerate(plan.runs):
+        if {r.kind for r in runs} & {"q", "k", "v"}:
+            out.append(next(qkv))
+            continue
+        rows = sp.qkv_tile[0] if i < before_qkv else sp.o_tile[0]  # an x reader's tiles, or an a reader's
+        heads = []
+        for r in runs:
+            if r.quiet or r.kind == "r":
+                heads.append(zero)
+            elif r.kind == "s":
+                heads.append(streams.encode("site", seq=r.b, token=r.index, slice=r.head).tobytes())
+            else:
+                heads.append(streams.encode("xtile", packet_id=r.head, op=streams.OP_X_TILE, slice=r.head, rows=rows,
+                                            tag=r.b * (s.seq // rows) + r.index).tobytes())
+        out.append(heads)
+    if next(qkv, None) is not None:
+        raise AssertionError("the plan's runs are not its q, k and v readers'")
+    return out
 
 
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:

@@ -23,9 +23,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from vckattn.hw.spec import streams
 from vckattn.hw.spec.streams import BEAT_BYTES
 
-__all__ = ["QkvLayout", "Run", "reader_runs", "with_release"]
+__all__ = ["QkvLayout", "Run", "reader_headers", "reader_runs", "with_release"]
 
 
 @dataclass(frozen=True)
@@ -182,4 +183,45 @@ def reader_runs(layout: QkvLayout, dealt: list[list[int]], batch: int) -> list[l
                                      turn, False) for s in range(slices)]
                 runs += with_release(mine, Run(kind, b, -1, -1, 0, 0, slot, turn, True, True))
             out.append(runs)
+    return out
+
+
+def reader_headers(layout: QkvLayout, dealt: list[list[int]], batch: int, valid_keys: list[int], *,
+                   causal: bool = False, score_shift: int = 0, rq_mult: int = 0,
+                   rq_shift: int = 0) -> list[list[bytes]]:
+    """The header beat of each of :func:`reader_runs`' runs, in its order (16 bytes each; a quiet release's, never
+    sent, is zeros): the attention pipelines' own commands (``hw/spec/streams.py``), as the engine's host makes them
+    for the same groups (``host/engine.py``):
+
+    * a q reader's run (Q tile ``t`` of group ``g = b · heads + h``): TILE, ``head`` ``h``, ``rows`` ``q_rows`` (the
+      buffer holds ``max_seq`` tokens a sequence: every tile whole; the keys past the sequence are masked instead),
+      ``q0 = t · q_rows``, ``tag = g · T + t`` (``T = max_seq / q_rows``), ``valid_keys[b]``, ``causal``,
+      ``score_shift``;
+    * a k or v reader's run (key slice ``j`` of group ``g``'s K/V head): SLICE, ``packet_id`` ``j`` (K) or
+      ``kernels + j`` (V; ``kernels = max_seq / slice_keys``), ``tiles = T``, ``first_tile = g · T``; V carries the
+      output requantization (``rq_mult``, a signed 16-bit value, and ``rq_shift``)."""
+    if len(valid_keys) != batch or any(not 1 <= v <= layout.max_seq for v in valid_keys):
+        raise ValueError(f"valid keys of {batch} sequences, each 1..{layout.max_seq}: {valid_keys}")
+    tiles, k = layout.max_seq // layout.q_rows, layout.max_seq // layout.slice_keys
+    quiet = bytes(streams.BEAT_BYTES)
+    out: list[list[bytes]] = []
+    for groups in dealt:
+        for kind in ("q", "k", "v"):
+            heads: list[bytes] = []
+            for b in range(batch):
+                mine: list[bytes] = []
+                for g in (g for g in groups if g // layout.heads == b):
+                    if kind == "q":
+                        mine += [streams.encode("tile", op=streams.OP_TILE, causal=int(causal), score_shift=score_shift,
+                                                head=g % layout.heads, valid_keys=valid_keys[b], rows=layout.q_rows,
+                                                q0=t * layout.q_rows, tag=g * tiles + t).tobytes()
+                                 for t in range(tiles)]
+                    else:
+                        v = kind == "v"
+                        mine += [streams.encode("slice", packet_id=j + (k if v else 0),
+                                                op=streams.OP_LOAD_V if v else streams.OP_LOAD_K, slice=j, tiles=tiles,
+                                                first_tile=g * tiles, rq_mult=streams.int16_bits(rq_mult) if v else 0,
+                                                rq_shift=rq_shift if v else 0).tobytes() for j in range(k)]
+                heads += mine or [quiet]
+            out.append(heads)
     return out

@@ -11,7 +11,15 @@ import json
 import numpy as np
 import pytest
 
-from vckattn.hw.design.pl_top import TopError, qkv_records, top_plan, weight_image, weight_list, weight_loads
+from vckattn.hw.design.pl_top import (
+    TopError,
+    launch_headers,
+    qkv_records,
+    top_plan,
+    weight_image,
+    weight_list,
+    weight_loads,
+)
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
 from vckattn.hw.pl.sublayer_top import top_regmaps
@@ -47,6 +55,7 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
                  "qkv": dataclasses.asdict(p.qkv_layout), "qkv_rows": rows, "qkv_cols": cols,
                  "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
                  "readers": p.readers, "runs": [[dataclasses.asdict(r) for r in rr] for rr in tp.runs],
+                 "headers": [[h.hex() for h in hh] for hh in launch_headers(s, sp, tp, [s.seq] * s.batch)],
                  "o_rows": p.o_rows, "o_cols": p.o_cols, "w_streams": p.w_streams, "max_d": p.max_d,
                  "sub_width": top.decoder.sub_width, "buffers": [list(b) for b in p.buffers],
                  "windows": [name for name, _ in top_regmaps(p)[0]], "weights": w_stream, "image_bytes": image_bytes,
@@ -130,6 +139,40 @@ def test_the_decoders_top_is_the_models_split():
         sublayer.descriptor_fifos(DECODER, DECODER_SPLIT)
     wins = [name for name, _ in top_regmaps(p)[0]]
     assert wins == ["status", *(f"r{i}" for i in range(4)), "rope0", "rope1", "site0", "site1"]
+
+
+@pytest.mark.parametrize("family", ["encoder", "decoder"])
+def test_the_gemm_kernels_take_every_xtile_with_its_weights(family):
+    """The x and a readers' XTILE headers (launch_headers) are what each projection kernel checks: its K-slice as
+    packet id and slice, and, cascade by cascade, the tags in the order the kernel takes them are the row tiles of its
+    weight loads in order (each load's first_tile .. + tiles: a kernel refuses a tile its weights do not serve)."""
+    from vckattn.hw.spec import streams
+
+    s, sp = (SHAPE, SPLIT) if family == "encoder" else (DECODER, DECODER_SPLIT)
+    tp = top_plan(s, sp, BANK_BEATS)
+    heads = launch_headers(s, sp, tp, [s.seq] * s.batch)
+    assert [len(h) for h in heads] == [len(r) for r in tp.runs]
+    n = tp.params.readers
+    x_first = n["site"] + n["residual"] if family == "decoder" else 0
+    loads = weight_loads(s, sp)
+    checked = 0
+    for stage, tile, cols, cascades, first, bits in (("qkv", sp.qkv_tile, s.qkv_cols, sp.n_qkv, x_first, 8),
+                                                     ("o", sp.o_tile, s.d_model, sp.n_o, sum(n.values()) - n["a"], 32)):
+        k = len(sublayer.gemm_params(tile, s.d_model, bits).slices)
+        dealt = sublayer.deal_projection(cols // tile[1], s.batch, cascades)
+        work = [c for c in range(len(dealt)) if dealt[c]]
+        for gi, grp in enumerate(sublayer.broadcast_groups(dealt)):
+            for j in range(k):
+                r = first + gi * k + j
+                sent = [streams.decode("xtile", np.frombuffer(h, np.uint8))
+                        for h, run in zip(heads[r], tp.runs[r], strict=True) if not run.quiet]
+                assert {(d["packet_id"], d["slice"], d["op"]) for d in sent} == {(j, j, streams.OP_X_TILE)}
+                for c in grp:
+                    want = [t for w in loads if (w.stage, w.cascade, w.slice) == (stage, work.index(c), j)
+                            for t in range(w.first_tile, w.first_tile + w.tiles)]
+                    assert [d["tag"] for d in sent] == want, (stage, c, j)
+                    checked += 1
+    assert checked >= 2 * 2
 
 
 def test_what_the_top_does_not_build_is_refused():
