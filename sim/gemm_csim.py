@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from vckattn.golden.gemm_proj import GROUP, check_accumulator_range, fold_requant, pack_lanes, pack_w, pack_x
+from vckattn.golden.gemm_proj import GROUP, check_accumulator_range, fold_requant, pack_x
 from vckattn.golden.requant import RequantRegisters
 from vckattn.hw.spec import streams
 from vckattn.hw.spec.gemm import GemmParams
@@ -98,15 +98,11 @@ def gemm_buffers(p: GemmParams, x: np.ndarray, w: np.ndarray, bias: np.ndarray |
         ch = slice(cb * p.cols, (cb + 1) * p.cols)
         for j in range(p.kernels):
             ks = slice(j * p.kslice, j * p.kslice + p.kslice_of(j))
-            buf = [_header("wslice", packet_id=j, op=streams.OP_LOAD_W, slice=j, tiles=t, first_tile=cb * t,
-                           col_block=cb), pack_w(w[ch, ks]).astype(np.int8).tobytes()]
-            if j == 0:
-                buf.append(pack_lanes(b[ch]).tobytes())
-            if j == p.kernels - 1 and p.out_bits == 8:
-                sh = np.zeros(p.shift_bytes() // 4, np.int32)
-                sh[:p.cols // GROUP] = shift[cb * p.cols // GROUP:(cb + 1) * p.cols // GROUP]
-                buf += [pack_lanes(mult[ch]).tobytes(), sh.tobytes()]
-            ws[j].append(b"".join(buf))
+            g = slice(cb * p.cols // GROUP, (cb + 1) * p.cols // GROUP)
+            ws[j].append(_header("wslice", packet_id=j, op=streams.OP_LOAD_W, slice=j, tiles=t, first_tile=cb * t,
+                                 col_block=cb)
+                         + p.w_payload(j, w[ch, ks], b[ch], None if mult is None else mult[ch],
+                                       None if shift is None else shift[g]))
             for r in range(t):
                 rows = min(p.rows, n_rows - r * p.rows)
                 xs[j].append(_header("xtile", packet_id=j, op=streams.OP_X_TILE, slice=j, rows=rows, tag=cb * t + r)

@@ -23,7 +23,7 @@ from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import Run, reader_headers
 
 __all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "top_params", "top_plan",
-           "top_problem", "weight_image", "weight_list", "weight_loads"]
+           "top_problem", "weight_bytes", "weight_image", "weight_list", "weight_loads", "x_list"]
 
 
 class TopError(ValueError):
@@ -171,6 +171,35 @@ def launch_headers(s: sl.SublayerShape, sp: sl.SublayerSplit, plan: TopPlan, val
     return out
 
 
+def x_list(s: sl.SublayerShape, sp: sl.SublayerSplit, x: Any) -> tuple[Any, Any]:
+    """The X mover's command list ``(batch, 32)`` uint8 and source (uint8) for a launch's X ``(batch, n, d_model)``
+    int8 (``n <= s.seq`` tokens, zero padded to ``s.seq``), for the list mover (``hw/hls/mm2s_list.cpp``): a command
+    a sequence, its header the RESULT beat the X writer takes (``tile_id`` the sequence, ``hw/pl/x_writer.py``), its
+    payload the sequence's X as the X buffer holds it, K-slice by K-slice, row tile by row tile
+    (:func:`~vckattn.golden.gemm_proj.pack_x` of each block)."""
+    import numpy as np
+
+    from vckattn.golden.gemm_proj import pack_x
+    from vckattn.hw.spec.descriptors import mover_command
+
+    x = np.asarray(x)
+    if x.ndim != 3 or x.shape[0] != s.batch or x.shape[1] > s.seq or x.shape[2] != s.d_model:
+        raise ValueError(f"X of {s.batch} sequences of up to {s.seq} tokens x {s.d_model}, got {x.shape}")
+    lay = sl.x_layout(s, sp)
+    xp = np.zeros((s.batch, s.seq, s.d_model), np.int8)
+    xp[:, :x.shape[1]] = x
+    cmds, parts, at = [], [], 0
+    for b in range(s.batch):
+        blocks = [pack_x(xp[b, t * lay.rows:(t + 1) * lay.rows, sum(lay.slices[:j]):sum(lay.slices[:j + 1])])
+                  for j in range(len(lay.slices)) for t in range(s.seq // lay.rows)]
+        payload = b"".join(blk.astype(np.int8).tobytes() for blk in blocks)
+        head = streams.encode("result", tile_id=b, rows=s.seq, d=s.d_model)
+        cmds.append(mover_command(head, at, len(payload) // streams.BEAT_BYTES))
+        parts.append(payload)
+        at += len(payload)
+    return np.stack(cmds), np.frombuffer(b"".join(parts), np.uint8)
+
+
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:
     """:func:`top_plan`'s parameters."""
     return top_plan(s, sp, bank_beats).params
@@ -251,6 +280,40 @@ def weight_image(s: sl.SublayerShape, sp: sl.SublayerSplit) -> dict[tuple[str, i
                 out[(name, blk, j)] = (at, beats)
                 at += beats * BEAT_BYTES
     return out
+
+
+def weight_bytes(s: sl.SublayerShape, sp: sl.SublayerSplit, qkv: tuple[Any, Any, Any], o: tuple[Any, Any]) -> Any:
+    """The weight image's bytes (uint8, :func:`weight_image`'s layout) for a layer's projections: ``qkv`` the fused
+    Q/K/V projection's ``(w, bias, rq)`` (``w`` ``(qkv_cols, d_model)`` int8, ``bias`` int32 a channel, ``rq`` its
+    per-channel :class:`~vckattn.golden.requant.RequantRegisters`), ``o`` W_O's ``(w, bias)`` (``(d_model,
+    d_model)``, int32 Y out). Each buffer's payload is :meth:`~vckattn.hw.spec.gemm.GemmParams.w_payload` of its
+    block and K-slice: what the GEMM kernels take (the requantization folded by
+    :func:`~vckattn.golden.gemm_proj.fold_requant`, the biases checked by ``check_accumulator_range``)."""
+    import numpy as np
+
+    from vckattn.golden.gemm_proj import GROUP, check_accumulator_range, fold_requant
+    from vckattn.hw.spec.streams import BEAT_BYTES
+
+    image = weight_image(s, sp)
+    buf = np.zeros(max(off + BEAT_BYTES * n for off, n in image.values()), np.uint8)
+    for (name, tile, out_cols, bits), (w, bias, rq) in zip(
+            (("qkv", sp.qkv_tile, s.qkv_cols, 8), ("o", sp.o_tile, s.d_model, 32)), (qkv, (*o, None)), strict=True):
+        p = sl.gemm_params(tile, s.d_model, bits)
+        w, bias = np.asarray(w), np.asarray(bias, np.int64).reshape(-1)
+        if w.shape != (out_cols, s.d_model) or bias.shape != (out_cols,):
+            raise ValueError(f"{name}: weights ({out_cols}, {s.d_model}) and {out_cols} biases, got {w.shape} and "
+                             f"{bias.shape}")
+        check_accumulator_range(bias, p.k, out_cols)
+        mult, shift = fold_requant(rq, out_cols) if bits == 8 else (None, None)
+        for blk in range(out_cols // p.cols):
+            ch, g = slice(blk * p.cols, (blk + 1) * p.cols), slice(blk * p.cols // GROUP, (blk + 1) * p.cols // GROUP)
+            for j in range(p.kernels):
+                ks = slice(sum(p.slices[:j]), sum(p.slices[:j + 1]))
+                payload = p.w_payload(j, w[ch, ks], bias[ch], None if mult is None else mult[ch],
+                                      None if shift is None else shift[g])
+                off, _ = image[(name, blk, j)]
+                buf[off:off + len(payload)] = np.frombuffer(payload, np.uint8)
+    return buf
 
 
 def weight_list(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[tuple[WeightLoad, Any]]:

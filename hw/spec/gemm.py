@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from vckattn.golden.gemm_proj import GROUP  # output channels of one column block (one requantization group)
+import numpy as np
+
+from vckattn.golden.gemm_proj import (
+    GROUP,  # output channels of one column block (one requantization group)
+    pack_lanes,
+    pack_w,
+)
 from vckattn.hw.spec.streams import BEAT_BYTES  # header beat of every buffer (stream contract v3)
 
 #: bytes of a kernel's state between invocations (gemm_kernels.h GemmState: 8 int32 cascade words and 4 uint32,
@@ -127,6 +133,30 @@ class GemmParams:
     def w_buffer_bytes(self, j: int) -> int:
         """Bytes of kernel ``j``'s w buffer (gemm_kernels.h ``w_buffer_bytes``)."""
         return self.buffers(j)["w"]
+
+    def w_payload(self, j: int, w: np.ndarray, bias: np.ndarray, mult: np.ndarray | None = None,
+                  shift: np.ndarray | None = None) -> bytes:
+        """Kernel ``j``'s w buffer after its WSLICE header for one output block: golden's packed weights ``w``
+        ``(cols, kslice_of(j))`` int8 (:func:`~vckattn.golden.gemm_proj.pack_w`); kernel 0 also the block's
+        ``bias`` ``(cols,)`` int32 (:func:`~vckattn.golden.gemm_proj.pack_lanes`); the last kernel of a requantizing
+        cascade (``out_bits`` 8) also the requantization multipliers ``mult`` ``(cols,)`` and the shifts ``shift``
+        ``(cols / GROUP,)`` of the block (:func:`~vckattn.golden.gemm_proj.fold_requant`), the shifts padded to
+        :meth:`shift_bytes`. ``w_buffer_bytes(j) - 16`` bytes."""
+        w = np.asarray(w)
+        if w.shape != (self.cols, self.kslice_of(j)):
+            raise ValueError(f"kernel {j}'s weights are ({self.cols}, {self.kslice_of(j)}), got {w.shape}")
+        out = [pack_w(w).astype(np.int8).tobytes()]
+        if j == 0:
+            out.append(pack_lanes(np.asarray(bias, np.int64).reshape(-1)).tobytes())
+        if j == self.kernels - 1 and self.out_bits == 8:
+            if mult is None or shift is None:
+                raise ValueError("a requantizing cascade's last kernel takes the multipliers and shifts")
+            sh = np.zeros(self.shift_bytes() // 4, np.int32)
+            sh[:self.cols // GROUP] = shift
+            out += [pack_lanes(np.asarray(mult)).tobytes(), sh.tobytes()]
+        payload = b"".join(out)
+        assert len(payload) == self.w_buffer_bytes(j) - BEAT_BYTES
+        return payload
 
     def out_buffer_bytes(self) -> int:
         """Bytes of the last kernel's out buffer."""

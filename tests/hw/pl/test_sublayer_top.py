@@ -16,9 +16,11 @@ from vckattn.hw.design.pl_top import (
     launch_headers,
     qkv_records,
     top_plan,
+    weight_bytes,
     weight_image,
     weight_list,
     weight_loads,
+    x_list,
 )
 from vckattn.hw.perf import engine, sublayer
 from vckattn.hw.perf.sublayer import SublayerShape, SublayerSplit
@@ -173,6 +175,71 @@ def test_the_gemm_kernels_take_every_xtile_with_its_weights(family):
                     assert [d["tag"] for d in sent] == want, (stage, c, j)
                     checked += 1
     assert checked >= 2 * 2
+
+
+@pytest.mark.tool("g++", "hls4ml")
+def test_the_weight_image_is_what_the_gemm_kernels_compute_with():
+    """A layer's weight image (weight_bytes), each load's WSLICE header (weight_list) on its payload from the image,
+    through the GEMM cascades in C-simulation: the Q/K/V cascade's requantized int8 and the W_O cascade's int32 Y are
+    golden's, for every output block."""
+    from vckattn.golden.quant_attention import QuantLinear
+    from vckattn.golden.requant import requant_registers, requantize
+    from vckattn.hw.spec.streams import BEAT_BYTES
+    from vckattn.sim.gemm_csim import gemm_buffers, run_gemm
+
+    s, sp = DECODER, DECODER_SPLIT
+    rng = np.random.default_rng(11)
+    d = s.d_model
+    x = rng.integers(-128, 128, (2 * sp.qkv_tile[0] + 3, d)).astype(np.int8)
+    wq, bq = rng.integers(-128, 128, (s.qkv_cols, d)).astype(np.int8), rng.integers(-5000, 5000, s.qkv_cols)
+    rq = requant_registers(2.0 ** rng.uniform(-13, -10, s.qkv_cols))
+    wo, bo = rng.integers(-128, 128, (d, d)).astype(np.int8), rng.integers(-5000, 5000, d)
+    image = weight_bytes(s, sp, (wq, bq, rq), (wo, bo))
+    offsets = weight_image(s, sp)
+    assert len(image) == max(o + BEAT_BYTES * n for o, n in offsets.values())
+    for name, tile, (w, b, r), bits in (("qkv", sp.qkv_tile, (wq, bq, rq), 8), ("o", sp.o_tile, (wo, bo, None), 32)):
+        p = sublayer.gemm_params(tile, d, bits)
+        xs, ws, t = gemm_buffers(p, x, w, b, r)
+        ours = []
+        for j in range(p.kernels):  # golden's own headers, each block's payload from the image
+            size = p.w_buffer_bytes(j)
+            heads = [ws[j][i * size:i * size + BEAT_BYTES] for i in range(len(ws[j]) // size)]
+            ours.append(b"".join(h + image[o:o + BEAT_BYTES * n].tobytes()
+                                 for blk, h in enumerate(heads) for o, n in [offsets[(name, blk, j)]]))
+            assert ours[j] == ws[j]
+        res = run_gemm(p, x, w, b, r, buffers=(xs, ours, t))
+        acc = QuantLinear(w, np.ones(len(b)), b).acc(x)
+        want = acc if r is None else requantize(acc, r)
+        assert res.ok and np.array_equal(res.out.astype(np.int64), want)
+
+
+@pytest.mark.tool("g++", "hls4ml")
+def test_the_x_movers_list_puts_every_token_where_the_x_buffer_holds_it():
+    """X of a launch (shorter than the build's sequences: zero padded) through the list mover in C-simulation
+    (x_list): a packet a sequence, its RESULT header naming it; its beats, written where the X writer puts them
+    (region by region from the sequence's slot), are each token's 16 features at SliceLayout.beat."""
+    from vckattn.hw.spec import streams
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
+
+    s, sp = DECODER, DECODER_SPLIT
+    lay = sublayer.x_layout(s, sp)
+    x = np.random.default_rng(4).integers(-128, 128, (s.batch, s.seq - 5, s.d_model)).astype(np.int8)
+    data, last, sent = mm2s_list(*x_list(s, sp, x))
+    assert sent == s.batch and last.sum() == s.batch
+    ends = np.flatnonzero(last)
+    xp = np.zeros((s.batch, s.seq, s.d_model), np.int8)
+    xp[:, :x.shape[1]] = x
+    for b, (a, z) in enumerate(zip([0, *(ends[:-1] + 1)], ends, strict=True)):
+        assert streams.decode("result", data[a])["tile_id"] == b
+        payload, image = data[a + 1:z + 1], {}
+        for j, k in enumerate(lay.slices):  # the X writer's addresses (hw/pl/x_writer.py)
+            n = s.seq * k // 16
+            base = lay.region_first(j) + (b % lay.slots) * n
+            image.update({base + i: payload[sum(s.seq * kk // 16 for kk in lay.slices[:j]) + i] for i in range(n)})
+        assert len(image) == len(payload)
+        for t in range(s.seq):
+            for f in range(0, s.d_model, 16):
+                assert image[lay.beat(b, t, f)].view(np.int8).tolist() == xp[b, t, f:f + 16].tolist(), (b, t, f)
 
 
 def test_what_the_top_does_not_build_is_refused():
