@@ -2,30 +2,31 @@
 ``tests/hw/pl/test_sublayer_top.py``): a launch through a sublayer's PL top, an encoder's or a decoder's, the AIE
 graph's side played by the testbench.
 
-The plan comes from ``VCKATTN_TB_SUBLAYER_TOP`` (JSON, made by the test from the performance model's split,
-``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``, ``a``; a
-decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in their
-order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block, sequence)
-units); ``readers`` (how many of each kind), ``runs`` (every reader's runs, in the descriptor router's order) and
-``headers`` (the header beat of each run, ``hw/design/pl_top.py: launch_headers``);
-``o_rows``, ``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's
-name and slots), ``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
+The plan comes from the file ``VCKATTN_TB_SUBLAYER_TOP`` names (JSON, made by the test from the performance model's
+split, ``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``,
+``a``; a decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in
+their order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block,
+sequence) units); ``readers`` (how many of each kind), ``runs`` (every reader's runs, in the descriptor router's order)
+and ``headers`` (the header beat of each run, ``hw/design/pl_top.py: launch_headers``); ``o_rows``, ``o_cols``,
+``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's name and slots),
+``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
 
-The testbench programs every residual unit through the top's one AXI4-Lite port (its window) with random per-channel
-``rq_y`` and a random ``rq_x`` (a decoder's RoPE units with tables of random angles, its site units with a typical BHyT
-site A: λ 2, κ 10, random-sign γ), reads the status window's ID, then sends, all at once and each with random pauses: X
-of every sequence to the X mover's input; every reader's descriptors, routed, sequence by sequence, to the descriptor
-input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a PLIO's cascades interleaved); random A
-records of every pipeline's groups; random W_O records (int32) of every W_O cascade's units, row tile by row tile; the
-weight mover's stream for the launch's weight list (``weights``: per load its w stream and its two list mover commands,
-``hw/design/pl_top.py: weight_list``) on a random weight image of ``image_bytes``. Every output must send exactly what
-golden gives: the x readers golden's ``pack_x`` of X (a decoder's: of U, golden's ``bhyt_site_int`` of X with each
-token's ``Σ x²``, which its site units wrote from their site readers' runs of X, each run's SITE header naming its
-tokens), the Q/K/V readers golden's packed Q tiles and key slices (a decoder's Q and K rotated by golden's ``rope_int``
-at their tokens' positions), the A readers ``pack_x`` of A, each w output its loads' WSLICE header and block in order,
-and each R output, for each of its cascade's records, the header with ``elem_bits`` 8 and golden's ``residual_add_int``
-of the record's Y and the X the X mover sent (the rows the top's residual readers take from the X buffer). Every slot
-ends empty and no error flag is set (the status registers, read through the register port).
+The testbench programs the units through the top's one AXI4-Lite port with the host's writes (``register_writes``,
+``hw/design/pl_top.py``) of the test's random constants (``residual``: per-channel ``rq_y`` and ``rq_x``; a decoder's
+``rope_tables`` of random angles and ``site``, a typical BHyT site A), reads the status window's ID, then sends, all at
+once and each with random pauses: X of every sequence to the X mover's input; every reader's descriptors, routed,
+sequence by sequence, to the descriptor input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a
+PLIO's cascades interleaved); random A records of every pipeline's groups; random W_O records (int32) of every W_O
+cascade's units, row tile by row tile; the weight mover's stream for the launch's weight list (``weights``: per load its
+w stream and its two list mover commands, ``hw/design/pl_top.py: weight_list``) on a random weight image of
+``image_bytes``. Every output must send exactly what golden gives: the x readers golden's ``pack_x`` of X (a decoder's:
+of U, golden's ``bhyt_site_int`` of X with each token's ``Σ x²``, which its site units wrote from their site readers'
+runs of X, each run's SITE header naming its tokens), the Q/K/V readers golden's packed Q tiles and key slices (a
+decoder's Q and K rotated by golden's ``rope_int`` at their tokens' positions), the A readers ``pack_x`` of A, each w
+output its loads' WSLICE header and block in order, and each R output, for each of its cascade's records, the header
+with ``elem_bits`` 8 and golden's ``residual_add_int`` of the record's Y and the X the X mover sent (the rows the top's
+residual readers take from the X buffer). Every slot ends empty and no error flag is set (the status registers, read
+through the register port).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ import json
 import logging
 import os
 import random
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -41,17 +43,10 @@ from cocotb.handle import SimHandleBase
 from cocotb.triggers import ClockCycles, Combine
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiStreamSink, AxiStreamSource
 
-from vckattn.golden.bhyt_int import (
-    bhyt_exact_regmap,
-    bhyt_register_values,
-    bhyt_site_int,
-    bhyt_site_registers,
-    gamma_values,
-    sum_of_squares,
-)
+from vckattn.golden.bhyt_int import BHyTSiteRegisters, bhyt_site_int, sum_of_squares
 from vckattn.golden.gemm_proj import pack_x
 from vckattn.golden.requant import RequantRegisters
-from vckattn.golden.rope_int import rope_int, rope_regmap, rope_table_banks
+from vckattn.golden.rope_int import rope_int
 from vckattn.golden.sublayer import (
     SUBLAYER_TOP_ID,
     ResidualRegisters,
@@ -67,7 +62,6 @@ from vckattn.sim.kernel_tb import start
 from vckattn.sim.path_tb import BEAT, frame, interleave, paused_sink, paused_source
 from vckattn.sim.tb_residual import random_x, random_y
 from vckattn.sim.tb_retiler import expected_image
-from vckattn.sim.tb_rope_records import random_angle_tables
 
 
 def _beats(raw: bytes) -> list[int]:
@@ -80,7 +74,7 @@ def _slice_layout(d: dict) -> SliceLayout:
 
 @cocotb.test(timeout_time=2000, timeout_unit="ms")
 async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
-    plan = json.loads(os.environ["VCKATTN_TB_SUBLAYER_TOP"])
+    plan = json.loads(Path(os.environ["VCKATTN_TB_SUBLAYER_TOP"]).read_text())
     batch, heads, hd, q_rows = plan["batch"], plan["heads"], plan["head_dim"], plan["q_rows"]
     xl, al, ql = _slice_layout(plan["x"]), _slice_layout(plan["a"]), QkvLayout(**plan["qkv"])
     n = plan["readers"]
@@ -104,36 +98,18 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
     st = sublayer_top_regmap(n["residual"], [tuple(b) for b in plan["buffers"]])
     assert int.from_bytes(await axil.read(st.offset("ID"), 4), "little") == SUBLAYER_TOP_ID
     window = {name: w for w, name in enumerate(plan["windows"])}
+    for offset, word in plan["register_writes"]:  # the host's writes (hw/design/pl_top.py: register_writes)
+        await axil.write_dword(offset, word)
     rm = residual_regmap(4, plan["max_d"])
-    y_mult = rng.integers(1 << 14, 1 << 17, size=d_model)
-    y_shift = rng.integers(20, 28, size=d_model)
-    x_mult, x_shift = int(rng.integers(1 << 16, 1 << 17)), int(rng.integers(10, 20))
-    for i in range(n["residual"]):
-        base = window[f"r{i}"] << sub
-        for name, v in (("x_mult", x_mult), ("x_shift", x_shift)):
-            await axil.write_dword(base + rm.offset(name), rm.word(name, v))
-        for name, table in (("y_mult", y_mult), ("y_shift", y_shift)):
-            for k, v in enumerate(table):
-                await axil.write_dword(base + rm.offset(name) + 4 * k, rm.word(name, int(v)))
     assert int.from_bytes(await axil.read(window[f"r{n['residual'] - 1}"] << sub, 4), "little") == rm.ident
+    res = plan["residual"]
+    y_mult, y_shift = np.asarray(res["y_mult"], np.int64), np.asarray(res["y_shift"], np.int64)
+    x_mult, x_shift = res["x_mult"], res["x_shift"]
     decoder = "site" in n
-    if decoder:  # the RoPE units' tables, the site units' registers and γ, each through its window
+    if decoder:  # the constants the RoPE and site units were programmed with
         rope = plan["rope"]
-        cos, sin = random_angle_tables(rng, rope["max_seq"], hd)
-        ro = rope_regmap(rope["lanes"], hd, rope["max_seq"])
-        banks = rope_table_banks(cos, sin, rope["lanes"], hd, rope["max_seq"])
-        bh = bhyt_exact_regmap(16, plan["max_d"])
-        site = bhyt_site_registers(2.0, 10.0, rng.uniform(0.25, 1.75, d_model) * rng.choice([-1.0, 1.0], d_model),
-                                   d_model, 0.05, 0.05)
-        for name in (w for w in plan["windows"] if w.startswith("rope")):
-            for table, entries in banks.items():
-                for k, v in enumerate(entries):
-                    await axil.write_dword((window[name] << sub) + ro.offset(table) + 4 * k, ro.word(table, v))
-        for name in (w for w in plan["windows"] if w.startswith("site")):
-            for reg, v in bhyt_register_values(site).items():
-                await axil.write_dword((window[name] << sub) + bh.offset(reg), bh.word(reg, int(v)))
-            for k, v in enumerate(gamma_values(site)):
-                await axil.write_dword((window[name] << sub) + bh.offset("gamma") + 4 * k, bh.word("gamma", int(v)))
+        cos, sin = (np.asarray(t, np.int16) for t in plan["rope_tables"])
+        site = BHyTSiteRegisters(**{**plan["site"], "gamma": np.asarray(plan["site"]["gamma"], np.int64)})
 
     # ---- the launch's data: X, Q/K/V, A, Y, weights
     x = random_x(rng, batch * xl.max_seq * d_model).reshape(batch, xl.max_seq, d_model).astype(np.int8)

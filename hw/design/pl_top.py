@@ -22,8 +22,8 @@ from vckattn.hw.spec import streams
 from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import Run, reader_headers
 
-__all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "top_params", "top_plan",
-           "top_problem", "weight_bytes", "weight_image", "weight_list", "weight_loads", "x_list"]
+__all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "register_writes", "top_params",
+           "top_plan", "top_problem", "weight_bytes", "weight_image", "weight_list", "weight_loads", "x_list"]
 
 
 class TopError(ValueError):
@@ -198,6 +198,39 @@ def x_list(s: sl.SublayerShape, sp: sl.SublayerSplit, x: Any) -> tuple[Any, Any]
         parts.append(payload)
         at += len(payload)
     return np.stack(cmds), np.frombuffer(b"".join(parts), np.uint8)
+
+
+def register_writes(p: TopParams, d_model: int, residual: Any, rope: tuple[Any, Any] | None = None,
+                    site: Any = None) -> list[tuple[int, int]]:
+    """The AXI4-Lite writes that program the top's units for a layer, ``(byte offset, 32-bit word)`` in window order
+    (:func:`~vckattn.hw.pl.sublayer_top.top_regmaps`): every residual unit its ``d_model`` channels of ``residual``
+    (:class:`~vckattn.golden.sublayer.ResidualRegisters`: :func:`~vckattn.golden.sublayer.residual_register_values`),
+    a decoder's RoPE units the int16 tables ``rope`` ``(c, s)`` of ``(positions, head_dim)``
+    (:func:`~vckattn.golden.rope_int.rope_table_banks`; ``pos_base`` 0), its site units ``site``
+    (:class:`~vckattn.golden.bhyt_int.BHyTSiteRegisters`: its registers and γ). A value that does not fit its
+    register is a ValueError naming it (:meth:`~vckattn.golden.regmap.RegisterMap.writes`)."""
+    from vckattn.golden.bhyt_int import bhyt_register_values, gamma_values
+    from vckattn.golden.rope_int import rope_table_banks
+    from vckattn.golden.sublayer import residual_register_values
+    from vckattn.hw.pl.sublayer_top import top_regmaps
+
+    wins, sub = top_regmaps(p)
+    if p.decoder and (rope is None or site is None):
+        raise ValueError("a decoder's top takes its RoPE tables and its site A constants")
+    out: list[tuple[int, int]] = []
+    for w, (name, rm) in enumerate(wins):
+        kind = name.rstrip("0123456789")
+        if kind == "status":
+            continue
+        if kind == "r":
+            values = residual_register_values(residual, d_model, p.max_d)
+        elif kind == "rope":
+            values = {**rope_table_banks(rope[0], rope[1], p.rope_lanes, p.head_dim, p.rope_max_seq),
+                      "pos_base": 0}  # a record's rows at their own positions (hw/pl/rope_records.py)
+        else:
+            values = {**bhyt_register_values(site), "gamma": gamma_values(site)}
+        out += [((w << sub) + wr.offset, wr.word) for wr in rm.writes(values)]
+    return out
 
 
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:

@@ -15,6 +15,7 @@ from vckattn.hw.design.pl_top import (
     TopError,
     launch_headers,
     qkv_records,
+    register_writes,
     top_plan,
     weight_bytes,
     weight_image,
@@ -42,6 +43,31 @@ DECODER = SublayerShape(batch=6, seq=32, heads=2, head_dim=32, kv_heads=1, famil
 DECODER_SPLIT = dataclasses.replace(SPLIT, qkv_tile=(8, 32, 32))
 
 
+def unit_registers(s: SublayerShape, p: object) -> tuple[dict, list]:
+    """Random constants of the top's units, as JSON for the testbench (which computes golden's outputs with them),
+    and the writes that program them (register_writes): the residual units' per-channel rq_y and rq_x; a decoder's
+    RoPE tables of random angles and a typical BHyT site A (λ 2, κ 10, random-sign γ)."""
+    from vckattn.golden.bhyt_int import bhyt_site_registers
+    from vckattn.golden.requant import RequantRegisters
+    from vckattn.golden.sublayer import ResidualRegisters
+    from vckattn.sim.tb_rope_records import random_angle_tables
+
+    rng = np.random.default_rng(2026)
+    d = s.d_model
+    res = {"y_mult": rng.integers(1 << 14, 1 << 17, size=d).tolist(), "y_shift": rng.integers(20, 28, size=d).tolist(),
+           "x_mult": int(rng.integers(1 << 16, 1 << 17)), "x_shift": int(rng.integers(10, 20))}
+    residual = ResidualRegisters(RequantRegisters(np.asarray(res["y_mult"]), np.asarray(res["y_shift"])),
+                                 RequantRegisters(np.int64(res["x_mult"]), np.int64(res["x_shift"])), 1.0)
+    out: dict = {"residual": res}
+    rope = site = None
+    if s.decoder:
+        rope = random_angle_tables(rng, p.rope_max_seq, s.head_dim)
+        site = bhyt_site_registers(2.0, 10.0, rng.uniform(0.25, 1.75, d) * rng.choice([-1.0, 1.0], d), d, 0.05, 0.05)
+        out["rope_tables"] = [t.tolist() for t in rope]
+        out["site"] = {**site.scalars(), "gamma": np.asarray(site.gamma).tolist(), "s_out": site.s_out}
+    return out, [list(w) for w in register_writes(p, d, residual, rope, site)]
+
+
 def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     tp = top_plan(s, sp, BANK_BEATS, max_d=s.d_model)
     p = tp.params
@@ -52,7 +78,9 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     top = tp.top()
     w_stream = [[int(w.stream), [cmd.tobytes().hex() for cmd in cmds]] for w, cmds in weight_list(s, sp)]
     image_bytes = max(o + 16 * n for o, n in weight_image(s, sp).values())
-    return top, {"batch": s.batch, "heads": s.heads, "head_dim": s.head_dim, "q_rows": sp.q_rows,
+    regs, writes = unit_registers(s, p)
+    return top, {**regs, "register_writes": writes, "batch": s.batch, "heads": s.heads, "head_dim": s.head_dim,
+                 "q_rows": sp.q_rows,
                  "x": dataclasses.asdict(p.x_layout), "a": dataclasses.asdict(p.a_layout),
                  "qkv": dataclasses.asdict(p.qkv_layout), "qkv_rows": rows, "qkv_cols": cols,
                  "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
@@ -254,9 +282,10 @@ def test_what_the_top_does_not_build_is_refused():
 @pytest.mark.sim
 @pytest.mark.tool("verilator")
 @pytest.mark.parametrize("family", ["encoder", "decoder"])
-def test_a_launch_through_the_top(family):
+def test_a_launch_through_the_top(family, tmp_path):
     top, p = plan(SHAPE, SPLIT) if family == "encoder" else plan(DECODER, DECODER_SPLIT)
     name = "sublayer_top_small" if family == "encoder" else "sublayer_top_decoder_small"
+    (tmp_path / "plan.json").write_text(json.dumps(p))  # too long for an environment variable
     res = run_cocotb(name, [generate_verilog(top, name)], TB, testcase="test_a_launch_through_the_top",
-                     extra_env={"VCKATTN_TB_SUBLAYER_TOP": json.dumps(p)})
+                     extra_env={"VCKATTN_TB_SUBLAYER_TOP": str(tmp_path / "plan.json")})
     assert [t.name for t in res.passed] == ["test_a_launch_through_the_top"], res.tests
