@@ -22,8 +22,9 @@ from vckattn.hw.spec import streams
 from vckattn.hw.spec.descriptors import descriptor_depths
 from vckattn.hw.spec.qkv_buffer import Run, reader_headers
 
-__all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "register_writes", "top_params",
-           "top_plan", "top_problem", "weight_bytes", "weight_image", "weight_list", "weight_loads", "x_list"]
+__all__ = ["TopError", "TopPlan", "WeightLoad", "launch_headers", "qkv_records", "r_writer_args", "register_writes",
+           "top_params", "top_plan", "top_problem", "weight_bytes", "weight_image", "weight_list", "weight_loads",
+           "x_list"]
 
 
 class TopError(ValueError):
@@ -231,6 +232,19 @@ def register_writes(p: TopParams, d_model: int, residual: Any, rope: tuple[Any, 
             values = {**bhyt_register_values(site), "gamma": gamma_values(site)}
         out += [((w << sub) + wr.offset, wr.word) for wr in rm.writes(values)]
     return out
+
+
+def r_writer_args(s: sl.SublayerShape, sp: sl.SublayerSplit) -> list[dict[str, int]]:
+    """Each R writer's scalar arguments for a launch (``hw/hls/s2mm_records.cpp``), one a residual path in the top's
+    order: its cascade's records (units × row tiles), their ``tile_rows`` × ``cols``, the launch's ``row_tiles``
+    (a record's tile id is its row tile of the launch), R's ``d_model`` channels and ``n_tokens`` (``batch · seq``:
+    the host keeps each sequence's first tokens). Every writer writes into the one R buffer, its records' rows and
+    channels."""
+    rows, cols = sp.o_tile[:2]
+    tiles = s.seq // rows
+    units = [u for u in sl.deal_projection(s.d_model // cols, s.batch, sp.n_o) if u]
+    return [{"n_records": len(u) * tiles, "tile_rows": rows, "cols": cols, "row_tiles": s.batch * tiles,
+             "d_model": s.d_model, "n_tokens": s.batch * s.seq} for u in units]
 
 
 def top_params(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.BANK_BEATS) -> TopParams:

@@ -15,6 +15,7 @@ from vckattn.hw.design.pl_top import (
     TopError,
     launch_headers,
     qkv_records,
+    r_writer_args,
     register_writes,
     top_plan,
     weight_bytes,
@@ -268,6 +269,36 @@ def test_the_x_movers_list_puts_every_token_where_the_x_buffer_holds_it():
         for t in range(s.seq):
             for f in range(0, s.d_model, 16):
                 assert image[lay.beat(b, t, f)].view(np.int8).tolist() == xp[b, t, f:f + 16].tolist(), (b, t, f)
+
+
+@pytest.mark.tool("g++", "hls4ml")
+def test_the_r_writers_put_every_residual_row_in_r_once():
+    """Each R writer (C-simulation) with its arguments (r_writer_args) on its residual path's records, as the top sends
+    them (a header with elem_bits 8, then the record's rows of R): together they write every token and channel of R
+    once, each where its record's tile id and column block say; none refuses a record or leaves a beat."""
+    from vckattn.hw.spec import streams
+    from vckattn.sim.sublayer_movers_csim import s2mm_records
+
+    s, sp = SHAPE, SPLIT
+    rows, cols = sp.o_tile[:2]
+    tiles = s.seq // rows
+    r = np.random.default_rng(8).integers(-128, 128, (s.batch * s.seq, s.d_model)).astype(np.int8)
+    r[r.view(np.uint8) == 0xA5] = 0  # the C-simulation's mark of a byte never written
+    units = [u for u in sublayer.deal_projection(s.d_model // cols, s.batch, sp.n_o) if u]
+    args = r_writer_args(s, sp)
+    assert len(args) == len(units) == sublayer.residual_paths(s, sp)
+    written = np.zeros(r.shape, np.int64)
+    for us, a in zip(units, args, strict=True):
+        records = b"".join(streams.encode("gresult", tile_id=b * tiles + t, rows=rows, col_block=blk, elem_bits=8,
+                                          cols=cols).tobytes()
+                           + r[(b * tiles + t) * rows:(b * tiles + t + 1) * rows, blk * cols:(blk + 1) * cols].tobytes()
+                           for blk, b in us for t in range(tiles))
+        out, status, left = s2mm_records(np.frombuffer(records, np.uint8), **a)
+        assert status == 0 and left == 0
+        mine = out.view(np.uint8) != 0xA5
+        assert np.array_equal(out[mine], r[mine])
+        written += mine
+    assert (written == 1).all()
 
 
 def test_what_the_top_does_not_build_is_refused():
