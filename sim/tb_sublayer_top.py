@@ -4,29 +4,30 @@ graph's side played by the testbench.
 
 The plan comes from the file ``VCKATTN_TB_SUBLAYER_TOP`` names (JSON, made by the test from the performance model's
 split, ``hw/design/pl_top.py``): ``batch``, ``heads``, ``head_dim``, ``q_rows``; the three layouts (``x``, ``qkv``,
-``a``; a decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]`` in
-their order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block,
-sequence) units); ``readers`` (how many of each kind), ``runs`` (every reader's runs, in the descriptor router's order)
-and ``headers`` (the header beat of each run, ``hw/design/pl_top.py: launch_headers``); ``o_rows``, ``o_cols``,
-``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's name and slots),
-``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
+``a``; a decoder's ``u``); ``qkv_writers`` (per re-tiler, its cascades' records ``[sequence, row tile, col_block]``
+in their order), ``a_writers`` (per pipeline its groups ``b · heads + h``), ``o_units`` (per W_O cascade its (block,
+sequence) units); ``readers`` (how many of each kind), ``runs`` (every reader's runs, in the descriptor router's
+order) and ``headers`` (the header beat of each run, ``hw/design/pl_top.py: launch_headers``); ``o_rows``,
+``o_cols``, ``w_streams``, ``sub_width`` (the register windows' address bits), ``buffers`` (each buffer's name and
+slots), ``windows`` (the register windows' names); a decoder's ``rope`` (``rotated``, ``lanes``, ``max_seq``).
 
 The testbench programs the units through the top's one AXI4-Lite port with the host's writes (``register_writes``,
 ``hw/design/pl_top.py``) of the test's random constants (``residual``: per-channel ``rq_y`` and ``rq_x``; a decoder's
-``rope_tables`` of random angles and ``site``, a typical BHyT site A), reads the status window's ID, then sends, all at
-once and each with random pauses: X of every sequence to the X mover's input; every reader's descriptors, routed,
-sequence by sequence, to the descriptor input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a
-PLIO's cascades interleaved); random A records of every pipeline's groups; random W_O records (int32) of every W_O
-cascade's units, row tile by row tile; the weight mover's stream for the launch's weight list (``weights``: per load its
-w stream and its two list mover commands, ``hw/design/pl_top.py: weight_list``) on a random weight image of
-``image_bytes``. Every output must send exactly what golden gives: the x readers golden's ``pack_x`` of X (a decoder's:
-of U, golden's ``bhyt_site_int`` of X with each token's ``Σ x²``, which its site units wrote from their site readers'
-runs of X, each run's SITE header naming its tokens), the Q/K/V readers golden's packed Q tiles and key slices (a
-decoder's Q and K rotated by golden's ``rope_int`` at their tokens' positions), the A readers ``pack_x`` of A, each w
-output its loads' WSLICE header and block in order, and each R output, for each of its cascade's records, the header
-with ``elem_bits`` 8 and golden's ``residual_add_int`` of the record's Y and the X the X mover sent (the rows the top's
-residual readers take from the X buffer). Every slot ends empty and no error flag is set (the status registers, read
-through the register port).
+``rope_tables`` of random angles and ``site``, a typical BHyT site A), reads the status window's ID, then sends, all
+at once and each with random pauses: the X mover's stream (``x_stream``: the host's X list, ``x_list``, of the test's
+X ``x_data``, through the list mover in C-simulation) to the X input; the descriptor mover's (``desc_stream``: every
+reader's descriptors with their ``headers``, routed, sequence by sequence, through the list mover) to the descriptor
+input; random Q/K/V records on the Q/K/V inputs (each cascade's in its order, a PLIO's cascades interleaved); random
+A records of every pipeline's groups; random W_O records (int32) of every W_O cascade's units, row tile by row tile;
+the weight mover's stream for the launch's weight list (``weights``: per load its w stream and its two list mover
+commands, ``hw/design/pl_top.py: weight_list``) on a random weight image of ``image_bytes``. Every output must send
+exactly what golden gives: the x readers golden's ``pack_x`` of X (a decoder's: of U, golden's ``bhyt_site_int`` of X
+with each token's ``Σ x²``, which its site units wrote from their site readers' runs of X, each run's SITE header
+naming its tokens), the Q/K/V readers golden's packed Q tiles and key slices (a decoder's Q and K rotated by golden's
+``rope_int`` at their tokens' positions), the A readers ``pack_x`` of A, each w output its loads' WSLICE header and
+block in order, and each R output, for each of its cascade's records, the header with ``elem_bits`` 8 and golden's
+``residual_add_int`` of the record's Y and the X the X mover sent (the rows the top's residual readers take from the
+X buffer). Every slot ends empty and no error flag is set (the status registers, read through the register port).
 """
 
 from __future__ import annotations
@@ -55,12 +56,11 @@ from vckattn.golden.sublayer import (
     sublayer_top_regmap,
 )
 from vckattn.hw.spec import streams
-from vckattn.hw.spec.descriptors import routed_descriptors
 from vckattn.hw.spec.qkv_buffer import QkvLayout, Run
 from vckattn.hw.spec.slice_buffer import SliceLayout
 from vckattn.sim.kernel_tb import start
 from vckattn.sim.path_tb import BEAT, frame, interleave, paused_sink, paused_source
-from vckattn.sim.tb_residual import random_x, random_y
+from vckattn.sim.tb_residual import random_y
 from vckattn.sim.tb_retiler import expected_image
 
 
@@ -112,7 +112,7 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
         site = BHyTSiteRegisters(**{**plan["site"], "gamma": np.asarray(plan["site"]["gamma"], np.int64)})
 
     # ---- the launch's data: X, Q/K/V, A, Y, weights
-    x = random_x(rng, batch * xl.max_seq * d_model).reshape(batch, xl.max_seq, d_model).astype(np.int8)
+    x = np.asarray(plan["x_data"], np.int8)  # the launch's X, as the X mover's list carries it
     qkv = rng.integers(-128, 128, size=(batch, ql.max_seq, ql.qkv_cols)).astype(np.int8)
     a = rng.integers(-128, 128, size=(batch, al.max_seq, d_model)).astype(np.int8)
     o_units = [[tuple(u) for u in us] for us in plan["o_units"]]
@@ -132,15 +132,11 @@ async def test_a_launch_through_the_top(dut: SimHandleBase) -> None:
     rr = [sink(f"m_axis_r{i}") for i in range(n["residual"])]
     wr = [sink(f"m_axis_w{i}") for i in range(plan["w_streams"])]
 
-    for b in range(batch):  # X as the host lays it out: each sequence's pack_x blocks, K-slice by K-slice
-        blocks = [pack_x(x[b, t * xl.rows:(t + 1) * xl.rows, sum(xl.slices[:j]):sum(xl.slices[:j + 1])])
-                  for j in range(len(xl.slices)) for t in range(xl.max_seq // xl.rows)]
-        head = streams.encode("result", tile_id=b, rows=xl.max_seq, d=xl.features).tobytes()
-        await x_src.send(frame(head + b"".join(blk.tobytes() for blk in blocks)))
-
-    headers = [[bytes.fromhex(h) for h in hh] for hh in plan["headers"]]  # the launch's own header beats
-    for packet in routed_descriptors([list(zip(rr_, hh, strict=True)) for rr_, hh in zip(runs, headers, strict=True)]):
-        await desc_src.send(frame(packet))
+    for packet in plan["x_stream"]:  # the X mover's and the descriptor mover's streams for the host's lists
+        await x_src.send(frame(b"".join(bytes.fromhex(beat) for beat in packet)))
+    headers = [[bytes.fromhex(h) for h in hh] for hh in plan["headers"]]
+    for packet in plan["desc_stream"]:
+        await desc_src.send(frame(b"".join(bytes.fromhex(beat) for beat in packet)))
 
     tiles_q = ql.max_seq // plan["qkv_rows"]
     qrows, qcols = plan["qkv_rows"], plan["qkv_cols"]

@@ -69,6 +69,28 @@ def unit_registers(s: SublayerShape, p: object) -> tuple[dict, list]:
     return out, [list(w) for w in register_writes(p, d, residual, rope, site)]
 
 
+def mover_streams(s: SublayerShape, sp: SublayerSplit, tp: object) -> dict:
+    """A launch's X (random int8, its extremes among it) and the streams the X and descriptor movers send for it:
+    the host's lists (x_list; the routed descriptors of every run with its header beat, launch_headers) through the
+    list mover in C-simulation, each packet (to TLAST) a list of hex beats."""
+    from vckattn.hw.spec.descriptors import mover_list, routed_descriptors
+    from vckattn.sim.sublayer_movers_csim import mm2s_list
+    from vckattn.sim.tb_residual import random_x
+
+    def packets(cmds: np.ndarray, src: np.ndarray) -> list[list[str]]:
+        data, last, sent = mm2s_list(cmds, src)
+        assert sent == len(cmds)
+        ends = np.flatnonzero(last)
+        starts = [0, *(ends[:-1] + 1)]
+        return [[beat.tobytes().hex() for beat in data[a:z + 1]] for a, z in zip(starts, ends, strict=True)]
+
+    x = random_x(np.random.default_rng(5), s.batch * s.seq * s.d_model).reshape(s.batch, s.seq, s.d_model)
+    heads = launch_headers(s, sp, tp, [s.seq] * s.batch)
+    desc = routed_descriptors([list(zip(rr, hh, strict=True)) for rr, hh in zip(tp.runs, heads, strict=True)])
+    return {"x_data": x.tolist(), "x_stream": packets(*x_list(s, sp, x)), "desc_stream": packets(*mover_list(desc)),
+            "headers": [[h.hex() for h in hh] for hh in heads]}
+
+
 def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     tp = top_plan(s, sp, BANK_BEATS, max_d=s.d_model)
     p = tp.params
@@ -80,13 +102,13 @@ def plan(s: SublayerShape, sp: SublayerSplit) -> tuple[object, dict]:
     w_stream = [[int(w.stream), [cmd.tobytes().hex() for cmd in cmds]] for w, cmds in weight_list(s, sp)]
     image_bytes = max(o + 16 * n for o, n in weight_image(s, sp).values())
     regs, writes = unit_registers(s, p)
-    return top, {**regs, "register_writes": writes, "batch": s.batch, "heads": s.heads, "head_dim": s.head_dim,
+    return top, {**regs, **mover_streams(s, sp, tp), "register_writes": writes, "batch": s.batch, "heads": s.heads,
+                 "head_dim": s.head_dim,
                  "q_rows": sp.q_rows,
                  "x": dataclasses.asdict(p.x_layout), "a": dataclasses.asdict(p.a_layout),
                  "qkv": dataclasses.asdict(p.qkv_layout), "qkv_rows": rows, "qkv_cols": cols,
                  "qkv_writers": qkv_writers, "a_writers": engine.deal(g.groups, sp.n_att), "o_units": o_units,
                  "readers": p.readers, "runs": [[dataclasses.asdict(r) for r in rr] for rr in tp.runs],
-                 "headers": [[h.hex() for h in hh] for hh in launch_headers(s, sp, tp, [s.seq] * s.batch)],
                  "o_rows": p.o_rows, "o_cols": p.o_cols, "w_streams": p.w_streams, "max_d": p.max_d,
                  "sub_width": top.decoder.sub_width, "buffers": [list(b) for b in p.buffers],
                  "windows": [name for name, _ in top_regmaps(p)[0]], "weights": w_stream, "image_bytes": image_bytes,
@@ -311,7 +333,7 @@ def test_what_the_top_does_not_build_is_refused():
 
 
 @pytest.mark.sim
-@pytest.mark.tool("verilator")
+@pytest.mark.tool("verilator", "g++", "hls4ml")
 @pytest.mark.parametrize("family", ["encoder", "decoder"])
 def test_a_launch_through_the_top(family, tmp_path):
     top, p = plan(SHAPE, SPLIT) if family == "encoder" else plan(DECODER, DECODER_SPLIT)
