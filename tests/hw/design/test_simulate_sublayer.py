@@ -132,7 +132,8 @@ def test_the_docs_quote_the_built_sublayers_figure():
     assert report.current_block(text, report.SUB_BEGIN, report.SUB_END) == block, (
         "docs/performance.md's sublayer block is stale: run `make regen "
         "docs/performance.md`")
-    assert "reports the whole encoder sublayer" in block and "A decoder is refused" in block
+    assert "reports the whole encoder sublayer" in block and "`vck5000_sublayer_decoder`" in block
+    assert "generate vck5000_sublayer_decoder" in block and "encoder's flags only" in block
     shape = SublayerShape(8, 512)
     best = best_placeable(shape, built=True)
     sim = simulate_sublayer(shape, _split(best))
