@@ -44,10 +44,10 @@ class TopPlan:
 
 def top_problem(s: sl.SublayerShape, sp: sl.SublayerSplit) -> str | None:
     """Why the PL top of split ``sp`` is not built (module docstring), or None."""
-    if s.decoder and (sp.qkv_tile[1] % s.head_dim or s.seq & (s.seq - 1)):
-        return (f"a decoder's RoPE units rotate whole head rows of {s.head_dim} at positions of a power-of-two "
-                f"table: records of {sp.qkv_tile[1]} channels over S = {s.seq} are not built")
     if s.decoder:
+        if sp.qkv_tile[1] % s.head_dim or s.seq & (s.seq - 1):
+            return (f"a decoder's RoPE units rotate whole head rows of {s.head_dim} at positions of a power-of-two "
+                    f"table: records of {sp.qkv_tile[1]} channels over S = {s.seq} are not built")
         try:
             sl.rope_lanes(s, sp)
         except ValueError as e:
@@ -84,23 +84,22 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
     bufs = sl.x_buffers(s, sp, bank_beats)
     xb, ub = bufs["x"], bufs.get("u")
     qb, ab = sl.qkv_buffer(s, sp, bank_beats), sl.a_buffer(s, sp, bank_beats)
-    n_res = sl.residual_paths(s, sp)
-    n_site = sl.site_units(s, sp)
+    # the X buffer's readers before its residual readers: a decoder's site readers, an encoder's x readers
+    first = sl.site_units(s, sp) if s.decoder else len(xb.readers) - sl.residual_paths(s, sp)
 
     def banks_of(sets: Any) -> tuple[tuple[int, ...], ...]:
         return tuple(tuple(sorted(b)) for b in sets)
 
     io = sl.plios(s, sp)
     g = sl.attention_geometry(s, sp)
+    x_parts = {"residual_banks": banks_of(xb.readers[first:])}
     if s.decoder:  # X read by the site units and the residual paths, U by the x readers
-        x_parts = {"x_read_banks": banks_of(ub.readers), "site_banks": banks_of(xb.readers[:n_site]),
-                   "residual_banks": banks_of(xb.readers[n_site:]),
-                   "u_layout": sl.x_layout(s, sp, bank_beats, min(s.batch, sl.SEQUENCE_SLOTS)),
-                   "u_write_banks": banks_of(ub.writers), "rope_rotated": (s.heads + s.kv_heads) * s.head_dim,
-                   "rope_lanes": sl.rope_lanes(s, sp), "rope_max_seq": s.seq}
+        x_parts |= {"x_read_banks": banks_of(ub.readers), "site_banks": banks_of(xb.readers[:first]),
+                    "u_layout": sl.x_layout(s, sp, bank_beats, min(s.batch, sl.SEQUENCE_SLOTS)),
+                    "u_write_banks": banks_of(ub.writers), "rope_rotated": (s.heads + s.kv_heads) * s.head_dim,
+                    "rope_lanes": sl.rope_lanes(s, sp), "rope_max_seq": s.seq}
     else:
-        n_x = len(xb.readers) - n_res
-        x_parts = {"x_read_banks": banks_of(xb.readers[:n_x]), "residual_banks": banks_of(xb.readers[n_x:])}
+        x_parts["x_read_banks"] = banks_of(xb.readers[:first])
     every = [reader for rr in runs.values() for reader in rr]
     params = TopParams(
         x_layout=sl.x_layout(s, sp, bank_beats), x_write_banks=banks_of(xb.writers),
@@ -113,7 +112,6 @@ def top_plan(s: sl.SublayerShape, sp: sl.SublayerSplit, bank_beats: int = banks.
         desc_depths=tuple(descriptor_depths(every, ahead)),
         w_streams=io["qkv"]["w"] + io["o"]["w"], lanes=lanes, max_d=max_d, **x_parts)
     assert len(engine.deal(g.groups, sp.n_att)) * 3 == len(runs["qkv"])
-    first = n_site if s.decoder else len(xb.readers) - n_res  # the X buffer's readers before its residual ones
     parts = [runs["x"][:first], runs["x"][first:], *([runs["u"]] if s.decoder else []), runs["qkv"], runs["a"]]
     assert list(params.readers.values()) == [len(v) for v in parts]
     return TopPlan(params, every)
@@ -144,17 +142,17 @@ def launch_headers(s: sl.SublayerShape, sp: sl.SublayerSplit, plan: TopPlan, val
       (:func:`vckattn.hw.spec.qkv_buffer.reader_headers`: ``valid_keys`` a sequence, the causal mask of a decoder,
       ``score_shift``, the output requantization ``rq_mult``, ``rq_shift``);
     * a quiet release's: zeros (never sent)."""
-    g = sl.attention_geometry(s, sp)
-    qkv = iter(reader_headers(sl.qkv_layout(s, sp, plan.params.qkv_bank_beats), engine.deal(g.groups, sp.n_att),
-                              s.batch, valid_keys, causal=s.decoder, score_shift=score_shift, rq_mult=rq_mult,
-                              rq_shift=rq_shift))
+    if len(valid_keys) != s.batch:
+        raise ValueError(f"valid keys of {s.batch} sequences, got {len(valid_keys)}")
+    qkv_layout = sl.qkv_layout(s, sp, plan.params.qkv_bank_beats)
     zero = bytes(streams.BEAT_BYTES)
     n = plan.params.readers
     before_qkv = sum(c for kind, c in n.items() if kind not in ("qkv", "a"))  # the X (and U) buffers' readers
     out: list[list[bytes]] = []
     for i, runs in enumerate(plan.runs):
         if {r.kind for r in runs} & {"q", "k", "v"}:
-            out.append(next(qkv))
+            out += reader_headers(qkv_layout, [runs], valid_keys, causal=s.decoder, score_shift=score_shift,
+                                  rq_mult=rq_mult, rq_shift=rq_shift)
             continue
         rows = sp.qkv_tile[0] if i < before_qkv else sp.o_tile[0]  # an x reader's tiles, or an a reader's
         heads = []
@@ -167,8 +165,6 @@ def launch_headers(s: sl.SublayerShape, sp: sl.SublayerSplit, plan: TopPlan, val
                 heads.append(streams.encode("xtile", packet_id=r.head, op=streams.OP_X_TILE, slice=r.head, rows=rows,
                                             tag=r.b * (s.seq // rows) + r.index).tobytes())
         out.append(heads)
-    if next(qkv, None) is not None:
-        raise AssertionError("the plan's runs are not its q, k and v readers'")
     return out
 
 

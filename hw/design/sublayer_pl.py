@@ -99,6 +99,7 @@ def device_sections(b: Any, engine: dict, plan: TopPlan) -> dict[str, Any]:
     buffers = ", ".join(names[:-1]) + " and " + names[-1]
     units = (f", {p.rope_units} RoPE units on the Q/K/V records and {n['site']} BHyT site A units from X to U"
              if p.decoder else "")
+    wins, window_bits = top_regmaps(p)
     top_ports = [_axis(name, d) for name, d in top_streams(p)]
     top_ports.append({"name": "s_axil", "protocol": "axi4lite", "direction": "in"})
     normalizer = next(kk for kk in engine["kernels"] if kk["name"] == PL_TOP)
@@ -134,4 +135,4 @@ def device_sections(b: Any, engine: dict, plan: TopPlan) -> dict[str, Any]:
     return {"kernels": kernels, "connectivity": [{"from": a, "to": bb} for a, bb in links], "graph": graph,
             "pl_top": {"kernel": SUBLAYER_PL, "readers": n, "residual_paths": n["residual"],
                        "w_streams": p.w_streams, "descriptor_fifos": list(p.desc_depths),
-                       "windows": [name for name, _ in top_regmaps(p)[0]], "register_window_bits": top_regmaps(p)[1]}}
+                       "windows": [name for name, _ in wins], "register_window_bits": window_bits}}

@@ -31,6 +31,7 @@ from vckattn.hw.spec.streams import field
 from .axil import axil_members
 from .bhyt_exact import BHyTExactKernel
 from .pipeline import axis_port
+from .slot_buffer import slot_turn
 from .x_rows import XRows
 
 __all__ = ["SiteUnit"]
@@ -63,7 +64,6 @@ class SiteUnit(wiring.Component):
         if tags < 4:
             raise ValueError(f"{tags} tags: at least 4 groups of tokens are in flight")
         self.layout, self.tags = layout, tags
-        self.pow2 = layout.slots & (layout.slots - 1) == 0
         self.addr_bits = max(1, (layout.beats - 1).bit_length())
         self.slot_bits = max(1, (layout.slots - 1).bit_length())
         self.rows = XRows(layout.features // 16, LANES)
@@ -94,10 +94,9 @@ class SiteUnit(wiring.Component):
         hdr = self.s_axis_tdata
         seq, token = field("site", "seq").bits_of(hdr), field("site", "token").bits_of(hdr)
         tagged = header & (field("site", "slice").bits_of(hdr) == 0)
-        slot = seq & (lo.slots - 1) if self.pow2 else seq[:self.slot_bits]
-        turn = (seq >> (lo.slots.bit_length() - 1)) & 1 if self.pow2 else Const(0, 1)
+        slot, turn = slot_turn(seq, lo.slots, self.slot_bits)
         tiles = lo.max_seq // lo.rows
-        m.d.comb += [tags.w_data.eq(Cat(slot[:self.slot_bits], turn[:1],
+        m.d.comb += [tags.w_data.eq(Cat(slot, turn,
                                         (slot * tiles + (token >> row_log))[:tile_bits],
                                         (token >> 2)[:grp_bits] if row_log > 2 else Const(0, 1))),
                      rows.s_axis_tdata.eq(self.s_axis_tdata), rows.s_axis_tlast.eq(self.s_axis_tlast),

@@ -25,15 +25,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from amaranth.hdl import Cat, Const, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Signal, Value
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .pipeline import axis_port
 
-__all__ = ["SlotBuffer", "write_user"]
+__all__ = ["SlotBuffer", "slot_turn", "write_user"]
 
 BEAT_BITS = 128
+
+
+def slot_turn(seq: Value, slots: int, slot_bits: int) -> tuple[Value, Value]:
+    """A sequence number's slot ``seq mod slots`` and turn ``(seq / slots) mod 2`` as a writer takes them from a
+    header (``slot_bits`` wide, and one bit). With ``slots`` not a power of two (one slot a sequence) every ``seq``
+    must be below ``slots``: the slot is its low bits, the turn 0."""
+    if slots & (slots - 1) == 0:
+        return (seq & (slots - 1))[:slot_bits], ((seq >> (slots.bit_length() - 1)) & 1)[:1]
+    return seq[:slot_bits], Const(0, 1)
 
 
 def write_user(addr: int, slot: int, turn: int, addr_bits: int, slot_bits: int) -> int:

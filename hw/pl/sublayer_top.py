@@ -180,12 +180,10 @@ class SublayerTop(wiring.Component):
         if not p.w_streams:
             raise ValueError("no w stream")
         self.p = p
-        if p.decoder:  # X read by the site units and the residual paths; U by the x readers
-            self.x = x_path(p.x_layout, p.x_write_banks, p.site_banks, p.residual_banks, p.o_cols // 16, p.lanes)
-            self.u = u_path(p.u_layout, p.u_write_banks, p.x_read_banks, p.max_d)
-        else:
-            self.x = x_path(p.x_layout, p.x_write_banks, p.x_read_banks, p.residual_banks, p.o_cols // 16, p.lanes)
-            self.u = None
+        # a decoder's X is read by the site units and the residual paths, its U by the x readers
+        self.x = x_path(p.x_layout, p.x_write_banks, p.site_banks if p.decoder else p.x_read_banks, p.residual_banks,
+                        p.o_cols // 16, p.lanes)
+        self.u = u_path(p.u_layout, p.u_write_banks, p.x_read_banks, p.max_d) if p.decoder else None
         self.qkv = qkv_path(p.qkv_layout, p.qkv_rows, p.qkv_cols, p.qkv_bank_beats, p.qkv_write_banks,
                             p.qkv_read_banks)
         self.a = a_path(p.a_layout, p.heads, p.head_dim, p.q_rows, p.max_groups, p.a_write_banks, p.a_read_banks)
@@ -193,8 +191,8 @@ class SublayerTop(wiring.Component):
         self.rope = [RopeRecords(p.qkv_rows, p.qkv_cols, p.head_dim, p.rope_rotated, p.rope_max_seq, p.rope_lanes)
                      for _ in range(p.rope_units)]
         self.sites = list(self.u.units) if self.u is not None else []
-        paths = [self.x, *([self.u] if self.u is not None else []), self.qkv, self.a]
-        self.slots = tuple(path.buffer.slots for path in paths)
+        self.paths = [self.x, *([self.u] if self.u is not None else []), self.qkv, self.a]  # slots_full's order
+        self.slots = tuple(path.buffer.slots for path in self.paths)
         self.desc_router = StreamRouter(p.desc_depths)
         self.w_router = StreamRouter([p.w_depth] * p.w_streams)
         wins, sub = top_regmaps(p)
@@ -279,9 +277,8 @@ class SublayerTop(wiring.Component):
                 else:
                     m.d.comb += theirs.eq(mine)
         regs = self.status.reg
-        paths = [self.x, *([self.u] if self.u is not None else []), self.qkv, self.a]
         m.d.comb += [regs["bad_route"].eq(Cat(self.desc_router.bad_route, self.w_router.bad_route)),
                      regs["bad_record"].eq(Cat(*(rp.bad_record for rp in self.residual))),
                      regs["residual_paths"].eq(Const(len(self.residual), 8)),
-                     regs["slots_full"].eq(Cat(*(path.slot_full for path in paths)))]
+                     regs["slots_full"].eq(Cat(*(path.slot_full for path in self.paths)))]
         return m

@@ -20,6 +20,7 @@ from vckattn.hw.spec.slice_buffer import SliceLayout
 from vckattn.hw.spec.streams import field
 
 from .pipeline import axis_port
+from .slot_buffer import slot_turn
 
 __all__ = ["XWriter"]
 
@@ -38,7 +39,6 @@ class XWriter(wiring.Component):
 
     def __init__(self, layout: SliceLayout) -> None:
         self.layout = layout
-        self.pow2 = layout.slots & (layout.slots - 1) == 0
         self.addr_bits = max(1, (layout.beats - 1).bit_length())
         self.slot_bits = max(1, (layout.slots - 1).bit_length())
         super().__init__({
@@ -65,9 +65,8 @@ class XWriter(wiring.Component):
             with m.State("HEADER"):
                 m.d.comb += self.s_axis_tready.eq(1)
                 with m.If(self.s_axis_tvalid):
-                    s_in = seq & (lo.slots - 1) if self.pow2 else seq[:self.slot_bits]
-                    m.d.sync += [slot.eq(s_in), j.eq(0), n.eq(0), addr.eq(base(0, s_in)),
-                                 turn.eq((seq >> (lo.slots.bit_length() - 1)) & 1 if self.pow2 else 0)]
+                    s_in, t_in = slot_turn(seq, lo.slots, self.slot_bits)
+                    m.d.sync += [slot.eq(s_in), j.eq(0), n.eq(0), addr.eq(base(0, s_in)), turn.eq(t_in)]
                     m.next = "DATA"
             with m.State("DATA"):
                 end_of_region = Signal()

@@ -138,7 +138,8 @@ class QkvLayout:
 class Run:
     """One descriptor of a q, k or v reader: the run of ``beats`` beats from ``first`` (Q tile or key slice
     ``index`` of head ``head`` of sequence ``b``), in ``slot`` with ``turn``; ``release``: the reader's last run of
-    that sequence; ``quiet``: a release alone (no run: the reader has no group of that sequence)."""
+    that sequence; ``quiet``: a release alone (no run: the reader has no group of that sequence); ``group``: a q,
+    k or v run's (batch, head) group ``b · heads + h`` (its query head's, for K and V), -1 for the others."""
 
     kind: str
     b: int
@@ -150,6 +151,7 @@ class Run:
     turn: int
     release: bool
     quiet: bool = False
+    group: int = -1
 
 
 def with_release(runs: list[Run], quiet: Run) -> list[Run]:
@@ -175,23 +177,22 @@ def reader_runs(layout: QkvLayout, dealt: list[list[int]], batch: int) -> list[l
                 for g in (g for g in groups if g // layout.heads == b):
                     h = g % layout.heads
                     if kind == "q":
-                        mine += [Run("q", b, h, t, layout.q_tile(b, h, t), layout.tile_beats, slot, turn, False)
-                                 for t in range(tiles)]
+                        mine += [Run("q", b, h, t, layout.q_tile(b, h, t), layout.tile_beats, slot, turn, False,
+                                     group=g) for t in range(tiles)]
                     else:
                         at = layout.k_slice if kind == "k" else layout.v_slice
                         mine += [Run(kind, b, h // group_kv, s, at(b, h // group_kv, s), layout.slice_beats, slot,
-                                     turn, False) for s in range(slices)]
+                                     turn, False, group=g) for s in range(slices)]
                 runs += with_release(mine, Run(kind, b, -1, -1, 0, 0, slot, turn, True, True))
             out.append(runs)
     return out
 
 
-def reader_headers(layout: QkvLayout, dealt: list[list[int]], batch: int, valid_keys: list[int], *,
-                   causal: bool = False, score_shift: int = 0, rq_mult: int = 0,
-                   rq_shift: int = 0) -> list[list[bytes]]:
-    """The header beat of each of :func:`reader_runs`' runs, in its order (16 bytes each; a quiet release's, never
-    sent, is zeros): the attention pipelines' own commands (``hw/spec/streams.py``), as the engine's host makes them
-    for the same groups (``host/engine.py``):
+def reader_headers(layout: QkvLayout, runs: list[list[Run]], valid_keys: list[int], *, causal: bool = False,
+                   score_shift: int = 0, rq_mult: int = 0, rq_shift: int = 0) -> list[list[bytes]]:
+    """The header beat of each of the q, k and v readers' runs (:func:`reader_runs`), in their order (16 bytes each;
+    a quiet release's, never sent, is zeros): the attention pipelines' own commands (``hw/spec/streams.py``), as the
+    engine's host makes them for the same groups (``host/engine.py``):
 
     * a q reader's run (Q tile ``t`` of group ``g = b · heads + h``): TILE, ``head`` ``h``, ``rows`` ``q_rows`` (the
       buffer holds ``max_seq`` tokens a sequence: every tile whole; the keys past the sequence are masked instead),
@@ -200,28 +201,20 @@ def reader_headers(layout: QkvLayout, dealt: list[list[int]], batch: int, valid_
     * a k or v reader's run (key slice ``j`` of group ``g``'s K/V head): SLICE, ``packet_id`` ``j`` (K) or
       ``kernels + j`` (V; ``kernels = max_seq / slice_keys``), ``tiles = T``, ``first_tile = g · T``; V carries the
       output requantization (``rq_mult``, a signed 16-bit value, and ``rq_shift``)."""
-    if len(valid_keys) != batch or any(not 1 <= v <= layout.max_seq for v in valid_keys):
-        raise ValueError(f"valid keys of {batch} sequences, each 1..{layout.max_seq}: {valid_keys}")
+    if any(not 1 <= v <= layout.max_seq for v in valid_keys):
+        raise ValueError(f"valid keys of each sequence 1..{layout.max_seq}: {valid_keys}")
     tiles, k = layout.max_seq // layout.q_rows, layout.max_seq // layout.slice_keys
-    quiet = bytes(streams.BEAT_BYTES)
-    out: list[list[bytes]] = []
-    for groups in dealt:
-        for kind in ("q", "k", "v"):
-            heads: list[bytes] = []
-            for b in range(batch):
-                mine: list[bytes] = []
-                for g in (g for g in groups if g // layout.heads == b):
-                    if kind == "q":
-                        mine += [streams.encode("tile", op=streams.OP_TILE, causal=int(causal), score_shift=score_shift,
-                                                head=g % layout.heads, valid_keys=valid_keys[b], rows=layout.q_rows,
-                                                q0=t * layout.q_rows, tag=g * tiles + t).tobytes()
-                                 for t in range(tiles)]
-                    else:
-                        v = kind == "v"
-                        mine += [streams.encode("slice", packet_id=j + (k if v else 0),
-                                                op=streams.OP_LOAD_V if v else streams.OP_LOAD_K, slice=j, tiles=tiles,
-                                                first_tile=g * tiles, rq_mult=streams.int16_bits(rq_mult) if v else 0,
-                                                rq_shift=rq_shift if v else 0).tobytes() for j in range(k)]
-                heads += mine or [quiet]
-            out.append(heads)
-    return out
+
+    def header(r: Run) -> bytes:
+        if r.quiet:
+            return bytes(streams.BEAT_BYTES)
+        if r.kind == "q":
+            return streams.encode("tile", op=streams.OP_TILE, causal=int(causal), score_shift=score_shift, head=r.head,
+                                  valid_keys=valid_keys[r.b], rows=layout.q_rows, q0=r.index * layout.q_rows,
+                                  tag=r.group * tiles + r.index).tobytes()
+        v = r.kind == "v"
+        return streams.encode("slice", packet_id=r.index + (k if v else 0), op=streams.OP_LOAD_V if v else
+                              streams.OP_LOAD_K, slice=r.index, tiles=tiles, first_tile=r.group * tiles,
+                              rq_mult=streams.int16_bits(rq_mult) if v else 0, rq_shift=rq_shift if v else 0).tobytes()
+
+    return [[header(r) for r in reader] for reader in runs]

@@ -63,8 +63,8 @@ def test_the_readers_headers_are_the_engines_own_commands(causal: bool) -> None:
     dealt = deal_groups(batch * lo.heads, 2)
     params = EngineParams(pipelines=2, kernels=2, q_rows=16, d=32, max_keys=64)
     cmds = commands(params, Geometry(batch, lo.heads, lo.kv_heads, lo.max_seq, 32, tuple(valid), causal, 3, -77, 9))
-    heads = reader_headers(lo, dealt, batch, valid, causal=causal, score_shift=3, rq_mult=-77, rq_shift=9)
     runs = reader_runs(lo, dealt, batch)
+    heads = reader_headers(lo, runs, valid, causal=causal, score_shift=3, rq_mult=-77, rq_shift=9)
     assert [len(h) for h in heads] == [len(r) for r in runs]
     for p in range(2):
         q, k, v = (heads[3 * p + i] for i in range(3))
@@ -78,4 +78,4 @@ def test_the_readers_headers_are_the_engines_own_commands(causal: bool) -> None:
         assert all(h == bytes(16) for h, r in zip(q + k + v, qr + kr + vr, strict=True) if r.quiet)
     assert np.any([bytes(c[:16]) != bytes(16) for c in cmds.q[0]])
     with pytest.raises(ValueError, match="valid keys"):
-        reader_headers(lo, dealt, batch, [64, 65, 1])
+        reader_headers(lo, runs, [64, 65, 1])
